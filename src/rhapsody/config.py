@@ -1,0 +1,93 @@
+"""Settings: defaults < user config < project config < RHAPSODY_* environment < flags.
+
+Files are TOML: `~/.config/rhapsody/config.toml` (or `$XDG_CONFIG_HOME/rhapsody/`) and
+`.rhapsody/config.toml` in the project. Unknown keys and bad values are errors that name
+the key. The resulting `Settings` is passed down explicitly.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rhapsody.core.errors import ConfigError
+
+
+class Settings(BaseModel):
+    """Everything a user can set."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = None
+    """Model id; None means the newest Sonnet the installed SDK lists."""
+    max_tokens: int = Field(16000, ge=1)
+    """max_tokens of each request."""
+    narration_min_words: int = Field(8, ge=0)
+    """Words of visible text required before each tool call (0 turns the check off)."""
+    parallel_tools: bool = False
+    """Allow several tool calls per message, one narration covering the batch."""
+    thinking: bool = False
+    """Ask for adaptive thinking with summarised display."""
+    permission_mode: Literal["read-only", "ask", "auto-edit", "yolo"] = "yolo"
+    """What tools may do without asking."""
+    handoff_at_tokens: int | None = Field(None, ge=1000)
+    """Trigger a micro-handoff when the active context passes this many estimated tokens."""
+    bash_timeout: float = Field(120.0, gt=0)
+    """Seconds before a bash command's process group is killed."""
+    output_cap: int = Field(30000, ge=1000)
+    """Characters of tool output kept (head and tail) before it is cut."""
+    retries: int = Field(4, ge=0)
+    """Retries of a failed request (429, 5xx, overloaded, cut stream)."""
+    retry_base_delay: float = Field(0.5, ge=0)
+    """First retry delay in seconds; doubles each time, at most 8 s, or the server's retry-after."""
+    request_timeout: float = Field(600.0, gt=0)
+    """Seconds before a request with no answer is abandoned (and retried)."""
+    instructions_cap: int = Field(16000, ge=0)
+    """Characters of AGENTS.md / CLAUDE.md put in the system prompt."""
+    keymap: dict[str, str] = Field(default_factory=dict)
+    """TUI key bindings by binding id, e.g. {"handoff": "f6"}."""
+
+
+def user_config_path() -> Path:
+    """The user's config file."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "rhapsody" / "config.toml"
+
+
+def load_settings(root: Path, flags: dict[str, Any] | None = None) -> Settings:
+    """Merge every layer and validate; raises ConfigError with a one-line reason."""
+    merged: dict[str, Any] = {}
+    for path in (user_config_path(), root / ".rhapsody" / "config.toml"):
+        merged.update(_read_toml(path))
+    merged.update(_from_env())
+    merged.update({k: v for k, v in (flags or {}).items() if v is not None})
+    try:
+        return Settings.model_validate(merged)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(p) for p in err.get("loc", ())) or "settings"
+        raise ConfigError(f"bad setting {key!r}: {err['msg']}") from None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    return data
+
+
+def _from_env() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in Settings.model_fields:
+        value = os.environ.get(f"RHAPSODY_{name.upper()}")
+        if value is not None and name != "keymap":
+            out[name] = value
+    return out

@@ -1,0 +1,120 @@
+"""The active context: a view of the history, and the request body built from it.
+
+The history keeps every message; seams and thinking cuts are records that change what the
+view shows, never what is on disk. `Conversation.active()` is the list of messages the
+model sees: thinking dropped before the latest thinking cut, tool traffic stripped before
+the latest active seam, empty messages dropped and same-role neighbours merged.
+
+Imports: stdlib and rhapsody.core only.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from rhapsody.core.messages import Message, compact_json
+from rhapsody.core.strip import compact, drop_thinking_blocks, strip_blocks
+from rhapsody.core.tokens import estimate_chars
+
+EPHEMERAL = {"type": "ephemeral"}
+
+
+@dataclass
+class Conversation:
+    """Messages and the seams over them, rebuilt from history records in order."""
+
+    messages: list[Message] = field(default_factory=list)
+    message_seqs: list[int] = field(default_factory=list)
+    seams: list[dict[str, Any]] = field(default_factory=list)
+    undone: list[dict[str, Any]] = field(default_factory=list)
+    thinking_cut: int = 0
+
+    def apply(self, record: dict[str, Any]) -> None:
+        """Fold one history record into the conversation."""
+        kind = record["kind"]
+        if kind == "message":
+            self.messages.append(Message(role=record["role"], content=record["content"]))
+            self.message_seqs.append(record.get("seq", -1))
+        elif kind == "seam":
+            self.seams.append(record)
+        elif kind == "unseam" and self.seams:
+            self.undone.append(self.seams.pop())
+            self.thinking_cut = max(self.thinking_cut, record["boundary"])
+        elif kind == "thinking_cut":
+            self.thinking_cut = max(self.thinking_cut, record["boundary"])
+
+    def boundary(self) -> int:
+        """How many messages the latest active seam strips (0 with no seam)."""
+        return self.seams[-1]["boundary"] if self.seams else 0
+
+    def active(self) -> list[Message]:
+        """The messages the model sees now."""
+        return self.view(self.boundary())
+
+    def view(self, boundary: int) -> list[Message]:
+        """The messages the model would see with a seam at `boundary`."""
+        msgs: list[Message] = list(self.messages)
+        if self.thinking_cut:
+            msgs = drop_thinking_blocks(msgs, self.thinking_cut)
+        if boundary:
+            msgs = strip_blocks(msgs, boundary)
+        return compact(msgs)
+
+    @classmethod
+    def from_records(cls, records: list[dict[str, Any]]) -> Conversation:
+        """Rebuild from history records."""
+        conv = cls()
+        for record in records:
+            conv.apply(record)
+        return conv
+
+
+@dataclass(frozen=True)
+class RequestSpec:
+    """The fixed parts of every request of a session; frozen so the cache prefix survives."""
+
+    model: str
+    system: str
+    tools: list[dict[str, Any]]
+    max_tokens: int = 16000
+    parallel_tools: bool = False
+    thinking: dict[str, Any] | None = None
+
+
+def build_request(spec: RequestSpec, messages: list[Message]) -> dict[str, Any]:
+    """The Messages API body, with cache breakpoints after system and on the newest message."""
+    body: dict[str, Any] = {"model": spec.model, "max_tokens": spec.max_tokens}
+    body["system"] = [{"type": "text", "text": spec.system, "cache_control": EPHEMERAL}]
+    if spec.tools:
+        body["tools"] = spec.tools
+        body["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": not spec.parallel_tools}
+    if spec.thinking:
+        body["thinking"] = spec.thinking
+    api = [m.to_api() for m in messages]
+    if api:
+        api[-1] = _with_breakpoint(api[-1])
+    body["messages"] = api
+    return body
+
+
+def _with_breakpoint(message: dict[str, Any]) -> dict[str, Any]:
+    msg = copy.copy(message)
+    content = msg["content"]
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    else:
+        content = list(content)
+    for i in range(len(content) - 1, -1, -1):
+        if content[i].get("type") not in ("thinking", "redacted_thinking"):
+            content[i] = {**content[i], "cache_control": EPHEMERAL}
+            break
+    msg["content"] = content
+    return msg
+
+
+def measure(body: dict[str, Any]) -> tuple[int, int]:
+    """Request-body bytes and estimated tokens of a built request."""
+    text = compact_json(body)
+    return len(text.encode("utf-8")), estimate_chars(len(text))

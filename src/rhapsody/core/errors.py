@@ -1,0 +1,32 @@
+"""Errors rhapsody raises on purpose, each meant to reach the user as one line.
+
+    RhapsodyError
+    ├── ConfigError        a settings file or variable is malformed
+    ├── HistoryError       a history file cannot be read or was written by a newer version
+    ├── InputError         a file given on the command line is malformed
+    └── ModelError         the model provider failed for good (retries exhausted, 4xx)
+
+Imports: stdlib only.
+"""
+
+from __future__ import annotations
+
+
+class RhapsodyError(Exception):
+    """Base of every error meant for the user; str() is the one-line message."""
+
+
+class ConfigError(RhapsodyError):
+    """A settings file or environment variable is malformed."""
+
+
+class HistoryError(RhapsodyError):
+    """A history file cannot be read, or was written by a newer rhapsody."""
+
+
+class InputError(RhapsodyError):
+    """A file given on the command line is malformed."""
+
+
+class ModelError(RhapsodyError):
+    """The model provider failed and retrying will not help."""

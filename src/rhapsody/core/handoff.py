@@ -1,0 +1,104 @@
+"""The micro-handoff seam: commit (audited and measured), undo, and what a seam strips.
+
+Committing a seam records `{"kind": "seam", "boundary": N, ...}`; the history keeps every
+message, and the view strips the first N. Before the record is written the stripped view
+is audited: the authored text must hash the same and the conversation must stay valid.
+
+Imports: stdlib and rhapsody.core only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from rhapsody.core.context import build_request, measure
+from rhapsody.core.messages import Message, ToolResultBlock, ToolUseBlock
+from rhapsody.core.session import USAGE_KEYS, Session
+from rhapsody.core.strip import HANDOFF_TOOL, authored_sha256, shape, validity_problems
+
+INDEX_LINES = 60
+INDEX_CHARS = 4000
+
+
+class AuditFailed(Exception):
+    """The stripped view lost authored text or broke the API's rules."""
+
+
+def audit(before: list[Message], after: list[Message]) -> str:
+    """Check a strip; returns the authored-text SHA-256 or raises AuditFailed."""
+    sha_before, sha_after = authored_sha256(before), authored_sha256(after)
+    if sha_before != sha_after:
+        raise AuditFailed(f"authored text changed (sha256 {sha_before[:12]} -> {sha_after[:12]})")
+    problems = validity_problems(after)
+    if problems:
+        raise AuditFailed(f"stripped conversation is invalid: {problems[0]}")
+    return sha_after
+
+
+def commit_seam(session: Session, note_path: str = "") -> dict[str, Any]:
+    """Strip everything so far; returns the seam record, or raises AuditFailed (nothing changed)."""
+    conv = session.conversation
+    boundary = len(conv.messages)
+    before, after = conv.active(), conv.view(boundary)
+    sha = audit(before, after)
+    body_before = build_request(session.spec, before)
+    body_after = build_request(session.spec, after)
+    return session.record(
+        "seam",
+        seam=len(conv.seams) + len(conv.undone) + 1,
+        boundary=boundary,
+        note_path=note_path,
+        authored_sha256=sha,
+        before=shape(before, *measure(body_before)).as_dict(),
+        after=shape(after, *measure(body_after)).as_dict(),
+        reported_input_before=sum(session.counters.last_usage.get(k, 0) for k in USAGE_KEYS[:3]),
+    )
+
+
+def undo_seam(session: Session) -> dict[str, Any] | None:
+    """Put the last seam's stripped blocks back; thinking before this point is cut."""
+    seams = session.conversation.seams
+    if not seams:
+        return None
+    return session.record("unseam", seam=seams[-1]["seam"], boundary=len(session.conversation.messages))
+
+
+def stripped_calls(session: Session) -> list[tuple[ToolUseBlock, ToolResultBlock | None]]:
+    """The tool calls the next seam will strip (not yet stripped, handoff calls excluded)."""
+    conv = session.conversation
+    results = {
+        b.tool_use_id: b for m in conv.messages for b in m.content if isinstance(b, ToolResultBlock)
+    }
+    calls = [
+        b for m in conv.messages[conv.boundary():] for b in m.content
+        if isinstance(b, ToolUseBlock) and b.name != HANDOFF_TOOL
+    ]
+    return [(c, results.get(c.id)) for c in calls]
+
+
+def arg_digest(value: Any, width: int = 60) -> str:
+    """A one-line digest of tool arguments: the text itself when short, else head plus hash."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    if len(text) <= width:
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    return f"{text[: width - 12]}…#{digest}"
+
+
+def stripped_index(session: Session) -> str:
+    """One line per call the seam strips: recall id, tool, argument digest, size, outcome."""
+    lines: list[str] = []
+    calls = stripped_calls(session)
+    used = 0
+    for call, result in calls:
+        size = len(result.text()) if result else 0
+        outcome = "no result" if result is None else ("error" if result.is_error else "ok")
+        line = f"{session.id}:{call.id}  {call.name} {arg_digest(call.input)}  {size} chars  {outcome}"
+        if len(lines) >= INDEX_LINES or used + len(line) > INDEX_CHARS:
+            lines.append(f"… {len(calls) - len(lines)} more calls not listed; search them with recall")
+            break
+        lines.append(line)
+        used += len(line) + 1
+    return "\n".join(lines) if lines else "(no tool calls to strip)"

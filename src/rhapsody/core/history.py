@@ -1,0 +1,152 @@
+"""The history file: an append-only JSONL record of every event of a session.
+
+Each record is one line `{"v": 1, "seq", "ts", "kind", ...}` written with a single
+`write`, flushed and fsynced, in a file of mode 0600. On open, a file whose last byte is
+not a newline (a torn write) gets one, so the next record cannot merge with the torn one.
+On read, a line that does not parse is skipped and counted; the last line torn by a crash
+is expected and silent. Nothing is ever rewritten. See docs/history-format.md.
+
+Imports: stdlib only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rhapsody.core.errors import HistoryError
+
+VERSION = 1
+STATE_DIR = ".rhapsody"
+
+
+def state_dir(root: Path) -> Path:
+    """The project's `.rhapsody/` folder, created with a `.gitignore` so git never sees it."""
+    folder = root / STATE_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    ignore = folder / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("*\n", encoding="utf-8")
+    return folder
+
+
+def history_dir(root: Path) -> Path:
+    """Where the project's session histories live."""
+    folder = state_dir(root) / "history"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def new_session_id() -> str:
+    """A session id that sorts by time and is never reused: UTC stamp plus random hex."""
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+class HistoryWriter:
+    """Appends records to one history file; every append is on disk when it returns."""
+
+    def __init__(self, path: Path, next_seq: int = 0) -> None:
+        self.path = path
+        self.seq = next_seq
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.chmod(path, 0o600)
+        self._fd = fd
+        self._terminate_torn_line()
+
+    def _terminate_torn_line(self) -> None:
+        size = os.fstat(self._fd).st_size
+        if size == 0:
+            return
+        with open(self.path, "rb") as f:
+            f.seek(size - 1)
+            if f.read(1) != b"\n":
+                os.write(self._fd, b"\n")
+                os.fsync(self._fd)
+
+    def append(self, kind: str, **fields: Any) -> dict[str, Any]:
+        """Write one record and fsync it; returns the record as written."""
+        record = {"v": VERSION, "seq": self.seq, "ts": round(time.time(), 3), "kind": kind, **fields}
+        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+        os.write(self._fd, line.encode("utf-8"))
+        os.fsync(self._fd)
+        self.seq += 1
+        return record
+
+    def close(self) -> None:
+        """Close the file; further appends fail."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+@dataclass
+class HistoryRead:
+    """What reading a history file found."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    skipped: int = 0
+    torn_tail: bool = False
+
+
+def read_history(path: Path) -> HistoryRead:
+    """Read every record; malformed lines are skipped and counted, a torn tail noted."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise HistoryError(f"cannot read history {path}: {exc.strerror}") from None
+    result = HistoryRead()
+    lines = data.split(b"\n")
+    last = len(lines) - 1
+    for i, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        record = _parse_line(raw)
+        if record is None:
+            if i == last:
+                result.torn_tail = True
+            else:
+                result.skipped += 1
+            continue
+        if record.get("v", 1) > VERSION:
+            raise HistoryError(
+                f"{path.name} was written by a newer rhapsody (history v{record['v']}, this reads v{VERSION})"
+            )
+        result.records.append(record)
+    return result
+
+
+def _parse_line(raw: bytes) -> dict[str, Any] | None:
+    try:
+        record = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
+        return None
+    return record
+
+
+def sessions(root: Path) -> Iterator[Path]:
+    """The project's history files, oldest first."""
+    folder = root / STATE_DIR / "history"
+    if folder.is_dir():
+        yield from sorted(folder.glob("*.jsonl"))
+
+
+def find_session(root: Path, session_id: str | None) -> Path:
+    """The history file of `session_id`, or the newest when None."""
+    found = list(sessions(root))
+    if not found:
+        raise HistoryError(f"no sessions in {root / STATE_DIR / 'history'}")
+    if session_id is None:
+        return found[-1]
+    matches = [p for p in found if p.stem == session_id or p.stem.startswith(session_id)]
+    if len(matches) != 1:
+        raise HistoryError(f"no single session matches {session_id!r} ({len(matches)} found)")
+    return matches[0]

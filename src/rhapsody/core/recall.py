@@ -1,0 +1,169 @@
+"""Recall: a full-text index of a session's tool calls and results, beside its history.
+
+The index is an sqlite3 FTS5 database `<session>.recall.sqlite`, rebuilt from the
+history whenever it is missing or older than the history (it stores how many records it
+indexed). Ids are permanent: `<session id>:<tool_use id>`. Within the current session only
+calls a seam stripped are searched (the rest are still in context); earlier sessions are
+searched whole.
+
+Imports: stdlib and rhapsody.core only.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rhapsody.core.context import Conversation
+from rhapsody.core.history import read_history, sessions
+from rhapsody.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+
+PAGE = 8000
+SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE VIRTUAL TABLE calls USING fts5(id UNINDEXED, tool, input, result, narration,
+    msg_index UNINDEXED, is_error UNINDEXED, ts UNINDEXED);
+"""
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result."""
+
+    id: str
+    tool: str
+    snippet: str
+    narration: str
+    session: str
+    ts: float
+
+
+def index_path(history: Path) -> Path:
+    """Where the index of one history file lives."""
+    return history.with_suffix(".recall.sqlite")
+
+
+def open_index(history: Path) -> sqlite3.Connection:
+    """The index of `history`, rebuilt first when missing or stale."""
+    records = read_history(history).records
+    path = index_path(history)
+    db = _connect(path)
+    if db is not None and _indexed(db) == len(records):
+        return db
+    if db is not None:
+        db.close()
+    path.unlink(missing_ok=True)
+    db = sqlite3.connect(path)
+    db.executescript(SCHEMA)
+    session = history.stem
+    rows = list(_rows(session, records))
+    db.executemany("INSERT INTO calls VALUES (?,?,?,?,?,?,?,?)", rows)
+    db.execute("INSERT INTO meta VALUES ('records', ?)", (str(len(records)),))
+    db.commit()
+    path.chmod(0o600)
+    return db
+
+
+def _connect(path: Path) -> sqlite3.Connection | None:
+    if not path.exists():
+        return None
+    try:
+        db = sqlite3.connect(path)
+        db.execute("SELECT count(*) FROM calls").fetchone()
+        return db
+    except sqlite3.DatabaseError:
+        return None
+
+
+def _indexed(db: sqlite3.Connection) -> int:
+    row = db.execute("SELECT value FROM meta WHERE key='records'").fetchone()
+    return int(row[0]) if row else -1
+
+
+def _rows(session: str, records: list[dict[str, Any]]) -> Any:
+    messages: list[tuple[Message, float]] = []
+    for record in records:
+        if record["kind"] == "message":
+            messages.append((Message(role=record["role"], content=record["content"]), record.get("ts", 0.0)))
+    for i, (message, ts) in enumerate(messages):
+        if message.role != "assistant":
+            continue
+        results = _results_after(messages, i)
+        narration: list[str] = []
+        for block in message.content:
+            if isinstance(block, TextBlock):
+                narration.append(block.text)
+            elif isinstance(block, ToolUseBlock):
+                result = results.get(block.id)
+                yield (
+                    f"{session}:{block.id}", block.name, json.dumps(block.input, ensure_ascii=False),
+                    result.text() if result else "", "\n".join(narration), i,
+                    int(bool(result and result.is_error)), ts,
+                )
+                narration = []
+
+
+def _results_after(messages: list[tuple[Message, float]], i: int) -> dict[str, ToolResultBlock]:
+    if i + 1 >= len(messages):
+        return {}
+    return {b.tool_use_id: b for b in messages[i + 1][0].content if isinstance(b, ToolResultBlock)}
+
+
+def _fts_query(query: str) -> str:
+    return " ".join('"' + word.replace('"', '""') + '"' for word in query.split())
+
+
+def search(history: Path, query: str, limit: int = 10, stripped_only: bool = True) -> list[Hit]:
+    """Calls matching `query`; with stripped_only, only those a seam took out of context."""
+    if not query.split():
+        return []
+    db = open_index(history)
+    boundary = _boundary(history) if stripped_only else None
+    sql = (
+        "SELECT id, tool, snippet(calls, 3, '[', ']', '…', 16), narration, msg_index, ts, "
+        "snippet(calls, 2, '[', ']', '…', 16) FROM calls WHERE calls MATCH ? ORDER BY rank LIMIT ?"
+    )
+    hits = []
+    for row in db.execute(sql, (_fts_query(query), limit * 4)):
+        if boundary is not None and row[4] >= boundary:
+            continue
+        snippet = row[2] if "[" in row[2] else row[6]
+        hits.append(Hit(row[0], row[1], snippet, row[3][-300:], history.stem, row[5]))
+    db.close()
+    return hits[:limit]
+
+
+def _boundary(history: Path) -> int:
+    """Index (in message order, before merging) of the first message still in context."""
+    return Conversation.from_records(read_history(history).records).boundary()
+
+
+def search_project(root: Path, current: Path, query: str, limit: int = 10) -> list[Hit]:
+    """Search the current session's stripped calls and every earlier session of the project."""
+    hits = search(current, query, limit)
+    for history in sessions(root):
+        if history != current:
+            hits += search(history, query, limit, stripped_only=False)
+    return hits[:limit] if len(hits) <= limit else sorted(hits, key=lambda h: -h.ts)[:limit]
+
+
+def fetch(root: Path, call_id: str, page: int = 1) -> str | None:
+    """The full call and result for a recall id, one page of PAGE characters at a time."""
+    session = call_id.split(":", 1)[0]
+    history = root / ".rhapsody" / "history" / f"{session}.jsonl"
+    if ":" not in call_id or not history.exists():
+        return None
+    db = open_index(history)
+    row = db.execute("SELECT tool, input, result, narration, is_error FROM calls WHERE id = ?", (call_id,)).fetchone()
+    db.close()
+    if row is None:
+        return None
+    tool, args, result, narration, is_error = row
+    full = f"call {call_id}: {tool} {args}\nnarration before it: {narration}\n{'error ' if is_error else ''}result:\n{result}"
+    pages = max(1, -(-len(full) // PAGE))
+    page = min(max(page, 1), pages)
+    chunk = full[(page - 1) * PAGE : page * PAGE]
+    return f"[page {page} of {pages}]\n{chunk}"

@@ -1,0 +1,197 @@
+"""The session: one history file, the conversation folded from it, hints and counters.
+
+Every change goes through `record`, which appends to the history first and then folds the
+record into memory, so what is in memory is always what a resume would rebuild.
+
+Imports: stdlib and rhapsody.core only.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rhapsody import __version__
+from rhapsody.core.context import Conversation, RequestSpec, build_request
+from rhapsody.core.errors import HistoryError
+from rhapsody.core.history import HistoryWriter, history_dir, new_session_id, read_history
+from rhapsody.core.messages import Block, Message
+
+USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
+
+
+@dataclass(frozen=True)
+class Hint:
+    """Text the human typed while the agent worked.
+
+    mode "steer" lands at the next tool boundary; "queue" waits for the end of the turn.
+    """
+
+    id: str
+    text: str
+    mode: str = "steer"
+
+
+@dataclass
+class Counters:
+    """Running totals the front ends show."""
+
+    violations: int = 0
+    tool_calls: int = 0
+    requests: int = 0
+    seams: int = 0
+    usage: dict[str, int] = field(default_factory=lambda: dict.fromkeys(USAGE_KEYS, 0))
+    last_usage: dict[str, int] = field(default_factory=dict)
+    last_request_tokens: int = 0
+
+
+class Session:
+    """A session's history, conversation view, pending hints and counters."""
+
+    def __init__(self, root: Path, writer: HistoryWriter, spec: RequestSpec, session_id: str) -> None:
+        self.root = root
+        self.writer = writer
+        self.spec = spec
+        self.id = session_id
+        self.conversation = Conversation()
+        self.counters = Counters()
+        self.pending: list[Hint] = []
+        self._hint_ids = itertools.count(1)
+        self.handoff_wanted = False
+        self.handoff_asked = False
+        self.handoff_reminded = False
+        self.handoff_interrupted_work = False
+        self.seam_pending: dict[str, Any] | None = None
+        self.records: list[dict[str, Any]] = []
+
+    @property
+    def path(self) -> Path:
+        """The history file."""
+        return self.writer.path
+
+    @classmethod
+    def start(cls, root: Path, spec: RequestSpec) -> Session:
+        """A new session with a new history file."""
+        session_id = new_session_id()
+        writer = HistoryWriter(history_dir(root) / f"{session_id}.jsonl")
+        session = cls(root, writer, spec, session_id)
+        session.record(
+            "session",
+            session=session_id,
+            cwd=str(root),
+            version=__version__,
+            model=spec.model,
+            system=spec.system,
+            tools=spec.tools,
+            max_tokens=spec.max_tokens,
+            parallel_tools=spec.parallel_tools,
+            thinking=spec.thinking,
+        )
+        return session
+
+    @classmethod
+    def resume(cls, root: Path, path: Path, model: str | None = None) -> Session:
+        """Reopen a session from its history; a different model cuts earlier thinking."""
+        read = read_history(path)
+        if not read.records or read.records[0].get("kind") != "session":
+            raise HistoryError(f"{path.name} does not start with a session record")
+        head = read.records[0]
+        spec = RequestSpec(
+            model=model or head["model"],
+            system=head["system"],
+            tools=head["tools"],
+            max_tokens=head.get("max_tokens", 16000),
+            parallel_tools=head.get("parallel_tools", False),
+            thinking=head.get("thinking"),
+        )
+        writer = HistoryWriter(path, next_seq=read.records[-1].get("seq", len(read.records)) + 1)
+        session = cls(root, writer, spec, head["session"])
+        for record in read.records:
+            session._fold(record)
+        session.record("resumed", skipped_lines=read.skipped, torn_tail=read.torn_tail)
+        if model and model != head["model"]:
+            session.cut_thinking("model switched")
+        return session
+
+    def record(self, kind: str, **fields: Any) -> dict[str, Any]:
+        """Append one event to history, then fold it into memory."""
+        record = self.writer.append(kind, **fields)
+        self._fold(record)
+        return record
+
+    def _fold(self, record: dict[str, Any]) -> None:
+        self.records.append(record)
+        self.conversation.apply(record)
+        kind = record["kind"]
+        if kind == "hint":
+            self.pending.append(Hint(record["id"], record["text"], record.get("mode", "steer")))
+            self._bump_hint_ids(record["id"])
+        elif kind == "hint_delivered":
+            delivered = set(record["ids"])
+            self.pending = [h for h in self.pending if h.id not in delivered]
+        elif kind == "violation":
+            self.counters.violations += 1
+        elif kind == "tool_run":
+            self.counters.tool_calls += 1
+        elif kind == "request":
+            self.counters.requests += 1
+            self.counters.last_request_tokens = record.get("est_tokens", 0)
+        elif kind == "usage":
+            self._fold_usage(record)
+        elif kind in ("seam", "unseam"):
+            self.counters.seams = len(self.conversation.seams)
+
+    def _fold_usage(self, record: dict[str, Any]) -> None:
+        usage = {k: int(record.get(k) or 0) for k in USAGE_KEYS}
+        for key, value in usage.items():
+            self.counters.usage[key] += value
+        self.counters.last_usage = usage
+
+    def _bump_hint_ids(self, hint_id: str) -> None:
+        number = int(hint_id[1:]) if hint_id[1:].isdigit() else 0
+        current = next(self._hint_ids)
+        self._hint_ids = itertools.count(max(current, number + 1))
+
+    # -- conversation ------------------------------------------------------------------
+
+    def append_message(self, role: str, content: list[Block]) -> dict[str, Any]:
+        """Append a message to the conversation (and the history)."""
+        message = Message(role=role, content=content)
+        return self.record("message", role=role, content=[b.dump() for b in message.content])
+
+    def messages(self) -> list[Message]:
+        """The active context: what the model sees now."""
+        return self.conversation.active()
+
+    def request(self) -> dict[str, Any]:
+        """The next request body built from the active context."""
+        return build_request(self.spec, self.messages())
+
+    def cut_thinking(self, reason: str) -> None:
+        """Drop every thinking block so far from the view (their prefix no longer holds)."""
+        self.record("thinking_cut", boundary=len(self.conversation.messages), reason=reason)
+
+    # -- hints ---------------------------------------------------------------------------
+
+    def hint(self, text: str, mode: str = "steer") -> Hint:
+        """Queue a hint; it is on disk before this returns."""
+        hint_id = f"h{next(self._hint_ids)}"
+        self.record("hint", id=hint_id, text=text, mode=mode)
+        return self.pending[-1]
+
+    def take_hints(self, modes: tuple[str, ...] = ("steer", "queue")) -> list[Hint]:
+        """Remove and return the pending hints of the given modes, oldest first."""
+        taken = [h for h in self.pending if h.mode in modes]
+        return taken
+
+    def context_tokens(self) -> int:
+        """The best figure for the active context: API-reported when fresh, else estimated."""
+        usage = self.counters.last_usage
+        reported = sum(usage.get(k, 0) for k in USAGE_KEYS[:3])
+        return reported or self.counters.last_request_tokens
+
+    def request_handoff(self) -> None:
+        """Ask for a micro-handoff at the next tool boundary (or as the next turn when idle)."""
+        self.handoff_wanted = True

@@ -1,0 +1,1 @@
+"""The loopback Messages API server and its scripted responders."""

@@ -1,0 +1,279 @@
+"""A loopback HTTP server that speaks the Messages API, for tests and `rhapsody --demo`.
+
+It streams SSE exactly as the SDK reads it, plays turns from a responder, records every
+request body, enforces the API's validation rules (see validate.py) and injects faults on
+demand: an HTTP error status with retry-after, an `error` event mid-stream, a connection
+torn mid-body, a stream that ends cleanly before `message_stop`, or a slow answer.
+Usage is reported with a simple prompt-cache model so cache figures mean something.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from rhapsody.loopback.validate import Invalid, _plain, signature, validate
+
+Turn = dict[str, Any]
+Responder = Callable[[dict[str, Any]], Turn]
+
+
+@dataclass
+class Fault:
+    """One injected failure; it consumes one request and leaves the script where it was."""
+
+    kind: str  # status | sse_error | drop | truncate | slow
+    status: int = 529
+    retry_after: float | None = 0
+    after_events: int = 3
+    seconds: float = 0.0
+
+
+@dataclass
+class Recorded:
+    """One request as the server received it."""
+
+    body: Any
+    status: int
+    size: int
+    path: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class LoopbackServer:
+    """Serve the Messages API on 127.0.0.1 from a thread."""
+
+    def __init__(self, responder: Responder, models: tuple[str, ...] = ("claude-",)) -> None:
+        self.responder = responder
+        self.models = models
+        self.requests: list[Recorded] = []
+        self.faults: list[Fault] = []
+        self._cache: set[str] = set()
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        """Base URL for the SDK."""
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> LoopbackServer:
+        """Start serving in a daemon thread."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving."""
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def inject(self, *faults: Fault) -> None:
+        """Queue faults for the next requests, one each."""
+        with self._lock:
+            self.faults.extend(faults)
+
+    def bodies(self) -> list[dict[str, Any]]:
+        """The bodies of the requests that were answered 200."""
+        return [r.body for r in self.requests if r.status == 200 and r.path.endswith("/messages")]
+
+    def next_id(self, prefix: str) -> str:
+        """A fresh id for a message or tool_use."""
+        return f"{prefix}_{next(self._ids):06d}"
+
+    def take_fault(self) -> Fault | None:
+        """The next injected fault, if any."""
+        with self._lock:
+            return self.faults.pop(0) if self.faults else None
+
+    def usage(self, body: dict[str, Any]) -> dict[str, int]:
+        """Input token figures with a prefix cache at every cache_control breakpoint."""
+        parts = [body.get("tools", []), body.get("system")] + list(body.get("messages", []))
+        total, read, write_upto, running = 0, 0, 0, ""
+        for part in parts:
+            plain = json.dumps(_plain(part), sort_keys=True, ensure_ascii=False)
+            running = _digest(running + plain)
+            total += _tokens(plain)
+            with self._lock:
+                if running in self._cache:
+                    read = total
+                if '"cache_control"' in json.dumps(part):
+                    self._cache.add(running)
+                    write_upto = total
+        write = max(0, write_upto - read)
+        return {"input_tokens": max(1, total - read - write), "cache_creation_input_tokens": write, "cache_read_input_tokens": read}
+
+
+def _digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _tokens(text: str) -> int:
+    return max(1, math.ceil(len(text) / 4))
+
+
+def _handler(server: LoopbackServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(_Handler):
+        loopback = server
+
+    return Handler
+
+
+class _Handler(BaseHTTPRequestHandler):
+    loopback: LoopbackServer
+    protocol_version = "HTTP/1.0"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        return
+
+    def do_POST(self) -> None:  # noqa: N802 - stdlib name
+        raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return self._error(400, "invalid_request_error", "request body is not valid JSON", raw, None)
+        if self.path.endswith("/count_tokens"):
+            return self._json(200, {"input_tokens": sum(self.loopback.usage(body).values())}, raw, body)
+        if not self.path.endswith("/v1/messages"):
+            return self._error(404, "not_found_error", f"no route {self.path}", raw, body)
+        self._messages(raw, body)
+
+    def _messages(self, raw: bytes, body: Any) -> None:
+        lb = self.loopback
+        try:
+            validate(body)
+        except Invalid as exc:
+            return self._error(400, "invalid_request_error", str(exc), raw, body)
+        if not any(str(body["model"]).startswith(m) for m in lb.models):
+            return self._error(404, "not_found_error", f"model: {body['model']}", raw, body)
+        fault = lb.take_fault()
+        if fault and fault.kind == "status":
+            return self._status_fault(fault, raw, body)
+        if fault and fault.kind == "slow":
+            time.sleep(fault.seconds)
+        turn = _partial_turn() if fault and fault.kind != "slow" else lb.responder(body)
+        self._record(200, raw, body)
+        self._stream(body, turn, fault if fault and fault.kind != "slow" else None)
+
+    def _record(self, status: int, raw: bytes, body: Any) -> None:
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        self.loopback.requests.append(Recorded(body, status, len(raw), self.path, headers))
+
+    def _json(self, status: int, payload: Any, raw: bytes, body: Any, headers: dict[str, str] | None = None) -> None:
+        self._record(status, raw, body)
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, status: int, kind: str, message: str, raw: bytes, body: Any, headers: dict[str, str] | None = None) -> None:
+        payload = {"type": "error", "error": {"type": kind, "message": message}}
+        self._json(status, payload, raw, body, headers)
+
+    def _status_fault(self, fault: Fault, raw: bytes, body: Any) -> None:
+        kinds = {429: "rate_limit_error", 529: "overloaded_error", 500: "api_error"}
+        headers = {} if fault.retry_after is None else {"retry-after": str(fault.retry_after)}
+        self._error(fault.status, kinds.get(fault.status, "api_error"), "injected fault", raw, body, headers)
+
+    def _stream(self, body: dict[str, Any], turn: Turn, fault: Fault | None) -> None:
+        events = list(_events(self.loopback, body, turn))
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        if fault and fault.kind == "drop":
+            self.send_header("content-length", "1000000")
+        self.end_headers()
+        for n, (name, data) in enumerate(events):
+            if fault and n == fault.after_events:
+                return self._finish_fault(fault)
+            chunk = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+            self.wfile.write(chunk)
+            self.wfile.flush()
+            delay = turn.get("delay", 0)
+            if delay:
+                time.sleep(delay)
+
+    def _finish_fault(self, fault: Fault) -> None:
+        if fault.kind == "sse_error":
+            data = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+            self.wfile.write(f"event: error\ndata: {json.dumps(data)}\n\n".encode())
+        self.wfile.flush()
+        self.close_connection = True
+
+
+def _partial_turn() -> Turn:
+    return {"content": [{"type": "text", "text": "This partial answer is lost to an injected fault and must not be kept."}]}
+
+
+def _events(lb: LoopbackServer, body: dict[str, Any], turn: Turn) -> Any:
+    """The SSE events of one response, thinking signatures and usage included."""
+    blocks = [_materialise(lb, b) for b in turn.get("content", [])]
+    usage = lb.usage(body)
+    message = {
+        "id": lb.next_id("msg"), "type": "message", "role": "assistant", "model": body["model"],
+        "content": [], "stop_reason": None, "stop_sequence": None, "usage": {**usage, "output_tokens": 1},
+    }
+    yield "message_start", {"type": "message_start", "message": message}
+    emitted: list[dict[str, Any]] = []
+    for index, block in enumerate(blocks):
+        if block["type"] == "thinking":
+            block["signature"] = signature(body, body["messages"], emitted, block["thinking"])
+        yield from _block_events(index, block)
+        emitted.append(block)
+    output = sum(_tokens(json.dumps(b)) for b in blocks)
+    stop = turn.get("stop_reason") or ("tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn")
+    yield "message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+                            "usage": {"output_tokens": output}}
+    yield "message_stop", {"type": "message_stop"}
+
+
+def _materialise(lb: LoopbackServer, block: dict[str, Any]) -> dict[str, Any]:
+    block = dict(block)
+    if block["type"] == "tool_use":
+        block.setdefault("id", lb.next_id("toolu"))
+        block.setdefault("input", {})
+    return block
+
+
+def _block_events(index: int, block: dict[str, Any]) -> Any:
+    kind = block["type"]
+    if kind == "text":
+        yield "content_block_start", {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}
+        text = block["text"]
+        for start in range(0, len(text), 40):
+            delta = {"type": "text_delta", "text": text[start : start + 40]}
+            yield "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
+    elif kind == "thinking":
+        yield "content_block_start", {"type": "content_block_start", "index": index,
+                                      "content_block": {"type": "thinking", "thinking": "", "signature": ""}}
+        yield "content_block_delta", {"type": "content_block_delta", "index": index,
+                                      "delta": {"type": "thinking_delta", "thinking": block["thinking"]}}
+        yield "content_block_delta", {"type": "content_block_delta", "index": index,
+                                      "delta": {"type": "signature_delta", "signature": block["signature"]}}
+    elif kind == "tool_use":
+        start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+        yield "content_block_start", {"type": "content_block_start", "index": index, "content_block": start}
+        raw = block.get("raw_input")
+        payload = raw if raw is not None else json.dumps(block["input"])
+        for cut in range(0, len(payload), 50):
+            delta = {"type": "input_json_delta", "partial_json": payload[cut : cut + 50]}
+            yield "content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta}
+    else:
+        yield "content_block_start", {"type": "content_block_start", "index": index, "content_block": block}
+    yield "content_block_stop", {"type": "content_block_stop", "index": index}

@@ -1,0 +1,131 @@
+"""The Messages API's request rules, as the loopback server enforces them.
+
+A request that breaks a rule gets the 400 the API would give, so a bug in the strip or
+the loop fails loudly in tests. Thinking signatures are HMACs over everything before the
+block (system, tools, earlier messages, earlier blocks), with cache_control ignored, so
+editing anything before a replayed thinking block is caught as the newest models catch it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from typing import Any
+
+SECRET = b"rhapsody-loopback"
+SAMPLING = ("temperature", "top_p", "top_k")
+
+
+class Invalid(Exception):
+    """A request the API would answer with 400 invalid_request_error."""
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return content if isinstance(content, list) else []
+
+
+def signature(body: dict[str, Any], messages: list[Any], blocks_before: list[Any], thinking: str) -> str:
+    """The signature the server gives a thinking block generated after this prefix."""
+    prefix = {
+        "system": _plain(body.get("system")),
+        "tools": _plain(body.get("tools", [])),
+        "messages": _plain([{"role": m["role"], "content": _blocks(m["content"])} for m in messages]),
+        "before": _plain(blocks_before),
+        "thinking": thinking,
+    }
+    data = json.dumps(prefix, sort_keys=True, ensure_ascii=False).encode()
+    return hmac.new(SECRET, data, hashlib.sha256).hexdigest()
+
+
+def validate(body: Any) -> None:
+    """Raise Invalid with the API's kind of message when `body` would be rejected."""
+    if not isinstance(body, dict):
+        raise Invalid("request body must be a JSON object")
+    for key in ("model", "max_tokens", "messages"):
+        if key not in body:
+            raise Invalid(f"{key}: Field required")
+    for key in SAMPLING:
+        if key in body:
+            raise Invalid(f"{key}: sampling parameters are not supported for this model")
+    choice = body.get("tool_choice") or {}
+    if choice.get("type") in ("any", "tool"):
+        raise Invalid("tool_choice: forced tool use is not supported for this model")
+    names = [t.get("name") for t in body.get("tools", [])]
+    if len(set(names)) != len(names):
+        raise Invalid("tools: tool names must be unique")
+    _check_messages(body)
+
+
+def _check_messages(body: dict[str, Any]) -> None:
+    messages = body["messages"]
+    if not isinstance(messages, list) or not messages:
+        raise Invalid("messages: at least one message is required")
+    if messages[0].get("role") != "user":
+        raise Invalid("messages: first message must use the \"user\" role")
+    if messages[-1].get("role") != "user":
+        raise Invalid("This model does not support assistant message prefill. The conversation must end with a user message.")
+    for i, message in enumerate(messages):
+        if message.get("role") not in ("user", "assistant"):
+            raise Invalid(f"messages.{i}.role: Input should be 'user' or 'assistant'")
+        if i and message["role"] == messages[i - 1]["role"]:
+            raise Invalid(f"messages.{i}: roles must alternate between \"user\" and \"assistant\"")
+        blocks = _blocks(message.get("content"))
+        if not blocks:
+            raise Invalid(f"messages.{i}: all messages must have non-empty content")
+        for j, block in enumerate(blocks):
+            if block.get("type") == "text" and not block.get("text"):
+                raise Invalid(f"messages.{i}.content.{j}: text content blocks must be non-empty")
+        _check_pairing(messages, i, blocks)
+        if message["role"] == "assistant":
+            _check_thinking(body, messages, i, blocks)
+
+
+def _check_pairing(messages: list[Any], i: int, blocks: list[Any]) -> None:
+    if messages[i]["role"] == "assistant":
+        ids = [b["id"] for b in blocks if b.get("type") == "tool_use"]
+        if not ids:
+            return
+        after = _blocks(messages[i + 1]["content"]) if i + 1 < len(messages) else []
+        leading = []
+        for block in after:
+            if block.get("type") != "tool_result":
+                break
+            leading.append(block.get("tool_use_id"))
+        missing = [x for x in ids if x not in leading]
+        if missing:
+            raise Invalid(
+                f"messages.{i + 1}.content.0: tool_use ids were found without tool_result blocks immediately after: {missing[0]}. "
+                "Each tool_use block must have a corresponding tool_result block in the next message."
+            )
+        return
+    previous = _blocks(messages[i - 1]["content"]) if i else []
+    called = {b.get("id") for b in previous if b.get("type") == "tool_use"}
+    for j, block in enumerate(blocks):
+        if block.get("type") == "tool_result" and block.get("tool_use_id") not in called:
+            raise Invalid(
+                f"messages.{i}.content.{j}: unexpected tool_use_id found in tool_result blocks: {block.get('tool_use_id')}. "
+                "Each tool_result block must have a corresponding tool_use block in the previous message."
+            )
+
+
+def _check_thinking(body: dict[str, Any], messages: list[Any], i: int, blocks: list[Any]) -> None:
+    for j, block in enumerate(blocks):
+        if block.get("type") != "thinking":
+            continue
+        expected = signature(body, messages[:i], blocks[:j], block.get("thinking", ""))
+        if not hmac.compare_digest(expected, str(block.get("signature", ""))):
+            raise Invalid(
+                f"messages.{i}.content.{j}: Invalid 'signature' in 'thinking' block. "
+                "The block is bound to a different conversation: something before it changed."
+            )

@@ -1,0 +1,20 @@
+"""The built-in tools, and the toolbox every front end uses."""
+
+from __future__ import annotations
+
+from rhapsody.core.tools import Tool, Toolbox
+
+
+def default_tools() -> list[Tool]:
+    """Every built-in tool, in the order the model sees them."""
+    from rhapsody.tools.bash import Bash
+    from rhapsody.tools.files import EditFile, FindFiles, ReadFile, SearchText, WriteFile
+    from rhapsody.tools.git import Git
+    from rhapsody.tools.handoff import MicroHandoff, Recall
+
+    return [ReadFile(), WriteFile(), EditFile(), Bash(), FindFiles(), SearchText(), Git(), Recall(), MicroHandoff()]
+
+
+def default_toolbox(permission_mode: str = "yolo") -> Toolbox:
+    """The toolbox with every built-in tool."""
+    return Toolbox(default_tools(), permission_mode)

@@ -1,0 +1,170 @@
+"""The `micro_handoff` and `recall` tools.
+
+`micro_handoff` takes the agent's field note, appends facts the harness measures itself
+(git state, files touched and commands run since the last seam), saves it as Markdown in
+`.rhapsody/notes/` and returns it with an index of what the seam will strip. The strip
+itself happens when the agent ends its turn (the loop commits it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, Field
+
+from rhapsody.core import recall
+from rhapsody.core.handoff import stripped_index
+from rhapsody.core.history import state_dir
+from rhapsody.core.session import Session
+from rhapsody.core.tools import ToolContext, ToolFailure, ToolOutcome
+from rhapsody.prompts import load
+from rhapsody.tools.git import git_facts
+
+MAX_COMMANDS = 40
+MAX_COMMAND_CHARS = 4000
+
+
+class FieldNote(BaseModel):
+    done: list[str] = Field(description="What is finished. Mark each claim [measured] or [inferred].")
+    open: list[str] = Field(description="What is still open, next steps first.")
+    went_wrong: list[str] = Field(default_factory=list, description="What failed or misled, and how it was found.")
+    working_directory: str = Field(description="The directory you work in and which directory is the git repository.")
+    tool_quirks: list[str] = Field(default_factory=list, description="Tools that behave unexpectedly (exit codes, paths, flags).")
+    recipes: list[str] = Field(default_factory=list, description="Exact commands worth keeping, verbatim.")
+    reasoning: str = Field("", description="Only reasoning that is load-bearing and non-obvious.")
+
+
+class MicroHandoff:
+    """Write the field note; the harness strips tool traffic at the end of the turn."""
+
+    name: ClassVar[str] = "micro_handoff"
+    description: ClassVar[str] = load("tools/micro_handoff")
+    Input: ClassVar[type[BaseModel]] = FieldNote
+    writes: ClassVar[bool] = False
+
+    async def run(self, args: FieldNote, ctx: ToolContext) -> ToolOutcome:
+        session = ctx.session
+        number = len(session.conversation.seams) + len(session.conversation.undone) + 1
+        facts = await asyncio.to_thread(harness_facts, ctx.root, session)
+        note = render_note(args, number, session.id, facts)
+        folder = state_dir(ctx.root) / "notes"
+        folder.mkdir(exist_ok=True)
+        path = folder / f"{session.id}-seam{number}.md"
+        path.write_text(note, encoding="utf-8")
+        path.chmod(0o600)
+        index = stripped_index(session)
+        content = f"{note}\n## What the seam strips (fetch any with recall by id)\n\n{index}\n\n{load('handoff_done')}"
+        return ToolOutcome(content, facts={"note_path": str(path.relative_to(ctx.root)), "seam_pending": True, "seam": number})
+
+
+def _bullets(items: list[str]) -> str:
+    return "\n".join(f"- {item}" for item in items) if items else "- (none)"
+
+
+def render_note(note: FieldNote, number: int, session_id: str, facts: str) -> str:
+    """The field note as Markdown: the agent's sections, then the harness's facts."""
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    parts = [
+        f"# Field note, seam {number} (session {session_id}, {stamp})",
+        f"## Done\n{_bullets(note.done)}",
+        f"## Open\n{_bullets(note.open)}",
+        f"## What went wrong\n{_bullets(note.went_wrong)}",
+        f"## Working directory and repository\n{note.working_directory}",
+        f"## Tool quirks\n{_bullets(note.tool_quirks)}",
+        f"## Recipes\n{_bullets(note.recipes)}",
+    ]
+    if note.reasoning.strip():
+        parts.append(f"## Load-bearing reasoning\n{note.reasoning}")
+    parts.append(facts)
+    return "\n\n".join(parts) + "\n"
+
+
+def harness_facts(root: Path, session: Session) -> str:
+    """Facts measured by the harness since the last seam, bounded in size."""
+    git = git_facts(root)
+    since = _since_last_seam(session.records)
+    reads = sorted({r["path"] for r in since if r.get("op") == "read" and r.get("path")})
+    writes = sorted({r["path"] for r in since if r.get("op") == "write" and r.get("path")})
+    lines = ["## Harness facts (measured by rhapsody, not written by the agent)"]
+    if git.get("git_root"):
+        dirty = git["dirty"]
+        lines.append(f"- git root: {git['git_root']}; branch {git['branch']}; HEAD {git['head']}")
+        lines.append(f"- dirty files ({len(dirty)}): " + (", ".join(d.strip() for d in dirty[:30]) or "none"))
+    else:
+        lines.append(f"- {root} is not in a git repository")
+    lines.append(f"- files read ({len(reads)}): " + (", ".join(reads[:60]) or "none"))
+    lines.append(f"- files written ({len(writes)}): " + (", ".join(writes[:60]) or "none"))
+    lines.append(_commands(since))
+    return "\n".join(lines)
+
+
+def _since_last_seam(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    start = 0
+    for i, record in enumerate(records):
+        if record["kind"] == "seam":
+            start = i + 1
+    return [r for r in records[start:] if r["kind"] == "tool_run"]
+
+
+def _commands(runs: list[dict[str, Any]]) -> str:
+    """Commands run, newest first, repeats folded, at most MAX_COMMANDS or MAX_COMMAND_CHARS."""
+    folded: dict[tuple[str, Any], int] = {}
+    for run in reversed([r for r in runs if r.get("command")]):
+        key = (run["command"], run.get("exit_code"))
+        folded[key] = folded.get(key, 0) + 1
+    out = ["### Commands run since the last seam (newest first, verbatim)"]
+    used = 0
+    for n, ((command, code), times) in enumerate(folded.items()):
+        line = f"- `{command}` → exit {code}" + (f" (×{times})" if times > 1 else "")
+        if n >= MAX_COMMANDS or used + len(line) > MAX_COMMAND_CHARS:
+            out.append(f"- … {len(folded) - n} more distinct commands cut (limit {MAX_COMMANDS} or {MAX_COMMAND_CHARS} chars)")
+            break
+        out.append(line)
+        used += len(line)
+    if len(out) == 1:
+        out.append("- none")
+    return "\n".join(out)
+
+
+class RecallInput(BaseModel):
+    query: str | None = Field(None, description="Words to search for in stripped tool calls and results.")
+    id: str | None = Field(None, description="A recall id (session:tool_use_id) to fetch in full.")
+    page: int = Field(1, ge=1, description="Page of a fetched call.")
+    all_sessions: bool = Field(False, description="Also search the project's earlier sessions.")
+
+
+class Recall:
+    """Search or fetch tool calls and results that a seam took out of context."""
+
+    name: ClassVar[str] = "recall"
+    description: ClassVar[str] = load("tools/recall")
+    Input: ClassVar[type[BaseModel]] = RecallInput
+    writes: ClassVar[bool] = False
+
+    async def run(self, args: RecallInput, ctx: ToolContext) -> ToolOutcome:
+        if args.id:
+            found = await asyncio.to_thread(recall.fetch, ctx.root, args.id, args.page)
+            if found is None:
+                raise ToolFailure(f"no recallable call with id {args.id!r}")
+            return ToolOutcome(found)
+        if not args.query or not args.query.strip():
+            raise ToolFailure("give a query to search, or an id to fetch")
+        return ToolOutcome(await asyncio.to_thread(recall_text, ctx.root, ctx.session, args.query, args.all_sessions))
+
+
+def recall_text(root: Path, session: Session, query: str, all_sessions: bool) -> str:
+    """Search results as text, one hit per paragraph; shared by the tool and `/recall`."""
+    if all_sessions:
+        hits = recall.search_project(root, session.path, query)
+    else:
+        hits = recall.search(session.path, query)
+    if not hits:
+        return f"no stripped tool call matches {query!r}"
+    out = []
+    for hit in hits:
+        day = time.strftime("%Y-%m-%d", time.gmtime(hit.ts))
+        out.append(f"{hit.id} ({hit.tool}, {day})\n  result: {hit.snippet}\n  narration before: {hit.narration.strip()[:200]}")
+    return "\n".join(out)

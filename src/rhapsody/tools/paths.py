@@ -1,0 +1,36 @@
+"""Confinement of tool paths to the project root."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rhapsody.core.tools import ToolFailure
+
+
+def confine(root: Path, given: str) -> Path:
+    """Resolve `given` under `root`; refuse anything that lands outside, symlinks included."""
+    if not given or "\x00" in given:
+        raise ToolFailure("path is empty or contains a NUL byte")
+    base = root.resolve()
+    candidate = Path(given)
+    target = (candidate if candidate.is_absolute() else base / candidate).resolve()
+    if target != base and base not in target.parents:
+        raise ToolFailure(f"refused: {given!r} resolves outside the project root {base}")
+    return target
+
+
+def shown(root: Path, path: Path) -> str:
+    """The path as the agent should see it: relative to the root."""
+    try:
+        return str(path.relative_to(root.resolve())) or "."
+    except ValueError:
+        return str(path)
+
+
+def cap_text(text: str, limit: int) -> str:
+    """Keep the head and tail of `text` within `limit` characters, saying what was cut."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    cut = len(text) - 2 * half
+    return f"{text[:half]}\n[... {cut} characters cut from the middle; output was {len(text)} characters ...]\n{text[-half:]}"

@@ -1,0 +1,104 @@
+"""Builds a ready agent from settings: system prompt, tools, session, model, policy.
+
+Shared by headless mode, the plain mode, the TUI, the demo and the tests, so every front
+end drives the same loop set up the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rhapsody.config import Settings
+from rhapsody.core.context import RequestSpec
+from rhapsody.core.history import find_session
+from rhapsody.core.loop import Agent, Policy
+from rhapsody.core.model import Model
+from rhapsody.core.session import Session
+from rhapsody.core.tools import Toolbox
+from rhapsody.prompts import load, render
+from rhapsody.tools import default_toolbox
+
+INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
+
+
+def project_instructions(root: Path, cap: int) -> str:
+    """AGENTS.md (or CLAUDE.md) for the system prompt, cut at `cap` characters and saying so."""
+    for name in INSTRUCTION_FILES:
+        path = root / name
+        if path.is_file():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            if len(text) > cap:
+                text = text[:cap] + f"\n[{name} cut at {cap} of {len(text)} characters]"
+            return f"\n## Project instructions ({name})\n{text}"
+    return ""
+
+
+def system_prompt(root: Path, settings: Settings) -> str:
+    """The rendered system prompt for a new session."""
+    return render(
+        "system",
+        root=str(root),
+        date=time.strftime("%Y-%m-%d"),
+        instructions=project_instructions(root, settings.instructions_cap),
+    )
+
+
+def policy(settings: Settings) -> Policy:
+    """Loop policy from settings and the prompt files."""
+    return Policy(
+        narration_rule=load("narration_rule").strip(),
+        handoff_request=load("handoff").strip(),
+        handoff_reminder=load("handoff_reminder").strip(),
+        continue_after_handoff=load("continue").strip(),
+        narration_min_words=settings.narration_min_words,
+        parallel_tools=settings.parallel_tools,
+        handoff_at_tokens=settings.handoff_at_tokens,
+        bash_timeout=settings.bash_timeout,
+        output_cap=settings.output_cap,
+    )
+
+
+def thinking_config(settings: Settings) -> dict[str, Any] | None:
+    """The request's thinking parameter, when thinking is on."""
+    return {"type": "adaptive", "display": "summarized"} if settings.thinking else None
+
+
+@dataclass
+class Wiring:
+    """Everything a front end needs."""
+
+    agent: Agent
+    settings: Settings
+
+    @property
+    def session(self) -> Session:
+        """The agent's session."""
+        return self.agent.session
+
+
+def open_session(root: Path, settings: Settings, model_id: str, toolbox: Toolbox,
+                 resume: str | None = None, continue_last: bool = False) -> Session:
+    """A new session, or the one to resume."""
+    if resume or continue_last:
+        path = find_session(root, resume)
+        return Session.resume(root, path, model=model_id)
+    spec = RequestSpec(
+        model=model_id,
+        system=system_prompt(root, settings),
+        tools=toolbox.specs(),
+        max_tokens=settings.max_tokens,
+        parallel_tools=settings.parallel_tools,
+        thinking=thinking_config(settings),
+    )
+    return Session.start(root, spec)
+
+
+def build(root: Path, settings: Settings, model: Model, model_id: str,
+          resume: str | None = None, continue_last: bool = False) -> Wiring:
+    """Wire an agent for `root`."""
+    toolbox = default_toolbox(settings.permission_mode)
+    session = open_session(root, settings, model_id, toolbox, resume, continue_last)
+    return Wiring(Agent(session, model, toolbox, policy(settings)), settings)

@@ -1,0 +1,82 @@
+"""Shared fixtures: the loopback Messages API server, a git project, a wired agent."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import aclosing
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import git
+import pytest
+
+from rhapsody.anthropic_model import AnthropicModel
+from rhapsody.config import Settings
+from rhapsody.core.events import Event
+from rhapsody.loopback.script import ScriptedResponder
+from rhapsody.loopback.server import LoopbackServer
+from rhapsody.wiring import Wiring, build
+
+MODEL = "claude-sonnet-5-5"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A git repository with one commit and a small Python file."""
+    root = tmp_path / "proj"
+    root.mkdir()
+    repo = git.Repo.init(root)
+    with repo.config_writer() as cw:
+        cw.set_value("user", "name", "Test")
+        cw.set_value("user", "email", "test@example.com")
+    (root / "app.py").write_text("def add(a, b):\n    return a - b\n", encoding="utf-8")
+    repo.index.add(["app.py"])
+    repo.index.commit("initial")
+    return root
+
+
+class Stub:
+    """A running loopback server plus helpers to wire agents against it."""
+
+    def __init__(self) -> None:
+        self.responder = ScriptedResponder([])
+        self.server = LoopbackServer(self._respond).start()
+
+    def _respond(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self.responder(body)
+
+    def script(self, *turns: dict[str, Any]) -> None:
+        self.responder = ScriptedResponder(list(turns))
+
+    def model(self, retries: int = 3) -> AnthropicModel:
+        client = anthropic.AsyncAnthropic(base_url=self.server.url, api_key="sk-test-key", max_retries=0, timeout=5.0)
+        return AnthropicModel(client, retries=retries, base_delay=0.0)
+
+    def wire(self, root: Path, retries: int = 3, **settings: Any) -> Wiring:
+        return build(root, Settings(**settings), self.model(retries), MODEL)
+
+    def bodies(self) -> list[dict[str, Any]]:
+        return self.server.bodies()
+
+
+@pytest.fixture
+def stub() -> Iterator[Stub]:
+    s = Stub()
+    yield s
+    s.server.stop()
+
+
+async def collect(agen: AsyncIterator[Event]) -> list[Event]:
+    """Drain an event stream."""
+    async with aclosing(agen) as events:
+        return [e async for e in events]

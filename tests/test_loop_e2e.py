@@ -1,0 +1,51 @@
+"""The agent loop end to end: real SDK client, loopback server, real tools, real git repo."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rhapsody.core.events import NarrationViolation, ToolFinished, TurnEnded
+from rhapsody.core.history import read_history
+from rhapsody.loopback.script import call, say
+
+from .conftest import Stub, collect
+
+NARRATE = "I will read app.py to see how add is implemented, expecting a subtraction bug."
+
+
+async def test_multi_turn_tool_session_runs_tools_and_sends_results(stub: Stub, project: Path) -> None:
+    stub.script(
+        call(NARRATE, "read_file", path="app.py"),
+        call("The function subtracts instead of adding; I will fix the operator with an exact edit now.",
+             "edit_file", path="app.py", old="a - b", new="a + b"),
+        say("Fixed: add now returns a + b [measured: file edited]."),
+    )
+    wiring = stub.wire(project)
+    events = await collect(wiring.agent.run("fix add"))
+    assert (project / "app.py").read_text() == "def add(a, b):\n    return a + b\n"
+    finished = [e for e in events if isinstance(e, ToolFinished)]
+    assert [e.call.name for e in finished] == ["read_file", "edit_file"]
+    assert isinstance(events[-1], TurnEnded)
+    bodies = stub.bodies()
+    assert len(bodies) == 3
+    last = bodies[-1]["messages"]
+    assert last[-1]["content"][0]["type"] == "tool_result"
+    assert "edited app.py" in last[-1]["content"][0]["content"]
+    assert bodies[0]["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}
+
+
+async def test_call_without_narration_is_not_run_and_error_is_sent(stub: Stub, project: Path) -> None:
+    stub.script(
+        call("ok", "write_file", path="x.txt", content="nope"),
+        say("Understood."),
+    )
+    wiring = stub.wire(project)
+    events = await collect(wiring.agent.run("go"))
+    assert not (project / "x.txt").exists()
+    violations = [e for e in events if isinstance(e, NarrationViolation)]
+    assert len(violations) == 1 and violations[0].words == 1
+    result = stub.bodies()[1]["messages"][-1]["content"][0]
+    assert result["is_error"] is True and "narration rule" in result["content"]
+    kinds = [r["kind"] for r in read_history(wiring.session.path).records]
+    assert "violation" in kinds and "tool_run" not in kinds
+    assert wiring.session.counters.violations == 1
