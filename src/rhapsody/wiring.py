@@ -79,12 +79,14 @@ class Wiring:
         return self.agent.session
 
 
-def open_session(root: Path, settings: Settings, model_id: str, toolbox: Toolbox,
+def open_session(root: Path, settings: Settings, model_id: str | None, toolbox: Toolbox,
                  resume: str | None = None, continue_last: bool = False) -> Session:
     """A new session, or the one to resume."""
     if resume or continue_last:
         path = find_session(root, resume)
         return Session.resume(root, path, model=model_id)
+    if model_id is None:
+        raise ValueError("a new session needs a model id")
     spec = RequestSpec(
         model=model_id,
         system=system_prompt(root, settings),
@@ -96,7 +98,7 @@ def open_session(root: Path, settings: Settings, model_id: str, toolbox: Toolbox
     return Session.start(root, spec)
 
 
-def build(root: Path, settings: Settings, model: Model, model_id: str,
+def build(root: Path, settings: Settings, model: Model, model_id: str | None,
           resume: str | None = None, continue_last: bool = False) -> Wiring:
     """Wire an agent for `root`."""
     toolbox = default_toolbox(settings.permission_mode)

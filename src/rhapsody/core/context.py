@@ -117,4 +117,4 @@ def _with_breakpoint(message: dict[str, Any]) -> dict[str, Any]:
 def measure(body: dict[str, Any]) -> tuple[int, int]:
     """Request-body bytes and estimated tokens of a built request."""
     text = compact_json(body)
-    return len(text.encode("utf-8")), estimate_chars(len(text))
+    return len(text.encode("utf-8", "surrogatepass")), estimate_chars(len(text))

@@ -73,8 +73,7 @@ class HistoryWriter:
     def append(self, kind: str, **fields: Any) -> dict[str, Any]:
         """Write one record and fsync it; returns the record as written."""
         record = {"v": VERSION, "seq": self.seq, "ts": round(time.time(), 3), "kind": kind, **fields}
-        line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
-        os.write(self._fd, line.encode("utf-8"))
+        os.write(self._fd, _encode(record))
         os.fsync(self._fd)
         self.seq += 1
         return record
@@ -84,6 +83,14 @@ class HistoryWriter:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+def _encode(record: dict[str, Any]) -> bytes:
+    line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+    try:
+        return line.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: keep it, escaped, rather than fail
+        return (json.dumps(record, separators=(",", ":")) + "\n").encode("ascii")
 
 
 @dataclass

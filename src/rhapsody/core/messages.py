@@ -189,4 +189,4 @@ def compact_json(body: Any) -> str:
 
 def request_bytes(body: Any) -> int:
     """Length in bytes of the compact UTF-8 JSON body."""
-    return len(compact_json(body).encode("utf-8"))
+    return len(compact_json(body).encode("utf-8", "surrogatepass"))

@@ -60,7 +60,7 @@ class LoopbackServer:
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
     def url(self) -> str:
@@ -163,9 +163,12 @@ class _Handler(BaseHTTPRequestHandler):
             return self._status_fault(fault, raw, body)
         if fault and fault.kind == "slow":
             time.sleep(fault.seconds)
-        turn = _partial_turn() if fault and fault.kind != "slow" else lb.responder(body)
+        turn = _partial_turn() if fault else lb.responder(body)
         self._record(200, raw, body)
-        self._stream(body, turn, fault if fault and fault.kind != "slow" else None)
+        try:
+            self._stream(body, turn, fault)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
 
     def _record(self, status: int, raw: bytes, body: Any) -> None:
         headers = {k.lower(): v for k, v in self.headers.items()}

@@ -1,0 +1,165 @@
+"""The command line: parse arguments, load settings, pick a front end.
+
+Imports stay lazy so `rhapsody --help` starts fast: Textual, the SDK and pydantic load
+only when a command needs them. Every error meant for the user is one line on stderr and
+exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+USAGE_EPILOG = """commands:
+  rhapsody strip FILE [--out OUT] [--json]   strip a request body or history offline
+  rhapsody stats [SESSION]                   every seam of a session as a table
+
+Without -p, rhapsody opens the full-screen app in the current directory."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="rhapsody",
+        description="A terminal coding agent that narrates every step and keeps its own words across seams.",
+        epilog=USAGE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("-p", "--print", metavar="TASK", dest="task", help="run TASK headless and exit")
+    p.add_argument("--output-format", choices=("text", "jsonl"), default="text", help="headless output")
+    p.add_argument("--model", help="model id (default: the newest Sonnet the SDK lists)")
+    p.add_argument("--permission-mode", choices=("read-only", "ask", "auto-edit", "yolo"))
+    p.add_argument("--continue", dest="continue_last", action="store_true", help="resume the latest session")
+    p.add_argument("--resume", nargs="?", const="", metavar="ID", help="resume session ID (picker without ID)")
+    p.add_argument("--demo", action="store_true", help="offline demo on a sample project, no key needed")
+    p.add_argument("--plain", action="store_true", help="line-based interface instead of the full-screen app")
+    p.add_argument("--handoff-at-tokens", type=int, metavar="N", help="micro-handoff when context passes N tokens")
+    p.add_argument("--thinking", action="store_true", default=None, help="ask for adaptive thinking")
+    p.add_argument("--parallel-tools", action="store_true", default=None, help="allow parallel tool calls")
+    p.add_argument("--narration-min-words", type=int, metavar="N", help="words required before each tool call")
+    p.add_argument("--cwd", metavar="DIR", help="project directory (default: the current directory)")
+    p.add_argument("--version", action="store_true", help="print the version and exit")
+    return p
+
+
+def _strip_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rhapsody strip", description="Apply the micro-handoff strip offline.")
+    p.add_argument("file", type=Path, help="Messages API request body (JSON) or rhapsody history (JSONL)")
+    p.add_argument("--out", type=Path, help="write the stripped request body here")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    return p
+
+
+def _stats_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rhapsody stats", description="Print every seam of a session.")
+    p.add_argument("session", nargs="?", help="session id or prefix (default: the latest)")
+    p.add_argument("--cwd", metavar="DIR", help="project directory")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `rhapsody` command."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    from rhapsody.core.errors import RhapsodyError
+
+    try:
+        if args[:1] == ["strip"]:
+            from rhapsody import strip_cmd
+
+            ns = _strip_parser().parse_args(args[1:])
+            return strip_cmd.main(ns.file, ns.out, ns.json)
+        if args[:1] == ["stats"]:
+            from rhapsody.stats import print_stats
+
+            ns = _stats_parser().parse_args(args[1:])
+            return print_stats(_root(ns.cwd), ns.session)
+        return _run(_parser().parse_args(args))
+    except RhapsodyError as exc:
+        print(f"rhapsody: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("rhapsody: interrupted", file=sys.stderr)
+        return 130
+
+
+def _root(cwd: str | None) -> Path:
+    from rhapsody.core.errors import ConfigError
+
+    root = Path(cwd or os.getcwd()).resolve()
+    if not root.is_dir():
+        raise ConfigError(f"{root} is not a directory")
+    return root
+
+
+def _flags(ns: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "model": ns.model,
+        "permission_mode": ns.permission_mode,
+        "handoff_at_tokens": ns.handoff_at_tokens,
+        "thinking": ns.thinking,
+        "parallel_tools": ns.parallel_tools,
+        "narration_min_words": ns.narration_min_words,
+    }
+
+
+def _run(ns: argparse.Namespace) -> int:
+    if ns.version:
+        from rhapsody import __version__
+
+        print(f"rhapsody {__version__}")
+        return 0
+    from rhapsody.config import load_settings
+
+    if ns.demo:
+        from rhapsody.demo import run_demo
+
+        return run_demo(ns, load_settings(Path.cwd(), _flags(ns)))
+    root = _root(ns.cwd)
+    settings = load_settings(root, _flags(ns))
+    _require_key()
+    from rhapsody.anthropic_model import AnthropicModel
+
+    model = AnthropicModel(retries=settings.retries, base_delay=settings.retry_base_delay, timeout=settings.request_timeout)
+    return launch(ns, root, settings, model)
+
+
+def _require_key() -> None:
+    from rhapsody.core.errors import ConfigError
+
+    if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
+        raise ConfigError("ANTHROPIC_API_KEY is not set: export it, or try `rhapsody --demo`, which needs no key")
+
+
+def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any) -> int:
+    """Wire the agent and hand it to the chosen front end."""
+    import asyncio
+
+    from rhapsody.wiring import build
+
+    resuming = ns.continue_last or ns.resume is not None
+    if ns.resume == "" and not ns.task:
+        from rhapsody.tui.picker import pick_session
+
+        ns.resume = pick_session(root)
+        if ns.resume is None:
+            return 0
+    model_id = settings.model
+    if model_id is None and not resuming:
+        from rhapsody.anthropic_model import default_model
+
+        model_id = default_model()
+    wiring = build(root, settings, model, model_id, resume=ns.resume or None, continue_last=ns.continue_last)
+    if ns.task:
+        from rhapsody.headless import run_headless
+
+        return asyncio.run(run_headless(wiring.agent, ns.task, ns.output_format))
+    if ns.plain:
+        from rhapsody.plain import run_plain
+
+        return asyncio.run(run_plain(wiring))
+    from rhapsody.tui.app import RhapsodyApp
+
+    RhapsodyApp(wiring).run()
+    return 0

@@ -1,0 +1,45 @@
+"""Plain-text descriptions of loop events, shared by headless, plain and TUI front ends."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rhapsody.core.messages import ToolUseBlock
+
+KEY_ARGUMENTS = ("command", "path", "pattern", "query", "id", "action")
+
+
+def key_argument(call: ToolUseBlock) -> str:
+    """The one argument that says what a call does (command, path, pattern...)."""
+    args: Any = call.input if isinstance(call.input, dict) else {}
+    for key in KEY_ARGUMENTS:
+        if key in args and args[key]:
+            return one_line(str(args[key]), 90)
+    return one_line(json.dumps(args, ensure_ascii=False), 90) if args else ""
+
+
+def one_line(text: str, width: int) -> str:
+    """`text` on one line, cut to `width` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def tool_line(call: ToolUseBlock, is_error: bool, duration_ms: int, exit_code: int | None) -> str:
+    """One compact line per tool call: tool, key argument, outcome, duration."""
+    if exit_code is not None:
+        outcome = f"exit {exit_code}"
+    else:
+        outcome = "error" if is_error else "ok"
+    return f"{call.name} {key_argument(call)} → {outcome} ({duration_ms / 1000:.1f} s)"
+
+
+def seam_line(record: dict[str, Any]) -> str:
+    """The before → after figures of a seam."""
+    before, after = record["before"], record["after"]
+    reduction = 1 - after["request_bytes"] / before["request_bytes"] if before["request_bytes"] else 0.0
+    return (
+        f"seam {record['seam']}: {before['request_bytes']:,} → {after['request_bytes']:,} bytes "
+        f"(−{reduction:.0%}), ~{before['est_tokens']:,} → ~{after['est_tokens']:,} tokens, "
+        f"tool calls {before['tool_use']} → {after['tool_use']}, text blocks kept {after['text_blocks']}"
+    )

@@ -1,0 +1,119 @@
+"""`rhapsody strip FILE`: the micro-handoff strip applied offline, checkpoint at the end.
+
+FILE is a Messages API request body or a rhapsody history file. The report (`--json`)
+carries the contract's keys: before/after shapes, authored-text hashes, reduction, valid.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rhapsody.core.context import Conversation, RequestSpec, build_request
+from rhapsody.core.errors import HistoryError, InputError
+from rhapsody.core.history import read_history
+from rhapsody.core.messages import Message, Request, compact_json
+from rhapsody.core.strip import authored_sha256, authored_texts, shape, strip, validity_problems
+from rhapsody.core.tokens import estimate_chars
+
+
+def _measure(body: dict[str, Any]) -> tuple[int, int]:
+    text = compact_json(body)
+    return len(text.encode("utf-8", "surrogatepass")), estimate_chars(len(text))
+
+
+def load_input(path: Path) -> tuple[str, Any]:
+    """("request", body) or ("history", records); raises InputError with one line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        return "request", json.loads(text)
+    except ValueError as whole_error:
+        first = text.lstrip().split("\n", 1)[0]
+        try:
+            head = json.loads(first)
+        except ValueError:
+            raise InputError(f"{path} is not JSON: {whole_error}") from None
+        if isinstance(head, dict) and "kind" in head:
+            try:
+                return "history", read_history(path).records
+            except HistoryError as exc:
+                raise InputError(str(exc)) from None
+        raise InputError(f"{path} is neither a request body nor a history file: {whole_error}") from None
+
+
+def strip_report(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(report, stripped request body) for FILE."""
+    kind, data = load_input(path)
+    if kind == "history":
+        before_msgs, before_body, rebuild = _from_history(data, path)
+    else:
+        try:
+            request = Request.from_api(data)
+        except ValueError as exc:
+            raise InputError(f"{path}: {exc}") from None
+        before_msgs, before_body = request.messages, data
+
+        def rebuild(messages: list[Message]) -> dict[str, Any]:
+            return request.model_copy(update={"messages": messages}).to_api()
+
+    after_msgs = strip(before_msgs)
+    after_body = rebuild(after_msgs)
+    before, after = shape(before_msgs, *_measure(before_body)), shape(after_msgs, *_measure(after_body))
+    problems = validity_problems(after_msgs)
+    report = {
+        "source": kind,
+        "before": before.as_dict(),
+        "after": after.as_dict(),
+        "authored_sha256_before": authored_sha256(before_msgs),
+        "authored_sha256_after": authored_sha256(after_msgs),
+        "authored_chars": sum(len(t) for t in authored_texts(before_msgs)),
+        "reduction": round(1 - after.request_bytes / before.request_bytes, 4) if before.request_bytes else 0.0,
+        "valid": not problems,
+        "problems": problems,
+    }
+    return report, after_body
+
+
+def _from_history(records: list[dict[str, Any]], path: Path) -> Any:
+    if not records or records[0].get("kind") != "session":
+        raise InputError(f"{path} is not a rhapsody history file (no session record first)")
+    head = records[0]
+    spec = RequestSpec(model=head.get("model", ""), system=head.get("system", ""), tools=head.get("tools", []),
+                       max_tokens=head.get("max_tokens", 16000), parallel_tools=head.get("parallel_tools", False))
+    try:
+        conv = Conversation.from_records(records)
+    except ValueError as exc:
+        raise InputError(f"{path}: malformed message record: {str(exc).splitlines()[0]}") from None
+    messages = conv.active()
+    if not messages:
+        raise InputError(f"{path} holds no messages")
+    return messages, build_request(spec, messages), lambda m: build_request(spec, m)
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """The report as a few human lines."""
+    b, a = report["before"], report["after"]
+    same = "identical" if report["authored_sha256_before"] == report["authored_sha256_after"] else "CHANGED"
+    return "\n".join([
+        f"messages     {b['messages']:>9,} → {a['messages']:,}",
+        f"text blocks  {b['text_blocks']:>9,} → {a['text_blocks']:,}",
+        f"tool_use     {b['tool_use']:>9,} → {a['tool_use']:,}",
+        f"tool_result  {b['tool_result']:>9,} → {a['tool_result']:,}",
+        f"thinking     {b['thinking']:>9,} → {a['thinking']:,}",
+        f"bytes        {b['request_bytes']:>9,} → {a['request_bytes']:,}  (reduction {report['reduction']:.1%})",
+        f"est. tokens  {b['est_tokens']:>9,} → {a['est_tokens']:,}",
+        f"authored text: {report['authored_chars']:,} chars, {same}; valid: {report['valid']}",
+    ])
+
+
+def main(path: Path, out: Path | None, as_json: bool) -> int:
+    """Run the command; InputError propagates to the CLI's one-line handler."""
+    report, body = strip_report(path)
+    if out is not None:
+        out.write_text(json.dumps(body, ensure_ascii=False, indent=1), encoding="utf-8")
+    print(json.dumps(report) if as_json else format_report(report))
+    return 0
