@@ -17,7 +17,7 @@ from rhapsody import __version__
 from rhapsody.core.context import Conversation, RequestSpec, build_request
 from rhapsody.core.errors import HistoryError
 from rhapsody.core.history import HistoryWriter, history_dir, new_session_id, read_history
-from rhapsody.core.messages import Block, Message
+from rhapsody.core.messages import Block, Message, ToolResultBlock
 
 USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 
@@ -111,6 +111,7 @@ class Session:
         for record in read.records:
             session._fold(record)
         session.record("resumed", skipped_lines=read.skipped, torn_tail=read.torn_tail)
+        session._answer_orphan_calls()
         if model and model != head["model"]:
             session.cut_thinking("model switched")
         return session
@@ -153,6 +154,15 @@ class Session:
         number = int(hint_id[1:]) if hint_id[1:].isdigit() else 0
         current = next(self._hint_ids)
         self._hint_ids = itertools.count(max(current, number + 1))
+
+    def _answer_orphan_calls(self) -> None:
+        """A process killed mid-tool left calls without results; answer them so the API accepts it."""
+        messages = self.conversation.messages
+        if not messages or messages[-1].role != "assistant" or not messages[-1].tool_uses():
+            return
+        text = "Not finished: rhapsody stopped before this call returned. Check its effects before re-running."
+        results = [ToolResultBlock(tool_use_id=c.id, content=text, is_error=True) for c in messages[-1].tool_uses()]
+        self.append_message("user", list(results))
 
     # -- conversation ------------------------------------------------------------------
 

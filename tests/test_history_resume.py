@@ -1,0 +1,112 @@
+"""History on disk: permissions, torn lines, kill -9 and resume, newer versions."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rhapsody.core.errors import HistoryError
+from rhapsody.core.history import HistoryWriter, read_history
+from rhapsody.core.session import Session
+from rhapsody.loopback.script import call, say
+
+from .conftest import MODEL, Stub, collect
+
+SLOW = "I will run a slow command that sleeps, so the process can be killed while the tool call is in flight."
+
+
+def test_history_is_private_ignored_by_git_and_tolerates_a_torn_tail(tmp_path: Path) -> None:
+    from rhapsody.core.history import history_dir
+
+    folder = history_dir(tmp_path)
+    writer = HistoryWriter(folder / "s.jsonl")
+    writer.append("message", role="user", content=[{"type": "text", "text": "hi"}])
+    writer.close()
+    path = folder / "s.jsonl"
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    assert (tmp_path / ".rhapsody" / ".gitignore").read_text() == "*\n"
+    with path.open("ab") as f:
+        f.write(b'{"v":1,"seq":1,"kind":"mess')
+    read = read_history(path)
+    assert read.torn_tail and len(read.records) == 1
+    writer = HistoryWriter(path, next_seq=1)
+    writer.append("hint", id="h1", text="x", mode="steer")
+    writer.close()
+    read = read_history(path)
+    assert [r["kind"] for r in read.records] == ["message", "hint"] and read.skipped == 1
+
+
+def test_history_from_a_newer_version_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "h.jsonl"
+    path.write_text(json.dumps({"v": 99, "seq": 0, "kind": "session"}) + "\n")
+    with pytest.raises(HistoryError, match="newer rhapsody"):
+        read_history(path)
+
+
+async def test_resume_after_kill_9_mid_tool_call_is_valid_and_complete(stub: Stub, project: Path) -> None:
+    stub.script(
+        call("I will look at the file list first to learn the project layout before running anything slow.",
+             "find_files", pattern="*.py"),
+        call(SLOW, "bash", command="sleep 30"),
+        say("resumed fine"),
+    )
+    env = {**os.environ, "ANTHROPIC_BASE_URL": stub.server.url, "ANTHROPIC_API_KEY": "sk-test"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rhapsody", "-p", "work", "--model", MODEL, "--cwd", str(project)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    history = project / ".rhapsody" / "history"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        files = list(history.glob("*.jsonl")) if history.exists() else []
+        if files and "sleep 30" in files[0].read_text():
+            break
+        time.sleep(0.05)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    path = files[0]
+    before = read_history(path).records
+    with path.open("ab") as f:
+        f.write(b'{"v":1,"seq":999,"kind":"usa')
+    session = Session.resume(project, path)
+    records = read_history(path).records
+    assert records[: len(before)] == before
+    from rhapsody.config import Settings
+    from rhapsody.core.loop import Agent
+    from rhapsody.tools import default_toolbox
+    from rhapsody.wiring import policy
+
+    agent = Agent(session, stub.model(), default_toolbox(), policy(Settings()))
+    events = await collect(agent.run("continue please"))
+    assert session.messages()[-1].texts() == ["resumed fine"]
+    last = stub.bodies()[-1]["messages"]
+    assert "rhapsody stopped before this call returned" in json.dumps(last[-1])
+    assert not [e for e in events if type(e).__name__ == "Failed"]
+
+
+async def test_undelivered_hint_is_delivered_first_on_resume(stub: Stub, project: Path) -> None:
+    stub.script(say("one"), say("two"))
+    wiring = stub.wire(project)
+    await collect(wiring.agent.run("first"))
+    wiring.session.hint("remember the tabs")
+    wiring.session.writer.close()
+    session = Session.resume(project, wiring.session.path)
+    assert [h.text for h in session.pending] == ["remember the tabs"]
+    from rhapsody.config import Settings
+    from rhapsody.core.loop import Agent
+    from rhapsody.tools import default_toolbox
+    from rhapsody.wiring import policy
+
+    agent = Agent(session, stub.model(), default_toolbox(), policy(Settings()))
+    await collect(agent.run("next"))
+    content = stub.bodies()[-1]["messages"][-1]["content"]
+    assert [b["text"] for b in content] == ["remember the tabs", "next"]
+    assert session.pending == []
