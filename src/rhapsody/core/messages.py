@@ -166,20 +166,34 @@ class Request(BaseModel):
             raise ValueError("the request body must be a JSON object")
         if not isinstance(data.get("messages"), list):
             raise ValueError("the request body has no 'messages' list")
+        messages = []
+        for i, item in enumerate(data["messages"]):
+            try:
+                messages.append(Message.from_api(item))
+            except (ValidationError, ValueError) as exc:
+                raise ValueError(f"invalid request body at messages.{i}{_where(exc)}") from None
+        rest = {k: v for k, v in data.items() if k != "messages"}
         try:
-            messages = [Message.from_api(m) for m in data["messages"]]
-            rest = {k: v for k, v in data.items() if k != "messages"}
             return cls(messages=messages, **rest)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            where = ".".join(str(p) for p in err.get("loc", ()))
-            raise ValueError(f"invalid request body at {where or 'top level'}: {err['msg']}") from None
+            raise ValueError(f"invalid request body at{_where(exc)}") from None
 
     def to_api(self) -> dict[str, Any]:
         """The request body, with only the keys that were set."""
         body = self.model_dump(mode="json", exclude_unset=True, exclude={"messages"})
         body["messages"] = [m.to_api() for m in self.messages]
         return body
+
+
+def _where(exc: Exception) -> str:
+    if not isinstance(exc, ValidationError):
+        return f": {exc}"
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err.get("loc", ()) if p not in _TAGS)
+    return f"{'.' + loc if loc else ''}: {err['msg']}"
+
+
+_TAGS = {"text", "thinking", "redacted_thinking", "tool_use", "tool_result", "other"}
 
 
 def compact_json(body: Any) -> str:

@@ -1,0 +1,142 @@
+"""The command line as a user meets it: real subprocesses, one-line errors, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rhapsody.loopback.script import call, say
+
+from .conftest import MODEL, Stub
+
+
+def rhapsody(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rhapsody", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, cwd=cwd, timeout=60)
+
+
+def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rhapsody"), result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+REQUEST = {
+    "model": "claude-x", "max_tokens": 100, "system": "be brief",
+    "tools": [{"name": "bash", "input_schema": {"type": "object"}}],
+    "messages": [
+        {"role": "user", "content": "list files"},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "hmm", "signature": "s"},
+            {"type": "text", "text": "I will list the files."},
+            {"type": "tool_use", "id": "t1", "name": "bash", "input": {"command": "ls"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a\nb\n" * 500},
+                                     {"type": "text", "text": "hint: only .py"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Two files."}]},
+    ],
+}
+
+
+def test_strip_json_report_has_the_contract_keys(tmp_path: Path) -> None:
+    src = tmp_path / "req.json"
+    src.write_text(json.dumps(REQUEST))
+    out = tmp_path / "out.json"
+    result = rhapsody("strip", str(src), "--json", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    for side in ("before", "after"):
+        assert set(report[side]) >= {"messages", "text_blocks", "tool_use", "tool_result", "thinking", "request_bytes", "est_tokens"}
+    assert report["authored_sha256_before"] == report["authored_sha256_after"]
+    assert report["before"]["tool_use"] == 1 and report["after"]["tool_use"] == 0 and report["after"]["thinking"] == 0
+    assert report["after"]["messages"] == 4 and report["valid"] is True
+    assert report["authored_chars"] == len("list files") + len("I will list the files.") + len("hint: only .py") + len("Two files.")
+    assert report["reduction"] == round(1 - report["after"]["request_bytes"] / report["before"]["request_bytes"], 4)
+    assert report["before"]["request_bytes"] == len(json.dumps(REQUEST, separators=(",", ":")).encode())
+    stripped = json.loads(out.read_text())
+    assert stripped["messages"][0]["content"] == "list files"
+    assert [b["text"] for b in stripped["messages"][1]["content"]] == ["I will list the files."]
+    assert stripped["messages"][2]["content"] == [{"type": "text", "text": "hint: only .py"}]
+
+
+@pytest.mark.parametrize("content,fragment", [
+    ("{not json", "not JSON"),
+    ('{"model": "m"}', "no 'messages' list"),
+    ('{"messages": [{"role": "robot", "content": "x"}]}', "messages.0.role"),
+    ('[1, 2]', "must be a JSON object"),
+])
+def test_strip_malformed_file_is_one_line_and_exit_2(tmp_path: Path, content: str, fragment: str) -> None:
+    src = tmp_path / "bad.json"
+    src.write_text(content)
+    line = one_line_error(rhapsody("strip", str(src), "--json"))
+    assert fragment in line
+
+
+def test_strip_missing_file_is_one_line(tmp_path: Path) -> None:
+    assert "cannot read" in one_line_error(rhapsody("strip", str(tmp_path / "nope.json")))
+
+
+def test_missing_key_is_one_line_and_exit_2(project: Path) -> None:
+    line = one_line_error(rhapsody("-p", "hi", "--cwd", str(project)))
+    assert "ANTHROPIC_API_KEY" in line
+
+
+def test_malformed_config_names_the_key(project: Path) -> None:
+    (project / ".rhapsody").mkdir(exist_ok=True)
+    (project / ".rhapsody" / "config.toml").write_text('narration_min_words = "many"\n')
+    line = one_line_error(rhapsody("-p", "hi", "--cwd", str(project), env={"ANTHROPIC_API_KEY": "k"}))
+    assert "narration_min_words" in line
+    (project / ".rhapsody" / "config.toml").write_text("colour = 'blue'\n")
+    assert "colour" in one_line_error(rhapsody("-p", "hi", "--cwd", str(project), env={"ANTHROPIC_API_KEY": "k"}))
+    (project / ".rhapsody" / "config.toml").write_text("= broken\n")
+    assert "config.toml" in one_line_error(rhapsody("-p", "hi", "--cwd", str(project), env={"ANTHROPIC_API_KEY": "k"}))
+
+
+def test_unreachable_base_url_is_one_line(project: Path) -> None:
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "RHAPSODY_RETRIES": "0"}
+    line = one_line_error(rhapsody("-p", "hi", "--cwd", str(project), "--model", MODEL, env=env))
+    assert "connection failed" in line
+
+
+def test_unknown_model_is_one_line(stub: Stub, project: Path) -> None:
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": stub.server.url}
+    line = one_line_error(rhapsody("-p", "hi", "--cwd", str(project), "--model", "gpt-nope", env=env))
+    assert "unknown model" in line
+
+
+def test_malformed_history_on_resume_is_one_line(project: Path) -> None:
+    folder = project / ".rhapsody" / "history"
+    folder.mkdir(parents=True)
+    (folder / "20260101-000000-abcdef.jsonl").write_text('{"v":1,"seq":0,"kind":"message"}\n')
+    line = one_line_error(rhapsody("-p", "hi", "--continue", "--cwd", str(project), env={"ANTHROPIC_API_KEY": "k"}))
+    assert "session record" in line
+
+
+def test_headless_run_prints_narration_and_tool_lines_and_writes_no_key(stub: Stub, project: Path) -> None:
+    stub.script(call("I will list the Python files to see what the project holds before changing anything.",
+                     "find_files", pattern="*.py"), say("One file: app.py."))
+    key = "sk-ant-secret-value-123"
+    env = {"ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": stub.server.url}
+    result = rhapsody("-p", "what is here?", "--cwd", str(project), "--model", MODEL, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "I will list the Python files" in result.stdout and "find_files *.py → ok" in result.stdout
+    assert "One file: app.py." in result.stdout
+    assert stub.server.requests[0].headers.get("authorization") == f"Bearer {key}"
+    for path in (project / ".rhapsody").rglob("*"):
+        if path.is_file():
+            assert key not in path.read_text(errors="replace"), path
+    jsonl = rhapsody("-p", "again", "--cwd", str(project), "--model", MODEL, "--output-format", "jsonl", env=env)
+    events = [json.loads(line)["event"] for line in jsonl.stdout.splitlines()]
+    assert events[0] == "TurnStarted" and events[-1] == "TurnEnded"
+
+
+def test_help_and_version(tmp_path: Path) -> None:
+    result = rhapsody("--help")
+    assert result.returncode == 0 and "rhapsody strip FILE" in result.stdout
+    assert rhapsody("--version").stdout.startswith("rhapsody ")
