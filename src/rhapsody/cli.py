@@ -132,7 +132,7 @@ def _require_key() -> None:
         raise ConfigError("ANTHROPIC_API_KEY is not set: export it, or try `rhapsody --demo`, which needs no key")
 
 
-def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any) -> int:
+def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initial: str = "") -> int:
     """Wire the agent and hand it to the chosen front end."""
     import asyncio
 
@@ -158,8 +158,8 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any) -> int
     if ns.plain:
         from rhapsody.plain import run_plain
 
-        return asyncio.run(run_plain(wiring))
+        return asyncio.run(run_plain(wiring, initial))
     from rhapsody.tui.app import RhapsodyApp
 
-    RhapsodyApp(wiring).run()
+    RhapsodyApp(wiring, initial=initial).run()
     return 0

@@ -276,6 +276,11 @@ class Agent:
         self.session.record("hint_delivered", ids=list(ids), message_seq=seq, where=where)
         return HintDelivered(ids, where)
 
+    def replace_session(self, session: Session) -> None:
+        """Continue with another session (``/clear``); only between turns."""
+        self.session = session
+        self.ctx = ToolContext(session.root, session, self.policy.bash_timeout, self.policy.output_cap)
+
     def request_handoff(self) -> None:
         """The one trigger every front end uses: key, /handoff or token threshold."""
         self.session.request_handoff()

@@ -8,6 +8,7 @@ Imports: stdlib and rhapsody.core only.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,7 +100,7 @@ class Session:
             raise HistoryError(f"{path.name} does not start with a session record")
         head = read.records[0]
         spec = RequestSpec(
-            model=model or head["model"],
+            model=head["model"],
             system=head["system"],
             tools=head["tools"],
             max_tokens=head.get("max_tokens", 16000),
@@ -112,8 +113,8 @@ class Session:
             session._fold(record)
         session.record("resumed", skipped_lines=read.skipped, torn_tail=read.torn_tail)
         session._answer_orphan_calls()
-        if model and model != head["model"]:
-            session.cut_thinking("model switched")
+        if model and model != session.spec.model:
+            session.switch_model(model)
         return session
 
     def record(self, kind: str, **fields: Any) -> dict[str, Any]:
@@ -141,6 +142,8 @@ class Session:
             self.counters.last_request_tokens = record.get("est_tokens", 0)
         elif kind == "usage":
             self._fold_usage(record)
+        elif kind == "model":
+            self.spec = dataclasses.replace(self.spec, model=record["model"])
         elif kind in ("seam", "unseam"):
             self.counters.seams = len(self.conversation.seams)
 
@@ -178,6 +181,11 @@ class Session:
     def request(self) -> dict[str, Any]:
         """The next request body built from the active context."""
         return build_request(self.spec, self.messages())
+
+    def switch_model(self, model: str) -> None:
+        """Use another model from now on; earlier thinking leaves the view (it is bound to the old one)."""
+        self.record("model", model=model)
+        self.cut_thinking("model switched")
 
     def cut_thinking(self, reason: str) -> None:
         """Drop every thinking block so far from the view (their prefix no longer holds)."""

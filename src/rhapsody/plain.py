@@ -1,0 +1,71 @@
+"""`rhapsody --plain`: a prompt-toolkit line interface on the same loop.
+
+For terminals and screen readers where a full-screen app is unwelcome. The prompt stays
+live while the agent works: a typed line is a hint for the next tool boundary (prefix it
+with `>>` to queue it for the end of the turn instead). Ctrl+C interrupts a running turn;
+Ctrl+D quits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from contextlib import aclosing
+
+from rhapsody.commands import COMMANDS, is_command, run_command
+from rhapsody.core import events as ev
+from rhapsody.headless import _print_text
+from rhapsody.wiring import Wiring
+
+
+async def _consume(wiring: Wiring, text: str | None) -> None:
+    try:
+        async with aclosing(wiring.agent.run(text)) as stream:
+            async for event in stream:
+                _print_text(event, sys.stdout)
+                if isinstance(event, ev.Failed):
+                    print(f"rhapsody: {event.message}")
+    except asyncio.CancelledError:
+        print("\n[interrupted: what streamed is kept]")
+
+
+async def run_plain(wiring: Wiring, initial: str = "") -> int:
+    """Read lines until EOF or /quit; returns the exit status."""
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.completion import WordCompleter
+    from prompt_toolkit.patch_stdout import patch_stdout
+
+    prompt: PromptSession[str] = PromptSession(completer=WordCompleter(list(COMMANDS), sentence=True))
+    task: asyncio.Task[None] | None = None
+    print(f"rhapsody {wiring.session.id} in {wiring.session.root} — /help for commands, Ctrl+D to quit")
+    with patch_stdout(raw=True):
+        while True:
+            try:
+                line = await prompt.prompt_async("› ", default=initial)
+            except KeyboardInterrupt:
+                if task and not task.done():
+                    task.cancel()
+                    continue
+                break
+            except EOFError:
+                break
+            initial = ""
+            busy = task is not None and not task.done()
+            if is_command(line):
+                outcome = run_command(wiring.agent, line)
+                if outcome.text:
+                    print(outcome.text)
+                if outcome.quit:
+                    break
+                if outcome.run_turn and not busy:
+                    task = asyncio.create_task(_consume(wiring, None))
+            elif line.strip() and busy:
+                queued = line.startswith(">>")
+                hint = wiring.session.hint(line.removeprefix(">>").strip(), mode="queue" if queued else "steer")
+                print(f"[{hint.id} pending: {'end of turn' if queued else 'next tool boundary'}]")
+            elif line.strip():
+                task = asyncio.create_task(_consume(wiring, line))
+    if task and not task.done():
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    return 0
