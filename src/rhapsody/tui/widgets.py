@@ -1,0 +1,203 @@
+"""Widgets of the app: the prompt, the status bar and the windowed transcript.
+
+The transcript keeps every entry as data and mounts only the newest WINDOW of them, so a
+resumed session of thousands of messages paints as fast as a short one; older entries are
+mounted on demand. Finished text renders as one Static each; only the reply being
+streamed is a Markdown widget fed through `MarkdownStream`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.markdown import Markdown as RichMarkdown
+from textual import events
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widget import Widget
+from textual.widgets import Button, Collapsible, Markdown, Static, TextArea
+
+from rhapsody.commands import COMMANDS
+
+WINDOW = 60
+TRIM = 20
+RESULT_PREVIEW = 4000
+
+
+class PromptInput(TextArea):
+    """Multi-line input that stays live while the agent works.
+
+    | Key | Action |
+    | :- | :- |
+    | enter | Send (a hint while the agent works, a new turn while idle). |
+    | ctrl+n | Queue for the end of the turn instead of steering now. |
+    | ctrl+j | New line. |
+    | tab | Complete a slash command. |
+    """
+
+    class Submitted(Message):
+        """The human sent the text; `queue` asks for end-of-turn delivery."""
+
+        def __init__(self, text: str, queue: bool) -> None:
+            self.text = text
+            self.queue = queue
+            super().__init__()
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.key in ("enter", "ctrl+n"):
+            event.stop()
+            event.prevent_default()
+            text = self.text
+            if text.strip():
+                self.clear()
+                self.post_message(self.Submitted(text.strip(), queue=event.key == "ctrl+n"))
+            return
+        if event.key == "ctrl+j":
+            event.stop()
+            event.prevent_default()
+            self.insert("\n")
+            return
+        if event.key == "tab" and self.text.startswith("/"):
+            event.stop()
+            event.prevent_default()
+            matches = completions(self.text)
+            if matches:
+                self.text = matches[0] + " "
+                self.move_cursor(self.document.end)
+            return
+        await super()._on_key(event)
+
+
+def completions(text: str) -> list[str]:
+    """Slash commands that start with what was typed."""
+    word = text.split(" ", 1)[0]
+    return [name for name in COMMANDS if name.startswith(word)]
+
+
+class StatusBar(Static):
+    """One line of truth: model, context, cache, cost, git, directory, seams."""
+
+    state: reactive[str] = reactive("idle")
+    """idle, working, or a short note."""
+
+
+@dataclass
+class Entry:
+    """One transcript item as data; `widget()` builds what is mounted for it."""
+
+    kind: str
+    text: str = ""
+    title: str = ""
+    classes: str = ""
+    key: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def widget(self) -> Widget:
+        """A fresh widget for this entry."""
+        if self.kind == "assistant":
+            return Static(RichMarkdown(self.text), classes="assistant")
+        if self.kind in ("tool", "seam", "thinking"):
+            body = Static(self.text[:RESULT_PREVIEW] + ("\n[…]" if len(self.text) > RESULT_PREVIEW else ""), markup=False)
+            return Collapsible(body, title=self.title, collapsed=True, classes=f"{self.kind} {self.classes}".strip())
+        return Static(self.text, markup=False, classes=f"{self.kind} {self.classes}".strip())
+
+
+class TranscriptView(VerticalScroll):
+    """The conversation, windowed: data for everything, widgets for the newest entries."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.entries: list[Entry] = []
+        self.first_mounted = 0
+        self.widgets: dict[int, Widget] = {}
+        self.live: Markdown | None = None
+        self.live_stream: Any = None
+        self.live_text: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        yield Button("▲ earlier entries", id="earlier", classes="hidden")
+
+    async def add(self, entry: Entry) -> Widget:
+        """Append an entry and mount its widget at the bottom."""
+        self.entries.append(entry)
+        index = len(self.entries) - 1
+        widget = entry.widget()
+        self.widgets[index] = widget
+        await self.mount(widget)
+        await self._trim()
+        return widget
+
+    async def load(self, entries: list[Entry]) -> None:
+        """Replace everything with `entries`, mounting only the newest WINDOW."""
+        old = list(self.widgets.values())
+        if old:
+            await self.remove_children(old)
+        self.entries = list(entries)
+        self.first_mounted = max(0, len(entries) - WINDOW)
+        widgets = {i: entries[i].widget() for i in range(self.first_mounted, len(entries))}
+        self.widgets = widgets
+        if widgets:
+            await self.mount_all(list(widgets.values()))
+        self._update_earlier()
+        self.scroll_end(animate=False)
+
+    async def load_earlier(self, count: int = 50) -> None:
+        """Mount up to `count` older entries above the window."""
+        start = max(0, self.first_mounted - count)
+        new = {i: self.entries[i].widget() for i in range(start, self.first_mounted)}
+        if new:
+            await self.mount_all(list(new.values()), after=self.query_one("#earlier"))
+        self.widgets.update(new)
+        self.first_mounted = start
+        self._update_earlier()
+
+    async def _trim(self) -> None:
+        mounted = len(self.entries) - self.first_mounted
+        if mounted <= WINDOW + TRIM:
+            return
+        doomed = range(self.first_mounted, self.first_mounted + TRIM)
+        for i in doomed:
+            widget = self.widgets.pop(i, None)
+            if widget is not None:
+                await widget.remove()
+        self.first_mounted += TRIM
+        self._update_earlier()
+
+    def _update_earlier(self) -> None:
+        button = self.query_one("#earlier", Button)
+        button.label = f"▲ {self.first_mounted} earlier entries (ctrl+u loads more)"
+        button.set_class(self.first_mounted == 0, "hidden")
+
+    def widget_for(self, index: int) -> Widget | None:
+        """The mounted widget of entry `index`, if it is in the window."""
+        return self.widgets.get(index)
+
+    # -- the live reply ---------------------------------------------------------------
+
+    async def stream_text(self, text: str) -> None:
+        """Append streamed text to the live reply, starting one when needed."""
+        if self.live is None:
+            self.anchor()
+            self.live = Markdown(classes="assistant live")
+            self.live_text = []
+            await self.mount(self.live)
+            self.live_stream = Markdown.get_stream(self.live)
+        self.live_text.append(text)
+        await self.live_stream.write(text)
+
+    async def end_text(self, discard: bool = False) -> None:
+        """Close the live reply; keep it as an entry, or drop it (a retried stream)."""
+        if self.live is None:
+            return
+        await self.live_stream.stop()
+        live, text = self.live, "".join(self.live_text)
+        self.live, self.live_stream, self.live_text = None, None, []
+        if discard or not text.strip():
+            await live.remove()
+            return
+        self.entries.append(Entry("assistant", text))
+        self.widgets[len(self.entries) - 1] = live
+        await self._trim()

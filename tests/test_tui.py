@@ -1,0 +1,148 @@
+"""The Textual app driven by Pilot against the loopback server and a real git project."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from textual.widgets import Collapsible, Static
+
+from rhapsody.loopback.script import call, say
+from rhapsody.tui.app import RhapsodyApp
+from rhapsody.tui.widgets import PromptInput, TranscriptView
+
+from .conftest import Stub
+from .test_handoff_e2e import handoff_turn
+
+SLOW = "I will run a command that takes a moment, so there is time to type a hint while it runs."
+
+
+async def type_and_send(pilot, text: str, key: str = "enter") -> None:  # type: ignore[no-untyped-def]
+    prompt = pilot.app.query_one(PromptInput)
+    prompt.text = text
+    await pilot.press(key)
+
+
+async def wait_idle(pilot) -> None:  # type: ignore[no-untyped-def]
+    from textual.worker import WorkerCancelled
+
+    try:
+        await pilot.app.workers.wait_for_complete()
+    except WorkerCancelled:
+        pass
+    await pilot.pause()
+
+
+def texts(app: RhapsodyApp) -> list[str]:
+    return [e.text for e in app.transcript.entries]
+
+
+async def test_task_hint_and_handoff_through_the_app(stub: Stub, project: Path) -> None:
+    stub.script(
+        call(SLOW, "bash", command="sleep 0.5; echo slow-done"),
+        say("Finished, and I saw the hint."),
+        handoff_turn(),
+        say("Note written."),
+    )
+    wiring = stub.wire(project)
+    app = RhapsodyApp(wiring)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await type_and_send(pilot, "run the slow thing")
+        while not stub.server.requests:
+            await pilot.pause(0.02)
+        await pilot.pause(0.2)
+        await type_and_send(pilot, "prefer short output")
+        assert any("[pending · next tool boundary] prefer short output" in t for t in texts(app))
+        await wait_idle(pilot)
+        assert any("[delivered · after tool results] prefer short output" in t for t in texts(app))
+        second = stub.bodies()[1]["messages"][-1]["content"]
+        assert [b["type"] for b in second] == ["tool_result", "text"] and second[1]["text"] == "prefer short output"
+        assert any(e.kind == "tool" and "bash sleep 0.5; echo slow-done → exit 0" in e.title for e in app.transcript.entries)
+
+        await type_and_send(pilot, "/handoff")
+        await wait_idle(pilot)
+        seams = [e for e in app.transcript.entries if e.kind == "seam"]
+        assert len(seams) == 1 and "seam 1:" in seams[0].title and "Field note, seam 1" in seams[0].text
+        assert "seams 1" in str(app.query_one("#status", Static).render())
+    records = [json.loads(line) for line in wiring.session.path.read_text().splitlines()]
+    assert [r["kind"] for r in records].count("seam") == 1
+
+
+async def test_escape_interrupts_and_keeps_what_streamed(stub: Stub, project: Path) -> None:
+    long_text = "Streaming slowly so the human can interrupt me. " * 40
+    stub.script({"content": [{"type": "text", "text": long_text}], "delay": 0.03}, say("after"))
+    wiring = stub.wire(project)
+    app = RhapsodyApp(wiring)
+    async with app.run_test(size=(100, 30)) as pilot:
+        # pilot.press waits for the screen to go idle, which a live stream never does,
+        # so the turn is started and interrupted through the same methods the keys call.
+        await app.submitted(PromptInput.Submitted("talk", queue=False))
+        while app.transcript.live is None:
+            await pilot.pause(0.02)
+        await pilot.pause(0.1)
+        app.action_interrupt()
+        await wait_idle(pilot)
+        assert any("interrupted" in t for t in texts(app))
+    records = [json.loads(line) for line in wiring.session.path.read_text().splitlines()]
+    interrupted = [r for r in records if r["kind"] == "interrupted"]
+    assert interrupted and interrupted[0]["partial_text"].startswith("Streaming slowly")
+    kept = [r for r in records if r["kind"] == "message" and r["role"] == "assistant"]
+    assert kept and kept[-1]["content"][0]["text"] == interrupted[0]["partial_text"]
+
+
+async def test_resume_renders_seams_and_stripped_calls(stub: Stub, project: Path) -> None:
+    stub.script(call(SLOW, "bash", command="echo hi"), say("done"), handoff_turn(), say("noted"))
+    wiring = stub.wire(project)
+    from .conftest import collect
+
+    await collect(wiring.agent.run("go"))
+    wiring.agent.request_handoff()
+    await collect(wiring.agent.run())
+    from rhapsody.config import Settings
+    from rhapsody.wiring import build
+
+    resumed = build(project, Settings(), stub.model(), None, continue_last=True)
+    app = RhapsodyApp(resumed)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        entries = app.transcript.entries
+        tool = [e for e in entries if e.kind == "tool" and "bash" in e.title][0]
+        assert tool.title.startswith(f"⊘ stripped · recall {wiring.session.id}:toolu_")
+        assert any(e.kind == "seam" for e in entries)
+        assert any(isinstance(w, Collapsible) for w in app.transcript.children)
+
+
+async def test_resume_of_a_long_session_mounts_only_a_window(stub: Stub, project: Path) -> None:
+    from rhapsody.tui.widgets import WINDOW, Entry
+
+    wiring = stub.wire(project)
+    app = RhapsodyApp(wiring)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await app.transcript.load([Entry("assistant", f"message {i}") for i in range(3000)])
+        await pilot.pause()
+        assert len(app.transcript.widgets) == WINDOW
+        await pilot.press("ctrl+u")
+        await pilot.pause()
+        assert len(app.transcript.widgets) == WINDOW + 50
+
+
+async def test_slash_completion_and_queue_binding(stub: Stub, project: Path) -> None:
+    stub.script(call(SLOW, "bash", command="sleep 0.4"), say("first done"), say("queued done"))
+    wiring = stub.wire(project)
+    app = RhapsodyApp(wiring)
+    async with app.run_test(size=(100, 30)) as pilot:
+        prompt = app.query_one(PromptInput)
+        prompt.text = "/han"
+        await pilot.pause()
+        assert "/handoff" in str(app.query_one("#completions", Static).render())
+        await pilot.press("tab")
+        assert prompt.text == "/handoff "
+        prompt.text = ""
+        await type_and_send(pilot, "start")
+        while not stub.server.requests:
+            await pilot.pause(0.02)
+        await type_and_send(pilot, "then this", key="ctrl+n")
+        await wait_idle(pilot)
+        bodies = stub.bodies()
+        assert bodies[-1]["messages"][-1]["content"][-1]["text"] == "then this"
+        assert [b["type"] for b in bodies[1]["messages"][-1]["content"]] == ["tool_result"]
