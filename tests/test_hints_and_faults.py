@@ -30,7 +30,7 @@ async def test_hint_sent_during_tool_run_reaches_next_request_after_tool_results
     last_user = stub.bodies()[1]["messages"][-1]["content"]
     assert [b["type"] for b in last_user] == ["tool_result", "text"]
     assert last_user[1]["text"] == "use tabs, not spaces"
-    assert delivered and delivered[0].where == "after tool results"
+    assert delivered and delivered[0].where == "after the bash result"
     kinds = [r["kind"] for r in read_history(wiring.session.path).records]
     assert kinds.index("hint") < kinds.index("hint_delivered")
 

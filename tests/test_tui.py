@@ -54,7 +54,7 @@ async def test_task_hint_and_handoff_through_the_app(stub: Stub, project: Path) 
         await type_and_send(pilot, "prefer short output")
         assert any("[pending · next tool boundary] prefer short output" in t for t in texts(app))
         await wait_idle(pilot)
-        assert any("[delivered · after tool results] prefer short output" in t for t in texts(app))
+        assert any("[delivered · after the bash result] prefer short output" in t for t in texts(app))
         second = stub.bodies()[1]["messages"][-1]["content"]
         assert [b["type"] for b in second] == ["tool_result", "text"] and second[1]["text"] == "prefer short output"
         assert any(e.kind == "tool" and "bash sleep 0.5; echo slow-done → exit 0" in e.title for e in app.transcript.entries)

@@ -66,7 +66,7 @@ class AnthropicModel:
                 reason, retry_after = _classify(exc)
                 attempt += 1
                 if attempt > self.retries:
-                    raise ModelError(f"the API failed {attempt} times; last error: {reason}") from None
+                    raise ModelError(f"the API failed {attempt} time{'s' if attempt > 1 else ''}; last error: {reason}") from None
                 delay = retry_after if retry_after is not None else min(self.base_delay * 2 ** (attempt - 1), MAX_DELAY)
                 yield Retrying(attempt, reason, delay)
                 await asyncio.sleep(delay)

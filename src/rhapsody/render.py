@@ -13,6 +13,8 @@ KEY_ARGUMENTS = ("command", "path", "pattern", "query", "id", "action")
 def key_argument(call: ToolUseBlock) -> str:
     """The one argument that says what a call does (command, path, pattern...)."""
     args: Any = call.input if isinstance(call.input, dict) else {}
+    if call.name == "micro_handoff":
+        return f"field note ({len(args.get('done') or [])} done, {len(args.get('open') or [])} open)"
     for key in KEY_ARGUMENTS:
         if key in args and args[key]:
             return one_line(str(args[key]), 90)

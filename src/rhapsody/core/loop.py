@@ -178,7 +178,7 @@ class Agent:
         record = self.session.append_message("user", blocks)
         self._done = []
         if hints:
-            yield self._delivered(hints, record["seq"], "after tool results")
+            yield self._delivered(hints, record["seq"], f"after the {', '.join(c.name for c in calls)} result")
 
     async def _run_one(self, call: ToolUseBlock, words: int) -> AsyncIterator[Event]:
         required = self.policy.narration_min_words

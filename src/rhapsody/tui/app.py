@@ -303,5 +303,5 @@ def status_line(session: Any, git: str, state: str) -> str:
     total_cost = cost(model, c.usage)  # priced at the current model: a /model switch reprices the past
     dollars = f"${total_cost:.2f}" + ("" if exact else "?")
     cwd = str(session.root).replace(str(Path.home()), "~")
-    return (f" {model} │ ctx {source}{tokens:,} ({tokens / price.window:.1%}) │ {cache} │ {dollars} │ {git} │ {cwd} │ "
-            f"seams {c.seams} │ violations {c.violations} │ {state}")
+    return (f" {state} │ {model} │ ctx {source}{tokens:,} ({tokens / price.window:.1%}) │ {cache} │ {dollars} │ "
+            f"seams {c.seams} │ violations {c.violations} │ {git} │ {cwd}")
