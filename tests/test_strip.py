@@ -64,3 +64,21 @@ def test_unknown_blocks_images_and_string_content_pass_through_byte_for_byte() -
     assert request.to_api() == body
     stripped = request.model_copy(update={"messages": strip(request.messages)}).to_api()
     assert stripped == body
+
+
+@settings(max_examples=100, deadline=None)
+@given(conversations())
+def test_cached_sizes_and_incremental_view_match_a_full_rebuild(messages: list[Message]) -> None:
+    from rhapsody.core.context import Conversation, RequestSpec, build_request, measure, measure_messages
+
+    conv = Conversation()
+    for i, m in enumerate(messages):
+        conv.apply({"kind": "message", "seq": i, "role": m.role, "content": [b.dump() for b in m.content]})
+        if i == len(messages) // 2:
+            conv.active()
+            conv.apply({"kind": "seam", "seq": -1, "boundary": i + 1})
+    fresh = Conversation.from_records([])
+    fresh.messages, fresh.seams = list(conv.messages), list(conv.seams)
+    assert conv.active() == fresh.active()
+    spec = RequestSpec(model="m", system="s", tools=[{"name": "t", "input_schema": {}}])
+    assert measure_messages(spec, conv.active()) == measure(build_request(spec, conv.active()))

@@ -30,19 +30,30 @@ class Conversation:
     seams: list[dict[str, Any]] = field(default_factory=list)
     undone: list[dict[str, Any]] = field(default_factory=list)
     thinking_cut: int = 0
+    _view: list[Message] | None = field(default=None, repr=False)
 
     def apply(self, record: dict[str, Any]) -> None:
         """Fold one history record into the conversation."""
         kind = record["kind"]
         if kind == "message":
-            self.messages.append(Message(role=record["role"], content=record["content"]))
+            message = Message(role=record["role"], content=record["content"])
+            self.messages.append(message)
             self.message_seqs.append(record.get("seq", -1))
+            if self._view is not None:
+                # A new message lies after every seam and cut: it joins the view as it is.
+                if self._view and self._view[-1].role == message.role:
+                    self._view[-1:] = compact([self._view[-1], message])
+                else:
+                    self._view.append(message)
         elif kind == "seam":
+            self._view = None
             self.seams.append(record)
         elif kind == "unseam" and self.seams:
+            self._view = None
             self.undone.append(self.seams.pop())
             self.thinking_cut = max(self.thinking_cut, record["boundary"])
         elif kind == "thinking_cut":
+            self._view = None
             self.thinking_cut = max(self.thinking_cut, record["boundary"])
 
     def boundary(self) -> int:
@@ -50,8 +61,10 @@ class Conversation:
         return self.seams[-1]["boundary"] if self.seams else 0
 
     def active(self) -> list[Message]:
-        """The messages the model sees now."""
-        return self.view(self.boundary())
+        """The messages the model sees now (cached; extended as messages arrive)."""
+        if self._view is None:
+            self._view = self.view(self.boundary())
+        return list(self._view)
 
     def view(self, boundary: int) -> list[Message]:
         """The messages the model would see with a seam at `boundary`."""
@@ -92,7 +105,7 @@ def build_request(spec: RequestSpec, messages: list[Message]) -> dict[str, Any]:
         body["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": not spec.parallel_tools}
     if spec.thinking:
         body["thinking"] = spec.thinking
-    api = [m.to_api() for m in messages]
+    api = [m.api for m in messages]
     if api:
         api[-1] = _with_breakpoint(api[-1])
     body["messages"] = api
@@ -118,3 +131,22 @@ def measure(body: dict[str, Any]) -> tuple[int, int]:
     """Request-body bytes and estimated tokens of a built request."""
     text = compact_json(body)
     return len(text.encode("utf-8", "surrogatepass")), estimate_chars(len(text))
+
+
+def measure_messages(spec: RequestSpec, messages: list[Message]) -> tuple[int, int]:
+    """The same figures as `measure(build_request(spec, messages))`, from cached message sizes.
+
+    Each message's compact JSON size is computed once (messages are frozen); only the
+    request head and the newest message, which carries the cache breakpoint, are dumped.
+    """
+    if not messages:
+        return measure(build_request(spec, messages))
+    head_text = compact_json(build_request(spec, []))
+    last = compact_json(_with_breakpoint(messages[-1].api))
+    n_bytes = len(head_text.encode("utf-8", "surrogatepass")) + len(last.encode("utf-8", "surrogatepass"))
+    n_chars = len(head_text) + len(last)
+    for message in messages[:-1]:
+        size, chars = message.api_size
+        n_bytes += size + 1
+        n_chars += chars + 1
+    return n_bytes, estimate_chars(n_chars)

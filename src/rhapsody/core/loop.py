@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass
 
-from rhapsody.core.context import measure
 from rhapsody.core.errors import ModelError
 from rhapsody.core.events import (
     Event,
@@ -135,8 +134,7 @@ class Agent:
                 yield event
 
     async def _request(self) -> AsyncIterator[Event]:
-        body = self.session.request()
-        size, est = measure(body)
+        body, size, est = self.session.request_and_size()
         self.session.record("request", bytes=size, est_tokens=est, messages=len(body["messages"]))
         yield RequestSent(size, est, len(body["messages"]))
         self._partial = []

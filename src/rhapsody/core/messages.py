@@ -12,6 +12,7 @@ Imports: stdlib and pydantic only.
 from __future__ import annotations
 
 import json
+from functools import cached_property
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
@@ -135,10 +136,21 @@ class Message(BaseModel):
         return cls(role=data.get("role"), content=content)
 
     def to_api(self) -> dict[str, Any]:
-        """The message as the Messages API expects it."""
+        """The message as the Messages API expects it (a shared, cached dict: do not mutate)."""
+        return self.api
+
+    @cached_property
+    def api(self) -> dict[str, Any]:
+        """The API form, computed once: the message is frozen."""
         if self.string_content and len(self.content) == 1 and isinstance(self.content[0], TextBlock):
             return {"role": self.role, "content": self.content[0].text}
         return {"role": self.role, "content": [b.dump() for b in self.content]}
+
+    @cached_property
+    def api_size(self) -> tuple[int, int]:
+        """(bytes, characters) of the compact JSON of the API form, computed once."""
+        text = compact_json(self.api)
+        return len(text.encode("utf-8", "surrogatepass")), len(text)
 
     def tool_uses(self) -> list[ToolUseBlock]:
         """The tool calls in this message, in order."""

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody import __version__
-from rhapsody.core.context import Conversation, RequestSpec, build_request
+from rhapsody.core.context import Conversation, RequestSpec, build_request, measure_messages
 from rhapsody.core.errors import HistoryError
 from rhapsody.core.history import HistoryWriter, history_dir, new_session_id, read_history
 from rhapsody.core.messages import Block, Message, ToolResultBlock
@@ -181,6 +181,11 @@ class Session:
     def request(self) -> dict[str, Any]:
         """The next request body built from the active context."""
         return build_request(self.spec, self.messages())
+
+    def request_and_size(self) -> tuple[dict[str, Any], int, int]:
+        """The next request body with its compact size in bytes and estimated tokens."""
+        messages = self.messages()
+        return build_request(self.spec, messages), *measure_messages(self.spec, messages)
 
     def switch_model(self, model: str) -> None:
         """Use another model from now on; earlier thinking leaves the view (it is bound to the old one)."""

@@ -63,30 +63,38 @@ def _filter_head(messages: Sequence[Message], cut: int, keep: Callable[[Block], 
         if len(blocks) == len(message.content):
             out.append(message)
         else:
-            out.append(Message(role=message.role, content=blocks))
+            out.append(_message(message.role, blocks))
     return out
 
 
+def _message(role: str, blocks: list[Block]) -> Message:
+    # The blocks are validated already; skipping validation keeps the strip cheap.
+    return Message.model_construct(_FIELDS, role=role, content=blocks)
+
+
+_FIELDS = {"role", "content"}
+
+
 def _survives(block: Block, keep: set[str], kept_ids: set[str]) -> bool:
-    if isinstance(block, ToolUseBlock):
-        return block.name in keep
-    if isinstance(block, ToolResultBlock):
-        return block.tool_use_id in kept_ids
-    return block.type not in THINKING_TYPES
+    kind = block.type
+    if kind == "tool_use":
+        return block.name in keep  # type: ignore[union-attr]
+    if kind == "tool_result":
+        return block.tool_use_id in kept_ids  # type: ignore[union-attr]
+    return kind not in THINKING_TYPES
 
 
 def compact(messages: Iterable[Message]) -> list[Message]:
     """Drop empty messages and merge same-role neighbours, keeping every block in order."""
-    out: list[Message] = []
+    runs: list[list[Message]] = []
     for message in messages:
         if not message.content:
             continue
-        if out and out[-1].role == message.role:
-            prev = out[-1]
-            out[-1] = Message(role=prev.role, content=[*prev.content, *message.content])
+        if runs and runs[-1][0].role == message.role:
+            runs[-1].append(message)
         else:
-            out.append(message)
-    return out
+            runs.append([message])
+    return [run[0] if len(run) == 1 else _message(run[0].role, [b for m in run for b in m.content]) for run in runs]
 
 
 def authored_texts(messages: Iterable[Message]) -> list[str]:
