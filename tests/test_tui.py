@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from textual.widgets import Collapsible, Static
+from textual.widgets import Static
 
 from rhapsody.loopback.script import call, say
 from rhapsody.tui.app import RhapsodyApp
-from rhapsody.tui.widgets import PromptInput, TranscriptView
+from rhapsody.tui.widgets import Foldable, PromptInput
 
 from .conftest import Stub
 from .test_handoff_e2e import handoff_turn
@@ -64,6 +64,8 @@ async def test_task_hint_and_handoff_through_the_app(stub: Stub, project: Path) 
         seams = [e for e in app.transcript.entries if e.kind == "seam"]
         assert len(seams) == 1 and "seam 1:" in seams[0].title and "Field note, seam 1" in seams[0].text
         assert "seams 1" in str(app.query_one("#status", Static).render())
+        stripped = [e for e in app.transcript.entries if e.kind == "tool" and e.title.startswith("⊘ stripped")]
+        assert len(stripped) == 1 and "bash sleep 0.5" in stripped[0].title
     records = [json.loads(line) for line in wiring.session.path.read_text().splitlines()]
     assert [r["kind"] for r in records].count("seam") == 1
 
@@ -109,7 +111,7 @@ async def test_resume_renders_seams_and_stripped_calls(stub: Stub, project: Path
         tool = [e for e in entries if e.kind == "tool" and "bash" in e.title][0]
         assert tool.title.startswith(f"⊘ stripped · recall {wiring.session.id}:toolu_")
         assert any(e.kind == "seam" for e in entries)
-        assert any(isinstance(w, Collapsible) for w in app.transcript.children)
+        assert any(isinstance(w, Foldable) and w.title.startswith('⊘ stripped') for w in app.transcript.children)
 
 
 async def test_resume_of_a_long_session_mounts_only_a_window(stub: Stub, project: Path) -> None:

@@ -151,6 +151,11 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
 
         model_id = default_model()
     wiring = build(root, settings, model, model_id, resume=ns.resume or None, continue_last=ns.continue_last)
+    import gc
+
+    # A resumed session is a large, long-lived heap; keeping it out of the collector's
+    # scans removes pauses that otherwise grow with the history.
+    gc.freeze()
     if ns.task:
         from rhapsody.headless import run_headless
 

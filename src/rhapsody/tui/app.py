@@ -32,7 +32,7 @@ from rhapsody.commands import is_command, run_command
 from rhapsody.core import events as ev
 from rhapsody.core.pricing import cost, price_of
 from rhapsody.core.session import USAGE_KEYS
-from rhapsody.tui.entries import from_records, hint_text, seam_entry, tool_entry
+from rhapsody.tui.entries import from_records, hint_text, tool_entry
 from rhapsody.tui.widgets import Entry, PromptInput, StatusBar, TranscriptView, completions
 from rhapsody.wiring import Wiring
 
@@ -72,12 +72,7 @@ class RhapsodyApp(App[int]):
     async def on_mount(self) -> None:
         if self.wiring.settings.keymap:
             self.set_keymap(self.wiring.settings.keymap)
-        session = self.agent.session
-        entries = from_records(session.records, session.root, session.id)
-        await self.transcript.load(entries)
-        for i, entry in enumerate(entries):
-            if entry.kind == "hint" and entry.key:
-                self.hint_entries[entry.key] = i
+        await self.reload()
         self.query_one(PromptInput).focus()
         self.refresh_status()
         self.refresh_git()
@@ -113,6 +108,13 @@ class RhapsodyApp(App[int]):
         box.update("  ".join(matches))
         box.set_class(not matches, "hidden")
 
+    async def reload(self) -> None:
+        """Rebuild the transcript from history, so stripped calls show as stripped."""
+        session = self.agent.session
+        entries = from_records(session.records, session.root, session.id, session.conversation.messages)
+        await self.transcript.load(entries)
+        self.hint_entries = {e.key: i for i, e in enumerate(entries) if e.kind == "hint" and e.key}
+
     async def add_hint(self, text: str, mode: str) -> None:
         """Queue a hint (on disk at once) and show it as pending."""
         hint = self.agent.session.hint(text, mode)
@@ -131,8 +133,7 @@ class RhapsodyApp(App[int]):
         if outcome.text:
             await self.transcript.add(Entry("notice", outcome.text))
         if text.startswith("/unhandoff") and "undone" in outcome.text:
-            session = self.agent.session
-            await self.transcript.load(from_records(session.records, session.root, session.id))
+            await self.reload()
             await self.transcript.add(Entry("notice", outcome.text))
         if outcome.run_turn:
             self.start_turn(None)
@@ -165,7 +166,8 @@ class RhapsodyApp(App[int]):
         t = self.transcript
         if isinstance(event, ev.TextDelta):
             await t.stream_text(event.text)
-        elif isinstance(event, ev.BlockStopped) and event.kind == "text":
+            return  # the status line has nothing new to say per delta; repainting it costs a frame
+        if isinstance(event, ev.BlockStopped) and event.kind == "text":
             await t.end_text()
         elif isinstance(event, ev.ThinkingDelta):
             await t.add(Entry("thinking", event.text, title="thinking"))
@@ -190,7 +192,7 @@ class RhapsodyApp(App[int]):
         t = self.transcript
         if isinstance(event, ev.SeamCommitted):
             await t.end_text()
-            await t.add(seam_entry(event.record, self.agent.session.root))
+            await self.reload()
         elif isinstance(event, ev.HandoffAsked):
             await t.add(Entry("notice", "✎ reminder sent: call micro_handoff" if event.reminder else
                               "✎ micro-handoff requested with the tool results"))

@@ -34,19 +34,24 @@ def hint_text(hint_id: str, text: str, state: str) -> str:
     return f"✎ {hint_id} [{state}] {text}"
 
 
-def from_records(records: list[dict[str, Any]], root: Path, session_id: str) -> list[Entry]:
-    """Every entry of a recorded session, seams and stripped calls included."""
-    boundary = Conversation.from_records(records).boundary()
+def from_records(records: list[dict[str, Any]], root: Path, session_id: str,
+                 messages: list[Message] | None = None) -> list[Entry]:
+    """Every entry of a recorded session, seams and stripped calls included.
+
+    `messages` are the session's already-validated messages, in record order; without
+    them every message record is validated again.
+    """
+    conversation = Conversation.from_records(records) if messages is None else None
+    boundary = conversation.boundary() if conversation else _boundary(records)
+    parsed = messages if messages is not None else conversation.messages  # type: ignore[union-attr]
     hints = {r["id"]: r["text"] for r in records if r["kind"] == "hint"}
     delivered: dict[int, dict[str, str]] = {}
     for r in records:
         if r["kind"] == "hint_delivered":
             delivered.setdefault(r["message_seq"], {}).update({hints.get(i, ""): i for i in r["ids"]})
     runs = {r["tool_use_id"]: r for r in records if r["kind"] == "tool_run"}
-    messages = [r for r in records if r["kind"] == "message"]
     results = {
-        b.tool_use_id: b for r in messages if r["role"] == "user"
-        for b in Message(role="user", content=r["content"]).content if isinstance(b, ToolResultBlock)
+        b.tool_use_id: b for m in parsed if m.role == "user" for b in m.content if isinstance(b, ToolResultBlock)
     }
     entries: list[Entry] = []
     index = 0
@@ -54,7 +59,7 @@ def from_records(records: list[dict[str, Any]], root: Path, session_id: str) -> 
         kind = record["kind"]
         if kind == "message":
             stripped = index < boundary
-            entries += _message_entries(record, delivered.get(record["seq"], {}), results, runs,
+            entries += _message_entries(parsed[index], delivered.get(record["seq"], {}), results, runs,
                                         session_id if stripped else "")
             index += 1
         elif kind == "seam":
@@ -69,9 +74,18 @@ def from_records(records: list[dict[str, Any]], root: Path, session_id: str) -> 
     return entries
 
 
-def _message_entries(record: dict[str, Any], hints: dict[str, str], results: dict[str, ToolResultBlock],
+def _boundary(records: list[dict[str, Any]]) -> int:
+    seams: list[dict[str, Any]] = []
+    for record in records:
+        if record["kind"] == "seam":
+            seams.append(record)
+        elif record["kind"] == "unseam" and seams:
+            seams.pop()
+    return seams[-1]["boundary"] if seams else 0
+
+
+def _message_entries(message: Message, hints: dict[str, str], results: dict[str, ToolResultBlock],
                      runs: dict[str, dict[str, Any]], stripped_session: str) -> list[Entry]:
-    message = Message(role=record["role"], content=record["content"])
     out: list[Entry] = []
     for block in message.content:
         if isinstance(block, TextBlock) and message.role == "user":

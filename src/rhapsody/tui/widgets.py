@@ -18,13 +18,14 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
-from textual.widgets import Button, Collapsible, Markdown, Static, TextArea
+from textual.widgets import Button, Markdown, Static, TextArea
 
 from rhapsody.commands import COMMANDS
 
-WINDOW = 60
+WINDOW = 40
 TRIM = 20
 RESULT_PREVIEW = 4000
+LIVE_SPLIT = 1500
 
 
 class PromptInput(TextArea):
@@ -97,12 +98,46 @@ class Entry:
 
     def widget(self) -> Widget:
         """A fresh widget for this entry."""
+        classes = f"{self.kind} {self.classes}".strip()
         if self.kind == "assistant":
             return Static(RichMarkdown(self.text), classes="assistant")
         if self.kind in ("tool", "seam", "thinking"):
-            body = Static(self.text[:RESULT_PREVIEW] + ("\n[…]" if len(self.text) > RESULT_PREVIEW else ""), markup=False)
-            return Collapsible(body, title=self.title, collapsed=True, classes=f"{self.kind} {self.classes}".strip())
-        return Static(self.text, markup=False, classes=f"{self.kind} {self.classes}".strip())
+            return Foldable(self.title, self.text, classes=classes)
+        return Static(self.text, markup=False, classes=classes)
+
+
+class Foldable(Static, can_focus=True):
+    """One line (a tool call, a seam, thinking) that unfolds to its full text on click or Enter.
+
+    A single widget per entry: a Collapsible is four, and the transcript's paint time
+    grows with the node count.
+    """
+
+    BINDINGS = [("enter", "toggle", "Unfold")]
+
+    expanded: reactive[bool] = reactive(False)
+    """Whether the body is shown under the title."""
+
+    def __init__(self, title: str, body: str, classes: str = "") -> None:
+        super().__init__(markup=False, classes=classes)
+        self.title = title
+        self.body = body
+
+    def render(self) -> Any:
+        from rich.text import Text
+
+        mark = "▼" if self.expanded else "▶"
+        if not self.expanded:
+            return Text(f"{mark} {self.title}", no_wrap=True, overflow="ellipsis")
+        body = self.body[:RESULT_PREVIEW] + ("\n[…]" if len(self.body) > RESULT_PREVIEW else "")
+        return Text(f"{mark} {self.title}\n{body}")
+
+    def on_click(self) -> None:
+        self.expanded = not self.expanded
+
+    def action_toggle(self) -> None:
+        """Fold or unfold."""
+        self.expanded = not self.expanded
 
 
 class TranscriptView(VerticalScroll):
@@ -187,6 +222,13 @@ class TranscriptView(VerticalScroll):
             self.live_stream = Markdown.get_stream(self.live)
         self.live_text.append(text)
         await self.live_stream.write(text)
+        if "\n\n" in text and self._live_chars() > LIVE_SPLIT and "".join(self.live_text).count("```") % 2 == 0:
+            # Start a fresh widget at a paragraph break: a Markdown widget's update cost
+            # grows with its block count, so a long reply streams as a chain of short ones.
+            await self.end_text()
+
+    def _live_chars(self) -> int:
+        return sum(len(t) for t in self.live_text)
 
     async def end_text(self, discard: bool = False) -> None:
         """Close the live reply; keep it as an entry, or drop it (a retried stream)."""
@@ -198,6 +240,12 @@ class TranscriptView(VerticalScroll):
         if discard or not text.strip():
             await live.remove()
             return
-        self.entries.append(Entry("assistant", text))
-        self.widgets[len(self.entries) - 1] = live
+        entry = Entry("assistant", text)
+        self.entries.append(entry)
+        # A finished reply becomes one Static: a Markdown widget keeps a child per block,
+        # and every child is laid out again whenever the transcript changes.
+        static = entry.widget()
+        self.widgets[len(self.entries) - 1] = static
+        await self.mount(static, after=live)
+        await live.remove()
         await self._trim()
