@@ -15,7 +15,7 @@ from typing import Any
 
 USAGE_EPILOG = """commands:
   rhapsody strip FILE [--out OUT] [--json]   strip a request body or history offline
-  rhapsody stats [SESSION]                   every seam of a session as a table
+  rhapsody stats [SESSION|FILE]              every seam of a session as a table
 
 Without -p, rhapsody opens the full-screen app in the current directory."""
 
@@ -54,7 +54,7 @@ def _strip_parser() -> argparse.ArgumentParser:
 
 def _stats_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rhapsody stats", description="Print every seam of a session.")
-    p.add_argument("session", nargs="?", help="session id or prefix (default: the latest)")
+    p.add_argument("session", nargs="?", help="session id or prefix, or a history .jsonl file (default: the latest)")
     p.add_argument("--cwd", metavar="DIR", help="project directory")
     return p
 

@@ -54,7 +54,7 @@ class DemoResponder:
         if any(marker in t for t in texts for marker in HANDOFF_MARKERS):
             return self._turn([self._text("I'll write my field note now, facts first, so I can pick the work up "
                                           "after the strip without re-running anything."), self._handoff_call()])
-        if any(b.get("type") == "tool_result" and "Field note" in str(b.get("content")) for b in blocks):
+        if answered_handoff(body["messages"]):
             return self._turn([self._text("Field note written; ready to continue from it.")])
         prefix = self._hint_prefix(blocks, texts)
         if self.step < len(PLAN):
@@ -90,6 +90,15 @@ class DemoResponder:
             "recipes": ["python -m unittest test_inventory 2>&1 | tail -n 3"],
         }
         return {"type": "tool_use", "name": "micro_handoff", "input": note}
+
+
+def answered_handoff(messages: list[dict[str, Any]]) -> bool:
+    """Whether the last user message answers a micro_handoff call."""
+    if len(messages) < 2 or not isinstance(messages[-2].get("content"), list):
+        return False
+    ids = {b.get("id") for b in messages[-2]["content"] if b.get("type") == "tool_use" and b.get("name") == "micro_handoff"}
+    last = messages[-1]["content"]
+    return isinstance(last, list) and any(b.get("tool_use_id") in ids for b in last if b.get("type") == "tool_result")
 
 
 def prepare_project() -> Path:

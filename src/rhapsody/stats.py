@@ -27,7 +27,8 @@ def print_stats(root: Path, session_id: str | None) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    path = find_session(root, session_id)
+    given = Path(session_id) if session_id else None
+    path = given if given is not None and given.suffix == ".jsonl" and given.is_file() else find_session(root, session_id)
     records = read_history(path).records
     table = Table(title=f"seams of session {path.stem}")
     for column in ("seam", "msgs", "tool calls", "thinking", "bytes", "reduction", "est. tokens", "API input"):

@@ -88,7 +88,9 @@ def _from_history(records: list[dict[str, Any]], path: Path) -> Any:
         conv = Conversation.from_records(records)
     except ValueError as exc:
         raise InputError(f"{path}: malformed message record: {str(exc).splitlines()[0]}") from None
-    messages = conv.active()
+    # The whole record, as if no seam had been taken: the report then shows everything the
+    # strip removes (earlier seams are a subset of a strip at the end).
+    messages = conv.view(0)
     if not messages:
         raise InputError(f"{path} holds no messages")
     return messages, build_request(spec, messages), lambda m: build_request(spec, m)
