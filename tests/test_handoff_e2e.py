@@ -183,3 +183,15 @@ async def test_unhandoff_puts_stripped_blocks_back_and_the_next_request_is_valid
     assert all(r.status == 200 for r in stub.server.requests)
     kinds = [b.get("type") for m in last["messages"] if isinstance(m["content"], list) for b in m["content"]]
     assert kinds.count("tool_use") == 2 and "thinking" not in kinds
+
+
+async def test_exact_tokens_asks_count_tokens_on_both_sides_of_the_seam(stub: Stub, project: Path) -> None:
+    stub.script(step(1), say("done"), handoff_turn(), say("noted"))
+    wiring = stub.wire(project, exact_tokens=True)
+    await collect(wiring.agent.run("go"))
+    wiring.agent.request_handoff()
+    await collect(wiring.agent.run())
+    counted = [r for r in stub.server.requests if r.path.endswith("/count_tokens")]
+    assert len(counted) == 2
+    record = [r for r in read_history(wiring.session.path).records if r["kind"] == "seam_tokens"][0]
+    assert record["before"] > record["after"] > 0

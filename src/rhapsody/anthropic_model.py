@@ -71,6 +71,15 @@ class AnthropicModel:
                 yield Retrying(attempt, reason, delay)
                 await asyncio.sleep(delay)
 
+    async def count_tokens(self, body: dict[str, Any]) -> int:
+        """Exact input tokens of a request body from the count_tokens endpoint."""
+        params = {k: body[k] for k in ("model", "system", "tools", "messages", "thinking", "tool_choice") if k in body}
+        try:
+            result = await self.client.messages.count_tokens(**params)
+        except Exception as exc:  # noqa: BLE001 - any failure is reported, never fatal
+            raise ModelError(f"{type(exc).__name__}: {exc}") from None
+        return int(result.input_tokens)
+
     async def _once(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
         async with self.client.messages.stream(**body) as stream:
             async for event in stream:

@@ -48,6 +48,8 @@ class Settings(BaseModel):
     """Seconds before a request with no answer is abandoned (and retried)."""
     instructions_cap: int = Field(16000, ge=0)
     """Characters of AGENTS.md / CLAUDE.md put in the system prompt."""
+    exact_tokens: bool = False
+    """Ask the count_tokens endpoint for exact figures at each seam (needs a key)."""
     keymap: dict[str, str] = Field(default_factory=dict)
     """TUI key bindings by binding id, e.g. {"handoff": "f6"}."""
 

@@ -58,6 +58,7 @@ def policy(settings: Settings) -> Policy:
         handoff_at_tokens=settings.handoff_at_tokens,
         bash_timeout=settings.bash_timeout,
         output_cap=settings.output_cap,
+        exact_tokens=settings.exact_tokens,
     )
 
 

@@ -57,6 +57,13 @@ def commit_seam(session: Session, note_path: str = "") -> dict[str, Any]:
     )
 
 
+def seam_views(session: Session) -> tuple[list[Message], list[Message]]:
+    """The active context just before and just after the latest seam."""
+    conv = session.conversation
+    previous = conv.seams[-2]["boundary"] if len(conv.seams) > 1 else 0
+    return conv.view(previous), conv.active()
+
+
 def undo_seam(session: Session) -> dict[str, Any] | None:
     """Put the last seam's stripped blocks back; thinking before this point is cut."""
     seams = session.conversation.seams

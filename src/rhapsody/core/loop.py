@@ -18,6 +18,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass
+from typing import Any
 
 from rhapsody.core.errors import ModelError
 from rhapsody.core.events import (
@@ -39,7 +40,8 @@ from rhapsody.core.events import (
     TurnStarted,
     UsageReported,
 )
-from rhapsody.core.handoff import AuditFailed, commit_seam
+from rhapsody.core.context import build_request
+from rhapsody.core.handoff import AuditFailed, commit_seam, seam_views
 from rhapsody.core.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.core.model import Model
 from rhapsody.core.narration import narration_words
@@ -62,6 +64,7 @@ class Policy:
     handoff_at_tokens: int | None = None
     bash_timeout: float = 120.0
     output_cap: int = 30000
+    exact_tokens: bool = False
 
 
 class Agent:
@@ -248,9 +251,24 @@ class Agent:
             return
         if self.policy.handoff_at_tokens:
             self._handoff_armed_at = record["after"]["est_tokens"] + self.policy.handoff_at_tokens
+        if self.policy.exact_tokens:
+            await self._count_seam_tokens(record)
         yield SeamCommitted(record)
         if resume_work:
             follow_up.append(TextBlock(text=self.policy.continue_after_handoff))
+
+    async def _count_seam_tokens(self, seam: dict[str, Any]) -> None:
+        """Ask the count_tokens endpoint for the exact figures on both sides of the seam."""
+        count = getattr(self.model, "count_tokens", None)
+        if count is None:
+            return
+        before, after = seam_views(self.session)
+        try:
+            exact = [await count(build_request(self.session.spec, m)) for m in (before, after)]
+        except ModelError as exc:
+            self.session.record("error", message=f"count_tokens failed: {exc}")
+            return
+        self.session.record("seam_tokens", seam=seam["seam"], before=exact[0], after=exact[1])
 
     def _reset_handoff(self) -> None:
         session = self.session

@@ -96,7 +96,7 @@ class LoopbackServer:
         with self._lock:
             return self.faults.pop(0) if self.faults else None
 
-    def usage(self, body: dict[str, Any]) -> dict[str, int]:
+    def usage(self, body: dict[str, Any], write: bool = True) -> dict[str, int]:
         """Input token figures with a prefix cache at every cache_control breakpoint."""
         parts = [body.get("tools", []), body.get("system")] + list(body.get("messages", []))
         total, read, write_upto, running = 0, 0, 0, ""
@@ -107,7 +107,7 @@ class LoopbackServer:
             with self._lock:
                 if running in self._cache:
                     read = total
-                if '"cache_control"' in json.dumps(part):
+                if write and '"cache_control"' in json.dumps(part):
                     self._cache.add(running)
                     write_upto = total
         write = max(0, write_upto - read)
@@ -145,7 +145,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             return self._error(400, "invalid_request_error", "request body is not valid JSON", raw, None)
         if self.path.endswith("/count_tokens"):
-            return self._json(200, {"input_tokens": sum(self.loopback.usage(body).values())}, raw, body)
+            return self._json(200, {"input_tokens": sum(self.loopback.usage(body, write=False).values())}, raw, body)
         if not self.path.endswith("/v1/messages"):
             return self._error(404, "not_found_error", f"no route {self.path}", raw, body)
         self._messages(raw, body)
