@@ -140,3 +140,9 @@ def test_help_and_version(tmp_path: Path) -> None:
     result = rhapsody("--help")
     assert result.returncode == 0 and "rhapsody strip FILE" in result.stdout
     assert rhapsody("--version").stdout.startswith("rhapsody ")
+
+
+def test_unbuilt_permission_modes_are_refused_not_ignored(project: Path) -> None:
+    line = one_line_error(rhapsody("-p", "hi", "--cwd", str(project), "--permission-mode", "ask",
+                                   env={"ANTHROPIC_API_KEY": "k"}))
+    assert "not built yet" in line

@@ -138,6 +138,11 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
     """Wire the agent and hand it to the chosen front end."""
     import asyncio
 
+    from rhapsody.core.errors import ConfigError
+
+    if settings.permission_mode in ("ask", "auto-edit"):
+        raise ConfigError(f"permission mode {settings.permission_mode!r} is not built yet; use yolo or read-only")
+
     from rhapsody.wiring import build
 
     resuming = ns.continue_last or ns.resume is not None

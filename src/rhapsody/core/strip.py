@@ -62,8 +62,10 @@ def _filter_head(messages: Sequence[Message], cut: int, keep: Callable[[Block], 
         blocks = message.content if i >= cut else [b for b in message.content if keep(b)]
         if len(blocks) == len(message.content):
             out.append(message)
-        else:
+        elif blocks:
             out.append(_message(message.role, blocks))
+        else:
+            out.append(_EMPTY[message.role])
     return out
 
 
@@ -73,6 +75,7 @@ def _message(role: str, blocks: list[Block]) -> Message:
 
 
 _FIELDS = {"role", "content"}
+_EMPTY = {role: Message.model_construct(_FIELDS, role=role, content=[]) for role in ("user", "assistant")}
 
 
 def _survives(block: Block, keep: set[str], kept_ids: set[str]) -> bool:
