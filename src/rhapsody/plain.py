@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from contextlib import aclosing
+from typing import TextIO
 
 from rhapsody.commands import COMMANDS, is_command, run_command
 from rhapsody.core import events as ev
@@ -18,27 +19,37 @@ from rhapsody.headless import _print_text
 from rhapsody.wiring import Wiring
 
 
-async def _consume(wiring: Wiring, text: str | None) -> None:
+async def _consume(wiring: Wiring, text: str | None, out: TextIO) -> None:
     try:
         async with aclosing(wiring.agent.run(text)) as stream:
             async for event in stream:
-                _print_text(event, sys.stdout)
+                _print_text(event, out)
                 if isinstance(event, ev.Failed):
-                    print(f"rhapsody: {event.message}")
+                    out.write(f"rhapsody: {event.message}\n")
     except asyncio.CancelledError:
-        print("\n[interrupted: what streamed is kept]")
+        out.write("\n[interrupted: what streamed is kept]\n")
 
 
-async def run_plain(wiring: Wiring, initial: str = "") -> int:
-    """Read lines until EOF or /quit; returns the exit status."""
+async def run_plain(wiring: Wiring, initial: str = "", out: TextIO | None = None) -> int:
+    """Read lines until EOF or /quit; returns the exit status.
+
+    Output goes to `out`, or to stdout as patched by prompt-toolkit so it prints above the
+    live prompt.
+    """
     from prompt_toolkit import PromptSession
     from prompt_toolkit.completion import WordCompleter
     from prompt_toolkit.patch_stdout import patch_stdout
 
     prompt: PromptSession[str] = PromptSession(completer=WordCompleter(list(COMMANDS), sentence=True))
     task: asyncio.Task[None] | None = None
-    print(f"rhapsody {wiring.session.id} in {wiring.session.root} — /help for commands, Ctrl+D to quit")
     with patch_stdout(raw=True):
+        sink = out or sys.stdout
+
+        def say(text: str) -> None:
+            sink.write(text + "\n")
+            sink.flush()
+
+        say(f"rhapsody {wiring.session.id} in {wiring.session.root} — /help for commands, Ctrl+D to quit")
         while True:
             try:
                 line = await prompt.prompt_async("› ", default=initial)
@@ -54,17 +65,17 @@ async def run_plain(wiring: Wiring, initial: str = "") -> int:
             if is_command(line):
                 outcome = run_command(wiring.agent, line)
                 if outcome.text:
-                    print(outcome.text)
+                    say(outcome.text)
                 if outcome.quit:
                     break
                 if outcome.run_turn and not busy:
-                    task = asyncio.create_task(_consume(wiring, None))
+                    task = asyncio.create_task(_consume(wiring, None, sink))
             elif line.strip() and busy:
                 queued = line.startswith(">>")
                 hint = wiring.session.hint(line.removeprefix(">>").strip(), mode="queue" if queued else "steer")
-                print(f"[{hint.id} pending: {'end of turn' if queued else 'next tool boundary'}]")
+                say(f"[{hint.id} pending: {'end of turn' if queued else 'next tool boundary'}]")
             elif line.strip():
-                task = asyncio.create_task(_consume(wiring, line))
+                task = asyncio.create_task(_consume(wiring, line, sink))
     if task and not task.done():
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

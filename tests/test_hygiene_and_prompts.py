@@ -1,0 +1,60 @@
+"""The core stays free of front-end imports; every prompt renders; settings layer in order."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rhapsody import prompts
+from rhapsody.config import load_settings
+from rhapsody.core.errors import ConfigError
+from rhapsody.wiring import project_instructions, system_prompt
+
+CORE = ["messages", "strip", "context", "history", "session", "loop", "handoff", "narration", "tools",
+        "events", "model", "recall", "tokens", "pricing", "errors"]
+
+
+def test_core_imports_no_front_end_or_http_library() -> None:
+    code = "; ".join(f"import rhapsody.core.{m}" for m in CORE) + (
+        "; import sys; bad = [m for m in ('textual', 'anthropic', 'rich', 'prompt_toolkit', 'git', 'httpx2')"
+        " if m in sys.modules]; print(bad); raise SystemExit(1 if bad else 0)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_every_prompt_renders_and_strict_substitution_catches_drift(tmp_path: Path) -> None:
+    names = prompts.names()
+    assert {"system", "handoff", "continue", "narration_rule", "tools/micro_handoff"} <= set(names)
+    for name in names:
+        text = prompts.load(name)
+        assert text.strip() and "<!--" not in text
+    assert "{{" not in system_prompt(tmp_path, load_settings(tmp_path))
+    with pytest.raises(KeyError, match="missing"):
+        prompts.render("system", root="x", date="y")
+    with pytest.raises(KeyError, match="unused"):
+        prompts.render("handoff", extra="z")
+    rule = prompts.load("narration_rule").format(words=2, required=8)
+    assert "2" in rule and "8" in rule
+
+
+def test_agents_md_is_bounded_and_says_when_cut(tmp_path: Path) -> None:
+    (tmp_path / "AGENTS.md").write_text("x" * 500)
+    text = project_instructions(tmp_path, 100)
+    assert "AGENTS.md cut at 100 of 500 characters" in text and text.count("x") == 100
+
+
+def test_settings_layers_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    user = Path.home() / ".config" / "rhapsody"
+    user.mkdir(parents=True)
+    (user / "config.toml").write_text("narration_min_words = 3\nmax_tokens = 100\nbash_timeout = 9\n")
+    (tmp_path / ".rhapsody").mkdir()
+    (tmp_path / ".rhapsody" / "config.toml").write_text("narration_min_words = 4\nmax_tokens = 200\n")
+    monkeypatch.setenv("RHAPSODY_MAX_TOKENS", "300")
+    settings = load_settings(tmp_path, {"narration_min_words": 5})
+    assert (settings.bash_timeout, settings.max_tokens, settings.narration_min_words) == (9, 300, 5)
+    monkeypatch.setenv("RHAPSODY_MAX_TOKENS", "lots")
+    with pytest.raises(ConfigError, match="max_tokens"):
+        load_settings(tmp_path)

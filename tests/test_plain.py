@@ -1,0 +1,41 @@
+"""The plain prompt-toolkit front end on the same loop, driven through a pipe."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from pathlib import Path
+
+from prompt_toolkit.application import create_app_session
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+
+from rhapsody.loopback.script import call, say
+from rhapsody.plain import run_plain
+
+from .conftest import Stub
+
+SLOW = "I will run a short command so there is a moment to type a hint while it runs."
+
+
+async def test_plain_mode_runs_a_turn_takes_a_hint_and_slash_commands(stub: Stub, project: Path) -> None:
+    stub.script(call(SLOW, "bash", command="sleep 0.6; echo ok"), say("Done, hint seen."))
+    wiring = stub.wire(project)
+    out = io.StringIO()
+    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
+        task = asyncio.create_task(run_plain(wiring, out=out))
+        pipe.send_text("run it\r")
+        while not stub.server.requests:
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.2)
+        pipe.send_text("shorter please\r")
+        while wiring.agent.busy or len(stub.server.requests) < 2:
+            await asyncio.sleep(0.02)
+        pipe.send_text("/stats\r")
+        await asyncio.sleep(0.2)
+        pipe.send_text("/quit\r")
+        assert await asyncio.wait_for(task, 10) == 0
+    text = out.getvalue()
+    assert "bash sleep 0.6; echo ok → exit 0" in text and "Done, hint seen." in text
+    assert "h1 pending: next tool boundary" in text and "no seams yet" in text
+    assert stub.bodies()[1]["messages"][-1]["content"][1]["text"] == "shorter please"
