@@ -25,9 +25,8 @@ async def test_plain_mode_runs_a_turn_takes_a_hint_and_slash_commands(stub: Stub
     with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
         task = asyncio.create_task(run_plain(wiring, out=out))
         pipe.send_text("run it\r")
-        while not stub.server.requests:
-            await asyncio.sleep(0.02)
-        await asyncio.sleep(0.2)
+        while not wiring.agent.in_flight:
+            await asyncio.sleep(0.01)
         pipe.send_text("shorter please\r")
         while wiring.agent.busy or len(stub.server.requests) < 2:
             await asyncio.sleep(0.02)

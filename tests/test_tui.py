@@ -48,9 +48,8 @@ async def test_task_hint_and_handoff_through_the_app(stub: Stub, project: Path) 
     app = RhapsodyApp(wiring)
     async with app.run_test(size=(100, 30)) as pilot:
         await type_and_send(pilot, "run the slow thing")
-        while not stub.server.requests:
-            await pilot.pause(0.02)
-        await pilot.pause(0.2)
+        while not app.agent.in_flight:
+            await pilot.pause(0.01)
         await type_and_send(pilot, "prefer short output")
         assert any("[pending · next tool boundary] prefer short output" in t for t in texts(app))
         await wait_idle(pilot)
@@ -141,8 +140,8 @@ async def test_slash_completion_and_queue_binding(stub: Stub, project: Path) -> 
         assert prompt.text == "/handoff "
         prompt.text = ""
         await type_and_send(pilot, "start")
-        while not stub.server.requests:
-            await pilot.pause(0.02)
+        while not app.agent.in_flight:
+            await pilot.pause(0.01)
         await type_and_send(pilot, "then this", key="ctrl+n")
         await wait_idle(pilot)
         bodies = stub.bodies()

@@ -292,6 +292,11 @@ class Agent:
         self.session.record("hint_delivered", ids=list(ids), message_seq=seq, where=where)
         return HintDelivered(ids, where)
 
+    @property
+    def in_flight(self) -> tuple[ToolUseBlock, ...]:
+        """Tool calls of the current message not yet answered."""
+        return tuple(self._open)
+
     def replace_session(self, session: Session) -> None:
         """Continue with another session (``/clear``); only between turns."""
         self.session = session
