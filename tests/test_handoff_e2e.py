@@ -195,3 +195,38 @@ async def test_exact_tokens_asks_count_tokens_on_both_sides_of_the_seam(stub: St
     assert len(counted) == 2
     record = [r for r in read_history(wiring.session.path).records if r["kind"] == "seam_tokens"][0]
     assert record["before"] > record["after"] > 0
+
+
+async def test_token_threshold_triggers_a_handoff_mid_run(stub: Stub, project: Path) -> None:
+    stub.script(step(1), step(2), handoff_turn(), say("noted"), say("continued after the seam"))
+    wiring = stub.wire(project, handoff_at_tokens=1000)
+    events = await collect(wiring.agent.run("go"))
+    assert any(isinstance(e, SeamCommitted) for e in events)
+    assert "Micro-handoff requested" in json.dumps(stub.bodies()[1]["messages"][-1])
+    assert wiring.session.messages()[-1].texts() == ["continued after the seam"]
+
+
+async def test_recall_index_is_rebuilt_when_missing_and_searches_earlier_sessions(stub: Stub, project: Path) -> None:
+    from rhapsody.core.recall import index_path
+
+    stub.script(step(5), say("printed"), step(6), say("printed again"))
+    first = stub.wire(project)
+    await collect(first.agent.run("go"))
+    assert "no stripped tool call matches" in recall_text(project, first.session, "marker-5-42", all_sessions=False)
+    index_path(first.session.path).write_bytes(b"not a database")
+    second = stub.wire(project)
+    await collect(second.agent.run("again"))
+    found = recall_text(project, second.session, "marker-5-42", all_sessions=True)
+    assert found.startswith(f"{first.session.id}:toolu_")
+
+
+def test_audit_refuses_a_strip_that_loses_or_breaks_text() -> None:
+    import pytest
+
+    from rhapsody.core.handoff import AuditFailed, audit
+
+    before = [Message.from_api({"role": "user", "content": "a"}), Message.from_api({"role": "assistant", "content": "b"})]
+    with pytest.raises(AuditFailed, match="authored text changed"):
+        audit(before, before[:1])
+    with pytest.raises(AuditFailed, match="invalid"):
+        audit(before, [before[0], Message.from_api({"role": "user", "content": "b"})])

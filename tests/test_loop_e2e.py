@@ -49,3 +49,20 @@ async def test_call_without_narration_is_not_run_and_error_is_sent(stub: Stub, p
     kinds = [r["kind"] for r in read_history(wiring.session.path).records]
     assert "violation" in kinds and "tool_run" not in kinds
     assert wiring.session.counters.violations == 1
+
+
+async def test_parallel_calls_share_one_narration_when_allowed(stub: Stub, project: Path) -> None:
+    batch = {"content": [
+        {"type": "text", "text": "I will read both files at once, since neither read depends on the other."},
+        {"type": "tool_use", "name": "read_file", "input": {"path": "app.py"}},
+        {"type": "tool_use", "name": "find_files", "input": {"pattern": "*.py"}},
+    ]}
+    stub.script(batch, say("Both read."), batch, say("Second call refused."))
+    parallel = stub.wire(project, parallel_tools=True)
+    events = await collect(parallel.agent.run("read"))
+    assert len([e for e in events if isinstance(e, ToolFinished)]) == 2
+    assert stub.bodies()[0]["tool_choice"]["disable_parallel_tool_use"] is False
+    serial = stub.wire(project)
+    events = await collect(serial.agent.run("read"))
+    assert [type(e).__name__ for e in events if isinstance(e, (ToolFinished, NarrationViolation))] == [
+        "ToolFinished", "NarrationViolation"]

@@ -147,3 +147,24 @@ async def test_slash_completion_and_queue_binding(stub: Stub, project: Path) -> 
         bodies = stub.bodies()
         assert bodies[-1]["messages"][-1]["content"][-1]["text"] == "then this"
         assert [b["type"] for b in bodies[1]["messages"][-1]["content"]] == ["tool_result"]
+
+
+async def test_ctrl_c_twice_quits_and_the_picker_returns_a_session(stub: Stub, project: Path) -> None:
+    from rhapsody.tui.picker import SessionPicker
+
+    stub.script(say("one"))
+    wiring = stub.wire(project)
+    from .conftest import collect
+
+    await collect(wiring.agent.run("the first request"))
+    app = RhapsodyApp(wiring)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("ctrl+c")
+        assert app.is_running
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+    assert app.return_code == 0 and not app.is_running
+    picker = SessionPicker(project)
+    async with picker.run_test(size=(100, 20)) as pilot:
+        await pilot.press("enter")
+    assert picker.return_value == wiring.session.id

@@ -50,7 +50,7 @@ class Recorded:
 class LoopbackServer:
     """Serve the Messages API on 127.0.0.1 from a thread."""
 
-    def __init__(self, responder: Responder, models: tuple[str, ...] = ("claude-",)) -> None:
+    def __init__(self, responder: Responder, models: tuple[str, ...] = ("claude-",), port: int = 0) -> None:
         self.responder = responder
         self.models = models
         self.requests: list[Recorded] = []
@@ -58,7 +58,7 @@ class LoopbackServer:
         self._cache: set[str] = set()
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
