@@ -147,7 +147,7 @@ async def record(out: Path) -> dict[str, Any]:
     reviewer = Reviewer(files)
     server = LoopbackServer(reviewer).start()
     client = anthropic.AsyncAnthropic(base_url=server.url, api_key="record", max_retries=0)
-    wiring = build(work, Settings(), AnthropicModel(client, retries=2), "claude-sonnet-5-5")
+    wiring = build(work, Settings(permission_mode="yolo"), AnthropicModel(client, retries=2), "claude-sonnet-5-5")
     hints = {40: "keep each finding to one line", 110: "note the longest function of each module"}
     calls = 0
     async with aclosing(wiring.agent.run("Review rhapsody's source for size and isolation; narrate what you measure.")) as events:

@@ -63,6 +63,7 @@ class Stub:
         return AnthropicModel(client, retries=retries, base_delay=0.0)
 
     def wire(self, root: Path, retries: int = 3, **settings: Any) -> Wiring:
+        settings.setdefault("permission_mode", "yolo")
         return build(root, Settings(**settings), self.model(retries), MODEL)
 
     def bodies(self) -> list[dict[str, Any]]:

@@ -140,31 +140,3 @@ def test_help_and_version(tmp_path: Path) -> None:
     result = rhapsody("--help")
     assert result.returncode == 0 and "rhapsody strip FILE" in result.stdout
     assert rhapsody("--version").stdout.startswith("rhapsody ")
-
-
-def test_unbuilt_permission_modes_are_refused_not_ignored(project: Path) -> None:
-    line = one_line_error(rhapsody("-p", "hi", "--cwd", str(project), "--permission-mode", "ask",
-                                   env={"ANTHROPIC_API_KEY": "k"}))
-    assert "not built yet" in line
-
-
-def test_standalone_loopback_server_plays_a_script_file_for_headless_rhapsody(tmp_path: Path, project: Path) -> None:
-    script = tmp_path / "script.json"
-    script.write_text(json.dumps({"turns": [
-        call("I will read app.py to see what add returns, expecting the subtraction bug.", "read_file", path="app.py"),
-        say("add subtracts: `return a - b` [measured: read_file line 2]."),
-    ]}))
-    server = subprocess.Popen([sys.executable, "-m", "rhapsody.loopback", str(script)], stdout=subprocess.PIPE, text=True)
-    try:
-        url = server.stdout.readline().split()[5]  # type: ignore[union-attr]
-        env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": url}
-        result = rhapsody("-p", "what does add do?", "--cwd", str(project), "--model", MODEL, env=env)
-        assert result.returncode == 0, result.stderr
-        assert "read_file app.py → ok" in result.stdout and "add subtracts" in result.stdout
-    finally:
-        server.terminate()
-        server.wait()
-    bad = tmp_path / "bad.json"
-    bad.write_text("{")
-    broken = subprocess.run([sys.executable, "-m", "rhapsody.loopback", str(bad)], capture_output=True, text=True)
-    assert broken.returncode == 2 and broken.stderr.startswith("loopback: cannot read loopback script")

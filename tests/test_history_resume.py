@@ -59,7 +59,7 @@ async def test_resume_after_kill_9_mid_tool_call_is_valid_and_complete(stub: Stu
     )
     env = {**os.environ, "ANTHROPIC_BASE_URL": stub.server.url, "ANTHROPIC_API_KEY": "sk-test"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rhapsody", "-p", "work", "--model", MODEL, "--cwd", str(project)],
+        [sys.executable, "-m", "rhapsody", "-p", "work", "--model", MODEL, "--cwd", str(project), "--permission-mode", "yolo"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     history = project / ".rhapsody" / "history"

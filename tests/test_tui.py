@@ -168,3 +168,38 @@ async def test_ctrl_c_twice_quits_and_the_picker_returns_a_session(stub: Stub, p
     async with picker.run_test(size=(100, 20)) as pilot:
         await pilot.press("enter")
     assert picker.return_value == wiring.session.id
+
+
+async def test_ask_mode_shows_the_question_and_each_answer_takes_effect(stub: Stub, project: Path) -> None:
+    from rhapsody.tui.approval import ApprovalScreen
+
+    narrate = "I will create a marker file with touch so the effect of the permission answer is visible."
+    stub.script(
+        call(narrate, "bash", command="touch once.txt"),
+        call(narrate, "bash", command="touch rule.txt"),
+        call(narrate, "bash", command="touch again.txt"),
+        call(narrate, "bash", command="rm once.txt"),
+        say("done"),
+    )
+    wiring = stub.wire(project, permission_mode="ask")
+    app = RhapsodyApp(wiring)
+
+    async def answer(key: str, reason: str = "") -> None:
+        while not isinstance(app.screen, ApprovalScreen) or app.screen.focused is None:
+            await pilot.pause(0.01)
+        if reason:
+            app.screen.query_one("#reason").value = reason
+        await pilot.press(key)
+
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.start_turn("go")
+        await answer("y")
+        await answer("a")
+        await answer("n", reason="do not delete anything")
+        await wait_idle(pilot)
+    assert (project / "once.txt").exists() and (project / "rule.txt").exists() and (project / "again.txt").exists()
+    denied = stub.bodies()[-1]["messages"][-1]["content"][0]
+    assert denied["is_error"] and "do not delete anything" in denied["content"]
+    decisions = [json.loads(line) for line in wiring.session.path.read_text().splitlines()]
+    by = [(r["decision"], r["by"]) for r in decisions if r["kind"] == "permission"]
+    assert by == [("allow", "human"), ("allow", "human"), ("allow", "rules"), ("deny", "human")]

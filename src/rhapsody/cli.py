@@ -138,10 +138,6 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
     """Wire the agent and hand it to the chosen front end."""
     import asyncio
 
-    from rhapsody.core.errors import ConfigError
-
-    if settings.permission_mode in ("ask", "auto-edit"):
-        raise ConfigError(f"permission mode {settings.permission_mode!r} is not built yet; use yolo or read-only")
 
     from rhapsody.wiring import build
 
@@ -157,7 +153,8 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
         from rhapsody.anthropic_model import default_model
 
         model_id = default_model()
-    wiring = build(root, settings, model, model_id, resume=ns.resume or None, continue_last=ns.continue_last)
+    wiring = build(root, settings, model, model_id, resume=ns.resume or None, continue_last=ns.continue_last,
+                   interactive=not ns.task)
     import gc
 
     # A resumed session is a large, long-lived heap; keeping it out of the collector's

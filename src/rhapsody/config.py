@@ -32,8 +32,12 @@ class Settings(BaseModel):
     """Allow several tool calls per message, one narration covering the batch."""
     thinking: bool = False
     """Ask for adaptive thinking with summarised display."""
-    permission_mode: Literal["read-only", "ask", "auto-edit", "yolo"] = "yolo"
-    """What tools may do without asking."""
+    permission_mode: Literal["read-only", "ask", "auto-edit", "yolo"] | None = None
+    """What tools may do without asking; unset means `ask` in the app and plain mode, `auto-edit` headless."""
+    allow: list[str] = Field(default_factory=list)
+    """Rules that allow calls without asking, e.g. "bash:pytest*", "read_file:.env.example"."""
+    deny: list[str] = Field(default_factory=list)
+    """Rules that always refuse, e.g. "bash:rm -rf*", "bash:curl*"."""
     handoff_at_tokens: int | None = Field(None, ge=1000)
     """Trigger a micro-handoff when the active context passes this many estimated tokens."""
     bash_timeout: float = Field(120.0, gt=0)
@@ -64,7 +68,11 @@ def load_settings(root: Path, flags: dict[str, Any] | None = None) -> Settings:
     """Merge every layer and validate; raises ConfigError with a one-line reason."""
     merged: dict[str, Any] = {}
     for path in (user_config_path(), root / ".rhapsody" / "config.toml"):
-        merged.update(_read_toml(path))
+        layer = _read_toml(path)
+        for key in ("allow", "deny"):  # rule lists add up across files; deny always beats allow
+            if isinstance(layer.get(key), list) and isinstance(merged.get(key), list):
+                layer[key] = [*merged[key], *layer[key]]
+        merged.update(layer)
     merged.update(_from_env())
     merged.update({k: v for k, v in (flags or {}).items() if v is not None})
     try:
@@ -90,6 +98,6 @@ def _from_env() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in Settings.model_fields:
         value = os.environ.get(f"RHAPSODY_{name.upper()}")
-        if value is not None and name != "keymap":
+        if value is not None and name not in ("keymap", "allow", "deny"):
             out[name] = value
     return out

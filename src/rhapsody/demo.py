@@ -16,6 +16,7 @@ from typing import Any
 from rhapsody.config import Settings
 
 DEMO_TASK = "The inventory total is wrong: find out why and fix it."
+DEMO_ALLOW = ["bash:sleep *", "bash:python -m unittest*", "bash:tail *"]
 HANDOFF_MARKERS = ("Micro-handoff requested", "please call the `micro_handoff` tool")
 
 PLAN: list[tuple[str, str, dict[str, Any]]] = [
@@ -129,7 +130,10 @@ def run_demo(ns: argparse.Namespace, settings: Settings) -> int:
         root = prepare_project()
         client = anthropic.AsyncAnthropic(base_url=server.url, api_key="demo-needs-no-key", max_retries=0)
         model = AnthropicModel(client, retries=settings.retries, base_delay=settings.retry_base_delay)
-        settings = settings.model_copy(update={"model": settings.model or "claude-sonnet-5-5"})
+        settings = settings.model_copy(update={
+            "model": settings.model or "claude-sonnet-5-5",
+            "allow": [*settings.allow, *DEMO_ALLOW] if ns.task else settings.allow,
+        })
         ns.continue_last = False
         ns.resume = None
         if ns.task or ns.plain:

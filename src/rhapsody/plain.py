@@ -11,12 +11,46 @@ from __future__ import annotations
 import asyncio
 import sys
 from contextlib import aclosing
+from collections.abc import Callable
 from typing import TextIO
 
 from rhapsody.commands import COMMANDS, is_command, run_command
 from rhapsody.core import events as ev
+from rhapsody.core.permissions import suggested_rule
+from rhapsody.core.tools import Approval
 from rhapsody.headless import _print_text
 from rhapsody.wiring import Wiring
+
+
+class PlainApprover:
+    """Asks permission questions on the line; the next typed line is the answer."""
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        self.say = say
+        self.pending: asyncio.Future[Approval] | None = None
+        self.rule = ""
+
+    async def __call__(self, tool: str, argument: str, why: str) -> Approval:
+        self.rule = suggested_rule(tool, argument)
+        self.pending = asyncio.get_running_loop().create_future()
+        self.say(f"? {tool} wants to run ({why}): {argument}\n"
+                 f"  y = allow once, a = allow {self.rule} for this session, n [reason] = deny")
+        try:
+            return await self.pending
+        finally:
+            self.pending = None
+
+    def answer(self, line: str) -> None:
+        """Resolve the pending question from a typed line."""
+        word, _, reason = line.strip().partition(" ")
+        if self.pending is None or self.pending.done():
+            return
+        if word.lower() in ("y", "yes"):
+            self.pending.set_result(Approval(True))
+        elif word.lower() == "a":
+            self.pending.set_result(Approval(True, remember=self.rule))
+        else:
+            self.pending.set_result(Approval(False, reason=f"denied by the human: {reason}" if reason else ""))
 
 
 async def _consume(wiring: Wiring, text: str | None, out: TextIO) -> None:
@@ -49,6 +83,8 @@ async def run_plain(wiring: Wiring, initial: str = "", out: TextIO | None = None
             sink.write(text + "\n")
             sink.flush()
 
+        approver = PlainApprover(say)
+        wiring.agent.toolbox.approver = approver
         say(f"rhapsody {wiring.session.id} in {wiring.session.root} — /help for commands, Ctrl+D to quit")
         while True:
             try:
@@ -62,7 +98,9 @@ async def run_plain(wiring: Wiring, initial: str = "", out: TextIO | None = None
                 break
             initial = ""
             busy = task is not None and not task.done()
-            if is_command(line):
+            if approver.pending is not None:
+                approver.answer(line)
+            elif is_command(line):
                 outcome = run_command(wiring.agent, line)
                 if outcome.text:
                     say(outcome.text)

@@ -100,8 +100,9 @@ def open_session(root: Path, settings: Settings, model_id: str | None, toolbox: 
 
 
 def build(root: Path, settings: Settings, model: Model, model_id: str | None,
-          resume: str | None = None, continue_last: bool = False) -> Wiring:
-    """Wire an agent for `root`."""
-    toolbox = default_toolbox(settings.permission_mode)
+          resume: str | None = None, continue_last: bool = False, interactive: bool = False) -> Wiring:
+    """Wire an agent for `root`; an unset permission mode is `ask` when a human can answer."""
+    mode = settings.permission_mode or ("ask" if interactive else "auto-edit")
+    toolbox = default_toolbox(mode, settings.allow, settings.deny)
     session = open_session(root, settings, model_id, toolbox, resume, continue_last)
     return Wiring(Agent(session, model, toolbox, policy(settings)), settings)

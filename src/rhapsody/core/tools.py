@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ValidationError
 
+from rhapsody.core.permissions import Rules, decide
+
 if TYPE_CHECKING:
     from rhapsody.core.session import Session
 
@@ -45,27 +47,57 @@ class ToolContext:
 
 
 class Tool(Protocol):
-    """A tool the model can call."""
+    """A tool the model can call; `writes` (files or bash) and `reads_files` drive permissions."""
 
     name: ClassVar[str]
     description: ClassVar[str]
     Input: ClassVar[type[BaseModel]]
     writes: ClassVar[bool]
+    reads_files: ClassVar[bool]
 
     async def run(self, args: Any, ctx: ToolContext) -> ToolOutcome:
         """Run with validated arguments."""
         ...
 
 
-PERMISSION_MODES = ("read-only", "ask", "auto-edit", "yolo")
+@dataclass(frozen=True)
+class Approval:
+    """The human's answer to a permission question.
+
+    `remember` is a rule (e.g. `bash:pytest *`) allowed for the rest of the session.
+    """
+
+    allow: bool
+    reason: str = ""
+    remember: str = ""
+
+
+class Approver(Protocol):
+    """Asks the human whether a call may run (the TUI and plain mode provide one)."""
+
+    async def __call__(self, tool: str, argument: str, why: str) -> Approval:
+        """The human's decision."""
+        ...
+
+
+MASK = "[masked secret]"
 
 
 class Toolbox:
-    """The registry of tools and the one place tool calls are run."""
+    """The registry of tools and the one place tool calls are run and permitted."""
 
-    def __init__(self, tools: list[Tool], permission_mode: str = "yolo") -> None:
+    def __init__(
+        self,
+        tools: list[Tool],
+        permission_mode: str = "yolo",
+        rules: Rules | None = None,
+        secrets: tuple[str, ...] = (),
+    ) -> None:
         self.tools = {t.name: t for t in tools}
         self.permission_mode = permission_mode
+        self.rules = rules or Rules()
+        self.approver: Approver | None = None
+        self.secrets = tuple(s for s in secrets if len(s) >= 8)
 
     def specs(self) -> list[dict[str, Any]]:
         """Tool definitions for the request, in registration order."""
@@ -77,20 +109,20 @@ class Toolbox:
     async def run(self, name: str, raw_input: Any, ctx: ToolContext) -> tuple[ToolOutcome, int]:
         """Run one call; returns the outcome and its duration in milliseconds."""
         start = time.perf_counter()
-        outcome = await self._run(name, raw_input, ctx)
+        outcome = self._mask(await self._run(name, raw_input, ctx))
         return outcome, int((time.perf_counter() - start) * 1000)
 
     async def _run(self, name: str, raw_input: Any, ctx: ToolContext) -> ToolOutcome:
         tool = self.tools.get(name)
         if tool is None:
             return ToolOutcome(f"Unknown tool {name!r}. Available: {', '.join(self.tools)}.", is_error=True)
-        refusal = self._refusal(tool)
-        if refusal:
-            return ToolOutcome(refusal, is_error=True)
         try:
             args = tool.Input.model_validate(raw_input if isinstance(raw_input, dict) else {})
         except ValidationError as exc:
             return ToolOutcome(f"Invalid arguments for {name}: {_first_error(exc)}", is_error=True)
+        refusal = await self._permit(tool, args, ctx)
+        if refusal:
+            return ToolOutcome(refusal, is_error=True)
         try:
             return await tool.run(args, ctx)
         except ToolFailure as exc:
@@ -98,10 +130,39 @@ class Toolbox:
         except Exception as exc:  # noqa: BLE001 - a tool bug must not end the session
             return ToolOutcome(f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
 
-    def _refusal(self, tool: Tool) -> str | None:
-        if self.permission_mode == "read-only" and tool.writes:
-            return f"{tool.name} is refused: rhapsody runs in read-only mode (no writes, no bash)."
-        return None
+    async def _permit(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> str | None:
+        """None when the call may run, else the refusal the model gets; every decision is recorded."""
+        argument = str(getattr(args, "command", None) or getattr(args, "path", None) or "")
+        decision = decide(self.permission_mode, self.rules, tool.name, argument, tool.writes, tool.reads_files)
+        verdict, reason, by = decision.verdict, decision.reason, "rules"
+        if verdict == "ask":
+            verdict, reason, by = await self._ask(tool.name, argument, decision.reason)
+        if tool.writes or verdict != "allow" or decision.rule:  # plain reads are not worth a record
+            ctx.session.record("permission", tool=tool.name, argument=argument, decision=verdict, by=by, reason=reason)
+        if verdict == "allow":
+            return None
+        return f"Not run: permission denied for {tool.name} {argument!r}: {reason}"
+
+    async def _ask(self, tool: str, argument: str, why: str) -> tuple[str, str, str]:
+        if self.approver is None:
+            return "deny", (f"{why}, and no human can answer here (headless); allow it with a rule such as "
+                            f"allow = [\"{tool}:{argument.split()[0] if argument else ''}*\"] or pick another --permission-mode"), "mode"
+        answer = await self.approver(tool, argument, why)
+        if answer.remember:
+            self.rules.session_allow.append(answer.remember)
+        verdict = "allow" if answer.allow else "deny"
+        reason = answer.reason or ("allowed by the human" if answer.allow else "denied by the human")
+        if answer.remember:
+            reason += f"; rule {answer.remember!r} allowed for this session"
+        return verdict, reason, "human"
+
+    def _mask(self, outcome: ToolOutcome) -> ToolOutcome:
+        content = outcome.content
+        for secret in self.secrets:
+            content = content.replace(secret, MASK)
+        if content == outcome.content:
+            return outcome
+        return ToolOutcome(content, outcome.is_error, outcome.exit_code, outcome.facts)
 
 
 def _schema(model: type[BaseModel]) -> dict[str, Any]:

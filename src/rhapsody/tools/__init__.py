@@ -15,6 +15,13 @@ def default_tools() -> list[Tool]:
     return [ReadFile(), WriteFile(), EditFile(), Bash(), FindFiles(), SearchText(), Git(), Recall(), MicroHandoff()]
 
 
-def default_toolbox(permission_mode: str = "yolo") -> Toolbox:
-    """The toolbox with every built-in tool."""
-    return Toolbox(default_tools(), permission_mode)
+def default_toolbox(permission_mode: str = "yolo", allow: list[str] | None = None,
+                    deny: list[str] | None = None) -> Toolbox:
+    """The toolbox with every built-in tool; the credentials in the environment are masked in output."""
+    import os
+
+    from rhapsody.core.permissions import Rules
+    from rhapsody.tools.bash import SCRUBBED
+
+    secrets = tuple(os.environ[name] for name in SCRUBBED if os.environ.get(name))
+    return Toolbox(default_tools(), permission_mode, Rules(list(allow or []), list(deny or [])), secrets)

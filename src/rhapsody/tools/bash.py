@@ -30,6 +30,7 @@ class Bash:
     description: ClassVar[str] = load("tools/bash")
     Input: ClassVar[type[BaseModel]] = BashInput
     writes: ClassVar[bool] = True
+    reads_files: ClassVar[bool] = False
 
     async def run(self, args: BashInput, ctx: ToolContext) -> ToolOutcome:
         timeout = args.timeout or ctx.bash_timeout
@@ -40,6 +41,7 @@ class Bash:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
+            env=scrubbed_env(),
         )
         timed_out = False
         try:
@@ -57,6 +59,14 @@ class Bash:
         if timed_out:
             return ToolOutcome(f"{text}\n[killed after {timeout:g} s timeout]", is_error=True, exit_code=code, facts=facts)
         return ToolOutcome(f"{text}\n[exit code {code}]", is_error=code != 0, exit_code=code, facts=facts)
+
+
+SCRUBBED = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+
+
+def scrubbed_env() -> dict[str, str]:
+    """The environment for commands, without the credentials rhapsody itself uses."""
+    return {k: v for k, v in os.environ.items() if k not in SCRUBBED}
 
 
 def _kill_group(pid: int) -> None:

@@ -12,6 +12,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
+from rhapsody.core.permissions import PROTECTED_READS, protected
 from rhapsody.core.tools import ToolContext, ToolFailure, ToolOutcome
 from rhapsody.prompts import load
 from rhapsody.tools.paths import cap_text, confine, shown
@@ -33,6 +34,7 @@ class ReadFile:
     description: ClassVar[str] = load("tools/read_file")
     Input: ClassVar[type[BaseModel]] = ReadInput
     writes: ClassVar[bool] = False
+    reads_files: ClassVar[bool] = True
 
     async def run(self, args: ReadInput, ctx: ToolContext) -> ToolOutcome:
         path = confine(ctx.root, args.path)
@@ -74,15 +76,22 @@ class WriteFile:
     description: ClassVar[str] = load("tools/write_file")
     Input: ClassVar[type[BaseModel]] = WriteInput
     writes: ClassVar[bool] = True
+    reads_files: ClassVar[bool] = False
 
     async def run(self, args: WriteInput, ctx: ToolContext) -> ToolOutcome:
         path = confine(ctx.root, args.path)
+        _refuse_state(ctx.root, path)
         if path.exists() and not path.is_file():
             raise ToolFailure(f"refused: {args.path} exists and is not a regular file")
         await asyncio.to_thread(_write, path, args.content)
         lines = args.content.count("\n") + (1 if args.content and not args.content.endswith("\n") else 0)
         where = shown(ctx.root, path)
         return ToolOutcome(f"wrote {where}: {len(args.content)} characters, {lines} lines", facts={"path": where, "op": "write"})
+
+
+def _refuse_state(root: Path, path: Path) -> None:
+    if shown(root, path).split("/")[0] == ".rhapsody":
+        raise ToolFailure("refused: .rhapsody/ holds rhapsody's own history and notes; tools never write there")
 
 
 def _write(path: Path, content: str) -> None:
@@ -104,9 +113,11 @@ class EditFile:
     description: ClassVar[str] = load("tools/edit_file")
     Input: ClassVar[type[BaseModel]] = EditInput
     writes: ClassVar[bool] = True
+    reads_files: ClassVar[bool] = False
 
     async def run(self, args: EditInput, ctx: ToolContext) -> ToolOutcome:
         path = confine(ctx.root, args.path)
+        _refuse_state(ctx.root, path)
         text = await asyncio.to_thread(_read_regular, path)
         if not args.old:
             raise ToolFailure("old is empty; give the exact text to replace")
@@ -132,6 +143,7 @@ class FindFiles:
     description: ClassVar[str] = load("tools/find_files")
     Input: ClassVar[type[BaseModel]] = FindInput
     writes: ClassVar[bool] = False
+    reads_files: ClassVar[bool] = False
 
     async def run(self, args: FindInput, ctx: ToolContext) -> ToolOutcome:
         if args.pattern.startswith("/") or ".." in Path(args.pattern).parts:
@@ -159,6 +171,7 @@ class SearchText:
     description: ClassVar[str] = load("tools/search_text")
     Input: ClassVar[type[BaseModel]] = SearchInput
     writes: ClassVar[bool] = False
+    reads_files: ClassVar[bool] = True
 
     async def run(self, args: SearchInput, ctx: ToolContext) -> ToolOutcome:
         target = confine(ctx.root, args.path)
@@ -176,6 +189,8 @@ class SearchText:
 
 async def _ripgrep(rg: str, args: SearchInput, target: Path, root: Path) -> str:
     cmd = [rg, "--line-number", "--no-heading", "--color=never", "--max-count=200"]
+    for pattern in PROTECTED_READS:
+        cmd += ["--glob", f"!{pattern}"]
     if args.ignore_case:
         cmd.append("-i")
     cmd += ["--", args.pattern, str(target)]
@@ -187,7 +202,8 @@ async def _ripgrep(rg: str, args: SearchInput, target: Path, root: Path) -> str:
 
 def _python_search(regex: re.Pattern[str], target: Path, root: Path) -> str:
     files = [target] if target.is_file() else (
-        p for p in sorted(target.rglob("*")) if p.is_file() and not SKIP_DIRS.intersection(p.relative_to(root).parts)
+        p for p in sorted(target.rglob("*"))
+        if p.is_file() and not SKIP_DIRS.intersection(p.relative_to(root).parts) and not protected(shown(root, p))
     )
     hits: list[str] = []
     for path in files:

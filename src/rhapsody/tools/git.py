@@ -29,6 +29,7 @@ class Git:
     description: ClassVar[str] = load("tools/git")
     Input: ClassVar[type[BaseModel]] = GitInput
     writes: ClassVar[bool] = False
+    reads_files: ClassVar[bool] = False
 
     async def run(self, args: GitInput, ctx: ToolContext) -> ToolOutcome:
         text = await asyncio.to_thread(_git, ctx.root, args)

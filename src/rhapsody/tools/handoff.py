@@ -44,6 +44,7 @@ class MicroHandoff:
     description: ClassVar[str] = load("tools/micro_handoff")
     Input: ClassVar[type[BaseModel]] = FieldNote
     writes: ClassVar[bool] = False
+    reads_files: ClassVar[bool] = False
 
     async def run(self, args: FieldNote, ctx: ToolContext) -> ToolOutcome:
         session = ctx.session
@@ -143,6 +144,7 @@ class Recall:
     description: ClassVar[str] = load("tools/recall")
     Input: ClassVar[type[BaseModel]] = RecallInput
     writes: ClassVar[bool] = False
+    reads_files: ClassVar[bool] = False
 
     async def run(self, args: RecallInput, ctx: ToolContext) -> ToolOutcome:
         if args.id:

