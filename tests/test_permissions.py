@@ -84,3 +84,13 @@ async def test_writes_into_rhapsody_state_are_refused_even_in_yolo(stub: Stub, p
     await collect(wiring.agent.run("go"))
     assert not (project / ".rhapsody" / "history" / "evil.jsonl").exists()
     assert "rhapsody's own history" in json.dumps(stub.bodies()[-1])
+
+
+def test_a_session_rule_is_suggested_for_every_part_of_a_compound_command() -> None:
+    from rhapsody.core.permissions import suggested_rules
+
+    rules = suggested_rules("bash", "sleep 2; python -m unittest t 2>&1 | tail -n 4")
+    assert rules == ("bash:sleep *", "bash:python *", "bash:tail *")
+    again = "sleep 1; python -m unittest other | tail -n 2"
+    assert decide("ask", Rules(session_allow=list(rules)), "bash", again, True, False).verdict == "allow"
+    assert suggested_rules("write_file", "src/app/x.py") == ("write_file:src/app/*",)

@@ -16,7 +16,7 @@ from typing import TextIO
 
 from rhapsody.commands import COMMANDS, is_command, run_command
 from rhapsody.core import events as ev
-from rhapsody.core.permissions import suggested_rule
+from rhapsody.core.permissions import suggested_rules
 from rhapsody.core.tools import Approval
 from rhapsody.headless import _print_text
 from rhapsody.wiring import Wiring
@@ -28,13 +28,13 @@ class PlainApprover:
     def __init__(self, say: Callable[[str], None]) -> None:
         self.say = say
         self.pending: asyncio.Future[Approval] | None = None
-        self.rule = ""
+        self.rules: tuple[str, ...] = ()
 
     async def __call__(self, tool: str, argument: str, why: str) -> Approval:
-        self.rule = suggested_rule(tool, argument)
+        self.rules = suggested_rules(tool, argument)
         self.pending = asyncio.get_running_loop().create_future()
         self.say(f"? {tool} wants to run ({why}): {argument}\n"
-                 f"  y = allow once, a = allow {self.rule} for this session, n [reason] = deny")
+                 f"  y = allow once, a = allow {', '.join(self.rules)} for this session, n [reason] = deny")
         try:
             return await self.pending
         finally:
@@ -48,7 +48,7 @@ class PlainApprover:
         if word.lower() in ("y", "yes"):
             self.pending.set_result(Approval(True))
         elif word.lower() == "a":
-            self.pending.set_result(Approval(True, remember=self.rule))
+            self.pending.set_result(Approval(True, remember=self.rules))
         else:
             self.pending.set_result(Approval(False, reason=f"denied by the human: {reason}" if reason else ""))
 

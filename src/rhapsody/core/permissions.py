@@ -106,10 +106,14 @@ def decide(mode: str, rules: Rules, tool: str, argument: str, writes: bool, read
     return Decision("ask", f"{mode} mode asks before {'running commands' if tool == 'bash' else 'writing files'}")
 
 
-def suggested_rule(tool: str, argument: str) -> str:
-    """A session rule that would allow calls like this one: the command's first word, or the folder."""
+def suggested_rules(tool: str, argument: str) -> tuple[str, ...]:
+    """Session rules that would allow calls like this one.
+
+    For bash, one rule per sub-command's first word (an allow rule must cover every part);
+    for file tools, the file's folder.
+    """
     if tool == "bash":
-        first = argument.split()[0] if argument.split() else ""
-        return f"bash:{first} *" if first else "bash"
+        words = [part.split()[0] for part in subcommands(argument) if part.split()]
+        return tuple(dict.fromkeys(f"bash:{w} *" for w in words)) or ("bash",)
     folder = argument.rsplit("/", 1)[0] if "/" in argument else ""
-    return f"{tool}:{folder}/*" if folder else f"{tool}:*"
+    return (f"{tool}:{folder}/*" if folder else f"{tool}:*",)

@@ -64,12 +64,12 @@ class Tool(Protocol):
 class Approval:
     """The human's answer to a permission question.
 
-    `remember` is a rule (e.g. `bash:pytest *`) allowed for the rest of the session.
+    `remember` holds rules (e.g. `bash:pytest *`) allowed for the rest of the session.
     """
 
     allow: bool
     reason: str = ""
-    remember: str = ""
+    remember: tuple[str, ...] = ()
 
 
 class Approver(Protocol):
@@ -148,12 +148,11 @@ class Toolbox:
             return "deny", (f"{why}, and no human can answer here (headless); allow it with a rule such as "
                             f"allow = [\"{tool}:{argument.split()[0] if argument else ''}*\"] or pick another --permission-mode"), "mode"
         answer = await self.approver(tool, argument, why)
-        if answer.remember:
-            self.rules.session_allow.append(answer.remember)
+        self.rules.session_allow.extend(answer.remember)
         verdict = "allow" if answer.allow else "deny"
         reason = answer.reason or ("allowed by the human" if answer.allow else "denied by the human")
         if answer.remember:
-            reason += f"; rule {answer.remember!r} allowed for this session"
+            reason += f"; {', '.join(answer.remember)} allowed for this session"
         return verdict, reason, "human"
 
     def _mask(self, outcome: ToolOutcome) -> ToolOutcome:

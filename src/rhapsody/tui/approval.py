@@ -10,12 +10,13 @@
 from __future__ import annotations
 
 from textual.app import ComposeResult
+from textual.content import Content
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
-from rhapsody.core.permissions import suggested_rule
+from rhapsody.core.permissions import suggested_rules
 from rhapsody.core.tools import Approval
 
 
@@ -36,7 +37,7 @@ class ApprovalScreen(ModalScreen[Approval]):
         self.tool = tool
         self.argument = argument
         self.why = why
-        self.rule = suggested_rule(tool, argument)
+        self.rules = suggested_rules(tool, argument)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="approval"):
@@ -44,9 +45,9 @@ class ApprovalScreen(ModalScreen[Approval]):
             yield Static(self.argument, markup=False, classes="argument")
             yield Input(placeholder="reason for a denial (optional; the agent reads it)", id="reason")
             with Horizontal():
-                yield Button("Allow once [y]", id="allow", variant="success")
-                yield Button(f"Allow {self.rule} [a]", id="allow_rule")
-                yield Button("Deny [n]", id="deny", variant="error")
+                yield Button("Allow once (y)", id="allow", variant="success")
+                yield Button(Content(f"Allow {', '.join(self.rules)} for the session (a)"), id="allow_rule")
+                yield Button("Deny (n)", id="deny", variant="error")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         getattr(self, f"action_{event.button.id}")()
@@ -60,7 +61,7 @@ class ApprovalScreen(ModalScreen[Approval]):
 
     def action_allow_rule(self) -> None:
         """Allow the suggested rule for the session."""
-        self.dismiss(Approval(True, remember=self.rule))
+        self.dismiss(Approval(True, remember=self.rules))
 
     def action_deny(self) -> None:
         """Deny, with the typed reason."""
