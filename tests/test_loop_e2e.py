@@ -66,3 +66,27 @@ async def test_parallel_calls_share_one_narration_when_allowed(stub: Stub, proje
     events = await collect(serial.agent.run("read"))
     assert [type(e).__name__ for e in events if isinstance(e, (ToolFinished, NarrationViolation))] == [
         "ToolFinished", "NarrationViolation"]
+
+
+async def test_a_consumer_that_stops_mid_stream_or_mid_tools_leaves_a_valid_history(stub: Stub, project: Path) -> None:
+    from contextlib import aclosing
+
+    from rhapsody.core.events import TextDelta, ToolStarted
+    from rhapsody.core.strip import validity_problems
+
+    stub.script({"content": [{"type": "text", "text": "partial words " * 50}]},
+                call(NARRATE, "read_file", path="app.py"), say("after"))
+    wiring = stub.wire(project)
+    async with aclosing(wiring.agent.run("one")) as events:
+        async for event in events:
+            if isinstance(event, TextDelta):
+                break
+    async with aclosing(wiring.agent.run("two")) as events:
+        async for event in events:
+            if isinstance(event, ToolStarted):
+                break
+    records = read_history(wiring.session.path).records
+    assert [r["during"] for r in records if r["kind"] == "interrupted"] == ["stream", "tools"]
+    assert validity_problems(wiring.session.messages()) == []
+    await collect(wiring.agent.run("three"))
+    assert wiring.session.messages()[-1].texts() == ["after"]

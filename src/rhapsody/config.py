@@ -17,6 +17,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rhapsody.core.errors import ConfigError
 
 
+class MemorySettings(BaseModel):
+    """Project memory (`[memory]` in the config)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = "docs/memory"
+    """Folder of the memory files, relative to the project root."""
+    commit: bool = False
+    """Commit memory changes by themselves after each task and seam."""
+    map_cap: int = Field(12000, ge=0)
+    """Characters of the memory map put in the system prompt."""
+
+
 class Settings(BaseModel):
     """Everything a user can set."""
 
@@ -54,6 +67,8 @@ class Settings(BaseModel):
     """Characters of AGENTS.md / CLAUDE.md put in the system prompt."""
     exact_tokens: bool = False
     """Ask the count_tokens endpoint for exact figures at each seam (needs a key)."""
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+    """Project memory."""
     keymap: dict[str, str] = Field(default_factory=dict)
     """TUI key bindings by binding id, e.g. {"handoff": "f6"}."""
 
@@ -98,6 +113,6 @@ def _from_env() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in Settings.model_fields:
         value = os.environ.get(f"RHAPSODY_{name.upper()}")
-        if value is not None and name not in ("keymap", "allow", "deny"):
+        if value is not None and name not in ("keymap", "allow", "deny", "memory"):
             out[name] = value
     return out

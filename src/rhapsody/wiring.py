@@ -37,12 +37,17 @@ def project_instructions(root: Path, cap: int) -> str:
 
 
 def system_prompt(root: Path, settings: Settings) -> str:
-    """The rendered system prompt for a new session."""
+    """The rendered system prompt for a new session (the memory map included when set up)."""
+    from rhapsody.memory import memory_map
+
+    path = settings.memory.path
+    map_text = memory_map(root, path, settings.memory.map_cap)
     return render(
         "system",
         root=str(root),
         date=time.strftime("%Y-%m-%d"),
         instructions=project_instructions(root, settings.instructions_cap),
+        memory=render("memory", path=path, map=map_text) if (root / path).is_dir() else "",
     )
 
 
@@ -105,4 +110,8 @@ def build(root: Path, settings: Settings, model: Model, model_id: str | None,
     mode = settings.permission_mode or ("ask" if interactive else "auto-edit")
     toolbox = default_toolbox(mode, settings.allow, settings.deny)
     session = open_session(root, settings, model_id, toolbox, resume, continue_last)
-    return Wiring(Agent(session, model, toolbox, policy(settings)), settings)
+    agent = Agent(session, model, toolbox, policy(settings))
+    from rhapsody.memory import DialogRecorder
+
+    agent.observers.append(DialogRecorder(agent, settings.memory.path, settings.memory.commit))
+    return Wiring(agent, settings)

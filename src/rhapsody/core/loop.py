@@ -5,9 +5,10 @@ active context, stream the answer, run the tool calls that were narrated, and ap
 user message with the tool results first and the pending hints after them. At the end of
 the turn it commits a pending micro-handoff seam, delivers queued messages, or stops.
 
-Cancellation (Esc) reaches the generator at an await; the handler keeps what streamed,
-answers every open tool call with an "interrupted" result and re-raises, so the history
-is always a valid conversation.
+Cancellation (Esc) reaches the generator at an await, or as GeneratorExit at a yield when
+the consumer closes it; either way the handler keeps what streamed, answers every open
+tool call with an "interrupted" result and re-raises, so the history is always a valid
+conversation.
 
 Imports: stdlib and rhapsody.core only.
 """
@@ -15,7 +16,7 @@ Imports: stdlib and rhapsody.core only.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
@@ -81,6 +82,8 @@ class Agent:
         self._open: list[ToolUseBlock] = []
         self._done: list[ToolResultBlock] = []
         self._handoff_armed_at = policy.handoff_at_tokens
+        self.observers: list[Callable[[Event], None]] = []
+        """Called with every event, whichever front end drives the loop (memory logs, metrics)."""
 
     async def run(self, text: str | None = None) -> AsyncIterator[Event]:
         """One turn: the human's text (plus any pending hints), then the tool loop."""
@@ -97,10 +100,10 @@ class Agent:
             record = self.session.append_message("user", blocks)
             if hints:
                 yield self._delivered(hints, record["seq"], "start of turn")
-            yield TurnStarted(text or "")
+            yield self._observed(TurnStarted(text or ""))
             async with aclosing(self._loop()) as loop:
                 async for event in loop:
-                    yield event
+                    yield self._observed(event)
         finally:
             self.busy = False
 
@@ -116,7 +119,9 @@ class Agent:
                 self.session.record("error", message=str(exc))
                 yield Failed(str(exc))
                 return
-            except asyncio.CancelledError:
+            except (asyncio.CancelledError, GeneratorExit):
+                # Cancelled at an await, or closed by the consumer at a yield (aclosing):
+                # either way the turn stops here, and what streamed is kept.
                 self._keep_partial()
                 raise
             assert response is not None
@@ -133,8 +138,10 @@ class Agent:
                     yield TurnEnded(response.stop_reason)
                     return
                 continue
-            async for event in self._run_calls(message, calls):
-                yield event
+            # aclosing: a consumer that closes the turn here must reach _run_calls' handler.
+            async with aclosing(self._run_calls(message, calls)) as running:
+                async for event in running:
+                    yield event
 
     async def _request(self) -> AsyncIterator[Event]:
         body, size, est = self.session.request_and_size()
@@ -167,7 +174,7 @@ class Agent:
                 async for event in self._run_one(call, words.get(call.id, 0)):
                     yield event
                 self._open.pop(0)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, GeneratorExit):
             self._answer_open_calls()
             raise
         blocks: list[Block] = list(self._done)
@@ -210,6 +217,8 @@ class Agent:
         yield ToolFinished(call, outcome.content, outcome.is_error, ms, outcome.exit_code)
 
     def _answer_open_calls(self) -> None:
+        if not self._open and not self._done:
+            return
         blocks: list[Block] = list(self._done)
         blocks += [ToolResultBlock(tool_use_id=c.id, content=INTERRUPTED, is_error=True) for c in self._open]
         self.session.append_message("user", blocks)
@@ -291,6 +300,11 @@ class Agent:
         ids = tuple(h.id for h in hints)
         self.session.record("hint_delivered", ids=list(ids), message_seq=seq, where=where)
         return HintDelivered(ids, where)
+
+    def _observed(self, event: Event) -> Event:
+        for observer in self.observers:
+            observer(event)
+        return event
 
     @property
     def in_flight(self) -> tuple[ToolUseBlock, ...]:

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from rhapsody.core.permissions import PROTECTED_READS, protected
 from rhapsody.core.tools import ToolContext, ToolFailure, ToolOutcome
+from rhapsody.memory import git_blob
 from rhapsody.prompts import load
 from rhapsody.tools.paths import cap_text, confine, shown
 
@@ -38,7 +39,7 @@ class ReadFile:
 
     async def run(self, args: ReadInput, ctx: ToolContext) -> ToolOutcome:
         path = confine(ctx.root, args.path)
-        text = await asyncio.to_thread(_read_regular, path)
+        text, blob = await asyncio.to_thread(_read_with_blob, path)
         lines = text.splitlines()
         first = args.start_line or 1
         last = min(args.end_line or len(lines), len(lines))
@@ -46,7 +47,13 @@ class ReadFile:
             raise ToolFailure(f"{args.path} has {len(lines)} lines; start_line {first} is past the end")
         body = "\n".join(f"{n:>6}\t{lines[n - 1]}" for n in range(first, last + 1))
         header = f"{shown(ctx.root, path)} lines {first}-{last} of {len(lines)}\n"
-        return ToolOutcome(header + cap_text(body, ctx.output_cap), facts={"path": shown(ctx.root, path), "op": "read"})
+        facts = {"path": shown(ctx.root, path), "op": "read", "blob": blob}
+        return ToolOutcome(header + cap_text(body, ctx.output_cap), facts=facts)
+
+
+def _read_with_blob(path: Path) -> tuple[str, str]:
+    text = _read_regular(path)
+    return text, git_blob(path.read_bytes())
 
 
 def _read_regular(path: Path) -> str:
