@@ -16,6 +16,7 @@ from typing import Any
 USAGE_EPILOG = """commands:
   rhapsody strip FILE [--out OUT] [--json]   strip a request body or history offline
   rhapsody stats [SESSION|FILE]              every seam of a session as a table
+  rhapsody memory init|stats|audit           project memory in docs/memory/
 
 Without -p, rhapsody opens the full-screen app in the current directory."""
 
@@ -60,6 +61,37 @@ def _stats_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _memory_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rhapsody memory", description="Project memory in git (docs/memory/).")
+    p.add_argument("action", choices=("init", "stats", "audit"))
+    p.add_argument("--cwd", metavar="DIR", help="project directory")
+    p.add_argument("--json", action="store_true", help="stats as one JSON object")
+    return p
+
+
+def _memory(ns: argparse.Namespace) -> int:
+    import json
+
+    from rhapsody import memory
+    from rhapsody.config import load_settings
+
+    root = _root(ns.cwd)
+    path = load_settings(root).memory.path
+    if ns.action == "init":
+        created = memory.init(root, path)
+        print("\n".join(f"created {c}" for c in created) or f"{path}/ already set up")
+        return 0
+    if ns.action == "stats":
+        figures = memory.stats(root, path)
+        print(json.dumps(figures) if ns.json else memory.format_stats(figures))
+        return 0
+    findings = memory.audit(root, path)
+    for finding in findings:
+        print(finding)
+    print(f"{len(findings)} finding(s)" if findings else "no findings")
+    return 1 if findings else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `rhapsody` command."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -71,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
 
             ns = _strip_parser().parse_args(args[1:])
             return strip_cmd.main(ns.file, ns.out, ns.json)
+        if args[:1] == ["memory"]:
+            return _memory(_memory_parser().parse_args(args[1:]))
         if args[:1] == ["stats"]:
             from rhapsody.stats import print_stats
 

@@ -9,6 +9,7 @@ ordinary file tools.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import statistics
 import time
@@ -121,6 +122,15 @@ def accesses(root: Path, path: str) -> list[Access]:
     return sorted(out, key=lambda a: a.ts)
 
 
+def _started(history: Path) -> float:
+    with history.open("rb") as f:
+        first = f.readline()
+    try:
+        return float(json.loads(first).get("ts", 0.0))
+    except (ValueError, AttributeError):
+        return 0.0
+
+
 def _spread(values: list[float]) -> dict[str, float]:
     if not values:
         return {"median": 0.0, "p90": 0.0, "max": 0.0}
@@ -132,7 +142,8 @@ def stats(root: Path, path: str) -> dict[str, Any]:
     """The seed's measurements: share of memory read per conversation, cross-conversation reads."""
     files = [p for p in (root / path).rglob("*.md")] if (root / path).is_dir() else []
     log = accesses(root, path)
-    order = {s: i for i, s in enumerate(sorted({a.session for a in log} | {h.stem for h in sessions(root)}))}
+    starts = {h.stem: _started(h) for h in sessions(root)}
+    order = {s: i for i, s in enumerate(sorted(starts, key=lambda s: (starts[s], s)))}
     per_session: dict[str, set[str]] = {}
     last_write: dict[str, Access] = {}
     cross_conv, cross_days = [], []
@@ -159,6 +170,7 @@ def stats(root: Path, path: str) -> dict[str, Any]:
     }
 
 
+COMMENT = re.compile(r"<!--.*?-->")
 LINK = re.compile(r"\[[^\]]*\]\(([^)#\s]+)(?:#[^)]*)?\)")
 CODE_PATH = re.compile(r"`([\w./-]+/[\w.-]+\.\w+)`")
 REGISTER = re.compile(r"^\s*[-*]\s*\[([^\]]+)\]\((decisions/[^)]+)\)")
@@ -185,10 +197,11 @@ def audit(root: Path, path: str) -> list[Finding]:
     seen: dict[str, tuple[str, int]] = {}
     for file in sorted(base.rglob("*.md")):
         rel = str(file.relative_to(root))
-        for n, line in enumerate(file.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        for n, raw in enumerate(file.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            line = COMMENT.sub("", raw)  # examples inside HTML comments are not records
             findings += _dead_references(root, file, rel, n, line)
             key = " ".join(line.split()).lower()
-            if len(key) >= 30 and not key.startswith(("#", "<!--")):
+            if len(key) >= 30 and not key.startswith("#"):
                 if key in seen:
                     findings.append(Finding(rel, n, f"duplicates {seen[key][0]}:{seen[key][1]}"))
                 else:
@@ -261,3 +274,18 @@ class DialogRecorder:
         written = write_dialog(session.root, self.path, session.id, request, work, result)
         if written is not None and self.commit:
             commit_memory(session.root, self.path, f"memory: dialog {written.name}")
+
+
+def format_stats(f: dict[str, Any]) -> str:
+    """The stats as a few lines."""
+    def spread(d: dict[str, float], fmt: str) -> str:
+        return f"median {format(d['median'], fmt)}, p90 {format(d['p90'], fmt)}, max {format(d['max'], fmt)}"
+
+    return "\n".join([
+        f"memory: {f['memory_files']} files, {f['memory_bytes']:,} bytes",
+        f"conversations: {f['conversations']}, of which {f['conversations_reading_memory']} read memory; {f['reads']} reads",
+        f"share of memory files read per conversation: {spread(f['share_read_per_conversation'], '.0%')}",
+        f"cross-conversation reads (a file last written in another conversation): {f['cross_conversation_reads']}",
+        f"  distance in conversations: {spread(f['distance_conversations'], '.0f')}",
+        f"  distance in days: {spread(f['distance_days'], '.1f')}",
+    ])
