@@ -40,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--thinking", action="store_true", default=None, help="ask for adaptive thinking")
     p.add_argument("--parallel-tools", action="store_true", default=None, help="allow parallel tool calls")
     p.add_argument("--narration-min-words", type=int, metavar="N", help="words required before each tool call")
+    p.add_argument("--context", choices=("manual", "rolling"), help="context policy (rolling: seed 003)")
     p.add_argument("--exact-tokens", action="store_true", default=None, help="exact seam figures via count_tokens")
     p.add_argument("--cwd", metavar="DIR", help="project directory (default: the current directory)")
     p.add_argument("--version", action="store_true", help="print the version and exit")
@@ -137,6 +138,7 @@ def _flags(ns: argparse.Namespace) -> dict[str, Any]:
         "parallel_tools": ns.parallel_tools,
         "narration_min_words": ns.narration_min_words,
         "exact_tokens": ns.exact_tokens,
+        "context": ns.context,
     }
 
 

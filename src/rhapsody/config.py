@@ -67,6 +67,14 @@ class Settings(BaseModel):
     """Characters of AGENTS.md / CLAUDE.md put in the system prompt."""
     exact_tokens: bool = False
     """Ask the count_tokens endpoint for exact figures at each seam (needs a key)."""
+    context: Literal["manual", "rolling"] = "manual"
+    """`rolling`: old tool traffic leaves in batches by inline score (seed 003); `manual`: only seams."""
+    rolling_short: int = Field(3, ge=0)
+    """Rounds whose tool traffic always stays (short-term memory)."""
+    rolling_working: int = Field(6, ge=0)
+    """Rounds of working memory kept after a cut, best-scored first."""
+    rolling_batch: int = Field(6, ge=1)
+    """How far working memory may overfill before one cut (hysteresis for the prompt cache)."""
     memory: MemorySettings = Field(default_factory=MemorySettings)
     """Project memory."""
     keymap: dict[str, str] = Field(default_factory=dict)

@@ -51,6 +51,9 @@ def _print_text(event: ev.Event, out: TextIO) -> None:
         out.write(f"\n  ↻ retry {event.attempt} in {event.delay:.1f} s: {event.reason}\n")
     elif isinstance(event, ev.SeamCommitted):
         out.write(f"  ── {seam_line(event.record)}\n")
+    elif isinstance(event, ev.ContextPruned):
+        b, a = event.record["before"], event.record["after"]
+        out.write(f"  ── rolling cut: {len(event.record['ids'])} calls out, {b['request_bytes']:,} → {a['request_bytes']:,} bytes\n")
     elif isinstance(event, ev.HandoffFailed):
         out.write(f"  ✗ handoff: {event.reason}\n")
     elif isinstance(event, ev.HintDelivered):

@@ -16,6 +16,7 @@ from rhapsody.core.context import RequestSpec
 from rhapsody.core.history import find_session
 from rhapsody.core.loop import Agent, Policy
 from rhapsody.core.model import Model
+from rhapsody.core.rolling import RollingPolicy
 from rhapsody.core.session import Session
 from rhapsody.core.tools import Toolbox
 from rhapsody.prompts import load, render
@@ -47,7 +48,8 @@ def system_prompt(root: Path, settings: Settings) -> str:
         root=str(root),
         date=time.strftime("%Y-%m-%d"),
         instructions=project_instructions(root, settings.instructions_cap),
-        memory=render("memory", path=path, map=map_text) if (root / path).is_dir() else "",
+        memory=(render("memory", path=path, map=map_text) if (root / path).is_dir() else "")
+        + (load("rolling") if settings.context == "rolling" else ""),
     )
 
 
@@ -64,6 +66,8 @@ def policy(settings: Settings) -> Policy:
         bash_timeout=settings.bash_timeout,
         output_cap=settings.output_cap,
         exact_tokens=settings.exact_tokens,
+        rolling=RollingPolicy(settings.rolling_short, settings.rolling_working, settings.rolling_batch)
+        if settings.context == "rolling" else None,
     )
 
 

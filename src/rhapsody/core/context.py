@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rhapsody.core.messages import Message, compact_json
-from rhapsody.core.strip import compact, drop_thinking_blocks, strip_blocks
+from rhapsody.core.strip import compact, drop_thinking_blocks, drop_tool_ids, strip_blocks
 from rhapsody.core.tokens import estimate_chars
 
 EPHEMERAL = {"type": "ephemeral"}
@@ -30,6 +30,7 @@ class Conversation:
     seams: list[dict[str, Any]] = field(default_factory=list)
     undone: list[dict[str, Any]] = field(default_factory=list)
     thinking_cut: int = 0
+    pruned: set[str] = field(default_factory=set)
     _view: list[Message] | None = field(default=None, repr=False)
 
     def apply(self, record: dict[str, Any]) -> None:
@@ -52,6 +53,9 @@ class Conversation:
             self._view = None
             self.undone.append(self.seams.pop())
             self.thinking_cut = max(self.thinking_cut, record["boundary"])
+        elif kind == "prune":
+            self._view = None
+            self.pruned.update(record["ids"])
         elif kind == "thinking_cut":
             self._view = None
             self.thinking_cut = max(self.thinking_cut, record["boundary"])
@@ -66,9 +70,12 @@ class Conversation:
             self._view = self.view(self.boundary())
         return list(self._view)
 
-    def view(self, boundary: int) -> list[Message]:
-        """The messages the model would see with a seam at `boundary`."""
+    def view(self, boundary: int, pruned: set[str] | None = None) -> list[Message]:
+        """The messages the model would see with a seam at `boundary` (and these calls pruned)."""
         msgs: list[Message] = list(self.messages)
+        ids = self.pruned if pruned is None else pruned
+        if ids:
+            msgs = drop_tool_ids(msgs, ids)
         if self.thinking_cut:
             msgs = drop_thinking_blocks(msgs, self.thinking_cut)
         if boundary:

@@ -124,6 +124,13 @@ class SeamCommitted:
 
 
 @dataclass(frozen=True)
+class ContextPruned:
+    """The rolling policy took tool traffic of old rounds out of the context."""
+
+    record: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class HandoffFailed:
     """The handoff did not happen; the context is unchanged."""
 
@@ -166,6 +173,7 @@ Event = (
     | HintDelivered
     | HandoffAsked
     | SeamCommitted
+    | ContextPruned
     | HandoffFailed
     | Interrupted
     | TurnEnded

@@ -57,6 +57,19 @@ def commit_seam(session: Session, note_path: str = "") -> dict[str, Any]:
     )
 
 
+def prune(session: Session, ids: list[str], reason: str) -> dict[str, Any]:
+    """Take these calls out of the view; audited like a strip. Raises AuditFailed (nothing changed)."""
+    conv = session.conversation
+    before = conv.active()
+    after = conv.view(conv.boundary(), conv.pruned | set(ids))
+    audit(before, after)
+    return session.record(
+        "prune", ids=ids, reason=reason,
+        before=shape(before, *measure(build_request(session.spec, before))).as_dict(),
+        after=shape(after, *measure(build_request(session.spec, after))).as_dict(),
+    )
+
+
 def seam_views(session: Session) -> tuple[list[Message], list[Message]]:
     """The active context just before and just after the latest seam."""
     conv = session.conversation

@@ -23,6 +23,7 @@ from typing import Any
 
 from rhapsody.core.errors import ModelError
 from rhapsody.core.events import (
+    ContextPruned,
     Event,
     Failed,
     HandoffAsked,
@@ -42,10 +43,11 @@ from rhapsody.core.events import (
     UsageReported,
 )
 from rhapsody.core.context import build_request
-from rhapsody.core.handoff import AuditFailed, commit_seam, seam_views
+from rhapsody.core.handoff import AuditFailed, commit_seam, prune, seam_views
 from rhapsody.core.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.core.model import Model
 from rhapsody.core.narration import narration_words
+from rhapsody.core.rolling import RollingPolicy, plan_cut
 from rhapsody.core.session import Hint, Session
 from rhapsody.core.tools import ToolContext, Toolbox
 
@@ -66,6 +68,7 @@ class Policy:
     bash_timeout: float = 120.0
     output_cap: int = 30000
     exact_tokens: bool = False
+    rolling: RollingPolicy | None = None
 
 
 class Agent:
@@ -185,6 +188,9 @@ class Agent:
             yield HandoffAsked()
         record = self.session.append_message("user", blocks)
         self._done = []
+        if self.policy.rolling and not self.session.spec.thinking:
+            async for event in self._roll():
+                yield event
         if hints:
             yield self._delivered(hints, record["seq"], f"after the {', '.join(c.name for c in calls)} result")
 
@@ -225,9 +231,29 @@ class Agent:
         self.session.record("interrupted", partial_text="", during="tools", open=[c.id for c in self._open])
         self._open, self._done = [], []
 
+    async def _roll(self) -> AsyncIterator[Event]:
+        """Apply the rolling policy's batch cut when working memory overflowed."""
+        assert self.policy.rolling is not None
+        conv = self.session.conversation
+        ids = plan_cut(conv.messages, conv.pruned, self.policy.rolling)
+        if not ids:
+            return
+        try:
+            record = prune(self.session, ids, "rolling context: working memory overflowed")
+        except AuditFailed as exc:
+            self.session.record("seam_failed", reason=f"rolling cut abandoned: {exc}")
+            return
+        if self.session.spec.thinking:
+            self.session.cut_thinking("rolling cut changed the prefix")
+        yield ContextPruned(record)
+
     async def _end_of_turn(self, follow_up: list[Block]) -> AsyncIterator[Event]:
         """Decide what happens when the model ends its turn; fills `follow_up` to go on."""
         session = self.session
+        if self.policy.rolling and session.spec.thinking:
+            # With thinking on, the prefix may change only between turns (FACTS §1.3).
+            async for event in self._roll():
+                yield event
         if session.seam_pending is not None:
             async for event in self._commit_seam(follow_up):
                 yield event

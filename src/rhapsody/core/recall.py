@@ -121,14 +121,14 @@ def search(history: Path, query: str, limit: int = 10, stripped_only: bool = Tru
     if not query.split():
         return []
     db = open_index(history)
-    boundary = _boundary(history) if stripped_only else None
+    gone = _gone(history) if stripped_only else None
     sql = (
         "SELECT id, tool, snippet(calls, 3, '[', ']', '…', 16), narration, msg_index, ts, "
         "snippet(calls, 2, '[', ']', '…', 16) FROM calls WHERE calls MATCH ? ORDER BY rank LIMIT ?"
     )
     hits = []
     for row in db.execute(sql, (_fts_query(query), limit * 4)):
-        if boundary is not None and row[4] >= boundary:
+        if gone is not None and row[4] >= gone[0] and row[0].split(":", 1)[1] not in gone[1]:
             continue
         snippet = row[2] if "[" in row[2] else row[6]
         hits.append(Hit(row[0], row[1], snippet, row[3][-300:], history.stem, row[5]))
@@ -136,9 +136,10 @@ def search(history: Path, query: str, limit: int = 10, stripped_only: bool = Tru
     return hits[:limit]
 
 
-def _boundary(history: Path) -> int:
-    """Index (in message order, before merging) of the first message still in context."""
-    return Conversation.from_records(read_history(history).records).boundary()
+def _gone(history: Path) -> tuple[int, set[str]]:
+    """What left the context: messages before the latest seam, and calls pruned by the rolling policy."""
+    conv = Conversation.from_records(read_history(history).records)
+    return conv.boundary(), conv.pruned
 
 
 def search_project(root: Path, current: Path, query: str, limit: int = 10) -> list[Hit]:

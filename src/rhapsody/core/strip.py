@@ -51,6 +51,18 @@ def strip_blocks(
     return _filter_head(messages, cut, lambda b: _survives(b, keep, kept_ids))
 
 
+def drop_tool_ids(messages: Sequence[Message], ids: set[str]) -> list[Message]:
+    """Remove the tool_use and tool_result blocks of the given calls, wherever they are."""
+    def keep(block: Block) -> bool:
+        if block.type == "tool_use":
+            return block.id not in ids  # type: ignore[union-attr]
+        if block.type == "tool_result":
+            return block.tool_use_id not in ids  # type: ignore[union-attr]
+        return True
+
+    return _filter_head(messages, len(messages), keep)
+
+
 def drop_thinking_blocks(messages: Sequence[Message], boundary: int) -> list[Message]:
     """Remove thinking from `messages[:boundary]`, used when the prefix they were bound to changed."""
     return _filter_head(messages, boundary, lambda b: b.type not in THINKING_TYPES)

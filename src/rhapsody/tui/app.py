@@ -195,6 +195,11 @@ class RhapsodyApp(App[int]):
         if isinstance(event, ev.SeamCommitted):
             await t.end_text()
             await self.reload()
+        elif isinstance(event, ev.ContextPruned):
+            await t.end_text()
+            await self.reload()
+            await t.add(Entry("notice", f"── rolling cut: {len(event.record['ids'])} older calls left the context "
+                                        f"({event.record['before']['request_bytes']:,} → {event.record['after']['request_bytes']:,} bytes)"))
         elif isinstance(event, ev.HandoffAsked):
             await t.add(Entry("notice", "✎ reminder sent: call micro_handoff" if event.reminder else
                               "✎ micro-handoff requested with the tool results"))

@@ -43,6 +43,7 @@ def from_records(records: list[dict[str, Any]], root: Path, session_id: str,
     """
     conversation = Conversation.from_records(records) if messages is None else None
     boundary = conversation.boundary() if conversation else _boundary(records)
+    pruned = {i for r in records if r["kind"] == "prune" for i in r["ids"]}
     parsed = messages if messages is not None else conversation.messages  # type: ignore[union-attr]
     hints = {r["id"]: r["text"] for r in records if r["kind"] == "hint"}
     delivered: dict[int, dict[str, str]] = {}
@@ -60,7 +61,7 @@ def from_records(records: list[dict[str, Any]], root: Path, session_id: str,
         if kind == "message":
             stripped = index < boundary
             entries += _message_entries(parsed[index], delivered.get(record["seq"], {}), results, runs,
-                                        session_id if stripped else "")
+                                        session_id, stripped, pruned)
             index += 1
         elif kind == "seam":
             entries.append(seam_entry(record, root))
@@ -85,7 +86,7 @@ def _boundary(records: list[dict[str, Any]]) -> int:
 
 
 def _message_entries(message: Message, hints: dict[str, str], results: dict[str, ToolResultBlock],
-                     runs: dict[str, dict[str, Any]], stripped_session: str) -> list[Entry]:
+                     runs: dict[str, dict[str, Any]], session_id: str, stripped: bool, pruned: set[str]) -> list[Entry]:
     out: list[Entry] = []
     for block in message.content:
         if isinstance(block, TextBlock) and message.role == "user":
@@ -102,7 +103,8 @@ def _message_entries(message: Message, hints: dict[str, str], results: dict[str,
         elif isinstance(block, ToolUseBlock):
             result = results.get(block.id)
             run = runs.get(block.id, {})
-            recall_id = f"{stripped_session}:{block.id}" if stripped_session and block.name != "micro_handoff" else ""
+            gone = (stripped or block.id in pruned) and block.name != "micro_handoff"
+            recall_id = f"{session_id}:{block.id}" if gone else ""
             out.append(tool_entry(block, result.text() if result else "(no result)", bool(result and result.is_error),
                                   run.get("duration_ms", 0), run.get("exit_code"), recall_id))
     return out
