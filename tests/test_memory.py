@@ -78,3 +78,45 @@ def test_audit_finds_planted_defects_and_nothing_in_a_clean_tree(project: Path) 
     assert "DECISIONS.md:3: link to decisions/D-002.md that no longer exists" in out
     assert "errors/E-001.md:2: duplicates docs/memory/decisions/D-001.md:2" in out
     assert "errors/E-001.md:3: path src/removed_module.py no longer exists" in out
+
+
+def test_memory_commit_status_staleness_and_size_over_time(project: Path) -> None:
+    import os
+
+    import git
+
+    memory.init(project, "docs/memory")
+    repo = git.Repo(project)
+    assert memory.commit_memory(project, "docs/memory", "memory: init") is not None
+    assert memory.commit_memory(project, "docs/memory", "memory: nothing") is None
+    status = project / "docs/memory/status/2026-01-01.md"
+    status.write_text("# Status\n- the adder in `app.py` is done\n")
+    old = "2026-01-01T00:00:00"
+    repo.index.add([str(status.relative_to(project))])
+    repo.index.commit("old status", author_date=old, commit_date=old)
+    (project / "app.py").write_text("def add(a, b):\n    return a + b\n")
+    repo.index.add(["app.py"])
+    repo.index.commit("fix add")
+    findings = [str(f) for f in memory.audit(project, "docs/memory", stale_days=30)]
+    assert any(f.startswith("docs/memory/status/2026-01-01.md:2: app.py changed on") for f in findings)
+    sizes = memory.size_over_time(project, "docs/memory")
+    assert [s["files"] for s in sizes] == [7, 8]
+    assert os.stat(project / "docs/memory/PROJECT_STATUS.md").st_size > 0
+
+
+async def test_recall_across_sessions_finds_field_notes_with_their_session(stub: Stub, project: Path) -> None:
+    from .test_handoff_e2e import handoff_turn
+    from rhapsody.tools.handoff import recall_text
+
+    stub.script(handoff_turn(), say("noted"), say("second session"))
+    first = stub.wire(project)
+    first.agent.request_handoff()
+    await collect(first.agent.run())
+    second = stub.wire(project)
+    await collect(second.agent.run("hello"))
+    found = recall_text(project, second.session, "negative numbers", all_sessions=True)
+    assert f"note:{first.session.id}-seam1.md (field note" in found and f"{first.session.id}:toolu_" in found
+    from rhapsody.core.recall import fetch
+
+    note = fetch(project, f"note:{first.session.id}-seam1.md")
+    assert note is not None and "add a test for negative numbers" in note

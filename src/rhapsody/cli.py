@@ -77,7 +77,8 @@ def _memory(ns: argparse.Namespace) -> int:
     from rhapsody.config import load_settings
 
     root = _root(ns.cwd)
-    path = load_settings(root).memory.path
+    settings = load_settings(root).memory
+    path = settings.path
     if ns.action == "init":
         created = memory.init(root, path)
         print("\n".join(f"created {c}" for c in created) or f"{path}/ already set up")
@@ -86,7 +87,7 @@ def _memory(ns: argparse.Namespace) -> int:
         figures = memory.stats(root, path)
         print(json.dumps(figures) if ns.json else memory.format_stats(figures))
         return 0
-    findings = memory.audit(root, path)
+    findings = memory.audit(root, path, settings.stale_days)
     for finding in findings:
         print(finding)
     print(f"{len(findings)} finding(s)" if findings else "no findings")

@@ -28,6 +28,8 @@ class MemorySettings(BaseModel):
     """Commit memory changes by themselves after each task and seam."""
     map_cap: int = Field(12000, ge=0)
     """Characters of the memory map put in the system prompt."""
+    stale_days: int = Field(30, ge=0)
+    """Age after which `memory audit` checks a status entry against later commits."""
 
 
 class Settings(BaseModel):

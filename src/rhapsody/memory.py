@@ -158,6 +158,7 @@ def stats(root: Path, path: str) -> dict[str, Any]:
             cross_days.append((a.ts - w.ts) / 86400)
     shares = [len(read) / len(files) for read in per_session.values()] if files else []
     return {
+        "size_over_time": size_over_time(root, path),
         "memory_files": len(files),
         "memory_bytes": sum(p.stat().st_size for p in files),
         "conversations": len(order),
@@ -173,6 +174,7 @@ def stats(root: Path, path: str) -> dict[str, Any]:
 COMMENT = re.compile(r"<!--.*?-->")
 LINK = re.compile(r"\[[^\]]*\]\(([^)#\s]+)(?:#[^)]*)?\)")
 CODE_PATH = re.compile(r"`([\w./-]+/[\w.-]+\.\w+)`")
+FILE_REF = re.compile(r"`([\w./-]+\.\w+)`")
 REGISTER = re.compile(r"^\s*[-*]\s*\[([^\]]+)\]\((decisions/[^)]+)\)")
 
 
@@ -188,8 +190,8 @@ class Finding:
         return f"{self.file}:{self.line}: {self.message}"
 
 
-def audit(root: Path, path: str) -> list[Finding]:
-    """Duplicated records, dead links and paths, and register entries that disagree with their card."""
+def audit(root: Path, path: str, stale_days: int = 30) -> list[Finding]:
+    """Duplicates, dead links and paths, register/card disagreements, stale status entries."""
     base = root / path
     if not base.is_dir():
         return [Finding(path, 0, "no memory folder (run `rhapsody memory init`)")]
@@ -206,7 +208,36 @@ def audit(root: Path, path: str) -> list[Finding]:
                     findings.append(Finding(rel, n, f"duplicates {seen[key][0]}:{seen[key][1]}"))
                 else:
                     seen[key] = (rel, n)
-    return findings + _register_mismatches(root, base)
+    return findings + _register_mismatches(root, base) + _stale_status(root, base, stale_days)
+
+
+def _stale_status(root: Path, base: Path, stale_days: int) -> list[Finding]:
+    """Status entries older than `stale_days` whose named files were committed to since."""
+    import git
+
+    try:
+        repo = git.Repo(root, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        return []
+    out = []
+    now = time.time()
+    for entry in sorted((base / "status").glob("*.md")):
+        written = _last_commit(repo, entry) or entry.stat().st_mtime
+        if now - written < stale_days * 86400:
+            continue
+        text = entry.read_text(encoding="utf-8", errors="replace")
+        for n, line in enumerate(text.splitlines(), 1):
+            for target in FILE_REF.findall(line):
+                changed = _last_commit(repo, root / target)
+                if changed and changed > written:
+                    day = time.strftime("%Y-%m-%d", time.gmtime(changed))
+                    out.append(Finding(str(entry.relative_to(root)), n, f"{target} changed on {day}, after this entry"))
+    return out
+
+
+def _last_commit(repo: Any, file: Path) -> float | None:
+    stamp = repo.git.log("-1", "--format=%ct", "--", str(file))
+    return float(stamp) if stamp.strip() else None
 
 
 def _dead_references(root: Path, file: Path, rel: str, n: int, line: str) -> list[Finding]:
@@ -276,6 +307,27 @@ class DialogRecorder:
             commit_memory(session.root, self.path, f"memory: dialog {written.name}")
 
 
+def size_over_time(root: Path, path: str, limit: int = 50) -> list[dict[str, Any]]:
+    """Files and bytes of the memory folder at each of its last `limit` commits, oldest first."""
+    import git
+
+    try:
+        repo = git.Repo(root, search_parent_directories=True)
+        commits = list(repo.iter_commits(paths=path, max_count=limit))
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError, git.GitCommandError):
+        return []
+    out = []
+    for commit in reversed(commits):
+        try:
+            tree = commit.tree / path
+        except KeyError:
+            continue
+        blobs = [b for b in tree.traverse() if b.type == "blob"]
+        out.append({"date": time.strftime("%Y-%m-%d", time.gmtime(commit.committed_date)),
+                    "commit": commit.hexsha[:10], "files": len(blobs), "bytes": sum(b.size for b in blobs)})
+    return out
+
+
 def format_stats(f: dict[str, Any]) -> str:
     """The stats as a few lines."""
     def spread(d: dict[str, float], fmt: str) -> str:
@@ -288,4 +340,6 @@ def format_stats(f: dict[str, Any]) -> str:
         f"cross-conversation reads (a file last written in another conversation): {f['cross_conversation_reads']}",
         f"  distance in conversations: {spread(f['distance_conversations'], '.0f')}",
         f"  distance in days: {spread(f['distance_days'], '.1f')}",
+        "size over time (commits touching memory): "
+        + (", ".join(f"{p['date']} {p['files']} files {p['bytes']:,} B" for p in f["size_over_time"][-8:]) or "none"),
     ])

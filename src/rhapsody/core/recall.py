@@ -143,16 +143,33 @@ def _gone(history: Path) -> tuple[int, set[str]]:
 
 
 def search_project(root: Path, current: Path, query: str, limit: int = 10) -> list[Hit]:
-    """Search the current session's stripped calls and every earlier session of the project."""
+    """Search the current session's stripped calls, every earlier session, and all field notes."""
     hits = search(current, query, limit)
     for history in sessions(root):
         if history != current:
             hits += search(history, query, limit, stripped_only=False)
+    hits += search_notes(root, query)
     return hits[:limit] if len(hits) <= limit else sorted(hits, key=lambda h: -h.ts)[:limit]
 
 
+def search_notes(root: Path, query: str) -> list[Hit]:
+    """Field notes that contain every word of `query` (case-insensitive), newest first."""
+    words = [w.lower() for w in query.split()]
+    hits = []
+    for note in sorted((root / ".rhapsody" / "notes").glob("*.md"), reverse=True):
+        text = note.read_text(encoding="utf-8", errors="replace")
+        if words and all(w in text.lower() for w in words):
+            line = next((l for l in text.splitlines() if words[0] in l.lower()), "")
+            session = note.stem.rsplit("-seam", 1)[0]
+            hits.append(Hit(f"note:{note.name}", "field note", line.strip()[:200], "", session, note.stat().st_mtime))
+    return hits
+
+
 def fetch(root: Path, call_id: str, page: int = 1) -> str | None:
-    """The full call and result for a recall id, one page of PAGE characters at a time."""
+    """The full call and result (or field note) for a recall id, one page of PAGE characters at a time."""
+    if call_id.startswith("note:"):
+        note = root / ".rhapsody" / "notes" / Path(call_id[5:]).name
+        return _page(note.read_text(encoding="utf-8"), page) if note.is_file() else None
     session = call_id.split(":", 1)[0]
     history = root / ".rhapsody" / "history" / f"{session}.jsonl"
     if ":" not in call_id or not history.exists():
@@ -164,6 +181,10 @@ def fetch(root: Path, call_id: str, page: int = 1) -> str | None:
         return None
     tool, args, result, narration, is_error = row
     full = f"call {call_id}: {tool} {args}\nnarration before it: {narration}\n{'error ' if is_error else ''}result:\n{result}"
+    return _page(full, page)
+
+
+def _page(full: str, page: int) -> str:
     pages = max(1, -(-len(full) // PAGE))
     page = min(max(page, 1), pages)
     chunk = full[(page - 1) * PAGE : page * PAGE]
