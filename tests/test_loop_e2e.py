@@ -90,3 +90,19 @@ async def test_a_consumer_that_stops_mid_stream_or_mid_tools_leaves_a_valid_hist
     assert validity_problems(wiring.session.messages()) == []
     await collect(wiring.agent.run("three"))
     assert wiring.session.messages()[-1].texts() == ["after"]
+
+
+async def test_closing_right_after_a_tool_finished_answers_it_once(stub: Stub, project: Path) -> None:
+    from contextlib import aclosing
+
+    from rhapsody.core.strip import validity_problems
+
+    stub.script(call(NARRATE, "read_file", path="app.py"), say("after"))
+    wiring = stub.wire(project)
+    async with aclosing(wiring.agent.run("one")) as events:
+        async for event in events:
+            if isinstance(event, ToolFinished):
+                break
+    results = [b for m in wiring.session.messages() for b in m.content if b.type == "tool_result"]
+    assert len(results) == 1 and not results[0].is_error
+    assert validity_problems(wiring.session.messages()) == []

@@ -225,10 +225,12 @@ class Agent:
     def _answer_open_calls(self) -> None:
         if not self._open and not self._done:
             return
+        answered = {r.tool_use_id for r in self._done}
+        still_open = [c for c in self._open if c.id not in answered]  # closed right after a call finished
         blocks: list[Block] = list(self._done)
-        blocks += [ToolResultBlock(tool_use_id=c.id, content=INTERRUPTED, is_error=True) for c in self._open]
+        blocks += [ToolResultBlock(tool_use_id=c.id, content=INTERRUPTED, is_error=True) for c in still_open]
         self.session.append_message("user", blocks)
-        self.session.record("interrupted", partial_text="", during="tools", open=[c.id for c in self._open])
+        self.session.record("interrupted", partial_text="", during="tools", open=[c.id for c in still_open])
         self._open, self._done = [], []
 
     async def _roll(self) -> AsyncIterator[Event]:
