@@ -205,7 +205,7 @@ class Session:
         return self.pending[-1]
 
     def take_hints(self, modes: tuple[str, ...] = ("steer", "queue")) -> list[Hint]:
-        """Remove and return the pending hints of the given modes, oldest first."""
+        """The pending hints of the given modes, oldest first; a `hint_delivered` record removes them."""
         taken = [h for h in self.pending if h.mode in modes]
         return taken
 
