@@ -38,3 +38,24 @@ async def test_plain_mode_runs_a_turn_takes_a_hint_and_slash_commands(stub: Stub
     assert "bash sleep 0.6; echo ok → exit 0" in text and "Done, hint seen." in text
     assert "h1 pending: next tool boundary" in text and "no seams yet" in text
     assert stub.bodies()[1]["messages"][-1]["content"][1]["text"] == "shorter please"
+
+
+async def test_plain_mode_asks_and_a_line_that_is_no_answer_becomes_a_hint(stub: Stub, project: Path) -> None:
+    stub.script(call(SLOW, "bash", command="touch approved.txt"), say("Done."))
+    wiring = stub.wire(project, permission_mode="ask")
+    out = io.StringIO()
+    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
+        task = asyncio.create_task(run_plain(wiring, out=out))
+        pipe.send_text("make the file\r")
+        while "? bash wants to run" not in out.getvalue():
+            await asyncio.sleep(0.02)
+        pipe.send_text("hmm, is that safe?\r")
+        await asyncio.sleep(0.2)
+        pipe.send_text("y\r")
+        while wiring.agent.busy or len(stub.server.requests) < 2:
+            await asyncio.sleep(0.02)
+        pipe.send_text("/quit\r")
+        assert await asyncio.wait_for(task, 10) == 0
+    assert (project / "approved.txt").exists()
+    assert "answer the question first" in out.getvalue()
+    assert stub.bodies()[1]["messages"][-1]["content"][1]["text"] == "hmm, is that safe?"

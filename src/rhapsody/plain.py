@@ -40,17 +40,20 @@ class PlainApprover:
         finally:
             self.pending = None
 
-    def answer(self, line: str) -> None:
-        """Resolve the pending question from a typed line."""
+    def answer(self, line: str) -> bool:
+        """Resolve the pending question from a typed line; False when the line is not an answer."""
         word, _, reason = line.strip().partition(" ")
         if self.pending is None or self.pending.done():
-            return
+            return False
+        if word.lower() not in ("y", "yes", "a", "n", "no"):
+            return False
         if word.lower() in ("y", "yes"):
             self.pending.set_result(Approval(True))
         elif word.lower() == "a":
             self.pending.set_result(Approval(True, remember=self.rules))
         else:
             self.pending.set_result(Approval(False, reason=f"denied by the human: {reason}" if reason else ""))
+        return True
 
 
 async def _consume(wiring: Wiring, text: str | None, out: TextIO) -> None:
@@ -98,9 +101,11 @@ async def run_plain(wiring: Wiring, initial: str = "", out: TextIO | None = None
                 break
             initial = ""
             busy = task is not None and not task.done()
-            if approver.pending is not None:
-                approver.answer(line)
-            elif is_command(line):
+            if approver.pending is not None and approver.answer(line):
+                continue
+            if approver.pending is not None and line.strip():
+                say("[answer the question first: y, a or n; your line is kept as a hint]")
+            if is_command(line):
                 outcome = run_command(wiring.agent, line)
                 if outcome.text:
                     say(outcome.text)

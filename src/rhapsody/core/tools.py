@@ -107,12 +107,12 @@ class Toolbox:
         ]
 
     async def run(self, name: str, raw_input: Any, ctx: ToolContext) -> tuple[ToolOutcome, int]:
-        """Run one call; returns the outcome and its duration in milliseconds."""
-        start = time.perf_counter()
-        outcome = self._mask(await self._run(name, raw_input, ctx))
-        return outcome, int((time.perf_counter() - start) * 1000)
+        """Run one call; returns the outcome and how long the tool itself ran, in milliseconds."""
+        timer = [time.perf_counter()]
+        outcome = self._mask(await self._run(name, raw_input, ctx, timer))
+        return outcome, int((time.perf_counter() - timer[0]) * 1000)
 
-    async def _run(self, name: str, raw_input: Any, ctx: ToolContext) -> ToolOutcome:
+    async def _run(self, name: str, raw_input: Any, ctx: ToolContext, timer: list[float]) -> ToolOutcome:
         tool = self.tools.get(name)
         if tool is None:
             return ToolOutcome(f"Unknown tool {name!r}. Available: {', '.join(self.tools)}.", is_error=True)
@@ -123,6 +123,7 @@ class Toolbox:
         refusal = await self._permit(tool, args, ctx)
         if refusal:
             return ToolOutcome(refusal, is_error=True)
+        timer[0] = time.perf_counter()  # the duration is the tool's, not the human's time to answer
         try:
             return await tool.run(args, ctx)
         except ToolFailure as exc:
