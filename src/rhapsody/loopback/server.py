@@ -110,8 +110,9 @@ class LoopbackServer:
                 if write and '"cache_control"' in json.dumps(part):
                     self._cache.add(running)
                     write_upto = total
-        write = max(0, write_upto - read)
-        return {"input_tokens": max(1, total - read - write), "cache_creation_input_tokens": write, "cache_read_input_tokens": read}
+        created = max(0, write_upto - read)
+        return {"input_tokens": max(1, total - read - created), "cache_creation_input_tokens": created,
+                "cache_read_input_tokens": read}
 
 
 def _digest(text: str) -> str:
@@ -270,8 +271,8 @@ def _block_events(index: int, block: dict[str, Any]) -> Any:
         yield "content_block_delta", {"type": "content_block_delta", "index": index,
                                       "delta": {"type": "signature_delta", "signature": block["signature"]}}
     elif kind == "tool_use":
-        start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
-        yield "content_block_start", {"type": "content_block_start", "index": index, "content_block": start}
+        opening = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+        yield "content_block_start", {"type": "content_block_start", "index": index, "content_block": opening}
         raw = block.get("raw_input")
         payload = raw if raw is not None else json.dumps(block["input"])
         for cut in range(0, len(payload), 50):

@@ -113,7 +113,7 @@ class Foldable(Static, can_focus=True):
     grows with the node count.
     """
 
-    BINDINGS = [("enter", "toggle", "Unfold")]
+    BINDINGS = [("enter", "fold", "Unfold")]
 
     expanded: reactive[bool] = reactive(False)
     """Whether the body is shown under the title."""
@@ -135,7 +135,7 @@ class Foldable(Static, can_focus=True):
     def on_click(self) -> None:
         self.expanded = not self.expanded
 
-    def action_toggle(self) -> None:
+    def action_fold(self) -> None:
         """Fold or unfold."""
         self.expanded = not self.expanded
 
