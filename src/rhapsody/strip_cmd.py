@@ -10,17 +10,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rhapsody.core.context import Conversation, RequestSpec, build_request
+from rhapsody.core.context import Conversation, RequestSpec, build_request, measure
 from rhapsody.core.errors import HistoryError, InputError
 from rhapsody.core.history import read_history
-from rhapsody.core.messages import Message, Request, compact_json
+from rhapsody.core.messages import Message, Request
 from rhapsody.core.strip import authored_sha256, authored_texts, shape, strip, validity_problems
-from rhapsody.core.tokens import estimate_chars
-
-
-def _measure(body: dict[str, Any]) -> tuple[int, int]:
-    text = compact_json(body)
-    return len(text.encode("utf-8", "surrogatepass")), estimate_chars(len(text))
 
 
 def load_input(path: Path) -> tuple[str, Any]:
@@ -62,7 +56,7 @@ def strip_report(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
     after_msgs = strip(before_msgs)
     after_body = rebuild(after_msgs)
-    before, after = shape(before_msgs, *_measure(before_body)), shape(after_msgs, *_measure(after_body))
+    before, after = shape(before_msgs, *measure(before_body)), shape(after_msgs, *measure(after_body))
     problems = validity_problems(after_msgs)
     report = {
         "source": kind,
