@@ -1,8 +1,8 @@
 """Recall: a full-text index of a session's tool calls and results, beside its history.
 
 The index is an sqlite3 FTS5 database `<session>.recall.sqlite`, rebuilt from the
-history whenever it is missing or older than the history (it stores how many records it
-indexed). Ids are permanent: `<session id>:<tool_use id>`. Within the current session only
+history whenever it is missing or older than the history (it stores the history's size in
+bytes when it was built, so checking costs a stat, not a read). Ids are permanent: `<session id>:<tool_use id>`. Within the current session only
 calls a seam stripped are searched (the rest are still in context); earlier sessions are
 searched whole.
 
@@ -47,21 +47,22 @@ def index_path(history: Path) -> Path:
 
 
 def open_index(history: Path) -> sqlite3.Connection:
-    """The index of `history`, rebuilt first when missing or stale."""
-    records = read_history(history).records
+    """The index of `history`, rebuilt first when missing or stale (the history grew since)."""
+    size = history.stat().st_size
     path = index_path(history)
     db = _connect(path)
-    if db is not None and _indexed(db) == len(records):
+    if db is not None and _indexed(db) == size:
         return db
     if db is not None:
         db.close()
+    records = read_history(history).records
     path.unlink(missing_ok=True)
     db = sqlite3.connect(path)
     db.executescript(SCHEMA)
     session = history.stem
     rows = list(_rows(session, records))
     db.executemany("INSERT INTO calls VALUES (?,?,?,?,?,?,?,?)", rows)
-    db.execute("INSERT INTO meta VALUES ('records', ?)", (str(len(records)),))
+    db.execute("INSERT INTO meta VALUES ('history_bytes', ?)", (str(size),))
     db.commit()
     path.chmod(0o600)
     return db
@@ -79,7 +80,7 @@ def _connect(path: Path) -> sqlite3.Connection | None:
 
 
 def _indexed(db: sqlite3.Connection) -> int:
-    row = db.execute("SELECT value FROM meta WHERE key='records'").fetchone()
+    row = db.execute("SELECT value FROM meta WHERE key='history_bytes'").fetchone()
     return int(row[0]) if row else -1
 
 
