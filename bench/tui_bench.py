@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import statistics
 import tempfile
 import time
 from pathlib import Path

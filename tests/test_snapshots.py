@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import git
-import pytest
 
 from rhapsody.config import Settings
 from rhapsody.core.context import RequestSpec

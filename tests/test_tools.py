@@ -12,7 +12,7 @@ from rhapsody.core.context import RequestSpec
 from rhapsody.core.session import Session
 from rhapsody.core.tools import ToolContext, ToolOutcome
 from rhapsody.tools import default_toolbox
-from rhapsody.loopback.script import call, say
+from rhapsody.loopback.script import say
 
 from .conftest import Stub, collect
 

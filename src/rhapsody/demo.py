@@ -46,7 +46,6 @@ class DemoResponder:
     def __init__(self, delay: float = 0.02) -> None:
         self.step = 0
         self.delay = delay
-        self.hints_seen = 0
 
     def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
         last = body["messages"][-1]["content"]

@@ -29,7 +29,7 @@ async def run_headless(agent: Agent, task: str, output: str = "text", out: TextI
             if output == "jsonl":
                 out.write(json.dumps(event_dict(event), ensure_ascii=False) + "\n")
             else:
-                _print_text(event, out)
+                print_event(event, out)
             if isinstance(event, ev.Failed):
                 err.write(f"rhapsody: {event.message}\n")
                 status = 2
@@ -37,7 +37,8 @@ async def run_headless(agent: Agent, task: str, output: str = "text", out: TextI
     return status
 
 
-def _print_text(event: ev.Event, out: TextIO) -> None:
+def print_event(event: ev.Event, out: TextIO) -> None:
+    """One event as the line-based front ends show it."""
     if isinstance(event, ev.TextDelta):
         out.write(event.text)
     elif isinstance(event, ev.BlockStopped) and event.kind == "text":

@@ -18,7 +18,7 @@ from rhapsody.commands import COMMANDS, is_command, run_command
 from rhapsody.core import events as ev
 from rhapsody.core.permissions import suggested_rules
 from rhapsody.core.tools import Approval
-from rhapsody.headless import _print_text
+from rhapsody.headless import print_event
 from rhapsody.wiring import Wiring
 
 
@@ -60,7 +60,7 @@ async def _consume(wiring: Wiring, text: str | None, out: TextIO) -> None:
     try:
         async with aclosing(wiring.agent.run(text)) as stream:
             async for event in stream:
-                _print_text(event, out)
+                print_event(event, out)
                 if isinstance(event, ev.Failed):
                     out.write(f"rhapsody: {event.message}\n")
     except asyncio.CancelledError:

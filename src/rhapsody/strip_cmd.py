@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rhapsody.core.context import Conversation, RequestSpec, build_request, measure
+from rhapsody.core.context import Conversation, build_request, measure, spec_from_record
 from rhapsody.core.errors import HistoryError, InputError
 from rhapsody.core.history import read_history
 from rhapsody.core.messages import Message, Request
@@ -75,9 +75,7 @@ def strip_report(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 def _from_history(records: list[dict[str, Any]], path: Path) -> Any:
     if not records or records[0].get("kind") != "session":
         raise InputError(f"{path} is not a rhapsody history file (no session record first)")
-    head = records[0]
-    spec = RequestSpec(model=head.get("model", ""), system=head.get("system", ""), tools=head.get("tools", []),
-                       max_tokens=head.get("max_tokens", 16000), parallel_tools=head.get("parallel_tools", False))
+    spec = spec_from_record(records[0])
     try:
         conv = Conversation.from_records(records)
     except ValueError as exc:

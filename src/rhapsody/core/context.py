@@ -103,6 +103,24 @@ class RequestSpec:
     thinking: dict[str, Any] | None = None
 
 
+def spec_fields(spec: RequestSpec) -> dict[str, Any]:
+    """The spec as the fields of a history `session` record."""
+    return {"model": spec.model, "system": spec.system, "tools": spec.tools, "max_tokens": spec.max_tokens,
+            "parallel_tools": spec.parallel_tools, "thinking": spec.thinking}
+
+
+def spec_from_record(head: dict[str, Any]) -> RequestSpec:
+    """The spec a `session` record was written from (missing optional fields take their defaults)."""
+    return RequestSpec(
+        model=head.get("model", ""),
+        system=head.get("system", ""),
+        tools=head.get("tools", []),
+        max_tokens=head.get("max_tokens", 16000),
+        parallel_tools=head.get("parallel_tools", False),
+        thinking=head.get("thinking"),
+    )
+
+
 def build_request(spec: RequestSpec, messages: list[Message]) -> dict[str, Any]:
     """The Messages API body, with cache breakpoints after system and on the newest message."""
     body: dict[str, Any] = {"model": spec.model, "max_tokens": spec.max_tokens}

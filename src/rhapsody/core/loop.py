@@ -29,7 +29,6 @@ from rhapsody.core.events import (
     HandoffAsked,
     HandoffFailed,
     HintDelivered,
-    Interrupted,
     ModelResponse,
     NarrationViolation,
     RequestSent,

@@ -109,7 +109,6 @@ Block = Annotated[
 ]
 
 THINKING_TYPES = ("thinking", "redacted_thinking")
-TOOL_TYPES = ("tool_use", "tool_result")
 
 
 class Message(BaseModel):

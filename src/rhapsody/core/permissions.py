@@ -22,7 +22,6 @@ import fnmatch
 import re
 from dataclasses import dataclass, field
 
-MODES = ("read-only", "ask", "auto-edit", "yolo")
 FILE_WRITERS = ("write_file", "edit_file")
 PROTECTED_READS = (".env", ".env.*", "*.pem", "*.key", "id_rsa*", "id_ed25519*", "id_ecdsa*", ".rhapsody", ".rhapsody/*")
 _SPLIT = re.compile(r"&&|\|\||;|\||\n")

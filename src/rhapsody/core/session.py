@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody import __version__
-from rhapsody.core.context import Conversation, RequestSpec, build_request, measure_messages
+from rhapsody.core.context import Conversation, RequestSpec, build_request, measure_messages, spec_fields, spec_from_record
 from rhapsody.core.errors import HistoryError
 from rhapsody.core.history import HistoryWriter, history_dir, new_session_id, read_history
 from rhapsody.core.messages import Block, Message, ToolResultBlock
@@ -78,18 +78,7 @@ class Session:
         session_id = new_session_id()
         writer = HistoryWriter(history_dir(root) / f"{session_id}.jsonl")
         session = cls(root, writer, spec, session_id)
-        session.record(
-            "session",
-            session=session_id,
-            cwd=str(root),
-            version=__version__,
-            model=spec.model,
-            system=spec.system,
-            tools=spec.tools,
-            max_tokens=spec.max_tokens,
-            parallel_tools=spec.parallel_tools,
-            thinking=spec.thinking,
-        )
+        session.record("session", session=session_id, cwd=str(root), version=__version__, **spec_fields(spec))
         return session
 
     @classmethod
@@ -99,14 +88,10 @@ class Session:
         if not read.records or read.records[0].get("kind") != "session":
             raise HistoryError(f"{path.name} does not start with a session record")
         head = read.records[0]
-        spec = RequestSpec(
-            model=head["model"],
-            system=head["system"],
-            tools=head["tools"],
-            max_tokens=head.get("max_tokens", 16000),
-            parallel_tools=head.get("parallel_tools", False),
-            thinking=head.get("thinking"),
-        )
+        missing = [key for key in ("session", "model", "system", "tools") if key not in head]
+        if missing:
+            raise HistoryError(f"{path.name}: the session record lacks {', '.join(missing)}")
+        spec = spec_from_record(head)
         writer = HistoryWriter(path, next_seq=read.records[-1].get("seq", len(read.records)) + 1)
         session = cls(root, writer, spec, head["session"])
         for record in read.records:

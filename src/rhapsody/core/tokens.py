@@ -20,7 +20,3 @@ def estimate_chars(chars: int) -> int:
     """Estimated tokens for `chars` characters of request JSON."""
     return math.ceil(chars / CHARS_PER_TOKEN * NEW_TOKENIZER_PAD)
 
-
-def estimate_text(text: str) -> int:
-    """Estimated tokens for one string."""
-    return estimate_chars(len(text))

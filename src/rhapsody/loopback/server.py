@@ -9,6 +9,7 @@ Usage is reported with a simple prompt-cache model so cache figures mean somethi
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import math
@@ -116,8 +117,6 @@ class LoopbackServer:
 
 
 def _digest(text: str) -> str:
-    import hashlib
-
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -113,7 +113,7 @@ class RhapsodyApp(App[int]):
     async def reload(self) -> None:
         """Rebuild the transcript from history, so stripped calls show as stripped."""
         session = self.agent.session
-        entries = from_records(session.records, session.root, session.id, session.conversation.messages)
+        entries = from_records(session.records, session.root, session.id, session.conversation)
         await self.transcript.load(entries)
         self.hint_entries = {e.key: i for i, e in enumerate(entries) if e.kind == "hint" and e.key}
 
@@ -121,7 +121,8 @@ class RhapsodyApp(App[int]):
         """Queue a hint (on disk at once) and show it as pending."""
         hint = self.agent.session.hint(text, mode)
         where = "end of turn" if mode == "queue" else "next tool boundary"
-        await self.transcript.add(Entry("hint", hint_text(hint.id, text, f"pending · {where}"), key=hint.id))
+        entry = Entry("hint", hint_text(hint.id, text, f"pending · {where}"), key=hint.id, extra={"text": text})
+        await self.transcript.add(entry)
         self.hint_entries[hint.id] = len(self.transcript.entries) - 1
 
     async def command(self, text: str) -> None:
@@ -238,7 +239,7 @@ class RhapsodyApp(App[int]):
             if index is None:
                 continue
             entry = self.transcript.entries[index]
-            entry.text = entry.text.replace(entry.text.split("] ", 1)[0] + "]", f"✎ {hint_id} [delivered · {event.where}]", 1)
+            entry.text = hint_text(hint_id, entry.extra.get("text", ""), f"delivered · {event.where}")
             widget = self.transcript.widget_for(index)
             if isinstance(widget, Static):
                 widget.update(entry.text)

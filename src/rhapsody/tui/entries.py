@@ -34,17 +34,13 @@ def hint_text(hint_id: str, text: str, state: str) -> str:
     return f"✎ {hint_id} [{state}] {text}"
 
 
-def from_records(records: list[dict[str, Any]], root: Path, session_id: str,
-                 messages: list[Message] | None = None) -> list[Entry]:
+def from_records(records: list[dict[str, Any]], root: Path, session_id: str, conversation: Conversation) -> list[Entry]:
     """Every entry of a recorded session, seams and stripped calls included.
 
-    `messages` are the session's already-validated messages, in record order; without
-    them every message record is validated again.
+    `conversation` is the session's own, folded from the same records: its messages are
+    validated already, and it knows what the latest seam and the rolling cuts took out.
     """
-    conversation = Conversation.from_records(records) if messages is None else None
-    boundary = conversation.boundary() if conversation else _boundary(records)
-    pruned = {i for r in records if r["kind"] == "prune" for i in r["ids"]}
-    parsed = messages if messages is not None else conversation.messages  # type: ignore[union-attr]
+    boundary, pruned, parsed = conversation.boundary(), conversation.pruned, conversation.messages
     hints = {r["id"]: r["text"] for r in records if r["kind"] == "hint"}
     delivered: dict[int, dict[str, str]] = {}
     for r in records:
@@ -71,18 +67,9 @@ def from_records(records: list[dict[str, Any]], root: Path, session_id: str,
         elif kind == "interrupted":
             entries.append(Entry("notice", "⏹ interrupted: what streamed so far is kept"))
         elif kind == "hint" and not any(record["id"] in d.values() for d in delivered.values()):
-            entries.append(Entry("hint", hint_text(record["id"], record["text"], "pending"), key=record["id"]))
+            entries.append(Entry("hint", hint_text(record["id"], record["text"], "pending"), key=record["id"],
+                                 extra={"text": record["text"]}))
     return entries
-
-
-def _boundary(records: list[dict[str, Any]]) -> int:
-    seams: list[dict[str, Any]] = []
-    for record in records:
-        if record["kind"] == "seam":
-            seams.append(record)
-        elif record["kind"] == "unseam" and seams:
-            seams.pop()
-    return seams[-1]["boundary"] if seams else 0
 
 
 def _message_entries(message: Message, hints: dict[str, str], results: dict[str, ToolResultBlock],
