@@ -34,7 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--permission-mode", choices=("read-only", "ask", "auto-edit", "yolo"))
     p.add_argument("--continue", dest="continue_last", action="store_true", help="resume the latest session")
     p.add_argument("--resume", nargs="?", const="", metavar="ID", help="resume session ID (picker without ID)")
-    p.add_argument("--demo", action="store_true", help="offline demo on a sample project, no key needed")
+    p.add_argument("--demo", action="store_true", help="offline demo on a fresh sample project (not --cwd), no key needed")
     p.add_argument("--plain", action="store_true", help="line-based interface instead of the full-screen app")
     p.add_argument("--handoff-at-tokens", type=int, metavar="N", help="micro-handoff when context passes N tokens")
     p.add_argument("--thinking", action="store_true", default=None, help="ask for adaptive thinking")
