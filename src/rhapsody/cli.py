@@ -17,6 +17,7 @@ USAGE_EPILOG = """commands:
   rhapsody strip FILE [--out OUT] [--json]   strip a request body or history offline
   rhapsody stats [SESSION|FILE]              every seam of a session as a table
   rhapsody memory init|stats|audit           project memory in docs/memory/
+  rhapsody trust [PATH]                      let PATH's .rhapsody/config.toml raise permissions
 
 Without -p, rhapsody opens the full-screen app in the current directory."""
 
@@ -94,6 +95,16 @@ def _memory(ns: argparse.Namespace) -> int:
     return 1 if findings else 0
 
 
+def _trust(args: list[str]) -> int:
+    from rhapsody.trust import trust
+
+    p = argparse.ArgumentParser(prog="rhapsody trust", description="Trust a project's own .rhapsody/config.toml.")
+    p.add_argument("path", nargs="?", help="project directory (default: the current directory)")
+    root = _root(p.parse_args(args).path)
+    print(f"trusted {root} (in {trust(root)})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `rhapsody` command."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -107,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
             return strip_cmd.main(ns.file, ns.out, ns.json)
         if args[:1] == ["memory"]:
             return _memory(_memory_parser().parse_args(args[1:]))
+        if args[:1] == ["trust"]:
+            return _trust(args[1:])
         if args[:1] == ["stats"]:
             from rhapsody.stats import print_stats
 
@@ -164,6 +177,18 @@ def _run(ns: argparse.Namespace) -> int:
     return launch(ns, root, settings, model)
 
 
+def _notices(root: Path, settings: Any) -> None:
+    """One line each on stderr: an untrusted project config cut down, a sandbox that is off."""
+    from rhapsody.tools.sandbox import bwrap_path, status
+    from rhapsody.trust import untrusted_notice
+
+    notice = untrusted_notice(root)
+    if notice:
+        print(notice, file=sys.stderr)
+    if settings.sandbox == "off" or bwrap_path() is None:
+        print(f"rhapsody: {status(settings.sandbox)}", file=sys.stderr)
+
+
 def _require_key() -> None:
     from rhapsody.core.errors import ConfigError
 
@@ -194,11 +219,17 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
                    interactive=not ns.task)
     import gc
 
+    from rhapsody.tools.procs import install_exit_cleanup
+
+    install_exit_cleanup()
+
     # A resumed session is a large, long-lived heap; keeping it out of the collector's
     # scans removes pauses that otherwise grow with the history.
     gc.freeze()
     if ns.task:
         from rhapsody.headless import run_headless
+
+        _notices(root, settings)
 
         return asyncio.run(run_headless(wiring.agent, ns.task, ns.output_format))
     if ns.plain:

@@ -103,16 +103,11 @@ def answered_handoff(messages: list[dict[str, Any]]) -> bool:
 
 def prepare_project() -> Path:
     """Copy the sample project to a temporary folder and make it a git repository."""
-    import git
+    from rhapsody.tools.git import init_repo
 
     root = Path(tempfile.mkdtemp(prefix="rhapsody-demo-")) / "inventory"
     shutil.copytree(Path(__file__).parent / "demo_project", root)
-    repo = git.Repo.init(root)
-    with repo.config_writer() as cw:
-        cw.set_value("user", "name", "rhapsody demo")
-        cw.set_value("user", "email", "demo@localhost")
-    repo.index.add(["inventory.py", "test_inventory.py", "README.md"])
-    repo.index.commit("sample project")
+    init_repo(root, "rhapsody demo", "demo@localhost", ["inventory.py", "test_inventory.py", "README.md"], "sample project")
     return root
 
 

@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody.core.history import read_history, sessions
+from rhapsody.core.own_files import inside, own_files, read_own
+from rhapsody.tools.git import GitError, commit_paths, last_commit_time, repo_root, tree_sizes
+from rhapsody.tools.sandbox import secret_values
 
 FILES = {
     "PROJECT_STATUS.md": "# Project status\n\nWhat we are doing now, what blocks it, where the details are.\n\n"
@@ -51,16 +54,18 @@ def init(root: Path, path: str) -> list[str]:
 def memory_map(root: Path, path: str, cap: int) -> str:
     """Status, decision register and the newest dialog logs, cut at `cap` characters, saying so."""
     base = root / path
-    if not base.is_dir():
+    if not base.is_dir() or base.is_symlink() or not inside(root, base):
         return ""
     parts = []
     for name in ("PROJECT_STATUS.md", "DECISIONS.md"):
-        file = base / name
-        if file.is_file():
-            parts.append(f"### {path}/{name}\n{file.read_text(encoding='utf-8', errors='replace').strip()}")
-    dialogs = sorted((base / "dialogs").glob("*.md"))[-DIALOGS_IN_MAP:]
+        text = read_own(root, base / name, cap + 1, secret_values())
+        if text is not None:
+            parts.append(f"### {path}/{name}\n{text.strip()}")
+    dialogs = own_files(root, base / "dialogs", "*.md")[-DIALOGS_IN_MAP:]
     for file in reversed(dialogs):
-        parts.append(f"### {path}/dialogs/{file.name}\n{file.read_text(encoding='utf-8', errors='replace').strip()}")
+        text = read_own(root, file, cap + 1, secret_values())
+        if text is not None:
+            parts.append(f"### {path}/dialogs/{file.name}\n{text.strip()}")
     text = "\n\n".join(parts)
     if len(text) > cap:
         text = text[:cap] + f"\n[memory map cut at {cap} of {len(text)} characters; open the files for the rest]"
@@ -86,17 +91,7 @@ def git_blob(data: bytes) -> str:
 
 def commit_memory(root: Path, path: str, message: str) -> str | None:
     """Commit changes under the memory folder alone; returns the commit id, None when nothing changed."""
-    import git
-
-    try:
-        repo = git.Repo(root, search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        return None
-    repo.git.add("--all", "--", str(root / path))
-    if not repo.git.diff("--cached", "--name-only", "--", str(root / path)):
-        return None
-    repo.git.commit("-m", message, "--", str(root / path))
-    return str(repo.head.commit.hexsha)
+    return commit_paths(root, path, message)
 
 
 @dataclass(frozen=True)
@@ -213,31 +208,22 @@ def audit(root: Path, path: str, stale_days: int = 30) -> list[Finding]:
 
 def _stale_status(root: Path, base: Path, stale_days: int) -> list[Finding]:
     """Status entries older than `stale_days` whose named files were committed to since."""
-    import git
-
-    try:
-        repo = git.Repo(root, search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+    if repo_root(root) is None:
         return []
     out = []
     now = time.time()
     for entry in sorted((base / "status").glob("*.md")):
-        written = _last_commit(repo, entry) or entry.stat().st_mtime
+        written = last_commit_time(root, entry) or entry.stat().st_mtime
         if now - written < stale_days * 86400:
             continue
         text = entry.read_text(encoding="utf-8", errors="replace")
         for n, line in enumerate(text.splitlines(), 1):
             for target in FILE_REF.findall(line):
-                changed = _last_commit(repo, root / target)
+                changed = last_commit_time(root, root / target)
                 if changed and changed > written:
                     day = time.strftime("%Y-%m-%d", time.gmtime(changed))
                     out.append(Finding(str(entry.relative_to(root)), n, f"{target} changed on {day}, after this entry"))
     return out
-
-
-def _last_commit(repo: Any, file: Path) -> float | None:
-    stamp = repo.git.log("-1", "--format=%ct", "--", str(file))
-    return float(stamp) if stamp.strip() else None
 
 
 def _dead_references(root: Path, file: Path, rel: str, n: int, line: str) -> list[Finding]:
@@ -309,23 +295,12 @@ class DialogRecorder:
 
 def size_over_time(root: Path, path: str, limit: int = 50) -> list[dict[str, Any]]:
     """Files and bytes of the memory folder at each of its last `limit` commits, oldest first."""
-    import git
-
     try:
-        repo = git.Repo(root, search_parent_directories=True)
-        commits = list(repo.iter_commits(paths=path, max_count=limit))
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError, git.GitCommandError):
+        points = tree_sizes(root, path, limit)
+    except GitError:
         return []
-    out = []
-    for commit in reversed(commits):
-        try:
-            tree = commit.tree / path
-        except KeyError:
-            continue
-        blobs = [b for b in tree.traverse() if b.type == "blob"]
-        out.append({"date": time.strftime("%Y-%m-%d", time.gmtime(commit.committed_date)),
-                    "commit": commit.hexsha[:10], "files": len(blobs), "bytes": sum(b.size for b in blobs)})
-    return out
+    return [{"date": time.strftime("%Y-%m-%d", time.gmtime(p["ts"])), "commit": p["commit"], "files": p["files"],
+             "bytes": p["bytes"]} for p in points if p["files"]]
 
 
 def format_stats(f: dict[str, Any]) -> str:

@@ -27,10 +27,12 @@ INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
 
 def project_instructions(root: Path, cap: int) -> str:
     """AGENTS.md (or CLAUDE.md) for the system prompt, cut at `cap` characters and saying so."""
+    from rhapsody.core.own_files import read_own
+    from rhapsody.tools.sandbox import secret_values
+
     for name in INSTRUCTION_FILES:
-        path = root / name
-        if path.is_file():
-            text = path.read_text(encoding="utf-8", errors="replace")
+        text = read_own(root, root / name, known=secret_values())
+        if text is not None:
             if len(text) > cap:
                 text = text[:cap] + f"\n[{name} cut at {cap} of {len(text)} characters]"
             return f"\n## Project instructions ({name})\n{text}"
@@ -112,7 +114,7 @@ def build(root: Path, settings: Settings, model: Model, model_id: str | None,
           resume: str | None = None, continue_last: bool = False, interactive: bool = False) -> Wiring:
     """Wire an agent for `root`; an unset permission mode is `ask` when a human can answer."""
     mode = settings.permission_mode or ("ask" if interactive else "auto-edit")
-    toolbox = default_toolbox(mode, settings.allow, settings.deny)
+    toolbox = default_toolbox(mode, settings.allow, settings.deny, settings.sandbox, settings.sandbox_network)
     session = open_session(root, settings, model_id, toolbox, resume, continue_last)
     agent = Agent(session, model, toolbox, policy(settings))
     from rhapsody.memory import DialogRecorder

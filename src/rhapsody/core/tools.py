@@ -9,6 +9,7 @@ Imports: stdlib, pydantic and rhapsody.core only.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +17,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ValidationError
 
-from rhapsody.core.permissions import Rules, decide
+from rhapsody.core.permissions import SANDBOXED, Call, Rules, decide_call, relative_keys
+from rhapsody.core.secrets import mask
 
 if TYPE_CHECKING:
     from rhapsody.core.session import Session
@@ -44,6 +46,8 @@ class ToolContext:
     session: Session
     bash_timeout: float = 120.0
     output_cap: int = 30000
+    confinement: str = ""
+    """Where this call's command runs: a sandbox level, 'off' or 'unavailable' (set per call by the toolbox)."""
 
 
 class Tool(Protocol):
@@ -81,6 +85,7 @@ class Approver(Protocol):
 
 
 MASK = "[masked secret]"
+"""What a secret value becomes in tool output (the same text as core.secrets.MASK)."""
 
 
 class Toolbox:
@@ -120,10 +125,13 @@ class Toolbox:
             args = tool.Input.model_validate(raw_input if isinstance(raw_input, dict) else {})
         except ValidationError as exc:
             return ToolOutcome(f"Invalid arguments for {name}: {_first_error(exc)}", is_error=True)
-        refusal = await self._permit(tool, args, ctx)
+        call = self._describe(tool, args, ctx)
+        refusal = await self._permit(tool, call, ctx)
         if refusal:
             return ToolOutcome(refusal, is_error=True)
         timer[0] = time.perf_counter()  # the duration is the tool's, not the human's time to answer
+        if call.confinement:
+            ctx = dataclasses.replace(ctx, confinement="off" if call.leave_sandbox else call.confinement)
         try:
             return await tool.run(args, ctx)
         except ToolFailure as exc:
@@ -131,23 +139,43 @@ class Toolbox:
         except Exception as exc:  # noqa: BLE001 - a tool bug must not end the session
             return ToolOutcome(f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
 
-    async def _permit(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> str | None:
+    async def _permit(self, tool: Tool, call: Call, ctx: ToolContext) -> str | None:
         """None when the call may run, else the refusal the model gets; every decision is recorded."""
-        argument = str(getattr(args, "command", None) or getattr(args, "path", None) or "")
-        decision = decide(self.permission_mode, self.rules, tool.name, argument, tool.writes, tool.reads_files)
+        decision = decide_call(self.permission_mode, self.rules, call)
         verdict, reason, by = decision.verdict, decision.reason, "rules"
         if verdict == "ask":
-            verdict, reason, by = await self._ask(tool.name, argument, decision.reason)
+            why = decision.reason
+            if call.leave_sandbox:
+                why += f". The model's justification: {call.justification or '(none given)'}"
+            verdict, reason, by = await self._ask(tool.name, call.argument, why,
+                                                  "unsandboxed" if call.leave_sandbox else tool.name)
         if tool.writes or verdict != "allow" or decision.rule:  # plain reads are not worth a record
-            ctx.session.record("permission", tool=tool.name, argument=argument, decision=verdict, by=by, reason=reason)
+            ctx.session.record("permission", tool=tool.name, argument=call.argument, decision=verdict, by=by,
+                               reason=reason, **({"confinement": call.confinement} if call.confinement else {}))
         if verdict == "allow":
             return None
-        return f"Not run: permission denied for {tool.name} {argument!r}: {reason}"
+        return f"Not run: permission denied for {tool.name} {call.argument!r}: {reason}"
 
-    async def _ask(self, tool: str, argument: str, why: str) -> tuple[str, str, str]:
+    def _describe(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> Call:
+        command = getattr(args, "command", None)
+        path = getattr(args, "path", None)
+        argument = str(command or path or "")
+        try:
+            keys = relative_keys(ctx.root, path) if isinstance(path, str) and path and "\x00" not in path else ()
+        except (OSError, ValueError, RuntimeError):
+            keys = ()
+        confine = getattr(tool, "confinement", None)
+        confinement = str(confine(self.permission_mode)) if callable(confine) else ""
+        leave = confinement in SANDBOXED and getattr(args, "sandbox", True) is False
+        return Call(tool.name, argument, tool.writes, tool.reads_files, keys or (argument,),
+                    confinement, leave, str(getattr(args, "justification", "") or ""))
+
+    async def _ask(self, tool: str, argument: str, why: str, rule_name: str) -> tuple[str, str, str]:
         if self.approver is None:
+            where = " in your user config" if rule_name == "unsandboxed" else ""
             return "deny", (f"{why}, and no human can answer here (headless); allow it with a rule such as "
-                            f"allow = [\"{tool}:{argument.split()[0] if argument else ''}*\"] or pick another --permission-mode"), "mode"
+                            f"allow = [\"{rule_name}:{argument.split()[0] if argument else ''}*\"]{where} "
+                            "or pick another --permission-mode"), "mode"
         answer = await self.approver(tool, argument, why)
         self.rules.session_allow.extend(answer.remember)
         verdict = "allow" if answer.allow else "deny"
@@ -157,9 +185,7 @@ class Toolbox:
         return verdict, reason, "human"
 
     def _mask(self, outcome: ToolOutcome) -> ToolOutcome:
-        content = outcome.content
-        for secret in self.secrets:
-            content = content.replace(secret, MASK)
+        content = mask(outcome.content, self.secrets)
         if content == outcome.content:
             return outcome
         return ToolOutcome(content, outcome.is_error, outcome.exit_code, outcome.facts)

@@ -1,0 +1,170 @@
+"""The OS sandbox for every command rhapsody runs on the model's behalf (bubblewrap, Linux).
+
+Inside it a command sees the system read-only, the project root writable (or read-only
+at level `read-only`) except `.git/config`, `.git/hooks/`, `.git/info/`, `.git/modules/`,
+an in-tree `core.hooksPath` and `.rhapsody/`, which stay read-only; secret files in the
+project and credential folders in the home directory read as empty; a private `/tmp`;
+no network unless asked; its own PID namespace (so `/proc/$PPID` is not rhapsody); no
+capabilities; `--die-with-parent` and `--new-session`. The environment it gets is
+scrubbed of credentials (`scrubbed_env`).
+
+Stdlib only: this module decides, `tools/procs.py` runs.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+LEVELS = ("workspace-write", "read-only", "off")
+SECRET_FILES = (".env", ".env.*", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*", "id_ed25519*", "id_ecdsa*", "id_dsa*",
+                ".netrc", ".pgpass", ".git-credentials", "credentials.json", "*.keystore", "*.jks")
+"""Project files that read as empty inside the sandbox (matched case-insensitively on the name)."""
+HOME_SECRETS = (".ssh", ".aws", ".gnupg", ".azure", ".kube", ".docker", ".config/gcloud", ".config/gh",
+                ".config/rhapsody", ".netrc", ".git-credentials", ".npmrc", ".pypirc", ".pgpass", ".password-store",
+                ".local/share/keyrings", ".config/anthropic", ".anthropic")
+"""Paths under $HOME hidden inside the sandbox (folders become empty, files read empty)."""
+SKIP_WALK = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache", ".pytest_cache"}
+WALK_LIMIT = 50_000
+"""Entries examined when looking for secret files; past it the walk stops (docs/security.md)."""
+_SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSW(OR)?D|CREDENTIAL|PRIVATE_?KEY|AUTH)", re.IGNORECASE)
+_KEEP_ENV = {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "SHELL", "TZ", "PWD"}
+
+
+def scrubbed_env() -> dict[str, str]:
+    """rhapsody's environment minus anything named like a credential."""
+    return {k: v for k, v in os.environ.items() if k in _KEEP_ENV or not _SECRET_NAME.search(k)}
+
+
+def secret_values() -> tuple[str, ...]:
+    """Values of environment variables named like credentials (masked in tool output)."""
+    return tuple(v for k, v in os.environ.items() if _SECRET_NAME.search(k) and k not in _KEEP_ENV and len(v) >= 8)
+
+
+@functools.cache
+def bwrap_path() -> str | None:
+    """The bwrap binary when it is installed and can build a sandbox here; None otherwise."""
+    if not sys.platform.startswith("linux"):
+        return None
+    found = shutil.which("bwrap")
+    if found is None:
+        return None
+    probe = [found, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
+             "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--", "true"]
+    try:
+        ok = subprocess.run(probe, stdin=subprocess.DEVNULL, capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    return found if ok else None
+
+
+def effective_level(setting: str, permission_mode: str) -> str:
+    """The sandbox a command gets: `read-only` permission mode always means a read-only project."""
+    if setting == "off":
+        return "off"
+    return "read-only" if permission_mode == "read-only" else setting
+
+
+def status(setting: str) -> str:
+    """One short line for a status bar or a headless notice."""
+    if setting == "off":
+        return "sandbox off (sandbox = \"off\")"
+    if bwrap_path() is None:
+        return "sandbox off: install bubblewrap" if sys.platform.startswith("linux") else "sandbox off: not available on this system"
+    return f"sandbox {setting}"
+
+
+def wrap(argv: list[str], root: Path, level: str, network: bool = False) -> list[str]:
+    """`argv` run inside the sandbox for `root` at `level`; raises when no sandbox is available."""
+    bwrap = bwrap_path()
+    if bwrap is None or level == "off":
+        raise RuntimeError("no sandbox available")
+    root = root.resolve()
+    cmd = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp",
+           "--tmpfs", "/dev/shm"]
+    cmd += _home_masks(root)
+    cmd += ["--bind" if level == "workspace-write" else "--ro-bind", str(root), str(root)]
+    cmd += _protected_inside(root)
+    cmd += _secret_masks(root)
+    cmd += ["--unshare-all", *(["--share-net"] if network else []), "--die-with-parent", "--new-session",
+            "--cap-drop", "ALL", "--chdir", str(root), "--", *argv]
+    return cmd
+
+
+def _home_masks(root: Path) -> list[str]:
+    home = Path(os.path.expanduser("~"))
+    out: list[str] = []
+    for rel in HOME_SECRETS:
+        path = home / rel
+        if root == path or path in root.parents or not os.path.lexists(path):
+            continue
+        real = path.resolve()
+        if real.is_dir():
+            out += ["--tmpfs", str(real), "--remount-ro", str(real)]
+        elif real.is_file():
+            out += ["--ro-bind", "/dev/null", str(real)]
+    return out
+
+
+def _protected_inside(root: Path) -> list[str]:
+    """Read-only binds over what would let a command run code later outside the sandbox."""
+    state = root / ".rhapsody"
+    state.mkdir(mode=0o700, exist_ok=True)
+    out = ["--ro-bind", str(state), str(state)]
+    git_dir = root / ".git"
+    if git_dir.is_dir() and not git_dir.is_symlink():
+        (git_dir / "hooks").mkdir(exist_ok=True)
+        for name in ("config", "config.worktree", "hooks", "info", "modules", "worktrees", "commondir"):
+            path = git_dir / name
+            if path.exists() and not path.is_symlink():
+                out += ["--ro-bind", str(path), str(path)]
+    elif os.path.lexists(git_dir):  # a .git file (worktree, submodule) or a link: freeze the pointer itself
+        out += ["--ro-bind", str(git_dir), str(git_dir)] if git_dir.exists() else []
+    hooks = hooks_path(root)
+    if hooks is not None:
+        out += ["--ro-bind", str(hooks), str(hooks)]
+    return out
+
+
+def hooks_path(root: Path) -> Path | None:
+    """An existing `core.hooksPath` folder inside the root (husky and friends), read from .git/config."""
+    config = root / ".git" / "config"
+    try:
+        text = config.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    match = re.search(r"^\s*hookspath\s*=\s*(.+?)\s*$", text, re.IGNORECASE | re.MULTILINE)
+    if not match:
+        return None
+    path = (root / os.path.expanduser(match.group(1).strip('"'))).resolve()
+    inside = path != root and root in path.parents
+    return path if inside and path.exists() else None
+
+
+def _secret_masks(root: Path) -> list[str]:
+    out: list[str] = []
+    seen = 0
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in SKIP_WALK and d != ".rhapsody"]
+        for name in files:
+            seen += 1
+            if is_secret_name(name):
+                real = Path(folder, name).resolve()
+                if real.is_file():
+                    out += ["--ro-bind", "/dev/null", str(real)]
+        seen += len(dirs)
+        if seen > WALK_LIMIT:
+            break
+    return out
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a file name looks like a secret (case-insensitive)."""
+    lowered = name.lower()
+    return any(fnmatch.fnmatchcase(lowered, pattern) for pattern in SECRET_FILES)
