@@ -77,6 +77,15 @@ class Rules:
     parse: Callable[[str], ShellCommand] = _no_parser
     """Parses a bash command line; without a real parser no bash command runs by rule."""
 
+    def read_denied(self) -> tuple[str, ...]:
+        """Patterns of `read_file` deny rules (a bare `read_file` denies everything: `**`)."""
+        out = []
+        for rule in self.deny:
+            name, _, pattern = rule.partition(":")
+            if name == "read_file":
+                out.append(pattern or "*")
+        return tuple(out)
+
 
 def subcommands(command: str) -> list[str]:
     """The parts of a compound shell command split on operators (for suggestions only)."""
@@ -176,7 +185,7 @@ def decide_call(mode: str, rules: Rules, call: Call) -> Decision:
     if call.tool == "bash":
         return _decide_bash(mode, rules, call)
     for rule in rules.deny:
-        if _matches(rule, call.tool, call.keys):
+        if _matches(rule, call.tool, call.keys) or (call.reads_files and _matches(rule, "read_file", call.keys)):
             return Decision("deny", f"denied by rule {rule!r}", rule)
     allowed = _file_allowed([*rules.allow, *rules.session_allow], call.tool, call.keys)
     if call.reads_files and call.argument and any(protected(k) for k in call.keys) and not allowed:

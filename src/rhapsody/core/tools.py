@@ -48,6 +48,8 @@ class ToolContext:
     output_cap: int = 30000
     confinement: str = ""
     """Where this call's command runs: a sandbox level, 'off' or 'unavailable' (set per call by the toolbox)."""
+    read_deny: tuple[str, ...] = ()
+    """Path patterns of `read_file` deny rules: search and listing leave those files out too."""
 
 
 class Tool(Protocol):
@@ -130,8 +132,8 @@ class Toolbox:
         if refusal:
             return ToolOutcome(refusal, is_error=True)
         timer[0] = time.perf_counter()  # the duration is the tool's, not the human's time to answer
-        if call.confinement:
-            ctx = dataclasses.replace(ctx, confinement="off" if call.leave_sandbox else call.confinement)
+        ctx = dataclasses.replace(ctx, confinement="off" if call.leave_sandbox else call.confinement,
+                                  read_deny=self.rules.read_denied())
         try:
             return await tool.run(args, ctx)
         except ToolFailure as exc:
