@@ -81,7 +81,7 @@ async def run(argv: list[str], cwd: str, env: dict[str, str], timeout: float, ca
     reader = asyncio.ensure_future(_read(proc.stdout, buffer))
     timed_out = False
     try:
-        await asyncio.wait_for(proc.wait(), timeout)
+        await asyncio.wait_for(_exited(proc), timeout)
     except TimeoutError:
         timed_out = True
     finally:
@@ -91,9 +91,16 @@ async def run(argv: list[str], cwd: str, env: dict[str, str], timeout: float, ca
         except (TimeoutError, asyncio.CancelledError):
             reader.cancel()
         if proc.returncode is None:
-            await proc.wait()
+            await _exited(proc)
         _LIVE.discard(proc.pid)
     return Finished(buffer.text(), proc.returncode, timed_out, buffer.total, cap)
+
+
+async def _exited(proc: asyncio.subprocess.Process) -> None:
+    """Until the command itself exits. (`Process.wait` before Python 3.12 also waits for every
+    pipe to close, so a backgrounded child holding stdout would keep it waiting.)"""
+    while proc.returncode is None:
+        await asyncio.sleep(0.02)
 
 
 async def _read(stream: asyncio.StreamReader | None, buffer: Bounded) -> None:
