@@ -198,9 +198,10 @@ class SearchText:
             job = {"root": str(root), "target": str(target), "pattern": args.pattern, "ignore_case": args.ignore_case,
                    "hidden": list(ctx.read_deny)}
             argv = [sys.executable, "-m", "rhapsody.tools.search", json.dumps(job)]
-        done = await procs.run(argv, str(root), scrubbed_env(), search.SEARCH_SECONDS, ctx.output_cap * 4)
+        limit = min(search.SEARCH_SECONDS, ctx.bash_timeout)
+        done = await procs.run(argv, str(root), scrubbed_env(), limit, ctx.output_cap * 4)
         if done.timed_out:
-            raise ToolFailure(f"search stopped after {search.SEARCH_SECONDS:g} s (the time limit); narrow the path "
+            raise ToolFailure(f"search stopped after {limit:g} s (the time limit); narrow the path "
                               "or simplify the pattern")
         out = search.drop_hidden(done.output, root, ctx.read_deny) if rg else done.output
         if not rg and done.exit_code != 0:
