@@ -163,10 +163,6 @@ class Session:
         """The active context: what the model sees now."""
         return self.conversation.active()
 
-    def request(self) -> dict[str, Any]:
-        """The next request body built from the active context."""
-        return build_request(self.spec, self.messages())
-
     def request_and_size(self) -> tuple[dict[str, Any], int, int]:
         """The next request body with its compact size in bytes and estimated tokens."""
         messages = self.messages()
