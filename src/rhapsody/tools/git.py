@@ -116,3 +116,15 @@ def path_sizes(root: Path, path: str, limit: int) -> list[tuple[int, str, int, i
         blobs = [b for b in tree.traverse() if b.type == "blob"]
         out.append((int(commit.committed_date), commit.hexsha[:10], len(blobs), sum(b.size for b in blobs)))
     return out
+
+
+def init_repository(root: Path, files: list[str], message: str, user: tuple[str, str]) -> None:
+    """Make `root` a git repository whose first commit, by `user` (name, email), holds `files`."""
+    import git
+
+    repo = git.Repo.init(root)
+    with repo.config_writer() as cw:
+        cw.set_value("user", "name", user[0])
+        cw.set_value("user", "email", user[1])
+    repo.index.add(files)
+    repo.index.commit(message)
