@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rhapsody.core.tools import Tool, Toolbox
+from rhapsody.core.tools import Approver, Tool, Toolbox
 
 
 def default_tools(sandbox: str = "workspace-write", network: bool = False) -> list[Tool]:
@@ -17,12 +17,12 @@ def default_tools(sandbox: str = "workspace-write", network: bool = False) -> li
 
 
 def default_toolbox(permission_mode: str = "yolo", allow: list[str] | None = None,
-                    deny: list[str] | None = None, sandbox: str = "workspace-write",
-                    network: bool = False) -> Toolbox:
+                    deny: list[str] | None = None, approver: Approver | None = None,
+                    sandbox: str = "workspace-write", network: bool = False) -> Toolbox:
     """The toolbox with every built-in tool; credentials in the environment are masked in output."""
     from rhapsody.core.permissions import Rules
     from rhapsody.tools.sandbox import secret_values
     from rhapsody.tools.shell import parse
 
     rules = Rules(list(allow or []), list(deny or []), parse=parse)
-    return Toolbox(default_tools(sandbox, network), permission_mode, rules, secret_values())
+    return Toolbox(default_tools(sandbox, network), permission_mode, rules, secret_values(), approver)

@@ -14,9 +14,9 @@ from typing import ClassVar
 from pydantic import BaseModel, Field
 
 from rhapsody.core.tools import ToolContext, ToolFailure, ToolOutcome
-from rhapsody.memory import git_blob
 from rhapsody.prompts import load
 from rhapsody.tools import procs, search
+from rhapsody.tools.git import git_blob
 from rhapsody.tools.paths import cap_text, confine, shown
 from rhapsody.tools.sandbox import hooks_path, scrubbed_env
 

@@ -11,6 +11,7 @@ read-only sandbox as well. The only module that imports `git` (gitpython).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import re
 import subprocess
 from pathlib import Path
@@ -79,9 +80,9 @@ def git_argv(pairs: list[tuple[str, str]], *args: str) -> list[str]:
     return [*argv, *args]
 
 
-def run_git(root: Path, *args: str, check: bool = True) -> str:
+def run_git(root: Path, *args: str, check: bool = True, pairs: list[tuple[str, str]] | None = None) -> str:
     """Run one hardened git command in `root` on rhapsody's own account; stdout, or '' when it fails and not check."""
-    pairs = overrides(root)
+    pairs = overrides(root) if pairs is None else pairs
     try:
         done = subprocess.run(git_argv(pairs, *args), cwd=root, env=hardened_env(pairs), stdin=subprocess.DEVNULL,
                               capture_output=True, timeout=TIMEOUT)
@@ -98,26 +99,48 @@ class GitError(Exception):
 
 
 def repo_root(root: Path) -> Path | None:
-    """The working tree that holds `root`, or None."""
+    """The working tree that holds `root`, or None. (rev-parse runs no configured program.)"""
     try:
-        top = run_git(root, "rev-parse", "--show-toplevel").strip()
+        top = run_git(root, "rev-parse", "--show-toplevel", pairs=list(STATIC)).strip()
     except GitError:
         return None
     return Path(top) if top else None
 
 
 def git_facts(root: Path) -> dict[str, Any]:
-    """Git root, branch, HEAD and dirty files, measured by the harness."""
+    """Git root, branch, HEAD and dirty files (porcelain v1 lines), measured by the harness."""
     top = repo_root(root)
     if top is None:
         return {"git_root": None}
-    branch = run_git(root, "symbolic-ref", "--short", "-q", "HEAD", check=False).strip() or "(detached)"
-    head = run_git(root, "rev-parse", "--short=12", "-q", "--verify", "HEAD", check=False).strip() or "(no commits)"
-    dirty = run_git(root, "status", "--porcelain", check=False).splitlines()
+    status = run_git(root, "status", "--porcelain=v2", "--branch", check=False)
+    branch, head, dirty = "(detached)", "(no commits)", []
+    for line in status.splitlines():
+        if line.startswith("# branch.head ") and line[14:] != "(detached)":
+            branch = line[14:]
+        elif line.startswith("# branch.oid ") and line[13:] != "(initial)":
+            head = line[13:25]
+        elif not line.startswith("#"):
+            dirty.append(_porcelain_v1(line))
     return {"git_root": str(top), "branch": branch, "head": head, "dirty": dirty}
 
 
-def commit_paths(root: Path, path: str, message: str) -> str | None:
+def _porcelain_v1(line: str) -> str:
+    """A porcelain v2 entry in the v1 shape (`XY path`)."""
+    kind, _, rest = line.partition(" ")
+    if kind in ("?", "!"):
+        return f"{kind}{kind} {rest}"
+    fields = rest.split(" ", {"1": 7, "2": 8, "u": 9}.get(kind, 7))
+    xy = fields[0].replace(".", " ")
+    path = fields[-1].split("\t")[0]
+    return f"{xy} {path}"
+
+
+def git_blob(data: bytes) -> str:
+    """The git blob id of `data` (what `git hash-object` prints), computed without git."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def commit_paths(root: Path, path: Path | str, message: str) -> str | None:
     """Commit changes under `path` alone (hooks never run); the commit id, None when nothing changed or no repo."""
     if repo_root(root) is None:
         return None
@@ -135,26 +158,27 @@ def last_commit_time(root: Path, file: Path) -> float | None:
     return float(stamp) if stamp else None
 
 
-def tree_sizes(root: Path, path: str, limit: int) -> list[dict[str, Any]]:
-    """Files and bytes under `path` at each of the last `limit` commits touching it, oldest first."""
+def path_sizes(root: Path, path: str, limit: int) -> list[tuple[int, str, int, int]]:
+    """(commit time, short id, files, bytes) of `path` at each of its last `limit` commits, oldest first."""
     log = run_git(root, "log", f"-{limit}", "--format=%H %ct", *_NO_PROGRAMS, "--", path, check=False).split("\n")
     out = []
     for line in reversed([l for l in log if l.strip()]):
         sha, stamp = line.split()
         listing = run_git(root, "ls-tree", "-r", "-l", sha, "--", path, check=False).splitlines()
         sizes = [int(parts[3]) for parts in (l.split(None, 4) for l in listing) if len(parts) >= 4 and parts[3].isdigit()]
-        out.append({"ts": float(stamp), "commit": sha[:10], "files": len(sizes), "bytes": sum(sizes)})
+        if sizes:
+            out.append((int(stamp), sha[:10], len(sizes), sum(sizes)))
     return out
 
 
-def init_repo(root: Path, name: str, email: str, files: list[str], message: str) -> None:
-    """A new repository at `root` with `files` committed (the demo's sample project)."""
+def init_repository(root: Path, files: list[str], message: str, user: tuple[str, str]) -> None:
+    """Make `root` a git repository whose first commit, by `user` (name, email), holds `files`; no hooks run."""
     import git
 
     repo = git.Repo.init(root)
     with repo.config_writer() as cw:
-        cw.set_value("user", "name", name)
-        cw.set_value("user", "email", email)
+        cw.set_value("user", "name", user[0])
+        cw.set_value("user", "email", user[1])
     repo.index.add(files)
     repo.index.commit(message, skip_hooks=True)
 
