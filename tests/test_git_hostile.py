@@ -99,3 +99,19 @@ async def test_git_tool_in_a_repository_without_commits(tmp_path: Path) -> None:
     diff, _ = await toolbox.run("git", {"action": "diff"}, ctx)
     status, _ = await toolbox.run("git", {"action": "status"}, ctx)
     assert "no commits" in log.content and not diff.is_error and "a.txt" in status.content
+
+
+async def test_file_tools_never_write_git_config_or_hooks_even_in_yolo(project: Path) -> None:
+    with (project / ".git" / "config").open("a") as f:
+        f.write("[core]\n\thooksPath = .husky\n")
+    (project / ".husky").mkdir()
+    os.symlink(".git/config", project / "cfg")
+    ctx = ToolContext(project, Session.start(project, RequestSpec(model="m", system="s", tools=[])), 10, 20000)
+    toolbox = default_toolbox("yolo")
+    before = (project / ".git" / "config").read_text()
+    for path in (".git/config", "./.git/hooks/pre-commit", "cfg", ".husky/pre-commit", "src/../.git/info/attributes"):
+        outcome, _ = await toolbox.run("write_file", {"path": path, "content": "[core]\n\tfsmonitor = touch x\n"}, ctx)
+        assert outcome.is_error and "refused" in outcome.content, path
+    edit, _ = await toolbox.run("edit_file", {"path": "cfg", "old": "[core]", "new": "[core]\n\tpager = x"}, ctx)
+    assert edit.is_error and (project / ".git" / "config").read_text() == before
+    assert not (project / ".husky" / "pre-commit").exists()

@@ -187,3 +187,11 @@ async def test_a_user_unsandboxed_rule_lets_a_justified_call_leave(stub: Stub, p
     wiring = stub.wire(project, permission_mode="auto-edit", allow=["unsandboxed:touch *"])
     await collect(wiring.agent.run("go"))
     assert (project.parent / "out.txt").exists()
+
+
+async def test_an_in_tree_hooks_folder_is_read_only_in_the_sandbox(stub: Stub, project: Path) -> None:
+    with (project / ".git" / "config").open("a") as f:
+        f.write("[core]\n\thooksPath = .husky\n")
+    (project / ".husky").mkdir()
+    [result] = await bash_results(stub, project, "printf '#!/bin/sh\\ntouch owned\\n' > .husky/pre-commit")
+    assert result.get("is_error") and not (project / ".husky" / "pre-commit").exists()
