@@ -195,3 +195,23 @@ async def test_an_in_tree_hooks_folder_is_read_only_in_the_sandbox(stub: Stub, p
     (project / ".husky").mkdir()
     [result] = await bash_results(stub, project, "printf '#!/bin/sh\\ntouch owned\\n' > .husky/pre-commit")
     assert result.get("is_error") and not (project / ".husky" / "pre-commit").exists()
+
+
+async def test_git_cannot_be_swapped_or_redirected_but_commits_still_work(stub: Stub, project: Path) -> None:
+    with (project / ".git" / "config").open("a") as f:
+        f.write("[include]\n\tpath = ../shared.gitconfig\n")
+    (project / "shared.gitconfig").write_text("")
+    evil = "[core]\n\tfsmonitor = touch owned\n"
+    results = await bash_results(
+        stub, project,
+        "mv .git .git-old && git init -q",
+        f"mkdir -p evil && cp .git/config evil/config && printf '{evil}' >> evil/config && echo $PWD/evil > .git/commondir",
+        f"printf '{evil}' > .git/config.worktree",
+        f"printf '{evil}' >> shared.gitconfig",
+        "echo x > f.txt && git add f.txt && git -c user.name=t -c user.email=t@x commit -qm f && git log --oneline",
+    )
+    assert results[0].get("is_error") and not (project / ".git-old").exists()
+    assert "removed .git/commondir" in results[1]["content"] and not (project / ".git" / "commondir").exists()
+    assert "removed .git/config.worktree" in results[2]["content"]
+    assert results[3].get("is_error") and (project / "shared.gitconfig").read_text() == ""
+    assert not results[4].get("is_error") and " f" in results[4]["content"]

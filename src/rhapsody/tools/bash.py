@@ -62,11 +62,13 @@ class Bash:
         argv = ["bash", "-c", args.command]
         if ctx.confinement in SANDBOXED:
             argv = sandbox.wrap(argv, ctx.root, ctx.confinement, self.network)
+        before = sandbox.git_redirects(ctx.root)
         done = await procs.run(argv, str(ctx.root), scrubbed_env(), timeout, ctx.output_cap)
+        notes = "".join(f"\n{note}" for note in sandbox.undo_git_redirects(ctx.root, before))
         where = f"sandbox {ctx.confinement}" if ctx.confinement in SANDBOXED else "no sandbox"
         facts = {"command": args.command, "confinement": where}
         if done.timed_out:
-            return ToolOutcome(f"{done.output}\n[killed after {timeout:g} s timeout]", is_error=True,
+            return ToolOutcome(f"{done.output}{notes}\n[killed after {timeout:g} s timeout]", is_error=True,
                                exit_code=done.exit_code, facts=facts)
         code = done.exit_code
-        return ToolOutcome(f"{done.output}\n[exit code {code}]", is_error=code != 0, exit_code=code, facts=facts)
+        return ToolOutcome(f"{done.output}{notes}\n[exit code {code}]", is_error=code != 0, exit_code=code, facts=facts)

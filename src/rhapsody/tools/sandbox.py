@@ -89,8 +89,10 @@ def wrap(argv: list[str], root: Path, level: str, network: bool = False) -> list
     cmd = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp",
            "--tmpfs", "/dev/shm"]
     cmd += _home_masks(root)
-    cmd += ["--bind" if level == "workspace-write" else "--ro-bind", str(root), str(root)]
-    cmd += _protected_inside(root)
+    if level == "workspace-write":
+        cmd += ["--bind", str(root), str(root), *_protected_inside(root)]
+    else:
+        cmd += ["--ro-bind", str(root), str(root)]
     cmd += _secret_masks(root)
     cmd += ["--unshare-all", *(["--share-net"] if network else []), "--die-with-parent", "--new-session",
             "--cap-drop", "ALL", "--chdir", str(root), "--", *argv]
@@ -113,23 +115,71 @@ def _home_masks(root: Path) -> list[str]:
 
 
 def _protected_inside(root: Path) -> list[str]:
-    """Read-only binds over what would let a command run code later outside the sandbox."""
+    """Read-only binds over what would let a command run code later outside the sandbox.
+
+    `.git` is bound onto itself first: a mount point cannot be renamed or removed, so a
+    command cannot swap in a fresh `.git` with a config of its own.
+    """
     state = root / ".rhapsody"
     state.mkdir(mode=0o700, exist_ok=True)
     out = ["--ro-bind", str(state), str(state)]
     git_dir = root / ".git"
     if git_dir.is_dir() and not git_dir.is_symlink():
         (git_dir / "hooks").mkdir(exist_ok=True)
+        out += ["--bind", str(git_dir), str(git_dir)]
         for name in ("config", "config.worktree", "hooks", "info", "modules", "worktrees", "commondir"):
             path = git_dir / name
             if path.exists() and not path.is_symlink():
                 out += ["--ro-bind", str(path), str(path)]
+        for path in _included_configs(root, git_dir):
+            out += ["--ro-bind", str(path), str(path)]
     elif os.path.lexists(git_dir):  # a .git file (worktree, submodule) or a link: freeze the pointer itself
         out += ["--ro-bind", str(git_dir), str(git_dir)] if git_dir.exists() else []
     hooks = hooks_path(root)
     if hooks is not None:
         out += ["--ro-bind", str(hooks), str(hooks)]
     return out
+
+
+def _included_configs(root: Path, git_dir: Path) -> list[Path]:
+    """Files inside the root (outside .git) that .git/config includes: editing them edits the config."""
+    try:
+        text = (git_dir / "config").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    out = []
+    for match in re.finditer(r"^\s*path\s*=\s*(.+?)\s*$", text, re.IGNORECASE | re.MULTILINE):
+        path = (git_dir / os.path.expanduser(match.group(1).strip('"'))).resolve()
+        if root in path.parents and git_dir not in path.parents and path.is_file():
+            out.append(path)
+    return out
+
+
+GIT_REDIRECTS = ("commondir", "config.worktree")
+"""Files that, created in `.git`, would make git read a config the sandbox does not protect."""
+
+
+def git_redirects(root: Path) -> set[str]:
+    """Which GIT_REDIRECTS exist now (taken before a command runs)."""
+    return {name for name in GIT_REDIRECTS if os.path.lexists(root / ".git" / name)}
+
+
+def undo_git_redirects(root: Path, before: set[str]) -> list[str]:
+    """Remove GIT_REDIRECTS a command created; returns a note for each."""
+    notes = []
+    for name in sorted(git_redirects(root) - before):
+        path = root / ".git" / name
+        try:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        except OSError as exc:
+            notes.append(f"[rhapsody could not remove .git/{name} that the command created: {exc}]")
+            continue
+        notes.append(f"[rhapsody removed .git/{name} that the command created: it would point git at "
+                     "another config]")
+    return notes
 
 
 def hooks_path(root: Path) -> Path | None:
@@ -156,7 +206,7 @@ def _secret_masks(root: Path) -> list[str]:
             seen += 1
             if is_secret_name(name):
                 real = Path(folder, name).resolve()
-                if real.is_file():
+                if real.is_file() and real.parts[1:2] not in (("proc",), ("sys",), ("dev",)):
                     out += ["--ro-bind", "/dev/null", str(real)]
         seen += len(dirs)
         if seen > WALK_LIMIT:
