@@ -115,3 +115,23 @@ async def test_file_tools_never_write_git_config_or_hooks_even_in_yolo(project: 
     edit, _ = await toolbox.run("edit_file", {"path": "cfg", "old": "[core]", "new": "[core]\n\tpager = x"}, ctx)
     assert edit.is_error and (project / ".git" / "config").read_text() == before
     assert not (project / ".husky" / "pre-commit").exists()
+
+
+async def test_git_diff_never_prints_secret_or_denied_files(project: Path) -> None:
+    import git
+
+    (project / "private").mkdir()
+    (project / ".env").write_text("TOKEN=committed-secret-1\n")
+    (project / "server.PEM").write_text("committed-secret-2\n")
+    (project / "private" / "plan.txt").write_text("committed-secret-3\n")
+    repo = git.Repo(project)
+    repo.index.add([".env", "server.PEM", "private/plan.txt"])
+    repo.index.commit("oops")
+    for name in (".env", "server.PEM", "private/plan.txt"):
+        (project / name).write_text("changed\n")
+    ctx = ToolContext(project, Session.start(project, RequestSpec(model="m", system="s", tools=[])), 10, 20000)
+    toolbox = default_toolbox("auto-edit", deny=["read_file:private/*"])
+    outputs = [(await toolbox.run("git", args, ctx))[0].content
+               for args in ({"action": "diff"}, {"action": "diff", "path": ".env"}, {"action": "diff", "path": "private"},
+                            {"action": "log", "path": "server.PEM"})]
+    assert not any("committed-secret" in out for out in outputs)

@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
-from rhapsody.core.permissions import SANDBOXED
+from rhapsody.core.permissions import PROTECTED_READS, SANDBOXED
 from rhapsody.core.tools import ToolContext, ToolFailure, ToolOutcome
 from rhapsody.prompts import load
 from rhapsody.tools import procs, sandbox
@@ -196,7 +196,7 @@ class Git:
     description: ClassVar[str] = load("tools/git")
     Input: ClassVar[type[BaseModel]] = GitInput
     writes: ClassVar[bool] = False
-    reads_files: ClassVar[bool] = False
+    reads_files: ClassVar[bool] = True
 
     def __init__(self, setting: str = "workspace-write") -> None:
         self.setting = setting
@@ -211,7 +211,7 @@ class Git:
         pairs = await asyncio.to_thread(overrides, ctx.root)
         has_head = args.action != "diff" or bool(await asyncio.to_thread(
             run_git, ctx.root, "rev-parse", "-q", "--verify", "HEAD", check=False))
-        argv = git_argv(pairs, *_tool_args(args, has_head))
+        argv = git_argv(pairs, *_tool_args(args, has_head), *_hidden_pathspecs(ctx.read_deny))
         if ctx.confinement in SANDBOXED:
             argv = sandbox.wrap(argv, ctx.root, "read-only")
         done = await procs.run(argv, str(ctx.root), hardened_env(pairs), TIMEOUT, ctx.output_cap)
@@ -225,10 +225,17 @@ class Git:
         return ToolOutcome(text or {"status": "(clean)", "diff": "(no changes)", "log": "(no commits yet)"}[args.action])
 
 
+def _hidden_pathspecs(read_deny: tuple[str, ...]) -> list[str]:
+    """Exclusions for secret-looking files and read deny rules: a diff would print their contents."""
+    secret = [f":(exclude,icase,glob)**/{pattern}" for pattern in PROTECTED_READS]
+    denied = [f":(exclude,glob){pattern.removeprefix('./')}" for pattern in read_deny]
+    return [*secret, ":(exclude,icase,glob).rhapsody/**", *denied]
+
+
 def _tool_args(args: GitInput, has_head: bool) -> list[str]:
-    paths = ["--", args.path] if args.path else ["--"]
+    paths = ["--", args.path or "."]
     if args.action == "status":
-        return ["status", "--short", "--branch"]
+        return ["status", "--short", "--branch", *paths]
     if args.action == "diff":
         return ["diff", *_NO_PROGRAMS, *(["HEAD"] if has_head else []), *paths]
     return ["log", f"-{args.limit}", "--oneline", "--decorate", *_NO_PROGRAMS, *paths]
