@@ -21,10 +21,9 @@ _SHAPES = re.compile(
     r"|AIza[0-9A-Za-z_\-]{35}"
     r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)"
 )
-_ASSIGNED = re.compile(
-    r"(?i)\b([A-Z0-9_]*(?:API_?KEY|TOKEN|SECRET|PASSW(?:OR)?D|CREDENTIALS?|AUTH)[A-Z0-9_]*)"
-    r"(\s*[=:]\s*)(['\"]?)([^\s'\"\x00]{8,})"
-)
+_ASSIGNED = re.compile(r"\b([A-Za-z0-9_]{1,200})([ \t]*[=:][ \t]*)(['\"]?)([^\s'\"\x00]{8,})")
+"""A name, `=` or `:`, a value; kept linear-time (the name is checked for a credential word afterwards)."""
+_CREDENTIAL_NAME = re.compile(r"API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|TOKEN(?!S)|SECRET|PASSW(?:OR)?D|CREDENTIAL", re.IGNORECASE)
 
 
 def mask(text: str, known: tuple[str, ...] = (), assignments: bool = False) -> str:
@@ -39,4 +38,10 @@ def mask(text: str, known: tuple[str, ...] = (), assignments: bool = False) -> s
     text = _SHAPES.sub(MASK, text)
     if not assignments:
         return text
-    return _ASSIGNED.sub(lambda m: m.group(1) + m.group(2) + m.group(3) + MASK, text)
+    return _ASSIGNED.sub(_mask_assignment, text)
+
+
+def _mask_assignment(m: re.Match[str]) -> str:
+    if not _CREDENTIAL_NAME.search(m.group(1)):
+        return m.group(0)
+    return m.group(1) + m.group(2) + m.group(3) + MASK

@@ -11,6 +11,7 @@ and cancelling the turn kills it too.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import json
 import os
 import re
@@ -26,31 +27,28 @@ SEARCH_SECONDS = 20.0
 """Time limit of one search_text call."""
 
 
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """A glob over relative POSIX paths: `**/` any folders (or none), `*` and `?` within one name."""
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif pattern[i] == "[" and "]" in pattern[i + 1:]:
-            end = pattern.index("]", i + 1)
-            body = pattern[i + 1:end].replace("\\", "\\\\")
-            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
-            i = end + 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return re.compile("".join(out) + r"\Z")
+def glob_match(pattern: str, rel: str) -> bool:
+    """Whether the relative POSIX path `rel` matches the glob: `**` any folders (or none), `*`/`?` within a name.
+
+    Matched name by name with memoised steps, so the time is bounded by
+    (pattern names x path names) whatever the pattern: no regex built from it can backtrack.
+    """
+    pat: list[str] = []
+    for part in pattern.split("/"):
+        if part == "**" and pat[-1:] == ["**"]:
+            continue
+        pat.append(part)
+    names = rel.split("/")
+
+    @functools.lru_cache(maxsize=None)
+    def match(i: int, j: int) -> bool:
+        if i == len(pat):
+            return j == len(names)
+        if pat[i] == "**":
+            return match(i + 1, j) or (j < len(names) and match(i, j + 1))
+        return j < len(names) and fnmatch.fnmatchcase(names[j], pat[i]) and match(i + 1, j + 1)
+
+    return match(0, 0)
 
 
 def walk(root: Path, start: Path, hidden: tuple[str, ...] = ()) -> Iterator[tuple[Path, str]]:
@@ -72,8 +70,7 @@ def readable_hidden(rel: str, hidden: tuple[str, ...]) -> bool:
 
 def find(root: Path, pattern: str, hidden: tuple[str, ...] = ()) -> list[str]:
     """Relative paths of files matching the glob `pattern`."""
-    regex = glob_regex(pattern)
-    return [rel for _, rel in walk(root, root, hidden) if regex.match(rel)]
+    return [rel for _, rel in walk(root, root, hidden) if glob_match(pattern, rel)]
 
 
 def python_search(root: Path, target: Path, pattern: str, ignore_case: bool, hidden: tuple[str, ...]) -> str:
