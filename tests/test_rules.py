@@ -149,3 +149,18 @@ async def test_a_catastrophic_regex_is_stopped_at_the_time_limit(ctx: ToolContex
     found = await run(ctx, "search_text", pattern="(a+)+$")
     assert time.monotonic() - start < 5
     assert found.is_error and "time limit" in found.content
+
+
+async def test_edit_file_is_no_oracle_for_a_secret_file(ctx: ToolContext) -> None:
+    (ctx.root / ".env").write_text("TOKEN=hunter2\n")
+    outcome = await run(ctx, "edit_file", path=".env", old="TOKEN=h", new="TOKEN=h")
+    assert outcome.is_error and "may hold secrets" in outcome.content
+
+
+async def test_a_hostile_glob_costs_names_times_parts(ctx: ToolContext) -> None:
+    deep = ctx.root.joinpath(*["abc"] * 40)
+    deep.mkdir(parents=True)
+    (deep / ("a" * 60)).write_text("x")
+    start = time.monotonic()
+    found = await run(ctx, "find_files", pattern="**/" * 15 + "*a*a*a*a*a*a*a*a*a*a*a*a*b")
+    assert time.monotonic() - start < 5 and "(no files match)" in found.content

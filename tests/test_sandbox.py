@@ -215,3 +215,22 @@ async def test_git_cannot_be_swapped_or_redirected_but_commits_still_work(stub: 
     assert "removed .git/config.worktree" in results[2]["content"]
     assert results[3].get("is_error") and (project / "shared.gitconfig").read_text() == ""
     assert not results[4].get("is_error") and " f" in results[4]["content"]
+
+
+async def test_host_sockets_under_run_are_unreachable(stub: Stub, project: Path) -> None:
+    path = Path("/run") / f"rhapsody-test-{os.getpid()}.sock"
+    if not os.access("/run", os.W_OK):
+        pytest.skip("/run is not writable here")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen(1)
+    server.settimeout(0.5)
+    try:
+        [result] = await bash_results(stub, project, f"python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); "
+                                                      f"s.connect('{path}'); print('connected')\"")
+        with pytest.raises(TimeoutError):
+            server.accept()
+    finally:
+        server.close()
+        path.unlink()
+    assert "connected" not in result["content"].replace("not connected", "")

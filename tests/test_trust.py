@@ -88,3 +88,10 @@ def test_rhapsody_trust_command_and_the_headless_notice(stub: Stub, project: Pat
 def test_rhapsody_trust_on_a_missing_folder_is_one_line(tmp_path: Path) -> None:
     result = rhapsody("trust", str(tmp_path / "nope"))
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_trusting_a_path_with_any_characters_round_trips(tmp_path: Path) -> None:
+    root = tmp_path / 'we"ird \\ na\tme 🎵'
+    root.mkdir()
+    trust(root)
+    assert tomllib.loads(user_config_path().read_text())["trusted_projects"] == [str(root.resolve())]

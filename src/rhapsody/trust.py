@@ -55,14 +55,17 @@ def trust(root: Path) -> Path:
     listed = [p for p in current if isinstance(p, str)]
     if here not in listed:
         listed.append(here)
-    line = "trusted_projects = [" + ", ".join(json.dumps(p) for p in listed) + "]"
+    line = "trusted_projects = [" + ", ".join(json.dumps(p, ensure_ascii=False) for p in listed) + "]"
     if "trusted_projects" in tomllib.loads(text) and _KEY.search(text):
         text = _KEY.sub(lambda _m: line, text, count=1)
     elif "trusted_projects" in tomllib.loads(text):
         raise ConfigError(f"{path}: edit trusted_projects by hand (it spans several lines); add {json.dumps(here)}")
     else:
         text = line + "\n" + text
-    tomllib.loads(text)  # what is written must still read
+    try:
+        tomllib.loads(text)  # what is written must still read
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: cannot add {here!r}: {exc}") from None
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     path.write_text(text, encoding="utf-8")
     return path

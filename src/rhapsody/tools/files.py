@@ -127,7 +127,7 @@ class EditFile:
     description: ClassVar[str] = load("tools/edit_file")
     Input: ClassVar[type[BaseModel]] = EditInput
     writes: ClassVar[bool] = True
-    reads_files: ClassVar[bool] = False
+    reads_files: ClassVar[bool] = True  # its answers ("found 2 times") would reveal a secret file's text
 
     async def run(self, args: EditInput, ctx: ToolContext) -> ToolOutcome:
         path = confine(ctx.root, args.path)

@@ -30,6 +30,7 @@ HOME_SECRETS = (".ssh", ".aws", ".gnupg", ".azure", ".kube", ".docker", ".config
                 ".config/rhapsody", ".netrc", ".git-credentials", ".npmrc", ".pypirc", ".pgpass", ".password-store",
                 ".local/share/keyrings", ".config/anthropic", ".anthropic")
 """Paths under $HOME hidden inside the sandbox (folders become empty, files read empty)."""
+_HIDDEN_ROOTS = (("proc",), ("sys",), ("dev",), ("run",))
 SKIP_WALK = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache", ".pytest_cache"}
 WALK_LIMIT = 50_000
 """Entries examined when looking for secret files; past it the walk stops (docs/security.md)."""
@@ -86,8 +87,12 @@ def wrap(argv: list[str], root: Path, level: str, network: bool = False) -> list
     if bwrap is None or level == "off":
         raise RuntimeError("no sandbox available")
     root = root.resolve()
+    # /run holds the host's sockets (docker, dbus, ssh and gpg agents, systemd): a read-only
+    # mount does not stop connect(), so they are hidden, as /tmp's are.
     cmd = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp",
-           "--tmpfs", "/dev/shm"]
+           "--tmpfs", "/dev/shm", "--tmpfs", "/run"]
+    if network:
+        cmd += ["--ro-bind-try", "/run/systemd/resolve", "/run/systemd/resolve"]
     cmd += _home_masks(root)
     if level == "workspace-write":
         cmd += ["--bind", str(root), str(root), *_protected_inside(root)]
@@ -206,7 +211,7 @@ def _secret_masks(root: Path) -> list[str]:
             seen += 1
             if is_secret_name(name):
                 real = Path(folder, name).resolve()
-                if real.is_file() and real.parts[1:2] not in (("proc",), ("sys",), ("dev",)):
+                if real.is_file() and tuple(real.parts[1:2]) not in _HIDDEN_ROOTS:
                     out += ["--ro-bind", "/dev/null", str(real)]
         seen += len(dirs)
         if seen > WALK_LIMIT:
