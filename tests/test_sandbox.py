@@ -234,3 +234,10 @@ async def test_host_sockets_under_run_are_unreachable(stub: Stub, project: Path)
         server.close()
         path.unlink()
     assert "connected" not in result["content"].replace("not connected", "")
+
+
+async def test_no_unix_sockets_but_socketpairs_work(stub: Stub, project: Path) -> None:
+    results = await bash_results(stub, project, "python3 -c 'import socket; socket.socket(socket.AF_UNIX)'",
+                                 "python3 -c 'import socket; socket.socketpair(); print(\"pair ok\")'")
+    assert results[0].get("is_error") and "Permission denied" in results[0]["content"]
+    assert "pair ok" in results[1]["content"]

@@ -59,11 +59,12 @@ class Bash:
 
     async def run(self, args: BashInput, ctx: ToolContext) -> ToolOutcome:
         timeout = args.timeout or ctx.bash_timeout
-        argv = ["bash", "-c", args.command]
+        argv: list[str] = ["bash", "-c", args.command]
+        fds: tuple[int, ...] = ()
         if ctx.confinement in SANDBOXED:
-            argv = sandbox.wrap(argv, ctx.root, ctx.confinement, self.network)
+            argv, fds = sandbox.wrap(argv, ctx.root, ctx.confinement, self.network)
         before = sandbox.git_redirects(ctx.root)
-        done = await procs.run(argv, str(ctx.root), scrubbed_env(), timeout, ctx.output_cap)
+        done = await procs.run(argv, str(ctx.root), scrubbed_env(), timeout, ctx.output_cap, fds)
         notes = "".join(f"\n{note}" for note in sandbox.undo_git_redirects(ctx.root, before))
         where = f"sandbox {ctx.confinement}" if ctx.confinement in SANDBOXED else "no sandbox"
         facts = {"command": args.command, "confinement": where}

@@ -212,9 +212,10 @@ class Git:
         has_head = args.action != "diff" or bool(await asyncio.to_thread(
             run_git, ctx.root, "rev-parse", "-q", "--verify", "HEAD", check=False))
         argv = git_argv(pairs, *_tool_args(args, has_head), *_hidden_pathspecs(ctx.read_deny))
+        fds: tuple[int, ...] = ()
         if ctx.confinement in SANDBOXED:
-            argv = sandbox.wrap(argv, ctx.root, "read-only")
-        done = await procs.run(argv, str(ctx.root), hardened_env(pairs), TIMEOUT, ctx.output_cap)
+            argv, fds = sandbox.wrap(argv, ctx.root, "read-only")
+        done = await procs.run(argv, str(ctx.root), hardened_env(pairs), TIMEOUT, ctx.output_cap, fds)
         text = done.output.strip()
         if done.exit_code != 0:
             if "not a git repository" in text:

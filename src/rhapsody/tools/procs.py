@@ -71,11 +71,19 @@ class Bounded:
                 + self.tail.decode("utf-8", errors="replace"))
 
 
-async def run(argv: list[str], cwd: str, env: dict[str, str], timeout: float, cap: int) -> Finished:
-    """Run `argv` in a new session; stdout and stderr together, bounded; the group killed at the end."""
-    proc = await asyncio.create_subprocess_exec(
-        *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+async def run(argv: list[str], cwd: str, env: dict[str, str], timeout: float, cap: int,
+              pass_fds: tuple[int, ...] = ()) -> Finished:
+    """Run `argv` in a new session; stdout and stderr together, bounded; the group killed at the end.
+
+    `pass_fds` are inherited by the child and closed here once it has started.
+    """
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT, start_new_session=True, pass_fds=pass_fds)
+    finally:
+        for fd in pass_fds:
+            os.close(fd)
     _LIVE.add(proc.pid)
     buffer = Bounded(cap)
     reader = asyncio.ensure_future(_read(proc.stdout, buffer))

@@ -22,6 +22,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from rhapsody.tools import seccomp
+
 LEVELS = ("workspace-write", "read-only", "off")
 SECRET_FILES = (".env", ".env.*", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*", "id_ed25519*", "id_ecdsa*", "id_dsa*",
                 ".netrc", ".pgpass", ".git-credentials", "credentials.json", "*.keystore", "*.jks")
@@ -56,13 +58,31 @@ def bwrap_path() -> str | None:
     found = shutil.which("bwrap")
     if found is None:
         return None
-    probe = [found, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all",
-             "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--", "true"]
+    return found if _starts(found) else None
+
+
+_PROBE = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--die-with-parent",
+          "--new-session", "--cap-drop", "ALL"]
+
+
+def _starts(bwrap: str, fd: int | None = None) -> bool:
+    extra = ["--seccomp", str(fd)] if fd is not None else []
     try:
-        ok = subprocess.run(probe, stdin=subprocess.DEVNULL, capture_output=True, timeout=10).returncode == 0
+        done = subprocess.run([bwrap, *_PROBE, *extra, "--", "true"], stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=10, pass_fds=() if fd is None else (fd,))
     except (OSError, subprocess.TimeoutExpired):
-        ok = False
-    return found if ok else None
+        return False
+    finally:
+        if fd is not None:
+            os.close(fd)
+    return done.returncode == 0
+
+
+@functools.cache
+def _seccomp_works() -> bool:
+    bwrap = bwrap_path()
+    fd = seccomp.program_fd()
+    return bwrap is not None and fd is not None and _starts(bwrap, fd)
 
 
 def effective_level(setting: str, permission_mode: str) -> str:
@@ -81,8 +101,9 @@ def status(setting: str) -> str:
     return f"sandbox {setting}"
 
 
-def wrap(argv: list[str], root: Path, level: str, network: bool = False) -> list[str]:
-    """`argv` run inside the sandbox for `root` at `level`; raises when no sandbox is available."""
+def wrap(argv: list[str], root: Path, level: str, network: bool = False) -> tuple[list[str], tuple[int, ...]]:
+    """`argv` run inside the sandbox for `root` at `level`, and the descriptors the child must inherit
+    (the caller closes them once it has started); raises when no sandbox is available."""
     bwrap = bwrap_path()
     if bwrap is None or level == "off":
         raise RuntimeError("no sandbox available")
@@ -99,9 +120,12 @@ def wrap(argv: list[str], root: Path, level: str, network: bool = False) -> list
     else:
         cmd += ["--ro-bind", str(root), str(root)]
     cmd += _secret_masks(root)
-    cmd += ["--unshare-all", *(["--share-net"] if network else []), "--die-with-parent", "--new-session",
-            "--cap-drop", "ALL", "--chdir", str(root), "--", *argv]
-    return cmd
+    filter_fd = seccomp.program_fd() if _seccomp_works() else None
+    fds = () if filter_fd is None else (filter_fd,)
+    cmd += [*(["--seccomp", str(filter_fd)] if filter_fd is not None else []), "--unshare-all",
+            *(["--share-net"] if network else []), "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--chdir", str(root), "--", *argv]
+    return cmd, fds
 
 
 def _home_masks(root: Path) -> list[str]:
