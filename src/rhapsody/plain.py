@@ -52,7 +52,7 @@ class PlainApprover:
         elif word.lower() == "a":
             self.pending.set_result(Approval(True, remember=self.rules))
         else:
-            self.pending.set_result(Approval(False, reason=f"denied by the human: {reason}" if reason else ""))
+            self.pending.set_result(Approval(False, words=reason))
         return True
 
 

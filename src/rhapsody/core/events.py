@@ -110,6 +110,17 @@ class HintDelivered:
 
 
 @dataclass(frozen=True)
+class DenialDelivered:
+    """The human denied a call with a reason; their words reached the model verbatim.
+
+    `text` is exactly what the human typed: front ends show it as the human's words.
+    """
+
+    call: ToolUseBlock
+    text: str
+
+
+@dataclass(frozen=True)
 class HandoffAsked:
     """The harness asked the agent for a field note."""
 
@@ -171,6 +182,7 @@ Event = (
     | ToolFinished
     | NarrationViolation
     | HintDelivered
+    | DenialDelivered
     | HandoffAsked
     | SeamCommitted
     | ContextPruned

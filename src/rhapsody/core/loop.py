@@ -24,6 +24,7 @@ from typing import Any
 from rhapsody.core.errors import ModelError
 from rhapsody.core.events import (
     ContextPruned,
+    DenialDelivered,
     Event,
     Failed,
     HandoffAsked,
@@ -83,6 +84,8 @@ class Agent:
         self._partial: list[str] = []
         self._open: list[ToolUseBlock] = []
         self._done: list[ToolResultBlock] = []
+        self._words: list[tuple[ToolUseBlock, str]] = []
+        """Denial reasons typed by the human this round: sent after the results, as their own text."""
         self._handoff_armed_at = policy.handoff_at_tokens
         self.observers: list[Callable[[Event], None]] = []
         """Called with every event, whichever front end drives the loop (memory logs, metrics)."""
@@ -170,7 +173,7 @@ class Agent:
 
     async def _run_calls(self, message: Message, calls: list[ToolUseBlock]) -> AsyncIterator[Event]:
         words = narration_words(message, self.policy.parallel_tools)
-        self._open, self._done = list(calls), []
+        self._open, self._done, self._words = list(calls), [], []
         try:
             for call in calls:
                 async for event in self._run_one(call, words.get(call.id, 0)):
@@ -179,7 +182,7 @@ class Agent:
         except (asyncio.CancelledError, GeneratorExit):
             self._answer_open_calls()
             raise
-        blocks: list[Block] = list(self._done)
+        blocks: list[Block] = list(self._done) + self._denial_blocks()
         hints = self.session.take_hints(("steer",))
         blocks += [TextBlock(text=h.text) for h in hints]
         if self.session.handoff_wanted and not self.session.handoff_asked:
@@ -187,6 +190,8 @@ class Agent:
             yield HandoffAsked()
         record = self.session.append_message("user", blocks)
         self._done = []
+        for event in self._denials_delivered(record["seq"]):
+            yield event
         if self.policy.rolling and not self.session.spec.thinking:
             async for event in self._roll():
                 yield event
@@ -217,6 +222,8 @@ class Agent:
         if outcome.is_error:
             result = ToolResultBlock(tool_use_id=call.id, content=outcome.content or "(error)", is_error=True)
         self._done.append(result)
+        if outcome.words:
+            self._words.append((call, outcome.words))
         if outcome.facts.get("seam_pending"):
             self.session.seam_pending = dict(outcome.facts)
         yield ToolFinished(call, outcome.content, outcome.is_error, ms, outcome.exit_code)
@@ -228,9 +235,22 @@ class Agent:
         still_open = [c for c in self._open if c.id not in answered]  # closed right after a call finished
         blocks: list[Block] = list(self._done)
         blocks += [ToolResultBlock(tool_use_id=c.id, content=INTERRUPTED, is_error=True) for c in still_open]
-        self.session.append_message("user", blocks)
+        record = self.session.append_message("user", blocks + self._denial_blocks())
+        list(self._denials_delivered(record["seq"]))
         self.session.record("interrupted", partial_text="", during="tools", open=[c.id for c in still_open])
         self._open, self._done = [], []
+
+    def _denial_blocks(self) -> list[Block]:
+        """The human's denial reasons, verbatim, as text after the tool results (the API wants results first)."""
+        return [TextBlock(text=words) for _, words in self._words]
+
+    def _denials_delivered(self, seq: int) -> list[DenialDelivered]:
+        events = []
+        for call, words in self._words:
+            self.session.record("denial", tool_use_id=call.id, name=call.name, text=words, message_seq=seq)
+            events.append(DenialDelivered(call, words))
+        self._words = []
+        return events
 
     async def _roll(self) -> AsyncIterator[Event]:
         """Apply the rolling policy's batch cut when working memory overflowed."""
