@@ -53,11 +53,22 @@ def system_prompt(root: Path, settings: Settings) -> str:
     )
 
 
-def policy(settings: Settings) -> Policy:
+def recipe_home(root: Path | None, settings: Settings) -> str:
+    """Where the handoff prompt tells the agent to save a reusable recipe (the memory when it is on)."""
+    path = settings.memory.path
+    if root is not None and (root / path).is_dir():
+        return (f"A recipe you will want again (a long one-liner, a reproduction, a build incantation) goes into "
+                f"a file of the project memory now (`{path}/`, e.g. a section of `{path}/PROJECT_STATUS.md` or its own "
+                "file linked from there): lines in a note scroll away, a file stays.")
+    return ("A recipe you will want again (a long one-liner, a reproduction, a build incantation) goes into a "
+            "file in the project now (a script or a doc): lines in a note scroll away, a file stays.")
+
+
+def policy(settings: Settings, root: Path | None = None) -> Policy:
     """Loop policy from settings and the prompt files."""
     return Policy(
         narration_rule=load("narration_rule").strip(),
-        handoff_request=load("handoff").strip(),
+        handoff_request=render("handoff", recipes=recipe_home(root, settings)).strip(),
         handoff_reminder=load("handoff_reminder").strip(),
         continue_after_handoff=load("continue").strip(),
         narration_min_words=settings.narration_min_words,
@@ -114,7 +125,7 @@ def build(root: Path, settings: Settings, model: Model, model_id: str | None,
     mode = settings.permission_mode or ("ask" if interactive else "auto-edit")
     toolbox = default_toolbox(mode, settings.allow, settings.deny)
     session = open_session(root, settings, model_id, toolbox, resume, continue_last)
-    agent = Agent(session, model, toolbox, policy(settings))
+    agent = Agent(session, model, toolbox, policy(settings, root))
     from rhapsody.memory import DialogRecorder
 
     agent.observers.append(DialogRecorder(agent, settings.memory.path, settings.memory.commit))
