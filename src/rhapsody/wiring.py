@@ -49,7 +49,7 @@ def system_prompt(root: Path, settings: Settings) -> str:
         date=time.strftime("%Y-%m-%d"),
         instructions=project_instructions(root, settings.instructions_cap),
         memory=(render("memory", path=path, map=map_text) if (root / path).is_dir() else "")
-        + (load("rolling") if settings.context == "rolling" else ""),
+        + (rolling_prompt(root) if settings.context == "rolling" else ""),
     )
 
 
@@ -62,6 +62,14 @@ def recipe_home(root: Path | None, settings: Settings) -> str:
                 "file linked from there): lines in a note scroll away, a file stays.")
     return ("A recipe you will want again (a long one-liner, a reproduction, a build incantation) goes into a "
             "file in the project now (a script or a doc): lines in a note scroll away, a file stays.")
+
+
+def rolling_prompt(root: Path) -> str:
+    """The rolling-context section: rhapsody's mechanics, the project's scoring criteria when it has its own."""
+    from rhapsody.prompts import project_override
+
+    criteria = project_override(root, "rolling") or load("rolling_criteria").strip()
+    return render("rolling", criteria=criteria)
 
 
 def policy(settings: Settings, root: Path | None = None) -> Policy:

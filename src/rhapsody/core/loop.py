@@ -256,7 +256,7 @@ class Agent:
         """Apply the rolling policy's batch cut when working memory overflowed."""
         assert self.policy.rolling is not None
         conv = self.session.conversation
-        ids = plan_cut(conv.messages, conv.pruned, self.policy.rolling)
+        ids = plan_cut(conv.messages, conv.pruned, self.policy.rolling, conv.boundary())
         if not ids:
             return
         try:
