@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from rhapsody.core.handoff import undo_seam
 from rhapsody.core.loop import Agent
@@ -47,7 +48,7 @@ def run_command(agent: Agent, line: str) -> Outcome:
         if agent.busy:
             return Outcome("wait for the turn to end before undoing a seam")
         record = undo_seam(agent.session)
-        return Outcome(f"seam {record['seam']} undone: its tool traffic is back in context" if record else "no seam to undo")
+        return Outcome(undo_text(record) if record else "no seam to undo")
     if name == "/stats":
         return Outcome(stats_text(agent.session))
     if name == "/recall":
@@ -62,6 +63,17 @@ def run_command(agent: Agent, line: str) -> Outcome:
     if name == "/quit":
         return Outcome(quit=True)
     return Outcome("\n".join(f"{k:<11} {v}" for k, v in COMMANDS.items()))
+
+
+def undo_text(record: dict[str, Any]) -> str:
+    """What `/unhandoff` says: the seam undone, and whether what came back is exactly what left."""
+    head = f"seam {record['seam']} undone: its tool traffic is back in context"
+    n = record.get("returned_calls", 0)
+    if record.get("verified") is None:
+        return f"{head} ({n} calls; not verified: the seam recorded no hash of what it stripped)"
+    if record["verified"]:
+        return f"{head}; verified: the {n} calls put back hash to the SHA-256 the seam recorded ({record['returned_sha256'][:12]}…)"
+    return f"{head}; NOT VERIFIED: the {n} calls put back do not hash to what the seam recorded"
 
 
 def _recall(agent: Agent, arg: str) -> str:
