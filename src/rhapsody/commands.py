@@ -13,7 +13,7 @@ from rhapsody.render import seam_line
 COMMANDS = {
     "/handoff": "write a field note, then strip tool traffic from the context",
     "/unhandoff": "put the last seam's stripped blocks back",
-    "/stats": "every seam of this session, before → after",
+    "/stats": "every seam of this session, before → after, and what the seams saved",
     "/recall": "QUERY: search stripped tool calls (--all: earlier sessions too)",
     "/model": "NAME: switch model (earlier thinking leaves the context)",
     "/clear": "start a new session",
@@ -98,11 +98,13 @@ def _switch_model(agent: Agent, name: str) -> str:
 
 def stats_text(session: Session) -> str:
     """Seams and counters of a session as plain lines."""
-    from rhapsody.stats import seam_rows
+    from rhapsody.stats import billing, saving_line, seam_rows
 
     rows = seam_rows(session.records)
     lines = [seam_line(r) + (" (undone)" if r["undone"] else "") for r in rows] or ["no seams yet"]
     c = session.counters
     lines.append(f"requests {c.requests}, tool calls {c.tool_calls}, narration violations {c.violations}, "
                  f"context ~{session.context_tokens():,} tokens")
+    if c.requests:
+        lines.append(saving_line(billing(session.records)))
     return "\n".join(lines)
