@@ -89,6 +89,9 @@ def policy(settings: Settings, root: Path | None = None) -> Policy:
         if settings.context == "rolling" else None,
         max_steps_per_turn=settings.max_steps_per_turn,
         max_cost_usd=settings.max_cost_usd,
+        memory_reminder=render("memory_reminder", path=settings.memory.path).strip()
+        if root is not None and (root / settings.memory.path).is_dir() else None,
+        memory_path=settings.memory.path,
     )
 
 

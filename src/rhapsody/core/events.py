@@ -124,6 +124,11 @@ class DenialDelivered:
 
 
 @dataclass(frozen=True)
+class MemoryReminded:
+    """At the end of a task that used tools, the harness asked the agent to update project memory."""
+
+
+@dataclass(frozen=True)
 class HandoffAsked:
     """The harness asked the agent for a field note."""
 
@@ -206,6 +211,7 @@ Event = (
     | NarrationViolation
     | HintDelivered
     | DenialDelivered
+    | MemoryReminded
     | HandoffAsked
     | SeamCommitted
     | ContextPruned

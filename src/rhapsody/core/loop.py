@@ -34,6 +34,7 @@ from rhapsody.core.events import (
     HandoffAsked,
     HandoffFailed,
     HintDelivered,
+    MemoryReminded,
     Interrupted,
     LimitsExceeded,
     ModelResponse,
@@ -81,6 +82,10 @@ class Policy:
     """Requests one turn may send; the turn ends with LimitsExceeded before the next one."""
     max_cost_usd: float | None = None
     """The session's estimated cost at which turns end with LimitsExceeded before a request."""
+    memory_reminder: str | None = None
+    """Sent once at the end of a task that used tools, when project memory is on (seed 001)."""
+    memory_path: str = "docs/memory"
+    """The memory folder: a task that already wrote there is not reminded."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +119,7 @@ class Agent:
         """Denial reasons typed by the human this round: sent after the results, as their own text."""
         self._handoff_armed_at = policy.handoff_at_tokens
         self._steps = 0
+        self._turn_start = 0
         self._interruption: Interrupted | None = None
 
     async def run(self, text: str | None = None) -> AsyncGenerator[Event, None]:
@@ -128,6 +134,7 @@ class Agent:
             return
         self.busy = True
         self._steps = 0
+        self._turn_start = len(self.session.records)
         self._interruption = None
         try:
             record = self.session.append_message("user", blocks)
@@ -347,6 +354,10 @@ class Agent:
         elif phase == Phase.REMINDED:
             handoff_state.give_up(session, "the agent did not call micro_handoff")
             events.append(HandoffFailed("the agent ended its turn twice without calling micro_handoff; nothing was stripped"))
+        elif self.policy.memory_reminder and self._memory_due():
+            session.record("memory_reminder")
+            follow_up.append(TextBlock(text=self.policy.memory_reminder))
+            events.append(MemoryReminded())
         hints = session.take_hints()
         follow_up.extend(TextBlock(text=h.text) for h in hints)
         if follow_up:
@@ -354,6 +365,16 @@ class Agent:
             if hints:
                 events.append(self._delivered(hints, record["seq"], "end of turn"))
         return TurnEnd(events, follow_up)
+
+    def _memory_due(self) -> bool:
+        """A task of this turn used tools, left memory untouched, and was not reminded yet."""
+        turn = self.session.records[self._turn_start:]
+        if any(r["kind"] in ("memory_reminder", "seam", "handoff") for r in turn):
+            return False
+        runs = [r for r in turn if r["kind"] == "tool_run" and r.get("name") not in ("micro_handoff", "recall")]
+        wrote = any(r.get("op") == "write" and str(r.get("path", "")).startswith(self.policy.memory_path + "/")
+                    for r in runs)
+        return bool(runs) and not wrote
 
     async def _commit_seam(self) -> tuple[SeamCommitted | HandoffFailed, bool]:
         """Commit the noted seam; the event, and whether the agent goes on with its work after it."""
