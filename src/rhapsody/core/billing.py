@@ -66,35 +66,47 @@ def priced(usage: dict[str, int], read_mult: float) -> float:
 
 
 class CacheModel:
-    """A prompt cache over [tools, system, *messages] with writes at rhapsody's two breakpoints."""
+    """A prompt cache over [tools, system, *messages] with writes at rhapsody's two breakpoints.
+
+    Consecutive requests mostly share their messages (the same objects, as the history view
+    extends), so running digests are kept per position and only the new tail is hashed.
+    """
 
     def __init__(self, head: list[Any], read_mult: float) -> None:
         self.read_mult = read_mult
-        self._head = [(_digest(compact_json(p)), _tokens(p)) for p in head]
         self._cache: dict[str, float] = {}
         self._memo: dict[int, tuple[Message, str, int]] = {}
+        self._prev: list[Message] = []
+        self._runs: list[str] = []
+        """Running digest after each part of the previous request (head parts first)."""
+        self._totals: list[int] = []
+        """Tokens up to and including each part of the previous request."""
+        running, total = "", 0
+        for part in head:
+            running, total = _digest(running + _digest(compact_json(part))), total + _tokens(part)
+            self._runs.append(running)
+            self._totals.append(total)
+        self._head = len(head)
 
     def price(self, ts: float, messages: list[Message]) -> tuple[int, float]:
         """(input tokens, billed equivalents) of one request sent at `ts`."""
-        running, total, read, breaks = "", 0, 0, []
-        parts = self._head + [self._part(m) for m in messages]
-        last_head = len(self._head) - 1
-        for i, (digest, tokens) in enumerate(parts):
-            running = _digest(running + digest)
-            total += tokens
-            if self._cache.get(running, -1e18) + TTL >= ts:
-                read = total
-                self._cache[running] = ts
-            if i == last_head or i == len(parts) - 1:
-                breaks.append((running, total))
-        written = 0
-        for digest, upto in breaks:
-            if upto > read:
-                written = upto
-            self._cache[digest] = ts
-        written -= min(written, read)
-        uncached = total - read - written
-        return total, uncached + written * WRITE_5M_MULT + read * self.read_mult
+        same = 0
+        for old, new in zip(self._prev, messages):
+            if old is not new:
+                break
+            same += 1
+        runs, totals = self._runs[: self._head + same], self._totals[: self._head + same]
+        for message in messages[same:]:
+            digest, tokens = self._part(message)
+            runs.append(_digest(runs[-1] + digest))
+            totals.append(totals[-1] + tokens)
+        self._prev, self._runs, self._totals = list(messages), runs, totals
+        read = next((totals[i] for i in range(len(runs) - 1, -1, -1)
+                     if self._cache.get(runs[i], -1e18) + TTL >= ts), 0)
+        for i in {self._head - 1, len(runs) - 1}:  # the breakpoints: after system, on the newest message
+            self._cache[runs[i]] = ts
+        written = totals[-1] - read
+        return totals[-1], written * WRITE_5M_MULT + read * self.read_mult
 
     def _part(self, message: Message) -> tuple[str, int]:
         found = self._memo.get(id(message))
