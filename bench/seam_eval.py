@@ -213,8 +213,8 @@ async def _drain(events: Any) -> None:
 
 def _arm_session(root: Path, source: Path, arm: str, model: str | None) -> Session:
     records = read_history(source).records
-    if arm == "full":
-        records = [r for r in records if r["kind"] not in ("seam", "unseam")]
+    if arm == "full":  # as if no handoff had happened: no seam, and no handoff state to resume into
+        records = [r for r in records if r["kind"] not in ("seam", "unseam", "handoff", "handoff_asked")]
     path = root / ".rhapsody" / "history" / f"{records[0]['session']}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")

@@ -41,7 +41,7 @@ def test_loopback_run_scores_full_and_recall_arms_and_not_the_seam_arm(capsys: p
     assert len(rows) >= 10
     for row in rows:
         full, seam, recall = (row["arms"][arm] for arm in ("full", "seam", "seam+recall"))
-        assert full["correct"] and full["recall_calls"] == 0, row["task"]
+        assert full["correct"] and full["recall_calls"] == 0 and full["requests"] == 1, row["task"]
         assert not seam["correct"] and seam["answer"] == "UNKNOWN" and seam["recall_calls"] == 0, row["task"]
         assert recall["correct"] and recall["recall_calls"] >= 2, row["task"]  # a search, then a fetch by id
         assert seam["input_tokens"] < full["input_tokens"]
