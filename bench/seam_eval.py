@@ -178,6 +178,7 @@ async def _record_one(task: dict[str, Any], out: Path) -> dict[str, Any]:
 def _check(task: dict[str, Any], records: list[dict[str, Any]]) -> str:
     """The recorded answer; fails unless it lies only in tool output the seam stripped."""
     from rhapsody.core.context import Conversation
+    from rhapsody.core.messages import TextBlock, ToolResultBlock
     from rhapsody.core.strip import authored_texts
     from rhapsody.core.traffic import cuts
 
@@ -187,7 +188,9 @@ def _check(task: dict[str, Any], records: list[dict[str, Any]]) -> str:
     if not found:
         raise SystemExit(f"{task['name']}: the pattern finds nothing in the stripped tool output")
     kept = Conversation.from_records(records).active()
-    if re.search(task["pattern"], json.dumps([m.api for m in kept], ensure_ascii=False)):
+    kept_text = "\n".join(b.text if isinstance(b, TextBlock) else b.text() for m in kept for b in m.content
+                           if isinstance(b, (TextBlock, ToolResultBlock)))
+    if re.search(task["pattern"], kept_text):
         raise SystemExit(f"{task['name']}: the answer is still in the context after the seam")
     if any(re.search(rf"(?<![\w.]){re.escape(found.group(1))}(?![\w.])", t) for t in authored_texts(kept)):
         raise SystemExit(f"{task['name']}: the answer appears in authored text")
