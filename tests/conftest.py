@@ -34,7 +34,11 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A git repository with one commit and a small Python file."""
-    root = tmp_path / "proj"
+    return make_project(tmp_path / "proj")
+
+
+def make_project(root: Path) -> Path:
+    """Make `root` a git repository with one commit and a small Python file."""
     root.mkdir()
     repo = git.Repo.init(root)
     with repo.config_writer() as cw:
