@@ -198,8 +198,8 @@ async def test_ask_mode_shows_the_question_and_each_answer_takes_effect(stub: St
         await answer("n", reason="do not delete anything")
         await wait_idle(pilot)
     assert (project / "once.txt").exists() and (project / "rule.txt").exists() and (project / "again.txt").exists()
-    denied = stub.bodies()[-1]["messages"][-1]["content"][0]
-    assert denied["is_error"] and "do not delete anything" in denied["content"]
+    denied, words = stub.bodies()[-1]["messages"][-1]["content"]
+    assert denied["is_error"] and words["text"] == "do not delete anything"
     decisions = [json.loads(line) for line in wiring.session.path.read_text().splitlines()]
     by = [(r["decision"], r["by"]) for r in decisions if r["kind"] == "permission"]
     assert by == [("allow", "human"), ("allow", "human"), ("allow", "rules"), ("deny", "human")]
