@@ -17,6 +17,7 @@ USAGE_EPILOG = """commands:
   rhapsody strip FILE [--out OUT] [--json]   strip a request body or history offline
   rhapsody stats [SESSION|FILE]              every seam of a session as a table
   rhapsody memory init|stats|audit           project memory in docs/memory/
+  rhapsody mcp list                          MCP servers, their state and their tools
 
 Without -p, rhapsody opens the full-screen app in the current directory."""
 
@@ -94,6 +95,38 @@ def _memory(ns: argparse.Namespace) -> int:
     return 1 if findings else 0
 
 
+def _mcp_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rhapsody mcp", description="MCP servers configured for a project.")
+    p.add_argument("action", choices=("list",))
+    p.add_argument("--cwd", metavar="DIR", help="project directory")
+    return p
+
+
+def _mcp(ns: argparse.Namespace) -> int:
+    """Start every server this project may start, list its state and tools, stop it again."""
+    import asyncio
+
+    from rhapsody.mcp_config import plan
+
+    servers = plan(_root(ns.cwd))
+    if servers.empty:
+        print("no MCP servers configured")
+        return 0
+    from rhapsody.mcp_tools import McpTools
+
+    async def listing() -> list[str]:
+        source = McpTools(servers, _root(ns.cwd))
+        try:
+            await source.tools()
+            return source.status()
+        finally:
+            await source.close()
+
+    lines = asyncio.run(listing())
+    print("\n".join(lines))
+    return 1 if any(": failed" in line.split("\n")[0] for line in lines) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `rhapsody` command."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -107,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
             return strip_cmd.main(ns.file, ns.out, ns.json)
         if args[:1] == ["memory"]:
             return _memory(_memory_parser().parse_args(args[1:]))
+        if args[:1] == ["mcp"]:
+            return _mcp(_mcp_parser().parse_args(args[1:]))
         if args[:1] == ["stats"]:
             from rhapsody.stats import print_stats
 
@@ -200,12 +235,20 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
     if ns.task:
         from rhapsody.headless import run_headless
 
-        return asyncio.run(run_headless(wiring.agent, ns.task, ns.output_format))
+        return asyncio.run(_closing(wiring, run_headless(wiring.agent, ns.task, ns.output_format)))
     if ns.plain:
         from rhapsody.plain import run_plain
 
-        return asyncio.run(run_plain(wiring, initial))
+        return asyncio.run(_closing(wiring, run_plain(wiring, initial)))
     from rhapsody.tui.app import RhapsodyApp
 
-    RhapsodyApp(wiring, initial=initial).run()
+    asyncio.run(_closing(wiring, RhapsodyApp(wiring, initial=initial).run_async()))
     return 0
+
+
+async def _closing(wiring: Any, run: Any) -> Any:
+    """Run a front end, then stop every MCP server it started, however it ended."""
+    try:
+        return await run
+    finally:
+        await wiring.close()

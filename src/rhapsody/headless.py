@@ -59,6 +59,8 @@ def print_event(event: ev.Event, out: TextIO) -> None:
         out.write(f"  ✗ handoff: {event.reason}\n")
     elif isinstance(event, ev.HintDelivered):
         out.write(f"  ✓ hints {', '.join(event.hint_ids)} delivered ({event.where})\n")
+    elif isinstance(event, ev.Notice):
+        out.write(f"  ! {event.text}\n")
 
 
 def event_dict(event: ev.Event) -> dict[str, Any]:

@@ -88,6 +88,31 @@ class Wiring:
         """The agent's session."""
         return self.agent.session
 
+    def start_background(self) -> list[str]:
+        """Start MCP servers without waiting for them (needs a running loop); returns notices to show now."""
+        notices: list[str] = []
+        for source in self.agent.toolbox.sources:
+            source.start()
+            notices += source.notices()
+        return notices
+
+    async def close(self) -> None:
+        """Stop what the tool sources started (every MCP server process)."""
+        for source in self.agent.toolbox.sources:
+            await source.close()
+
+
+def add_mcp(toolbox: Toolbox, root: Path) -> None:
+    """Give the toolbox the MCP servers this project may start (none configured: nothing is imported)."""
+    from rhapsody.mcp_config import plan
+
+    servers = plan(root)
+    if servers.empty:
+        return
+    from rhapsody.mcp_tools import McpTools
+
+    toolbox.sources.append(McpTools(servers, root))
+
 
 def open_session(root: Path, settings: Settings, model_id: str | None, toolbox: Toolbox,
                  resume: str | None = None, continue_last: bool = False) -> Session:
@@ -113,6 +138,7 @@ def build(root: Path, settings: Settings, model: Model, model_id: str | None,
     """Wire an agent for `root`; an unset permission mode is `ask` when a human can answer."""
     mode = settings.permission_mode or ("ask" if interactive else "auto-edit")
     toolbox = default_toolbox(mode, settings.allow, settings.deny)
+    add_mcp(toolbox, root)
     session = open_session(root, settings, model_id, toolbox, resume, continue_last)
     agent = Agent(session, model, toolbox, policy(settings))
     from rhapsody.memory import DialogRecorder

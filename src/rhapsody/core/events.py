@@ -145,6 +145,13 @@ class Interrupted:
 
 
 @dataclass(frozen=True)
+class Notice:
+    """A status line from outside the conversation (an MCP server failed, died or waits for trust)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class TurnEnded:
     """The agent ended its turn."""
 
@@ -176,6 +183,7 @@ Event = (
     | ContextPruned
     | HandoffFailed
     | Interrupted
+    | Notice
     | TurnEnded
     | Failed
 )

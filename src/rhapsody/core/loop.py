@@ -31,6 +31,7 @@ from rhapsody.core.events import (
     HintDelivered,
     ModelResponse,
     NarrationViolation,
+    Notice,
     RequestSent,
     Retrying,
     SeamCommitted,
@@ -103,11 +104,21 @@ class Agent:
             if hints:
                 yield self._delivered(hints, record["seq"], "start of turn")
             yield self._observed(TurnStarted(text or ""))
+            async for notice in self._sync_tools():
+                yield self._observed(notice)
             async with aclosing(self._loop()) as loop:
                 async for event in loop:
                     yield self._observed(event)
         finally:
             self.busy = False
+
+    async def _sync_tools(self) -> AsyncIterator[Event]:
+        """Take in tools that arrived since the last turn (MCP servers); the spec changes only when they did."""
+        for text in await self.toolbox.refresh():
+            self.session.record("notice", text=text)
+            yield Notice(text)
+        if self.toolbox.sources and self.toolbox.specs() != self.session.spec.tools:
+            self.session.set_tools(self.toolbox.specs())
 
     async def _loop(self) -> AsyncIterator[Event]:
         while True:
@@ -213,9 +224,10 @@ class Agent:
             duration_ms=ms,
             **outcome.facts,
         )
-        result = ToolResultBlock(tool_use_id=call.id, content=outcome.content or "(no output)")
+        result = ToolResultBlock(tool_use_id=call.id, content=outcome.blocks or outcome.content or "(no output)")
         if outcome.is_error:
-            result = ToolResultBlock(tool_use_id=call.id, content=outcome.content or "(error)", is_error=True)
+            result = ToolResultBlock(tool_use_id=call.id, content=outcome.blocks or outcome.content or "(error)",
+                                     is_error=True)
         self._done.append(result)
         if outcome.facts.get("seam_pending"):
             self.session.seam_pending = dict(outcome.facts)

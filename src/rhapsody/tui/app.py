@@ -75,6 +75,8 @@ class RhapsodyApp(App[int]):
         if self.wiring.settings.keymap:
             self.set_keymap(self.wiring.settings.keymap)
         await self.reload()
+        for notice in self.wiring.start_background():  # MCP servers start now; the first paint does not wait
+            await self.transcript.add(Entry("notice", f"! {notice}"))
         self.query_one(PromptInput).focus()
         self.refresh_status()
         self.refresh_git()
@@ -186,6 +188,8 @@ class RhapsodyApp(App[int]):
                                            f"{event.required} required (violations this session: {event.total})"))
         elif isinstance(event, ev.HintDelivered):
             self.hints_delivered(event)
+        elif isinstance(event, ev.Notice):
+            await t.add(Entry("notice", f"! {event.text}"))
         else:
             await self.apply_turn_event(event)
         self.refresh_status()
