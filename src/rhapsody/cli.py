@@ -31,7 +31,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-p", "--print", metavar="TASK", dest="task", help="run TASK headless and exit")
     p.add_argument("--output-format", choices=("text", "jsonl"), default="text", help="headless output")
-    p.add_argument("--model", help="model id (default: the newest Sonnet the SDK lists)")
+    p.add_argument("--provider", choices=("anthropic", "bedrock", "vertex", "openai"),
+                   help="where the model runs (openai: any OpenAI-compatible endpoint at OPENAI_BASE_URL)")
+    p.add_argument("--model", help="model id in the provider's form (default on anthropic: the newest Sonnet the SDK lists)")
     p.add_argument("--permission-mode", choices=("read-only", "ask", "auto-edit", "yolo"))
     p.add_argument("--continue", dest="continue_last", action="store_true", help="resume the latest session")
     p.add_argument("--resume", nargs="?", const="", metavar="ID", help="resume session ID (picker without ID)")
@@ -167,6 +169,7 @@ def _root(cwd: str | None) -> Path:
 
 def _flags(ns: argparse.Namespace) -> dict[str, Any]:
     return {
+        "provider": ns.provider,
         "model": ns.model,
         "permission_mode": ns.permission_mode,
         "handoff_at_tokens": ns.handoff_at_tokens,
@@ -192,18 +195,9 @@ def _run(ns: argparse.Namespace) -> int:
         return run_demo(ns, load_settings(Path.cwd(), _flags(ns)))
     root = _root(ns.cwd)
     settings = load_settings(root, _flags(ns))
-    _require_key()
-    from rhapsody.anthropic_model import AnthropicModel
+    from rhapsody.providers import make_model
 
-    model = AnthropicModel(retries=settings.retries, base_delay=settings.retry_base_delay, timeout=settings.request_timeout)
-    return launch(ns, root, settings, model)
-
-
-def _require_key() -> None:
-    from rhapsody.core.errors import ConfigError
-
-    if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
-        raise ConfigError("ANTHROPIC_API_KEY is not set: export it, or try `rhapsody --demo`, which needs no key")
+    return launch(ns, root, settings, make_model(settings))
 
 
 def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initial: str = "") -> int:

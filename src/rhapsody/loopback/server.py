@@ -1,5 +1,7 @@
 """A loopback HTTP server that speaks the Messages API, for tests and `rhapsody --demo`.
 
+It also answers OpenAI's `POST /v1/chat/completions` from the same script (see chat.py).
+
 It streams SSE exactly as the SDK reads it, plays turns from a responder, records every
 request body, enforces the API's validation rules (see validate.py) and injects faults on
 demand: an HTTP error status with retry-after, an `error` event mid-stream, a connection
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from rhapsody.loopback import chat
 from rhapsody.loopback.validate import Invalid, _plain, signature, validate
 
 Turn = dict[str, Any]
@@ -144,6 +147,8 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw)
         except ValueError:
             return self._error(400, "invalid_request_error", "request body is not valid JSON", raw, None)
+        if self.path.endswith(chat.PATH):
+            return chat.serve(self, raw, body)
         if self.path.endswith("/count_tokens"):
             return self._json(200, {"input_tokens": sum(self.loopback.usage(body, write=False).values())}, raw, body)
         if not self.path.endswith("/v1/messages"):

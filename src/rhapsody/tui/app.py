@@ -30,7 +30,7 @@ from textual.worker import Worker
 
 from rhapsody.commands import is_command, run_command
 from rhapsody.core import events as ev
-from rhapsody.core.pricing import cost, price_of
+from rhapsody.core.pricing import cost, price_of, priced
 from rhapsody.core.session import USAGE_KEYS
 from rhapsody.core.tools import Approval
 from rhapsody.tui.entries import from_records, hint_text, tool_entry
@@ -324,7 +324,7 @@ def status_line(session: Any, git: str, state: str) -> str:
     source = "" if reported else "~"
     cache = f"cache {usage.get('cache_read_input_tokens', 0) / reported:.0%}" if reported else "cache —"
     total_cost = cost(model, c.usage)  # priced at the current model: a /model switch reprices the past
-    dollars = f"${total_cost:.2f}" + ("" if exact else "?")
+    dollars = f"${total_cost:.2f}" + ("" if exact else "?") if priced(model) else "cost unknown"
     cwd = str(session.root).replace(str(Path.home()), "~")
     return (f" {state} │ {model} │ ctx {source}{tokens:,} ({tokens / price.window:.1%}) │ {cache} │ {dollars} │ "
             f"seams {c.seams} │ violations {c.violations} │ {git} │ {cwd}")
