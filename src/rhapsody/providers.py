@@ -61,10 +61,10 @@ def _bedrock_region() -> str:
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     if not region:
         raise ConfigError("--provider bedrock needs AWS_REGION (e.g. us-east-1) and AWS credentials")
+    if not _installed("boto3"):  # botocore also decodes Bedrock's event stream, so even an API key needs it
+        raise ConfigError("--provider bedrock needs boto3 and botocore: pip install 'rhapsody[bedrock]'")
     if os.environ.get("AWS_BEARER_TOKEN_BEDROCK"):
         return region
-    if not _installed("boto3"):
-        raise ConfigError("--provider bedrock needs boto3 to sign requests: pip install 'rhapsody[bedrock]'")
     import boto3  # type: ignore[import-untyped,unused-ignore]
 
     if boto3.Session().get_credentials() is None:
