@@ -153,7 +153,7 @@ async def test_http_server_image_and_resource_results_map_to_content_blocks_and_
     assert snapshot[1]["source"]["media_type"] == "image/png" and snapshot[2]["text"].startswith("[resource notes://board]")
     failure = results(bodies[2])[0]
     assert failure["is_error"] is True and "the board is on fire" in failure["content"]
-    assert status.startswith("notes: ready") and "2 tools: mcp__notes__explode, mcp__notes__snapshot" in status
+    assert status.startswith("notes: ready") and "2 tools, " in status and ": mcp__notes__explode, mcp__notes__snapshot" in status
 
 
 async def test_mcp_tool_asks_in_auto_edit_so_headless_refuses_it_unless_a_rule_allows_the_server(
@@ -243,5 +243,7 @@ def test_mcp_list_starts_lists_and_stops_servers_from_the_shell(
     user_config(time_server(mark, enabled_tools='["get_current_time"]'))
     assert main(["mcp", "list", "--cwd", str(project)]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("time: ready") and "1 tools: mcp__time__get_current_time" in out
+    assert out.startswith("time: ready") and ": mcp__time__get_current_time" in out
+    size = int(out.split("tools, ")[1].split(" bytes")[0].replace(",", ""))
+    assert 300 < size < 1000
     assert marked_pids(mark) == []

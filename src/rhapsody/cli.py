@@ -11,7 +11,10 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 USAGE_EPILOG = """commands:
   rhapsody strip FILE [--out OUT] [--json]   strip a request body or history offline
@@ -240,7 +243,7 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
     return 0
 
 
-async def _closing(wiring: Any, run: Any) -> Any:
+async def _closing(wiring: Any, run: Awaitable[T]) -> T:
     """Run a front end, then stop every MCP server it started, however it ended."""
     try:
         return await run

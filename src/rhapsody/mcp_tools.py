@@ -47,6 +47,8 @@ from mcp.types import Tool as McpToolInfo
 from pydantic import BaseModel, ConfigDict
 
 from rhapsody.config import McpServer
+from rhapsody.core.messages import compact_json
+from rhapsody.core.tokens import estimate_chars
 from rhapsody.core.tools import Tool, ToolContext, ToolOutcome
 from rhapsody.mcp_config import McpPlan, waiting_line
 from rhapsody.tools.paths import cap_text
@@ -82,6 +84,13 @@ class McpTool:
     async def run(self, args: BaseModel, ctx: ToolContext) -> ToolOutcome:
         """Call the tool on its server."""
         return await self.source.call(self.server, self.tool, args.model_dump(), ctx.output_cap)
+
+
+def definitions_size(tools: list[Tool]) -> tuple[int, int]:
+    """Bytes the tools add to each request's compact JSON `tools` array, and the estimated tokens."""
+    text = ",".join(compact_json({"name": t.name, "description": t.description, "input_schema": t.input_schema})
+                    for t in tools if isinstance(t, McpTool))
+    return len(text.encode("utf-8")) + (1 if tools else 0), estimate_chars(len(text))
 
 
 def tool_name(server: str, tool: str) -> str:
@@ -145,7 +154,9 @@ class McpTools:
         for s in self.servers.values():
             head = f"{s.name}: {s.state}{' (' + s.detail + ')' if s.detail else ''} · {s.where()}"
             names = ", ".join(t.name for t in s.tools)
-            lines.append(head + (f"\n  {len(s.tools)} tools: {names}" if s.tools else ""))
+            size, tokens = definitions_size(s.tools)
+            lines.append(head + (f"\n  {len(s.tools)} tools, {size:,} bytes of definitions (~{tokens:,} tokens): {names}"
+                                 if s.tools else ""))
         lines += [f"{name}: waiting for trust (from this project)" for name in self.waiting]
         return lines or ["no MCP servers configured"]
 

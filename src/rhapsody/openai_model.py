@@ -210,7 +210,7 @@ class _Turn:
         stop = STOP_REASONS.get(self.finish or "", self.finish)
         if self.calls:
             stop = "tool_use"
-        return ModelResponse(Message(role="assistant", content=content), stop, self.usage)
+        return ModelResponse(Message.from_api({"role": "assistant", "content": content}), stop, self.usage)
 
     def _add_call(self, delta: Any) -> None:
         call = self.calls.setdefault(delta.index, _Call())

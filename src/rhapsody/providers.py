@@ -65,7 +65,7 @@ def _bedrock_region() -> str:
         raise ConfigError("--provider bedrock needs boto3 and botocore: pip install 'rhapsody[bedrock]'")
     if os.environ.get("AWS_BEARER_TOKEN_BEDROCK"):
         return region
-    import boto3  # type: ignore[import-untyped,unused-ignore]
+    import boto3  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
     if boto3.Session().get_credentials() is None:
         raise ConfigError("--provider bedrock found no AWS credentials: set AWS_ACCESS_KEY_ID and "
