@@ -247,3 +247,30 @@ def test_mcp_list_starts_lists_and_stops_servers_from_the_shell(
     size = int(out.split("tools, ")[1].split(" bytes")[0].replace(",", ""))
     assert 300 < size < 1000
     assert marked_pids(mark) == []
+
+
+async def test_app_shows_servers_waiting_for_trust_at_once_and_lists_them_with_slash_mcp(
+        stub: Stub, project: Path, mark: str) -> None:
+    from rhapsody.tui.app import RhapsodyApp
+    from rhapsody.tui.widgets import PromptInput
+
+    user_config(time_server(mark))
+    (project / ".rhapsody").mkdir()
+    (project / ".rhapsody" / "config.toml").write_text('[mcp_servers.git]\ncommand = "mcp-server-git"\n')
+    app = RhapsodyApp(stub.wire(project))
+    try:
+        async with app.run_test(size=(100, 30)) as pilot:
+            texts = [e.text for e in app.transcript.entries]
+            assert "! MCP server git from this project waits for trust: not started (trust the project to start it)" in texts
+            app.query_one(PromptInput).text = "/mcp"
+            await pilot.press("enter")
+            deadline = time.monotonic() + 15
+            while not any("time: ready" in e.text for e in app.transcript.entries) and time.monotonic() < deadline:
+                app.query_one(PromptInput).text = "/mcp"
+                await pilot.press("enter")
+                await pilot.pause(0.1)
+            listing = [e.text for e in app.transcript.entries if e.text.startswith("time:")][-1]
+            assert "git: waiting for trust (from this project)" in listing and "mcp__time__get_current_time" in listing
+    finally:
+        await app.wiring.close()
+    assert marked_pids(mark) == []
