@@ -257,7 +257,8 @@ async def test_app_shows_servers_waiting_for_trust_at_once_and_lists_them_with_s
     user_config(time_server(mark))
     (project / ".rhapsody").mkdir()
     (project / ".rhapsody" / "config.toml").write_text('[mcp_servers.git]\ncommand = "mcp-server-git"\n')
-    app = RhapsodyApp(stub.wire(project))
+    wiring = stub.wire(project)
+    app = RhapsodyApp(wiring.agent, wiring.settings)
     try:
         async with app.run_test(size=(100, 30)) as pilot:
             texts = [e.text for e in app.transcript.entries]
@@ -272,5 +273,5 @@ async def test_app_shows_servers_waiting_for_trust_at_once_and_lists_them_with_s
             listing = [e.text for e in app.transcript.entries if e.text.startswith("time:")][-1]
             assert "git: waiting for trust (from this project)" in listing and "mcp__time__get_current_time" in listing
     finally:
-        await app.wiring.close()
+        await wiring.close()
     assert marked_pids(mark) == []

@@ -37,10 +37,10 @@ class ChatStub(Stub):
     def client(self) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(base_url=self.server.url + "/v1", api_key="sk-test-key", max_retries=0, timeout=5.0)
 
-    def wire(self, root: Path, retries: int = 3, **settings: Any) -> Wiring:
+    def wire(self, root: Path, retries: int = 3, approver: Any = None, **settings: Any) -> Wiring:
         settings.setdefault("permission_mode", "yolo")
         model = OpenAIModel(self.client(), retries=retries, base_delay=0.0)
-        return build(root, Settings(provider="openai", model=LOCAL, **settings), model, LOCAL)
+        return build(root, Settings(provider="openai", model=LOCAL, **settings), model, LOCAL, approver=approver)
 
     def bodies(self) -> list[dict[str, Any]]:
         return chat_bodies(self.server)

@@ -9,6 +9,7 @@ Imports: stdlib, pydantic and rhapsody.core only.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,11 +120,13 @@ class Toolbox:
         permission_mode: str = "yolo",
         rules: Rules | None = None,
         secrets: tuple[str, ...] = (),
+        approver: Approver | None = None,
     ) -> None:
         self.tools = {t.name: t for t in tools}
         self.permission_mode = permission_mode
         self.rules = rules or Rules()
-        self.approver: Approver | None = None
+        self.approver = approver
+        """Who answers `ask` decisions; None where no human can answer (headless)."""
         self.secrets = tuple(s for s in secrets if len(s) >= 8)
         self.sources: list[ToolSource] = []
         self._builtin = list(self.tools)
@@ -135,6 +138,19 @@ class Toolbox:
              "input_schema": getattr(t, "input_schema", None) or _schema(t.Input)}
             for t in self.tools.values()
         ]
+
+    def start_sources(self) -> list[str]:
+        """Start every source in the background without waiting (needs a running loop); returns notices."""
+        notices: list[str] = []
+        for source in self.sources:
+            source.start()
+            notices += source.notices()
+        return notices
+
+    async def close_sources(self) -> None:
+        """Stop what the sources started (every MCP server process)."""
+        for source in self.sources:
+            await source.close()
 
     async def refresh(self) -> list[str]:
         """Take in the tools of every source (built-ins first, then each source's in its order); returns notices."""
@@ -208,7 +224,7 @@ class Toolbox:
         ]
         if content == outcome.content and blocks == outcome.blocks:
             return outcome
-        return ToolOutcome(content, outcome.is_error, outcome.exit_code, outcome.facts, blocks)
+        return dataclasses.replace(outcome, content=content, blocks=blocks)
 
     def _masked(self, text: str) -> str:
         for secret in self.secrets:
