@@ -28,3 +28,20 @@ async def test_vertex_client_streams_a_narrated_tool_call_through_the_loop(stub:
     assert first.path.endswith(":streamRawPredict") and first.headers["authorization"] == "Bearer ya29.test-token"
     assert "anthropic_version" in first.body and second.body["model"] == VERTEX_MODEL
     assert second.body["messages"][-1]["content"][0]["type"] == "tool_result"
+
+
+def test_each_sdk_has_exactly_one_importer() -> None:
+    import ast
+
+    src = Path(__file__).parent.parent / "src" / "rhapsody"
+    importers: dict[str, set[str]] = {"mcp": set(), "mcp_types": set(), "openai": set(), "anthropic": set()}
+    for path in src.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            for name in names:
+                top = name.split(".")[0]
+                if top in importers:
+                    importers[top].add(str(path.relative_to(src)))
+    assert importers == {"mcp": {"mcp_tools.py"}, "mcp_types": set(), "openai": {"openai_model.py"},
+                         "anthropic": {"anthropic_model.py"}}
