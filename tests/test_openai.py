@@ -186,3 +186,11 @@ def test_missing_provider_setting_is_one_line_and_exit_2(project: Path, args: li
                  "CLOUD_ML_REGION"):
         monkeypatch.delenv(name, raising=False)
     assert fragment in one_line_error(rhapsody("-p", "hi", "--cwd", str(project), *args, env=env))
+
+
+async def test_cost_limit_never_fires_on_a_guessed_price(chat: ChatStub, project: Path) -> None:
+    chat.script(say("one"), say("two"))
+    wiring = chat.wire(project, max_cost_usd=0.0000001)
+    await collect(wiring.agent.run("first"))
+    events = await collect(wiring.agent.run("second"))
+    assert not any(type(e).__name__ == "LimitsExceeded" for e in events) and len(chat.bodies()) == 2

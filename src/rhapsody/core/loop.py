@@ -54,7 +54,7 @@ from rhapsody.core.messages import Block, Message, TextBlock, ToolResultBlock, T
 from rhapsody.core.model import Model
 from rhapsody.core.narration import narration_words
 from rhapsody.core.observers import Observer, Observers
-from rhapsody.core.pricing import cost
+from rhapsody.core.pricing import cost, priced
 from rhapsody.core.rolling import RollingPolicy, plan_cut
 from rhapsody.core.session import Hint, Session
 from rhapsody.core.tools import ToolContext, Toolbox
@@ -200,7 +200,7 @@ class Agent:
         policy = self.policy
         if policy.max_steps_per_turn is not None and self._steps >= policy.max_steps_per_turn:
             return self._limit("max_steps_per_turn", self._steps, policy.max_steps_per_turn)
-        if policy.max_cost_usd is not None:
+        if policy.max_cost_usd is not None and priced(self.session.spec.model):  # no price, no guessed limit
             spent = cost(self.session.spec.model, self.session.counters.usage)
             if spent >= policy.max_cost_usd:
                 return self._limit("max_cost_usd", round(spent, 4), policy.max_cost_usd)
