@@ -275,3 +275,23 @@ async def test_app_shows_servers_waiting_for_trust_at_once_and_lists_them_with_s
     finally:
         await wiring.close()
     assert marked_pids(mark) == []
+
+
+async def test_a_broken_mcp_json_is_a_notice_not_a_stop(stub: Stub, project: Path) -> None:
+    (project / ".mcp.json").write_text('{"mcpServers": {"old": {"type": "sse", "url": "http://127.0.0.1:9/sse"}}}')
+    stub.script(say("still here"))
+    wiring = stub.wire(project)
+    try:
+        events = await collect(wiring.agent.run("hi"))
+    finally:
+        await wiring.close()
+    assert [e.text for e in events if isinstance(e, Notice)] == [
+        f"ignored {project / '.mcp.json'}: MCP server 'old': the SSE transport is not supported; use streamable HTTP"]
+
+
+def test_a_malformed_server_entry_in_the_settings_is_one_line_and_exit_2(project: Path) -> None:
+    from .test_cli import one_line_error, rhapsody
+
+    user_config('[mcp_servers.both]\ncommand = "x"\nurl = "http://127.0.0.1:9/mcp"\n')
+    line = one_line_error(rhapsody("-p", "hi", "--cwd", str(project), env={"ANTHROPIC_API_KEY": "k"}))
+    assert "mcp_servers.both" in line and "either command" in line

@@ -34,11 +34,13 @@ class McpPlan:
 
     servers: dict[str, McpServer] = field(default_factory=dict)
     waiting: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+    """Lines about a project's .mcp.json that could not be used (another tool's file: not fatal)."""
 
     @property
     def empty(self) -> bool:
         """Nothing to start and nothing to report."""
-        return not self.servers and not self.waiting
+        return not self.servers and not self.waiting and not self.problems
 
 
 def is_trusted(root: Path) -> bool:
@@ -57,14 +59,16 @@ def is_trusted(root: Path) -> bool:
 def plan(root: Path) -> McpPlan:
     """The servers this project starts now, and those waiting for the user to trust it."""
     user = _parse(read_config(user_config_path()).get("mcp_servers", {}), str(user_config_path()))
-    project = {
-        **_parse(_mcp_json(root / MCP_JSON), str(root / MCP_JSON)),
-        **_parse(read_config(project_config_path(root)).get("mcp_servers", {}), str(project_config_path(root))),
-    }
+    problems: tuple[str, ...] = ()
+    try:
+        claude = _parse(_mcp_json(root / MCP_JSON), str(root / MCP_JSON))
+    except ConfigError as exc:
+        claude, problems = {}, (f"ignored {exc}",)
+    project = {**claude, **_parse(read_config(project_config_path(root)).get("mcp_servers", {}),
+                                  str(project_config_path(root)))}
     if project and not is_trusted(root):
-        waiting = tuple(sorted(project))
-        return McpPlan(_enabled(user), waiting)
-    return McpPlan(_enabled({**user, **project}))
+        return McpPlan(_enabled(user), tuple(sorted(project)), problems)
+    return McpPlan(_enabled({**user, **project}), problems=problems)
 
 
 def waiting_line(names: tuple[str, ...]) -> str:

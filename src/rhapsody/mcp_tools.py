@@ -126,7 +126,7 @@ class McpTools:
         self.root = root
         self.waiting = plan.waiting
         self.servers = {name: _Server(name, config) for name, config in plan.servers.items()}
-        self._notices: list[str] = [waiting_line(plan.waiting)] if plan.waiting else []
+        self._notices: list[str] = [*plan.problems, *([waiting_line(plan.waiting)] if plan.waiting else [])]
         self._started_at: float | None = None
 
     def start(self) -> None:
