@@ -295,3 +295,25 @@ def test_a_malformed_server_entry_in_the_settings_is_one_line_and_exit_2(project
     user_config('[mcp_servers.both]\ncommand = "x"\nurl = "http://127.0.0.1:9/mcp"\n')
     line = one_line_error(rhapsody("-p", "hi", "--cwd", str(project), env={"ANTHROPIC_API_KEY": "k"}))
     assert "mcp_servers.both" in line and "either command" in line
+
+
+async def test_a_server_ready_before_its_deadline_stays_ready_when_the_first_turn_comes_later(
+        stub: Stub, project: Path, mark: str) -> None:
+    import asyncio
+
+    user_config(time_server(mark))
+    stub.script(call("I will ask the time server for the time in UTC, expecting an ISO datetime back.",
+                     "mcp__time__get_current_time", timezone="UTC"), say("ran"))
+    wiring = stub.wire(project)
+    try:
+        wiring.agent.toolbox.start_sources()
+        source = wiring.agent.toolbox.sources[0]
+        deadline = time.monotonic() + 15
+        while "time: ready" not in source.status()[0] and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        source._started_at -= 10  # type: ignore[attr-defined]  # the startup deadline passed while the app sat idle
+        events = await collect(wiring.agent.run("time?"))
+    finally:
+        await wiring.close()
+    assert not [e for e in events if isinstance(e, Notice)]
+    assert [e.is_error for e in events if isinstance(e, ToolFinished)] == [False]

@@ -196,6 +196,8 @@ class McpTools:
 
     async def _wait(self, server: _Server) -> None:
         assert self._started_at is not None
+        if server.ready.is_set():  # ready or failed already: the deadline no longer matters
+            return
         left = self._started_at + server.config.startup_timeout_sec - time.monotonic()
         try:
             await asyncio.wait_for(server.ready.wait(), max(left, 0.0))
