@@ -317,3 +317,41 @@ async def test_a_server_ready_before_its_deadline_stays_ready_when_the_first_tur
         await wiring.close()
     assert not [e for e in events if isinstance(e, Notice)]
     assert [e.is_error for e in events if isinstance(e, ToolFinished)] == [False]
+
+
+async def test_a_slow_tool_times_out_and_an_interrupted_call_leaves_the_server_usable(
+        stub: Stub, project: Path, notes_url: str) -> None:
+    import asyncio
+    from contextlib import aclosing
+
+    from rhapsody.core.events import ToolStarted
+
+    user_config(f'[mcp_servers.notes]\nurl = "{notes_url}"\ntool_timeout_sec = 0.5\n')
+    slow = call("I will wait on the board for a while, expecting it to take longer than allowed.",
+                "mcp__notes__wait", seconds=5)
+    note = call("I will add a note to the board, expecting it to be stored as note one.",
+                "mcp__notes__add_note", text="remember the milk")
+    stub.script(slow, say("timed out"), slow, note, say("stored"))
+    wiring = stub.wire(project)
+    try:
+        first = [e for e in await collect(wiring.agent.run("wait")) if isinstance(e, ToolFinished)]
+
+        started = asyncio.Event()
+
+        async def turn() -> None:
+            async with aclosing(wiring.agent.run("wait again")) as events:
+                async for event in events:
+                    if isinstance(event, ToolStarted):
+                        started.set()
+
+        task = asyncio.create_task(turn())
+        await asyncio.wait_for(started.wait(), 10)
+        done, _ = await asyncio.wait([task], timeout=0.2)  # still inside the 5 s call: interrupt it, as Esc does
+        assert not done
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        last = [e for e in await collect(wiring.agent.run("add a note")) if isinstance(e, ToolFinished)]
+    finally:
+        await wiring.close()
+    assert first[0].is_error and "did not answer within 0.5 s" in first[0].output
+    assert not last[0].is_error and "stored note 1: remember the milk" in last[0].output

@@ -34,6 +34,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import (
     CONNECTION_CLOSED,
+    REQUEST_TIMEOUT,
     AudioContent,
     BlobResourceContents,
     CallToolResult,
@@ -182,9 +183,9 @@ class McpTools:
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 return self._died(server, exc)
+            if exc.code == REQUEST_TIMEOUT:
+                return ToolOutcome(f"{tool} did not answer within {server.config.tool_timeout_sec:g} s", is_error=True)
             return ToolOutcome(f"MCP server {server_name} refused {tool}: {exc.error.message}", is_error=True)
-        except (TimeoutError, asyncio.TimeoutError):
-            return ToolOutcome(f"{tool} did not answer within {server.config.tool_timeout_sec:g} s", is_error=True)
         except Exception as exc:  # noqa: BLE001 - a broken connection must not end the session
             return self._died(server, exc)
         return outcome(result, cap)

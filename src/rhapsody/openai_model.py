@@ -213,7 +213,11 @@ class _Turn:
         return ModelResponse(Message.from_api({"role": "assistant", "content": content}), stop, self.usage)
 
     def _add_call(self, delta: Any) -> None:
-        call = self.calls.setdefault(delta.index, _Call())
+        index = getattr(delta, "index", None)
+        if not isinstance(index, int):  # servers that omit the index: a new id starts a new call
+            last = max(self.calls, default=-1)
+            index = last if last >= 0 and (not delta.id or self.calls[last].id == delta.id) else last + 1
+        call = self.calls.setdefault(index, _Call())
         call.id = call.id or (delta.id or "")
         if delta.function is not None:
             if delta.function.name and not call.name:  # some servers repeat the name in every delta

@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import sys
 
+import anyio
+
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import EmbeddedResource, ImageContent, TextContent, TextResourceContents
@@ -33,6 +35,13 @@ def snapshot() -> list[TextContent | ImageContent | EmbeddedResource]:
         ImageContent(type="image", data=PIXEL, mime_type="image/png"),
         EmbeddedResource(type="resource", resource=TextResourceContents(uri="notes://board", text="\n".join(NOTES))),
     ]
+
+
+@server.tool()
+async def wait(seconds: float) -> str:
+    """Take a while before answering."""
+    await anyio.sleep(seconds)
+    return f"waited {seconds} s"
 
 
 @server.tool()
