@@ -133,7 +133,7 @@ async def test_stdio_server_tools_run_through_the_loop_then_a_seam_strips_them_a
 async def test_http_server_image_and_resource_results_map_to_content_blocks_and_errors_to_is_error(
         stub: Stub, project: Path, notes_url: str) -> None:
     user_config(f'[mcp_servers.notes]\nurl = "{notes_url}"\nheaders = {{ "X-Test" = "1" }}\n'
-                'disabled_tools = ["add_note"]\n')
+                'disabled_tools = ["add_note", "wait"]\n')
     stub.script(
         call("I will take a snapshot of the notes board to see what is on it right now.", "mcp__notes__snapshot"),
         call("And the tool that is known to fail, so its error reaches me as an error result.", "mcp__notes__explode"),
