@@ -24,7 +24,7 @@ from rhapsody.tui.app import status_line
 from rhapsody.wiring import Wiring, build
 
 from .conftest import Stub, collect
-from .test_cli import one_line_error, rhapsody
+from .test_cli import rhapsody
 from .test_handoff_e2e import handoff_turn, step
 
 LOCAL = "llama3.1:8b"
@@ -181,11 +181,18 @@ def test_headless_openai_run_from_the_shell(chat: ChatStub, project: Path) -> No
      "ANTHROPIC_VERTEX_PROJECT_ID"),
 ])
 def test_missing_provider_setting_is_one_line_and_exit_2(project: Path, args: list[str], env: dict[str, str],
-                                                         fragment: str, monkeypatch: pytest.MonkeyPatch) -> None:
+                                                         fragment: str, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from rhapsody.cli import main
+
     for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "AWS_REGION", "AWS_DEFAULT_REGION", "ANTHROPIC_VERTEX_PROJECT_ID",
                  "CLOUD_ML_REGION"):
         monkeypatch.delenv(name, raising=False)
-    assert fragment in one_line_error(rhapsody("-p", "hi", "--cwd", str(project), *args, env=env))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert main(["-p", "hi", "--cwd", str(project), *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("rhapsody: ") and fragment in err[0]
 
 
 async def test_cost_limit_never_fires_on_a_guessed_price(chat: ChatStub, project: Path) -> None:
