@@ -12,7 +12,7 @@ from rhapsody.loopback.script import call, say
 from rhapsody.tui.app import RhapsodyApp
 from rhapsody.tui.widgets import Foldable, PromptInput
 
-from .conftest import Stub
+from .conftest import Stub, until
 from .test_handoff_e2e import handoff_turn
 
 SLOW = "I will run a command that takes a moment, so there is time to type a hint while it runs."
@@ -49,8 +49,7 @@ async def test_task_hint_and_handoff_through_the_app(stub: Stub, project: Path) 
     app = RhapsodyApp(wiring.agent, wiring.settings)
     async with app.run_test(size=(100, 30)) as pilot:
         await type_and_send(pilot, "run the slow thing")
-        while not app.agent.in_flight:
-            await pilot.pause(0.01)
+        await until(lambda: bool(app.agent.in_flight), pause=pilot.pause)
         await type_and_send(pilot, "prefer short output")
         assert any("[pending · next tool boundary] prefer short output" in t for t in texts(app))
         await wait_idle(pilot)
@@ -79,9 +78,7 @@ async def test_escape_interrupts_and_keeps_what_streamed(stub: Stub, project: Pa
         # pilot.press waits for the screen to go idle, which a live stream never does,
         # so the turn is started and interrupted through the same methods the keys call.
         await app.submitted(PromptInput.Submitted("talk", queue=False))
-        while app.transcript.live is None:
-            await pilot.pause(0.02)
-        await pilot.pause(0.1)
+        await until(lambda: "Streaming slowly" in "".join(app.transcript.live_text), pause=pilot.pause)
         app.action_interrupt()
         await wait_idle(pilot)
         assert any("interrupted" in t for t in texts(app))
@@ -141,8 +138,7 @@ async def test_slash_completion_and_queue_binding(stub: Stub, project: Path) -> 
         assert prompt.text == "/handoff "
         prompt.text = ""
         await type_and_send(pilot, "start")
-        while not app.agent.in_flight:
-            await pilot.pause(0.01)
+        await until(lambda: bool(app.agent.in_flight), pause=pilot.pause)
         await type_and_send(pilot, "then this", key="ctrl+n")
         await wait_idle(pilot)
         bodies = stub.bodies()
@@ -187,8 +183,7 @@ async def test_ask_mode_shows_the_question_and_each_answer_takes_effect(stub: St
     app = RhapsodyApp(wiring.agent, wiring.settings, approver)
 
     async def answer(key: str, reason: str = "") -> None:
-        while not isinstance(app.screen, ApprovalScreen) or app.screen.focused is None:
-            await pilot.pause(0.01)
+        await until(lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None, pause=pilot.pause)
         if reason:
             app.screen.query_one("#reason").value = reason
         await pilot.press(key)

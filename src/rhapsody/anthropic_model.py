@@ -36,7 +36,7 @@ def default_model() -> str:
     from anthropic.types.model_param import ModelParam
 
     literal = get_args(ModelParam)[0]
-    return next(m for m in get_args(literal) if "sonnet" in m)
+    return str(next(m for m in get_args(literal) if "sonnet" in m))
 
 
 AnyClient = anthropic.AsyncAnthropic | anthropic.AsyncAnthropicBedrock | anthropic.AsyncAnthropicVertex
@@ -118,7 +118,7 @@ class AnthropicModel:
             "cache_read_input_tokens": final.usage.cache_read_input_tokens or 0,
             "output_tokens": final.usage.output_tokens,
         }
-        yield ModelResponse(Message(role="assistant", content=content), final.stop_reason, usage)
+        yield ModelResponse(Message.model_validate({"role": "assistant", "content": content}), final.stop_reason, usage)
 
 
 def _block(block: Any) -> dict[str, Any]:

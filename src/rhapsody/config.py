@@ -26,9 +26,9 @@ class MemorySettings(BaseModel):
     """Folder of the memory files, relative to the project root."""
     commit: bool = False
     """Commit memory changes by themselves after each task and seam."""
-    map_cap: int = Field(12000, ge=0)
+    map_cap: int = Field(default=12000, ge=0)
     """Characters of the memory map put in the system prompt."""
-    stale_days: int = Field(30, ge=0)
+    stale_days: int = Field(default=30, ge=0)
     """Age after which `memory audit` checks a status entry against later commits."""
 
 

@@ -68,6 +68,10 @@ class OpenAIModel:
                 yield Retrying(attempt, reason, delay)
                 await asyncio.sleep(delay)
 
+    async def count_tokens(self, body: dict[str, Any]) -> int:
+        """Chat-completions servers have no token-count endpoint; --exact-tokens records this and goes on."""
+        raise ModelError("count_tokens is not available on the openai provider")
+
     async def _once(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
         turn = _Turn()
         stream = await self.client.chat.completions.create(**chat_request(body))

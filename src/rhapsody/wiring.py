@@ -14,7 +14,8 @@ from typing import Any
 from rhapsody.config import Settings
 from rhapsody.core.context import RequestSpec
 from rhapsody.core.history import find_session
-from rhapsody.core.loop import Agent, Policy
+from rhapsody.core.loop import Agent
+from rhapsody.core.policy import Policy
 from rhapsody.core.model import Model
 from rhapsody.core.rolling import RollingPolicy
 from rhapsody.core.session import Session

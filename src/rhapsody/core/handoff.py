@@ -1,4 +1,4 @@
-"""The micro-handoff seam: commit (audited and measured), undo, and what a seam strips.
+"""The micro-handoff seam: commit (audited and measured), undo, and what a seam strips; rolling cuts.
 
 Committing a seam records `{"kind": "seam", "boundary": N, ...}`; the history keeps every
 message, and the view strips the first N. Before the record is written the stripped view
@@ -14,7 +14,10 @@ import json
 from typing import Any
 
 from rhapsody.core.context import build_request, measure
+from rhapsody.core.errors import ModelError
 from rhapsody.core.messages import Message, ToolResultBlock, ToolUseBlock
+from rhapsody.core.model import Model
+from rhapsody.core.rolling import RollingPolicy, plan_cut
 from rhapsody.core.session import USAGE_KEYS, Session
 from rhapsody.core.strip import HANDOFF_TOOL, authored_sha256, shape, validity_problems
 
@@ -68,6 +71,33 @@ def prune(session: Session, ids: list[str], reason: str) -> dict[str, Any]:
         before=shape(before, *measure(build_request(session.spec, before))).as_dict(),
         after=shape(after, *measure(build_request(session.spec, after))).as_dict(),
     )
+
+
+def roll(session: Session, policy: RollingPolicy) -> dict[str, Any] | None:
+    """The rolling policy's batch cut, when working memory overflowed: the prune record, or None."""
+    conv = session.conversation
+    ids = plan_cut(conv.messages, conv.pruned, policy)
+    if not ids:
+        return None
+    try:
+        record = prune(session, ids, "rolling context: working memory overflowed")
+    except AuditFailed as exc:
+        session.record("seam_failed", reason=f"rolling cut abandoned: {exc}")
+        return None
+    if session.spec.thinking:
+        session.cut_thinking("rolling cut changed the prefix")
+    return record
+
+
+async def count_seam_tokens(session: Session, model: Model, seam: int) -> None:
+    """Record the count_tokens endpoint's exact figures on both sides of the latest seam."""
+    before, after = seam_views(session)
+    try:
+        exact = [await model.count_tokens(build_request(session.spec, m)) for m in (before, after)]
+    except ModelError as exc:
+        session.record("error", message=f"count_tokens failed: {exc}")
+        return
+    session.record("seam_tokens", seam=seam, before=exact[0], after=exact[1])
 
 
 def seam_views(session: Session) -> tuple[list[Message], list[Message]]:

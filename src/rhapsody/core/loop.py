@@ -24,7 +24,6 @@ from contextlib import aclosing
 from dataclasses import dataclass
 
 from rhapsody.core import handoff_state
-from rhapsody.core.context import build_request
 from rhapsody.core.errors import ModelError
 from rhapsody.core.events import (
     ContextPruned,
@@ -34,7 +33,6 @@ from rhapsody.core.events import (
     HandoffFailed,
     HintDelivered,
     Interrupted,
-    LimitsExceeded,
     ModelResponse,
     NarrationViolation,
     Notice,
@@ -48,39 +46,17 @@ from rhapsody.core.events import (
     TurnStarted,
     UsageReported,
 )
-from rhapsody.core.handoff import AuditFailed, commit_seam, prune, seam_views
+from rhapsody.core.handoff import AuditFailed, commit_seam, count_seam_tokens, roll
 from rhapsody.core.handoff_state import NoteWritten, Phase
 from rhapsody.core.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.core.model import Model
 from rhapsody.core.narration import narration_words
 from rhapsody.core.observers import Observer, Observers
-from rhapsody.core.pricing import cost, priced
-from rhapsody.core.rolling import RollingPolicy, plan_cut
+from rhapsody.core.policy import Policy, limit_reached
 from rhapsody.core.session import Hint, Session
 from rhapsody.core.tools import ToolContext, Toolbox
 
 INTERRUPTED = "Interrupted by the human before this call finished."
-
-
-@dataclass(frozen=True)
-class Policy:
-    """How the loop behaves; the texts come from prompts/."""
-
-    narration_rule: str
-    handoff_request: str
-    handoff_reminder: str
-    continue_after_handoff: str
-    narration_min_words: int = 8
-    parallel_tools: bool = False
-    handoff_at_tokens: int | None = None
-    bash_timeout: float = 120.0
-    output_cap: int = 30000
-    exact_tokens: bool = False
-    rolling: RollingPolicy | None = None
-    max_steps_per_turn: int | None = None
-    """Requests one turn may send; the turn ends with LimitsExceeded before the next one."""
-    max_cost_usd: float | None = None
-    """The session's estimated cost at which turns end with LimitsExceeded before a request."""
 
 
 @dataclass(frozen=True)
@@ -145,7 +121,7 @@ class Agent:
         finally:
             self.busy = False
 
-    async def _sync_tools(self) -> AsyncIterator[Event]:
+    async def _sync_tools(self) -> AsyncGenerator[Event, None]:
         """Take in tools that arrived since the last turn (MCP servers); the spec changes only when they did."""
         for text in await self.toolbox.refresh():
             self.session.record("notice", text=text)
@@ -155,7 +131,7 @@ class Agent:
 
     async def _loop(self) -> AsyncGenerator[Event, None]:
         while True:
-            limit = self._limit_reached()
+            limit = limit_reached(self.policy, self.session, self._steps)
             if limit is not None:
                 yield limit
                 yield TurnEnded("limit")
@@ -194,21 +170,6 @@ class Agent:
             async with aclosing(self._run_calls(message, calls)) as running:
                 async for event in running:
                     yield event
-
-    def _limit_reached(self) -> LimitsExceeded | None:
-        """The limit that forbids the next request, recorded; None when it may go out."""
-        policy = self.policy
-        if policy.max_steps_per_turn is not None and self._steps >= policy.max_steps_per_turn:
-            return self._limit("max_steps_per_turn", self._steps, policy.max_steps_per_turn)
-        if policy.max_cost_usd is not None and priced(self.session.spec.model):  # no price, no guessed limit
-            spent = cost(self.session.spec.model, self.session.counters.usage)
-            if spent >= policy.max_cost_usd:
-                return self._limit("max_cost_usd", round(spent, 4), policy.max_cost_usd)
-        return None
-
-    def _limit(self, name: str, value: float, maximum: float) -> LimitsExceeded:
-        self.session.record("limit", limit=name, value=value, maximum=maximum)
-        return LimitsExceeded(name, value, maximum)
 
     async def _request(self) -> AsyncGenerator[Event, None]:
         body, size, est = self.session.request_and_size()
@@ -304,18 +265,8 @@ class Agent:
     def _roll(self) -> ContextPruned | None:
         """Apply the rolling policy's batch cut when working memory overflowed."""
         assert self.policy.rolling is not None
-        conv = self.session.conversation
-        ids = plan_cut(conv.messages, conv.pruned, self.policy.rolling)
-        if not ids:
-            return None
-        try:
-            record = prune(self.session, ids, "rolling context: working memory overflowed")
-        except AuditFailed as exc:
-            self.session.record("seam_failed", reason=f"rolling cut abandoned: {exc}")
-            return None
-        if self.session.spec.thinking:
-            self.session.cut_thinking("rolling cut changed the prefix")
-        return ContextPruned(record)
+        record = roll(self.session, self.policy.rolling)
+        return ContextPruned(record) if record is not None else None
 
     async def _end_of_turn(self) -> TurnEnd:
         """What happens when the model ends its turn: a seam, a reminder, hints; a follow-up goes on."""
@@ -359,18 +310,8 @@ class Agent:
         if self.policy.handoff_at_tokens:
             self._handoff_armed_at = record["after"]["est_tokens"] + self.policy.handoff_at_tokens
         if self.policy.exact_tokens:
-            await self._count_seam_tokens(record["seam"])
+            await count_seam_tokens(self.session, self.model, record["seam"])
         return SeamCommitted(record), state.interrupted_work
-
-    async def _count_seam_tokens(self, seam: int) -> None:
-        """Ask the count_tokens endpoint for the exact figures on both sides of the seam."""
-        before, after = seam_views(self.session)
-        try:
-            exact = [await self.model.count_tokens(build_request(self.session.spec, m)) for m in (before, after)]
-        except ModelError as exc:
-            self.session.record("error", message=f"count_tokens failed: {exc}")
-            return
-        self.session.record("seam_tokens", seam=seam, before=exact[0], after=exact[1])
 
     def _ask_handoff(self, interrupted_work: bool) -> TextBlock:
         handoff_state.ask(self.session, interrupted_work)

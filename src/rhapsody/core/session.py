@@ -12,7 +12,7 @@ import dataclasses
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rhapsody import __version__
 from rhapsody.core.context import Conversation, RequestSpec, build_request, measure_messages, spec_fields, spec_from_record
@@ -155,7 +155,7 @@ class Session:
 
     # -- conversation ------------------------------------------------------------------
 
-    def append_message(self, role: str, content: list[Block]) -> dict[str, Any]:
+    def append_message(self, role: Literal["user", "assistant"], content: list[Block]) -> dict[str, Any]:
         """Append a message to the conversation (and the history)."""
         message = Message(role=role, content=content)
         return self.record("message", role=role, content=[b.dump() for b in message.content])

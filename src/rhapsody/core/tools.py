@@ -13,6 +13,7 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ValidationError
@@ -121,12 +122,15 @@ class Toolbox:
         rules: Rules | None = None,
         secrets: tuple[str, ...] = (),
         approver: Approver | None = None,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.tools = {t.name: t for t in tools}
         self.permission_mode = permission_mode
         self.rules = rules or Rules()
         self.approver = approver
         """Who answers `ask` decisions; None where no human can answer (headless)."""
+        self.clock = clock
+        """Times tool runs (seconds); a fixed clock pins durations in layout snapshots."""
         self.secrets = tuple(s for s in secrets if len(s) >= 8)
         self.sources: list[ToolSource] = []
         self._builtin = list(self.tools)
@@ -168,9 +172,9 @@ class Toolbox:
 
     async def run(self, name: str, raw_input: Any, ctx: ToolContext) -> tuple[ToolOutcome, int]:
         """Run one call; returns the outcome and how long the tool itself ran, in milliseconds."""
-        timer = [time.perf_counter()]
+        timer = [self.clock()]
         outcome = self._mask(await self._run(name, raw_input, ctx, timer))
-        return outcome, int((time.perf_counter() - timer[0]) * 1000)
+        return outcome, int((self.clock() - timer[0]) * 1000)
 
     async def _run(self, name: str, raw_input: Any, ctx: ToolContext, timer: list[float]) -> ToolOutcome:
         tool = self.tools.get(name)
@@ -183,7 +187,7 @@ class Toolbox:
         refusal = await self._permit(tool, args, ctx)
         if refusal:
             return ToolOutcome(refusal, is_error=True)
-        timer[0] = time.perf_counter()  # the duration is the tool's, not the human's time to answer
+        timer[0] = self.clock()  # the duration is the tool's, not the human's time to answer
         try:
             return await tool.run(args, ctx)
         except ToolFailure as exc:

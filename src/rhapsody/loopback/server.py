@@ -72,8 +72,7 @@ class LoopbackServer:
     @property
     def url(self) -> str:
         """Base URL for the SDK."""
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://127.0.0.1:{self._httpd.server_port}"
 
     def start(self) -> LoopbackServer:
         """Start serving in a daemon thread."""
