@@ -99,8 +99,21 @@ async def test_stdio_server_tools_run_through_the_loop_then_a_seam_strips_them_a
              "mcp__time__get_current_time", timezone="Nowhere/Atlantis"),
         say("Paris time read; the bogus zone was refused."),
         handoff_turn(), say("Note written."),
-        say("After the seam I only have my narration."),
+        call("The seam took the Paris result out of my context; I will search for it instead of asking again.",
+             "recall", query="Paris"),
     )
+    scripted = stub.responder
+
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        if scripted.played < len(scripted.turns):
+            return scripted(body)
+        last = body["messages"][-1]["content"][0]
+        if tool_uses(body)[-1:] == ["recall"] and "id" in body["messages"][-2]["content"][-1]["input"]:
+            return say("Recalled in full: Paris is on CET.")
+        recall_id = last["content"].split()[0]  # the first hit's id, as the model would read it
+        return call("The first hit is the Paris call; I will fetch it whole by its recall id.", "recall", id=recall_id)
+
+    stub.responder = respond  # type: ignore[assignment]
     wiring = stub.wire(project)
     try:
         events = await collect(wiring.agent.run("what time is it in Paris?"))
@@ -121,7 +134,11 @@ async def test_stdio_server_tools_run_through_the_loop_then_a_seam_strips_them_a
     assert all(json.dumps(b["tools"]) == json.dumps(bodies[0]["tools"]) for b in bodies)
     assert results(bodies[2])[0]["is_error"] is True
     assert len(seams) == 1 and seams[0].record["before"]["tool_use"] == 3
-    assert tool_uses(bodies[-1]) == ["micro_handoff"]
+    assert tool_uses(bodies[-3]) == ["micro_handoff"]
+    found = results(bodies[-2])[0]["content"]
+    assert found.startswith(f"{wiring.session.id}:toolu_") and "(mcp__time__get_current_time" in found
+    fetched = results(bodies[-1])[0]["content"]
+    assert '"timezone": "Europe/Paris"' in fetched and "day_of_week" in fetched
     index = bodies[4]["messages"][-1]["content"][0]["content"]
     assert "mcp__time__get_current_time" in index
     found = recall_text(project, wiring.session, "Paris", all_sessions=False)
