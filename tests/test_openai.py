@@ -20,6 +20,7 @@ from rhapsody.loopback.chat import chat_bodies
 from rhapsody.loopback.script import call, say
 from rhapsody.loopback.server import Fault
 from rhapsody.openai_model import OpenAIModel
+from rhapsody.providers import installed
 from rhapsody.tui.app import status_line
 from rhapsody.wiring import Wiring, build
 
@@ -179,6 +180,12 @@ def test_headless_openai_run_from_the_shell(chat: ChatStub, project: Path) -> No
     (["--provider", "bedrock"], {"AWS_REGION": "us-east-1"}, "Bedrock's form"),
     (["--provider", "vertex", "--model", "claude-sonnet-4-5@20250929"], {"CLOUD_ML_REGION": "us-east5"},
      "ANTHROPIC_VERTEX_PROJECT_ID"),
+    pytest.param(["--provider", "bedrock", "--model", "us.anthropic.claude-sonnet-4-5-20250929-v1:0"],
+                 {"AWS_REGION": "us-east-1"}, "pip install 'rhapsody[bedrock]'",
+                 marks=pytest.mark.skipif(installed("boto3"), reason="the bedrock extra is installed")),
+    pytest.param(["--provider", "vertex", "--model", "claude-sonnet-4-5@20250929"],
+                 {"CLOUD_ML_REGION": "us-east5", "ANTHROPIC_VERTEX_PROJECT_ID": "p"}, "pip install 'rhapsody[vertex]'",
+                 marks=pytest.mark.skipif(installed("google.auth"), reason="the vertex extra is installed")),
 ])
 def test_missing_provider_setting_is_one_line_and_exit_2(project: Path, args: list[str], env: dict[str, str],
                                                          fragment: str, monkeypatch: pytest.MonkeyPatch,

@@ -61,7 +61,7 @@ def _bedrock_region() -> str:
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     if not region:
         raise ConfigError("--provider bedrock needs AWS_REGION (e.g. us-east-1) and AWS credentials")
-    if not _installed("boto3"):  # botocore also decodes Bedrock's event stream, so even an API key needs it
+    if not installed("boto3"):  # botocore also decodes Bedrock's event stream, so even an API key needs it
         raise ConfigError("--provider bedrock needs boto3 and botocore: pip install 'rhapsody[bedrock]'")
     if os.environ.get("AWS_BEARER_TOKEN_BEDROCK"):
         return region
@@ -81,12 +81,13 @@ def _vertex_env() -> tuple[str, str]:
                                if not v)
         raise ConfigError(f"--provider vertex needs {missing} (and Google credentials: gcloud auth "
                           "application-default login)")
-    if not _installed("google.auth"):
+    if not installed("google.auth"):
         raise ConfigError("--provider vertex needs google-auth for credentials: pip install 'rhapsody[vertex]'")
     return project, region
 
 
-def _installed(module: str) -> bool:
+def installed(module: str) -> bool:
+    """Whether `module` can be imported (a missing parent package counts as missing)."""
     try:
         return importlib.util.find_spec(module) is not None
     except ModuleNotFoundError:  # the parent package is missing
