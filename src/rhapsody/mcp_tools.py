@@ -10,9 +10,7 @@ schema, servers in name order and each server's tools in name order, so the tool
 of the request stays byte-identical from turn to turn. A server's tools, once listed,
 stay offered even if it dies: dropping them would change the cached prefix.
 
-Results map to tool_result content: text stays text, images become image blocks, an
-embedded text resource becomes text under its URI; audio, binary resources and resource
-links are named, not sent.
+Results map to tool_result content in mcp_results.py.
 """
 
 from __future__ import annotations
@@ -32,18 +30,7 @@ import httpx2
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import (
-    CONNECTION_CLOSED,
-    REQUEST_TIMEOUT,
-    AudioContent,
-    BlobResourceContents,
-    CallToolResult,
-    EmbeddedResource,
-    ImageContent,
-    ResourceLink,
-    TextContent,
-    TextResourceContents,
-)
+from mcp.types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from mcp.types import Tool as McpToolInfo
 from pydantic import BaseModel, ConfigDict
 
@@ -52,9 +39,8 @@ from rhapsody.core.messages import compact_json
 from rhapsody.core.tokens import estimate_chars
 from rhapsody.core.tools import Tool, ToolContext, ToolOutcome
 from rhapsody.mcp_config import McpPlan, waiting_line
-from rhapsody.tools.paths import cap_text
+from rhapsody.mcp_results import outcome
 
-IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 MAX_NAME = 64  # the shorter of the Anthropic (128) and OpenAI (64) limits on tool names
 
@@ -293,42 +279,3 @@ def _stderr_tail(server: _Server) -> str:
     except (OSError, ValueError):
         return ""
     return lines[-1] if lines else ""
-
-
-def outcome(result: CallToolResult, cap: int) -> ToolOutcome:
-    """A tool result as rhapsody's outcome: text when it is all text, content blocks when images came."""
-    blocks = [b for item in result.content for b in _blocks(item, cap)]
-    if not blocks and result.structured_content is not None:
-        blocks = [{"type": "text", "text": cap_text(json.dumps(result.structured_content, ensure_ascii=False), cap)}]
-    text = "\n".join(b["text"] if b["type"] == "text" else f"[{b['source']['media_type']} image]" for b in blocks)
-    has_image = any(b["type"] == "image" for b in blocks)
-    return ToolOutcome(text or "(no output)", is_error=result.is_error, blocks=blocks if has_image else None)
-
-
-def _blocks(item: Any, cap: int) -> list[dict[str, Any]]:
-    if isinstance(item, TextContent):
-        return [{"type": "text", "text": cap_text(item.text, cap)}] if item.text else []
-    if isinstance(item, ImageContent):
-        return [_image(item.mime_type, item.data)]
-    if isinstance(item, EmbeddedResource):
-        res = item.resource
-        if isinstance(res, TextResourceContents):
-            return [{"type": "text", "text": cap_text(f"[resource {res.uri}]\n{res.text}", cap)}]
-        if isinstance(res, BlobResourceContents):
-            return [_image(res.mime_type or "", res.blob)] if (res.mime_type or "") in IMAGE_TYPES else [
-                _named(f"binary resource {res.uri} ({res.mime_type or 'unknown type'}, {len(res.blob) * 3 // 4:,} bytes)")]
-    if isinstance(item, ResourceLink):
-        return [_named(f"resource link {item.uri}{' (' + item.name + ')' if item.name else ''}")]
-    if isinstance(item, AudioContent):
-        return [_named(f"audio ({item.mime_type}, {len(item.data) * 3 // 4:,} bytes)")]
-    return [_named(f"{getattr(item, 'type', 'unknown')} content")]
-
-
-def _image(mime: str, data: str) -> dict[str, Any]:
-    if mime not in IMAGE_TYPES:
-        return _named(f"image of type {mime}, which the model cannot take")
-    return {"type": "image", "source": {"type": "base64", "media_type": mime, "data": data}}
-
-
-def _named(what: str) -> dict[str, Any]:
-    return {"type": "text", "text": f"[{what}: not shown to the model]"}
