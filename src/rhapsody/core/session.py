@@ -130,6 +130,8 @@ class Session:
             self._fold_usage(record)
         elif kind == "model":
             self.spec = dataclasses.replace(self.spec, model=record["model"])
+        elif kind == "tools":
+            self.spec = dataclasses.replace(self.spec, tools=record["tools"])
         elif kind in ("seam", "unseam"):
             self.counters.seams = len(self.conversation.seams)
 
@@ -173,6 +175,16 @@ class Session:
         """Use another model from now on; earlier thinking leaves the view (it is bound to the old one)."""
         self.record("model", model=model)
         self.cut_thinking("model switched")
+
+    def set_tools(self, tools: list[dict[str, Any]]) -> None:
+        """Offer these tool definitions from the next request on (MCP servers came or went).
+
+        Thinking blocks are bound to the tools they were written under, so earlier ones leave.
+        """
+        had_messages = bool(self.conversation.messages)
+        self.record("tools", tools=tools)
+        if self.spec.thinking and had_messages:
+            self.cut_thinking("tools changed")
 
     def cut_thinking(self, reason: str) -> None:
         """Drop every thinking block so far from the view (their prefix no longer holds)."""
