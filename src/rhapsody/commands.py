@@ -16,6 +16,7 @@ COMMANDS = {
     "/stats": "every seam of this session, before → after, and what the seams saved",
     "/recall": "QUERY: search stripped tool calls (--all: earlier sessions too)",
     "/model": "NAME: switch model (earlier thinking leaves the context)",
+    "/mcp": "MCP servers, their state and their tools",
     "/clear": "start a new session",
     "/help": "this list",
     "/quit": "leave rhapsody",
@@ -55,6 +56,9 @@ def run_command(agent: Agent, line: str) -> Outcome:
         return Outcome(_recall(agent, arg))
     if name == "/model":
         return Outcome(_switch_model(agent, arg))
+    if name == "/mcp":
+        lines = [line for source in agent.toolbox.sources for line in source.status()]
+        return Outcome("\n".join(lines) or "no MCP servers configured")
     if name == "/clear":
         if agent.busy:
             return Outcome("wait for the turn to end before starting a new session")

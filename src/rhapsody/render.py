@@ -86,3 +86,5 @@ def print_event(event: ev.Event, out: TextIO) -> None:
         out.write(f"  ✓ hints {', '.join(event.hint_ids)} delivered ({event.where})\n")
     elif isinstance(event, ev.LimitsExceeded):
         out.write(f"  ■ {limit_line(event)}\n")
+    elif isinstance(event, ev.Notice):
+        out.write(f"  ! {event.text}\n")

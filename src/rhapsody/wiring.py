@@ -113,6 +113,22 @@ class Wiring:
         """The agent's session."""
         return self.agent.session
 
+    async def close(self) -> None:
+        """Stop what the tool sources started (every MCP server process)."""
+        await self.agent.toolbox.close_sources()
+
+
+def add_mcp(toolbox: Toolbox, root: Path) -> None:
+    """Give the toolbox the MCP servers this project may start (none configured: nothing is imported)."""
+    from rhapsody.mcp_config import plan
+
+    servers = plan(root)
+    if servers.empty:
+        return
+    from rhapsody.mcp_tools import McpTools
+
+    toolbox.sources.append(McpTools(servers, root))
+
 
 def open_session(root: Path, settings: Settings, model_id: str | None, toolbox: Toolbox,
                  resume: str | None = None, continue_last: bool = False) -> Session:
@@ -140,6 +156,7 @@ def build(root: Path, settings: Settings, model: Model, model_id: str | None,
 
     mode = settings.permission_mode or ("ask" if approver is not None else "auto-edit")
     toolbox = default_toolbox(mode, settings.allow, settings.deny, approver)
+    add_mcp(toolbox, root)
     session = open_session(root, settings, model_id, toolbox, resume, continue_last)
     recorder = DialogRecorder(settings.memory.path, settings.memory.commit)
     return Wiring(Agent(session, model, toolbox, policy(settings, root), observers=[recorder]), settings)

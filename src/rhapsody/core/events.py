@@ -184,6 +184,13 @@ class LimitsExceeded:
 
 
 @dataclass(frozen=True)
+class Notice:
+    """A status line from outside the conversation (an MCP server failed, died or waits for trust)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class TurnEnded:
     """The agent ended its turn."""
 
@@ -217,6 +224,7 @@ Event = (
     | ContextPruned
     | HandoffFailed
     | Interrupted
+    | Notice
     | LimitsExceeded
     | TurnEnded
     | Failed

@@ -37,6 +37,7 @@ from rhapsody.core.events import (
     Interrupted,
     ModelResponse,
     NarrationViolation,
+    Notice,
     RequestSent,
     Retrying,
     SeamCommitted,
@@ -113,6 +114,8 @@ class Agent:
             if hints:
                 yield self._observed(self._delivered(hints, record["seq"], "start of turn"))
             yield self._observed(TurnStarted(text or ""))
+            async for notice in self._sync_tools():
+                yield self._observed(notice)
             try:
                 async with aclosing(self._loop()) as loop:
                     async for event in loop:
@@ -123,6 +126,14 @@ class Agent:
                 raise
         finally:
             self.busy = False
+
+    async def _sync_tools(self) -> AsyncGenerator[Event, None]:
+        """Take in tools that arrived since the last turn (MCP servers); the spec changes only when they did."""
+        for text in await self.toolbox.refresh():
+            self.session.record("notice", text=text)
+            yield Notice(text)
+        if self.toolbox.sources and self.toolbox.specs() != self.session.spec.tools:
+            self.session.set_tools(self.toolbox.specs())
 
     async def _loop(self) -> AsyncGenerator[Event, None]:
         while True:
@@ -238,9 +249,10 @@ class Agent:
             duration_ms=ms,
             **outcome.facts,
         )
-        result = ToolResultBlock(tool_use_id=call.id, content=outcome.content or "(no output)")
+        result = ToolResultBlock(tool_use_id=call.id, content=outcome.blocks or outcome.content or "(no output)")
         if outcome.is_error:
-            result = ToolResultBlock(tool_use_id=call.id, content=outcome.content or "(error)", is_error=True)
+            result = ToolResultBlock(tool_use_id=call.id, content=outcome.blocks or outcome.content or "(error)",
+                                     is_error=True)
         self._done.append(result)
         if outcome.words:
             self._words.append((call, outcome.words))

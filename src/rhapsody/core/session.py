@@ -1,7 +1,9 @@
 """The session: one history file, the conversation folded from it, hints and counters.
 
 Every change goes through `record`, which appends to the history first and then folds the
-record into memory, so what is in memory is always what a resume would rebuild.
+record into memory, so what is in memory is always what a resume would rebuild: the
+conversation, pending hints, counters and the micro-handoff's state (`handoff`, see
+core/handoff_state.py).
 
 Imports: stdlib and rhapsody.core only.
 """
@@ -128,6 +130,8 @@ class Session:
             self._fold_usage(record)
         elif kind == "model":
             self.spec = dataclasses.replace(self.spec, model=record["model"])
+        elif kind == "tools":
+            self.spec = dataclasses.replace(self.spec, tools=record["tools"])
         elif kind in ("seam", "unseam"):
             self.counters.seams = len(self.conversation.seams)
 
@@ -171,6 +175,16 @@ class Session:
         """Use another model from now on; earlier thinking leaves the view (it is bound to the old one)."""
         self.record("model", model=model)
         self.cut_thinking("model switched")
+
+    def set_tools(self, tools: list[dict[str, Any]]) -> None:
+        """Offer these tool definitions from the next request on (MCP servers came or went).
+
+        Thinking blocks are bound to the tools they were written under, so earlier ones leave.
+        """
+        had_messages = bool(self.conversation.messages)
+        self.record("tools", tools=tools)
+        if self.spec.thinking and had_messages:
+            self.cut_thinking("tools changed")
 
     def cut_thinking(self, reason: str) -> None:
         """Drop every thinking block so far from the view (their prefix no longer holds)."""

@@ -35,6 +35,9 @@ class ToolOutcome:
     words: str = ""
     """The human's own words about this call (a typed denial reason). The loop delivers
     them verbatim as a text block after the tool results, like a hint, so a seam keeps them."""
+    blocks: list[dict[str, Any]] | None = None
+    """tool_result content blocks (text, image) when plain text cannot carry the result; `content`
+    is then its text form for front ends."""
 
 
 class ToolFailure(Exception):
@@ -87,6 +90,30 @@ class Approver(Protocol):
         ...
 
 
+class ToolSource(Protocol):
+    """Tools that arrive after start-up (MCP servers): started in the background, waited for per turn."""
+
+    def start(self) -> None:
+        """Begin starting in the background (needs a running event loop); repeated calls do nothing."""
+        ...
+
+    async def tools(self) -> list[Tool]:
+        """Every tool available now, in a fixed order; waits for what is still starting, bounded."""
+        ...
+
+    def notices(self) -> list[str]:
+        """Status lines not yet shown (a server failed, died, or waits for trust)."""
+        ...
+
+    def status(self) -> list[str]:
+        """What `/mcp` shows: each server, its state and its tools."""
+        ...
+
+    async def close(self) -> None:
+        """Stop everything this source started."""
+        ...
+
+
 MASK = "[masked secret]"
 
 
@@ -110,13 +137,43 @@ class Toolbox:
         self.clock = clock
         """Times tool runs (seconds); a fixed clock pins durations in layout snapshots."""
         self.secrets = tuple(s for s in secrets if len(s) >= 8)
+        self.sources: list[ToolSource] = []
+        self._builtin = list(self.tools)
 
     def specs(self) -> list[dict[str, Any]]:
         """Tool definitions for the request, in registration order."""
         return [
-            {"name": t.name, "description": t.description, "input_schema": _schema(t.Input)}
+            {"name": t.name, "description": t.description,
+             "input_schema": getattr(t, "input_schema", None) or _schema(t.Input)}
             for t in self.tools.values()
         ]
+
+    def start_sources(self) -> list[str]:
+        """Start every source in the background without waiting (needs a running loop); returns notices."""
+        notices: list[str] = []
+        for source in self.sources:
+            source.start()
+            notices += source.notices()
+        return notices
+
+    async def close_sources(self) -> None:
+        """Stop what the sources started (every MCP server process)."""
+        for source in self.sources:
+            await source.close()
+
+    async def refresh(self) -> list[str]:
+        """Take in the tools of every source (built-ins first, then each source's in its order); returns notices."""
+        if not self.sources:
+            return []
+        tools = {name: self.tools[name] for name in self._builtin}
+        notices: list[str] = []
+        for source in self.sources:
+            source.start()
+            for tool in await source.tools():
+                tools.setdefault(tool.name, tool)
+            notices += source.notices()
+        self.tools = tools
+        return notices
 
     async def run(self, name: str, raw_input: Any, ctx: ToolContext) -> tuple[ToolOutcome, int]:
         """Run one call; returns the outcome and how long the tool itself ran, in milliseconds."""
@@ -145,7 +202,8 @@ class Toolbox:
 
     async def _permit(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> ToolOutcome | None:
         """None when the call may run, else the refusal the model gets; every decision is recorded."""
-        argument = str(getattr(args, "command", None) or getattr(args, "path", None) or "")
+        describe = getattr(tool, "argument_of", None)
+        argument = str(describe(args) if describe else getattr(args, "command", None) or getattr(args, "path", None) or "")
         decision = decide(self.permission_mode, self.rules, tool.name, argument, tool.writes, tool.reads_files)
         verdict, reason, by, words = decision.verdict, decision.reason, "rules", ""
         if verdict == "ask":
@@ -173,12 +231,18 @@ class Toolbox:
         return verdict, reason, "human", words
 
     def _mask(self, outcome: ToolOutcome) -> ToolOutcome:
-        content = outcome.content
-        for secret in self.secrets:
-            content = content.replace(secret, MASK)
-        if content == outcome.content:
+        content = self._masked(outcome.content)
+        blocks = outcome.blocks and [
+            {**b, "text": self._masked(b["text"])} if b.get("type") == "text" else b for b in outcome.blocks
+        ]
+        if content == outcome.content and blocks == outcome.blocks:
             return outcome
-        return dataclasses.replace(outcome, content=content)
+        return dataclasses.replace(outcome, content=content, blocks=blocks)
+
+    def _masked(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, MASK)
+        return text
 
 
 def _schema(model: type[BaseModel]) -> dict[str, Any]:
