@@ -84,6 +84,11 @@ def stub() -> Iterator[Stub]:
     s.server.stop()
 
 
+GATE = "for i in $(seq 1000); do [ -e go ] && break; sleep 0.01; done"
+"""A bash command that runs until the test creates `go` in the project (at most ~10 s): the
+test acts while the tool is in flight, however slow the machine, then lets it finish."""
+
+
 async def until(condition: Callable[[], bool], within: float = 10.0,
                 pause: Callable[[float], Awaitable[Any]] = asyncio.sleep, step: float = 0.01) -> None:
     """Wait until `condition()` holds, checking every `step` seconds; fail after `within` seconds."""

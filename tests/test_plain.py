@@ -14,13 +14,13 @@ from rhapsody.loopback.script import call, say
 from rhapsody.core.approval import HumanApprover
 from rhapsody.plain import run_plain
 
-from .conftest import Stub, until
+from .conftest import GATE, Stub, until
 
 SLOW = "I will run a short command so there is a moment to type a hint while it runs."
 
 
 async def test_plain_mode_runs_a_turn_takes_a_hint_and_slash_commands(stub: Stub, project: Path) -> None:
-    stub.script(call(SLOW, "bash", command="sleep 0.6; echo ok"), say("Done, hint seen."))
+    stub.script(call(SLOW, "bash", command=f"{GATE}; echo ok"), say("Done, hint seen."))
     wiring = stub.wire(project)
     out = io.StringIO()
     with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
@@ -28,13 +28,15 @@ async def test_plain_mode_runs_a_turn_takes_a_hint_and_slash_commands(stub: Stub
         pipe.send_text("run it\r")
         await until(lambda: bool(wiring.agent.in_flight))
         pipe.send_text("shorter please\r")
+        await until(lambda: "h1 pending" in out.getvalue())
+        (project / "go").touch()
         await until(lambda: not wiring.agent.busy and len(stub.server.requests) >= 2)
         pipe.send_text("/stats\r")
         await until(lambda: "no seams yet" in out.getvalue())
         pipe.send_text("/quit\r")
         assert await asyncio.wait_for(task, 10) == 0
     text = out.getvalue()
-    assert "bash sleep 0.6; echo ok → exit 0" in text and "Done, hint seen." in text
+    assert "; echo ok → exit 0" in text and "Done, hint seen." in text
     assert "h1 pending: next tool boundary" in text and "no seams yet" in text
     assert stub.bodies()[1]["messages"][-1]["content"][1]["text"] == "shorter please"
 

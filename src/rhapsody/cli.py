@@ -18,7 +18,7 @@ T = TypeVar("T")
 
 USAGE_EPILOG = """commands:
   rhapsody strip FILE [--out OUT] [--json]   strip a request body or history offline
-  rhapsody stats [SESSION|FILE]              every seam of a session as a table
+  rhapsody stats [SESSION|FILE] [--json]     every seam of a session, and what the seams saved
   rhapsody memory init|stats|audit           project memory in docs/memory/
   rhapsody mcp list                          MCP servers, their state and their tools
 
@@ -65,6 +65,10 @@ def _stats_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rhapsody stats", description="Print every seam of a session.")
     p.add_argument("session", nargs="?", help="session id or prefix, or a history .jsonl file (default: the latest)")
     p.add_argument("--cwd", metavar="DIR", help="project directory")
+    p.add_argument("--json", action="store_true", help="print one JSON object (billed_input_tokens, "
+                   "billed_input_tokens_without_seams, seam rows, ...)")
+    p.add_argument("--cache-read-mult", type=float, metavar="X", help="price cache reads at X× base input "
+                   "(default: the model's rate from the price table)")
     return p
 
 
@@ -151,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             from rhapsody.stats import print_stats
 
             ns = _stats_parser().parse_args(args[1:])
-            return print_stats(_root(ns.cwd), ns.session)
+            return print_stats(_root(ns.cwd), ns.session, ns.json, ns.cache_read_mult)
         return _run(_parser().parse_args(args))
     except RhapsodyError as exc:
         print(f"rhapsody: {exc}", file=sys.stderr)

@@ -58,7 +58,7 @@ class PlainApprover:
         elif word.lower() == "a":
             self.pending.answer(Approval(True, remember=self.rules))
         else:
-            self.pending.answer(Approval(False, reason=f"denied by the human: {reason}" if reason else ""))
+            self.pending.answer(Approval(False, words=reason))
         return True
 
 

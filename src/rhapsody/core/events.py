@@ -113,6 +113,22 @@ class HintDelivered:
 
 
 @dataclass(frozen=True)
+class DenialDelivered:
+    """The human denied a call with a reason; their words reached the model verbatim.
+
+    `text` is exactly what the human typed: front ends show it as the human's words.
+    """
+
+    call: ToolUseBlock
+    text: str
+
+
+@dataclass(frozen=True)
+class MemoryReminded:
+    """At the end of a task that used tools, the harness asked the agent to update project memory."""
+
+
+@dataclass(frozen=True)
 class HandoffAsked:
     """The harness asked the agent for a field note."""
 
@@ -201,6 +217,8 @@ Event = (
     | ToolFinished
     | NarrationViolation
     | HintDelivered
+    | DenialDelivered
+    | MemoryReminded
     | HandoffAsked
     | SeamCommitted
     | ContextPruned

@@ -20,6 +20,7 @@ from rhapsody.core.model import Model
 from rhapsody.core.rolling import RollingPolicy, plan_cut
 from rhapsody.core.session import USAGE_KEYS, Session
 from rhapsody.core.strip import HANDOFF_TOOL, authored_sha256, shape, validity_problems
+from rhapsody.core.traffic import fields, left, traffic_sha256
 
 INDEX_LINES = 60
 INDEX_CHARS = 4000
@@ -54,6 +55,7 @@ def commit_seam(session: Session, note_path: str = "") -> dict[str, Any]:
         boundary=boundary,
         note_path=note_path,
         authored_sha256=sha,
+        **fields(left(before, after)),
         before=shape(before, *measure(body_before)).as_dict(),
         after=shape(after, *measure(body_after)).as_dict(),
         reported_input_before=sum(session.counters.last_usage.get(k, 0) for k in USAGE_KEYS[:3]),
@@ -67,7 +69,7 @@ def prune(session: Session, ids: list[str], reason: str) -> dict[str, Any]:
     after = conv.view(conv.boundary(), conv.pruned | set(ids))
     audit(before, after)
     return session.record(
-        "prune", ids=ids, reason=reason,
+        "prune", ids=ids, reason=reason, **fields(left(before, after)),
         before=shape(before, *measure(build_request(session.spec, before))).as_dict(),
         after=shape(after, *measure(build_request(session.spec, after))).as_dict(),
     )
@@ -76,7 +78,7 @@ def prune(session: Session, ids: list[str], reason: str) -> dict[str, Any]:
 def roll(session: Session, policy: RollingPolicy) -> dict[str, Any] | None:
     """The rolling policy's batch cut, when working memory overflowed: the prune record, or None."""
     conv = session.conversation
-    ids = plan_cut(conv.messages, conv.pruned, policy)
+    ids = plan_cut(conv.messages, conv.pruned, policy, conv.boundary())
     if not ids:
         return None
     try:
@@ -109,10 +111,16 @@ def seam_views(session: Session) -> tuple[list[Message], list[Message]]:
 
 def undo_seam(session: Session) -> dict[str, Any] | None:
     """Put the last seam's stripped blocks back; thinking before this point is cut."""
-    seams = session.conversation.seams
+    conv = session.conversation
+    seams = conv.seams
     if not seams:
         return None
-    return session.record("unseam", seam=seams[-1]["seam"], boundary=len(session.conversation.messages))
+    previous = seams[-2]["boundary"] if len(seams) > 1 else 0
+    back = left(conv.view(previous), conv.active())
+    returned = traffic_sha256(back)
+    recorded = seams[-1].get("stripped_sha256")
+    return session.record("unseam", seam=seams[-1]["seam"], boundary=len(conv.messages), returned_sha256=returned,
+                          returned_calls=len(back), verified=recorded == returned if recorded else None)
 
 
 def stripped_calls(session: Session) -> list[tuple[ToolUseBlock, ToolResultBlock | None]]:

@@ -27,11 +27,13 @@ from rhapsody.core import handoff_state
 from rhapsody.core.errors import ModelError
 from rhapsody.core.events import (
     ContextPruned,
+    DenialDelivered,
     Event,
     Failed,
     HandoffAsked,
     HandoffFailed,
     HintDelivered,
+    MemoryReminded,
     Interrupted,
     ModelResponse,
     NarrationViolation,
@@ -86,8 +88,11 @@ class Agent:
         self._partial: list[str] = []
         self._open: list[ToolUseBlock] = []
         self._done: list[ToolResultBlock] = []
+        self._words: list[tuple[ToolUseBlock, str]] = []
+        """Denial reasons typed by the human this round: sent after the results, as their own text."""
         self._handoff_armed_at = policy.handoff_at_tokens
         self._steps = 0
+        self._turn_start = 0
         self._interruption: Interrupted | None = None
 
     async def run(self, text: str | None = None) -> AsyncGenerator[Event, None]:
@@ -102,6 +107,7 @@ class Agent:
             return
         self.busy = True
         self._steps = 0
+        self._turn_start = len(self.session.records)
         self._interruption = None
         try:
             record = self.session.append_message("user", blocks)
@@ -197,7 +203,7 @@ class Agent:
 
     async def _run_calls(self, message: Message, calls: list[ToolUseBlock]) -> AsyncGenerator[Event, None]:
         words = narration_words(message, self.policy.parallel_tools)
-        self._open, self._done = list(calls), []
+        self._open, self._done, self._words = list(calls), [], []
         try:
             for call in calls:
                 async for event in self._run_one(call, words.get(call.id, 0)):
@@ -206,7 +212,7 @@ class Agent:
         except (asyncio.CancelledError, GeneratorExit):
             self._answer_open_calls()
             raise
-        blocks: list[Block] = list(self._done)
+        blocks: list[Block] = list(self._done) + self._denial_blocks()
         hints = self.session.take_hints(("steer",))
         blocks += [TextBlock(text=h.text) for h in hints]
         if self.session.handoff.phase == Phase.WANTED:
@@ -214,6 +220,8 @@ class Agent:
             yield HandoffAsked()
         record = self.session.append_message("user", blocks)
         self._done = []
+        for event in self._denials_delivered(record["seq"]):
+            yield event
         if self.policy.rolling and not self.session.spec.thinking:
             pruned = self._roll()
             if pruned is not None:
@@ -246,6 +254,8 @@ class Agent:
             result = ToolResultBlock(tool_use_id=call.id, content=outcome.blocks or outcome.content or "(error)",
                                      is_error=True)
         self._done.append(result)
+        if outcome.words:
+            self._words.append((call, outcome.words))
         if isinstance(outcome, NoteWritten) and not outcome.is_error:
             handoff_state.noted(self.session, outcome)
         yield ToolFinished(call, outcome.content, outcome.is_error, ms, outcome.exit_code)
@@ -257,10 +267,23 @@ class Agent:
         still_open = [c for c in self._open if c.id not in answered]  # closed right after a call finished
         blocks: list[Block] = list(self._done)
         blocks += [ToolResultBlock(tool_use_id=c.id, content=INTERRUPTED, is_error=True) for c in still_open]
-        self.session.append_message("user", blocks)
+        record = self.session.append_message("user", blocks + self._denial_blocks())
+        list(self._denials_delivered(record["seq"]))
         self.session.record("interrupted", partial_text="", during="tools", open=[c.id for c in still_open])
         self._interruption = Interrupted("", during="tools", open_calls=tuple(c.id for c in still_open))
         self._open, self._done = [], []
+
+    def _denial_blocks(self) -> list[Block]:
+        """The human's denial reasons, verbatim, as text after the tool results (the API wants results first)."""
+        return [TextBlock(text=words) for _, words in self._words]
+
+    def _denials_delivered(self, seq: int) -> list[DenialDelivered]:
+        events = []
+        for call, words in self._words:
+            self.session.record("denial", tool_use_id=call.id, name=call.name, text=words, message_seq=seq)
+            events.append(DenialDelivered(call, words))
+        self._words = []
+        return events
 
     def _roll(self) -> ContextPruned | None:
         """Apply the rolling policy's batch cut when working memory overflowed."""
@@ -290,6 +313,10 @@ class Agent:
         elif phase == Phase.REMINDED:
             handoff_state.give_up(session, "the agent did not call micro_handoff")
             events.append(HandoffFailed("the agent ended its turn twice without calling micro_handoff; nothing was stripped"))
+        elif self.policy.memory_reminder and self._memory_due():
+            session.record("memory_reminder")
+            follow_up.append(TextBlock(text=self.policy.memory_reminder))
+            events.append(MemoryReminded())
         hints = session.take_hints()
         follow_up.extend(TextBlock(text=h.text) for h in hints)
         if follow_up:
@@ -297,6 +324,16 @@ class Agent:
             if hints:
                 events.append(self._delivered(hints, record["seq"], "end of turn"))
         return TurnEnd(events, follow_up)
+
+    def _memory_due(self) -> bool:
+        """A task of this turn used tools, left memory untouched, and was not reminded yet."""
+        turn = self.session.records[self._turn_start:]
+        if any(r["kind"] in ("memory_reminder", "seam", "handoff") for r in turn):
+            return False
+        runs = [r for r in turn if r["kind"] == "tool_run" and r.get("name") not in ("micro_handoff", "recall")]
+        wrote = any(r.get("op") == "write" and str(r.get("path", "")).startswith(self.policy.memory_path + "/")
+                    for r in runs)
+        return bool(runs) and not wrote
 
     async def _commit_seam(self) -> tuple[SeamCommitted | HandoffFailed, bool]:
         """Commit the noted seam; the event, and whether the agent goes on with its work after it."""

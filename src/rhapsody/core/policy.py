@@ -32,6 +32,10 @@ class Policy:
     """Requests one turn may send; the turn ends with LimitsExceeded before the next one."""
     max_cost_usd: float | None = None
     """The session's estimated cost at which turns end with LimitsExceeded before a request."""
+    memory_reminder: str | None = None
+    """Sent once at the end of a task that used tools, when project memory is on (seed 001)."""
+    memory_path: str = "docs/memory"
+    """The memory folder: a task that already wrote there is not reminded."""
 
 
 def limit_reached(policy: Policy, session: Session, steps: int) -> LimitsExceeded | None:

@@ -1,7 +1,9 @@
 """The session: one history file, the conversation folded from it, hints and counters.
 
 Every change goes through `record`, which appends to the history first and then folds the
-record into memory, so what is in memory is always what a resume would rebuild.
+record into memory, so what is in memory is always what a resume would rebuild: the
+conversation, pending hints, counters and the micro-handoff's state (`handoff`, see
+core/handoff_state.py).
 
 Imports: stdlib and rhapsody.core only.
 """

@@ -32,6 +32,9 @@ class ToolOutcome:
     is_error: bool = False
     exit_code: int | None = None
     facts: dict[str, Any] = field(default_factory=dict)
+    words: str = ""
+    """The human's own words about this call (a typed denial reason). The loop delivers
+    them verbatim as a text block after the tool results, like a hint, so a seam keeps them."""
     blocks: list[dict[str, Any]] | None = None
     """tool_result content blocks (text, image) when plain text cannot carry the result; `content`
     is then its text form for front ends."""
@@ -75,6 +78,8 @@ class Approval:
     allow: bool
     reason: str = ""
     remember: tuple[str, ...] = ()
+    words: str = ""
+    """What the human typed with a denial, exactly; it reaches the model as the human's message."""
 
 
 class Approver(Protocol):
@@ -186,7 +191,7 @@ class Toolbox:
             return ToolOutcome(f"Invalid arguments for {name}: {_first_error(exc)}", is_error=True)
         refusal = await self._permit(tool, args, ctx)
         if refusal:
-            return ToolOutcome(refusal, is_error=True)
+            return refusal
         timer[0] = self.clock()  # the duration is the tool's, not the human's time to answer
         try:
             return await tool.run(args, ctx)
@@ -195,31 +200,35 @@ class Toolbox:
         except Exception as exc:  # noqa: BLE001 - a tool bug must not end the session
             return ToolOutcome(f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
 
-    async def _permit(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> str | None:
+    async def _permit(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> ToolOutcome | None:
         """None when the call may run, else the refusal the model gets; every decision is recorded."""
         describe = getattr(tool, "argument_of", None)
         argument = str(describe(args) if describe else getattr(args, "command", None) or getattr(args, "path", None) or "")
         decision = decide(self.permission_mode, self.rules, tool.name, argument, tool.writes, tool.reads_files)
-        verdict, reason, by = decision.verdict, decision.reason, "rules"
+        verdict, reason, by, words = decision.verdict, decision.reason, "rules", ""
         if verdict == "ask":
-            verdict, reason, by = await self._ask(tool.name, argument, decision.reason)
+            verdict, reason, by, words = await self._ask(tool.name, argument, decision.reason)
         if tool.writes or verdict != "allow" or decision.rule:  # plain reads are not worth a record
             ctx.session.record("permission", tool=tool.name, argument=argument, decision=verdict, by=by, reason=reason)
         if verdict == "allow":
             return None
-        return f"Not run: permission denied for {tool.name} {argument!r}: {reason}"
+        if words:
+            reason = "denied by the human; their reason follows the tool results, in their own words"
+        return ToolOutcome(f"Not run: permission denied for {tool.name} {argument!r}: {reason}", is_error=True, words=words)
 
-    async def _ask(self, tool: str, argument: str, why: str) -> tuple[str, str, str]:
+    async def _ask(self, tool: str, argument: str, why: str) -> tuple[str, str, str, str]:
         if self.approver is None:
             return "deny", (f"{why}, and no human can answer here (headless); allow it with a rule such as "
-                            f"allow = [\"{tool}:{argument.split()[0] if argument else ''}*\"] or pick another --permission-mode"), "mode"
+                            f"allow = [\"{tool}:{argument.split()[0] if argument else ''}*\"] or pick another --permission-mode"), "mode", ""
         answer = await self.approver(tool, argument, why)
         self.rules.session_allow.extend(answer.remember)
         verdict = "allow" if answer.allow else "deny"
-        reason = answer.reason or ("allowed by the human" if answer.allow else "denied by the human")
+        words = "" if answer.allow or not answer.words.strip() else answer.words
+        reason = answer.reason or (f"denied by the human: {words}" if words else "")
+        reason = reason or ("allowed by the human" if answer.allow else "denied by the human")
         if answer.remember:
             reason += f"; {', '.join(answer.remember)} allowed for this session"
-        return verdict, reason, "human"
+        return verdict, reason, "human", words
 
     def _mask(self, outcome: ToolOutcome) -> ToolOutcome:
         content = self._masked(outcome.content)
