@@ -17,7 +17,9 @@ the command line (words unquoted, joined by one space). Order of decision:
    in `ask` only by an allow rule; with no sandbox, `read-only` refuses, `yolo` allows
    only when `sandbox = "off"` was chosen, and otherwise an allow rule or the human;
 5. other writes: `yolo` → allow; `read-only` → deny (no rule raises it); an allow rule →
-   allow; `auto-edit` allows file writes; else ask.
+   allow; `auto-edit` allows file writes; else ask. MCP tools count as writes (rhapsody
+   cannot know what a server does): they ask in `auto-edit` too, unless a rule such as
+   `mcp__time` (every tool of that server) or `mcp__time__get_current_time` allows them.
 
 An allow rule runs a bash command only when every simple command matches and the
 command is not opaque (see `ShellCommand`).
@@ -112,9 +114,15 @@ def _glob(pattern: str, value: str, fold: bool = False) -> bool:
     return fnmatch.fnmatchcase(value, pattern)
 
 
+def _names(rule_name: str, tool: str) -> bool:
+    """A rule's tool name covers `tool`; `mcp__NAME` covers every tool of that MCP server."""
+    return rule_name == tool or (rule_name.startswith("mcp__") and rule_name.count("__") == 1
+                                 and tool.startswith(rule_name + "__"))
+
+
 def _matches(rule: str, tool: str, keys: tuple[str, ...]) -> bool:
     name, _, pattern = rule.partition(":")
-    return name == tool and (not pattern or any(_glob(pattern, k) for k in keys))
+    return _names(name, tool) and (not pattern or any(_glob(pattern, k) for k in keys))
 
 
 def _file_allowed(rules: list[str], tool: str, keys: tuple[str, ...]) -> str:
@@ -201,7 +209,13 @@ def decide_call(mode: str, rules: Rules, call: Call) -> Decision:
         return Decision("allow", f"allowed by rule {allowed!r}", allowed)
     if mode == "auto-edit" and call.tool in FILE_WRITERS:
         return Decision("allow", "auto-edit mode allows file writes inside the project")
-    return Decision("ask", f"{mode} mode asks before {'writing files' if call.tool in FILE_WRITERS else 'this call'}")
+    return Decision("ask", f"{mode} mode asks before {_what(call.tool)}")
+
+
+def _what(tool: str) -> str:
+    if tool.startswith("mcp__"):
+        return "calling MCP tools"
+    return "writing files" if tool in FILE_WRITERS else "this call"
 
 
 def _decide_bash(mode: str, rules: Rules, call: Call) -> Decision:
@@ -256,5 +270,7 @@ def suggested_rules(tool: str, argument: str) -> tuple[str, ...]:
     if tool == "bash":
         words = [part.split()[0] for part in subcommands(argument) if part.split()]
         return tuple(dict.fromkeys(f"bash:{w} *" for w in words)) or ("bash",)
+    if tool.startswith("mcp__"):
+        return (tool,)
     folder = argument.rsplit("/", 1)[0] if "/" in argument else ""
     return (f"{tool}:{folder}/*" if folder else f"{tool}:*",)

@@ -13,6 +13,7 @@ import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ValidationError
@@ -32,6 +33,12 @@ class ToolOutcome:
     is_error: bool = False
     exit_code: int | None = None
     facts: dict[str, Any] = field(default_factory=dict)
+    words: str = ""
+    """The human's own words about this call (a typed denial reason). The loop delivers
+    them verbatim as a text block after the tool results, like a hint, so a seam keeps them."""
+    blocks: list[dict[str, Any]] | None = None
+    """tool_result content blocks (text, image) when plain text cannot carry the result; `content`
+    is then its text form for front ends."""
 
 
 class ToolFailure(Exception):
@@ -76,6 +83,8 @@ class Approval:
     allow: bool
     reason: str = ""
     remember: tuple[str, ...] = ()
+    words: str = ""
+    """What the human typed with a denial, exactly; it reaches the model as the human's message."""
 
 
 class Approver(Protocol):
@@ -83,6 +92,30 @@ class Approver(Protocol):
 
     async def __call__(self, tool: str, argument: str, why: str) -> Approval:
         """The human's decision."""
+        ...
+
+
+class ToolSource(Protocol):
+    """Tools that arrive after start-up (MCP servers): started in the background, waited for per turn."""
+
+    def start(self) -> None:
+        """Begin starting in the background (needs a running event loop); repeated calls do nothing."""
+        ...
+
+    async def tools(self) -> list[Tool]:
+        """Every tool available now, in a fixed order; waits for what is still starting, bounded."""
+        ...
+
+    def notices(self) -> list[str]:
+        """Status lines not yet shown (a server failed, died, or waits for trust)."""
+        ...
+
+    def status(self) -> list[str]:
+        """What `/mcp` shows: each server, its state and its tools."""
+        ...
+
+    async def close(self) -> None:
+        """Stop everything this source started."""
         ...
 
 
@@ -100,26 +133,59 @@ class Toolbox:
         rules: Rules | None = None,
         secrets: tuple[str, ...] = (),
         approver: Approver | None = None,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.tools = {t.name: t for t in tools}
         self.permission_mode = permission_mode
         self.rules = rules or Rules()
         self.approver = approver
         """Who answers `ask` decisions; None where no human can answer (headless)."""
+        self.clock = clock
+        """Times tool runs (seconds); a fixed clock pins durations in layout snapshots."""
         self.secrets = tuple(s for s in secrets if len(s) >= 8)
+        self.sources: list[ToolSource] = []
+        self._builtin = list(self.tools)
 
     def specs(self) -> list[dict[str, Any]]:
         """Tool definitions for the request, in registration order."""
         return [
-            {"name": t.name, "description": t.description, "input_schema": _schema(t.Input)}
+            {"name": t.name, "description": t.description,
+             "input_schema": getattr(t, "input_schema", None) or _schema(t.Input)}
             for t in self.tools.values()
         ]
 
+    def start_sources(self) -> list[str]:
+        """Start every source in the background without waiting (needs a running loop); returns notices."""
+        notices: list[str] = []
+        for source in self.sources:
+            source.start()
+            notices += source.notices()
+        return notices
+
+    async def close_sources(self) -> None:
+        """Stop what the sources started (every MCP server process)."""
+        for source in self.sources:
+            await source.close()
+
+    async def refresh(self) -> list[str]:
+        """Take in the tools of every source (built-ins first, then each source's in its order); returns notices."""
+        if not self.sources:
+            return []
+        tools = {name: self.tools[name] for name in self._builtin}
+        notices: list[str] = []
+        for source in self.sources:
+            source.start()
+            for tool in await source.tools():
+                tools.setdefault(tool.name, tool)
+            notices += source.notices()
+        self.tools = tools
+        return notices
+
     async def run(self, name: str, raw_input: Any, ctx: ToolContext) -> tuple[ToolOutcome, int]:
         """Run one call; returns the outcome and how long the tool itself ran, in milliseconds."""
-        timer = [time.perf_counter()]
+        timer = [self.clock()]
         outcome = self._mask(await self._run(name, raw_input, ctx, timer))
-        return outcome, int((time.perf_counter() - timer[0]) * 1000)
+        return outcome, int((self.clock() - timer[0]) * 1000)
 
     async def _run(self, name: str, raw_input: Any, ctx: ToolContext, timer: list[float]) -> ToolOutcome:
         tool = self.tools.get(name)
@@ -132,8 +198,8 @@ class Toolbox:
         call = self._describe(tool, args, ctx)
         refusal = await self._permit(tool, call, ctx)
         if refusal:
-            return ToolOutcome(refusal, is_error=True)
-        timer[0] = time.perf_counter()  # the duration is the tool's, not the human's time to answer
+            return refusal
+        timer[0] = self.clock()  # the duration is the tool's, not the human's time to answer
         ctx = dataclasses.replace(ctx, confinement="off" if call.leave_sandbox else call.confinement,
                                   read_deny=self.rules.read_denied())
         try:
@@ -143,27 +209,31 @@ class Toolbox:
         except Exception as exc:  # noqa: BLE001 - a tool bug must not end the session
             return ToolOutcome(f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
 
-    async def _permit(self, tool: Tool, call: Call, ctx: ToolContext) -> str | None:
+    async def _permit(self, tool: Tool, call: Call, ctx: ToolContext) -> ToolOutcome | None:
         """None when the call may run, else the refusal the model gets; every decision is recorded."""
         decision = decide_call(self.permission_mode, self.rules, call)
-        verdict, reason, by = decision.verdict, decision.reason, "rules"
+        verdict, reason, by, words = decision.verdict, decision.reason, "rules", ""
         if verdict == "ask":
             why = decision.reason
             if call.leave_sandbox:
                 why += f". The model's justification: {call.justification or '(none given)'}"
-            verdict, reason, by = await self._ask(tool.name, call.argument, why,
-                                                  "unsandboxed" if call.leave_sandbox else tool.name)
+            verdict, reason, by, words = await self._ask(tool.name, call.argument, why,
+                                                         "unsandboxed" if call.leave_sandbox else tool.name)
         if tool.writes or verdict != "allow" or decision.rule:  # plain reads are not worth a record
             ctx.session.record("permission", tool=tool.name, argument=call.argument, decision=verdict, by=by,
                                reason=reason, **({"confinement": call.confinement} if call.confinement else {}))
         if verdict == "allow":
             return None
-        return f"Not run: permission denied for {tool.name} {call.argument!r}: {reason}"
+        if words:
+            reason = "denied by the human; their reason follows the tool results, in their own words"
+        return ToolOutcome(f"Not run: permission denied for {tool.name} {call.argument!r}: {reason}", is_error=True,
+                           words=words)
 
     def _describe(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> Call:
-        command = getattr(args, "command", None)
+        """What the permission check needs: the argument, resolved path keys, where a command would run."""
+        describe = getattr(tool, "argument_of", None)
         path = getattr(args, "path", None)
-        argument = str(command or path or "")
+        argument = str(describe(args) if describe else getattr(args, "command", None) or path or "")
         try:
             keys = relative_keys(ctx.root, path) if isinstance(path, str) and path and "\x00" not in path else ()
         except (OSError, ValueError, RuntimeError):
@@ -174,25 +244,33 @@ class Toolbox:
         return Call(tool.name, argument, tool.writes, tool.reads_files, keys or (argument,),
                     confinement, leave, str(getattr(args, "justification", "") or ""))
 
-    async def _ask(self, tool: str, argument: str, why: str, rule_name: str) -> tuple[str, str, str]:
+    async def _ask(self, tool: str, argument: str, why: str, rule_name: str) -> tuple[str, str, str, str]:
         if self.approver is None:
             where = " in your user config" if rule_name == "unsandboxed" else ""
             return "deny", (f"{why}, and no human can answer here (headless); allow it with a rule such as "
                             f"allow = [\"{rule_name}:{argument.split()[0] if argument else ''}*\"]{where} "
-                            "or pick another --permission-mode"), "mode"
+                            "or pick another --permission-mode"), "mode", ""
         answer = await self.approver(tool, argument, why)
         self.rules.session_allow.extend(answer.remember)
         verdict = "allow" if answer.allow else "deny"
-        reason = answer.reason or ("allowed by the human" if answer.allow else "denied by the human")
+        words = "" if answer.allow or not answer.words.strip() else answer.words
+        reason = answer.reason or (f"denied by the human: {words}" if words else "")
+        reason = reason or ("allowed by the human" if answer.allow else "denied by the human")
         if answer.remember:
             reason += f"; {', '.join(answer.remember)} allowed for this session"
-        return verdict, reason, "human"
+        return verdict, reason, "human", words
 
     def _mask(self, outcome: ToolOutcome) -> ToolOutcome:
-        content = mask(outcome.content, self.secrets)
-        if content == outcome.content:
+        content = self._masked(outcome.content)
+        blocks = outcome.blocks and [
+            {**b, "text": self._masked(b["text"])} if b.get("type") == "text" else b for b in outcome.blocks
+        ]
+        if content == outcome.content and blocks == outcome.blocks:
             return outcome
-        return dataclasses.replace(outcome, content=content)
+        return dataclasses.replace(outcome, content=content, blocks=blocks)
+
+    def _masked(self, text: str) -> str:
+        return mask(text, self.secrets)
 
 
 def _schema(model: type[BaseModel]) -> dict[str, Any]:

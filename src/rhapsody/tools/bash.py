@@ -19,7 +19,8 @@ from rhapsody.prompts import load
 from rhapsody.tools import procs, sandbox
 from rhapsody.tools.sandbox import scrubbed_env
 
-SCRUBBED = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+SCRUBBED = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+            "AWS_BEARER_TOKEN_BEDROCK")
 """Credentials rhapsody itself uses; every variable named like a credential is scrubbed too."""
 
 
