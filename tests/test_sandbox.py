@@ -92,7 +92,7 @@ async def test_secret_files_read_empty_in_the_sandbox_even_through_a_link(stub: 
     (project / "notes").mkdir()
     os.symlink("../.env", project / "notes" / "config.txt")
     [result] = await bash_results(stub, project, "cat .env notes/config.txt keys/server.PEM | base64 -w0; echo end")
-    assert "end" in result["content"] and "aHVudGVy" not in result["content"] and "hunter2" not in result["content"]
+    assert not result.get("is_error") and result["content"].startswith("end") and "aHVudGVy" not in result["content"] and "hunter2" not in result["content"]
     assert base64.b64encode(b"-----BEGIN").decode()[:8] not in result["content"]
     assert (project / ".env").read_text().startswith("API_TOKEN=")  # masked inside only
 

@@ -13,6 +13,7 @@ Stdlib only: this module decides, `tools/procs.py` runs.
 
 from __future__ import annotations
 
+import atexit
 import fnmatch
 import functools
 import os
@@ -20,6 +21,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from rhapsody.tools import seccomp
@@ -32,6 +34,9 @@ HOME_SECRETS = (".ssh", ".aws", ".gnupg", ".azure", ".kube", ".docker", ".config
                 ".config/rhapsody", ".netrc", ".git-credentials", ".npmrc", ".pypirc", ".pgpass", ".password-store",
                 ".local/share/keyrings", ".config/anthropic", ".anthropic")
 """Paths under $HOME hidden inside the sandbox (folders become empty, files read empty)."""
+SYSTEM_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/ssl/private", "/etc/sudoers",
+                  "/etc/sudoers.d", "/root/.ssh", "/var/lib/rhapsody")
+"""System files readable by root that stay hidden when rhapsody itself runs as root."""
 _HIDDEN_ROOTS = (("proc",), ("sys",), ("dev",), ("run",))
 SKIP_WALK = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache", ".pytest_cache"}
 WALK_LIMIT = 50_000
@@ -130,16 +135,38 @@ def wrap(argv: list[str], root: Path, level: str, network: bool = False) -> tupl
 
 def _home_masks(root: Path) -> list[str]:
     home = Path(os.path.expanduser("~"))
+    ssh_keys = [str(p) for p in Path("/etc/ssh").glob("ssh_host_*_key")]
+    return _masks(root, [home / rel for rel in HOME_SECRETS] + [Path(p) for p in (*SYSTEM_SECRETS, *ssh_keys)])
+
+
+_EMPTY: list[str] = []
+
+
+def empty_file() -> str:
+    """An empty read-only file to bind over secrets (a device node such as /dev/null cannot be
+    opened on the sandbox's nodev mounts, so it would read as "Permission denied", not empty)."""
+    if not _EMPTY or not os.path.isfile(_EMPTY[0]):
+        folder = tempfile.mkdtemp(prefix="rhapsody-sandbox-")
+        path = os.path.join(folder, "empty")
+        with open(path, "w", encoding="utf-8"):
+            pass
+        os.chmod(path, 0o444)
+        atexit.register(shutil.rmtree, folder, True)
+        _EMPTY[:] = [path]
+    return _EMPTY[0]
+
+
+def _masks(root: Path, paths: list[Path]) -> list[str]:
+    """Folders become empty and read-only, files read empty; skipped when the project is inside one."""
     out: list[str] = []
-    for rel in HOME_SECRETS:
-        path = home / rel
+    for path in paths:
         if root == path or path in root.parents or not os.path.lexists(path):
             continue
         real = path.resolve()
         if real.is_dir():
             out += ["--tmpfs", str(real), "--remount-ro", str(real)]
         elif real.is_file():
-            out += ["--ro-bind", "/dev/null", str(real)]
+            out += ["--ro-bind", empty_file(), str(real)]
     return out
 
 
@@ -236,7 +263,7 @@ def _secret_masks(root: Path) -> list[str]:
             if is_secret_name(name):
                 real = Path(folder, name).resolve()
                 if real.is_file() and tuple(real.parts[1:2]) not in _HIDDEN_ROOTS:
-                    out += ["--ro-bind", "/dev/null", str(real)]
+                    out += ["--ro-bind", empty_file(), str(real)]
         seen += len(dirs)
         if seen > WALK_LIMIT:
             break
