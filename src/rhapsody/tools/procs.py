@@ -107,8 +107,10 @@ async def run(argv: list[str], cwd: str, env: dict[str, str], timeout: float, ca
 async def _exited(proc: asyncio.subprocess.Process) -> None:
     """Until the command itself exits. (`Process.wait` before Python 3.12 also waits for every
     pipe to close, so a backgrounded child holding stdout would keep it waiting.)"""
+    step = 0.002
     while proc.returncode is None:
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(step)
+        step = min(step * 1.5, 0.05)  # quick commands answer fast, long ones cost few wake-ups
 
 
 async def _read(stream: asyncio.StreamReader | None, buffer: Bounded) -> None:
