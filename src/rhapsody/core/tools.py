@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ValidationError
 
+from rhapsody.core.messages import INVALID_KEY, UNPARSED_KEY
 from rhapsody.core.permissions import Rules, decide
 
 if TYPE_CHECKING:
@@ -116,6 +117,8 @@ class Toolbox:
         tool = self.tools.get(name)
         if tool is None:
             return ToolOutcome(f"Unknown tool {name!r}. Available: {', '.join(self.tools)}.", is_error=True)
+        if isinstance(raw_input, dict) and UNPARSED_KEY in raw_input:
+            return ToolOutcome(_unparsed_reason(name, raw_input), is_error=True)
         try:
             args = tool.Input.model_validate(raw_input if isinstance(raw_input, dict) else {})
         except ValidationError as exc:
@@ -171,6 +174,13 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
     for prop in schema.get("properties", {}).values():
         prop.pop("title", None)
     return schema
+
+
+def _unparsed_reason(name: str, raw_input: dict[str, Any]) -> str:
+    raw = str(raw_input.get(UNPARSED_KEY, ""))
+    shown = raw if len(raw) <= 200 else raw[:200] + "..."
+    why = raw_input.get(INVALID_KEY, "not a JSON object")
+    return f"Not run: the arguments of {name} are {why}: {shown!r}. Send the call again with a JSON object."
 
 
 def _first_error(exc: ValidationError) -> str:
