@@ -4,7 +4,10 @@ Each record is one line `{"v": 1, "seq", "ts", "kind", ...}` written with a sing
 `write`, flushed and fsynced, in a file of mode 0600. On open, a file whose last byte is
 not a newline (a torn write) gets one, so the next record cannot merge with the torn one.
 On read, a line that does not parse is skipped and counted; the last line torn by a crash
-is expected and silent. Nothing is ever rewritten. See docs/history-format.md.
+is expected and silent; a record that parses but has fields of the wrong type (see
+records.py) refuses the whole file with a one-line error naming its line, because skipping
+it could leave a conversation the API refuses. Nothing is ever rewritten. See
+docs/history-format.md.
 
 Imports: stdlib only.
 """
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody.core.errors import HistoryError
+from rhapsody.core.records import problem
 
 VERSION = 1
 STATE_DIR = ".rhapsody"
@@ -98,6 +102,8 @@ class HistoryRead:
     """What reading a history file found."""
 
     records: list[dict[str, Any]] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)
+    """The line number (from 1) of each record, for errors that name it."""
     skipped: int = 0
     torn_tail: bool = False
 
@@ -121,11 +127,15 @@ def read_history(path: Path) -> HistoryRead:
             else:
                 result.skipped += 1
             continue
+        wrong = problem(record)
+        if wrong:
+            raise HistoryError(f"{path.name} line {i + 1}: {wrong}")
         if record.get("v", 1) > VERSION:
             raise HistoryError(
                 f"{path.name} was written by a newer rhapsody (history v{record['v']}, this reads v{VERSION})"
             )
         result.records.append(record)
+        result.lines.append(i + 1)
     return result
 
 
