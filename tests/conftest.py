@@ -14,6 +14,7 @@ import pytest
 from rhapsody.anthropic_model import AnthropicModel
 from rhapsody.config import Settings
 from rhapsody.core.events import Event
+from rhapsody.core.tools import Approver
 from rhapsody.loopback.script import ScriptedResponder
 from rhapsody.loopback.server import LoopbackServer
 from rhapsody.wiring import Wiring, build
@@ -62,9 +63,9 @@ class Stub:
         client = anthropic.AsyncAnthropic(base_url=self.server.url, api_key="sk-test-key", max_retries=0, timeout=5.0)
         return AnthropicModel(client, retries=retries, base_delay=0.0)
 
-    def wire(self, root: Path, retries: int = 3, **settings: Any) -> Wiring:
+    def wire(self, root: Path, retries: int = 3, approver: Approver | None = None, **settings: Any) -> Wiring:
         settings.setdefault("permission_mode", "yolo")
-        return build(root, Settings(**settings), self.model(retries), MODEL)
+        return build(root, Settings(**settings), self.model(retries), MODEL, approver=approver)
 
     def bodies(self) -> list[dict[str, Any]]:
         return self.server.bodies()

@@ -16,7 +16,7 @@ from rhapsody.anthropic_model import MAX_RETRY_AFTER, retry_delay
 from rhapsody.core.events import Failed, RetryCountdown, Retrying, ToolFinished, TurnEnded
 from rhapsody.core.history import read_history
 from rhapsody.core.session import Session
-from rhapsody.headless import print_event
+from rhapsody.render import print_event
 from rhapsody.loopback.script import call, say
 from rhapsody.loopback.server import Fault
 
@@ -83,7 +83,7 @@ async def test_tool_arguments_that_are_not_a_json_object_get_an_error_result_and
     assert second[1]["content"][1]["input"]["_unparsed"].encode("ascii", "backslashreplace")
     assert second[2]["content"][0]["is_error"] is True
     resumed = Session.resume(project, wiring.session.path)
-    assert resumed.request()["messages"] == wiring.session.request()["messages"]
+    assert resumed.request_and_size()[0]["messages"] == wiring.session.request_and_size()[0]["messages"]
     assert read_history(wiring.session.path).skipped == 0
 
 
@@ -101,7 +101,7 @@ async def test_raw_lone_surrogates_in_text_and_arguments_never_break_history_or_
     assert history.skipped == 0 and not history.torn_tail
     assert len(stub.bodies()) == 2  # the human's surrogate reached the server as U+FFFD, not as a crash
     assert "\ufffd" in stub.bodies()[0]["messages"][0]["content"][0]["text"]
-    Session.resume(project, wiring.session.path).request()
+    Session.resume(project, wiring.session.path).request_and_size()
 
 
 def test_retry_after_is_capped_at_sixty_seconds() -> None:

@@ -11,6 +11,7 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
 from rhapsody.loopback.script import call, say
+from rhapsody.core.approval import HumanApprover
 from rhapsody.plain import run_plain
 
 from .conftest import Stub
@@ -23,7 +24,7 @@ async def test_plain_mode_runs_a_turn_takes_a_hint_and_slash_commands(stub: Stub
     wiring = stub.wire(project)
     out = io.StringIO()
     with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring, out=out))
+        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
         pipe.send_text("run it\r")
         while not wiring.agent.in_flight:
             await asyncio.sleep(0.01)
@@ -42,10 +43,11 @@ async def test_plain_mode_runs_a_turn_takes_a_hint_and_slash_commands(stub: Stub
 
 async def test_plain_mode_asks_and_a_line_that_is_no_answer_becomes_a_hint(stub: Stub, project: Path) -> None:
     stub.script(call(SLOW, "bash", command="touch approved.txt"), say("Done."))
-    wiring = stub.wire(project, permission_mode="ask")
+    approver = HumanApprover()
+    wiring = stub.wire(project, approver=approver, permission_mode="ask")
     out = io.StringIO()
     with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring, out=out))
+        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, approver, out=out))
         pipe.send_text("make the file\r")
         while "? bash wants to run" not in out.getvalue():
             await asyncio.sleep(0.02)

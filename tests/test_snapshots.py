@@ -21,7 +21,7 @@ from rhapsody.core.session import Session
 from rhapsody.loopback.script import call, say
 from rhapsody.tools import default_toolbox
 from rhapsody.tui.app import RhapsodyApp
-from rhapsody.wiring import Wiring, policy
+from rhapsody.wiring import policy
 
 from .conftest import Stub
 from .test_handoff_e2e import handoff_turn
@@ -46,7 +46,7 @@ def fixed_app(stub: Stub) -> RhapsodyApp:
     session.record("session", session="snapshot", cwd=str(ROOT), version="0", model=spec.model,
                    system=spec.system, tools=spec.tools, max_tokens=spec.max_tokens, parallel_tools=False, thinking=None)
     agent = Agent(session, stub.model(), toolbox, policy(Settings()))
-    return RhapsodyApp(Wiring(agent, Settings()))
+    return RhapsodyApp(agent, Settings())
 
 
 async def settle(pilot: Any) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from textual.widgets import Static
 
+from rhapsody.core.approval import HumanApprover
 from rhapsody.loopback.script import call, say
 from rhapsody.tui.app import RhapsodyApp
 from rhapsody.tui.widgets import Foldable, PromptInput
@@ -45,7 +46,7 @@ async def test_task_hint_and_handoff_through_the_app(stub: Stub, project: Path) 
         say("Note written."),
     )
     wiring = stub.wire(project)
-    app = RhapsodyApp(wiring)
+    app = RhapsodyApp(wiring.agent, wiring.settings)
     async with app.run_test(size=(100, 30)) as pilot:
         await type_and_send(pilot, "run the slow thing")
         while not app.agent.in_flight:
@@ -73,7 +74,7 @@ async def test_escape_interrupts_and_keeps_what_streamed(stub: Stub, project: Pa
     long_text = "Streaming slowly so the human can interrupt me. " * 40
     stub.script({"content": [{"type": "text", "text": long_text}], "delay": 0.03}, say("after"))
     wiring = stub.wire(project)
-    app = RhapsodyApp(wiring)
+    app = RhapsodyApp(wiring.agent, wiring.settings)
     async with app.run_test(size=(100, 30)) as pilot:
         # pilot.press waits for the screen to go idle, which a live stream never does,
         # so the turn is started and interrupted through the same methods the keys call.
@@ -103,7 +104,7 @@ async def test_resume_renders_seams_and_stripped_calls(stub: Stub, project: Path
     from rhapsody.wiring import build
 
     resumed = build(project, Settings(), stub.model(), None, continue_last=True)
-    app = RhapsodyApp(resumed)
+    app = RhapsodyApp(resumed.agent, resumed.settings)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         entries = app.transcript.entries
@@ -117,7 +118,7 @@ async def test_resume_of_a_long_session_mounts_only_a_window(stub: Stub, project
     from rhapsody.tui.widgets import WINDOW, Entry
 
     wiring = stub.wire(project)
-    app = RhapsodyApp(wiring)
+    app = RhapsodyApp(wiring.agent, wiring.settings)
     async with app.run_test(size=(100, 30)) as pilot:
         await app.transcript.load([Entry("assistant", f"message {i}") for i in range(3000)])
         await pilot.pause()
@@ -130,7 +131,7 @@ async def test_resume_of_a_long_session_mounts_only_a_window(stub: Stub, project
 async def test_slash_completion_and_queue_binding(stub: Stub, project: Path) -> None:
     stub.script(call(SLOW, "bash", command="sleep 0.4"), say("first done"), say("queued done"))
     wiring = stub.wire(project)
-    app = RhapsodyApp(wiring)
+    app = RhapsodyApp(wiring.agent, wiring.settings)
     async with app.run_test(size=(100, 30)) as pilot:
         prompt = app.query_one(PromptInput)
         prompt.text = "/han"
@@ -157,7 +158,7 @@ async def test_ctrl_c_twice_quits_and_the_picker_returns_a_session(stub: Stub, p
     from .conftest import collect
 
     await collect(wiring.agent.run("the first request"))
-    app = RhapsodyApp(wiring)
+    app = RhapsodyApp(wiring.agent, wiring.settings)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("ctrl+c")
         assert app.is_running
@@ -181,8 +182,9 @@ async def test_ask_mode_shows_the_question_and_each_answer_takes_effect(stub: St
         call(narrate, "bash", command="rm once.txt"),
         say("done"),
     )
-    wiring = stub.wire(project, permission_mode="ask")
-    app = RhapsodyApp(wiring)
+    approver = HumanApprover()
+    wiring = stub.wire(project, approver=approver, permission_mode="ask")
+    app = RhapsodyApp(wiring.agent, wiring.settings, approver)
 
     async def answer(key: str, reason: str = "") -> None:
         while not isinstance(app.screen, ApprovalScreen) or app.screen.focused is None:

@@ -42,6 +42,12 @@ def default_model() -> str:
     return next(m for m in get_args(literal) if "sonnet" in m)
 
 
+def loopback_model(base_url: str, *, retries: int, base_delay: float) -> AnthropicModel:
+    """A model that talks to rhapsody's loopback server at `base_url` (the demo; needs no key)."""
+    client = anthropic.AsyncAnthropic(base_url=base_url, api_key="demo-needs-no-key", max_retries=0)
+    return AnthropicModel(client, retries=retries, base_delay=base_delay)
+
+
 class AnthropicModel:
     """Streams requests through the real SDK and retries what the API means to be retried."""
 

@@ -152,9 +152,12 @@ def _run(ns: argparse.Namespace) -> int:
     from rhapsody.config import load_settings
 
     if ns.demo:
-        from rhapsody.demo import run_demo
+        from rhapsody.demo import DEMO_TASK, demo_setup
 
-        return run_demo(ns, load_settings(Path.cwd(), _flags(ns)))
+        with demo_setup(ns, load_settings(Path.cwd(), _flags(ns))) as (root, settings, model):
+            ns.continue_last = False
+            ns.resume = None
+            return launch(ns, root, settings, model, initial=DEMO_TASK)
     root = _root(ns.cwd)
     settings = load_settings(root, _flags(ns))
     _require_key()
@@ -175,7 +178,7 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
     """Wire the agent and hand it to the chosen front end."""
     import asyncio
 
-
+    from rhapsody.core.approval import HumanApprover
     from rhapsody.wiring import build
 
     resuming = ns.continue_last or ns.resume is not None
@@ -190,8 +193,9 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
         from rhapsody.anthropic_model import default_model
 
         model_id = default_model()
+    approver = None if ns.task else HumanApprover()
     wiring = build(root, settings, model, model_id, resume=ns.resume or None, continue_last=ns.continue_last,
-                   interactive=not ns.task)
+                   approver=approver)
     import gc
 
     # A resumed session is a large, long-lived heap; keeping it out of the collector's
@@ -204,8 +208,8 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
     if ns.plain:
         from rhapsody.plain import run_plain
 
-        return asyncio.run(run_plain(wiring, initial))
+        return asyncio.run(run_plain(wiring.agent, settings, approver, initial))
     from rhapsody.tui.app import RhapsodyApp
 
-    RhapsodyApp(wiring, initial=initial).run()
+    RhapsodyApp(wiring.agent, settings, approver, initial=initial).run()
     return 0

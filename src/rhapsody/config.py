@@ -77,6 +77,10 @@ class Settings(BaseModel):
     """Rounds of working memory kept after a cut, best-scored first."""
     rolling_batch: int = Field(6, ge=1)
     """How far working memory may overfill before one cut (hysteresis for the prompt cache)."""
+    max_steps_per_turn: int | None = Field(None, ge=1)
+    """Requests one turn may send; the turn then ends with a "limit reached" notice."""
+    max_cost_usd: float | None = Field(None, gt=0)
+    """The session's estimated cost (USD) at which turns end before the next request."""
     memory: MemorySettings = Field(default_factory=MemorySettings)
     """Project memory."""
     keymap: dict[str, str] = Field(default_factory=dict)

@@ -10,10 +10,13 @@ from __future__ import annotations
 import argparse
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from rhapsody.config import Settings
+from rhapsody.core.model import Model
 
 DEMO_TASK = "The inventory total is wrong: find out why and fix it."
 DEMO_ALLOW = ["bash:sleep *", "bash:python -m unittest*", "bash:tail *"]
@@ -103,40 +106,34 @@ def answered_handoff(messages: list[dict[str, Any]]) -> bool:
 
 def prepare_project() -> Path:
     """Copy the sample project to a temporary folder and make it a git repository."""
-    import git
+    from rhapsody.tools.git import init_repository
 
     root = Path(tempfile.mkdtemp(prefix="rhapsody-demo-")) / "inventory"
     shutil.copytree(Path(__file__).parent / "demo_project", root)
-    repo = git.Repo.init(root)
-    with repo.config_writer() as cw:
-        cw.set_value("user", "name", "rhapsody demo")
-        cw.set_value("user", "email", "demo@localhost")
-    repo.index.add(["inventory.py", "test_inventory.py", "README.md"])
-    repo.index.commit("sample project")
+    init_repository(root, ["inventory.py", "test_inventory.py", "README.md"], "sample project",
+                    ("rhapsody demo", "demo@localhost"))
     return root
 
 
-def run_demo(ns: argparse.Namespace, settings: Settings) -> int:
-    """Start the loopback server and run the chosen front end on a fresh sample project."""
-    import anthropic
+@contextmanager
+def demo_setup(ns: argparse.Namespace, settings: Settings) -> Iterator[tuple[Path, Settings, Model]]:
+    """Start the loopback server on a fresh sample project; the project, settings and model to launch with.
 
-    from rhapsody.anthropic_model import AnthropicModel
-    from rhapsody.cli import launch
+    The server stops when the block ends.
+    """
+    from rhapsody.anthropic_model import loopback_model
     from rhapsody.loopback.server import LoopbackServer
 
     server = LoopbackServer(DemoResponder()).start()
     try:
         root = prepare_project()
-        client = anthropic.AsyncAnthropic(base_url=server.url, api_key="demo-needs-no-key", max_retries=0)
-        model = AnthropicModel(client, retries=settings.retries, base_delay=settings.retry_base_delay)
+        model = loopback_model(server.url, retries=settings.retries, base_delay=settings.retry_base_delay)
         settings = settings.model_copy(update={
             "model": settings.model or "claude-sonnet-5-5",
             "allow": [*settings.allow, *DEMO_ALLOW] if ns.task else settings.allow,
         })
-        ns.continue_last = False
-        ns.resume = None
         if ns.task or ns.plain:
             print(f"rhapsody demo: sample project in {root}")
-        return launch(ns, root, settings, model, initial=DEMO_TASK)
+        yield root, settings, model
     finally:
         server.stop()

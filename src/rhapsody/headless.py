@@ -2,7 +2,8 @@
 
 Text output streams the narration and one line per tool call; `--output-format jsonl`
 prints every event as a JSON object instead. Exit status: 0 when the turn ended, 2 when it
-failed (the reason is on stderr).
+failed, 3 when a limit (`max_steps_per_turn`, `max_cost_usd`) ended it (the reason is on
+stderr).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any, TextIO
 
 from rhapsody.core import events as ev
 from rhapsody.core.loop import Agent
-from rhapsody.render import seam_line, tool_line
+from rhapsody.render import limit_line, print_event
 
 
 async def run_headless(agent: Agent, task: str, output: str = "text", out: TextIO | None = None,
@@ -33,33 +34,11 @@ async def run_headless(agent: Agent, task: str, output: str = "text", out: TextI
             if isinstance(event, ev.Failed):
                 err.write(f"rhapsody: {event.message}\n")
                 status = 2
+            elif isinstance(event, ev.LimitsExceeded):
+                err.write(f"rhapsody: {limit_line(event)}\n")
+                status = 3
             out.flush()
     return status
-
-
-def print_event(event: ev.Event, out: TextIO) -> None:
-    """One event as the line-based front ends show it."""
-    if isinstance(event, ev.TextDelta):
-        out.write(event.text)
-    elif isinstance(event, ev.BlockStopped) and event.kind == "text":
-        out.write("\n")
-    elif isinstance(event, ev.ToolFinished):
-        out.write(f"  ⏺ {tool_line(event.call, event.is_error, event.duration_ms, event.exit_code)}\n")
-    elif isinstance(event, ev.NarrationViolation):
-        out.write(f"  ✗ {event.call.name} not run: {event.words} words of narration, {event.required} required "
-                  f"(violations: {event.total})\n")
-    elif isinstance(event, ev.Retrying):
-        asked = f" (server asked {event.asked:g} s)" if event.asked is not None and event.asked > event.delay else ""
-        out.write(f"\n  ↻ retry {event.attempt} in {event.delay:.1f} s{asked}: {event.reason}\n")
-    elif isinstance(event, ev.SeamCommitted):
-        out.write(f"  ── {seam_line(event.record)}\n")
-    elif isinstance(event, ev.ContextPruned):
-        b, a = event.record["before"], event.record["after"]
-        out.write(f"  ── rolling cut: {len(event.record['ids'])} calls out, {b['request_bytes']:,} → {a['request_bytes']:,} bytes\n")
-    elif isinstance(event, ev.HandoffFailed):
-        out.write(f"  ✗ handoff: {event.reason}\n")
-    elif isinstance(event, ev.HintDelivered):
-        out.write(f"  ✓ hints {', '.join(event.hint_ids)} delivered ({event.where})\n")
 
 
 def event_dict(event: ev.Event) -> dict[str, Any]:

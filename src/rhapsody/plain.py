@@ -15,50 +15,56 @@ from collections.abc import Callable
 from typing import TextIO
 
 from rhapsody.commands import COMMANDS, is_command, run_command
+from rhapsody.config import Settings
 from rhapsody.core import events as ev
+from rhapsody.core.approval import HumanApprover, Question
+from rhapsody.core.loop import Agent
 from rhapsody.core.permissions import suggested_rules
 from rhapsody.core.tools import Approval
-from rhapsody.headless import print_event
-from rhapsody.wiring import Wiring
+from rhapsody.render import print_event
 
 
 class PlainApprover:
-    """Asks permission questions on the line; the next typed line is the answer."""
+    """Shows the approver's questions on the line; the next typed line is the answer."""
 
-    def __init__(self, say: Callable[[str], None]) -> None:
+    def __init__(self, approver: HumanApprover, say: Callable[[str], None]) -> None:
+        self.approver = approver
         self.say = say
-        self.pending: asyncio.Future[Approval] | None = None
+        self.pending: Question | None = None
         self.rules: tuple[str, ...] = ()
 
-    async def __call__(self, tool: str, argument: str, why: str) -> Approval:
-        self.rules = suggested_rules(tool, argument)
-        self.pending = asyncio.get_running_loop().create_future()
-        self.say(f"? {tool} wants to run ({why}): {argument}\n"
-                 f"  y = allow once, a = allow {', '.join(self.rules)} for this session, n [reason] = deny")
-        try:
-            return await self.pending
-        finally:
-            self.pending = None
+    async def serve(self) -> None:
+        """Ask each question as it comes, one at a time, until cancelled."""
+        while True:
+            question = await self.approver.next_question()
+            self.rules = suggested_rules(question.tool, question.argument)
+            self.pending = question
+            self.say(f"? {question.tool} wants to run ({question.why}): {question.argument}\n"
+                     f"  y = allow once, a = allow {', '.join(self.rules)} for this session, n [reason] = deny")
+            try:
+                await asyncio.wait([question.reply])  # answered, or dropped when the turn was interrupted
+            finally:
+                self.pending = None
 
     def answer(self, line: str) -> bool:
-        """Resolve the pending question from a typed line; False when the line is not an answer."""
+        """Answer the pending question from a typed line; False when the line is not an answer."""
         word, _, reason = line.strip().partition(" ")
-        if self.pending is None or self.pending.done():
+        if self.pending is None or not self.pending.open:
             return False
         if word.lower() not in ("y", "yes", "a", "n", "no"):
             return False
         if word.lower() in ("y", "yes"):
-            self.pending.set_result(Approval(True))
+            self.pending.answer(Approval(True))
         elif word.lower() == "a":
-            self.pending.set_result(Approval(True, remember=self.rules))
+            self.pending.answer(Approval(True, remember=self.rules))
         else:
-            self.pending.set_result(Approval(False, reason=f"denied by the human: {reason}" if reason else ""))
+            self.pending.answer(Approval(False, reason=f"denied by the human: {reason}" if reason else ""))
         return True
 
 
-async def _consume(wiring: Wiring, text: str | None, out: TextIO) -> None:
+async def _consume(agent: Agent, text: str | None, out: TextIO) -> None:
     try:
-        async with aclosing(wiring.agent.run(text)) as stream:
+        async with aclosing(agent.run(text)) as stream:
             async for event in stream:
                 print_event(event, out)
                 if isinstance(event, ev.Failed):
@@ -67,9 +73,11 @@ async def _consume(wiring: Wiring, text: str | None, out: TextIO) -> None:
         out.write("\n[interrupted: what streamed is kept]\n")
 
 
-async def run_plain(wiring: Wiring, initial: str = "", out: TextIO | None = None) -> int:
+async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | None = None,
+                    initial: str = "", out: TextIO | None = None) -> int:
     """Read lines until EOF or /quit; returns the exit status.
 
+    `approver` is the one the agent's toolbox asks (None: questions are refused, as headless).
     Output goes to `out`, or to stdout as patched by prompt-toolkit so it prints above the
     live prompt.
     """
@@ -86,9 +94,9 @@ async def run_plain(wiring: Wiring, initial: str = "", out: TextIO | None = None
             sink.write(text + "\n")
             sink.flush()
 
-        approver = PlainApprover(say)
-        wiring.agent.toolbox.approver = approver
-        say(f"rhapsody {wiring.session.id} in {wiring.session.root} — /help for commands, Ctrl+D to quit")
+        questions = PlainApprover(approver or HumanApprover(), say)
+        serving = asyncio.create_task(questions.serve())
+        say(f"rhapsody {agent.session.id} in {agent.session.root} — /help for commands, Ctrl+D to quit")
         while True:
             try:
                 line = await prompt.prompt_async("› ", default=initial)
@@ -101,25 +109,26 @@ async def run_plain(wiring: Wiring, initial: str = "", out: TextIO | None = None
                 break
             initial = ""
             busy = task is not None and not task.done()
-            if approver.pending is not None and approver.answer(line):
+            if questions.pending is not None and questions.answer(line):
                 continue
-            if approver.pending is not None and line.strip():
+            if questions.pending is not None and line.strip():
                 say("[answer the question first: y, a or n; your line is kept as a hint]")
             if is_command(line):
-                outcome = run_command(wiring.agent, line)
+                outcome = run_command(agent, line)
                 if outcome.text:
                     say(outcome.text)
                 if outcome.quit:
                     break
                 if outcome.run_turn and not busy:
-                    task = asyncio.create_task(_consume(wiring, None, sink))
+                    task = asyncio.create_task(_consume(agent, None, sink))
             elif line.strip() and busy:
                 queued = line.startswith(">>")
-                hint = wiring.session.hint(line.removeprefix(">>").strip(), mode="queue" if queued else "steer")
+                hint = agent.session.hint(line.removeprefix(">>").strip(), mode="queue" if queued else "steer")
                 say(f"[{hint.id} pending: {'end of turn' if queued else 'next tool boundary'}]")
             elif line.strip():
-                task = asyncio.create_task(_consume(wiring, line, sink))
+                task = asyncio.create_task(_consume(agent, line, sink))
+    serving.cancel()
     if task and not task.done():
         task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    await asyncio.gather(serving, *([task] if task else []), return_exceptions=True)
     return 0

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TextIO
 
+from rhapsody.core import events as ev
 from rhapsody.core.messages import ToolUseBlock
 
 KEY_ARGUMENTS = ("command", "path", "pattern", "query", "id", "action")
@@ -45,3 +46,39 @@ def seam_line(record: dict[str, Any]) -> str:
         f"(−{reduction:.0%}), ~{before['est_tokens']:,} → ~{after['est_tokens']:,} tokens, "
         f"tool calls {before['tool_use']} → {after['tool_use']}, text blocks kept {after['text_blocks']}"
     )
+
+
+def limit_line(event: ev.LimitsExceeded) -> str:
+    """Which limit ended the turn, and how to go on."""
+    if event.limit == "max_cost_usd":
+        reached = f"${event.value:.2f} spent of max_cost_usd ${event.maximum:.2f}"
+    else:
+        reached = f"{event.value:.0f} requests this turn, max_steps_per_turn {event.maximum:.0f}"
+    return f"limit reached: {reached}; the turn stopped (raise the setting to go on)"
+
+
+def print_event(event: ev.Event, out: TextIO) -> None:
+    """One event as the line-based front ends show it."""
+    if isinstance(event, ev.TextDelta):
+        out.write(event.text)
+    elif isinstance(event, ev.BlockStopped) and event.kind == "text":
+        out.write("\n")
+    elif isinstance(event, ev.ToolFinished):
+        out.write(f"  ⏺ {tool_line(event.call, event.is_error, event.duration_ms, event.exit_code)}\n")
+    elif isinstance(event, ev.NarrationViolation):
+        out.write(f"  ✗ {event.call.name} not run: {event.words} words of narration, {event.required} required "
+                  f"(violations: {event.total})\n")
+    elif isinstance(event, ev.Retrying):
+        asked = f" (server asked {event.asked:g} s)" if event.asked is not None and event.asked > event.delay else ""
+        out.write(f"\n  ↻ retry {event.attempt} in {event.delay:.1f} s{asked}: {event.reason}\n")
+    elif isinstance(event, ev.SeamCommitted):
+        out.write(f"  ── {seam_line(event.record)}\n")
+    elif isinstance(event, ev.ContextPruned):
+        b, a = event.record["before"], event.record["after"]
+        out.write(f"  ── rolling cut: {len(event.record['ids'])} calls out, {b['request_bytes']:,} → {a['request_bytes']:,} bytes\n")
+    elif isinstance(event, ev.HandoffFailed):
+        out.write(f"  ✗ handoff: {event.reason}\n")
+    elif isinstance(event, ev.HintDelivered):
+        out.write(f"  ✓ hints {', '.join(event.hint_ids)} delivered ({event.where})\n")
+    elif isinstance(event, ev.LimitsExceeded):
+        out.write(f"  ■ {limit_line(event)}\n")

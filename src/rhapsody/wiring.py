@@ -1,7 +1,7 @@
 """Builds a ready agent from settings: system prompt, tools, session, model, policy.
 
-Shared by headless mode, the plain mode, the TUI, the demo and the tests, so every front
-end drives the same loop set up the same way.
+The CLI's assembly (and the tests'): it builds the agent and hands it, with the settings,
+to a front end. Front ends never import this module; they get what they need passed in.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from rhapsody.core.loop import Agent, Policy
 from rhapsody.core.model import Model
 from rhapsody.core.rolling import RollingPolicy
 from rhapsody.core.session import Session
-from rhapsody.core.tools import Toolbox
+from rhapsody.core.tools import Approver, Toolbox
 from rhapsody.prompts import load, render
 from rhapsody.tools import default_toolbox
 
@@ -68,6 +68,8 @@ def policy(settings: Settings) -> Policy:
         exact_tokens=settings.exact_tokens,
         rolling=RollingPolicy(settings.rolling_short, settings.rolling_working, settings.rolling_batch)
         if settings.context == "rolling" else None,
+        max_steps_per_turn=settings.max_steps_per_turn,
+        max_cost_usd=settings.max_cost_usd,
     )
 
 
@@ -109,13 +111,12 @@ def open_session(root: Path, settings: Settings, model_id: str | None, toolbox: 
 
 
 def build(root: Path, settings: Settings, model: Model, model_id: str | None,
-          resume: str | None = None, continue_last: bool = False, interactive: bool = False) -> Wiring:
-    """Wire an agent for `root`; an unset permission mode is `ask` when a human can answer."""
-    mode = settings.permission_mode or ("ask" if interactive else "auto-edit")
-    toolbox = default_toolbox(mode, settings.allow, settings.deny)
-    session = open_session(root, settings, model_id, toolbox, resume, continue_last)
-    agent = Agent(session, model, toolbox, policy(settings))
+          resume: str | None = None, continue_last: bool = False, approver: Approver | None = None) -> Wiring:
+    """Wire an agent for `root`; with an approver (a human can answer) an unset permission mode is `ask`."""
     from rhapsody.memory import DialogRecorder
 
-    agent.observers.append(DialogRecorder(agent, settings.memory.path, settings.memory.commit))
-    return Wiring(agent, settings)
+    mode = settings.permission_mode or ("ask" if approver is not None else "auto-edit")
+    toolbox = default_toolbox(mode, settings.allow, settings.deny, approver)
+    session = open_session(root, settings, model_id, toolbox, resume, continue_last)
+    recorder = DialogRecorder(settings.memory.path, settings.memory.commit)
+    return Wiring(Agent(session, model, toolbox, policy(settings), observers=[recorder]), settings)

@@ -8,7 +8,10 @@ the turn it commits a pending micro-handoff seam, delivers queued messages, or s
 Cancellation (Esc) reaches the generator at an await, or as GeneratorExit at a yield when
 the consumer closes it; either way the handler keeps what streamed, answers every open
 tool call with an "interrupted" result and re-raises, so the history is always a valid
-conversation.
+conversation. A cancelled turn yields `Interrupted` as its last event before the
+cancellation goes on. `max_steps_per_turn` and `max_cost_usd` end a turn with
+`LimitsExceeded` before a request that would pass them. The micro-handoff's state lives in
+the session (core/handoff_state.py); the loop only moves it along.
 
 Imports: stdlib and rhapsody.core only.
 """
@@ -16,11 +19,12 @@ Imports: stdlib and rhapsody.core only.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any
 
+from rhapsody.core import handoff_state
+from rhapsody.core.context import build_request
 from rhapsody.core.errors import ModelError
 from rhapsody.core.events import (
     ContextPruned,
@@ -29,6 +33,8 @@ from rhapsody.core.events import (
     HandoffAsked,
     HandoffFailed,
     HintDelivered,
+    Interrupted,
+    LimitsExceeded,
     ModelResponse,
     NarrationViolation,
     RequestSent,
@@ -41,11 +47,13 @@ from rhapsody.core.events import (
     TurnStarted,
     UsageReported,
 )
-from rhapsody.core.context import build_request
 from rhapsody.core.handoff import AuditFailed, commit_seam, prune, seam_views
+from rhapsody.core.handoff_state import NoteWritten, Phase
 from rhapsody.core.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.core.model import Model
 from rhapsody.core.narration import narration_words
+from rhapsody.core.observers import Observer, Observers
+from rhapsody.core.pricing import cost
 from rhapsody.core.rolling import RollingPolicy, plan_cut
 from rhapsody.core.session import Hint, Session
 from rhapsody.core.tools import ToolContext, Toolbox
@@ -68,49 +76,80 @@ class Policy:
     output_cap: int = 30000
     exact_tokens: bool = False
     rolling: RollingPolicy | None = None
+    max_steps_per_turn: int | None = None
+    """Requests one turn may send; the turn ends with LimitsExceeded before the next one."""
+    max_cost_usd: float | None = None
+    """The session's estimated cost at which turns end with LimitsExceeded before a request."""
+
+
+@dataclass(frozen=True)
+class TurnEnd:
+    """What the end of the model's turn produced: events to show, and a message to go on with."""
+
+    events: list[Event]
+    follow_up: list[Block]
 
 
 class Agent:
-    """Runs turns of one session against one model with one toolbox."""
+    """Runs turns of one session against one model with one toolbox.
 
-    def __init__(self, session: Session, model: Model, toolbox: Toolbox, policy: Policy) -> None:
+    `observers` see every event, whichever front end drives the loop (memory logs,
+    metrics); they run on a worker thread, and a turn ends once they have seen its events.
+    """
+
+    def __init__(self, session: Session, model: Model, toolbox: Toolbox, policy: Policy,
+                 observers: Sequence[Observer] = ()) -> None:
         self.session = session
         self.model = model
         self.toolbox = toolbox
         self.policy = policy
+        self.observers = Observers(observers)
         self.ctx = ToolContext(session.root, session, policy.bash_timeout, policy.output_cap)
         self.busy = False
         self._partial: list[str] = []
         self._open: list[ToolUseBlock] = []
         self._done: list[ToolResultBlock] = []
         self._handoff_armed_at = policy.handoff_at_tokens
-        self.observers: list[Callable[[Event], None]] = []
-        """Called with every event, whichever front end drives the loop (memory logs, metrics)."""
+        self._steps = 0
+        self._interruption: Interrupted | None = None
 
-    async def run(self, text: str | None = None) -> AsyncIterator[Event]:
+    async def run(self, text: str | None = None) -> AsyncGenerator[Event, None]:
         """One turn: the human's text (plus any pending hints), then the tool loop."""
         hints = self.session.take_hints()
         blocks: list[Block] = [TextBlock(text=h.text) for h in hints]
         if text and text.strip():
             blocks.append(TextBlock(text=text))
-        if self.session.handoff_wanted and not self.session.handoff_asked:
+        if self.session.handoff.phase == Phase.WANTED:
             blocks.append(self._ask_handoff(interrupted_work=False))
         if not blocks:
             return
         self.busy = True
+        self._steps = 0
+        self._interruption = None
         try:
             record = self.session.append_message("user", blocks)
             if hints:
-                yield self._delivered(hints, record["seq"], "start of turn")
+                yield self._observed(self._delivered(hints, record["seq"], "start of turn"))
             yield self._observed(TurnStarted(text or ""))
-            async with aclosing(self._loop()) as loop:
-                async for event in loop:
-                    yield self._observed(event)
+            try:
+                async with aclosing(self._loop()) as loop:
+                    async for event in loop:
+                        yield self._observed(event)
+                await self._drain_observers()
+            except asyncio.CancelledError:
+                yield self._observed(self._interruption or Interrupted("", during="turn"))
+                raise
         finally:
             self.busy = False
 
-    async def _loop(self) -> AsyncIterator[Event]:
+    async def _loop(self) -> AsyncGenerator[Event, None]:
         while True:
+            limit = self._limit_reached()
+            if limit is not None:
+                yield limit
+                yield TurnEnded("limit")
+                return
+            self._steps += 1
             response: ModelResponse | None = None
             try:
                 async for event in self._request():
@@ -133,10 +172,10 @@ class Agent:
             self._check_threshold()
             calls = message.tool_uses()
             if not calls:
-                follow_up: list[Block] = []
-                async for event in self._end_of_turn(follow_up):
+                end = await self._end_of_turn()
+                for event in end.events:
                     yield event
-                if not follow_up:
+                if not end.follow_up:
                     yield TurnEnded(response.stop_reason)
                     return
                 continue
@@ -145,7 +184,22 @@ class Agent:
                 async for event in running:
                     yield event
 
-    async def _request(self) -> AsyncIterator[Event]:
+    def _limit_reached(self) -> LimitsExceeded | None:
+        """The limit that forbids the next request, recorded; None when it may go out."""
+        policy = self.policy
+        if policy.max_steps_per_turn is not None and self._steps >= policy.max_steps_per_turn:
+            return self._limit("max_steps_per_turn", self._steps, policy.max_steps_per_turn)
+        if policy.max_cost_usd is not None:
+            spent = cost(self.session.spec.model, self.session.counters.usage)
+            if spent >= policy.max_cost_usd:
+                return self._limit("max_cost_usd", round(spent, 4), policy.max_cost_usd)
+        return None
+
+    def _limit(self, name: str, value: float, maximum: float) -> LimitsExceeded:
+        self.session.record("limit", limit=name, value=value, maximum=maximum)
+        return LimitsExceeded(name, value, maximum)
+
+    async def _request(self) -> AsyncGenerator[Event, None]:
         body, size, est = self.session.request_and_size()
         self.session.record("request", bytes=size, est_tokens=est, messages=len(body["messages"]))
         yield RequestSent(size, est, len(body["messages"]))
@@ -167,8 +221,9 @@ class Agent:
         if text.strip():
             self.session.append_message("assistant", [TextBlock(text=text)])
         self.session.record("interrupted", partial_text=text, during="stream")
+        self._interruption = Interrupted(text, during="stream")
 
-    async def _run_calls(self, message: Message, calls: list[ToolUseBlock]) -> AsyncIterator[Event]:
+    async def _run_calls(self, message: Message, calls: list[ToolUseBlock]) -> AsyncGenerator[Event, None]:
         words = narration_words(message, self.policy.parallel_tools)
         self._open, self._done = list(calls), []
         try:
@@ -182,18 +237,19 @@ class Agent:
         blocks: list[Block] = list(self._done)
         hints = self.session.take_hints(("steer",))
         blocks += [TextBlock(text=h.text) for h in hints]
-        if self.session.handoff_wanted and not self.session.handoff_asked:
+        if self.session.handoff.phase == Phase.WANTED:
             blocks.append(self._ask_handoff(interrupted_work=True))
             yield HandoffAsked()
         record = self.session.append_message("user", blocks)
         self._done = []
         if self.policy.rolling and not self.session.spec.thinking:
-            async for event in self._roll():
-                yield event
+            pruned = self._roll()
+            if pruned is not None:
+                yield pruned
         if hints:
             yield self._delivered(hints, record["seq"], f"after the {', '.join(c.name for c in calls)} result")
 
-    async def _run_one(self, call: ToolUseBlock, words: int) -> AsyncIterator[Event]:
+    async def _run_one(self, call: ToolUseBlock, words: int) -> AsyncGenerator[Event, None]:
         required = self.policy.narration_min_words
         if words < required:
             total = self.session.counters.violations + 1
@@ -217,8 +273,8 @@ class Agent:
         if outcome.is_error:
             result = ToolResultBlock(tool_use_id=call.id, content=outcome.content or "(error)", is_error=True)
         self._done.append(result)
-        if outcome.facts.get("seam_pending"):
-            self.session.seam_pending = dict(outcome.facts)
+        if isinstance(outcome, NoteWritten) and not outcome.is_error:
+            handoff_state.noted(self.session, outcome)
         yield ToolFinished(call, outcome.content, outcome.is_error, ms, outcome.exit_code)
 
     def _answer_open_calls(self) -> None:
@@ -230,97 +286,87 @@ class Agent:
         blocks += [ToolResultBlock(tool_use_id=c.id, content=INTERRUPTED, is_error=True) for c in still_open]
         self.session.append_message("user", blocks)
         self.session.record("interrupted", partial_text="", during="tools", open=[c.id for c in still_open])
+        self._interruption = Interrupted("", during="tools", open_calls=tuple(c.id for c in still_open))
         self._open, self._done = [], []
 
-    async def _roll(self) -> AsyncIterator[Event]:
+    def _roll(self) -> ContextPruned | None:
         """Apply the rolling policy's batch cut when working memory overflowed."""
         assert self.policy.rolling is not None
         conv = self.session.conversation
         ids = plan_cut(conv.messages, conv.pruned, self.policy.rolling)
         if not ids:
-            return
+            return None
         try:
             record = prune(self.session, ids, "rolling context: working memory overflowed")
         except AuditFailed as exc:
             self.session.record("seam_failed", reason=f"rolling cut abandoned: {exc}")
-            return
+            return None
         if self.session.spec.thinking:
             self.session.cut_thinking("rolling cut changed the prefix")
-        yield ContextPruned(record)
+        return ContextPruned(record)
 
-    async def _end_of_turn(self, follow_up: list[Block]) -> AsyncIterator[Event]:
-        """Decide what happens when the model ends its turn; fills `follow_up` to go on."""
+    async def _end_of_turn(self) -> TurnEnd:
+        """What happens when the model ends its turn: a seam, a reminder, hints; a follow-up goes on."""
         session = self.session
+        events: list[Event] = []
+        follow_up: list[Block] = []
         if self.policy.rolling and session.spec.thinking:
             # With thinking on, the prefix may change only between turns (FACTS §1.3).
-            async for event in self._roll():
-                yield event
-        if session.seam_pending is not None:
-            async for event in self._commit_seam(follow_up):
-                yield event
-        elif session.handoff_asked:
-            if not session.handoff_reminded:
-                session.handoff_reminded = True
-                follow_up.append(TextBlock(text=self.policy.handoff_reminder))
-                yield HandoffAsked(reminder=True)
-            else:
-                self._reset_handoff()
-                session.record("handoff_failed", reason="the agent did not call micro_handoff")
-                yield HandoffFailed("the agent ended its turn twice without calling micro_handoff; nothing was stripped")
+            pruned = self._roll()
+            events += [pruned] if pruned is not None else []
+        phase = session.handoff.phase
+        if phase == Phase.NOTED:
+            committed, resume_work = await self._commit_seam()
+            events.append(committed)
+            if resume_work:
+                follow_up.append(TextBlock(text=self.policy.continue_after_handoff))
+        elif phase == Phase.ASKED:
+            handoff_state.remind(session)
+            follow_up.append(TextBlock(text=self.policy.handoff_reminder))
+            events.append(HandoffAsked(reminder=True))
+        elif phase == Phase.REMINDED:
+            handoff_state.give_up(session, "the agent did not call micro_handoff")
+            events.append(HandoffFailed("the agent ended its turn twice without calling micro_handoff; nothing was stripped"))
         hints = session.take_hints()
         follow_up.extend(TextBlock(text=h.text) for h in hints)
         if follow_up:
             record = session.append_message("user", follow_up)
             if hints:
-                yield self._delivered(hints, record["seq"], "end of turn")
+                events.append(self._delivered(hints, record["seq"], "end of turn"))
+        return TurnEnd(events, follow_up)
 
-    async def _commit_seam(self, follow_up: list[Block]) -> AsyncIterator[Event]:
+    async def _commit_seam(self) -> tuple[SeamCommitted | HandoffFailed, bool]:
+        """Commit the noted seam; the event, and whether the agent goes on with its work after it."""
         session = self.session
-        pending = session.seam_pending or {}
-        resume_work = session.handoff_interrupted_work
-        self._reset_handoff()
+        state = session.handoff
         try:
-            record = commit_seam(session, note_path=str(pending.get("note_path", "")))
+            record = commit_seam(session, note_path=state.note_path)
         except AuditFailed as exc:
             session.record("seam_failed", reason=str(exc))
-            yield HandoffFailed(f"strip abandoned, context unchanged: {exc}")
-            return
+            return HandoffFailed(f"strip abandoned, context unchanged: {exc}"), False
         if self.policy.handoff_at_tokens:
             self._handoff_armed_at = record["after"]["est_tokens"] + self.policy.handoff_at_tokens
         if self.policy.exact_tokens:
-            await self._count_seam_tokens(record)
-        yield SeamCommitted(record)
-        if resume_work:
-            follow_up.append(TextBlock(text=self.policy.continue_after_handoff))
+            await self._count_seam_tokens(record["seam"])
+        return SeamCommitted(record), state.interrupted_work
 
-    async def _count_seam_tokens(self, seam: dict[str, Any]) -> None:
+    async def _count_seam_tokens(self, seam: int) -> None:
         """Ask the count_tokens endpoint for the exact figures on both sides of the seam."""
-        count = getattr(self.model, "count_tokens", None)
-        if count is None:
-            return
         before, after = seam_views(self.session)
         try:
-            exact = [await count(build_request(self.session.spec, m)) for m in (before, after)]
+            exact = [await self.model.count_tokens(build_request(self.session.spec, m)) for m in (before, after)]
         except ModelError as exc:
             self.session.record("error", message=f"count_tokens failed: {exc}")
             return
-        self.session.record("seam_tokens", seam=seam["seam"], before=exact[0], after=exact[1])
-
-    def _reset_handoff(self) -> None:
-        session = self.session
-        session.seam_pending = None
-        session.handoff_wanted = session.handoff_asked = session.handoff_reminded = False
-        session.handoff_interrupted_work = False
+        self.session.record("seam_tokens", seam=seam, before=exact[0], after=exact[1])
 
     def _ask_handoff(self, interrupted_work: bool) -> TextBlock:
-        self.session.handoff_asked = True
-        self.session.handoff_interrupted_work = interrupted_work
-        self.session.record("handoff_asked", interrupted_work=interrupted_work)
+        handoff_state.ask(self.session, interrupted_work)
         return TextBlock(text=self.policy.handoff_request)
 
     def _check_threshold(self) -> None:
         armed = self._handoff_armed_at
-        if armed and not self.session.handoff_wanted and self.session.context_tokens() >= armed:
+        if armed and not self.session.handoff.pending and self.session.context_tokens() >= armed:
             self.session.request_handoff()
 
     def _delivered(self, hints: list[Hint], seq: int, where: str) -> HintDelivered:
@@ -329,9 +375,12 @@ class Agent:
         return HintDelivered(ids, where)
 
     def _observed(self, event: Event) -> Event:
-        for observer in self.observers:
-            observer(event)
+        self.observers.put(self.session, event)
         return event
+
+    async def _drain_observers(self) -> None:
+        for error in await self.observers.drain():
+            self.session.record("error", message=f"observer: {error}")
 
     @property
     def in_flight(self) -> tuple[ToolUseBlock, ...]:
@@ -343,6 +392,9 @@ class Agent:
         self.session = session
         self.ctx = ToolContext(session.root, session, self.policy.bash_timeout, self.policy.output_cap)
 
-    def request_handoff(self) -> None:
-        """The one trigger every front end uses: key, /handoff or token threshold."""
-        self.session.request_handoff()
+    def request_handoff(self) -> bool:
+        """The one trigger every front end uses: key, /handoff or token threshold.
+
+        False when a handoff is already under way.
+        """
+        return self.session.request_handoff()

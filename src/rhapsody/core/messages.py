@@ -216,8 +216,3 @@ _TAGS = {"text", "thinking", "redacted_thinking", "tool_use", "tool_result", "ot
 def compact_json(body: Any) -> str:
     """The compact JSON form rhapsody measures request sizes with."""
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
-
-
-def request_bytes(body: Any) -> int:
-    """Length in bytes of the compact UTF-8 JSON body."""
-    return len(compact_json(body).encode("utf-8", "surrogatepass"))

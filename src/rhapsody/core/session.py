@@ -16,7 +16,9 @@ from typing import Any
 
 from rhapsody import __version__
 from rhapsody.core.context import Conversation, RequestSpec, build_request, measure_messages, spec_fields, spec_from_record
+from rhapsody.core import handoff_state
 from rhapsody.core.errors import HistoryError
+from rhapsody.core.handoff_state import HandoffState
 from rhapsody.core.history import HistoryWriter, history_dir, new_session_id, read_history
 from rhapsody.core.messages import Block, Message, ToolResultBlock
 
@@ -60,11 +62,7 @@ class Session:
         self.counters = Counters()
         self.pending: list[Hint] = []
         self._hint_ids = itertools.count(1)
-        self.handoff_wanted = False
-        self.handoff_asked = False
-        self.handoff_reminded = False
-        self.handoff_interrupted_work = False
-        self.seam_pending: dict[str, Any] | None = None
+        self.handoff = HandoffState()
         self.records: list[dict[str, Any]] = []
 
     @property
@@ -115,6 +113,7 @@ class Session:
     def _fold(self, record: dict[str, Any]) -> None:
         self.records.append(record)
         self.conversation.apply(record)
+        self.handoff = handoff_state.fold(self.handoff, record)
         kind = record["kind"]
         if kind == "hint":
             self.pending.append(Hint(record["id"], record["text"], record.get("mode", "steer")))
@@ -167,10 +166,6 @@ class Session:
         """The active context: what the model sees now."""
         return self.conversation.active()
 
-    def request(self) -> dict[str, Any]:
-        """The next request body built from the active context."""
-        return build_request(self.spec, self.messages())
-
     def request_and_size(self) -> tuple[dict[str, Any], int, int]:
         """The next request body with its compact size in bytes and estimated tokens."""
         messages = self.messages()
@@ -204,6 +199,9 @@ class Session:
         reported = sum(usage.get(k, 0) for k in USAGE_KEYS[:3])
         return reported or self.counters.last_request_tokens
 
-    def request_handoff(self) -> None:
-        """Ask for a micro-handoff at the next tool boundary (or as the next turn when idle)."""
-        self.handoff_wanted = True
+    def request_handoff(self) -> bool:
+        """Ask for a micro-handoff at the next tool boundary (or as the next turn when idle).
+
+        False when one is already under way (nothing changes).
+        """
+        return handoff_state.want(self)

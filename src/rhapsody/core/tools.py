@@ -9,6 +9,7 @@ Imports: stdlib, pydantic and rhapsody.core only.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,11 +94,13 @@ class Toolbox:
         permission_mode: str = "yolo",
         rules: Rules | None = None,
         secrets: tuple[str, ...] = (),
+        approver: Approver | None = None,
     ) -> None:
         self.tools = {t.name: t for t in tools}
         self.permission_mode = permission_mode
         self.rules = rules or Rules()
-        self.approver: Approver | None = None
+        self.approver = approver
+        """Who answers `ask` decisions; None where no human can answer (headless)."""
         self.secrets = tuple(s for s in secrets if len(s) >= 8)
 
     def specs(self) -> list[dict[str, Any]]:
@@ -165,7 +168,7 @@ class Toolbox:
             content = content.replace(secret, MASK)
         if content == outcome.content:
             return outcome
-        return ToolOutcome(content, outcome.is_error, outcome.exit_code, outcome.facts)
+        return dataclasses.replace(outcome, content=content)
 
 
 def _schema(model: type[BaseModel]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from rhapsody.core import recall
 from rhapsody.core.handoff import stripped_index
+from rhapsody.core.handoff_state import NoteWritten
 from rhapsody.core.history import state_dir
 from rhapsody.core.session import Session
 from rhapsody.core.tools import ToolContext, ToolFailure, ToolOutcome
@@ -58,7 +59,7 @@ class MicroHandoff:
         path.chmod(0o600)
         index = stripped_index(session)
         content = f"{note}\n## What the seam strips (fetch any with recall by id)\n\n{index}\n\n{load('handoff_done')}"
-        return ToolOutcome(content, facts={"note_path": str(path.relative_to(ctx.root)), "seam_pending": True, "seam": number})
+        return NoteWritten(content, note_path=str(path.relative_to(ctx.root)), seam=number)
 
 
 def _bullets(items: list[str]) -> str:

@@ -29,13 +29,15 @@ from textual.widgets import Button, Footer, Static
 from textual.worker import Worker
 
 from rhapsody.commands import is_command, run_command
+from rhapsody.config import Settings
 from rhapsody.core import events as ev
+from rhapsody.core.approval import HumanApprover
+from rhapsody.core.loop import Agent
 from rhapsody.core.pricing import cost, price_of
 from rhapsody.core.session import USAGE_KEYS
-from rhapsody.core.tools import Approval
+from rhapsody.render import limit_line
 from rhapsody.tui.entries import from_records, hint_text, tool_entry
 from rhapsody.tui.widgets import Entry, PromptInput, StatusBar, TranscriptView, completions
-from rhapsody.wiring import Wiring
 
 
 class RhapsodyApp(App[int]):
@@ -52,10 +54,14 @@ class RhapsodyApp(App[int]):
         Binding("ctrl+c", "quit_twice", "Quit (twice)", id="quit", priority=True),
     ]
 
-    def __init__(self, wiring: Wiring, initial: str = "") -> None:
+    def __init__(self, agent: Agent, settings: Settings, approver: HumanApprover | None = None,
+                 initial: str = "") -> None:
+        """`approver` is the one the agent's toolbox asks (None: questions are refused, as headless)."""
         super().__init__()
-        self.wiring = wiring
-        self.agent = wiring.agent
+        self.agent = agent
+        self.settings = settings
+        self.approver = approver
+        self._questions: asyncio.Task[None] | None = None
         self.initial = initial
         self.hint_entries: dict[str, int] = {}
         self.tool_entries: dict[str, int] = {}
@@ -71,9 +77,10 @@ class RhapsodyApp(App[int]):
         yield Footer()
 
     async def on_mount(self) -> None:
-        self.agent.toolbox.approver = self.approve
-        if self.wiring.settings.keymap:
-            self.set_keymap(self.wiring.settings.keymap)
+        if self.approver is not None:
+            self._questions = asyncio.create_task(self.serve_questions(self.approver))
+        if self.settings.keymap:
+            self.set_keymap(self.settings.keymap)
         await self.reload()
         self.query_one(PromptInput).focus()
         self.refresh_status()
@@ -209,6 +216,9 @@ class RhapsodyApp(App[int]):
         elif isinstance(event, ev.Failed):
             await t.end_text()
             await t.add(Entry("error", f"✗ {event.message}"))
+        elif isinstance(event, ev.LimitsExceeded):
+            await t.end_text()
+            await t.add(Entry("error", f"■ {limit_line(event)}"))
         elif isinstance(event, ev.TurnEnded):
             await t.end_text()
 
@@ -244,14 +254,23 @@ class RhapsodyApp(App[int]):
             if isinstance(widget, Static):
                 widget.update(entry.text)
 
-    async def approve(self, tool: str, argument: str, why: str) -> Approval:
-        """Ask the human, in a modal, whether a call may run (called from the agent worker)."""
+    async def serve_questions(self, approver: HumanApprover) -> None:
+        """Ask each permission question in a modal, one at a time, for as long as the app runs."""
         from rhapsody.tui.approval import ApprovalScreen
 
-        self.set_state("waiting for you")
-        answer = await self.push_screen_wait(ApprovalScreen(tool, argument, why))
-        self.set_state("working")
-        return answer
+        while True:
+            question = await approver.next_question()
+            self.set_state("waiting for you")
+            screen = ApprovalScreen(question.tool, question.argument, question.why)
+            await self.push_screen(screen, callback=question.answer)
+            await asyncio.wait([question.reply])  # answered, or dropped when the turn was interrupted
+            if question.reply.cancelled() and self.screen is screen:
+                self.pop_screen()
+            self.set_state("working")
+
+    def on_unmount(self) -> None:
+        if self._questions is not None:
+            self._questions.cancel()
 
     # -- actions ------------------------------------------------------------------------
 

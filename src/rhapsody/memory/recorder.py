@@ -1,0 +1,47 @@
+"""The dialog recorder: a log in dialogs/ at the end of each task that used tools, and at each seam."""
+
+from __future__ import annotations
+
+from rhapsody.core import events as ev
+from rhapsody.core.session import Session
+from rhapsody.memory.layout import commit_memory, write_dialog
+from rhapsody.render import tool_line
+
+
+class DialogRecorder:
+    """Writes a dialog log at the end of each task that used tools, and at each seam.
+
+    An observer of the loop: it runs on the observers' worker thread, never on the event loop.
+    """
+
+    def __init__(self, path: str, commit: bool) -> None:
+        self.path = path
+        self.commit = commit
+        self.request = ""
+        self.calls: list[str] = []
+        self.text: list[str] = []
+
+    def __call__(self, session: Session, event: ev.Event) -> None:
+        if isinstance(event, ev.TurnStarted):
+            if event.user_text:
+                self.request, self.calls, self.text = event.user_text, [], []
+        elif isinstance(event, ev.ToolFinished) and event.call.name not in ("micro_handoff", "recall"):
+            self.calls.append(tool_line(event.call, event.is_error, event.duration_ms, event.exit_code))
+        elif isinstance(event, ev.TextDelta):
+            self.text.append(event.text)
+        elif isinstance(event, ev.BlockStopped) and event.kind == "text":
+            self.text.append("\n")
+        elif isinstance(event, ev.SeamCommitted):
+            note = event.record.get("note_path", "")
+            self._write(session, "micro-handoff", f"seam {event.record['seam']}; field note {note}", "context stripped")
+        elif isinstance(event, ev.TurnEnded) and self.calls:
+            result = "".join(self.text).strip().split("\n\n")[-1] if self.text else "(no closing text)"
+            self._write(session, self.request, "\n".join(f"- {c}" for c in self.calls[-40:]), result)
+            self.calls = []
+
+    def _write(self, session: Session, request: str, work: str, result: str) -> None:
+        written = write_dialog(session.root, self.path, session.id, request, work, result)
+        if written is not None and self.commit:
+            commit_memory(session.root, self.path, f"memory: dialog {written.name}")
+
+
