@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from rhapsody.cli import main
+from rhapsody.core.events import TurnEnded
 from rhapsody.loopback.script import say
 
 from .conftest import MODEL, Stub, collect
@@ -68,3 +69,99 @@ def test_common_fields_as_strings_are_refused(tmp_path: Path, capsys: pytest.Cap
     assert main(["stats", str(path)]) == 2
     err = capsys.readouterr().err
     assert "line 1" in err and repr(field) in err and err.count("\n") == 1
+
+
+LATIN1 = "# caf\xe9 na\xefve \xa9 2026\r\nname = 'Jos\xe9'\r\nvalue = 1\r\n".encode("latin-1")
+
+
+async def test_edit_file_on_a_latin1_file_keeps_every_byte_it_does_not_touch(project: Path) -> None:
+    from rhapsody.core.context import RequestSpec
+    from rhapsody.core.session import Session
+    from rhapsody.core.tools import ToolContext
+    from rhapsody.tools import default_toolbox
+
+    (project / "legacy.py").write_bytes(LATIN1)
+    ctx = ToolContext(project, Session.start(project, RequestSpec(model="m", system="s", tools=[])), 5, 2000)
+    box = default_toolbox("yolo")
+
+    outcome, _ = await box.run("edit_file", {"path": "legacy.py", "old": "value = 1", "new": "value = 2"}, ctx)
+    assert not outcome.is_error, outcome.content
+    assert (project / "legacy.py").read_bytes() == LATIN1.replace(b"value = 1", b"value = 2")
+
+    shown, _ = await box.run("read_file", {"path": "legacy.py"}, ctx)  # read_file shows U+FFFD for each bad byte
+    copied = next(line for line in shown.content.splitlines() if "name" in line).split("\t", 1)[1].rstrip("\r")
+    miss, _ = await box.run("edit_file", {"path": "legacy.py", "old": copied, "new": "name = 'X'"}, ctx)
+    assert miss.is_error and "not UTF-8" in miss.content
+    accented, _ = await box.run("edit_file", {"path": "legacy.py", "old": "value = 2", "new": "value = 'é'"}, ctx)
+    assert accented.is_error and "not UTF-8" in accented.content and "offset 5" in accented.content
+    assert (project / "legacy.py").read_bytes() == LATIN1.replace(b"value = 1", b"value = 2")
+
+
+async def test_read_only_mode_writes_nothing_into_the_project(stub: Stub, project: Path) -> None:
+    from rhapsody.loopback.script import call
+
+    (project / "docs" / "memory" / "dialogs").mkdir(parents=True)
+    (project / "docs" / "memory" / "status.md").write_text("# status\n")
+    stub.script(call("I will read app.py to see what it does before saying anything about the bug.",
+                     "read_file", path="app.py"),
+                call("I will try to fix the subtraction in place, which read-only mode should refuse.",
+                     "edit_file", path="app.py", old="a - b", new="a + b"),
+                say("The bug is a minus sign; I could not fix it in read-only mode."))
+    before = tree_snapshot(project)
+    wiring = stub.wire(project, permission_mode="read-only")
+    events = await collect(wiring.agent.run("find the bug"))
+    await wiring.agent.observers.drain()
+    assert isinstance(events[-1], TurnEnded)
+    assert tree_snapshot(project) == before
+
+
+def tree_snapshot(root: Path) -> dict[str, bytes]:
+    """Every path outside .git and .rhapsody, with its bytes (folders as b'<dir>')."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if rel.parts[0] in (".git", ".rhapsody"):
+            continue
+        out[str(rel)] = b"<dir>" if path.is_dir() else path.read_bytes()
+    return out
+
+
+def test_folders_rhapsody_creates_are_0700_under_umask_0(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = ("import os, sys; from pathlib import Path; os.umask(0)\n"
+            "from rhapsody.core.history import HistoryWriter, history_dir, private_dir, state_dir\n"
+            "root = Path(sys.argv[1]); HistoryWriter(history_dir(root) / 's.jsonl').append('hint', id='h1', text='x')\n"
+            "private_dir(state_dir(root) / 'notes' / 'deeper')\n")
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, timeout=60)
+    state = tmp_path / ".rhapsody"
+    for folder in (state, state / "history", state / "notes", state / "notes" / "deeper"):
+        assert oct(folder.stat().st_mode & 0o777) == "0o700", folder
+    for file in (state / "history" / "s.jsonl", state / ".gitignore"):
+        assert oct(file.stat().st_mode & 0o777) == "0o600", file
+
+
+def test_a_full_disk_under_the_history_writer_is_one_line_and_stops_appending(tmp_path: Path) -> None:
+    # /dev/full answers every write with ENOSPC, as a full file system does.
+    from rhapsody.core.errors import StorageError
+    from rhapsody.core.history import HistoryWriter
+
+    (tmp_path / "h.jsonl").symlink_to("/dev/full")
+    writer = HistoryWriter(tmp_path / "h.jsonl")
+    with pytest.raises(StorageError, match="No space left on device") as first:
+        writer.append("hint", id="h1", text="x")
+    assert "\n" not in str(first.value) and "--continue" in str(first.value)
+    with pytest.raises(StorageError, match="closed after an earlier failure"):
+        writer.append("hint", id="h2", text="y")
+
+
+@pytest.mark.parametrize("blocked", [".rhapsody", ".rhapsody/history"])
+def test_a_state_folder_that_cannot_be_created_is_one_line(project: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str], blocked: str) -> None:
+    (project / blocked).parent.mkdir(parents=True, exist_ok=True)
+    (project / blocked).write_text("a file where a folder should be\n")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    assert main(["-p", "hi", "--cwd", str(project), "--model", MODEL]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("rhapsody: cannot create") and blocked.split("/")[-1] in err

@@ -118,5 +118,6 @@ def build(root: Path, settings: Settings, model: Model, model_id: str | None,
     mode = settings.permission_mode or ("ask" if approver is not None else "auto-edit")
     toolbox = default_toolbox(mode, settings.allow, settings.deny, approver)
     session = open_session(root, settings, model_id, toolbox, resume, continue_last)
-    recorder = DialogRecorder(settings.memory.path, settings.memory.commit)
-    return Wiring(Agent(session, model, toolbox, policy(settings), observers=[recorder]), settings)
+    # read-only writes nothing into the project: no dialog log (rhapsody's own .rhapsody/ state aside).
+    observers = [] if mode == "read-only" else [DialogRecorder(settings.memory.path, settings.memory.commit)]
+    return Wiring(Agent(session, model, toolbox, policy(settings), observers=observers), settings)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from rhapsody.core import recall
 from rhapsody.core.handoff import stripped_index
 from rhapsody.core.handoff_state import NoteWritten
-from rhapsody.core.history import state_dir
+from rhapsody.core.history import private_dir, state_dir
 from rhapsody.core.session import Session
 from rhapsody.core.tools import ToolContext, ToolFailure, ToolOutcome
 from rhapsody.prompts import load
@@ -52,8 +52,7 @@ class MicroHandoff:
         number = len(session.conversation.seams) + len(session.conversation.undone) + 1
         facts = await asyncio.to_thread(harness_facts, ctx.root, session)
         note = render_note(args, number, session.id, facts)
-        folder = state_dir(ctx.root) / "notes"
-        folder.mkdir(exist_ok=True)
+        folder = private_dir(state_dir(ctx.root) / "notes")
         path = folder / f"{session.id}-seam{number}.md"
         path.write_text(note, encoding="utf-8")
         path.chmod(0o600)
