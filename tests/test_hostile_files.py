@@ -165,3 +165,46 @@ def test_a_state_folder_that_cannot_be_created_is_one_line(project: Path, monkey
     assert main(["-p", "hi", "--cwd", str(project), "--model", MODEL]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("rhapsody: cannot create") and blocked.split("/")[-1] in err
+
+
+FULL_DISK = r"""
+import json, os, shutil, subprocess, sys
+from pathlib import Path
+mnt, project, url = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], check=True)
+root = mnt / "proj"
+shutil.copytree(project, root)
+free = os.statvfs(mnt).f_bavail * os.statvfs(mnt).f_frsize
+(mnt / "filler").write_bytes(b"x" * (free - 24 * 1024))
+env = {**os.environ, "ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": url}
+cli = [sys.executable, "-m", "rhapsody", "--cwd", str(root), "--model", sys.argv[4]]
+full = subprocess.run([*cli, "-p", "write a long answer"], capture_output=True, text=True, env=env, timeout=60)
+(mnt / "filler").unlink()
+again = subprocess.run([*cli, "-p", "and now a short one", "--continue"], capture_output=True, text=True, env=env, timeout=60)
+print(json.dumps({"full": [full.returncode, full.stderr], "again": [again.returncode, again.stderr, again.stdout]}))
+"""
+
+
+def test_a_real_full_file_system_stops_with_one_line_and_the_session_resumes(stub: Stub, project: Path,
+                                                                             tmp_path: Path) -> None:
+    # A 1 MiB tmpfs in a private user and mount namespace, filled to 24 KiB free: the session
+    # record fits, the 64 KB reply does not.
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode:
+        pytest.skip("no unshare with user and mount namespaces here; the /dev/full test covers the writer")
+    stub.script(say("word " * 13000), say("Short answer after the disk had room again."))
+    (tmp_path / "mnt").mkdir()
+    result = subprocess.run(["unshare", "-rm", sys.executable, "-c", FULL_DISK, str(tmp_path / "mnt"), str(project),
+                             stub.server.url, MODEL], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    code, err = report["full"]
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("rhapsody: cannot write history") and "No space left on device" in err
+    code, err, out = report["again"]
+    assert code == 0, err
+    assert "Short answer after the disk had room again." in out
+    assert len(stub.bodies()) == 2
