@@ -208,3 +208,41 @@ def test_a_real_full_file_system_stops_with_one_line_and_the_session_resumes(stu
     assert code == 0, err
     assert "Short answer after the disk had room again." in out
     assert len(stub.bodies()) == 2
+
+
+HOSTILE_ARGV = [
+    (["--handoff-at-tokens", "abc", "-p", "x"], "invalid int value"),
+    (["--bogus"], "unrecognized arguments"),
+    (["--output-format", "xml", "-p", "x"], "invalid choice"),
+    (["memory", "frob"], "invalid choice"),
+    (["strip"], "required"),
+    (["-p", "  ", "--model", MODEL, "--cwd", "{tmp}"], "the task given with -p is empty"),
+    (["strip", "/dev/zero"], "not a regular file"),
+    (["strip", "{tmp}/body.json", "--out", "{tmp}/no/such/dir/out.json"], "cannot write"),
+    (["stats", "/etc/hostname"], "not a rhapsody history file"),
+    (["memory", "init", "--cwd", "/proc"], "/proc/docs"),
+]
+
+
+@pytest.mark.parametrize(("argv", "fragment"), HOSTILE_ARGV)
+def test_hostile_command_lines_get_one_line_and_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str],
+                                                       argv: list[str], fragment: str) -> None:
+    (tmp_path / "body.json").write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    try:
+        code = main([a.replace("{tmp}", str(tmp_path)) for a in argv])
+    except SystemExit as exc:  # argparse exits itself
+        code = int(exc.code or 0)
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and fragment in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("path", ["../../etc", "/etc", "a/../../b", "~/x", ""])
+def test_a_memory_path_outside_the_project_is_refused(project: Path, capsys: pytest.CaptureFixture[str],
+                                                      path: str) -> None:
+    (project / ".rhapsody").mkdir()
+    (project / ".rhapsody" / "config.toml").write_text(f'[memory]\npath = "{path}"\n')
+    assert main(["memory", "init", "--cwd", str(project)]) == 2
+    assert "memory.path" in capsys.readouterr().err
+    assert not (project.parent.parent / "etc").exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rhapsody.core.errors import HistoryError
 from rhapsody.core.history import find_session, read_history
 from rhapsody.core.session import USAGE_KEYS
 
@@ -28,8 +29,10 @@ def print_stats(root: Path, session_id: str | None) -> int:
     from rich.table import Table
 
     given = Path(session_id) if session_id else None
-    path = given if given is not None and given.suffix == ".jsonl" and given.is_file() else find_session(root, session_id)
+    path = given if given is not None and given.is_file() else find_session(root, session_id)
     records = read_history(path).records
+    if not records or records[0]["kind"] != "session":
+        raise HistoryError(f"{path} is not a rhapsody history file (no session record first)")
     table = Table(title=f"seams of session {path.stem}")
     for column in ("seam", "msgs", "tool calls", "thinking", "bytes", "reduction", "est. tokens", "API input"):
         table.add_column(column, justify="right")
