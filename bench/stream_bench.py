@@ -87,7 +87,7 @@ def app_runner(root: Path) -> Callable[[anthropic.AsyncAnthropic], Awaitable[int
         from rhapsody.tui.app import RhapsodyApp
 
         wiring = build(root, Settings(permission_mode="read-only"), AnthropicModel(client, retries=0), MODEL)
-        app = RhapsodyApp(wiring)
+        app = RhapsodyApp(wiring.agent, wiring.settings)
         async with app.run_test(size=(120, 40)) as pilot:
             app.start_turn("write a lot")
             while not app.busy:
