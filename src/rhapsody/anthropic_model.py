@@ -39,7 +39,20 @@ def default_model() -> str:
     from anthropic.types.model_param import ModelParam
 
     literal = get_args(ModelParam)[0]
-    return next(m for m in get_args(literal) if "sonnet" in m)
+    return str(next(m for m in get_args(literal) if "sonnet" in m))
+
+
+AnyClient = anthropic.AsyncAnthropic | anthropic.AsyncAnthropicBedrock | anthropic.AsyncAnthropicVertex
+
+
+def bedrock_client(region: str, timeout: float, **extra: Any) -> anthropic.AsyncAnthropicBedrock:
+    """A client for Claude on Amazon Bedrock; credentials come from the AWS chain (or AWS_BEARER_TOKEN_BEDROCK)."""
+    return anthropic.AsyncAnthropicBedrock(aws_region=region, max_retries=0, timeout=timeout, **extra)
+
+
+def vertex_client(project: str, region: str, timeout: float, **extra: Any) -> anthropic.AsyncAnthropicVertex:
+    """A client for Claude on Vertex AI; credentials come from Google's application default credentials."""
+    return anthropic.AsyncAnthropicVertex(project_id=project, region=region, max_retries=0, timeout=timeout, **extra)
 
 
 def loopback_model(base_url: str, *, retries: int, base_delay: float) -> AnthropicModel:
@@ -53,7 +66,7 @@ class AnthropicModel:
 
     def __init__(
         self,
-        client: anthropic.AsyncAnthropic | None = None,
+        client: AnyClient | None = None,
         *,
         retries: int = 4,
         base_delay: float = 0.5,
@@ -116,7 +129,7 @@ USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_t
 
 def _require_event_stream(response: httpx2.Response) -> None:
     kind = response.headers.get("content-type", "")
-    if "text/event-stream" not in kind:
+    if "event-stream" not in kind and "eventstream" not in kind:  # SSE, or Bedrock's AWS event stream
         raise MalformedStream(f"the server answered {response.status_code} with {kind or 'no content-type'}, "
                               "not an event stream")
 
@@ -151,6 +164,8 @@ async def countdown(attempt: int, delay: float) -> AsyncIterator[RetryCountdown]
 
 def _classify(exc: Exception) -> tuple[str, float | None]:
     """(reason, retry-after seconds) for a retryable failure; raises ModelError otherwise."""
+    if type(exc).__module__.startswith(("google.auth", "botocore")):  # Vertex or Bedrock credentials
+        raise ModelError(f"cloud credentials failed: {type(exc).__name__}: {exc}") from None
     if isinstance(exc, MalformedStream):
         return str(exc), None
     if isinstance(exc, ValueError):  # the SDK's json.loads of an SSE data line

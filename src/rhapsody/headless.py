@@ -44,7 +44,7 @@ async def run_headless(agent: Agent, task: str, output: str = "text", out: TextI
 def event_dict(event: ev.Event) -> dict[str, Any]:
     """An event as a JSON-ready dict with its type name."""
     data: dict[str, Any] = {"event": type(event).__name__}
-    for field in dataclasses.fields(event):  # type: ignore[arg-type]
+    for field in dataclasses.fields(event):
         value = getattr(event, field.name)
         if hasattr(value, "dump"):
             value = value.dump()

@@ -58,7 +58,7 @@ class PlainApprover:
         elif word.lower() == "a":
             self.pending.answer(Approval(True, remember=self.rules))
         else:
-            self.pending.answer(Approval(False, reason=f"denied by the human: {reason}" if reason else ""))
+            self.pending.answer(Approval(False, words=reason))
         return True
 
 
@@ -97,6 +97,8 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
         questions = PlainApprover(approver or HumanApprover(), say)
         serving = asyncio.create_task(questions.serve())
         say(f"rhapsody {agent.session.id} in {agent.session.root} — /help for commands, Ctrl+D to quit")
+        for notice in agent.toolbox.start_sources():  # MCP servers start in the background
+            say(f"  ! {notice}")
         while True:
             try:
                 line = await prompt.prompt_async("› ", default=initial)

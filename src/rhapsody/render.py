@@ -48,10 +48,15 @@ def seam_line(record: dict[str, Any]) -> str:
     )
 
 
+def dollars(amount: float) -> str:
+    """An amount in USD: cents from a dollar up, four decimals below."""
+    return f"${amount:,.2f}" if amount >= 1 else f"${amount:.4f}"
+
+
 def limit_line(event: ev.LimitsExceeded) -> str:
     """Which limit ended the turn, and how to go on."""
     if event.limit == "max_cost_usd":
-        reached = f"${event.value:.2f} spent of max_cost_usd ${event.maximum:.2f}"
+        reached = f"{dollars(event.value)} spent of max_cost_usd {dollars(event.maximum)}"
     else:
         reached = f"{event.value:.0f} requests this turn, max_steps_per_turn {event.maximum:.0f}"
     return f"limit reached: {reached}; the turn stopped (raise the setting to go on)"
@@ -82,3 +87,5 @@ def print_event(event: ev.Event, out: TextIO) -> None:
         out.write(f"  ✓ hints {', '.join(event.hint_ids)} delivered ({event.where})\n")
     elif isinstance(event, ev.LimitsExceeded):
         out.write(f"  ■ {limit_line(event)}\n")
+    elif isinstance(event, ev.Notice):
+        out.write(f"  ! {event.text}\n")

@@ -29,10 +29,10 @@ class Question:
         """Whether the question still waits for an answer."""
         return not self.reply.done()
 
-    def answer(self, approval: Approval) -> None:
-        """Answer it (a question no longer open is left as it is)."""
+    def answer(self, approval: Approval | None) -> None:
+        """Answer it (None: dismissed, which denies); a question no longer open is left as it is."""
         if self.open:
-            self.reply.set_result(approval)
+            self.reply.set_result(approval or Approval(False))
 
 
 class HumanApprover:

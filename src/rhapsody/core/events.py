@@ -123,6 +123,22 @@ class HintDelivered:
 
 
 @dataclass(frozen=True)
+class DenialDelivered:
+    """The human denied a call with a reason; their words reached the model verbatim.
+
+    `text` is exactly what the human typed: front ends show it as the human's words.
+    """
+
+    call: ToolUseBlock
+    text: str
+
+
+@dataclass(frozen=True)
+class MemoryReminded:
+    """At the end of a task that used tools, the harness asked the agent to update project memory."""
+
+
+@dataclass(frozen=True)
 class HandoffAsked:
     """The harness asked the agent for a field note."""
 
@@ -178,6 +194,13 @@ class LimitsExceeded:
 
 
 @dataclass(frozen=True)
+class Notice:
+    """A status line from outside the conversation (an MCP server failed, died or waits for trust)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class TurnEnded:
     """The agent ended its turn."""
 
@@ -204,11 +227,14 @@ Event = (
     | ToolFinished
     | NarrationViolation
     | HintDelivered
+    | DenialDelivered
+    | MemoryReminded
     | HandoffAsked
     | SeamCommitted
     | ContextPruned
     | HandoffFailed
     | Interrupted
+    | Notice
     | LimitsExceeded
     | TurnEnded
     | Failed

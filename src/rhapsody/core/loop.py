@@ -24,19 +24,20 @@ from contextlib import aclosing
 from dataclasses import dataclass
 
 from rhapsody.core import handoff_state
-from rhapsody.core.context import build_request
 from rhapsody.core.errors import ModelError
 from rhapsody.core.events import (
     ContextPruned,
+    DenialDelivered,
     Event,
     Failed,
     HandoffAsked,
     HandoffFailed,
     HintDelivered,
+    MemoryReminded,
     Interrupted,
-    LimitsExceeded,
     ModelResponse,
     NarrationViolation,
+    Notice,
     RequestSent,
     Retrying,
     SeamCommitted,
@@ -47,39 +48,17 @@ from rhapsody.core.events import (
     TurnStarted,
     UsageReported,
 )
-from rhapsody.core.handoff import AuditFailed, commit_seam, prune, seam_views
+from rhapsody.core.handoff import AuditFailed, commit_seam, count_seam_tokens, roll
 from rhapsody.core.handoff_state import NoteWritten, Phase
 from rhapsody.core.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.core.model import Model
 from rhapsody.core.narration import narration_words
 from rhapsody.core.observers import Observer, Observers
-from rhapsody.core.pricing import cost
-from rhapsody.core.rolling import RollingPolicy, plan_cut
+from rhapsody.core.policy import Policy, limit_reached
 from rhapsody.core.session import Hint, Session
 from rhapsody.core.tools import ToolContext, Toolbox
 
 INTERRUPTED = "Interrupted by the human before this call finished."
-
-
-@dataclass(frozen=True)
-class Policy:
-    """How the loop behaves; the texts come from prompts/."""
-
-    narration_rule: str
-    handoff_request: str
-    handoff_reminder: str
-    continue_after_handoff: str
-    narration_min_words: int = 8
-    parallel_tools: bool = False
-    handoff_at_tokens: int | None = None
-    bash_timeout: float = 120.0
-    output_cap: int = 30000
-    exact_tokens: bool = False
-    rolling: RollingPolicy | None = None
-    max_steps_per_turn: int | None = None
-    """Requests one turn may send; the turn ends with LimitsExceeded before the next one."""
-    max_cost_usd: float | None = None
-    """The session's estimated cost at which turns end with LimitsExceeded before a request."""
 
 
 @dataclass(frozen=True)
@@ -109,8 +88,11 @@ class Agent:
         self._partial: list[str] = []
         self._open: list[ToolUseBlock] = []
         self._done: list[ToolResultBlock] = []
+        self._words: list[tuple[ToolUseBlock, str]] = []
+        """Denial reasons typed by the human this round: sent after the results, as their own text."""
         self._handoff_armed_at = policy.handoff_at_tokens
         self._steps = 0
+        self._turn_start = 0
         self._interruption: Interrupted | None = None
 
     async def run(self, text: str | None = None) -> AsyncGenerator[Event, None]:
@@ -125,12 +107,15 @@ class Agent:
             return
         self.busy = True
         self._steps = 0
+        self._turn_start = len(self.session.records)
         self._interruption = None
         try:
             record = self.session.append_message("user", blocks)
             if hints:
                 yield self._observed(self._delivered(hints, record["seq"], "start of turn"))
             yield self._observed(TurnStarted(text or ""))
+            async for notice in self._sync_tools():
+                yield self._observed(notice)
             try:
                 async with aclosing(self._loop()) as loop:
                     async for event in loop:
@@ -142,9 +127,17 @@ class Agent:
         finally:
             self.busy = False
 
+    async def _sync_tools(self) -> AsyncGenerator[Event, None]:
+        """Take in tools that arrived since the last turn (MCP servers); the spec changes only when they did."""
+        for text in await self.toolbox.refresh():
+            self.session.record("notice", text=text)
+            yield Notice(text)
+        if self.toolbox.sources and self.toolbox.specs() != self.session.spec.tools:
+            self.session.set_tools(self.toolbox.specs())
+
     async def _loop(self) -> AsyncGenerator[Event, None]:
         while True:
-            limit = self._limit_reached()
+            limit = limit_reached(self.policy, self.session, self._steps)
             if limit is not None:
                 yield limit
                 yield TurnEnded("limit")
@@ -184,21 +177,6 @@ class Agent:
                 async for event in running:
                     yield event
 
-    def _limit_reached(self) -> LimitsExceeded | None:
-        """The limit that forbids the next request, recorded; None when it may go out."""
-        policy = self.policy
-        if policy.max_steps_per_turn is not None and self._steps >= policy.max_steps_per_turn:
-            return self._limit("max_steps_per_turn", self._steps, policy.max_steps_per_turn)
-        if policy.max_cost_usd is not None:
-            spent = cost(self.session.spec.model, self.session.counters.usage)
-            if spent >= policy.max_cost_usd:
-                return self._limit("max_cost_usd", round(spent, 4), policy.max_cost_usd)
-        return None
-
-    def _limit(self, name: str, value: float, maximum: float) -> LimitsExceeded:
-        self.session.record("limit", limit=name, value=value, maximum=maximum)
-        return LimitsExceeded(name, value, maximum)
-
     async def _request(self) -> AsyncGenerator[Event, None]:
         body, size, est = self.session.request_and_size()
         self.session.record("request", bytes=size, est_tokens=est, messages=len(body["messages"]))
@@ -225,7 +203,7 @@ class Agent:
 
     async def _run_calls(self, message: Message, calls: list[ToolUseBlock]) -> AsyncGenerator[Event, None]:
         words = narration_words(message, self.policy.parallel_tools)
-        self._open, self._done = list(calls), []
+        self._open, self._done, self._words = list(calls), [], []
         try:
             for call in calls:
                 async for event in self._run_one(call, words.get(call.id, 0)):
@@ -234,7 +212,7 @@ class Agent:
         except (asyncio.CancelledError, GeneratorExit):
             self._answer_open_calls()
             raise
-        blocks: list[Block] = list(self._done)
+        blocks: list[Block] = list(self._done) + self._denial_blocks()
         hints = self.session.take_hints(("steer",))
         blocks += [TextBlock(text=h.text) for h in hints]
         if self.session.handoff.phase == Phase.WANTED:
@@ -242,6 +220,8 @@ class Agent:
             yield HandoffAsked()
         record = self.session.append_message("user", blocks)
         self._done = []
+        for event in self._denials_delivered(record["seq"]):
+            yield event
         if self.policy.rolling and not self.session.spec.thinking:
             pruned = self._roll()
             if pruned is not None:
@@ -269,10 +249,13 @@ class Agent:
             duration_ms=ms,
             **outcome.facts,
         )
-        result = ToolResultBlock(tool_use_id=call.id, content=outcome.content or "(no output)")
+        result = ToolResultBlock(tool_use_id=call.id, content=outcome.blocks or outcome.content or "(no output)")
         if outcome.is_error:
-            result = ToolResultBlock(tool_use_id=call.id, content=outcome.content or "(error)", is_error=True)
+            result = ToolResultBlock(tool_use_id=call.id, content=outcome.blocks or outcome.content or "(error)",
+                                     is_error=True)
         self._done.append(result)
+        if outcome.words:
+            self._words.append((call, outcome.words))
         if isinstance(outcome, NoteWritten) and not outcome.is_error:
             handoff_state.noted(self.session, outcome)
         yield ToolFinished(call, outcome.content, outcome.is_error, ms, outcome.exit_code)
@@ -284,26 +267,29 @@ class Agent:
         still_open = [c for c in self._open if c.id not in answered]  # closed right after a call finished
         blocks: list[Block] = list(self._done)
         blocks += [ToolResultBlock(tool_use_id=c.id, content=INTERRUPTED, is_error=True) for c in still_open]
-        self.session.append_message("user", blocks)
+        record = self.session.append_message("user", blocks + self._denial_blocks())
+        list(self._denials_delivered(record["seq"]))
         self.session.record("interrupted", partial_text="", during="tools", open=[c.id for c in still_open])
         self._interruption = Interrupted("", during="tools", open_calls=tuple(c.id for c in still_open))
         self._open, self._done = [], []
 
+    def _denial_blocks(self) -> list[Block]:
+        """The human's denial reasons, verbatim, as text after the tool results (the API wants results first)."""
+        return [TextBlock(text=words) for _, words in self._words]
+
+    def _denials_delivered(self, seq: int) -> list[DenialDelivered]:
+        events = []
+        for call, words in self._words:
+            self.session.record("denial", tool_use_id=call.id, name=call.name, text=words, message_seq=seq)
+            events.append(DenialDelivered(call, words))
+        self._words = []
+        return events
+
     def _roll(self) -> ContextPruned | None:
         """Apply the rolling policy's batch cut when working memory overflowed."""
         assert self.policy.rolling is not None
-        conv = self.session.conversation
-        ids = plan_cut(conv.messages, conv.pruned, self.policy.rolling)
-        if not ids:
-            return None
-        try:
-            record = prune(self.session, ids, "rolling context: working memory overflowed")
-        except AuditFailed as exc:
-            self.session.record("seam_failed", reason=f"rolling cut abandoned: {exc}")
-            return None
-        if self.session.spec.thinking:
-            self.session.cut_thinking("rolling cut changed the prefix")
-        return ContextPruned(record)
+        record = roll(self.session, self.policy.rolling)
+        return ContextPruned(record) if record is not None else None
 
     async def _end_of_turn(self) -> TurnEnd:
         """What happens when the model ends its turn: a seam, a reminder, hints; a follow-up goes on."""
@@ -327,6 +313,10 @@ class Agent:
         elif phase == Phase.REMINDED:
             handoff_state.give_up(session, "the agent did not call micro_handoff")
             events.append(HandoffFailed("the agent ended its turn twice without calling micro_handoff; nothing was stripped"))
+        elif self.policy.memory_reminder and self._memory_due():
+            session.record("memory_reminder")
+            follow_up.append(TextBlock(text=self.policy.memory_reminder))
+            events.append(MemoryReminded())
         hints = session.take_hints()
         follow_up.extend(TextBlock(text=h.text) for h in hints)
         if follow_up:
@@ -334,6 +324,16 @@ class Agent:
             if hints:
                 events.append(self._delivered(hints, record["seq"], "end of turn"))
         return TurnEnd(events, follow_up)
+
+    def _memory_due(self) -> bool:
+        """A task of this turn used tools, left memory untouched, and was not reminded yet."""
+        turn = self.session.records[self._turn_start:]
+        if any(r["kind"] in ("memory_reminder", "seam", "handoff") for r in turn):
+            return False
+        runs = [r for r in turn if r["kind"] == "tool_run" and r.get("name") not in ("micro_handoff", "recall")]
+        wrote = any(r.get("op") == "write" and str(r.get("path", "")).startswith(self.policy.memory_path + "/")
+                    for r in runs)
+        return bool(runs) and not wrote
 
     async def _commit_seam(self) -> tuple[SeamCommitted | HandoffFailed, bool]:
         """Commit the noted seam; the event, and whether the agent goes on with its work after it."""
@@ -347,18 +347,8 @@ class Agent:
         if self.policy.handoff_at_tokens:
             self._handoff_armed_at = record["after"]["est_tokens"] + self.policy.handoff_at_tokens
         if self.policy.exact_tokens:
-            await self._count_seam_tokens(record["seam"])
+            await count_seam_tokens(self.session, self.model, record["seam"])
         return SeamCommitted(record), state.interrupted_work
-
-    async def _count_seam_tokens(self, seam: int) -> None:
-        """Ask the count_tokens endpoint for the exact figures on both sides of the seam."""
-        before, after = seam_views(self.session)
-        try:
-            exact = [await self.model.count_tokens(build_request(self.session.spec, m)) for m in (before, after)]
-        except ModelError as exc:
-            self.session.record("error", message=f"count_tokens failed: {exc}")
-            return
-        self.session.record("seam_tokens", seam=seam, before=exact[0], after=exact[1])
 
     def _ask_handoff(self, interrupted_work: bool) -> TextBlock:
         handoff_state.ask(self.session, interrupted_work)

@@ -32,7 +32,8 @@ class _Block(BaseModel):
         data = self.model_dump(mode="json", exclude_unset=True, by_alias=True)
         if "type" in data:
             return data
-        return {"type": self.type, **data}
+        block_type: str = getattr(self, "type")  # every block class declares its own Literal type
+        return {"type": block_type, **data}
 
 
 class TextBlock(_Block):
@@ -137,8 +138,8 @@ class Message(BaseModel):
             raise ValueError("a message must be an object")
         content = data.get("content")
         if isinstance(content, str):
-            return cls(role=data.get("role"), content=[TextBlock(text=content)], string_content=True)
-        return cls(role=data.get("role"), content=content)
+            return cls.model_validate({"role": data.get("role"), "content": [TextBlock(text=content)], "string_content": True})
+        return cls.model_validate({"role": data.get("role"), "content": content})
 
     def to_api(self) -> dict[str, Any]:
         """The message as the Messages API expects it (a shared, cached dict: do not mutate)."""

@@ -1,7 +1,9 @@
 """The session: one history file, the conversation folded from it, hints and counters.
 
 Every change goes through `record`, which appends to the history first and then folds the
-record into memory, so what is in memory is always what a resume would rebuild.
+record into memory, so what is in memory is always what a resume would rebuild: the
+conversation, pending hints, counters and the micro-handoff's state (`handoff`, see
+core/handoff_state.py).
 
 Imports: stdlib and rhapsody.core only.
 """
@@ -12,7 +14,7 @@ import dataclasses
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rhapsody import __version__
 from rhapsody.core.context import Conversation, RequestSpec, build_request, measure_messages, spec_fields, spec_from_record
@@ -132,6 +134,8 @@ class Session:
             self._fold_usage(record)
         elif kind == "model":
             self.spec = dataclasses.replace(self.spec, model=record["model"])
+        elif kind == "tools":
+            self.spec = dataclasses.replace(self.spec, tools=record["tools"])
         elif kind in ("seam", "unseam"):
             self.counters.seams = len(self.conversation.seams)
 
@@ -157,7 +161,7 @@ class Session:
 
     # -- conversation ------------------------------------------------------------------
 
-    def append_message(self, role: str, content: list[Block]) -> dict[str, Any]:
+    def append_message(self, role: Literal["user", "assistant"], content: list[Block]) -> dict[str, Any]:
         """Append a message to the conversation (and the history)."""
         message = Message(role=role, content=content)
         return self.record("message", role=role, content=[b.dump() for b in message.content])
@@ -175,6 +179,16 @@ class Session:
         """Use another model from now on; earlier thinking leaves the view (it is bound to the old one)."""
         self.record("model", model=model)
         self.cut_thinking("model switched")
+
+    def set_tools(self, tools: list[dict[str, Any]]) -> None:
+        """Offer these tool definitions from the next request on (MCP servers came or went).
+
+        Thinking blocks are bound to the tools they were written under, so earlier ones leave.
+        """
+        had_messages = bool(self.conversation.messages)
+        self.record("tools", tools=tools)
+        if self.spec.thinking and had_messages:
+            self.cut_thinking("tools changed")
 
     def cut_thinking(self, reason: str) -> None:
         """Drop every thinking block so far from the view (their prefix no longer holds)."""

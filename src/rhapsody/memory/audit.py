@@ -46,7 +46,53 @@ def audit(root: Path, path: str, stale_days: int = 30) -> list[Finding]:
                     findings.append(Finding(rel, n, f"duplicates {seen[key][0]}:{seen[key][1]}"))
                 else:
                     seen[key] = (rel, n)
-    return findings + _register_mismatches(root, base) + _stale_status(root, base, stale_days)
+    return findings + _register_mismatches(root, base) + _same_errors(root, base) + _stale_status(root, base, stale_days)
+
+
+ERROR_LINE = re.compile(r"\b([A-Z]\w*(?:Error|Exception|Failure|Panic))\b:?\s+(.{6,})")
+WHERE = re.compile(r"`|\s\(|\s+(?:at|in|from)\s")
+"""Where an error message ends and its location begins (`at parser.py:88`, `(migrate.py:91)`)."""
+ERROR_ID = re.compile(r"^\s*(?:E|ERR)-?\d+\s*[:.—–-]?\s*", re.I)
+
+
+def _error_key(text: str) -> str:
+    """An error message with what varies between two reports of it removed (line numbers, addresses, case)."""
+    text = re.sub(r"0x[0-9a-f]+|:\d+|\bline \d+", "", text.lower())
+    return " ".join(re.sub(r"[`*_\"'.,;()\[\]]", " ", text).split())
+
+
+def _same_errors(root: Path, base: Path) -> list[Finding]:
+    """The same error described in two files: the same error message, or two error cards with one title.
+
+    Dialog logs are left out: they recount errors on purpose. At least one of the two files
+    must be in errors/, where each error should have its one primary place.
+    """
+    seen: dict[str, tuple[str, int, bool]] = {}
+    out = []
+    for file in sorted(base.rglob("*.md")):
+        rel, folder = str(file.relative_to(root)), file.relative_to(base).parts[0]
+        if folder == "dialogs":
+            continue
+        for n, key, label in _error_keys(file, base):
+            first = seen.setdefault(key, (rel, n, folder == "errors"))
+            if first[0] != rel and (first[2] or folder == "errors"):
+                out.append(Finding(rel, n, f"describes the same error as {first[0]}:{first[1]} ({label})"))
+    return out
+
+
+def _error_keys(file: Path, base: Path) -> list[tuple[int, str, str]]:
+    keys = []
+    in_errors = file.relative_to(base).parts[0] == "errors"
+    for n, line in enumerate(file.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        line = COMMENT.sub("", line)
+        if in_errors and line.startswith("# ") and len(_error_key(ERROR_ID.sub("", line[2:]))) >= 12:
+            title = ERROR_ID.sub("", line[2:]).strip()
+            keys.append((n, "title:" + _error_key(title), f"title {title!r}"))
+        match = ERROR_LINE.search(line)
+        if match:
+            message = f"{match.group(1)}: {WHERE.split(match.group(2), 1)[0]}"
+            keys.append((n, "error:" + _error_key(message), message.strip()[:80]))
+    return keys
 
 
 def _stale_status(root: Path, base: Path, stale_days: int) -> list[Finding]:

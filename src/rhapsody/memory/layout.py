@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -61,10 +62,20 @@ def write_dialog(root: Path, path: str, session_id: str, request: str, work: str
     if not folder.is_dir():
         return None
     stamp = time.strftime("%Y-%m-%d-%H%M%S", time.gmtime())
-    file = folder / f"{stamp}-{session_id}.md"
-    file.write_text(f"# Dialog {stamp} ({session_id})\n\n## Request\n{request.strip()}\n\n"
-                    f"## Work done\n{work.strip()}\n\n## Result\n{result.strip()}\n", encoding="utf-8")
-    return file
+    text = (f"# Dialog {stamp} ({session_id})\n\n## Request\n{request.strip()}\n\n"
+            f"## Work done\n{work.strip()}\n\n## Result\n{result.strip()}\n")
+    for n in range(1, 1000):
+        # Two logs in the same second (a seam and a task end) get -01, -02…: never overwritten,
+        # and names still sort in the order they were written.
+        file = folder / f"{stamp}-{session_id}-{n:02d}.md"
+        try:
+            fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        return file
+    return None
 
 
 def commit_memory(root: Path, path: str, message: str) -> str | None:

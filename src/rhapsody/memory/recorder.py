@@ -19,25 +19,28 @@ class DialogRecorder:
         self.commit = commit
         self.request = ""
         self.calls: list[str] = []
-        self.text: list[str] = []
+        self.answer = ""
+        """The text of the newest reply that called no tool: the task's final answer."""
+        self.result: str | None = None
+        """The answer frozen when the memory reminder went out (what follows is bookkeeping)."""
 
     def __call__(self, session: Session, event: ev.Event) -> None:
         if isinstance(event, ev.TurnStarted):
             if event.user_text:
-                self.request, self.calls, self.text = event.user_text, [], []
+                self.request, self.calls, self.answer, self.result = event.user_text, [], "", None
         elif isinstance(event, ev.ToolFinished) and event.call.name not in ("micro_handoff", "recall"):
             self.calls.append(tool_line(event.call, event.is_error, event.duration_ms, event.exit_code))
-        elif isinstance(event, ev.TextDelta):
-            self.text.append(event.text)
-        elif isinstance(event, ev.BlockStopped) and event.kind == "text":
-            self.text.append("\n")
+        elif isinstance(event, ev.ModelResponse) and not event.message.tool_uses():
+            self.answer = "\n\n".join(t.strip() for t in event.message.texts() if t.strip())
+        elif isinstance(event, ev.MemoryReminded) and self.result is None:
+            self.result = self.answer
         elif isinstance(event, ev.SeamCommitted):
             note = event.record.get("note_path", "")
             self._write(session, "micro-handoff", f"seam {event.record['seam']}; field note {note}", "context stripped")
         elif isinstance(event, ev.TurnEnded) and self.calls:
-            result = "".join(self.text).strip().split("\n\n")[-1] if self.text else "(no closing text)"
+            result = (self.answer if self.result is None else self.result) or "(no final answer)"
             self._write(session, self.request, "\n".join(f"- {c}" for c in self.calls[-40:]), result)
-            self.calls = []
+            self.calls, self.result = [], None
 
     def _write(self, session: Session, request: str, work: str, result: str) -> None:
         written = write_dialog(session.root, self.path, session.id, request, work, result)

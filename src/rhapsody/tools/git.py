@@ -58,7 +58,7 @@ def _git(root: Path, args: GitInput) -> str:
         return diff or "(no changes)"
     if not repo.head.is_valid():
         return "(no commits yet)"
-    return repo.git.log(f"-{args.limit}", "--oneline", "--decorate", "--", *paths)
+    return str(repo.git.log(f"-{args.limit}", "--oneline", "--decorate", "--", *paths))
 
 
 def git_facts(root: Path) -> dict[str, Any]:
@@ -110,7 +110,7 @@ def path_sizes(root: Path, path: str, limit: int) -> list[tuple[int, str, int, i
     out = []
     for commit in reversed(commits):
         try:
-            tree = commit.tree / path
+            tree: Any = commit.tree / path
         except KeyError:
             continue
         blobs = [b for b in tree.traverse() if b.type == "blob"]

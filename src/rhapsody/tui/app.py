@@ -33,7 +33,7 @@ from rhapsody.config import Settings
 from rhapsody.core import events as ev
 from rhapsody.core.approval import HumanApprover
 from rhapsody.core.loop import Agent
-from rhapsody.core.pricing import cost, price_of
+from rhapsody.core.pricing import cost, price_of, priced
 from rhapsody.core.session import USAGE_KEYS
 from rhapsody.render import limit_line
 from rhapsody.tui.entries import from_records, hint_text, tool_entry
@@ -82,6 +82,8 @@ class RhapsodyApp(App[int]):
         if self.settings.keymap:
             self.set_keymap(self.settings.keymap)
         await self.reload()
+        for notice in self.agent.toolbox.start_sources():  # MCP servers start now; the first paint does not wait
+            await self.transcript.add(Entry("notice", f"! {notice}"))
         self.query_one(PromptInput).focus()
         self.refresh_status()
         self.refresh_git()
@@ -193,6 +195,8 @@ class RhapsodyApp(App[int]):
                                            f"{event.required} required (violations this session: {event.total})"))
         elif isinstance(event, ev.HintDelivered):
             self.hints_delivered(event)
+        elif isinstance(event, ev.Notice):
+            await t.add(Entry("notice", f"! {event.text}"))
         else:
             await self.apply_turn_event(event)
         self.refresh_status()
@@ -339,7 +343,7 @@ def status_line(session: Any, git: str, state: str) -> str:
     source = "" if reported else "~"
     cache = f"cache {usage.get('cache_read_input_tokens', 0) / reported:.0%}" if reported else "cache —"
     total_cost = cost(model, c.usage)  # priced at the current model: a /model switch reprices the past
-    dollars = f"${total_cost:.2f}" + ("" if exact else "?")
+    dollars = f"${total_cost:.2f}" + ("" if exact else "?") if priced(model) else "cost unknown"
     cwd = str(session.root).replace(str(Path.home()), "~")
     return (f" {state} │ {model} │ ctx {source}{tokens:,} ({tokens / price.window:.1%}) │ {cache} │ {dollars} │ "
             f"seams {c.seams} │ violations {c.violations} │ {git} │ {cwd}")

@@ -65,5 +65,4 @@ class ApprovalScreen(ModalScreen[Approval]):
 
     def action_deny(self) -> None:
         """Deny, with the typed reason."""
-        reason = self.query_one("#reason", Input).value.strip()
-        self.dismiss(Approval(False, reason=f"denied by the human: {reason}" if reason else ""))
+        self.dismiss(Approval(False, words=self.query_one("#reason", Input).value))

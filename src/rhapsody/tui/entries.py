@@ -66,6 +66,8 @@ def from_records(records: list[dict[str, Any]], root: Path, session_id: str, con
                                               f"{record['required']} required"))
         elif kind == "interrupted":
             entries.append(Entry("notice", "⏹ interrupted: what streamed so far is kept"))
+        elif kind == "notice":
+            entries.append(Entry("notice", f"! {record['text']}"))
         elif kind == "hint" and not any(record["id"] in d.values() for d in delivered.values()):
             entries.append(Entry("hint", hint_text(record["id"], record["text"], "pending"), key=record["id"],
                                  extra={"text": record["text"]}))
