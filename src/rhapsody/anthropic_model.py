@@ -149,7 +149,7 @@ def retry_delay(retry_after: float | None, attempt: int, base_delay: float, cap:
     """Seconds to wait before retry `attempt`: the server's retry-after capped, else backoff."""
     if retry_after is not None:
         return min(retry_after, cap)
-    return min(base_delay * 2 ** (attempt - 1), MAX_DELAY)
+    return min(base_delay * 2.0 ** (attempt - 1), MAX_DELAY)
 
 
 async def countdown(attempt: int, delay: float) -> AsyncIterator[RetryCountdown]:

@@ -117,7 +117,7 @@ class Assembly:
             raise MalformedStream("the stream ended before message_stop")
         content = [self._finish(p) if p.pieces else p.block for _, p in sorted(self.parts.items())]
         try:
-            return Message(role="assistant", content=content)
+            return Message.model_validate({"role": "assistant", "content": content})
         except ValueError as exc:
             raise MalformedStream(f"the streamed message is malformed: {str(exc).splitlines()[0]}") from None
 

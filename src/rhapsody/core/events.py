@@ -220,6 +220,7 @@ Event = (
     | ThinkingDelta
     | BlockStopped
     | Retrying
+    | RetryCountdown
     | ModelResponse
     | RequestSent
     | UsageReported
