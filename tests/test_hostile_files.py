@@ -181,11 +181,16 @@ cli = [sys.executable, "-m", "rhapsody", "--cwd", str(root), "--model", sys.argv
 full = subprocess.run([*cli, "-p", "write a long answer"], capture_output=True, text=True, env=env, timeout=60)
 (mnt / "filler").unlink()
 again = subprocess.run([*cli, "-p", "and now a short one", "--continue"], capture_output=True, text=True, env=env, timeout=60)
-print(json.dumps({"full": [full.returncode, full.stderr], "again": [again.returncode, again.stderr, again.stdout]}))
+subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
+ro = subprocess.run([*cli, "-p", "a new session on a read-only file system"], capture_output=True, text=True, env=env,
+                    timeout=60)
+shutil.rmtree(root / ".rhapsody", ignore_errors=True)  # fails: read-only, as it should
+print(json.dumps({"full": [full.returncode, full.stderr], "again": [again.returncode, again.stderr, again.stdout],
+                  "ro": [ro.returncode, ro.stderr]}))
 """
 
 
-def test_a_real_full_file_system_stops_with_one_line_and_the_session_resumes(stub: Stub, project: Path,
+def test_a_real_full_then_read_only_file_system_stops_with_one_line_and_the_session_resumes(stub: Stub, project: Path,
                                                                              tmp_path: Path) -> None:
     # A 1 MiB tmpfs in a private user and mount namespace, filled to 24 KiB free: the session
     # record fits, the 64 KB reply does not.
@@ -208,6 +213,8 @@ def test_a_real_full_file_system_stops_with_one_line_and_the_session_resumes(stu
     assert code == 0, err
     assert "Short answer after the disk had room again." in out
     assert len(stub.bodies()) == 2
+    code, err = report["ro"]  # the same file system remounted read-only: a new session cannot start
+    assert code == 2 and err.count("\n") == 1 and "Read-only file system" in err
 
 
 HOSTILE_ARGV = [
