@@ -57,3 +57,19 @@ def test_assembly_keeps_pieces_and_joins_them_once() -> None:
     assert assembly.parts[0].pieces == pieces
     assembly.feed(_Event("content_block_stop", index=0))
     assert assembly.parts[0].block["text"] == "".join(pieces) and assembly.parts[0].pieces == []
+
+
+async def test_a_retried_stream_drops_every_chunk_it_had_shown(stub: Stub, project: Path) -> None:
+    from rhapsody.loopback.server import Fault
+
+    lost = "".join(f"lost line {i} of a long reply that a torn stream voids\n" for i in range(150))
+    stub.script(say("The answer after the retry."))
+    stub.server.inject(Fault("truncate", after_events=160, partial={"content": [{"type": "text", "text": lost}]}))
+    wiring = stub.wire(project)
+    app = RhapsodyApp(wiring.agent, wiring.settings)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await type_and_send(pilot, "go")
+        await wait_idle(pilot)
+        shown = [e.text for e in app.transcript.entries if e.kind == "assistant" and e.text]
+        assert shown == ["The answer after the retry."]
+        assert not any("lost line" in str(w.render()) for w in app.transcript.query("Static"))

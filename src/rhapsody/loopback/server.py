@@ -44,6 +44,8 @@ class Fault:
     retry_after: float | None = 0
     after_events: int = 3
     seconds: float = 0.0
+    partial: dict[str, Any] | None = None
+    """The turn streamed before the fault strikes (default: a short text that must be lost)."""
 
 
 @dataclass
@@ -181,7 +183,7 @@ class _Handler(BaseHTTPRequestHandler):
             return self._html_fault(raw, body)
         if fault and fault.kind == "slow":
             time.sleep(fault.seconds)
-        turn = _partial_turn() if fault else lb.responder(body)
+        turn = (fault.partial or _partial_turn()) if fault else lb.responder(body)
         self._record(200, raw, body)
         try:
             if framed:

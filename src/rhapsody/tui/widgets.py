@@ -151,6 +151,8 @@ class TranscriptView(VerticalScroll):
         self.live: Markdown | None = None
         self.live_stream: Any = None
         self.live_text: list[str] = []
+        self.live_chunks: list[int] = []
+        """Entries that hold earlier chunks of the reply still streaming."""
 
     def compose(self) -> ComposeResult:
         yield Button("▲ earlier entries", id="earlier", classes="hidden")
@@ -225,7 +227,9 @@ class TranscriptView(VerticalScroll):
             cut = text.rindex("\n") + 1
             await self._write_live(text[:cut])
             fence = self._open_fence()
-            await self.end_text()
+            count = len(self.entries)
+            await self._close_live(discard=False)
+            self.live_chunks += range(count, len(self.entries))  # void if the stream is retried
             text = (fence + "\n" if fence else "") + text[cut:]
         if text:
             await self._write_live(text)
@@ -254,7 +258,17 @@ class TranscriptView(VerticalScroll):
         return sum(len(t) for t in self.live_text)
 
     async def end_text(self, discard: bool = False) -> None:
-        """Close the live reply; keep it as an entry, or drop it (a retried stream)."""
+        """Close the live reply; keep it as an entry, or drop it with its earlier chunks (a retried stream)."""
+        chunks, self.live_chunks = self.live_chunks, []
+        if discard:
+            for index in chunks:
+                widget = self.widgets.pop(index, None)
+                if widget is not None:
+                    await widget.remove()
+                self.entries[index] = Entry("assistant", "")
+        await self._close_live(discard)
+
+    async def _close_live(self, discard: bool) -> None:
         if self.live is None:
             return
         await self.live_stream.stop()
