@@ -73,3 +73,25 @@ async def test_a_retried_stream_drops_every_chunk_it_had_shown(stub: Stub, proje
         shown = [e.text for e in app.transcript.entries if e.kind == "assistant" and e.text]
         assert shown == ["The answer after the retry."]
         assert not any("lost line" in str(w.render()) for w in app.transcript.query("Static"))
+
+
+async def test_the_app_counts_a_retry_after_down_in_the_status_bar(stub: Stub, project: Path) -> None:
+    from textual.widgets import Static
+
+    from rhapsody.loopback.server import Fault
+
+    stub.script(say("Answered after the wait."))
+    stub.server.inject(Fault("status", status=429, retry_after=100000))
+    wiring = stub.wire(project)
+    wiring.agent.model.max_retry_after = 2.5  # type: ignore[attr-defined]  # production cap: 60 s
+    app = RhapsodyApp(wiring.agent, wiring.settings)
+    seen: set[str] = set()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await type_and_send(pilot, "go")
+        while app.busy:
+            line = str(app.query_one("#status", Static).render())
+            seen.update(s for s in ("retry 1 in 3 s", "retry 1 in 2 s", "retry 1 in 1 s") if s in line)
+            await pilot.pause(0.05)
+        await wait_idle(pilot)
+        assert any("↻ retry 1 in 2.5 s" in e.text for e in app.transcript.entries)
+    assert seen >= {"retry 1 in 2 s", "retry 1 in 1 s"}
