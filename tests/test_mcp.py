@@ -173,14 +173,16 @@ async def test_http_server_image_and_resource_results_map_to_content_blocks_and_
     assert status.startswith("notes: ready") and "2 tools, " in status and ": mcp__notes__explode, mcp__notes__snapshot" in status
 
 
-async def test_mcp_tool_asks_in_auto_edit_so_headless_refuses_it_unless_a_rule_allows_the_server(
+async def test_mcp_tool_needs_narration_and_asks_in_auto_edit_so_headless_refuses_it_unless_a_rule_allows_it(
         stub: Stub, project: Path, mark: str) -> None:
     user_config(time_server(mark))
     narrated = call("I will ask the time server for the time in UTC, expecting an ISO datetime back.",
                     "mcp__time__get_current_time", timezone="UTC")
-    stub.script(narrated, say("refused"), narrated, say("ran"))
+    unnarrated = {"content": [{"type": "tool_use", "name": "mcp__time__get_current_time", "input": {"timezone": "UTC"}}]}
+    stub.script(unnarrated, say("sorry"), narrated, say("refused"), narrated, say("ran"))
     refused = stub.wire(project, permission_mode="auto-edit")
     try:
+        silent = await collect(refused.agent.run("time?"))
         first = [e for e in await collect(refused.agent.run("time?")) if isinstance(e, ToolFinished)]
     finally:
         await refused.close()
@@ -189,21 +191,9 @@ async def test_mcp_tool_asks_in_auto_edit_so_headless_refuses_it_unless_a_rule_a
         second = [e for e in await collect(allowed.agent.run("time?")) if isinstance(e, ToolFinished)]
     finally:
         await allowed.close()
+    assert any(isinstance(e, NarrationViolation) for e in silent) and not any(isinstance(e, ToolFinished) for e in silent)
     assert first[0].is_error and "calling MCP tools" in first[0].output
     assert not second[0].is_error and '"timezone": "UTC"' in second[0].output
-
-
-async def test_unnarrated_mcp_call_is_refused_like_any_tool(stub: Stub, project: Path, mark: str) -> None:
-    user_config(time_server(mark))
-    stub.script({"content": [{"type": "tool_use", "name": "mcp__time__get_current_time", "input": {"timezone": "UTC"}}]},
-                say("ok"))
-    wiring = stub.wire(project)
-    try:
-        events = await collect(wiring.agent.run("time?"))
-    finally:
-        await wiring.close()
-    assert any(isinstance(e, NarrationViolation) for e in events)
-    assert not any(isinstance(e, ToolFinished) for e in events)
 
 
 async def test_project_servers_wait_for_trust_and_start_once_the_user_config_trusts_the_project(
