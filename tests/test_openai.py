@@ -74,6 +74,7 @@ async def test_narrated_call_runs_and_its_result_comes_back_as_a_tool_message(ch
     assert tool["tool_call_id"] == assistant["tool_calls"][0]["id"] and "app.py" in tool["content"]
     usage = wiring.session.counters.usage
     assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0
+    assert usage["cache_read_input_tokens"] > 0  # the second request's prefix was the first's
 
 
 async def test_unnarrated_call_is_refused_with_an_error_result(chat: ChatStub, project: Path) -> None:
