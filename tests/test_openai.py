@@ -162,7 +162,8 @@ def test_unknown_model_is_never_priced(chat: ChatStub, project: Path) -> None:
     assert not priced(LOCAL) and priced("claude-sonnet-4-5") and priced("us.anthropic.claude-sonnet-4-5-20250929-v1:0")
     assert priced("claude-sonnet-4-5@20250929")
     wiring = chat.wire(project)
-    assert "cost unknown" in status_line(wiring.session, "", "idle")
+    line = status_line(wiring.session, "", "idle")
+    assert "cost unknown" in line and "%)" not in line
 
 
 def test_headless_openai_run_from_the_shell(chat: ChatStub, project: Path) -> None:
