@@ -210,3 +210,14 @@ async def test_cost_limit_never_fires_on_a_guessed_price(chat: ChatStub, project
     await collect(wiring.agent.run("first"))
     events = await collect(wiring.agent.run("second"))
     assert not any(type(e).__name__ == "LimitsExceeded" for e in events) and len(chat.bodies()) == 2
+
+
+async def test_stats_of_a_local_model_session_price_nothing(chat: ChatStub, project: Path) -> None:
+    from rhapsody.stats import billing
+
+    chat.script(say("hello"))
+    wiring = chat.wire(project)
+    await collect(wiring.agent.run("hi"))
+    figures = billing(read_history(wiring.session.path).records)
+    assert figures["model"] == LOCAL and figures["billed_input_usd"] is None
+    assert figures["billed_input_usd_without_seams"] is None and figures["billed_input_tokens"] > 0
