@@ -149,9 +149,11 @@ async def test_stdio_server_tools_run_through_the_loop_then_a_seam_strips_them_a
 
 async def test_http_server_image_and_resource_results_map_to_content_blocks_and_errors_to_is_error(
         stub: Stub, project: Path, notes_url: str) -> None:
-    user_config(f'[mcp_servers.notes]\nurl = "{notes_url}"\nheaders = {{ "X-Test" = "1" }}\n'
-                'disabled_tools = ["add_note", "wait"]\n')
+    user_config(f'[mcp_servers.notes]\nurl = "{notes_url}"\n'
+                'headers = { "Authorization" = "Bearer not-a-real-token-42" }\ndisabled_tools = ["wait"]\n')
     stub.script(
+        call("I will pin a note that quotes the token, to see whether it leaks back to me.", "mcp__notes__add_note",
+             text="the token is not-a-real-token-42"),
         call("I will take a snapshot of the notes board to see what is on it right now.", "mcp__notes__snapshot"),
         call("And the tool that is known to fail, so its error reaches me as an error result.", "mcp__notes__explode"),
         say("Board seen, fire reported."),
@@ -163,14 +165,16 @@ async def test_http_server_image_and_resource_results_map_to_content_blocks_and_
     finally:
         await wiring.close()
     bodies = stub.bodies()
-    assert [t["name"] for t in bodies[0]["tools"] if t["name"].startswith("mcp__")] == [
-        "mcp__notes__explode", "mcp__notes__snapshot"]
-    snapshot = results(bodies[1])[0]["content"]
+    names = ["mcp__notes__add_note", "mcp__notes__explode", "mcp__notes__snapshot"]
+    assert [t["name"] for t in bodies[0]["tools"] if t["name"].startswith("mcp__")] == names
+    assert results(bodies[1])[0]["content"] == "stored note 1: the token is [masked secret]"
+    snapshot = results(bodies[2])[0]["content"]
     assert [b["type"] for b in snapshot] == ["text", "image", "text"]
-    assert snapshot[1]["source"]["media_type"] == "image/png" and snapshot[2]["text"].startswith("[resource notes://board]")
-    failure = results(bodies[2])[0]
+    assert snapshot[1]["source"]["media_type"] == "image/png"
+    assert snapshot[2]["text"] == "[resource notes://board]\nthe token is [masked secret]"
+    failure = results(bodies[3])[0]
     assert failure["is_error"] is True and "the board is on fire" in failure["content"]
-    assert status.startswith("notes: ready") and "2 tools, " in status and ": mcp__notes__explode, mcp__notes__snapshot" in status
+    assert status.startswith("notes: ready") and "3 tools, " in status and ": " + ", ".join(names) in status
 
 
 async def test_mcp_tool_needs_narration_and_asks_in_auto_edit_so_headless_refuses_it_unless_a_rule_allows_it(
