@@ -130,6 +130,8 @@ def add_mcp(toolbox: Toolbox, root: Path) -> None:
     from rhapsody.mcp_tools import McpTools
 
     toolbox.sources.append(McpTools(servers, root))
+    values = [v for s in servers.servers.values() for v in (*s.env.values(), *s.headers.values())]
+    toolbox.add_secrets(values + [v.split()[-1] for v in values if " " in v.strip()])  # "Bearer TOKEN": the token too
 
 
 def open_session(root: Path, settings: Settings, model_id: str | None, toolbox: Toolbox,

@@ -154,6 +154,10 @@ class Toolbox:
             for t in self.tools.values()
         ]
 
+    def add_secrets(self, values: list[str]) -> None:
+        """More values to mask in every tool result (an MCP server's env and header values)."""
+        self.secrets = (*self.secrets, *(v for v in values if len(v) >= 8 and v not in self.secrets))
+
     def start_sources(self) -> list[str]:
         """Start every source in the background without waiting (needs a running loop); returns notices."""
         notices: list[str] = []
