@@ -181,6 +181,11 @@ class RhapsodyApp(App[int]):
             return  # the status line has nothing new to say per delta; repainting it costs a frame
         if isinstance(event, ev.BlockStopped) and event.kind == "text":
             await t.end_text()
+        elif isinstance(event, ev.RetryCountdown):  # the status bar counts the wait down, second by second
+            self.set_state(f"retry {event.attempt} in {event.remaining:.0f} s")
+            if event.remaining <= 1:
+                self.set_timer(event.remaining, lambda: self.set_state("working") if self.busy else None)
+            return
         elif isinstance(event, ev.ThinkingDelta):
             await t.add(Entry("thinking", event.text, title="thinking"))
         elif isinstance(event, ev.Retrying):
