@@ -20,6 +20,7 @@ USAGE_EPILOG = """commands:
   rhapsody strip FILE [--out OUT] [--json]   strip a request body or history offline
   rhapsody stats [SESSION|FILE] [--json]     every seam of a session, and what the seams saved
   rhapsody memory init|stats|audit           project memory in docs/memory/
+  rhapsody trust [PATH]                      let PATH's .rhapsody/config.toml raise permissions
   rhapsody mcp list                          MCP servers, their state and their tools
 
 Without -p, rhapsody opens the full-screen app in the current directory."""
@@ -112,6 +113,14 @@ def _memory(ns: argparse.Namespace) -> int:
     return 1 if findings else 0
 
 
+def _trust(args: list[str]) -> int:
+    from rhapsody.trust import trust
+
+    p = argparse.ArgumentParser(prog="rhapsody trust", description="Trust a project's own .rhapsody/config.toml.")
+    p.add_argument("path", nargs="?", help="project directory (default: the current directory)")
+    root = _root(p.parse_args(args).path)
+    print(f"trusted {root} (in {trust(root)})")
+    return 0
 def _mcp_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rhapsody mcp", description="MCP servers configured for a project.")
     p.add_argument("action", choices=("list",))
@@ -157,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
             return strip_cmd.main(ns.file, ns.out, ns.json)
         if args[:1] == ["memory"]:
             return _memory(_memory_parser().parse_args(args[1:]))
+        if args[:1] == ["trust"]:
+            return _trust(args[1:])
         if args[:1] == ["mcp"]:
             return _mcp(_mcp_parser().parse_args(args[1:]))
         if args[:1] == ["stats"]:
@@ -233,6 +244,18 @@ def _run(ns: argparse.Namespace) -> int:
     return launch(ns, root, settings, make_model(settings))
 
 
+def _notices(root: Path, settings: Any) -> None:
+    """One line each on stderr: an untrusted project config cut down, a sandbox that is off."""
+    from rhapsody.tools.sandbox import bwrap_path, status
+    from rhapsody.trust import untrusted_notice
+
+    notice = untrusted_notice(root)
+    if notice:
+        print(notice, file=sys.stderr)
+    if settings.sandbox == "off" or bwrap_path() is None:
+        print(f"rhapsody: {status(settings.sandbox)}", file=sys.stderr)
+
+
 def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initial: str = "") -> int:
     """Wire the agent and hand it to the chosen front end."""
     import asyncio
@@ -257,12 +280,17 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
                    approver=approver)
     import gc
 
+    from rhapsody.tools.procs import install_exit_cleanup
+
+    install_exit_cleanup()
+
     # A resumed session is a large, long-lived heap; keeping it out of the collector's
     # scans removes pauses that otherwise grow with the history.
     gc.freeze()
     if ns.task:
         from rhapsody.headless import run_headless
 
+        _notices(root, settings)
         return asyncio.run(_closing(wiring, run_headless(wiring.agent, ns.task, ns.output_format)))
     if ns.plain:
         from rhapsody.plain import run_plain

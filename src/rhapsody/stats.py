@@ -10,7 +10,7 @@ from typing import Any
 from rhapsody.core.billing import seam_savings
 from rhapsody.core.errors import HistoryError
 from rhapsody.core.history import find_session, read_history
-from rhapsody.core.pricing import price_of
+from rhapsody.core.pricing import price_of, priced
 from rhapsody.core.session import USAGE_KEYS
 
 
@@ -34,10 +34,11 @@ def billing(records: list[dict[str, Any]], read_mult: float | None = None) -> di
     model = models[-1] if models else str(head.get("model", ""))
     price, _ = price_of(model)
     figures = seam_savings(records, price.read_mult if read_mult is None else read_mult)
-    usd = price.input / 1e6
+    usd = price.input / 1e6 if priced(model) else None  # a model without a price gets null, not a guess
     return {"model": model, **figures,
-            "billed_input_usd": round(figures["billed_input_tokens"] * usd, 4),
-            "billed_input_usd_without_seams": round(figures["billed_input_tokens_without_seams"] * usd, 4)}
+            "billed_input_usd": None if usd is None else round(figures["billed_input_tokens"] * usd, 4),
+            "billed_input_usd_without_seams":
+                None if usd is None else round(figures["billed_input_tokens_without_seams"] * usd, 4)}
 
 
 def saving_line(figures: dict[str, Any]) -> str:

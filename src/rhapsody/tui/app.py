@@ -349,6 +349,7 @@ def status_line(session: Any, git: str, state: str) -> str:
     cache = f"cache {usage.get('cache_read_input_tokens', 0) / reported:.0%}" if reported else "cache —"
     total_cost = cost(model, c.usage)  # priced at the current model: a /model switch reprices the past
     dollars = f"${total_cost:.2f}" + ("" if exact else "?") if priced(model) else "cost unknown"
+    share = f" ({tokens / price.window:.1%})" if priced(model) else ""  # an unknown model's window is unknown too
     cwd = str(session.root).replace(str(Path.home()), "~")
-    return (f" {state} │ {model} │ ctx {source}{tokens:,} ({tokens / price.window:.1%}) │ {cache} │ {dollars} │ "
+    return (f" {state} │ {model} │ ctx {source}{tokens:,}{share} │ {cache} │ {dollars} │ "
             f"seams {c.seams} │ violations {c.violations} │ {git} │ {cwd}")
