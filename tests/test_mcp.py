@@ -209,7 +209,7 @@ async def test_project_servers_wait_for_trust_and_start_once_the_user_config_tru
     untrusted = stub.wire(project)
     events = await collect(untrusted.agent.run("hi"))
     await untrusted.close()
-    user_config(f'trusted_projects = ["{project}"]\n')
+    assert main(["trust", str(project)]) == 0
     trusted = stub.wire(project)
     try:
         await collect(trusted.agent.run("hi"))
