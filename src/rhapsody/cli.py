@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 T = TypeVar("T")
 
@@ -26,8 +26,16 @@ USAGE_EPILOG = """commands:
 Without -p, rhapsody opens the full-screen app in the current directory."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors as one line (the usage is one `--help` away)."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print one line and exit with status 2."""
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="rhapsody",
         description="A terminal coding agent that narrates every step and keeps its own words across seams.",
         epilog=USAGE_EPILOG,
@@ -55,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _strip_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="rhapsody strip", description="Apply the micro-handoff strip offline.")
+    p = _Parser(prog="rhapsody strip", description="Apply the micro-handoff strip offline.")
     p.add_argument("file", type=Path, help="Messages API request body (JSON) or rhapsody history (JSONL)")
     p.add_argument("--out", type=Path, help="write the stripped request body here")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
@@ -63,7 +71,7 @@ def _strip_parser() -> argparse.ArgumentParser:
 
 
 def _stats_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="rhapsody stats", description="Print every seam of a session.")
+    p = _Parser(prog="rhapsody stats", description="Print every seam of a session.")
     p.add_argument("session", nargs="?", help="session id or prefix, or a history .jsonl file (default: the latest)")
     p.add_argument("--cwd", metavar="DIR", help="project directory")
     p.add_argument("--json", action="store_true", help="print one JSON object (billed_input_tokens, "
@@ -74,7 +82,7 @@ def _stats_parser() -> argparse.ArgumentParser:
 
 
 def _memory_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="rhapsody memory", description="Project memory in git (docs/memory/).")
+    p = _Parser(prog="rhapsody memory", description="Project memory in git (docs/memory/).")
     p.add_argument("action", choices=("init", "stats", "audit"))
     p.add_argument("--cwd", metavar="DIR", help="project directory")
     p.add_argument("--json", action="store_true", help="stats as one JSON object")
@@ -174,6 +182,17 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("rhapsody: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:  # a file or folder the user named, or the disk, refused
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"rhapsody: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, never a traceback
+        if os.environ.get("RHAPSODY_DEBUG"):
+            raise
+        text = " ".join(str(exc).split())[:300]
+        print(f"rhapsody: internal error: {type(exc).__name__}: {text} (RHAPSODY_DEBUG=1 shows the traceback)",
+              file=sys.stderr)
+        return 1
 
 
 def _root(cwd: str | None) -> Path:
@@ -207,6 +226,10 @@ def _run(ns: argparse.Namespace) -> int:
         return 0
     from rhapsody.config import load_settings
 
+    if ns.task is not None and not ns.task.strip():
+        from rhapsody.core.errors import InputError
+
+        raise InputError("the task given with -p is empty")
     if ns.demo:
         from rhapsody.demo import DEMO_TASK, demo_setup
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import os
 import tomllib
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rhapsody.core.errors import ConfigError
 
@@ -31,6 +31,14 @@ class MemorySettings(BaseModel):
 
     path: str = "docs/memory"
     """Folder of the memory files, relative to the project root."""
+
+    @field_validator("path")
+    @classmethod
+    def _inside_the_project(cls, value: str) -> str:
+        parts = PurePosixPath(value.replace("\\", "/")).parts
+        if not parts or value.startswith(("/", "~")) or ".." in parts or ":" in value:
+            raise ValueError("must be a folder inside the project, relative to its root, without '..'")
+        return value
     commit: bool = False
     """Commit memory changes by themselves after each task and seam."""
     map_cap: int = Field(default=12000, ge=0)

@@ -74,7 +74,8 @@ def print_event(event: ev.Event, out: TextIO) -> None:
         out.write(f"  ✗ {event.call.name} not run: {event.words} words of narration, {event.required} required "
                   f"(violations: {event.total})\n")
     elif isinstance(event, ev.Retrying):
-        out.write(f"\n  ↻ retry {event.attempt} in {event.delay:.1f} s: {event.reason}\n")
+        asked = f" (server asked {event.asked:g} s)" if event.asked is not None and event.asked > event.delay else ""
+        out.write(f"\n  ↻ retry {event.attempt} in {event.delay:.1f} s{asked}: {event.reason}\n")
     elif isinstance(event, ev.SeamCommitted):
         out.write(f"  ── {seam_line(event.record)}\n")
     elif isinstance(event, ev.ContextPruned):

@@ -130,6 +130,8 @@ def add_mcp(toolbox: Toolbox, root: Path) -> None:
     from rhapsody.mcp_tools import McpTools
 
     toolbox.sources.append(McpTools(servers, root))
+    values = [v for s in servers.servers.values() for v in (*s.env.values(), *s.headers.values())]
+    toolbox.add_secrets(values + [v.split()[-1] for v in values if " " in v.strip()])  # "Bearer TOKEN": the token too
 
 
 def open_session(root: Path, settings: Settings, model_id: str | None, toolbox: Toolbox,
@@ -160,5 +162,6 @@ def build(root: Path, settings: Settings, model: Model, model_id: str | None,
     toolbox = default_toolbox(mode, settings.allow, settings.deny, approver, settings.sandbox, settings.sandbox_network)
     add_mcp(toolbox, root)
     session = open_session(root, settings, model_id, toolbox, resume, continue_last)
-    recorder = DialogRecorder(settings.memory.path, settings.memory.commit)
-    return Wiring(Agent(session, model, toolbox, policy(settings, root), observers=[recorder]), settings)
+    # read-only writes nothing into the project: no dialog log (rhapsody's own .rhapsody/ state aside).
+    observers = [] if mode == "read-only" else [DialogRecorder(settings.memory.path, settings.memory.commit)]
+    return Wiring(Agent(session, model, toolbox, policy(settings, root), observers=observers), settings)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ValidationError
 
+from rhapsody.core.messages import INVALID_KEY, UNPARSED_KEY
 from rhapsody.core.permissions import SANDBOXED, Call, Rules, decide_call, relative_keys
 from rhapsody.core.secrets import mask
 
@@ -154,6 +155,10 @@ class Toolbox:
             for t in self.tools.values()
         ]
 
+    def add_secrets(self, values: list[str]) -> None:
+        """More values to mask in every tool result (an MCP server's env and header values)."""
+        self.secrets = (*self.secrets, *(v for v in values if len(v) >= 8 and v not in self.secrets))
+
     def start_sources(self) -> list[str]:
         """Start every source in the background without waiting (needs a running loop); returns notices."""
         notices: list[str] = []
@@ -191,6 +196,8 @@ class Toolbox:
         tool = self.tools.get(name)
         if tool is None:
             return ToolOutcome(f"Unknown tool {name!r}. Available: {', '.join(self.tools)}.", is_error=True)
+        if isinstance(raw_input, dict) and UNPARSED_KEY in raw_input:
+            return ToolOutcome(_unparsed_reason(name, raw_input), is_error=True)
         try:
             args = tool.Input.model_validate(raw_input if isinstance(raw_input, dict) else {})
         except ValidationError as exc:
@@ -279,6 +286,13 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
     for prop in schema.get("properties", {}).values():
         prop.pop("title", None)
     return schema
+
+
+def _unparsed_reason(name: str, raw_input: dict[str, Any]) -> str:
+    raw = str(raw_input.get(UNPARSED_KEY, ""))
+    shown = raw if len(raw) <= 200 else raw[:200] + "..."
+    why = raw_input.get(INVALID_KEY, "not a JSON object")
+    return f"Not run: the arguments of {name} are {why}: {shown!r}. Send the call again with a JSON object."
 
 
 def _first_error(exc: ValidationError) -> str:

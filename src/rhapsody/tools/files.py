@@ -132,18 +132,51 @@ class EditFile:
     async def run(self, args: EditInput, ctx: ToolContext) -> ToolOutcome:
         path = confine(ctx.root, args.path)
         _refuse_state(ctx.root, path)
-        text = await asyncio.to_thread(_read_regular, path)
+        text, bad_byte = await asyncio.to_thread(_read_for_edit, path)
         if not args.old:
             raise ToolFailure("old is empty; give the exact text to replace")
+        _check_edit_encoding(args, bad_byte)
         count = text.count(args.old)
         if count == 0:
-            raise ToolFailure(f"old text not found in {args.path}; read the file and copy the text exactly")
+            raise ToolFailure(f"old text not found in {args.path}; read the file and copy the text exactly"
+                              + (_NOT_UTF8_HINT if bad_byte is not None and "\ufffd" in args.old else ""))
         if count > 1 and not args.replace_all:
             raise ToolFailure(f"old text occurs {count} times in {args.path}; add context to make it unique or set replace_all")
         updated = text.replace(args.old, args.new) if args.replace_all else text.replace(args.old, args.new, 1)
-        await asyncio.to_thread(_write, path, updated)
+        # surrogateescape: every byte that is not UTF-8 went in as one escape and comes back out as itself.
+        await asyncio.to_thread(_write_bytes, path, updated.encode("utf-8", "surrogateescape"))
         where = shown(ctx.root, path)
         return ToolOutcome(f"edited {where}: {count if args.replace_all else 1} replacement(s)", facts={"path": where, "op": "write"})
+
+
+_NOT_UTF8_HINT = ("; this file is not UTF-8, and each \ufffd that read_file shows stands for a byte that is "
+                  "not: choose old text around those bytes")
+
+
+def _read_for_edit(path: Path) -> tuple[str, int | None]:
+    """The file's text with non-UTF-8 bytes kept as surrogate escapes, and the offset of the first such byte."""
+    _read_regular(path)  # the same refusals as read_file: missing, not regular, too large, binary
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        return data.decode("utf-8", "surrogateescape"), exc.start
+
+
+def _check_edit_encoding(args: EditInput, bad_byte: int | None) -> None:
+    for name, value in (("old", args.old), ("new", args.new)):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ToolFailure(f"refused: {name} holds a lone surrogate, which is not text") from None
+    if bad_byte is not None and not args.new.isascii():
+        raise ToolFailure(
+            f"refused: {args.path} is not UTF-8 (the first byte that is not is at offset {bad_byte}), and new holds "
+            "non-ASCII text whose encoding the file would not share; use ASCII in new, or convert the file first")
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    path.write_bytes(data)
 
 
 class FindInput(BaseModel):

@@ -181,6 +181,11 @@ class RhapsodyApp(App[int]):
             return  # the status line has nothing new to say per delta; repainting it costs a frame
         if isinstance(event, ev.BlockStopped) and event.kind == "text":
             await t.end_text()
+        elif isinstance(event, ev.RetryCountdown):  # the status bar counts the wait down, second by second
+            self.set_state(f"retry {event.attempt} in {event.remaining:.0f} s")
+            if event.remaining <= 1:
+                self.set_timer(event.remaining, lambda: self.set_state("working") if self.busy else None)
+            return
         elif isinstance(event, ev.ThinkingDelta):
             await t.add(Entry("thinking", event.text, title="thinking"))
         elif isinstance(event, ev.Retrying):
@@ -344,6 +349,7 @@ def status_line(session: Any, git: str, state: str) -> str:
     cache = f"cache {usage.get('cache_read_input_tokens', 0) / reported:.0%}" if reported else "cache —"
     total_cost = cost(model, c.usage)  # priced at the current model: a /model switch reprices the past
     dollars = f"${total_cost:.2f}" + ("" if exact else "?") if priced(model) else "cost unknown"
+    share = f" ({tokens / price.window:.1%})" if priced(model) else ""  # an unknown model's window is unknown too
     cwd = str(session.root).replace(str(Path.home()), "~")
-    return (f" {state} │ {model} │ ctx {source}{tokens:,} ({tokens / price.window:.1%}) │ {cache} │ {dollars} │ "
+    return (f" {state} │ {model} │ ctx {source}{tokens:,}{share} │ {cache} │ {dollars} │ "
             f"seams {c.seams} │ violations {c.violations} │ {git} │ {cwd}")
