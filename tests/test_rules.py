@@ -186,3 +186,8 @@ async def test_cancelling_a_search_kills_it(ctx: ToolContext, monkeypatch: pytes
     with pytest.raises(asyncio.CancelledError):
         await task
     assert _wait_gone("rhapsody.tools.search")
+
+
+async def test_file_tools_never_write_an_mcp_config(ctx: ToolContext) -> None:
+    outcome = await run(ctx, "write_file", path="./.mcp.json", content='{"mcpServers": {}}')
+    assert outcome.is_error and "refused" in outcome.content and not (ctx.root / ".mcp.json").exists()
