@@ -48,3 +48,135 @@ async def test_nested_repo_filter_runs_outside_the_sandbox_via_handoff_facts(stu
     bodies = stub.bodies()
     assert "planted" in str(bodies[1]["messages"][-1]["content"])  # the sandboxed command itself worked
     assert not marker.exists(), "a program configured by the model ran outside the sandbox"
+
+
+def hostile_nested_repo(project: Path, marker: Path) -> None:
+    """A hostile repository (an extracted archive) carrying a nested repository registered as a
+    submodule whose own config names a clean filter, with a modified file."""
+    import subprocess
+
+    sub = project / "sub"
+    sub.mkdir()
+
+    def g(*args: str, cwd: Path = sub) -> str:
+        return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+    g("init", "-q")
+    g("config", "user.email", "a@b")
+    g("config", "user.name", "a")
+    (sub / "f.txt").write_text("x\n")
+    (sub / ".gitattributes").write_text("* filter=evil\n")
+    g("add", ".")
+    g("commit", "-qm", "s")
+    g("config", "filter.evil.clean", f"sh -c 'touch {marker}; cat'")
+    sha = g("rev-parse", "HEAD").strip()
+    g("update-index", "--add", "--cacheinfo", f"160000,{sha},sub", cwd=project)
+    (sub / "f.txt").write_text("x\ny\n")
+
+
+@pytest.mark.xfail(strict=True, reason="git_facts (status bar on opening the app, handoff facts) runs a nested "
+                                       "repository's filter: opening a hostile archive runs its code")
+def test_opening_a_hostile_archive_runs_a_nested_repos_filter(project: Path) -> None:
+    from rhapsody.tools.git import git_facts
+
+    marker = project.parent / "ran-on-open"
+    hostile_nested_repo(project, marker)
+    git_facts(project)
+    assert not marker.exists()
+
+
+def headless(stub: Stub, project: Path, *extra: str) -> object:
+    from .conftest import MODEL
+    from .test_cli import rhapsody
+
+    env = {"ANTHROPIC_API_KEY": "sk-ant-api03-redteam-0123456789abcdef", "ANTHROPIC_BASE_URL": stub.server.url}
+    return rhapsody("-p", "go", "--cwd", str(project), "--model", MODEL, *extra, env=env)
+
+
+@pytest.mark.xfail(strict=True, reason="a cloned repository may commit .rhapsody as a symbolic link: rhapsody then "
+                                       "writes its state (history, .gitignore) outside the project")
+def test_a_committed_rhapsody_link_sends_history_outside_the_project(stub: Stub, project: Path) -> None:
+    elsewhere = project.parent / "elsewhere"
+    elsewhere.mkdir()
+    (project / ".rhapsody").symlink_to(elsewhere)
+    stub.script(say("done"))
+    headless(stub, project)
+    assert list(elsewhere.iterdir()) == [], "rhapsody wrote its state through the project's link"
+
+
+@pytest.mark.xfail(strict=True, reason="a dangling .rhapsody/.gitignore link in a cloned repository makes rhapsody "
+                                       "create a file at any path it names (O_CREAT follows the link)")
+def test_a_dangling_state_link_plants_a_file_outside_the_project(stub: Stub, project: Path) -> None:
+    planted = project.parent / "planted-by-rhapsody"
+    (project / ".rhapsody").mkdir()
+    (project / ".rhapsody" / ".gitignore").symlink_to(planted)
+    stub.script(say("done"))
+    headless(stub, project)
+    assert not planted.exists()
+
+
+@pytest.mark.xfail(strict=True, reason="a dangling .rhapsody/history link makes the transcript land outside the "
+                                       "project")
+def test_a_history_folder_link_sends_the_transcript_outside(stub: Stub, project: Path) -> None:
+    elsewhere = project.parent / "public"
+    elsewhere.mkdir()
+    (project / ".rhapsody").mkdir()
+    (project / ".rhapsody" / "history").symlink_to(elsewhere)
+    stub.script(say("done"))
+    headless(stub, project)
+    assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.xfail(strict=True, reason="`rhapsody memory init` follows a dangling link in the memory folder and "
+                                       "creates the file it points at, outside the project")
+def test_memory_init_follows_a_dangling_link_outside(project: Path) -> None:
+    from .test_cli import rhapsody
+
+    target = project.parent / "written-by-memory-init"
+    memory = project / "docs" / "memory"
+    memory.mkdir(parents=True)
+    (memory / "TECH_DEBT.md").symlink_to(target)
+    rhapsody("memory", "init", "--cwd", str(project))
+    assert not target.exists()
+
+
+@pytest.mark.xfail(strict=True, reason="`rhapsody memory init` creates its folders through a linked memory folder")
+def test_memory_init_through_a_linked_memory_folder(project: Path) -> None:
+    from .test_cli import rhapsody
+
+    elsewhere = project.parent / "mem-elsewhere"
+    elsewhere.mkdir()
+    (project / "docs").mkdir()
+    (project / "docs" / "memory").symlink_to(elsewhere)
+    rhapsody("memory", "init", "--cwd", str(project))
+    assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.xfail(strict=True, reason="an untrusted project config raises the user's own limits "
+                                       "(max_cost_usd, max_steps_per_turn, bash_timeout, output_cap)")
+def test_an_untrusted_project_cannot_raise_the_users_limits(project: Path) -> None:
+    import os
+
+    from rhapsody.config import load_settings, user_config_path
+
+    user = user_config_path()
+    user.parent.mkdir(parents=True, exist_ok=True)
+    user.write_text("max_cost_usd = 1.0\nmax_steps_per_turn = 5\nbash_timeout = 10\noutput_cap = 5000\n")
+    (project / ".rhapsody").mkdir()
+    (project / ".rhapsody" / "config.toml").write_text(
+        "max_cost_usd = 100000.0\nmax_steps_per_turn = 100000\nbash_timeout = 1e9\noutput_cap = 100000000\n")
+    s = load_settings(project)
+    assert os.environ["HOME"] in str(user)
+    assert (s.max_cost_usd, s.max_steps_per_turn, s.bash_timeout, s.output_cap) == (1.0, 5, 10, 5000)
+
+
+@pytest.mark.parametrize("name", ["credentials.json", ".envrc", "prod.env", ".env-production", "secrets.keystore"])
+@pytest.mark.xfail(strict=True, reason="read_file's protected names (PROTECTED_READS) miss secret files the sandbox "
+                                       "itself masks (SECRET_FILES: credentials.json, *.keystore) and common .env "
+                                       "variants")
+async def test_read_file_refuses_secret_files_the_sandbox_masks(stub: Stub, project: Path, name: str) -> None:
+    (project / name).write_text("SECRET_VALUE=hunter2-redteam\n")
+    stub.script(call(NARRATE, "read_file", path=name), say("done"))
+    wiring = stub.wire(project, permission_mode="auto-edit")
+    await collect(wiring.agent.run("go"))
+    assert "hunter2-redteam" not in str(stub.bodies()[1])
