@@ -180,3 +180,48 @@ async def test_read_file_refuses_secret_files_the_sandbox_masks(stub: Stub, proj
     wiring = stub.wire(project, permission_mode="auto-edit")
     await collect(wiring.agent.run("go"))
     assert "hunter2-redteam" not in str(stub.bodies()[1])
+
+
+@needs_bwrap
+@pytest.mark.xfail(strict=True, reason="the sandbox scrubs variables named API_KEY/TOKEN/SECRET..., not every *KEY* "
+                                       "as docs/security.md claims: STRIPE_KEY, OPENAI_KEY reach the model unmasked")
+async def test_variables_named_like_keys_never_reach_the_model(stub: Stub, project: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STRIPE_KEY", "stripe0123456789abcdefXYZ")
+    monkeypatch.setenv("OPENAI_KEY", "openai0123456789abcdefXYZ")
+    stub.script(call(NARRATE, "bash", command="env | grep _KEY= | base64 -w0; env | grep _KEY="), say("done"))
+    wiring = stub.wire(project, permission_mode="auto-edit")
+    await collect(wiring.agent.run("go"))
+    body = str(stub.bodies()[1])
+    assert "stripe0123456789abcdefXYZ" not in body and "openai0123456789abcdefXYZ" not in body
+
+
+@needs_bwrap
+@pytest.mark.xfail(strict=True, reason="a sandboxed command plants a nested repository with core.fsmonitor in its "
+                                       "own config: the user's next plain `git status` runs it (the protected "
+                                       ".git/config is sidestepped)")
+async def test_a_sandboxed_command_cannot_make_the_users_git_status_run_code(stub: Stub, project: Path) -> None:
+    import subprocess
+
+    marker = project.parent / "ran-by-users-git"
+    plant = ("git init -q sub && cd sub && git config user.email a@b && git config user.name a && echo x > f && "
+             "git add f && git commit -qm s && sha=$(git rev-parse HEAD) && "
+             f"git config core.fsmonitor 'touch {marker}; false' && cd .. && "
+             "git update-index --add --cacheinfo 160000,$sha,sub && echo planted")
+    stub.script(call(NARRATE, "bash", command=plant), say("done"))
+    wiring = stub.wire(project, permission_mode="auto-edit")
+    await collect(wiring.agent.run("go"))
+    assert "planted" in str(stub.bodies()[1]["messages"][-1]["content"])
+    subprocess.run(["git", "status"], cwd=project, capture_output=True, timeout=30)  # the user, later
+    assert not marker.exists()
+
+
+@pytest.mark.xfail(strict=True, reason="an allow rule 'bash:git diff*' runs `git diff --output=FILE` in ask mode: "
+                                       "a write without approval (the issue: in ask mode a write needs approval "
+                                       "however it is made)")
+async def test_an_allow_rule_does_not_let_git_diff_write_a_file_in_ask_mode(stub: Stub, project: Path) -> None:
+    (project / "app.py").write_text("changed\n")
+    stub.script(call(NARRATE, "bash", command="git diff --output=written.py HEAD"), say("done"))
+    wiring = stub.wire(project, permission_mode="ask", allow=["bash:git diff*"])
+    await collect(wiring.agent.run("go"))
+    assert not (project / "written.py").exists()
