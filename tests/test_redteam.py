@@ -225,3 +225,32 @@ async def test_an_allow_rule_does_not_let_git_diff_write_a_file_in_ask_mode(stub
     wiring = stub.wire(project, permission_mode="ask", allow=["bash:git diff*"])
     await collect(wiring.agent.run("go"))
     assert not (project / "written.py").exists()
+
+
+def _layout_git_file(project: Path) -> None:
+    """`.git` as a file pointing at a git folder inside the tree (as `git init --separate-git-dir` makes)."""
+    (project / ".git").rename(project / "gitdata")
+    (project / ".git").write_text("gitdir: gitdata\n")
+
+
+def _layout_config_link(project: Path) -> None:
+    """`.git/config` a symbolic link to a file in the tree (an extracted archive can carry one)."""
+    (project / ".git" / "config").rename(project / "gitconfig")
+    (project / ".git" / "config").symlink_to("../gitconfig")
+
+
+@needs_bwrap
+@pytest.mark.parametrize("layout", [_layout_git_file, _layout_config_link], ids=["git-file", "config-link"])
+@pytest.mark.xfail(strict=True, reason="the sandbox protects .git/config only when .git is a folder and config a "
+                                       "regular file: a git file or a config link leaves the real config writable")
+async def test_the_git_config_stays_read_only_whatever_the_layout(stub: Stub, project: Path, layout: object) -> None:
+    import subprocess
+
+    layout(project)  # type: ignore[operator]
+    marker = project.parent / "ran-by-users-git-config"
+    cmd = f"git config core.fsmonitor 'touch {marker}; false' && echo configured"
+    stub.script(call(NARRATE, "bash", command=cmd), say("done"))
+    wiring = stub.wire(project, permission_mode="auto-edit")
+    await collect(wiring.agent.run("go"))
+    subprocess.run(["git", "status"], cwd=project, capture_output=True, timeout=30)  # the user, later
+    assert not marker.exists(), str(stub.bodies()[1]["messages"][-1]["content"])
