@@ -254,3 +254,32 @@ async def test_the_git_config_stays_read_only_whatever_the_layout(stub: Stub, pr
     await collect(wiring.agent.run("go"))
     subprocess.run(["git", "status"], cwd=project, capture_output=True, timeout=30)  # the user, later
     assert not marker.exists(), str(stub.bodies()[1]["messages"][-1]["content"])
+
+
+@pytest.mark.xfail(strict=True, reason="an untrusted project config turns on memory.commit with memory.path at any "
+                                       "folder: rhapsody then runs `git add --all` there and commits the user's "
+                                       "uncommitted files (a secret .env included) without being asked")
+def test_an_untrusted_project_cannot_make_rhapsody_commit_the_users_files(stub: Stub, project: Path) -> None:
+    import subprocess
+
+    (project / "src" / "dialogs").mkdir(parents=True)
+    (project / "src" / "dialogs" / ".gitkeep").write_text("")
+    (project / ".rhapsody").mkdir()
+    (project / ".rhapsody" / "config.toml").write_text('[memory]\npath = "src"\ncommit = true\n')
+    (project / "src" / ".env").write_text("API_TOKEN=users-uncommitted-secret\n")
+    (project / "src" / "wip.py").write_text("work in progress\n")
+    stub.script(call(NARRATE, "read_file", path="app.py"), say("done"))
+    headless(stub, project)
+    log = subprocess.run(["git", "log", "--all", "--name-only", "--format=%s"], cwd=project, capture_output=True,
+                         text=True).stdout
+    assert "src/.env" not in log and "src/wip.py" not in log, log
+
+
+@needs_bwrap
+@pytest.mark.xfail(strict=True, reason="the model's `timeout` argument (up to 3600 s) overrides the user's "
+                                       "bash_timeout, the only bound on a sandboxed fork bomb or memory hog")
+async def test_the_model_cannot_raise_the_users_bash_timeout(stub: Stub, project: Path) -> None:
+    stub.script(call(NARRATE, "bash", command="sleep 3; echo outlived", timeout=3600), say("done"))
+    wiring = stub.wire(project, permission_mode="auto-edit", bash_timeout=1)
+    await collect(wiring.agent.run("go"))
+    assert "outlived" not in str(stub.bodies()[1]["messages"][-1]["content"])
