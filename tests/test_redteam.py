@@ -283,3 +283,39 @@ async def test_the_model_cannot_raise_the_users_bash_timeout(stub: Stub, project
     wiring = stub.wire(project, permission_mode="auto-edit", bash_timeout=1)
     await collect(wiring.agent.run("go"))
     assert "outlived" not in str(stub.bodies()[1]["messages"][-1]["content"])
+
+
+@pytest.mark.xfail(strict=True, reason="a shell allow rule's `*` matches '/', so 'bash:pytest*' allows "
+                                       "`pytest/../run.sh`: any program next to a folder named pytest runs by rule")
+async def test_an_allow_rule_for_a_program_does_not_run_a_path_through_it(stub: Stub, project: Path) -> None:
+    (project / "pytest").mkdir()  # a hostile repository ships a folder of that name, and a script
+    script = project / "run.sh"
+    script.write_text("#!/bin/sh\necho ran > ran-by-rule.txt\n")
+    script.chmod(0o755)
+    stub.script(call(NARRATE, "bash", command="pytest/../run.sh"), say("done"))
+    wiring = stub.wire(project, permission_mode="ask", allow=["bash:pytest*"])
+    await collect(wiring.agent.run("go"))
+    assert not (project / "ran-by-rule.txt").exists()
+
+
+@needs_bwrap
+@pytest.mark.xfail(strict=True, reason="with husky's layout (core.hooksPath = .husky/_, whose scripts run "
+                                       ".husky/<hook>), only .husky/_ is read-only: a sandboxed command writes "
+                                       ".husky/pre-commit and the user's next commit runs it")
+async def test_husky_hooks_stay_read_only(stub: Stub, project: Path) -> None:
+    import subprocess
+
+    underscore = project / ".husky" / "_"
+    underscore.mkdir(parents=True)
+    runner = underscore / "pre-commit"
+    runner.write_text('#!/bin/sh\nh="$(dirname "$0")/../pre-commit"\n[ -f "$h" ] && sh "$h"\nexit 0\n')
+    runner.chmod(0o755)
+    subprocess.run(["git", "config", "core.hooksPath", ".husky/_"], cwd=project, check=True)
+    marker = project.parent / "ran-by-husky-hook"
+    stub.script(call(NARRATE, "bash", command=f"printf 'touch {marker}\\n' > .husky/pre-commit && echo written"),
+                say("done"))
+    wiring = stub.wire(project, permission_mode="auto-edit")
+    await collect(wiring.agent.run("go"))
+    (project / "app.py").write_text("x = 1\n")
+    subprocess.run(["git", "commit", "-qam", "user commit"], cwd=project, capture_output=True, timeout=30)
+    assert not marker.exists()
