@@ -319,3 +319,25 @@ async def test_husky_hooks_stay_read_only(stub: Stub, project: Path) -> None:
     (project / "app.py").write_text("x = 1\n")
     subprocess.run(["git", "commit", "-qam", "user commit"], cwd=project, capture_output=True, timeout=30)
     assert not marker.exists()
+
+
+@needs_bwrap
+@pytest.mark.xfail(strict=True, reason="a .git/hooks that is a symbolic link into the tree (an extracted archive) "
+                                       "is not made read-only: a sandboxed command writes a hook the user's next "
+                                       "commit runs")
+async def test_linked_hooks_folder_stays_read_only(stub: Stub, project: Path) -> None:
+    import shutil
+    import subprocess
+
+    shutil.rmtree(project / ".git" / "hooks")
+    (project / "myhooks").mkdir()
+    (project / ".git" / "hooks").symlink_to("../myhooks")
+    marker = project.parent / "ran-by-linked-hook"
+    cmd = (f"printf '#!/bin/sh\\ntouch {marker}\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit "
+           "&& echo written")
+    stub.script(call(NARRATE, "bash", command=cmd), say("done"))
+    wiring = stub.wire(project, permission_mode="auto-edit")
+    await collect(wiring.agent.run("go"))
+    (project / "app.py").write_text("x = 1\n")
+    subprocess.run(["git", "commit", "-qam", "user commit"], cwd=project, capture_output=True, timeout=30)
+    assert not marker.exists(), str(stub.bodies()[1]["messages"][-1]["content"])
