@@ -356,3 +356,22 @@ async def test_a_dangling_hooks_link_does_not_break_bash(stub: Stub, project: Pa
     wiring = stub.wire(project, permission_mode="auto-edit")
     await collect(wiring.agent.run("go"))
     assert "still-works" in str(stub.bodies()[1]["messages"][-1]["content"])
+
+
+@pytest.mark.xfail(strict=True, reason="`${BASH_COMMAND@P}` prompt-expands the command line itself, running a "
+                                       "`$(...)` hidden in single quotes; the parser sees one plain pytest command, "
+                                       "so 'bash:pytest*' runs the smuggled command without asking")
+async def test_prompt_expansion_does_not_smuggle_a_command_past_an_allow_rule(stub: Stub, project: Path) -> None:
+    command = "pytest '$(touch smuggled.txt)' ${BASH_COMMAND@P}"
+    stub.script(call(NARRATE, "bash", command=command), say("done"))
+    wiring = stub.wire(project, permission_mode="ask", allow=["bash:pytest*"])
+    await collect(wiring.agent.run("go"))
+    assert not (project / "smuggled.txt").exists()
+
+
+@pytest.mark.xfail(strict=True, reason="the parser does not treat ${VAR@P} (prompt expansion runs command substitutions) as opaque")
+def test_prompt_expansion_is_opaque_to_rules() -> None:
+    from rhapsody.tools.shell import parse
+
+    for command in ("pytest '$(touch x)' ${BASH_COMMAND@P}", "pytest ${BASH_COMMAND@P}"):
+        assert parse(command).opaque, command
