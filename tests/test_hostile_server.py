@@ -6,11 +6,14 @@ error tool_result or one line, never a traceback; the history stays valid and re
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rhapsody.anthropic_model import MAX_RETRY_AFTER, retry_delay
 from rhapsody.core.events import Failed, RetryCountdown, Retrying, ToolFinished, TurnEnded
@@ -134,3 +137,35 @@ async def test_html_page_every_time_fails_the_turn_with_one_line(stub: Stub, pro
     events = await collect(wiring.agent.run("go"))
     assert isinstance(events[-1], Failed)
     assert "text/html" in events[-1].message and "\n" not in events[-1].message
+
+
+EVENT_NAMES = st.sampled_from(["message_start", "content_block_start", "content_block_delta", "content_block_stop",
+                               "message_delta", "message_stop", "ping", "error", "bogus"])
+DATA = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+                        st.sampled_from(["type", "index", "delta", "text", "content_block", "usage", "message"]),
+                        inner, max_size=5), max_leaves=12)
+EVENTS = st.lists(st.tuples(EVENT_NAMES, DATA | st.binary(max_size=40)), min_size=1, max_size=6)
+
+
+def _sse(events: list[tuple[str, object]]) -> bytes:
+    out = b""
+    for name, data in events:
+        body = data if isinstance(data, bytes) else json.dumps(data).encode()
+        out += b"event: " + name.encode() + b"\ndata: " + body.replace(b"\n", b" ") + b"\n\n"
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(events=EVENTS, after=st.integers(0, 6))
+def test_any_event_sequence_from_the_server_is_a_retry_or_a_reply_never_an_exception(
+        stub: Stub, project: Path, events: list[tuple[str, object]], after: int) -> None:
+    stub.script(say("The real answer."))
+    stub.server.inject(Fault("garbage", after_events=after, payload=_sse(events)))
+    wiring = stub.wire(project, retries=1)
+    result = asyncio.run(collect(wiring.agent.run("go")))
+    assert isinstance(result[-1], (TurnEnded, Failed))
+    for event in result:
+        if isinstance(event, (Retrying, Failed)):
+            text = event.reason if isinstance(event, Retrying) else event.message
+            assert "\n" not in text and len(text) < 1000

@@ -209,7 +209,7 @@ async def test_project_servers_wait_for_trust_and_start_once_the_user_config_tru
     untrusted = stub.wire(project)
     events = await collect(untrusted.agent.run("hi"))
     await untrusted.close()
-    user_config(f'trusted_projects = ["{project}"]\n')
+    assert main(["trust", str(project)]) == 0
     trusted = stub.wire(project)
     try:
         await collect(trusted.agent.run("hi"))
@@ -340,12 +340,15 @@ async def test_a_slow_tool_times_out_and_an_interrupted_call_leaves_the_server_u
 
     from rhapsody.core.events import ToolStarted
 
-    user_config(f'[mcp_servers.notes]\nurl = "{notes_url}"\ntool_timeout_sec = 0.5\n')
-    slow = call("I will wait on the board for a while, expecting it to take longer than allowed.",
+    user_config(f'[mcp_servers.hasty]\nurl = "{notes_url}"\ntool_timeout_sec = 0.5\n'
+                f'[mcp_servers.notes]\nurl = "{notes_url}"\n')
+    hasty = call("I will wait on the board for a while, expecting it to take longer than allowed.",
+                 "mcp__hasty__wait", seconds=5)
+    slow = call("I will wait on the board for a while; the human may well interrupt me.",
                 "mcp__notes__wait", seconds=5)
     note = call("I will add a note to the board, expecting it to be stored as note one.",
                 "mcp__notes__add_note", text="remember the milk")
-    stub.script(slow, say("timed out"), slow, note, say("stored"))
+    stub.script(hasty, say("timed out"), slow, note, say("stored"))
     wiring = stub.wire(project)
     try:
         first = [e for e in await collect(wiring.agent.run("wait")) if isinstance(e, ToolFinished)]
@@ -360,7 +363,7 @@ async def test_a_slow_tool_times_out_and_an_interrupted_call_leaves_the_server_u
 
         task = asyncio.create_task(turn())
         await asyncio.wait_for(started.wait(), 10)
-        done, _ = await asyncio.wait([task], timeout=0.2)  # still inside the 5 s call: interrupt it, as Esc does
+        done, _ = await asyncio.wait([task], timeout=0.2)  # inside the 5 s call: interrupt it, as Esc does
         assert not done
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

@@ -54,7 +54,8 @@ CAUGHT = ["rm -rf x", "/bin/rm -rf x", "\\rm -rf x", "\"rm\" -rf x", "'rm' -rf x
           "r\\m -rf x", "env rm -rf x", "command rm -rf x", "exec rm -rf x", "nohup rm -rf x", "sudo rm -rf x",
           "timeout 5 rm -rf x", "bash -c 'rm -rf x'", "sh -c \"rm -rf x\"", "eval rm -rf x", "$(echo rm) -rf x",
           "true && rm -rf x", "true; rm -rf x", "true | rm -rf x", "(rm -rf x)", "{ rm -rf x; }",
-          "if true; then rm -rf x; fi", "echo x | xargs rm -rf", "find . -name x -delete"]
+          "if true; then rm -rf x; fi", "echo x | xargs rm -rf", "find . -name x -delete", "rm -fr x", "rm -r -f x",
+          "rm -Rf x", "rm --recursive --force x", "busybox rm -rf x", "/usr/bin/busybox rm -fr x"]
 
 
 @pytest.mark.parametrize("command", CAUGHT)
@@ -66,9 +67,10 @@ def test_deny_rules_catch_common_rewrites(command: str) -> None:
 
 
 def test_deny_rules_are_a_convenience_and_say_so() -> None:
-    """Flags in another order still match nothing: docs/security.md says the sandbox is the boundary."""
+    """A program reached under another name still runs: docs/security.md says the sandbox is the boundary."""
     rules = Rules(deny=["bash:rm -rf*"], parse=parse)
-    assert decide("auto-edit", rules, "bash", "rm -fr x", True, False, confinement="workspace-write").verdict == "allow"
+    assert decide("auto-edit", rules, "bash", "unlink x", True, False, confinement="workspace-write").verdict == "allow"
+    assert decide("auto-edit", rules, "bash", "rm -r x", True, False, confinement="workspace-write").verdict == "allow"
     assert "convenience" in Path(__file__).parents[1].joinpath("docs", "security.md").read_text()
 
 

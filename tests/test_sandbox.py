@@ -241,3 +241,23 @@ async def test_no_unix_sockets_but_socketpairs_work(stub: Stub, project: Path) -
                                  "python3 -c 'import socket; socket.socketpair(); print(\"pair ok\")'")
     assert results[0].get("is_error") and "Permission denied" in results[0]["content"]
     assert "pair ok" in results[1]["content"]
+
+
+async def test_nested_repositories_and_git_files_inside_the_root_are_frozen_too(stub: Stub, project: Path) -> None:
+    import git
+
+    git.Repo.init(project / "vendor" / "lib")
+    (project / "wt").mkdir()
+    git.Repo.init(project / "store", bare=True)
+    (project / "wt" / ".git").write_text(f"gitdir: {project / 'store'}\n")
+    results = await bash_results(
+        stub, project,
+        "echo '[core] fsmonitor = touch owned' >> vendor/lib/.git/config",
+        "echo '[core] fsmonitor = touch owned' >> store/config",
+        "echo 'gitdir: /tmp/elsewhere' > wt/.git",
+        "mv vendor/lib/.git vendor/lib/.old",
+    )
+    assert all(r.get("is_error") for r in results), results
+    assert "fsmonitor" not in (project / "vendor" / "lib" / ".git" / "config").read_text()
+    assert "fsmonitor" not in (project / "store" / "config").read_text()
+    assert (project / "wt" / ".git").read_text().startswith(f"gitdir: {project}")

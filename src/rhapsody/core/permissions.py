@@ -144,15 +144,50 @@ def _shell_allowed(rules: list[str], name: str, shell: ShellCommand) -> str:
 
 
 def _shell_denied(rules: list[str], command: str, shell: ShellCommand) -> str:
-    """A deny rule matching the raw line, a split part, or a parsed command (also by the program's base name)."""
-    forms = [command, *subcommands(command), *shell.texts()]
-    forms += [" ".join((w[0].rsplit("/", 1)[-1].lstrip("\\"), *w[1:])) for w in shell.commands if w]
+    """A deny rule matching the raw line, a split part, or a parsed command (by the program's base name,
+    and by its flags in any order or grouping: `rm -rf*` also denies `rm -fr x` and `rm -r -f x`)."""
+    programs = [_program_words(w) for w in shell.commands if w]
+    forms = [command, *subcommands(command), *shell.texts(), *(" ".join(w) for w in programs)]
     forms += [" ".join(f.split()) for f in list(forms)]
     for rule in rules:
         name, _, pattern = rule.partition(":")
-        if name == "bash" and (not pattern or any(_glob(pattern, f) for f in forms)):
+        if name != "bash":
+            continue
+        if not pattern or any(_glob(pattern, f) for f in forms) or any(_flags_match(pattern, w) for w in programs):
             return rule
     return ""
+
+
+_WRAPPERS = ("busybox", "toybox")
+_LONG_FLAGS = {"recursive": "r", "force": "f", "delete": "d", "all": "a"}
+
+
+def _program_words(words: tuple[str, ...]) -> tuple[str, ...]:
+    """The words with the program as its base name, `busybox rm` as `rm`."""
+    out = [words[0].rsplit("/", 1)[-1].lstrip("\\"), *words[1:]]
+    while len(out) > 1 and out[0] in _WRAPPERS:
+        out = [out[1].rsplit("/", 1)[-1], *out[2:]]
+    return tuple(out)
+
+
+def _flag_letters(words: tuple[str, ...] | list[str]) -> set[str]:
+    letters: set[str] = set()
+    for word in words:
+        if word.startswith("--") and word[2:].split("=")[0] in _LONG_FLAGS:
+            letters.add(_LONG_FLAGS[word[2:].split("=")[0]])
+        elif word.startswith("-") and not word.startswith("--"):
+            letters.update(word[1:].lower())
+    return letters
+
+
+def _flags_match(pattern: str, words: tuple[str, ...]) -> bool:
+    """The pattern's program matches and every flag letter it names is set, however the flags are written."""
+    parts = pattern.replace("*", " ").split()
+    flags = [p for p in parts[1:] if p.startswith("-")]
+    if not parts or not flags or not fnmatch.fnmatchcase(words[0], parts[0]):
+        return False
+    others = [p for p in parts[1:] if not p.startswith("-")]
+    return _flag_letters(flags) <= _flag_letters(words[1:]) and all(o in words[1:] for o in others)
 
 
 def protected(path: str) -> bool:

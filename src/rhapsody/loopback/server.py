@@ -46,6 +46,8 @@ class Fault:
     seconds: float = 0.0
     partial: dict[str, Any] | None = None
     """The turn streamed before the fault strikes (default: a short text that must be lost)."""
+    payload: bytes | None = None
+    """For `garbage`: the bytes sent where the next event was due (default: a torn JSON line)."""
 
 
 @dataclass
@@ -238,7 +240,8 @@ class _Handler(BaseHTTPRequestHandler):
         if fault.kind == "sse_error":
             data = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
             self.wfile.write(f"event: error\ndata: {json.dumps(data)}\n\n".encode())
-        self.wfile.write(_malformed_event(fault.kind))
+        self.wfile.write(fault.payload if fault.kind == "garbage" and fault.payload is not None
+                         else _malformed_event(fault.kind))
         self.wfile.flush()
         self.close_connection = True
 

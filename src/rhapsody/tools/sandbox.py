@@ -24,7 +24,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rhapsody.tools import seccomp
+from rhapsody.tools import gitguard, seccomp
+from rhapsody.tools.gitguard import git_redirects, hooks_path, undo_git_redirects
+
+__all__ = ["bwrap_path", "effective_level", "git_redirects", "hooks_path", "scrubbed_env", "secret_values", "status",
+           "undo_git_redirects", "wrap"]
 
 LEVELS = ("workspace-write", "read-only", "off")
 SECRET_FILES = (".env", ".env.*", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*", "id_ed25519*", "id_ecdsa*", "id_dsa*",
@@ -120,11 +124,15 @@ def wrap(argv: list[str], root: Path, level: str, network: bool = False) -> tupl
     if network:
         cmd += ["--ro-bind-try", "/run/systemd/resolve", "/run/systemd/resolve"]
     cmd += _home_masks(root)
+    secrets, nested_git = _walk(root)
     if level == "workspace-write":
-        cmd += ["--bind", str(root), str(root), *_protected_inside(root)]
+        state = root / ".rhapsody"
+        state.mkdir(mode=0o700, exist_ok=True)
+        cmd += ["--bind", str(root), str(root), "--ro-bind", str(state), str(state), *gitguard.binds(root, nested_git)]
     else:
         cmd += ["--ro-bind", str(root), str(root)]
-    cmd += _secret_masks(root)
+    for path in secrets:
+        cmd += ["--ro-bind", empty_file(), str(path)]
     filter_fd = seccomp.program_fd() if _seccomp_works() else None
     fds = () if filter_fd is None else (filter_fd,)
     cmd += [*(["--seccomp", str(filter_fd)] if filter_fd is not None else []), "--unshare-all",
@@ -170,104 +178,25 @@ def _masks(root: Path, paths: list[Path]) -> list[str]:
     return out
 
 
-def _protected_inside(root: Path) -> list[str]:
-    """Read-only binds over what would let a command run code later outside the sandbox.
-
-    `.git` is bound onto itself first: a mount point cannot be renamed or removed, so a
-    command cannot swap in a fresh `.git` with a config of its own.
-    """
-    state = root / ".rhapsody"
-    state.mkdir(mode=0o700, exist_ok=True)
-    out = ["--ro-bind", str(state), str(state)]
-    git_dir = root / ".git"
-    if git_dir.is_dir() and not git_dir.is_symlink():
-        (git_dir / "hooks").mkdir(exist_ok=True)
-        out += ["--bind", str(git_dir), str(git_dir)]
-        for name in ("config", "config.worktree", "hooks", "info", "modules", "worktrees", "commondir"):
-            path = git_dir / name
-            if path.exists() and not path.is_symlink():
-                out += ["--ro-bind", str(path), str(path)]
-        for path in _included_configs(root, git_dir):
-            out += ["--ro-bind", str(path), str(path)]
-    elif os.path.lexists(git_dir):  # a .git file (worktree, submodule) or a link: freeze the pointer itself
-        out += ["--ro-bind", str(git_dir), str(git_dir)] if git_dir.exists() else []
-    hooks = hooks_path(root)
-    if hooks is not None:
-        out += ["--ro-bind", str(hooks), str(hooks)]
-    return out
-
-
-def _included_configs(root: Path, git_dir: Path) -> list[Path]:
-    """Files inside the root (outside .git) that .git/config includes: editing them edits the config."""
-    try:
-        text = (git_dir / "config").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return []
-    out = []
-    for match in re.finditer(r"^\s*path\s*=\s*(.+?)\s*$", text, re.IGNORECASE | re.MULTILINE):
-        path = (git_dir / os.path.expanduser(match.group(1).strip('"'))).resolve()
-        if root in path.parents and git_dir not in path.parents and path.is_file():
-            out.append(path)
-    return out
-
-
-GIT_REDIRECTS = ("commondir", "config.worktree")
-"""Files that, created in `.git`, would make git read a config the sandbox does not protect."""
-
-
-def git_redirects(root: Path) -> set[str]:
-    """Which GIT_REDIRECTS exist now (taken before a command runs)."""
-    return {name for name in GIT_REDIRECTS if os.path.lexists(root / ".git" / name)}
-
-
-def undo_git_redirects(root: Path, before: set[str]) -> list[str]:
-    """Remove GIT_REDIRECTS a command created; returns a note for each."""
-    notes = []
-    for name in sorted(git_redirects(root) - before):
-        path = root / ".git" / name
-        try:
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
-        except OSError as exc:
-            notes.append(f"[rhapsody could not remove .git/{name} that the command created: {exc}]")
-            continue
-        notes.append(f"[rhapsody removed .git/{name} that the command created: it would point git at "
-                     "another config]")
-    return notes
-
-
-def hooks_path(root: Path) -> Path | None:
-    """An existing `core.hooksPath` folder inside the root (husky and friends), read from .git/config."""
-    config = root / ".git" / "config"
-    try:
-        text = config.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    match = re.search(r"^\s*hookspath\s*=\s*(.+?)\s*$", text, re.IGNORECASE | re.MULTILINE)
-    if not match:
-        return None
-    path = (root / os.path.expanduser(match.group(1).strip('"'))).resolve()
-    inside = path != root and root in path.parents
-    return path if inside and path.exists() else None
-
-
-def _secret_masks(root: Path) -> list[str]:
-    out: list[str] = []
+def _walk(root: Path) -> tuple[list[Path], list[Path]]:
+    """Secret-looking files (their resolved targets) and nested `.git` entries in the project."""
+    secrets: list[Path] = []
+    nested: list[Path] = []
     seen = 0
     for folder, dirs, files in os.walk(root):
+        if folder != str(root) and (".git" in dirs or ".git" in files):
+            nested.append(Path(folder, ".git"))
         dirs[:] = [d for d in dirs if d not in SKIP_WALK and d != ".rhapsody"]
         for name in files:
             seen += 1
             if is_secret_name(name):
                 real = Path(folder, name).resolve()
                 if real.is_file() and tuple(real.parts[1:2]) not in _HIDDEN_ROOTS:
-                    out += ["--ro-bind", empty_file(), str(real)]
+                    secrets.append(real)
         seen += len(dirs)
         if seen > WALK_LIMIT:
             break
-    return out
+    return secrets, nested
 
 
 def is_secret_name(name: str) -> bool:
