@@ -99,7 +99,11 @@ def _memory(ns: argparse.Namespace) -> int:
     settings = load_settings(root).memory
     path = settings.path
     if ns.action == "init":
-        created = memory.init(root, path)
+        try:
+            created = memory.init(root, path)
+        except memory.LayoutError as exc:
+            print(f"rhapsody: {exc}", file=sys.stderr)
+            return 1
         print("\n".join(f"created {c}" for c in created) or f"{path}/ already set up")
         return 0
     if ns.action == "stats":

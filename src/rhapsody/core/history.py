@@ -34,8 +34,10 @@ def state_dir(root: Path) -> Path:
     """The project's `.rhapsody/` folder, created with a `.gitignore` so git never sees it."""
     folder = private_dir(root / STATE_DIR)
     ignore = folder / ".gitignore"
-    if not ignore.exists():
+    if not os.path.lexists(ignore):
         _write_new(ignore, b"*\n")
+    elif ignore.is_symlink():
+        raise StorageError(f"refusing {ignore}: a symbolic link (rhapsody never writes its state through a link)")
     return folder
 
 
@@ -50,6 +52,7 @@ def private_dir(folder: Path) -> Path:
     Raises StorageError with one line when it cannot be created (a read-only or full
     file system, a file in the way, no permission).
     """
+    _refuse_links(folder)
     missing = [folder, *folder.parents]
     missing = missing[: next((i for i, p in enumerate(missing) if p.is_dir()), len(missing))]
     try:
@@ -61,10 +64,26 @@ def private_dir(folder: Path) -> Path:
     return folder
 
 
+def write_private(path: Path, text: str) -> None:
+    """Write `path` as mode 0600, never through a symbolic link; StorageError with one line when it cannot."""
+    _write_new(path, text.encode("utf-8"))
+
+
+def _refuse_links(folder: Path) -> None:
+    """StorageError when `folder`, or a folder above it up to the state folder, is a symbolic link:
+    a cloned project can commit `.rhapsody` (or `.rhapsody/history`) as a link to anywhere."""
+    for path in [folder, *folder.parents]:
+        if path.is_symlink():
+            raise StorageError(f"refusing {path}: a symbolic link (rhapsody never writes its state through a link)")
+        if path.name == STATE_DIR or STATE_DIR not in folder.parts:
+            return
+
+
 def _write_new(path: Path, data: bytes) -> None:
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         try:
+            os.fchmod(fd, 0o600)
             _write_all(fd, data)
         finally:
             os.close(fd)
@@ -97,7 +116,7 @@ class HistoryWriter:
         self._fd = -1
         private_dir(path.parent)
         try:
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
             os.chmod(path, 0o600)
             self._terminate_torn_line()
         except OSError as exc:
