@@ -33,9 +33,6 @@ def nested_repo_with_filter(marker: Path) -> str:
 
 
 @needs_bwrap
-@pytest.mark.xfail(strict=True, reason="rhapsody's unsandboxed git status (harness facts, status bar) recurses into a "
-                                       "nested repo the sandboxed model planted; its own filter config runs outside "
-                                       "the sandbox (overrides() only disables drivers named in the parent's config)")
 async def test_nested_repo_filter_runs_outside_the_sandbox_via_handoff_facts(stub: Stub, project: Path) -> None:
     marker = project.parent / "escaped-via-submodule-filter"
     stub.script(
@@ -74,8 +71,6 @@ def hostile_nested_repo(project: Path, marker: Path) -> None:
     (sub / "f.txt").write_text("x\ny\n")
 
 
-@pytest.mark.xfail(strict=True, reason="git_facts (status bar on opening the app, handoff facts) runs a nested "
-                                       "repository's filter: opening a hostile archive runs its code")
 def test_opening_a_hostile_archive_runs_a_nested_repos_filter(project: Path) -> None:
     from rhapsody.tools.git import git_facts
 
