@@ -183,9 +183,6 @@ async def test_variables_named_like_keys_never_reach_the_model(stub: Stub, proje
 
 
 @needs_bwrap
-@pytest.mark.xfail(strict=True, reason="a sandboxed command plants a nested repository with core.fsmonitor in its "
-                                       "own config: the user's next plain `git status` runs it (the protected "
-                                       ".git/config is sidestepped)")
 async def test_a_sandboxed_command_cannot_make_the_users_git_status_run_code(stub: Stub, project: Path) -> None:
     import subprocess
 
@@ -227,8 +224,6 @@ def _layout_config_link(project: Path) -> None:
 
 @needs_bwrap
 @pytest.mark.parametrize("layout", [_layout_config_link], ids=["config-link"])  # _layout_git_file holds now
-@pytest.mark.xfail(strict=True, reason="the sandbox protects .git/config only when it is a regular file: a config "
-                                       "link (an extracted archive) leaves the real config writable")
 async def test_the_git_config_stays_read_only_whatever_the_layout(stub: Stub, project: Path, layout: object) -> None:
     import subprocess
 
@@ -285,9 +280,6 @@ async def test_an_allow_rule_for_a_program_does_not_run_a_path_through_it(stub: 
 
 
 @needs_bwrap
-@pytest.mark.xfail(strict=True, reason="with husky's layout (core.hooksPath = .husky/_, whose scripts run "
-                                       ".husky/<hook>), only .husky/_ is read-only: a sandboxed command writes "
-                                       ".husky/pre-commit and the user's next commit runs it")
 async def test_husky_hooks_stay_read_only(stub: Stub, project: Path) -> None:
     import subprocess
 
@@ -308,9 +300,6 @@ async def test_husky_hooks_stay_read_only(stub: Stub, project: Path) -> None:
 
 
 @needs_bwrap
-@pytest.mark.xfail(strict=True, reason="a .git/hooks that is a symbolic link into the tree (an extracted archive) "
-                                       "is not made read-only: a sandboxed command writes a hook the user's next "
-                                       "commit runs")
 async def test_linked_hooks_folder_stays_read_only(stub: Stub, project: Path) -> None:
     import shutil
     import subprocess
@@ -330,9 +319,6 @@ async def test_linked_hooks_folder_stays_read_only(stub: Stub, project: Path) ->
 
 
 @needs_bwrap
-@pytest.mark.xfail(strict=True, reason="a dangling .git/hooks link (an extracted archive) makes every bash call fail "
-                                       "with 'FileExistsError' (the sandbox mkdirs the hooks folder): a hostile "
-                                       "repository switches bash off")
 async def test_a_dangling_hooks_link_does_not_break_bash(stub: Stub, project: Path) -> None:
     import shutil
 

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, model_validator
 from rhapsody.core.permissions import SANDBOXED
 from rhapsody.core.tools import ToolContext, ToolOutcome
 from rhapsody.prompts import load
-from rhapsody.tools import procs, sandbox
+from rhapsody.tools import gitguard, procs, sandbox
 from rhapsody.tools.sandbox import scrubbed_env
 
 SCRUBBED = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
@@ -65,8 +65,13 @@ class Bash:
         if ctx.confinement in SANDBOXED:
             argv, fds = sandbox.wrap(argv, ctx.root, ctx.confinement, self.network)
         before = sandbox.git_redirects(ctx.root)
+        root = ctx.root.resolve()
+        nested = gitguard.nested_state(root, sandbox.nested_repos(root)) if ctx.confinement in SANDBOXED else None
         done = await procs.run(argv, str(ctx.root), scrubbed_env(), timeout, ctx.output_cap, fds)
-        notes = "".join(f"\n{note}" for note in sandbox.undo_git_redirects(ctx.root, before))
+        undone = sandbox.undo_git_redirects(ctx.root, before)
+        if nested is not None:
+            undone += gitguard.defuse_nested(root, nested, sandbox.nested_repos(root))
+        notes = "".join(f"\n{note}" for note in undone)
         where = f"sandbox {ctx.confinement}" if ctx.confinement in SANDBOXED else "no sandbox"
         facts = {"command": args.command, "confinement": where}
         if done.timed_out:

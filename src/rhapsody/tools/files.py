@@ -99,15 +99,16 @@ class WriteFile:
 
 def _refuse_state(root: Path, path: Path) -> None:
     """Writes that would let code run later outside any sandbox, or touch rhapsody's own records."""
-    first = shown(root, path).split("/")[0]
+    parts = shown(root, path).split("/")
+    first = parts[0]
     if first == ".mcp.json":
         raise ToolFailure("refused: .mcp.json starts programs (MCP servers) when rhapsody opens a trusted project; "
                           "tools never write it")
     if first == ".rhapsody":
         raise ToolFailure("refused: .rhapsody/ holds rhapsody's own history and notes; tools never write there")
     hooks = hooks_path(root.resolve())
-    if first == ".git" or (hooks is not None and (path == hooks or hooks in path.parents)):
-        raise ToolFailure("refused: tools never write inside .git/ or the hooks folder (git config and hooks run "
+    if ".git" in (p.lower() for p in parts) or (hooks is not None and (path == hooks or hooks in path.parents)):
+        raise ToolFailure("refused: tools never write inside a .git/ folder (nested ones too) or the hooks folder (git config and hooks run "
                           "programs); use bash for git commands")
 
 

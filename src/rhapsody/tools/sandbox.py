@@ -200,6 +200,11 @@ def _walk(root: Path) -> tuple[list[Path], list[Path]]:
     return secrets, nested
 
 
+def nested_repos(root: Path) -> list[Path]:
+    """The nested `.git` entries of the project (the same bounded walk)."""
+    return _walk(root.resolve())[1]
+
+
 def is_secret_name(name: str) -> bool:
     """Whether a file name looks like a secret (case-insensitive)."""
     lowered = name.lower()
