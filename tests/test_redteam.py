@@ -199,9 +199,6 @@ async def test_a_sandboxed_command_cannot_make_the_users_git_status_run_code(stu
     assert not marker.exists()
 
 
-@pytest.mark.xfail(strict=True, reason="an allow rule 'bash:git diff*' runs `git diff --output=FILE` in ask mode: "
-                                       "a write without approval (the issue: in ask mode a write needs approval "
-                                       "however it is made)")
 async def test_an_allow_rule_does_not_let_git_diff_write_a_file_in_ask_mode(stub: Stub, project: Path) -> None:
     (project / "app.py").write_text("changed\n")
     stub.script(call(NARRATE, "bash", command="git diff --output=written.py HEAD"), say("done"))
@@ -266,8 +263,6 @@ async def test_the_model_cannot_raise_the_users_bash_timeout(stub: Stub, project
     assert "outlived" not in str(stub.bodies()[1]["messages"][-1]["content"])
 
 
-@pytest.mark.xfail(strict=True, reason="a shell allow rule's `*` matches '/', so 'bash:pytest*' allows "
-                                       "`pytest/../run.sh`: any program next to a folder named pytest runs by rule")
 async def test_an_allow_rule_for_a_program_does_not_run_a_path_through_it(stub: Stub, project: Path) -> None:
     (project / "pytest").mkdir()  # a hostile repository ships a folder of that name, and a script
     script = project / "run.sh"
@@ -330,9 +325,6 @@ async def test_a_dangling_hooks_link_does_not_break_bash(stub: Stub, project: Pa
     assert "still-works" in str(stub.bodies()[1]["messages"][-1]["content"])
 
 
-@pytest.mark.xfail(strict=True, reason="`${BASH_COMMAND@P}` prompt-expands the command line itself, running a "
-                                       "`$(...)` hidden in single quotes; the parser sees one plain pytest command, "
-                                       "so 'bash:pytest*' runs the smuggled command without asking")
 async def test_prompt_expansion_does_not_smuggle_a_command_past_an_allow_rule(stub: Stub, project: Path) -> None:
     command = "pytest '$(touch smuggled.txt)' ${BASH_COMMAND@P}"
     stub.script(call(NARRATE, "bash", command=command), say("done"))
@@ -341,7 +333,6 @@ async def test_prompt_expansion_does_not_smuggle_a_command_past_an_allow_rule(st
     assert not (project / "smuggled.txt").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="the parser does not treat ${VAR@P} (prompt expansion runs command substitutions) as opaque")
 def test_prompt_expansion_is_opaque_to_rules() -> None:
     from rhapsody.tools.shell import parse
 

@@ -135,12 +135,23 @@ def _shell_allowed(rules: list[str], name: str, shell: ShellCommand) -> str:
     if shell.opaque or not shell.commands:
         return ""
     used = []
-    for text in shell.texts():
-        rule = next((r for r in rules if _matches(r, name, (text,))), "")
+    for words, text in zip(shell.commands, shell.texts()):
+        rule = next((r for r in rules if _matches(r, name, (text,)) and _program_allowed(r, words[0])), "")
         if not rule:
             return ""
         used.append(rule)
     return ", ".join(dict.fromkeys(used))
+
+
+def _program_allowed(rule: str, program: str) -> bool:
+    """The rule's first word names `program`, with `*` and `?` never matching '/': `bash:pytest*` allows
+    `pytest -x` and `pytest-watch`, not `pytest/../run.sh` (a path through a folder of that name)."""
+    pattern = rule.partition(":")[2]
+    if not pattern:
+        return True
+    first = pattern.split()[0] if pattern.split() else pattern
+    regex = "".join("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c) for c in first)
+    return re.fullmatch(regex, program) is not None
 
 
 def _shell_denied(rules: list[str], command: str, shell: ShellCommand) -> str:
