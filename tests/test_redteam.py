@@ -157,9 +157,6 @@ def test_an_untrusted_project_cannot_raise_the_users_limits(project: Path) -> No
 
 
 @pytest.mark.parametrize("name", ["credentials.json", ".envrc", "prod.env", ".env-production", "secrets.keystore"])
-@pytest.mark.xfail(strict=True, reason="read_file's protected names (PROTECTED_READS) miss secret files the sandbox "
-                                       "itself masks (SECRET_FILES: credentials.json, *.keystore) and common .env "
-                                       "variants")
 async def test_read_file_refuses_secret_files_the_sandbox_masks(stub: Stub, project: Path, name: str) -> None:
     (project / name).write_text("SECRET_VALUE=hunter2-redteam\n")
     stub.script(call(NARRATE, "read_file", path=name), say("done"))
@@ -169,8 +166,6 @@ async def test_read_file_refuses_secret_files_the_sandbox_masks(stub: Stub, proj
 
 
 @needs_bwrap
-@pytest.mark.xfail(strict=True, reason="the sandbox scrubs variables named API_KEY/TOKEN/SECRET..., not every *KEY* "
-                                       "as docs/security.md claims: STRIPE_KEY, OPENAI_KEY reach the model unmasked")
 async def test_variables_named_like_keys_never_reach_the_model(stub: Stub, project: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STRIPE_KEY", "stripe0123456789abcdefXYZ")
