@@ -138,8 +138,6 @@ def test_memory_init_through_a_linked_memory_folder(project: Path) -> None:
     assert list(elsewhere.iterdir()) == []
 
 
-@pytest.mark.xfail(strict=True, reason="an untrusted project config raises the user's own limits "
-                                       "(max_cost_usd, max_steps_per_turn, bash_timeout, output_cap)")
 def test_an_untrusted_project_cannot_raise_the_users_limits(project: Path) -> None:
     import os
 
@@ -229,9 +227,6 @@ async def test_the_git_config_stays_read_only_whatever_the_layout(stub: Stub, pr
     assert not marker.exists(), str(stub.bodies()[1]["messages"][-1]["content"])
 
 
-@pytest.mark.xfail(strict=True, reason="an untrusted project config turns on memory.commit with memory.path at any "
-                                       "folder: rhapsody then runs `git add --all` there and commits the user's "
-                                       "uncommitted files (a secret .env included) without being asked")
 def test_an_untrusted_project_cannot_make_rhapsody_commit_the_users_files(stub: Stub, project: Path) -> None:
     import subprocess
 

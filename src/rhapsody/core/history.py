@@ -116,7 +116,8 @@ class HistoryWriter:
         self._fd = -1
         private_dir(path.parent)
         try:
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            nofollow = os.O_NOFOLLOW if STATE_DIR in path.parts else 0  # a project's state is never a link
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | nofollow, 0o600)
             os.chmod(path, 0o600)
             self._terminate_torn_line()
         except OSError as exc:
