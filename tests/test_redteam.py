@@ -244,8 +244,6 @@ def test_an_untrusted_project_cannot_make_rhapsody_commit_the_users_files(stub: 
 
 
 @needs_bwrap
-@pytest.mark.xfail(strict=True, reason="the model's `timeout` argument (up to 3600 s) overrides the user's "
-                                       "bash_timeout, the only bound on a sandboxed fork bomb or memory hog")
 async def test_the_model_cannot_raise_the_users_bash_timeout(stub: Stub, project: Path) -> None:
     stub.script(call(NARRATE, "bash", command="sleep 3; echo outlived", timeout=3600), say("done"))
     wiring = stub.wire(project, permission_mode="auto-edit", bash_timeout=1)

@@ -26,7 +26,8 @@ SCRUBBED = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "AWS_
 
 class BashInput(BaseModel):
     command: str = Field(description="The bash command line to run in the project root.")
-    timeout: float | None = Field(None, gt=0, le=3600, description="Seconds before the command is killed.")
+    timeout: float | None = Field(None, gt=0, le=3600, description="Seconds before the command is killed "
+                                                                  "(at most the user's bash_timeout).")
     sandbox: bool = Field(True, description="Leave true. false asks the human to run this command outside the "
                                             "sandbox (network, files outside the project); give a justification.")
     justification: str | None = Field(None, description="Required with sandbox: false: why the sandbox cannot do.")
@@ -59,7 +60,7 @@ class Bash:
         return level if sandbox.bwrap_path() else "unavailable"
 
     async def run(self, args: BashInput, ctx: ToolContext) -> ToolOutcome:
-        timeout = args.timeout or ctx.bash_timeout
+        timeout = min(args.timeout or ctx.bash_timeout, ctx.bash_timeout)  # the user's cap; the model may only lower it
         argv: list[str] = ["bash", "-c", args.command]
         fds: tuple[int, ...] = ()
         if ctx.confinement in SANDBOXED:
