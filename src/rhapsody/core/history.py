@@ -224,8 +224,8 @@ def _parse_line(raw: bytes) -> dict[str, Any] | None:
 def sessions(root: Path) -> Iterator[Path]:
     """The project's history files, oldest first."""
     folder = root / STATE_DIR / "history"
-    if folder.is_dir():
-        yield from sorted(folder.glob("*.jsonl"))
+    if folder.is_dir() and not folder.is_symlink() and not folder.parent.is_symlink():
+        yield from sorted(p for p in folder.glob("*.jsonl") if not p.is_symlink())  # never a link out of the project
 
 
 def find_session(root: Path, session_id: str | None) -> Path:

@@ -26,8 +26,7 @@ SCRUBBED = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "AWS_
 
 class BashInput(BaseModel):
     command: str = Field(description="The bash command line to run in the project root.")
-    timeout: float | None = Field(None, gt=0, le=3600, description="Seconds before the command is killed "
-                                                                  "(at most the user's bash_timeout).")
+    timeout: float | None = Field(None, gt=0, le=3600, description="Seconds before the command is killed.")
     sandbox: bool = Field(True, description="Leave true. false asks the human to run this command outside the "
                                             "sandbox (network, files outside the project); give a justification.")
     justification: str | None = Field(None, description="Required with sandbox: false: why the sandbox cannot do.")
