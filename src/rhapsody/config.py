@@ -221,8 +221,8 @@ ORDER: dict[str, str] = {
     "thinking": "on", "exact_tokens": "on", "sandbox_network": "on", "memory.commit": "on", "context": "free",
     "keymap": "free", "memory.stale_days": "free",
 }
-"""How each setting an untrusted project may change compares: `higher` (a bigger number, or a number where
-the user has none, widens), `lower` (a smaller number widens), `on` (true widens), `rank` (a looser mode or
+"""How each setting an untrusted project may change compares: `higher` (a bigger number widens; a number
+where the user has no limit lowers), `lower` (a smaller number widens), `on` (true widens), `rank` (a looser mode or
 sandbox widens), `free` (no direction: deny rules only add, key bindings). A setting not listed here (the
 provider, the model, memory.path, allow rules, MCP servers, anything added later) is ignored unless it
 equals what the user has: a new setting cannot widen anything until someone decides how it compares."""
@@ -264,7 +264,7 @@ def _widens(key: str, ours: Any, theirs: Any) -> bool:
     if kind == "free" or ours == theirs:
         return False
     if kind == "higher":
-        return theirs is None or (ours is not None and ours > theirs)
+        return ours is None or (theirs is not None and ours > theirs)  # None: no limit
     if kind == "lower":
         return bool(ours < theirs)
     if kind == "on":
