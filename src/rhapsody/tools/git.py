@@ -110,6 +110,15 @@ def repo_root(root: Path) -> Path | None:
     return Path(top) if top else None
 
 
+def gitlinks(root: Path) -> list[str]:
+    """Paths the index records as submodules (mode 160000): where a user's `git status` recurses."""
+    try:
+        listed = run_git(root, "ls-files", "--stage", "-z", check=False, pairs=list(STATIC))
+    except GitError:
+        return []
+    return [entry.split("\t", 1)[1] for entry in listed.split("\0") if entry.startswith("160000 ") and "\t" in entry]
+
+
 def git_facts(root: Path) -> dict[str, Any]:
     """Git root, branch, HEAD and dirty files (porcelain v1 lines), measured by the harness."""
     top = repo_root(root)
