@@ -255,7 +255,7 @@ def _base_settings(user: dict[str, Any]) -> Settings:
     try:
         return Settings.model_validate(base)
     except ValidationError:
-        return Settings(permission_mode="ask")
+        return Settings.model_validate({"permission_mode": "ask"})
 
 
 def _widens(key: str, ours: Any, theirs: Any) -> bool:
