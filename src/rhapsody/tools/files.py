@@ -15,10 +15,10 @@ from pydantic import BaseModel, Field
 
 from rhapsody.core.tools import ToolContext, ToolFailure, ToolOutcome
 from rhapsody.prompts import load
-from rhapsody.tools import procs, search
-from rhapsody.tools.git import git_blob
+from rhapsody.tools import gitguard, procs, search
+from rhapsody.tools.git import git_blob, gitlinks
 from rhapsody.tools.paths import cap_text, confine, shown
-from rhapsody.tools.sandbox import hooks_path, scrubbed_env
+from rhapsody.tools.sandbox import scrubbed_env
 
 READ_CAP = 200_000
 
@@ -106,8 +106,8 @@ def _refuse_state(root: Path, path: Path) -> None:
                           "tools never write it")
     if first == ".rhapsody":
         raise ToolFailure("refused: .rhapsody/ holds rhapsody's own history and notes; tools never write there")
-    hooks = hooks_path(root.resolve())
-    if ".git" in (p.lower() for p in parts) or (hooks is not None and (path == hooks or hooks in path.parents)):
+    base = root.resolve()
+    if ".git" in (p.lower() for p in parts) or gitguard.guarded(base, path, [base / p / ".git" for p in gitlinks(base)]):
         raise ToolFailure("refused: tools never write inside a .git/ folder (nested ones too) or the hooks folder (git config and hooks run "
                           "programs); use bash for git commands")
 

@@ -40,6 +40,22 @@ def binds(root: Path, nested: list[Path]) -> list[str]:
     return out
 
 
+def guarded(root: Path, path: Path, nested: list[Path]) -> bool:
+    """Whether `path` (resolved) is, or is inside, anything the sandbox freezes for the git directories of
+    `root/.git`, the `.git` entries of the folders above `path`, and `nested`: a file tool must not write it
+    (with `.git/config` a link to `gitconfig`, or a `.git` file naming `gitdata/`, the real config is elsewhere)."""
+    entries = [root / ".git", *nested, *(folder / ".git" for folder in path.parents if _inside(root, folder))]
+    frozen: list[Path] = []
+    for entry in dict.fromkeys(entries):
+        for git_dir in _dirs_of(root, entry):
+            frozen += [git_dir / name for name in _FROZEN]
+            frozen += [(git_dir / name).resolve() for name in _FROZEN if (git_dir / name).is_symlink()]
+            frozen += _included_configs(root, git_dir)
+    hooks = hooks_path(root)
+    frozen += [hooks] if hooks is not None else []
+    return any(path == f or f in path.parents for f in frozen)
+
+
 def _dirs_of(root: Path, entry: Path) -> list[Path]:
     """The git directory an entry stands for (a `.git` folder, or what a `.git` file names), and its common dir."""
     if not entry.exists():

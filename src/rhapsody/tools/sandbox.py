@@ -129,7 +129,8 @@ def wrap(argv: list[str], root: Path, level: str, network: bool = False) -> tupl
     secrets, nested_git = _walk(root)
     if level == "workspace-write":
         state = root / ".rhapsody"
-        state.mkdir(mode=0o700, exist_ok=True)
+        if not os.path.lexists(state):
+            state.mkdir(mode=0o700)
         cmd += ["--bind", str(root), str(root), "--ro-bind", str(state), str(state), *gitguard.binds(root, nested_git)]
     else:
         cmd += ["--ro-bind", str(root), str(root)]
