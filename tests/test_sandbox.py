@@ -291,3 +291,19 @@ async def test_a_submodule_a_command_plants_loses_its_programs_even_in_skipped_f
     subprocess.run(["git", "commit", "-qam", "user commit"], cwd=nested, capture_output=True, timeout=30)
     assert not marker.exists()
     assert subprocess.run(["git", "config", "user.name"], cwd=nested, capture_output=True, text=True).stdout == "kept\n"
+
+
+@pytest.mark.parametrize("layout", ["plain", "git-file"])
+async def test_a_hooks_path_that_does_not_exist_yet_cannot_be_filled(stub: Stub, project: Path, layout: str) -> None:
+    subprocess.run(["git", "config", "core.hooksPath", ".githooks"], cwd=project, check=True)
+    if layout == "git-file":
+        (project / ".git").rename(project / "gitdata")
+        (project / ".git").write_text("gitdir: gitdata\n")
+    marker = project.parent / "ran-by-new-hooks-path"
+    cmd = (f"mkdir -p .githooks; printf '#!/bin/sh\\ntouch {marker}\\n' > .githooks/pre-commit; "
+           "chmod +x .githooks/pre-commit; echo tried")
+    results = await bash_results(stub, project, cmd)
+    assert "tried" in str(results[0])
+    (project / "app.py").write_text("x = 1\n")
+    subprocess.run(["git", "commit", "-qam", "user commit"], cwd=project, capture_output=True, timeout=30)
+    assert not marker.exists()

@@ -31,7 +31,7 @@ def binds(root: Path, nested: list[Path]) -> list[str]:
             out += ["--ro-bind", str(entry), str(entry)]  # the pointer itself (a link is bound as what it names)
         for git_dir in _dirs_of(root, entry):
             out += _freeze(root, git_dir)
-    hooks = hooks_path(root)
+    hooks = hooks_path(root, create=True)
     if hooks is not None:
         out += ["--ro-bind", str(hooks), str(hooks)]
     mcp = root / ".mcp.json"
@@ -162,22 +162,31 @@ def undo_git_redirects(root: Path, before: set[str]) -> list[str]:
     return notes
 
 
-def hooks_path(root: Path) -> Path | None:
-    """An existing `core.hooksPath` folder inside the root (husky and friends), read from .git/config.
+def hooks_path(root: Path, create: bool = False) -> Path | None:
+    """The `core.hooksPath` folder inside the root (husky and friends), read from the git config; None when
+    it does not exist, unless `create` (the sandbox creates it so that it can be frozen before a command
+    could create it and fill it).
 
     When the folder sits in a dot-folder other than the root (husky's `.husky/_`, whose
     scripts run `.husky/<hook>`), the dot-folder is what is frozen: the hooks live there."""
-    config = root / ".git" / "config"
-    try:
-        text = config.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+    text = ""
+    for git_dir in _dirs_of(root, root / ".git"):  # a `.git` file names the folder whose config counts
+        for config in [git_dir / "config", *_included_configs(root, git_dir)]:
+            try:
+                text += config.read_text(encoding="utf-8", errors="replace") + "\n"
+            except OSError:
+                pass
+    found = re.findall(r"^\s*hookspath\s*=\s*(.+?)\s*$", text, re.IGNORECASE | re.MULTILINE)
+    if not found:
         return None
-    match = re.search(r"^\s*hookspath\s*=\s*(.+?)\s*$", text, re.IGNORECASE | re.MULTILINE)
-    if not match:
-        return None
-    path = (root / os.path.expanduser(match.group(1).strip('"'))).resolve()
+    path = (root / os.path.expanduser(found[-1].strip('"'))).resolve()  # the last one wins, as in git
     if path == root or root not in path.parents:
         return None
+    if create and not os.path.lexists(path):
+        try:
+            path.mkdir(parents=True)
+        except OSError:
+            return None
     if path.parent != root and path.parent.name.startswith("."):
         path = path.parent
     return path if path.exists() else None
