@@ -24,7 +24,9 @@ SHELLS = {"bash", "sh", "dash", "zsh", "ksh", "fish", "busybox", "python", "pyth
 _OPAQUE_NAMES = {"eval": "eval", "source": "source", ".": "source", "exec": "exec", "xargs": "xargs",
                  "env": "env", "command": "command", "builtin": "builtin", "sudo": "sudo", "nohup": "nohup",
                  "time": "time", "nice": "nice", "timeout": "timeout", "setsid": "setsid", "watch": "watch",
-                 "trap": "trap", "alias": "alias", "doas": "doas", "su": "su", "stdbuf": "stdbuf"}
+                 "trap": "trap", "alias": "alias", "doas": "doas", "su": "su", "stdbuf": "stdbuf",
+                 "mapfile": "mapfile's callback", "readarray": "readarray's callback", "complete": "complete",
+                 "compgen": "compgen", "bind": "bind", "enable": "enable", "fc": "fc", "history": "history"}
 _RUNS_ARGUMENTS = {"find": ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprintf", "-fls"),
                    "git": ("-c", "--config-env", "--exec-path", "-C", "--output", "--output-directory"),
                    "sort": ("-o", "--output"), "sed": ("-i", "--in-place"), "perl": ("-i",),
