@@ -415,3 +415,16 @@ async def test_a_server_removed_from_the_config_answers_its_old_tools_as_unavail
     finished = next(e for e in events if isinstance(e, ToolFinished))
     assert finished.is_error and "'gone' is not running" in finished.output and "Unknown tool" not in finished.output
     assert all(body["tools"][-1] == gone for body in stub.bodies())
+
+
+def test_headless_names_project_servers_waiting_for_trust_in_one_line(stub: Stub, project: Path) -> None:
+    from .conftest import MODEL
+    from .test_cli import rhapsody
+
+    (project / ".rhapsody").mkdir(exist_ok=True)
+    (project / ".rhapsody" / "config.toml").write_text(time_server("unused", name="clock"), encoding="utf-8")
+    stub.script(say("ok"))
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": stub.server.url}
+    result = rhapsody("-p", "hi", "--cwd", str(project), "--model", MODEL, env=env)
+    lines = [line for line in (result.stdout + result.stderr).splitlines() if "mcp" in line.lower() or "clock" in line]
+    assert result.returncode == 0 and len(lines) == 1 and "clock" in lines[0] and "waits for trust" in lines[0]
