@@ -179,7 +179,8 @@ class Agent:
 
     async def _request(self) -> AsyncGenerator[Event, None]:
         body, size, est = self.session.request_and_size()
-        self.session.record("request", bytes=size, est_tokens=est, messages=len(body["messages"]))
+        self.session.record("request", bytes=size, est_tokens=est, messages=len(body["messages"]),
+                            model=str(body.get("model", "")))
         yield RequestSent(size, est, len(body["messages"]))
         self._partial = []
         async for event in self.model.stream(body):
