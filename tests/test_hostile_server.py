@@ -158,7 +158,7 @@ def _sse(events: list[tuple[str, object]]) -> bytes:
     return out
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(events=EVENTS, after=st.integers(0, 6))
 def test_any_event_sequence_from_the_server_is_a_retry_or_a_reply_never_an_exception(
         stub: Stub, project: Path, events: list[tuple[str, object]], after: int) -> None:
