@@ -25,7 +25,7 @@ from rhapsody.tools import default_tools
 from rhapsody.tui.app import RhapsodyApp
 from rhapsody.wiring import policy
 
-from .conftest import Stub, until
+from .conftest import SANDBOX, Stub, until
 from .test_handoff_e2e import handoff_turn
 
 PATH_LENGTH = 200
@@ -51,7 +51,7 @@ def fixed_app(stub: Stub, tmp_path: Path) -> RhapsodyApp:
     (root / "app.py").write_text("def add(a, b):\n    return a + b\n")
     repo.index.add(["app.py"])
     repo.index.commit("initial")
-    toolbox = Toolbox(default_tools(), "yolo", clock=lambda: 0.0)
+    toolbox = Toolbox(default_tools(SANDBOX), "yolo", clock=lambda: 0.0)
     spec = RequestSpec(model="claude-sonnet-5-5", system="You are a test agent.", tools=toolbox.specs())
     session = Session(root, HistoryWriter(history_dir(root) / "snapshot.jsonl"), spec, "snapshot")
     session.record("session", session="snapshot", cwd=str(root), version="0", model=spec.model,
