@@ -133,12 +133,13 @@ def valid_body(value: Any) -> Any:
 
 def valid_text(text: str) -> str:
     """`text` with each lone surrogate replaced by U+FFFD (ASCII and valid text unchanged)."""
-    if text.isascii() or _encodable(text):
+    if text.isascii() or encodable(text):
         return text
     return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text)
 
 
-def _encodable(text: str) -> bool:
+def encodable(text: str) -> bool:
+    """Whether `text` encodes as UTF-8 (it holds no lone surrogate)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
