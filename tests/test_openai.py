@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from rhapsody.config import Settings
-from rhapsody.core.events import Failed, NarrationViolation, Retrying, SeamCommitted, ThinkingDelta, ToolFinished, ToolStarted
+from rhapsody.core.events import Failed, NarrationViolation, RetryCountdown, Retrying, SeamCommitted, ThinkingDelta, ToolFinished, ToolStarted
 from rhapsody.core.history import read_history
 from rhapsody.core.messages import Message
 from rhapsody.core.pricing import priced
@@ -141,6 +141,15 @@ async def test_overload_and_a_cut_stream_are_retried_and_the_partial_answer_is_d
     assert [e.attempt for e in events if isinstance(e, Retrying)] == [1, 2, 3]
     messages = [r for r in read_history(wiring.session.path).records if r["kind"] == "message"]
     assert messages[-1]["content"] == [{"type": "text", "text": "Here is the whole answer."}]
+
+
+async def test_a_retry_after_is_obeyed_and_counted_down_as_on_the_anthropic_provider(chat: ChatStub, project: Path) -> None:
+    chat.script(say("Here after the wait."))
+    chat.server.inject(Fault("status", status=429, retry_after=1.2))
+    events = await collect(chat.wire(project).agent.run("hi"))
+    retry = next(e for e in events if isinstance(e, Retrying))
+    assert (retry.delay, retry.asked) == (1.2, 1.2)
+    assert [e.remaining for e in events if isinstance(e, RetryCountdown)] == [1.2, 1.0]
 
 
 async def test_rejected_request_is_one_failure_line(chat: ChatStub, project: Path) -> None:
