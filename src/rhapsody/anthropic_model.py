@@ -39,6 +39,15 @@ def default_model() -> str:
     return next(m for m in get_args(literal) if "sonnet" in m)
 
 
+def known_models() -> tuple[str, ...]:
+    """Every model id the installed SDK lists."""
+    from typing import get_args
+
+    from anthropic.types.model_param import ModelParam
+
+    return tuple(get_args(get_args(ModelParam)[0]))
+
+
 class AnthropicModel:
     """Streams requests through the real SDK and retries what the API means to be retried."""
 

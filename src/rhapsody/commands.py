@@ -14,54 +14,78 @@ COMMANDS = {
     "/unhandoff": "put the last seam's stripped blocks back",
     "/stats": "every seam of this session, before → after",
     "/recall": "QUERY: search stripped tool calls (--all: earlier sessions too)",
-    "/model": "NAME: switch model (earlier thinking leaves the context)",
+    "/model": "NAME [--force]: switch model (earlier thinking leaves the context)",
+    "/permissions": "[MODE]: show the permission mode and rules, or switch mode",
     "/clear": "start a new session",
     "/help": "this list",
     "/quit": "leave rhapsody",
 }
+MODES = ("read-only", "ask", "auto-edit", "yolo")
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a command produced: text to show, and whether to start a turn or quit."""
+    """What a command produced: text to show, and what the front end should do next."""
 
     text: str = ""
     run_turn: bool = False
     quit: bool = False
+    reload: bool = False
+    """The transcript changed under the front end (a seam undone, a new session)."""
+    error: bool = False
 
 
 def is_command(line: str) -> bool:
-    """Whether a typed line is a slash command."""
-    return line.startswith("/") and line.split(maxsplit=1)[0] in COMMANDS
+    """Whether a typed line is meant as a slash command (known or not): `/word` at the start.
+
+    A line such as `/usr/bin/env is missing` is a path, not a command, and goes to the model.
+    """
+    if not line.startswith("/"):
+        return False
+    word = line.split(maxsplit=1)[0]
+    return len(word) > 1 and "/" not in word[1:]
 
 
 def run_command(agent: Agent, line: str) -> Outcome:
-    """Execute one slash command."""
+    """Execute one slash command; an unknown one is a local error, never a model turn."""
     name, _, arg = line.strip().partition(" ")
     arg = arg.strip()
+    if name not in COMMANDS:
+        return Outcome(f"unknown command {name}; /help lists the commands", error=True)
     if name == "/handoff":
-        agent.request_handoff()
-        return Outcome("micro-handoff requested" + (" (at the next tool boundary)" if agent.busy else ""),
-                       run_turn=not agent.busy)
+        return _handoff(agent)
     if name == "/unhandoff":
-        if agent.busy:
-            return Outcome("wait for the turn to end before undoing a seam")
-        record = undo_seam(agent.session)
-        return Outcome(f"seam {record['seam']} undone: its tool traffic is back in context" if record else "no seam to undo")
+        return _unhandoff(agent)
     if name == "/stats":
         return Outcome(stats_text(agent.session))
     if name == "/recall":
         return Outcome(_recall(agent, arg))
     if name == "/model":
-        return Outcome(_switch_model(agent, arg))
+        return _switch_model(agent, arg)
+    if name == "/permissions":
+        return _permissions(agent, arg)
     if name == "/clear":
         if agent.busy:
-            return Outcome("wait for the turn to end before starting a new session")
+            return Outcome("wait for the turn to end before starting a new session", error=True)
         agent.replace_session(Session.start(agent.session.root, agent.session.spec))
-        return Outcome(f"new session {agent.session.id}")
+        return Outcome(f"new session {agent.session.id}", reload=True)
     if name == "/quit":
         return Outcome(quit=True)
-    return Outcome("\n".join(f"{k:<11} {v}" for k, v in COMMANDS.items()))
+    return Outcome("\n".join(f"{k:<13} {v}" for k, v in COMMANDS.items()))
+
+
+def _handoff(agent: Agent) -> Outcome:
+    agent.request_handoff()
+    if agent.busy:
+        return Outcome("micro-handoff requested: at the next tool boundary, or right after this turn ends")
+    return Outcome("micro-handoff requested", run_turn=True)
+
+
+def _unhandoff(agent: Agent) -> Outcome:
+    if agent.busy:
+        return Outcome("wait for the turn to end before undoing a seam", error=True)
+    record = undo_seam(agent.session)
+    return Outcome(reload=True) if record else Outcome("no seam to undo", error=True)
 
 
 def _recall(agent: Agent, arg: str) -> str:
@@ -74,23 +98,56 @@ def _recall(agent: Agent, arg: str) -> str:
     return recall_text(agent.session.root, agent.session, query, all_sessions=wide)
 
 
-def _switch_model(agent: Agent, name: str) -> str:
+def _switch_model(agent: Agent, arg: str) -> Outcome:
     session = agent.session
+    words = arg.split()
+    force = "--force" in words
+    name = next((w for w in words if w != "--force"), "")
     if not name:
-        return f"model: {session.spec.model}"
+        return Outcome(f"model: {session.spec.model}")
     if agent.busy:
-        return "wait for the turn to end before switching models"
+        return Outcome("wait for the turn to end before switching models", error=True)
+    known = _known_models()
+    if known and name not in known and not force:
+        close = [m for m in known if name in m or m.startswith(name.rsplit("-", 1)[0])][:5]
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        return Outcome(f"unknown model {name}{hint}; /model {name} --force uses it anyway", error=True)
     session.switch_model(name)
-    return f"model switched to {name}; earlier thinking blocks leave the context"
+    return Outcome(f"model switched to {name}; earlier thinking blocks leave the context")
+
+
+def _known_models() -> tuple[str, ...]:
+    try:
+        from rhapsody.anthropic_model import known_models
+
+        return known_models()
+    except Exception:  # noqa: BLE001 - an SDK without the list cannot check, so it does not refuse
+        return ()
+
+
+def _permissions(agent: Agent, arg: str) -> Outcome:
+    box = agent.toolbox
+    if arg:
+        if arg not in MODES:
+            return Outcome(f"unknown mode {arg}; choose one of {', '.join(MODES)}", error=True)
+        box.permission_mode = arg
+        agent.session.record("permission_mode", mode=arg)
+    rules = box.rules
+    lines = [f"permission mode: {box.permission_mode} (switch: /permissions {'|'.join(MODES)})",
+             f"allow: {', '.join(rules.allow) or '(none)'}",
+             f"deny: {', '.join(rules.deny) or '(none)'}",
+             f"allowed this session: {', '.join(rules.session_allow) or '(none)'}"]
+    return Outcome("\n".join(lines))
 
 
 def stats_text(session: Session) -> str:
     """Seams and counters of a session as plain lines."""
+    from rhapsody.figures import figures
     from rhapsody.stats import seam_rows
 
     rows = seam_rows(session.records)
     lines = [seam_line(r) + (" (undone)" if r["undone"] else "") for r in rows] or ["no seams yet"]
-    c = session.counters
-    lines.append(f"requests {c.requests}, tool calls {c.tool_calls}, narration violations {c.violations}, "
-                 f"context ~{session.context_tokens():,} tokens")
+    f = figures(session.records)
+    lines.append(f"requests {f.requests}, tool calls {f.tool_calls}, narration violations {f.violations}, "
+                 f"{f.seams_text()}, context ~{f.context:,} tokens, cost {f.cost_text()}")
     return "\n".join(lines)

@@ -281,13 +281,13 @@ class DialogRecorder:
 
     def __call__(self, event: Any) -> None:
         from rhapsody.core import events as ev
-        from rhapsody.render import tool_line
+        from rhapsody.render import finished_view, tool_title
 
         if isinstance(event, ev.TurnStarted):
             if event.user_text:
                 self.request, self.calls, self.text = event.user_text, [], []
         elif isinstance(event, ev.ToolFinished) and event.call.name not in ("micro_handoff", "recall"):
-            self.calls.append(tool_line(event.call, event.is_error, event.duration_ms, event.exit_code))
+            self.calls.append(tool_title(finished_view(event)))
         elif isinstance(event, ev.TextDelta):
             self.text.append(event.text)
         elif isinstance(event, ev.BlockStopped) and event.kind == "text":

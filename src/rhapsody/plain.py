@@ -12,29 +12,34 @@ import asyncio
 import sys
 from contextlib import aclosing
 from collections.abc import Callable
-from typing import TextIO
+from pathlib import Path
+from typing import Any, TextIO
 
 from rhapsody.commands import COMMANDS, is_command, run_command
 from rhapsody.core import events as ev
 from rhapsody.core.permissions import suggested_rules
 from rhapsody.core.tools import Approval
+from rhapsody import render
 from rhapsody.headless import print_event
+from rhapsody.preview import plain_text
 from rhapsody.wiring import Wiring
 
 
 class PlainApprover:
     """Asks permission questions on the line; the next typed line is the answer."""
 
-    def __init__(self, say: Callable[[str], None]) -> None:
+    def __init__(self, say: Callable[[str], None], root: Path) -> None:
         self.say = say
+        self.root = root
         self.pending: asyncio.Future[Approval] | None = None
         self.rules: tuple[str, ...] = ()
 
-    async def __call__(self, tool: str, argument: str, why: str) -> Approval:
+    async def __call__(self, tool: str, argument: str, why: str, args: dict[str, Any]) -> Approval:
         self.rules = suggested_rules(tool, argument)
         self.pending = asyncio.get_running_loop().create_future()
-        self.say(f"? {tool} wants to run ({why}): {argument}\n"
-                 f"  y = allow once, a = allow {', '.join(self.rules)} for this session, n [reason] = deny")
+        rule = f", a = allow {', '.join(self.rules)} for this session" if self.rules else ""
+        self.say(f"{plain_text(tool, args, self.root, why)}\n"
+                 f"  y = allow once{rule}, n [what to do instead] = deny (anything else is a hint, kept for later)")
         try:
             return await self.pending
         finally:
@@ -43,14 +48,15 @@ class PlainApprover:
     def answer(self, line: str) -> bool:
         """Resolve the pending question from a typed line; False when the line is not an answer."""
         word, _, reason = line.strip().partition(" ")
+        whole = line.strip().lower()
         if self.pending is None or self.pending.done():
             return False
-        if word.lower() not in ("y", "yes", "a", "n", "no"):
-            return False
-        if word.lower() in ("y", "yes"):
+        if whole in ("y", "yes"):  # only a lone answer approves: "yes, but..." is not a yes
             self.pending.set_result(Approval(True))
-        elif word.lower() == "a":
+        elif whole == "a" and self.rules:
             self.pending.set_result(Approval(True, remember=self.rules))
+        elif word.lower() not in ("n", "no"):
+            return False
         else:
             self.pending.set_result(Approval(False, reason=f"denied by the human: {reason}" if reason else ""))
         return True
@@ -64,7 +70,7 @@ async def _consume(wiring: Wiring, text: str | None, out: TextIO) -> None:
                 if isinstance(event, ev.Failed):
                     out.write(f"rhapsody: {event.message}\n")
     except asyncio.CancelledError:
-        out.write("\n[interrupted: what streamed is kept]\n")
+        out.write(f"\n{render.plain(render.event_lines(ev.Interrupted(''))[0])}\n")
 
 
 async def run_plain(wiring: Wiring, initial: str = "", out: TextIO | None = None) -> int:
@@ -86,9 +92,12 @@ async def run_plain(wiring: Wiring, initial: str = "", out: TextIO | None = None
             sink.write(text + "\n")
             sink.flush()
 
-        approver = PlainApprover(say)
+        approver = PlainApprover(say, wiring.session.root)
         wiring.agent.toolbox.approver = approver
-        say(f"rhapsody {wiring.session.id} in {wiring.session.root} — /help for commands, Ctrl+D to quit")
+        say(f"rhapsody {wiring.session.id} in {wiring.session.root}, model {wiring.session.spec.model}, "
+            f"permissions {wiring.agent.toolbox.permission_mode}\n"
+            "While the agent works, a typed line is a hint for its next tool boundary; start it with >> to "
+            "queue it for the end of the turn. Ctrl+C interrupts, Ctrl+D quits, /help lists the commands.")
         while True:
             try:
                 line = await prompt.prompt_async("› ", default=initial)

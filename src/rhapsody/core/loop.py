@@ -211,6 +211,7 @@ class Agent:
             is_error=outcome.is_error,
             exit_code=outcome.exit_code,
             duration_ms=ms,
+            **({"refused": outcome.refused} if outcome.refused else {}),
             **outcome.facts,
         )
         result = ToolResultBlock(tool_use_id=call.id, content=outcome.content or "(no output)")
@@ -219,7 +220,8 @@ class Agent:
         self._done.append(result)
         if outcome.facts.get("seam_pending"):
             self.session.seam_pending = dict(outcome.facts)
-        yield ToolFinished(call, outcome.content, outcome.is_error, ms, outcome.exit_code)
+        yield ToolFinished(call, outcome.content, outcome.is_error, 0 if outcome.refused else ms, outcome.exit_code,
+                           outcome.refused)
 
     def _answer_open_calls(self) -> None:
         if not self._open and not self._done:

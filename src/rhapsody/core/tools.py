@@ -30,6 +30,8 @@ class ToolOutcome:
     is_error: bool = False
     exit_code: int | None = None
     facts: dict[str, Any] = field(default_factory=dict)
+    refused: str = ""
+    """Why the call was not run (permission); empty when it ran."""
 
 
 class ToolFailure(Exception):
@@ -73,9 +75,13 @@ class Approval:
 
 
 class Approver(Protocol):
-    """Asks the human whether a call may run (the TUI and plain mode provide one)."""
+    """Asks the human whether a call may run (the TUI and plain mode provide one).
 
-    async def __call__(self, tool: str, argument: str, why: str) -> Approval:
+    `args` are the call's validated arguments, so the question can show a diff or the
+    exact command.
+    """
+
+    async def __call__(self, tool: str, argument: str, why: str, args: dict[str, Any]) -> Approval:
         """The human's decision."""
         ...
 
@@ -122,7 +128,7 @@ class Toolbox:
             return ToolOutcome(f"Invalid arguments for {name}: {_first_error(exc)}", is_error=True)
         refusal = await self._permit(tool, args, ctx)
         if refusal:
-            return ToolOutcome(refusal, is_error=True)
+            return ToolOutcome(refusal[0], is_error=True, refused=refusal[1])
         timer[0] = time.perf_counter()  # the duration is the tool's, not the human's time to answer
         try:
             return await tool.run(args, ctx)
@@ -131,24 +137,24 @@ class Toolbox:
         except Exception as exc:  # noqa: BLE001 - a tool bug must not end the session
             return ToolOutcome(f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
 
-    async def _permit(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> str | None:
-        """None when the call may run, else the refusal the model gets; every decision is recorded."""
+    async def _permit(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> tuple[str, str] | None:
+        """None when the call may run, else the refusal the model gets and its reason; every decision is recorded."""
         argument = str(getattr(args, "command", None) or getattr(args, "path", None) or "")
         decision = decide(self.permission_mode, self.rules, tool.name, argument, tool.writes, tool.reads_files)
         verdict, reason, by = decision.verdict, decision.reason, "rules"
         if verdict == "ask":
-            verdict, reason, by = await self._ask(tool.name, argument, decision.reason)
+            verdict, reason, by = await self._ask(tool.name, argument, decision.reason, args.model_dump())
         if tool.writes or verdict != "allow" or decision.rule:  # plain reads are not worth a record
             ctx.session.record("permission", tool=tool.name, argument=argument, decision=verdict, by=by, reason=reason)
         if verdict == "allow":
             return None
-        return f"Not run: permission denied for {tool.name} {argument!r}: {reason}"
+        return f"Not run: permission denied for {tool.name} {argument!r}: {reason}", reason
 
-    async def _ask(self, tool: str, argument: str, why: str) -> tuple[str, str, str]:
+    async def _ask(self, tool: str, argument: str, why: str, args: dict[str, Any]) -> tuple[str, str, str]:
         if self.approver is None:
             return "deny", (f"{why}, and no human can answer here (headless); allow it with a rule such as "
                             f"allow = [\"{tool}:{argument.split()[0] if argument else ''}*\"] or pick another --permission-mode"), "mode"
-        answer = await self.approver(tool, argument, why)
+        answer = await self.approver(tool, argument, why, args)
         self.rules.session_allow.extend(answer.remember)
         verdict = "allow" if answer.allow else "deny"
         reason = answer.reason or ("allowed by the human" if answer.allow else "denied by the human")
@@ -162,7 +168,7 @@ class Toolbox:
             content = content.replace(secret, MASK)
         if content == outcome.content:
             return outcome
-        return ToolOutcome(content, outcome.is_error, outcome.exit_code, outcome.facts)
+        return ToolOutcome(content, outcome.is_error, outcome.exit_code, outcome.facts, outcome.refused)
 
 
 def _schema(model: type[BaseModel]) -> dict[str, Any]:
