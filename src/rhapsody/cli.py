@@ -158,9 +158,14 @@ def _run(ns: argparse.Namespace) -> int:
     root = _root(ns.cwd)
     settings = load_settings(root, _flags(ns))
     _require_key()
-    from rhapsody.anthropic_model import AnthropicModel
+    from rhapsody.lazy_model import LazyModel
 
-    model = AnthropicModel(retries=settings.retries, base_delay=settings.retry_base_delay, timeout=settings.request_timeout)
+    def adapter() -> Any:
+        from rhapsody.anthropic_model import AnthropicModel
+
+        return AnthropicModel(retries=settings.retries, base_delay=settings.retry_base_delay, timeout=settings.request_timeout)
+
+    model = LazyModel(adapter)
     return launch(ns, root, settings, model)
 
 
@@ -171,7 +176,8 @@ def _require_key() -> None:
         raise ConfigError("ANTHROPIC_API_KEY is not set: export it, or try `rhapsody --demo`, which needs no key")
 
 
-def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initial: str = "") -> int:
+def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initial: str = "", welcome: str = "",
+           demo: bool = False) -> int:
     """Wire the agent and hand it to the chosen front end."""
     import asyncio
 
@@ -187,7 +193,7 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
             return 0
     model_id = settings.model
     if model_id is None and not resuming:
-        from rhapsody.anthropic_model import default_model
+        from rhapsody.lazy_model import default_model
 
         model_id = default_model()
     wiring = build(root, settings, model, model_id, resume=ns.resume or None, continue_last=ns.continue_last,
@@ -207,5 +213,10 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
         return asyncio.run(run_plain(wiring, initial))
     from rhapsody.tui.app import RhapsodyApp
 
-    RhapsodyApp(wiring, initial=initial).run()
+    RhapsodyApp(wiring, initial=initial, welcome=welcome).run()
+    if demo:
+        print("rhapsody demo ended; its sample project is removed. Run `rhapsody` in a project of yours next.")
+    else:
+        print(f"session {wiring.session.id} saved. Come back to it with: rhapsody --continue"
+              + (f" --cwd {root}" if root != Path.cwd() else ""))
     return 0

@@ -117,12 +117,9 @@ def _switch_model(agent: Agent, arg: str) -> Outcome:
 
 
 def _known_models() -> tuple[str, ...]:
-    try:
-        from rhapsody.anthropic_model import known_models
+    from rhapsody.lazy_model import sdk_models
 
-        return known_models()
-    except Exception:  # noqa: BLE001 - an SDK without the list cannot check, so it does not refuse
-        return ()
+    return sdk_models()
 
 
 def _permissions(agent: Agent, arg: str) -> Outcome:

@@ -21,6 +21,7 @@ boundary, ctrl+n queues a message for the end of the turn.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from contextlib import aclosing
 from typing import Any
@@ -96,6 +97,10 @@ class RhapsodyApp(App[int]):
         self.refresh_status()
         self.refresh_git()
         self.set_interval(0.125, self.tick)
+        warm = getattr(self.agent.model, "warm", None)
+        if warm is not None:  # the SDK imports while the human reads the first frame
+            thread = threading.Thread(target=warm, name="sdk-import", daemon=True)
+            self.set_timer(0.1, thread.start)  # after the first frame, which it would otherwise slow
 
     @property
     def transcript(self) -> TranscriptView:

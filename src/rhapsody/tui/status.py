@@ -96,17 +96,17 @@ def welcome_text(wiring: Any, extra: str = "") -> str:
     sandbox = getattr(wiring.settings, "sandbox", None)
     sandbox_text = "on" if sandbox is True else "off" if sandbox is False else "not available in this build"
     lines = [
-        "rhapsody: a coding agent that narrates every step and keeps its own words across seams",
+        "rhapsody: a coding agent that narrates each step",
         "",
         f"  project      {str(session.root).replace(str(Path.home()), '~')}",
         f"  model        {session.spec.model}",
         f"  permissions  {wiring.agent.toolbox.permission_mode} (/permissions to see or switch)",
         f"  sandbox      {sandbox_text}",
         "",
-        "  enter     send; while the agent works, a hint it reads at the next tool boundary",
-        "  ctrl+o    micro-handoff: the agent writes a field note, tool traffic leaves its context",
-        "  esc       interrupt the agent (what streamed is kept)",
-        "  ctrl+c    twice to quit; /help lists the commands, ctrl+p opens the palette",
+        "  enter   send; while the agent works: a hint for its next step",
+        "  ctrl+o  micro-handoff: a field note, then tool traffic leaves context",
+        "  esc     interrupt the agent (what streamed is kept)",
+        "  ctrl+c  twice to quit · /help commands · ctrl+p palette",
     ]
     if extra:
         lines += ["", extra]

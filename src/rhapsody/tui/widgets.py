@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rich.markdown import Markdown as RichMarkdown
 from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
@@ -20,7 +19,7 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
-from textual.widgets import Button, Markdown, Static, TextArea
+from textual.widgets import Button, Static
 
 from rhapsody.render import Line
 
@@ -62,6 +61,8 @@ class Entry:
     def widget(self) -> Widget:
         """A fresh widget for this entry."""
         if self.kind == "assistant":
+            from rich.markdown import Markdown as RichMarkdown  # markdown-it loads with the first reply
+
             return Static(RichMarkdown(self.text), classes="assistant")
         if self.kind in FOLDABLE:
             return Foldable(self)
@@ -115,16 +116,20 @@ class Foldable(Static, can_focus=True):
     def render(self) -> Any:
         mark = "▼" if self.expanded else "▶"
         if not self.expanded:
-            return Text(f"{mark} {self.title}", no_wrap=True, overflow="ellipsis")
+            return Text(f"{mark} {self.title}")
         body = self.entry.body[:RESULT_PREVIEW]
         if self.cut:
             more = len(self.entry.body) - RESULT_PREVIEW
             body += f"\n[… {more:,} more characters: Enter again for the full view]"
         return Text(f"{mark} {self.title}\n{body or '(empty)'}")
 
+    def watch_expanded(self, expanded: bool) -> None:
+        self.set_class(expanded, "-expanded")
+
     def sync(self) -> None:
         """Redraw after the entry changed (a call finished)."""
         self.set_classes(self.entry.classes)
+        self.set_class(self.expanded, "-expanded")
         self.refresh(layout=True)
 
     def on_click(self) -> None:
@@ -160,7 +165,7 @@ class TranscriptView(VerticalScroll):
         self.entries: list[Entry] = []
         self.first_mounted = 0
         self.widgets: dict[Entry, Widget] = {}
-        self.live: Markdown | None = None
+        self.live: Any = None
         self.live_stream: Any = None
         self.live_text: list[str] = []
 
@@ -246,6 +251,8 @@ class TranscriptView(VerticalScroll):
     async def stream_text(self, text: str) -> None:
         """Append streamed text to the live reply, starting one when needed."""
         if self.live is None:
+            from textual.widgets import Markdown
+
             self.anchor()
             self.live = Markdown(classes="assistant live")
             self.live_text = []
