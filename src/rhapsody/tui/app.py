@@ -130,8 +130,6 @@ class RhapsodyApp(App[int]):
         elif self.busy:
             await self.add_hint(text, "queue" if message.queue else "steer")
         else:
-            await self.drop_welcome()
-            await self.transcript.add(Entry("user", f"› {text}"))
             self.start_turn(text)
 
     @on(PromptInput.Changed)
@@ -194,7 +192,6 @@ class RhapsodyApp(App[int]):
         if outcome.text:
             await self.note(outcome.text, "error" if outcome.error else "notice")
         if outcome.run_turn:
-            await self.drop_welcome()
             self.start_turn(None)
         self.refresh_status()
 
@@ -207,6 +204,9 @@ class RhapsodyApp(App[int]):
     @work(exclusive=True, group="agent", exit_on_error=False)
     async def run_agent(self, text: str | None) -> None:
         """Drive the loop and apply each event to the transcript."""
+        await self.drop_welcome()
+        if text:
+            await self.transcript.add(Entry("user", f"› {text}"))
         self.live.start("working")
         self.set_state("working")
         try:
