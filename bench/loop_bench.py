@@ -23,7 +23,6 @@ import anthropic
 
 from rhapsody.anthropic_model import AnthropicModel
 from rhapsody.config import Settings
-from rhapsody.core.context import measure
 from rhapsody.core.history import HistoryWriter
 from rhapsody.core.messages import TextBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.loopback.server import LoopbackServer
@@ -87,7 +86,7 @@ async def first_request_bytes() -> int:
     client = anthropic.AsyncAnthropic(base_url="http://127.0.0.1:9", api_key="bench", max_retries=0)
     wiring = build(root, Settings(), AnthropicModel(client, retries=0), "claude-sonnet-5-5")
     wiring.session.append_message("user", [TextBlock(text="fix the failing test")])
-    return measure(wiring.session.request())[0]
+    return wiring.session.request_and_size()[1]
 
 
 def main() -> None:

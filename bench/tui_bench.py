@@ -63,7 +63,7 @@ async def streaming_stalls() -> tuple[float, float, float, int]:
     text = "\n\n".join([paragraph] * 100)
     root = Path(tempfile.mkdtemp())
     server, wiring = wiring_for(root, lambda body: {"content": [{"type": "text", "text": text}]})
-    app = RhapsodyApp(wiring)
+    app = RhapsodyApp(wiring.agent, wiring.settings)
     gaps: list[float] = []
     typed: list[float] = []
     async with app.run_test(size=(120, 40)) as pilot:
@@ -91,7 +91,7 @@ async def streaming_stalls() -> tuple[float, float, float, int]:
 async def main() -> None:
     root = Path(tempfile.mkdtemp())
     server, wiring = wiring_for(root, lambda body: {"content": []})
-    print(f"first paint, new session: {await paint_time(RhapsodyApp(wiring)):.2f} s")
+    print(f"first paint, new session: {await paint_time(RhapsodyApp(wiring.agent, wiring.settings)):.2f} s")
     seed(wiring)
     start = time.perf_counter()
     resumed = build(root, Settings(), wiring.agent.model, None, continue_last=True)
@@ -100,7 +100,7 @@ async def main() -> None:
     records = resumed.session.records
     messages = sum(1 for r in records if r["kind"] == "message")
     calls = sum(len([b for b in r["content"] if b.get("type") == "tool_use"]) for r in records if r["kind"] == "message")
-    paint = await paint_time(RhapsodyApp(resumed))
+    paint = await paint_time(RhapsodyApp(resumed.agent, resumed.settings))
     print(f"resume of {messages:,} messages, {calls:,} tool calls: load {load:.2f} s + paint {paint:.2f} s = {load + paint:.2f} s")
     server.stop()
     worst, p99, typed, chars = await streaming_stalls()

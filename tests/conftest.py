@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ import pytest
 from rhapsody.anthropic_model import AnthropicModel
 from rhapsody.config import Settings
 from rhapsody.core.events import Event
+from rhapsody.core.tools import Approver
 from rhapsody.loopback.script import ScriptedResponder
 from rhapsody.loopback.server import LoopbackServer
 from rhapsody.wiring import Wiring, build
@@ -33,7 +36,11 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     """A git repository with one commit and a small Python file."""
-    root = tmp_path / "proj"
+    return make_project(tmp_path / "proj")
+
+
+def make_project(root: Path) -> Path:
+    """Make `root` a git repository with one commit and a small Python file."""
     root.mkdir()
     repo = git.Repo.init(root)
     with repo.config_writer() as cw:
@@ -62,9 +69,9 @@ class Stub:
         client = anthropic.AsyncAnthropic(base_url=self.server.url, api_key="sk-test-key", max_retries=0, timeout=5.0)
         return AnthropicModel(client, retries=retries, base_delay=0.0)
 
-    def wire(self, root: Path, retries: int = 3, **settings: Any) -> Wiring:
+    def wire(self, root: Path, retries: int = 3, approver: Approver | None = None, **settings: Any) -> Wiring:
         settings.setdefault("permission_mode", "yolo")
-        return build(root, Settings(**settings), self.model(retries), MODEL)
+        return build(root, Settings(**settings), self.model(retries), MODEL, approver=approver)
 
     def bodies(self) -> list[dict[str, Any]]:
         return self.server.bodies()
@@ -75,6 +82,21 @@ def stub() -> Iterator[Stub]:
     s = Stub()
     yield s
     s.server.stop()
+
+
+GATE = "for i in $(seq 1000); do [ -e go ] && break; sleep 0.01; done"
+"""A bash command that runs until the test creates `go` in the project (at most ~10 s): the
+test acts while the tool is in flight, however slow the machine, then lets it finish."""
+
+
+async def until(condition: Callable[[], bool], within: float = 10.0,
+                pause: Callable[[float], Awaitable[Any]] = asyncio.sleep, step: float = 0.01) -> None:
+    """Wait until `condition()` holds, checking every `step` seconds; fail after `within` seconds."""
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {within} s")
+        await pause(step)
 
 
 async def collect(agen: AsyncIterator[Event]) -> list[Event]:

@@ -10,6 +10,7 @@ from typing import Any
 
 from textual.widgets import Static
 
+from rhapsody.core.approval import HumanApprover
 from rhapsody.loopback.script import call, say
 from rhapsody.tui.app import RhapsodyApp
 from rhapsody.tui.approval import ApprovalScreen
@@ -40,6 +41,17 @@ async def idle(pilot: Any) -> None:
     await pilot.pause()
 
 
+def ask_app(stub: Stub, project: Path) -> RhapsodyApp:
+    approver = HumanApprover()
+    wiring = stub.wire(project, approver=approver, permission_mode="ask")
+    return RhapsodyApp(wiring.agent, wiring.settings, approver)
+
+
+def plain_app(stub: Stub, project: Path) -> RhapsodyApp:
+    wiring = stub.wire(project)
+    return RhapsodyApp(wiring.agent, wiring.settings)
+
+
 def records(app: RhapsodyApp) -> list[dict[str, Any]]:
     return [json.loads(line) for line in app.agent.session.path.read_text().splitlines()]
 
@@ -55,7 +67,7 @@ async def send(pilot: Any, text: str) -> None:
 
 async def test_typing_a_denial_never_approves_and_enter_denies_with_it(stub: Stub, project: Path) -> None:
     stub.script(call(NARRATE, "bash", command="wc -c app.py"), say("ok, I will use stat"))
-    app = RhapsodyApp(stub.wire(project, permission_mode="ask"))
+    app = ask_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
         app.start_turn("size?")
         await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None)
@@ -71,7 +83,7 @@ async def test_typing_a_denial_never_approves_and_enter_denies_with_it(stub: Stu
 
 async def test_escape_denies_and_the_diff_is_shown_for_an_edit(stub: Stub, project: Path) -> None:
     stub.script(call(NARRATE, "edit_file", path="app.py", old="a - b", new="a + b"), say("not changed"))
-    app = RhapsodyApp(stub.wire(project, permission_mode="ask"))
+    app = ask_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
         app.start_turn("fix")
         await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None)
@@ -88,7 +100,7 @@ async def test_escape_denies_and_the_diff_is_shown_for_an_edit(stub: Stub, proje
 async def test_lone_hotkeys_answer(stub: Stub, project: Path) -> None:
     stub.script(call(NARRATE, "bash", command="touch one.txt"), call(NARRATE, "bash", command="touch two.txt"),
                 call(NARRATE, "bash", command="touch three.txt"), say("done"))
-    app = RhapsodyApp(stub.wire(project, permission_mode="ask"))
+    app = ask_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("go")
         for key in ("y", "a"):
@@ -102,7 +114,7 @@ async def test_unfold_at_once_full_view_and_focus_paths(stub: Stub, project: Pat
     long = "".join(f"line {i} of the output\n" for i in range(600)) + "the-very-end"
     (project / "big.txt").write_text(long)
     stub.script(call(NARRATE, "bash", command="cat big.txt"), say("read it"))
-    app = RhapsodyApp(stub.wire(project))
+    app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         await send(pilot, "show it")
         await idle(pilot)
@@ -132,7 +144,7 @@ async def test_unfold_at_once_full_view_and_focus_paths(stub: Stub, project: Pat
 async def test_page_keys_scroll_from_the_prompt(stub: Stub, project: Path) -> None:
     from rhapsody.tui.widgets import Entry
 
-    app = RhapsodyApp(stub.wire(project))
+    app = plain_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
         await app.transcript.load([Entry("notice", f"notice {i}") for i in range(80)])
         await pilot.pause()
@@ -154,7 +166,7 @@ async def test_history_completion_and_local_commands(stub: Stub, project: Path) 
     (project / "secret_build" / "inventory_gen.py").write_text("")
     (project / "src").mkdir()
     (project / "src" / "inventory.py").write_text("")
-    app = RhapsodyApp(stub.wire(project))
+    app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         await send(pilot, "/frobnicate")
         await send(pilot, "/model nonsense-model")
@@ -175,7 +187,7 @@ async def test_history_completion_and_local_commands(stub: Stub, project: Path) 
         assert prompt.text == "/model nonsense-model --force"
         await pilot.press("up", "down")
         assert prompt.text == "/model nonsense-model --force"
-    again = RhapsodyApp(stub.wire(project))
+    again = plain_app(stub, project)
     async with again.run_test(size=(100, 30)) as pilot:
         again.query_one(PromptInput).text = ""
         await pilot.press("up")
@@ -185,7 +197,7 @@ async def test_history_completion_and_local_commands(stub: Stub, project: Path) 
 async def test_ctrl_o_during_a_turn_without_tools_ends_in_a_seam(stub: Stub, project: Path) -> None:
     slow = {"content": [{"type": "text", "text": "A long answer with no tool call at all. " * 20}], "delay": 0.01}
     stub.script(slow, handoff_turn(), say("Noted."))
-    app = RhapsodyApp(stub.wire(project))
+    app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("go")
         await until(pilot, lambda: app.transcript.live is not None)
@@ -201,7 +213,7 @@ async def test_ctrl_o_during_a_turn_without_tools_ends_in_a_seam(stub: Stub, pro
 
 async def test_hints_land_where_delivered_and_notes_survive_a_reload(stub: Stub, project: Path) -> None:
     stub.script(call(NARRATE, "bash", command="sleep 0.4; echo done"), say("finished"), say("queued seen"))
-    app = RhapsodyApp(stub.wire(project))
+    app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         await send(pilot, "/stats")
         await send(pilot, "run it")
@@ -225,7 +237,7 @@ async def test_hints_land_where_delivered_and_notes_survive_a_reload(stub: Stub,
 
 async def test_escape_marks_a_running_call_interrupted(stub: Stub, project: Path) -> None:
     stub.script(call(NARRATE, "bash", command="sleep 30"), say("never"))
-    app = RhapsodyApp(stub.wire(project))
+    app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("go")
         await until(pilot, lambda: app.agent.in_flight and app.calls)
@@ -239,19 +251,19 @@ async def test_escape_marks_a_running_call_interrupted(stub: Stub, project: Path
 
 
 async def test_status_bar_fits_80_columns_and_keeps_context_and_cost(stub: Stub, project: Path) -> None:
-    app = RhapsodyApp(stub.wire(project))
+    app = plain_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         line = str(app.query_one("#status", Static).render()).rstrip()
         assert len(line) <= 80 and "ctx ~" in line and "$" in line and str(project) not in line
-    wide = RhapsodyApp(stub.wire(project))
+    wide = plain_app(stub, project)
     async with wide.run_test(size=(200, 24)) as pilot:
         await pilot.pause()
         assert str(project).replace(str(Path.home()), "~") in str(wide.query_one("#status", Static).render())
 
 
 async def test_palette_lists_rhapsody_commands(stub: Stub, project: Path) -> None:
-    app = RhapsodyApp(stub.wire(project))
+    app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         names = [c.title for c in app.get_system_commands(app.screen)]
         assert "/stats" in names and "/handoff" in names

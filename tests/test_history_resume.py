@@ -64,12 +64,14 @@ async def test_resume_after_kill_9_mid_tool_call_is_valid_and_complete(stub: Stu
     )
     history = project / ".rhapsody" / "history"
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+    files: list[Path] = []
+    while time.monotonic() < deadline:  # until bash is permitted: the call is about to run, no result yet
         files = list(history.glob("*.jsonl")) if history.exists() else []
-        if files and "sleep 30" in files[0].read_text():
+        if files and '"kind":"permission","tool":"bash"' in files[0].read_text():
             break
         time.sleep(0.05)
-    time.sleep(0.3)
+    else:
+        raise AssertionError("the bash call never started")
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     path = files[0]

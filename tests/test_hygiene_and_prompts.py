@@ -13,14 +13,23 @@ from rhapsody.config import load_settings
 from rhapsody.core.errors import ConfigError
 from rhapsody.wiring import project_instructions, system_prompt
 
-CORE = ["messages", "strip", "context", "history", "session", "loop", "handoff", "narration", "tools",
-        "events", "model", "recall", "tokens", "pricing", "errors"]
+CORE = sorted(p.stem for p in (Path(__file__).parent.parent / "src/rhapsody/core").glob("*.py") if p.stem != "__init__")
+PYDANTIC = {"pydantic", "pydantic_core", "typing_extensions", "annotated_types", "typing_inspection"}
+"""pydantic and the packages it imports itself."""
 
 
-def test_core_imports_no_front_end_or_http_library() -> None:
-    code = "; ".join(f"import rhapsody.core.{m}" for m in CORE) + (
-        "; import sys; bad = [m for m in ('textual', 'anthropic', 'rich', 'prompt_toolkit', 'git', 'httpx2')"
-        " if m in sys.modules]; print(bad); raise SystemExit(1 if bad else 0)")
+def test_core_imports_only_the_stdlib_pydantic_and_itself() -> None:
+    assert {"loop", "session", "handoff_state", "messages"} <= set(CORE)
+    code = "\n".join([
+        "import sys",
+        "before = set(sys.modules)",
+        *(f"import rhapsody.core.{m}" for m in CORE),
+        "new = set(sys.modules) - before",
+        f"bad = sorted({{m.split('.')[0] for m in new if not m.startswith('_sysconfigdata')}} - set(sys.stdlib_module_names) - set({sorted(PYDANTIC | {'rhapsody'})!r}))",
+        "bad += sorted(m for m in new if m.startswith('rhapsody.') and not m.startswith('rhapsody.core'))",
+        "print(bad)",
+        "raise SystemExit(1 if bad else 0)",
+    ])
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 

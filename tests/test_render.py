@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rhapsody import render
 from rhapsody.config import Settings
+from rhapsody.core.approval import HumanApprover
 from rhapsody.demo import DemoResponder, Outcomes, clean_demos, prepare_project
 from rhapsody.figures import figures
 from rhapsody.headless import run_headless
@@ -17,7 +18,7 @@ from rhapsody.plain import PlainApprover
 from rhapsody.preview import plain_text, preview
 from rhapsody.wiring import build
 
-from .conftest import MODEL, Stub, collect
+from .conftest import MODEL, Stub, collect, until
 from .test_cli import one_line_error, rhapsody
 from .test_handoff_e2e import handoff_turn
 
@@ -43,14 +44,17 @@ def test_previews_of_edits_and_new_files(tmp_path: Path) -> None:
 
 async def test_plain_approval_shows_the_command_escaped_and_only_a_lone_y_approves(tmp_path: Path) -> None:
     said: list[str] = []
-    approver = PlainApprover(said.append, tmp_path)
+    approver = HumanApprover()
+    questions = PlainApprover(approver, said.append, tmp_path)
+    serving = asyncio.create_task(questions.serve())
     task = asyncio.create_task(approver("bash", "x", "ask mode", {"command": "ls\r\x1b[2Krm -rf ~"}))
-    await asyncio.sleep(0)
+    await until(lambda: bool(said) and questions.pending is not None)
     assert "ls\\r\\x1b[2Krm -rf ~" in said[0] and "\x1b" not in said[0]
-    assert not approver.answer("yes, but use stat instead")
-    assert approver.answer("n use stat instead")
+    assert not questions.answer("yes, but use stat instead")
+    assert questions.answer("n use stat instead")
     answer = await task
-    assert not answer.allow and answer.reason == "denied by the human: use stat instead"
+    serving.cancel()
+    assert not answer.allow and answer.words == "use stat instead"
 
 
 async def test_headless_text_says_why_a_call_was_refused(stub: Stub, project: Path) -> None:

@@ -59,3 +59,57 @@ def test_no_cut_until_working_memory_overflows_its_batch() -> None:
         {"type": "text", "text": "round 15"}, {"type": "tool_use", "id": "t15", "name": "bash", "input": {}}]}))
     cut = plan_cut(messages, set(), policy)
     assert len(cut) == 7 and "t0" in cut and "t12" not in cut
+
+
+def _rounds(n: int, first: int = 0, keep: dict[int, int] | None = None) -> list[Message]:
+    out: list[Message] = []
+    for k in range(first, first + n):
+        score = (keep or {}).get(k - 1)
+        text = (f"[keep {score}] " if score is not None else "") + f"round {k}"
+        out.append(Message.from_api({"role": "assistant", "content": [
+            {"type": "text", "text": text}, {"type": "tool_use", "id": f"t{k}", "name": "bash", "input": {}}]}))
+        out.append(Message.from_api({"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{k}", "content": "x"}]}))
+    return out
+
+
+def test_a_round_scored_3_is_never_pruned_however_old() -> None:
+    messages = [Message.from_api({"role": "user", "content": "go"}), *_rounds(60, keep={0: 3})]
+    pruned: set[str] = set()
+    for end in range(3, len(messages) + 1, 2):
+        pruned |= set(plan_cut(messages[:end], pruned, RollingPolicy()))
+    assert "t0" not in pruned and "t1" in pruned and len(pruned) > 30
+
+
+async def test_after_a_seam_working_memory_counts_only_visible_rounds(stub: Stub, project: Path) -> None:
+    from .test_handoff_e2e import handoff_turn
+
+    stub.script(*[round_turn(n, 1) for n in range(10)], say("ten done"), handoff_turn(), say("noted"),
+                *[round_turn(n, 1) for n in range(10, 24)], say("fourteen more done"))
+    wiring = stub.wire(project, context="rolling")
+    first = await collect(wiring.agent.run("ten rounds"))
+    wiring.agent.request_handoff()
+    await collect(wiring.agent.run())
+    second = await collect(wiring.agent.run("fourteen more"))
+    assert not [e for e in first + second if isinstance(e, ContextPruned)]  # 14 visible: 3 short + 11 working < 6 + 6 + 1
+    final = stub.bodies()[-1]["messages"]
+    calls = [b["name"] for m in final if isinstance(m["content"], list) for b in m["content"] if b.get("type") == "tool_use"]
+    assert calls == ["micro_handoff"] + ["bash"] * 14
+
+
+async def test_a_project_replaces_the_scoring_criteria_with_a_regular_file_only(stub: Stub, project: Path, tmp_path: Path) -> None:
+    folder = project / ".rhapsody" / "prompts"
+    folder.mkdir(parents=True)
+    (folder / "rolling.md").write_text("Score 3 anything about the billing schema.\n")
+    stub.script(say("hi"))
+    await collect(stub.wire(project, context="rolling").agent.run("hello"))
+    system = stub.bodies()[-1]["system"][0]["text"]
+    assert "Score 3 anything about the billing schema." in system and "How to score" not in system
+    assert "kept until the next micro-handoff" in system
+    outside = tmp_path / "outside.md"
+    outside.write_text("SECRET criteria from outside the project")
+    (folder / "rolling.md").unlink()
+    (folder / "rolling.md").symlink_to(outside)
+    stub.script(say("hi"))
+    await collect(stub.wire(project, context="rolling").agent.run("hello"))
+    system = stub.bodies()[-1]["system"][0]["text"]
+    assert "SECRET" not in system and "How to score" in system

@@ -1,18 +1,15 @@
 """Layout snapshots of the app's states at 80x24 and 160x48 (pytest-textual-snapshot; `--snapshot-update`).
 
-Every varying part is pinned: the project lives in a fresh temporary folder whose path
-has one fixed length and shows as `~/proj` (HOME is its parent), the session id, system
-prompt and tool list are fixed, the git status is read before the shot, the cursor does
-not blink, tool durations and the spinner's clock are set to fixed values, and the
-loopback server plays the same turns every run.
+Every varying part is pinned: the project lives in tmp_path under a name padded to a path
+of one fixed length (so byte counts repeat) and shows as `~/proj---…` (HOME is tmp_path),
+the session id, system prompt and tool list are fixed, the git status is read before the
+shot, the cursor does not blink and the focus is set, tool durations come from a fixed
+clock and the spinner's from a frozen one, and the loopback server plays the same turns
+every run.
 """
 
 from __future__ import annotations
 
-import re
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +17,19 @@ import git
 import pytest
 
 from rhapsody.config import Settings
+from rhapsody.core.approval import HumanApprover
 from rhapsody.core.context import RequestSpec
 from rhapsody.core.history import HistoryWriter, history_dir
 from rhapsody.core.loop import Agent
 from rhapsody.core.session import Session
 from rhapsody.loopback.script import call, say
-from rhapsody.tools import default_toolbox
+from rhapsody.core.tools import Toolbox
+from rhapsody.tools import default_tools
 from rhapsody.tui.app import RhapsodyApp
 from rhapsody.tui.approval import ApprovalScreen
 from rhapsody.tui.status import Liveness
 from rhapsody.tui.widgets import Foldable, PromptInput
-from rhapsody.wiring import Wiring, policy
+from rhapsody.wiring import policy
 
 from .conftest import Stub
 from .test_handoff_e2e import handoff_turn
@@ -39,11 +38,17 @@ SLOW = "I will run the slow test suite now, because the fix must hold; I expect 
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((160, 48), id="160x48")]
 
 
+PATH_LENGTH = 200
+"""Characters of the project path in every shot (tmp_path is shorter, and varies)."""
+
+
 @pytest.fixture
-def root(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    home = Path(tempfile.mkdtemp(prefix="rhapsody-snap-"))  # one fixed length, so byte counts repeat
-    monkeypatch.setenv("HOME", str(home))
-    project = home / "proj"
+def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A git project in tmp_path whose path is always PATH_LENGTH characters long."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    pad = PATH_LENGTH - len(str(tmp_path)) - 1
+    assert 0 < pad < 250, f"tmp_path {tmp_path} does not fit in {PATH_LENGTH} characters"
+    project = tmp_path / ("proj" + "-" * (pad - 4))
     project.mkdir()
     repo = git.Repo.init(project, initial_branch="main")
     with repo.config_writer() as cw:
@@ -52,18 +57,18 @@ def root(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     (project / "app.py").write_text("def add(a, b):\n    return a - b\n")
     repo.index.add(["app.py"])
     repo.index.commit("initial")
-    yield project
-    shutil.rmtree(home, ignore_errors=True)
+    return project
 
 
 def fixed_app(stub: Stub, root: Path, mode: str = "yolo") -> RhapsodyApp:
-    toolbox = default_toolbox(mode)
+    approver = HumanApprover()
+    toolbox = Toolbox(default_tools(), mode, clock=lambda: 0.0, approver=approver)
     spec = RequestSpec(model="claude-sonnet-5-5", system="You are a test agent.", tools=toolbox.specs())
     session = Session(root, HistoryWriter(history_dir(root) / "snapshot.jsonl"), spec, "snapshot")
     session.record("session", session="snapshot", cwd=str(root), version="0", model=spec.model,
                    system=spec.system, tools=spec.tools, max_tokens=spec.max_tokens, parallel_tools=False, thinking=None)
     agent = Agent(session, stub.model(), toolbox, policy(Settings()))
-    return RhapsodyApp(Wiring(agent, Settings()))
+    return RhapsodyApp(agent, Settings(), approver)
 
 
 class FrozenClock(Liveness):
@@ -83,10 +88,6 @@ async def settle(pilot: Any) -> None:
         area.cursor_blink = False
         area._cursor_visible = area.has_focus  # shown steadily when focused, whatever the blink phase was
         area.refresh()
-    for entry in app.transcript.entries:
-        if entry.kind == "tool":
-            entry.text = re.sub(r"\(\d+\.\d s\)", "(0.1 s)", entry.text)
-            app.transcript.sync(entry)
     app.refresh_status()
     await pilot.pause()
 

@@ -14,7 +14,7 @@ from rhapsody.core.tools import ToolContext, ToolOutcome
 from rhapsody.tools import default_toolbox
 from rhapsody.loopback.script import say
 
-from .conftest import Stub, collect
+from .conftest import Stub, collect, until
 
 
 @pytest.fixture
@@ -59,11 +59,20 @@ async def test_edit_needs_exactly_one_match(ctx: ToolContext) -> None:
 
 async def test_bash_timeout_kills_the_whole_process_group(ctx: ToolContext) -> None:
     start = time.monotonic()
-    outcome = await run(ctx, "bash", command="(sleep 30; echo late > late.txt) & sleep 30", timeout=0.5)
+    outcome = await run(ctx, "bash", command="(sleep 30; echo late > late.txt) & echo $! > bg.pid; sleep 30", timeout=0.5)
     assert time.monotonic() - start < 5
     assert outcome.is_error and "killed after 0.5 s timeout" in outcome.content
-    time.sleep(0.2)
-    assert not (ctx.root / "late.txt").exists()
+    background = int((ctx.root / "bg.pid").read_text())
+    await until(lambda: not alive(background), within=5)  # the background job went with the group
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie waiting for its parent to reap it does not)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
 
 
 async def test_bash_reports_exit_code_and_caps_output_keeping_head_and_tail(ctx: ToolContext) -> None:

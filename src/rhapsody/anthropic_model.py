@@ -36,7 +36,26 @@ def default_model() -> str:
     from anthropic.types.model_param import ModelParam
 
     literal = get_args(ModelParam)[0]
-    return next(m for m in get_args(literal) if "sonnet" in m)
+    return str(next(m for m in get_args(literal) if "sonnet" in m))
+
+
+AnyClient = anthropic.AsyncAnthropic | anthropic.AsyncAnthropicBedrock | anthropic.AsyncAnthropicVertex
+
+
+def bedrock_client(region: str, timeout: float) -> anthropic.AsyncAnthropicBedrock:
+    """A client for Claude on Amazon Bedrock; credentials come from the AWS chain (or AWS_BEARER_TOKEN_BEDROCK)."""
+    return anthropic.AsyncAnthropicBedrock(aws_region=region, max_retries=0, timeout=timeout)
+
+
+def vertex_client(project: str, region: str, timeout: float, **extra: Any) -> anthropic.AsyncAnthropicVertex:
+    """A client for Claude on Vertex AI; credentials come from Google's application default credentials."""
+    return anthropic.AsyncAnthropicVertex(project_id=project, region=region, max_retries=0, timeout=timeout, **extra)
+
+
+def loopback_model(base_url: str, *, retries: int, base_delay: float) -> AnthropicModel:
+    """A model that talks to rhapsody's loopback server at `base_url` (the demo; needs no key)."""
+    client = anthropic.AsyncAnthropic(base_url=base_url, api_key="demo-needs-no-key", max_retries=0)
+    return AnthropicModel(client, retries=retries, base_delay=base_delay)
 
 
 def known_models() -> tuple[str, ...]:
@@ -53,7 +72,7 @@ class AnthropicModel:
 
     def __init__(
         self,
-        client: anthropic.AsyncAnthropic | None = None,
+        client: AnyClient | None = None,
         *,
         retries: int = 4,
         base_delay: float = 0.5,
@@ -108,7 +127,7 @@ class AnthropicModel:
             "cache_read_input_tokens": final.usage.cache_read_input_tokens or 0,
             "output_tokens": final.usage.output_tokens,
         }
-        yield ModelResponse(Message(role="assistant", content=content), final.stop_reason, usage)
+        yield ModelResponse(Message.model_validate({"role": "assistant", "content": content}), final.stop_reason, usage)
 
 
 def _block(block: Any) -> dict[str, Any]:
@@ -130,6 +149,8 @@ def _classify(exc: Exception) -> tuple[str, float | None]:
         raise ModelError(_fatal_message(status, exc)) from None
     if isinstance(exc, (anthropic.APIConnectionError, httpx2.TransportError, httpx2.StreamError)):
         return f"connection failed: {type(exc).__name__}: {exc}", None
+    if type(exc).__module__.startswith(("google.auth", "botocore")):  # Vertex or Bedrock credentials
+        raise ModelError(f"cloud credentials failed: {type(exc).__name__}: {exc}") from None
     raise exc
 
 

@@ -11,12 +11,16 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 USAGE_EPILOG = """commands:
   rhapsody strip FILE [--out OUT] [--json]   strip a request body or history offline
-  rhapsody stats [SESSION|FILE]              every seam of a session as a table
+  rhapsody stats [SESSION|FILE] [--json]     every seam of a session, and what the seams saved
   rhapsody memory init|stats|audit           project memory in docs/memory/
+  rhapsody mcp list                          MCP servers, their state and their tools
 
 Without -p, rhapsody opens the full-screen app in the current directory."""
 
@@ -30,7 +34,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-p", "--print", metavar="TASK", dest="task", help="run TASK headless and exit")
     p.add_argument("--output-format", choices=("text", "jsonl"), default="text", help="headless output")
-    p.add_argument("--model", help="model id (default: the newest Sonnet the SDK lists)")
+    p.add_argument("--provider", choices=("anthropic", "bedrock", "vertex", "openai"),
+                   help="where the model runs (openai: any OpenAI-compatible endpoint at OPENAI_BASE_URL)")
+    p.add_argument("--model", help="model id in the provider's form (default on anthropic: the newest Sonnet the SDK lists)")
     p.add_argument("--permission-mode", choices=("read-only", "ask", "auto-edit", "yolo"))
     p.add_argument("--continue", dest="continue_last", action="store_true", help="resume the latest session")
     p.add_argument("--resume", nargs="?", const="", metavar="ID", help="resume session ID (picker without ID)")
@@ -59,6 +65,10 @@ def _stats_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rhapsody stats", description="Print every seam of a session.")
     p.add_argument("session", nargs="?", help="session id or prefix, or a history .jsonl file (default: the latest)")
     p.add_argument("--cwd", metavar="DIR", help="project directory")
+    p.add_argument("--json", action="store_true", help="print one JSON object (billed_input_tokens, "
+                   "billed_input_tokens_without_seams, seam rows, ...)")
+    p.add_argument("--cache-read-mult", type=float, metavar="X", help="price cache reads at X× base input "
+                   "(default: the model's rate from the price table)")
     return p
 
 
@@ -94,6 +104,38 @@ def _memory(ns: argparse.Namespace) -> int:
     return 1 if findings else 0
 
 
+def _mcp_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rhapsody mcp", description="MCP servers configured for a project.")
+    p.add_argument("action", choices=("list",))
+    p.add_argument("--cwd", metavar="DIR", help="project directory")
+    return p
+
+
+def _mcp(ns: argparse.Namespace) -> int:
+    """Start every server this project may start, list its state and tools, stop it again."""
+    import asyncio
+
+    from rhapsody.mcp_config import plan
+
+    servers = plan(_root(ns.cwd))
+    if servers.empty:
+        print("no MCP servers configured")
+        return 0
+    from rhapsody.mcp_tools import McpTools
+
+    async def listing() -> list[str]:
+        source = McpTools(servers, _root(ns.cwd))
+        try:
+            await source.tools()
+            return source.status()
+        finally:
+            await source.close()
+
+    lines = asyncio.run(listing())
+    print("\n".join(lines))
+    return 1 if any(": failed" in line.split("\n")[0] for line in lines) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `rhapsody` command."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -107,11 +149,13 @@ def main(argv: list[str] | None = None) -> int:
             return strip_cmd.main(ns.file, ns.out, ns.json)
         if args[:1] == ["memory"]:
             return _memory(_memory_parser().parse_args(args[1:]))
+        if args[:1] == ["mcp"]:
+            return _mcp(_mcp_parser().parse_args(args[1:]))
         if args[:1] == ["stats"]:
             from rhapsody.stats import print_stats
 
             ns = _stats_parser().parse_args(args[1:])
-            return print_stats(_root(ns.cwd), ns.session)
+            return print_stats(_root(ns.cwd), ns.session, ns.json, ns.cache_read_mult)
         return _run(_parser().parse_args(args))
     except RhapsodyError as exc:
         print(f"rhapsody: {exc}", file=sys.stderr)
@@ -132,6 +176,7 @@ def _root(cwd: str | None) -> Path:
 
 def _flags(ns: argparse.Namespace) -> dict[str, Any]:
     return {
+        "provider": ns.provider,
         "model": ns.model,
         "permission_mode": ns.permission_mode,
         "handoff_at_tokens": ns.handoff_at_tokens,
@@ -152,28 +197,17 @@ def _run(ns: argparse.Namespace) -> int:
     from rhapsody.config import load_settings
 
     if ns.demo:
-        from rhapsody.demo import run_demo
+        from rhapsody.demo import DEMO_TASK, WELCOME, demo_setup
 
-        return run_demo(ns, load_settings(Path.cwd(), _flags(ns)))
+        with demo_setup(ns, load_settings(Path.cwd(), _flags(ns))) as (root, settings, model):
+            ns.continue_last = False
+            ns.resume = None
+            return launch(ns, root, settings, model, initial=DEMO_TASK, welcome=WELCOME, demo=True)
     root = _root(ns.cwd)
     settings = load_settings(root, _flags(ns))
-    _require_key()
-    from rhapsody.lazy_model import LazyModel
+    from rhapsody.providers import make_model
 
-    def adapter() -> Any:
-        from rhapsody.anthropic_model import AnthropicModel
-
-        return AnthropicModel(retries=settings.retries, base_delay=settings.retry_base_delay, timeout=settings.request_timeout)
-
-    model = LazyModel(adapter)
-    return launch(ns, root, settings, model)
-
-
-def _require_key() -> None:
-    from rhapsody.core.errors import ConfigError
-
-    if not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
-        raise ConfigError("ANTHROPIC_API_KEY is not set: export it, or try `rhapsody --demo`, which needs no key")
+    return launch(ns, root, settings, make_model(settings))
 
 
 def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initial: str = "", welcome: str = "",
@@ -181,7 +215,7 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
     """Wire the agent and hand it to the chosen front end."""
     import asyncio
 
-
+    from rhapsody.core.approval import HumanApprover
     from rhapsody.wiring import build
 
     resuming = ns.continue_last or ns.resume is not None
@@ -196,8 +230,9 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
         from rhapsody.lazy_model import default_model
 
         model_id = default_model()
+    approver = None if ns.task else HumanApprover()
     wiring = build(root, settings, model, model_id, resume=ns.resume or None, continue_last=ns.continue_last,
-                   interactive=not ns.task)
+                   approver=approver)
     import gc
 
     # A resumed session is a large, long-lived heap; keeping it out of the collector's
@@ -206,17 +241,26 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
     if ns.task:
         from rhapsody.headless import run_headless
 
-        return asyncio.run(run_headless(wiring.agent, ns.task, ns.output_format))
+        return asyncio.run(_closing(wiring, run_headless(wiring.agent, ns.task, ns.output_format)))
     if ns.plain:
         from rhapsody.plain import run_plain
 
-        return asyncio.run(run_plain(wiring, initial))
+        return asyncio.run(_closing(wiring, run_plain(wiring.agent, settings, approver, initial)))
     from rhapsody.tui.app import RhapsodyApp
 
-    RhapsodyApp(wiring, initial=initial, welcome=welcome).run()
+    app = RhapsodyApp(wiring.agent, settings, approver, initial=initial, welcome=welcome)
+    asyncio.run(_closing(wiring, app.run_async()))
     if demo:
         print("rhapsody demo ended; its sample project is removed. Run `rhapsody` in a project of yours next.")
     else:
         print(f"session {wiring.session.id} saved. Come back to it with: rhapsody --continue"
               + (f" --cwd {root}" if root != Path.cwd() else ""))
     return 0
+
+
+async def _closing(wiring: Any, run: Awaitable[T]) -> T:
+    """Run a front end, then stop every MCP server it started, however it ended."""
+    try:
+        return await run
+    finally:
+        await wiring.close()

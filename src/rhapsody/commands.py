@@ -7,15 +7,16 @@ from dataclasses import dataclass
 from rhapsody.core.handoff import undo_seam
 from rhapsody.core.loop import Agent
 from rhapsody.core.session import Session
-from rhapsody.render import seam_line
+from rhapsody.render import seam_line, undo_text
 
 COMMANDS = {
     "/handoff": "write a field note, then strip tool traffic from the context",
     "/unhandoff": "put the last seam's stripped blocks back",
-    "/stats": "every seam of this session, before → after",
+    "/stats": "every seam of this session, before → after, and what the seams saved",
     "/recall": "QUERY: search stripped tool calls (--all: earlier sessions too)",
     "/model": "NAME [--force]: switch model (earlier thinking leaves the context)",
     "/permissions": "[MODE]: show the permission mode and rules, or switch mode",
+    "/mcp": "MCP servers, their state and their tools",
     "/clear": "start a new session",
     "/help": "this list",
     "/quit": "leave rhapsody",
@@ -32,6 +33,8 @@ class Outcome:
     quit: bool = False
     reload: bool = False
     """The transcript changed under the front end (a seam undone, a new session)."""
+    in_history: bool = False
+    """The text is also a history record the transcript shows once it is rebuilt."""
     error: bool = False
 
 
@@ -64,6 +67,9 @@ def run_command(agent: Agent, line: str) -> Outcome:
         return _switch_model(agent, arg)
     if name == "/permissions":
         return _permissions(agent, arg)
+    if name == "/mcp":
+        lines = [line for source in agent.toolbox.sources for line in source.status()]
+        return Outcome("\n".join(lines) or "no MCP servers configured")
     if name == "/clear":
         if agent.busy:
             return Outcome("wait for the turn to end before starting a new session", error=True)
@@ -85,7 +91,7 @@ def _unhandoff(agent: Agent) -> Outcome:
     if agent.busy:
         return Outcome("wait for the turn to end before undoing a seam", error=True)
     record = undo_seam(agent.session)
-    return Outcome(reload=True) if record else Outcome("no seam to undo", error=True)
+    return Outcome(undo_text(record), reload=True, in_history=True) if record else Outcome("no seam to undo", error=True)
 
 
 def _recall(agent: Agent, arg: str) -> str:
@@ -140,11 +146,13 @@ def _permissions(agent: Agent, arg: str) -> Outcome:
 def stats_text(session: Session) -> str:
     """Seams and counters of a session as plain lines."""
     from rhapsody.figures import figures
-    from rhapsody.stats import seam_rows
+    from rhapsody.stats import billing, saving_line, seam_rows
 
     rows = seam_rows(session.records)
     lines = [seam_line(r) + (" (undone)" if r["undone"] else "") for r in rows] or ["no seams yet"]
     f = figures(session.records)
     lines.append(f"requests {f.requests}, tool calls {f.tool_calls}, narration violations {f.violations}, "
                  f"{f.seams_text()}, context ~{f.context:,} tokens, cost {f.cost_text()}")
+    if f.requests:
+        lines.append(saving_line(billing(session.records)))
     return "\n".join(lines)

@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from rhapsody.core.errors import ConfigError
 
@@ -26,10 +26,48 @@ class MemorySettings(BaseModel):
     """Folder of the memory files, relative to the project root."""
     commit: bool = False
     """Commit memory changes by themselves after each task and seam."""
-    map_cap: int = Field(12000, ge=0)
+    map_cap: int = Field(default=12000, ge=0)
     """Characters of the memory map put in the system prompt."""
-    stale_days: int = Field(30, ge=0)
+    stale_days: int = Field(default=30, ge=0)
     """Age after which `memory audit` checks a status entry against later commits."""
+
+
+class McpServer(BaseModel):
+    """One MCP server (`[mcp_servers.NAME]`): a command over stdio, or a streamable-HTTP url."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: str | None = None
+    """Program to start (stdio transport)."""
+    args: list[str] = Field(default_factory=list)
+    """Its arguments."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Variables added to the small default environment the server gets (PATH, HOME, USER...)."""
+    cwd: str | None = None
+    """Working directory of the server (default: the project root)."""
+    url: str | None = None
+    """Endpoint of a streamable-HTTP server, e.g. http://127.0.0.1:8000/mcp."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """HTTP headers sent with every request (e.g. Authorization)."""
+    enabled: bool = True
+    """False keeps the entry without starting it."""
+    enabled_tools: list[str] | None = None
+    """Only these tools are offered to the model (default: all)."""
+    disabled_tools: list[str] = Field(default_factory=list)
+    """These tools are never offered."""
+    startup_timeout_sec: float = Field(10.0, gt=0)
+    """Seconds the server has to start and list its tools before it is marked failed."""
+    tool_timeout_sec: float = Field(60.0, gt=0)
+    """Seconds one tool call may take before it is answered as an error."""
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServer:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give either command (stdio) or url (streamable HTTP)")
+        return self
+
+
+Provider = Literal["anthropic", "bedrock", "vertex", "openai"]
 
 
 class Settings(BaseModel):
@@ -37,8 +75,10 @@ class Settings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    provider: Provider = "anthropic"
+    """Where the model runs: anthropic, bedrock, vertex or openai (any OpenAI-compatible endpoint)."""
     model: str | None = None
-    """Model id; None means the newest Sonnet the installed SDK lists."""
+    """Model id in the provider's form; None means the newest Sonnet the installed SDK lists."""
     max_tokens: int = Field(16000, ge=1)
     """max_tokens of each request."""
     narration_min_words: int = Field(8, ge=0)
@@ -77,10 +117,18 @@ class Settings(BaseModel):
     """Rounds of working memory kept after a cut, best-scored first."""
     rolling_batch: int = Field(6, ge=1)
     """How far working memory may overfill before one cut (hysteresis for the prompt cache)."""
+    max_steps_per_turn: int | None = Field(None, ge=1)
+    """Requests one turn may send; the turn then ends with a "limit reached" notice."""
+    max_cost_usd: float | None = Field(None, gt=0)
+    """The session's estimated cost (USD) at which turns end before the next request."""
     memory: MemorySettings = Field(default_factory=MemorySettings)
     """Project memory."""
     keymap: dict[str, str] = Field(default_factory=dict)
     """TUI key bindings by binding id, e.g. {"handoff": "f6"}."""
+    mcp_servers: dict[str, McpServer] = Field(default_factory=dict)
+    """MCP servers whose tools the model gets as mcp__NAME__TOOL; a project's start only once it is trusted."""
+    trusted_projects: list[str] = Field(default_factory=list)
+    """Project roots whose own config and .mcp.json may start programs; read from the user config only."""
 
 
 def user_config_path() -> Path:
@@ -97,6 +145,10 @@ def load_settings(root: Path, flags: dict[str, Any] | None = None) -> Settings:
         for key in ("allow", "deny"):  # rule lists add up across files; deny always beats allow
             if isinstance(layer.get(key), list) and isinstance(merged.get(key), list):
                 layer[key] = [*merged[key], *layer[key]]
+        if isinstance(layer.get("mcp_servers"), dict) and isinstance(merged.get("mcp_servers"), dict):
+            layer["mcp_servers"] = {**merged["mcp_servers"], **layer["mcp_servers"]}
+        if path != user_config_path():
+            layer.pop("trusted_projects", None)  # a project cannot trust itself
         merged.update(layer)
     merged.update(_from_env())
     merged.update({k: v for k, v in (flags or {}).items() if v is not None})
@@ -123,6 +175,16 @@ def _from_env() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in Settings.model_fields:
         value = os.environ.get(f"RHAPSODY_{name.upper()}")
-        if value is not None and name not in ("keymap", "allow", "deny", "memory"):
+        if value is not None and name not in ("keymap", "allow", "deny", "memory", "mcp_servers", "trusted_projects"):
             out[name] = value
     return out
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    """One settings file as a dict ({} when it does not exist); raises ConfigError when malformed."""
+    return _read_toml(path)
+
+
+def project_config_path(root: Path) -> Path:
+    """The project's own settings file."""
+    return root / ".rhapsody" / "config.toml"

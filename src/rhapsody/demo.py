@@ -10,12 +10,15 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from rhapsody.config import Settings
+from rhapsody.core.errors import ConfigError
+from rhapsody.core.model import Model
 
 DEMO_TASK = "The inventory total is wrong: find out why and fix it."
 DEMO_ALLOW = ["bash:sleep *", "bash:python -m unittest*", "bash:tail *"]
@@ -56,7 +59,7 @@ class DemoResponder:
                                           "after the strip without re-running anything."), self._handoff_call()])
         if answered_handoff(body["messages"]):
             return self._turn([self._text("Field note written; ready to continue from it.")])
-        prefix = self._hint_prefix(blocks, texts) + self._refusal_prefix(blocks)
+        prefix = self._refusal_prefix(blocks, texts) or self._hint_prefix(blocks, texts)
         outcome = Outcomes(body["messages"])
         if self.step < len(PLAN):
             narration, name, args = PLAN[self.step]
@@ -77,11 +80,11 @@ class DemoResponder:
             return f"Hint received: “{texts[-1].strip()}”. I'll take it into account. "
         return ""
 
-    def _refusal_prefix(self, blocks: list[dict[str, Any]]) -> str:
+    def _refusal_prefix(self, blocks: list[dict[str, Any]], texts: list[str]) -> str:
         for b in blocks:
             content = b.get("content")
             if b.get("type") == "tool_result" and b.get("is_error") and isinstance(content, str) and "permission denied" in content:
-                said = content.split("denied by the human: ", 1)[1] if "denied by the human: " in content else ""
+                said = texts[-1].strip() if texts and "their reason follows" in content else ""
                 return f"That call was denied{f' (you said: “{said}”)' if said else ''}, so I'll go on without it. "
         return ""
 
@@ -185,53 +188,46 @@ def _alive(pid: int) -> bool:
 
 def prepare_project(base: Path | None = None) -> Path:
     """Copy the sample project under the demo folder and make it a git repository."""
-    import git
+    from rhapsody.tools.git import init_repository
 
     base = base or demo_root()
     clean_demos(base)
     root = base / str(os.getpid()) / "inventory"
     shutil.rmtree(root.parent, ignore_errors=True)
     shutil.copytree(Path(__file__).parent / "demo_project", root)
-    repo = git.Repo.init(root)
-    with repo.config_writer() as cw:
-        cw.set_value("user", "name", "rhapsody demo")
-        cw.set_value("user", "email", "demo@localhost")
-    repo.index.add(["inventory.py", "test_inventory.py", "README.md"])
-    repo.index.commit("sample project")
+    init_repository(root, ["inventory.py", "test_inventory.py", "README.md"], "sample project",
+                    ("rhapsody demo", "demo@localhost"))
     return root
 
 
-def run_demo(ns: argparse.Namespace, settings: Settings) -> int:
-    """Start the loopback server and run the chosen front end on a fresh sample project."""
+@contextmanager
+def demo_setup(ns: argparse.Namespace, settings: Settings) -> Iterator[tuple[Path, Settings, Model]]:
+    """Start the loopback server on a fresh sample project; the project, settings and model to launch with.
+
+    The server stops and the project is removed when the block ends. `--demo -p` is refused:
+    the demo plays its own scripted task.
+    """
     if ns.task:
-        print("rhapsody: --demo plays its own scripted task and cannot take -p; "
-              "run `rhapsody --demo` (or `--demo --plain`), or `rhapsody -p TASK` with a key", file=sys.stderr)
-        return 2
-    from rhapsody.cli import launch
+        raise ConfigError("--demo plays its own scripted task and cannot take -p; run `rhapsody --demo` "
+                          "(or `--demo --plain`), or `rhapsody -p TASK` with a key")
     from rhapsody.lazy_model import LazyModel
     from rhapsody.loopback.server import LoopbackServer
 
     server = LoopbackServer(DemoResponder()).start()
     root = prepare_project()
     try:
-        def adapter() -> Any:
-            import anthropic
+        def adapter() -> Model:
+            from rhapsody.anthropic_model import loopback_model
 
-            from rhapsody.anthropic_model import AnthropicModel
+            return loopback_model(server.url, retries=settings.retries, base_delay=settings.retry_base_delay)
 
-            client = anthropic.AsyncAnthropic(base_url=server.url, api_key="demo-needs-no-key", max_retries=0)
-            return AnthropicModel(client, retries=settings.retries, base_delay=settings.retry_base_delay)
-
-        model = LazyModel(adapter)
         settings = settings.model_copy(update={
             "model": settings.model or "claude-sonnet-5-5",
             "allow": [*settings.allow, *DEMO_ALLOW],
         })
-        ns.continue_last = False
-        ns.resume = None
         if ns.plain:
             print(f"rhapsody demo: sample project in {root}")
-        return launch(ns, root, settings, model, initial=DEMO_TASK, welcome=WELCOME, demo=True)
+        yield root, settings, LazyModel(adapter)
     finally:
         server.stop()
         shutil.rmtree(root.parent, ignore_errors=True)

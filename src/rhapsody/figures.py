@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rhapsody.core.pricing import cost, price_of
+from rhapsody.core.pricing import cost, price_of, priced
 from rhapsody.core.session import USAGE_KEYS
 
 
@@ -26,6 +26,8 @@ class Figures:
     context: int = 0
     cost: float = 0.0
     exact_price: bool = True
+    priced: bool = True
+    """False once any request ran on a model the price table does not know (cost unknown)."""
     seams: int = 0
     undone: int = 0
     requests: int = 0
@@ -58,6 +60,7 @@ class Figures:
         if kind in ("session", "model"):
             self.model = record.get("model", self.model)
             self.exact_price = self.exact_price and price_of(self.model)[1]
+            self.priced = self.priced and priced(self.model)
         elif kind == "request":
             self.requests += 1
             self.context = int(record.get("est_tokens", 0))
@@ -92,7 +95,9 @@ class Figures:
         return f"ctx ~{self.context:,} ({self.context / self.window:.1%})"
 
     def cost_text(self) -> str:
-        """"$0.12", with "?" when a model was priced by its family."""
+        """"$0.12", with "?" when a model was priced by its family; "cost unknown" for unpriced models."""
+        if not self.priced:
+            return "cost unknown"
         return f"${self.cost:.2f}" + ("" if self.exact_price else "?")
 
 

@@ -4,8 +4,8 @@ Text output streams the narration and one line per tool call (with the reason of
 refused or failed call); `--output-format jsonl` prints a `session` event first (id,
 model, cwd, permission mode), then every loop event as a JSON object, and a `result`
 event last (exit status, turns, tool calls, seams, tokens, cost), as Claude Code's
-stream-json does. Exit status: 0 when the turn ended, 2 when it failed (the reason is on
-stderr).
+stream-json does. Exit status: 0 when the turn ended, 2 when it failed, 3 when a limit
+(`max_steps_per_turn`, `max_cost_usd`) ended it (the reason is on stderr).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import sys
 from contextlib import aclosing
 from typing import Any, TextIO
 
-from rhapsody import render
 from rhapsody.core import events as ev
 from rhapsody.core.loop import Agent
 from rhapsody.core.session import USAGE_KEYS
+from rhapsody.render import limit_line, print_event
 
 
 async def run_headless(agent: Agent, task: str, output: str = "text", out: TextIO | None = None,
@@ -40,6 +40,9 @@ async def run_headless(agent: Agent, task: str, output: str = "text", out: TextI
             if isinstance(event, ev.Failed):
                 err.write(f"rhapsody: {event.message}\n")
                 status = 2
+            elif isinstance(event, ev.LimitsExceeded):
+                err.write(f"rhapsody: {limit_line(event)}\n")
+                status = 3
             out.flush()
     if output == "jsonl":
         _json(out, result_event(agent, status, agent.session.records[start:]))
@@ -71,27 +74,10 @@ def result_event(agent: Agent, status: int, records: list[dict[str, Any]]) -> di
             "cost_usd": round(figures.cost, 6)}
 
 
-def print_event(event: ev.Event, out: TextIO) -> None:
-    """One event as the line-based front ends show it (the one renderer's lines)."""
-    if isinstance(event, ev.TextDelta):
-        out.write(event.text)
-    elif isinstance(event, ev.BlockStopped) and event.kind == "text":
-        out.write("\n")
-    elif isinstance(event, ev.SeamCommitted):
-        out.write(f"  {render.seam_line(event.record)}\n")
-    elif isinstance(event, ev.HintDelivered):
-        out.write(f"  ✓ hints {', '.join(event.hint_ids)} delivered ({event.where})\n")
-    elif not isinstance(event, ev.ToolStarted):
-        for line in render.event_lines(event):
-            out.write(render.plain(line) + "\n")
-            if line.reason and line.state == "error" and line.reason not in line.text:
-                out.write(f"    reason: {line.reason}\n")
-
-
 def event_dict(event: ev.Event) -> dict[str, Any]:
     """An event as a JSON-ready dict with its type name."""
     data: dict[str, Any] = {"event": type(event).__name__}
-    for field in dataclasses.fields(event):  # type: ignore[arg-type]
+    for field in dataclasses.fields(event):
         value = getattr(event, field.name)
         if hasattr(value, "dump"):
             value = value.dump()

@@ -13,69 +13,79 @@ import sys
 from contextlib import aclosing
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from rhapsody.commands import COMMANDS, is_command, run_command
+from rhapsody.config import Settings
 from rhapsody.core import events as ev
+from rhapsody.core.approval import HumanApprover, Question
+from rhapsody.core.loop import Agent
 from rhapsody.core.permissions import suggested_rules
 from rhapsody.core.tools import Approval
-from rhapsody import render
-from rhapsody.headless import print_event
 from rhapsody.preview import plain_text
-from rhapsody.wiring import Wiring
+from rhapsody.render import event_lines, plain, print_event
 
 
 class PlainApprover:
-    """Asks permission questions on the line; the next typed line is the answer."""
+    """Shows the approver's questions on the line; the next typed line is the answer."""
 
-    def __init__(self, say: Callable[[str], None], root: Path) -> None:
+    def __init__(self, approver: HumanApprover, say: Callable[[str], None], root: Path) -> None:
+        self.approver = approver
         self.say = say
         self.root = root
-        self.pending: asyncio.Future[Approval] | None = None
+        self.pending: Question | None = None
         self.rules: tuple[str, ...] = ()
 
-    async def __call__(self, tool: str, argument: str, why: str, args: dict[str, Any]) -> Approval:
-        self.rules = suggested_rules(tool, argument)
-        self.pending = asyncio.get_running_loop().create_future()
-        rule = f", a = allow {', '.join(self.rules)} for this session" if self.rules else ""
-        self.say(f"{plain_text(tool, args, self.root, why)}\n"
-                 f"  y = allow once{rule}, n [what to do instead] = deny (anything else is a hint, kept for later)")
-        try:
-            return await self.pending
-        finally:
-            self.pending = None
+    async def serve(self) -> None:
+        """Ask each question as it comes, one at a time, until cancelled."""
+        while True:
+            question = await self.approver.next_question()
+            self.rules = suggested_rules(question.tool, question.argument)
+            self.pending = question
+            rule = f", a = allow {', '.join(self.rules)} for this session" if self.rules else ""
+            self.say(f"{plain_text(question.tool, question.args, self.root, question.why)}\n"
+                     f"  y = allow once{rule}, n [what to do instead] = deny (anything else is a hint, kept for later)")
+            try:
+                await asyncio.wait([question.reply])  # answered, or dropped when the turn was interrupted
+            finally:
+                self.pending = None
 
     def answer(self, line: str) -> bool:
-        """Resolve the pending question from a typed line; False when the line is not an answer."""
+        """Answer the pending question from a typed line; False when the line is not an answer."""
         word, _, reason = line.strip().partition(" ")
         whole = line.strip().lower()
-        if self.pending is None or self.pending.done():
+        if self.pending is None or not self.pending.open:
             return False
         if whole in ("y", "yes"):  # only a lone answer approves: "yes, but..." is not a yes
-            self.pending.set_result(Approval(True))
+            self.pending.answer(Approval(True))
         elif whole == "a" and self.rules:
-            self.pending.set_result(Approval(True, remember=self.rules))
+            self.pending.answer(Approval(True, remember=self.rules))
         elif word.lower() not in ("n", "no"):
             return False
         else:
-            self.pending.set_result(Approval(False, reason=f"denied by the human: {reason}" if reason else ""))
+            self.pending.answer(Approval(False, words=reason))
         return True
 
 
-async def _consume(wiring: Wiring, text: str | None, out: TextIO) -> None:
+async def _consume(agent: Agent, text: str | None, out: TextIO) -> None:
+    said = False
     try:
-        async with aclosing(wiring.agent.run(text)) as stream:
+        async with aclosing(agent.run(text)) as stream:
             async for event in stream:
                 print_event(event, out)
+                said = said or isinstance(event, ev.Interrupted)
                 if isinstance(event, ev.Failed):
                     out.write(f"rhapsody: {event.message}\n")
     except asyncio.CancelledError:
-        out.write(f"\n{render.plain(render.event_lines(ev.Interrupted(''))[0])}\n")
+        if not said:  # cancelled before the loop could say so itself
+            out.write(f"\n{plain(event_lines(ev.Interrupted(''))[0])}\n")
 
 
-async def run_plain(wiring: Wiring, initial: str = "", out: TextIO | None = None) -> int:
+async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | None = None,
+                    initial: str = "", out: TextIO | None = None) -> int:
     """Read lines until EOF or /quit; returns the exit status.
 
+    `approver` is the one the agent's toolbox asks (None: questions are refused, as headless).
     Output goes to `out`, or to stdout as patched by prompt-toolkit so it prints above the
     live prompt.
     """
@@ -92,12 +102,14 @@ async def run_plain(wiring: Wiring, initial: str = "", out: TextIO | None = None
             sink.write(text + "\n")
             sink.flush()
 
-        approver = PlainApprover(say, wiring.session.root)
-        wiring.agent.toolbox.approver = approver
-        say(f"rhapsody {wiring.session.id} in {wiring.session.root}, model {wiring.session.spec.model}, "
-            f"permissions {wiring.agent.toolbox.permission_mode}\n"
+        questions = PlainApprover(approver or HumanApprover(), say, agent.session.root)
+        serving = asyncio.create_task(questions.serve())
+        say(f"rhapsody {agent.session.id} in {agent.session.root}, model {agent.session.spec.model}, "
+            f"permissions {agent.toolbox.permission_mode}\n"
             "While the agent works, a typed line is a hint for its next tool boundary; start it with >> to "
             "queue it for the end of the turn. Ctrl+C interrupts, Ctrl+D quits, /help lists the commands.")
+        for notice in agent.toolbox.start_sources():  # MCP servers start in the background
+            say(f"  ! {notice}")
         while True:
             try:
                 line = await prompt.prompt_async("› ", default=initial)
@@ -110,25 +122,26 @@ async def run_plain(wiring: Wiring, initial: str = "", out: TextIO | None = None
                 break
             initial = ""
             busy = task is not None and not task.done()
-            if approver.pending is not None and approver.answer(line):
+            if questions.pending is not None and questions.answer(line):
                 continue
-            if approver.pending is not None and line.strip():
+            if questions.pending is not None and line.strip():
                 say("[answer the question first: y, a or n; your line is kept as a hint]")
             if is_command(line):
-                outcome = run_command(wiring.agent, line)
+                outcome = run_command(agent, line)
                 if outcome.text:
                     say(outcome.text)
                 if outcome.quit:
                     break
                 if outcome.run_turn and not busy:
-                    task = asyncio.create_task(_consume(wiring, None, sink))
+                    task = asyncio.create_task(_consume(agent, None, sink))
             elif line.strip() and busy:
                 queued = line.startswith(">>")
-                hint = wiring.session.hint(line.removeprefix(">>").strip(), mode="queue" if queued else "steer")
+                hint = agent.session.hint(line.removeprefix(">>").strip(), mode="queue" if queued else "steer")
                 say(f"[{hint.id} pending: {'end of turn' if queued else 'next tool boundary'}]")
             elif line.strip():
-                task = asyncio.create_task(_consume(wiring, line, sink))
+                task = asyncio.create_task(_consume(agent, line, sink))
+    serving.cancel()
     if task and not task.done():
         task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    await asyncio.gather(serving, *([task] if task else []), return_exceptions=True)
     return 0

@@ -6,9 +6,13 @@ Each prompt may begin with an HTML comment naming its variables; the comment is 
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from functools import cache
 from pathlib import Path
+
+OVERRIDE_CAP = 8000
 
 _VAR = re.compile(r"\{\{\s*(\w+)\s*\}\}")
 _HEADER = re.compile(r"\A<!--.*?-->\n?", re.S)
@@ -45,3 +49,23 @@ def names() -> list[str]:
     """Every prompt name, tools included (as `tools/<name>`)."""
     root = prompts_dir()
     return sorted(str(p.relative_to(root).with_suffix("")) for p in root.rglob("*.md"))
+
+
+def project_override(root: Path, name: str, cap: int = OVERRIDE_CAP) -> str | None:
+    """The text of `.rhapsody/prompts/<name>.md` when a project provides one, else None.
+
+    Read safely: only a regular file that lies inside `root` (no symbolic link at the last
+    component, none in the path leading out of the root), at most `cap` characters.
+    """
+    path = root / ".rhapsody" / "prompts" / f"{name}.md"
+    try:
+        if not path.resolve().is_relative_to(root.resolve()):
+            return None
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except (OSError, RuntimeError):
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return None
+        text = f.read(cap * 4).decode("utf-8", errors="replace")[:cap]
+    return _HEADER.sub("", text).strip() or None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from rhapsody.core import events as ev
 from rhapsody.core.context import Conversation
@@ -164,9 +164,20 @@ def cut_line(record: dict[str, Any]) -> Line:
                           f"(~{b['est_tokens']:,} → ~{a['est_tokens']:,} tokens)")
 
 
-def unseam_line(seam: int) -> Line:
+def undo_text(record: dict[str, Any]) -> str:
+    """What `/unhandoff` says: the seam undone, and whether what came back is exactly what left."""
+    head = f"seam {record['seam']} undone: its tool traffic is back in context"
+    n = record.get("returned_calls", 0)
+    if record.get("verified") is None:
+        return f"{head} ({n} calls; not verified: the seam recorded no hash of what it stripped)"
+    if record["verified"]:
+        return f"{head}; verified: the {n} calls put back hash to the SHA-256 the seam recorded ({record['returned_sha256'][:12]}…)"
+    return f"{head}; NOT VERIFIED: the {n} calls put back do not hash to what the seam recorded"
+
+
+def unseam_line(record: dict[str, Any]) -> Line:
     """A seam put back by /unhandoff."""
-    return Line("notice", f"seam {seam} undone: its tool traffic is back in context", key=str(seam), state="undone")
+    return Line("notice", undo_text(record), key=str(record["seam"]), state="undone")
 
 
 # -- hints ------------------------------------------------------------------------------
@@ -211,16 +222,52 @@ def event_lines(event: ev.Event) -> list[Line]:
         return [Line("error", f"✗ {event.message}")]
     if isinstance(event, ev.Interrupted):
         return [Line("interrupted", INTERRUPTED_TEXT)]
+    if isinstance(event, ev.LimitsExceeded):
+        return [Line("error", f"■ {limit_line(event)}")]
+    if isinstance(event, ev.Notice):
+        return [Line("notice", f"! {event.text}")]
+    if isinstance(event, ev.DenialDelivered):
+        return [denial_line(event.call.name, event.text)]
     return []
 
 
+def denial_line(tool: str, words: str) -> Line:
+    """The human's own words with a denial, as the model received them."""
+    return Line("user", f"› {words}", body=words)
+
+
+def dollars(amount: float) -> str:
+    """An amount in USD: cents from a dollar up, four decimals below."""
+    return f"${amount:,.2f}" if amount >= 1 else f"${amount:.4f}"
+
+
+def limit_line(event: ev.LimitsExceeded) -> str:
+    """Which limit ended the turn, and how to go on."""
+    if event.limit == "max_cost_usd":
+        reached = f"{dollars(event.value)} spent of max_cost_usd {dollars(event.maximum)}"
+    else:
+        reached = f"{event.value:.0f} requests this turn, max_steps_per_turn {event.maximum:.0f}"
+    return f"limit reached: {reached}; the turn stopped (raise the setting to go on)"
+
+
+def print_event(event: ev.Event, out: TextIO) -> None:
+    """One event as the line-based front ends (plain, headless text) show it."""
+    if isinstance(event, ev.TextDelta):
+        out.write(event.text)
+    elif isinstance(event, ev.BlockStopped) and event.kind == "text":
+        out.write("\n")
+    elif isinstance(event, ev.SeamCommitted):
+        out.write(f"  {seam_line(event.record)}\n")
+    elif isinstance(event, ev.HintDelivered):
+        out.write(f"  ✓ hints {', '.join(event.hint_ids)} delivered ({event.where})\n")
+    elif not isinstance(event, ev.ToolStarted):
+        for line in event_lines(event):
+            out.write(plain(line) + "\n")
+
+
 def plain(line: Line) -> str:
-    """A line as the line-based front ends print it (the reason of a refused or failed call included)."""
-    if line.kind == "tool":
-        return f"  ⏺ {line.text}"
-    if line.kind == "seam":
-        return f"  {line.text}"
-    return f"  {line.text}"
+    """A line as the line-based front ends print it (a tool line says why a call was refused or failed)."""
+    return f"  ⏺ {line.text}" if line.kind == "tool" else f"  {line.text}"
 
 
 # -- history -------------------------------------------------------------------------------
@@ -260,7 +307,7 @@ def _other_lines(record: dict[str, Any], root: Path, hints: dict[str, str], land
     if kind == "seam":
         return [seam_entry(record, root)]
     if kind == "unseam":
-        return [unseam_line(record["seam"])]
+        return [unseam_line(record)]
     if kind == "prune":
         return [cut_line(record)]
     if kind == "violation":
@@ -273,6 +320,10 @@ def _other_lines(record: dict[str, Any], root: Path, hints: dict[str, str], land
         return [Line("error", f"✗ handoff: {record.get('reason', '')}")]
     if kind == "error":
         return [Line("error", f"✗ {record.get('message', '')}")]
+    if kind == "notice":
+        return [Line("notice", f"! {record.get('text', '')}")]
+    if kind == "seam_failed":
+        return [Line("error", f"✗ handoff: {record.get('reason', '')}")]
     if kind == "hint" and record["id"] not in landed:
         return [hint_line(record["id"], record["text"])]
     return []

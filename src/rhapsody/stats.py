@@ -1,11 +1,15 @@
-"""`rhapsody stats [SESSION]`: every seam of a session as a table, with session totals."""
+"""`rhapsody stats [SESSION] [--json]`: every seam of a session as a table, with session totals and
+the billed input with and without the seams (core/billing.py)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+from rhapsody.core.billing import seam_savings
 from rhapsody.core.history import find_session, read_history
+from rhapsody.core.pricing import price_of
 from rhapsody.core.session import USAGE_KEYS
 
 
@@ -22,14 +26,51 @@ def seam_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def print_stats(root: Path, session_id: str | None) -> int:
-    """Print the seam table; returns the exit status."""
-    from rich.console import Console
-    from rich.table import Table
+def billing(records: list[dict[str, Any]], read_mult: float | None = None) -> dict[str, Any]:
+    """What the seams saved in billed input, priced at the session's model (or `read_mult`)."""
+    head = records[0] if records and records[0].get("kind") == "session" else {}
+    models = [r["model"] for r in records if r["kind"] == "model"]
+    model = models[-1] if models else str(head.get("model", ""))
+    price, _ = price_of(model)
+    figures = seam_savings(records, price.read_mult if read_mult is None else read_mult)
+    usd = price.input / 1e6
+    return {"model": model, **figures,
+            "billed_input_usd": round(figures["billed_input_tokens"] * usd, 4),
+            "billed_input_usd_without_seams": round(figures["billed_input_tokens_without_seams"] * usd, 4)}
 
+
+def saving_line(figures: dict[str, Any]) -> str:
+    """One line: billed input with the seams beside without them."""
+    return (f"billed input (cache reads {figures['cache_read_multiplier']}×, writes "
+            f"{figures['cache_write_multiplier']}×): {figures['billed_input_tokens']:,} with seams, "
+            f"{figures['billed_input_tokens_without_seams']:,} without ("
+            + (f"saved {figures['saving']:.1%}" if figures["saving"] >= 0 else f"{-figures['saving']:.1%} more so far")
+            + "; "
+            f"each further request saves ~{figures['saving_per_further_request']:,})")
+
+
+def print_stats(root: Path, session_id: str | None, as_json: bool = False, read_mult: float | None = None) -> int:
+    """Print the seam table and the billed input with and without seams; returns the exit status."""
     given = Path(session_id) if session_id else None
     path = given if given is not None and given.suffix == ".jsonl" and given.is_file() else find_session(root, session_id)
     records = read_history(path).records
+    figures = billing(records, read_mult)
+    totals = {k: sum(int(r.get(k) or 0) for r in records if r["kind"] == "usage") for k in USAGE_KEYS}
+    counts = {k: sum(1 for r in records if r["kind"] == k) for k in ("request", "tool_run", "violation", "hint")}
+    if as_json:
+        rows = [{k: r.get(k) for k in ("seam", "before", "after", "reported_input_before", "reported_input_after",
+                                      "undone", "stripped_calls", "stripped_sha256")} for r in seam_rows(records)]
+        print(json.dumps({"session": path.stem, **figures, "usage": totals, "counts": counts, "seam_rows": rows}))
+        return 0
+    _print_table(path, records, totals, counts)
+    print(saving_line(figures))
+    return 0
+
+
+def _print_table(path: Path, records: list[dict[str, Any]], totals: dict[str, int], counts: dict[str, int]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(title=f"seams of session {path.stem}")
     for column in ("seam", "msgs", "tool calls", "thinking", "bytes", "reduction", "est. tokens", "API input"):
         table.add_column(column, justify="right")
@@ -49,12 +90,9 @@ def print_stats(root: Path, session_id: str | None) -> int:
         )
     console = Console()
     console.print(table)
-    totals = {k: sum(int(r.get(k) or 0) for r in records if r["kind"] == "usage") for k in USAGE_KEYS}
-    counts = {k: sum(1 for r in records if r["kind"] == k) for k in ("request", "tool_run", "violation", "hint")}
     console.print(
         f"requests {counts['request']}, tool calls {counts['tool_run']}, narration violations {counts['violation']}, "
         f"hints {counts['hint']}; tokens in {totals['input_tokens']:,}, cache write "
         f"{totals['cache_creation_input_tokens']:,}, cache read {totals['cache_read_input_tokens']:,}, "
         f"out {totals['output_tokens']:,}"
     )
-    return 0

@@ -1,7 +1,7 @@
 """Builds a ready agent from settings: system prompt, tools, session, model, policy.
 
-Shared by headless mode, the plain mode, the TUI, the demo and the tests, so every front
-end drives the same loop set up the same way.
+The CLI's assembly (and the tests'): it builds the agent and hands it, with the settings,
+to a front end. Front ends never import this module; they get what they need passed in.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from typing import Any
 from rhapsody.config import Settings
 from rhapsody.core.context import RequestSpec
 from rhapsody.core.history import find_session
-from rhapsody.core.loop import Agent, Policy
+from rhapsody.core.loop import Agent
+from rhapsody.core.policy import Policy
 from rhapsody.core.model import Model
 from rhapsody.core.rolling import RollingPolicy
 from rhapsody.core.session import Session
-from rhapsody.core.tools import Toolbox
+from rhapsody.core.tools import Approver, Toolbox
 from rhapsody.prompts import load, render
 from rhapsody.tools import default_toolbox
 
@@ -49,15 +50,34 @@ def system_prompt(root: Path, settings: Settings) -> str:
         date=time.strftime("%Y-%m-%d"),
         instructions=project_instructions(root, settings.instructions_cap),
         memory=(render("memory", path=path, map=map_text) if (root / path).is_dir() else "")
-        + (load("rolling") if settings.context == "rolling" else ""),
+        + (rolling_prompt(root) if settings.context == "rolling" else ""),
     )
 
 
-def policy(settings: Settings) -> Policy:
+def recipe_home(root: Path | None, settings: Settings) -> str:
+    """Where the handoff prompt tells the agent to save a reusable recipe (the memory when it is on)."""
+    path = settings.memory.path
+    if root is not None and (root / path).is_dir():
+        return (f"A recipe you will want again (a long one-liner, a reproduction, a build incantation) goes into "
+                f"a file of the project memory now (`{path}/`, e.g. a section of `{path}/PROJECT_STATUS.md` or its own "
+                "file linked from there): lines in a note scroll away, a file stays.")
+    return ("A recipe you will want again (a long one-liner, a reproduction, a build incantation) goes into a "
+            "file in the project now (a script or a doc): lines in a note scroll away, a file stays.")
+
+
+def rolling_prompt(root: Path) -> str:
+    """The rolling-context section: rhapsody's mechanics, the project's scoring criteria when it has its own."""
+    from rhapsody.prompts import project_override
+
+    criteria = project_override(root, "rolling") or load("rolling_criteria").strip()
+    return render("rolling", criteria=criteria)
+
+
+def policy(settings: Settings, root: Path | None = None) -> Policy:
     """Loop policy from settings and the prompt files."""
     return Policy(
         narration_rule=load("narration_rule").strip(),
-        handoff_request=load("handoff").strip(),
+        handoff_request=render("handoff", recipes=recipe_home(root, settings)).strip(),
         handoff_reminder=load("handoff_reminder").strip(),
         continue_after_handoff=load("continue").strip(),
         narration_min_words=settings.narration_min_words,
@@ -68,6 +88,11 @@ def policy(settings: Settings) -> Policy:
         exact_tokens=settings.exact_tokens,
         rolling=RollingPolicy(settings.rolling_short, settings.rolling_working, settings.rolling_batch)
         if settings.context == "rolling" else None,
+        max_steps_per_turn=settings.max_steps_per_turn,
+        max_cost_usd=settings.max_cost_usd,
+        memory_reminder=render("memory_reminder", path=settings.memory.path).strip()
+        if root is not None and (root / settings.memory.path).is_dir() else None,
+        memory_path=settings.memory.path,
     )
 
 
@@ -87,6 +112,22 @@ class Wiring:
     def session(self) -> Session:
         """The agent's session."""
         return self.agent.session
+
+    async def close(self) -> None:
+        """Stop what the tool sources started (every MCP server process)."""
+        await self.agent.toolbox.close_sources()
+
+
+def add_mcp(toolbox: Toolbox, root: Path) -> None:
+    """Give the toolbox the MCP servers this project may start (none configured: nothing is imported)."""
+    from rhapsody.mcp_config import plan
+
+    servers = plan(root)
+    if servers.empty:
+        return
+    from rhapsody.mcp_tools import McpTools
+
+    toolbox.sources.append(McpTools(servers, root))
 
 
 def open_session(root: Path, settings: Settings, model_id: str | None, toolbox: Toolbox,
@@ -109,13 +150,13 @@ def open_session(root: Path, settings: Settings, model_id: str | None, toolbox: 
 
 
 def build(root: Path, settings: Settings, model: Model, model_id: str | None,
-          resume: str | None = None, continue_last: bool = False, interactive: bool = False) -> Wiring:
-    """Wire an agent for `root`; an unset permission mode is `ask` when a human can answer."""
-    mode = settings.permission_mode or ("ask" if interactive else "auto-edit")
-    toolbox = default_toolbox(mode, settings.allow, settings.deny)
-    session = open_session(root, settings, model_id, toolbox, resume, continue_last)
-    agent = Agent(session, model, toolbox, policy(settings))
+          resume: str | None = None, continue_last: bool = False, approver: Approver | None = None) -> Wiring:
+    """Wire an agent for `root`; with an approver (a human can answer) an unset permission mode is `ask`."""
     from rhapsody.memory import DialogRecorder
 
-    agent.observers.append(DialogRecorder(agent, settings.memory.path, settings.memory.commit))
-    return Wiring(agent, settings)
+    mode = settings.permission_mode or ("ask" if approver is not None else "auto-edit")
+    toolbox = default_toolbox(mode, settings.allow, settings.deny, approver)
+    add_mcp(toolbox, root)
+    session = open_session(root, settings, model_id, toolbox, resume, continue_last)
+    recorder = DialogRecorder(settings.memory.path, settings.memory.commit)
+    return Wiring(Agent(session, model, toolbox, policy(settings, root), observers=[recorder]), settings)

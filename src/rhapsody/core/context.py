@@ -26,7 +26,6 @@ class Conversation:
     """Messages and the seams over them, rebuilt from history records in order."""
 
     messages: list[Message] = field(default_factory=list)
-    message_seqs: list[int] = field(default_factory=list)
     seams: list[dict[str, Any]] = field(default_factory=list)
     undone: list[dict[str, Any]] = field(default_factory=list)
     thinking_cut: int = 0
@@ -39,7 +38,6 @@ class Conversation:
         if kind == "message":
             message = Message(role=record["role"], content=record["content"])
             self.messages.append(message)
-            self.message_seqs.append(record.get("seq", -1))
             if self._view is not None:
                 # A new message lies after every seam and cut: it joins the view as it is.
                 if self._view and self._view[-1].role == message.role:

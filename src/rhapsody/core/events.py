@@ -13,7 +13,10 @@ from rhapsody.core.messages import Message, ToolUseBlock
 
 @dataclass(frozen=True)
 class TurnStarted:
-    """A new request is about to go out."""
+    """A turn began: the human's text (empty for a turn the harness started) is in the context.
+
+    Emitted once per turn, before its first request; `RequestSent` marks each request.
+    """
 
     user_text: str = ""
 
@@ -112,6 +115,22 @@ class HintDelivered:
 
 
 @dataclass(frozen=True)
+class DenialDelivered:
+    """The human denied a call with a reason; their words reached the model verbatim.
+
+    `text` is exactly what the human typed: front ends show it as the human's words.
+    """
+
+    call: ToolUseBlock
+    text: str
+
+
+@dataclass(frozen=True)
+class MemoryReminded:
+    """At the end of a task that used tools, the harness asked the agent to update project memory."""
+
+
+@dataclass(frozen=True)
 class HandoffAsked:
     """The harness asked the agent for a field note."""
 
@@ -141,9 +160,36 @@ class HandoffFailed:
 
 @dataclass(frozen=True)
 class Interrupted:
-    """The turn was interrupted; what streamed so far is kept."""
+    """The turn was cancelled (Esc, Ctrl+C); what streamed so far is kept.
+
+    `during` is "stream" (the answer was streaming) or "tools" (calls were running);
+    `open_calls` are the tool calls answered with an "interrupted" error result.
+    The loop emits it as the last event of the turn, then lets the cancellation go on.
+    """
 
     partial_text: str
+    during: str = "stream"
+    open_calls: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LimitsExceeded:
+    """A limit ended the turn before its next request (like mini-swe-agent's LimitsExceeded).
+
+    `limit` is the setting's name (`max_steps_per_turn` or `max_cost_usd`), `value` what was
+    reached, `maximum` the setting.
+    """
+
+    limit: str
+    value: float
+    maximum: float
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A status line from outside the conversation (an MCP server failed, died or waits for trust)."""
+
+    text: str
 
 
 @dataclass(frozen=True)
@@ -173,11 +219,15 @@ Event = (
     | ToolFinished
     | NarrationViolation
     | HintDelivered
+    | DenialDelivered
+    | MemoryReminded
     | HandoffAsked
     | SeamCommitted
     | ContextPruned
     | HandoffFailed
     | Interrupted
+    | Notice
+    | LimitsExceeded
     | TurnEnded
     | Failed
 )

@@ -1,4 +1,4 @@
-"""The micro-handoff seam: commit (audited and measured), undo, and what a seam strips.
+"""The micro-handoff seam: commit (audited and measured), undo, and what a seam strips; rolling cuts.
 
 Committing a seam records `{"kind": "seam", "boundary": N, ...}`; the history keeps every
 message, and the view strips the first N. Before the record is written the stripped view
@@ -14,9 +14,13 @@ import json
 from typing import Any
 
 from rhapsody.core.context import build_request, measure
+from rhapsody.core.errors import ModelError
 from rhapsody.core.messages import Message, ToolResultBlock, ToolUseBlock
+from rhapsody.core.model import Model
+from rhapsody.core.rolling import RollingPolicy, plan_cut
 from rhapsody.core.session import USAGE_KEYS, Session
 from rhapsody.core.strip import HANDOFF_TOOL, authored_sha256, shape, validity_problems
+from rhapsody.core.traffic import fields, left, traffic_sha256
 
 INDEX_LINES = 60
 INDEX_CHARS = 4000
@@ -51,6 +55,7 @@ def commit_seam(session: Session, note_path: str = "") -> dict[str, Any]:
         boundary=boundary,
         note_path=note_path,
         authored_sha256=sha,
+        **fields(left(before, after)),
         before=shape(before, *measure(body_before)).as_dict(),
         after=shape(after, *measure(body_after)).as_dict(),
         reported_input_before=sum(session.counters.last_usage.get(k, 0) for k in USAGE_KEYS[:3]),
@@ -64,10 +69,37 @@ def prune(session: Session, ids: list[str], reason: str) -> dict[str, Any]:
     after = conv.view(conv.boundary(), conv.pruned | set(ids))
     audit(before, after)
     return session.record(
-        "prune", ids=ids, reason=reason,
+        "prune", ids=ids, reason=reason, **fields(left(before, after)),
         before=shape(before, *measure(build_request(session.spec, before))).as_dict(),
         after=shape(after, *measure(build_request(session.spec, after))).as_dict(),
     )
+
+
+def roll(session: Session, policy: RollingPolicy) -> dict[str, Any] | None:
+    """The rolling policy's batch cut, when working memory overflowed: the prune record, or None."""
+    conv = session.conversation
+    ids = plan_cut(conv.messages, conv.pruned, policy, conv.boundary())
+    if not ids:
+        return None
+    try:
+        record = prune(session, ids, "rolling context: working memory overflowed")
+    except AuditFailed as exc:
+        session.record("seam_failed", reason=f"rolling cut abandoned: {exc}")
+        return None
+    if session.spec.thinking:
+        session.cut_thinking("rolling cut changed the prefix")
+    return record
+
+
+async def count_seam_tokens(session: Session, model: Model, seam: int) -> None:
+    """Record the count_tokens endpoint's exact figures on both sides of the latest seam."""
+    before, after = seam_views(session)
+    try:
+        exact = [await model.count_tokens(build_request(session.spec, m)) for m in (before, after)]
+    except ModelError as exc:
+        session.record("error", message=f"count_tokens failed: {exc}")
+        return
+    session.record("seam_tokens", seam=seam, before=exact[0], after=exact[1])
 
 
 def seam_views(session: Session) -> tuple[list[Message], list[Message]]:
@@ -79,10 +111,16 @@ def seam_views(session: Session) -> tuple[list[Message], list[Message]]:
 
 def undo_seam(session: Session) -> dict[str, Any] | None:
     """Put the last seam's stripped blocks back; thinking before this point is cut."""
-    seams = session.conversation.seams
+    conv = session.conversation
+    seams = conv.seams
     if not seams:
         return None
-    return session.record("unseam", seam=seams[-1]["seam"], boundary=len(session.conversation.messages))
+    previous = seams[-2]["boundary"] if len(seams) > 1 else 0
+    back = left(conv.view(previous), conv.active())
+    returned = traffic_sha256(back)
+    recorded = seams[-1].get("stripped_sha256")
+    return session.record("unseam", seam=seams[-1]["seam"], boundary=len(conv.messages), returned_sha256=returned,
+                          returned_calls=len(back), verified=recorded == returned if recorded else None)
 
 
 def stripped_calls(session: Session) -> list[tuple[ToolUseBlock, ToolResultBlock | None]]:

@@ -8,7 +8,10 @@ the turn it commits a pending micro-handoff seam, delivers queued messages, or s
 Cancellation (Esc) reaches the generator at an await, or as GeneratorExit at a yield when
 the consumer closes it; either way the handler keeps what streamed, answers every open
 tool call with an "interrupted" result and re-raises, so the history is always a valid
-conversation.
+conversation. A cancelled turn yields `Interrupted` as its last event before the
+cancellation goes on. `max_steps_per_turn` and `max_cost_usd` end a turn with
+`LimitsExceeded` before a request that would pass them. The micro-handoff's state lives in
+the session (core/handoff_state.py); the loop only moves it along.
 
 Imports: stdlib and rhapsody.core only.
 """
@@ -16,21 +19,25 @@ Imports: stdlib and rhapsody.core only.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any
 
+from rhapsody.core import handoff_state
 from rhapsody.core.errors import ModelError
 from rhapsody.core.events import (
     ContextPruned,
+    DenialDelivered,
     Event,
     Failed,
     HandoffAsked,
     HandoffFailed,
     HintDelivered,
+    MemoryReminded,
+    Interrupted,
     ModelResponse,
     NarrationViolation,
+    Notice,
     RequestSent,
     Retrying,
     SeamCommitted,
@@ -41,12 +48,13 @@ from rhapsody.core.events import (
     TurnStarted,
     UsageReported,
 )
-from rhapsody.core.context import build_request
-from rhapsody.core.handoff import AuditFailed, commit_seam, prune, seam_views
+from rhapsody.core.handoff import AuditFailed, commit_seam, count_seam_tokens, roll
+from rhapsody.core.handoff_state import NoteWritten, Phase
 from rhapsody.core.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.core.model import Model
 from rhapsody.core.narration import narration_words
-from rhapsody.core.rolling import RollingPolicy, plan_cut
+from rhapsody.core.observers import Observer, Observers
+from rhapsody.core.policy import Policy, limit_reached
 from rhapsody.core.session import Hint, Session
 from rhapsody.core.tools import ToolContext, Toolbox
 
@@ -54,63 +62,87 @@ INTERRUPTED = "Interrupted by the human before this call finished."
 
 
 @dataclass(frozen=True)
-class Policy:
-    """How the loop behaves; the texts come from prompts/."""
+class TurnEnd:
+    """What the end of the model's turn produced: events to show, and a message to go on with."""
 
-    narration_rule: str
-    handoff_request: str
-    handoff_reminder: str
-    continue_after_handoff: str
-    narration_min_words: int = 8
-    parallel_tools: bool = False
-    handoff_at_tokens: int | None = None
-    bash_timeout: float = 120.0
-    output_cap: int = 30000
-    exact_tokens: bool = False
-    rolling: RollingPolicy | None = None
+    events: list[Event]
+    follow_up: list[Block]
 
 
 class Agent:
-    """Runs turns of one session against one model with one toolbox."""
+    """Runs turns of one session against one model with one toolbox.
 
-    def __init__(self, session: Session, model: Model, toolbox: Toolbox, policy: Policy) -> None:
+    `observers` see every event, whichever front end drives the loop (memory logs,
+    metrics); they run on a worker thread, and a turn ends once they have seen its events.
+    """
+
+    def __init__(self, session: Session, model: Model, toolbox: Toolbox, policy: Policy,
+                 observers: Sequence[Observer] = ()) -> None:
         self.session = session
         self.model = model
         self.toolbox = toolbox
         self.policy = policy
+        self.observers = Observers(observers)
         self.ctx = ToolContext(session.root, session, policy.bash_timeout, policy.output_cap)
         self.busy = False
         self._partial: list[str] = []
         self._open: list[ToolUseBlock] = []
         self._done: list[ToolResultBlock] = []
+        self._words: list[tuple[ToolUseBlock, str]] = []
+        """Denial reasons typed by the human this round: sent after the results, as their own text."""
         self._handoff_armed_at = policy.handoff_at_tokens
-        self.observers: list[Callable[[Event], None]] = []
-        """Called with every event, whichever front end drives the loop (memory logs, metrics)."""
+        self._steps = 0
+        self._turn_start = 0
+        self._interruption: Interrupted | None = None
 
-    async def run(self, text: str | None = None) -> AsyncIterator[Event]:
+    async def run(self, text: str | None = None) -> AsyncGenerator[Event, None]:
         """One turn: the human's text (plus any pending hints), then the tool loop."""
         hints = self.session.take_hints()
         blocks: list[Block] = [TextBlock(text=h.text) for h in hints]
         if text and text.strip():
             blocks.append(TextBlock(text=text))
-        if self.session.handoff_wanted and not self.session.handoff_asked:
+        if self.session.handoff.phase == Phase.WANTED:
             blocks.append(self._ask_handoff(interrupted_work=False))
         if not blocks:
             return
         self.busy = True
+        self._steps = 0
+        self._turn_start = len(self.session.records)
+        self._interruption = None
         try:
             record = self.session.append_message("user", blocks)
             if hints:
-                yield self._delivered(hints, record["seq"], "start of turn")
+                yield self._observed(self._delivered(hints, record["seq"], "start of turn"))
             yield self._observed(TurnStarted(text or ""))
-            async with aclosing(self._loop()) as loop:
-                async for event in loop:
-                    yield self._observed(event)
+            async for notice in self._sync_tools():
+                yield self._observed(notice)
+            try:
+                async with aclosing(self._loop()) as loop:
+                    async for event in loop:
+                        yield self._observed(event)
+                await self._drain_observers()
+            except asyncio.CancelledError:
+                yield self._observed(self._interruption or Interrupted("", during="turn"))
+                raise
         finally:
             self.busy = False
 
-    async def _loop(self) -> AsyncIterator[Event]:
+    async def _sync_tools(self) -> AsyncGenerator[Event, None]:
+        """Take in tools that arrived since the last turn (MCP servers); the spec changes only when they did."""
+        for text in await self.toolbox.refresh():
+            self.session.record("notice", text=text)
+            yield Notice(text)
+        if self.toolbox.sources and self.toolbox.specs() != self.session.spec.tools:
+            self.session.set_tools(self.toolbox.specs())
+
+    async def _loop(self) -> AsyncGenerator[Event, None]:
         while True:
+            limit = limit_reached(self.policy, self.session, self._steps)
+            if limit is not None:
+                yield limit
+                yield TurnEnded("limit")
+                return
+            self._steps += 1
             response: ModelResponse | None = None
             try:
                 async for event in self._request():
@@ -133,10 +165,10 @@ class Agent:
             self._check_threshold()
             calls = message.tool_uses()
             if not calls:
-                follow_up: list[Block] = []
-                async for event in self._end_of_turn(follow_up):
+                end = await self._end_of_turn()
+                for event in end.events:
                     yield event
-                if not follow_up:
+                if not end.follow_up:
                     yield TurnEnded(response.stop_reason)
                     return
                 continue
@@ -145,7 +177,7 @@ class Agent:
                 async for event in running:
                     yield event
 
-    async def _request(self) -> AsyncIterator[Event]:
+    async def _request(self) -> AsyncGenerator[Event, None]:
         body, size, est = self.session.request_and_size()
         self.session.record("request", bytes=size, est_tokens=est, messages=len(body["messages"]))
         yield RequestSent(size, est, len(body["messages"]))
@@ -167,10 +199,11 @@ class Agent:
         if text.strip():
             self.session.append_message("assistant", [TextBlock(text=text)])
         self.session.record("interrupted", partial_text=text, during="stream")
+        self._interruption = Interrupted(text, during="stream")
 
-    async def _run_calls(self, message: Message, calls: list[ToolUseBlock]) -> AsyncIterator[Event]:
+    async def _run_calls(self, message: Message, calls: list[ToolUseBlock]) -> AsyncGenerator[Event, None]:
         words = narration_words(message, self.policy.parallel_tools)
-        self._open, self._done = list(calls), []
+        self._open, self._done, self._words = list(calls), [], []
         try:
             for call in calls:
                 async for event in self._run_one(call, words.get(call.id, 0)):
@@ -179,21 +212,24 @@ class Agent:
         except (asyncio.CancelledError, GeneratorExit):
             self._answer_open_calls()
             raise
-        blocks: list[Block] = list(self._done)
+        blocks: list[Block] = list(self._done) + self._denial_blocks()
         hints = self.session.take_hints(("steer",))
         blocks += [TextBlock(text=h.text) for h in hints]
-        if self.session.handoff_wanted and not self.session.handoff_asked:
+        if self.session.handoff.phase == Phase.WANTED:
             blocks.append(self._ask_handoff(interrupted_work=True))
             yield HandoffAsked()
         record = self.session.append_message("user", blocks)
         self._done = []
+        for event in self._denials_delivered(record["seq"]):
+            yield event
         if self.policy.rolling and not self.session.spec.thinking:
-            async for event in self._roll():
-                yield event
+            pruned = self._roll()
+            if pruned is not None:
+                yield pruned
         if hints:
             yield self._delivered(hints, record["seq"], f"after the {', '.join(c.name for c in calls)} result")
 
-    async def _run_one(self, call: ToolUseBlock, words: int) -> AsyncIterator[Event]:
+    async def _run_one(self, call: ToolUseBlock, words: int) -> AsyncGenerator[Event, None]:
         required = self.policy.narration_min_words
         if words < required:
             total = self.session.counters.violations + 1
@@ -214,12 +250,15 @@ class Agent:
             **({"refused": outcome.refused} if outcome.refused else {}),
             **outcome.facts,
         )
-        result = ToolResultBlock(tool_use_id=call.id, content=outcome.content or "(no output)")
+        result = ToolResultBlock(tool_use_id=call.id, content=outcome.blocks or outcome.content or "(no output)")
         if outcome.is_error:
-            result = ToolResultBlock(tool_use_id=call.id, content=outcome.content or "(error)", is_error=True)
+            result = ToolResultBlock(tool_use_id=call.id, content=outcome.blocks or outcome.content or "(error)",
+                                     is_error=True)
         self._done.append(result)
-        if outcome.facts.get("seam_pending"):
-            self.session.seam_pending = dict(outcome.facts)
+        if outcome.words:
+            self._words.append((call, outcome.words))
+        if isinstance(outcome, NoteWritten) and not outcome.is_error:
+            handoff_state.noted(self.session, outcome)
         yield ToolFinished(call, outcome.content, outcome.is_error, 0 if outcome.refused else ms, outcome.exit_code,
                            outcome.refused)
 
@@ -230,99 +269,96 @@ class Agent:
         still_open = [c for c in self._open if c.id not in answered]  # closed right after a call finished
         blocks: list[Block] = list(self._done)
         blocks += [ToolResultBlock(tool_use_id=c.id, content=INTERRUPTED, is_error=True) for c in still_open]
-        self.session.append_message("user", blocks)
+        record = self.session.append_message("user", blocks + self._denial_blocks())
+        list(self._denials_delivered(record["seq"]))
         self.session.record("interrupted", partial_text="", during="tools", open=[c.id for c in still_open])
+        self._interruption = Interrupted("", during="tools", open_calls=tuple(c.id for c in still_open))
         self._open, self._done = [], []
 
-    async def _roll(self) -> AsyncIterator[Event]:
+    def _denial_blocks(self) -> list[Block]:
+        """The human's denial reasons, verbatim, as text after the tool results (the API wants results first)."""
+        return [TextBlock(text=words) for _, words in self._words]
+
+    def _denials_delivered(self, seq: int) -> list[DenialDelivered]:
+        events = []
+        for call, words in self._words:
+            self.session.record("denial", tool_use_id=call.id, name=call.name, text=words, message_seq=seq)
+            events.append(DenialDelivered(call, words))
+        self._words = []
+        return events
+
+    def _roll(self) -> ContextPruned | None:
         """Apply the rolling policy's batch cut when working memory overflowed."""
         assert self.policy.rolling is not None
-        conv = self.session.conversation
-        ids = plan_cut(conv.messages, conv.pruned, self.policy.rolling)
-        if not ids:
-            return
-        try:
-            record = prune(self.session, ids, "rolling context: working memory overflowed")
-        except AuditFailed as exc:
-            self.session.record("seam_failed", reason=f"rolling cut abandoned: {exc}")
-            return
-        if self.session.spec.thinking:
-            self.session.cut_thinking("rolling cut changed the prefix")
-        yield ContextPruned(record)
+        record = roll(self.session, self.policy.rolling)
+        return ContextPruned(record) if record is not None else None
 
-    async def _end_of_turn(self, follow_up: list[Block]) -> AsyncIterator[Event]:
-        """Decide what happens when the model ends its turn; fills `follow_up` to go on."""
+    async def _end_of_turn(self) -> TurnEnd:
+        """What happens when the model ends its turn: a seam, a reminder, hints; a follow-up goes on."""
         session = self.session
+        events: list[Event] = []
+        follow_up: list[Block] = []
         if self.policy.rolling and session.spec.thinking:
             # With thinking on, the prefix may change only between turns (FACTS §1.3).
-            async for event in self._roll():
-                yield event
-        if session.seam_pending is not None:
-            async for event in self._commit_seam(follow_up):
-                yield event
-        elif session.handoff_asked:
-            if not session.handoff_reminded:
-                session.handoff_reminded = True
-                follow_up.append(TextBlock(text=self.policy.handoff_reminder))
-                yield HandoffAsked(reminder=True)
-            else:
-                self._reset_handoff()
-                session.record("handoff_failed", reason="the agent did not call micro_handoff")
-                yield HandoffFailed("the agent ended its turn twice without calling micro_handoff; nothing was stripped")
+            pruned = self._roll()
+            events += [pruned] if pruned is not None else []
+        phase = session.handoff.phase
+        if phase == Phase.NOTED:
+            committed, resume_work = await self._commit_seam()
+            events.append(committed)
+            if resume_work:
+                follow_up.append(TextBlock(text=self.policy.continue_after_handoff))
+        elif phase == Phase.ASKED:
+            handoff_state.remind(session)
+            follow_up.append(TextBlock(text=self.policy.handoff_reminder))
+            events.append(HandoffAsked(reminder=True))
+        elif phase == Phase.REMINDED:
+            handoff_state.give_up(session, "the agent did not call micro_handoff")
+            events.append(HandoffFailed("the agent ended its turn twice without calling micro_handoff; nothing was stripped"))
+        elif self.policy.memory_reminder and self._memory_due():
+            session.record("memory_reminder")
+            follow_up.append(TextBlock(text=self.policy.memory_reminder))
+            events.append(MemoryReminded())
         hints = session.take_hints()
         follow_up.extend(TextBlock(text=h.text) for h in hints)
         if follow_up:
             record = session.append_message("user", follow_up)
             if hints:
-                yield self._delivered(hints, record["seq"], "end of turn")
+                events.append(self._delivered(hints, record["seq"], "end of turn"))
+        return TurnEnd(events, follow_up)
 
-    async def _commit_seam(self, follow_up: list[Block]) -> AsyncIterator[Event]:
+    def _memory_due(self) -> bool:
+        """A task of this turn used tools, left memory untouched, and was not reminded yet."""
+        turn = self.session.records[self._turn_start:]
+        if any(r["kind"] in ("memory_reminder", "seam", "handoff") for r in turn):
+            return False
+        runs = [r for r in turn if r["kind"] == "tool_run" and r.get("name") not in ("micro_handoff", "recall")]
+        wrote = any(r.get("op") == "write" and str(r.get("path", "")).startswith(self.policy.memory_path + "/")
+                    for r in runs)
+        return bool(runs) and not wrote
+
+    async def _commit_seam(self) -> tuple[SeamCommitted | HandoffFailed, bool]:
+        """Commit the noted seam; the event, and whether the agent goes on with its work after it."""
         session = self.session
-        pending = session.seam_pending or {}
-        resume_work = session.handoff_interrupted_work
-        self._reset_handoff()
+        state = session.handoff
         try:
-            record = commit_seam(session, note_path=str(pending.get("note_path", "")))
+            record = commit_seam(session, note_path=state.note_path)
         except AuditFailed as exc:
             session.record("seam_failed", reason=str(exc))
-            yield HandoffFailed(f"strip abandoned, context unchanged: {exc}")
-            return
+            return HandoffFailed(f"strip abandoned, context unchanged: {exc}"), False
         if self.policy.handoff_at_tokens:
             self._handoff_armed_at = record["after"]["est_tokens"] + self.policy.handoff_at_tokens
         if self.policy.exact_tokens:
-            await self._count_seam_tokens(record)
-        yield SeamCommitted(record)
-        if resume_work:
-            follow_up.append(TextBlock(text=self.policy.continue_after_handoff))
-
-    async def _count_seam_tokens(self, seam: dict[str, Any]) -> None:
-        """Ask the count_tokens endpoint for the exact figures on both sides of the seam."""
-        count = getattr(self.model, "count_tokens", None)
-        if count is None:
-            return
-        before, after = seam_views(self.session)
-        try:
-            exact = [await count(build_request(self.session.spec, m)) for m in (before, after)]
-        except ModelError as exc:
-            self.session.record("error", message=f"count_tokens failed: {exc}")
-            return
-        self.session.record("seam_tokens", seam=seam["seam"], before=exact[0], after=exact[1])
-
-    def _reset_handoff(self) -> None:
-        session = self.session
-        session.seam_pending = None
-        session.handoff_wanted = session.handoff_asked = session.handoff_reminded = False
-        session.handoff_interrupted_work = False
+            await count_seam_tokens(self.session, self.model, record["seam"])
+        return SeamCommitted(record), state.interrupted_work
 
     def _ask_handoff(self, interrupted_work: bool) -> TextBlock:
-        self.session.handoff_asked = True
-        self.session.handoff_interrupted_work = interrupted_work
-        self.session.record("handoff_asked", interrupted_work=interrupted_work)
+        handoff_state.ask(self.session, interrupted_work)
         return TextBlock(text=self.policy.handoff_request)
 
     def _check_threshold(self) -> None:
         armed = self._handoff_armed_at
-        if armed and not self.session.handoff_wanted and self.session.context_tokens() >= armed:
+        if armed and not self.session.handoff.pending and self.session.context_tokens() >= armed:
             self.session.request_handoff()
 
     def _delivered(self, hints: list[Hint], seq: int, where: str) -> HintDelivered:
@@ -331,9 +367,12 @@ class Agent:
         return HintDelivered(ids, where)
 
     def _observed(self, event: Event) -> Event:
-        for observer in self.observers:
-            observer(event)
+        self.observers.put(self.session, event)
         return event
+
+    async def _drain_observers(self) -> None:
+        for error in await self.observers.drain():
+            self.session.record("error", message=f"observer: {error}")
 
     @property
     def in_flight(self) -> tuple[ToolUseBlock, ...]:
@@ -345,6 +384,9 @@ class Agent:
         self.session = session
         self.ctx = ToolContext(session.root, session, self.policy.bash_timeout, self.policy.output_cap)
 
-    def request_handoff(self) -> None:
-        """The one trigger every front end uses: key, /handoff or token threshold."""
-        self.session.request_handoff()
+    def request_handoff(self) -> bool:
+        """The one trigger every front end uses: key, /handoff or token threshold.
+
+        False when a handoff is already under way.
+        """
+        return self.session.request_handoff()

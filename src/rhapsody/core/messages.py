@@ -26,7 +26,8 @@ class _Block(BaseModel):
         data = self.model_dump(mode="json", exclude_unset=True, by_alias=True)
         if "type" in data:
             return data
-        return {"type": self.type, **data}
+        block_type: str = getattr(self, "type")  # every block class declares its own Literal type
+        return {"type": block_type, **data}
 
 
 class TextBlock(_Block):
@@ -131,8 +132,8 @@ class Message(BaseModel):
             raise ValueError("a message must be an object")
         content = data.get("content")
         if isinstance(content, str):
-            return cls(role=data.get("role"), content=[TextBlock(text=content)], string_content=True)
-        return cls(role=data.get("role"), content=content)
+            return cls.model_validate({"role": data.get("role"), "content": [TextBlock(text=content)], "string_content": True})
+        return cls.model_validate({"role": data.get("role"), "content": content})
 
     def to_api(self) -> dict[str, Any]:
         """The message as the Messages API expects it (a shared, cached dict: do not mutate)."""
@@ -210,8 +211,3 @@ _TAGS = {"text", "thinking", "redacted_thinking", "tool_use", "tool_result", "ot
 def compact_json(body: Any) -> str:
     """The compact JSON form rhapsody measures request sizes with."""
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
-
-
-def request_bytes(body: Any) -> int:
-    """Length in bytes of the compact UTF-8 JSON body."""
-    return len(compact_json(body).encode("utf-8", "surrogatepass"))

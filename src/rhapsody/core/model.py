@@ -23,3 +23,7 @@ class Model(Protocol):
     def stream(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
         """Stream the answer to one request; the final event is a ModelResponse."""
         ...
+
+    async def count_tokens(self, body: dict[str, Any]) -> int:
+        """Exact input tokens of a request body; raises ModelError when it cannot say."""
+        ...

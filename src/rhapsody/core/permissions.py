@@ -8,7 +8,10 @@ argument (the command for bash, the path for file tools). Order of decision:
    names it;
 3. mode `yolo` → allow; an allow rule that matches → allow;
 4. the mode: `read-only` denies writes and bash; `auto-edit` allows file writes and asks
-   for bash; `ask` asks for writes and bash. Reads are always allowed.
+   for bash; `ask` asks for writes and bash. Reads are always allowed. MCP tools count as
+   writes (rhapsody cannot know what a server does): they ask in `auto-edit` too, unless a
+   rule such as `mcp__time` (every tool of that server) or `mcp__time__get_current_time`
+   allows them.
 
 For bash, an allow rule must match every sub-command of a compound command (`&&`, `||`,
 `;`, `|`, newlines), so `bash:pytest*` does not allow `pytest && rm -rf ~`.
@@ -50,9 +53,15 @@ def subcommands(command: str) -> list[str]:
     return [part.strip() for part in _SPLIT.split(command) if part.strip()]
 
 
+def _names(rule_name: str, tool: str) -> bool:
+    """A rule's tool name covers `tool`; `mcp__NAME` covers every tool of that MCP server."""
+    return rule_name == tool or (rule_name.startswith("mcp__") and rule_name.count("__") == 1
+                                 and tool.startswith(rule_name + "__"))
+
+
 def _matches(rule: str, tool: str, argument: str) -> bool:
     name, _, pattern = rule.partition(":")
-    return name == tool and (not pattern or fnmatch.fnmatchcase(argument, pattern))
+    return _names(name, tool) and (not pattern or fnmatch.fnmatchcase(argument, pattern))
 
 
 def _allowed_by(rules: list[str], tool: str, argument: str) -> str:
@@ -70,7 +79,7 @@ def _allowed_by(rules: list[str], tool: str, argument: str) -> str:
 
 def _denied(rule: str, tool: str, argument: str) -> bool:
     name, _, pattern = rule.partition(":")
-    if name != tool:
+    if not _names(name, tool):
         return False
     if tool == "bash" and pattern:
         return any(fnmatch.fnmatchcase(part, pattern) for part in subcommands(argument))
@@ -102,7 +111,13 @@ def decide(mode: str, rules: Rules, tool: str, argument: str, writes: bool, read
         return Decision("deny", "read-only mode: no writes, no bash")
     if mode == "auto-edit" and tool in FILE_WRITERS:
         return Decision("allow", "auto-edit mode allows file writes inside the project")
-    return Decision("ask", f"{mode} mode asks before {'running commands' if tool == 'bash' else 'writing files'}")
+    return Decision("ask", f"{mode} mode asks before {_what(tool)}")
+
+
+def _what(tool: str) -> str:
+    if tool == "bash":
+        return "running commands"
+    return "calling MCP tools" if tool.startswith("mcp__") else "writing files"
 
 
 def suggested_rules(tool: str, argument: str) -> tuple[str, ...]:
@@ -114,5 +129,7 @@ def suggested_rules(tool: str, argument: str) -> tuple[str, ...]:
     if tool == "bash":
         words = [part.split()[0] for part in subcommands(argument) if part.split()]
         return tuple(dict.fromkeys(f"bash:{w} *" for w in words)) or ("bash",)
+    if tool.startswith("mcp__"):
+        return (tool,)
     folder = argument.rsplit("/", 1)[0] if "/" in argument else ""
     return (f"{tool}:{folder}/*" if folder else f"{tool}:*",)

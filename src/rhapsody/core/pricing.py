@@ -3,13 +3,17 @@
 Prices in USD per million tokens, from the Claude platform's pricing and model pages
 (read 2026-11-29). Cache writes (5-minute TTL) cost 1.25x base input; cache reads cost
 `read_mult` x base input, which differs on the newest models. A model missing from the
-table is priced by the first prefix that matches, and said to be an estimate.
+table is priced by the first prefix that matches, and said to be an estimate. Bedrock
+(`us.anthropic.claude-...-v1:0`) and Vertex (`claude-...@20250929`) ids are read in their
+Claude API form. A model that is not Claude at all (a local model behind the openai
+provider) has no price: `priced()` says so and front ends show "unknown", never a guess.
 
 Imports: stdlib only.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 WRITE_5M_MULT = 1.25
@@ -47,8 +51,23 @@ FAMILY_FALLBACK = {"fable": "claude-fable-5-1", "mythos": "claude-mythos-5-1", "
                    "sonnet": "claude-sonnet-5-5", "haiku": "claude-haiku-5-5"}
 
 
+_PLATFORM = re.compile(r"^(?:[a-z]{2,4}\.)?anthropic\.")
+
+
+def canonical(model: str) -> str:
+    """A Bedrock or Vertex model id in the Claude API's form (`claude-sonnet-4-5-20250929`)."""
+    return _PLATFORM.sub("", model).replace("@", "-").removesuffix("-v1:0").removesuffix("-v1")
+
+
+def priced(model: str) -> bool:
+    """Whether the table has a price for this model (exact or by family); False for non-Claude models."""
+    model = canonical(model)
+    return "claude" in model and (any(model.startswith(k) for k in PRICES) or any(f in model for f in FAMILY_FALLBACK))
+
+
 def price_of(model: str) -> tuple[Price, bool]:
     """(price, exact) for a model id; exact is False when a family fallback was used."""
+    model = canonical(model)
     if model in PRICES:
         return PRICES[model], True
     for known in sorted(PRICES, key=len, reverse=True):

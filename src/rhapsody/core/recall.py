@@ -20,6 +20,7 @@ from typing import Any
 from rhapsody.core.context import Conversation
 from rhapsody.core.history import read_history, sessions
 from rhapsody.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from rhapsody.core.traffic import cut_of
 
 PAGE = 8000
 SCHEMA = """
@@ -181,8 +182,21 @@ def fetch(root: Path, call_id: str, page: int = 1) -> str | None:
     if row is None:
         return None
     tool, args, result, narration, is_error = row
+    check = verify(history, call_id.split(":", 1)[1], args, result)
     full = f"call {call_id}: {tool} {args}\nnarration before it: {narration}\n{'error ' if is_error else ''}result:\n{result}"
-    return _page(full, page)
+    return f"{check}\n{_page(full, page)}"
+
+
+def verify(history: Path, tool_use_id: str, args: str, result: str) -> str:
+    """One line: whether this call is exactly what a seam (or rolling cut) took out of the context."""
+    cut = cut_of(read_history(history).records, tool_use_id)
+    if cut is None:
+        return "not verified: no seam or rolling cut stripped this call (it stayed in its session's context)"
+    use, answer = cut.calls[tool_use_id]
+    same = json.dumps(use.input, ensure_ascii=False) == args and (answer.text() if answer else "") == result
+    if not same:
+        return "NOT VERIFIED: the recall index differs from the history for this call"
+    return cut.verdict()
 
 
 def _page(full: str, page: int) -> str:

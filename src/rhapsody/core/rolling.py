@@ -3,10 +3,12 @@
 A *round* is one assistant message with tool calls and the results that answer it. The
 newest `short` rounds keep their tool traffic verbatim. Older rounds form working memory:
 each keeps its traffic while its score holds up. The agent scores a round inline, in the
-narration of the next message, with `[keep N]` (0 = done with it, 3 = must keep; 1 when
-absent); a score decays by `decay` per round of age. Text is never touched: a pruned round
-loses only its tool_use and tool_result blocks, exactly as in a strip, and stays
-recallable.
+narration of the next message, with `[keep N]` (0 = done with it, 1 when absent); a score
+decays by `decay` per round of age. `[keep 3]` pins a round: the policy never prunes it,
+and it does not take a place in working memory; the next micro-handoff strips it with
+everything else. Rounds a seam already stripped are not counted at all: working memory
+holds only rounds still visible. Text is never touched: a pruned round loses only its
+tool_use and tool_result blocks, exactly as in a strip, and stays recallable.
 
 Cutting at every round would change the request prefix every round and re-write the
 prompt cache each time, which costs more than keeping everything. So working memory may
@@ -25,6 +27,7 @@ from rhapsody.core.messages import Message, TextBlock, ToolUseBlock
 from rhapsody.core.strip import HANDOFF_TOOL
 
 KEEP = re.compile(r"\[keep\s*([0-3])\]", re.IGNORECASE)
+PINNED = 3
 
 
 @dataclass(frozen=True)
@@ -47,8 +50,12 @@ class Round:
     score: float
 
 
-def rounds(messages: list[Message], pruned: set[str]) -> list[Round]:
-    """Rounds still carrying tool traffic, oldest first, each with its inline score."""
+def rounds(messages: list[Message], pruned: set[str], boundary: int = 0) -> list[Round]:
+    """Rounds still carrying tool traffic in the view, oldest first, each with its inline score.
+
+    Rounds in `messages[:boundary]` (stripped by the latest seam) and rounds already pruned
+    are not in the view and are left out.
+    """
     found: list[tuple[int, tuple[str, ...]]] = []
     scores: dict[int, int] = {}
     last_round = -1
@@ -62,15 +69,19 @@ def rounds(messages: list[Message], pruned: set[str]) -> list[Round]:
         ids = tuple(b.id for b in message.content if isinstance(b, ToolUseBlock) and b.name != HANDOFF_TOOL)
         if ids:
             last_round = i
-            if not set(ids) <= pruned:
+            if i >= boundary and not set(ids) <= pruned:
                 found.append((i, ids))
     return [Round(i, ids, float(scores.get(i, -1))) for i, ids in found]
 
 
-def plan_cut(messages: list[Message], pruned: set[str], policy: RollingPolicy) -> list[str]:
-    """Tool-use ids to prune now, or [] while working memory has not overflowed."""
-    live = rounds(messages, pruned)
-    candidates = live[: max(0, len(live) - policy.short)]
+def plan_cut(messages: list[Message], pruned: set[str], policy: RollingPolicy, boundary: int = 0) -> list[str]:
+    """Tool-use ids to prune now, or [] while working memory has not overflowed.
+
+    `boundary` is the latest seam's: rounds before it are already out of the view.
+    """
+    live = rounds(messages, pruned, boundary)
+    older = live[: max(0, len(live) - policy.short)]
+    candidates = [r for r in older if r.score != PINNED]
     if len(candidates) <= policy.working + policy.batch:
         return []
     newest = len(candidates)

@@ -1,7 +1,9 @@
 """The session: one history file, the conversation folded from it, hints and counters.
 
 Every change goes through `record`, which appends to the history first and then folds the
-record into memory, so what is in memory is always what a resume would rebuild.
+record into memory, so what is in memory is always what a resume would rebuild: the
+conversation, pending hints, counters and the micro-handoff's state (`handoff`, see
+core/handoff_state.py).
 
 Imports: stdlib and rhapsody.core only.
 """
@@ -12,11 +14,13 @@ import dataclasses
 import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rhapsody import __version__
 from rhapsody.core.context import Conversation, RequestSpec, build_request, measure_messages, spec_fields, spec_from_record
+from rhapsody.core import handoff_state
 from rhapsody.core.errors import HistoryError
+from rhapsody.core.handoff_state import HandoffState
 from rhapsody.core.history import HistoryWriter, history_dir, new_session_id, read_history
 from rhapsody.core.messages import Block, Message, ToolResultBlock
 
@@ -60,11 +64,7 @@ class Session:
         self.counters = Counters()
         self.pending: list[Hint] = []
         self._hint_ids = itertools.count(1)
-        self.handoff_wanted = False
-        self.handoff_asked = False
-        self.handoff_reminded = False
-        self.handoff_interrupted_work = False
-        self.seam_pending: dict[str, Any] | None = None
+        self.handoff = HandoffState()
         self.records: list[dict[str, Any]] = []
 
     @property
@@ -111,6 +111,7 @@ class Session:
     def _fold(self, record: dict[str, Any]) -> None:
         self.records.append(record)
         self.conversation.apply(record)
+        self.handoff = handoff_state.fold(self.handoff, record)
         kind = record["kind"]
         if kind == "hint":
             self.pending.append(Hint(record["id"], record["text"], record.get("mode", "steer")))
@@ -129,6 +130,8 @@ class Session:
             self._fold_usage(record)
         elif kind == "model":
             self.spec = dataclasses.replace(self.spec, model=record["model"])
+        elif kind == "tools":
+            self.spec = dataclasses.replace(self.spec, tools=record["tools"])
         elif kind in ("seam", "unseam"):
             self.counters.seams = len(self.conversation.seams)
 
@@ -154,7 +157,7 @@ class Session:
 
     # -- conversation ------------------------------------------------------------------
 
-    def append_message(self, role: str, content: list[Block]) -> dict[str, Any]:
+    def append_message(self, role: Literal["user", "assistant"], content: list[Block]) -> dict[str, Any]:
         """Append a message to the conversation (and the history)."""
         message = Message(role=role, content=content)
         return self.record("message", role=role, content=[b.dump() for b in message.content])
@@ -162,10 +165,6 @@ class Session:
     def messages(self) -> list[Message]:
         """The active context: what the model sees now."""
         return self.conversation.active()
-
-    def request(self) -> dict[str, Any]:
-        """The next request body built from the active context."""
-        return build_request(self.spec, self.messages())
 
     def request_and_size(self) -> tuple[dict[str, Any], int, int]:
         """The next request body with its compact size in bytes and estimated tokens."""
@@ -176,6 +175,16 @@ class Session:
         """Use another model from now on; earlier thinking leaves the view (it is bound to the old one)."""
         self.record("model", model=model)
         self.cut_thinking("model switched")
+
+    def set_tools(self, tools: list[dict[str, Any]]) -> None:
+        """Offer these tool definitions from the next request on (MCP servers came or went).
+
+        Thinking blocks are bound to the tools they were written under, so earlier ones leave.
+        """
+        had_messages = bool(self.conversation.messages)
+        self.record("tools", tools=tools)
+        if self.spec.thinking and had_messages:
+            self.cut_thinking("tools changed")
 
     def cut_thinking(self, reason: str) -> None:
         """Drop every thinking block so far from the view (their prefix no longer holds)."""
@@ -200,6 +209,9 @@ class Session:
         reported = sum(usage.get(k, 0) for k in USAGE_KEYS[:3])
         return reported or self.counters.last_request_tokens
 
-    def request_handoff(self) -> None:
-        """Ask for a micro-handoff at the next tool boundary (or as the next turn when idle)."""
-        self.handoff_wanted = True
+    def request_handoff(self) -> bool:
+        """Ask for a micro-handoff at the next tool boundary (or as the next turn when idle).
+
+        False when one is already under way (nothing changes).
+        """
+        return handoff_state.want(self)

@@ -54,10 +54,10 @@ def strip_blocks(
 def drop_tool_ids(messages: Sequence[Message], ids: set[str]) -> list[Message]:
     """Remove the tool_use and tool_result blocks of the given calls, wherever they are."""
     def keep(block: Block) -> bool:
-        if block.type == "tool_use":
-            return block.id not in ids  # type: ignore[union-attr]
-        if block.type == "tool_result":
-            return block.tool_use_id not in ids  # type: ignore[union-attr]
+        if isinstance(block, ToolUseBlock):
+            return block.id not in ids
+        if isinstance(block, ToolResultBlock):
+            return block.tool_use_id not in ids
         return True
 
     return _filter_head(messages, len(messages), keep)
@@ -91,12 +91,11 @@ _EMPTY = {role: Message.model_construct(_FIELDS, role=role, content=[]) for role
 
 
 def _survives(block: Block, keep: set[str], kept_ids: set[str]) -> bool:
-    kind = block.type
-    if kind == "tool_use":
-        return block.name in keep  # type: ignore[union-attr]
-    if kind == "tool_result":
-        return block.tool_use_id in kept_ids  # type: ignore[union-attr]
-    return kind not in THINKING_TYPES
+    if isinstance(block, ToolUseBlock):
+        return block.name in keep
+    if isinstance(block, ToolResultBlock):
+        return block.tool_use_id in kept_ids
+    return block.type not in THINKING_TYPES
 
 
 def compact(messages: Iterable[Message]) -> list[Message]:

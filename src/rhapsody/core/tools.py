@@ -9,9 +9,11 @@ Imports: stdlib, pydantic and rhapsody.core only.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ValidationError
@@ -30,8 +32,14 @@ class ToolOutcome:
     is_error: bool = False
     exit_code: int | None = None
     facts: dict[str, Any] = field(default_factory=dict)
+    words: str = ""
+    """The human's own words about this call (a typed denial reason). The loop delivers
+    them verbatim as a text block after the tool results, like a hint, so a seam keeps them."""
+    blocks: list[dict[str, Any]] | None = None
+    """tool_result content blocks (text, image) when plain text cannot carry the result; `content`
+    is then its text form for front ends."""
     refused: str = ""
-    """Why the call was not run (permission); empty when it ran."""
+    """Why the call was not run (a permission refusal); empty when it ran."""
 
 
 class ToolFailure(Exception):
@@ -72,17 +80,42 @@ class Approval:
     allow: bool
     reason: str = ""
     remember: tuple[str, ...] = ()
+    words: str = ""
+    """What the human typed with a denial, exactly; it reaches the model as the human's message."""
 
 
 class Approver(Protocol):
     """Asks the human whether a call may run (the TUI and plain mode provide one).
 
-    `args` are the call's validated arguments, so the question can show a diff or the
-    exact command.
+    `args` are the call's validated arguments, so the question can show a diff or the exact command.
     """
 
     async def __call__(self, tool: str, argument: str, why: str, args: dict[str, Any]) -> Approval:
         """The human's decision."""
+        ...
+
+
+class ToolSource(Protocol):
+    """Tools that arrive after start-up (MCP servers): started in the background, waited for per turn."""
+
+    def start(self) -> None:
+        """Begin starting in the background (needs a running event loop); repeated calls do nothing."""
+        ...
+
+    async def tools(self) -> list[Tool]:
+        """Every tool available now, in a fixed order; waits for what is still starting, bounded."""
+        ...
+
+    def notices(self) -> list[str]:
+        """Status lines not yet shown (a server failed, died, or waits for trust)."""
+        ...
+
+    def status(self) -> list[str]:
+        """What `/mcp` shows: each server, its state and its tools."""
+        ...
+
+    async def close(self) -> None:
+        """Stop everything this source started."""
         ...
 
 
@@ -98,25 +131,60 @@ class Toolbox:
         permission_mode: str = "yolo",
         rules: Rules | None = None,
         secrets: tuple[str, ...] = (),
+        approver: Approver | None = None,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.tools = {t.name: t for t in tools}
         self.permission_mode = permission_mode
         self.rules = rules or Rules()
-        self.approver: Approver | None = None
+        self.approver = approver
+        """Who answers `ask` decisions; None where no human can answer (headless)."""
+        self.clock = clock
+        """Times tool runs (seconds); a fixed clock pins durations in layout snapshots."""
         self.secrets = tuple(s for s in secrets if len(s) >= 8)
+        self.sources: list[ToolSource] = []
+        self._builtin = list(self.tools)
 
     def specs(self) -> list[dict[str, Any]]:
         """Tool definitions for the request, in registration order."""
         return [
-            {"name": t.name, "description": t.description, "input_schema": _schema(t.Input)}
+            {"name": t.name, "description": t.description,
+             "input_schema": getattr(t, "input_schema", None) or _schema(t.Input)}
             for t in self.tools.values()
         ]
 
+    def start_sources(self) -> list[str]:
+        """Start every source in the background without waiting (needs a running loop); returns notices."""
+        notices: list[str] = []
+        for source in self.sources:
+            source.start()
+            notices += source.notices()
+        return notices
+
+    async def close_sources(self) -> None:
+        """Stop what the sources started (every MCP server process)."""
+        for source in self.sources:
+            await source.close()
+
+    async def refresh(self) -> list[str]:
+        """Take in the tools of every source (built-ins first, then each source's in its order); returns notices."""
+        if not self.sources:
+            return []
+        tools = {name: self.tools[name] for name in self._builtin}
+        notices: list[str] = []
+        for source in self.sources:
+            source.start()
+            for tool in await source.tools():
+                tools.setdefault(tool.name, tool)
+            notices += source.notices()
+        self.tools = tools
+        return notices
+
     async def run(self, name: str, raw_input: Any, ctx: ToolContext) -> tuple[ToolOutcome, int]:
         """Run one call; returns the outcome and how long the tool itself ran, in milliseconds."""
-        timer = [time.perf_counter()]
+        timer = [self.clock()]
         outcome = self._mask(await self._run(name, raw_input, ctx, timer))
-        return outcome, int((time.perf_counter() - timer[0]) * 1000)
+        return outcome, int((self.clock() - timer[0]) * 1000)
 
     async def _run(self, name: str, raw_input: Any, ctx: ToolContext, timer: list[float]) -> ToolOutcome:
         tool = self.tools.get(name)
@@ -128,8 +196,8 @@ class Toolbox:
             return ToolOutcome(f"Invalid arguments for {name}: {_first_error(exc)}", is_error=True)
         refusal = await self._permit(tool, args, ctx)
         if refusal:
-            return ToolOutcome(refusal[0], is_error=True, refused=refusal[1])
-        timer[0] = time.perf_counter()  # the duration is the tool's, not the human's time to answer
+            return refusal
+        timer[0] = self.clock()  # the duration is the tool's, not the human's time to answer
         try:
             return await tool.run(args, ctx)
         except ToolFailure as exc:
@@ -137,38 +205,51 @@ class Toolbox:
         except Exception as exc:  # noqa: BLE001 - a tool bug must not end the session
             return ToolOutcome(f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
 
-    async def _permit(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> tuple[str, str] | None:
-        """None when the call may run, else the refusal the model gets and its reason; every decision is recorded."""
-        argument = str(getattr(args, "command", None) or getattr(args, "path", None) or "")
+    async def _permit(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> ToolOutcome | None:
+        """None when the call may run, else the refusal the model gets; every decision is recorded."""
+        describe = getattr(tool, "argument_of", None)
+        argument = str(describe(args) if describe else getattr(args, "command", None) or getattr(args, "path", None) or "")
         decision = decide(self.permission_mode, self.rules, tool.name, argument, tool.writes, tool.reads_files)
-        verdict, reason, by = decision.verdict, decision.reason, "rules"
+        verdict, reason, by, words = decision.verdict, decision.reason, "rules", ""
         if verdict == "ask":
-            verdict, reason, by = await self._ask(tool.name, argument, decision.reason, args.model_dump())
+            verdict, reason, by, words = await self._ask(tool.name, argument, decision.reason, args.model_dump())
         if tool.writes or verdict != "allow" or decision.rule:  # plain reads are not worth a record
             ctx.session.record("permission", tool=tool.name, argument=argument, decision=verdict, by=by, reason=reason)
         if verdict == "allow":
             return None
-        return f"Not run: permission denied for {tool.name} {argument!r}: {reason}", reason
+        shown = f"denied by the human: {words}" if words else reason
+        if words:
+            reason = "denied by the human; their reason follows the tool results, in their own words"
+        return ToolOutcome(f"Not run: permission denied for {tool.name} {argument!r}: {reason}", is_error=True, words=words,
+                           refused=shown)
 
-    async def _ask(self, tool: str, argument: str, why: str, args: dict[str, Any]) -> tuple[str, str, str]:
+    async def _ask(self, tool: str, argument: str, why: str, args: dict[str, Any]) -> tuple[str, str, str, str]:
         if self.approver is None:
             return "deny", (f"{why}, and no human can answer here (headless); allow it with a rule such as "
-                            f"allow = [\"{tool}:{argument.split()[0] if argument else ''}*\"] or pick another --permission-mode"), "mode"
+                            f"allow = [\"{tool}:{argument.split()[0] if argument else ''}*\"] or pick another --permission-mode"), "mode", ""
         answer = await self.approver(tool, argument, why, args)
         self.rules.session_allow.extend(answer.remember)
         verdict = "allow" if answer.allow else "deny"
-        reason = answer.reason or ("allowed by the human" if answer.allow else "denied by the human")
+        words = "" if answer.allow or not answer.words.strip() else answer.words
+        reason = answer.reason or (f"denied by the human: {words}" if words else "")
+        reason = reason or ("allowed by the human" if answer.allow else "denied by the human")
         if answer.remember:
             reason += f"; {', '.join(answer.remember)} allowed for this session"
-        return verdict, reason, "human"
+        return verdict, reason, "human", words
 
     def _mask(self, outcome: ToolOutcome) -> ToolOutcome:
-        content = outcome.content
-        for secret in self.secrets:
-            content = content.replace(secret, MASK)
-        if content == outcome.content:
+        content = self._masked(outcome.content)
+        blocks = outcome.blocks and [
+            {**b, "text": self._masked(b["text"])} if b.get("type") == "text" else b for b in outcome.blocks
+        ]
+        if content == outcome.content and blocks == outcome.blocks:
             return outcome
-        return ToolOutcome(content, outcome.is_error, outcome.exit_code, outcome.facts, outcome.refused)
+        return dataclasses.replace(outcome, content=content, blocks=blocks)
+
+    def _masked(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, MASK)
+        return text
 
 
 def _schema(model: type[BaseModel]) -> dict[str, Any]:

@@ -1,5 +1,7 @@
 """A loopback HTTP server that speaks the Messages API, for tests and `rhapsody --demo`.
 
+It also answers OpenAI's `POST /v1/chat/completions` from the same script (see chat.py).
+
 It streams SSE exactly as the SDK reads it, plays turns from a responder, records every
 request body, enforces the API's validation rules (see validate.py) and injects faults on
 demand: an HTTP error status with retry-after, an `error` event mid-stream, a connection
@@ -13,16 +15,20 @@ import hashlib
 import itertools
 import json
 import math
+import re
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import unquote
 
+from rhapsody.loopback import chat
 from rhapsody.loopback.validate import Invalid, _plain, signature, validate
 
 Turn = dict[str, Any]
+_VERTEX = re.compile(r"/publishers/anthropic/models/([^/:]+):streamRawPredict$")
 Responder = Callable[[dict[str, Any]], Turn]
 
 
@@ -66,8 +72,7 @@ class LoopbackServer:
     @property
     def url(self) -> str:
         """Base URL for the SDK."""
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://127.0.0.1:{self._httpd.server_port}"
 
     def start(self) -> LoopbackServer:
         """Start serving in a daemon thread."""
@@ -86,7 +91,7 @@ class LoopbackServer:
 
     def bodies(self) -> list[dict[str, Any]]:
         """The bodies of the requests that were answered 200."""
-        return [r.body for r in self.requests if r.status == 200 and r.path.endswith("/messages")]
+        return [r.body for r in self.requests if r.status == 200 and r.path.endswith(("/messages", ":streamRawPredict"))]
 
     def next_id(self, prefix: str) -> str:
         """A fresh id for a message or tool_use."""
@@ -144,8 +149,13 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw)
         except ValueError:
             return self._error(400, "invalid_request_error", "request body is not valid JSON", raw, None)
+        if self.path.endswith(chat.PATH):
+            return chat.serve(self, raw, body)
         if self.path.endswith("/count_tokens"):
             return self._json(200, {"input_tokens": sum(self.loopback.usage(body, write=False).values())}, raw, body)
+        vertex = _VERTEX.search(self.path)
+        if vertex and isinstance(body, dict):  # Vertex AI names the model in the path, not the body
+            return self._messages(raw, {**body, "model": unquote(vertex.group(1))})
         if not self.path.endswith("/v1/messages"):
             return self._error(404, "not_found_error", f"no route {self.path}", raw, body)
         self._messages(raw, body)

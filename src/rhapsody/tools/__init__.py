@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rhapsody.core.tools import Tool, Toolbox
+from rhapsody.core.tools import Approver, Tool, Toolbox
 
 
 def default_tools() -> list[Tool]:
@@ -16,7 +16,7 @@ def default_tools() -> list[Tool]:
 
 
 def default_toolbox(permission_mode: str = "yolo", allow: list[str] | None = None,
-                    deny: list[str] | None = None) -> Toolbox:
+                    deny: list[str] | None = None, approver: Approver | None = None) -> Toolbox:
     """The toolbox with every built-in tool; the credentials in the environment are masked in output."""
     import os
 
@@ -24,4 +24,4 @@ def default_toolbox(permission_mode: str = "yolo", allow: list[str] | None = Non
     from rhapsody.tools.bash import SCRUBBED
 
     secrets = tuple(os.environ[name] for name in SCRUBBED if os.environ.get(name))
-    return Toolbox(default_tools(), permission_mode, Rules(list(allow or []), list(deny or [])), secrets)
+    return Toolbox(default_tools(), permission_mode, Rules(list(allow or []), list(deny or [])), secrets, approver)

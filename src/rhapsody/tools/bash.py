@@ -61,7 +61,8 @@ class Bash:
         return ToolOutcome(f"{text}\n[exit code {code}]", is_error=code != 0, exit_code=code, facts=facts)
 
 
-SCRUBBED = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+SCRUBBED = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+            "AWS_BEARER_TOKEN_BEDROCK")
 
 
 def scrubbed_env() -> dict[str, str]:

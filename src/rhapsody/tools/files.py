@@ -14,8 +14,8 @@ from pydantic import BaseModel, Field
 
 from rhapsody.core.permissions import PROTECTED_READS, protected
 from rhapsody.core.tools import ToolContext, ToolFailure, ToolOutcome
-from rhapsody.memory import git_blob
 from rhapsody.prompts import load
+from rhapsody.tools.git import git_blob
 from rhapsody.tools.paths import cap_text, confine, shown
 
 READ_CAP = 200_000

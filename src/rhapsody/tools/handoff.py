@@ -16,8 +16,11 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, Field
 
 from rhapsody.core import recall
+from rhapsody.core.failures import last_failure
 from rhapsody.core.handoff import stripped_index
+from rhapsody.core.handoff_state import NoteWritten
 from rhapsody.core.history import state_dir
+from rhapsody.core.messages import ToolResultBlock
 from rhapsody.core.session import Session
 from rhapsody.core.tools import ToolContext, ToolFailure, ToolOutcome
 from rhapsody.prompts import load
@@ -29,8 +32,9 @@ MAX_COMMAND_CHARS = 4000
 
 class FieldNote(BaseModel):
     done: list[str] = Field(description="What is finished. Mark each claim [measured] or [inferred].")
-    open: list[str] = Field(description="What is still open, next steps first.")
-    went_wrong: list[str] = Field(default_factory=list, description="What failed or misled, and how it was found.")
+    open: list[str] = Field(description="Next steps first, then what is still open; exact paths with line numbers.")
+    went_wrong: list[str] = Field(default_factory=list, description="What was tried and failed or misled, and how it was found; errors verbatim.")
+    decisions: list[str] = Field(default_factory=list, description="Decisions taken, each with its reason.")
     working_directory: str = Field(description="The directory you work in and which directory is the git repository.")
     tool_quirks: list[str] = Field(default_factory=list, description="Tools that behave unexpectedly (exit codes, paths, flags).")
     recipes: list[str] = Field(default_factory=list, description="Exact commands worth keeping, verbatim.")
@@ -58,7 +62,7 @@ class MicroHandoff:
         path.chmod(0o600)
         index = stripped_index(session)
         content = f"{note}\n## What the seam strips (fetch any with recall by id)\n\n{index}\n\n{load('handoff_done')}"
-        return ToolOutcome(content, facts={"note_path": str(path.relative_to(ctx.root)), "seam_pending": True, "seam": number})
+        return NoteWritten(content, note_path=str(path.relative_to(ctx.root)), seam=number)
 
 
 def _bullets(items: list[str]) -> str:
@@ -70,9 +74,10 @@ def render_note(note: FieldNote, number: int, session_id: str, facts: str) -> st
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     parts = [
         f"# Field note, seam {number} (session {session_id}, {stamp})",
+        f"## Next steps and open\n{_bullets(note.open)}",
         f"## Done\n{_bullets(note.done)}",
-        f"## Open\n{_bullets(note.open)}",
         f"## What went wrong\n{_bullets(note.went_wrong)}",
+        f"## Decisions\n{_bullets(note.decisions)}",
         f"## Working directory and repository\n{note.working_directory}",
         f"## Tool quirks\n{_bullets(note.tool_quirks)}",
         f"## Recipes\n{_bullets(note.recipes)}",
@@ -99,7 +104,16 @@ def harness_facts(root: Path, session: Session) -> str:
     lines.append(f"- files read ({len(reads)}): " + (", ".join(reads[:60]) or "none"))
     lines.append(f"- files written ({len(writes)}): " + (", ".join(writes[:60]) or "none"))
     lines.append(_commands(since))
+    failure = last_failure(since, _outputs(session))
+    if failure:
+        lines.append(failure)
     return "\n".join(lines)
+
+
+def _outputs(session: Session) -> dict[str, str]:
+    """Tool result text by tool_use id, from the whole conversation (history keeps what a seam stripped)."""
+    return {b.tool_use_id: b.text() for m in session.conversation.messages for b in m.content
+            if isinstance(b, ToolResultBlock)}
 
 
 def _since_last_seam(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

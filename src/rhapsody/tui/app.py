@@ -37,13 +37,14 @@ from textual.worker import Worker
 from rhapsody import render
 from rhapsody.commands import COMMANDS, is_command, run_command
 from rhapsody.core import events as ev
+from rhapsody.config import Settings
+from rhapsody.core.approval import HumanApprover
+from rhapsody.core.loop import Agent
 from rhapsody.core.messages import ToolUseBlock
-from rhapsody.core.tools import Approval
 from rhapsody.figures import Figures
 from rhapsody.prompt_aids import InputHistory
 from rhapsody.tui.status import Liveness, status_line, welcome_text
 from rhapsody.tui.widgets import Entry, Foldable, PromptInput, StatusBar, TranscriptView
-from rhapsody.wiring import Wiring
 
 
 class RhapsodyApp(App[int]):
@@ -60,10 +61,14 @@ class RhapsodyApp(App[int]):
         Binding("ctrl+c", "quit_twice", "Quit (twice)", id="quit", priority=True),
     ]
 
-    def __init__(self, wiring: Wiring, initial: str = "", welcome: str = "") -> None:
+    def __init__(self, agent: Agent, settings: Settings, approver: HumanApprover | None = None,
+                 initial: str = "", welcome: str = "") -> None:
+        """`approver` is the one the agent's toolbox asks (None: questions are refused, as headless)."""
         super().__init__()
-        self.wiring = wiring
-        self.agent = wiring.agent
+        self.agent = agent
+        self.settings = settings
+        self.approver = approver
+        self._questions: asyncio.Task[None] | None = None
         self.initial = initial
         self.welcome = welcome
         self.hints: dict[str, Entry] = {}
@@ -73,6 +78,7 @@ class RhapsodyApp(App[int]):
         self.live = Liveness()
         self.figures = Figures()
         self._seen = 0
+        self._said_interrupted = False
         self._thinking: Entry | None = None
         self._ctrl_c_at = 0.0
         self._git = ""
@@ -85,14 +91,17 @@ class RhapsodyApp(App[int]):
         yield Footer()
 
     async def on_mount(self) -> None:
-        self.agent.toolbox.approver = self.approve
-        if self.wiring.settings.keymap:
-            self.set_keymap(self.wiring.settings.keymap)
+        if self.approver is not None:
+            self._questions = asyncio.create_task(self.serve_questions(self.approver))
+        if self.settings.keymap:
+            self.set_keymap(self.settings.keymap)
         prompt = self.query_one(PromptInput)
         prompt.inputs = InputHistory(self.agent.session.root)
         prompt.root = self.agent.session.root
         prompt.move_cursor(prompt.document.end)
         await self.reload()
+        for notice in self.agent.toolbox.start_sources():  # MCP servers start now; the first paint does not wait
+            await self.note(f"! {notice}")
         prompt.focus()
         self.refresh_status()
         self.refresh_git()
@@ -156,7 +165,7 @@ class RhapsodyApp(App[int]):
             entries.append(note[1])
             note = next(notes, None)
         if not entries:
-            entries = [Entry("welcome", welcome_text(self.wiring, self.welcome))]
+            entries = [Entry("welcome", welcome_text(self.agent, self.settings, self.welcome))]
         self._seen = len(session.records)
         await self.transcript.load(entries)
         self.hints = {e.key: e for e in entries if e.kind == "hint" and e.state == "pending"}
@@ -189,7 +198,7 @@ class RhapsodyApp(App[int]):
             if text.startswith("/clear"):
                 self.notes = []
             await self.reload()
-        if outcome.text:
+        if outcome.text and not outcome.in_history:
             await self.note(outcome.text, "error" if outcome.error else "notice")
         if outcome.run_turn:
             self.start_turn(None)
@@ -207,6 +216,7 @@ class RhapsodyApp(App[int]):
         await self.drop_welcome()
         if text:
             await self.transcript.add(Entry("user", f"› {text}"))
+        self._said_interrupted = False
         self.live.start("working")
         self.set_state("working")
         try:
@@ -215,7 +225,8 @@ class RhapsodyApp(App[int]):
                     await self.apply(event)
             await self.after_turn()
         except asyncio.CancelledError:
-            await self.interrupted()
+            if not self._said_interrupted:  # cancelled before the loop could say so itself
+                await self.interrupted()
             raise
         finally:
             self.live.stop()
@@ -224,8 +235,9 @@ class RhapsodyApp(App[int]):
 
     async def after_turn(self) -> None:
         """ctrl+o always ends in a seam: a handoff wanted when the turn ended is asked for now."""
-        session = self.agent.session
-        if session.handoff_wanted and not session.handoff_asked:
+        from rhapsody.core.handoff_state import Phase
+
+        if self.agent.session.handoff.phase == Phase.WANTED:
             async with aclosing(self.agent.run(None)) as stream:
                 async for event in stream:
                     await self.apply(event)
@@ -252,6 +264,9 @@ class RhapsodyApp(App[int]):
             self.live.streamed(len(event.text))
             await self.stream_thinking(event.text)
             return
+        if isinstance(event, ev.Interrupted):
+            self._said_interrupted = True
+            return await self.interrupted()
         if isinstance(event, ev.BlockStopped):
             await t.end_text()
             self._thinking = None
@@ -318,16 +333,25 @@ class RhapsodyApp(App[int]):
             entry.text, entry.state = line.text, line.state
             await self.transcript.move_to_end(entry)
 
-    async def approve(self, tool: str, argument: str, why: str, args: dict[str, Any]) -> Approval:
-        """Ask the human, in a modal, whether a call may run (called from the agent worker)."""
-        from rhapsody.tui.approval import question
+    async def serve_questions(self, approver: HumanApprover) -> None:
+        """Ask each permission question in a modal, one at a time, for as long as the app runs."""
+        from rhapsody.tui.approval import question as dialog
 
-        self.set_state("waiting for you")
-        self.live.pause()
-        answer = await self.push_screen_wait(question(tool, argument, why, args, self.agent.session.root))
-        self.live.resume()
-        self.set_state("working")
-        return answer
+        while True:
+            question = await approver.next_question()
+            self.set_state("waiting for you")
+            self.live.pause()
+            screen = dialog(question.tool, question.argument, question.why, question.args, self.agent.session.root)
+            await self.push_screen(screen, callback=question.answer)
+            await asyncio.wait([question.reply])  # answered, or dropped when the turn was interrupted
+            if question.reply.cancelled() and self.screen is screen:
+                self.pop_screen()
+            self.live.resume()
+            self.set_state("working")
+
+    def on_unmount(self) -> None:
+        if self._questions is not None:
+            self._questions.cancel()
 
     @on(Foldable.FullView)
     def full_view(self, message: Foldable.FullView) -> None:

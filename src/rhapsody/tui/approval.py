@@ -131,9 +131,8 @@ class ApprovalScreen(ModalScreen[Approval]):
         self.dismiss(Approval(True, remember=self.rules))
 
     def action_deny(self) -> None:
-        """Deny, with the typed reason."""
-        reason = self.query_one("#reason", Input).value.strip()
-        self.dismiss(Approval(False, reason=f"denied by the human: {reason}" if reason else ""))
+        """Deny; the typed words reach the agent as the human's own message."""
+        self.dismiss(Approval(False, words=self.query_one("#reason", Input).value))
 
 
 def question(tool: str, argument: str, why: str, args: dict[str, object], root: Path) -> ApprovalScreen:

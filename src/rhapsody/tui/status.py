@@ -90,17 +90,17 @@ def _width(fields: list[tuple[int, str]]) -> int:
     return 1 + sum(len(t) for _, t in fields) + 3 * (len(fields) - 1)
 
 
-def welcome_text(wiring: Any, extra: str = "") -> str:
+def welcome_text(agent: Any, settings: Any, extra: str = "") -> str:
     """What an empty session shows: where, which model, which permissions, and the keys that matter."""
-    session = wiring.agent.session
-    sandbox = getattr(wiring.settings, "sandbox", None)
+    session = agent.session
+    sandbox = getattr(settings, "sandbox", None)
     sandbox_text = "on" if sandbox is True else "off" if sandbox is False else "not available in this build"
     lines = [
         "rhapsody: a coding agent that narrates each step",
         "",
         f"  project      {str(session.root).replace(str(Path.home()), '~')}",
         f"  model        {session.spec.model}",
-        f"  permissions  {wiring.agent.toolbox.permission_mode} (/permissions to see or switch)",
+        f"  permissions  {agent.toolbox.permission_mode} (/permissions to see or switch)",
         f"  sandbox      {sandbox_text}",
         "",
         "  enter   send; while the agent works: a hint for its next step",

@@ -1,0 +1,165 @@
+"""What the seams saved: a session's requests priced with prompt caching, with and without seams.
+
+"As it happened" is the usage the API reported for every request, priced: uncached input
+at 1×, cache writes at 1.25×, cache reads at the model's read multiplier (0.1× for most
+models; see core/pricing.py). "Without seams" rebuilds every request from the history with
+the seams left out (everything else as it happened: rolling cuts, thinking cuts, the
+handoff calls themselves) and prices it with a prompt-cache model of the request rhapsody
+builds: breakpoints after the system prompt and on the newest message, a 5-minute TTL
+refreshed by each read, the longest cached prefix read and the rest written. The model's
+token counts (compact JSON characters / 4) are scaled so that, run over the requests as
+they happened, they add up to the input tokens the API reported; the same model run over
+the requests as they happened is reported too, so its error can be seen.
+
+Figures are in base-input-token equivalents (multiply by the model's input price for
+dollars).
+
+Imports: stdlib and rhapsody.core only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from rhapsody.core.context import Conversation
+from rhapsody.core.messages import Message, compact_json
+from rhapsody.core.pricing import WRITE_5M_MULT
+
+TTL = 300.0
+SEAM_KINDS = ("seam", "unseam")
+
+
+@dataclass(frozen=True)
+class Sent:
+    """One answered request: when it went out, the messages it carried, what the API reported."""
+
+    ts: float
+    messages: list[Message]
+    usage: dict[str, int]
+
+
+def replay(records: list[dict[str, Any]], seams: bool = True) -> list[Sent]:
+    """Every answered request of a history, rebuilt; with `seams=False`, as if no seam had happened."""
+    conv = Conversation()
+    sent: list[Sent] = []
+    pending: tuple[float, list[Message]] | None = None
+    for record in records:
+        kind = record["kind"]
+        if kind == "request":
+            pending = (float(record.get("ts", 0.0)), conv.active())
+        elif kind == "usage" and pending is not None:
+            usage = {k: int(record.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens",
+                                                           "cache_read_input_tokens")}
+            sent.append(Sent(pending[0], pending[1], usage))
+            pending = None
+        elif seams or kind not in SEAM_KINDS:
+            conv.apply(record)
+    return sent
+
+
+def priced(usage: dict[str, int], read_mult: float) -> float:
+    """Base-input-token equivalents of one request's reported input."""
+    return (usage.get("input_tokens", 0) + usage.get("cache_creation_input_tokens", 0) * WRITE_5M_MULT
+            + usage.get("cache_read_input_tokens", 0) * read_mult)
+
+
+class CacheModel:
+    """A prompt cache over [tools, system, *messages] with writes at rhapsody's two breakpoints.
+
+    Consecutive requests mostly share their messages (the same objects, as the history view
+    extends), so running digests are kept per position and only the new tail is hashed.
+    """
+
+    def __init__(self, head: list[Any], read_mult: float) -> None:
+        self.read_mult = read_mult
+        self._cache: dict[str, float] = {}
+        self._memo: dict[int, tuple[Message, str, int]] = {}
+        self._prev: list[Message] = []
+        self._runs: list[str] = []
+        """Running digest after each part of the previous request (head parts first)."""
+        self._totals: list[int] = []
+        """Tokens up to and including each part of the previous request."""
+        running, total = "", 0
+        for part in head:
+            running, total = _digest(running + _digest(compact_json(part))), total + _tokens(part)
+            self._runs.append(running)
+            self._totals.append(total)
+        self._head = len(head)
+
+    def price(self, ts: float, messages: list[Message]) -> tuple[int, float]:
+        """(input tokens, billed equivalents) of one request sent at `ts`."""
+        same = 0
+        for old, new in zip(self._prev, messages):
+            if old is not new:
+                break
+            same += 1
+        runs, totals = self._runs[: self._head + same], self._totals[: self._head + same]
+        for message in messages[same:]:
+            digest, tokens = self._part(message)
+            runs.append(_digest(runs[-1] + digest))
+            totals.append(totals[-1] + tokens)
+        self._prev, self._runs, self._totals = list(messages), runs, totals
+        read = next((totals[i] for i in range(len(runs) - 1, -1, -1)
+                     if self._cache.get(runs[i], -1e18) + TTL >= ts), 0)
+        for i in {self._head - 1, len(runs) - 1}:  # the breakpoints: after system, on the newest message
+            self._cache[runs[i]] = ts
+        written = totals[-1] - read
+        return totals[-1], written * WRITE_5M_MULT + read * self.read_mult
+
+    def _part(self, message: Message) -> tuple[str, int]:
+        found = self._memo.get(id(message))
+        if found is None or found[0] is not message:
+            text = compact_json(message.api)
+            found = (message, _digest(text), _chars_tokens(len(text)))
+            self._memo[id(message)] = found
+        return found[1], found[2]
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _tokens(part: Any) -> int:
+    return _chars_tokens(len(compact_json(part)))
+
+
+def _chars_tokens(chars: int) -> int:
+    return max(1, -(-chars // 4))
+
+
+def simulate(head: list[Any], sent: list[Sent], read_mult: float) -> list[tuple[int, float]]:
+    """(input tokens, billed equivalents) of each request of a run under the cache model."""
+    model = CacheModel(head, read_mult)
+    return [model.price(request.ts, request.messages) for request in sent]
+
+
+def seam_savings(records: list[dict[str, Any]], read_mult: float) -> dict[str, Any]:
+    """Billed input as it happened beside the same requests rebuilt without any seam."""
+    head_record = records[0] if records and records[0].get("kind") == "session" else {}
+    head = [head_record.get("tools", []), [{"type": "text", "text": head_record.get("system", "")}]]
+    actual = replay(records, seams=True)
+    without = replay(records, seams=False)
+    reported = sum(sum(s.usage.values()) for s in actual)
+    billed = sum(priced(s.usage, read_mult) for s in actual)
+    sim, free = simulate(head, actual, read_mult), simulate(head, without, read_mult)
+    sim_tokens, sim_billed = sum(t for t, _ in sim), sum(c for _, c in sim)
+    free_tokens, free_billed = sum(t for t, _ in free), sum(c for _, c in free)
+    scale = reported / sim_tokens if sim_tokens else 1.0
+    # A further request reads its whole prefix from cache: the seams save the difference in size.
+    further = (free[-1][0] - sim[-1][0]) * scale * read_mult if sim else 0.0
+    return {
+        "requests": len(actual),
+        "seams": sum(1 for r in records if r["kind"] == "seam"),
+        "cache_read_multiplier": read_mult,
+        "cache_write_multiplier": WRITE_5M_MULT,
+        "input_tokens": reported,
+        "billed_input_tokens": round(billed),
+        "input_tokens_without_seams": round(free_tokens * scale),
+        "billed_input_tokens_without_seams": round(free_billed * scale),
+        "billed_input_tokens_simulated": round(sim_billed * scale),
+        "token_scale": round(scale, 4),
+        "saving": round(1 - billed / (free_billed * scale), 4) if free_billed else 0.0,
+        "saving_per_further_request": round(further),
+    }

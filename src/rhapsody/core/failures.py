@@ -1,0 +1,69 @@
+"""The last failing command and the tests it named, for the field note's harness facts.
+
+The harness quotes them verbatim so the note never depends on the model having copied an
+error correctly: the final lines of the newest command that failed, and the names of the
+tests its output reports as failed (pytest, unittest, go test, cargo test, jest/vitest).
+
+Imports: stdlib only.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+TAIL_LINES = 20
+TAIL_CHARS = 2000
+MAX_TESTS = 30
+
+_TEST_PATTERNS = (
+    re.compile(r"^(?:FAILED|ERROR) (\S+::\S+)", re.M),  # pytest short summary
+    re.compile(r"^(\S+::\S+) (?:FAILED|ERROR)\b", re.M),  # pytest -v
+    re.compile(r"^(?:FAIL|ERROR): (\w+ \([\w.]+\))", re.M),  # unittest
+    re.compile(r"^\s*--- FAIL: (\S+)", re.M),  # go test
+    re.compile(r"^test (\S+) \.\.\. FAILED$", re.M),  # cargo test
+    re.compile(r"^\s*[✕×] (.+?)(?: \(\d+ ?m?s\))?$", re.M),  # jest / vitest
+)
+
+
+def failed_tests(output: str) -> list[str]:
+    """Names of failed tests in a test runner's output, in order of appearance, at most MAX_TESTS."""
+    found: list[tuple[int, str]] = []
+    for pattern in _TEST_PATTERNS:
+        found += [(m.start(), m.group(1).strip()) for m in pattern.finditer(output)]
+    names = list(dict.fromkeys(name for _, name in sorted(found)))
+    return names[:MAX_TESTS]
+
+
+def tail(output: str, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:
+    """The final `lines` lines of `output`, at most `chars` characters, verbatim."""
+    text = "\n".join(output.rstrip("\n").splitlines()[-lines:])
+    return text[-chars:]
+
+
+def failed(run: dict[str, Any]) -> bool:
+    """Whether a `tool_run` record is a command that failed."""
+    return bool(run.get("command")) and (run.get("exit_code") not in (0, None) or bool(run.get("is_error")))
+
+
+def last_failure(runs: list[dict[str, Any]], outputs: dict[str, str]) -> str:
+    """Markdown for the newest failed command among `runs` (tool_run records, oldest first); '' if none.
+
+    `outputs` maps tool_use ids to the text of their results.
+    """
+    failures = [r for r in runs if failed(r)]
+    if not failures:
+        return ""
+    run = failures[-1]
+    output = outputs.get(run.get("tool_use_id", ""), "")
+    later_ok = any(r.get("command") == run["command"] and not failed(r) for r in runs[runs.index(run) + 1:])
+    lines = [f"### Last failing command (exit {run.get('exit_code')}; verbatim)", f"`{run['command']}`"]
+    if later_ok:
+        lines.append("(a later run of the same command succeeded)")
+    text = tail(output)
+    fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
+    lines.append(f"Final lines of its output:\n{fence}\n{text}\n{fence}")
+    tests = failed_tests(output)
+    if tests:
+        lines.append(f"Failed tests ({len(tests)}{'+' if len(tests) >= MAX_TESTS else ''}): " + ", ".join(tests))
+    return "\n".join(lines)

@@ -1,0 +1,121 @@
+"""The micro-handoff as one state machine whose every transition is a history record.
+
+    idle ──want──▶ wanted ──ask──▶ asked ──remind──▶ reminded
+                                     │                  │
+                       (the agent calls micro_handoff: the note is written)
+                                     ▼                  ▼
+                                   noted ──end of turn──▶ committed (a `seam` record)
+                                                       ╰▶ failed (`seam_failed`)
+    asked/reminded ──the agent ends its turn again without a note──▶ failed (`handoff_failed`)
+    committed ──/unhandoff──▶ undone (an `unseam` record)
+
+`committed`, `failed` and `undone` are at rest, like `idle`: a new request starts over at
+`wanted`. The transitions `wanted`, `asked`, `reminded` and `noted` are `handoff` records;
+the others are the records that already say what happened (`seam`, `seam_failed`,
+`handoff_failed`, `unseam`). `fold` is pure: the session replays it over the history, so
+a session killed in any state resumes in that state.
+
+Imports: stdlib and rhapsody.core only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from rhapsody.core.tools import ToolOutcome
+
+if TYPE_CHECKING:
+    from rhapsody.core.session import Session
+
+
+class Phase(StrEnum):
+    """Where the handoff stands."""
+
+    IDLE = "idle"
+    WANTED = "wanted"
+    ASKED = "asked"
+    REMINDED = "reminded"
+    NOTED = "noted"
+    COMMITTED = "committed"
+    FAILED = "failed"
+    UNDONE = "undone"
+
+
+AT_REST = frozenset({Phase.IDLE, Phase.COMMITTED, Phase.FAILED, Phase.UNDONE})
+RECORDED = frozenset({Phase.WANTED, Phase.ASKED, Phase.REMINDED, Phase.NOTED})
+"""The phases written as `handoff` records; the rest follow from other records."""
+
+
+@dataclass(frozen=True)
+class HandoffState:
+    """The handoff's phase and what the next steps need to know."""
+
+    phase: Phase = Phase.IDLE
+    interrupted_work: bool = False
+    """Asked in the middle of work (after tool results): the agent is told to go on after the seam."""
+    note_path: str = ""
+    """The field note the pending seam will point at (phase `noted`)."""
+
+    @property
+    def pending(self) -> bool:
+        """Whether a handoff is under way (wanted, asked, reminded or noted)."""
+        return self.phase not in AT_REST
+
+
+@dataclass(frozen=True)
+class NoteWritten(ToolOutcome):
+    """What `micro_handoff` returns: the note is saved, and the seam is to be committed."""
+
+    note_path: str = ""
+    seam: int = 0
+
+
+def fold(state: HandoffState, record: dict[str, Any]) -> HandoffState:
+    """The state after one history record (records of other kinds leave it as it is)."""
+    kind = record["kind"]
+    if kind == "handoff":
+        phase = Phase(record["state"])
+        if phase == Phase.WANTED:
+            return HandoffState(Phase.WANTED)
+        return dataclasses.replace(state, phase=phase, interrupted_work=record.get("interrupted_work", state.interrupted_work),
+                                   note_path=record.get("note_path", state.note_path))
+    if kind == "handoff_asked":  # written by rhapsody before the `handoff` record existed
+        return HandoffState(Phase.ASKED, interrupted_work=bool(record.get("interrupted_work")))
+    if kind == "seam":
+        return HandoffState(Phase.COMMITTED)
+    if kind in ("seam_failed", "handoff_failed"):
+        return HandoffState(Phase.FAILED)
+    if kind == "unseam":
+        return HandoffState(Phase.UNDONE)
+    return state
+
+
+def want(session: Session) -> bool:
+    """Ask for a handoff; False (nothing recorded) when one is already under way."""
+    if session.handoff.pending:
+        return False
+    session.record("handoff", state=Phase.WANTED.value)
+    return True
+
+
+def ask(session: Session, interrupted_work: bool) -> None:
+    """The request for a field note went to the agent."""
+    session.record("handoff", state=Phase.ASKED.value, interrupted_work=interrupted_work)
+
+
+def remind(session: Session) -> None:
+    """The agent ended its turn without a note; it was reminded once."""
+    session.record("handoff", state=Phase.REMINDED.value)
+
+
+def noted(session: Session, note: NoteWritten) -> None:
+    """The field note is written; the seam commits when the agent ends its turn."""
+    session.record("handoff", state=Phase.NOTED.value, note_path=note.note_path, seam=note.seam)
+
+
+def give_up(session: Session, reason: str) -> None:
+    """The agent ended its turn twice without a note; nothing is stripped."""
+    session.record("handoff_failed", reason=reason)

@@ -1,0 +1,54 @@
+"""How the loop behaves, and the limits that end a turn.
+
+Imports: stdlib and rhapsody.core only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rhapsody.core.events import LimitsExceeded
+from rhapsody.core.pricing import cost, priced
+from rhapsody.core.rolling import RollingPolicy
+from rhapsody.core.session import Session
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How the loop behaves; the texts come from prompts/."""
+
+    narration_rule: str
+    handoff_request: str
+    handoff_reminder: str
+    continue_after_handoff: str
+    narration_min_words: int = 8
+    parallel_tools: bool = False
+    handoff_at_tokens: int | None = None
+    bash_timeout: float = 120.0
+    output_cap: int = 30000
+    exact_tokens: bool = False
+    rolling: RollingPolicy | None = None
+    max_steps_per_turn: int | None = None
+    """Requests one turn may send; the turn ends with LimitsExceeded before the next one."""
+    max_cost_usd: float | None = None
+    """The session's estimated cost at which turns end with LimitsExceeded before a request."""
+    memory_reminder: str | None = None
+    """Sent once at the end of a task that used tools, when project memory is on (seed 001)."""
+    memory_path: str = "docs/memory"
+    """The memory folder: a task that already wrote there is not reminded."""
+
+
+def limit_reached(policy: Policy, session: Session, steps: int) -> LimitsExceeded | None:
+    """The limit that forbids the next request after `steps` requests this turn (recorded); None when it may go."""
+    if policy.max_steps_per_turn is not None and steps >= policy.max_steps_per_turn:
+        return _limit(session, "max_steps_per_turn", steps, policy.max_steps_per_turn)
+    if policy.max_cost_usd is not None and priced(session.spec.model):  # no price, no guessed limit
+        spent = cost(session.spec.model, session.counters.usage)
+        if spent >= policy.max_cost_usd:
+            return _limit(session, "max_cost_usd", round(spent, 4), policy.max_cost_usd)
+    return None
+
+
+def _limit(session: Session, name: str, value: float, maximum: float) -> LimitsExceeded:
+    session.record("limit", limit=name, value=value, maximum=maximum)
+    return LimitsExceeded(name, value, maximum)

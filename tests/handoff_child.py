@@ -1,0 +1,69 @@
+"""A rhapsody session driven to one handoff state, then held there until killed.
+
+`hold(project, state, conn)` runs in a child process (tests/test_handoff_states.py starts
+it from a fork server that imported this module once): it runs the loop against its own
+loopback server, stops consuming events as soon as the session's handoff reaches `state`,
+sends the history path and the phase it holds, and blocks on `conn` until the test kills
+it with SIGKILL (or the test process is gone and the pipe closes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from multiprocessing.connection import Connection
+from contextlib import aclosing
+from pathlib import Path
+from typing import Any
+
+import anthropic
+
+from rhapsody.anthropic_model import AnthropicModel
+from rhapsody.config import Settings
+from rhapsody.core.handoff import undo_seam
+from rhapsody.core.loop import Agent
+from rhapsody.loopback.script import ScriptedResponder, say
+from rhapsody.loopback.server import LoopbackServer
+from rhapsody.wiring import build
+
+from .test_handoff_e2e import handoff_turn
+
+SCRIPTS: dict[str, list[dict[str, Any]]] = {
+    "wanted": [],
+    "asked": [],
+    "reminded": [say("I would rather finish first.")],
+    "noted": [handoff_turn()],
+    "committed": [handoff_turn(), say("Note written.")],
+    "failed": [say("Not now."), say("Still not now.")],
+    "undone": [handoff_turn(), say("Note written.")],
+}
+
+
+async def reach(agent: Agent, state: str) -> None:
+    """Request a handoff and drive the turn until the handoff is in `state` (or the turn ends)."""
+    agent.request_handoff()
+    target = "committed" if state == "undone" else state
+    if agent.session.handoff.phase != target:
+        async with aclosing(agent.run()) as events:
+            async for _ in events:
+                if agent.session.handoff.phase == target:
+                    break
+    if state == "undone":
+        undo_seam(agent.session)
+
+
+async def drive(project: Path, state: str) -> tuple[str, str]:
+    """Drive a new session of `project` to `state`; its history path and the phase it holds."""
+    server = LoopbackServer(ScriptedResponder(SCRIPTS[state])).start()
+    client = anthropic.AsyncAnthropic(base_url=server.url, api_key="sk-test-key", max_retries=0, timeout=5.0)
+    wiring = build(project, Settings(permission_mode="yolo"), AnthropicModel(client, retries=0), "claude-sonnet-5-5")
+    await reach(wiring.agent, state)
+    return str(wiring.session.path), wiring.session.handoff.phase.value
+
+
+def hold(project: Path, state: str, conn: Connection) -> None:
+    """The child process: reach `state`, say so, then block until killed."""
+    conn.send(asyncio.run(drive(project, state)))
+    try:
+        conn.recv()
+    except EOFError:
+        pass

@@ -1,0 +1,60 @@
+"""What the seams saved: every request priced with prompt caching, with and without seams."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rhapsody.cli import main
+from rhapsody.commands import run_command
+from rhapsody.core.history import read_history
+from rhapsody.loopback.script import call, say
+
+from .conftest import Stub, collect
+from .test_handoff_e2e import handoff_turn
+
+
+def big(n: int) -> dict[str, Any]:
+    return call(f"Step {n}: I will list a long sequence so the context grows like a real session does.",
+                "bash", command=f"seq {n} {n + 900}")
+
+
+async def test_stats_prices_the_session_beside_the_same_requests_without_seams(
+    stub: Stub, project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stub.script(*[big(n) for n in range(6)], say("six listed"), handoff_turn(), say("noted"),
+                *[big(n) for n in range(6, 12)], say("six more listed"))
+    wiring = stub.wire(project)
+    await collect(wiring.agent.run("list"))
+    wiring.agent.request_handoff()
+    await collect(wiring.agent.run())
+    await collect(wiring.agent.run("list more"))
+    assert main(["stats", "--json", "--cwd", str(project), "--cache-read-mult", "0.1"]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    usage = [r for r in read_history(wiring.session.path).records if r["kind"] == "usage"]
+    expected = sum(u["input_tokens"] + 1.25 * u["cache_creation_input_tokens"] + 0.1 * u["cache_read_input_tokens"]
+                   for u in usage)
+    assert figures["requests"] == len(usage) == 16 and figures["seams"] == 1
+    assert figures["billed_input_tokens"] == round(expected)
+    assert abs(figures["billed_input_tokens_simulated"] - expected) / expected < 0.02  # the cache model fits
+    assert figures["billed_input_tokens_without_seams"] > figures["billed_input_tokens"] > 0
+    assert figures["input_tokens_without_seams"] > figures["input_tokens"]
+    assert 0 < figures["saving"] < 1 and figures["saving_per_further_request"] > 0
+    line = run_command(wiring.agent, "/stats").text.splitlines()[-1]
+    assert line.startswith("billed input (cache reads 0.05×, writes 1.25×):") and "without (saved" in line
+
+
+async def test_without_a_seam_both_figures_come_from_the_same_requests(
+    stub: Stub, project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stub.script(big(1), big(2), say("done"))
+    wiring = stub.wire(project)
+    await collect(wiring.agent.run("list"))
+    assert main(["stats", "--json", "--cwd", str(project)]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    assert figures["seams"] == 0 and figures["saving_per_further_request"] == 0
+    assert figures["billed_input_tokens_without_seams"] == figures["billed_input_tokens_simulated"]
+    assert figures["cache_read_multiplier"] == 0.05  # claude-sonnet-5-5's rate from the price table

@@ -1,0 +1,47 @@
+"""Claude on Vertex AI through the SDK's own AsyncAnthropicVertex client, against the loopback server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rhapsody.anthropic_model import AnthropicModel, vertex_client
+from rhapsody.config import Settings
+from rhapsody.core.events import ToolFinished
+from rhapsody.loopback.script import call, say
+from rhapsody.wiring import build
+
+from .conftest import Stub, collect
+
+VERTEX_MODEL = "claude-sonnet-4-5@20250929"
+
+
+async def test_vertex_client_streams_a_narrated_tool_call_through_the_loop(stub: Stub, project: Path) -> None:
+    stub.script(call("I will list the project files to find the module under test, expecting app.py.", "bash",
+                     command="ls"), say("There is app.py."))
+    client = vertex_client("my-project", "us-east5", 5.0, access_token="ya29.test-token", base_url=stub.server.url)
+    model = AnthropicModel(client, retries=0)
+    wiring = build(project, Settings(provider="vertex", model=VERTEX_MODEL, permission_mode="yolo"), model, VERTEX_MODEL)
+    events = await collect(wiring.agent.run("what files are there?"))
+    assert [e.is_error for e in events if isinstance(e, ToolFinished)] == [False]
+    first, second = stub.server.requests
+    assert first.path.startswith("/projects/my-project/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5")
+    assert first.path.endswith(":streamRawPredict") and first.headers["authorization"] == "Bearer ya29.test-token"
+    assert "anthropic_version" in first.body and second.body["model"] == VERTEX_MODEL
+    assert second.body["messages"][-1]["content"][0]["type"] == "tool_result"
+
+
+def test_each_sdk_has_exactly_one_importer() -> None:
+    import ast
+
+    src = Path(__file__).parent.parent / "src" / "rhapsody"
+    importers: dict[str, set[str]] = {"mcp": set(), "mcp_types": set(), "openai": set(), "anthropic": set()}
+    for path in src.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            for name in names:
+                top = name.split(".")[0]
+                if top in importers:
+                    importers[top].add(str(path.relative_to(src)))
+    assert importers == {"mcp": {"mcp_tools.py"}, "mcp_types": set(), "openai": {"openai_model.py"},
+                         "anthropic": {"anthropic_model.py"}}
