@@ -72,12 +72,12 @@ async def test_typing_a_denial_never_approves_and_enter_denies_with_it(stub: Stu
         app.start_turn("size?")
         await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None)
         assert app.screen.focused is not None and app.screen.focused.id == "reason"
-        await pilot.press(*"use stat instead, yes any way", "enter")
+        await pilot.press(*"add a test first, yes", "enter")
         await idle(pilot)
-        assert any("→ denied: denied by the human: use stat instead" in t for t in texts(app))
+        assert any("→ denied: denied by the human: add a test first" in t for t in texts(app))
     denied = [r for r in records(app) if r["kind"] == "permission"]
     assert [(r["decision"], r["by"]) for r in denied] == [("deny", "human")]
-    assert "use stat instead, yes any way" in denied[0]["reason"]
+    assert "add a test first, yes" in denied[0]["reason"]
     assert app.agent.toolbox.rules.session_allow == []
 
 
@@ -104,8 +104,10 @@ async def test_lone_hotkeys_answer(stub: Stub, project: Path) -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("go")
         for key in ("y", "a"):
-            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen))
+            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None)
             await pilot.press(key)
+            assert isinstance(app.screen, ApprovalScreen)  # a key alone never answers
+            await pilot.press("enter")
         await idle(pilot)
     assert all((project / n).exists() for n in ("one.txt", "two.txt", "three.txt"))
 

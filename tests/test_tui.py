@@ -192,8 +192,8 @@ async def test_ask_mode_shows_the_question_and_each_answer_takes_effect(stub: St
 
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("go")
-        await answer("y")
-        await answer("a")
+        await answer("y", "enter")
+        await answer("a", "enter")
         await answer(*"do not delete anything", "enter")
         await wait_idle(pilot)
     assert (project / "once.txt").exists() and (project / "rule.txt").exists() and (project / "again.txt").exists()

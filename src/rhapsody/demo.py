@@ -156,10 +156,9 @@ def answered_handoff(messages: list[dict[str, Any]]) -> bool:
 
 
 DEMO_FOLDER = "rhapsody-demo"
-WELCOME = ("This is the demo: a scripted agent on a sample project, no key needed. Press Enter to send the task.\n"
-           "While the tests run (they sleep 2 s), type a hint and press Enter: it lands after that result.\n"
-           "You will be asked once, before the edit: read the diff, then y to allow or type what to do instead.\n"
-           "When the agent is done, press ctrl+o: it writes a field note and its tool traffic leaves the context.")
+WELCOME = ("Demo: a scripted agent on a sample project, no key. Enter sends the task.\n"
+           "While the tests run (2 s), type a hint + Enter: it lands after the result.\n"
+           "Before the edit, one question shows its diff. When it is done: ctrl+o.")
 
 
 def demo_root() -> Path:

@@ -1,16 +1,18 @@
 """The permission question: what the call would do, then allow once, allow for the session, or deny.
 
-Typing never approves. Focus starts in the "tell the agent what to do instead" field; a
-lone `y`, `a` or `n` typed into the empty field answers, and any other key is text for the
-field, so a word such as "instead" stays a word. Enter denies with the typed text as the
-reason the agent reads.
+Typing never approves. Focus starts in the "tell the agent what to do instead" field and
+every key is text for it; Enter answers from what the field holds: a lone `y` allows the
+call once, a lone `a` allows the suggested rule for the session, a lone `n` (or nothing)
+denies, and anything else denies with those words as the reason the agent reads. So
+"add a test first" is a denial with a reason, never an "a". The line under the field says
+what Enter will do.
 
 | Key | Action |
 | :- | :- |
-| y | Allow this call once (only as the first key in the empty field). |
-| a | Allow the suggested rule for the rest of the session (same). |
-| n, escape | Deny. |
-| enter | Deny, with the typed text as the reason. |
+| y enter | Allow this call once. |
+| a enter | Allow the suggested rule for the rest of the session. |
+| n enter, enter, escape | Deny. |
+| (words) enter | Deny, with the words as the reason. |
 | pageup, pagedown, up, down | Scroll the diff or command. |
 """
 
@@ -20,11 +22,9 @@ from pathlib import Path
 
 from rich.syntax import Syntax
 from rich.text import Text
-from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
-from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
@@ -32,26 +32,7 @@ from rhapsody.core.permissions import suggested_rules
 from rhapsody.core.tools import Approval
 from rhapsody.preview import Preview
 
-HOTKEYS = ("y", "a", "n")
-
-
-class ReasonInput(Input):
-    """The reason field: a lone hotkey in the empty field answers; everything else is text."""
-
-    class Hotkey(Message):
-        """A lone y, a or n typed into the empty field."""
-
-        def __init__(self, key: str) -> None:
-            self.key = key
-            super().__init__()
-
-    async def _on_key(self, event: events.Key) -> None:
-        if not self.value and event.character in HOTKEYS:
-            event.stop()
-            event.prevent_default()
-            self.post_message(self.Hotkey(event.character or ""))
-            return
-        await super()._on_key(event)
+ANSWERS = {"y": "allow", "a": "allow_rule", "n": "deny", "": "deny"}
 
 
 class Choice(Static):
@@ -96,26 +77,46 @@ class ApprovalScreen(ModalScreen[Approval]):
             yield Static(Text(self.shown.heading + ":"), classes="heading")
             with VerticalScroll(id="preview", can_focus=False):
                 yield Static(self._body(), classes="body")
-            yield Choice("y  allow once", "allow")
+            yield Choice("y ⏎  allow once", "allow")
             if self.rules:
-                yield Choice(f"a  allow {', '.join(self.rules)} for this session", "allow_rule")
-            yield Choice("n  deny (esc)", "deny")
-            yield ReasonInput(placeholder="or tell the agent what to do instead, then Enter (denies)", id="reason")
+                yield Choice(f"a ⏎  allow {', '.join(self.rules)} for this session", "allow_rule")
+            yield Choice("n ⏎  deny (or esc)", "deny")
+            yield Input(placeholder="y, a or n, or tell the agent what to do instead; then Enter", id="reason")
+            yield Static(Text(self.enter_does("")), id="enter-does")
 
     def _body(self) -> Syntax | Text:
+        if self.shown.syntax == "diff":
+            return diff_text(self.shown.body)
         if self.shown.syntax:
-            return Syntax(self.shown.body, self.shown.syntax, theme="ansi_dark", word_wrap=True,
+            return Syntax(self.shown.body, self.shown.syntax, theme="github-dark", word_wrap=True,
                           background_color="default")
         return Text(self.shown.body)
 
-    def on_reason_input_hotkey(self, message: ReasonInput.Hotkey) -> None:
-        action = {"y": "allow", "a": "allow_rule", "n": "deny"}[message.key]
-        if action == "allow_rule" and not self.rules:
-            return
-        getattr(self, f"action_{action}")()
+    def answer_for(self, typed: str) -> str:
+        """The action Enter takes for what the field holds."""
+        action = ANSWERS.get(typed.strip().lower(), "deny")
+        return "deny" if action == "allow_rule" and not self.rules else action
 
-    def on_input_submitted(self) -> None:
-        self.action_deny()
+    def enter_does(self, typed: str) -> str:
+        """What Enter will do, said under the field."""
+        action = self.answer_for(typed)
+        if action == "allow":
+            return "Enter: allow this call once"
+        if action == "allow_rule":
+            return f"Enter: allow {', '.join(self.rules)} for this session"
+        return "Enter: deny, and the agent reads your words" if typed.strip() and typed.strip().lower() != "n" else "Enter: deny"
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.query_one("#enter-does", Static).update(Text(self.enter_does(event.value)))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        action = self.answer_for(event.value)
+        if action != "deny":
+            getattr(self, f"action_{action}")()
+        elif event.value.strip().lower() == "n":
+            self.dismiss(Approval(False))
+        else:
+            self.action_deny()
 
     def action_scroll(self, how: str) -> None:
         """Scroll the preview."""
@@ -133,6 +134,20 @@ class ApprovalScreen(ModalScreen[Approval]):
     def action_deny(self) -> None:
         """Deny; the typed words reach the agent as the human's own message."""
         self.dismiss(Approval(False, words=self.query_one("#reason", Input).value))
+
+
+DIFF_STYLES = (("+++", "bold #e6edf3"), ("---", "bold #e6edf3"), ("@@", "#79c0ff"), ("+", "#7ee787"),
+               ("-", "#ff7b72"))
+"""Colours with at least 4.5:1 contrast on the dialog's background."""
+
+
+def diff_text(diff: str) -> Text:
+    """A unified diff, coloured line by line."""
+    text = Text()
+    for line in diff.splitlines(keepends=True):
+        style = next((s for prefix, s in DIFF_STYLES if line.startswith(prefix)), "")
+        text.append(line, style=style)
+    return text
 
 
 def question(tool: str, argument: str, why: str, args: dict[str, object], root: Path) -> ApprovalScreen:
