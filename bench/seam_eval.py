@@ -2,6 +2,7 @@
 
     python bench/seam_eval.py --loopback        # scripted responder: proves the mechanics, offline
     python bench/seam_eval.py [--model ID]      # the real model (needs ANTHROPIC_API_KEY)
+    python bench/seam_eval.py --provider openai --model NAME   # or any provider rhapsody speaks
     python bench/seam_eval.py --record          # re-record the tasks in bench/seam_eval/
 
 Each task in bench/seam_eval/ is a session recorded through the real loop and tools
@@ -199,13 +200,11 @@ def _check(task: dict[str, Any], records: list[dict[str, Any]]) -> str:
 
 # -- the three arms -----------------------------------------------------------------------
 
-def _client(url: str | None) -> Any:
+def _client(url: str) -> Any:
     import anthropic
 
     from rhapsody.anthropic_model import AnthropicModel
 
-    if url is None:
-        return AnthropicModel(retries=4)
     return AnthropicModel(anthropic.AsyncAnthropic(base_url=url, api_key="loopback", max_retries=0), base_delay=0.0)
 
 
@@ -256,13 +255,13 @@ def _last_line(text: str) -> str:
     return lines[-1].strip("`'\"*").rstrip(".").strip() if lines else ""
 
 
-async def evaluate(loopback: bool, model_id: str | None, only: list[str]) -> list[dict[str, Any]]:
-    """Every task in every arm."""
+async def evaluate(real: Any, model_id: str | None, only: list[str]) -> list[dict[str, Any]]:
+    """Every task in every arm, against `real` (a model provider), or the loopback reader when None."""
     tasks = json.loads((DATA / "tasks.json").read_text(encoding="utf-8"))
     tasks = [t for t in tasks if not only or t["name"] in only]
     reader = Reader()
-    server = LoopbackServer(reader).start() if loopback else None
-    model = _client(server.url if server else None)
+    server = LoopbackServer(reader).start() if real is None else None
+    model = real if server is None else _client(server.url)
     rows = []
     try:
         for task in tasks:
@@ -295,7 +294,9 @@ def table(rows: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="The seed-004 three-arm seam evaluation.")
     parser.add_argument("--loopback", action="store_true", help="use the scripted loopback responder (offline)")
-    parser.add_argument("--model", help="model id for the real run (default: the newest Sonnet the SDK lists)")
+    parser.add_argument("--provider", choices=("anthropic", "bedrock", "vertex", "openai"), default="anthropic",
+                        help="provider of the real run (its environment as for rhapsody itself)")
+    parser.add_argument("--model", help="model id for the real run (default on anthropic: the newest Sonnet the SDK lists)")
     parser.add_argument("--record", action="store_true", help="re-record the tasks into bench/seam_eval/")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--task", action="append", default=[], help="run only this task (repeatable)")
@@ -306,19 +307,26 @@ def main(argv: list[str] | None = None) -> int:
         (DATA / "tasks.json").write_text(json.dumps(recorded, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         print(f"recorded {len(recorded)} tasks into {DATA}")
         return 0
-    if not ns.loopback and not (os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")):
-        print("seam_eval: ANTHROPIC_API_KEY is not set; use --loopback for the offline run", file=sys.stderr)
-        return 2
-    model_id = ns.model
-    if not ns.loopback and model_id is None:
-        from rhapsody.anthropic_model import default_model
+    real, model_id = None, None
+    if not ns.loopback:
+        from rhapsody.core.errors import RhapsodyError
+        from rhapsody.providers import make_model
 
-        model_id = default_model()
-    rows = asyncio.run(evaluate(ns.loopback, None if ns.loopback else model_id, ns.task))
+        try:
+            real = make_model(Settings(provider=ns.provider, model=ns.model))
+        except RhapsodyError as exc:
+            print(f"seam_eval: {exc}; use --loopback for the offline run", file=sys.stderr)
+            return 2
+        model_id = ns.model
+        if model_id is None:
+            from rhapsody.anthropic_model import default_model
+
+            model_id = default_model()
+    rows = asyncio.run(evaluate(real, model_id, ns.task))
     if ns.json:
         print(json.dumps(rows, ensure_ascii=False))
     else:
-        print(f"{'loopback responder' if ns.loopback else model_id}: {len(rows)} tasks\n")
+        print(f"{'loopback responder' if ns.loopback else f'{ns.provider} {model_id}'}: {len(rows)} tasks\n")
         print(table(rows))
     return 0
 

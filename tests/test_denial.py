@@ -64,3 +64,35 @@ async def test_a_denial_without_words_adds_no_text(stub: Stub, project: Path) ->
     assert not [e for e in events if isinstance(e, DenialDelivered)]
     content: list[dict[str, Any]] = stub.bodies()[1]["messages"][-1]["content"]
     assert [b["type"] for b in content] == ["tool_result"] and "denied by the human" in content[0]["content"]
+
+
+async def test_in_the_app_a_typed_denial_reason_reaches_the_request_after_a_seam(stub: Stub, project: Path) -> None:
+    from rhapsody.core.approval import HumanApprover
+    from rhapsody.tui.app import RhapsodyApp
+    from rhapsody.tui.approval import ApprovalScreen
+
+    from .conftest import until
+    from .test_tui import wait_idle
+
+    typed = "  not build/ — it holds Ana's benchmark data ✓  "
+    stub.script(
+        call("I will clear the build folder so the next build starts from nothing.", "bash", command="rm -rf build"),
+        say("Understood, build/ stays."), handoff_turn(), say("Noted."), say("build/ holds the benchmark data."),
+    )
+    approver = HumanApprover()
+    wiring = stub.wire(project, approver=approver, permission_mode="ask")
+    app = RhapsodyApp(wiring.agent, wiring.settings, approver)
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.start_turn("clean up")
+        await until(lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None, pause=pilot.pause)
+        app.screen.query_one("#reason").value = typed
+        await pilot.press("n")
+        await wait_idle(pilot)
+        await app.command("/handoff")
+        await wait_idle(pilot)
+        app.start_turn("why not build/?")
+        await wait_idle(pilot)
+    assert wiring.session.conversation.seams, "the seam was committed"
+    after_seam = stub.bodies()[-1]
+    kinds = [b.get("type") for m in after_seam["messages"] if isinstance(m["content"], list) for b in m["content"]]
+    assert kinds.count("tool_use") == 1 and typed in texts_of(after_seam)

@@ -372,3 +372,32 @@ async def test_a_slow_tool_times_out_and_an_interrupted_call_leaves_the_server_u
         await wiring.close()
     assert first[0].is_error and "did not answer within 0.5 s" in first[0].output
     assert not last[0].is_error and "stored note 1: remember the milk" in last[0].output
+
+
+async def test_a_handshake_era_server_written_by_hand_works_through_the_fallback(stub: Stub, project: Path) -> None:
+    user_config(f'[mcp_servers.legacy]\ncommand = {json.dumps(sys.executable)}\n'
+                f'args = [{json.dumps(str(HERE / "servers" / "legacy_stdio.py"))}]\n')
+    stub.script(call("I will ask the legacy server to shout a word, expecting it back in capitals.",
+                     "mcp__legacy__shout", word="hello"), say("It shouted."))
+    wiring = stub.wire(project)
+    try:
+        events = await collect(wiring.agent.run("shout"))
+    finally:
+        await wiring.close()
+    finished = [e for e in events if isinstance(e, ToolFinished)]
+    assert not finished[0].is_error and finished[0].output == "HELLO"
+    assert [t["name"] for t in stub.bodies()[0]["tools"] if t["name"].startswith("mcp__")] == ["mcp__legacy__shout"]
+
+
+def test_mcp_rules_name_a_whole_server_or_one_tool_and_deny_wins() -> None:
+    from rhapsody.core.permissions import Rules, decide, suggested_rules
+
+    tool, args = "mcp__git__git_commit", '{"message":"wip"}'
+    assert decide("auto-edit", Rules(), tool, args, True, False).verdict == "ask"
+    assert decide("read-only", Rules(allow=[]), tool, args, True, False).verdict == "deny"
+    assert decide("auto-edit", Rules(allow=["mcp__git"]), tool, args, True, False).verdict == "allow"
+    assert decide("auto-edit", Rules(allow=["mcp__gi"]), tool, args, True, False).verdict == "ask"
+    assert decide("auto-edit", Rules(allow=["mcp__git__git_status"]), tool, args, True, False).verdict == "ask"
+    assert decide("yolo", Rules(allow=["mcp__git"], deny=["mcp__git__git_commit"]), tool, args, True, False).verdict == "deny"
+    assert decide("auto-edit", Rules(allow=['mcp__git__git_commit:*"wip"*']), tool, args, True, False).verdict == "allow"
+    assert suggested_rules(tool, args) == (tool,)

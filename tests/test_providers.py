@@ -45,3 +45,24 @@ def test_each_sdk_has_exactly_one_importer() -> None:
                     importers[top].add(str(path.relative_to(src)))
     assert importers == {"mcp": {"mcp_tools.py"}, "mcp_types": set(), "openai": {"openai_model.py"},
                          "anthropic": {"anthropic_model.py"}}
+
+
+async def test_bedrock_client_streams_event_stream_frames_through_the_loop(stub: Stub, project: Path) -> None:
+    from rhapsody.anthropic_model import bedrock_client
+
+    bedrock_model = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+    stub.script(call("I will list the project files to find the module under test, expecting app.py.", "bash",
+                     command="ls"), say("There is app.py."))
+    client = bedrock_client("us-east-1", 5.0, api_key="bedrock-test-key", base_url=stub.server.url)
+    model = AnthropicModel(client, retries=0)
+    wiring = build(project, Settings(provider="bedrock", model=bedrock_model, permission_mode="yolo"), model,
+                   bedrock_model)
+    events = await collect(wiring.agent.run("what files are there?"))
+    finished = [e for e in events if isinstance(e, ToolFinished)]
+    assert [e.is_error for e in finished] == [False] and "app.py" in finished[0].output
+    first, second = stub.server.requests
+    assert first.path.startswith("/model/us.anthropic.claude-sonnet-4-5-20250929-v1")
+    assert first.path.endswith("/invoke-with-response-stream")
+    assert first.headers["authorization"] == "Bearer bedrock-test-key" and first.body["anthropic_version"]
+    assert second.body["messages"][-1]["content"][0]["type"] == "tool_result"
+    assert wiring.session.counters.usage["output_tokens"] > 0

@@ -42,9 +42,9 @@ def default_model() -> str:
 AnyClient = anthropic.AsyncAnthropic | anthropic.AsyncAnthropicBedrock | anthropic.AsyncAnthropicVertex
 
 
-def bedrock_client(region: str, timeout: float) -> anthropic.AsyncAnthropicBedrock:
+def bedrock_client(region: str, timeout: float, **extra: Any) -> anthropic.AsyncAnthropicBedrock:
     """A client for Claude on Amazon Bedrock; credentials come from the AWS chain (or AWS_BEARER_TOKEN_BEDROCK)."""
-    return anthropic.AsyncAnthropicBedrock(aws_region=region, max_retries=0, timeout=timeout)
+    return anthropic.AsyncAnthropicBedrock(aws_region=region, max_retries=0, timeout=timeout, **extra)
 
 
 def vertex_client(project: str, region: str, timeout: float, **extra: Any) -> anthropic.AsyncAnthropicVertex:

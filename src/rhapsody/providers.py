@@ -76,10 +76,10 @@ def _bedrock_region() -> str:
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
     if not region:
         raise ConfigError("--provider bedrock needs AWS_REGION (e.g. us-east-1) and AWS credentials")
-    if not installed("boto3"):  # botocore also decodes Bedrock's event stream, so even an API key needs it
+    if os.environ.get("AWS_BEARER_TOKEN_BEDROCK") and installed("botocore"):
+        return region  # an API key needs no signing; botocore still decodes Bedrock's event stream
+    if not installed("boto3"):
         raise ConfigError("--provider bedrock needs boto3 and botocore: pip install 'rhapsody[bedrock]'")
-    if os.environ.get("AWS_BEARER_TOKEN_BEDROCK"):
-        return region
     import boto3  # type: ignore[import-untyped,import-not-found,unused-ignore]
 
     if boto3.Session().get_credentials() is None:

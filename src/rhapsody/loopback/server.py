@@ -1,6 +1,8 @@
 """A loopback HTTP server that speaks the Messages API, for tests and `rhapsody --demo`.
 
-It also answers OpenAI's `POST /v1/chat/completions` from the same script (see chat.py).
+It also answers OpenAI's `POST /v1/chat/completions` (chat.py), Vertex AI's
+`:streamRawPredict` and Bedrock's `invoke-with-response-stream` (bedrock.py) from the same
+script.
 
 It streams SSE exactly as the SDK reads it, plays turns from a responder, records every
 request body, enforces the API's validation rules (see validate.py) and injects faults on
@@ -24,7 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
 
-from rhapsody.loopback import chat
+from rhapsody.loopback import bedrock, chat
 from rhapsody.loopback.validate import Invalid, _plain, signature, validate
 
 Turn = dict[str, Any]
@@ -91,7 +93,7 @@ class LoopbackServer:
 
     def bodies(self) -> list[dict[str, Any]]:
         """The bodies of the requests that were answered 200."""
-        return [r.body for r in self.requests if r.status == 200 and r.path.endswith(("/messages", ":streamRawPredict"))]
+        return [r.body for r in self.requests if r.status == 200 and r.path.endswith(("/messages", ":streamRawPredict", "/invoke-with-response-stream"))]
 
     def next_id(self, prefix: str) -> str:
         """A fresh id for a message or tool_use."""
@@ -153,6 +155,9 @@ class _Handler(BaseHTTPRequestHandler):
             return chat.serve(self, raw, body)
         if self.path.endswith("/count_tokens"):
             return self._json(200, {"input_tokens": sum(self.loopback.usage(body, write=False).values())}, raw, body)
+        bedrock_model = bedrock.model_of(self.path)
+        if bedrock_model and isinstance(body, dict):  # Bedrock names the model in the path and frames events
+            return self._messages(raw, {**body, "model": bedrock_model}, framed=True)
         vertex = _VERTEX.search(self.path)
         if vertex and isinstance(body, dict):  # Vertex AI names the model in the path, not the body
             return self._messages(raw, {**body, "model": unquote(vertex.group(1))})
@@ -160,13 +165,13 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(404, "not_found_error", f"no route {self.path}", raw, body)
         self._messages(raw, body)
 
-    def _messages(self, raw: bytes, body: Any) -> None:
+    def _messages(self, raw: bytes, body: Any, framed: bool = False) -> None:
         lb = self.loopback
         try:
             validate(body)
         except Invalid as exc:
             return self._error(400, "invalid_request_error", str(exc), raw, body)
-        if not any(str(body["model"]).startswith(m) for m in lb.models):
+        if not any(bedrock.claude_form(str(body["model"])).startswith(m) for m in lb.models):
             return self._error(404, "not_found_error", f"model: {body['model']}", raw, body)
         fault = lb.take_fault()
         if fault and fault.kind == "status":
@@ -176,6 +181,8 @@ class _Handler(BaseHTTPRequestHandler):
         turn = _partial_turn() if fault else lb.responder(body)
         self._record(200, raw, body)
         try:
+            if framed:
+                return bedrock.stream(self, list(_events(lb, body, turn)))
             self._stream(body, turn, fault)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
