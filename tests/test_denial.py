@@ -86,7 +86,7 @@ async def test_in_the_app_a_typed_denial_reason_reaches_the_request_after_a_seam
         app.start_turn("clean up")
         await until(lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None, pause=pilot.pause)
         app.screen.query_one("#reason").value = typed
-        await pilot.press("n")
+        await pilot.press("enter")  # Enter denies with the words in the field
         await wait_idle(pilot)
         await app.command("/handoff")
         await wait_idle(pilot)
