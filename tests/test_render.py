@@ -127,3 +127,16 @@ def test_demo_refuses_print_and_cleans_its_folder(tmp_path: Path) -> None:
     assert not stale.exists() and root.parent.parent == tmp_path and (root / "inventory.py").is_file()
     clean_demos(tmp_path)
     assert root.exists()  # this process is alive, so its project stays
+
+
+def test_permissions_command_shows_and_switches_the_mode(stub: Stub, project: Path) -> None:
+    from rhapsody.commands import is_command, run_command
+
+    wiring = stub.wire(project, permission_mode="ask", allow=["bash:pytest *"])
+    wiring.agent.toolbox.rules.session_allow.append("bash:ls *")
+    shown = run_command(wiring.agent, "/permissions").text
+    assert "permission mode: ask" in shown and "bash:pytest *" in shown and "allowed this session: bash:ls *" in shown
+    assert "permission mode: read-only" in run_command(wiring.agent, "/permissions read-only").text
+    assert wiring.agent.toolbox.permission_mode == "read-only"
+    assert run_command(wiring.agent, "/permissions bogus").error
+    assert is_command("/frobnicate") and not is_command("/usr/bin/env is missing")
