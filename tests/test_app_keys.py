@@ -269,3 +269,9 @@ async def test_palette_lists_rhapsody_commands(stub: Stub, project: Path) -> Non
     async with app.run_test(size=(100, 30)) as pilot:
         names = [c.title for c in app.get_system_commands(app.screen)]
         assert "/stats" in names and "/handoff" in names
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: app.screen is not app.screen_stack[0])
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is app.screen_stack[0])
+        await pilot.press("x")
+        assert app.query_one(PromptInput).text.endswith("x")  # keys reach the input after the palette

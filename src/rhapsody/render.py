@@ -43,7 +43,7 @@ class ToolView:
 
     call: ToolUseBlock
     state: str = "running"
-    """running, ok, error, exit, denied or interrupted."""
+    """running, asking (a permission question is open), ok, error, exit, denied or interrupted."""
     duration_ms: int = 0
     exit_code: int | None = None
     output: str = ""
@@ -105,6 +105,7 @@ def tool_title(view: ToolView) -> str:
     seconds = f"({view.duration_ms / 1000:.1f} s)"
     outcome = {
         "running": "… running",
+        "asking": "… waiting for your answer",
         "interrupted": "→ interrupted",
         "denied": f"→ denied: {first_line(view.output, 100)}" if view.output else "→ denied",
         "exit": f"→ exit {view.exit_code} {seconds}",

@@ -339,6 +339,7 @@ class RhapsodyApp(App[int]):
 
         while True:
             question = await approver.next_question()
+            self.mark_calls(question.tool, "asking")
             self.set_state("waiting for you")
             self.live.pause()
             screen = dialog(question.tool, question.argument, question.why, question.args, self.agent.session.root)
@@ -347,7 +348,16 @@ class RhapsodyApp(App[int]):
             if question.reply.cancelled() and self.screen is screen:
                 self.pop_screen()
             self.live.resume()
+            self.mark_calls(question.tool, "running")
             self.set_state("working")
+
+    def mark_calls(self, tool: str, state: str) -> None:
+        """Running calls of `tool` say whether they wait for the human."""
+        for call, entry in self.calls.values():
+            if call.name == tool:
+                line = render.tool_line(render.ToolView(call, state))
+                entry.text, entry.state = line.text, line.state
+                self.transcript.sync(entry)
 
     def on_unmount(self) -> None:
         if self._questions is not None:
