@@ -115,7 +115,7 @@ def test_malformed_history_on_resume_is_one_line(project: Path) -> None:
     folder.mkdir(parents=True)
     (folder / "20260101-000000-abcdef.jsonl").write_text('{"v":1,"seq":0,"kind":"message"}\n')
     line = one_line_error(rhapsody("-p", "hi", "--continue", "--cwd", str(project), env={"ANTHROPIC_API_KEY": "k"}))
-    assert "session record" in line
+    assert "line 1" in line and "'role'" in line
 
 
 def test_headless_run_prints_narration_and_tool_lines_and_writes_no_key(stub: Stub, project: Path) -> None:

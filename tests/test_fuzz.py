@@ -42,7 +42,7 @@ def ctx(tmp_path_factory: pytest.TempPathFactory) -> ToolContext:
 @given(name=st.sampled_from(["read_file", "write_file", "edit_file", "bash", "find_files", "search_text", "git",
                              "recall", "micro_handoff", "nope"]), args=arguments)
 def test_any_tool_arguments_give_an_outcome_never_an_exception(ctx: ToolContext, name: str, args: object) -> None:
-    toolbox = default_toolbox("read-only")  # fuzzed commands are validated and refused, never run
+    toolbox = default_toolbox("read-only", sandbox="off")  # fuzzed commands are validated and refused, never run
     outcome, _ = asyncio.run(toolbox.run(name, args, ctx))
     assert isinstance(outcome, ToolOutcome) and isinstance(outcome.content, str)
 
@@ -55,7 +55,8 @@ def test_malformed_history_lines_are_skipped_or_refused_clearly(tmp_path: Path, 
     try:
         read = read_history(path)
     except HistoryError as exc:
-        assert "newer rhapsody" in str(exc)
+        assert "newer rhapsody" in str(exc) or " line " in str(exc)
+        assert "\n" not in str(exc)
         return
     assert all(isinstance(r, dict) and isinstance(r["kind"], str) for r in read.records)
     try:

@@ -149,9 +149,11 @@ async def test_stdio_server_tools_run_through_the_loop_then_a_seam_strips_them_a
 
 async def test_http_server_image_and_resource_results_map_to_content_blocks_and_errors_to_is_error(
         stub: Stub, project: Path, notes_url: str) -> None:
-    user_config(f'[mcp_servers.notes]\nurl = "{notes_url}"\nheaders = {{ "X-Test" = "1" }}\n'
-                'disabled_tools = ["add_note", "wait"]\n')
+    user_config(f'[mcp_servers.notes]\nurl = "{notes_url}"\n'
+                'headers = { "Authorization" = "Bearer not-a-real-token-42" }\ndisabled_tools = ["wait"]\n')
     stub.script(
+        call("I will pin a note that quotes the token, to see whether it leaks back to me.", "mcp__notes__add_note",
+             text="the token is not-a-real-token-42"),
         call("I will take a snapshot of the notes board to see what is on it right now.", "mcp__notes__snapshot"),
         call("And the tool that is known to fail, so its error reaches me as an error result.", "mcp__notes__explode"),
         say("Board seen, fire reported."),
@@ -163,24 +165,28 @@ async def test_http_server_image_and_resource_results_map_to_content_blocks_and_
     finally:
         await wiring.close()
     bodies = stub.bodies()
-    assert [t["name"] for t in bodies[0]["tools"] if t["name"].startswith("mcp__")] == [
-        "mcp__notes__explode", "mcp__notes__snapshot"]
-    snapshot = results(bodies[1])[0]["content"]
+    names = ["mcp__notes__add_note", "mcp__notes__explode", "mcp__notes__snapshot"]
+    assert [t["name"] for t in bodies[0]["tools"] if t["name"].startswith("mcp__")] == names
+    assert results(bodies[1])[0]["content"] == "stored note 1: the token is [masked secret]"
+    snapshot = results(bodies[2])[0]["content"]
     assert [b["type"] for b in snapshot] == ["text", "image", "text"]
-    assert snapshot[1]["source"]["media_type"] == "image/png" and snapshot[2]["text"].startswith("[resource notes://board]")
-    failure = results(bodies[2])[0]
+    assert snapshot[1]["source"]["media_type"] == "image/png"
+    assert snapshot[2]["text"] == "[resource notes://board]\nthe token is [masked secret]"
+    failure = results(bodies[3])[0]
     assert failure["is_error"] is True and "the board is on fire" in failure["content"]
-    assert status.startswith("notes: ready") and "2 tools, " in status and ": mcp__notes__explode, mcp__notes__snapshot" in status
+    assert status.startswith("notes: ready") and "3 tools, " in status and ": " + ", ".join(names) in status
 
 
-async def test_mcp_tool_asks_in_auto_edit_so_headless_refuses_it_unless_a_rule_allows_the_server(
+async def test_mcp_tool_needs_narration_and_asks_in_auto_edit_so_headless_refuses_it_unless_a_rule_allows_it(
         stub: Stub, project: Path, mark: str) -> None:
     user_config(time_server(mark))
     narrated = call("I will ask the time server for the time in UTC, expecting an ISO datetime back.",
                     "mcp__time__get_current_time", timezone="UTC")
-    stub.script(narrated, say("refused"), narrated, say("ran"))
+    unnarrated = {"content": [{"type": "tool_use", "name": "mcp__time__get_current_time", "input": {"timezone": "UTC"}}]}
+    stub.script(unnarrated, say("sorry"), narrated, say("refused"), narrated, say("ran"))
     refused = stub.wire(project, permission_mode="auto-edit")
     try:
+        silent = await collect(refused.agent.run("time?"))
         first = [e for e in await collect(refused.agent.run("time?")) if isinstance(e, ToolFinished)]
     finally:
         await refused.close()
@@ -189,21 +195,9 @@ async def test_mcp_tool_asks_in_auto_edit_so_headless_refuses_it_unless_a_rule_a
         second = [e for e in await collect(allowed.agent.run("time?")) if isinstance(e, ToolFinished)]
     finally:
         await allowed.close()
+    assert any(isinstance(e, NarrationViolation) for e in silent) and not any(isinstance(e, ToolFinished) for e in silent)
     assert first[0].is_error and "calling MCP tools" in first[0].output
     assert not second[0].is_error and '"timezone": "UTC"' in second[0].output
-
-
-async def test_unnarrated_mcp_call_is_refused_like_any_tool(stub: Stub, project: Path, mark: str) -> None:
-    user_config(time_server(mark))
-    stub.script({"content": [{"type": "tool_use", "name": "mcp__time__get_current_time", "input": {"timezone": "UTC"}}]},
-                say("ok"))
-    wiring = stub.wire(project)
-    try:
-        events = await collect(wiring.agent.run("time?"))
-    finally:
-        await wiring.close()
-    assert any(isinstance(e, NarrationViolation) for e in events)
-    assert not any(isinstance(e, ToolFinished) for e in events)
 
 
 async def test_project_servers_wait_for_trust_and_start_once_the_user_config_trusts_the_project(
@@ -215,7 +209,7 @@ async def test_project_servers_wait_for_trust_and_start_once_the_user_config_tru
     untrusted = stub.wire(project)
     events = await collect(untrusted.agent.run("hi"))
     await untrusted.close()
-    user_config(f'trusted_projects = ["{project}"]\n')
+    assert main(["trust", str(project)]) == 0
     trusted = stub.wire(project)
     try:
         await collect(trusted.agent.run("hi"))
@@ -257,11 +251,14 @@ async def test_a_server_that_fails_to_start_or_dies_is_a_notice_and_an_error_res
 
 def test_mcp_list_starts_lists_and_stops_servers_from_the_shell(
         project: Path, mark: str, capsys: pytest.CaptureFixture[str]) -> None:
-    user_config(time_server(mark, enabled_tools='["get_current_time"]'))
+    noisy = "print('a stray line on stdout'); import runpy; runpy.run_module('mcp_server_time', run_name='__main__')"
+    user_config(time_server(mark, enabled_tools='["get_current_time"]')
+                + f'[mcp_servers.noisy]\ncommand = {json.dumps(sys.executable)}\nargs = ["-c", {json.dumps(noisy)}]\n')
     assert main(["mcp", "list", "--cwd", str(project)]) == 0
-    out = capsys.readouterr().out
-    assert out.startswith("time: ready") and ": mcp__time__get_current_time" in out
-    size = int(out.split("tools, ")[1].split(" bytes")[0].replace(",", ""))
+    out, err = capsys.readouterr()
+    assert out.startswith("noisy: ready") and "time: ready" in out and ": mcp__time__get_current_time" in out
+    assert err == ""  # the SDK's complaint about the stray line stays off the terminal
+    size = int(out.split("time: ready")[1].split("tools, ")[1].split(" bytes")[0].replace(",", ""))
     assert 300 < size < 1000
     assert marked_pids(mark) == []
 
@@ -343,12 +340,15 @@ async def test_a_slow_tool_times_out_and_an_interrupted_call_leaves_the_server_u
 
     from rhapsody.core.events import ToolStarted
 
-    user_config(f'[mcp_servers.notes]\nurl = "{notes_url}"\ntool_timeout_sec = 0.5\n')
-    slow = call("I will wait on the board for a while, expecting it to take longer than allowed.",
+    user_config(f'[mcp_servers.hasty]\nurl = "{notes_url}"\ntool_timeout_sec = 0.5\n'
+                f'[mcp_servers.notes]\nurl = "{notes_url}"\n')
+    hasty = call("I will wait on the board for a while, expecting it to take longer than allowed.",
+                 "mcp__hasty__wait", seconds=5)
+    slow = call("I will wait on the board for a while; the human may well interrupt me.",
                 "mcp__notes__wait", seconds=5)
     note = call("I will add a note to the board, expecting it to be stored as note one.",
                 "mcp__notes__add_note", text="remember the milk")
-    stub.script(slow, say("timed out"), slow, note, say("stored"))
+    stub.script(hasty, say("timed out"), slow, note, say("stored"))
     wiring = stub.wire(project)
     try:
         first = [e for e in await collect(wiring.agent.run("wait")) if isinstance(e, ToolFinished)]
@@ -363,7 +363,7 @@ async def test_a_slow_tool_times_out_and_an_interrupted_call_leaves_the_server_u
 
         task = asyncio.create_task(turn())
         await asyncio.wait_for(started.wait(), 10)
-        done, _ = await asyncio.wait([task], timeout=0.2)  # still inside the 5 s call: interrupt it, as Esc does
+        done, _ = await asyncio.wait([task], timeout=0.2)  # inside the 5 s call: interrupt it, as Esc does
         assert not done
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

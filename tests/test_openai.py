@@ -75,6 +75,7 @@ async def test_narrated_call_runs_and_its_result_comes_back_as_a_tool_message(ch
     assert tool["tool_call_id"] == assistant["tool_calls"][0]["id"] and "app.py" in tool["content"]
     usage = wiring.session.counters.usage
     assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0
+    assert usage["cache_read_input_tokens"] > 0  # the second request's prefix was the first's
 
 
 async def test_unnarrated_call_is_refused_with_an_error_result(chat: ChatStub, project: Path) -> None:
@@ -162,7 +163,8 @@ def test_unknown_model_is_never_priced(chat: ChatStub, project: Path) -> None:
     assert not priced(LOCAL) and priced("claude-sonnet-4-5") and priced("us.anthropic.claude-sonnet-4-5-20250929-v1:0")
     assert priced("claude-sonnet-4-5@20250929")
     wiring = chat.wire(project)
-    assert "cost unknown" in status_line(figures(wiring.session.records), wiring.session, "", "idle", 200)
+    line = status_line(figures(wiring.session.records), wiring.session, "", "idle", 200)
+    assert "cost unknown" in line and "%)" not in line
 
 
 def test_headless_openai_run_from_the_shell(chat: ChatStub, project: Path) -> None:
@@ -209,3 +211,14 @@ async def test_cost_limit_never_fires_on_a_guessed_price(chat: ChatStub, project
     await collect(wiring.agent.run("first"))
     events = await collect(wiring.agent.run("second"))
     assert not any(type(e).__name__ == "LimitsExceeded" for e in events) and len(chat.bodies()) == 2
+
+
+async def test_stats_of_a_local_model_session_price_nothing(chat: ChatStub, project: Path) -> None:
+    from rhapsody.stats import billing
+
+    chat.script(say("hello"))
+    wiring = chat.wire(project)
+    await collect(wiring.agent.run("hi"))
+    figures = billing(read_history(wiring.session.path).records)
+    assert figures["model"] == LOCAL and figures["billed_input_usd"] is None
+    assert figures["billed_input_usd_without_seams"] is None and figures["billed_input_tokens"] > 0

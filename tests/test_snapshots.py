@@ -68,7 +68,7 @@ def fixed_app(stub: Stub, root: Path, mode: str = "yolo") -> RhapsodyApp:
     session.record("session", session="snapshot", cwd=str(root), version="0", model=spec.model,
                    system=spec.system, tools=spec.tools, max_tokens=spec.max_tokens, parallel_tools=False, thinking=None)
     agent = Agent(session, stub.model(), toolbox, policy(Settings()))
-    return RhapsodyApp(agent, Settings(), approver)
+    return RhapsodyApp(agent, Settings(sandbox="off"), approver)  # the welcome names the sandbox: pin it
 
 
 class FrozenClock(Liveness):
@@ -81,13 +81,18 @@ class FrozenClock(Liveness):
 async def settle(pilot: Any) -> None:
     app = pilot.app
     await pilot.pause()
-    if app.screen is app.screen_stack[0]:
-        app.query_one(PromptInput).focus()  # the focus is part of the picture: pin it
-        await pilot.pause()
+    if app.screen is app.screen_stack[0] and not isinstance(app.focused, Foldable):
+        prompt = app.query_one(PromptInput)
+        prompt.blur()  # the focus is part of the picture, and a focused prompt's cursor races the shot: pin it
+        await until(pilot, lambda: not prompt.has_focus)
+    await pilot.pause()
     for area in app.screen.query("PromptInput, TextArea, Input"):
         area.cursor_blink = False
         area._cursor_visible = area.has_focus  # shown steadily when focused, whatever the blink phase was
         area.refresh()
+    await pilot.pause()
+    for area in app.screen.query("PromptInput, TextArea, Input"):
+        area._cursor_visible = area.has_focus  # again, after any focus event that was still queued
     app.refresh_status()
     await pilot.pause()
 

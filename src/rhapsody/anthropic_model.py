@@ -5,11 +5,16 @@ because it cannot retry a stream once the 200 has arrived: an `error` event mid-
 a torn connection and a stream that ends before `message_stop` all surface only here.
 Every retry is done in one place, announced as a `Retrying` event (the front end drops
 the partial text), and the partial message is never returned, so no tool runs twice.
+A server's `retry-after` is obeyed up to MAX_RETRY_AFTER seconds, counted down by
+`RetryCountdown` events. The raw event stream is assembled by `stream_assembly` (linear
+time; the SDK's `MessageStream` is quadratic in the reply's size). Whatever the server or
+the SDK raises ends as a retry or as one `ModelError` line, never a traceback.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,16 +22,14 @@ import anthropic
 import httpx2
 
 from rhapsody.core.errors import ModelError
-from rhapsody.core.events import BlockStopped, ModelResponse, Retrying, TextDelta, ThinkingDelta
-from rhapsody.core.messages import Message
+from rhapsody.core.events import ModelResponse, RetryCountdown, Retrying
 from rhapsody.core.model import ModelEvent
+from rhapsody.stream_assembly import Assembly, MalformedStream, valid_text
 
 RETRY_STATUSES = {408, 409, 429}
 MAX_DELAY = 8.0
-
-
-class StreamCut(Exception):
-    """The stream ended before `message_stop` without an error."""
+MAX_RETRY_AFTER = 60.0
+"""The longest wait rhapsody accepts from a server's retry-after before retrying."""
 
 
 def default_model() -> str:
@@ -77,10 +80,12 @@ class AnthropicModel:
         retries: int = 4,
         base_delay: float = 0.5,
         timeout: float = 600.0,
+        max_retry_after: float = MAX_RETRY_AFTER,
     ) -> None:
         self.client = client or anthropic.AsyncAnthropic(max_retries=0, timeout=timeout)
         self.retries = retries
         self.base_delay = base_delay
+        self.max_retry_after = max_retry_after
 
     async def stream(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
         """Stream one request, retrying transient failures; ends with a ModelResponse."""
@@ -90,14 +95,20 @@ class AnthropicModel:
                 async for event in self._once(body):
                     yield event
                 return
-            except Exception as exc:  # noqa: BLE001 - classified below, re-raised if unknown
+            except UnicodeEncodeError:
+                # A lone surrogate (typed, read from a file, or from argv's surrogateescape)
+                # cannot be sent as UTF-8; the history keeps it, the request gets U+FFFD.
+                body = valid_body(body)
+                continue
+            except Exception as exc:  # noqa: BLE001 - classified below: a retry or one ModelError line
                 reason, retry_after = _classify(exc)
                 attempt += 1
                 if attempt > self.retries:
                     raise ModelError(f"the API failed {attempt} time{'s' if attempt > 1 else ''}; last error: {reason}") from None
-                delay = retry_after if retry_after is not None else min(self.base_delay * 2 ** (attempt - 1), MAX_DELAY)
-                yield Retrying(attempt, reason, delay)
-                await asyncio.sleep(delay)
+                delay = retry_delay(retry_after, attempt, self.base_delay, self.max_retry_after)
+                yield Retrying(attempt, reason, delay, retry_after)
+                async for tick in countdown(attempt, delay):
+                    yield tick
 
     async def count_tokens(self, body: dict[str, Any]) -> int:
         """Exact input tokens of a request body from the count_tokens endpoint."""
@@ -109,38 +120,65 @@ class AnthropicModel:
         return int(result.input_tokens)
 
     async def _once(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
-        async with self.client.messages.stream(**body) as stream:
+        assembly = Assembly()
+        stream = await self.client.messages.create(**body, stream=True)
+        async with stream:
+            _require_event_stream(stream.response)
             async for event in stream:
-                if event.type == "text":
-                    yield TextDelta(event.text)
-                elif event.type == "thinking":
-                    yield ThinkingDelta(event.thinking)
-                elif event.type == "content_block_stop":
-                    yield BlockStopped(event.content_block.type)
-            final = await stream.get_final_message()
-        if final.stop_reason is None:
-            raise StreamCut("the stream ended before message_stop")
-        content = [_block(b) for b in final.content]
-        usage = {
-            "input_tokens": final.usage.input_tokens,
-            "cache_creation_input_tokens": final.usage.cache_creation_input_tokens or 0,
-            "cache_read_input_tokens": final.usage.cache_read_input_tokens or 0,
-            "output_tokens": final.usage.output_tokens,
-        }
-        yield ModelResponse(Message.model_validate({"role": "assistant", "content": content}), final.stop_reason, usage)
+                shown = assembly.feed(event)
+                if shown is not None:
+                    yield shown
+        message = assembly.message()
+        usage = {key: assembly.usage.get(key, 0) for key in USAGE_KEYS}
+        yield ModelResponse(message, assembly.stop_reason, usage)
 
 
-def _block(block: Any) -> dict[str, Any]:
-    data: dict[str, Any] = block.model_dump(mode="json", exclude_none=True)
-    if data.get("type") == "tool_use" and not isinstance(data.get("input"), dict):
-        data["input"] = {"_unparsed": str(data.get("input"))}
-    return data
+USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
+
+
+def _require_event_stream(response: httpx2.Response) -> None:
+    kind = response.headers.get("content-type", "")
+    if "event-stream" not in kind and "eventstream" not in kind:  # SSE, or Bedrock's AWS event stream
+        raise MalformedStream(f"the server answered {response.status_code} with {kind or 'no content-type'}, "
+                              "not an event stream")
+
+
+def valid_body(value: Any) -> Any:
+    """A copy of a request body with every lone surrogate in its strings replaced by U+FFFD."""
+    if isinstance(value, str):
+        return valid_text(value)
+    if isinstance(value, dict):
+        return {valid_text(k): valid_body(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [valid_body(v) for v in value]
+    return value
+
+
+def retry_delay(retry_after: float | None, attempt: int, base_delay: float, cap: float = MAX_RETRY_AFTER) -> float:
+    """Seconds to wait before retry `attempt`: the server's retry-after capped, else backoff."""
+    if retry_after is not None:
+        return min(retry_after, cap)
+    return min(base_delay * 2.0 ** (attempt - 1), MAX_DELAY)
+
+
+async def countdown(attempt: int, delay: float) -> AsyncIterator[RetryCountdown]:
+    """Wait `delay` seconds, announcing the whole seconds left at each second."""
+    remaining = delay
+    while remaining > 0:
+        step = remaining - math.floor(remaining - 1e-9) if remaining > 1 else remaining
+        yield RetryCountdown(attempt, round(remaining, 1))
+        await asyncio.sleep(step)
+        remaining = round(remaining - step, 6)
 
 
 def _classify(exc: Exception) -> tuple[str, float | None]:
     """(reason, retry-after seconds) for a retryable failure; raises ModelError otherwise."""
-    if isinstance(exc, StreamCut):
+    if type(exc).__module__.startswith(("google.auth", "botocore")):  # Vertex or Bedrock credentials
+        raise ModelError(f"cloud credentials failed: {type(exc).__name__}: {exc}") from None
+    if isinstance(exc, MalformedStream):
         return str(exc), None
+    if isinstance(exc, ValueError):  # the SDK's json.loads of an SSE data line
+        return f"the server sent malformed data: {_one_line(exc)}", None
     if isinstance(exc, anthropic.APIStatusError):
         status = exc.status_code
         kind = getattr(exc, "type", None) or ""
@@ -149,9 +187,14 @@ def _classify(exc: Exception) -> tuple[str, float | None]:
         raise ModelError(_fatal_message(status, exc)) from None
     if isinstance(exc, (anthropic.APIConnectionError, httpx2.TransportError, httpx2.StreamError)):
         return f"connection failed: {type(exc).__name__}: {exc}", None
-    if type(exc).__module__.startswith(("google.auth", "botocore")):  # Vertex or Bedrock credentials
-        raise ModelError(f"cloud credentials failed: {type(exc).__name__}: {exc}") from None
-    raise exc
+    if isinstance(exc, anthropic.AnthropicError):
+        raise ModelError(f"the API client failed: {type(exc).__name__}: {_one_line(exc)}") from None
+    raise ModelError(f"unexpected {type(exc).__name__} while streaming: {_one_line(exc)}") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _api_message(exc: anthropic.APIStatusError) -> str:

@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 T = TypeVar("T")
 
@@ -20,13 +20,22 @@ USAGE_EPILOG = """commands:
   rhapsody strip FILE [--out OUT] [--json]   strip a request body or history offline
   rhapsody stats [SESSION|FILE] [--json]     every seam of a session, and what the seams saved
   rhapsody memory init|stats|audit           project memory in docs/memory/
+  rhapsody trust [PATH]                      let PATH's .rhapsody/config.toml raise permissions
   rhapsody mcp list                          MCP servers, their state and their tools
 
 Without -p, rhapsody opens the full-screen app in the current directory."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors as one line (the usage is one `--help` away)."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print one line and exit with status 2."""
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="rhapsody",
         description="A terminal coding agent that narrates every step and keeps its own words across seams.",
         epilog=USAGE_EPILOG,
@@ -54,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _strip_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="rhapsody strip", description="Apply the micro-handoff strip offline.")
+    p = _Parser(prog="rhapsody strip", description="Apply the micro-handoff strip offline.")
     p.add_argument("file", type=Path, help="Messages API request body (JSON) or rhapsody history (JSONL)")
     p.add_argument("--out", type=Path, help="write the stripped request body here")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
@@ -62,7 +71,7 @@ def _strip_parser() -> argparse.ArgumentParser:
 
 
 def _stats_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="rhapsody stats", description="Print every seam of a session.")
+    p = _Parser(prog="rhapsody stats", description="Print every seam of a session.")
     p.add_argument("session", nargs="?", help="session id or prefix, or a history .jsonl file (default: the latest)")
     p.add_argument("--cwd", metavar="DIR", help="project directory")
     p.add_argument("--json", action="store_true", help="print one JSON object (billed_input_tokens, "
@@ -73,7 +82,7 @@ def _stats_parser() -> argparse.ArgumentParser:
 
 
 def _memory_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="rhapsody memory", description="Project memory in git (docs/memory/).")
+    p = _Parser(prog="rhapsody memory", description="Project memory in git (docs/memory/).")
     p.add_argument("action", choices=("init", "stats", "audit"))
     p.add_argument("--cwd", metavar="DIR", help="project directory")
     p.add_argument("--json", action="store_true", help="stats as one JSON object")
@@ -104,6 +113,14 @@ def _memory(ns: argparse.Namespace) -> int:
     return 1 if findings else 0
 
 
+def _trust(args: list[str]) -> int:
+    from rhapsody.trust import trust
+
+    p = argparse.ArgumentParser(prog="rhapsody trust", description="Trust a project's own .rhapsody/config.toml.")
+    p.add_argument("path", nargs="?", help="project directory (default: the current directory)")
+    root = _root(p.parse_args(args).path)
+    print(f"trusted {root} (in {trust(root)})")
+    return 0
 def _mcp_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rhapsody mcp", description="MCP servers configured for a project.")
     p.add_argument("action", choices=("list",))
@@ -149,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
             return strip_cmd.main(ns.file, ns.out, ns.json)
         if args[:1] == ["memory"]:
             return _memory(_memory_parser().parse_args(args[1:]))
+        if args[:1] == ["trust"]:
+            return _trust(args[1:])
         if args[:1] == ["mcp"]:
             return _mcp(_mcp_parser().parse_args(args[1:]))
         if args[:1] == ["stats"]:
@@ -163,6 +182,17 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("rhapsody: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:  # a file or folder the user named, or the disk, refused
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"rhapsody: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, never a traceback
+        if os.environ.get("RHAPSODY_DEBUG"):
+            raise
+        text = " ".join(str(exc).split())[:300]
+        print(f"rhapsody: internal error: {type(exc).__name__}: {text} (RHAPSODY_DEBUG=1 shows the traceback)",
+              file=sys.stderr)
+        return 1
 
 
 def _root(cwd: str | None) -> Path:
@@ -196,6 +226,10 @@ def _run(ns: argparse.Namespace) -> int:
         return 0
     from rhapsody.config import load_settings
 
+    if ns.task is not None and not ns.task.strip():
+        from rhapsody.core.errors import InputError
+
+        raise InputError("the task given with -p is empty")
     if ns.demo:
         from rhapsody.demo import DEMO_TASK, WELCOME, demo_setup
 
@@ -208,6 +242,18 @@ def _run(ns: argparse.Namespace) -> int:
     from rhapsody.providers import make_model
 
     return launch(ns, root, settings, make_model(settings))
+
+
+def _notices(root: Path, settings: Any) -> None:
+    """One line each on stderr: an untrusted project config cut down, a sandbox that is off."""
+    from rhapsody.tools.sandbox import bwrap_path, status
+    from rhapsody.trust import untrusted_notice
+
+    notice = untrusted_notice(root)
+    if notice:
+        print(notice, file=sys.stderr)
+    if settings.sandbox == "off" or bwrap_path() is None:
+        print(f"rhapsody: {status(settings.sandbox)}", file=sys.stderr)
 
 
 def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initial: str = "", welcome: str = "",
@@ -235,12 +281,17 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
                    approver=approver)
     import gc
 
+    from rhapsody.tools.procs import install_exit_cleanup
+
+    install_exit_cleanup()
+
     # A resumed session is a large, long-lived heap; keeping it out of the collector's
     # scans removes pauses that otherwise grow with the history.
     gc.freeze()
     if ns.task:
         from rhapsody.headless import run_headless
 
+        _notices(root, settings)
         return asyncio.run(_closing(wiring, run_headless(wiring.agent, ns.task, ns.output_format)))
     if ns.plain:
         from rhapsody.plain import run_plain

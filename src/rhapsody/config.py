@@ -3,16 +3,23 @@
 Files are TOML: `~/.config/rhapsody/config.toml` (or `$XDG_CONFIG_HOME/rhapsody/`) and
 `.rhapsody/config.toml` in the project. Unknown keys and bad values are errors that name
 the key. The resulting `Settings` is passed down explicitly.
+
+A project's config comes with the project, so until the user trusts the project
+(`rhapsody trust`, which lists it in `trusted_projects` of the user config) it may only
+lower permissions: a lower permission mode, a stricter sandbox, no network, more deny
+rules; its allow rules, MCP servers and anything else that raises are ignored
+(`project_layer` says which). `unsandboxed:` rules and `trusted_projects` count only from
+the user config. The environment and flags are the user's and beat both files.
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rhapsody.core.errors import ConfigError
 
@@ -24,6 +31,14 @@ class MemorySettings(BaseModel):
 
     path: str = "docs/memory"
     """Folder of the memory files, relative to the project root."""
+
+    @field_validator("path")
+    @classmethod
+    def _inside_the_project(cls, value: str) -> str:
+        parts = PurePosixPath(value.replace("\\", "/")).parts
+        if not parts or value.startswith(("/", "~")) or ".." in parts or ":" in value:
+            raise ValueError("must be a folder inside the project, relative to its root, without '..'")
+        return value
     commit: bool = False
     """Commit memory changes by themselves after each task and seam."""
     map_cap: int = Field(default=12000, ge=0)
@@ -127,8 +142,20 @@ class Settings(BaseModel):
     """TUI key bindings by binding id, e.g. {"handoff": "f6"}."""
     mcp_servers: dict[str, McpServer] = Field(default_factory=dict)
     """MCP servers whose tools the model gets as mcp__NAME__TOOL; a project's start only once it is trusted."""
+    sandbox: Literal["workspace-write", "read-only", "off"] = "workspace-write"
+    """Where bash and git run: bubblewrap with the project writable, read-only, or no sandbox (docs/security.md)."""
+    sandbox_network: bool = False
+    """Let sandboxed commands reach the network."""
     trusted_projects: list[str] = Field(default_factory=list)
-    """Project roots whose own config and .mcp.json may start programs; read from the user config only."""
+    """Project roots (and folders above them) whose own config and .mcp.json may raise permissions and start
+    programs; read from the user config only."""
+
+
+MODE_RANK = {"read-only": 0, "ask": 1, "auto-edit": 2, "yolo": 3}
+SANDBOX_STRICTNESS = {"off": 0, "workspace-write": 1, "read-only": 2}
+RAISING = ("mcp_servers", "mcp", "hooks")
+"""Keys an untrusted project may never set (they start programs); ignored, named in the notice."""
+USER_ONLY = ("trusted_projects",)
 
 
 def user_config_path() -> Path:
@@ -139,17 +166,14 @@ def user_config_path() -> Path:
 
 def load_settings(root: Path, flags: dict[str, Any] | None = None) -> Settings:
     """Merge every layer and validate; raises ConfigError with a one-line reason."""
-    merged: dict[str, Any] = {}
-    for path in (user_config_path(), root / ".rhapsody" / "config.toml"):
-        layer = _read_toml(path)
-        for key in ("allow", "deny"):  # rule lists add up across files; deny always beats allow
-            if isinstance(layer.get(key), list) and isinstance(merged.get(key), list):
-                layer[key] = [*merged[key], *layer[key]]
-        if isinstance(layer.get("mcp_servers"), dict) and isinstance(merged.get("mcp_servers"), dict):
-            layer["mcp_servers"] = {**merged["mcp_servers"], **layer["mcp_servers"]}
-        if path != user_config_path():
-            layer.pop("trusted_projects", None)  # a project cannot trust itself
-        merged.update(layer)
+    merged: dict[str, Any] = dict(_read_toml(user_config_path()))
+    project, _ = project_layer(root, merged)
+    for key in ("allow", "deny"):  # rule lists add up across files; deny always beats allow
+        if isinstance(project.get(key), list) and isinstance(merged.get(key), list):
+            project[key] = [*merged[key], *project[key]]
+    if isinstance(project.get("mcp_servers"), dict) and isinstance(merged.get("mcp_servers"), dict):
+        project["mcp_servers"] = {**merged["mcp_servers"], **project["mcp_servers"]}
+    merged.update(project)
     merged.update(_from_env())
     merged.update({k: v for k, v in (flags or {}).items() if v is not None})
     try:
@@ -158,6 +182,55 @@ def load_settings(root: Path, flags: dict[str, Any] | None = None) -> Settings:
         err = exc.errors()[0]
         key = ".".join(str(p) for p in err.get("loc", ())) or "settings"
         raise ConfigError(f"bad setting {key!r}: {err['msg']}") from None
+
+
+def is_trusted(root: Path, user: dict[str, Any] | None = None) -> bool:
+    """Whether the user config lists `root` (resolved), or a folder above it, in trusted_projects."""
+    user = _read_toml(user_config_path()) if user is None else user
+    listed = user.get("trusted_projects", [])
+    if not isinstance(listed, list):
+        raise ConfigError(f"{user_config_path()}: trusted_projects must be a list of paths")
+    here = root.resolve()
+    for entry in listed:
+        path = Path(os.path.expanduser(str(entry))).resolve()
+        if path == here or path in here.parents:
+            return True
+    return False
+
+
+def project_layer(root: Path, user: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The project config as it applies (everything when trusted, else only what lowers) and what was ignored."""
+    layer = dict(_read_toml(root / ".rhapsody" / "config.toml"))
+    ignored = [f"{k} (user config only)" for k in USER_ONLY if layer.pop(k, None) is not None]
+    if isinstance(layer.get("allow"), list):
+        kept = [r for r in layer["allow"] if not (isinstance(r, str) and r.startswith("unsandboxed"))]
+        if len(kept) < len(layer["allow"]):
+            ignored.append("unsandboxed: rules (user config only)")
+        layer["allow"] = kept
+    if is_trusted(root, user):
+        return layer, ignored
+    return _lowering_only(layer, user, ignored)
+
+
+def _lowering_only(layer: dict[str, Any], user: dict[str, Any], ignored: list[str]) -> tuple[dict[str, Any], list[str]]:
+    def drop(key: str, why: str) -> None:
+        layer.pop(key, None)
+        ignored.append(f"{key} {why}")
+
+    mode, base_mode = layer.get("permission_mode"), user.get("permission_mode") or "ask"
+    if mode is not None and MODE_RANK.get(str(mode), 99) > MODE_RANK.get(str(base_mode), 1):
+        drop("permission_mode", f"= {mode!r} (raises {base_mode!r})")
+    if layer.get("allow"):
+        drop("allow", f"({len(layer['allow'])} rules)")
+    box, base_box = layer.get("sandbox"), user.get("sandbox") or "workspace-write"
+    if box is not None and SANDBOX_STRICTNESS.get(str(box), -1) < SANDBOX_STRICTNESS.get(str(base_box), 1):
+        drop("sandbox", f"= {box!r} (looser than {base_box!r})")
+    if layer.get("sandbox_network") not in (None, False):
+        drop("sandbox_network", "= true")
+    for key in RAISING:
+        if key in layer:
+            drop(key, "(starts programs)")
+    return layer, ignored
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -91,8 +91,9 @@ class Figures:
         return f"seams {self.seams}" + (f" ({self.undone} undone)" if self.undone else "")
 
     def context_text(self) -> str:
-        """"ctx ~4,592 (0.5%)"."""
-        return f"ctx ~{self.context:,} ({self.context / self.window:.1%})"
+        """"ctx ~4,592 (0.5%)"; no share for a model whose window the price table does not know."""
+        share = f" ({self.context / self.window:.1%})" if self.priced else ""
+        return f"ctx ~{self.context:,}{share}"
 
     def cost_text(self) -> str:
         """"$0.12", with "?" when a model was priced by its family; "cost unknown" for unpriced models."""

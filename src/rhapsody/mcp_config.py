@@ -3,9 +3,9 @@
 Servers come from three places, later ones winning for the same name: the user config
 (`[mcp_servers.NAME]`), the project's `.mcp.json` (`{"mcpServers": {...}}`, Claude Code's
 format, `${VAR}` and `${VAR:-default}` expanded from the environment) and the project's
-`.rhapsody/config.toml`. A project's servers start only once the project is trusted: a
-cloned repository must not start programs by being opened. Until then they are listed as
-waiting for trust.
+`.rhapsody/config.toml`. A project's servers start only once the project is trusted
+(`config.is_trusted`, the list `rhapsody trust` writes): a cloned repository must not start
+programs by being opened. Until then they are listed as waiting for trust.
 
 Does not import `mcp` (that is `rhapsody.mcp_tools`), so reading the plan stays cheap.
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rhapsody.config import McpServer, project_config_path, read_config, user_config_path
+from rhapsody.config import McpServer, is_trusted, project_config_path, read_config, user_config_path
 from rhapsody.core.errors import ConfigError
 
 MCP_JSON = ".mcp.json"
@@ -41,19 +41,6 @@ class McpPlan:
     def empty(self) -> bool:
         """Nothing to start and nothing to report."""
         return not self.servers and not self.waiting and not self.problems
-
-
-def is_trusted(root: Path) -> bool:
-    """Whether the user config lists `root` (or a folder above it) in `trusted_projects`."""
-    listed = read_config(user_config_path()).get("trusted_projects", [])
-    if not isinstance(listed, list):
-        raise ConfigError(f"{user_config_path()}: trusted_projects must be a list of paths")
-    root = root.resolve()
-    for entry in listed:
-        path = Path(os.path.expanduser(str(entry))).resolve()
-        if root == path or path in root.parents:
-            return True
-    return False
 
 
 def plan(root: Path) -> McpPlan:

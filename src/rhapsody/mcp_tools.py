@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import shlex
 import tempfile
@@ -42,6 +43,11 @@ from rhapsody.mcp_config import McpPlan, waiting_line
 from rhapsody.mcp_results import outcome
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+# The SDK logs a server's protocol noise (a stray line on stdout) with tracebacks; they would
+# land on the terminal under the app. What matters reaches the human as a state and a notice.
+logging.getLogger("mcp").addHandler(logging.NullHandler())
+logging.getLogger("mcp").propagate = False
 MAX_NAME = 64  # the shorter of the Anthropic (128) and OpenAI (64) limits on tool names
 
 

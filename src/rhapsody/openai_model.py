@@ -273,7 +273,9 @@ def _classify(exc: Exception) -> tuple[str, float | None]:
         return f"connection failed: {type(exc).__name__}: {exc}", None
     if isinstance(exc, openai.APIError):  # an error event in the middle of the stream
         return f"stream error: {exc.message}", None
-    raise exc
+    # Anything else is an answer this adapter cannot read (a server that ignored stream=True,
+    # a malformed chunk): one line for the human, not a traceback, and no retry.
+    raise ModelError(f"unreadable answer from the server: {type(exc).__name__}: {exc}") from None
 
 
 def _detail(exc: openai.APIStatusError) -> str:

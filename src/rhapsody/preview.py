@@ -45,7 +45,8 @@ def preview(tool: str, args: dict[str, Any], root: Path) -> Preview:
 def _bash(args: dict[str, Any]) -> Preview:
     warning = ""
     if args.get("sandbox") is False:
-        warning = "⚠ sandbox: false: this command runs OUTSIDE the sandbox, with your full permissions"
+        why = visible(str(args.get("justification") or "(none given)"))
+        warning = f"⚠ sandbox: false: this command runs OUTSIDE the sandbox, with your full permissions. Why: {why}"
     return Preview("the exact command", visible(str(args.get("command", ""))), "bash", warning)
 
 

@@ -214,7 +214,8 @@ def event_lines(event: ev.Event) -> list[Line]:
     if isinstance(event, ev.NarrationViolation):
         return [violation_line(event.call.name, event.words, event.required, event.total)]
     if isinstance(event, ev.Retrying):
-        return [Line("retry", f"↻ retry {event.attempt} in {event.delay:.1f} s: {event.reason}")]
+        asked = f" (server asked {event.asked:g} s)" if event.asked is not None and event.asked > event.delay else ""
+        return [Line("retry", f"↻ retry {event.attempt} in {event.delay:.1f} s{asked}: {event.reason}")]
     if isinstance(event, ev.ContextPruned):
         return [cut_line(event.record)]
     if isinstance(event, ev.HandoffFailed):

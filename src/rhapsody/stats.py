@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody.core.billing import seam_savings
+from rhapsody.core.errors import HistoryError
 from rhapsody.core.history import find_session, read_history
-from rhapsody.core.pricing import price_of
+from rhapsody.core.pricing import price_of, priced
 from rhapsody.core.session import USAGE_KEYS
 
 
@@ -33,10 +34,11 @@ def billing(records: list[dict[str, Any]], read_mult: float | None = None) -> di
     model = models[-1] if models else str(head.get("model", ""))
     price, _ = price_of(model)
     figures = seam_savings(records, price.read_mult if read_mult is None else read_mult)
-    usd = price.input / 1e6
+    usd = price.input / 1e6 if priced(model) else None  # a model without a price gets null, not a guess
     return {"model": model, **figures,
-            "billed_input_usd": round(figures["billed_input_tokens"] * usd, 4),
-            "billed_input_usd_without_seams": round(figures["billed_input_tokens_without_seams"] * usd, 4)}
+            "billed_input_usd": None if usd is None else round(figures["billed_input_tokens"] * usd, 4),
+            "billed_input_usd_without_seams":
+                None if usd is None else round(figures["billed_input_tokens_without_seams"] * usd, 4)}
 
 
 def saving_line(figures: dict[str, Any]) -> str:
@@ -52,8 +54,10 @@ def saving_line(figures: dict[str, Any]) -> str:
 def print_stats(root: Path, session_id: str | None, as_json: bool = False, read_mult: float | None = None) -> int:
     """Print the seam table and the billed input with and without seams; returns the exit status."""
     given = Path(session_id) if session_id else None
-    path = given if given is not None and given.suffix == ".jsonl" and given.is_file() else find_session(root, session_id)
+    path = given if given is not None and given.is_file() else find_session(root, session_id)
     records = read_history(path).records
+    if not records or records[0]["kind"] != "session":
+        raise HistoryError(f"{path} is not a rhapsody history file (no session record first)")
     figures = billing(records, read_mult)
     totals = {k: sum(int(r.get(k) or 0) for r in records if r["kind"] == "usage") for k in USAGE_KEYS}
     counts = {k: sum(1 for r in records if r["kind"] == k) for k in ("request", "tool_run", "violation", "hint")}

@@ -19,6 +19,8 @@ from rhapsody.core.strip import authored_sha256, authored_texts, shape, strip, v
 
 def load_input(path: Path) -> tuple[str, Any]:
     """("request", body) or ("history", records); raises InputError with one line."""
+    if path.exists() and not path.is_file():
+        raise InputError(f"cannot read {path}: not a regular file")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -108,6 +110,9 @@ def main(path: Path, out: Path | None, as_json: bool) -> int:
     """Run the command; InputError propagates to the CLI's one-line handler."""
     report, body = strip_report(path)
     if out is not None:
-        out.write_text(json.dumps(body, ensure_ascii=False, indent=1), encoding="utf-8")
+        try:
+            out.write_text(json.dumps(body, ensure_ascii=False, indent=1), encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"cannot write {out}: {exc.strerror or exc}") from None
     print(json.dumps(report) if as_json else format_report(report))
     return 0

@@ -28,10 +28,12 @@ INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
 
 def project_instructions(root: Path, cap: int) -> str:
     """AGENTS.md (or CLAUDE.md) for the system prompt, cut at `cap` characters and saying so."""
+    from rhapsody.core.own_files import read_own
+    from rhapsody.tools.sandbox import secret_values
+
     for name in INSTRUCTION_FILES:
-        path = root / name
-        if path.is_file():
-            text = path.read_text(encoding="utf-8", errors="replace")
+        text = read_own(root, root / name, known=secret_values())
+        if text is not None:
             if len(text) > cap:
                 text = text[:cap] + f"\n[{name} cut at {cap} of {len(text)} characters]"
             return f"\n## Project instructions ({name})\n{text}"
@@ -128,6 +130,8 @@ def add_mcp(toolbox: Toolbox, root: Path) -> None:
     from rhapsody.mcp_tools import McpTools
 
     toolbox.sources.append(McpTools(servers, root))
+    values = [v for s in servers.servers.values() for v in (*s.env.values(), *s.headers.values())]
+    toolbox.add_secrets(values + [v.split()[-1] for v in values if " " in v.strip()])  # "Bearer TOKEN": the token too
 
 
 def open_session(root: Path, settings: Settings, model_id: str | None, toolbox: Toolbox,
@@ -155,8 +159,9 @@ def build(root: Path, settings: Settings, model: Model, model_id: str | None,
     from rhapsody.memory import DialogRecorder
 
     mode = settings.permission_mode or ("ask" if approver is not None else "auto-edit")
-    toolbox = default_toolbox(mode, settings.allow, settings.deny, approver)
+    toolbox = default_toolbox(mode, settings.allow, settings.deny, approver, settings.sandbox, settings.sandbox_network)
     add_mcp(toolbox, root)
     session = open_session(root, settings, model_id, toolbox, resume, continue_last)
-    recorder = DialogRecorder(settings.memory.path, settings.memory.commit)
-    return Wiring(Agent(session, model, toolbox, policy(settings, root), observers=[recorder]), settings)
+    # read-only writes nothing into the project: no dialog log (rhapsody's own .rhapsody/ state aside).
+    observers = [] if mode == "read-only" else [DialogRecorder(settings.memory.path, settings.memory.commit)]
+    return Wiring(Agent(session, model, toolbox, policy(settings, root), observers=observers), settings)

@@ -4,6 +4,7 @@
     ├── ConfigError        a settings file or variable is malformed
     ├── HistoryError       a history file cannot be read or was written by a newer version
     ├── InputError         a file given on the command line is malformed
+    ├── StorageError       rhapsody's own files cannot be written (no room, no permission)
     └── ModelError         the model provider failed for good (retries exhausted, 4xx)
 
 Imports: stdlib only.
@@ -26,6 +27,10 @@ class HistoryError(RhapsodyError):
 
 class InputError(RhapsodyError):
     """A file given on the command line is malformed."""
+
+
+class StorageError(RhapsodyError):
+    """A folder or file rhapsody keeps its own state in cannot be created or written."""
 
 
 class ModelError(RhapsodyError):

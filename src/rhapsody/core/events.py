@@ -49,6 +49,16 @@ class Retrying:
     attempt: int
     reason: str
     delay: float
+    asked: float | None = None
+    """The wait the server asked for (retry-after), when it asked; `delay` is it, capped."""
+
+
+@dataclass(frozen=True)
+class RetryCountdown:
+    """A tick while waiting to retry: whole seconds left, so front ends can count down."""
+
+    attempt: int
+    remaining: float
 
 
 @dataclass(frozen=True)
@@ -212,6 +222,7 @@ Event = (
     | ThinkingDelta
     | BlockStopped
     | Retrying
+    | RetryCountdown
     | ModelResponse
     | RequestSent
     | UsageReported

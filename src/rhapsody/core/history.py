@@ -4,7 +4,10 @@ Each record is one line `{"v": 1, "seq", "ts", "kind", ...}` written with a sing
 `write`, flushed and fsynced, in a file of mode 0600. On open, a file whose last byte is
 not a newline (a torn write) gets one, so the next record cannot merge with the torn one.
 On read, a line that does not parse is skipped and counted; the last line torn by a crash
-is expected and silent. Nothing is ever rewritten. See docs/history-format.md.
+is expected and silent; a record that parses but has fields of the wrong type (see
+records.py) refuses the whole file with a one-line error naming its line, because skipping
+it could leave a conversation the API refuses. Nothing is ever rewritten. See
+docs/history-format.md.
 
 Imports: stdlib only.
 """
@@ -20,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rhapsody.core.errors import HistoryError
+from rhapsody.core.errors import HistoryError, StorageError
+from rhapsody.core.records import problem
 
 VERSION = 1
 STATE_DIR = ".rhapsody"
@@ -28,19 +32,55 @@ STATE_DIR = ".rhapsody"
 
 def state_dir(root: Path) -> Path:
     """The project's `.rhapsody/` folder, created with a `.gitignore` so git never sees it."""
-    folder = root / STATE_DIR
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = private_dir(root / STATE_DIR)
     ignore = folder / ".gitignore"
     if not ignore.exists():
-        ignore.write_text("*\n", encoding="utf-8")
+        _write_new(ignore, b"*\n")
     return folder
 
 
 def history_dir(root: Path) -> Path:
     """Where the project's session histories live."""
-    folder = state_dir(root) / "history"
-    folder.mkdir(parents=True, exist_ok=True)
+    return private_dir(state_dir(root) / "history")
+
+
+def private_dir(folder: Path) -> Path:
+    """`folder`, created with any missing parents as mode 0700 whatever the umask.
+
+    Raises StorageError with one line when it cannot be created (a read-only or full
+    file system, a file in the way, no permission).
+    """
+    missing = [folder, *folder.parents]
+    missing = missing[: next((i for i, p in enumerate(missing) if p.is_dir()), len(missing))]
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for created in missing:
+            os.chmod(created, 0o700)  # mkdir's mode is masked by the umask; chmod is not
+    except OSError as exc:
+        raise StorageError(f"cannot create {folder}: {_why(exc)}") from None
     return folder
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise StorageError(f"cannot write {path}: {_why(exc)}") from None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write every byte: a regular file takes a short write when the disk fills, then ENOSPC."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _why(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
 
 
 def new_session_id() -> str:
@@ -54,11 +94,15 @@ class HistoryWriter:
     def __init__(self, path: Path, next_seq: int = 0) -> None:
         self.path = path
         self.seq = next_seq
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        os.chmod(path, 0o600)
-        self._fd = fd
-        self._terminate_torn_line()
+        self._fd = -1
+        private_dir(path.parent)
+        try:
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            os.chmod(path, 0o600)
+            self._terminate_torn_line()
+        except OSError as exc:
+            self.close()
+            raise StorageError(f"cannot write history {path}: {_why(exc)}") from None
 
     def _terminate_torn_line(self) -> None:
         size = os.fstat(self._fd).st_size
@@ -67,14 +111,26 @@ class HistoryWriter:
         with open(self.path, "rb") as f:
             f.seek(size - 1)
             if f.read(1) != b"\n":
-                os.write(self._fd, b"\n")
+                _write_all(self._fd, b"\n")
                 os.fsync(self._fd)
 
     def append(self, kind: str, **fields: Any) -> dict[str, Any]:
-        """Write one record and fsync it; returns the record as written."""
+        """Write one record and fsync it; returns the record as written.
+
+        A failed write (a full disk, an I/O error) closes the writer and raises StorageError:
+        the record may be torn on disk, which the reader tolerates, and every later append
+        fails too, so nothing is ever written after a torn record in the same run.
+        """
         record = {"v": VERSION, "seq": self.seq, "ts": round(time.time(), 3), "kind": kind, **fields}
-        os.write(self._fd, _encode(record))
-        os.fsync(self._fd)
+        if self._fd < 0:
+            raise StorageError(f"history {self.path} is closed after an earlier failure; resume the session to go on")
+        try:
+            _write_all(self._fd, _encode(record))
+            os.fsync(self._fd)
+        except OSError as exc:
+            self.close()
+            raise StorageError(f"cannot write history {self.path}: {_why(exc)}; what was written before is "
+                               "kept: free space and resume with --continue") from None
         self.seq += 1
         return record
 
@@ -98,6 +154,8 @@ class HistoryRead:
     """What reading a history file found."""
 
     records: list[dict[str, Any]] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)
+    """The line number (from 1) of each record, for errors that name it."""
     skipped: int = 0
     torn_tail: bool = False
 
@@ -121,11 +179,15 @@ def read_history(path: Path) -> HistoryRead:
             else:
                 result.skipped += 1
             continue
+        wrong = problem(record)
+        if wrong:
+            raise HistoryError(f"{path.name} line {i + 1}: {wrong}")
         if record.get("v", 1) > VERSION:
             raise HistoryError(
                 f"{path.name} was written by a newer rhapsody (history v{record['v']}, this reads v{VERSION})"
             )
         result.records.append(record)
+        result.lines.append(i + 1)
     return result
 
 

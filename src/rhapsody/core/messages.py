@@ -18,6 +18,12 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
 
+UNPARSED_KEY = "_unparsed"
+"""Tool-use `input` key holding arguments that could not be read as a JSON object, verbatim."""
+INVALID_KEY = "_invalid"
+"""Tool-use `input` key saying why the arguments under UNPARSED_KEY were refused."""
+
+
 class _Block(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
 

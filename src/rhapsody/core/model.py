@@ -1,7 +1,7 @@
 """The model protocol the loop consumes.
 
 A model streams one request: it yields `TextDelta`, `ThinkingDelta`, `BlockStopped` and
-`Retrying` events as they happen, and a `ModelResponse` last. Retrying after a partial
+`Retrying` (then `RetryCountdown` ticks while it waits) events as they happen, and a `ModelResponse` last. Retrying after a partial
 stream is the model's business; the loop only sees complete responses.
 
 Imports: stdlib and rhapsody.core only.
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
-from rhapsody.core.events import BlockStopped, ModelResponse, Retrying, TextDelta, ThinkingDelta
+from rhapsody.core.events import BlockStopped, ModelResponse, RetryCountdown, Retrying, TextDelta, ThinkingDelta
 
-ModelEvent = TextDelta | ThinkingDelta | BlockStopped | Retrying | ModelResponse
+ModelEvent = TextDelta | ThinkingDelta | BlockStopped | Retrying | RetryCountdown | ModelResponse
 
 
 class Model(Protocol):

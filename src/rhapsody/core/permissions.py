@@ -1,20 +1,28 @@
 """Permission modes and allow/deny rules: what a tool call may do without asking.
 
-Rules are strings `tool` or `tool:pattern`, the pattern a glob over the call's key
-argument (the command for bash, the path for file tools). Order of decision:
+Rules are strings `tool` or `tool:pattern`, the pattern a glob over the call's key: for
+file tools the path *resolved* and made relative to the project root (`./x`, `/abs/x`,
+`a/../x` and symlinks all become `x`); for bash each simple command of a real parse of
+the command line (words unquoted, joined by one space). Order of decision:
 
-1. a deny rule that matches → deny (nothing overrides it);
-2. a protected read (.env files, private keys, `.rhapsody/`) → deny unless an allow rule
-   names it;
-3. mode `yolo` → allow; an allow rule that matches → allow;
-4. the mode: `read-only` denies writes and bash; `auto-edit` allows file writes and asks
-   for bash; `ask` asks for writes and bash. Reads are always allowed. MCP tools count as
-   writes (rhapsody cannot know what a server does): they ask in `auto-edit` too, unless a
-   rule such as `mcp__time` (every tool of that server) or `mcp__time__get_current_time`
-   allows them.
+1. a deny rule that matches → deny. For bash this is a convenience: the sandbox is the
+   boundary (docs/security.md); a command rules cannot see through (substitution,
+   `eval`, `bash -c`, ...) asks when bash deny rules exist;
+2. a protected read (secret-looking files, case-insensitive, the link's target too, and
+   `.rhapsody/`) → deny unless an allow rule names it;
+3. reads → allow;
+4. bash: a command that asks to leave the sandbox always asks (refused in `read-only`),
+   unless an `unsandboxed:pattern` rule from the user's own config allows it; a
+   sandboxed command runs in `read-only` (read-only sandbox), `auto-edit` and `yolo`, and
+   in `ask` only by an allow rule; with no sandbox, `read-only` refuses, `yolo` allows
+   only when `sandbox = "off"` was chosen, and otherwise an allow rule or the human;
+5. other writes: `yolo` → allow; `read-only` → deny (no rule raises it); an allow rule →
+   allow; `auto-edit` allows file writes; else ask. MCP tools count as writes (rhapsody
+   cannot know what a server does): they ask in `auto-edit` too, unless a rule such as
+   `mcp__time` (every tool of that server) or `mcp__time__get_current_time` allows them.
 
-For bash, an allow rule must match every sub-command of a compound command (`&&`, `||`,
-`;`, `|`, newlines), so `bash:pytest*` does not allow `pytest && rm -rf ~`.
+An allow rule runs a bash command only when every simple command matches and the
+command is not opaque (see `ShellCommand`).
 
 Imports: stdlib only.
 """
@@ -22,12 +30,34 @@ Imports: stdlib only.
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 FILE_WRITERS = ("write_file", "edit_file")
-PROTECTED_READS = (".env", ".env.*", "*.pem", "*.key", "id_rsa*", "id_ed25519*", "id_ecdsa*", ".rhapsody", ".rhapsody/*")
+PROTECTED_READS = (".env", ".env.*", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*", "id_ed25519*", "id_ecdsa*",
+                   "id_dsa*", ".netrc", ".git-credentials", ".pgpass")
+"""Secret-looking file names, matched case-insensitively against every part of the path."""
+SANDBOXED = ("workspace-write", "read-only")
 _SPLIT = re.compile(r"&&|\|\||;|\||\n")
+
+
+@dataclass(frozen=True)
+class ShellCommand:
+    """A parsed command line: its simple commands as words, and why rules cannot judge it ('' if they can)."""
+
+    commands: tuple[tuple[str, ...], ...]
+    opaque: str = ""
+
+    def texts(self) -> list[str]:
+        """Each simple command as one string, words joined by a space."""
+        return [" ".join(words) for words in self.commands]
+
+
+def _no_parser(command: str) -> ShellCommand:
+    return ShellCommand((), "no shell parser is available")
 
 
 @dataclass(frozen=True)
@@ -46,11 +76,42 @@ class Rules:
     allow: list[str] = field(default_factory=list)
     deny: list[str] = field(default_factory=list)
     session_allow: list[str] = field(default_factory=list)
+    parse: Callable[[str], ShellCommand] = _no_parser
+    """Parses a bash command line; without a real parser no bash command runs by rule."""
+
+    def read_denied(self) -> tuple[str, ...]:
+        """Patterns of `read_file` deny rules (a bare `read_file` denies everything: `**`)."""
+        out = []
+        for rule in self.deny:
+            name, _, pattern = rule.partition(":")
+            if name == "read_file":
+                out.append(pattern or "*")
+        return tuple(out)
 
 
 def subcommands(command: str) -> list[str]:
-    """The parts of a compound shell command, stripped."""
+    """The parts of a compound shell command split on operators (for suggestions only)."""
     return [part.strip() for part in _SPLIT.split(command) if part.strip()]
+
+
+def relative_keys(root: Path, given: str) -> tuple[str, ...]:
+    """The path rules see: resolved (symlinks followed) and lexically normalised, relative to the root."""
+    base = root.resolve()
+    raw = Path(given) if os.path.isabs(given) else base / given
+    keys = []
+    for candidate in (raw.resolve(), Path(os.path.normpath(raw))):
+        try:
+            keys.append(candidate.relative_to(base).as_posix() or ".")
+        except ValueError:
+            keys.append(candidate.as_posix())
+    return tuple(dict.fromkeys(keys))
+
+
+def _glob(pattern: str, value: str, fold: bool = False) -> bool:
+    pattern = pattern[2:] if pattern.startswith("./") else pattern
+    if fold:
+        return fnmatch.fnmatchcase(value.lower(), pattern.lower())
+    return fnmatch.fnmatchcase(value, pattern)
 
 
 def _names(rule_name: str, tool: str) -> bool:
@@ -59,65 +120,180 @@ def _names(rule_name: str, tool: str) -> bool:
                                  and tool.startswith(rule_name + "__"))
 
 
-def _matches(rule: str, tool: str, argument: str) -> bool:
+def _matches(rule: str, tool: str, keys: tuple[str, ...]) -> bool:
     name, _, pattern = rule.partition(":")
-    return _names(name, tool) and (not pattern or fnmatch.fnmatchcase(argument, pattern))
+    return _names(name, tool) and (not pattern or any(_glob(pattern, k) for k in keys))
 
 
-def _allowed_by(rules: list[str], tool: str, argument: str) -> str:
-    """The allow rule(s) covering the call; for bash, every sub-command needs one."""
-    if tool != "bash":
-        return next((r for r in rules if _matches(r, tool, argument)), "")
+def _file_allowed(rules: list[str], tool: str, keys: tuple[str, ...]) -> str:
+    """An allow rule matching the resolved path (the first key)."""
+    return next((r for r in rules if _matches(r, tool, keys[:1])), "")
+
+
+def _shell_allowed(rules: list[str], name: str, shell: ShellCommand) -> str:
+    """The rules covering every simple command, or '' (always '' for an opaque command)."""
+    if shell.opaque or not shell.commands:
+        return ""
     used = []
-    for part in subcommands(argument) or [""]:
-        rule = next((r for r in rules if _matches(r, tool, part)), "")
+    for text in shell.texts():
+        rule = next((r for r in rules if _matches(r, name, (text,))), "")
         if not rule:
             return ""
         used.append(rule)
     return ", ".join(dict.fromkeys(used))
 
 
-def _denied(rule: str, tool: str, argument: str) -> bool:
-    name, _, pattern = rule.partition(":")
-    if not _names(name, tool):
+def _shell_denied(rules: list[str], command: str, shell: ShellCommand) -> str:
+    """A deny rule matching the raw line, a split part, or a parsed command (by the program's base name,
+    and by its flags in any order or grouping: `rm -rf*` also denies `rm -fr x` and `rm -r -f x`)."""
+    programs = [_program_words(w) for w in shell.commands if w]
+    forms = [command, *subcommands(command), *shell.texts(), *(" ".join(w) for w in programs)]
+    forms += [" ".join(f.split()) for f in list(forms)]
+    for rule in rules:
+        name, _, pattern = rule.partition(":")
+        if name != "bash":
+            continue
+        if not pattern or any(_glob(pattern, f) for f in forms) or any(_flags_match(pattern, w) for w in programs):
+            return rule
+    return ""
+
+
+_WRAPPERS = ("busybox", "toybox")
+_LONG_FLAGS = {"recursive": "r", "force": "f", "delete": "d", "all": "a"}
+
+
+def _program_words(words: tuple[str, ...]) -> tuple[str, ...]:
+    """The words with the program as its base name, `busybox rm` as `rm`."""
+    out = [words[0].rsplit("/", 1)[-1].lstrip("\\"), *words[1:]]
+    while len(out) > 1 and out[0] in _WRAPPERS:
+        out = [out[1].rsplit("/", 1)[-1], *out[2:]]
+    return tuple(out)
+
+
+def _flag_letters(words: tuple[str, ...] | list[str]) -> set[str]:
+    letters: set[str] = set()
+    for word in words:
+        if word.startswith("--") and word[2:].split("=")[0] in _LONG_FLAGS:
+            letters.add(_LONG_FLAGS[word[2:].split("=")[0]])
+        elif word.startswith("-") and not word.startswith("--"):
+            letters.update(word[1:].lower())
+    return letters
+
+
+def _flags_match(pattern: str, words: tuple[str, ...]) -> bool:
+    """The pattern's program matches and every flag letter it names is set, however the flags are written."""
+    parts = pattern.replace("*", " ").split()
+    flags = [p for p in parts[1:] if p.startswith("-")]
+    if not parts or not flags or not fnmatch.fnmatchcase(words[0], parts[0]):
         return False
-    if tool == "bash" and pattern:
-        return any(fnmatch.fnmatchcase(part, pattern) for part in subcommands(argument))
-    return not pattern or fnmatch.fnmatchcase(argument, pattern)
+    others = [p for p in parts[1:] if not p.startswith("-")]
+    return _flag_letters(flags) <= _flag_letters(words[1:]) and all(o in words[1:] for o in others)
 
 
 def protected(path: str) -> bool:
     """Whether reading `path` (relative to the project) exposes secrets or rhapsody's own state."""
-    parts = path.replace("\\", "/").split("/")
-    return any(fnmatch.fnmatchcase(p, pat) for p in parts for pat in PROTECTED_READS) or path.startswith(".rhapsody")
+    parts = [p for p in path.replace("\\", "/").lower().split("/") if p not in ("", ".")]
+    if parts[:1] == [".rhapsody"]:
+        return True
+    return any(fnmatch.fnmatchcase(p, pat) for p in parts for pat in PROTECTED_READS)
 
 
-def decide(mode: str, rules: Rules, tool: str, argument: str, writes: bool, reads_files: bool) -> Decision:
+@dataclass(frozen=True)
+class Call:
+    """What decide needs to know about one call."""
+
+    tool: str
+    argument: str
+    writes: bool
+    reads_files: bool
+    keys: tuple[str, ...] = ()
+    """For file tools: the resolved and normalised relative paths (see relative_keys)."""
+    confinement: str = ""
+    """For bash: 'workspace-write'/'read-only' (sandboxed), 'off' (sandbox = "off"), 'unavailable'."""
+    leave_sandbox: bool = False
+    """The model asked to run outside the sandbox (with a justification)."""
+    justification: str = ""
+    """Why the model says the command must leave the sandbox (shown to the human)."""
+
+
+def decide(mode: str, rules: Rules, tool: str, argument: str, writes: bool, reads_files: bool,
+           keys: tuple[str, ...] = (), confinement: str = "", leave_sandbox: bool = False) -> Decision:
     """The decision for one call; see the module docstring for the order."""
+    return decide_call(mode, rules, Call(tool, argument, writes, reads_files, keys or (argument,), confinement,
+                                         leave_sandbox))
+
+
+def decide_call(mode: str, rules: Rules, call: Call) -> Decision:
+    """The decision for one described call."""
+    if call.tool == "bash":
+        return _decide_bash(mode, rules, call)
     for rule in rules.deny:
-        if _denied(rule, tool, argument):
+        if _matches(rule, call.tool, call.keys) or (call.reads_files and _matches(rule, "read_file", call.keys)):
             return Decision("deny", f"denied by rule {rule!r}", rule)
-    allowed = _allowed_by([*rules.allow, *rules.session_allow], tool, argument)
-    if reads_files and argument and protected(argument) and not allowed:
-        return Decision("deny", f"{argument} may hold secrets or rhapsody's own state; an allow rule "
-                                f"'{tool}:{argument}' would permit it")
-    if not writes:
+    allowed = _file_allowed([*rules.allow, *rules.session_allow], call.tool, call.keys)
+    if call.reads_files and call.argument and any(protected(k) for k in call.keys) and not allowed:
+        return Decision("deny", f"{call.argument} may hold secrets or rhapsody's own state; an allow rule "
+                                f"'{call.tool}:{call.keys[0]}' would permit it")
+    if not call.writes:
         return Decision("allow", "reads are allowed", allowed)
     if mode == "yolo":
         return Decision("allow", "yolo mode allows everything")
+    if mode == "read-only":
+        return Decision("deny", "read-only mode: no writes")
     if allowed:
         return Decision("allow", f"allowed by rule {allowed!r}", allowed)
-    if mode == "read-only":
-        return Decision("deny", "read-only mode: no writes, no bash")
-    if mode == "auto-edit" and tool in FILE_WRITERS:
+    if mode == "auto-edit" and call.tool in FILE_WRITERS:
         return Decision("allow", "auto-edit mode allows file writes inside the project")
-    return Decision("ask", f"{mode} mode asks before {_what(tool)}")
+    return Decision("ask", f"{mode} mode asks before {_what(call.tool)}")
 
 
 def _what(tool: str) -> str:
-    if tool == "bash":
-        return "running commands"
-    return "calling MCP tools" if tool.startswith("mcp__") else "writing files"
+    if tool.startswith("mcp__"):
+        return "calling MCP tools"
+    return "writing files" if tool in FILE_WRITERS else "this call"
+
+
+def _decide_bash(mode: str, rules: Rules, call: Call) -> Decision:
+    shell = rules.parse(call.argument)
+    denied = _shell_denied(rules.deny, call.argument, shell)
+    if denied:
+        return Decision("deny", f"denied by rule {denied!r}", denied)
+    allow = [*rules.allow, *rules.session_allow]
+    if call.leave_sandbox:
+        return _outside(mode, allow, shell)
+    ruled = _shell_allowed(allow, "bash", shell)
+    if shell.opaque and any(r.partition(":")[0] == "bash" for r in rules.deny) and mode not in ("read-only", "yolo"):
+        return Decision("ask", f"deny rules cannot judge this command ({shell.opaque})")
+    if call.confinement in SANDBOXED:
+        if mode in ("read-only", "auto-edit", "yolo"):
+            return Decision("allow", f"runs in the {call.confinement} sandbox", ruled)
+        if ruled:
+            return Decision("allow", f"allowed by rule {ruled!r} (in the sandbox)", ruled)
+        return Decision("ask", _ask_reason(mode, shell))
+    if mode == "read-only":
+        return Decision("deny", "read-only mode runs commands only in the sandbox, and none is available")
+    if mode == "yolo" and call.confinement == "off":
+        return Decision("allow", "yolo mode with sandbox = \"off\" allows everything")
+    if ruled:
+        return Decision("allow", f"allowed by rule {ruled!r} (no sandbox)", ruled)
+    why = "no sandbox is available (install bubblewrap)" if call.confinement == "unavailable" else "the sandbox is off"
+    return Decision("ask", f"{why}; {_ask_reason(mode, shell)}")
+
+
+def _outside(mode: str, allow: list[str], shell: ShellCommand) -> Decision:
+    if mode == "read-only":
+        return Decision("deny", "read-only mode never runs commands outside the sandbox")
+    ruled = _shell_allowed(allow, "unsandboxed", shell)
+    if ruled:
+        return Decision("allow", f"allowed outside the sandbox by rule {ruled!r}", ruled)
+    return Decision("ask", "the command asks to run outside the sandbox; only a human (or an "
+                           "'unsandboxed:' rule in the user's own config) can allow that")
+
+
+def _ask_reason(mode: str, shell: ShellCommand) -> str:
+    if shell.opaque:
+        return f"{mode} mode asks: no rule can allow this command because {shell.opaque}"
+    return f"{mode} mode asks before running commands"
 
 
 def suggested_rules(tool: str, argument: str) -> tuple[str, ...]:

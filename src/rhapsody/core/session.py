@@ -94,8 +94,12 @@ class Session:
         spec = spec_from_record(head)
         writer = HistoryWriter(path, next_seq=read.records[-1].get("seq", len(read.records)) + 1)
         session = cls(root, writer, spec, head["session"])
-        for record in read.records:
-            session._fold(record)
+        for record, line in zip(read.records, read.lines):
+            try:
+                session._fold(record)
+            except (KeyError, TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+                reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise HistoryError(f"{path.name} line {line}: {record['kind']} record cannot be read: {reason}") from None
         session.record("resumed", skipped_lines=read.skipped, torn_tail=read.torn_tail)
         session._answer_orphan_calls()
         if model and model != session.spec.model:

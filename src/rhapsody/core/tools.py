@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ValidationError
 
-from rhapsody.core.permissions import Rules, decide
+from rhapsody.core.messages import INVALID_KEY, UNPARSED_KEY
+from rhapsody.core.permissions import SANDBOXED, Call, Rules, decide_call, relative_keys
+from rhapsody.core.secrets import mask
 
 if TYPE_CHECKING:
     from rhapsody.core.session import Session
@@ -54,6 +56,10 @@ class ToolContext:
     session: Session
     bash_timeout: float = 120.0
     output_cap: int = 30000
+    confinement: str = ""
+    """Where this call's command runs: a sandbox level, 'off' or 'unavailable' (set per call by the toolbox)."""
+    read_deny: tuple[str, ...] = ()
+    """Path patterns of `read_file` deny rules: search and listing leave those files out too."""
 
 
 class Tool(Protocol):
@@ -120,6 +126,7 @@ class ToolSource(Protocol):
 
 
 MASK = "[masked secret]"
+"""What a secret value becomes in tool output (the same text as core.secrets.MASK)."""
 
 
 class Toolbox:
@@ -152,6 +159,10 @@ class Toolbox:
              "input_schema": getattr(t, "input_schema", None) or _schema(t.Input)}
             for t in self.tools.values()
         ]
+
+    def add_secrets(self, values: list[str]) -> None:
+        """More values to mask in every tool result (an MCP server's env and header values)."""
+        self.secrets = (*self.secrets, *(v for v in values if len(v) >= 8 and v not in self.secrets))
 
     def start_sources(self) -> list[str]:
         """Start every source in the background without waiting (needs a running loop); returns notices."""
@@ -190,14 +201,19 @@ class Toolbox:
         tool = self.tools.get(name)
         if tool is None:
             return ToolOutcome(f"Unknown tool {name!r}. Available: {', '.join(self.tools)}.", is_error=True)
+        if isinstance(raw_input, dict) and UNPARSED_KEY in raw_input:
+            return ToolOutcome(_unparsed_reason(name, raw_input), is_error=True)
         try:
             args = tool.Input.model_validate(raw_input if isinstance(raw_input, dict) else {})
         except ValidationError as exc:
             return ToolOutcome(f"Invalid arguments for {name}: {_first_error(exc)}", is_error=True)
-        refusal = await self._permit(tool, args, ctx)
+        call = self._describe(tool, args, ctx)
+        refusal = await self._permit(tool, call, ctx, args.model_dump())
         if refusal:
             return refusal
         timer[0] = self.clock()  # the duration is the tool's, not the human's time to answer
+        ctx = dataclasses.replace(ctx, confinement="off" if call.leave_sandbox else call.confinement,
+                                  read_deny=self.rules.read_denied())
         try:
             return await tool.run(args, ctx)
         except ToolFailure as exc:
@@ -205,28 +221,51 @@ class Toolbox:
         except Exception as exc:  # noqa: BLE001 - a tool bug must not end the session
             return ToolOutcome(f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
 
-    async def _permit(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> ToolOutcome | None:
-        """None when the call may run, else the refusal the model gets; every decision is recorded."""
-        describe = getattr(tool, "argument_of", None)
-        argument = str(describe(args) if describe else getattr(args, "command", None) or getattr(args, "path", None) or "")
-        decision = decide(self.permission_mode, self.rules, tool.name, argument, tool.writes, tool.reads_files)
+    async def _permit(self, tool: Tool, call: Call, ctx: ToolContext, shown_args: dict[str, Any]) -> ToolOutcome | None:
+        """None when the call may run, else the refusal the model gets; every decision is recorded.
+
+        `shown_args` go to the approver, so the question can show the diff or the exact command."""
+        decision = decide_call(self.permission_mode, self.rules, call)
         verdict, reason, by, words = decision.verdict, decision.reason, "rules", ""
         if verdict == "ask":
-            verdict, reason, by, words = await self._ask(tool.name, argument, decision.reason, args.model_dump())
+            why = decision.reason
+            if call.leave_sandbox:
+                why += f". The model's justification: {call.justification or '(none given)'}"
+            verdict, reason, by, words = await self._ask(tool.name, call.argument, why,
+                                                         "unsandboxed" if call.leave_sandbox else tool.name, shown_args)
         if tool.writes or verdict != "allow" or decision.rule:  # plain reads are not worth a record
-            ctx.session.record("permission", tool=tool.name, argument=argument, decision=verdict, by=by, reason=reason)
+            ctx.session.record("permission", tool=tool.name, argument=call.argument, decision=verdict, by=by,
+                               reason=reason, **({"confinement": call.confinement} if call.confinement else {}))
         if verdict == "allow":
             return None
         shown = f"denied by the human: {words}" if words else reason
         if words:
             reason = "denied by the human; their reason follows the tool results, in their own words"
-        return ToolOutcome(f"Not run: permission denied for {tool.name} {argument!r}: {reason}", is_error=True, words=words,
-                           refused=shown)
+        return ToolOutcome(f"Not run: permission denied for {tool.name} {call.argument!r}: {reason}", is_error=True,
+                           words=words, refused=shown)
 
-    async def _ask(self, tool: str, argument: str, why: str, args: dict[str, Any]) -> tuple[str, str, str, str]:
+    def _describe(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> Call:
+        """What the permission check needs: the argument, resolved path keys, where a command would run."""
+        describe = getattr(tool, "argument_of", None)
+        path = getattr(args, "path", None)
+        argument = str(describe(args) if describe else getattr(args, "command", None) or path or "")
+        try:
+            keys = relative_keys(ctx.root, path) if isinstance(path, str) and path and "\x00" not in path else ()
+        except (OSError, ValueError, RuntimeError):
+            keys = ()
+        confine = getattr(tool, "confinement", None)
+        confinement = str(confine(self.permission_mode)) if callable(confine) else ""
+        leave = confinement in SANDBOXED and getattr(args, "sandbox", True) is False
+        return Call(tool.name, argument, tool.writes, tool.reads_files, keys or (argument,),
+                    confinement, leave, str(getattr(args, "justification", "") or ""))
+
+    async def _ask(self, tool: str, argument: str, why: str, rule_name: str,
+                   args: dict[str, Any]) -> tuple[str, str, str, str]:
         if self.approver is None:
+            where = " in your user config" if rule_name == "unsandboxed" else ""
             return "deny", (f"{why}, and no human can answer here (headless); allow it with a rule such as "
-                            f"allow = [\"{tool}:{argument.split()[0] if argument else ''}*\"] or pick another --permission-mode"), "mode", ""
+                            f"allow = [\"{rule_name}:{argument.split()[0] if argument else ''}*\"]{where} "
+                            "or pick another --permission-mode"), "mode", ""
         answer = await self.approver(tool, argument, why, args)
         self.rules.session_allow.extend(answer.remember)
         verdict = "allow" if answer.allow else "deny"
@@ -247,9 +286,7 @@ class Toolbox:
         return dataclasses.replace(outcome, content=content, blocks=blocks)
 
     def _masked(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, MASK)
-        return text
+        return mask(text, self.secrets)
 
 
 def _schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -258,6 +295,13 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
     for prop in schema.get("properties", {}).values():
         prop.pop("title", None)
     return schema
+
+
+def _unparsed_reason(name: str, raw_input: dict[str, Any]) -> str:
+    raw = str(raw_input.get(UNPARSED_KEY, ""))
+    shown = raw if len(raw) <= 200 else raw[:200] + "..."
+    why = raw_input.get(INVALID_KEY, "not a JSON object")
+    return f"Not run: the arguments of {name} are {why}: {shown!r}. Send the call again with a JSON object."
 
 
 def _first_error(exc: ValidationError) -> str:

@@ -9,6 +9,7 @@ assistant message that made the call, no sampling parameters (rhapsody never sen
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import time
@@ -168,7 +169,7 @@ def _chunks(lb: LoopbackServer, body: dict[str, Any], turn: dict[str, Any]) -> A
             calls += 1
     yield chunk({}, turn.get("finish_reason") or ("tool_calls" if calls else "stop"))
     if (body.get("stream_options") or {}).get("include_usage"):
-        yield {**chunk({}), "choices": [], "usage": _usage(body, turn)}
+        yield {**chunk({}), "choices": [], "usage": _usage(lb, body, turn)}
 
 
 def _call_chunks(chunk: Any, index: int, block: dict[str, Any], call_id: str) -> Any:
@@ -181,11 +182,20 @@ def _call_chunks(chunk: Any, index: int, block: dict[str, Any], call_id: str) ->
         yield chunk({"tool_calls": [{"index": index, "function": {"arguments": payload[cut:cut + 50]}}]})
 
 
-def _usage(body: dict[str, Any], turn: dict[str, Any]) -> dict[str, Any]:
-    prompt = _tokens(json.dumps([body.get("tools", []), body["messages"]]))
+def _usage(lb: LoopbackServer, body: dict[str, Any], turn: dict[str, Any]) -> dict[str, Any]:
+    """Token figures with automatic prefix caching, as OpenAI-style servers report it."""
+    prompt, cached, running = 0, 0, "chat"
+    for part in [body.get("tools", []), *body["messages"]]:
+        text = json.dumps(part, sort_keys=True)
+        running = hashlib.sha256((running + text).encode()).hexdigest()
+        prompt += _tokens(text)
+        with lb._lock:
+            if running in lb._cache:
+                cached = prompt
+            lb._cache.add(running)
     completion = _tokens(json.dumps(turn.get("content", [])))
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": 0}}
+            "prompt_tokens_details": {"cached_tokens": cached}}
 
 
 def _tokens(text: str) -> int:

@@ -7,7 +7,8 @@ script.
 It streams SSE exactly as the SDK reads it, plays turns from a responder, records every
 request body, enforces the API's validation rules (see validate.py) and injects faults on
 demand: an HTTP error status with retry-after, an `error` event mid-stream, a connection
-torn mid-body, a stream that ends cleanly before `message_stop`, or a slow answer.
+torn mid-body, a stream that ends cleanly before `message_stop`, a slow answer, a data line
+that is not JSON, an event of the wrong shape, or an HTML page served as a 200.
 Usage is reported with a simple prompt-cache model so cache figures mean something.
 """
 
@@ -38,11 +39,15 @@ Responder = Callable[[dict[str, Any]], Turn]
 class Fault:
     """One injected failure; it consumes one request and leaves the script where it was."""
 
-    kind: str  # status | sse_error | drop | truncate | slow
+    kind: str  # status | sse_error | drop | truncate | slow | garbage | bad_shape | html
     status: int = 529
     retry_after: float | None = 0
     after_events: int = 3
     seconds: float = 0.0
+    partial: dict[str, Any] | None = None
+    """The turn streamed before the fault strikes (default: a short text that must be lost)."""
+    payload: bytes | None = None
+    """For `garbage`: the bytes sent where the next event was due (default: a torn JSON line)."""
 
 
 @dataclass
@@ -176,9 +181,11 @@ class _Handler(BaseHTTPRequestHandler):
         fault = lb.take_fault()
         if fault and fault.kind == "status":
             return self._status_fault(fault, raw, body)
+        if fault and fault.kind == "html":
+            return self._html_fault(raw, body)
         if fault and fault.kind == "slow":
             time.sleep(fault.seconds)
-        turn = _partial_turn() if fault else lb.responder(body)
+        turn = (fault.partial or _partial_turn()) if fault else lb.responder(body)
         self._record(200, raw, body)
         try:
             if framed:
@@ -233,8 +240,30 @@ class _Handler(BaseHTTPRequestHandler):
         if fault.kind == "sse_error":
             data = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
             self.wfile.write(f"event: error\ndata: {json.dumps(data)}\n\n".encode())
+        self.wfile.write(fault.payload if fault.kind == "garbage" and fault.payload is not None
+                         else _malformed_event(fault.kind))
         self.wfile.flush()
         self.close_connection = True
+
+    def _html_fault(self, raw: bytes, body: Any) -> None:
+        """A 200 whose body is an HTML page, as a captive portal or a misrouted proxy sends."""
+        self._record(200, raw, body)
+        page = b"<!doctype html><html><head><title>Sign in</title></head><body>Please sign in.</body></html>\n"
+        self.send_response(200)
+        self.send_header("content-type", "text/html; charset=utf-8")
+        self.send_header("content-length", str(len(page)))
+        self.end_headers()
+        self.wfile.write(page)
+        self.close_connection = True
+
+
+def _malformed_event(kind: str) -> bytes:
+    """The bytes a malformed-stream fault sends where the next event was due (none for others)."""
+    if kind == "garbage":
+        return b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, "delta": {"ty\n\n'
+    if kind == "bad_shape":
+        return b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 7, "delta": 5}\n\n'
+    return b""
 
 
 def _partial_turn() -> Turn:

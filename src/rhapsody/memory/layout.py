@@ -6,7 +6,9 @@ import os
 import time
 from pathlib import Path
 
+from rhapsody.core.own_files import inside, own_files, read_own
 from rhapsody.tools.git import commit_paths
+from rhapsody.tools.sandbox import secret_values
 
 FILES = {
     "PROJECT_STATUS.md": "# Project status\n\nWhat we are doing now, what blocks it, where the details are.\n\n"
@@ -40,16 +42,18 @@ def init(root: Path, path: str) -> list[str]:
 def memory_map(root: Path, path: str, cap: int) -> str:
     """Status, decision register and the newest dialog logs, cut at `cap` characters, saying so."""
     base = root / path
-    if not base.is_dir():
+    if not base.is_dir() or base.is_symlink() or not inside(root, base):
         return ""
     parts = []
     for name in ("PROJECT_STATUS.md", "DECISIONS.md"):
-        file = base / name
-        if file.is_file():
-            parts.append(f"### {path}/{name}\n{file.read_text(encoding='utf-8', errors='replace').strip()}")
-    dialogs = sorted((base / "dialogs").glob("*.md"))[-DIALOGS_IN_MAP:]
+        text = read_own(root, base / name, cap + 1, secret_values())
+        if text is not None:
+            parts.append(f"### {path}/{name}\n{text.strip()}")
+    dialogs = own_files(root, base / "dialogs", "*.md")[-DIALOGS_IN_MAP:]
     for file in reversed(dialogs):
-        parts.append(f"### {path}/dialogs/{file.name}\n{file.read_text(encoding='utf-8', errors='replace').strip()}")
+        text = read_own(root, file, cap + 1, secret_values())
+        if text is not None:
+            parts.append(f"### {path}/dialogs/{file.name}\n{text.strip()}")
     text = "\n\n".join(parts)
     if len(text) > cap:
         text = text[:cap] + f"\n[memory map cut at {cap} of {len(text)} characters; open the files for the rest]"
@@ -59,8 +63,8 @@ def memory_map(root: Path, path: str, cap: int) -> str:
 def write_dialog(root: Path, path: str, session_id: str, request: str, work: str, result: str) -> Path | None:
     """Append a dialog log (request, work done, result) to dialogs/; None when memory is not set up."""
     folder = root / path / "dialogs"
-    if not folder.is_dir():
-        return None
+    if not folder.is_dir() or folder.is_symlink() or not inside(root, folder):
+        return None  # never written through a link or outside the project
     stamp = time.strftime("%Y-%m-%d-%H%M%S", time.gmtime())
     text = (f"# Dialog {stamp} ({session_id})\n\n## Request\n{request.strip()}\n\n"
             f"## Work done\n{work.strip()}\n\n## Result\n{result.strip()}\n")

@@ -5,23 +5,24 @@ from __future__ import annotations
 from rhapsody.core.tools import Approver, Tool, Toolbox
 
 
-def default_tools() -> list[Tool]:
-    """Every built-in tool, in the order the model sees them."""
+def default_tools(sandbox: str = "workspace-write", network: bool = False) -> list[Tool]:
+    """Every built-in tool, in the order the model sees them; bash and git run in the given sandbox."""
     from rhapsody.tools.bash import Bash
     from rhapsody.tools.files import EditFile, FindFiles, ReadFile, SearchText, WriteFile
     from rhapsody.tools.git import Git
     from rhapsody.tools.handoff import MicroHandoff, Recall
 
-    return [ReadFile(), WriteFile(), EditFile(), Bash(), FindFiles(), SearchText(), Git(), Recall(), MicroHandoff()]
+    return [ReadFile(), WriteFile(), EditFile(), Bash(sandbox, network), FindFiles(), SearchText(), Git(sandbox),
+            Recall(), MicroHandoff()]
 
 
 def default_toolbox(permission_mode: str = "yolo", allow: list[str] | None = None,
-                    deny: list[str] | None = None, approver: Approver | None = None) -> Toolbox:
-    """The toolbox with every built-in tool; the credentials in the environment are masked in output."""
-    import os
-
+                    deny: list[str] | None = None, approver: Approver | None = None,
+                    sandbox: str = "workspace-write", network: bool = False) -> Toolbox:
+    """The toolbox with every built-in tool; credentials in the environment are masked in output."""
     from rhapsody.core.permissions import Rules
-    from rhapsody.tools.bash import SCRUBBED
+    from rhapsody.tools.sandbox import secret_values
+    from rhapsody.tools.shell import parse
 
-    secrets = tuple(os.environ[name] for name in SCRUBBED if os.environ.get(name))
-    return Toolbox(default_tools(), permission_mode, Rules(list(allow or []), list(deny or [])), secrets, approver)
+    rules = Rules(list(allow or []), list(deny or []), parse=parse)
+    return Toolbox(default_tools(sandbox, network), permission_mode, rules, secret_values(), approver)

@@ -1,26 +1,41 @@
-"""The bash tool: a command in the project root, in its own process group, with a timeout.
+"""The bash tool: a command in the project root, inside the OS sandbox, bounded in time and output.
 
-The process group is killed whole on timeout or when the turn is interrupted, so a
-command's children never outlive it. Output is capped keeping head and tail.
+The command runs in bubblewrap (`tools/sandbox.py`) at the level the toolbox chose for
+this call; it leaves the sandbox only when the model asked (`sandbox: false` with a
+justification) and the human or a user rule allowed it, or when the sandbox is off or
+unavailable (then every run asks, see core/permissions.py). Output is read as a stream
+into a bounded buffer (`tools/procs.py`); the process group dies at the end.
 """
 
 from __future__ import annotations
 
-import asyncio
-import os
-import signal
 from typing import ClassVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
+from rhapsody.core.permissions import SANDBOXED
 from rhapsody.core.tools import ToolContext, ToolOutcome
 from rhapsody.prompts import load
-from rhapsody.tools.paths import cap_text
+from rhapsody.tools import procs, sandbox
+from rhapsody.tools.sandbox import scrubbed_env
+
+SCRUBBED = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+            "AWS_BEARER_TOKEN_BEDROCK")
+"""Credentials rhapsody itself uses; every variable named like a credential is scrubbed too."""
 
 
 class BashInput(BaseModel):
     command: str = Field(description="The bash command line to run in the project root.")
     timeout: float | None = Field(None, gt=0, le=3600, description="Seconds before the command is killed.")
+    sandbox: bool = Field(True, description="Leave true. false asks the human to run this command outside the "
+                                            "sandbox (network, files outside the project); give a justification.")
+    justification: str | None = Field(None, description="Required with sandbox: false: why the sandbox cannot do.")
+
+    @model_validator(mode="after")
+    def _justified(self) -> BashInput:
+        if not self.sandbox and not (self.justification or "").strip():
+            raise ValueError("sandbox: false needs a justification saying why the command cannot run in the sandbox")
+        return self
 
 
 class Bash:
@@ -32,46 +47,30 @@ class Bash:
     writes: ClassVar[bool] = True
     reads_files: ClassVar[bool] = False
 
+    def __init__(self, setting: str = "workspace-write", network: bool = False) -> None:
+        self.setting = setting
+        self.network = network
+
+    def confinement(self, permission_mode: str) -> str:
+        """Where a command would run in this mode: a sandbox level, 'off' or 'unavailable'."""
+        level = sandbox.effective_level(self.setting, permission_mode)
+        if level == "off":
+            return "off"
+        return level if sandbox.bwrap_path() else "unavailable"
+
     async def run(self, args: BashInput, ctx: ToolContext) -> ToolOutcome:
         timeout = args.timeout or ctx.bash_timeout
-        proc = await asyncio.create_subprocess_exec(
-            "bash", "-c", args.command,
-            cwd=ctx.root,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-            env=scrubbed_env(),
-        )
-        timed_out = False
-        try:
-            out, _ = await asyncio.wait_for(proc.communicate(), timeout)
-        except TimeoutError:
-            timed_out = True
-            _kill_group(proc.pid)
-            out, _ = await proc.communicate()
-        except asyncio.CancelledError:
-            _kill_group(proc.pid)
-            raise
-        text = cap_text(out.decode("utf-8", errors="replace"), ctx.output_cap)
-        code = proc.returncode
-        facts = {"command": args.command}
-        if timed_out:
-            return ToolOutcome(f"{text}\n[killed after {timeout:g} s timeout]", is_error=True, exit_code=code, facts=facts)
-        return ToolOutcome(f"{text}\n[exit code {code}]", is_error=code != 0, exit_code=code, facts=facts)
-
-
-SCRUBBED = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-            "AWS_BEARER_TOKEN_BEDROCK")
-
-
-def scrubbed_env() -> dict[str, str]:
-    """The environment for commands, without the credentials rhapsody itself uses."""
-    return {k: v for k, v in os.environ.items() if k not in SCRUBBED}
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+        argv: list[str] = ["bash", "-c", args.command]
+        fds: tuple[int, ...] = ()
+        if ctx.confinement in SANDBOXED:
+            argv, fds = sandbox.wrap(argv, ctx.root, ctx.confinement, self.network)
+        before = sandbox.git_redirects(ctx.root)
+        done = await procs.run(argv, str(ctx.root), scrubbed_env(), timeout, ctx.output_cap, fds)
+        notes = "".join(f"\n{note}" for note in sandbox.undo_git_redirects(ctx.root, before))
+        where = f"sandbox {ctx.confinement}" if ctx.confinement in SANDBOXED else "no sandbox"
+        facts = {"command": args.command, "confinement": where}
+        if done.timed_out:
+            return ToolOutcome(f"{done.output}{notes}\n[killed after {timeout:g} s timeout]", is_error=True,
+                               exit_code=done.exit_code, facts=facts)
+        code = done.exit_code
+        return ToolOutcome(f"{done.output}{notes}\n[exit code {code}]", is_error=code != 0, exit_code=code, facts=facts)

@@ -3,23 +3,24 @@
 from __future__ import annotations
 
 import asyncio
-import os
+import json
 import re
 import shutil
 import stat
+import sys
 from pathlib import Path
 from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
-from rhapsody.core.permissions import PROTECTED_READS, protected
 from rhapsody.core.tools import ToolContext, ToolFailure, ToolOutcome
 from rhapsody.prompts import load
+from rhapsody.tools import procs, search
 from rhapsody.tools.git import git_blob
 from rhapsody.tools.paths import cap_text, confine, shown
+from rhapsody.tools.sandbox import hooks_path, scrubbed_env
 
 READ_CAP = 200_000
-SKIP_DIRS = {".git", ".rhapsody", "node_modules", "__pycache__", ".venv", "venv"}
 
 
 class ReadInput(BaseModel):
@@ -97,8 +98,14 @@ class WriteFile:
 
 
 def _refuse_state(root: Path, path: Path) -> None:
-    if shown(root, path).split("/")[0] == ".rhapsody":
+    """Writes that would let code run later outside any sandbox, or touch rhapsody's own records."""
+    first = shown(root, path).split("/")[0]
+    if first == ".rhapsody":
         raise ToolFailure("refused: .rhapsody/ holds rhapsody's own history and notes; tools never write there")
+    hooks = hooks_path(root.resolve())
+    if first == ".git" or (hooks is not None and (path == hooks or hooks in path.parents)):
+        raise ToolFailure("refused: tools never write inside .git/ or the hooks folder (git config and hooks run "
+                          "programs); use bash for git commands")
 
 
 def _write(path: Path, content: str) -> None:
@@ -120,23 +127,56 @@ class EditFile:
     description: ClassVar[str] = load("tools/edit_file")
     Input: ClassVar[type[BaseModel]] = EditInput
     writes: ClassVar[bool] = True
-    reads_files: ClassVar[bool] = False
+    reads_files: ClassVar[bool] = True  # its answers ("found 2 times") would reveal a secret file's text
 
     async def run(self, args: EditInput, ctx: ToolContext) -> ToolOutcome:
         path = confine(ctx.root, args.path)
         _refuse_state(ctx.root, path)
-        text = await asyncio.to_thread(_read_regular, path)
+        text, bad_byte = await asyncio.to_thread(_read_for_edit, path)
         if not args.old:
             raise ToolFailure("old is empty; give the exact text to replace")
+        _check_edit_encoding(args, bad_byte)
         count = text.count(args.old)
         if count == 0:
-            raise ToolFailure(f"old text not found in {args.path}; read the file and copy the text exactly")
+            raise ToolFailure(f"old text not found in {args.path}; read the file and copy the text exactly"
+                              + (_NOT_UTF8_HINT if bad_byte is not None and "\ufffd" in args.old else ""))
         if count > 1 and not args.replace_all:
             raise ToolFailure(f"old text occurs {count} times in {args.path}; add context to make it unique or set replace_all")
         updated = text.replace(args.old, args.new) if args.replace_all else text.replace(args.old, args.new, 1)
-        await asyncio.to_thread(_write, path, updated)
+        # surrogateescape: every byte that is not UTF-8 went in as one escape and comes back out as itself.
+        await asyncio.to_thread(_write_bytes, path, updated.encode("utf-8", "surrogateescape"))
         where = shown(ctx.root, path)
         return ToolOutcome(f"edited {where}: {count if args.replace_all else 1} replacement(s)", facts={"path": where, "op": "write"})
+
+
+_NOT_UTF8_HINT = ("; this file is not UTF-8, and each \ufffd that read_file shows stands for a byte that is "
+                  "not: choose old text around those bytes")
+
+
+def _read_for_edit(path: Path) -> tuple[str, int | None]:
+    """The file's text with non-UTF-8 bytes kept as surrogate escapes, and the offset of the first such byte."""
+    _read_regular(path)  # the same refusals as read_file: missing, not regular, too large, binary
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        return data.decode("utf-8", "surrogateescape"), exc.start
+
+
+def _check_edit_encoding(args: EditInput, bad_byte: int | None) -> None:
+    for name, value in (("old", args.old), ("new", args.new)):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ToolFailure(f"refused: {name} holds a lone surrogate, which is not text") from None
+    if bad_byte is not None and not args.new.isascii():
+        raise ToolFailure(
+            f"refused: {args.path} is not UTF-8 (the first byte that is not is at offset {bad_byte}), and new holds "
+            "non-ASCII text whose encoding the file would not share; use ASCII in new, or convert the file first")
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    path.write_bytes(data)
 
 
 class FindInput(BaseModel):
@@ -155,11 +195,8 @@ class FindFiles:
     async def run(self, args: FindInput, ctx: ToolContext) -> ToolOutcome:
         if args.pattern.startswith("/") or ".." in Path(args.pattern).parts:
             raise ToolFailure("refused: the pattern must stay inside the project root")
-        root = ctx.root.resolve()
-        found = await asyncio.to_thread(lambda: sorted(
-            shown(root, p) for p in root.glob(args.pattern)
-            if p.is_file() and not SKIP_DIRS.intersection(p.relative_to(root).parts)
-        ))
+        pattern = args.pattern[2:] if args.pattern.startswith("./") else args.pattern
+        found = await asyncio.to_thread(search.find, ctx.root.resolve(), pattern, ctx.read_deny)
         listing = "\n".join(found[:1000]) or "(no files match)"
         more = f"\n[{len(found) - 1000} more not shown]" if len(found) > 1000 else ""
         return ToolOutcome(f"{len(found)} files\n{listing}{more}")
@@ -172,7 +209,7 @@ class SearchInput(BaseModel):
 
 
 class SearchText:
-    """Search file contents by regular expression (ripgrep when installed)."""
+    """Search file contents by regular expression (ripgrep when installed), within a time limit."""
 
     name: ClassVar[str] = "search_text"
     description: ClassVar[str] = load("tools/search_text")
@@ -181,46 +218,25 @@ class SearchText:
     reads_files: ClassVar[bool] = True
 
     async def run(self, args: SearchInput, ctx: ToolContext) -> ToolOutcome:
-        target = confine(ctx.root, args.path)
+        root = ctx.root.resolve()
+        target = confine(root, args.path)
         try:
-            regex = re.compile(args.pattern, re.IGNORECASE if args.ignore_case else 0)
-        except re.error as exc:
+            re.compile(args.pattern, re.IGNORECASE if args.ignore_case else 0)
+        except (re.error, RecursionError, OverflowError) as exc:
             raise ToolFailure(f"bad regular expression: {exc}") from None
         rg = shutil.which("rg")
         if rg:
-            out = await _ripgrep(rg, args, target, ctx.root)
+            argv = search.ripgrep_argv(rg, args.pattern, target, args.ignore_case)
         else:
-            out = await asyncio.to_thread(_python_search, regex, target, ctx.root.resolve())
-        return ToolOutcome(cap_text(out or "(no matches)", ctx.output_cap))
-
-
-async def _ripgrep(rg: str, args: SearchInput, target: Path, root: Path) -> str:
-    cmd = [rg, "--line-number", "--no-heading", "--color=never", "--max-count=200"]
-    for pattern in PROTECTED_READS:
-        cmd += ["--glob", f"!{pattern}"]
-    if args.ignore_case:
-        cmd.append("-i")
-    cmd += ["--", args.pattern, str(target)]
-    proc = await asyncio.create_subprocess_exec(*cmd, cwd=root, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, _ = await proc.communicate()
-    prefix = str(root.resolve()) + os.sep
-    return out.decode("utf-8", errors="replace").replace(prefix, "")
-
-
-def _python_search(regex: re.Pattern[str], target: Path, root: Path) -> str:
-    files = [target] if target.is_file() else (
-        p for p in sorted(target.rglob("*"))
-        if p.is_file() and not SKIP_DIRS.intersection(p.relative_to(root).parts) and not protected(shown(root, p))
-    )
-    hits: list[str] = []
-    for path in files:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (UnicodeDecodeError, OSError):
-            continue
-        for n, line in enumerate(text.splitlines(), 1):
-            if regex.search(line):
-                hits.append(f"{shown(root, path)}:{n}:{line[:400]}")
-                if len(hits) >= 2000:
-                    return "\n".join(hits) + "\n[stopped at 2000 matches]"
-    return "\n".join(hits)
+            job = {"root": str(root), "target": str(target), "pattern": args.pattern, "ignore_case": args.ignore_case,
+                   "hidden": list(ctx.read_deny)}
+            argv = [sys.executable, "-m", "rhapsody.tools.search", json.dumps(job)]
+        limit = min(search.SEARCH_SECONDS, ctx.bash_timeout)
+        done = await procs.run(argv, str(root), scrubbed_env(), limit, ctx.output_cap * 4)
+        if done.timed_out:
+            raise ToolFailure(f"search stopped after {limit:g} s (the time limit); narrow the path "
+                              "or simplify the pattern")
+        out = search.drop_hidden(done.output, root, ctx.read_deny) if rg else done.output
+        if not rg and done.exit_code != 0:
+            raise ToolFailure(f"search failed: {out.strip().splitlines()[-1] if out.strip() else done.exit_code}")
+        return ToolOutcome(cap_text(out.strip() or "(no matches)", ctx.output_cap))

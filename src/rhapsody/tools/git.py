@@ -1,20 +1,186 @@
-"""Git through gitpython: the tool the agent uses and the facts the harness measures.
+"""Every git call rhapsody makes, hardened: the tool the agent uses, harness facts, memory, the demo.
 
-The only module that imports `git`.
+A cloned repository is untrusted input, and git runs programs its config names: the
+fsmonitor hook, hooks, the pager, external diff and textconv drivers, clean/smudge/process
+filters, gpg, credential helpers. Every call here overrides those with `-c` (and the
+environment: no system config, `cat` as pager, no prompts, no optional locks), filter and
+diff drivers found in the repository's config by name. The agent's `git` tool runs in the
+read-only sandbox as well. The only module that imports `git` (gitpython).
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
+import subprocess
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
+from rhapsody.core.permissions import PROTECTED_READS, SANDBOXED
 from rhapsody.core.tools import ToolContext, ToolFailure, ToolOutcome
 from rhapsody.prompts import load
-from rhapsody.tools.paths import cap_text
+from rhapsody.tools import procs, sandbox
+from rhapsody.tools.sandbox import scrubbed_env
+
+STATIC = (
+    ("core.fsmonitor", "false"), ("core.hooksPath", "/dev/null"), ("core.pager", "cat"), ("pager.log", "false"),
+    ("pager.diff", "false"), ("pager.status", "false"), ("diff.external", ""), ("core.editor", "true"),
+    ("sequence.editor", "true"), ("commit.gpgSign", "false"), ("tag.gpgSign", "false"), ("log.showSignature", "false"),
+    ("credential.helper", ""), ("protocol.allow", "never"), ("core.sshCommand", "false"), ("core.askPass", ""),
+    ("core.alternateRefsCommand", ""), ("gc.auto", "0"), ("maintenance.auto", "false"), ("core.untrackedCache", "false"),
+    ("status.submoduleSummary", "false"), ("diff.submodule", "short"), ("submodule.recurse", "false"),
+)
+"""Overrides applied to every git call (highest precedence, like `git -c`)."""
+_DRIVER = re.compile(r"^(filter|diff|merge)\.(.+)\.(clean|smudge|process|textconv|command|driver|required|cachetextconv)$",
+                     re.IGNORECASE)
+_NO_PROGRAMS = ("--no-ext-diff", "--no-textconv")
+TIMEOUT = 30.0
+
+
+def overrides(root: Path) -> list[tuple[str, str]]:
+    """STATIC plus every filter, diff or merge driver the repository's config names, disabled."""
+    found: list[tuple[str, str]] = []
+    try:
+        listed = subprocess.run(["git", "config", "--list", "--name-only", "-z"], cwd=root, env=_base_env(),
+                                stdin=subprocess.DEVNULL, capture_output=True, timeout=TIMEOUT).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        listed = b""
+    for name in listed.decode("utf-8", errors="replace").split("\0"):
+        match = _DRIVER.match(name.strip())
+        if match:
+            found.append((name.strip(), "false" if match.group(3).lower() in ("required", "cachetextconv") else ""))
+    return [*STATIC, *dict.fromkeys(found)]
+
+
+def _base_env() -> dict[str, str]:
+    env = {k: v for k, v in scrubbed_env().items() if not k.startswith("GIT_")}
+    env.update(GIT_CONFIG_NOSYSTEM="1", GIT_PAGER="cat", PAGER="cat", GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0",
+               GIT_NO_REPLACE_OBJECTS="1", GIT_ASKPASS="", SSH_ASKPASS="", GIT_EDITOR="true", GIT_SEQUENCE_EDITOR="true")
+    return env
+
+
+def hardened_env(pairs: list[tuple[str, str]]) -> dict[str, str]:
+    """The environment for git: the base plus `pairs` as GIT_CONFIG_COUNT/KEY/VALUE (git >= 2.31)."""
+    env = _base_env()
+    env["GIT_CONFIG_COUNT"] = str(len(pairs))
+    for i, (key, value) in enumerate(pairs):
+        env[f"GIT_CONFIG_KEY_{i}"] = key
+        env[f"GIT_CONFIG_VALUE_{i}"] = value
+    return env
+
+
+def git_argv(pairs: list[tuple[str, str]], *args: str) -> list[str]:
+    """`git` with every override as `-c` (git before 2.31 ignores the environment form)."""
+    argv = ["git", "--no-pager"]
+    for key, value in pairs:
+        argv += ["-c", f"{key}={value}"]
+    return [*argv, *args]
+
+
+def run_git(root: Path, *args: str, check: bool = True, pairs: list[tuple[str, str]] | None = None) -> str:
+    """Run one hardened git command in `root` on rhapsody's own account; stdout, or '' when it fails and not check."""
+    pairs = overrides(root) if pairs is None else pairs
+    try:
+        done = subprocess.run(git_argv(pairs, *args), cwd=root, env=hardened_env(pairs), stdin=subprocess.DEVNULL,
+                              capture_output=True, timeout=TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise GitError(f"git {args[0]}: {exc}") from None
+    if done.returncode != 0 and check:
+        lines = done.stderr.decode("utf-8", errors="replace").strip().splitlines()
+        raise GitError(lines[-1] if lines else f"git {args[0]} failed")
+    return done.stdout.decode("utf-8", errors="replace") if done.returncode == 0 else ""
+
+
+class GitError(Exception):
+    """A git command failed (not a repository, bad revision...)."""
+
+
+def repo_root(root: Path) -> Path | None:
+    """The working tree that holds `root`, or None. (rev-parse runs no configured program.)"""
+    try:
+        top = run_git(root, "rev-parse", "--show-toplevel", pairs=list(STATIC)).strip()
+    except GitError:
+        return None
+    return Path(top) if top else None
+
+
+def git_facts(root: Path) -> dict[str, Any]:
+    """Git root, branch, HEAD and dirty files (porcelain v1 lines), measured by the harness."""
+    top = repo_root(root)
+    if top is None:
+        return {"git_root": None}
+    status = run_git(root, "status", "--porcelain=v2", "--branch", check=False)
+    branch, head, dirty = "(detached)", "(no commits)", []
+    for line in status.splitlines():
+        if line.startswith("# branch.head ") and line[14:] != "(detached)":
+            branch = line[14:]
+        elif line.startswith("# branch.oid ") and line[13:] != "(initial)":
+            head = line[13:25]
+        elif not line.startswith("#"):
+            dirty.append(_porcelain_v1(line))
+    return {"git_root": str(top), "branch": branch, "head": head, "dirty": dirty}
+
+
+def _porcelain_v1(line: str) -> str:
+    """A porcelain v2 entry in the v1 shape (`XY path`)."""
+    kind, _, rest = line.partition(" ")
+    if kind in ("?", "!"):
+        return f"{kind}{kind} {rest}"
+    fields = rest.split(" ", {"1": 7, "2": 8, "u": 9}.get(kind, 7))
+    xy = fields[0].replace(".", " ")
+    path = fields[-1].split("\t")[0]
+    return f"{xy} {path}"
+
+
+def git_blob(data: bytes) -> str:
+    """The git blob id of `data` (what `git hash-object` prints), computed without git."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def commit_paths(root: Path, path: Path | str, message: str) -> str | None:
+    """Commit changes under `path` alone (hooks never run); the commit id, None when nothing changed or no repo."""
+    if repo_root(root) is None:
+        return None
+    target = str(root / path)
+    run_git(root, "add", "--all", "--", target)
+    if not run_git(root, "diff", "--cached", "--name-only", *_NO_PROGRAMS, "--", target).strip():
+        return None
+    run_git(root, "commit", "--no-verify", "-q", "-m", message, "--", target)
+    return run_git(root, "rev-parse", "HEAD").strip()
+
+
+def last_commit_time(root: Path, file: Path) -> float | None:
+    """Unix time of the last commit touching `file`, None when never committed or no repo."""
+    stamp = run_git(root, "log", "-1", "--format=%ct", *_NO_PROGRAMS, "--", str(file), check=False).strip()
+    return float(stamp) if stamp else None
+
+
+def path_sizes(root: Path, path: str, limit: int) -> list[tuple[int, str, int, int]]:
+    """(commit time, short id, files, bytes) of `path` at each of its last `limit` commits, oldest first."""
+    log = run_git(root, "log", f"-{limit}", "--format=%H %ct", *_NO_PROGRAMS, "--", path, check=False).split("\n")
+    out = []
+    for line in reversed([l for l in log if l.strip()]):
+        sha, stamp = line.split()
+        listing = run_git(root, "ls-tree", "-r", "-l", sha, "--", path, check=False).splitlines()
+        sizes = [int(parts[3]) for parts in (l.split(None, 4) for l in listing) if len(parts) >= 4 and parts[3].isdigit()]
+        if sizes:
+            out.append((int(stamp), sha[:10], len(sizes), sum(sizes)))
+    return out
+
+
+def init_repository(root: Path, files: list[str], message: str, user: tuple[str, str]) -> None:
+    """Make `root` a git repository whose first commit, by `user` (name, email), holds `files`; no hooks run."""
+    import git
+
+    repo = git.Repo.init(root)
+    with repo.config_writer() as cw:
+        cw.set_value("user", "name", user[0])
+        cw.set_value("user", "email", user[1])
+    repo.index.add(files)
+    repo.index.commit(message, skip_hooks=True)
 
 
 class GitInput(BaseModel):
@@ -30,101 +196,47 @@ class Git:
     description: ClassVar[str] = load("tools/git")
     Input: ClassVar[type[BaseModel]] = GitInput
     writes: ClassVar[bool] = False
-    reads_files: ClassVar[bool] = False
+    reads_files: ClassVar[bool] = True
+
+    def __init__(self, setting: str = "workspace-write") -> None:
+        self.setting = setting
+
+    def confinement(self, permission_mode: str) -> str:
+        """git only reads: the read-only sandbox whenever there is one."""
+        if self.setting == "off":
+            return "off"
+        return "read-only" if sandbox.bwrap_path() else "unavailable"
 
     async def run(self, args: GitInput, ctx: ToolContext) -> ToolOutcome:
-        text = await asyncio.to_thread(_git, ctx.root, args)
-        return ToolOutcome(cap_text(text, ctx.output_cap))
+        pairs = await asyncio.to_thread(overrides, ctx.root)
+        has_head = args.action != "diff" or bool(await asyncio.to_thread(
+            run_git, ctx.root, "rev-parse", "-q", "--verify", "HEAD", check=False))
+        argv = git_argv(pairs, *_tool_args(args, has_head), *_hidden_pathspecs(ctx.read_deny))
+        fds: tuple[int, ...] = ()
+        if ctx.confinement in SANDBOXED:
+            argv, fds = sandbox.wrap(argv, ctx.root, "read-only")
+        done = await procs.run(argv, str(ctx.root), hardened_env(pairs), TIMEOUT, ctx.output_cap, fds)
+        text = done.output.strip()
+        if done.exit_code != 0:
+            if "not a git repository" in text:
+                raise ToolFailure(f"{ctx.root} is not inside a git repository")
+            if args.action == "log" and "does not have any commits" in text:
+                return ToolOutcome("(no commits yet)")
+            raise ToolFailure(f"git {args.action} failed: {text[-2000:]}")
+        return ToolOutcome(text or {"status": "(clean)", "diff": "(no changes)", "log": "(no commits yet)"}[args.action])
 
 
-def _repo(root: Path) -> Any:
-    import git
-
-    try:
-        return git.Repo(root, search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        return None
+def _hidden_pathspecs(read_deny: tuple[str, ...]) -> list[str]:
+    """Exclusions for secret-looking files and read deny rules: a diff would print their contents."""
+    secret = [f":(exclude,icase,glob)**/{pattern}" for pattern in PROTECTED_READS]
+    denied = [f":(exclude,glob){pattern.removeprefix('./')}" for pattern in read_deny]
+    return [*secret, ":(exclude,icase,glob).rhapsody/**", *denied]
 
 
-def _git(root: Path, args: GitInput) -> str:
-    repo = _repo(root)
-    if repo is None:
-        raise ToolFailure(f"{root} is not inside a git repository")
-    paths = [args.path] if args.path else []
+def _tool_args(args: GitInput, has_head: bool) -> list[str]:
+    paths = ["--", args.path or "."]
     if args.action == "status":
-        return repo.git.status("--short", "--branch") or "(clean)"
+        return ["status", "--short", "--branch", *paths]
     if args.action == "diff":
-        diff = repo.git.diff("HEAD", "--", *paths) if repo.head.is_valid() else repo.git.diff("--", *paths)
-        return diff or "(no changes)"
-    if not repo.head.is_valid():
-        return "(no commits yet)"
-    return str(repo.git.log(f"-{args.limit}", "--oneline", "--decorate", "--", *paths))
-
-
-def git_facts(root: Path) -> dict[str, Any]:
-    """Git root, branch, HEAD and dirty files, measured by the harness."""
-    repo = _repo(root)
-    if repo is None:
-        return {"git_root": None}
-    branch = "(detached)" if repo.head.is_detached else repo.active_branch.name
-    head = repo.head.commit.hexsha[:12] if repo.head.is_valid() else "(no commits)"
-    dirty = repo.git.status("--porcelain").splitlines()
-    return {"git_root": repo.working_tree_dir, "branch": branch, "head": head, "dirty": dirty}
-
-
-def git_blob(data: bytes) -> str:
-    """The git blob id of `data` (what `git hash-object` prints), computed without git."""
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-
-
-def commit_paths(root: Path, path: Path, message: str) -> str | None:
-    """Commit changes under `path` alone; returns the commit id, None when nothing changed or no repository."""
-    repo = _repo(root)
-    if repo is None:
-        return None
-    repo.git.add("--all", "--", str(path))
-    if not repo.git.diff("--cached", "--name-only", "--", str(path)):
-        return None
-    repo.git.commit("-m", message, "--", str(path))
-    return str(repo.head.commit.hexsha)
-
-
-def last_commit_time(root: Path, file: Path) -> float | None:
-    """When `file` was last committed to (Unix time); None when never, or outside a repository."""
-    repo = _repo(root)
-    if repo is None:
-        return None
-    stamp = repo.git.log("-1", "--format=%ct", "--", str(file))
-    return float(stamp) if stamp.strip() else None
-
-
-def path_sizes(root: Path, path: str, limit: int) -> list[tuple[int, str, int, int]]:
-    """(commit time, short id, files, bytes) of `path` at each of its last `limit` commits, oldest first."""
-    import git
-
-    try:
-        repo = git.Repo(root, search_parent_directories=True)
-        commits = list(repo.iter_commits(paths=path, max_count=limit))
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError, ValueError, git.GitCommandError):
-        return []
-    out = []
-    for commit in reversed(commits):
-        try:
-            tree: Any = commit.tree / path
-        except KeyError:
-            continue
-        blobs = [b for b in tree.traverse() if b.type == "blob"]
-        out.append((int(commit.committed_date), commit.hexsha[:10], len(blobs), sum(b.size for b in blobs)))
-    return out
-
-
-def init_repository(root: Path, files: list[str], message: str, user: tuple[str, str]) -> None:
-    """Make `root` a git repository whose first commit, by `user` (name, email), holds `files`."""
-    import git
-
-    repo = git.Repo.init(root)
-    with repo.config_writer() as cw:
-        cw.set_value("user", "name", user[0])
-        cw.set_value("user", "email", user[1])
-    repo.index.add(files)
-    repo.index.commit(message)
+        return ["diff", *_NO_PROGRAMS, *(["HEAD"] if has_head else []), *paths]
+    return ["log", f"-{args.limit}", "--oneline", "--decorate", *_NO_PROGRAMS, *paths]

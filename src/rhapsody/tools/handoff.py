@@ -19,7 +19,7 @@ from rhapsody.core import recall
 from rhapsody.core.failures import last_failure
 from rhapsody.core.handoff import stripped_index
 from rhapsody.core.handoff_state import NoteWritten
-from rhapsody.core.history import state_dir
+from rhapsody.core.history import private_dir, state_dir
 from rhapsody.core.messages import ToolResultBlock
 from rhapsody.core.session import Session
 from rhapsody.core.tools import ToolContext, ToolFailure, ToolOutcome
@@ -55,8 +55,7 @@ class MicroHandoff:
         number = len(session.conversation.seams) + len(session.conversation.undone) + 1
         facts = await asyncio.to_thread(harness_facts, ctx.root, session)
         note = render_note(args, number, session.id, facts)
-        folder = state_dir(ctx.root) / "notes"
-        folder.mkdir(exist_ok=True)
+        folder = private_dir(state_dir(ctx.root) / "notes")
         path = folder / f"{session.id}-seam{number}.md"
         path.write_text(note, encoding="utf-8")
         path.chmod(0o600)

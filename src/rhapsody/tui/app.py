@@ -270,6 +270,9 @@ class RhapsodyApp(App[int]):
         if isinstance(event, ev.BlockStopped):
             await t.end_text()
             self._thinking = None
+        elif isinstance(event, ev.RetryCountdown):  # the status bar counts the wait down
+            self.live.start(f"retry {event.attempt} in {event.remaining:.0f} s,")
+            return self.refresh_status()
         elif isinstance(event, ev.Retrying):
             await t.end_text(discard=True)
         elif isinstance(event, ev.RequestSent):

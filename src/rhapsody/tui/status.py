@@ -93,15 +93,16 @@ def _width(fields: list[tuple[int, str]]) -> int:
 def welcome_text(agent: Any, settings: Any, extra: str = "") -> str:
     """What an empty session shows: where, which model, which permissions, and the keys that matter."""
     session = agent.session
-    sandbox = getattr(settings, "sandbox", None)
-    sandbox_text = "on" if sandbox is True else "off" if sandbox is False else "not available in this build"
+    from rhapsody.tools.sandbox import status
+
+    sandbox_text = status(settings.sandbox).removeprefix("sandbox ")
     lines = [
         "rhapsody: a coding agent that narrates each step",
         "",
         f"  project      {str(session.root).replace(str(Path.home()), '~')}",
         f"  model        {session.spec.model}",
         f"  permissions  {agent.toolbox.permission_mode} (/permissions to see or switch)",
-        f"  sandbox      {sandbox_text}",
+        f"  sandbox      {sandbox_text} (bash and git)",
         "",
         "  enter   send; while the agent works: a hint for its next step",
         "  ctrl+o  micro-handoff: a field note, then tool traffic leaves context",

@@ -168,6 +168,8 @@ class TranscriptView(VerticalScroll):
         self.live: Any = None
         self.live_stream: Any = None
         self.live_text: list[str] = []
+        self.live_chunks: list[int] = []
+        """Entries that hold earlier chunks of the reply still streaming."""
 
     def compose(self) -> ComposeResult:
         yield Button("▲ earlier entries", id="earlier", classes="hidden")
@@ -249,7 +251,26 @@ class TranscriptView(VerticalScroll):
     # -- the live reply ---------------------------------------------------------------
 
     async def stream_text(self, text: str) -> None:
-        """Append streamed text to the live reply, starting one when needed."""
+        """Append streamed text to the live reply, starting one when needed.
+
+        A Markdown widget re-parses and re-lays-out its last block on every append, so one
+        widget fed a whole long reply costs time quadratic in its size. Past LIVE_SPLIT
+        characters the reply moves to a fresh widget at the next line break (inside a code
+        fence too: the fence is closed on screen and reopened in the next widget), which
+        keeps every append bounded and the whole stream linear.
+        """
+        if self.live is not None and "\n" in text and self._live_chars() > LIVE_SPLIT:
+            cut = text.rindex("\n") + 1
+            await self._write_live(text[:cut])
+            fence = self._open_fence()
+            count = len(self.entries)
+            await self._close_live(discard=False)
+            self.live_chunks += range(count, len(self.entries))  # void if the stream is retried
+            text = (fence + "\n" if fence else "") + text[cut:]
+        if text:
+            await self._write_live(text)
+
+    async def _write_live(self, text: str) -> None:
         if self.live is None:
             from textual.widgets import Markdown
 
@@ -260,16 +281,32 @@ class TranscriptView(VerticalScroll):
             self.live_stream = Markdown.get_stream(self.live)
         self.live_text.append(text)
         await self.live_stream.write(text)
-        if "\n\n" in text and self._live_chars() > LIVE_SPLIT and "".join(self.live_text).count("```") % 2 == 0:
-            # Start a fresh widget at a paragraph break: a Markdown widget's update cost
-            # grows with its block count, so a long reply streams as a chain of short ones.
-            await self.end_text()
+
+    def _open_fence(self) -> str:
+        """The opening line of a code fence left open in the live text, or ''."""
+        opener = ""
+        for line in "".join(self.live_text).splitlines():
+            stripped = line.strip()
+            if stripped.startswith(("```", "~~~")):
+                opener = "" if opener and stripped[:3] == opener.strip()[:3] and stripped.strip("`~") == "" \
+                    else (opener or stripped)
+        return opener
 
     def _live_chars(self) -> int:
         return sum(len(t) for t in self.live_text)
 
     async def end_text(self, discard: bool = False) -> None:
-        """Close the live reply; keep it as an entry, or drop it (a retried stream)."""
+        """Close the live reply; keep it as an entry, or drop it with its earlier chunks (a retried stream)."""
+        chunks, self.live_chunks = self.live_chunks, []
+        if discard:
+            for index in chunks:
+                widget = self.widgets.pop(index, None)
+                if widget is not None:
+                    await widget.remove()
+                self.entries[index] = Entry("assistant", "")
+        await self._close_live(discard)
+
+    async def _close_live(self, discard: bool) -> None:
         if self.live is None:
             return
         await self.live_stream.stop()

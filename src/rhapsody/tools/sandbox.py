@@ -1,0 +1,205 @@
+"""The OS sandbox for every command rhapsody runs on the model's behalf (bubblewrap, Linux).
+
+Inside it a command sees the system read-only, the project root writable (or read-only
+at level `read-only`) except `.git/config`, `.git/hooks/`, `.git/info/`, `.git/modules/`,
+an in-tree `core.hooksPath` and `.rhapsody/`, which stay read-only; secret files in the
+project and credential folders in the home directory read as empty; a private `/tmp`;
+no network unless asked; its own PID namespace (so `/proc/$PPID` is not rhapsody); no
+capabilities; `--die-with-parent` and `--new-session`. The environment it gets is
+scrubbed of credentials (`scrubbed_env`).
+
+Stdlib only: this module decides, `tools/procs.py` runs.
+"""
+
+from __future__ import annotations
+
+import atexit
+import fnmatch
+import functools
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from rhapsody.tools import gitguard, seccomp
+from rhapsody.tools.gitguard import git_redirects, hooks_path, undo_git_redirects
+
+__all__ = ["bwrap_path", "effective_level", "git_redirects", "hooks_path", "scrubbed_env", "secret_values", "status",
+           "undo_git_redirects", "wrap"]
+
+LEVELS = ("workspace-write", "read-only", "off")
+SECRET_FILES = (".env", ".env.*", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*", "id_ed25519*", "id_ecdsa*", "id_dsa*",
+                ".netrc", ".pgpass", ".git-credentials", "credentials.json", "*.keystore", "*.jks")
+"""Project files that read as empty inside the sandbox (matched case-insensitively on the name)."""
+HOME_SECRETS = (".ssh", ".aws", ".gnupg", ".azure", ".kube", ".docker", ".config/gcloud", ".config/gh",
+                ".config/rhapsody", ".netrc", ".git-credentials", ".npmrc", ".pypirc", ".pgpass", ".password-store",
+                ".local/share/keyrings", ".config/anthropic", ".anthropic")
+"""Paths under $HOME hidden inside the sandbox (folders become empty, files read empty)."""
+SYSTEM_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/ssl/private", "/etc/sudoers",
+                  "/etc/sudoers.d", "/root/.ssh", "/var/lib/rhapsody")
+"""System files readable by root that stay hidden when rhapsody itself runs as root."""
+_HIDDEN_ROOTS = (("proc",), ("sys",), ("dev",), ("run",))
+SKIP_WALK = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache", ".pytest_cache"}
+WALK_LIMIT = 50_000
+"""Entries examined when looking for secret files; past it the walk stops (docs/security.md)."""
+_SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSW(OR)?D|CREDENTIAL|PRIVATE_?KEY|AUTH)", re.IGNORECASE)
+_KEEP_ENV = {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "SHELL", "TZ", "PWD"}
+
+
+def scrubbed_env() -> dict[str, str]:
+    """rhapsody's environment minus anything named like a credential."""
+    return {k: v for k, v in os.environ.items() if k in _KEEP_ENV or not _SECRET_NAME.search(k)}
+
+
+def secret_values() -> tuple[str, ...]:
+    """Values of environment variables named like credentials (masked in tool output)."""
+    return tuple(v for k, v in os.environ.items() if _SECRET_NAME.search(k) and k not in _KEEP_ENV and len(v) >= 8)
+
+
+@functools.cache
+def bwrap_path() -> str | None:
+    """The bwrap binary when it is installed and can build a sandbox here; None otherwise."""
+    if not sys.platform.startswith("linux"):
+        return None
+    found = shutil.which("bwrap")
+    if found is None:
+        return None
+    return found if _starts(found) else None
+
+
+_PROBE = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-all", "--die-with-parent",
+          "--new-session", "--cap-drop", "ALL"]
+
+
+def _starts(bwrap: str, fd: int | None = None) -> bool:
+    extra = ["--seccomp", str(fd)] if fd is not None else []
+    try:
+        done = subprocess.run([bwrap, *_PROBE, *extra, "--", "true"], stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=10, pass_fds=() if fd is None else (fd,))
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    finally:
+        if fd is not None:
+            os.close(fd)
+    return done.returncode == 0
+
+
+@functools.cache
+def _seccomp_works() -> bool:
+    bwrap = bwrap_path()
+    fd = seccomp.program_fd()
+    return bwrap is not None and fd is not None and _starts(bwrap, fd)
+
+
+def effective_level(setting: str, permission_mode: str) -> str:
+    """The sandbox a command gets: `read-only` permission mode always means a read-only project."""
+    if setting == "off":
+        return "off"
+    return "read-only" if permission_mode == "read-only" else setting
+
+
+def status(setting: str) -> str:
+    """One short line for a status bar or a headless notice."""
+    if setting == "off":
+        return "sandbox off (sandbox = \"off\")"
+    if bwrap_path() is None:
+        return "sandbox off: install bubblewrap" if sys.platform.startswith("linux") else "sandbox off: not available on this system"
+    return f"sandbox {setting}"
+
+
+def wrap(argv: list[str], root: Path, level: str, network: bool = False) -> tuple[list[str], tuple[int, ...]]:
+    """`argv` run inside the sandbox for `root` at `level`, and the descriptors the child must inherit
+    (the caller closes them once it has started); raises when no sandbox is available."""
+    bwrap = bwrap_path()
+    if bwrap is None or level == "off":
+        raise RuntimeError("no sandbox available")
+    root = root.resolve()
+    # /run holds the host's sockets (docker, dbus, ssh and gpg agents, systemd): a read-only
+    # mount does not stop connect(), so they are hidden, as /tmp's are.
+    cmd = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp",
+           "--tmpfs", "/dev/shm", "--tmpfs", "/run"]
+    if network:
+        cmd += ["--ro-bind-try", "/run/systemd/resolve", "/run/systemd/resolve"]
+    cmd += _home_masks(root)
+    secrets, nested_git = _walk(root)
+    if level == "workspace-write":
+        state = root / ".rhapsody"
+        state.mkdir(mode=0o700, exist_ok=True)
+        cmd += ["--bind", str(root), str(root), "--ro-bind", str(state), str(state), *gitguard.binds(root, nested_git)]
+    else:
+        cmd += ["--ro-bind", str(root), str(root)]
+    for path in secrets:
+        cmd += ["--ro-bind", empty_file(), str(path)]
+    filter_fd = seccomp.program_fd() if _seccomp_works() else None
+    fds = () if filter_fd is None else (filter_fd,)
+    cmd += [*(["--seccomp", str(filter_fd)] if filter_fd is not None else []), "--unshare-all",
+            *(["--share-net"] if network else []), "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--chdir", str(root), "--", *argv]
+    return cmd, fds
+
+
+def _home_masks(root: Path) -> list[str]:
+    home = Path(os.path.expanduser("~"))
+    ssh_keys = [str(p) for p in Path("/etc/ssh").glob("ssh_host_*_key")]
+    return _masks(root, [home / rel for rel in HOME_SECRETS] + [Path(p) for p in (*SYSTEM_SECRETS, *ssh_keys)])
+
+
+_EMPTY: list[str] = []
+
+
+def empty_file() -> str:
+    """An empty read-only file to bind over secrets (a device node such as /dev/null cannot be
+    opened on the sandbox's nodev mounts, so it would read as "Permission denied", not empty)."""
+    if not _EMPTY or not os.path.isfile(_EMPTY[0]):
+        folder = tempfile.mkdtemp(prefix="rhapsody-sandbox-")
+        path = os.path.join(folder, "empty")
+        with open(path, "w", encoding="utf-8"):
+            pass
+        os.chmod(path, 0o444)
+        atexit.register(shutil.rmtree, folder, True)
+        _EMPTY[:] = [path]
+    return _EMPTY[0]
+
+
+def _masks(root: Path, paths: list[Path]) -> list[str]:
+    """Folders become empty and read-only, files read empty; skipped when the project is inside one."""
+    out: list[str] = []
+    for path in paths:
+        if root == path or path in root.parents or not os.path.lexists(path):
+            continue
+        real = path.resolve()
+        if real.is_dir():
+            out += ["--tmpfs", str(real), "--remount-ro", str(real)]
+        elif real.is_file():
+            out += ["--ro-bind", empty_file(), str(real)]
+    return out
+
+
+def _walk(root: Path) -> tuple[list[Path], list[Path]]:
+    """Secret-looking files (their resolved targets) and nested `.git` entries in the project."""
+    secrets: list[Path] = []
+    nested: list[Path] = []
+    seen = 0
+    for folder, dirs, files in os.walk(root):
+        if folder != str(root) and (".git" in dirs or ".git" in files):
+            nested.append(Path(folder, ".git"))
+        dirs[:] = [d for d in dirs if d not in SKIP_WALK and d != ".rhapsody"]
+        for name in files:
+            seen += 1
+            if is_secret_name(name):
+                real = Path(folder, name).resolve()
+                if real.is_file() and tuple(real.parts[1:2]) not in _HIDDEN_ROOTS:
+                    secrets.append(real)
+        seen += len(dirs)
+        if seen > WALK_LIMIT:
+            break
+    return secrets, nested
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether a file name looks like a secret (case-insensitive)."""
+    lowered = name.lower()
+    return any(fnmatch.fnmatchcase(lowered, pattern) for pattern in SECRET_FILES)

@@ -1,0 +1,163 @@
+"""A real parse of a bash command line (tree-sitter-bash), for allow and deny rules.
+
+`parse` returns the simple commands of a command line, each as its words with quotes
+and backslashes removed, and an `opaque` reason when the line does something rules
+cannot see through: command or process substitution, backgrounding, `eval`, `bash -c`,
+redirection to a file, subshells, functions, control flow, here-documents, variable
+assignments, or anything the parser does not understand. An opaque command never runs
+by an allow rule; it asks. The only module that imports `tree_sitter`.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from rhapsody.core.permissions import ShellCommand
+
+_LIST_NODES = {"program", "list", "pipeline"}
+_LIST_TOKENS = {"&&", "||", ";", "|", "|&", "\n", ";;", "comment"}
+_WORD_NODES = {"word", "string", "raw_string", "number", "concatenation", "simple_expansion", "expansion",
+               "ansi_c_string", "translated_string", "string_content", "\"", "$"}
+_SAFE_TARGETS = {"/dev/null", "/dev/stdout", "/dev/stderr"}
+SHELLS = {"bash", "sh", "dash", "zsh", "ksh", "fish", "busybox", "python", "python3", "perl", "ruby", "node"}
+_OPAQUE_NAMES = {"eval": "eval", "source": "source", ".": "source", "exec": "exec", "xargs": "xargs",
+                 "env": "env", "command": "command", "builtin": "builtin", "sudo": "sudo", "nohup": "nohup",
+                 "time": "time", "nice": "nice", "timeout": "timeout", "setsid": "setsid", "watch": "watch",
+                 "trap": "trap", "alias": "alias", "doas": "doas", "su": "su", "stdbuf": "stdbuf"}
+_RUNS_ARGUMENTS = {"find": ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprintf", "-fls"),
+                   "git": ("-c", "--config-env", "--exec-path", "-C")}
+
+
+@functools.cache
+def _parser() -> Any:
+    import tree_sitter_bash
+    from tree_sitter import Language, Parser
+
+    return Parser(Language(tree_sitter_bash.language()))
+
+
+def parse(command: str) -> ShellCommand:
+    """The simple commands of `command` and, when rules cannot judge it, why."""
+    try:
+        tree = _parser().parse(command.encode("utf-8", errors="surrogatepass"))
+    except (ValueError, UnicodeError):
+        return ShellCommand((), "the command could not be parsed")
+    commands: list[tuple[str, ...]] = []
+    reason = _walk(tree.root_node, commands)
+    if not reason and tree.root_node.has_error:
+        reason = "the command could not be parsed"
+    return ShellCommand(tuple(commands), reason)
+
+
+def _walk(node: Any, out: list[tuple[str, ...]]) -> str:
+    """Collect simple commands under a list/pipeline node; the first opaque reason found, or ''."""
+    if node.type in _LIST_NODES:
+        for child in node.children:
+            if child.type == "&":
+                return "it runs something in the background (&)"
+            if child.type in _LIST_TOKENS:
+                continue
+            reason = _walk(child, out)
+            if reason:
+                return reason
+        return ""
+    if node.type == "redirected_statement":
+        return _redirected(node, out)
+    if node.type == "command":
+        return _command(node, out)
+    return f"it contains {node.type.replace('_', ' ')}"
+
+
+def _redirected(node: Any, out: list[tuple[str, ...]]) -> str:
+    body = node.child_by_field_name("body")
+    for child in node.children:
+        if child is body or child.id == getattr(body, "id", None):
+            continue
+        reason = _redirect(child)
+        if reason:
+            return reason
+    return _walk(body, out) if body is not None else "it has a redirection without a command"
+
+
+def _redirect(node: Any) -> str:
+    if node.type != "file_redirect":
+        return f"it contains {node.type.replace('_', ' ')}"
+    ops = [c for c in node.children if c.type not in ("file_descriptor", "word", "number", "string", "raw_string")]
+    target = node.children[-1]
+    op = ops[0].type if ops else ""
+    if op in (">&", "<&") and target.type == "number":
+        return ""  # 2>&1: a file descriptor, not a file
+    if _text(target) in _SAFE_TARGETS:
+        return ""
+    if op == "<":
+        return "it reads a file through a redirection"
+    return "it redirects output to a file"
+
+
+def _command(node: Any, out: list[tuple[str, ...]]) -> str:
+    words: list[str] = []
+    for child in node.children:
+        if child.type == "command_name":
+            child = child.children[0] if child.children else child
+        if child.type in ("file_redirect", "herestring_redirect"):
+            reason = _redirect(child)
+            if reason:
+                return reason
+            continue
+        if child.type not in _WORD_NODES:
+            return f"it contains {child.type.replace('_', ' ')}"
+        if _has_substitution(child):
+            return "it contains a command or process substitution"
+        words.append(unquote(_text(child)))
+    if not words:
+        return "it has an empty command"
+    reason = _opaque_name(words)
+    if not reason:
+        out.append(tuple(words))
+    return reason
+
+
+def _has_substitution(node: Any) -> bool:
+    if node.type in ("command_substitution", "process_substitution", "arithmetic_expansion"):
+        return True
+    return any(_has_substitution(c) for c in node.children)
+
+
+def _opaque_name(words: list[str]) -> str:
+    name = words[0].rsplit("/", 1)[-1]
+    if name in _OPAQUE_NAMES:
+        return f"it runs another command through {_OPAQUE_NAMES[name]}"
+    flags = _RUNS_ARGUMENTS.get(name, ())
+    if any(w == f or w.startswith(f + "=") or (f == "-c" and w.startswith("-c") and name == "git") for w in words[1:] for f in flags):
+        return f"{name} with these options can run other programs or write files"
+    if name in SHELLS and any(w.startswith("-") and "c" in w.lstrip("-") or w in ("-e", "-E") for w in words[1:]):
+        return f"it runs code given to {name} as a string"
+    return ""
+
+
+def _text(node: Any) -> str:
+    return bytes(node.text).decode("utf-8", errors="replace")
+
+
+def unquote(word: str) -> str:
+    """A word as bash passes it: quotes and backslash escapes removed (expansions kept as written)."""
+    out: list[str] = []
+    quote = ""
+    i = 0
+    while i < len(word):
+        ch = word[i]
+        if quote == "'":
+            quote = "" if ch == "'" else quote
+            out.append("" if ch == "'" else ch)
+        elif ch == "\\" and i + 1 < len(word):
+            i += 1
+            out.append(word[i] if not (quote == '"' and word[i] not in '"\\$`\n') else ch + word[i])
+        elif ch in "'\"" and (not quote or quote == ch):
+            quote = "" if quote else ch
+        elif ch == "$" and not quote and i + 1 < len(word) and word[i + 1] in "'\"":
+            pass  # $'...' and $"...": the quotes follow
+        else:
+            out.append(ch)
+        i += 1
+    return "".join(out)
