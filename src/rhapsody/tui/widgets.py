@@ -168,7 +168,7 @@ class TranscriptView(VerticalScroll):
         self.live: Any = None
         self.live_stream: Any = None
         self.live_text: list[str] = []
-        self.live_chunks: list[int] = []
+        self.live_chunks: list[Entry] = []
         """Entries that hold earlier chunks of the reply still streaming."""
 
     def compose(self) -> ComposeResult:
@@ -265,7 +265,7 @@ class TranscriptView(VerticalScroll):
             fence = self._open_fence()
             count = len(self.entries)
             await self._close_live(discard=False)
-            self.live_chunks += range(count, len(self.entries))  # void if the stream is retried
+            self.live_chunks += self.entries[count:]  # void if the stream is retried
             text = (fence + "\n" if fence else "") + text[cut:]
         if text:
             await self._write_live(text)
@@ -299,11 +299,9 @@ class TranscriptView(VerticalScroll):
         """Close the live reply; keep it as an entry, or drop it with its earlier chunks (a retried stream)."""
         chunks, self.live_chunks = self.live_chunks, []
         if discard:
-            for index in chunks:
-                widget = self.widgets.pop(index, None)
-                if widget is not None:
-                    await widget.remove()
-                self.entries[index] = Entry("assistant", "")
+            for entry in chunks:
+                if entry in self.entries:
+                    await self.remove_entry(entry)
         await self._close_live(discard)
 
     async def _close_live(self, discard: bool) -> None:
