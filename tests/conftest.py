@@ -19,9 +19,13 @@ from rhapsody.core.events import Event
 from rhapsody.core.tools import Approver
 from rhapsody.loopback.script import ScriptedResponder
 from rhapsody.loopback.server import LoopbackServer
+from rhapsody.tools.sandbox import bwrap_path
 from rhapsody.wiring import Wiring, build
 
 MODEL = "claude-sonnet-5-5"
+SANDBOX = "workspace-write" if bwrap_path() else "off"
+"""Tests that are not about the sandbox run without it where bubblewrap is missing (the sandbox
+tests then skip; .ci/run installs bubblewrap so CI runs them all)."""
 
 
 @pytest.fixture(autouse=True)
@@ -71,6 +75,7 @@ class Stub:
 
     def wire(self, root: Path, retries: int = 3, approver: Approver | None = None, **settings: Any) -> Wiring:
         settings.setdefault("permission_mode", "yolo")
+        settings.setdefault("sandbox", SANDBOX)
         return build(root, Settings(**settings), self.model(retries), MODEL, approver=approver)
 
     def bodies(self) -> list[dict[str, Any]]:

@@ -16,6 +16,8 @@ from rhapsody.tools import default_toolbox
 from rhapsody.tools.git import git_facts
 from rhapsody.tools.handoff import harness_facts
 
+from .conftest import Stub
+
 
 def hostile(project: Path, marker: Path) -> None:
     """Point fsmonitor, pager, external diff, textconv, filters, hooks and gpg at a command that touches `marker`."""
@@ -135,3 +137,18 @@ async def test_git_diff_never_prints_secret_or_denied_files(project: Path) -> No
                for args in ({"action": "diff"}, {"action": "diff", "path": ".env"}, {"action": "diff", "path": "private"},
                             {"action": "log", "path": "server.PEM"})]
     assert not any("committed-secret" in out for out in outputs)
+
+
+async def test_opening_the_app_on_a_hostile_repository_runs_nothing(stub: Stub, project: Path, tmp_path: Path) -> None:
+    from rhapsody.tui.app import RhapsodyApp
+
+    from .conftest import until
+
+    marker = tmp_path / "ran"
+    hostile(project, marker)
+    wiring = stub.wire(project, permission_mode="read-only")
+    app = RhapsodyApp(wiring.agent, wiring.settings)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(lambda: bool(app._git), pause=pilot.pause)  # the status bar read git
+        assert "±" in app._git
+    assert not marker.exists()

@@ -17,7 +17,7 @@ from rhapsody.core.history import HistoryWriter, read_history
 from rhapsody.core.session import Session
 from rhapsody.loopback.script import call, say
 
-from .conftest import MODEL, Stub, collect
+from .conftest import MODEL, SANDBOX, Stub, collect
 
 SLOW = "I will run a slow command that sleeps, so the process can be killed while the tool call is in flight."
 
@@ -86,7 +86,7 @@ async def test_resume_after_kill_9_mid_tool_call_is_valid_and_complete(stub: Stu
     from rhapsody.tools import default_toolbox
     from rhapsody.wiring import policy
 
-    agent = Agent(session, stub.model(), default_toolbox(), policy(Settings()))
+    agent = Agent(session, stub.model(), default_toolbox(sandbox=SANDBOX), policy(Settings()))
     events = await collect(agent.run("continue please"))
     assert session.messages()[-1].texts() == ["resumed fine"]
     last = stub.bodies()[-1]["messages"]
@@ -107,7 +107,7 @@ async def test_undelivered_hint_is_delivered_first_on_resume(stub: Stub, project
     from rhapsody.tools import default_toolbox
     from rhapsody.wiring import policy
 
-    agent = Agent(session, stub.model(), default_toolbox(), policy(Settings()))
+    agent = Agent(session, stub.model(), default_toolbox(sandbox=SANDBOX), policy(Settings()))
     await collect(agent.run("next"))
     content = stub.bodies()[-1]["messages"][-1]["content"]
     assert [b["text"] for b in content] == ["remember the tabs", "next"]

@@ -25,7 +25,7 @@ from rhapsody.figures import figures
 from rhapsody.tui.status import status_line
 from rhapsody.wiring import Wiring, build
 
-from .conftest import Stub, collect
+from .conftest import SANDBOX, Stub, collect
 from .test_cli import rhapsody
 from .test_handoff_e2e import handoff_turn, step
 
@@ -42,6 +42,7 @@ class ChatStub(Stub):
     def wire(self, root: Path, retries: int = 3, approver: Any = None, **settings: Any) -> Wiring:
         settings.setdefault("permission_mode", "yolo")
         model = OpenAIModel(self.client(), retries=retries, base_delay=0.0)
+        settings.setdefault("sandbox", SANDBOX)
         return build(root, Settings(provider="openai", model=LOCAL, **settings), model, LOCAL, approver=approver)
 
     def bodies(self) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ from rhapsody.core.events import ToolFinished
 from rhapsody.loopback.script import call, say
 from rhapsody.wiring import build
 
-from .conftest import Stub, collect
+from .conftest import SANDBOX, Stub, collect
 
 VERTEX_MODEL = "claude-sonnet-4-5@20250929"
 
@@ -20,7 +20,7 @@ async def test_vertex_client_streams_a_narrated_tool_call_through_the_loop(stub:
                      command="ls"), say("There is app.py."))
     client = vertex_client("my-project", "us-east5", 5.0, access_token="ya29.test-token", base_url=stub.server.url)
     model = AnthropicModel(client, retries=0)
-    wiring = build(project, Settings(provider="vertex", model=VERTEX_MODEL, permission_mode="yolo"), model, VERTEX_MODEL)
+    wiring = build(project, Settings(provider="vertex", model=VERTEX_MODEL, permission_mode="yolo", sandbox=SANDBOX), model, VERTEX_MODEL)
     events = await collect(wiring.agent.run("what files are there?"))
     assert [e.is_error for e in events if isinstance(e, ToolFinished)] == [False]
     first, second = stub.server.requests
@@ -55,7 +55,7 @@ async def test_bedrock_client_streams_event_stream_frames_through_the_loop(stub:
                      command="ls"), say("There is app.py."))
     client = bedrock_client("us-east-1", 5.0, api_key="bedrock-test-key", base_url=stub.server.url)
     model = AnthropicModel(client, retries=0)
-    wiring = build(project, Settings(provider="bedrock", model=bedrock_model, permission_mode="yolo"), model,
+    wiring = build(project, Settings(provider="bedrock", model=bedrock_model, permission_mode="yolo", sandbox=SANDBOX), model,
                    bedrock_model)
     events = await collect(wiring.agent.run("what files are there?"))
     finished = [e for e in events if isinstance(e, ToolFinished)]

@@ -166,3 +166,28 @@ async def test_a_hostile_glob_costs_names_times_parts(ctx: ToolContext) -> None:
     start = time.monotonic()
     found = await run(ctx, "find_files", pattern="**/" * 15 + "*a*a*a*a*a*a*a*a*a*a*a*a*b")
     assert time.monotonic() - start < 5 and "(no files match)" in found.content
+
+
+async def test_cancelling_a_search_kills_it(ctx: ToolContext, monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from .test_sandbox import _running, _wait_gone
+
+    (ctx.root / "evil.txt").write_text("a" * 40 + "!\n")
+    os.mkdir(ctx.root / "empty-bin")
+    monkeypatch.setenv("PATH", str(ctx.root / "empty-bin"))
+    ctx.bash_timeout = 60
+    task = asyncio.ensure_future(run(ctx, "search_text", pattern="(a+)+$"))
+    deadline = time.monotonic() + 10
+    while not _running("rhapsody.tools.search") and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    assert _running("rhapsody.tools.search")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert _wait_gone("rhapsody.tools.search")
+
+
+async def test_file_tools_never_write_an_mcp_config(ctx: ToolContext) -> None:
+    outcome = await run(ctx, "write_file", path="./.mcp.json", content='{"mcpServers": {}}')
+    assert outcome.is_error and "refused" in outcome.content and not (ctx.root / ".mcp.json").exists()

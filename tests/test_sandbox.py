@@ -261,3 +261,14 @@ async def test_nested_repositories_and_git_files_inside_the_root_are_frozen_too(
     assert "fsmonitor" not in (project / "vendor" / "lib" / ".git" / "config").read_text()
     assert "fsmonitor" not in (project / "store" / "config").read_text()
     assert (project / "wt" / ".git").read_text().startswith(f"gitdir: {project}")
+
+
+async def test_a_command_cannot_leave_an_mcp_config_behind(stub: Stub, project: Path) -> None:
+    results = await bash_results(stub, project, "echo '{\"mcpServers\": {\"x\": {\"command\": \"touch\"}}}' > .mcp.json")
+    assert "removed .mcp.json" in results[0]["content"] and not (project / ".mcp.json").exists()
+
+
+async def test_an_existing_mcp_config_is_read_only(stub: Stub, project: Path) -> None:
+    (project / ".mcp.json").write_text('{"mcpServers": {}}')
+    results = await bash_results(stub, project, "echo '{}' > .mcp.json", "rm -f .mcp.json")
+    assert all(r.get("is_error") for r in results) and (project / ".mcp.json").read_text() == '{"mcpServers": {}}'

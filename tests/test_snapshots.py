@@ -31,7 +31,7 @@ from rhapsody.tui.status import Liveness
 from rhapsody.tui.widgets import Foldable, PromptInput
 from rhapsody.wiring import policy
 
-from .conftest import Stub
+from .conftest import SANDBOX, Stub
 from .test_handoff_e2e import handoff_turn
 
 SLOW = "I will run the slow test suite now, because the fix must hold; I expect three passes."
@@ -62,7 +62,7 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def fixed_app(stub: Stub, root: Path, mode: str = "yolo") -> RhapsodyApp:
     approver = HumanApprover()
-    toolbox = Toolbox(default_tools(), mode, clock=lambda: 0.0, approver=approver)
+    toolbox = Toolbox(default_tools(SANDBOX), mode, clock=lambda: 0.0, approver=approver)
     spec = RequestSpec(model="claude-sonnet-5-5", system="You are a test agent.", tools=toolbox.specs())
     session = Session(root, HistoryWriter(history_dir(root) / "snapshot.jsonl"), spec, "snapshot")
     session.record("session", session="snapshot", cwd=str(root), version="0", model=spec.model,

@@ -95,3 +95,10 @@ def test_trusting_a_path_with_any_characters_round_trips(tmp_path: Path) -> None
     root.mkdir()
     trust(root)
     assert tomllib.loads(user_config_path().read_text())["trusted_projects"] == [str(root.resolve())]
+
+
+def test_headless_says_when_the_sandbox_is_off(stub: Stub, project: Path) -> None:
+    stub.script(say("ok"))
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": stub.server.url, "RHAPSODY_SANDBOX": "off"}
+    result = rhapsody("-p", "go", "--cwd", str(project), "--model", MODEL, env=env)
+    assert result.returncode == 0 and "rhapsody: sandbox off" in result.stderr

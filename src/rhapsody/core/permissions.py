@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 FILE_WRITERS = ("write_file", "edit_file")
-PROTECTED_READS = (".env", ".env.*", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*", "id_ed25519*", "id_ecdsa*",
-                   "id_dsa*", ".netrc", ".git-credentials", ".pgpass")
+PROTECTED_READS = (".env", ".env.*", ".envrc", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*", "id_ed25519*", "id_ecdsa*",
+                   "id_dsa*", ".netrc", ".git-credentials", ".pgpass", ".npmrc", ".pypirc")
 """Secret-looking file names, matched case-insensitively against every part of the path."""
 SANDBOXED = ("workspace-write", "read-only")
 _SPLIT = re.compile(r"&&|\|\||;|\||\n")

@@ -200,7 +200,7 @@ class Toolbox:
     async def _run(self, name: str, raw_input: Any, ctx: ToolContext, timer: list[float]) -> ToolOutcome:
         tool = self.tools.get(name)
         if tool is None:
-            return ToolOutcome(f"Unknown tool {name!r}. Available: {', '.join(self.tools)}.", is_error=True)
+            return ToolOutcome(_unknown_tool(name, list(self.tools)), is_error=True)
         if isinstance(raw_input, dict) and UNPARSED_KEY in raw_input:
             return ToolOutcome(_unparsed_reason(name, raw_input), is_error=True)
         try:
@@ -310,3 +310,12 @@ def _first_error(exc: ValidationError) -> str:
     where = ".".join(str(p) for p in err.get("loc", ())) or "input"
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{where}: {err['msg']}{more}"
+
+
+def _unknown_tool(name: str, available: list[str]) -> str:
+    """Why a call names no tool; an MCP tool offered earlier in the session names its server as gone."""
+    parts = name.split("__")
+    if len(parts) >= 3 and parts[0] == "mcp":
+        return (f"Tool {name!r} is unavailable: the MCP server {parts[1]!r} is not running in this session "
+                "(it was removed from the configuration or is not trusted here). Do not call its tools again.")
+    return f"Unknown tool {name!r}. Available: {', '.join(available)}."

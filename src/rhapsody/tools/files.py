@@ -100,6 +100,9 @@ class WriteFile:
 def _refuse_state(root: Path, path: Path) -> None:
     """Writes that would let code run later outside any sandbox, or touch rhapsody's own records."""
     first = shown(root, path).split("/")[0]
+    if first == ".mcp.json":
+        raise ToolFailure("refused: .mcp.json starts programs (MCP servers) when rhapsody opens a trusted project; "
+                          "tools never write it")
     if first == ".rhapsody":
         raise ToolFailure("refused: .rhapsody/ holds rhapsody's own history and notes; tools never write there")
     hooks = hooks_path(root.resolve())

@@ -33,6 +33,9 @@ def binds(root: Path, nested: list[Path]) -> list[str]:
     hooks = hooks_path(root)
     if hooks is not None:
         out += ["--ro-bind", str(hooks), str(hooks)]
+    mcp = root / ".mcp.json"
+    if mcp.is_file() and not mcp.is_symlink():
+        out += ["--ro-bind", str(mcp), str(mcp)]
     return out
 
 
@@ -89,30 +92,31 @@ def _included_configs(root: Path, git_dir: Path) -> list[Path]:
     return out
 
 
-GIT_REDIRECTS = ("commondir", "config.worktree")
-"""Files that, created in `.git`, would make git read a config the sandbox does not protect."""
+GUARDED = {".git/commondir": "it would point git at another config",
+           ".git/config.worktree": "it would give git a config of its own",
+           ".mcp.json": "it would make rhapsody start programs (MCP servers) in a trusted project"}
+"""Files that must not appear during a command: created, they would run code later outside the sandbox."""
 
 
 def git_redirects(root: Path) -> set[str]:
-    """Which GIT_REDIRECTS exist now (taken before a command runs)."""
-    return {name for name in GIT_REDIRECTS if os.path.lexists(root / ".git" / name)}
+    """Which GUARDED files exist now (taken before a command runs)."""
+    return {name for name in GUARDED if os.path.lexists(root / name)}
 
 
 def undo_git_redirects(root: Path, before: set[str]) -> list[str]:
-    """Remove GIT_REDIRECTS a command created; returns a note for each."""
+    """Remove GUARDED files a command created; returns a note for each."""
     notes = []
     for name in sorted(git_redirects(root) - before):
-        path = root / ".git" / name
+        path = root / name
         try:
             if path.is_dir() and not path.is_symlink():
                 shutil.rmtree(path)
             else:
                 path.unlink()
         except OSError as exc:
-            notes.append(f"[rhapsody could not remove .git/{name} that the command created: {exc}]")
+            notes.append(f"[rhapsody could not remove {name} that the command created: {exc}]")
             continue
-        notes.append(f"[rhapsody removed .git/{name} that the command created: it would point git at "
-                     "another config]")
+        notes.append(f"[rhapsody removed {name} that the command created: {GUARDED[name]}]")
     return notes
 
 

@@ -31,8 +31,9 @@ __all__ = ["bwrap_path", "effective_level", "git_redirects", "hooks_path", "scru
            "undo_git_redirects", "wrap"]
 
 LEVELS = ("workspace-write", "read-only", "off")
-SECRET_FILES = (".env", ".env.*", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*", "id_ed25519*", "id_ecdsa*", "id_dsa*",
-                ".netrc", ".pgpass", ".git-credentials", "credentials.json", "*.keystore", "*.jks")
+SECRET_FILES = (".env", ".env.*", ".envrc", ".npmrc", ".pypirc", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*",
+                "id_ed25519*", "id_ecdsa*", "id_dsa*", ".netrc", ".pgpass", ".git-credentials", "credentials.json",
+                "*.keystore", "*.jks")
 """Project files that read as empty inside the sandbox (matched case-insensitively on the name)."""
 HOME_SECRETS = (".ssh", ".aws", ".gnupg", ".azure", ".kube", ".docker", ".config/gcloud", ".config/gh",
                 ".config/rhapsody", ".netrc", ".git-credentials", ".npmrc", ".pypirc", ".pgpass", ".password-store",
