@@ -21,7 +21,8 @@ from rhapsody.loopback.script import call, say
 from rhapsody.loopback.server import Fault
 from rhapsody.openai_model import OpenAIModel
 from rhapsody.providers import installed
-from rhapsody.tui.app import status_line
+from rhapsody.figures import figures
+from rhapsody.tui.status import status_line
 from rhapsody.wiring import Wiring, build
 
 from .conftest import SANDBOX, Stub, collect
@@ -172,7 +173,7 @@ def test_unknown_model_is_never_priced(chat: ChatStub, project: Path) -> None:
     assert not priced(LOCAL) and priced("claude-sonnet-4-5") and priced("us.anthropic.claude-sonnet-4-5-20250929-v1:0")
     assert priced("claude-sonnet-4-5@20250929")
     wiring = chat.wire(project)
-    line = status_line(wiring.session, "", "idle")
+    line = status_line(figures(wiring.session.records), wiring.session, "", "idle", 200)
     assert "cost unknown" in line and "%)" not in line
 
 

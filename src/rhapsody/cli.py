@@ -231,12 +231,12 @@ def _run(ns: argparse.Namespace) -> int:
 
         raise InputError("the task given with -p is empty")
     if ns.demo:
-        from rhapsody.demo import DEMO_TASK, demo_setup
+        from rhapsody.demo import DEMO_TASK, WELCOME, demo_setup
 
         with demo_setup(ns, load_settings(Path.cwd(), _flags(ns))) as (root, settings, model):
             ns.continue_last = False
             ns.resume = None
-            return launch(ns, root, settings, model, initial=DEMO_TASK)
+            return launch(ns, root, settings, model, initial=DEMO_TASK, welcome=WELCOME, demo=True)
     root = _root(ns.cwd)
     settings = load_settings(root, _flags(ns))
     from rhapsody.providers import make_model
@@ -258,7 +258,8 @@ def _notices(root: Path, settings: Any) -> None:
         print(f"rhapsody: {status(settings.sandbox)}", file=sys.stderr)
 
 
-def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initial: str = "") -> int:
+def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initial: str = "", welcome: str = "",
+           demo: bool = False) -> int:
     """Wire the agent and hand it to the chosen front end."""
     import asyncio
 
@@ -274,7 +275,7 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
             return 0
     model_id = settings.model
     if model_id is None and not resuming:
-        from rhapsody.anthropic_model import default_model
+        from rhapsody.lazy_model import default_model
 
         model_id = default_model()
     approver = None if ns.task else HumanApprover()
@@ -300,7 +301,13 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
         return asyncio.run(_closing(wiring, run_plain(wiring.agent, settings, approver, initial)))
     from rhapsody.tui.app import RhapsodyApp
 
-    asyncio.run(_closing(wiring, RhapsodyApp(wiring.agent, settings, approver, initial=initial).run_async()))
+    app = RhapsodyApp(wiring.agent, settings, approver, initial=initial, welcome=welcome)
+    asyncio.run(_closing(wiring, app.run_async()))
+    if demo:
+        print("rhapsody demo ended; its sample project is removed. Run `rhapsody` in a project of yours next.")
+    else:
+        print(f"session {wiring.session.id} saved. Come back to it with: rhapsody --continue"
+              + (f" --cwd {root}" if root != Path.cwd() else ""))
     return 0
 
 

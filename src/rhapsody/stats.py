@@ -78,20 +78,23 @@ def _print_table(path: Path, records: list[dict[str, Any]], totals: dict[str, in
     from rich.table import Table
 
     table = Table(title=f"seams of session {path.stem}")
-    for column in ("seam", "msgs", "tool calls", "thinking", "bytes", "reduction", "est. tokens", "API input"):
+    # "context" is the one figure the status bar, the seam divider and /stats show (rhapsody/figures.py);
+    # the API's reported input is the request before the seam and the next one, which also holds new messages.
+    for column in ("seam", "context ~tokens", "reduction", "bytes", "msgs", "tool calls", "thinking",
+                   "API input (before → next request)"):
         table.add_column(column, justify="right")
     for row in seam_rows(records):
         b, a = row["before"], row["after"]
-        reduction = 1 - a["request_bytes"] / b["request_bytes"] if b["request_bytes"] else 0
+        reduction = 1 - a["est_tokens"] / b["est_tokens"] if b["est_tokens"] else 0
         after_api = "—" if row["reported_input_after"] is None else f"{row['reported_input_after']:,}"
         table.add_row(
             f"{row['seam']}{' (undone)' if row['undone'] else ''}",
+            f"~{b['est_tokens']:,} → ~{a['est_tokens']:,}",
+            f"{reduction:.1%}",
+            f"{b['request_bytes']:,} → {a['request_bytes']:,}",
             f"{b['messages']} → {a['messages']}",
             f"{b['tool_use']} → {a['tool_use']}",
             f"{b['thinking']} → {a['thinking']}",
-            f"{b['request_bytes']:,} → {a['request_bytes']:,}",
-            f"{reduction:.1%}",
-            f"{b['est_tokens']:,} → {a['est_tokens']:,}",
             f"{row.get('reported_input_before', 0):,} → {after_api}",
         )
     console = Console()

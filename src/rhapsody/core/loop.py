@@ -227,6 +227,7 @@ class Agent:
             is_error=outcome.is_error,
             exit_code=outcome.exit_code,
             duration_ms=ms,
+            **({"refused": outcome.refused} if outcome.refused else {}),
             **outcome.facts,
         )
         result = ToolResultBlock(tool_use_id=call.id, content=outcome.blocks or outcome.content or "(no output)")
@@ -238,7 +239,8 @@ class Agent:
             self._words.append((call, outcome.words))
         if isinstance(outcome, NoteWritten) and not outcome.is_error:
             handoff_state.noted(self.session, outcome)
-        yield ToolFinished(call, outcome.content, outcome.is_error, ms, outcome.exit_code)
+        yield ToolFinished(call, outcome.content, outcome.is_error, 0 if outcome.refused else ms, outcome.exit_code,
+                           outcome.refused)
 
     def _answer_open_calls(self) -> None:
         if not self._open and not self._done:
