@@ -238,6 +238,10 @@ def _run(ns: argparse.Namespace) -> int:
             ns.resume = None
             return launch(ns, root, settings, model, initial=DEMO_TASK, welcome=WELCOME, demo=True)
     root = _root(ns.cwd)
+    if not ns.task and sys.stdin.isatty() and sys.stdout.isatty():
+        from rhapsody.trust import offer
+
+        offer(root, input)  # before the settings are read, so a yes applies at once
     settings = load_settings(root, _flags(ns))
     from rhapsody.providers import make_model
 
