@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 from rhapsody.commands import COMMANDS
@@ -88,12 +87,13 @@ def command_matches(text: str) -> list[str]:
 
 def project_files(root: Path) -> list[str]:
     """The project's files, git-ignored ones left out (a plain walk outside git)."""
+    from rhapsody.tools.git import GitError, run_git  # hardened: the repository's own programs never run
+
     try:
-        done = subprocess.run(["git", "-C", str(root), "ls-files", "-co", "--exclude-standard", "-z"],
-                              capture_output=True, timeout=5, check=True)
-        return [p for p in done.stdout.decode("utf-8", "replace").split("\0") if p][:MAX_FILES]
-    except (OSError, subprocess.SubprocessError):
+        listing = run_git(root, "ls-files", "-co", "--exclude-standard", "-z")
+    except GitError:
         return _walk(root)
+    return [p for p in listing.split("\0") if p][:MAX_FILES]
 
 
 def _walk(root: Path) -> list[str]:
