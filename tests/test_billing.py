@@ -58,3 +58,25 @@ async def test_without_a_seam_both_figures_come_from_the_same_requests(
     assert figures["seams"] == 0 and figures["saving_per_further_request"] == 0
     assert figures["billed_input_tokens_without_seams"] == figures["billed_input_tokens_simulated"]
     assert figures["cache_read_multiplier"] == 0.05  # claude-sonnet-5-5's rate from the price table
+
+
+async def test_stats_prices_each_request_at_the_model_that_served_it(
+    stub: Stub, project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rhapsody.core.pricing import PRICES
+
+    stub.script(big(1), say("done"), big(2), say("done again"))
+    wiring = stub.wire(project)
+    await collect(wiring.agent.run("list"))
+    wiring.session.switch_model("claude-haiku-4-5")
+    await collect(wiring.agent.run("list again"))
+    assert main(["stats", "--json", "--cwd", str(project)]) == 0
+    figures = json.loads(capsys.readouterr().out)
+    records = read_history(wiring.session.path).records
+    served = [r["model"] for r in records if r["kind"] == "request"]
+    usage = [r for r in records if r["kind"] == "usage"]
+    assert served == ["claude-sonnet-5-5"] * 2 + ["claude-haiku-4-5"] * 2 == [b["model"] for b in stub.bodies()]
+    expected = sum((u["input_tokens"] + 1.25 * u["cache_creation_input_tokens"]
+                    + PRICES[m].read_mult * u["cache_read_input_tokens"]) * PRICES[m].input / 1e6
+                   for m, u in zip(served, usage))
+    assert figures["model"] == "claude-haiku-4-5" and figures["billed_input_usd"] == round(expected, 4)

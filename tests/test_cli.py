@@ -133,7 +133,7 @@ def test_headless_run_prints_narration_and_tool_lines_and_writes_no_key(stub: St
             assert key not in path.read_text(errors="replace"), path
     jsonl = rhapsody("-p", "again", "--cwd", str(project), "--model", MODEL, "--output-format", "jsonl", env=env)
     events = [json.loads(line)["event"] for line in jsonl.stdout.splitlines()]
-    assert events[0] == "TurnStarted" and events[-1] == "TurnEnded"
+    assert events[:2] == ["session", "TurnStarted"] and events[-2:] == ["TurnEnded", "result"]
 
 
 def test_help_and_version(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from .test_handoff_e2e import handoff_turn, texts_of
 REASON = "  No — don't touch build/; it holds Ana's benchmark data.\n\tUse /tmp/scratch instead ✓ "
 
 
-async def deny_with_reason(tool: str, argument: str, why: str) -> Approval:
+async def deny_with_reason(tool: str, argument: str, why: str, args: object = None) -> Approval:
     return Approval(False, words=REASON)
 
 
@@ -56,7 +56,7 @@ async def test_a_denial_without_words_adds_no_text(stub: Stub, project: Path) ->
                 say("ok"))
     wiring = stub.wire(project, permission_mode="ask")
 
-    async def deny(tool: str, argument: str, why: str) -> Approval:
+    async def deny(tool: str, argument: str, why: str, args: object = None) -> Approval:
         return Approval(False, words="   ")
 
     wiring.agent.toolbox.approver = deny
@@ -86,7 +86,7 @@ async def test_in_the_app_a_typed_denial_reason_reaches_the_request_after_a_seam
         app.start_turn("clean up")
         await until(lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None, pause=pilot.pause)
         app.screen.query_one("#reason").value = typed
-        await pilot.press("n")
+        await pilot.press("enter")  # Enter denies with the words in the field
         await wait_idle(pilot)
         await app.command("/handoff")
         await wait_idle(pilot)

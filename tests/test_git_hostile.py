@@ -177,3 +177,16 @@ async def test_opening_the_app_on_a_hostile_repository_runs_nothing(stub: Stub, 
         await until(lambda: bool(app._git), pause=pilot.pause)  # the status bar read git
         assert "±" in app._git
     assert not marker.exists()
+
+
+def test_at_path_completion_lists_files_without_running_the_repositorys_programs(project: Path, tmp_path: Path) -> None:
+    from rhapsody.prompt_aids import project_files
+
+    marker = tmp_path / "ran"
+    hostile(project, marker)
+    files = project_files(project)
+    assert "app.py" in files and not marker.exists()
+    plain = tmp_path / "not-a-repo"
+    (plain / "src").mkdir(parents=True)
+    (plain / "src" / "main.py").write_text("")
+    assert project_files(plain) == ["src/main.py"]  # outside git: a plain walk

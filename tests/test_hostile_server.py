@@ -9,15 +9,17 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rhapsody.anthropic_model import MAX_RETRY_AFTER, retry_delay
+from rhapsody.core.errors import ModelError
 from rhapsody.core.events import Failed, RetryCountdown, Retrying, ToolFinished, TurnEnded
 from rhapsody.core.history import read_history
+from rhapsody.core.retry import MAX_RETRY_AFTER, RetryPolicy, retry_delay, retrying
 from rhapsody.core.session import Session
 from rhapsody.render import print_event
 from rhapsody.loopback.script import call, say
@@ -156,7 +158,7 @@ def _sse(events: list[tuple[str, object]]) -> bytes:
     return out
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(events=EVENTS, after=st.integers(0, 6))
 def test_any_event_sequence_from_the_server_is_a_retry_or_a_reply_never_an_exception(
         stub: Stub, project: Path, events: list[tuple[str, object]], after: int) -> None:
@@ -169,3 +171,27 @@ def test_any_event_sequence_from_the_server_is_a_retry_or_a_reply_never_an_excep
         if isinstance(event, (Retrying, Failed)):
             text = event.reason if isinstance(event, Retrying) else event.message
             assert "\n" not in text and len(text) < 1000
+
+
+async def test_a_rejection_whose_message_spans_lines_ends_as_one_line(stub: Stub) -> None:
+    body = {"model": "gpt-\nnope\n  at line 2", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
+    with pytest.raises(ModelError) as caught:
+        await collect(stub.model().stream(body))
+    assert "\n" not in str(caught.value) and "unknown model" in str(caught.value)
+
+
+async def test_whatever_a_classifier_raises_ends_as_one_model_error_line() -> None:
+    async def once(body: dict[str, object]) -> AsyncIterator[Retrying]:
+        raise OSError("torn\nacross lines")
+        yield  # an async generator
+
+    def buggy(exc: Exception) -> tuple[str, float | None]:
+        raise KeyError("a bug in the classifier")
+
+    def rejecting(exc: Exception) -> tuple[str, float | None]:
+        raise ModelError(f"rejected:\n{exc}")
+
+    for classify in (buggy, rejecting):
+        with pytest.raises(ModelError) as caught:
+            await collect(retrying(once, {}, classify, RetryPolicy(retries=0)))
+        assert "\n" not in str(caught.value) and "torn across lines" in str(caught.value)

@@ -401,3 +401,30 @@ def test_mcp_rules_name_a_whole_server_or_one_tool_and_deny_wins() -> None:
     assert decide("yolo", Rules(allow=["mcp__git"], deny=["mcp__git__git_commit"]), tool, args, True, False).verdict == "deny"
     assert decide("auto-edit", Rules(allow=['mcp__git__git_commit:*"wip"*']), tool, args, True, False).verdict == "allow"
     assert suggested_rules(tool, args) == (tool,)
+
+
+async def test_a_server_removed_from_the_config_answers_its_old_tools_as_unavailable_and_keeps_them_offered(
+        stub: Stub, project: Path) -> None:
+    gone = {"name": "mcp__gone__echo", "description": "Echo.", "input_schema": {"type": "object", "properties": {}}}
+    wiring = stub.wire(project)
+    session = wiring.agent.session
+    session.set_tools(wiring.agent.toolbox.specs() + [gone])  # what a resumed history offered
+    stub.script(call("I will echo through the old server to see whether it still answers my call.",
+                     "mcp__gone__echo"), say("It is gone."))
+    events = await collect(wiring.agent.run("echo"))
+    finished = next(e for e in events if isinstance(e, ToolFinished))
+    assert finished.is_error and "'gone' is not running" in finished.output and "Unknown tool" not in finished.output
+    assert all(body["tools"][-1] == gone for body in stub.bodies())
+
+
+def test_headless_names_project_servers_waiting_for_trust_in_one_line(stub: Stub, project: Path) -> None:
+    from .conftest import MODEL
+    from .test_cli import rhapsody
+
+    (project / ".rhapsody").mkdir(exist_ok=True)
+    (project / ".rhapsody" / "config.toml").write_text(time_server("unused", name="clock"), encoding="utf-8")
+    stub.script(say("ok"))
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": stub.server.url}
+    result = rhapsody("-p", "hi", "--cwd", str(project), "--model", MODEL, env=env)
+    lines = [line for line in (result.stdout + result.stderr).splitlines() if "mcp" in line.lower() or "clock" in line]
+    assert result.returncode == 0 and len(lines) == 1 and "clock" in lines[0] and "waits for trust" in lines[0]

@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from rhapsody.config import Settings
-from rhapsody.core.events import Failed, NarrationViolation, Retrying, SeamCommitted, ThinkingDelta, ToolFinished, ToolStarted
+from rhapsody.core.events import Failed, NarrationViolation, RetryCountdown, Retrying, SeamCommitted, ThinkingDelta, ToolFinished, ToolStarted
 from rhapsody.core.history import read_history
 from rhapsody.core.messages import Message
 from rhapsody.core.pricing import priced
@@ -21,7 +21,8 @@ from rhapsody.loopback.script import call, say
 from rhapsody.loopback.server import Fault
 from rhapsody.openai_model import OpenAIModel
 from rhapsody.providers import installed
-from rhapsody.tui.app import status_line
+from rhapsody.figures import figures
+from rhapsody.tui.status import status_line
 from rhapsody.wiring import Wiring, build
 
 from .conftest import SANDBOX, Stub, collect
@@ -143,6 +144,15 @@ async def test_overload_and_a_cut_stream_are_retried_and_the_partial_answer_is_d
     assert messages[-1]["content"] == [{"type": "text", "text": "Here is the whole answer."}]
 
 
+async def test_a_retry_after_is_obeyed_and_counted_down_as_on_the_anthropic_provider(chat: ChatStub, project: Path) -> None:
+    chat.script(say("Here after the wait."))
+    chat.server.inject(Fault("status", status=429, retry_after=1.2))
+    events = await collect(chat.wire(project).agent.run("hi"))
+    retry = next(e for e in events if isinstance(e, Retrying))
+    assert (retry.delay, retry.asked) == (1.2, 1.2)
+    assert [e.remaining for e in events if isinstance(e, RetryCountdown)] == [1.2, 1.0]
+
+
 async def test_rejected_request_is_one_failure_line(chat: ChatStub, project: Path) -> None:
     chat.server.inject(Fault("status", status=404, retry_after=None))
     wiring = chat.wire(project)
@@ -163,7 +173,7 @@ def test_unknown_model_is_never_priced(chat: ChatStub, project: Path) -> None:
     assert not priced(LOCAL) and priced("claude-sonnet-4-5") and priced("us.anthropic.claude-sonnet-4-5-20250929-v1:0")
     assert priced("claude-sonnet-4-5@20250929")
     wiring = chat.wire(project)
-    line = status_line(wiring.session, "", "idle")
+    line = status_line(figures(wiring.session.records), wiring.session, "", "idle", 200)
     assert "cost unknown" in line and "%)" not in line
 
 

@@ -154,10 +154,18 @@ def test_an_untrusted_project_cannot_raise_the_users_limits(project: Path) -> No
     assert (s.max_cost_usd, s.max_steps_per_turn, s.bash_timeout, s.output_cap) == (1.0, 5, 10, 5000)
 
 
-@pytest.mark.parametrize("name", ["credentials.json", ".envrc", "prod.env", ".env-production", "secrets.keystore"])
+@pytest.mark.parametrize("name", ["credentials.json", "prod.env", ".env-production", "secrets.keystore"])
 async def test_read_file_refuses_secret_files_the_sandbox_masks(stub: Stub, project: Path, name: str) -> None:
     (project / name).write_text("SECRET_VALUE=hunter2-redteam\n")
     stub.script(call(NARRATE, "read_file", path=name), say("done"))
+    wiring = stub.wire(project, permission_mode="auto-edit")
+    await collect(wiring.agent.run("go"))
+    assert "hunter2-redteam" not in str(stub.bodies()[1])
+
+
+async def test_read_file_refuses_an_envrc(stub: Stub, project: Path) -> None:
+    (project / ".envrc").write_text("SECRET_VALUE=hunter2-redteam\n")
+    stub.script(call(NARRATE, "read_file", path=".envrc"), say("done"))
     wiring = stub.wire(project, permission_mode="auto-edit")
     await collect(wiring.agent.run("go"))
     assert "hunter2-redteam" not in str(stub.bodies()[1])

@@ -5,11 +5,13 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from rhapsody.config import load_settings, user_config_path
 from rhapsody.core.permissions import Rules, decide
 from rhapsody.loopback.script import call, say
 from rhapsody.tools.shell import parse
-from rhapsody.trust import trust, trust_question, untrusted_notice
+from rhapsody.trust import first_run_question, offer, trust, untrusted_notice
 
 from .conftest import MODEL, Stub
 from .test_cli import rhapsody
@@ -35,7 +37,7 @@ def test_an_untrusted_project_config_only_lowers(project: Path) -> None:
     assert settings.sandbox == "workspace-write" and settings.sandbox_network is False and settings.trusted_projects == []
     notice = untrusted_notice(project)
     assert notice and "permission_mode" in notice and "rhapsody trust" in notice and "\n" not in notice
-    assert trust_question(project)
+    assert first_run_question(project)
 
 
 def test_an_untrusted_project_may_lower(project: Path) -> None:
@@ -113,3 +115,23 @@ def test_an_untrusted_project_changes_only_what_lowers_and_nothing_undeclared(pr
     assert (settings.memory.path, settings.memory.commit, settings.memory.map_cap) == ("docs/memory", False, 10)
     notice = untrusted_notice(project) or ""
     assert all(key in notice for key in ("provider", "thinking", "narration_min_words", "memory.path", "memory.commit"))
+
+
+def test_the_first_run_offer_trusts_only_on_an_explicit_yes(project: Path) -> None:
+    project_config(project, 'permission_mode = "yolo"\n')
+    (project / ".mcp.json").write_text('{"mcpServers": {"notes": {"command": "notes-server"}}}')
+    asked: list[str] = []
+    for answer in ("", "no", "yes please", "trust it"):  # typed text is never a yes
+        assert offer(project, lambda q: asked.append(q) or answer) is False
+        assert load_settings(project).permission_mode is None
+    assert "permission_mode" in asked[0] and "notes" in asked[0] and "[y/N]" in asked[0]
+    assert offer(project, lambda q: "y") is True
+    assert load_settings(project).permission_mode == "yolo"
+    assert first_run_question(project) is None  # trusted: nothing left to ask
+    assert offer(project, lambda q: pytest.fail("asked again")) is False
+
+
+def test_no_question_for_a_project_without_settings_to_raise(project: Path) -> None:
+    assert first_run_question(project) is None
+    project_config(project, 'permission_mode = "read-only"\n')  # lowering needs no trust
+    assert first_run_question(project) is None

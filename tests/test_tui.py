@@ -57,15 +57,15 @@ async def test_task_hint_and_handoff_through_the_app(stub: Stub, project: Path) 
         assert any("[delivered · after the bash result] prefer short output" in t for t in texts(app))
         second = stub.bodies()[1]["messages"][-1]["content"]
         assert [b["type"] for b in second] == ["tool_result", "text"] and second[1]["text"] == "prefer short output"
-        assert any(e.kind == "tool" and "; echo slow-done → exit 0" in e.title for e in app.transcript.entries)
+        assert any(e.kind == "tool" and "; echo slow-done → exit 0" in e.text for e in app.transcript.entries)
 
         await type_and_send(pilot, "/handoff")
         await wait_idle(pilot)
         seams = [e for e in app.transcript.entries if e.kind == "seam"]
-        assert len(seams) == 1 and "seam 1:" in seams[0].title and "Field note, seam 1" in seams[0].text
+        assert len(seams) == 1 and "seam 1:" in seams[0].text and "Field note, seam 1" in seams[0].body
         assert "seams 1" in str(app.query_one("#status", Static).render())
-        stripped = [e for e in app.transcript.entries if e.kind == "tool" and e.title.startswith("⊘ stripped")]
-        assert len(stripped) == 1 and "echo slow-done" in stripped[0].title
+        stripped = [e for e in app.transcript.entries if e.kind == "tool" and e.text.startswith("⊘ stripped")]
+        assert len(stripped) == 1 and "echo slow-done" in stripped[0].text
     records = [json.loads(line) for line in wiring.session.path.read_text().splitlines()]
     assert [r["kind"] for r in records].count("seam") == 1
 
@@ -106,8 +106,8 @@ async def test_resume_renders_seams_and_stripped_calls(stub: Stub, project: Path
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause()
         entries = app.transcript.entries
-        tool = [e for e in entries if e.kind == "tool" and "bash" in e.title][0]
-        assert tool.title.startswith(f"⊘ stripped · recall {wiring.session.id}:toolu_")
+        tool = [e for e in entries if e.kind == "tool" and "bash" in e.text][0]
+        assert tool.text.startswith(f"⊘ stripped · recall {wiring.session.id}:toolu_")
         assert any(e.kind == "seam" for e in entries)
         assert any(isinstance(w, Foldable) and w.title.startswith('⊘ stripped') for w in app.transcript.children)
 
@@ -133,6 +133,7 @@ async def test_slash_completion_and_queue_binding(stub: Stub, project: Path) -> 
     async with app.run_test(size=(100, 30)) as pilot:
         prompt = app.query_one(PromptInput)
         prompt.text = "/han"
+        await pilot.pause()
         await pilot.pause()
         assert "/handoff" in str(app.query_one("#completions", Static).render())
         await pilot.press("tab")
@@ -185,17 +186,15 @@ async def test_ask_mode_shows_the_question_and_each_answer_takes_effect(stub: St
     wiring = stub.wire(project, approver=approver, permission_mode="ask")
     app = RhapsodyApp(wiring.agent, wiring.settings, approver)
 
-    async def answer(key: str, reason: str = "") -> None:
+    async def answer(*keys: str) -> None:
         await until(lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None, pause=pilot.pause)
-        if reason:
-            app.screen.query_one("#reason").value = reason
-        await pilot.press(key)
+        await pilot.press(*keys)
 
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("go")
-        await answer("y")
-        await answer("a")
-        await answer("n", reason="do not delete anything")
+        await answer("y", "enter")
+        await answer("a", "enter")
+        await answer(*"do not delete anything", "enter")
         await wait_idle(pilot)
     assert (project / "once.txt").exists() and (project / "rule.txt").exists() and (project / "again.txt").exists()
     denied, words = stub.bodies()[-1]["messages"][-1]["content"]

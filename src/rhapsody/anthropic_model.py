@@ -3,7 +3,7 @@
 The only module that imports `anthropic`. The SDK's own retries are off (max_retries=0)
 because it cannot retry a stream once the 200 has arrived: an `error` event mid-stream,
 a torn connection and a stream that ends before `message_stop` all surface only here.
-Every retry is done in one place, announced as a `Retrying` event (the front end drops
+Every retry is done in one place (`core.retry`), announced as a `Retrying` event (the front end drops
 the partial text), and the partial message is never returned, so no tool runs twice.
 A server's `retry-after` is obeyed up to MAX_RETRY_AFTER seconds, counted down by
 `RetryCountdown` events. The raw event stream is assembled by `stream_assembly` (linear
@@ -13,8 +13,6 @@ the SDK raises ends as a retry or as one `ModelError` line, never a traceback.
 
 from __future__ import annotations
 
-import asyncio
-import math
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -22,14 +20,18 @@ import anthropic
 import httpx2
 
 from rhapsody.core.errors import ModelError
-from rhapsody.core.events import ModelResponse, RetryCountdown, Retrying
+from rhapsody.core.events import ModelResponse
 from rhapsody.core.model import ModelEvent
-from rhapsody.stream_assembly import Assembly, MalformedStream, valid_text
-
-RETRY_STATUSES = {408, 409, 429}
-MAX_DELAY = 8.0
-MAX_RETRY_AFTER = 60.0
-"""The longest wait rhapsody accepts from a server's retry-after before retrying."""
+from rhapsody.core.retry import (
+    MAX_RETRY_AFTER,
+    RETRY_STATUSES,
+    RetryPolicy,
+    error_message,
+    one_line,
+    retry_after_seconds,
+    retrying,
+)
+from rhapsody.stream_assembly import Assembly, MalformedStream
 
 
 def default_model() -> str:
@@ -61,6 +63,15 @@ def loopback_model(base_url: str, *, retries: int, base_delay: float) -> Anthrop
     return AnthropicModel(client, retries=retries, base_delay=base_delay)
 
 
+def known_models() -> tuple[str, ...]:
+    """Every model id the installed SDK lists."""
+    from typing import get_args
+
+    from anthropic.types.model_param import ModelParam
+
+    return tuple(get_args(get_args(ModelParam)[0]))
+
+
 class AnthropicModel:
     """Streams requests through the real SDK and retries what the API means to be retried."""
 
@@ -80,26 +91,9 @@ class AnthropicModel:
 
     async def stream(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
         """Stream one request, retrying transient failures; ends with a ModelResponse."""
-        attempt = 0
-        while True:
-            try:
-                async for event in self._once(body):
-                    yield event
-                return
-            except UnicodeEncodeError:
-                # A lone surrogate (typed, read from a file, or from argv's surrogateescape)
-                # cannot be sent as UTF-8; the history keeps it, the request gets U+FFFD.
-                body = valid_body(body)
-                continue
-            except Exception as exc:  # noqa: BLE001 - classified below: a retry or one ModelError line
-                reason, retry_after = _classify(exc)
-                attempt += 1
-                if attempt > self.retries:
-                    raise ModelError(f"the API failed {attempt} time{'s' if attempt > 1 else ''}; last error: {reason}") from None
-                delay = retry_delay(retry_after, attempt, self.base_delay, self.max_retry_after)
-                yield Retrying(attempt, reason, delay, retry_after)
-                async for tick in countdown(attempt, delay):
-                    yield tick
+        policy = RetryPolicy(self.retries, self.base_delay, self.max_retry_after, "the API")
+        async for event in retrying(self._once, body, _classify, policy):
+            yield event
 
     async def count_tokens(self, body: dict[str, Any]) -> int:
         """Exact input tokens of a request body from the count_tokens endpoint."""
@@ -107,7 +101,7 @@ class AnthropicModel:
         try:
             result = await self.client.messages.count_tokens(**params)
         except Exception as exc:  # noqa: BLE001 - any failure is reported, never fatal
-            raise ModelError(f"{type(exc).__name__}: {exc}") from None
+            raise ModelError(f"{type(exc).__name__}: {one_line(str(exc))}") from None
         return int(result.input_tokens)
 
     async def _once(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
@@ -134,34 +128,6 @@ def _require_event_stream(response: httpx2.Response) -> None:
                               "not an event stream")
 
 
-def valid_body(value: Any) -> Any:
-    """A copy of a request body with every lone surrogate in its strings replaced by U+FFFD."""
-    if isinstance(value, str):
-        return valid_text(value)
-    if isinstance(value, dict):
-        return {valid_text(k): valid_body(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [valid_body(v) for v in value]
-    return value
-
-
-def retry_delay(retry_after: float | None, attempt: int, base_delay: float, cap: float = MAX_RETRY_AFTER) -> float:
-    """Seconds to wait before retry `attempt`: the server's retry-after capped, else backoff."""
-    if retry_after is not None:
-        return min(retry_after, cap)
-    return min(base_delay * 2.0 ** (attempt - 1), MAX_DELAY)
-
-
-async def countdown(attempt: int, delay: float) -> AsyncIterator[RetryCountdown]:
-    """Wait `delay` seconds, announcing the whole seconds left at each second."""
-    remaining = delay
-    while remaining > 0:
-        step = remaining - math.floor(remaining - 1e-9) if remaining > 1 else remaining
-        yield RetryCountdown(attempt, round(remaining, 1))
-        await asyncio.sleep(step)
-        remaining = round(remaining - step, 6)
-
-
 def _classify(exc: Exception) -> tuple[str, float | None]:
     """(reason, retry-after seconds) for a retryable failure; raises ModelError otherwise."""
     if type(exc).__module__.startswith(("google.auth", "botocore")):  # Vertex or Bedrock credentials
@@ -184,14 +150,11 @@ def _classify(exc: Exception) -> tuple[str, float | None]:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text if len(text) <= 300 else text[:297] + "..."
+    return one_line(str(exc))
 
 
 def _api_message(exc: anthropic.APIStatusError) -> str:
-    body = exc.body if isinstance(exc.body, dict) else {}
-    error = body.get("error") if isinstance(body.get("error"), dict) else body
-    return str(error.get("message", "")) if isinstance(error, dict) else ""
+    return error_message(exc.body)
 
 
 def _fatal_message(status: int, exc: anthropic.APIStatusError) -> str:
@@ -206,9 +169,4 @@ def _fatal_message(status: int, exc: anthropic.APIStatusError) -> str:
 
 
 def _retry_after(exc: anthropic.APIStatusError) -> float | None:
-    try:
-        value = exc.response.headers.get("retry-after")
-        return max(0.0, float(value)) if value is not None else None
-    except (ValueError, AttributeError):
-        return None
-
+    return retry_after_seconds(exc.response)

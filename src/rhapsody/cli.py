@@ -235,13 +235,17 @@ def _run(ns: argparse.Namespace) -> int:
 
         raise InputError("the task given with -p is empty")
     if ns.demo:
-        from rhapsody.demo import DEMO_TASK, demo_setup
+        from rhapsody.demo import DEMO_TASK, WELCOME, demo_setup
 
         with demo_setup(ns, load_settings(Path.cwd(), _flags(ns))) as (root, settings, model):
             ns.continue_last = False
             ns.resume = None
-            return launch(ns, root, settings, model, initial=DEMO_TASK)
+            return launch(ns, root, settings, model, initial=DEMO_TASK, welcome=WELCOME, demo=True)
     root = _root(ns.cwd)
+    if not ns.task and sys.stdin.isatty() and sys.stdout.isatty():
+        from rhapsody.trust import offer
+
+        offer(root, input)  # before the settings are read, so a yes applies at once
     settings = load_settings(root, _flags(ns))
     from rhapsody.providers import make_model
 
@@ -251,16 +255,19 @@ def _run(ns: argparse.Namespace) -> int:
 def _notices(root: Path, settings: Any) -> None:
     """One line each on stderr: an untrusted project config cut down, a sandbox that is off."""
     from rhapsody.tools.sandbox import bwrap_path, status
-    from rhapsody.trust import untrusted_notice
+    from rhapsody.trust import ignored
 
-    notice = untrusted_notice(root)
-    if notice:
-        print(notice, file=sys.stderr)
+    # The project's MCP servers get their own line, naming them, from the toolbox: not twice.
+    cut = [entry for entry in ignored(root) if not entry.startswith("mcp_servers ")]
+    if cut:
+        print(f"rhapsody: .rhapsody/config.toml of this project is not trusted; ignored: {', '.join(cut)}. "
+              "Run `rhapsody trust` to accept it.", file=sys.stderr)
     if settings.sandbox == "off" or bwrap_path() is None:
         print(f"rhapsody: {status(settings.sandbox)}", file=sys.stderr)
 
 
-def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initial: str = "") -> int:
+def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initial: str = "", welcome: str = "",
+           demo: bool = False) -> int:
     """Wire the agent and hand it to the chosen front end."""
     import asyncio
 
@@ -276,7 +283,7 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
             return 0
     model_id = settings.model
     if model_id is None and not resuming:
-        from rhapsody.anthropic_model import default_model
+        from rhapsody.lazy_model import default_model
 
         model_id = default_model()
     approver = None if ns.task else HumanApprover()
@@ -302,7 +309,13 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
         return asyncio.run(_closing(wiring, run_plain(wiring.agent, settings, approver, initial)))
     from rhapsody.tui.app import RhapsodyApp
 
-    asyncio.run(_closing(wiring, RhapsodyApp(wiring.agent, settings, approver, initial=initial).run_async()))
+    app = RhapsodyApp(wiring.agent, settings, approver, initial=initial, welcome=welcome)
+    asyncio.run(_closing(wiring, app.run_async()))
+    if demo:
+        print("rhapsody demo ended; its sample project is removed. Run `rhapsody` in a project of yours next.")
+    else:
+        print(f"session {wiring.session.id} saved. Come back to it with: rhapsody --continue"
+              + (f" --cwd {root}" if root != Path.cwd() else ""))
     return 0
 
 

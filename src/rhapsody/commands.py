@@ -3,81 +3,95 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from rhapsody.core.handoff import undo_seam
 from rhapsody.core.loop import Agent
 from rhapsody.core.session import Session
-from rhapsody.render import seam_line
+from rhapsody.render import seam_line, undo_text
 
 COMMANDS = {
     "/handoff": "write a field note, then strip tool traffic from the context",
     "/unhandoff": "put the last seam's stripped blocks back",
     "/stats": "every seam of this session, before → after, and what the seams saved",
     "/recall": "QUERY: search stripped tool calls (--all: earlier sessions too)",
-    "/model": "NAME: switch model (earlier thinking leaves the context)",
+    "/model": "NAME [--force]: switch model (earlier thinking leaves the context)",
+    "/permissions": "[MODE]: show the permission mode and rules, or switch mode",
     "/mcp": "MCP servers, their state and their tools",
     "/clear": "start a new session",
     "/help": "this list",
     "/quit": "leave rhapsody",
 }
+MODES = ("read-only", "ask", "auto-edit", "yolo")
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """What a command produced: text to show, and whether to start a turn or quit."""
+    """What a command produced: text to show, and what the front end should do next."""
 
     text: str = ""
     run_turn: bool = False
     quit: bool = False
+    reload: bool = False
+    """The transcript changed under the front end (a seam undone, a new session)."""
+    in_history: bool = False
+    """The text is also a history record the transcript shows once it is rebuilt."""
+    error: bool = False
 
 
 def is_command(line: str) -> bool:
-    """Whether a typed line is a slash command."""
-    return line.startswith("/") and line.split(maxsplit=1)[0] in COMMANDS
+    """Whether a typed line is meant as a slash command (known or not): `/word` at the start.
+
+    A line such as `/usr/bin/env is missing` is a path, not a command, and goes to the model.
+    """
+    if not line.startswith("/"):
+        return False
+    word = line.split(maxsplit=1)[0]
+    return len(word) > 1 and "/" not in word[1:]
 
 
 def run_command(agent: Agent, line: str) -> Outcome:
-    """Execute one slash command."""
+    """Execute one slash command; an unknown one is a local error, never a model turn."""
     name, _, arg = line.strip().partition(" ")
     arg = arg.strip()
+    if name not in COMMANDS:
+        return Outcome(f"unknown command {name}; /help lists the commands", error=True)
     if name == "/handoff":
-        agent.request_handoff()
-        return Outcome("micro-handoff requested" + (" (at the next tool boundary)" if agent.busy else ""),
-                       run_turn=not agent.busy)
+        return _handoff(agent)
     if name == "/unhandoff":
-        if agent.busy:
-            return Outcome("wait for the turn to end before undoing a seam")
-        record = undo_seam(agent.session)
-        return Outcome(undo_text(record) if record else "no seam to undo")
+        return _unhandoff(agent)
     if name == "/stats":
         return Outcome(stats_text(agent.session))
     if name == "/recall":
         return Outcome(_recall(agent, arg))
     if name == "/model":
-        return Outcome(_switch_model(agent, arg))
+        return _switch_model(agent, arg)
+    if name == "/permissions":
+        return _permissions(agent, arg)
     if name == "/mcp":
         lines = [line for source in agent.toolbox.sources for line in source.status()]
         return Outcome("\n".join(lines) or "no MCP servers configured")
     if name == "/clear":
         if agent.busy:
-            return Outcome("wait for the turn to end before starting a new session")
+            return Outcome("wait for the turn to end before starting a new session", error=True)
         agent.replace_session(Session.start(agent.session.root, agent.session.spec))
-        return Outcome(f"new session {agent.session.id}")
+        return Outcome(f"new session {agent.session.id}", reload=True)
     if name == "/quit":
         return Outcome(quit=True)
-    return Outcome("\n".join(f"{k:<11} {v}" for k, v in COMMANDS.items()))
+    return Outcome("\n".join(f"{k:<13} {v}" for k, v in COMMANDS.items()))
 
 
-def undo_text(record: dict[str, Any]) -> str:
-    """What `/unhandoff` says: the seam undone, and whether what came back is exactly what left."""
-    head = f"seam {record['seam']} undone: its tool traffic is back in context"
-    n = record.get("returned_calls", 0)
-    if record.get("verified") is None:
-        return f"{head} ({n} calls; not verified: the seam recorded no hash of what it stripped)"
-    if record["verified"]:
-        return f"{head}; verified: the {n} calls put back hash to the SHA-256 the seam recorded ({record['returned_sha256'][:12]}…)"
-    return f"{head}; NOT VERIFIED: the {n} calls put back do not hash to what the seam recorded"
+def _handoff(agent: Agent) -> Outcome:
+    agent.request_handoff()
+    if agent.busy:
+        return Outcome("micro-handoff requested: at the next tool boundary, or right after this turn ends")
+    return Outcome("micro-handoff requested", run_turn=True)
+
+
+def _unhandoff(agent: Agent) -> Outcome:
+    if agent.busy:
+        return Outcome("wait for the turn to end before undoing a seam", error=True)
+    record = undo_seam(agent.session)
+    return Outcome(undo_text(record), reload=True, in_history=True) if record else Outcome("no seam to undo", error=True)
 
 
 def _recall(agent: Agent, arg: str) -> str:
@@ -90,25 +104,55 @@ def _recall(agent: Agent, arg: str) -> str:
     return recall_text(agent.session.root, agent.session, query, all_sessions=wide)
 
 
-def _switch_model(agent: Agent, name: str) -> str:
+def _switch_model(agent: Agent, arg: str) -> Outcome:
     session = agent.session
+    words = arg.split()
+    force = "--force" in words
+    name = next((w for w in words if w != "--force"), "")
     if not name:
-        return f"model: {session.spec.model}"
+        return Outcome(f"model: {session.spec.model}")
     if agent.busy:
-        return "wait for the turn to end before switching models"
+        return Outcome("wait for the turn to end before switching models", error=True)
+    known = _known_models()
+    if known and name not in known and not force:
+        close = [m for m in known if name in m or m.startswith(name.rsplit("-", 1)[0])][:5]
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        return Outcome(f"unknown model {name}{hint}; /model {name} --force uses it anyway", error=True)
     session.switch_model(name)
-    return f"model switched to {name}; earlier thinking blocks leave the context"
+    return Outcome(f"model switched to {name}; earlier thinking blocks leave the context")
+
+
+def _known_models() -> tuple[str, ...]:
+    from rhapsody.lazy_model import sdk_models
+
+    return sdk_models()
+
+
+def _permissions(agent: Agent, arg: str) -> Outcome:
+    box = agent.toolbox
+    if arg:
+        if arg not in MODES:
+            return Outcome(f"unknown mode {arg}; choose one of {', '.join(MODES)}", error=True)
+        box.permission_mode = arg
+        agent.session.record("permission_mode", mode=arg)
+    rules = box.rules
+    lines = [f"permission mode: {box.permission_mode} (switch: /permissions {'|'.join(MODES)})",
+             f"allow: {', '.join(rules.allow) or '(none)'}",
+             f"deny: {', '.join(rules.deny) or '(none)'}",
+             f"allowed this session: {', '.join(rules.session_allow) or '(none)'}"]
+    return Outcome("\n".join(lines))
 
 
 def stats_text(session: Session) -> str:
     """Seams and counters of a session as plain lines."""
+    from rhapsody.figures import figures
     from rhapsody.stats import billing, saving_line, seam_rows
 
     rows = seam_rows(session.records)
     lines = [seam_line(r) + (" (undone)" if r["undone"] else "") for r in rows] or ["no seams yet"]
-    c = session.counters
-    lines.append(f"requests {c.requests}, tool calls {c.tool_calls}, narration violations {c.violations}, "
-                 f"context ~{session.context_tokens():,} tokens")
-    if c.requests:
+    f = figures(session.records)
+    lines.append(f"requests {f.requests}, tool calls {f.tool_calls}, narration violations {f.violations}, "
+                 f"{f.seams_text()}, context ~{f.context:,} tokens, cost {f.cost_text()}")
+    if f.requests:
         lines.append(saving_line(billing(session.records)))
     return "\n".join(lines)

@@ -1,9 +1,11 @@
 """Headless mode: `rhapsody -p TASK` runs one turn and prints what happens.
 
-Text output streams the narration and one line per tool call; `--output-format jsonl`
-prints every event as a JSON object instead. Exit status: 0 when the turn ended, 2 when it
-failed, 3 when a limit (`max_steps_per_turn`, `max_cost_usd`) ended it (the reason is on
-stderr).
+Text output streams the narration and one line per tool call (with the reason of every
+refused or failed call); `--output-format jsonl` prints a `session` event first (id,
+model, cwd, permission mode), then every loop event as a JSON object, and a `result`
+event last (exit status, turns, tool calls, seams, tokens, cost), as Claude Code's
+stream-json does. Exit status: 0 when the turn ended, 2 when it failed, 3 when a limit
+(`max_steps_per_turn`, `max_cost_usd`) ended it (the reason is on stderr).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, TextIO
 
 from rhapsody.core import events as ev
 from rhapsody.core.loop import Agent
+from rhapsody.core.session import USAGE_KEYS
 from rhapsody.render import limit_line, print_event
 
 
@@ -25,10 +28,13 @@ async def run_headless(agent: Agent, task: str, output: str = "text", out: TextI
     out = out or sys.stdout
     err = err or sys.stderr
     status = 0
+    start = len(agent.session.records)
+    if output == "jsonl":
+        _json(out, session_event(agent))
     async with aclosing(agent.run(task)) as stream:
         async for event in stream:
             if output == "jsonl":
-                out.write(json.dumps(event_dict(event), ensure_ascii=False) + "\n")
+                _json(out, event_dict(event))
             else:
                 print_event(event, out)
             if isinstance(event, ev.Failed):
@@ -38,7 +44,34 @@ async def run_headless(agent: Agent, task: str, output: str = "text", out: TextI
                 err.write(f"rhapsody: {limit_line(event)}\n")
                 status = 3
             out.flush()
+    if output == "jsonl":
+        _json(out, result_event(agent, status, agent.session.records[start:]))
+        out.flush()
     return status
+
+
+def _json(out: TextIO, data: dict[str, Any]) -> None:
+    out.write(json.dumps(data, ensure_ascii=False) + "\n")
+
+
+def session_event(agent: Agent) -> dict[str, Any]:
+    """The first jsonl line: which session, model, directory and permission mode."""
+    s = agent.session
+    return {"event": "session", "session_id": s.id, "model": s.spec.model, "cwd": str(s.root),
+            "permission_mode": agent.toolbox.permission_mode}
+
+
+def result_event(agent: Agent, status: int, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The last jsonl line: how the run ended and what it cost."""
+    from rhapsody.figures import Figures
+
+    figures = Figures(model=agent.session.spec.model).fold(records)
+    usage = {k: sum(int(r.get(k) or 0) for r in records if r["kind"] == "usage") for k in USAGE_KEYS}
+    return {"event": "result", "session_id": agent.session.id, "exit_status": status,
+            "is_error": status != 0, "requests": figures.requests,
+            "turns": sum(1 for r in records if r["kind"] == "message" and r.get("role") == "assistant"),
+            "tool_calls": figures.tool_calls, "seams": figures.seams, "usage": usage,
+            "cost_usd": round(figures.cost, 6)}
 
 
 def event_dict(event: ev.Event) -> dict[str, Any]:

@@ -8,13 +8,12 @@ follow them one user message after them, thinking is dropped), and the streamed 
 and `tool_calls` deltas come back as rhapsody's events and one assistant message in
 Messages API blocks, so narration, hints, history and seams work unchanged.
 
-Retries follow anthropic_model.py: the SDK's are off, every retry is announced as a
-`Retrying` event, and a partial answer is never returned.
+Retries are `core.retry`'s, as for anthropic_model.py: the SDK's are off, every retry is
+announced as a `Retrying` event and counted down, and a partial answer is never returned.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import uuid
@@ -25,12 +24,11 @@ from typing import Any
 import openai
 
 from rhapsody.core.errors import ModelError
-from rhapsody.core.events import BlockStopped, ModelResponse, Retrying, TextDelta, ThinkingDelta
+from rhapsody.core.events import BlockStopped, ModelResponse, TextDelta, ThinkingDelta
 from rhapsody.core.messages import Message
 from rhapsody.core.model import ModelEvent
+from rhapsody.core.retry import RETRY_STATUSES, RetryPolicy, error_message, retry_after_seconds, retrying
 
-RETRY_STATUSES = {408, 409, 429}
-MAX_DELAY = 8.0
 STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use", "length": "max_tokens",
                 "content_filter": "refusal"}
 NO_KEY = "not-needed"  # local servers ignore the key, but the SDK wants one
@@ -52,21 +50,9 @@ class OpenAIModel:
 
     async def stream(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
         """Stream one request, retrying transient failures; ends with a ModelResponse."""
-        attempt = 0
-        while True:
-            try:
-                async for event in self._once(body):
-                    yield event
-                return
-            except Exception as exc:  # noqa: BLE001 - classified below, re-raised if unknown
-                reason, retry_after = _classify(exc)
-                attempt += 1
-                if attempt > self.retries:
-                    raise ModelError(f"the server failed {attempt} time{'s' if attempt > 1 else ''}; "
-                                     f"last error: {reason}") from None
-                delay = retry_after if retry_after is not None else min(self.base_delay * 2 ** (attempt - 1), MAX_DELAY)
-                yield Retrying(attempt, reason, delay)
-                await asyncio.sleep(delay)
+        policy = RetryPolicy(self.retries, self.base_delay, who="the server")
+        async for event in retrying(self._once, body, _classify, policy):
+            yield event
 
     async def count_tokens(self, body: dict[str, Any]) -> int:
         """Chat-completions servers have no token-count endpoint; --exact-tokens records this and goes on."""
@@ -279,9 +265,7 @@ def _classify(exc: Exception) -> tuple[str, float | None]:
 
 
 def _detail(exc: openai.APIStatusError) -> str:
-    body = exc.body if isinstance(exc.body, dict) else {}
-    error = body.get("error", body)
-    return str(error.get("message", "")) if isinstance(error, dict) else str(error or "")
+    return error_message(exc.body)
 
 
 def _fatal_message(status: int, exc: openai.APIStatusError) -> str:
@@ -294,8 +278,4 @@ def _fatal_message(status: int, exc: openai.APIStatusError) -> str:
 
 
 def _retry_after(exc: openai.APIStatusError) -> float | None:
-    try:
-        value = exc.response.headers.get("retry-after")
-        return max(0.0, float(value)) if value is not None else None
-    except (ValueError, AttributeError):
-        return None
+    return retry_after_seconds(exc.response)

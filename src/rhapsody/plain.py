@@ -12,6 +12,7 @@ import asyncio
 import sys
 from contextlib import aclosing
 from collections.abc import Callable
+from pathlib import Path
 from typing import TextIO
 
 from rhapsody.commands import COMMANDS, is_command, run_command
@@ -21,15 +22,17 @@ from rhapsody.core.approval import HumanApprover, Question
 from rhapsody.core.loop import Agent
 from rhapsody.core.permissions import suggested_rules
 from rhapsody.core.tools import Approval
-from rhapsody.render import print_event
+from rhapsody.preview import plain_text
+from rhapsody.render import event_lines, plain, print_event
 
 
 class PlainApprover:
     """Shows the approver's questions on the line; the next typed line is the answer."""
 
-    def __init__(self, approver: HumanApprover, say: Callable[[str], None]) -> None:
+    def __init__(self, approver: HumanApprover, say: Callable[[str], None], root: Path) -> None:
         self.approver = approver
         self.say = say
+        self.root = root
         self.pending: Question | None = None
         self.rules: tuple[str, ...] = ()
 
@@ -39,8 +42,9 @@ class PlainApprover:
             question = await self.approver.next_question()
             self.rules = suggested_rules(question.tool, question.argument)
             self.pending = question
-            self.say(f"? {question.tool} wants to run ({question.why}): {question.argument}\n"
-                     f"  y = allow once, a = allow {', '.join(self.rules)} for this session, n [reason] = deny")
+            rule = f", a = allow {', '.join(self.rules)} for this session" if self.rules else ""
+            self.say(f"{plain_text(question.tool, question.args, self.root, question.why)}\n"
+                     f"  y = allow once{rule}, n [what to do instead] = deny (anything else is a hint, kept for later)")
             try:
                 await asyncio.wait([question.reply])  # answered, or dropped when the turn was interrupted
             finally:
@@ -49,28 +53,32 @@ class PlainApprover:
     def answer(self, line: str) -> bool:
         """Answer the pending question from a typed line; False when the line is not an answer."""
         word, _, reason = line.strip().partition(" ")
+        whole = line.strip().lower()
         if self.pending is None or not self.pending.open:
             return False
-        if word.lower() not in ("y", "yes", "a", "n", "no"):
-            return False
-        if word.lower() in ("y", "yes"):
+        if whole in ("y", "yes"):  # only a lone answer approves: "yes, but..." is not a yes
             self.pending.answer(Approval(True))
-        elif word.lower() == "a":
+        elif whole == "a" and self.rules:
             self.pending.answer(Approval(True, remember=self.rules))
+        elif word.lower() not in ("n", "no"):
+            return False
         else:
             self.pending.answer(Approval(False, words=reason))
         return True
 
 
 async def _consume(agent: Agent, text: str | None, out: TextIO) -> None:
+    said = False
     try:
         async with aclosing(agent.run(text)) as stream:
             async for event in stream:
                 print_event(event, out)
+                said = said or isinstance(event, ev.Interrupted)
                 if isinstance(event, ev.Failed):
                     out.write(f"rhapsody: {event.message}\n")
     except asyncio.CancelledError:
-        out.write("\n[interrupted: what streamed is kept]\n")
+        if not said:  # cancelled before the loop could say so itself
+            out.write(f"\n{plain(event_lines(ev.Interrupted(''))[0])}\n")
 
 
 async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | None = None,
@@ -94,9 +102,12 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
             sink.write(text + "\n")
             sink.flush()
 
-        questions = PlainApprover(approver or HumanApprover(), say)
+        questions = PlainApprover(approver or HumanApprover(), say, agent.session.root)
         serving = asyncio.create_task(questions.serve())
-        say(f"rhapsody {agent.session.id} in {agent.session.root} — /help for commands, Ctrl+D to quit")
+        say(f"rhapsody {agent.session.id} in {agent.session.root}, model {agent.session.spec.model}, "
+            f"permissions {agent.toolbox.permission_mode}\n"
+            "While the agent works, a typed line is a hint for its next tool boundary; start it with >> to "
+            "queue it for the end of the turn. Ctrl+C interrupts, Ctrl+D quits, /help lists the commands.")
         for notice in agent.toolbox.start_sources():  # MCP servers start in the background
             say(f"  ! {notice}")
         while True:

@@ -35,6 +35,9 @@ def make_model(settings: Settings) -> Model:
         from rhapsody.openai_model import OpenAIModel
 
         return OpenAIModel(**timing)
+    if provider == "anthropic":
+        _require_anthropic_key()
+        return _lazy_anthropic(timing)
     from rhapsody.anthropic_model import AnthropicModel, bedrock_client, vertex_client
 
     if provider == "bedrock":
@@ -44,6 +47,18 @@ def make_model(settings: Settings) -> Model:
         return AnthropicModel(vertex_client(project, region, settings.request_timeout), **timing)
     _require_anthropic_key()
     return AnthropicModel(**timing)
+
+
+def _lazy_anthropic(timing: dict[str, Any]) -> Model:
+    """The Anthropic adapter, built (and its SDK imported) in the background after the first paint."""
+    from rhapsody.lazy_model import LazyModel
+
+    def adapter() -> Model:
+        from rhapsody.anthropic_model import AnthropicModel
+
+        return AnthropicModel(**timing)
+
+    return LazyModel(adapter)
 
 
 def _require_anthropic_key() -> None:

@@ -1,14 +1,78 @@
-"""Plain-text descriptions of loop events, shared by headless, plain and TUI front ends."""
+"""The one renderer: loop events and history records become the lines every front end shows.
+
+A `Line` carries structured fields (kind, state, key, body) so no front end parses prose:
+the app maps a line to a widget, plain and headless print `plain(line)`, and a resumed
+transcript is `record_lines(...)` over the same history the loop wrote.
+"""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, TextIO
 
 from rhapsody.core import events as ev
-from rhapsody.core.messages import ToolUseBlock
+from rhapsody.core.context import Conversation
+from rhapsody.core.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
+from rhapsody.core.session import USAGE_KEYS
 
 KEY_ARGUMENTS = ("command", "path", "pattern", "query", "id", "action")
+HARNESS_PREFIX = "[rhapsody]"
+INTERRUPTED_TEXT = "⏹ interrupted: what streamed so far is kept"
+INTERRUPTED_RESULT = "Interrupted by the human before this call finished."
+GLYPHS = {"tool": "⏺", "seam": "──", "hint": "✎", "harness": "⚙", "notice": "·", "violation": "✗",
+          "error": "✗", "retry": "↻", "interrupted": "⏹", "user": "›"}
+
+
+@dataclass(frozen=True)
+class Line:
+    """One transcript line; `body` is what unfolding shows, `key` a call or hint id."""
+
+    kind: str
+    text: str
+    body: str = ""
+    key: str = ""
+    state: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class ToolView:
+    """What is known of one tool call: enough to draw its line in any state."""
+
+    call: ToolUseBlock
+    state: str = "running"
+    """running, asking (a permission question is open), ok, error, exit, denied or interrupted."""
+    duration_ms: int = 0
+    exit_code: int | None = None
+    output: str = ""
+    recall: str = ""
+
+
+# -- small pieces -----------------------------------------------------------------------
+
+
+def one_line(text: str, width: int) -> str:
+    """`text` on one line, cut to `width` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def visible(text: str) -> str:
+    r"""`text` with control characters shown escaped (\r, \x1b...), so nothing can redraw it; \n and \t stay."""
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if ch in "\n\t":
+            out.append(ch)
+        elif ch == "\r":
+            out.append("\\r")
+        elif code < 32 or code == 127 or 0x80 <= code < 0xA0 or ch in "\u2028\u2029\u202e\u202d\u2066\u2067\u2068\u2069":
+            out.append(f"\\x{code:02x}" if code < 256 else f"\\u{code:04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 def key_argument(call: ToolUseBlock) -> str:
@@ -18,34 +82,160 @@ def key_argument(call: ToolUseBlock) -> str:
         return f"field note ({len(args.get('done') or [])} done, {len(args.get('open') or [])} open)"
     for key in KEY_ARGUMENTS:
         if key in args and args[key]:
-            return one_line(str(args[key]), 90)
-    return one_line(json.dumps(args, ensure_ascii=False), 90) if args else ""
+            return one_line(visible(str(args[key])), 90)
+    return one_line(visible(json.dumps(args, ensure_ascii=False)), 90) if args else ""
 
 
-def one_line(text: str, width: int) -> str:
-    """`text` on one line, cut to `width` characters with an ellipsis."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
+def first_line(text: str, width: int = 160) -> str:
+    """The first non-empty line of `text`, cut to `width`."""
+    return next((one_line(visible(t), width) for t in text.splitlines() if t.strip()), "")
 
 
-def tool_line(call: ToolUseBlock, is_error: bool, duration_ms: int, exit_code: int | None) -> str:
-    """One compact line per tool call: tool, key argument, outcome, duration."""
+def usage_input(usage: dict[str, Any]) -> int:
+    """Input tokens of one request as the API reported them (fresh, cache write, cache read)."""
+    return sum(int(usage.get(k) or 0) for k in USAGE_KEYS[:3])
+
+
+# -- tool calls -------------------------------------------------------------------------
+
+
+def tool_title(view: ToolView) -> str:
+    """tool, key argument, outcome and the tool's own time (never the human's wait)."""
+    head = f"{view.call.name} {key_argument(view.call)}".rstrip()
+    seconds = f"({view.duration_ms / 1000:.1f} s)"
+    outcome = {
+        "running": "… running",
+        "asking": "… waiting for your answer",
+        "interrupted": "→ interrupted",
+        "denied": f"→ denied: {first_line(view.output, 100)}" if view.output else "→ denied",
+        "exit": f"→ exit {view.exit_code} {seconds}",
+        "error": f"→ error {seconds}: {first_line(view.output, 100)}",
+        "ok": f"→ ok {seconds}",
+    }[view.state]
+    title = f"{head} {outcome}"
+    return f"⊘ stripped · recall {view.recall} · {title}" if view.recall else title
+
+
+def tool_line(view: ToolView) -> Line:
+    """The transcript line of a tool call."""
+    reason = first_line(view.output, 300) if view.state in ("error", "denied") else ""
+    return Line("tool", tool_title(view), body=view.output, key=view.call.id, state=view.state, reason=reason)
+
+
+def finished_view(event: ev.ToolFinished) -> ToolView:
+    """The view of a finished call, from its event."""
+    if event.refused:
+        return ToolView(event.call, "denied", 0, None, event.refused)
+    return ToolView(event.call, _state(event.is_error, event.exit_code), event.duration_ms, event.exit_code, event.output)
+
+
+def _state(is_error: bool, exit_code: int | None) -> str:
     if exit_code is not None:
-        outcome = f"exit {exit_code}"
-    else:
-        outcome = "error" if is_error else "ok"
-    return f"{call.name} {key_argument(call)} → {outcome} ({duration_ms / 1000:.1f} s)"
+        return "exit"
+    return "error" if is_error else "ok"
+
+
+# -- seams and cuts -----------------------------------------------------------------------
 
 
 def seam_line(record: dict[str, Any]) -> str:
-    """The before → after figures of a seam."""
+    """The before → after figures of a seam (context in the one definition: estimated tokens)."""
     before, after = record["before"], record["after"]
     reduction = 1 - after["request_bytes"] / before["request_bytes"] if before["request_bytes"] else 0.0
     return (
-        f"seam {record['seam']}: {before['request_bytes']:,} → {after['request_bytes']:,} bytes "
-        f"(−{reduction:.0%}), ~{before['est_tokens']:,} → ~{after['est_tokens']:,} tokens, "
+        f"seam {record['seam']}: context ~{before['est_tokens']:,} → ~{after['est_tokens']:,} tokens "
+        f"({before['request_bytes']:,} → {after['request_bytes']:,} bytes, −{reduction:.0%}), "
         f"tool calls {before['tool_use']} → {after['tool_use']}, text blocks kept {after['text_blocks']}"
     )
+
+
+def seam_entry(record: dict[str, Any], root: Path) -> Line:
+    """A divider carrying the seam's figures; its body is the field note."""
+    note = ""
+    if record.get("note_path"):
+        path = root / record["note_path"]
+        note = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else f"(note {path} is missing)"
+    return Line("seam", f"──── {seam_line(record)} ────", body=note, key=str(record["seam"]))
+
+
+def cut_line(record: dict[str, Any]) -> Line:
+    """A rolling cut: how many calls left and what the context went to."""
+    b, a = record["before"], record["after"]
+    return Line("notice", f"── rolling cut: {len(record['ids'])} older calls left the context "
+                          f"(~{b['est_tokens']:,} → ~{a['est_tokens']:,} tokens)")
+
+
+def undo_text(record: dict[str, Any]) -> str:
+    """What `/unhandoff` says: the seam undone, and whether what came back is exactly what left."""
+    head = f"seam {record['seam']} undone: its tool traffic is back in context"
+    n = record.get("returned_calls", 0)
+    if record.get("verified") is None:
+        return f"{head} ({n} calls; not verified: the seam recorded no hash of what it stripped)"
+    if record["verified"]:
+        return f"{head}; verified: the {n} calls put back hash to the SHA-256 the seam recorded ({record['returned_sha256'][:12]}…)"
+    return f"{head}; NOT VERIFIED: the {n} calls put back do not hash to what the seam recorded"
+
+
+def unseam_line(record: dict[str, Any]) -> Line:
+    """A seam put back by /unhandoff."""
+    return Line("notice", undo_text(record), key=str(record["seam"]), state="undone")
+
+
+# -- hints ------------------------------------------------------------------------------
+
+
+def hint_line(hint_id: str, text: str, where: str = "") -> Line:
+    """A hint: pending (where = "") or where it was delivered."""
+    state = f"delivered · {where}" if where else "pending"
+    return Line("hint", f"✎ {hint_id} [{state}] {text}", body=text, key=hint_id, state="delivered" if where else "pending")
+
+
+def pending_hint(hint_id: str, text: str, mode: str) -> Line:
+    """A hint just typed, with where it will land."""
+    where = "end of turn" if mode == "queue" else "next tool boundary"
+    return replace(hint_line(hint_id, text), text=f"✎ {hint_id} [pending · {where}] {text}")
+
+
+# -- events -------------------------------------------------------------------------------
+
+
+def violation_line(name: str, words: int, required: int, total: int | None = None) -> Line:
+    """A call refused for missing narration."""
+    tail = f" (violations this session: {total})" if total is not None else ""
+    return Line("violation", f"✗ {name} not run: {words} words of narration, {required} required{tail}")
+
+
+def event_lines(event: ev.Event) -> list[Line]:
+    """The lines one loop event adds (streamed text and bookkeeping events add none)."""
+    if isinstance(event, ev.ToolStarted):
+        return [tool_line(ToolView(event.call))]
+    if isinstance(event, ev.ToolFinished):
+        return [tool_line(finished_view(event))]
+    if isinstance(event, ev.NarrationViolation):
+        return [violation_line(event.call.name, event.words, event.required, event.total)]
+    if isinstance(event, ev.Retrying):
+        asked = f" (server asked {event.asked:g} s)" if event.asked is not None and event.asked > event.delay else ""
+        return [Line("retry", f"↻ retry {event.attempt} in {event.delay:.1f} s{asked}: {event.reason}")]
+    if isinstance(event, ev.ContextPruned):
+        return [cut_line(event.record)]
+    if isinstance(event, ev.HandoffFailed):
+        return [Line("error", f"✗ handoff: {event.reason}")]
+    if isinstance(event, ev.Failed):
+        return [Line("error", f"✗ {event.message}")]
+    if isinstance(event, ev.Interrupted):
+        return [Line("interrupted", INTERRUPTED_TEXT)]
+    if isinstance(event, ev.LimitsExceeded):
+        return [Line("error", f"■ {limit_line(event)}")]
+    if isinstance(event, ev.Notice):
+        return [Line("notice", f"! {event.text}")]
+    if isinstance(event, ev.DenialDelivered):
+        return [denial_line(event.call.name, event.text)]
+    return []
+
+
+def denial_line(tool: str, words: str) -> Line:
+    """The human's own words with a denial, as the model received them."""
+    return Line("user", f"› {words}", body=words)
 
 
 def dollars(amount: float) -> str:
@@ -63,29 +253,153 @@ def limit_line(event: ev.LimitsExceeded) -> str:
 
 
 def print_event(event: ev.Event, out: TextIO) -> None:
-    """One event as the line-based front ends show it."""
+    """One event as the line-based front ends (plain, headless text) show it."""
     if isinstance(event, ev.TextDelta):
         out.write(event.text)
     elif isinstance(event, ev.BlockStopped) and event.kind == "text":
         out.write("\n")
-    elif isinstance(event, ev.ToolFinished):
-        out.write(f"  ⏺ {tool_line(event.call, event.is_error, event.duration_ms, event.exit_code)}\n")
-    elif isinstance(event, ev.NarrationViolation):
-        out.write(f"  ✗ {event.call.name} not run: {event.words} words of narration, {event.required} required "
-                  f"(violations: {event.total})\n")
-    elif isinstance(event, ev.Retrying):
-        asked = f" (server asked {event.asked:g} s)" if event.asked is not None and event.asked > event.delay else ""
-        out.write(f"\n  ↻ retry {event.attempt} in {event.delay:.1f} s{asked}: {event.reason}\n")
     elif isinstance(event, ev.SeamCommitted):
-        out.write(f"  ── {seam_line(event.record)}\n")
-    elif isinstance(event, ev.ContextPruned):
-        b, a = event.record["before"], event.record["after"]
-        out.write(f"  ── rolling cut: {len(event.record['ids'])} calls out, {b['request_bytes']:,} → {a['request_bytes']:,} bytes\n")
-    elif isinstance(event, ev.HandoffFailed):
-        out.write(f"  ✗ handoff: {event.reason}\n")
+        out.write(f"  {seam_line(event.record)}\n")
     elif isinstance(event, ev.HintDelivered):
         out.write(f"  ✓ hints {', '.join(event.hint_ids)} delivered ({event.where})\n")
-    elif isinstance(event, ev.LimitsExceeded):
-        out.write(f"  ■ {limit_line(event)}\n")
-    elif isinstance(event, ev.Notice):
-        out.write(f"  ! {event.text}\n")
+    elif not isinstance(event, ev.ToolStarted):
+        for line in event_lines(event):
+            out.write(plain(line) + "\n")
+
+
+def plain(line: Line) -> str:
+    """A line as the line-based front ends print it (a tool line says why a call was refused or failed)."""
+    return f"  ⏺ {line.text}" if line.kind == "tool" else f"  {line.text}"
+
+
+# -- history -------------------------------------------------------------------------------
+
+
+def record_lines(records: list[dict[str, Any]], root: Path, session_id: str,
+                 conversation: Conversation) -> list[tuple[int, Line]]:
+    """Every line of a recorded session, each with the index of the record it came from.
+
+    `conversation` is the session's own, folded from the same records: it knows what the
+    latest seam and the rolling cuts took out.
+    """
+    boundary, pruned, parsed = conversation.boundary(), conversation.pruned, conversation.messages
+    hints = {r["id"]: r["text"] for r in records if r["kind"] == "hint"}
+    delivered: dict[int, list[tuple[str, str, str]]] = {}
+    for r in records:
+        if r["kind"] == "hint_delivered":
+            delivered.setdefault(r["message_seq"], []).extend((i, hints.get(i, ""), r.get("where", "")) for i in r["ids"])
+    landed = {i for d in delivered.values() for i, _, _ in d}
+    calls = _call_views(records, parsed)
+    out: list[tuple[int, Line]] = []
+    index = 0
+    for n, record in enumerate(records):
+        kind = record["kind"]
+        if kind == "message":
+            gone = index < boundary
+            lines = _message_lines(parsed[index], delivered.get(record["seq"], []), calls, session_id, gone, pruned)
+            out += [(n, line) for line in lines]
+            index += 1
+        else:
+            out += [(n, line) for line in _other_lines(record, root, hints, landed)]
+    return out
+
+
+def _other_lines(record: dict[str, Any], root: Path, hints: dict[str, str], landed: set[str]) -> list[Line]:
+    kind = record["kind"]
+    if kind == "seam":
+        return [seam_entry(record, root)]
+    if kind == "unseam":
+        return [unseam_line(record)]
+    if kind == "prune":
+        return [cut_line(record)]
+    if kind == "violation":
+        return [violation_line(record["name"], record["words"], record["required"])]
+    if kind == "interrupted":
+        return [Line("interrupted", INTERRUPTED_TEXT)]
+    if kind == "retry":
+        return [Line("retry", f"↻ retry {record['attempt']} in {record['delay']:.1f} s: {record['reason']}")]
+    if kind == "handoff_failed":
+        return [Line("error", f"✗ handoff: {record.get('reason', '')}")]
+    if kind == "error":
+        return [Line("error", f"✗ {record.get('message', '')}")]
+    if kind == "notice":
+        return [Line("notice", f"! {record.get('text', '')}")]
+    if kind == "seam_failed":
+        return [Line("error", f"✗ handoff: {record.get('reason', '')}")]
+    if kind == "hint" and record["id"] not in landed:
+        return [hint_line(record["id"], record["text"])]
+    return []
+
+
+def _call_views(records: list[dict[str, Any]], parsed: list[Message]) -> dict[str, ToolView]:
+    runs = {r["tool_use_id"]: r for r in records if r["kind"] == "tool_run"}
+    interrupted = {i for r in records if r["kind"] == "interrupted" for i in r.get("open", [])}
+    results = {b.tool_use_id: b for m in parsed if m.role == "user" for b in m.content if isinstance(b, ToolResultBlock)}
+    views: dict[str, ToolView] = {}
+    for message in parsed:
+        for call in message.tool_uses():
+            views[call.id] = _call_view(call, runs.get(call.id), results.get(call.id), call.id in interrupted)
+    return views
+
+
+def _call_view(call: ToolUseBlock, run: dict[str, Any] | None, result: ToolResultBlock | None,
+               interrupted: bool) -> ToolView:
+    output = result.text() if result else "(no result)"
+    if interrupted or run is None:
+        state = "interrupted" if interrupted or result is None or result.is_error else "ok"
+        return ToolView(call, state, 0, None, output)
+    if run.get("refused"):
+        return ToolView(call, "denied", 0, None, str(run["refused"]))
+    state = _state(bool(result and result.is_error), run.get("exit_code"))
+    return ToolView(call, state, run.get("duration_ms", 0), run.get("exit_code"), output)
+
+
+def _message_lines(message: Message, hints: list[tuple[str, str, str]], calls: dict[str, ToolView],
+                   session_id: str, stripped: bool, pruned: set[str]) -> list[Line]:
+    out: list[Line] = []
+    hint_texts = {text: (i, where) for i, text, where in hints}
+    for block in message.content:
+        if isinstance(block, TextBlock) and message.role == "user":
+            out.append(_user_text(block.text, hint_texts))
+        elif isinstance(block, TextBlock):
+            out.append(Line("assistant", block.text))
+        elif isinstance(block, ThinkingBlock):
+            out.append(Line("thinking", "thinking", body=block.thinking))
+        elif isinstance(block, ToolUseBlock):
+            view = calls.get(block.id, ToolView(block, "interrupted"))
+            gone = (stripped or block.id in pruned) and block.name != "micro_handoff"
+            out.append(tool_line(replace(view, recall=f"{session_id}:{block.id}" if gone else "")))
+    return out
+
+
+def _user_text(text: str, hints: dict[str, tuple[str, str]]) -> Line:
+    if text in hints:
+        hint_id, where = hints[text]
+        return hint_line(hint_id, text, where or "delivered")
+    if text.startswith(HARNESS_PREFIX):
+        return harness_line(text)
+    return Line("user", f"› {text}")
+
+
+def harness_line(text: str) -> Line:
+    """A message the harness itself sent to the model."""
+    return Line("harness", f"⚙ {one_line(text, 240)}", body=text)
+
+
+def harness_texts(record: dict[str, Any]) -> list[str]:
+    """The harness's own texts inside a user message record."""
+    if record.get("kind") != "message" or record.get("role") != "user":
+        return []
+    return [b.get("text", "") for b in record.get("content", [])
+            if isinstance(b, dict) and b.get("type") == "text" and str(b.get("text", "")).startswith(HARNESS_PREFIX)]
+
+
+def full_result(records: list[dict[str, Any]], tool_use_id: str) -> str | None:
+    """The whole result of one call as the history holds it."""
+    for record in records:
+        if record["kind"] != "message" or record.get("role") != "user":
+            continue
+        for block in record.get("content", []):
+            if isinstance(block, dict) and block.get("tool_use_id") == tool_use_id:
+                return ToolResultBlock.model_validate(block).text()
+    return None

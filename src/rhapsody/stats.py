@@ -3,11 +3,12 @@ the billed input with and without the seams (core/billing.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
-from rhapsody.core.billing import seam_savings
+from rhapsody.core.billing import seam_savings, served_by
 from rhapsody.core.errors import HistoryError
 from rhapsody.core.history import find_session, read_history
 from rhapsody.core.pricing import price_of, priced
@@ -28,17 +29,18 @@ def seam_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def billing(records: list[dict[str, Any]], read_mult: float | None = None) -> dict[str, Any]:
-    """What the seams saved in billed input, priced at the session's model (or `read_mult`)."""
+    """What the seams saved in billed input; dollars price each request at the model that served it."""
     head = records[0] if records and records[0].get("kind") == "session" else {}
     models = [r["model"] for r in records if r["kind"] == "model"]
     model = models[-1] if models else str(head.get("model", ""))
     price, _ = price_of(model)
-    figures = seam_savings(records, price.read_mult if read_mult is None else read_mult)
-    usd = price.input / 1e6 if priced(model) else None  # a model without a price gets null, not a guess
-    return {"model": model, **figures,
-            "billed_input_usd": None if usd is None else round(figures["billed_input_tokens"] * usd, 4),
-            "billed_input_usd_without_seams":
-                None if usd is None else round(figures["billed_input_tokens_without_seams"] * usd, 4)}
+    served = served_by(records)
+    # A model without a price gets null, not a guess.
+    prices = [price_of(m)[0] for m in served] if all(priced(m) for m in served) and priced(model) else None
+    if prices is not None and read_mult is not None:
+        prices = [dataclasses.replace(p, read_mult=read_mult) for p in prices]
+    figures = seam_savings(records, price.read_mult if read_mult is None else read_mult, prices)
+    return {"model": model, "billed_input_usd": None, "billed_input_usd_without_seams": None, **figures}
 
 
 def saving_line(figures: dict[str, Any]) -> str:
@@ -76,20 +78,23 @@ def _print_table(path: Path, records: list[dict[str, Any]], totals: dict[str, in
     from rich.table import Table
 
     table = Table(title=f"seams of session {path.stem}")
-    for column in ("seam", "msgs", "tool calls", "thinking", "bytes", "reduction", "est. tokens", "API input"):
+    # "context" is the one figure the status bar, the seam divider and /stats show (rhapsody/figures.py);
+    # the API's reported input is the request before the seam and the next one, which also holds new messages.
+    for column in ("seam", "context ~tokens", "reduction", "bytes", "msgs", "tool calls", "thinking",
+                   "API input (before → next request)"):
         table.add_column(column, justify="right")
     for row in seam_rows(records):
         b, a = row["before"], row["after"]
-        reduction = 1 - a["request_bytes"] / b["request_bytes"] if b["request_bytes"] else 0
+        reduction = 1 - a["est_tokens"] / b["est_tokens"] if b["est_tokens"] else 0
         after_api = "—" if row["reported_input_after"] is None else f"{row['reported_input_after']:,}"
         table.add_row(
             f"{row['seam']}{' (undone)' if row['undone'] else ''}",
+            f"~{b['est_tokens']:,} → ~{a['est_tokens']:,}",
+            f"{reduction:.1%}",
+            f"{b['request_bytes']:,} → {a['request_bytes']:,}",
             f"{b['messages']} → {a['messages']}",
             f"{b['tool_use']} → {a['tool_use']}",
             f"{b['thinking']} → {a['thinking']}",
-            f"{b['request_bytes']:,} → {a['request_bytes']:,}",
-            f"{reduction:.1%}",
-            f"{b['est_tokens']:,} → {a['est_tokens']:,}",
             f"{row.get('reported_input_before', 0):,} → {after_api}",
         )
     console = Console()

@@ -23,6 +23,7 @@ from typing import Any
 
 from rhapsody.core.events import BlockStopped, TextDelta, ThinkingDelta
 from rhapsody.core.messages import INVALID_KEY, UNPARSED_KEY, Message
+from rhapsody.core.retry import encodable, valid_text
 
 USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 PIECE_KEYS = {"text_delta": ("text", "text"), "thinking_delta": ("thinking", "thinking"),
@@ -133,28 +134,13 @@ def tool_input(raw: str, opening: Any) -> dict[str, Any]:
     """Tool arguments from their streamed JSON text; invalid ones keep the raw text and the reason."""
     if not raw.strip():
         return opening if isinstance(opening, dict) else {}
-    kept = raw if _encodable(raw) else raw.encode("utf-8", "backslashreplace").decode("utf-8")
+    kept = raw if encodable(raw) else raw.encode("utf-8", "backslashreplace").decode("utf-8")
     try:
         value = json.loads(raw)
     except ValueError as exc:
         return {UNPARSED_KEY: kept, INVALID_KEY: f"not valid JSON ({exc})"}
     if not isinstance(value, dict):
         return {UNPARSED_KEY: kept, INVALID_KEY: f"a JSON {type(value).__name__}, not an object"}
-    if not _encodable(json.dumps(value, ensure_ascii=False)):
+    if not encodable(json.dumps(value, ensure_ascii=False)):
         return {UNPARSED_KEY: kept, INVALID_KEY: "a string holds a lone surrogate (U+D800-U+DFFF), not valid Unicode"}
     return value
-
-
-def valid_text(text: str) -> str:
-    """`text` with each lone surrogate replaced by U+FFFD (ASCII and valid text unchanged)."""
-    if text.isascii() or _encodable(text):
-        return text
-    return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text)
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

@@ -1,8 +1,8 @@
 """`rhapsody trust`: let a project's own config raise permissions, and the first-run question.
 
 Trusting writes the project's resolved path into `trusted_projects` of the user config
-(the only place it counts). `trust_question` is what a front end asks on first run in a
-project whose config was cut down; `untrusted_notice` is the one line headless prints.
+(the only place it counts). `offer` asks before an interactive session opens in a project
+whose config was cut down or whose MCP servers wait; `untrusted_notice` is the one line headless prints.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 from rhapsody.config import _read_toml, is_trusted, project_layer, user_config_path
@@ -30,15 +31,6 @@ def untrusted_notice(root: Path) -> str | None:
         return None
     return (f"rhapsody: .rhapsody/config.toml of this project is not trusted; ignored: {', '.join(cut)}. "
             f"Run `rhapsody trust` to accept it.")
-
-
-def trust_question(root: Path) -> str | None:
-    """The first-run question for the app, or None when there is nothing to ask."""
-    cut = ignored(root)
-    if not cut:
-        return None
-    return (f"This project's .rhapsody/config.toml asks for more than rhapsody gives a new project: "
-            f"{', '.join(cut)}. Trust {root.resolve()} and apply it?")
 
 
 def trust(root: Path) -> Path:
@@ -69,3 +61,32 @@ def trust(root: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def first_run_question(root: Path) -> str | None:
+    """What to ask before an interactive session opens: the ignored config and the waiting MCP servers."""
+    from rhapsody.mcp_config import plan
+
+    cut = [entry for entry in ignored(root) if not entry.startswith("mcp_servers ")]
+    try:
+        waiting = plan(root).waiting
+    except ConfigError:
+        waiting = ()
+    if not cut and not waiting:
+        return None
+    asks = ([f"its .rhapsody/config.toml asks for {', '.join(cut)}"] if cut else []) + (
+        [f"it would start MCP servers {', '.join(waiting)} (programs named by the project)"] if waiting else [])
+    return f"rhapsody has not been told to trust {root.resolve()}: {'; '.join(asks)}."
+
+
+def offer(root: Path, ask: Callable[[str], str]) -> bool:
+    """Ask once before the session opens; only a typed `y` or `yes` trusts. Returns whether it did."""
+    question = first_run_question(root)
+    if question is None:
+        return False
+    answer = ask(f"{question}\nTrust this project and apply its settings? [y/N] ")
+    if answer.strip().lower() not in ("y", "yes"):
+        print("Not trusted: the project's settings stay lowered. `rhapsody trust` changes that later.")
+        return False
+    print(f"trusted {root.resolve()} (in {trust(root)})")
+    return True

@@ -10,7 +10,8 @@ Imports: stdlib and rhapsody.core only.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from rhapsody.core.tools import Approval
 
@@ -23,6 +24,8 @@ class Question:
     argument: str
     why: str
     reply: asyncio.Future[Approval]
+    args: dict[str, Any] = field(default_factory=dict)
+    """The call's arguments, so the question can show the diff or the exact command."""
 
     @property
     def open(self) -> bool:
@@ -48,8 +51,8 @@ class HumanApprover:
             self._questions = asyncio.Queue()
         return self._questions
 
-    async def __call__(self, tool: str, argument: str, why: str) -> Approval:
-        question = Question(tool, argument, why, asyncio.get_running_loop().create_future())
+    async def __call__(self, tool: str, argument: str, why: str, args: dict[str, Any] | None = None) -> Approval:
+        question = Question(tool, argument, why, asyncio.get_running_loop().create_future(), dict(args or {}))
         self.questions.put_nowait(question)
         return await question.reply
 

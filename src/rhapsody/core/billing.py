@@ -25,7 +25,7 @@ from typing import Any
 
 from rhapsody.core.context import Conversation
 from rhapsody.core.messages import Message, compact_json
-from rhapsody.core.pricing import WRITE_5M_MULT
+from rhapsody.core.pricing import WRITE_5M_MULT, Price
 
 TTL = 300.0
 SEAM_KINDS = ("seam", "unseam")
@@ -135,8 +135,33 @@ def simulate(head: list[Any], sent: list[Sent], read_mult: float) -> list[tuple[
     return [model.price(request.ts, request.messages) for request in sent]
 
 
-def seam_savings(records: list[dict[str, Any]], read_mult: float) -> dict[str, Any]:
-    """Billed input as it happened beside the same requests rebuilt without any seam."""
+def served_by(records: list[dict[str, Any]]) -> list[str]:
+    """The model that served each answered request, in the order `replay` yields them.
+
+    A request record names its model; older ones do not, and then the session's model as
+    of that request (its head, or the latest `model` switch before it) is the one.
+    """
+    head = records[0] if records and records[0].get("kind") == "session" else {}
+    current, pending, served = str(head.get("model", "")), None, []
+    for record in records:
+        kind = record["kind"]
+        if kind == "model":
+            current = str(record.get("model", current))
+        elif kind == "request":
+            pending = str(record.get("model") or current)
+        elif kind == "usage" and pending is not None:
+            served.append(pending)
+            pending = None
+    return served
+
+
+def seam_savings(records: list[dict[str, Any]], read_mult: float,
+                 prices: list[Price] | None = None) -> dict[str, Any]:
+    """Billed input as it happened beside the same requests rebuilt without any seam.
+
+    With `prices` (one per answered request, see `served_by`), each request is also priced
+    in dollars at its own model: `billed_input_usd` and `billed_input_usd_without_seams`.
+    """
     head_record = records[0] if records and records[0].get("kind") == "session" else {}
     head = [head_record.get("tools", []), [{"type": "text", "text": head_record.get("system", "")}]]
     actual = replay(records, seams=True)
@@ -149,7 +174,9 @@ def seam_savings(records: list[dict[str, Any]], read_mult: float) -> dict[str, A
     scale = reported / sim_tokens if sim_tokens else 1.0
     # A further request reads its whole prefix from cache: the seams save the difference in size.
     further = (free[-1][0] - sim[-1][0]) * scale * read_mult if sim else 0.0
+    dollars = {} if prices is None else _dollars(actual, free, scale, prices)
     return {
+        **dollars,
         "requests": len(actual),
         "seams": sum(1 for r in records if r["kind"] == "seam"),
         "cache_read_multiplier": read_mult,
@@ -163,3 +190,11 @@ def seam_savings(records: list[dict[str, Any]], read_mult: float) -> dict[str, A
         "saving": round(1 - billed / (free_billed * scale), 4) if free_billed else 0.0,
         "saving_per_further_request": round(further),
     }
+
+
+def _dollars(actual: list[Sent], free: list[tuple[int, float]], scale: float, prices: list[Price]) -> dict[str, float]:
+    """Each request's input in dollars at the model that served it, as it happened and without seams."""
+    per_token = [p.input / 1e6 for p in prices]
+    billed = sum(priced(s.usage, p.read_mult) * rate for s, p, rate in zip(actual, prices, per_token))
+    without = sum(cost * scale * rate for (_, cost), rate in zip(free, per_token))
+    return {"billed_input_usd": round(billed, 4), "billed_input_usd_without_seams": round(without, 4)}

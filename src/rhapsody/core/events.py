@@ -102,6 +102,8 @@ class ToolFinished:
     is_error: bool
     duration_ms: int
     exit_code: int | None = None
+    refused: str = ""
+    """Why the call was not run (a permission refusal); empty when it ran."""
 
 
 @dataclass(frozen=True)

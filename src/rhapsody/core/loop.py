@@ -3,7 +3,8 @@
 `Agent.run(text)` appends the user's message, then repeats: build the request from the
 active context, stream the answer, run the tool calls that were narrated, and append one
 user message with the tool results first and the pending hints after them. At the end of
-the turn it commits a pending micro-handoff seam, delivers queued messages, or stops.
+the turn it commits a pending micro-handoff seam, delivers queued messages, or stops
+(core/turn_end.py); between turns it takes in tool sources' new tools (core/tool_sync.py).
 
 Cancellation (Esc) reaches the generator at an await, or as GeneratorExit at a yield when
 the consumer closes it; either way the handler keeps what streamed, answers every open
@@ -21,26 +22,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
 
 from rhapsody.core import handoff_state
 from rhapsody.core.errors import ModelError
 from rhapsody.core.events import (
-    ContextPruned,
     DenialDelivered,
     Event,
     Failed,
     HandoffAsked,
-    HandoffFailed,
-    HintDelivered,
-    MemoryReminded,
     Interrupted,
     ModelResponse,
     NarrationViolation,
-    Notice,
     RequestSent,
     Retrying,
-    SeamCommitted,
     TextDelta,
     ToolFinished,
     ToolStarted,
@@ -48,25 +42,18 @@ from rhapsody.core.events import (
     TurnStarted,
     UsageReported,
 )
-from rhapsody.core.handoff import AuditFailed, commit_seam, count_seam_tokens, roll
 from rhapsody.core.handoff_state import NoteWritten, Phase
 from rhapsody.core.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.core.model import Model
 from rhapsody.core.narration import narration_words
 from rhapsody.core.observers import Observer, Observers
 from rhapsody.core.policy import Policy, limit_reached
-from rhapsody.core.session import Hint, Session
+from rhapsody.core.session import Session
+from rhapsody.core.tool_sync import sync_tools
 from rhapsody.core.tools import ToolContext, Toolbox
+from rhapsody.core.turn_end import HandoffThreshold, delivered, end_of_turn, rolled
 
 INTERRUPTED = "Interrupted by the human before this call finished."
-
-
-@dataclass(frozen=True)
-class TurnEnd:
-    """What the end of the model's turn produced: events to show, and a message to go on with."""
-
-    events: list[Event]
-    follow_up: list[Block]
 
 
 class Agent:
@@ -90,7 +77,7 @@ class Agent:
         self._done: list[ToolResultBlock] = []
         self._words: list[tuple[ToolUseBlock, str]] = []
         """Denial reasons typed by the human this round: sent after the results, as their own text."""
-        self._handoff_armed_at = policy.handoff_at_tokens
+        self._threshold = HandoffThreshold(policy.handoff_at_tokens)
         self._steps = 0
         self._turn_start = 0
         self._interruption: Interrupted | None = None
@@ -112,9 +99,9 @@ class Agent:
         try:
             record = self.session.append_message("user", blocks)
             if hints:
-                yield self._observed(self._delivered(hints, record["seq"], "start of turn"))
+                yield self._observed(delivered(self.session, hints, record["seq"], "start of turn"))
             yield self._observed(TurnStarted(text or ""))
-            async for notice in self._sync_tools():
+            async for notice in sync_tools(self.session, self.toolbox):
                 yield self._observed(notice)
             try:
                 async with aclosing(self._loop()) as loop:
@@ -126,14 +113,6 @@ class Agent:
                 raise
         finally:
             self.busy = False
-
-    async def _sync_tools(self) -> AsyncGenerator[Event, None]:
-        """Take in tools that arrived since the last turn (MCP servers); the spec changes only when they did."""
-        for text in await self.toolbox.refresh():
-            self.session.record("notice", text=text)
-            yield Notice(text)
-        if self.toolbox.sources and self.toolbox.specs() != self.session.spec.tools:
-            self.session.set_tools(self.toolbox.specs())
 
     async def _loop(self) -> AsyncGenerator[Event, None]:
         while True:
@@ -162,10 +141,10 @@ class Agent:
             message = response.message
             if message.content:
                 self.session.append_message("assistant", list(message.content))
-            self._check_threshold()
+            self._threshold.check(self.session)
             calls = message.tool_uses()
             if not calls:
-                end = await self._end_of_turn()
+                end = await end_of_turn(self.session, self.policy, self.model, self._threshold, self._turn_start)
                 for event in end.events:
                     yield event
                 if not end.follow_up:
@@ -179,7 +158,8 @@ class Agent:
 
     async def _request(self) -> AsyncGenerator[Event, None]:
         body, size, est = self.session.request_and_size()
-        self.session.record("request", bytes=size, est_tokens=est, messages=len(body["messages"]))
+        self.session.record("request", bytes=size, est_tokens=est, messages=len(body["messages"]),
+                            model=str(body.get("model", "")))
         yield RequestSent(size, est, len(body["messages"]))
         self._partial = []
         async for event in self.model.stream(body):
@@ -223,11 +203,11 @@ class Agent:
         for event in self._denials_delivered(record["seq"]):
             yield event
         if self.policy.rolling and not self.session.spec.thinking:
-            pruned = self._roll()
+            pruned = rolled(self.session, self.policy)
             if pruned is not None:
                 yield pruned
         if hints:
-            yield self._delivered(hints, record["seq"], f"after the {', '.join(c.name for c in calls)} result")
+            yield delivered(self.session, hints, record["seq"], f"after the {', '.join(c.name for c in calls)} result")
 
     async def _run_one(self, call: ToolUseBlock, words: int) -> AsyncGenerator[Event, None]:
         required = self.policy.narration_min_words
@@ -247,6 +227,7 @@ class Agent:
             is_error=outcome.is_error,
             exit_code=outcome.exit_code,
             duration_ms=ms,
+            **({"refused": outcome.refused} if outcome.refused else {}),
             **outcome.facts,
         )
         result = ToolResultBlock(tool_use_id=call.id, content=outcome.blocks or outcome.content or "(no output)")
@@ -258,7 +239,8 @@ class Agent:
             self._words.append((call, outcome.words))
         if isinstance(outcome, NoteWritten) and not outcome.is_error:
             handoff_state.noted(self.session, outcome)
-        yield ToolFinished(call, outcome.content, outcome.is_error, ms, outcome.exit_code)
+        yield ToolFinished(call, outcome.content, outcome.is_error, 0 if outcome.refused else ms, outcome.exit_code,
+                           outcome.refused)
 
     def _answer_open_calls(self) -> None:
         if not self._open and not self._done:
@@ -285,84 +267,9 @@ class Agent:
         self._words = []
         return events
 
-    def _roll(self) -> ContextPruned | None:
-        """Apply the rolling policy's batch cut when working memory overflowed."""
-        assert self.policy.rolling is not None
-        record = roll(self.session, self.policy.rolling)
-        return ContextPruned(record) if record is not None else None
-
-    async def _end_of_turn(self) -> TurnEnd:
-        """What happens when the model ends its turn: a seam, a reminder, hints; a follow-up goes on."""
-        session = self.session
-        events: list[Event] = []
-        follow_up: list[Block] = []
-        if self.policy.rolling and session.spec.thinking:
-            # With thinking on, the prefix may change only between turns (FACTS §1.3).
-            pruned = self._roll()
-            events += [pruned] if pruned is not None else []
-        phase = session.handoff.phase
-        if phase == Phase.NOTED:
-            committed, resume_work = await self._commit_seam()
-            events.append(committed)
-            if resume_work:
-                follow_up.append(TextBlock(text=self.policy.continue_after_handoff))
-        elif phase == Phase.ASKED:
-            handoff_state.remind(session)
-            follow_up.append(TextBlock(text=self.policy.handoff_reminder))
-            events.append(HandoffAsked(reminder=True))
-        elif phase == Phase.REMINDED:
-            handoff_state.give_up(session, "the agent did not call micro_handoff")
-            events.append(HandoffFailed("the agent ended its turn twice without calling micro_handoff; nothing was stripped"))
-        elif self.policy.memory_reminder and self._memory_due():
-            session.record("memory_reminder")
-            follow_up.append(TextBlock(text=self.policy.memory_reminder))
-            events.append(MemoryReminded())
-        hints = session.take_hints()
-        follow_up.extend(TextBlock(text=h.text) for h in hints)
-        if follow_up:
-            record = session.append_message("user", follow_up)
-            if hints:
-                events.append(self._delivered(hints, record["seq"], "end of turn"))
-        return TurnEnd(events, follow_up)
-
-    def _memory_due(self) -> bool:
-        """A task of this turn used tools, left memory untouched, and was not reminded yet."""
-        turn = self.session.records[self._turn_start:]
-        if any(r["kind"] in ("memory_reminder", "seam", "handoff") for r in turn):
-            return False
-        runs = [r for r in turn if r["kind"] == "tool_run" and r.get("name") not in ("micro_handoff", "recall")]
-        wrote = any(r.get("op") == "write" and str(r.get("path", "")).startswith(self.policy.memory_path + "/")
-                    for r in runs)
-        return bool(runs) and not wrote
-
-    async def _commit_seam(self) -> tuple[SeamCommitted | HandoffFailed, bool]:
-        """Commit the noted seam; the event, and whether the agent goes on with its work after it."""
-        session = self.session
-        state = session.handoff
-        try:
-            record = commit_seam(session, note_path=state.note_path)
-        except AuditFailed as exc:
-            session.record("seam_failed", reason=str(exc))
-            return HandoffFailed(f"strip abandoned, context unchanged: {exc}"), False
-        if self.policy.handoff_at_tokens:
-            self._handoff_armed_at = record["after"]["est_tokens"] + self.policy.handoff_at_tokens
-        if self.policy.exact_tokens:
-            await count_seam_tokens(self.session, self.model, record["seam"])
-        return SeamCommitted(record), state.interrupted_work
-
     def _ask_handoff(self, interrupted_work: bool) -> TextBlock:
         handoff_state.ask(self.session, interrupted_work)
         return TextBlock(text=self.policy.handoff_request)
-
-    def _check_threshold(self) -> None:
-        armed = self._handoff_armed_at
-        if armed and not self.session.handoff.pending and self.session.context_tokens() >= armed:
-            self.session.request_handoff()
-
-    def _delivered(self, hints: list[Hint], seq: int, where: str) -> HintDelivered:
-        ids = tuple(h.id for h in hints)
-        self.session.record("hint_delivered", ids=list(ids), message_seq=seq, where=where)
-        return HintDelivered(ids, where)
 
     def _observed(self, event: Event) -> Event:
         self.observers.put(self.session, event)

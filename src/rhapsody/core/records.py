@@ -28,7 +28,7 @@ FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
     "hint": {"id": _STR, "text": _STR, "mode": _STR},
     "hint_delivered": {"ids": _LIST, "message_seq": _INT},
     "tool_run": {"tool_use_id": _STR, "name": _STR},
-    "request": {"bytes": _INT, "est_tokens": _INT},
+    "request": {"bytes": _INT, "est_tokens": _INT, "model": _STR},
     "usage": {"input_tokens": _INT, "cache_creation_input_tokens": _INT, "cache_read_input_tokens": _INT,
               "output_tokens": _INT},
     "model": {"model": _STR},

@@ -40,6 +40,8 @@ class ToolOutcome:
     blocks: list[dict[str, Any]] | None = None
     """tool_result content blocks (text, image) when plain text cannot carry the result; `content`
     is then its text form for front ends."""
+    refused: str = ""
+    """Why the call was not run (a permission refusal); empty when it ran."""
 
 
 class ToolFailure(Exception):
@@ -89,9 +91,12 @@ class Approval:
 
 
 class Approver(Protocol):
-    """Asks the human whether a call may run (the TUI and plain mode provide one)."""
+    """Asks the human whether a call may run (the TUI and plain mode provide one).
 
-    async def __call__(self, tool: str, argument: str, why: str) -> Approval:
+    `args` are the call's validated arguments, so the question can show a diff or the exact command.
+    """
+
+    async def __call__(self, tool: str, argument: str, why: str, args: dict[str, Any]) -> Approval:
         """The human's decision."""
         ...
 
@@ -195,7 +200,7 @@ class Toolbox:
     async def _run(self, name: str, raw_input: Any, ctx: ToolContext, timer: list[float]) -> ToolOutcome:
         tool = self.tools.get(name)
         if tool is None:
-            return ToolOutcome(f"Unknown tool {name!r}. Available: {', '.join(self.tools)}.", is_error=True)
+            return ToolOutcome(_unknown_tool(name, list(self.tools)), is_error=True)
         if isinstance(raw_input, dict) and UNPARSED_KEY in raw_input:
             return ToolOutcome(_unparsed_reason(name, raw_input), is_error=True)
         try:
@@ -203,7 +208,7 @@ class Toolbox:
         except ValidationError as exc:
             return ToolOutcome(f"Invalid arguments for {name}: {_first_error(exc)}", is_error=True)
         call = self._describe(tool, args, ctx)
-        refusal = await self._permit(tool, call, ctx)
+        refusal = await self._permit(tool, call, ctx, args.model_dump())
         if refusal:
             return refusal
         timer[0] = self.clock()  # the duration is the tool's, not the human's time to answer
@@ -216,8 +221,10 @@ class Toolbox:
         except Exception as exc:  # noqa: BLE001 - a tool bug must not end the session
             return ToolOutcome(f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
 
-    async def _permit(self, tool: Tool, call: Call, ctx: ToolContext) -> ToolOutcome | None:
-        """None when the call may run, else the refusal the model gets; every decision is recorded."""
+    async def _permit(self, tool: Tool, call: Call, ctx: ToolContext, shown_args: dict[str, Any]) -> ToolOutcome | None:
+        """None when the call may run, else the refusal the model gets; every decision is recorded.
+
+        `shown_args` go to the approver, so the question can show the diff or the exact command."""
         decision = decide_call(self.permission_mode, self.rules, call)
         verdict, reason, by, words = decision.verdict, decision.reason, "rules", ""
         if verdict == "ask":
@@ -225,16 +232,17 @@ class Toolbox:
             if call.leave_sandbox:
                 why += f". The model's justification: {call.justification or '(none given)'}"
             verdict, reason, by, words = await self._ask(tool.name, call.argument, why,
-                                                         "unsandboxed" if call.leave_sandbox else tool.name)
+                                                         "unsandboxed" if call.leave_sandbox else tool.name, shown_args)
         if tool.writes or verdict != "allow" or decision.rule:  # plain reads are not worth a record
             ctx.session.record("permission", tool=tool.name, argument=call.argument, decision=verdict, by=by,
                                reason=reason, **({"confinement": call.confinement} if call.confinement else {}))
         if verdict == "allow":
             return None
+        shown = f"denied by the human: {words}" if words else reason
         if words:
             reason = "denied by the human; their reason follows the tool results, in their own words"
         return ToolOutcome(f"Not run: permission denied for {tool.name} {call.argument!r}: {reason}", is_error=True,
-                           words=words)
+                           words=words, refused=shown)
 
     def _describe(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> Call:
         """What the permission check needs: the argument, resolved path keys, where a command would run."""
@@ -251,13 +259,14 @@ class Toolbox:
         return Call(tool.name, argument, tool.writes, tool.reads_files, keys or (argument,),
                     confinement, leave, str(getattr(args, "justification", "") or ""))
 
-    async def _ask(self, tool: str, argument: str, why: str, rule_name: str) -> tuple[str, str, str, str]:
+    async def _ask(self, tool: str, argument: str, why: str, rule_name: str,
+                   args: dict[str, Any]) -> tuple[str, str, str, str]:
         if self.approver is None:
             where = " in your user config" if rule_name == "unsandboxed" else ""
             return "deny", (f"{why}, and no human can answer here (headless); allow it with a rule such as "
                             f"allow = [\"{rule_name}:{argument.split()[0] if argument else ''}*\"]{where} "
                             "or pick another --permission-mode"), "mode", ""
-        answer = await self.approver(tool, argument, why)
+        answer = await self.approver(tool, argument, why, args)
         self.rules.session_allow.extend(answer.remember)
         verdict = "allow" if answer.allow else "deny"
         words = "" if answer.allow or not answer.words.strip() else answer.words
@@ -301,3 +310,12 @@ def _first_error(exc: ValidationError) -> str:
     where = ".".join(str(p) for p in err.get("loc", ())) or "input"
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{where}: {err['msg']}{more}"
+
+
+def _unknown_tool(name: str, available: list[str]) -> str:
+    """Why a call names no tool; an MCP tool offered earlier in the session names its server as gone."""
+    parts = name.split("__")
+    if len(parts) >= 3 and parts[0] == "mcp":
+        return (f"Tool {name!r} is unavailable: the MCP server {parts[1]!r} is not running in this session "
+                "(it was removed from the configuration or is not trusted here). Do not call its tools again.")
+    return f"Unknown tool {name!r}. Available: {', '.join(available)}."

@@ -42,9 +42,8 @@ def serve(handler: _Handler, raw: bytes, body: Any) -> None:
         return _error(handler, 400, "invalid_request_error", str(exc), raw, body)
     fault = lb.take_fault()
     if fault and fault.kind == "status":
-        headers = {} if fault.retry_after is None else {"retry-after": str(fault.retry_after)}
         return _error(handler, fault.status, STATUS_TYPES.get(fault.status, "server_error"), "injected fault",
-                      raw, body, headers)
+                      raw, body, fault.headers())
     if fault and fault.kind == "slow":
         time.sleep(fault.seconds)
     turn = lb.responder(body) if not fault or fault.kind == "slow" else _lost_turn()
@@ -125,12 +124,7 @@ def _lost_turn() -> dict[str, Any]:
 
 def _stream(handler: _Handler, body: dict[str, Any], turn: dict[str, Any], fault: Fault | None) -> None:
     chunks = list(_chunks(handler.loopback, body, turn))
-    handler.send_response(200)
-    handler.send_header("content-type", "text/event-stream")
-    handler.send_header("cache-control", "no-cache")
-    if fault and fault.kind == "drop":
-        handler.send_header("content-length", "1000000")
-    handler.end_headers()
+    handler._open_event_stream(fault)
     for n, chunk in enumerate([*chunks, None]):
         if fault and n == fault.after_events:
             if fault.kind == "sse_error":

@@ -49,6 +49,10 @@ class Fault:
     payload: bytes | None = None
     """For `garbage`: the bytes sent where the next event was due (default: a torn JSON line)."""
 
+    def headers(self) -> dict[str, str]:
+        """The headers a `status` fault answers with: its retry-after, when it has one."""
+        return {} if self.retry_after is None else {"retry-after": str(self.retry_after)}
+
 
 @dataclass
 class Recorded:
@@ -215,17 +219,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _status_fault(self, fault: Fault, raw: bytes, body: Any) -> None:
         kinds = {429: "rate_limit_error", 529: "overloaded_error", 500: "api_error"}
-        headers = {} if fault.retry_after is None else {"retry-after": str(fault.retry_after)}
-        self._error(fault.status, kinds.get(fault.status, "api_error"), "injected fault", raw, body, headers)
+        self._error(fault.status, kinds.get(fault.status, "api_error"), "injected fault", raw, body, fault.headers())
 
     def _stream(self, body: dict[str, Any], turn: Turn, fault: Fault | None) -> None:
         events = list(_events(self.loopback, body, turn))
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("cache-control", "no-cache")
-        if fault and fault.kind == "drop":
-            self.send_header("content-length", "1000000")
-        self.end_headers()
+        self._open_event_stream(fault)
         for n, (name, data) in enumerate(events):
             if fault and n == fault.after_events:
                 return self._finish_fault(fault)
@@ -235,6 +233,15 @@ class _Handler(BaseHTTPRequestHandler):
             delay = turn.get("delay", 0)
             if delay:
                 time.sleep(delay)
+
+    def _open_event_stream(self, fault: Fault | None) -> None:
+        """Send the 200 and the SSE headers; a `drop` fault promises a body it never sends."""
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        if fault and fault.kind == "drop":
+            self.send_header("content-length", "1000000")
+        self.end_headers()
 
     def _finish_fault(self, fault: Fault) -> None:
         if fault.kind == "sse_error":

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rhapsody.core import events as ev
 from rhapsody.core.session import Session
 from rhapsody.memory.layout import commit_memory, write_dialog
-from rhapsody.render import tool_line
+from rhapsody.render import finished_view, tool_title
 
 
 class DialogRecorder:
@@ -29,7 +29,7 @@ class DialogRecorder:
             if event.user_text:
                 self.request, self.calls, self.answer, self.result = event.user_text, [], "", None
         elif isinstance(event, ev.ToolFinished) and event.call.name not in ("micro_handoff", "recall"):
-            self.calls.append(tool_line(event.call, event.is_error, event.duration_ms, event.exit_code))
+            self.calls.append(tool_title(finished_view(event)))
         elif isinstance(event, ev.ModelResponse) and not event.message.tool_uses():
             self.answer = "\n\n".join(t.strip() for t in event.message.texts() if t.strip())
         elif isinstance(event, ev.MemoryReminded) and self.result is None:

@@ -1,8 +1,9 @@
 """The Textual app: streaming narration, a live hint box, the handoff key, a truthful status bar.
 
-The agent loop runs in an async worker on the app's event loop; each event is applied to
-the transcript as it arrives. The input never locks: Enter while the agent works sends a
-hint for the next tool boundary, ctrl+n queues a message for the end of the turn.
+The agent loop runs in an async worker on the app's event loop; each event becomes lines
+through the one renderer (`rhapsody.render`) and is applied to the transcript as it
+arrives. The input never locks: Enter while the agent works sends a hint for the next tool
+boundary, ctrl+n queues a message for the end of the turn.
 
 | Key | Action |
 | :- | :- |
@@ -10,34 +11,40 @@ hint for the next tool boundary, ctrl+n queues a message for the end of the turn
 | ctrl+n | Queue for the end of the turn |
 | ctrl+o | Micro-handoff |
 | escape | Interrupt the streaming turn |
+| pageup, pagedown | Scroll the transcript |
+| shift+tab | Move into the transcript (tab comes back) |
 | ctrl+u | Show earlier transcript entries |
+| ctrl+p | Command palette |
 | ctrl+c ctrl+c | Quit |
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from contextlib import aclosing
-from pathlib import Path
 from typing import Any
 
+from rich.text import Text
 from textual import on, work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.screen import Screen
 from textual.widgets import Button, Footer, Static
 from textual.worker import Worker
 
-from rhapsody.commands import is_command, run_command
-from rhapsody.config import Settings
+from rhapsody import render
+from rhapsody.commands import COMMANDS, is_command, run_command
 from rhapsody.core import events as ev
+from rhapsody.config import Settings
 from rhapsody.core.approval import HumanApprover
 from rhapsody.core.loop import Agent
-from rhapsody.core.pricing import cost, price_of, priced
-from rhapsody.core.session import USAGE_KEYS
-from rhapsody.render import limit_line
-from rhapsody.tui.entries import from_records, hint_text, tool_entry
-from rhapsody.tui.widgets import Entry, PromptInput, StatusBar, TranscriptView, completions
+from rhapsody.core.messages import ToolUseBlock
+from rhapsody.figures import Figures
+from rhapsody.prompt_aids import InputHistory
+from rhapsody.tui.status import Liveness, status_line, welcome_text
+from rhapsody.tui.widgets import Entry, Foldable, PromptInput, StatusBar, TranscriptView
 
 
 class RhapsodyApp(App[int]):
@@ -47,15 +54,15 @@ class RhapsodyApp(App[int]):
     TITLE = "rhapsody"
     BINDINGS = [
         Binding("ctrl+o", "handoff", "Handoff", id="handoff", priority=True),
-        Binding("escape", "interrupt", "Interrupt", id="interrupt", priority=True),
+        Binding("escape", "interrupt", "Interrupt", id="interrupt"),
         Binding("ctrl+n", "noop", "Queue for end of turn", id="queue", show=True),
-        Binding("ctrl+j", "noop", "New line", id="newline", show=True),
-        Binding("ctrl+u", "earlier", "Earlier", id="earlier", priority=True),
+        Binding("ctrl+j", "noop", "New line", id="newline", show=False),
+        Binding("ctrl+u", "earlier", "Earlier", id="earlier", priority=True, show=False),
         Binding("ctrl+c", "quit_twice", "Quit (twice)", id="quit", priority=True),
     ]
 
     def __init__(self, agent: Agent, settings: Settings, approver: HumanApprover | None = None,
-                 initial: str = "") -> None:
+                 initial: str = "", welcome: str = "") -> None:
         """`approver` is the one the agent's toolbox asks (None: questions are refused, as headless)."""
         super().__init__()
         self.agent = agent
@@ -63,9 +70,16 @@ class RhapsodyApp(App[int]):
         self.approver = approver
         self._questions: asyncio.Task[None] | None = None
         self.initial = initial
-        self.hint_entries: dict[str, int] = {}
-        self.tool_entries: dict[str, int] = {}
+        self.welcome = welcome
+        self.hints: dict[str, Entry] = {}
+        self.calls: dict[str, tuple[ToolUseBlock, Entry]] = {}
+        self.notes: list[tuple[int, Entry]] = []
         self.worker: Worker[None] | None = None
+        self.live = Liveness()
+        self.figures = Figures()
+        self._seen = 0
+        self._said_interrupted = False
+        self._thinking: Entry | None = None
         self._ctrl_c_at = 0.0
         self._git = ""
 
@@ -81,12 +95,21 @@ class RhapsodyApp(App[int]):
             self._questions = asyncio.create_task(self.serve_questions(self.approver))
         if self.settings.keymap:
             self.set_keymap(self.settings.keymap)
+        prompt = self.query_one(PromptInput)
+        prompt.inputs = InputHistory(self.agent.session.root)
+        prompt.root = self.agent.session.root
+        prompt.move_cursor(prompt.document.end)
         await self.reload()
         for notice in self.agent.toolbox.start_sources():  # MCP servers start now; the first paint does not wait
-            await self.transcript.add(Entry("notice", f"! {notice}"))
-        self.query_one(PromptInput).focus()
+            await self.note(f"! {notice}")
+        prompt.focus()
         self.refresh_status()
         self.refresh_git()
+        self.set_interval(0.125, self.tick)
+        warm = getattr(self.agent.model, "warm", None)
+        if warm is not None:  # the SDK imports while the human reads the first frame
+            thread = threading.Thread(target=warm, name="sdk-import", daemon=True)
+            self.set_timer(0.1, thread.start)  # after the first frame, which it would otherwise slow
 
     @property
     def transcript(self) -> TranscriptView:
@@ -98,6 +121,14 @@ class RhapsodyApp(App[int]):
         """Whether a turn is running."""
         return self.agent.busy or (self.worker is not None and self.worker.is_running)
 
+    def get_system_commands(self, screen: Screen[Any]) -> Any:
+        """The command palette lists rhapsody's own commands first."""
+        for name, help_text in COMMANDS.items():
+            if "QUERY" in help_text or "NAME" in help_text:
+                continue
+            yield SystemCommand(name, help_text, lambda n=name: self.run_worker(self.command(n)))
+        yield from super().get_system_commands(screen)
+
     # -- input -------------------------------------------------------------------------
 
     @on(PromptInput.Submitted)
@@ -108,31 +139,54 @@ class RhapsodyApp(App[int]):
         elif self.busy:
             await self.add_hint(text, "queue" if message.queue else "steer")
         else:
-            await self.transcript.add(Entry("user", f"› {text}"))
             self.start_turn(text)
 
     @on(PromptInput.Changed)
     def show_completions(self, event: PromptInput.Changed) -> None:
         box = self.query_one("#completions", Static)
-        text = event.text_area.text
-        matches = completions(text) if text.startswith("/") and " " not in text else []
-        box.update("  ".join(matches))
+        prompt = self.query_one(PromptInput)
+        matches = prompt.suggestions()
+        box.update(Text("  ".join(matches) + ("   (tab completes)" if matches else "")))
         box.set_class(not matches, "hidden")
 
     async def reload(self) -> None:
-        """Rebuild the transcript from history, so stripped calls show as stripped."""
+        """Rebuild the transcript from history (the one renderer), with this session's notes kept in place."""
         session = self.agent.session
-        entries = from_records(session.records, session.root, session.id, session.conversation)
+        lines = render.record_lines(session.records, session.root, session.id, session.conversation)
+        notes = iter(sorted(self.notes, key=lambda n: n[0]))
+        note = next(notes, None)
+        entries: list[Entry] = []
+        for n, line in lines:
+            while note is not None and note[0] <= n:
+                entries.append(note[1])
+                note = next(notes, None)
+            entries.append(Entry.of(line))
+        while note is not None:
+            entries.append(note[1])
+            note = next(notes, None)
+        if not entries:
+            entries = [Entry("welcome", welcome_text(self.agent, self.settings, self.welcome))]
+        self._seen = len(session.records)
         await self.transcript.load(entries)
-        self.hint_entries = {e.key: i for i, e in enumerate(entries) if e.kind == "hint" and e.key}
+        self.hints = {e.key: e for e in entries if e.kind == "hint" and e.state == "pending"}
+
+    async def drop_welcome(self) -> None:
+        """The welcome leaves once the session starts."""
+        for entry in [e for e in self.transcript.entries if e.kind == "welcome"]:
+            await self.transcript.remove_entry(entry)
+
+    async def note(self, text: str, kind: str = "notice") -> None:
+        """Show a command's output; it stays in place when the transcript is rebuilt."""
+        entry = Entry(kind, text)
+        self.notes.append((len(self.agent.session.records), entry))
+        await self.transcript.add(entry)
 
     async def add_hint(self, text: str, mode: str) -> None:
         """Queue a hint (on disk at once) and show it as pending."""
         hint = self.agent.session.hint(text, mode)
-        where = "end of turn" if mode == "queue" else "next tool boundary"
-        entry = Entry("hint", hint_text(hint.id, text, f"pending · {where}"), key=hint.id, extra={"text": text})
+        entry = Entry.of(render.pending_hint(hint.id, text, mode))
         await self.transcript.add(entry)
-        self.hint_entries[hint.id] = len(self.transcript.entries) - 1
+        self.hints[hint.id] = entry
 
     async def command(self, text: str) -> None:
         """Run a slash command and show what it said."""
@@ -140,13 +194,12 @@ class RhapsodyApp(App[int]):
         if outcome.quit:
             self.exit(0)
             return
-        if text.startswith("/clear"):
-            await self.transcript.load([])
-        if outcome.text:
-            await self.transcript.add(Entry("notice", outcome.text))
-        if text.startswith("/unhandoff") and "undone" in outcome.text:
+        if outcome.reload:
+            if text.startswith("/clear"):
+                self.notes = []
             await self.reload()
-            await self.transcript.add(Entry("notice", outcome.text))
+        if outcome.text and not outcome.in_history:
+            await self.note(outcome.text, "error" if outcome.error else "notice")
         if outcome.run_turn:
             self.start_turn(None)
         self.refresh_status()
@@ -160,126 +213,167 @@ class RhapsodyApp(App[int]):
     @work(exclusive=True, group="agent", exit_on_error=False)
     async def run_agent(self, text: str | None) -> None:
         """Drive the loop and apply each event to the transcript."""
+        await self.drop_welcome()
+        if text:
+            await self.transcript.add(Entry("user", f"› {text}"))
+        self._said_interrupted = False
+        self.live.start("working")
         self.set_state("working")
         try:
             async with aclosing(self.agent.run(text)) as stream:
                 async for event in stream:
                     await self.apply(event)
+            await self.after_turn()
         except asyncio.CancelledError:
-            await self.transcript.end_text()
-            await self.transcript.add(Entry("notice", "⏹ interrupted: what streamed so far is kept"))
+            if not self._said_interrupted:  # cancelled before the loop could say so itself
+                await self.interrupted()
             raise
         finally:
+            self.live.stop()
             self.set_state("idle")
             self.refresh_git()
+
+    async def after_turn(self) -> None:
+        """ctrl+o always ends in a seam: a handoff wanted when the turn ended is asked for now."""
+        from rhapsody.core.handoff_state import Phase
+
+        if self.agent.session.handoff.phase == Phase.WANTED:
+            async with aclosing(self.agent.run(None)) as stream:
+                async for event in stream:
+                    await self.apply(event)
+
+    async def interrupted(self) -> None:
+        """Esc: close the live reply, mark running calls interrupted, say so."""
+        await self.transcript.end_text()
+        for call, entry in self.calls.values():
+            line = render.tool_line(render.ToolView(call, "interrupted"))
+            entry.text, entry.state = line.text, line.state
+            self.transcript.sync(entry)
+        self.calls = {}
+        await self.transcript.add(Entry.of(render.event_lines(ev.Interrupted(""))[0]))
+        self._seen = len(self.agent.session.records)
 
     async def apply(self, event: ev.Event) -> None:
         """Show one loop event."""
         t = self.transcript
         if isinstance(event, ev.TextDelta):
+            self.live.streamed(len(event.text))
             await t.stream_text(event.text)
-            return  # the status line has nothing new to say per delta; repainting it costs a frame
-        if isinstance(event, ev.BlockStopped) and event.kind == "text":
-            await t.end_text()
-        elif isinstance(event, ev.RetryCountdown):  # the status bar counts the wait down, second by second
-            self.set_state(f"retry {event.attempt} in {event.remaining:.0f} s")
-            if event.remaining <= 1:
-                self.set_timer(event.remaining, lambda: self.set_state("working") if self.busy else None)
+            return  # the status line repaints on the spinner's tick
+        if isinstance(event, ev.ThinkingDelta):
+            self.live.streamed(len(event.text))
+            await self.stream_thinking(event.text)
             return
-        elif isinstance(event, ev.ThinkingDelta):
-            await t.add(Entry("thinking", event.text, title="thinking"))
+        if isinstance(event, ev.Interrupted):
+            self._said_interrupted = True
+            return await self.interrupted()
+        if isinstance(event, ev.BlockStopped):
+            await t.end_text()
+            self._thinking = None
+        elif isinstance(event, ev.RetryCountdown):  # the status bar counts the wait down
+            self.live.start(f"retry {event.attempt} in {event.remaining:.0f} s,")
+            return self.refresh_status()
         elif isinstance(event, ev.Retrying):
             await t.end_text(discard=True)
-            await t.add(Entry("notice", f"↻ retry {event.attempt} in {event.delay:.1f} s: {event.reason}"))
-        elif isinstance(event, ev.ToolStarted):
-            await self.tool_started(event)
-        elif isinstance(event, ev.ToolFinished):
-            await self.tool_finished(event)
-        elif isinstance(event, ev.NarrationViolation):
-            await t.add(Entry("violation", f"✗ {event.call.name} not run: {event.words} words of narration, "
-                                           f"{event.required} required (violations this session: {event.total})"))
+        elif isinstance(event, ev.RequestSent):
+            self.live.start("thinking")
+        elif isinstance(event, (ev.ToolStarted, ev.ToolFinished)):
+            await self.tool_event(event)
+            return self.refresh_status()
         elif isinstance(event, ev.HintDelivered):
-            self.hints_delivered(event)
-        elif isinstance(event, ev.Notice):
-            await t.add(Entry("notice", f"! {event.text}"))
-        else:
-            await self.apply_turn_event(event)
+            await self.hints_delivered(event)
+        elif isinstance(event, (ev.SeamCommitted, ev.ContextPruned)):
+            await t.end_text()
+            await self.reload()
+            return self.refresh_status()
+        elif isinstance(event, (ev.TurnEnded, ev.Failed)):
+            await t.end_text()
+        await self.show_harness()
+        for line in render.event_lines(event):
+            await t.add(Entry.of(line))
         self.refresh_status()
 
-    async def apply_turn_event(self, event: ev.Event) -> None:
-        """Events about seams and the turn's end."""
-        t = self.transcript
-        if isinstance(event, ev.SeamCommitted):
-            await t.end_text()
-            await self.reload()
-        elif isinstance(event, ev.ContextPruned):
-            await t.end_text()
-            await self.reload()
-            await t.add(Entry("notice", f"── rolling cut: {len(event.record['ids'])} older calls left the context "
-                                        f"({event.record['before']['request_bytes']:,} → {event.record['after']['request_bytes']:,} bytes)"))
-        elif isinstance(event, ev.HandoffAsked):
-            await t.add(Entry("notice", "✎ reminder sent: call micro_handoff" if event.reminder else
-                              "✎ micro-handoff requested with the tool results"))
-        elif isinstance(event, ev.HandoffFailed):
-            await t.add(Entry("error", f"✗ handoff: {event.reason}"))
-        elif isinstance(event, ev.Failed):
-            await t.end_text()
-            await t.add(Entry("error", f"✗ {event.message}"))
-        elif isinstance(event, ev.LimitsExceeded):
-            await t.end_text()
-            await t.add(Entry("error", f"■ {limit_line(event)}"))
-        elif isinstance(event, ev.TurnEnded):
-            await t.end_text()
+    async def stream_thinking(self, text: str) -> None:
+        """Thinking gathers into one folded line per block."""
+        if self._thinking is None:
+            self._thinking = Entry("thinking", "thinking", "")
+            await self.transcript.add(self._thinking)
+        self._thinking.body += text
 
-    async def tool_started(self, event: ev.ToolStarted) -> None:
+    async def tool_event(self, event: ev.ToolStarted | ev.ToolFinished) -> None:
+        """A call's line appears when it starts and changes in place when it finishes."""
         await self.transcript.end_text()
-        entry = tool_entry(event.call, "(running)", False, 0, None)
-        entry.title = entry.title.replace("→ ok (0.0 s)", "…")
-        await self.transcript.add(entry)
-        self.tool_entries[event.call.id] = len(self.transcript.entries) - 1
-
-    async def tool_finished(self, event: ev.ToolFinished) -> None:
-        index = self.tool_entries.pop(event.call.id, None)
-        entry = tool_entry(event.call, event.output, event.is_error, event.duration_ms, event.exit_code)
-        if index is None:
+        await self.show_harness()
+        line = render.event_lines(event)[0]
+        if isinstance(event, ev.ToolStarted):
+            entry = Entry.of(line)
+            self.calls[event.call.id] = (event.call, entry)
+            self.live.start(f"{event.call.name}")
             await self.transcript.add(entry)
             return
-        self.transcript.entries[index] = entry
-        old = self.transcript.widget_for(index)
-        if old is not None:
-            new = entry.widget()
-            self.transcript.widgets[index] = new
-            await self.transcript.mount(new, after=old)
-            await old.remove()
+        entry = self.calls.pop(event.call.id, (event.call, Entry.of(line)))[1]
+        entry.text, entry.body, entry.state = line.text, line.body, line.state
+        if entry not in self.transcript.entries:
+            await self.transcript.add(entry)
+        self.transcript.sync(entry)
+        self.live.start("working")
 
-    def hints_delivered(self, event: ev.HintDelivered) -> None:
+    async def show_harness(self) -> None:
+        """Messages the harness itself sent the model appear as harness lines, as on resume."""
+        records = self.agent.session.records
+        for record in records[self._seen:]:
+            for text in render.harness_texts(record):
+                await self.transcript.add(Entry.of(render.harness_line(text)))
+        self._seen = len(records)
+
+    async def hints_delivered(self, event: ev.HintDelivered) -> None:
+        """A delivered hint moves to where it landed: after the result it followed, or the turn's end."""
         for hint_id in event.hint_ids:
-            index = self.hint_entries.pop(hint_id, None)
-            if index is None:
+            entry = self.hints.pop(hint_id, None)
+            if entry is None:
                 continue
-            entry = self.transcript.entries[index]
-            entry.text = hint_text(hint_id, entry.extra.get("text", ""), f"delivered · {event.where}")
-            widget = self.transcript.widget_for(index)
-            if isinstance(widget, Static):
-                widget.update(entry.text)
+            line = render.hint_line(hint_id, entry.body, event.where)
+            entry.text, entry.state = line.text, line.state
+            await self.transcript.move_to_end(entry)
 
     async def serve_questions(self, approver: HumanApprover) -> None:
         """Ask each permission question in a modal, one at a time, for as long as the app runs."""
-        from rhapsody.tui.approval import ApprovalScreen
+        from rhapsody.tui.approval import question as dialog
 
         while True:
             question = await approver.next_question()
+            self.mark_calls(question.tool, "asking")
             self.set_state("waiting for you")
-            screen = ApprovalScreen(question.tool, question.argument, question.why)
+            self.live.pause()
+            screen = dialog(question.tool, question.argument, question.why, question.args, self.agent.session.root)
             await self.push_screen(screen, callback=question.answer)
             await asyncio.wait([question.reply])  # answered, or dropped when the turn was interrupted
             if question.reply.cancelled() and self.screen is screen:
                 self.pop_screen()
+            self.live.resume()
+            self.mark_calls(question.tool, "running")
             self.set_state("working")
+
+    def mark_calls(self, tool: str, state: str) -> None:
+        """Running calls of `tool` say whether they wait for the human."""
+        for call, entry in self.calls.values():
+            if call.name == tool:
+                line = render.tool_line(render.ToolView(call, state))
+                entry.text, entry.state = line.text, line.state
+                self.transcript.sync(entry)
 
     def on_unmount(self) -> None:
         if self._questions is not None:
             self._questions.cancel()
+
+    @on(Foldable.FullView)
+    def full_view(self, message: Foldable.FullView) -> None:
+        """Open the whole output, read from history when it is there."""
+        from rhapsody.tui.fullview import FullView
+
+        entry = message.entry
+        text = render.full_result(self.agent.session.records, entry.key) if entry.kind == "tool" else None
+        self.push_screen(FullView(entry.text, text if text is not None else entry.body))
 
     # -- actions ------------------------------------------------------------------------
 
@@ -319,6 +413,11 @@ class RhapsodyApp(App[int]):
         self.query_one(StatusBar).state = state
         self.refresh_status()
 
+    def tick(self) -> None:
+        """The spinner's beat: only repaint while something runs."""
+        if self.live.active:
+            self.refresh_status()
+
     @work(thread=True, exclusive=True, group="git", exit_on_error=False)
     def refresh_git(self) -> None:
         """Read branch and dirty-file count off the event loop."""
@@ -333,23 +432,11 @@ class RhapsodyApp(App[int]):
         self.refresh_status()
 
     def refresh_status(self) -> None:
-        """Recompute the status line from the session's counters."""
-        self.query_one(StatusBar).update(status_line(self.agent.session, self._git, self.query_one(StatusBar).state))
-
-
-def status_line(session: Any, git: str, state: str) -> str:
-    """model · context · cache · cost · git · cwd · seams · violations · state."""
-    model = session.spec.model
-    price, exact = price_of(model)
-    c = session.counters
-    usage = c.last_usage
-    reported = sum(usage.get(k, 0) for k in USAGE_KEYS[:3])
-    tokens = reported or c.last_request_tokens
-    source = "" if reported else "~"
-    cache = f"cache {usage.get('cache_read_input_tokens', 0) / reported:.0%}" if reported else "cache —"
-    total_cost = cost(model, c.usage)  # priced at the current model: a /model switch reprices the past
-    dollars = f"${total_cost:.2f}" + ("" if exact else "?") if priced(model) else "cost unknown"
-    share = f" ({tokens / price.window:.1%})" if priced(model) else ""  # an unknown model's window is unknown too
-    cwd = str(session.root).replace(str(Path.home()), "~")
-    return (f" {state} │ {model} │ ctx {source}{tokens:,}{share} │ {cache} │ {dollars} │ "
-            f"seams {c.seams} │ violations {c.violations} │ {git} │ {cwd}")
+        """Recompute the status line from the session's figures."""
+        session = self.agent.session
+        if self.figures.folded > len(session.records) or getattr(self, "_figures_of", None) is not session:
+            self.figures, self._figures_of = Figures(), session
+        self.figures.fold(session.records)
+        bar = self.query_one(StatusBar)
+        state = self.live.text() if self.live.active else bar.state
+        bar.update(Text(status_line(self.figures, session, self._git, state, self.size.width)))

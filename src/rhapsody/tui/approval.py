@@ -1,59 +1,127 @@
-"""The permission question: allow once, allow a prefix for the session, or deny with a reason.
+"""The permission question: what the call would do, then allow once, allow for the session, or deny.
+
+Typing never approves. Focus starts in the "tell the agent what to do instead" field and
+every key is text for it; Enter answers from what the field holds: a lone `y` allows the
+call once, a lone `a` allows the suggested rule for the session, a lone `n` (or nothing)
+denies, and anything else denies with those words as the reason the agent reads. So
+"add a test first" is a denial with a reason, never an "a". The line under the field says
+what Enter will do.
 
 | Key | Action |
 | :- | :- |
-| y | Allow this call once. |
-| a | Allow the suggested rule for the rest of the session. |
-| n | Deny; the reason typed (if any) goes back to the agent. |
+| y enter | Allow this call once. |
+| a enter | Allow the suggested rule for the rest of the session. |
+| n enter, enter, escape | Deny. |
+| (words) enter | Deny, with the words as the reason. |
+| pageup, pagedown, up, down | Scroll the diff or command. |
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from rich.syntax import Syntax
+from rich.text import Text
 from textual.app import ComposeResult
-from textual.content import Content
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Static
+from textual.widgets import Input, Static
 
 from rhapsody.core.permissions import suggested_rules
 from rhapsody.core.tools import Approval
+from rhapsody.preview import Preview
+
+ANSWERS = {"y": "allow", "a": "allow_rule", "n": "deny", "": "deny"}
+
+
+class Choice(Static):
+    """One clickable answer line."""
+
+    def __init__(self, text: str, action: str) -> None:
+        super().__init__(Text(text), classes="choice")
+        self.action = action
+
+    def on_click(self) -> None:
+        screen = self.screen
+        if isinstance(screen, ApprovalScreen):
+            getattr(screen, f"action_{self.action}")()
 
 
 class ApprovalScreen(ModalScreen[Approval]):
-    """Ask whether one tool call may run; focus starts on "Allow once", so y/a/n act at once."""
+    """Ask whether one tool call may run, showing exactly what it would do."""
 
-    AUTO_FOCUS = "#allow"
+    AUTO_FOCUS = "#reason"
 
     BINDINGS = [
-        Binding("y", "allow", "Allow once"),
-        Binding("a", "allow_rule", "Allow for session"),
-        Binding("n", "deny", "Deny"),
         Binding("escape", "deny", "Deny", show=False),
+        Binding("pageup", "scroll('page_up')", "Scroll up", show=False),
+        Binding("pagedown", "scroll('page_down')", "Scroll down", show=False),
+        Binding("up", "scroll('up')", show=False),
+        Binding("down", "scroll('down')", show=False),
     ]
 
-    def __init__(self, tool: str, argument: str, why: str) -> None:
+    def __init__(self, tool: str, argument: str, why: str, shown: Preview) -> None:
         super().__init__()
         self.tool = tool
         self.argument = argument
         self.why = why
+        self.shown = shown
         self.rules = suggested_rules(tool, argument)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="approval"):
-            yield Static(f"{self.tool} wants to run ({self.why}):", classes="why")
-            yield Static(self.argument, markup=False, classes="argument")
-            yield Input(placeholder="reason for a denial (optional; the agent reads it)", id="reason")
-            with Horizontal():
-                yield Button("Allow once (y)", id="allow", variant="success")
-                yield Button(Content(f"Allow {', '.join(self.rules)} for the session (a)"), id="allow_rule")
-                yield Button("Deny (n)", id="deny", variant="error")
+            yield Static(Text(f"{self.tool} wants to run ({self.why})"), classes="why")
+            if self.shown.warning:
+                yield Static(Text(self.shown.warning), classes="warning")
+            yield Static(Text(self.shown.heading + ":"), classes="heading")
+            with VerticalScroll(id="preview", can_focus=False):
+                yield Static(self._body(), classes="body")
+            yield Choice("y ⏎  allow once", "allow")
+            if self.rules:
+                yield Choice(f"a ⏎  allow {', '.join(self.rules)} for this session", "allow_rule")
+            yield Choice("n ⏎  deny (or esc)", "deny")
+            yield Input(placeholder="y, a or n, or tell the agent what to do instead; then Enter", id="reason")
+            yield Static(Text(self.enter_does("")), id="enter-does")
 
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        getattr(self, f"action_{event.button.id}")()
+    def _body(self) -> Syntax | Text:
+        if self.shown.syntax == "diff":
+            return diff_text(self.shown.body)
+        if self.shown.syntax:
+            return Syntax(self.shown.body, self.shown.syntax, theme="github-dark", word_wrap=True,
+                          background_color="default")
+        return Text(self.shown.body)
 
-    def on_input_submitted(self) -> None:
-        self.action_deny()
+    def answer_for(self, typed: str) -> str:
+        """The action Enter takes for what the field holds."""
+        action = ANSWERS.get(typed.strip().lower(), "deny")
+        return "deny" if action == "allow_rule" and not self.rules else action
+
+    def enter_does(self, typed: str) -> str:
+        """What Enter will do, said under the field."""
+        action = self.answer_for(typed)
+        if action == "allow":
+            return "Enter: allow this call once"
+        if action == "allow_rule":
+            return f"Enter: allow {', '.join(self.rules)} for this session"
+        return "Enter: deny, and the agent reads your words" if typed.strip() and typed.strip().lower() != "n" else "Enter: deny"
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.query_one("#enter-does", Static).update(Text(self.enter_does(event.value)))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        action = self.answer_for(event.value)
+        if action != "deny":
+            getattr(self, f"action_{action}")()
+        elif event.value.strip().lower() == "n":
+            self.dismiss(Approval(False))
+        else:
+            self.action_deny()
+
+    def action_scroll(self, how: str) -> None:
+        """Scroll the preview."""
+        view = self.query_one("#preview", VerticalScroll)
+        getattr(view, f"scroll_{how}")(animate=False)
 
     def action_allow(self) -> None:
         """Allow once."""
@@ -64,5 +132,26 @@ class ApprovalScreen(ModalScreen[Approval]):
         self.dismiss(Approval(True, remember=self.rules))
 
     def action_deny(self) -> None:
-        """Deny, with the typed reason."""
+        """Deny; the typed words reach the agent as the human's own message."""
         self.dismiss(Approval(False, words=self.query_one("#reason", Input).value))
+
+
+DIFF_STYLES = (("+++", "bold #e6edf3"), ("---", "bold #e6edf3"), ("@@", "#79c0ff"), ("+", "#7ee787"),
+               ("-", "#ff7b72"))
+"""Colours with at least 4.5:1 contrast on the dialog's background."""
+
+
+def diff_text(diff: str) -> Text:
+    """A unified diff, coloured line by line."""
+    text = Text()
+    for line in diff.splitlines(keepends=True):
+        style = next((s for prefix, s in DIFF_STYLES if line.startswith(prefix)), "")
+        text.append(line, style=style)
+    return text
+
+
+def question(tool: str, argument: str, why: str, args: dict[str, object], root: Path) -> ApprovalScreen:
+    """The dialog for one call."""
+    from rhapsody.preview import preview
+
+    return ApprovalScreen(tool, argument, why, preview(tool, dict(args), root))

@@ -8,74 +8,26 @@ streamed is a Markdown widget fed through `MarkdownStream`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from rich.markdown import Markdown as RichMarkdown
+from rich.text import Text
 from textual import events
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
-from textual.widgets import Button, Markdown, Static, TextArea
+from textual.widgets import Button, Static
 
-from rhapsody.commands import COMMANDS
+from rhapsody.render import Line
 
 WINDOW = 40
 TRIM = 20
 RESULT_PREVIEW = 4000
 LIVE_SPLIT = 1500
-
-
-class PromptInput(TextArea):
-    """Multi-line input that stays live while the agent works.
-
-    | Key | Action |
-    | :- | :- |
-    | enter | Send (a hint while the agent works, a new turn while idle). |
-    | ctrl+n | Queue for the end of the turn instead of steering now. |
-    | ctrl+j | New line. |
-    | tab | Complete a slash command. |
-    """
-
-    class Submitted(Message):
-        """The human sent the text; `queue` asks for end-of-turn delivery."""
-
-        def __init__(self, text: str, queue: bool) -> None:
-            self.text = text
-            self.queue = queue
-            super().__init__()
-
-    async def _on_key(self, event: events.Key) -> None:
-        if event.key in ("enter", "ctrl+n"):
-            event.stop()
-            event.prevent_default()
-            text = self.text
-            if text.strip():
-                self.clear()
-                self.post_message(self.Submitted(text.strip(), queue=event.key == "ctrl+n"))
-            return
-        if event.key == "ctrl+j":
-            event.stop()
-            event.prevent_default()
-            self.insert("\n")
-            return
-        if event.key == "tab" and self.text.startswith("/"):
-            event.stop()
-            event.prevent_default()
-            matches = completions(self.text)
-            if matches:
-                self.text = matches[0] + " "
-                self.move_cursor(self.document.end)
-            return
-        await super()._on_key(event)
-
-
-def completions(text: str) -> list[str]:
-    """Slash commands that start with what was typed."""
-    word = text.split(" ", 1)[0]
-    return [name for name in COMMANDS if name.startswith(word)]
+FOLDABLE = ("tool", "seam", "thinking", "harness")
 
 
 class StatusBar(Static):
@@ -85,73 +37,138 @@ class StatusBar(Static):
     """idle, working, or a short note."""
 
 
-@dataclass
+@dataclass(eq=False)
 class Entry:
-    """One transcript item as data; `widget()` builds what is mounted for it."""
+    """One transcript item as data; `widget()` builds what is mounted for it (hashed by identity)."""
 
     kind: str
     text: str = ""
-    title: str = ""
-    classes: str = ""
+    body: str = ""
     key: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+    state: str = ""
+
+    @classmethod
+    def of(cls, line: Line) -> Entry:
+        """The entry of a rendered line."""
+        return cls(line.kind, line.text, line.body, line.key, line.state)
+
+    @property
+    def classes(self) -> str:
+        """CSS classes: the kind, and the state where it changes the colour."""
+        bad = self.state in ("error", "denied", "interrupted") or (self.state == "exit" and "→ exit 0 " not in self.text)
+        return f"{self.kind} {'error' if bad else ''}".strip()
 
     def widget(self) -> Widget:
         """A fresh widget for this entry."""
-        classes = f"{self.kind} {self.classes}".strip()
         if self.kind == "assistant":
+            from rich.markdown import Markdown as RichMarkdown  # markdown-it loads with the first reply
+
             return Static(RichMarkdown(self.text), classes="assistant")
-        if self.kind in ("tool", "seam", "thinking"):
-            return Foldable(self.title, self.text, classes=classes)
-        return Static(self.text, markup=False, classes=classes)
+        if self.kind in FOLDABLE:
+            return Foldable(self)
+        return Static(Text(self.text), classes=self.classes)
 
 
 class Foldable(Static, can_focus=True):
-    """One line (a tool call, a seam, thinking) that unfolds to its full text on click or Enter.
+    """One line (a tool call, a seam, thinking) that unfolds to its text on click or Enter.
 
     A single widget per entry: a Collapsible is four, and the transcript's paint time
-    grows with the node count.
+    grows with the node count. Printable keys typed here go to the prompt.
+
+    | Key | Action |
+    | :- | :- |
+    | enter | Unfold; on an unfolded, cut output: open the full view. |
+    | up, down | Previous or next line. |
+    | tab | Back to the prompt. |
     """
 
-    BINDINGS = [("enter", "fold", "Unfold")]
+    BINDINGS = [
+        Binding("enter", "fold", "Unfold"),
+        Binding("up", "app.focus_previous", "Previous", show=False),
+        Binding("down", "app.focus_next", "Next", show=False),
+        Binding("tab", "to_prompt", "Prompt", show=False),
+    ]
 
-    expanded: reactive[bool] = reactive(False)
+    expanded: reactive[bool] = reactive(False, layout=True)
     """Whether the body is shown under the title."""
 
-    def __init__(self, title: str, body: str, classes: str = "") -> None:
-        super().__init__(markup=False, classes=classes)
-        self.title = title
-        self.body = body
+    class FullView(Message):
+        """Open the whole output of this entry."""
+
+        def __init__(self, entry: Entry) -> None:
+            self.entry = entry
+            super().__init__()
+
+    def __init__(self, entry: Entry) -> None:
+        super().__init__(classes=entry.classes)
+        self.entry = entry
+
+    @property
+    def title(self) -> str:
+        """The folded line."""
+        return self.entry.text
+
+    @property
+    def cut(self) -> bool:
+        """Whether the unfolded body is a preview of a longer output."""
+        return len(self.entry.body) > RESULT_PREVIEW
 
     def render(self) -> Any:
-        from rich.text import Text
-
         mark = "▼" if self.expanded else "▶"
         if not self.expanded:
-            return Text(f"{mark} {self.title}", no_wrap=True, overflow="ellipsis")
-        body = self.body[:RESULT_PREVIEW] + ("\n[…]" if len(self.body) > RESULT_PREVIEW else "")
-        return Text(f"{mark} {self.title}\n{body}")
+            return Text(f"{mark} {self.title}")
+        body = self.entry.body[:RESULT_PREVIEW]
+        if self.cut:
+            more = len(self.entry.body) - RESULT_PREVIEW
+            body += f"\n[… {more:,} more characters: Enter again for the full view]"
+        return Text(f"{mark} {self.title}\n{body or '(empty)'}")
+
+    def watch_expanded(self, expanded: bool) -> None:
+        self.set_class(expanded, "-expanded")
+
+    def sync(self) -> None:
+        """Redraw after the entry changed (a call finished)."""
+        self.set_classes(self.entry.classes)
+        self.set_class(self.expanded, "-expanded")
+        self.refresh(layout=True)
 
     def on_click(self) -> None:
-        self.expanded = not self.expanded
+        self.action_fold()
 
     def action_fold(self) -> None:
-        """Fold or unfold."""
+        """Fold or unfold; a second Enter on a cut output opens the full view."""
+        if self.expanded and self.cut:
+            self.post_message(self.FullView(self.entry))
+            return
         self.expanded = not self.expanded
+
+    def action_to_prompt(self) -> None:
+        """Back to the prompt."""
+        self.app.query_one(PromptInput).focus()
+
+    def on_key(self, event: events.Key) -> None:
+        if event.is_printable and event.character and event.key not in ("enter", "tab"):
+            event.stop()
+            event.prevent_default()
+            prompt = self.app.query_one(PromptInput)
+            prompt.focus()
+            prompt.insert(event.character)
 
 
 class TranscriptView(VerticalScroll):
     """The conversation, windowed: data for everything, widgets for the newest entries."""
 
+    can_focus = False
+
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.entries: list[Entry] = []
         self.first_mounted = 0
-        self.widgets: dict[int, Widget] = {}
-        self.live: Markdown | None = None
+        self.widgets: dict[Entry, Widget] = {}
+        self.live: Any = None
         self.live_stream: Any = None
         self.live_text: list[str] = []
-        self.live_chunks: list[int] = []
+        self.live_chunks: list[Entry] = []
         """Entries that hold earlier chunks of the reply still streaming."""
 
     def compose(self) -> ComposeResult:
@@ -160,12 +177,36 @@ class TranscriptView(VerticalScroll):
     async def add(self, entry: Entry) -> Widget:
         """Append an entry and mount its widget at the bottom."""
         self.entries.append(entry)
-        index = len(self.entries) - 1
         widget = entry.widget()
-        self.widgets[index] = widget
+        self.widgets[entry] = widget
         await self.mount(widget)
         await self._trim()
         return widget
+
+    async def remove_entry(self, entry: Entry) -> None:
+        """Take one entry out."""
+        index = self.entries.index(entry)
+        self.entries.pop(index)
+        if index < self.first_mounted:
+            self.first_mounted -= 1
+        widget = self.widgets.pop(entry, None)
+        if widget is not None:
+            await widget.remove()
+
+    async def move_to_end(self, entry: Entry) -> None:
+        """Move an entry to the bottom (a hint lands where it was delivered)."""
+        if entry in self.entries:
+            await self.remove_entry(entry)
+        await self.add(entry)
+
+    def sync(self, entry: Entry) -> None:
+        """Redraw the widget of an entry whose data changed."""
+        widget = self.widgets.get(entry)
+        if isinstance(widget, Foldable):
+            widget.sync()
+        elif isinstance(widget, Static):
+            widget.update(Text(entry.text))
+            widget.set_classes(entry.classes)
 
     async def load(self, entries: list[Entry]) -> None:
         """Replace everything with `entries`, mounting only the newest WINDOW."""
@@ -174,17 +215,17 @@ class TranscriptView(VerticalScroll):
             await self.remove_children(old)
         self.entries = list(entries)
         self.first_mounted = max(0, len(entries) - WINDOW)
-        widgets = {i: entries[i].widget() for i in range(self.first_mounted, len(entries))}
-        self.widgets = widgets
-        if widgets:
-            await self.mount_all(list(widgets.values()))
+        self.widgets = {e: e.widget() for e in entries[self.first_mounted:]}
+        if self.widgets:
+            await self.mount_all(list(self.widgets.values()))
         self._update_earlier()
         self.scroll_end(animate=False)
+        self.anchor()
 
     async def load_earlier(self, count: int = 50) -> None:
         """Mount up to `count` older entries above the window."""
         start = max(0, self.first_mounted - count)
-        new = {i: self.entries[i].widget() for i in range(start, self.first_mounted)}
+        new = {e: e.widget() for e in self.entries[start:self.first_mounted]}
         if new:
             await self.mount_all(list(new.values()), after=self.query_one("#earlier"))
         self.widgets.update(new)
@@ -195,9 +236,8 @@ class TranscriptView(VerticalScroll):
         mounted = len(self.entries) - self.first_mounted
         if mounted <= WINDOW + TRIM:
             return
-        doomed = range(self.first_mounted, self.first_mounted + TRIM)
-        for i in doomed:
-            widget = self.widgets.pop(i, None)
+        for entry in self.entries[self.first_mounted:self.first_mounted + TRIM]:
+            widget = self.widgets.pop(entry, None)
             if widget is not None:
                 await widget.remove()
         self.first_mounted += TRIM
@@ -207,10 +247,6 @@ class TranscriptView(VerticalScroll):
         button = self.query_one("#earlier", Button)
         button.label = f"▲ {self.first_mounted} earlier entries (ctrl+u loads more)"
         button.set_class(self.first_mounted == 0, "hidden")
-
-    def widget_for(self, index: int) -> Widget | None:
-        """The mounted widget of entry `index`, if it is in the window."""
-        return self.widgets.get(index)
 
     # -- the live reply ---------------------------------------------------------------
 
@@ -229,13 +265,15 @@ class TranscriptView(VerticalScroll):
             fence = self._open_fence()
             count = len(self.entries)
             await self._close_live(discard=False)
-            self.live_chunks += range(count, len(self.entries))  # void if the stream is retried
+            self.live_chunks += self.entries[count:]  # void if the stream is retried
             text = (fence + "\n" if fence else "") + text[cut:]
         if text:
             await self._write_live(text)
 
     async def _write_live(self, text: str) -> None:
         if self.live is None:
+            from textual.widgets import Markdown
+
             self.anchor()
             self.live = Markdown(classes="assistant live")
             self.live_text = []
@@ -261,11 +299,9 @@ class TranscriptView(VerticalScroll):
         """Close the live reply; keep it as an entry, or drop it with its earlier chunks (a retried stream)."""
         chunks, self.live_chunks = self.live_chunks, []
         if discard:
-            for index in chunks:
-                widget = self.widgets.pop(index, None)
-                if widget is not None:
-                    await widget.remove()
-                self.entries[index] = Entry("assistant", "")
+            for entry in chunks:
+                if entry in self.entries:
+                    await self.remove_entry(entry)
         await self._close_live(discard)
 
     async def _close_live(self, discard: bool) -> None:
@@ -282,7 +318,12 @@ class TranscriptView(VerticalScroll):
         # A finished reply becomes one Static: a Markdown widget keeps a child per block,
         # and every child is laid out again whenever the transcript changes.
         static = entry.widget()
-        self.widgets[len(self.entries) - 1] = static
+        self.widgets[entry] = static
         await self.mount(static, after=live)
         await live.remove()
         await self._trim()
+
+
+from rhapsody.tui.prompt import PromptInput  # noqa: E402  (the prompt imports nothing from here)
+
+__all__ = ["Entry", "Foldable", "PromptInput", "StatusBar", "TranscriptView"]

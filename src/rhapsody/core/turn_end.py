@@ -1,0 +1,133 @@
+"""What happens when the model ends its turn, and the steps the loop shares with it.
+
+At the end of a turn a noted micro-handoff seam is committed, an unanswered handoff request
+is reminded once and then given up, a memory reminder goes out when due, and the hints
+still queued are delivered; whatever of this the model must read is a follow-up message
+and the turn goes on. Also here: the rolling policy's cut, the token threshold that asks
+for a handoff, and the record that says hints reached the model. The loop (core/loop.py)
+calls these; nothing here streams or runs tools.
+
+Imports: stdlib and rhapsody.core only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rhapsody.core import handoff_state
+from rhapsody.core.events import (
+    ContextPruned,
+    Event,
+    HandoffAsked,
+    HandoffFailed,
+    HintDelivered,
+    MemoryReminded,
+    SeamCommitted,
+)
+from rhapsody.core.handoff import AuditFailed, commit_seam, count_seam_tokens, roll
+from rhapsody.core.handoff_state import Phase
+from rhapsody.core.messages import Block, TextBlock
+from rhapsody.core.model import Model
+from rhapsody.core.policy import Policy
+from rhapsody.core.session import Hint, Session
+
+
+@dataclass(frozen=True)
+class TurnEnd:
+    """What the end of the model's turn produced: events to show, and a message to go on with."""
+
+    events: list[Event]
+    follow_up: list[Block]
+
+
+class HandoffThreshold:
+    """Asks for a micro-handoff once the context reaches `handoff_at_tokens` past the last seam."""
+
+    def __init__(self, every: int | None) -> None:
+        self.every = every
+        self.armed_at = every
+
+    def check(self, session: Session) -> None:
+        """Request a handoff when the context has reached the armed size and none is pending."""
+        if self.armed_at and not session.handoff.pending and session.context_tokens() >= self.armed_at:
+            session.request_handoff()
+
+    def rearm(self, tokens_after_seam: int) -> None:
+        """Count the next threshold from the context a seam left."""
+        if self.every:
+            self.armed_at = tokens_after_seam + self.every
+
+
+async def end_of_turn(session: Session, policy: Policy, model: Model, threshold: HandoffThreshold,
+                      turn_start: int) -> TurnEnd:
+    """A seam, a reminder, hints: the events and the follow-up message (empty: the turn ends)."""
+    events: list[Event] = []
+    follow_up: list[Block] = []
+    if policy.rolling and session.spec.thinking:
+        # With thinking on, the prefix may change only between turns (FACTS §1.3).
+        pruned = rolled(session, policy)
+        events += [pruned] if pruned is not None else []
+    phase = session.handoff.phase
+    if phase == Phase.NOTED:
+        committed, resume_work = await _commit_seam(session, policy, model, threshold)
+        events.append(committed)
+        if resume_work:
+            follow_up.append(TextBlock(text=policy.continue_after_handoff))
+    elif phase == Phase.ASKED:
+        handoff_state.remind(session)
+        follow_up.append(TextBlock(text=policy.handoff_reminder))
+        events.append(HandoffAsked(reminder=True))
+    elif phase == Phase.REMINDED:
+        handoff_state.give_up(session, "the agent did not call micro_handoff")
+        events.append(HandoffFailed("the agent ended its turn twice without calling micro_handoff; nothing was stripped"))
+    elif policy.memory_reminder and _memory_due(session, policy, turn_start):
+        session.record("memory_reminder")
+        follow_up.append(TextBlock(text=policy.memory_reminder))
+        events.append(MemoryReminded())
+    hints = session.take_hints()
+    follow_up.extend(TextBlock(text=h.text) for h in hints)
+    if follow_up:
+        record = session.append_message("user", follow_up)
+        if hints:
+            events.append(delivered(session, hints, record["seq"], "end of turn"))
+    return TurnEnd(events, follow_up)
+
+
+def rolled(session: Session, policy: Policy) -> ContextPruned | None:
+    """Apply the rolling policy's batch cut when working memory overflowed."""
+    assert policy.rolling is not None
+    record = roll(session, policy.rolling)
+    return ContextPruned(record) if record is not None else None
+
+
+def delivered(session: Session, hints: list[Hint], seq: int, where: str) -> HintDelivered:
+    """Record that `hints` went out in message `seq`; the event that says where."""
+    ids = tuple(h.id for h in hints)
+    session.record("hint_delivered", ids=list(ids), message_seq=seq, where=where)
+    return HintDelivered(ids, where)
+
+
+def _memory_due(session: Session, policy: Policy, turn_start: int) -> bool:
+    """A task of this turn used tools, left memory untouched, and was not reminded yet."""
+    turn = session.records[turn_start:]
+    if any(r["kind"] in ("memory_reminder", "seam", "handoff") for r in turn):
+        return False
+    runs = [r for r in turn if r["kind"] == "tool_run" and r.get("name") not in ("micro_handoff", "recall")]
+    wrote = any(r.get("op") == "write" and str(r.get("path", "")).startswith(policy.memory_path + "/")
+                for r in runs)
+    return bool(runs) and not wrote
+
+
+async def _commit_seam(session: Session, policy: Policy, model: Model,
+                       threshold: HandoffThreshold) -> tuple[SeamCommitted | HandoffFailed, bool]:
+    """Commit the noted seam; the event, and whether the agent goes on with its work after it."""
+    state = session.handoff
+    try:
+        record = commit_seam(session, note_path=state.note_path)
+    except AuditFailed as exc:
+        session.record("seam_failed", reason=str(exc))
+        return HandoffFailed(f"strip abandoned, context unchanged: {exc}"), False
+    threshold.rearm(record["after"]["est_tokens"])
+    if policy.exact_tokens:
+        await count_seam_tokens(session, model, record["seam"])
+    return SeamCommitted(record), state.interrupted_work

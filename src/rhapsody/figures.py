@@ -1,0 +1,107 @@
+"""The session's figures, with one definition each, folded from its history records.
+
+- context: rhapsody's estimate of the tokens of the request it would send now (the last
+  request's estimate; a seam or a rolling cut sets it to their "after" figure, an undone
+  seam adds back what the seam took). The status bar, the seam divider, `/stats` and
+  `rhapsody stats` all show this figure, so after a seam it falls by what the divider says.
+- cost: every request priced at the model that served it (a `/model` switch does not
+  reprice the past).
+- seams: committed seams, and how many of them were undone; seam numbers never repeat.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rhapsody.core.pricing import cost, price_of, priced
+from rhapsody.core.session import USAGE_KEYS
+
+
+@dataclass
+class Figures:
+    """Running figures of one session."""
+
+    model: str = ""
+    context: int = 0
+    cost: float = 0.0
+    exact_price: bool = True
+    priced: bool = True
+    """False once any request ran on a model the price table does not know (cost unknown)."""
+    seams: int = 0
+    undone: int = 0
+    requests: int = 0
+    tool_calls: int = 0
+    violations: int = 0
+    last_usage: dict[str, int] = field(default_factory=dict)
+    seam_after: dict[int, tuple[int, int]] = field(default_factory=dict)
+    folded: int = 0
+
+    @property
+    def window(self) -> int:
+        """The model's context window."""
+        return price_of(self.model)[0].window
+
+    @property
+    def cache_ratio(self) -> float | None:
+        """Share of the last request's input read from the cache; None before any usage."""
+        reported = sum(self.last_usage.get(k, 0) for k in USAGE_KEYS[:3])
+        return self.last_usage.get("cache_read_input_tokens", 0) / reported if reported else None
+
+    def fold(self, records: list[dict[str, Any]]) -> Figures:
+        """Fold the records not seen yet (records only ever grow)."""
+        for record in records[self.folded:]:
+            self._one(record)
+        self.folded = len(records)
+        return self
+
+    def _one(self, record: dict[str, Any]) -> None:
+        kind = record["kind"]
+        if kind in ("session", "model"):
+            self.model = record.get("model", self.model)
+            self.exact_price = self.exact_price and price_of(self.model)[1]
+            self.priced = self.priced and priced(self.model)
+        elif kind == "request":
+            self.requests += 1
+            self.context = int(record.get("est_tokens", 0))
+        elif kind == "usage":
+            usage = {k: int(record.get(k) or 0) for k in USAGE_KEYS}
+            self.cost += cost(self.model, usage)
+            self.last_usage = usage
+        elif kind in ("seam", "prune"):
+            self.context = int(record["after"]["est_tokens"])
+            if kind == "seam":
+                self.seams += 1
+                self.seam_after[record["seam"]] = (record["before"]["est_tokens"], record["after"]["est_tokens"])
+        elif kind == "unseam":
+            self.undone += 1
+            before, after = self.seam_after.get(record["seam"], (0, 0))
+            self.context += before - after
+        else:
+            self._count(kind)
+
+    def _count(self, kind: str) -> None:
+        if kind == "tool_run":
+            self.tool_calls += 1
+        elif kind == "violation":
+            self.violations += 1
+
+    def seams_text(self) -> str:
+        """"seams 2" or "seams 2 (1 undone)"."""
+        return f"seams {self.seams}" + (f" ({self.undone} undone)" if self.undone else "")
+
+    def context_text(self) -> str:
+        """"ctx ~4,592 (0.5%)"; no share for a model whose window the price table does not know."""
+        share = f" ({self.context / self.window:.1%})" if self.priced else ""
+        return f"ctx ~{self.context:,}{share}"
+
+    def cost_text(self) -> str:
+        """"$0.12", with "?" when a model was priced by its family; "cost unknown" for unpriced models."""
+        if not self.priced:
+            return "cost unknown"
+        return f"${self.cost:.2f}" + ("" if self.exact_price else "?")
+
+
+def figures(records: list[dict[str, Any]]) -> Figures:
+    """The figures of a whole history."""
+    return Figures().fold(records)

@@ -1,0 +1,139 @@
+"""What the prompt offers: the project's input history, `/command` and `@path` completions.
+
+Shared by the app and plain mode. The input history lives in `.rhapsody/prompt_history`
+(one JSON string a line, newest last); file paths come from `git ls-files`, so git-ignored
+files are left out.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from rhapsody.commands import COMMANDS
+from rhapsody.core.history import state_dir
+
+HISTORY_FILE = "prompt_history"
+HISTORY_KEEP = 1000
+MAX_FILES = 20000
+
+
+class InputHistory:
+    """The lines typed in this project, oldest first; Up walks back, Down forward."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.lines = _read(self.path)
+        self.position = len(self.lines)
+        self.draft = ""
+
+    @property
+    def path(self) -> Path:
+        """Where the history is kept."""
+        return self.root / ".rhapsody" / HISTORY_FILE
+
+    def add(self, line: str) -> None:
+        """Remember a sent line (on disk at once)."""
+        if line.strip() and (not self.lines or self.lines[-1] != line):
+            self.lines.append(line)
+            try:
+                state_dir(self.root)
+                with self.path.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps(line, ensure_ascii=False) + "\n")
+            except OSError:
+                pass  # an unwritable project loses the history, never the line
+        self.position = len(self.lines)
+        self.draft = ""
+
+    def back(self, current: str) -> str | None:
+        """The previous line, or None at the oldest."""
+        if self.position == len(self.lines):
+            self.draft = current
+        if self.position == 0:
+            return None
+        self.position -= 1
+        return self.lines[self.position]
+
+    def forward(self) -> str | None:
+        """The next line (the draft after the newest), or None when already there."""
+        if self.position >= len(self.lines):
+            return None
+        self.position += 1
+        return self.draft if self.position == len(self.lines) else self.lines[self.position]
+
+
+def _read(path: Path) -> list[str]:
+    try:
+        raw = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    lines = []
+    for item in raw[-HISTORY_KEEP:]:
+        try:
+            value = json.loads(item)
+        except ValueError:
+            continue
+        if isinstance(value, str):
+            lines.append(value)
+    return lines
+
+
+def command_matches(text: str) -> list[str]:
+    """Slash commands that start with what was typed."""
+    word = text.split(" ", 1)[0]
+    return [name for name in COMMANDS if name.startswith(word)]
+
+
+def project_files(root: Path) -> list[str]:
+    """The project's files, git-ignored ones left out (a plain walk outside git)."""
+    from rhapsody.tools.git import GitError, run_git  # hardened: the repository's own programs never run
+
+    try:
+        listing = run_git(root, "ls-files", "-co", "--exclude-standard", "-z")
+    except GitError:
+        return _walk(root)
+    return [p for p in listing.split("\0") if p][:MAX_FILES]
+
+
+def _walk(root: Path) -> list[str]:
+    found: list[str] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("node_modules", "__pycache__")]
+        found += [os.path.relpath(os.path.join(folder, f), root) for f in files]
+        if len(found) > MAX_FILES:
+            break
+    return found
+
+
+def fuzzy(query: str, paths: list[str], limit: int = 8) -> list[str]:
+    """Paths holding the query's characters in order, best first (basename hits, then short)."""
+    q = query.lower()
+    scored = []
+    for path in paths:
+        score = _score(q, path.lower())
+        if score is not None:
+            scored.append((score, len(path), path))
+    return [p for _, _, p in sorted(scored)[:limit]]
+
+
+def _score(q: str, path: str) -> int | None:
+    if not q:
+        return 0
+    name = path.rsplit("/", 1)[-1]
+    if q in name:
+        return 0 if name.startswith(q) else 1
+    if q in path:
+        return 2
+    position = 0
+    for ch in q:
+        position = path.find(ch, position) + 1
+        if position == 0:
+            return None
+    return 3
+
+
+def at_token(text: str) -> str | None:
+    """The `@path` word being typed at the end of `text`, without the @; None when there is none."""
+    word = text.rsplit(None, 1)[-1] if text and not text[-1].isspace() else ""
+    return word[1:] if word.startswith("@") else None

@@ -1,0 +1,114 @@
+"""The status line, the spinner that shows the app is alive, and the welcome of an empty session."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from rhapsody.figures import Figures
+
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+CHARS_PER_TOKEN = 4
+
+
+class Liveness:
+    """What runs now (the model or a tool), since when, and how many tokens streamed.
+
+    The clock stops while a permission question waits for the human, so the time shown
+    is the work's own.
+    """
+
+    def __init__(self) -> None:
+        self.what = ""
+        self.started = 0.0
+        self.paused_at = 0.0
+        self.chars = 0
+        self.active = False
+
+    def start(self, what: str) -> None:
+        """Something new runs: the model ("thinking") or a tool."""
+        self.what, self.started, self.active, self.paused_at = what, time.monotonic(), True, 0.0
+        if what == "thinking":
+            self.chars = 0
+
+    def streamed(self, chars: int) -> None:
+        """Count streamed characters (shown as approximate tokens)."""
+        self.chars += chars
+
+    def pause(self) -> None:
+        """The human is being asked: stop the clock."""
+        self.paused_at = time.monotonic()
+
+    def resume(self) -> None:
+        """The human answered: the clock goes on from where it stopped."""
+        if self.paused_at:
+            self.started += time.monotonic() - self.paused_at
+            self.paused_at = 0.0
+
+    def stop(self) -> None:
+        """Nothing runs."""
+        self.active = False
+
+    def text(self, now: float | None = None) -> str:
+        """"⠹ bash 2.4 s" or "⠹ thinking 1.2 s · ↓ ~310 tokens"."""
+        now = now if now is not None else time.monotonic()
+        if self.paused_at:
+            return "waiting for you"
+        elapsed = max(0.0, now - self.started)
+        frame = SPINNER[int(elapsed * 8) % len(SPINNER)]
+        tokens = f" · ↓ ~{self.chars // CHARS_PER_TOKEN:,} tokens" if self.chars and self.what == "thinking" else ""
+        return f"{frame} {self.what} {elapsed:.1f} s{tokens}"
+
+
+def status_line(figures: Figures, session: Any, git: str, state: str, width: int) -> str:
+    """state · context · cost · model · seams · git · cache · violations · cwd, cut to fit `width`.
+
+    Fields are dropped least useful first (cwd, violations, cache, git), never the state,
+    the context or the cost.
+    """
+    cache = figures.cache_ratio
+    cwd = str(session.root).replace(str(Path.home()), "~")
+    fields = [  # (drop order: higher goes first, text)
+        (0, state),
+        (0, figures.context_text()),
+        (1, figures.cost_text()),
+        (3, session.spec.model),
+        (2, figures.seams_text()),
+        (5, git),
+        (6, f"cache {cache:.0%}" if cache is not None else "cache —"),
+        (7, f"violations {figures.violations}"),
+        (8, cwd),
+    ]
+    fields = [f for f in fields if f[1]]
+    while len(fields) > 3 and _width(fields) > width - 1:
+        fields.remove(max(fields, key=lambda f: f[0]))
+    return " " + " │ ".join(text for _, text in fields)
+
+
+def _width(fields: list[tuple[int, str]]) -> int:
+    return 1 + sum(len(t) for _, t in fields) + 3 * (len(fields) - 1)
+
+
+def welcome_text(agent: Any, settings: Any, extra: str = "") -> str:
+    """What an empty session shows: where, which model, which permissions, and the keys that matter."""
+    session = agent.session
+    from rhapsody.tools.sandbox import status
+
+    sandbox_text = status(settings.sandbox).removeprefix("sandbox ")
+    lines = [
+        "rhapsody: a coding agent that narrates each step",
+        "",
+        f"  project      {str(session.root).replace(str(Path.home()), '~')}",
+        f"  model        {session.spec.model}",
+        f"  permissions  {agent.toolbox.permission_mode} (/permissions to see or switch)",
+        f"  sandbox      {sandbox_text} (bash and git)",
+        "",
+        "  enter   send; while the agent works: a hint for its next step",
+        "  ctrl+o  micro-handoff: a field note, then tool traffic leaves context",
+        "  esc     interrupt the agent (what streamed is kept)",
+        "  ctrl+c  twice to quit · /help commands · ctrl+p palette",
+    ]
+    if extra:
+        lines += ["", extra]
+    return "\n".join(lines)

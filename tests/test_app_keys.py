@@ -1,0 +1,277 @@
+"""Every keyboard path of the app, driven with real keys through Pilot against the loopback server."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from textual.widgets import Static
+
+from rhapsody.core.approval import HumanApprover
+from rhapsody.loopback.script import call, say
+from rhapsody.tui.app import RhapsodyApp
+from rhapsody.tui.approval import ApprovalScreen
+from rhapsody.tui.fullview import FullView
+from rhapsody.tui.widgets import Foldable, PromptInput
+
+from .conftest import Stub
+from .test_handoff_e2e import handoff_turn
+
+NARRATE = "I will run this command now because the task needs its output; I expect it to succeed."
+
+
+async def until(pilot: Any, condition: Callable[[], object], bound: float = 10.0) -> None:
+    """Wait for a condition, failing after `bound` seconds."""
+    end = time.monotonic() + bound
+    while not condition():
+        assert time.monotonic() < end, "condition not met in time"
+        await pilot.pause(0.02)
+
+
+async def idle(pilot: Any) -> None:
+    from textual.worker import WorkerCancelled
+
+    try:
+        await pilot.app.workers.wait_for_complete()
+    except WorkerCancelled:
+        pass
+    await pilot.pause()
+
+
+def ask_app(stub: Stub, project: Path) -> RhapsodyApp:
+    approver = HumanApprover()
+    wiring = stub.wire(project, approver=approver, permission_mode="ask")
+    return RhapsodyApp(wiring.agent, wiring.settings, approver)
+
+
+def plain_app(stub: Stub, project: Path) -> RhapsodyApp:
+    wiring = stub.wire(project)
+    return RhapsodyApp(wiring.agent, wiring.settings)
+
+
+def records(app: RhapsodyApp) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in app.agent.session.path.read_text().splitlines()]
+
+
+def texts(app: RhapsodyApp) -> list[str]:
+    return [e.text for e in app.transcript.entries]
+
+
+async def send(pilot: Any, text: str) -> None:
+    pilot.app.query_one(PromptInput).text = text
+    await pilot.press("enter")
+
+
+async def test_typing_a_denial_never_approves_and_enter_denies_with_it(stub: Stub, project: Path) -> None:
+    stub.script(call(NARRATE, "bash", command="wc -c app.py"), say("ok, I will use stat"))
+    app = ask_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.start_turn("size?")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None)
+        assert app.screen.focused is not None and app.screen.focused.id == "reason"
+        await pilot.press(*"add a test first, yes", "enter")
+        await idle(pilot)
+        assert any("→ denied: denied by the human: add a test first" in t for t in texts(app))
+    denied = [r for r in records(app) if r["kind"] == "permission"]
+    assert [(r["decision"], r["by"]) for r in denied] == [("deny", "human")]
+    assert "add a test first, yes" in denied[0]["reason"]
+    assert app.agent.toolbox.rules.session_allow == []
+
+
+async def test_escape_denies_and_the_diff_is_shown_for_an_edit(stub: Stub, project: Path) -> None:
+    stub.script(call(NARRATE, "edit_file", path="app.py", old="a - b", new="a + b"), say("not changed"))
+    app = ask_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.start_turn("fix")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None)
+        assert isinstance(app.screen, ApprovalScreen) and app.screen.shown.syntax == "diff"
+        body = app.screen.shown.body
+        assert "-    return a - b" in body and "+    return a + b" in body and "--- a/app.py" in body
+        deny = [w for w in app.screen.query(".choice") if "deny" in str(w.render())][0]
+        assert deny.region.bottom <= 24  # the deny line is on screen at 80x24
+        await pilot.press("escape")
+        await idle(pilot)
+    assert "a - b" in (project / "app.py").read_text()
+
+
+async def test_lone_hotkeys_answer(stub: Stub, project: Path) -> None:
+    stub.script(call(NARRATE, "bash", command="touch one.txt"), call(NARRATE, "bash", command="touch two.txt"),
+                call(NARRATE, "bash", command="touch three.txt"), say("done"))
+    app = ask_app(stub, project)
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.start_turn("go")
+        for key in ("y", "a"):
+            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None)
+            await pilot.press(key)
+            assert isinstance(app.screen, ApprovalScreen)  # a key alone never answers
+            await pilot.press("enter")
+        await idle(pilot)
+    assert all((project / n).exists() for n in ("one.txt", "two.txt", "three.txt"))
+
+
+async def test_unfold_at_once_full_view_and_focus_paths(stub: Stub, project: Path) -> None:
+    long = "".join(f"line {i} of the output\n" for i in range(600)) + "the-very-end"
+    (project / "big.txt").write_text(long)
+    stub.script(call(NARRATE, "bash", command="cat big.txt"), say("read it"))
+    app = plain_app(stub, project)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await send(pilot, "show it")
+        await idle(pilot)
+        fold = [w for w in app.transcript.query(Foldable) if "cat big.txt" in w.title][0]
+        fold.focus()
+        await pilot.pause()
+        height = fold.size.height
+        await pilot.press("enter")
+        await pilot.pause()
+        assert fold.expanded and fold.size.height > height + 10  # the body shows without a resize
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, FullView))
+        assert "line 0 of" in app.screen.text and "the-very-end" in app.screen.text
+        await pilot.press(*"line 599", "enter")
+        assert "match at line 600" in str(app.screen.query_one("#found", Static).render())
+        await pilot.press("escape")
+        await pilot.pause()
+        fold.focus()
+        await pilot.press("h", "i")
+        prompt = app.query_one(PromptInput)
+        assert app.focused is prompt and prompt.text == "hi"
+        fold.focus()
+        await pilot.press("tab")
+        assert app.focused is prompt
+
+
+async def test_page_keys_scroll_from_the_prompt(stub: Stub, project: Path) -> None:
+    from rhapsody.tui.widgets import Entry
+
+    app = plain_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.transcript.load([Entry("notice", f"notice {i}") for i in range(80)])
+        await pilot.pause()
+        end = app.transcript.scroll_y
+        await pilot.press("pageup")
+        await pilot.pause()
+        assert app.transcript.scroll_y < end
+        await pilot.press("home")
+        await pilot.pause()
+        assert app.transcript.scroll_y == 0
+        await pilot.press("end")
+        await pilot.pause()
+        assert app.transcript.scroll_y == app.transcript.max_scroll_y
+
+
+async def test_history_completion_and_local_commands(stub: Stub, project: Path) -> None:
+    (project / ".gitignore").write_text("secret_build/\n")
+    (project / "secret_build").mkdir()
+    (project / "secret_build" / "inventory_gen.py").write_text("")
+    (project / "src").mkdir()
+    (project / "src" / "inventory.py").write_text("")
+    app = plain_app(stub, project)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await send(pilot, "/frobnicate")
+        await send(pilot, "/model nonsense-model")
+        await pilot.pause()
+        assert any("unknown command /frobnicate" in t for t in texts(app))
+        assert any("unknown model nonsense-model" in t for t in texts(app))
+        assert app.agent.session.spec.model != "nonsense-model" and not stub.bodies()
+        await send(pilot, "/model nonsense-model --force")
+        assert app.agent.session.spec.model == "nonsense-model"
+        prompt = app.query_one(PromptInput)
+        prompt.text = "look at @invpy"
+        await pilot.pause()
+        assert prompt.suggestions() == ["src/inventory.py"]
+        await pilot.press("tab")
+        assert prompt.text == "look at @src/inventory.py "
+        prompt.text = ""
+        await pilot.press("up")
+        assert prompt.text == "/model nonsense-model --force"
+        await pilot.press("up", "down")
+        assert prompt.text == "/model nonsense-model --force"
+    again = plain_app(stub, project)
+    async with again.run_test(size=(100, 30)) as pilot:
+        again.query_one(PromptInput).text = ""
+        await pilot.press("up")
+        assert again.query_one(PromptInput).text == "/model nonsense-model --force"
+
+
+async def test_ctrl_o_during_a_turn_without_tools_ends_in_a_seam(stub: Stub, project: Path) -> None:
+    slow = {"content": [{"type": "text", "text": "A long answer with no tool call at all. " * 20}], "delay": 0.01}
+    stub.script(slow, handoff_turn(), say("Noted."))
+    app = plain_app(stub, project)
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.start_turn("go")
+        await until(pilot, lambda: app.transcript.live is not None)
+        await app.action_handoff()
+        await idle(pilot)
+        kinds = [r["kind"] for r in records(app)]
+        assert kinds.count("seam") == 1
+        assert any(e.kind == "harness" and "Micro-handoff requested" in e.text for e in app.transcript.entries)
+        status = str(app.query_one("#status", Static).render())
+        seam = [r for r in records(app) if r["kind"] == "seam"][0]
+        assert f"ctx ~{seam['after']['est_tokens']:,}" in status and "seams 1" in status
+
+
+async def test_hints_land_where_delivered_and_notes_survive_a_reload(stub: Stub, project: Path) -> None:
+    stub.script(call(NARRATE, "bash", command="sleep 0.4; echo done"), say("finished"), say("queued seen"))
+    app = plain_app(stub, project)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await send(pilot, "/stats")
+        await send(pilot, "run it")
+        await until(pilot, lambda: app.agent.in_flight)
+        await send(pilot, "steer hint")
+        app.query_one(PromptInput).text = "queued one"
+        await pilot.press("ctrl+n")
+        await idle(pilot)
+        kinds = [(e.kind, e.text) for e in app.transcript.entries]
+        tool = next(i for i, (k, t) in enumerate(kinds) if k == "tool")
+        hint = next(i for i, (k, t) in enumerate(kinds) if "steer hint" in t)
+        queued = next(i for i, (k, t) in enumerate(kinds) if "queued one" in t)
+        finished = next(i for i, (k, t) in enumerate(kinds) if t == "finished")
+        assert tool < hint < finished < queued
+        assert "[delivered · after the bash result]" in kinds[hint][1] and "end of turn" in kinds[queued][1]
+        live = [t for _, t in kinds]
+        await app.reload()
+        assert [e.text for e in app.transcript.entries if e.kind != "notice"] == [t for k, t in kinds if k != "notice"]
+        assert any("no seams yet" in t for t in texts(app)) and len(live) == len(texts(app))
+
+
+async def test_escape_marks_a_running_call_interrupted(stub: Stub, project: Path) -> None:
+    stub.script(call(NARRATE, "bash", command="sleep 30"), say("never"))
+    app = plain_app(stub, project)
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.start_turn("go")
+        await until(pilot, lambda: app.agent.in_flight and app.calls)
+        await pilot.press("escape")
+        await idle(pilot)
+        tool = [e for e in app.transcript.entries if e.kind == "tool"][0]
+        assert tool.state == "interrupted" and "→ interrupted" in tool.text
+        await app.reload()
+        tool = [e for e in app.transcript.entries if e.kind == "tool"][0]
+        assert tool.state == "interrupted"
+
+
+async def test_status_bar_fits_80_columns_and_keeps_context_and_cost(stub: Stub, project: Path) -> None:
+    app = plain_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        line = str(app.query_one("#status", Static).render()).rstrip()
+        assert len(line) <= 80 and "ctx ~" in line and "$" in line and str(project) not in line
+    wide = plain_app(stub, project)
+    async with wide.run_test(size=(200, 24)) as pilot:
+        await pilot.pause()
+        assert str(project).replace(str(Path.home()), "~") in str(wide.query_one("#status", Static).render())
+
+
+async def test_palette_lists_rhapsody_commands(stub: Stub, project: Path) -> None:
+    app = plain_app(stub, project)
+    async with app.run_test(size=(100, 30)) as pilot:
+        names = [c.title for c in app.get_system_commands(app.screen)]
+        assert "/stats" in names and "/handoff" in names
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: app.screen is not app.screen_stack[0])
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is app.screen_stack[0])
+        await pilot.press("x")
+        assert app.query_one(PromptInput).text.endswith("x")  # keys reach the input after the palette
