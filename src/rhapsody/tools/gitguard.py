@@ -223,13 +223,20 @@ def defuse_nested(root: Path, before: dict[Path, bytes | None], nested: list[Pat
     for config, data in nested_state(root, nested).items():
         if data is None or before.get(config) == data:
             continue
-        dropped = _keep_safe_keys(config)
+        try:
+            dropped = _keep_safe_keys(config)
+        except OSError as exc:
+            notes.append(f"[rhapsody could not clean {config.relative_to(root)} that the command wrote: {exc}]")
+            continue
         if dropped:
             notes.append(f"[rhapsody removed {', '.join(dropped)} from {config.relative_to(root)} that the command "
                          "wrote: a nested repository's config must not name programs]")
         hooks = config.parent / "hooks"
         if config.parent / "config" not in before and hooks.is_dir() and not hooks.is_symlink():
-            removed = [p.name for p in hooks.iterdir() if not p.name.endswith(".sample")]
+            try:
+                removed = [p.name for p in hooks.iterdir() if not p.name.endswith(".sample")]
+            except OSError:
+                removed = []
             for name in removed:
                 _remove(hooks / name)
             if removed:
