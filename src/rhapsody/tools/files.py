@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import re
+import secrets
 import shutil
 import stat
 import sys
@@ -114,7 +117,7 @@ def _refuse_state(root: Path, path: Path) -> None:
 
 def _write(path: Path, content: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(content, encoding="utf-8")
+    _write_bytes(path, content.encode("utf-8"))
 
 
 class EditInput(BaseModel):
@@ -180,7 +183,30 @@ def _check_edit_encoding(args: EditInput, bad_byte: int | None) -> None:
 
 
 def _write_bytes(path: Path, data: bytes) -> None:
-    path.write_bytes(data)
+    """Write `data` to a new file beside `path`, then rename it over `path`.
+
+    Never through the old file: a hard link whose other name is outside the root (made before
+    the session) keeps its content, and a symbolic link swapped in after the path was checked
+    is replaced, not followed. The parent is checked again just before the rename.
+    """
+    try:
+        mode: int | None = stat.S_IMODE(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        mode = None  # a new file: the umask decides, as for any other
+    temp = path.with_name(f".{path.name}.rhapsody-{os.getpid()}-{secrets.token_hex(4)}")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o666)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        if mode is not None:
+            os.chmod(temp, mode)
+        if path.parent.resolve() != path.parent:
+            raise ToolFailure(f"refused: {path.parent.name} changed into a link while writing")
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
 
 
 class FindInput(BaseModel):

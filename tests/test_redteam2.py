@@ -1,0 +1,33 @@
+"""Second pass of attacks on the trust boundary: each one got through before its fix.
+
+A hostile model (scripted through the loopback server) or a hostile repository (built in a
+temporary folder); every test asserts the attack now fails.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from rhapsody.loopback.script import call, say
+from rhapsody.tools.sandbox import bwrap_path
+
+from .conftest import Stub, collect
+
+NARRATE = "I will change this file now because the task needs it, and I expect the tool to confirm it."
+needs_bwrap = pytest.mark.skipif(bwrap_path() is None, reason="bubblewrap is not installed")
+
+
+@pytest.mark.parametrize("tool", ["write_file", "edit_file"])
+async def test_a_write_does_not_go_through_a_hardlink_to_a_file_outside(stub: Stub, project: Path, tool: str) -> None:
+    outside = project.parent / "outside-target.txt"
+    outside.write_text("original line\n")
+    os.link(outside, project / "notes.txt")  # a same-file-system link that existed before the session
+    args = {"content": "owned\n"} if tool == "write_file" else {"old": "original line", "new": "owned"}
+    stub.script(call(NARRATE, tool, path="notes.txt", **args), say("done"))
+    wiring = stub.wire(project, permission_mode="auto-edit")
+    await collect(wiring.agent.run("go"))
+    assert outside.read_text() == "original line\n", "a write inside the root changed a file outside it"
+    assert "owned" in (project / "notes.txt").read_text()
