@@ -31,3 +31,26 @@ async def test_a_write_does_not_go_through_a_hardlink_to_a_file_outside(stub: St
     await collect(wiring.agent.run("go"))
     assert outside.read_text() == "original line\n", "a write inside the root changed a file outside it"
     assert "owned" in (project / "notes.txt").read_text()
+
+
+TOKEN_ONLY = "d3adbeefcafe0123456789abcdef0123456789ab"
+
+
+@needs_bwrap
+async def test_a_token_as_the_user_of_a_git_remote_url_is_masked(stub: Stub, project: Path) -> None:
+    import subprocess
+
+    subprocess.run(["git", "remote", "add", "origin", f"https://{TOKEN_ONLY}@git.example.com/r.git"], cwd=project, check=True)
+    stub.script(call(NARRATE, "bash", command="git remote -v; cat .git/config"), say("done"))
+    wiring = stub.wire(project, permission_mode="auto-edit")
+    await collect(wiring.agent.run("go"))
+    body = str(stub.bodies()[1])
+    assert "git.example.com" in body  # the command ran and its output came back
+    assert TOKEN_ONLY not in body
+
+
+def test_ordinary_url_users_are_not_masked() -> None:
+    from rhapsody.core.secrets import mask
+
+    for text in ("ssh://git@github.com/a/b", "https://alice@example.com/x", "https://build-bot-user@ci.example.org/x"):
+        assert mask(text) == text

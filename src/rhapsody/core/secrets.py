@@ -21,6 +21,7 @@ _SHAPES = re.compile(
     r"|AIza[0-9A-Za-z_\-]{35}"
     r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)"
     r"|(?<=://)[^/\s:@]{1,200}:[^/\s@]{1,200}(?=@)"  # user:password in a URL (a git remote with a token)
+    r"|(?<=://)(?=[^/\s:@]{0,200}[0-9])(?=[^/\s:@]{0,200}[A-Za-z])[A-Za-z0-9_\-.~%+]{20,200}(?=@)"  # a token as the URL's user
 )
 _ASSIGNED = re.compile(r"\b([A-Za-z0-9_]{1,200})([ \t]*[=:][ \t]*)(['\"]?)([^\s'\"\x00]{8,})")
 """A name, `=` or `:`, a value; kept linear-time (the name is checked for a credential word afterwards)."""
