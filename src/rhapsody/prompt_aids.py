@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 
 from rhapsody.commands import COMMANDS
@@ -39,8 +40,7 @@ class InputHistory:
             self.lines.append(line)
             try:
                 state_dir(self.root)
-                with self.path.open("a", encoding="utf-8") as f:
-                    f.write(json.dumps(line, ensure_ascii=False) + "\n")
+                _append(self.path, json.dumps(line, ensure_ascii=False) + "\n")
             except OSError:
                 pass  # an unwritable project loses the history, never the line
         self.position = len(self.lines)
@@ -63,9 +63,24 @@ class InputHistory:
         return self.draft if self.position == len(self.lines) else self.lines[self.position]
 
 
+def _append(path: Path, text: str) -> None:
+    """Append to a regular file of rhapsody's own, never through a link (a cloned repository may
+    carry `.rhapsody/prompt_history` as a link to a file outside, such as a shell start-up file)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
+    with os.fdopen(fd, "a", encoding="utf-8") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+            raise OSError("not a file of rhapsody's own")
+        f.write(text)
+
+
 def _read(path: Path) -> list[str]:
     try:
-        raw = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return []
+            raw = f.read().decode("utf-8", errors="replace").splitlines()
     except OSError:
         return []
     lines = []
