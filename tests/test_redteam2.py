@@ -78,3 +78,33 @@ async def test_a_search_text_deny_rule_holds_when_a_folder_above_is_searched(stu
     wiring = stub.wire(project, permission_mode="auto-edit", deny=["search_text:private/*"])
     await collect(wiring.agent.run("go"))
     assert "hunter2-redteam" not in str(stub.bodies()[-1])
+
+
+@needs_bwrap
+async def test_credentials_under_ordinary_variable_names_do_not_reach_the_sandbox(
+        stub: Stub, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATABASE_URL", "postgres://app:pw0123456789XYZ@db.internal/app")
+    monkeypatch.setenv("GH_PAT", "pat0123456789abcdefXYZ")
+    command = 'printf "%s\\n" "$DATABASE_URL" | rev; printf "%s\\n" "$GH_PAT" | rev; echo ran'
+    stub.script(call(NARRATE, "bash", command=command), say("done"))
+    wiring = stub.wire(project, permission_mode="auto-edit")
+    await collect(wiring.agent.run("go"))
+    body = str(stub.bodies()[1])
+    assert "ran" in body
+    assert "pw0123456789XYZ"[::-1] not in body and "pat0123456789abcdefXYZ"[::-1] not in body
+
+
+@needs_bwrap
+@pytest.mark.parametrize("name", [".bash_history", ".zsh_history", ".vault-token", ".cargo/credentials.toml",
+                                  ".config/hub", ".terraform.d/credentials.tfrc.json", ".m2/settings.xml"])
+async def test_home_files_that_hold_credentials_read_empty_in_the_sandbox(
+        stub: Stub, project: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    home = project / "home"  # the sandbox's /tmp is its own, so the home lives in the project
+    (home / name).parent.mkdir(parents=True, exist_ok=True)
+    (home / name).write_text("export SOME_VALUE=hunter2-redteam\n")
+    monkeypatch.setenv("HOME", str(home))
+    stub.script(call(NARRATE, "bash", command=f"cat ~/{name} | rev; echo ran"), say("done"))
+    wiring = stub.wire(project, permission_mode="auto-edit")
+    await collect(wiring.agent.run("go"))
+    body = str(stub.bodies()[1])
+    assert "ran" in body and "hunter2-redteam"[::-1] not in body

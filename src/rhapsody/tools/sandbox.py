@@ -25,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 from rhapsody.core.permissions import PROTECTED_READS
+from rhapsody.core.secrets import mask
 from rhapsody.tools import gitguard, seccomp
 from rhapsody.tools.gitguard import git_redirects, hooks_path, undo_git_redirects
 
@@ -36,7 +37,18 @@ SECRET_FILES = PROTECTED_READS
 """Project files that read as empty inside the sandbox (matched case-insensitively on the name)."""
 HOME_SECRETS = (".ssh", ".aws", ".gnupg", ".azure", ".kube", ".docker", ".config/gcloud", ".config/gh",
                 ".config/rhapsody", ".netrc", ".git-credentials", ".npmrc", ".pypirc", ".pgpass", ".password-store",
-                ".local/share/keyrings", ".config/anthropic", ".anthropic")
+                ".local/share/keyrings", ".config/anthropic", ".anthropic",
+                # shell and REPL histories (tokens typed on a command line), other tools' credentials
+                ".bash_history", ".zsh_history", ".zhistory", ".histfile", ".local/share/fish", ".python_history",
+                ".psql_history", ".mysql_history", ".sqlite_history", ".node_repl_history", ".lesshst", ".viminfo",
+                ".vault-token", ".cargo/credentials", ".cargo/credentials.toml", ".config/hub", ".config/glab-cli",
+                ".terraform.d", ".m2/settings.xml", ".gradle/gradle.properties", ".config/git/credentials",
+                ".config/op", ".config/doctl", ".config/helm", ".config/heroku", ".config/netlify", ".config/vercel",
+                ".config/configstore", ".config/rclone", ".config/pip", ".pip", ".gem/credentials", ".composer/auth.json",
+                ".nuget", ".yarnrc", ".yarnrc.yml", ".config/yarn", ".bundle/config", ".s3cfg", ".boto", ".oci",
+                ".config/openai", ".config/github-copilot", ".mozilla", ".config/google-chrome", ".config/chromium",
+                ".config/BraveSoftware", ".Xauthority", ".ICEauthority", ".config/Code/User/globalStorage",
+                ".claude", ".claude.json", ".codex", ".config/gemini", ".gemini")
 """Paths under $HOME hidden inside the sandbox (folders become empty, files read empty)."""
 SYSTEM_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/ssl/private", "/etc/sudoers",
                   "/etc/sudoers.d", "/root/.ssh", "/var/lib/rhapsody")
@@ -46,19 +58,27 @@ SKIP_WALK = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".m
 WALK_LIMIT = 50_000
 """Entries examined when looking for secret files; past it the walk stops (docs/security.md)."""
 _SECRET_NAME = re.compile(r"(KEYS?($|_)|TOKEN|SECRET|PASSW(OR)?D|(^|_)PASS($|_)|(^|_)PWD$|CREDENTIAL|AUTH|COOKIE"
-                          r"|(^|_)DSN($|_)|SIGNATURE)", re.IGNORECASE)
+                          r"|(^|_)DSN($|_)|SIGNATURE|(^|_)PAT($|_)|PRIVATE|SESSION|BEARER|OTP)", re.IGNORECASE)
 """Variable names treated as credentials: any name ending in KEY (or with a KEY_ part), TOKEN, SECRET..."""
 _KEEP_ENV = {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "SHELL", "TZ", "PWD"}
 
 
 def scrubbed_env() -> dict[str, str]:
-    """rhapsody's environment minus anything named like a credential."""
-    return {k: v for k, v in os.environ.items() if k in _KEEP_ENV or not _SECRET_NAME.search(k)}
+    """rhapsody's environment minus anything named like a credential or holding a value shaped like one."""
+    return {k: v for k, v in os.environ.items() if not _secret_var(k, v)}
 
 
 def secret_values() -> tuple[str, ...]:
-    """Values of environment variables named like credentials (masked in tool output)."""
-    return tuple(v for k, v in os.environ.items() if _SECRET_NAME.search(k) and k not in _KEEP_ENV and len(v) >= 8)
+    """Values of environment variables that are credentials (masked in tool output)."""
+    return tuple(v for k, v in os.environ.items() if _secret_var(k, v) and len(v) >= 8)
+
+
+def _secret_var(name: str, value: str) -> bool:
+    """Named like a credential (`*_TOKEN`, `GH_PAT`), or a value with a credential's shape under any name
+    (`DATABASE_URL=postgres://user:password@host`, a provider key in `MY_SETTING`)."""
+    if name in _KEEP_ENV:
+        return False
+    return bool(_SECRET_NAME.search(name)) or mask(value) != value
 
 
 @functools.cache
@@ -125,7 +145,6 @@ def wrap(argv: list[str], root: Path, level: str, network: bool = False) -> tupl
            "--tmpfs", "/dev/shm", "--tmpfs", "/run"]
     if network:
         cmd += ["--ro-bind-try", "/run/systemd/resolve", "/run/systemd/resolve"]
-    cmd += _home_masks(root)
     secrets, nested_git = _walk(root)
     if level == "workspace-write":
         state = root / ".rhapsody"
@@ -134,6 +153,7 @@ def wrap(argv: list[str], root: Path, level: str, network: bool = False) -> tupl
         cmd += ["--bind", str(root), str(root), "--ro-bind", str(state), str(state), *gitguard.binds(root, nested_git)]
     else:
         cmd += ["--ro-bind", str(root), str(root)]
+    cmd += _home_masks(root)  # after the project's bind, so a home inside the project is masked too
     for path in secrets:
         cmd += ["--ro-bind", empty_file(), str(path)]
     filter_fd = seccomp.program_fd() if _seccomp_works() else None
