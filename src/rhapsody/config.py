@@ -185,7 +185,12 @@ def load_settings(root: Path, flags: dict[str, Any] | None = None) -> Settings:
 
 
 def is_trusted(root: Path, user: dict[str, Any] | None = None) -> bool:
-    """Whether the user config lists `root` (resolved), or a folder above it, in trusted_projects."""
+    """Whether the user config lists `root` (resolved) itself in trusted_projects.
+
+    Not a folder above it: a command in a trusted project can write `sub/.rhapsody/config.toml` or
+    `sub/.mcp.json` (only the root's own `.rhapsody/` is read-only in the sandbox), and opening
+    `sub` later must not apply them as trusted.
+    """
     user = _read_toml(user_config_path()) if user is None else user
     listed = user.get("trusted_projects", [])
     if not isinstance(listed, list):
@@ -193,7 +198,7 @@ def is_trusted(root: Path, user: dict[str, Any] | None = None) -> bool:
     here = root.resolve()
     for entry in listed:
         path = Path(os.path.expanduser(str(entry))).resolve()
-        if path == here or path in here.parents:
+        if path == here:
             return True
     return False
 
