@@ -20,7 +20,6 @@ from rhapsody.config import Settings
 from rhapsody.core import events as ev
 from rhapsody.core.approval import HumanApprover, Question
 from rhapsody.core.loop import Agent
-from rhapsody.core.permissions import suggested_rules
 from rhapsody.core.tools import Approval
 from rhapsody.preview import plain_text
 from rhapsody.render import event_lines, plain, print_event
@@ -40,7 +39,7 @@ class PlainApprover:
         """Ask each question as it comes, one at a time, until cancelled."""
         while True:
             question = await self.approver.next_question()
-            self.rules = suggested_rules(question.tool, question.argument)
+            self.rules = question.rules
             self.pending = question
             rule = f", a = allow {', '.join(self.rules)} for this session" if self.rules else ""
             self.say(f"{plain_text(question.tool, question.args, self.root, question.why)}\n"
