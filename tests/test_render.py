@@ -65,6 +65,7 @@ async def test_headless_text_says_why_a_call_was_refused(stub: Stub, project: Pa
     assert await run_headless(wiring.agent, "go", out=out, err=err) == 0
     line = [x for x in out.getvalue().splitlines() if "bash rm app.py" in x][0]
     assert "→ denied: ask mode" in line and "no human can answer here" in line
+    assert line.endswith("or pick another --permission-mode") and "…" not in line  # the whole reason, uncut
 
 
 async def test_headless_jsonl_starts_with_session_and_ends_with_result(stub: Stub, project: Path) -> None:
