@@ -172,3 +172,16 @@ async def test_allowing_a_compound_command_for_the_session_runs_it_again_without
     results = [b for m in stub.bodies()[2]["messages"] for b in m["content"] if isinstance(b, dict)
                and b.get("type") == "tool_result"]
     assert len(results) == 2 and not any(r.get("is_error") for r in results)
+
+
+def test_the_user_guide_says_what_headless_does_with_bash() -> None:
+    guide = (Path(__file__).parent.parent / "docs" / "user-guide.md").read_text(encoding="utf-8")
+    headless = guide[guide.index("**Headless** (`-p`)"):]
+    headless = headless[:headless.index("\n\n")]
+    assert "bash runs **inside the sandbox** without asking" in headless and "bash is refused unless" not in guide
+    sandboxed = Rules(parse=parse)
+    assert decide("auto-edit", sandboxed, "bash", "pytest -q", True, False, confinement="workspace-write").verdict == "allow"
+    assert decide("read-only", sandboxed, "bash", "pytest -q", True, False, confinement="read-only").verdict == "allow"
+    assert decide("auto-edit", sandboxed, "bash", "pytest -q", True, False, confinement="unavailable").verdict == "ask"
+    assert decide("auto-edit", Rules(allow=["bash:pytest *"], parse=parse), "bash", "pytest -q", True, False,
+                  confinement="unavailable").verdict == "allow"
