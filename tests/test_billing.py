@@ -89,3 +89,20 @@ async def test_stats_prices_each_request_at_the_model_that_served_it(
     assert figures["cache_read_multiplier"] is None
     line = run_command(wiring.agent, "/stats").text.splitlines()[-1]
     assert line.startswith(f"billed input (cache reads at each request's model rate, writes 1.25×): {round(tokens):,}")
+
+
+async def test_stats_labels_the_context_cut_apart_from_the_api_input(
+    stub: Stub, project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "400")
+    stub.script(*[big(n) for n in range(3)], say("listed"), handoff_turn(), say("noted"), big(9), say("more"))
+    wiring = stub.wire(project)
+    await collect(wiring.agent.run("list"))
+    wiring.agent.request_handoff()
+    await collect(wiring.agent.run())
+    await collect(wiring.agent.run("list more"))
+    assert main(["stats", "--cwd", str(project)]) == 0
+    out = capsys.readouterr().out
+    assert "context cut" in out and "reduction" not in out
+    assert "API input: request before → first after" in out
+    assert "it can be higher than before: it is not the context." in out

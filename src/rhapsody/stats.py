@@ -15,6 +15,14 @@ from rhapsody.core.pricing import price_of, priced
 from rhapsody.core.session import USAGE_KEYS
 
 
+STATS_COLUMNS = ("seam", "context ~tokens", "context cut", "bytes", "msgs", "tool calls", "thinking",
+                 "API input: request before → first after")
+STATS_NOTE = ("context: rhapsody's estimate of the request it would send, just before and just after the strip "
+              "(the figure the status bar and the seam divider show); context cut is its fall. API input: what the "
+              "API reported for the last request before the seam and the first one after it, which also carries "
+              "the field note and every message since, so it can be higher than before: it is not the context.")
+
+
 def seam_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per seam: the recorded figures plus the API-reported input just after."""
     rows = []
@@ -85,8 +93,7 @@ def _print_table(path: Path, records: list[dict[str, Any]], totals: dict[str, in
     table = Table(title=f"seams of session {path.stem}")
     # "context" is the one figure the status bar, the seam divider and /stats show (rhapsody/figures.py);
     # the API's reported input is the request before the seam and the next one, which also holds new messages.
-    for column in ("seam", "context ~tokens", "reduction", "bytes", "msgs", "tool calls", "thinking",
-                   "API input (before → next request)"):
+    for column in STATS_COLUMNS:
         table.add_column(column, justify="right")
     for row in seam_rows(records):
         b, a = row["before"], row["after"]
@@ -104,6 +111,8 @@ def _print_table(path: Path, records: list[dict[str, Any]], totals: dict[str, in
         )
     console = Console()
     console.print(table)
+    if seam_rows(records):
+        console.print(STATS_NOTE)
     console.print(
         f"requests {counts['request']}, tool calls {counts['tool_run']}, narration violations {counts['violation']}, "
         f"hints {counts['hint']}; tokens in {totals['input_tokens']:,}, cache write "
