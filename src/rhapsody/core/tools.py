@@ -269,7 +269,7 @@ class Toolbox:
             return "deny", (f"{why}, and no human can answer here (headless); allow it with a rule such as "
                             f"allow = [\"{rule_name}:{argument.split()[0] if argument else ''}*\"]{where} "
                             "or pick another --permission-mode"), "mode", ""
-        answer = await self.approver(tool, argument, why, args, session_rules(self.permission_mode, self.rules, call))
+        answer = await self.approver(tool, argument, why, args, rules=session_rules(self.permission_mode, self.rules, call))
         self.rules.session_allow.extend(answer.remember)
         verdict = "allow" if answer.allow else "deny"
         words = "" if answer.allow or not answer.words.strip() else answer.words
