@@ -229,13 +229,49 @@ def sessions(root: Path) -> Iterator[Path]:
 
 
 def find_session(root: Path, session_id: str | None) -> Path:
-    """The history file of `session_id`, or the newest when None."""
+    """The history file of `session_id`, or when None the newest with a turn (a message):
+    a session opened and closed without one is never "latest"."""
     found = list(sessions(root))
+    if session_id is None:
+        newest = next((p for p in reversed(found) if has_turns(p)), None)  # newest first, stops at one
+        found = [newest] if newest else []
     if not found:
-        raise HistoryError(f"no sessions in {root / STATE_DIR / 'history'}")
+        raise HistoryError(f"no sessions{' with a turn' if session_id is None else ''} in "
+                           f"{root / STATE_DIR / 'history'}")
     if session_id is None:
         return found[-1]
     matches = [p for p in found if p.stem == session_id or p.stem.startswith(session_id)]
     if len(matches) != 1:
         raise HistoryError(f"no single session matches {session_id!r} ({len(matches)} found)")
     return matches[0]
+
+
+def has_turns(path: Path) -> bool:
+    """Whether the history file holds a message (the first is always the human's; unreadable: False)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return False
+    for raw in data.split(b"\n"):
+        if b"message" in raw:
+            record = _parse_line(raw)
+            if record is not None and record["kind"] == "message":
+                return True
+    return False
+
+
+def discard_if_empty(path: Path) -> bool:
+    """Remove a history file that holds nothing but its session header; True when removed.
+
+    Anything else in it (a message, a model switch, a line that does not parse) keeps it."""
+    try:
+        read = read_history(path)
+    except HistoryError:
+        return False
+    if read.skipped or read.torn_tail or [r["kind"] for r in read.records] != ["session"]:
+        return False
+    try:
+        path.unlink()
+    except OSError:
+        return False
+    return True

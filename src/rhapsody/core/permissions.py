@@ -311,17 +311,3 @@ def _ask_reason(mode: str, shell: ShellCommand) -> str:
         return f"{mode} mode asks: no rule can allow this command because {shell.opaque}"
     return f"{mode} mode asks before running commands"
 
-
-def suggested_rules(tool: str, argument: str) -> tuple[str, ...]:
-    """Session rules that would allow calls like this one.
-
-    For bash, one rule per sub-command's first word (an allow rule must cover every part);
-    for file tools, the file's folder.
-    """
-    if tool == "bash":
-        words = [part.split()[0] for part in subcommands(argument) if part.split()]
-        return tuple(dict.fromkeys(f"bash:{w} *" for w in words)) or ("bash",)
-    if tool.startswith("mcp__"):
-        return (tool,)
-    folder = argument.rsplit("/", 1)[0] if "/" in argument else ""
-    return (f"{tool}:{folder}/*" if folder else f"{tool}:*",)
