@@ -127,3 +127,11 @@ async def test_a_command_cannot_plant_a_config_that_a_trusted_parent_project_wou
     settings = load_settings(project / "pkg")  # the user opens the package folder later
     assert settings.sandbox != "off" and settings.permission_mode != "yolo"
     assert "evil" not in plan(project / "pkg").servers
+
+
+async def test_search_text_on_a_fifo_is_refused_at_once(stub: Stub, project: Path) -> None:
+    os.mkfifo(project / "pipe")  # a sandboxed command (or an extracted archive) can leave one
+    stub.script(call(NARRATE, "search_text", pattern="x", path="pipe"), say("done"))
+    wiring = stub.wire(project, permission_mode="auto-edit")
+    await collect(wiring.agent.run("go"))
+    assert "not a regular file" in str(stub.bodies()[1]["messages"][-1])

@@ -250,6 +250,8 @@ class SearchText:
     async def run(self, args: SearchInput, ctx: ToolContext) -> ToolOutcome:
         root = ctx.root.resolve()
         target = confine(root, args.path)
+        if target.exists() and not (target.is_dir() or target.is_file()):
+            raise ToolFailure(f"refused: {args.path} is not a regular file or a folder (a pipe or a device never ends)")
         try:
             re.compile(args.pattern, re.IGNORECASE if args.ignore_case else 0)
         except (re.error, RecursionError, OverflowError) as exc:
