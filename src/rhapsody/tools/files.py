@@ -56,23 +56,29 @@ class ReadFile:
 
 
 def _read_with_blob(path: Path) -> tuple[str, str]:
-    text = _read_regular(path)
-    return text, git_blob(path.read_bytes())
+    data = _read_data(path)
+    return data.decode("utf-8", errors="replace"), git_blob(data)
 
 
-def _read_regular(path: Path) -> str:
+def _read_data(path: Path) -> bytes:
+    """The bytes of a regular file, checked on the descriptor that reads them: a link or a pipe
+    swapped in after the path was resolved is refused, not followed or waited on."""
     try:
-        info = path.stat()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise ToolFailure(f"no such file: {path.name}") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise ToolFailure(f"refused: {path.name} is not a regular file")
-    if info.st_size > READ_CAP * 4:
-        raise ToolFailure(f"{path.name} is {info.st_size} bytes; read a line range or search it instead")
-    data = path.read_bytes()
+    except OSError as exc:
+        raise ToolFailure(f"refused: {path.name}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolFailure(f"refused: {path.name} is not a regular file")
+        if info.st_size > READ_CAP * 4:
+            raise ToolFailure(f"{path.name} is {info.st_size} bytes; read a line range or search it instead")
+        data = f.read(READ_CAP * 4 + 1)
     if b"\x00" in data[:8192]:
         raise ToolFailure(f"{path.name} looks binary ({info.st_size} bytes); not shown")
-    return data.decode("utf-8", errors="replace")
+    return data
 
 
 class WriteInput(BaseModel):
@@ -162,8 +168,7 @@ _NOT_UTF8_HINT = ("; this file is not UTF-8, and each \ufffd that read_file show
 
 def _read_for_edit(path: Path) -> tuple[str, int | None]:
     """The file's text with non-UTF-8 bytes kept as surrogate escapes, and the offset of the first such byte."""
-    _read_regular(path)  # the same refusals as read_file: missing, not regular, too large, binary
-    data = path.read_bytes()
+    data = _read_data(path)  # the same refusals as read_file: missing, not regular, too large, binary
     try:
         return data.decode("utf-8"), None
     except UnicodeDecodeError as exc:
