@@ -8,6 +8,7 @@ transcript is `record_lines(...)` over the same history the loop wrote.
 from __future__ import annotations
 
 import json
+import unicodedata
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -71,8 +72,9 @@ def visible(text: str) -> str:
             out.append(ch)
         elif ch == "\r":
             out.append("\\r")
-        elif code < 32 or code == 127 or 0x80 <= code < 0xA0 or ch in "\u2028\u2029\u202e\u202d\u2066\u2067\u2068\u2069":
-            out.append(f"\\x{code:02x}" if code < 256 else f"\\u{code:04x}")
+        elif code < 32 or code == 127 or 0x80 <= code < 0xA0 or ch in "\u2028\u2029" or unicodedata.category(ch) == "Cf":
+            # Cf: bidi controls, zero-width and tag characters, which reorder or hide what a person approves
+            out.append(f"\\x{code:02x}" if code < 256 else (f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"))
         else:
             out.append(ch)
     return "".join(out)
