@@ -167,7 +167,11 @@ def wrap(argv: list[str], root: Path, level: str, network: bool = False) -> tupl
 def _home_masks(root: Path) -> list[str]:
     home = Path(os.path.expanduser("~"))
     ssh_keys = [str(p) for p in Path("/etc/ssh").glob("ssh_host_*_key")]
-    return _masks(root, [home / rel for rel in HOME_SECRETS] + [Path(p) for p in (*SYSTEM_SECRETS, *ssh_keys)])
+    paths = [home / rel for rel in HOME_SECRETS]
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    if xdg:  # the user config (and other tools' credentials) live here instead of ~/.config
+        paths += [Path(xdg) / rel.removeprefix(".config/") for rel in HOME_SECRETS if rel.startswith(".config/")]
+    return _masks(root, paths + [Path(p) for p in (*SYSTEM_SECRETS, *ssh_keys)])
 
 
 _EMPTY: list[str] = []
