@@ -199,7 +199,7 @@ def _write_bytes(path: Path, data: bytes) -> None:
     except FileNotFoundError:
         mode = None  # a new file: the umask decides, as for any other
     if mode is not None and not os.access(path, os.W_OK, follow_symlinks=False):
-        raise PermissionError(13, "Permission denied", str(path))  # a read-only file stays read-only to the tools
+        raise ToolFailure(f"refused: {path.name} is read-only")  # as it was when the tools wrote through the file
     temp = path.with_name(f".{path.name}.rhapsody-{os.getpid()}-{secrets.token_hex(4)}")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o666)
     try:
