@@ -159,3 +159,15 @@ async def test_the_user_config_under_xdg_config_home_reads_empty_in_the_sandbox(
     await collect(wiring.agent.run("go"))
     body = str(stub.bodies()[1])
     assert "ran" in body and "hunter2-redteam"[::-1] not in body
+
+
+def test_a_resumed_history_cannot_show_a_file_outside_the_project_as_a_note(project: Path) -> None:
+    from rhapsody.render import seam_entry
+
+    outside = project.parent / "outside-secret.txt"
+    outside.write_text("hunter2-redteam\n")
+    (project / "linked-note.md").symlink_to(outside)
+    figures = {"est_tokens": 10, "request_bytes": 100, "tool_use": 1, "text_blocks": 1}
+    for note_path in ("../outside-secret.txt", str(outside), "linked-note.md"):
+        record = {"seam": 1, "before": figures, "after": figures, "note_path": note_path}  # a committed history
+        assert "hunter2-redteam" not in seam_entry(record, project).body

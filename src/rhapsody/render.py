@@ -16,6 +16,7 @@ from typing import Any, TextIO
 from rhapsody.core import events as ev
 from rhapsody.core.context import Conversation
 from rhapsody.core.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
+from rhapsody.core.own_files import read_own
 from rhapsody.core.session import USAGE_KEYS
 
 KEY_ARGUMENTS = ("command", "path", "pattern", "query", "id", "action")
@@ -167,8 +168,9 @@ def seam_entry(record: dict[str, Any], root: Path) -> Line:
     """A divider carrying the seam's figures; its body is the field note."""
     note = ""
     if record.get("note_path"):
-        path = root / record["note_path"]
-        note = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else f"(note {path} is missing)"
+        path = root / str(record["note_path"])
+        text = read_own(root, path)  # a history can be committed by a cloned repository: inside the root only
+        note = text if text is not None else f"(note {path} is missing)"
     return Line("seam", f"──── {seam_line(record)} ────", body=note, key=str(record["seam"]))
 
 
