@@ -171,3 +171,21 @@ def test_a_resumed_history_cannot_show_a_file_outside_the_project_as_a_note(proj
     for note_path in ("../outside-secret.txt", str(outside), "linked-note.md"):
         record = {"seam": 1, "before": figures, "after": figures, "note_path": note_path}  # a committed history
         assert "hunter2-redteam" not in seam_entry(record, project).body
+
+
+def test_a_committed_history_link_or_pipe_is_not_read(project: Path) -> None:
+    import json
+
+    from rhapsody.core.history import HistoryError, has_turns, read_history
+
+    other = project.parent / "other-project-history.jsonl"  # another project's transcript
+    other.write_text(json.dumps({"v": 1, "seq": 0, "ts": 0, "kind": "message", "role": "user",
+                                 "content": "hunter2-redteam"}) + "\n")
+    folder = project / ".rhapsody" / "history"
+    folder.mkdir(parents=True)
+    (folder / "20990101-000000-aaaaaa.jsonl").symlink_to(other)
+    os.mkfifo(folder / "20990101-000000-bbbbbb.jsonl")  # an extracted archive can carry one
+    for name in ("20990101-000000-aaaaaa.jsonl", "20990101-000000-bbbbbb.jsonl"):
+        assert not has_turns(folder / name)  # returns at once: never blocks on the pipe
+        with pytest.raises(HistoryError):
+            read_history(folder / name)

@@ -14,9 +14,11 @@ Imports: stdlib only.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -183,7 +185,7 @@ class HistoryRead:
 def read_history(path: Path) -> HistoryRead:
     """Read every record; malformed lines are skipped and counted, a torn tail noted."""
     try:
-        data = path.read_bytes()
+        data = _read_plain(path)
     except OSError as exc:
         raise HistoryError(f"cannot read history {path}: {exc.strerror}") from None
     result = HistoryRead()
@@ -246,10 +248,21 @@ def find_session(root: Path, session_id: str | None) -> Path:
     return matches[0]
 
 
+def _read_plain(path: Path) -> bytes:
+    """The bytes of a regular file; in a project's state folder never through a link (a cloned
+    repository can commit one to another project's history), and never waiting on a pipe."""
+    nofollow = os.O_NOFOLLOW if STATE_DIR in path.parts else 0
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | nofollow | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        return f.read()
+
+
 def has_turns(path: Path) -> bool:
     """Whether the history file holds a message (the first is always the human's; unreadable: False)."""
     try:
-        data = path.read_bytes()
+        data = _read_plain(path)
     except OSError:
         return False
     for raw in data.split(b"\n"):
