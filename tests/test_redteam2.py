@@ -189,3 +189,24 @@ def test_a_committed_history_link_or_pipe_is_not_read(project: Path) -> None:
         assert not has_turns(folder / name)  # returns at once: never blocks on the pipe
         with pytest.raises(HistoryError):
             read_history(folder / name)
+
+
+async def test_the_python_search_fallback_does_not_import_the_projects_code(
+        stub: Stub, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    marker = project.parent / "ran-the-repositorys-module"
+    (project / "rhapsody").mkdir()  # a cloned repository shadowing rhapsody's own package
+    (project / "rhapsody" / "__init__.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    bin_dir = tmp_path / "bin-without-rg"  # no ripgrep: the Python fallback runs
+    bin_dir.mkdir()
+    for tool in ("git", "sh", "bash"):
+        found = shutil.which(tool)
+        if found:
+            (bin_dir / tool).symlink_to(found)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    stub.script(call(NARRATE, "search_text", pattern="close", path="."), say("done"))
+    wiring = stub.wire(project, permission_mode="auto-edit")
+    await collect(wiring.agent.run("go"))
+    assert "rhapsody/__init__.py" in str(stub.bodies()[1]["messages"][-1])  # the search itself worked
+    assert not marker.exists(), "the repository's own module ran outside the sandbox"

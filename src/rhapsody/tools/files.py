@@ -269,7 +269,8 @@ class SearchText:
         else:
             job = {"root": str(root), "target": str(target), "pattern": args.pattern, "ignore_case": args.ignore_case,
                    "hidden": list(ctx.read_deny)}
-            argv = [sys.executable, "-m", "rhapsody.tools.search", json.dumps(job)]
+            # -I: isolated, so the project folder (the working directory) is not on sys.path
+            argv = [sys.executable, "-I", "-m", "rhapsody.tools.search", json.dumps(job)]
         limit = min(search.SEARCH_SECONDS, ctx.bash_timeout)
         done = await procs.run(argv, str(root), scrubbed_env(), limit, ctx.output_cap * 4)
         if done.timed_out:
