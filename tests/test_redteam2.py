@@ -210,3 +210,18 @@ async def test_the_python_search_fallback_does_not_import_the_projects_code(
     await collect(wiring.agent.run("go"))
     assert "rhapsody/__init__.py" in str(stub.bodies()[1]["messages"][-1])  # the search itself worked
     assert not marker.exists(), "the repository's own module ran outside the sandbox"
+
+
+SECRET_NAMES = ["terraform.tfvars", "prod.tfstate", "terraform.tfstate.backup", "config/secrets.yml", ".streamlit/secrets.toml",
+                ".htpasswd", "deploy.ppk", "vault.kdbx", ".vault-token", "kubeconfig", ".dockercfg", ".s3cfg",
+                "service-account-prod.json", "client_secret_123.json", "office.ovpn"]
+
+
+@pytest.mark.parametrize("name", SECRET_NAMES)
+async def test_more_secret_file_names_are_protected(stub: Stub, project: Path, name: str) -> None:
+    (project / name).parent.mkdir(parents=True, exist_ok=True)
+    (project / name).write_text("VALUE=hunter2-redteam\n")
+    stub.script(call(NARRATE, "read_file", path=name), call(NARRATE, "search_text", pattern="VALUE", path="."), say("done"))
+    wiring = stub.wire(project, permission_mode="auto-edit")
+    await collect(wiring.agent.run("go"))
+    assert "hunter2-redteam" not in str(stub.bodies()[1:])

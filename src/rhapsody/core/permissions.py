@@ -39,7 +39,10 @@ from pathlib import Path
 FILE_WRITERS = ("write_file", "edit_file")
 PROTECTED_READS = (".env", ".env.*", ".env-*", ".env_*", "*.env", ".envrc", "*.pem", "*.key", "*.p12", "*.pfx",
                    "id_rsa*", "id_ed25519*", "id_ecdsa*", "id_dsa*", ".netrc", ".git-credentials", ".pgpass", ".npmrc",
-                   ".pypirc", "credentials.json", "*.keystore", "*.jks")
+                   ".pypirc", "credentials.json", "*.keystore", "*.jks", "*.tfvars", "*.tfstate", "*.tfstate.*",
+                   "secrets.yml", "secrets.yaml", "secrets.json", "secrets.toml", ".secrets", ".htpasswd", "*.ppk", "*.kdbx",
+                   ".vault-token", "kubeconfig", ".dockercfg", ".s3cfg", ".boto", "service-account*.json",
+                   "client_secret*.json", "*.ovpn")
 """Secret-looking file names, matched case-insensitively against every part of the path. The one list:
 read_file refuses them, search and git leave them out, the sandbox binds an empty file over them."""
 SANDBOXED = ("workspace-write", "read-only")
