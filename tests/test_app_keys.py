@@ -112,6 +112,23 @@ async def test_lone_hotkeys_answer(stub: Stub, project: Path) -> None:
     assert all((project / n).exists() for n in ("one.txt", "two.txt", "three.txt"))
 
 
+async def test_keys_typed_as_the_dialog_opens_stay_in_the_prompt(stub: Stub, project: Path) -> None:
+    stub.script(call(NARRATE, "bash", command="touch one.txt"), say("done"))
+    app = ask_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.start_turn("go")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.is_mounted)
+        await pilot.press("a", "enter", "y", "enter")  # meant for the prompt; the dialog just appeared
+        assert isinstance(app.screen, ApprovalScreen) and not app.screen.ready
+        assert "wait" in str(app.screen.query_one("#enter-does", Static).render())
+        assert app.screen_stack[0].query_one(PromptInput).text.endswith("ay")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None)
+        await pilot.press("escape")
+        await idle(pilot)
+    assert not (project / "one.txt").exists()
+    assert app.agent.toolbox.rules.session_allow == []
+
+
 async def test_unfold_at_once_full_view_and_focus_paths(stub: Stub, project: Path) -> None:
     long = "".join(f"line {i} of the output\n" for i in range(600)) + "the-very-end"
     (project / "big.txt").write_text(long)
