@@ -230,6 +230,41 @@ async def test_ctrl_o_during_a_turn_without_tools_ends_in_a_seam(stub: Stub, pro
         assert f"ctx ~{seam['after']['est_tokens']:,}" in status and "seams 1" in status
 
 
+async def test_escape_cancels_a_handoff_request_and_says_so(stub: Stub, project: Path) -> None:
+    slow = {"content": [{"type": "text", "text": "A long answer with no tool call at all. " * 40}], "delay": 0.05}
+    stub.script(slow, say("the answer to next"))
+    app = plain_app(stub, project)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await send(pilot, "talk")
+        await until(pilot, lambda: app.transcript.live is not None)
+        await pilot.press("ctrl+o")
+        await pilot.press("escape")
+        await idle(pilot)
+        assert any("micro-handoff cancelled" in t for t in texts(app))
+        assert not app.agent.session.handoff.pending
+        await send(pilot, "next")
+        await idle(pilot)
+        assert "the answer to next" in texts(app)
+        assert not any(e.kind == "harness" and "Micro-handoff requested" in e.text for e in app.transcript.entries)
+        await app.reload()
+        assert any("micro-handoff cancelled" in t for t in texts(app))
+
+
+async def test_enter_then_ctrl_o_answers_the_message_then_hands_off(stub: Stub, project: Path) -> None:
+    stub.script(say("here is what comes next"), handoff_turn(), say("Noted."))
+    app = plain_app(stub, project)
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.query_one(PromptInput).text = "what next?"
+        app.agent.request_handoff()  # ctrl+o landing just before the turn starts
+        await pilot.press("enter")
+        await idle(pilot)
+        first = stub.bodies()[0]["messages"][-1]["content"]
+        assert [b["text"] for b in first if b["type"] == "text"] == ["what next?"]  # the ask comes after the answer
+        assert "› what next?" in texts(app) and "here is what comes next" in texts(app)
+        assert not any("what next?" in t for t in texts(app) if t.startswith("✎"))
+        assert [r["kind"] for r in records(app)].count("seam") == 1
+
+
 async def test_hints_land_where_delivered_and_notes_survive_a_reload(stub: Stub, project: Path) -> None:
     stub.script(call(NARRATE, "bash", command="sleep 0.4; echo done"), say("finished"), say("queued seen"))
     app = plain_app(stub, project)

@@ -37,6 +37,7 @@ from textual.worker import Worker
 from rhapsody import render
 from rhapsody.commands import COMMANDS, is_command, run_command
 from rhapsody.core import events as ev
+from rhapsody.core import handoff_state
 from rhapsody.config import Settings
 from rhapsody.core.approval import HumanApprover
 from rhapsody.core.loop import Agent
@@ -119,7 +120,7 @@ class RhapsodyApp(App[int]):
     @property
     def busy(self) -> bool:
         """Whether a turn is running."""
-        return self.agent.busy or (self.worker is not None and self.worker.is_running)
+        return self.agent.busy or (self.worker is not None and not self.worker.is_finished)
 
     def get_system_commands(self, screen: Screen[Any]) -> Any:
         """The command palette lists rhapsody's own commands first."""
@@ -251,6 +252,9 @@ class RhapsodyApp(App[int]):
             self.transcript.sync(entry)
         self.calls = {}
         await self.transcript.add(Entry.of(render.event_lines(ev.Interrupted(""))[0]))
+        if handoff_state.cancel(self.agent.session):  # Esc ends a handoff request too, and says so
+            await self.transcript.add(Entry("error", f"✗ handoff: {handoff_state.CANCELLED}"))
+            self.refresh_status()
         self._seen = len(self.agent.session.records)
 
     async def apply(self, event: ev.Event) -> None:
