@@ -215,9 +215,11 @@ async def test_history_completion_and_local_commands(stub: Stub, project: Path) 
 
 async def test_ctrl_o_during_a_turn_without_tools_ends_in_a_seam(stub: Stub, project: Path) -> None:
     slow = {"content": [{"type": "text", "text": "A long answer with no tool call at all. " * 20}], "delay": 0.01}
-    stub.script(slow, handoff_turn(), say("Noted."))
+    stub.script(call(NARRATE, "bash", command="echo earlier"), say("ran it"), slow, handoff_turn(), say("Noted."))
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
+        await send(pilot, "run something")
+        await idle(pilot)
         app.start_turn("go")
         await until(pilot, lambda: app.transcript.live is not None)
         await app.action_handoff()
@@ -251,18 +253,41 @@ async def test_escape_cancels_a_handoff_request_and_says_so(stub: Stub, project:
 
 
 async def test_enter_then_ctrl_o_answers_the_message_then_hands_off(stub: Stub, project: Path) -> None:
-    stub.script(say("here is what comes next"), handoff_turn(), say("Noted."))
+    stub.script(call(NARRATE, "bash", command="echo earlier"), say("ran it"), say("here is what comes next"),
+                handoff_turn(), say("Noted."))
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
+        await send(pilot, "run something")
+        await idle(pilot)
         app.query_one(PromptInput).text = "what next?"
         app.agent.request_handoff()  # ctrl+o landing just before the turn starts
         await pilot.press("enter")
         await idle(pilot)
-        first = stub.bodies()[0]["messages"][-1]["content"]
+        first = stub.bodies()[2]["messages"][-1]["content"]
         assert [b["text"] for b in first if b["type"] == "text"] == ["what next?"]  # the ask comes after the answer
         assert "› what next?" in texts(app) and "here is what comes next" in texts(app)
         assert not any("what next?" in t for t in texts(app) if t.startswith("✎"))
         assert [r["kind"] for r in records(app)].count("seam") == 1
+
+
+async def test_ctrl_o_with_nothing_to_strip_sends_no_request(stub: Stub, project: Path) -> None:
+    slow = {"content": [{"type": "text", "text": "Talking, no tools. " * 40}], "delay": 0.05}
+    stub.script(say("hello"), slow)
+    app = plain_app(stub, project)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await send(pilot, "hi")
+        await idle(pilot)
+        sent = len(stub.bodies())
+        await pilot.press("ctrl+o")
+        await idle(pilot)
+        assert len(stub.bodies()) == sent and any("nothing to hand off" in t for t in texts(app))
+        await send(pilot, "talk")
+        await until(pilot, lambda: app.transcript.live is not None)
+        await pilot.press("ctrl+o")  # mid-turn: the turn ends with no tool call, so no request follows
+        await idle(pilot)
+        assert len(stub.bodies()) == sent + 1
+        assert "seam" not in [r["kind"] for r in records(app)] and not app.agent.session.handoff.pending
+        assert sum("nothing to hand off" in t for t in texts(app)) == 2
 
 
 async def test_hints_land_where_delivered_and_notes_survive_a_reload(stub: Stub, project: Path) -> None:

@@ -81,6 +81,11 @@ def run_command(agent: Agent, line: str) -> Outcome:
 
 
 def _handoff(agent: Agent) -> Outcome:
+    from rhapsody.core.handoff import stripped_calls
+    from rhapsody.core.handoff_state import NOTHING
+
+    if not agent.busy and not agent.session.handoff.pending and not stripped_calls(agent.session):
+        return Outcome(NOTHING)  # no request, no seam: there is nothing to strip
     agent.request_handoff()
     if agent.busy:
         return Outcome("micro-handoff requested: at the next tool boundary, or right after this turn ends")

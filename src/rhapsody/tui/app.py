@@ -201,7 +201,7 @@ class RhapsodyApp(App[int]):
             await self.reload()
         if outcome.text and not outcome.in_history:
             await self.note(outcome.text, "error" if outcome.error else "notice")
-        if outcome.run_turn:
+        if outcome.run_turn and not self.busy:  # a turn about to start asks at its end (after_turn)
             self.start_turn(None)
         self.refresh_status()
 
@@ -236,9 +236,15 @@ class RhapsodyApp(App[int]):
 
     async def after_turn(self) -> None:
         """ctrl+o always ends in a seam: a handoff wanted when the turn ended is asked for now."""
+        from rhapsody.core.handoff import stripped_calls
         from rhapsody.core.handoff_state import Phase
 
-        if self.agent.session.handoff.phase == Phase.WANTED:
+        session = self.agent.session
+        if session.handoff.phase == Phase.WANTED and not stripped_calls(session):
+            handoff_state.cancel(session, handoff_state.NOTHING)  # no request for a seam that strips nothing
+            await self.transcript.add(Entry("error", f"✗ handoff: {handoff_state.NOTHING}"))
+            self._seen = len(session.records)
+        if session.handoff.phase == Phase.WANTED:
             async with aclosing(self.agent.run(None)) as stream:
                 async for event in stream:
                     await self.apply(event)
