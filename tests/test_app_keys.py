@@ -290,6 +290,24 @@ async def test_ctrl_o_with_nothing_to_strip_sends_no_request(stub: Stub, project
         assert sum("nothing to hand off" in t for t in texts(app)) == 2
 
 
+async def test_a_finished_edit_unfolds_to_the_diff_it_applied(stub: Stub, project: Path) -> None:
+    stub.script(call(NARRATE, "edit_file", path="app.py", old="a - b", new="a + b"),
+                call(NARRATE, "write_file", path="new.txt", content="fresh\n"), say("fixed"))
+    app = plain_app(stub, project)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await send(pilot, "fix")
+        await idle(pilot)
+        for live in (True, False):
+            edit, write = [e for e in app.transcript.entries if e.kind == "tool"]
+            assert "-    return a - b" in edit.body and "+    return a + b" in edit.body, live
+            assert "+fresh" in write.body and "+++ b/new.txt" in write.body
+            await app.reload()  # rebuilt from history, as on resume
+    sent = [b for m in stub.bodies()[1]["messages"] for b in m["content"] if isinstance(b, dict)
+            and b.get("type") == "tool_result"]
+    assert sent[0]["content"] in ("edited app.py: 1 replacement(s)",
+                                  [{"type": "text", "text": "edited app.py: 1 replacement(s)"}])
+
+
 async def test_hints_land_where_delivered_and_notes_survive_a_reload(stub: Stub, project: Path) -> None:
     stub.script(call(NARRATE, "bash", command="sleep 0.4; echo done"), say("finished"), say("queued seen"))
     app = plain_app(stub, project)

@@ -122,11 +122,18 @@ def tool_line(view: ToolView) -> Line:
     return Line("tool", tool_title(view), body=view.output, key=view.call.id, state=view.state, reason=reason)
 
 
-def finished_view(event: ev.ToolFinished) -> ToolView:
-    """The view of a finished call, from its event."""
+def finished_view(event: ev.ToolFinished, run: dict[str, Any] | None = None) -> ToolView:
+    """The view of a finished call, from its event (and its `tool_run` record, for an applied diff)."""
     if event.refused:
         return ToolView(event.call, "denied", 0, None, event.refused)
-    return ToolView(event.call, _state(event.is_error, event.exit_code), event.duration_ms, event.exit_code, event.output)
+    return ToolView(event.call, _state(event.is_error, event.exit_code), event.duration_ms, event.exit_code,
+                    with_diff(event.output, run))
+
+
+def with_diff(output: str, run: dict[str, Any] | None) -> str:
+    """A write's or edit's output followed by the diff it applied, as its unfolded body shows it."""
+    diff = str(run.get("diff") or "") if run else ""
+    return f"{output}\n\n{visible(diff)}" if diff else output
 
 
 def _state(is_error: bool, exit_code: int | None) -> str:
@@ -351,7 +358,7 @@ def _call_view(call: ToolUseBlock, run: dict[str, Any] | None, result: ToolResul
     if run.get("refused"):
         return ToolView(call, "denied", 0, None, str(run["refused"]))
     state = _state(bool(result and result.is_error), run.get("exit_code"))
-    return ToolView(call, state, run.get("duration_ms", 0), run.get("exit_code"), output)
+    return ToolView(call, state, run.get("duration_ms", 0), run.get("exit_code"), with_diff(output, run))
 
 
 def _message_lines(message: Message, hints: list[tuple[str, str, str]], calls: dict[str, ToolView],

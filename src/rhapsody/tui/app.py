@@ -315,6 +315,8 @@ class RhapsodyApp(App[int]):
         await self.transcript.end_text()
         await self.show_harness()
         line = render.event_lines(event)[0]
+        if isinstance(event, ev.ToolFinished):
+            line = render.tool_line(render.finished_view(event, self.run_record(event.call.id)))
         if isinstance(event, ev.ToolStarted):
             entry = Entry.of(line)
             self.calls[event.call.id] = (event.call, entry)
@@ -327,6 +329,11 @@ class RhapsodyApp(App[int]):
             await self.transcript.add(entry)
         self.transcript.sync(entry)
         self.live.start("working")
+
+    def run_record(self, call_id: str) -> dict[str, Any] | None:
+        """The `tool_run` record of a call that just finished."""
+        records = self.agent.session.records
+        return next((r for r in reversed(records[-20:]) if r["kind"] == "tool_run" and r["tool_use_id"] == call_id), None)
 
     async def show_harness(self) -> None:
         """Messages the harness itself sent the model appear as harness lines, as on resume."""
