@@ -359,6 +359,33 @@ async def test_status_bar_fits_80_columns_and_keeps_context_and_cost(stub: Stub,
         assert str(project).replace(str(Path.home()), "~") in str(wide.query_one("#status", Static).render())
 
 
+async def test_liveness_and_tool_lines_at_80_columns(stub: Stub, project: Path) -> None:
+    slow = {"content": [{"type": "text", "text": "Visible words streaming slowly. " * 40}], "delay": 0.05}
+    command = "sleep 1; for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do echo number-$i; done; echo finished"
+    stub.script(slow, call(NARRATE, "bash", command=command), say("done"))
+    app = plain_app(stub, project)
+    async with app.run_test(size=(160, 24)) as pilot:
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        status = str(app.query_one("#status", Static).render()).rstrip()
+        assert len(status) < 80 and not status.endswith("│")
+        await send(pilot, "talk")
+        await until(pilot, lambda: app.transcript.live is not None)
+        await pilot.pause(0.2)
+        assert "writing" in str(app.query_one("#status", Static).render())
+        await idle(pilot)
+        await send(pilot, "run")
+        await until(pilot, lambda: app.calls)
+        await pilot.pause()
+        tool = [w for w in app.transcript.query(Foldable) if w.entry.kind == "tool"][-1]
+        shown = str(tool.render())
+        assert shown.endswith("… running") and len(shown) <= 80
+        await idle(pilot)
+        bar = app.query_one("Footer")
+        assert all(key.region.right <= 80 for key in bar.query("FooterKey"))
+        assert max(key.region.right for key in bar.query("FooterKey")) > 0
+
+
 async def test_palette_lists_rhapsody_commands(stub: Stub, project: Path) -> None:
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:

@@ -8,6 +8,7 @@ transcript is `record_lines(...)` over the same history the loop wrote.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -120,6 +121,21 @@ def tool_line(view: ToolView) -> Line:
     """The transcript line of a tool call."""
     reason = first_line(view.output, 300) if view.state in ("error", "denied") else ""
     return Line("tool", tool_title(view), body=view.output, key=view.call.id, state=view.state, reason=reason)
+
+
+OUTCOME = re.compile(r" (… running|… waiting for your answer|→ interrupted|→ ok \(|→ exit -?\d+ \(|→ error \(|→ denied)")
+
+
+def fit_tool_title(title: str, width: int) -> str:
+    """A tool line cut to `width` columns by shortening its command, so its state stays in view."""
+    if len(title) <= width or width < 20:
+        return title
+    found = list(OUTCOME.finditer(title))
+    if not found:
+        return title
+    head, outcome = title[: found[-1].start()], title[found[-1].start():]
+    room = max(8, width - len(outcome) - 1)
+    return (head[: room - 1] + "…" if len(head) > room else head) + outcome
 
 
 def finished_view(event: ev.ToolFinished, run: dict[str, Any] | None = None) -> ToolView:

@@ -56,10 +56,10 @@ class RhapsodyApp(App[int]):
     BINDINGS = [
         Binding("ctrl+o", "handoff", "Handoff", id="handoff", priority=True),
         Binding("escape", "interrupt", "Interrupt", id="interrupt"),
-        Binding("ctrl+n", "noop", "Queue for end of turn", id="queue", show=True),
+        Binding("ctrl+n", "noop", "Queue", id="queue", show=True, tooltip="Queue the message for the end of the turn"),
         Binding("ctrl+j", "noop", "New line", id="newline", show=False),
         Binding("ctrl+u", "earlier", "Earlier", id="earlier", priority=True, show=False),
-        Binding("ctrl+c", "quit_twice", "Quit (twice)", id="quit", priority=True),
+        Binding("ctrl+c", "quit_twice", "Quit", id="quit", priority=True, tooltip="Press twice to quit"),
     ]
 
     def __init__(self, agent: Agent, settings: Settings, approver: HumanApprover | None = None,
@@ -267,6 +267,7 @@ class RhapsodyApp(App[int]):
         """Show one loop event."""
         t = self.transcript
         if isinstance(event, ev.TextDelta):
+            self.live.writing()
             self.live.streamed(len(event.text))
             await t.stream_text(event.text)
             return  # the status line repaints on the spinner's tick
@@ -429,6 +430,10 @@ class RhapsodyApp(App[int]):
         """Set the state shown in the status bar."""
         self.query_one(StatusBar).state = state
         self.refresh_status()
+
+    def on_resize(self) -> None:
+        """The status line is fitted to the width again."""
+        self.call_after_refresh(self.refresh_status)
 
     def tick(self) -> None:
         """The spinner's beat: only repaint while something runs."""

@@ -6,6 +6,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rich.cells import cell_len
+
 from rhapsody.figures import Figures
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -32,6 +34,11 @@ class Liveness:
         if what == "thinking":
             self.chars = 0
 
+    def writing(self) -> None:
+        """Visible text streams: the model is writing, no longer only thinking."""
+        if self.what == "thinking":
+            self.what = "writing"
+
     def streamed(self, chars: int) -> None:
         """Count streamed characters (shown as approximate tokens)."""
         self.chars += chars
@@ -51,13 +58,13 @@ class Liveness:
         self.active = False
 
     def text(self, now: float | None = None) -> str:
-        """"⠹ bash 2.4 s" or "⠹ thinking 1.2 s · ↓ ~310 tokens"."""
+        """"⠹ bash 2.4 s" or "⠹ writing 1.2 s · ↓ ~310 tokens"."""
         now = now if now is not None else time.monotonic()
         if self.paused_at:
             return "waiting for you"
         elapsed = max(0.0, now - self.started)
         frame = SPINNER[int(elapsed * 8) % len(SPINNER)]
-        tokens = f" · ↓ ~{self.chars // CHARS_PER_TOKEN:,} tokens" if self.chars and self.what == "thinking" else ""
+        tokens = f" · ↓ ~{self.chars // CHARS_PER_TOKEN:,} tokens" if self.chars and self.what in ("thinking", "writing") else ""
         return f"{frame} {self.what} {elapsed:.1f} s{tokens}"
 
 
@@ -80,14 +87,15 @@ def status_line(figures: Figures, session: Any, git: str, state: str, width: int
         (7, f"violations {figures.violations}"),
         (8, cwd),
     ]
-    fields = [f for f in fields if f[1]]
+    fields = [f for f in fields if f[1].strip()]
     while len(fields) > 3 and _width(fields) > width - 1:
         fields.remove(max(fields, key=lambda f: f[0]))
-    return " " + " │ ".join(text for _, text in fields)
+    line = " " + " │ ".join(text for _, text in fields)
+    return line if cell_len(line) < width else line[: max(1, width - 2)] + "…"  # never a cut field or a dangling │
 
 
 def _width(fields: list[tuple[int, str]]) -> int:
-    return 1 + sum(len(t) for _, t in fields) + 3 * (len(fields) - 1)
+    return 1 + sum(cell_len(t) for _, t in fields) + 3 * (len(fields) - 1)
 
 
 def welcome_text(agent: Any, settings: Any, extra: str = "") -> str:

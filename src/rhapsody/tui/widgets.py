@@ -116,7 +116,12 @@ class Foldable(Static, can_focus=True):
     def render(self) -> Any:
         mark = "▼" if self.expanded else "▶"
         if not self.expanded:
-            return Text(f"{mark} {self.title}")
+            title = self.title
+            if self.entry.kind == "tool" and self.size.width:
+                from rhapsody.render import fit_tool_title
+
+                title = fit_tool_title(title, self.content_size.width - 2)
+            return Text(f"{mark} {title}")
         body = self.entry.body[:RESULT_PREVIEW]
         if self.cut:
             more = len(self.entry.body) - RESULT_PREVIEW
