@@ -386,6 +386,46 @@ async def test_liveness_and_tool_lines_at_80_columns(stub: Stub, project: Path) 
         assert max(key.region.right for key in bar.query("FooterKey")) > 0
 
 
+def contrast(a: Any, b: Any) -> float:
+    def lum(c: Any) -> float:
+        parts = [v / 255 for v in (c[0], c[1], c[2])] if isinstance(c, tuple) else [v / 255 for v in (c.r, c.g, c.b)]
+        lin = [p / 12.92 if p <= 0.03928 else ((p + 0.055) / 1.055) ** 2.4 for p in parts]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+    hi, lo = sorted((lum(a), lum(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def eight_bit(*colors: Any) -> list[Any]:
+    from rich.color import ColorSystem
+
+    return [c.rich_color.downgrade(ColorSystem.EIGHT_BIT).get_truecolor() for c in colors]
+
+
+async def test_focused_lines_are_readable_and_keys_typed_while_focus_moves_land_in_order(
+        stub: Stub, project: Path) -> None:
+    from textual import events
+
+    from rhapsody.tui.widgets import Entry
+
+    app = plain_app(stub, project)
+    async with app.run_test(size=(100, 30)) as pilot:
+        for kind in ("harness", "tool", "seam", "thinking"):
+            await app.transcript.add(Entry(kind, f"⚙ [rhapsody] a {kind} line", "its body", key=kind))
+        await pilot.pause()
+        for line in app.transcript.query(Foldable):
+            line.focus()
+            await pilot.pause()
+            background = line.background_colors[1]
+            color = background + line.styles.color  # the text colour as painted (muted text has alpha)
+            assert contrast(background, color) >= 4.5, line.entry.kind
+            assert contrast(*eight_bit(background, color)) >= 4.5, line.entry.kind  # as tmux's 256 colours show it
+        for key, char in (("tab", None), ("a", "a"), ("b", "b"), ("c", "c"), ("home", None), ("X", "X")):
+            app.post_message(events.Key(key, char))  # all queued at once, as a fast typist's keys arrive
+        await pilot.pause(0.2)
+        assert app.query_one(PromptInput).text.endswith("Xabc")
+
+
 async def test_palette_lists_rhapsody_commands(stub: Stub, project: Path) -> None:
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
