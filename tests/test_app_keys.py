@@ -426,6 +426,32 @@ async def test_focused_lines_are_readable_and_keys_typed_while_focus_moves_land_
         assert app.query_one(PromptInput).text.endswith("Xabc")
 
 
+async def test_command_outputs_survive_continue_in_place(stub: Stub, project: Path) -> None:
+    stub.script(say("first answer"), say("second answer"))
+    app = plain_app(stub, project)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await send(pilot, "one")
+        await idle(pilot)
+        await send(pilot, "/model nonsense-model")
+        await send(pilot, "/stats")
+        await send(pilot, "two")
+        await idle(pilot)
+        live = texts(app)
+    assert any("nonsense-model" in t for t in live)
+    from rhapsody.wiring import build
+
+    resumed_wiring = build(project, app.settings, stub.model(), app.agent.session.spec.model, continue_last=True)
+    again = RhapsodyApp(resumed_wiring.agent, resumed_wiring.settings)
+    async with again.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        resumed = texts(again)
+        kinds = [e.kind for e in again.transcript.entries if "nonsense-model" in e.text]
+    order = [next(i for i, t in enumerate(resumed) if cue in t)
+             for cue in ("first answer", "nonsense-model", "no seams yet", "› two", "second answer")]
+    assert order == sorted(order)
+    assert kinds == ["error"]
+
+
 async def test_palette_lists_rhapsody_commands(stub: Stub, project: Path) -> None:
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:

@@ -346,6 +346,8 @@ def _other_lines(record: dict[str, Any], root: Path, hints: dict[str, str], land
     if kind == "error":
         return [Line("error", f"✗ {record.get('message', '')}")]
     if kind == "notice":
+        if record.get("shown") == "as is":  # a command's output or a note of the app's own
+            return [Line("error" if record.get("error") else "notice", str(record.get("text", "")))]
         return [Line("notice", f"! {record.get('text', '')}")]
     if kind == "seam_failed":
         return [Line("error", f"✗ handoff: {record.get('reason', '')}")]

@@ -74,7 +74,6 @@ class RhapsodyApp(App[int]):
         self.welcome = welcome
         self.hints: dict[str, Entry] = {}
         self.calls: dict[str, tuple[ToolUseBlock, Entry]] = {}
-        self.notes: list[tuple[int, Entry]] = []
         self.worker: Worker[None] | None = None
         self.live = Liveness()
         self.figures = Figures()
@@ -151,20 +150,10 @@ class RhapsodyApp(App[int]):
         box.set_class(not matches, "hidden")
 
     async def reload(self) -> None:
-        """Rebuild the transcript from history (the one renderer), with this session's notes kept in place."""
+        """Rebuild the transcript from history (the one renderer); command outputs are `notice` records, kept in place."""
         session = self.agent.session
         lines = render.record_lines(session.records, session.root, session.id, session.conversation)
-        notes = iter(sorted(self.notes, key=lambda n: n[0]))
-        note = next(notes, None)
-        entries: list[Entry] = []
-        for n, line in lines:
-            while note is not None and note[0] <= n:
-                entries.append(note[1])
-                note = next(notes, None)
-            entries.append(Entry.of(line))
-        while note is not None:
-            entries.append(note[1])
-            note = next(notes, None)
+        entries = [Entry.of(line) for _, line in lines]
         if not entries:
             entries = [Entry("welcome", welcome_text(self.agent, self.settings, self.welcome))]
         self._seen = len(session.records)
@@ -177,10 +166,9 @@ class RhapsodyApp(App[int]):
             await self.transcript.remove_entry(entry)
 
     async def note(self, text: str, kind: str = "notice") -> None:
-        """Show a command's output; it stays in place when the transcript is rebuilt."""
-        entry = Entry(kind, text)
-        self.notes.append((len(self.agent.session.records), entry))
-        await self.transcript.add(entry)
+        """Show a command's output; a `notice` record keeps it in place on a rebuild and on --continue."""
+        self.agent.session.record("notice", text=text, shown="as is", **({"error": True} if kind == "error" else {}))
+        await self.transcript.add(Entry(kind, text))
 
     async def add_hint(self, text: str, mode: str) -> None:
         """Queue a hint (on disk at once) and show it as pending."""
@@ -196,8 +184,6 @@ class RhapsodyApp(App[int]):
             self.exit(0)
             return
         if outcome.reload:
-            if text.startswith("/clear"):
-                self.notes = []
             await self.reload()
         if outcome.text and not outcome.in_history:
             await self.note(outcome.text, "error" if outcome.error else "notice")
