@@ -58,6 +58,8 @@ async def test_without_a_seam_both_figures_come_from_the_same_requests(
     assert figures["seams"] == 0 and figures["saving_per_further_request"] == 0
     assert figures["billed_input_tokens_without_seams"] == figures["billed_input_tokens_simulated"]
     assert figures["cache_read_multiplier"] == 0.05  # claude-sonnet-5-5's rate from the price table
+    line = run_command(wiring.agent, "/stats").text.splitlines()[-1]
+    assert line.endswith("no seams yet, so nothing saved") and "more" not in line and "without" not in line
 
 
 async def test_stats_prices_each_request_at_the_model_that_served_it(
@@ -80,3 +82,27 @@ async def test_stats_prices_each_request_at_the_model_that_served_it(
                     + PRICES[m].read_mult * u["cache_read_input_tokens"]) * PRICES[m].input / 1e6
                    for m, u in zip(served, usage))
     assert figures["model"] == "claude-haiku-4-5" and figures["billed_input_usd"] == round(expected, 4)
+    tokens = sum(u["input_tokens"] + 1.25 * u["cache_creation_input_tokens"]
+                 + PRICES[m].read_mult * u["cache_read_input_tokens"] for m, u in zip(served, usage))
+    assert sum(u["cache_read_input_tokens"] for u in usage) > 0  # the rates matter to the figure
+    assert figures["billed_input_tokens"] == round(tokens)  # not every request at haiku's rate
+    assert figures["cache_read_multiplier"] is None
+    line = run_command(wiring.agent, "/stats").text.splitlines()[-1]
+    assert line.startswith(f"billed input (cache reads at each request's model rate, writes 1.25×): {round(tokens):,}")
+
+
+async def test_stats_labels_the_context_cut_apart_from_the_api_input(
+    stub: Stub, project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "400")
+    stub.script(*[big(n) for n in range(3)], say("listed"), handoff_turn(), say("noted"), big(9), say("more"))
+    wiring = stub.wire(project)
+    await collect(wiring.agent.run("list"))
+    wiring.agent.request_handoff()
+    await collect(wiring.agent.run())
+    await collect(wiring.agent.run("list more"))
+    assert main(["stats", "--cwd", str(project)]) == 0
+    out = capsys.readouterr().out
+    assert "context cut" in out and "reduction" not in out
+    assert "API input: request before → first after" in out
+    assert "it can be higher than before: it is not the context." in out

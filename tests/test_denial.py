@@ -17,7 +17,7 @@ from .test_handoff_e2e import handoff_turn, texts_of
 REASON = "  No — don't touch build/; it holds Ana's benchmark data.\n\tUse /tmp/scratch instead ✓ "
 
 
-async def deny_with_reason(tool: str, argument: str, why: str, args: object = None) -> Approval:
+async def deny_with_reason(tool: str, argument: str, why: str, args: object = None, rules: object = ()) -> Approval:
     return Approval(False, words=REASON)
 
 
@@ -56,7 +56,7 @@ async def test_a_denial_without_words_adds_no_text(stub: Stub, project: Path) ->
                 say("ok"))
     wiring = stub.wire(project, permission_mode="ask")
 
-    async def deny(tool: str, argument: str, why: str, args: object = None) -> Approval:
+    async def deny(tool: str, argument: str, why: str, args: object = None, rules: object = ()) -> Approval:
         return Approval(False, words="   ")
 
     wiring.agent.toolbox.approver = deny

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -117,6 +118,30 @@ async def test_file_tools_never_write_git_config_or_hooks_even_in_yolo(project: 
     edit, _ = await toolbox.run("edit_file", {"path": "cfg", "old": "[core]", "new": "[core]\n\tpager = x"}, ctx)
     assert edit.is_error and (project / ".git" / "config").read_text() == before
     assert not (project / ".husky" / "pre-commit").exists()
+
+
+@pytest.mark.parametrize("layout", ["config-link", "git-file", "hooks-link"])
+async def test_file_tools_never_write_the_real_git_config_whatever_the_layout(project: Path, layout: str) -> None:
+    if layout == "config-link":
+        (project / ".git" / "config").rename(project / "gitconfig")
+        (project / ".git" / "config").symlink_to("../gitconfig")
+        targets = ["gitconfig", ".git/config"]
+    elif layout == "git-file":
+        (project / ".git").rename(project / "gitdata")
+        (project / ".git").write_text("gitdir: gitdata\n")
+        targets = ["gitdata/config", "gitdata/hooks/pre-commit"]
+    else:
+        shutil.rmtree(project / ".git" / "hooks")
+        (project / "myhooks").mkdir()
+        (project / ".git" / "hooks").symlink_to("../myhooks")
+        targets = ["myhooks/pre-commit"]
+    ctx = ToolContext(project, Session.start(project, RequestSpec(model="m", system="s", tools=[])), 10, 20000)
+    toolbox = default_toolbox("yolo")
+    for path in targets:
+        outcome, _ = await toolbox.run("write_file", {"path": path, "content": "[core]\n\tfsmonitor = touch x\n"}, ctx)
+        assert outcome.is_error and "refused" in outcome.content, path
+    assert "fsmonitor" not in subprocess.run(["git", "config", "--list"], cwd=project, capture_output=True,
+                                             text=True).stdout
 
 
 async def test_git_diff_never_prints_secret_or_denied_files(project: Path) -> None:

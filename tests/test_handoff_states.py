@@ -66,7 +66,8 @@ def children(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Chi
 
 def resumed(stub: Stub, child: Child) -> Wiring:
     history = child.kill_when_ready()
-    wiring = build(child.project, Settings(permission_mode="yolo"), stub.model(), None, continue_last=True)
+    # by id: the "wanted" child is killed before its first turn, and --continue takes only sessions with one
+    wiring = build(child.project, Settings(permission_mode="yolo"), stub.model(), None, resume=history.stem)
     assert wiring.session.path == history
     return wiring
 

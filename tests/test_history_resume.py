@@ -112,3 +112,37 @@ async def test_undelivered_hint_is_delivered_first_on_resume(stub: Stub, project
     content = stub.bodies()[-1]["messages"][-1]["content"]
     assert [b["text"] for b in content] == ["remember the tabs", "next"]
     assert session.pending == []
+
+
+def later_session(root: Path, like: Session, stamp: str) -> Session:
+    """A new session whose id sorts after every real one (ids made in the same second may not)."""
+    from rhapsody.core.history import history_dir
+    from rhapsody.core.context import spec_fields
+
+    session = Session(root, HistoryWriter(history_dir(root) / f"{stamp}.jsonl"), like.spec, stamp)
+    session.record("session", session=stamp, cwd=str(root), version="0", **spec_fields(like.spec))
+    return session
+
+
+async def test_a_session_without_a_turn_is_never_latest_and_leaves_no_file(
+        stub: Stub, project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from rhapsody.cli import parting_line
+    from rhapsody.core.history import find_session
+    from rhapsody.stats import print_stats
+
+    stub.script(say("Hello."))
+    real = stub.wire(project)
+    await collect(real.agent.run("hi"))
+    assert parting_line(real.session, project).startswith(f"session {real.session.id} saved. Come back")
+    empty = later_session(project, real.session, "99990101-000000-aaaaaa")  # opened after, never used
+    assert find_session(project, None) == real.session.path
+    assert print_stats(project, None, as_json=True) == 0
+    assert json.loads(capsys.readouterr().out)["session"] == real.session.id
+    assert parting_line(empty, project) == ""  # no "saved … come back" for nothing
+    assert not empty.path.exists()
+    assert real.session.path.exists() and find_session(project, None) == real.session.path
+    switched = later_session(project, real.session, "99990101-000000-bbbbbb")
+    switched.switch_model("claude-opus-4-1")  # more than a header: kept, though not latest
+    assert parting_line(switched, project) == "" and switched.path.exists()
+    assert find_session(project, None) == real.session.path
+    assert find_session(project, switched.id) == switched.path  # named: still found

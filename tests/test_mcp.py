@@ -390,7 +390,8 @@ async def test_a_handshake_era_server_written_by_hand_works_through_the_fallback
 
 
 def test_mcp_rules_name_a_whole_server_or_one_tool_and_deny_wins() -> None:
-    from rhapsody.core.permissions import Rules, decide, suggested_rules
+    from rhapsody.core.permissions import Call, Rules, decide
+    from rhapsody.core.suggest import session_rules
 
     tool, args = "mcp__git__git_commit", '{"message":"wip"}'
     assert decide("auto-edit", Rules(), tool, args, True, False).verdict == "ask"
@@ -400,7 +401,7 @@ def test_mcp_rules_name_a_whole_server_or_one_tool_and_deny_wins() -> None:
     assert decide("auto-edit", Rules(allow=["mcp__git__git_status"]), tool, args, True, False).verdict == "ask"
     assert decide("yolo", Rules(allow=["mcp__git"], deny=["mcp__git__git_commit"]), tool, args, True, False).verdict == "deny"
     assert decide("auto-edit", Rules(allow=['mcp__git__git_commit:*"wip"*']), tool, args, True, False).verdict == "allow"
-    assert suggested_rules(tool, args) == (tool,)
+    assert session_rules("auto-edit", Rules(), Call(tool, args, True, False, (args,))) == (tool,)
 
 
 async def test_a_server_removed_from_the_config_answers_its_old_tools_as_unavailable_and_keeps_them_offered(

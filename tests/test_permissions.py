@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -105,11 +107,81 @@ async def test_writes_into_rhapsody_state_are_refused_even_in_yolo(stub: Stub, p
     assert "rhapsody's own history" in json.dumps(stub.bodies()[-1])
 
 
-def test_a_session_rule_is_suggested_for_every_part_of_a_compound_command() -> None:
-    from rhapsody.core.permissions import suggested_rules
+def offered(mode: str, rules: Rules, tool: str, argument: str, **call: Any) -> tuple[str, ...]:
+    from rhapsody.core.permissions import Call
+    from rhapsody.core.suggest import session_rules
 
-    rules = suggested_rules("bash", "sleep 2; python -m unittest t 2>&1 | tail -n 4")
+    return session_rules(mode, rules, Call(tool, argument, True, False, call.pop("keys", (argument,)), **call))
+
+
+def test_a_session_rule_is_suggested_for_every_part_of_a_compound_command() -> None:
+    rules = offered("ask", Rules(parse=parse), "bash", "sleep 2; python -m unittest t 2>&1 | tail -n 4",
+                    confinement="workspace-write")
     assert rules == ("bash:sleep *", "bash:python *", "bash:tail *")
     again = "sleep 1; python -m unittest other | tail -n 2"
     assert decide("ask", Rules(session_allow=list(rules), parse=parse), "bash", again, True, False).verdict == "allow"
-    assert suggested_rules("write_file", "src/app/x.py") == ("write_file:src/app/*",)
+    assert offered("ask", Rules(), "write_file", "./src/app/x.py", keys=("src/app/x.py",)) == ("write_file:src/app/*",)
+
+
+@pytest.mark.parametrize("command", ["for i in 1 2; do echo $i; done", "(cd src && ls)", "echo $(id)",
+                                     "while true; do sleep 1; done", "FOO=1 pytest"])
+def test_no_session_rule_is_offered_for_a_command_no_rule_can_allow(command: str) -> None:
+    assert offered("ask", Rules(parse=parse), "bash", command, confinement="workspace-write") == ()
+    assert offered("ask", Rules(parse=parse), "bash", command, confinement="unavailable") == ()
+
+
+def test_an_offered_session_rule_allows_the_same_command_next_time() -> None:
+    for command in ("ls", "pytest -q && git status", "cat a.txt | wc -l", "./run.sh -x"):
+        rules = offered("ask", Rules(parse=parse), "bash", command, confinement="workspace-write")
+        if rules:  # offered only when it works
+            trial = Rules(session_allow=list(rules), parse=parse)
+            assert decide("ask", trial, "bash", command, True, False, confinement="workspace-write").verdict == "allow"
+    assert offered("ask", Rules(parse=parse), "bash", "ls", confinement="workspace-write") == ("bash:ls", "bash:ls *")
+    assert offered("ask", Rules(parse=parse), "bash", "pytest -q && git status",
+                   confinement="workspace-write") == ("bash:pytest *", "bash:git *")
+
+
+def test_leaving_the_sandbox_or_a_deny_rule_offers_no_session_rule() -> None:
+    assert offered("auto-edit", Rules(parse=parse), "bash", "pytest -q", confinement="workspace-write",
+                   leave_sandbox=True) == ()
+    denied = Rules(deny=["bash:git push*"], parse=parse)
+    assert offered("ask", denied, "bash", "git status && eval x", confinement="workspace-write") == ()
+
+
+async def test_allowing_a_compound_command_for_the_session_runs_it_again_without_asking(
+        stub: Stub, project: Path) -> None:
+    from rhapsody.core.approval import HumanApprover
+    from rhapsody.core.tools import Approval
+
+    command = "echo one && echo two | wc -l"
+    stub.script(call(NARRATE, "bash", command=command), call(NARRATE, "bash", command=command), say("done"))
+    approver = HumanApprover()
+    wiring = stub.wire(project, approver=approver, permission_mode="ask")
+    asked: list[tuple[str, ...]] = []
+
+    async def answer() -> None:
+        question = await approver.next_question()
+        asked.append(question.rules)
+        question.answer(Approval(True, remember=question.rules))
+
+    answering = asyncio.create_task(answer())
+    await collect(wiring.agent.run("go"))
+    await answering
+    assert asked == [("bash:echo *", "bash:wc *")]
+    assert approver.questions.empty()
+    results = [b for m in stub.bodies()[2]["messages"] for b in m["content"] if isinstance(b, dict)
+               and b.get("type") == "tool_result"]
+    assert len(results) == 2 and not any(r.get("is_error") for r in results)
+
+
+def test_the_user_guide_says_what_headless_does_with_bash() -> None:
+    guide = (Path(__file__).parent.parent / "docs" / "user-guide.md").read_text(encoding="utf-8")
+    headless = guide[guide.index("**Headless** (`-p`)"):]
+    headless = headless[:headless.index("\n\n")]
+    assert "bash runs **inside the sandbox** without asking" in headless and "bash is refused unless" not in guide
+    sandboxed = Rules(parse=parse)
+    assert decide("auto-edit", sandboxed, "bash", "pytest -q", True, False, confinement="workspace-write").verdict == "allow"
+    assert decide("read-only", sandboxed, "bash", "pytest -q", True, False, confinement="read-only").verdict == "allow"
+    assert decide("auto-edit", sandboxed, "bash", "pytest -q", True, False, confinement="unavailable").verdict == "ask"
+    assert decide("auto-edit", Rules(allow=["bash:pytest *"], parse=parse), "bash", "pytest -q", True, False,
+                  confinement="unavailable").verdict == "allow"

@@ -41,21 +41,51 @@ async def test_plain_mode_runs_a_turn_takes_a_hint_and_slash_commands(stub: Stub
     assert stub.bodies()[1]["messages"][-1]["content"][1]["text"] == "shorter please"
 
 
-async def test_plain_mode_asks_and_a_line_that_is_no_answer_becomes_a_hint(stub: Stub, project: Path) -> None:
-    stub.script(call(SLOW, "bash", command="touch approved.txt"), say("Done."))
+async def test_plain_mode_asks_and_free_text_denies_with_those_words(stub: Stub, project: Path) -> None:
+    stub.script(call(SLOW, "bash", command="touch denied.txt"), call(SLOW, "bash", command="touch approved.txt"),
+                say("Done."))
     approver = HumanApprover()
     wiring = stub.wire(project, approver=approver, permission_mode="ask")
     out = io.StringIO()
     with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
         task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, approver, out=out))
         pipe.send_text("make the file\r")
-        await until(lambda: "? bash wants to run" in out.getvalue())
+        await until(lambda: out.getvalue().count("? bash wants to run") == 1)
         pipe.send_text("hmm, is that safe?\r")
-        await until(lambda: "answer the question first" in out.getvalue())
+        await until(lambda: out.getvalue().count("? bash wants to run") == 2)
         pipe.send_text("y\r")
-        await until(lambda: not wiring.agent.busy and len(stub.server.requests) >= 2)
+        await until(lambda: not wiring.agent.busy and len(stub.server.requests) >= 3)
         pipe.send_text("/quit\r")
         assert await asyncio.wait_for(task, 10) == 0
-    assert (project / "approved.txt").exists()
-    assert "answer the question first" in out.getvalue()
+    assert not (project / "denied.txt").exists() and (project / "approved.txt").exists()
+    assert "answer the question first" not in out.getvalue()
+    assert "denied by the human: hmm, is that safe?" in out.getvalue()
     assert stub.bodies()[1]["messages"][-1]["content"][1]["text"] == "hmm, is that safe?"
+
+
+def plain_launch(stub: Stub, project: Path, keys: str) -> str:
+    """Run `rhapsody --plain` through cli.launch with `keys` typed; returns what it printed."""
+    import contextlib
+
+    from rhapsody.cli import _parser, launch
+    from rhapsody.config import Settings
+
+    from .conftest import MODEL, SANDBOX
+
+    ns = _parser().parse_args(["--plain", "--model", MODEL])
+    printed = io.StringIO()
+    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
+        pipe.send_text(keys)
+        with contextlib.redirect_stdout(printed):
+            assert launch(ns, project, Settings(permission_mode="yolo", sandbox=SANDBOX, model=MODEL), stub.model()) == 0
+    return printed.getvalue()
+
+
+def test_plain_ctrl_d_says_how_to_come_back_and_an_empty_session_leaves_nothing(stub: Stub, project: Path) -> None:
+    stub.script(say("Hello."))
+    printed = plain_launch(stub, project, "/stats\r\x04")  # a command, no turn, then ctrl+d
+    assert "Come back to it" not in printed
+    assert not list((project / ".rhapsody" / "history").glob("*.jsonl"))
+    printed = plain_launch(stub, project, "hi\r\x04")
+    files = list((project / ".rhapsody" / "history").glob("*.jsonl"))
+    assert len(files) == 1 and f"session {files[0].stem} saved. Come back to it with: rhapsody --continue" in printed

@@ -33,9 +33,6 @@ def nested_repo_with_filter(marker: Path) -> str:
 
 
 @needs_bwrap
-@pytest.mark.xfail(strict=True, reason="rhapsody's unsandboxed git status (harness facts, status bar) recurses into a "
-                                       "nested repo the sandboxed model planted; its own filter config runs outside "
-                                       "the sandbox (overrides() only disables drivers named in the parent's config)")
 async def test_nested_repo_filter_runs_outside_the_sandbox_via_handoff_facts(stub: Stub, project: Path) -> None:
     marker = project.parent / "escaped-via-submodule-filter"
     stub.script(
@@ -74,8 +71,6 @@ def hostile_nested_repo(project: Path, marker: Path) -> None:
     (sub / "f.txt").write_text("x\ny\n")
 
 
-@pytest.mark.xfail(strict=True, reason="git_facts (status bar on opening the app, handoff facts) runs a nested "
-                                       "repository's filter: opening a hostile archive runs its code")
 def test_opening_a_hostile_archive_runs_a_nested_repos_filter(project: Path) -> None:
     from rhapsody.tools.git import git_facts
 
@@ -93,8 +88,6 @@ def headless(stub: Stub, project: Path, *extra: str) -> object:
     return rhapsody("-p", "go", "--cwd", str(project), "--model", MODEL, *extra, env=env)
 
 
-@pytest.mark.xfail(strict=True, reason="a cloned repository may commit .rhapsody as a symbolic link: rhapsody then "
-                                       "writes its state (history, .gitignore) outside the project")
 def test_a_committed_rhapsody_link_sends_history_outside_the_project(stub: Stub, project: Path) -> None:
     elsewhere = project.parent / "elsewhere"
     elsewhere.mkdir()
@@ -104,8 +97,6 @@ def test_a_committed_rhapsody_link_sends_history_outside_the_project(stub: Stub,
     assert list(elsewhere.iterdir()) == [], "rhapsody wrote its state through the project's link"
 
 
-@pytest.mark.xfail(strict=True, reason="a dangling .rhapsody/.gitignore link in a cloned repository makes rhapsody "
-                                       "create a file at any path it names (O_CREAT follows the link)")
 def test_a_dangling_state_link_plants_a_file_outside_the_project(stub: Stub, project: Path) -> None:
     planted = project.parent / "planted-by-rhapsody"
     (project / ".rhapsody").mkdir()
@@ -115,8 +106,6 @@ def test_a_dangling_state_link_plants_a_file_outside_the_project(stub: Stub, pro
     assert not planted.exists()
 
 
-@pytest.mark.xfail(strict=True, reason="a dangling .rhapsody/history link makes the transcript land outside the "
-                                       "project")
 def test_a_history_folder_link_sends_the_transcript_outside(stub: Stub, project: Path) -> None:
     elsewhere = project.parent / "public"
     elsewhere.mkdir()
@@ -127,8 +116,6 @@ def test_a_history_folder_link_sends_the_transcript_outside(stub: Stub, project:
     assert list(elsewhere.iterdir()) == []
 
 
-@pytest.mark.xfail(strict=True, reason="`rhapsody memory init` follows a dangling link in the memory folder and "
-                                       "creates the file it points at, outside the project")
 def test_memory_init_follows_a_dangling_link_outside(project: Path) -> None:
     from .test_cli import rhapsody
 
@@ -140,7 +127,6 @@ def test_memory_init_follows_a_dangling_link_outside(project: Path) -> None:
     assert not target.exists()
 
 
-@pytest.mark.xfail(strict=True, reason="`rhapsody memory init` creates its folders through a linked memory folder")
 def test_memory_init_through_a_linked_memory_folder(project: Path) -> None:
     from .test_cli import rhapsody
 
@@ -152,8 +138,6 @@ def test_memory_init_through_a_linked_memory_folder(project: Path) -> None:
     assert list(elsewhere.iterdir()) == []
 
 
-@pytest.mark.xfail(strict=True, reason="an untrusted project config raises the user's own limits "
-                                       "(max_cost_usd, max_steps_per_turn, bash_timeout, output_cap)")
 def test_an_untrusted_project_cannot_raise_the_users_limits(project: Path) -> None:
     import os
 
@@ -171,9 +155,6 @@ def test_an_untrusted_project_cannot_raise_the_users_limits(project: Path) -> No
 
 
 @pytest.mark.parametrize("name", ["credentials.json", "prod.env", ".env-production", "secrets.keystore"])
-@pytest.mark.xfail(strict=True, reason="read_file's protected names (PROTECTED_READS) miss secret files the sandbox "
-                                       "itself masks (SECRET_FILES: credentials.json, *.keystore) and common .env "
-                                       "variants")
 async def test_read_file_refuses_secret_files_the_sandbox_masks(stub: Stub, project: Path, name: str) -> None:
     (project / name).write_text("SECRET_VALUE=hunter2-redteam\n")
     stub.script(call(NARRATE, "read_file", path=name), say("done"))
@@ -191,8 +172,6 @@ async def test_read_file_refuses_an_envrc(stub: Stub, project: Path) -> None:
 
 
 @needs_bwrap
-@pytest.mark.xfail(strict=True, reason="the sandbox scrubs variables named API_KEY/TOKEN/SECRET..., not every *KEY* "
-                                       "as docs/security.md claims: STRIPE_KEY, OPENAI_KEY reach the model unmasked")
 async def test_variables_named_like_keys_never_reach_the_model(stub: Stub, project: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STRIPE_KEY", "stripe0123456789abcdefXYZ")
@@ -205,9 +184,6 @@ async def test_variables_named_like_keys_never_reach_the_model(stub: Stub, proje
 
 
 @needs_bwrap
-@pytest.mark.xfail(strict=True, reason="a sandboxed command plants a nested repository with core.fsmonitor in its "
-                                       "own config: the user's next plain `git status` runs it (the protected "
-                                       ".git/config is sidestepped)")
 async def test_a_sandboxed_command_cannot_make_the_users_git_status_run_code(stub: Stub, project: Path) -> None:
     import subprocess
 
@@ -224,9 +200,6 @@ async def test_a_sandboxed_command_cannot_make_the_users_git_status_run_code(stu
     assert not marker.exists()
 
 
-@pytest.mark.xfail(strict=True, reason="an allow rule 'bash:git diff*' runs `git diff --output=FILE` in ask mode: "
-                                       "a write without approval (the issue: in ask mode a write needs approval "
-                                       "however it is made)")
 async def test_an_allow_rule_does_not_let_git_diff_write_a_file_in_ask_mode(stub: Stub, project: Path) -> None:
     (project / "app.py").write_text("changed\n")
     stub.script(call(NARRATE, "bash", command="git diff --output=written.py HEAD"), say("done"))
@@ -249,8 +222,6 @@ def _layout_config_link(project: Path) -> None:
 
 @needs_bwrap
 @pytest.mark.parametrize("layout", [_layout_config_link], ids=["config-link"])  # _layout_git_file holds now
-@pytest.mark.xfail(strict=True, reason="the sandbox protects .git/config only when it is a regular file: a config "
-                                       "link (an extracted archive) leaves the real config writable")
 async def test_the_git_config_stays_read_only_whatever_the_layout(stub: Stub, project: Path, layout: object) -> None:
     import subprocess
 
@@ -264,9 +235,6 @@ async def test_the_git_config_stays_read_only_whatever_the_layout(stub: Stub, pr
     assert not marker.exists(), str(stub.bodies()[1]["messages"][-1]["content"])
 
 
-@pytest.mark.xfail(strict=True, reason="an untrusted project config turns on memory.commit with memory.path at any "
-                                       "folder: rhapsody then runs `git add --all` there and commits the user's "
-                                       "uncommitted files (a secret .env included) without being asked")
 def test_an_untrusted_project_cannot_make_rhapsody_commit_the_users_files(stub: Stub, project: Path) -> None:
     import subprocess
 
@@ -284,8 +252,6 @@ def test_an_untrusted_project_cannot_make_rhapsody_commit_the_users_files(stub: 
 
 
 @needs_bwrap
-@pytest.mark.xfail(strict=True, reason="the model's `timeout` argument (up to 3600 s) overrides the user's "
-                                       "bash_timeout, the only bound on a sandboxed fork bomb or memory hog")
 async def test_the_model_cannot_raise_the_users_bash_timeout(stub: Stub, project: Path) -> None:
     stub.script(call(NARRATE, "bash", command="sleep 3; echo outlived", timeout=3600), say("done"))
     wiring = stub.wire(project, permission_mode="auto-edit", bash_timeout=1)
@@ -293,8 +259,6 @@ async def test_the_model_cannot_raise_the_users_bash_timeout(stub: Stub, project
     assert "outlived" not in str(stub.bodies()[1]["messages"][-1]["content"])
 
 
-@pytest.mark.xfail(strict=True, reason="a shell allow rule's `*` matches '/', so 'bash:pytest*' allows "
-                                       "`pytest/../run.sh`: any program next to a folder named pytest runs by rule")
 async def test_an_allow_rule_for_a_program_does_not_run_a_path_through_it(stub: Stub, project: Path) -> None:
     (project / "pytest").mkdir()  # a hostile repository ships a folder of that name, and a script
     script = project / "run.sh"
@@ -307,9 +271,6 @@ async def test_an_allow_rule_for_a_program_does_not_run_a_path_through_it(stub: 
 
 
 @needs_bwrap
-@pytest.mark.xfail(strict=True, reason="with husky's layout (core.hooksPath = .husky/_, whose scripts run "
-                                       ".husky/<hook>), only .husky/_ is read-only: a sandboxed command writes "
-                                       ".husky/pre-commit and the user's next commit runs it")
 async def test_husky_hooks_stay_read_only(stub: Stub, project: Path) -> None:
     import subprocess
 
@@ -330,9 +291,6 @@ async def test_husky_hooks_stay_read_only(stub: Stub, project: Path) -> None:
 
 
 @needs_bwrap
-@pytest.mark.xfail(strict=True, reason="a .git/hooks that is a symbolic link into the tree (an extracted archive) "
-                                       "is not made read-only: a sandboxed command writes a hook the user's next "
-                                       "commit runs")
 async def test_linked_hooks_folder_stays_read_only(stub: Stub, project: Path) -> None:
     import shutil
     import subprocess
@@ -352,9 +310,6 @@ async def test_linked_hooks_folder_stays_read_only(stub: Stub, project: Path) ->
 
 
 @needs_bwrap
-@pytest.mark.xfail(strict=True, reason="a dangling .git/hooks link (an extracted archive) makes every bash call fail "
-                                       "with 'FileExistsError' (the sandbox mkdirs the hooks folder): a hostile "
-                                       "repository switches bash off")
 async def test_a_dangling_hooks_link_does_not_break_bash(stub: Stub, project: Path) -> None:
     import shutil
 
@@ -366,9 +321,6 @@ async def test_a_dangling_hooks_link_does_not_break_bash(stub: Stub, project: Pa
     assert "still-works" in str(stub.bodies()[1]["messages"][-1]["content"])
 
 
-@pytest.mark.xfail(strict=True, reason="`${BASH_COMMAND@P}` prompt-expands the command line itself, running a "
-                                       "`$(...)` hidden in single quotes; the parser sees one plain pytest command, "
-                                       "so 'bash:pytest*' runs the smuggled command without asking")
 async def test_prompt_expansion_does_not_smuggle_a_command_past_an_allow_rule(stub: Stub, project: Path) -> None:
     command = "pytest '$(touch smuggled.txt)' ${BASH_COMMAND@P}"
     stub.script(call(NARRATE, "bash", command=command), say("done"))
@@ -377,7 +329,6 @@ async def test_prompt_expansion_does_not_smuggle_a_command_past_an_allow_rule(st
     assert not (project / "smuggled.txt").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="the parser does not treat ${VAR@P} (prompt expansion runs command substitutions) as opaque")
 def test_prompt_expansion_is_opaque_to_rules() -> None:
     from rhapsody.tools.shell import parse
 

@@ -7,6 +7,8 @@ import io
 import json
 from pathlib import Path
 
+import pytest
+
 from rhapsody import render
 from rhapsody.config import Settings
 from rhapsody.core.approval import HumanApprover
@@ -50,11 +52,52 @@ async def test_plain_approval_shows_the_command_escaped_and_only_a_lone_y_approv
     task = asyncio.create_task(approver("bash", "x", "ask mode", {"command": "ls\r\x1b[2Krm -rf ~"}))
     await until(lambda: bool(said) and questions.pending is not None)
     assert "ls\\r\\x1b[2Krm -rf ~" in said[0] and "\x1b" not in said[0]
-    assert not questions.answer("yes, but use stat instead")
-    assert questions.answer("n use stat instead")
+    assert "a = allow" not in said[0] and "no session rule can allow this call" in said[0]
+    assert questions.answer("yes, but use stat instead")  # words: a denial, never a yes
     answer = await task
     serving.cancel()
-    assert not answer.allow and answer.words == "use stat instead"
+    assert not answer.allow and answer.words == "yes, but use stat instead"
+
+
+@pytest.mark.parametrize("line,allow,words,remember", [
+    ("y", True, "", ()), (" Y ", True, "", ()), ("a", True, "", ("bash:ls",)), ("n", False, "", ()),
+    ("", False, "", ()), ("n please add a test first", False, "n please add a test first", ()),
+    ("any way, add a test first", False, "any way, add a test first", ()), ("yes", False, "yes", ()),
+])
+async def test_plain_answers_as_the_app_does(tmp_path: Path, line: str, allow: bool, words: str,
+                                             remember: tuple[str, ...]) -> None:
+    said: list[str] = []
+    approver = HumanApprover()
+    questions = PlainApprover(approver, said.append, tmp_path)
+    serving = asyncio.create_task(questions.serve())
+    task = asyncio.create_task(approver("bash", "ls", "ask mode", {"command": "ls"}, ("bash:ls",)))
+    await until(lambda: bool(said) and questions.pending is not None)
+    assert "a = allow bash:ls for this session" in said[0]
+    assert questions.answer(line)
+    answer = await task
+    serving.cancel()
+    assert (answer.allow, answer.words, answer.remember) == (allow, words, remember)
+
+
+async def test_plain_a_is_no_answer_of_its_own_when_no_rule_is_offered(tmp_path: Path) -> None:
+    approver = HumanApprover()
+    questions = PlainApprover(approver, [].append, tmp_path)
+    serving = asyncio.create_task(questions.serve())
+    task = asyncio.create_task(approver("bash", "for i in 1; do :; done", "no rule can allow this", {}))
+    await until(lambda: questions.pending is not None)
+    assert questions.answer("a")
+    answer = await task
+    serving.cancel()
+    assert not answer.allow and answer.remember == () and answer.words == "a"
+
+
+def test_plain_text_leaves_out_markdown_markers_even_when_split() -> None:
+    from rhapsody.plain import Unmarked
+
+    unmarked = Unmarked()
+    pieces = ["Try it: press *", "*ctrl+o** or type `/hand", "off`. Globs like *.py stay *"]
+    out = "".join(unmarked.feed(p) for p in pieces) + unmarked.flush()
+    assert out == "Try it: press ctrl+o or type /handoff. Globs like *.py stay *"
 
 
 async def test_headless_text_says_why_a_call_was_refused(stub: Stub, project: Path) -> None:
@@ -65,6 +108,7 @@ async def test_headless_text_says_why_a_call_was_refused(stub: Stub, project: Pa
     assert await run_headless(wiring.agent, "go", out=out, err=err) == 0
     line = [x for x in out.getvalue().splitlines() if "bash rm app.py" in x][0]
     assert "→ denied: ask mode" in line and "no human can answer here" in line
+    assert line.endswith("or pick another --permission-mode") and "…" not in line  # the whole reason, uncut
 
 
 async def test_headless_jsonl_starts_with_session_and_ends_with_result(stub: Stub, project: Path) -> None:
@@ -116,6 +160,11 @@ def test_demo_claims_follow_the_results() -> None:
     responder.step = 6
     reply = responder({"messages": denied})["content"][0]["text"]
     assert "Not fixed" in reply and "That call was denied" in reply
+    worded = [{"type": "tool_result", "tool_use_id": "e", "is_error": True, "content": "Not run: permission denied "
+               "for edit_file: denied by the human; their reason follows the tool results, in their own words"},
+              {"type": "text", "text": "please add a test first"}, {"type": "text", "text": "any way, add a test"}]
+    reply = DemoResponder()({"messages": [denied[0], {"role": "user", "content": worded}]})["content"][0]["text"]
+    assert "you said: “please add a test first”" in reply
 
 
 def test_demo_refuses_print_and_cleans_its_folder(tmp_path: Path) -> None:

@@ -272,3 +272,38 @@ async def test_an_existing_mcp_config_is_read_only(stub: Stub, project: Path) ->
     (project / ".mcp.json").write_text('{"mcpServers": {}}')
     results = await bash_results(stub, project, "echo '{}' > .mcp.json", "rm -f .mcp.json")
     assert all(r.get("is_error") for r in results) and (project / ".mcp.json").read_text() == '{"mcpServers": {}}'
+
+
+@pytest.mark.parametrize("where", ["node_modules/dep", "sub"])
+async def test_a_submodule_a_command_plants_loses_its_programs_even_in_skipped_folders(stub: Stub, project: Path,
+                                                                                     where: str) -> None:
+    marker = project.parent / "ran-by-planted-submodule"
+    plant = (f"mkdir -p {where} && cd {where} && git init -q && git config user.email a@b && git config user.name a "
+             "&& echo x > f && git add f && git commit -qm s && sha=$(git rev-parse HEAD) && "
+             f"git config core.fsmonitor 'touch {marker}; false' && git config user.name kept && "
+             f"printf '#!/bin/sh\\ntouch {marker}\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && "
+             f"cd {project} && git update-index --add --cacheinfo 160000,$sha,{where} && echo planted")
+    results = await bash_results(stub, project, plant)
+    assert "planted" in str(results[0]) and "core.fsmonitor" in str(results[0])
+    subprocess.run(["git", "status"], cwd=project, capture_output=True, timeout=30)  # the user, later
+    nested = project / where
+    (nested / "f").write_text("y\n")
+    subprocess.run(["git", "commit", "-qam", "user commit"], cwd=nested, capture_output=True, timeout=30)
+    assert not marker.exists()
+    assert subprocess.run(["git", "config", "user.name"], cwd=nested, capture_output=True, text=True).stdout == "kept\n"
+
+
+@pytest.mark.parametrize("layout", ["plain", "git-file"])
+async def test_a_hooks_path_that_does_not_exist_yet_cannot_be_filled(stub: Stub, project: Path, layout: str) -> None:
+    subprocess.run(["git", "config", "core.hooksPath", ".githooks"], cwd=project, check=True)
+    if layout == "git-file":
+        (project / ".git").rename(project / "gitdata")
+        (project / ".git").write_text("gitdir: gitdata\n")
+    marker = project.parent / "ran-by-new-hooks-path"
+    cmd = (f"mkdir -p .githooks; printf '#!/bin/sh\\ntouch {marker}\\n' > .githooks/pre-commit; "
+           "chmod +x .githooks/pre-commit; echo tried")
+    results = await bash_results(stub, project, cmd)
+    assert "tried" in str(results[0])
+    (project / "app.py").write_text("x = 1\n")
+    subprocess.run(["git", "commit", "-qam", "user commit"], cwd=project, capture_output=True, timeout=30)
+    assert not marker.exists()

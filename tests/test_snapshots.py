@@ -21,10 +21,12 @@ from rhapsody.core.approval import HumanApprover
 from rhapsody.core.context import RequestSpec
 from rhapsody.core.history import HistoryWriter, history_dir
 from rhapsody.core.loop import Agent
+from rhapsody.core.permissions import Rules
 from rhapsody.core.session import Session
 from rhapsody.loopback.script import call, say
 from rhapsody.core.tools import Toolbox
 from rhapsody.tools import default_tools
+from rhapsody.tools.shell import parse
 from rhapsody.tui.app import RhapsodyApp
 from rhapsody.tui.approval import ApprovalScreen
 from rhapsody.tui.status import Liveness
@@ -62,7 +64,7 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def fixed_app(stub: Stub, root: Path, mode: str = "yolo") -> RhapsodyApp:
     approver = HumanApprover()
-    toolbox = Toolbox(default_tools(SANDBOX), mode, clock=lambda: 0.0, approver=approver)
+    toolbox = Toolbox(default_tools(SANDBOX), mode, Rules(parse=parse), clock=lambda: 0.0, approver=approver)
     spec = RequestSpec(model="claude-sonnet-5-5", system="You are a test agent.", tools=toolbox.specs())
     session = Session(root, HistoryWriter(history_dir(root) / "snapshot.jsonl"), spec, "snapshot")
     session.record("session", session="snapshot", cwd=str(root), version="0", model=spec.model,

@@ -106,6 +106,17 @@ def test_headless_says_when_the_sandbox_is_off(stub: Stub, project: Path) -> Non
     assert result.returncode == 0 and "rhapsody: sandbox off" in result.stderr
 
 
+def test_an_untrusted_project_changes_only_what_lowers_and_nothing_undeclared(project: Path) -> None:
+    project_config(project, 'provider = "openai"\nthinking = true\nnarration_min_words = 0\nbash_timeout = 5\n'
+                            'max_steps_per_turn = 3\n[memory]\npath = "src"\ncommit = true\nmap_cap = 10\n')
+    settings = load_settings(project)
+    assert (settings.provider, settings.thinking, settings.narration_min_words) == ("anthropic", False, 8)
+    assert (settings.bash_timeout, settings.max_steps_per_turn) == (5, 3)  # lower: kept
+    assert (settings.memory.path, settings.memory.commit, settings.memory.map_cap) == ("docs/memory", False, 10)
+    notice = untrusted_notice(project) or ""
+    assert all(key in notice for key in ("provider", "thinking", "narration_min_words", "memory.path", "memory.commit"))
+
+
 def test_the_first_run_offer_trusts_only_on_an_explicit_yes(project: Path) -> None:
     project_config(project, 'permission_mode = "yolo"\n')
     (project / ".mcp.json").write_text('{"mcpServers": {"notes": {"command": "notes-server"}}}')

@@ -202,3 +202,23 @@ async def test_ask_mode_shows_the_question_and_each_answer_takes_effect(stub: St
     decisions = [json.loads(line) for line in wiring.session.path.read_text().splitlines()]
     by = [(r["decision"], r["by"]) for r in decisions if r["kind"] == "permission"]
     assert by == [("allow", "human"), ("allow", "human"), ("allow", "rules"), ("deny", "human")]
+
+
+async def test_the_dialog_offers_no_session_rule_for_a_command_no_rule_can_allow(stub: Stub, project: Path) -> None:
+    from rhapsody.tui.approval import ApprovalScreen, Choice
+
+    narrate = "I will loop over two numbers and print each one, to show what the loop does here."
+    stub.script(call(narrate, "bash", command="for i in 1 2; do echo $i; done"), say("done"))
+    approver = HumanApprover()
+    wiring = stub.wire(project, approver=approver, permission_mode="ask")
+    app = RhapsodyApp(wiring.agent, wiring.settings, approver)
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.start_turn("go")
+        await until(lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None, pause=pilot.pause)
+        screen = app.screen
+        assert isinstance(screen, ApprovalScreen)
+        assert [c.action for c in screen.query(Choice)] == ["allow", "deny"]
+        assert "no rule can allow this command" in screen.why
+        await pilot.press("a", "enter")
+        await wait_idle(pilot)
+    assert wiring.agent.toolbox.rules.session_allow == []

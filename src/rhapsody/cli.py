@@ -99,7 +99,11 @@ def _memory(ns: argparse.Namespace) -> int:
     settings = load_settings(root).memory
     path = settings.path
     if ns.action == "init":
-        created = memory.init(root, path)
+        try:
+            created = memory.init(root, path)
+        except memory.LayoutError as exc:
+            print(f"rhapsody: {exc}", file=sys.stderr)
+            return 1
         print("\n".join(f"created {c}" for c in created) or f"{path}/ already set up")
         return 0
     if ns.action == "stats":
@@ -302,17 +306,32 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
     if ns.plain:
         from rhapsody.plain import run_plain
 
-        return asyncio.run(_closing(wiring, run_plain(wiring.agent, settings, approver, initial)))
-    from rhapsody.tui.app import RhapsodyApp
-
-    app = RhapsodyApp(wiring.agent, settings, approver, initial=initial, welcome=welcome)
-    asyncio.run(_closing(wiring, app.run_async()))
-    if demo:
-        print("rhapsody demo ended; its sample project is removed. Run `rhapsody` in a project of yours next.")
+        status = asyncio.run(_closing(wiring, run_plain(wiring.agent, settings, approver, initial)))
     else:
-        print(f"session {wiring.session.id} saved. Come back to it with: rhapsody --continue"
-              + (f" --cwd {root}" if root != Path.cwd() else ""))
-    return 0
+        from rhapsody.tui.app import RhapsodyApp
+
+        app = RhapsodyApp(wiring.agent, settings, approver, initial=initial, welcome=welcome)
+        asyncio.run(_closing(wiring, app.run_async()))
+        status = 0
+    parting = parting_line(wiring.session, root, demo)
+    if parting:
+        print(parting)
+    return status
+
+
+def parting_line(session: Any, root: Path, demo: bool = False) -> str:
+    """What to print when the app or plain mode ends: how to come back, or nothing for a session
+    without a turn (whose history file is removed when it holds only its header)."""
+    from rhapsody.core.history import discard_if_empty
+
+    if demo:
+        return "rhapsody demo ended; its sample project is removed. Run `rhapsody` in a project of yours next."
+    if not any(r["kind"] == "message" for r in session.records):
+        session.writer.close()
+        discard_if_empty(session.path)
+        return ""
+    return (f"session {session.id} saved. Come back to it with: rhapsody --continue"
+            + (f" --cwd {root}" if root != Path.cwd() else ""))
 
 
 async def _closing(wiring: Any, run: Awaitable[T]) -> T:

@@ -212,25 +212,96 @@ def project_layer(root: Path, user: dict[str, Any]) -> tuple[dict[str, Any], lis
     return _lowering_only(layer, user, ignored)
 
 
-def _lowering_only(layer: dict[str, Any], user: dict[str, Any], ignored: list[str]) -> tuple[dict[str, Any], list[str]]:
-    def drop(key: str, why: str) -> None:
-        layer.pop(key, None)
-        ignored.append(f"{key} {why}")
+ORDER: dict[str, str] = {
+    "permission_mode": "rank", "sandbox": "rank", "deny": "free", "narration_min_words": "lower",
+    "max_tokens": "higher", "bash_timeout": "higher", "output_cap": "higher", "retries": "higher",
+    "request_timeout": "higher", "instructions_cap": "higher", "max_steps_per_turn": "higher",
+    "max_cost_usd": "higher", "handoff_at_tokens": "higher", "rolling_short": "higher", "rolling_working": "higher",
+    "rolling_batch": "higher", "memory.map_cap": "higher", "retry_base_delay": "free", "parallel_tools": "on",
+    "thinking": "on", "exact_tokens": "on", "sandbox_network": "on", "memory.commit": "on", "context": "free",
+    "keymap": "free", "memory.stale_days": "free",
+}
+"""How each setting an untrusted project may change compares: `higher` (a bigger number widens; a number
+where the user has no limit lowers), `lower` (a smaller number widens), `on` (true widens), `rank` (a looser mode or
+sandbox widens), `free` (no direction: deny rules only add, key bindings). A setting not listed here (the
+provider, the model, memory.path, allow rules, MCP servers, anything added later) is ignored unless it
+equals what the user has: a new setting cannot widen anything until someone decides how it compares."""
 
-    mode, base_mode = layer.get("permission_mode"), user.get("permission_mode") or "ask"
-    if mode is not None and MODE_RANK.get(str(mode), 99) > MODE_RANK.get(str(base_mode), 1):
-        drop("permission_mode", f"= {mode!r} (raises {base_mode!r})")
-    if layer.get("allow"):
-        drop("allow", f"({len(layer['allow'])} rules)")
-    box, base_box = layer.get("sandbox"), user.get("sandbox") or "workspace-write"
-    if box is not None and SANDBOX_STRICTNESS.get(str(box), -1) < SANDBOX_STRICTNESS.get(str(base_box), 1):
-        drop("sandbox", f"= {box!r} (looser than {base_box!r})")
-    if layer.get("sandbox_network") not in (None, False):
-        drop("sandbox_network", "= true")
+
+def _lowering_only(layer: dict[str, Any], user: dict[str, Any], ignored: list[str]) -> tuple[dict[str, Any], list[str]]:
     for key in RAISING:
         if key in layer:
-            drop(key, "(starts programs)")
-    return layer, ignored
+            layer.pop(key)
+            ignored.append(f"{key} (starts programs)")
+    try:
+        mine = Settings.model_validate(layer)
+    except ValidationError:
+        return layer, ignored  # load_settings reports the bad value, naming it
+    base = _base_settings(user)
+    kept: dict[str, Any] = {}
+    for key, value in _flat(layer).items():
+        ours, theirs = _value(mine, key), _value(base, key)
+        if _widens(key, ours, theirs):
+            ignored.append(f"{key} = {_show(value)} (the user has {_show(theirs)})")
+        else:
+            _put(kept, key, value)
+    return kept, ignored
+
+
+def _base_settings(user: dict[str, Any]) -> Settings:
+    """The user's own settings (defaults where the user file is unusable: load_settings reports that)."""
+    base = {k: v for k, v in user.items() if k in Settings.model_fields}
+    base.setdefault("permission_mode", "ask")
+    try:
+        return Settings.model_validate(base)
+    except ValidationError:
+        return Settings.model_validate({"permission_mode": "ask"})
+
+
+def _widens(key: str, ours: Any, theirs: Any) -> bool:
+    """Whether the project's value `ours` lets rhapsody do more than the user's `theirs` (see ORDER)."""
+    kind = ORDER.get(key, "fixed")
+    if kind == "free" or ours == theirs:
+        return False
+    if kind == "higher":
+        return ours is None or (theirs is not None and ours > theirs)  # None: no limit
+    if kind == "lower":
+        return bool(ours < theirs)
+    if kind == "on":
+        return bool(ours)
+    if kind == "rank" and key == "permission_mode":
+        return MODE_RANK.get(str(ours), 99) > MODE_RANK.get(str(theirs), 1)
+    if kind == "rank":
+        return SANDBOX_STRICTNESS.get(str(ours), -1) < SANDBOX_STRICTNESS.get(str(theirs), 1)
+    return True
+
+
+def _flat(layer: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in layer.items():
+        if key == "memory" and isinstance(value, dict):
+            out.update({f"memory.{k}": v for k, v in value.items()})
+        else:
+            out[key] = value
+    return out
+
+
+def _value(settings: Settings, key: str) -> Any:
+    head, _, rest = key.partition(".")
+    value = getattr(settings, head)
+    return getattr(value, rest) if rest else value
+
+
+def _put(out: dict[str, Any], key: str, value: Any) -> None:
+    head, _, rest = key.partition(".")
+    if rest:
+        out.setdefault(head, {})[rest] = value
+    else:
+        out[head] = value
+
+
+def _show(value: Any) -> str:
+    return "none" if value is None else repr(value) if not isinstance(value, list) else f"{len(value)} rules"
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

@@ -84,7 +84,8 @@ class DemoResponder:
         for b in blocks:
             content = b.get("content")
             if b.get("type") == "tool_result" and b.get("is_error") and isinstance(content, str) and "permission denied" in content:
-                said = texts[-1].strip() if texts and "their reason follows" in content else ""
+                # the human's words come right after the results, before any hint: the first text
+                said = texts[0].strip() if texts and "their reason follows" in content else ""
                 return f"That call was denied{f' (you said: “{said}”)' if said else ''}, so I'll go on without it. "
         return ""
 

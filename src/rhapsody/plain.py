@@ -3,7 +3,10 @@
 For terminals and screen readers where a full-screen app is unwelcome. The prompt stays
 live while the agent works: a typed line is a hint for the next tool boundary (prefix it
 with `>>` to queue it for the end of the turn instead). Ctrl+C interrupts a running turn;
-Ctrl+D quits.
+Ctrl+D quits. A permission question is answered as in the app: a lone `y` allows once, a
+lone `a` allows the offered session rules, a lone `n` or an empty line denies, and any other
+line denies with its words, verbatim, as the reason. The agent's markdown bold and code
+markers are left out of the printed text.
 """
 
 from __future__ import annotations
@@ -20,10 +23,13 @@ from rhapsody.config import Settings
 from rhapsody.core import events as ev
 from rhapsody.core.approval import HumanApprover, Question
 from rhapsody.core.loop import Agent
-from rhapsody.core.permissions import suggested_rules
 from rhapsody.core.tools import Approval
 from rhapsody.preview import plain_text
 from rhapsody.render import event_lines, plain, print_event
+
+
+ANSWERS = {"y": "allow", "a": "allow_rule", "n": "deny", "": "deny"}
+"""A lone hotkey's action, as in the app's dialog; any other line denies with its words."""
 
 
 class PlainApprover:
@@ -40,38 +46,67 @@ class PlainApprover:
         """Ask each question as it comes, one at a time, until cancelled."""
         while True:
             question = await self.approver.next_question()
-            self.rules = suggested_rules(question.tool, question.argument)
+            self.rules = question.rules
             self.pending = question
-            rule = f", a = allow {', '.join(self.rules)} for this session" if self.rules else ""
+            rule = (f", a = allow {', '.join(self.rules)} for this session" if self.rules
+                    else " (no session rule can allow this call)")
             self.say(f"{plain_text(question.tool, question.args, self.root, question.why)}\n"
-                     f"  y = allow once{rule}, n [what to do instead] = deny (anything else is a hint, kept for later)")
+                     f"  y = allow once{rule}, n or Enter = deny; anything else denies, and the agent reads "
+                     "your words")
             try:
                 await asyncio.wait([question.reply])  # answered, or dropped when the turn was interrupted
             finally:
                 self.pending = None
 
     def answer(self, line: str) -> bool:
-        """Answer the pending question from a typed line; False when the line is not an answer."""
-        word, _, reason = line.strip().partition(" ")
-        whole = line.strip().lower()
+        """Answer the pending question from a typed line as the app's dialog does: a lone `y` allows once,
+        a lone `a` allows the offered rules (only when offered), a lone `n` or an empty line denies, any
+        other text denies with that text, verbatim, as the reason. False when no question is open."""
         if self.pending is None or not self.pending.open:
             return False
-        if whole in ("y", "yes"):  # only a lone answer approves: "yes, but..." is not a yes
+        action = ANSWERS.get(line.strip().lower(), "words")
+        if action == "allow":
             self.pending.answer(Approval(True))
-        elif whole == "a" and self.rules:
+        elif action == "allow_rule" and self.rules:
             self.pending.answer(Approval(True, remember=self.rules))
-        elif word.lower() not in ("n", "no"):
-            return False
+        elif action == "deny":
+            self.pending.answer(Approval(False))
         else:
-            self.pending.answer(Approval(False, words=reason))
+            self.pending.answer(Approval(False, words=line))
         return True
+
+
+class Unmarked:
+    """Streamed text without markdown's bold and code markers (`**`, backticks), for a line
+    interface that cannot render them; a trailing `*` waits for the next piece (half of `**`)."""
+
+    def __init__(self) -> None:
+        self.held = ""
+
+    def feed(self, text: str) -> str:
+        """The printable part of the text so far."""
+        text, self.held = self.held + text, ""
+        if text.endswith("*") and not text.endswith("**"):
+            text, self.held = text[:-1], "*"
+        return text.replace("**", "").replace("`", "")
+
+    def flush(self) -> str:
+        """Whatever was held back, at the end of a block."""
+        held, self.held = self.held, ""
+        return held
 
 
 async def _consume(agent: Agent, text: str | None, out: TextIO) -> None:
     said = False
+    unmarked = Unmarked()
     try:
         async with aclosing(agent.run(text)) as stream:
             async for event in stream:
+                if isinstance(event, ev.TextDelta):
+                    out.write(unmarked.feed(event.text))
+                    continue
+                if isinstance(event, ev.BlockStopped):
+                    out.write(unmarked.flush())
                 print_event(event, out)
                 said = said or isinstance(event, ev.Interrupted)
                 if isinstance(event, ev.Failed):
@@ -124,8 +159,6 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
             busy = task is not None and not task.done()
             if questions.pending is not None and questions.answer(line):
                 continue
-            if questions.pending is not None and line.strip():
-                say("[answer the question first: y, a or n; your line is kept as a hint]")
             if is_command(line):
                 outcome = run_command(agent, line)
                 if outcome.text:

@@ -36,6 +36,9 @@ class Line:
     key: str = ""
     state: str = ""
     reason: str = ""
+    """Why a call was refused or failed, whole (the line's text cuts it)."""
+    full: str = ""
+    """The text with the whole reason, as the line-based front ends print it; '' when it is `text`."""
 
 
 @dataclass(frozen=True)
@@ -100,17 +103,19 @@ def usage_input(usage: dict[str, Any]) -> int:
 # -- tool calls -------------------------------------------------------------------------
 
 
-def tool_title(view: ToolView) -> str:
-    """tool, key argument, outcome and the tool's own time (never the human's wait)."""
+def tool_title(view: ToolView, reason: str = "") -> str:
+    """tool, key argument, outcome and the tool's own time (never the human's wait); a refusal or
+    failure says its reason cut to 100 characters, or `reason` when given (the whole of it)."""
     head = f"{view.call.name} {key_argument(view.call)}".rstrip()
     seconds = f"({view.duration_ms / 1000:.1f} s)"
+    why = reason or first_line(view.output, 100)
     outcome = {
         "running": "… running",
         "asking": "… waiting for your answer",
         "interrupted": "→ interrupted",
-        "denied": f"→ denied: {first_line(view.output, 100)}" if view.output else "→ denied",
+        "denied": f"→ denied: {why}" if view.output else "→ denied",
         "exit": f"→ exit {view.exit_code} {seconds}",
-        "error": f"→ error {seconds}: {first_line(view.output, 100)}",
+        "error": f"→ error {seconds}: {why}",
         "ok": f"→ ok {seconds}",
     }[view.state]
     title = f"{head} {outcome}"
@@ -118,9 +123,16 @@ def tool_title(view: ToolView) -> str:
 
 
 def tool_line(view: ToolView) -> Line:
-    """The transcript line of a tool call."""
-    reason = first_line(view.output, 300) if view.state in ("error", "denied") else ""
-    return Line("tool", tool_title(view), body=view.output, key=view.call.id, state=view.state, reason=reason)
+    """The transcript line of a tool call; `full` carries the whole refusal or failure reason."""
+    reason = whole_reason(view.output) if view.state in ("error", "denied") else ""
+    full = tool_title(view, reason) if reason else ""
+    return Line("tool", tool_title(view), body=view.output, key=view.call.id, state=view.state, reason=reason,
+                full=full if full != tool_title(view) else "")
+
+
+def whole_reason(text: str, cap: int = 4000) -> str:
+    """A refusal or failure reason on one line, control characters made visible, uncut up to `cap`."""
+    return one_line(visible(text), cap)
 
 
 OUTCOME = re.compile(r" (… running|… waiting for your answer|→ interrupted|→ ok \(|→ exit -?\d+ \(|→ error \(|→ denied)")
@@ -292,7 +304,7 @@ def print_event(event: ev.Event, out: TextIO) -> None:
 
 def plain(line: Line) -> str:
     """A line as the line-based front ends print it (a tool line says why a call was refused or failed)."""
-    return f"  ⏺ {line.text}" if line.kind == "tool" else f"  {line.text}"
+    return f"  ⏺ {line.full or line.text}" if line.kind == "tool" else f"  {line.text}"
 
 
 # -- history -------------------------------------------------------------------------------

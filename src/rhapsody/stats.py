@@ -15,6 +15,14 @@ from rhapsody.core.pricing import price_of, priced
 from rhapsody.core.session import USAGE_KEYS
 
 
+STATS_COLUMNS = ("seam", "context ~tokens", "context cut", "bytes", "msgs", "tool calls", "thinking",
+                 "API input: request before → first after")
+STATS_NOTE = ("context: rhapsody's estimate of the request it would send, just before and just after the strip "
+              "(the figure the status bar and the seam divider show); context cut is its fall. API input: what the "
+              "API reported for the last request before the seam and the first one after it, which also carries "
+              "the field note and every message since, so it can be higher than before: it is not the context.")
+
+
 def seam_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per seam: the recorded figures plus the API-reported input just after."""
     rows = []
@@ -39,18 +47,23 @@ def billing(records: list[dict[str, Any]], read_mult: float | None = None) -> di
     prices = [price_of(m)[0] for m in served] if all(priced(m) for m in served) and priced(model) else None
     if prices is not None and read_mult is not None:
         prices = [dataclasses.replace(p, read_mult=read_mult) for p in prices]
-    figures = seam_savings(records, price.read_mult if read_mult is None else read_mult, prices)
+    # Each request's cache reads at the rate of the model that served it (a /model switch reprices nothing).
+    mults: float | list[float] = read_mult if read_mult is not None else [price_of(m)[0].read_mult for m in served]
+    figures = seam_savings(records, mults if mults != [] else price.read_mult, prices)
     return {"model": model, "billed_input_usd": None, "billed_input_usd_without_seams": None, **figures}
 
 
 def saving_line(figures: dict[str, Any]) -> str:
-    """One line: billed input with the seams beside without them."""
-    return (f"billed input (cache reads {figures['cache_read_multiplier']}×, writes "
-            f"{figures['cache_write_multiplier']}×): {figures['billed_input_tokens']:,} with seams, "
-            f"{figures['billed_input_tokens_without_seams']:,} without ("
-            + (f"saved {figures['saving']:.1%}" if figures["saving"] >= 0 else f"{-figures['saving']:.1%} more so far")
-            + "; "
-            f"each further request saves ~{figures['saving_per_further_request']:,})")
+    """One line: billed input with the seams beside without them; with no seam, only the billed input."""
+    mult = figures["cache_read_multiplier"]
+    reads = f"cache reads {mult}×" if mult is not None else "cache reads at each request's model rate"
+    head = f"billed input ({reads}, writes {figures['cache_write_multiplier']}×): {figures['billed_input_tokens']:,}"
+    if not figures["seams"]:
+        return f"{head}; no seams yet, so nothing saved"
+    saving = figures["saving"]
+    return (f"{head} with seams, {figures['billed_input_tokens_without_seams']:,} without ("
+            + (f"saved {saving:.1%}" if saving >= 0 else f"{-saving:.1%} more so far")
+            + f"; each further request saves ~{figures['saving_per_further_request']:,})")
 
 
 def print_stats(root: Path, session_id: str | None, as_json: bool = False, read_mult: float | None = None) -> int:
@@ -80,8 +93,7 @@ def _print_table(path: Path, records: list[dict[str, Any]], totals: dict[str, in
     table = Table(title=f"seams of session {path.stem}")
     # "context" is the one figure the status bar, the seam divider and /stats show (rhapsody/figures.py);
     # the API's reported input is the request before the seam and the next one, which also holds new messages.
-    for column in ("seam", "context ~tokens", "reduction", "bytes", "msgs", "tool calls", "thinking",
-                   "API input (before → next request)"):
+    for column in STATS_COLUMNS:
         table.add_column(column, justify="right")
     for row in seam_rows(records):
         b, a = row["before"], row["after"]
@@ -99,6 +111,8 @@ def _print_table(path: Path, records: list[dict[str, Any]], totals: dict[str, in
         )
     console = Console()
     console.print(table)
+    if seam_rows(records):
+        console.print(STATS_NOTE)
     console.print(
         f"requests {counts['request']}, tool calls {counts['tool_run']}, narration violations {counts['violation']}, "
         f"hints {counts['hint']}; tokens in {totals['input_tokens']:,}, cache write "

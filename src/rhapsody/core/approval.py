@@ -26,6 +26,8 @@ class Question:
     reply: asyncio.Future[Approval]
     args: dict[str, Any] = field(default_factory=dict)
     """The call's arguments, so the question can show the diff or the exact command."""
+    rules: tuple[str, ...] = ()
+    """The session rules an "allow for this session" would add; empty when no rule can allow the call."""
 
     @property
     def open(self) -> bool:
@@ -51,8 +53,10 @@ class HumanApprover:
             self._questions = asyncio.Queue()
         return self._questions
 
-    async def __call__(self, tool: str, argument: str, why: str, args: dict[str, Any] | None = None) -> Approval:
-        question = Question(tool, argument, why, asyncio.get_running_loop().create_future(), dict(args or {}))
+    async def __call__(self, tool: str, argument: str, why: str, args: dict[str, Any] | None = None,
+                       rules: tuple[str, ...] = ()) -> Approval:
+        question = Question(tool, argument, why, asyncio.get_running_loop().create_future(), dict(args or {}),
+                            tuple(rules))
         self.questions.put_nowait(question)
         return await question.reply
 

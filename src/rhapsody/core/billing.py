@@ -88,8 +88,9 @@ class CacheModel:
             self._totals.append(total)
         self._head = len(head)
 
-    def price(self, ts: float, messages: list[Message]) -> tuple[int, float]:
-        """(input tokens, billed equivalents) of one request sent at `ts`."""
+    def price(self, ts: float, messages: list[Message], read_mult: float | None = None) -> tuple[int, float]:
+        """(input tokens, billed equivalents) of one request sent at `ts`, its cache reads at `read_mult`
+        (the model's rate of the request; the model's default when None)."""
         same = 0
         for old, new in zip(self._prev, messages):
             if old is not new:
@@ -106,7 +107,8 @@ class CacheModel:
         for i in {self._head - 1, len(runs) - 1}:  # the breakpoints: after system, on the newest message
             self._cache[runs[i]] = ts
         written = totals[-1] - read
-        return totals[-1], written * WRITE_5M_MULT + read * self.read_mult
+        mult = self.read_mult if read_mult is None else read_mult
+        return totals[-1], written * WRITE_5M_MULT + read * mult
 
     def _part(self, message: Message) -> tuple[str, int]:
         found = self._memo.get(id(message))
@@ -129,10 +131,16 @@ def _chars_tokens(chars: int) -> int:
     return max(1, -(-chars // 4))
 
 
-def simulate(head: list[Any], sent: list[Sent], read_mult: float) -> list[tuple[int, float]]:
-    """(input tokens, billed equivalents) of each request of a run under the cache model."""
-    model = CacheModel(head, read_mult)
-    return [model.price(request.ts, request.messages) for request in sent]
+def simulate(head: list[Any], sent: list[Sent], read_mult: float | list[float]) -> list[tuple[int, float]]:
+    """(input tokens, billed equivalents) of each request of a run under the cache model; `read_mult`
+    is one rate for all, or one per request (each at the model that served it)."""
+    mults = _per_request(read_mult, len(sent))
+    model = CacheModel(head, mults[0] if mults else 0.1)
+    return [model.price(request.ts, request.messages, mult) for request, mult in zip(sent, mults)]
+
+
+def _per_request(read_mult: float | list[float], n: int) -> list[float]:
+    return list(read_mult) if isinstance(read_mult, list) else [read_mult] * n
 
 
 def served_by(records: list[dict[str, Any]]) -> list[str]:
@@ -155,9 +163,13 @@ def served_by(records: list[dict[str, Any]]) -> list[str]:
     return served
 
 
-def seam_savings(records: list[dict[str, Any]], read_mult: float,
+def seam_savings(records: list[dict[str, Any]], read_mult: float | list[float],
                  prices: list[Price] | None = None) -> dict[str, Any]:
     """Billed input as it happened beside the same requests rebuilt without any seam.
+
+    `read_mult` is the cache-read rate for every request, or one per answered request (the
+    rate of the model that served it, so a `/model` switch does not reprice the past);
+    `cache_read_multiplier` is then that one rate, or None when the requests' rates differ.
 
     With `prices` (one per answered request, see `served_by`), each request is also priced
     in dollars at its own model: `billed_input_usd` and `billed_input_usd_without_seams`.
@@ -166,20 +178,21 @@ def seam_savings(records: list[dict[str, Any]], read_mult: float,
     head = [head_record.get("tools", []), [{"type": "text", "text": head_record.get("system", "")}]]
     actual = replay(records, seams=True)
     without = replay(records, seams=False)
+    mults = _per_request(read_mult, len(actual))
     reported = sum(sum(s.usage.values()) for s in actual)
-    billed = sum(priced(s.usage, read_mult) for s in actual)
-    sim, free = simulate(head, actual, read_mult), simulate(head, without, read_mult)
+    billed = sum(priced(s.usage, mult) for s, mult in zip(actual, mults))
+    sim, free = simulate(head, actual, mults), simulate(head, without, mults)
     sim_tokens, sim_billed = sum(t for t, _ in sim), sum(c for _, c in sim)
     free_tokens, free_billed = sum(t for t, _ in free), sum(c for _, c in free)
     scale = reported / sim_tokens if sim_tokens else 1.0
     # A further request reads its whole prefix from cache: the seams save the difference in size.
-    further = (free[-1][0] - sim[-1][0]) * scale * read_mult if sim else 0.0
+    further = (free[-1][0] - sim[-1][0]) * scale * mults[-1] if sim else 0.0
     dollars = {} if prices is None else _dollars(actual, free, scale, prices)
     return {
         **dollars,
         "requests": len(actual),
         "seams": sum(1 for r in records if r["kind"] == "seam"),
-        "cache_read_multiplier": read_mult,
+        "cache_read_multiplier": mults[0] if len(set(mults)) == 1 else (None if mults else _one(read_mult)),
         "cache_write_multiplier": WRITE_5M_MULT,
         "input_tokens": reported,
         "billed_input_tokens": round(billed),
@@ -190,6 +203,10 @@ def seam_savings(records: list[dict[str, Any]], read_mult: float,
         "saving": round(1 - billed / (free_billed * scale), 4) if free_billed else 0.0,
         "saving_per_further_request": round(further),
     }
+
+
+def _one(read_mult: float | list[float]) -> float | None:
+    return read_mult if isinstance(read_mult, (int, float)) else None
 
 
 def _dollars(actual: list[Sent], free: list[tuple[int, float]], scale: float, prices: list[Price]) -> dict[str, float]:

@@ -34,8 +34,10 @@ def state_dir(root: Path) -> Path:
     """The project's `.rhapsody/` folder, created with a `.gitignore` so git never sees it."""
     folder = private_dir(root / STATE_DIR)
     ignore = folder / ".gitignore"
-    if not ignore.exists():
+    if not os.path.lexists(ignore):
         _write_new(ignore, b"*\n")
+    elif ignore.is_symlink():
+        raise StorageError(f"refusing {ignore}: a symbolic link (rhapsody never writes its state through a link)")
     return folder
 
 
@@ -50,6 +52,7 @@ def private_dir(folder: Path) -> Path:
     Raises StorageError with one line when it cannot be created (a read-only or full
     file system, a file in the way, no permission).
     """
+    _refuse_links(folder)
     missing = [folder, *folder.parents]
     missing = missing[: next((i for i, p in enumerate(missing) if p.is_dir()), len(missing))]
     try:
@@ -61,10 +64,26 @@ def private_dir(folder: Path) -> Path:
     return folder
 
 
+def write_private(path: Path, text: str) -> None:
+    """Write `path` as mode 0600, never through a symbolic link; StorageError with one line when it cannot."""
+    _write_new(path, text.encode("utf-8"))
+
+
+def _refuse_links(folder: Path) -> None:
+    """StorageError when `folder`, or a folder above it up to the state folder, is a symbolic link:
+    a cloned project can commit `.rhapsody` (or `.rhapsody/history`) as a link to anywhere."""
+    for path in [folder, *folder.parents]:
+        if path.is_symlink():
+            raise StorageError(f"refusing {path}: a symbolic link (rhapsody never writes its state through a link)")
+        if path.name == STATE_DIR or STATE_DIR not in folder.parts:
+            return
+
+
 def _write_new(path: Path, data: bytes) -> None:
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         try:
+            os.fchmod(fd, 0o600)
             _write_all(fd, data)
         finally:
             os.close(fd)
@@ -97,7 +116,8 @@ class HistoryWriter:
         self._fd = -1
         private_dir(path.parent)
         try:
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            nofollow = os.O_NOFOLLOW if STATE_DIR in path.parts else 0  # a project's state is never a link
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | nofollow, 0o600)
             os.chmod(path, 0o600)
             self._terminate_torn_line()
         except OSError as exc:
@@ -204,18 +224,54 @@ def _parse_line(raw: bytes) -> dict[str, Any] | None:
 def sessions(root: Path) -> Iterator[Path]:
     """The project's history files, oldest first."""
     folder = root / STATE_DIR / "history"
-    if folder.is_dir():
-        yield from sorted(folder.glob("*.jsonl"))
+    if folder.is_dir() and not folder.is_symlink() and not folder.parent.is_symlink():
+        yield from sorted(p for p in folder.glob("*.jsonl") if not p.is_symlink())  # never a link out of the project
 
 
 def find_session(root: Path, session_id: str | None) -> Path:
-    """The history file of `session_id`, or the newest when None."""
+    """The history file of `session_id`, or when None the newest with a turn (a message):
+    a session opened and closed without one is never "latest"."""
     found = list(sessions(root))
+    if session_id is None:
+        newest = next((p for p in reversed(found) if has_turns(p)), None)  # newest first, stops at one
+        found = [newest] if newest else []
     if not found:
-        raise HistoryError(f"no sessions in {root / STATE_DIR / 'history'}")
+        raise HistoryError(f"no sessions{' with a turn' if session_id is None else ''} in "
+                           f"{root / STATE_DIR / 'history'}")
     if session_id is None:
         return found[-1]
     matches = [p for p in found if p.stem == session_id or p.stem.startswith(session_id)]
     if len(matches) != 1:
         raise HistoryError(f"no single session matches {session_id!r} ({len(matches)} found)")
     return matches[0]
+
+
+def has_turns(path: Path) -> bool:
+    """Whether the history file holds a message (the first is always the human's; unreadable: False)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return False
+    for raw in data.split(b"\n"):
+        if b"message" in raw:
+            record = _parse_line(raw)
+            if record is not None and record["kind"] == "message":
+                return True
+    return False
+
+
+def discard_if_empty(path: Path) -> bool:
+    """Remove a history file that holds nothing but its session header; True when removed.
+
+    Anything else in it (a message, a model switch, a line that does not parse) keeps it."""
+    try:
+        read = read_history(path)
+    except HistoryError:
+        return False
+    if read.skipped or read.torn_tail or [r["kind"] for r in read.records] != ["session"]:
+        return False
+    try:
+        path.unlink()
+    except OSError:
+        return False
+    return True

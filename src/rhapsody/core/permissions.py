@@ -37,9 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 FILE_WRITERS = ("write_file", "edit_file")
-PROTECTED_READS = (".env", ".env.*", ".envrc", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*", "id_ed25519*", "id_ecdsa*",
-                   "id_dsa*", ".netrc", ".git-credentials", ".pgpass", ".npmrc", ".pypirc")
-"""Secret-looking file names, matched case-insensitively against every part of the path."""
+PROTECTED_READS = (".env", ".env.*", ".env-*", ".env_*", "*.env", ".envrc", "*.pem", "*.key", "*.p12", "*.pfx",
+                   "id_rsa*", "id_ed25519*", "id_ecdsa*", "id_dsa*", ".netrc", ".git-credentials", ".pgpass", ".npmrc",
+                   ".pypirc", "credentials.json", "*.keystore", "*.jks")
+"""Secret-looking file names, matched case-insensitively against every part of the path. The one list:
+read_file refuses them, search and git leave them out, the sandbox binds an empty file over them."""
 SANDBOXED = ("workspace-write", "read-only")
 _SPLIT = re.compile(r"&&|\|\||;|\||\n")
 
@@ -135,12 +137,23 @@ def _shell_allowed(rules: list[str], name: str, shell: ShellCommand) -> str:
     if shell.opaque or not shell.commands:
         return ""
     used = []
-    for text in shell.texts():
-        rule = next((r for r in rules if _matches(r, name, (text,))), "")
+    for words, text in zip(shell.commands, shell.texts()):
+        rule = next((r for r in rules if _matches(r, name, (text,)) and _program_allowed(r, words[0])), "")
         if not rule:
             return ""
         used.append(rule)
     return ", ".join(dict.fromkeys(used))
+
+
+def _program_allowed(rule: str, program: str) -> bool:
+    """The rule's first word names `program`, with `*` and `?` never matching '/': `bash:pytest*` allows
+    `pytest -x` and `pytest-watch`, not `pytest/../run.sh` (a path through a folder of that name)."""
+    pattern = rule.partition(":")[2]
+    if not pattern:
+        return True
+    first = pattern.split()[0] if pattern.split() else pattern
+    regex = "".join("[^/]*" if c == "*" else "[^/]" if c == "?" else re.escape(c) for c in first)
+    return re.fullmatch(regex, program) is not None
 
 
 def _shell_denied(rules: list[str], command: str, shell: ShellCommand) -> str:
@@ -295,17 +308,3 @@ def _ask_reason(mode: str, shell: ShellCommand) -> str:
         return f"{mode} mode asks: no rule can allow this command because {shell.opaque}"
     return f"{mode} mode asks before running commands"
 
-
-def suggested_rules(tool: str, argument: str) -> tuple[str, ...]:
-    """Session rules that would allow calls like this one.
-
-    For bash, one rule per sub-command's first word (an allow rule must cover every part);
-    for file tools, the file's folder.
-    """
-    if tool == "bash":
-        words = [part.split()[0] for part in subcommands(argument) if part.split()]
-        return tuple(dict.fromkeys(f"bash:{w} *" for w in words)) or ("bash",)
-    if tool.startswith("mcp__"):
-        return (tool,)
-    folder = argument.rsplit("/", 1)[0] if "/" in argument else ""
-    return (f"{tool}:{folder}/*" if folder else f"{tool}:*",)

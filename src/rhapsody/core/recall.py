@@ -19,6 +19,7 @@ from typing import Any
 
 from rhapsody.core.context import Conversation
 from rhapsody.core.history import read_history, sessions
+from rhapsody.core.own_files import own_files, read_own
 from rhapsody.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.core.traffic import cut_of
 
@@ -70,6 +71,8 @@ def open_index(history: Path) -> sqlite3.Connection:
 
 
 def _connect(path: Path) -> sqlite3.Connection | None:
+    if path.is_symlink():
+        path.unlink()  # an index is never opened (and so never written) through a link
     if not path.exists():
         return None
     try:
@@ -158,8 +161,8 @@ def search_notes(root: Path, query: str) -> list[Hit]:
     """Field notes that contain every word of `query` (case-insensitive), newest first."""
     words = [w.lower() for w in query.split()]
     hits = []
-    for note in sorted((root / ".rhapsody" / "notes").glob("*.md"), reverse=True):
-        text = note.read_text(encoding="utf-8", errors="replace")
+    for note in reversed(own_files(root, root / ".rhapsody" / "notes", "*.md")):
+        text = read_own(root, note) or ""
         if words and all(w in text.lower() for w in words):
             line = next((l for l in text.splitlines() if words[0] in l.lower()), "")
             session = note.stem.rsplit("-seam", 1)[0]
@@ -171,7 +174,8 @@ def fetch(root: Path, call_id: str, page: int = 1) -> str | None:
     """The full call and result (or field note) for a recall id, one page of PAGE characters at a time."""
     if call_id.startswith("note:"):
         note = root / ".rhapsody" / "notes" / Path(call_id[5:]).name
-        return _page(note.read_text(encoding="utf-8"), page) if note.is_file() else None
+        text = read_own(root, note)
+        return _page(text, page) if text is not None else None
     session = call_id.split(":", 1)[0]
     history = root / ".rhapsody" / "history" / f"{session}.jsonl"
     if ":" not in call_id or not history.exists():

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 from rhapsody.core.messages import INVALID_KEY, UNPARSED_KEY
 from rhapsody.core.permissions import SANDBOXED, Call, Rules, decide_call, relative_keys
 from rhapsody.core.secrets import mask
+from rhapsody.core.suggest import session_rules
 
 if TYPE_CHECKING:
     from rhapsody.core.session import Session
@@ -93,10 +94,12 @@ class Approval:
 class Approver(Protocol):
     """Asks the human whether a call may run (the TUI and plain mode provide one).
 
-    `args` are the call's validated arguments, so the question can show a diff or the exact command.
+    `args` are the call's validated arguments, so the question can show a diff or the exact command;
+    `rules` are the session rules that would let it run (see core.suggest), empty when no rule can.
     """
 
-    async def __call__(self, tool: str, argument: str, why: str, args: dict[str, Any]) -> Approval:
+    async def __call__(self, tool: str, argument: str, why: str, args: dict[str, Any],
+                       rules: tuple[str, ...] = ()) -> Approval:
         """The human's decision."""
         ...
 
@@ -231,8 +234,7 @@ class Toolbox:
             why = decision.reason
             if call.leave_sandbox:
                 why += f". The model's justification: {call.justification or '(none given)'}"
-            verdict, reason, by, words = await self._ask(tool.name, call.argument, why,
-                                                         "unsandboxed" if call.leave_sandbox else tool.name, shown_args)
+            verdict, reason, by, words = await self._ask(call, why, shown_args)
         if tool.writes or verdict != "allow" or decision.rule:  # plain reads are not worth a record
             ctx.session.record("permission", tool=tool.name, argument=call.argument, decision=verdict, by=by,
                                reason=reason, **({"confinement": call.confinement} if call.confinement else {}))
@@ -259,14 +261,15 @@ class Toolbox:
         return Call(tool.name, argument, tool.writes, tool.reads_files, keys or (argument,),
                     confinement, leave, str(getattr(args, "justification", "") or ""))
 
-    async def _ask(self, tool: str, argument: str, why: str, rule_name: str,
-                   args: dict[str, Any]) -> tuple[str, str, str, str]:
+    async def _ask(self, call: Call, why: str, args: dict[str, Any]) -> tuple[str, str, str, str]:
+        tool, argument = call.tool, call.argument
+        rule_name = "unsandboxed" if call.leave_sandbox else tool
         if self.approver is None:
             where = " in your user config" if rule_name == "unsandboxed" else ""
             return "deny", (f"{why}, and no human can answer here (headless); allow it with a rule such as "
                             f"allow = [\"{rule_name}:{argument.split()[0] if argument else ''}*\"]{where} "
                             "or pick another --permission-mode"), "mode", ""
-        answer = await self.approver(tool, argument, why, args)
+        answer = await self.approver(tool, argument, why, args, rules=session_rules(self.permission_mode, self.rules, call))
         self.rules.session_allow.extend(answer.remember)
         verdict = "allow" if answer.allow else "deny"
         words = "" if answer.allow or not answer.words.strip() else answer.words

@@ -21,22 +21,48 @@ FOLDERS = ("status", "decisions", "errors", "dialogs")
 DIALOGS_IN_MAP = 3
 
 
+class LayoutError(Exception):
+    """The memory folder cannot be created safely (a link on the way, outside the project)."""
+
+
 def init(root: Path, path: str) -> list[str]:
-    """Create the memory layout; returns what was created (existing files are kept)."""
+    """Create the memory layout; returns what was created (existing files are kept).
+
+    Never through a symbolic link: a link anywhere from the root down to a file it would
+    create raises LayoutError, and files are created with O_EXCL | O_NOFOLLOW."""
     base = root / path
     created = []
     for folder in FOLDERS:
         target = base / folder
-        if not target.exists():
+        _no_link_below(root, target / ".gitkeep")
+        if not os.path.lexists(target):
             target.mkdir(parents=True)
-            (target / ".gitkeep").write_text("")
+            _create(target / ".gitkeep", "")
             created.append(f"{path}/{folder}/")
     for name, text in FILES.items():
         target = base / name
-        if not target.exists():
-            target.write_text(text, encoding="utf-8")
+        _no_link_below(root, target)
+        if not os.path.lexists(target):
+            _create(target, text)
             created.append(f"{path}/{name}")
     return created
+
+
+def _no_link_below(root: Path, path: Path) -> None:
+    """LayoutError when `path`, or a folder between `root` and it, is a symbolic link or leaves the root."""
+    rel = path.relative_to(root)
+    for depth in range(1, len(rel.parts) + 1):
+        step = root.joinpath(*rel.parts[:depth])
+        if step.is_symlink():
+            raise LayoutError(f"refusing {step}: a symbolic link (memory files are never written through a link)")
+    if not inside(root, path):
+        raise LayoutError(f"refusing {path}: outside the project")
+
+
+def _create(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 def memory_map(root: Path, path: str, cap: int) -> str:
@@ -73,7 +99,7 @@ def write_dialog(root: Path, path: str, session_id: str, request: str, work: str
         # and names still sort in the order they were written.
         file = folder / f"{stamp}-{session_id}-{n:02d}.md"
         try:
-            fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
         except FileExistsError:
             continue
         with os.fdopen(fd, "w", encoding="utf-8") as f:

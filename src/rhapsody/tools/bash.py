@@ -9,6 +9,7 @@ into a bounded buffer (`tools/procs.py`); the process group dies at the end.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
 from pydantic import BaseModel, Field, model_validator
@@ -16,7 +17,8 @@ from pydantic import BaseModel, Field, model_validator
 from rhapsody.core.permissions import SANDBOXED
 from rhapsody.core.tools import ToolContext, ToolOutcome
 from rhapsody.prompts import load
-from rhapsody.tools import procs, sandbox
+from rhapsody.tools import gitguard, procs, sandbox
+from rhapsody.tools.git import gitlinks
 from rhapsody.tools.sandbox import scrubbed_env
 
 SCRUBBED = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
@@ -59,14 +61,19 @@ class Bash:
         return level if sandbox.bwrap_path() else "unavailable"
 
     async def run(self, args: BashInput, ctx: ToolContext) -> ToolOutcome:
-        timeout = args.timeout or ctx.bash_timeout
+        timeout = min(args.timeout or ctx.bash_timeout, ctx.bash_timeout)  # the user's cap; the model may only lower it
         argv: list[str] = ["bash", "-c", args.command]
         fds: tuple[int, ...] = ()
         if ctx.confinement in SANDBOXED:
             argv, fds = sandbox.wrap(argv, ctx.root, ctx.confinement, self.network)
         before = sandbox.git_redirects(ctx.root)
+        root = ctx.root.resolve()
+        nested = gitguard.nested_state(root, _nested(root)) if ctx.confinement in SANDBOXED else None
         done = await procs.run(argv, str(ctx.root), scrubbed_env(), timeout, ctx.output_cap, fds)
-        notes = "".join(f"\n{note}" for note in sandbox.undo_git_redirects(ctx.root, before))
+        undone = sandbox.undo_git_redirects(ctx.root, before)
+        if nested is not None:
+            undone += gitguard.defuse_nested(root, nested, _nested(root))
+        notes = "".join(f"\n{note}" for note in undone)
         where = f"sandbox {ctx.confinement}" if ctx.confinement in SANDBOXED else "no sandbox"
         facts = {"command": args.command, "confinement": where}
         if done.timed_out:
@@ -74,3 +81,9 @@ class Bash:
                                exit_code=done.exit_code, facts=facts)
         code = done.exit_code
         return ToolOutcome(f"{done.output}{notes}\n[exit code {code}]", is_error=code != 0, exit_code=code, facts=facts)
+
+
+def _nested(root: Path) -> list[Path]:
+    """Nested repositories: found by the sandbox's walk, and every submodule the index records."""
+    found = sandbox.nested_repos(root)
+    return [*found, *(p for p in (root / link / ".git" for link in gitlinks(root)) if p not in found)]

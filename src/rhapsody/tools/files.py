@@ -16,10 +16,10 @@ from pydantic import BaseModel, Field
 
 from rhapsody.core.tools import ToolContext, ToolFailure, ToolOutcome
 from rhapsody.prompts import load
-from rhapsody.tools import procs, search
-from rhapsody.tools.git import git_blob
+from rhapsody.tools import gitguard, procs, search
+from rhapsody.tools.git import git_blob, gitlinks
 from rhapsody.tools.paths import cap_text, confine, shown
-from rhapsody.tools.sandbox import hooks_path, scrubbed_env
+from rhapsody.tools.sandbox import scrubbed_env
 
 READ_CAP = 200_000
 
@@ -117,15 +117,16 @@ def applied_diff(before: str, after: str, where: str) -> str:
 
 def _refuse_state(root: Path, path: Path) -> None:
     """Writes that would let code run later outside any sandbox, or touch rhapsody's own records."""
-    first = shown(root, path).split("/")[0]
+    parts = shown(root, path).split("/")
+    first = parts[0]
     if first == ".mcp.json":
         raise ToolFailure("refused: .mcp.json starts programs (MCP servers) when rhapsody opens a trusted project; "
                           "tools never write it")
     if first == ".rhapsody":
         raise ToolFailure("refused: .rhapsody/ holds rhapsody's own history and notes; tools never write there")
-    hooks = hooks_path(root.resolve())
-    if first == ".git" or (hooks is not None and (path == hooks or hooks in path.parents)):
-        raise ToolFailure("refused: tools never write inside .git/ or the hooks folder (git config and hooks run "
+    base = root.resolve()
+    if ".git" in (p.lower() for p in parts) or gitguard.guarded(base, path, [base / p / ".git" for p in gitlinks(base)]):
+        raise ToolFailure("refused: tools never write inside a .git/ folder (nested ones too) or the hooks folder (git config and hooks run "
                           "programs); use bash for git commands")
 
 

@@ -32,11 +32,14 @@ STATIC = (
     ("credential.helper", ""), ("protocol.allow", "never"), ("core.sshCommand", "false"), ("core.askPass", ""),
     ("core.alternateRefsCommand", ""), ("gc.auto", "0"), ("maintenance.auto", "false"), ("core.untrackedCache", "false"),
     ("status.submoduleSummary", "false"), ("diff.submodule", "short"), ("submodule.recurse", "false"),
+    ("diff.ignoreSubmodules", "all"), ("fetch.recurseSubmodules", "false"), ("push.recurseSubmodules", "no"),
 )
 """Overrides applied to every git call (highest precedence, like `git -c`)."""
 _DRIVER = re.compile(r"^(filter|diff|merge)\.(.+)\.(clean|smudge|process|textconv|command|driver|required|cachetextconv)$",
                      re.IGNORECASE)
 _NO_PROGRAMS = ("--no-ext-diff", "--no-textconv")
+_NO_NESTED = "--ignore-submodules=all"
+"""A nested repository's own config (fsmonitor, filters) would run were git to look inside it."""
 TIMEOUT = 30.0
 
 
@@ -107,12 +110,21 @@ def repo_root(root: Path) -> Path | None:
     return Path(top) if top else None
 
 
+def gitlinks(root: Path) -> list[str]:
+    """Paths the index records as submodules (mode 160000): where a user's `git status` recurses."""
+    try:
+        listed = run_git(root, "ls-files", "--stage", "-z", check=False, pairs=list(STATIC))
+    except GitError:
+        return []
+    return [entry.split("\t", 1)[1] for entry in listed.split("\0") if entry.startswith("160000 ") and "\t" in entry]
+
+
 def git_facts(root: Path) -> dict[str, Any]:
     """Git root, branch, HEAD and dirty files (porcelain v1 lines), measured by the harness."""
     top = repo_root(root)
     if top is None:
         return {"git_root": None}
-    status = run_git(root, "status", "--porcelain=v2", "--branch", check=False)
+    status = run_git(root, "status", "--porcelain=v2", "--branch", _NO_NESTED, check=False)
     branch, head, dirty = "(detached)", "(no commits)", []
     for line in status.splitlines():
         if line.startswith("# branch.head ") and line[14:] != "(detached)":
@@ -146,7 +158,7 @@ def commit_paths(root: Path, path: Path | str, message: str) -> str | None:
         return None
     target = str(root / path)
     run_git(root, "add", "--all", "--", target)
-    if not run_git(root, "diff", "--cached", "--name-only", *_NO_PROGRAMS, "--", target).strip():
+    if not run_git(root, "diff", "--cached", "--name-only", *_NO_PROGRAMS, _NO_NESTED, "--", target).strip():
         return None
     run_git(root, "commit", "--no-verify", "-q", "-m", message, "--", target)
     return run_git(root, "rev-parse", "HEAD").strip()
@@ -236,7 +248,7 @@ def _hidden_pathspecs(read_deny: tuple[str, ...]) -> list[str]:
 def _tool_args(args: GitInput, has_head: bool) -> list[str]:
     paths = ["--", args.path or "."]
     if args.action == "status":
-        return ["status", "--short", "--branch", *paths]
+        return ["status", "--short", "--branch", _NO_NESTED, *paths]
     if args.action == "diff":
-        return ["diff", *_NO_PROGRAMS, *(["HEAD"] if has_head else []), *paths]
+        return ["diff", *_NO_PROGRAMS, _NO_NESTED, *(["HEAD"] if has_head else []), *paths]
     return ["log", f"-{args.limit}", "--oneline", "--decorate", *_NO_PROGRAMS, *paths]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 _FROZEN = ("config", "config.worktree", "hooks", "info", "modules", "worktrees", "commondir")
@@ -30,13 +31,29 @@ def binds(root: Path, nested: list[Path]) -> list[str]:
             out += ["--ro-bind", str(entry), str(entry)]  # the pointer itself (a link is bound as what it names)
         for git_dir in _dirs_of(root, entry):
             out += _freeze(root, git_dir)
-    hooks = hooks_path(root)
+    hooks = hooks_path(root, create=True)
     if hooks is not None:
         out += ["--ro-bind", str(hooks), str(hooks)]
     mcp = root / ".mcp.json"
     if mcp.is_file() and not mcp.is_symlink():
         out += ["--ro-bind", str(mcp), str(mcp)]
     return out
+
+
+def guarded(root: Path, path: Path, nested: list[Path]) -> bool:
+    """Whether `path` (resolved) is, or is inside, anything the sandbox freezes for the git directories of
+    `root/.git`, the `.git` entries of the folders above `path`, and `nested`: a file tool must not write it
+    (with `.git/config` a link to `gitconfig`, or a `.git` file naming `gitdata/`, the real config is elsewhere)."""
+    entries = [root / ".git", *nested, *(folder / ".git" for folder in path.parents if _inside(root, folder))]
+    frozen: list[Path] = []
+    for entry in dict.fromkeys(entries):
+        for git_dir in _dirs_of(root, entry):
+            frozen += [git_dir / name for name in _FROZEN]
+            frozen += [(git_dir / name).resolve() for name in _FROZEN if (git_dir / name).is_symlink()]
+            frozen += _included_configs(root, git_dir)
+    hooks = hooks_path(root)
+    frozen += [hooks] if hooks is not None else []
+    return any(path == f or f in path.parents for f in frozen)
 
 
 def _dirs_of(root: Path, entry: Path) -> list[Path]:
@@ -66,16 +83,41 @@ def _inside(root: Path, path: Path) -> bool:
 
 
 def _freeze(root: Path, git_dir: Path) -> list[str]:
-    if not (git_dir / "hooks").exists():
-        (git_dir / "hooks").mkdir(exist_ok=True)
+    if not os.path.lexists(git_dir / "hooks"):
+        (git_dir / "hooks").mkdir()
     out = ["--bind", str(git_dir), str(git_dir)]
     for name in _FROZEN:
-        path = git_dir / name
-        if path.exists() and not path.is_symlink():
-            out += ["--ro-bind", str(path), str(path)]
+        target = _frozen_target(root, git_dir / name)
+        if target is not None:
+            out += ["--ro-bind", str(target), str(target)]
     for path in _included_configs(root, git_dir):
         out += ["--ro-bind", str(path), str(path)]
     return out
+
+
+def _frozen_target(root: Path, path: Path) -> Path | None:
+    """What to bind read-only for one frozen entry: the entry, or for a link the file or folder it names.
+
+    A link (an extracted archive can carry `.git/config -> ../gitconfig` or a linked hooks
+    folder) is what git follows, so its target inside the root is frozen; a dangling link
+    into the root gets its target created first (an empty file, or a folder for hooks and
+    the like), so a command cannot create it. Targets outside the root are read-only anyway.
+    """
+    if not path.is_symlink():
+        return path if path.exists() else None
+    target = path.resolve()
+    if not _inside(root, target) or target == root:
+        return None
+    if not os.path.lexists(target):
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if path.name in ("config", "config.worktree", "commondir"):
+                os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))
+            else:
+                target.mkdir()
+        except OSError:
+            return None
+    return target if target.exists() else None
 
 
 def _included_configs(root: Path, git_dir: Path) -> list[Path]:
@@ -120,18 +162,130 @@ def undo_git_redirects(root: Path, before: set[str]) -> list[str]:
     return notes
 
 
-def hooks_path(root: Path) -> Path | None:
-    """An existing `core.hooksPath` folder inside the root (husky and friends), read from .git/config."""
-    config = root / ".git" / "config"
+def hooks_path(root: Path, create: bool = False) -> Path | None:
+    """The `core.hooksPath` folder inside the root (husky and friends), read from the git config; None when
+    it does not exist, unless `create` (the sandbox creates it so that it can be frozen before a command
+    could create it and fill it).
+
+    When the folder sits in a dot-folder other than the root (husky's `.husky/_`, whose
+    scripts run `.husky/<hook>`), the dot-folder is what is frozen: the hooks live there."""
+    text = ""
+    for git_dir in _dirs_of(root, root / ".git"):  # a `.git` file names the folder whose config counts
+        for config in [git_dir / "config", *_included_configs(root, git_dir)]:
+            try:
+                text += config.read_text(encoding="utf-8", errors="replace") + "\n"
+            except OSError:
+                pass
+    found = re.findall(r"^\s*hookspath\s*=\s*(.+?)\s*$", text, re.IGNORECASE | re.MULTILINE)
+    if not found:
+        return None
+    path = (root / os.path.expanduser(found[-1].strip('"'))).resolve()  # the last one wins, as in git
+    if path == root or root not in path.parents:
+        return None
+    if create and not os.path.lexists(path):
+        try:
+            path.mkdir(parents=True)
+        except OSError:
+            return None
+    if path.parent != root and path.parent.name.startswith("."):
+        path = path.parent
+    return path if path.exists() else None
+
+
+_SAFE_KEY = re.compile(
+    r"^(core\.(repositoryformatversion|filemode|bare|logallrefupdates|ignorecase|precomposeunicode|symlinks|autocrlf"
+    r"|eol|safecrlf|quotepath)|user\.(name|email)|author\.(name|email)|committer\.(name|email)|init\.defaultbranch"
+    r"|extensions\.objectformat|remote\.[^\n]+\.(url|pushurl|fetch|push|tagopt|prune)|branch\.[^\n]+\.(remote|merge)"
+    r"|submodule\.[^\n]+\.(url|active))$", re.IGNORECASE)
+"""Keys kept in a nested repository's config that a command wrote: none of them names a program."""
+
+
+def nested_state(root: Path, nested: list[Path]) -> dict[Path, bytes | None]:
+    """Each nested git directory's config as it is now (None when absent): taken before a command runs."""
+    out: dict[Path, bytes | None] = {}
+    for entry in nested:
+        for git_dir in _dirs_of(root, entry):
+            if git_dir == (root / ".git").resolve():
+                continue
+            for name in ("config", "config.worktree"):
+                try:
+                    out[git_dir / name] = (git_dir / name).read_bytes()
+                except OSError:
+                    out[git_dir / name] = None
+    return out
+
+
+def defuse_nested(root: Path, before: dict[Path, bytes | None], nested: list[Path]) -> list[str]:
+    """Strip every program-naming key from nested git configs a command created or changed, and drop
+    the hooks of nested git directories it created: the user's own `git status` in the project
+    recurses into a submodule with that submodule's config (core.fsmonitor, filters)."""
+    notes = []
+    for config, data in nested_state(root, nested).items():
+        if data is None or before.get(config) == data:
+            continue
+        try:
+            dropped = _keep_safe_keys(config)
+        except OSError as exc:
+            notes.append(f"[rhapsody could not clean {config.relative_to(root)} that the command wrote: {exc}]")
+            continue
+        if dropped:
+            notes.append(f"[rhapsody removed {', '.join(dropped)} from {config.relative_to(root)} that the command "
+                         "wrote: a nested repository's config must not name programs]")
+        hooks = config.parent / "hooks"
+        if config.parent / "config" not in before and hooks.is_dir() and not hooks.is_symlink():
+            try:
+                removed = [p.name for p in hooks.iterdir() if not p.name.endswith(".sample")]
+            except OSError:
+                removed = []
+            for name in removed:
+                _remove(hooks / name)
+            if removed:
+                notes.append(f"[rhapsody removed hooks {', '.join(sorted(removed))} of the new nested repository "
+                             f"{config.parent.relative_to(root)}]")
+    return notes
+
+
+def _keep_safe_keys(config: Path) -> list[str]:
+    """Rewrite `config` with only _SAFE_KEY entries (a link is replaced by a file); the keys dropped."""
     try:
-        text = config.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    match = re.search(r"^\s*hookspath\s*=\s*(.+?)\s*$", text, re.IGNORECASE | re.MULTILINE)
-    if not match:
-        return None
-    path = (root / os.path.expanduser(match.group(1).strip('"'))).resolve()
-    inside = path != root and root in path.parents
-    return path if inside and path.exists() else None
+        done = subprocess.run(["git", "config", "--file", str(config), "--no-includes", "--list", "-z"],
+                              stdin=subprocess.DEVNULL, capture_output=True, timeout=30,
+                              env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_CONFIG_NOSYSTEM": "1",
+                                   "HOME": "/nonexistent"})
+        listed, readable = done.stdout, done.returncode == 0 and not config.is_symlink()
+    except (OSError, subprocess.TimeoutExpired):
+        listed, readable = b"", False
+    pairs = [entry.partition("\n")[::2] for entry in listed.decode("utf-8", "replace").split("\0") if entry]
+    kept = [(k, v) for k, v in pairs if _SAFE_KEY.match(k)]
+    dropped = sorted({k for k, _ in pairs if not _SAFE_KEY.match(k)})
+    if readable and not dropped:
+        return []
+    _remove(config)
+    fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(_render_config(kept))
+    return dropped or ["what could not be read"]
 
 
+def _render_config(pairs: list[tuple[str, str]]) -> str:
+    lines = []
+    for key, value in pairs:
+        section, _, rest = key.partition(".")
+        sub, _, name = rest.rpartition(".")
+        head = f'[{section} "{_quote(sub)}"]' if sub else f"[{section}]"
+        lines.append(f'{head}\n\t{name} = "{_quote(value)}"\n')
+    return "".join(lines)
+
+
+def _quote(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            path.unlink()
+        except OSError:
+            pass

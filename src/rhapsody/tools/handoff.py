@@ -19,7 +19,7 @@ from rhapsody.core import recall
 from rhapsody.core.failures import last_failure
 from rhapsody.core.handoff import stripped_index
 from rhapsody.core.handoff_state import NoteWritten
-from rhapsody.core.history import private_dir, state_dir
+from rhapsody.core.history import private_dir, state_dir, write_private
 from rhapsody.core.messages import ToolResultBlock
 from rhapsody.core.session import Session
 from rhapsody.core.tools import ToolContext, ToolFailure, ToolOutcome
@@ -57,8 +57,7 @@ class MicroHandoff:
         note = render_note(args, number, session.id, facts)
         folder = private_dir(state_dir(ctx.root) / "notes")
         path = folder / f"{session.id}-seam{number}.md"
-        path.write_text(note, encoding="utf-8")
-        path.chmod(0o600)
+        write_private(path, note)
         index = stripped_index(session)
         content = f"{note}\n## What the seam strips (fetch any with recall by id)\n\n{index}\n\n{load('handoff_done')}"
         return NoteWritten(content, note_path=str(path.relative_to(ctx.root)), seam=number)

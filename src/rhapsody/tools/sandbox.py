@@ -24,6 +24,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from rhapsody.core.permissions import PROTECTED_READS
 from rhapsody.tools import gitguard, seccomp
 from rhapsody.tools.gitguard import git_redirects, hooks_path, undo_git_redirects
 
@@ -31,9 +32,7 @@ __all__ = ["bwrap_path", "effective_level", "git_redirects", "hooks_path", "scru
            "undo_git_redirects", "wrap"]
 
 LEVELS = ("workspace-write", "read-only", "off")
-SECRET_FILES = (".env", ".env.*", ".envrc", ".npmrc", ".pypirc", "*.pem", "*.key", "*.p12", "*.pfx", "id_rsa*",
-                "id_ed25519*", "id_ecdsa*", "id_dsa*", ".netrc", ".pgpass", ".git-credentials", "credentials.json",
-                "*.keystore", "*.jks")
+SECRET_FILES = PROTECTED_READS
 """Project files that read as empty inside the sandbox (matched case-insensitively on the name)."""
 HOME_SECRETS = (".ssh", ".aws", ".gnupg", ".azure", ".kube", ".docker", ".config/gcloud", ".config/gh",
                 ".config/rhapsody", ".netrc", ".git-credentials", ".npmrc", ".pypirc", ".pgpass", ".password-store",
@@ -46,7 +45,9 @@ _HIDDEN_ROOTS = (("proc",), ("sys",), ("dev",), ("run",))
 SKIP_WALK = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache", ".pytest_cache"}
 WALK_LIMIT = 50_000
 """Entries examined when looking for secret files; past it the walk stops (docs/security.md)."""
-_SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSW(OR)?D|CREDENTIAL|PRIVATE_?KEY|AUTH)", re.IGNORECASE)
+_SECRET_NAME = re.compile(r"(KEYS?($|_)|TOKEN|SECRET|PASSW(OR)?D|(^|_)PASS($|_)|(^|_)PWD$|CREDENTIAL|AUTH|COOKIE"
+                          r"|(^|_)DSN($|_)|SIGNATURE)", re.IGNORECASE)
+"""Variable names treated as credentials: any name ending in KEY (or with a KEY_ part), TOKEN, SECRET..."""
 _KEEP_ENV = {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "SHELL", "TZ", "PWD"}
 
 
@@ -128,7 +129,8 @@ def wrap(argv: list[str], root: Path, level: str, network: bool = False) -> tupl
     secrets, nested_git = _walk(root)
     if level == "workspace-write":
         state = root / ".rhapsody"
-        state.mkdir(mode=0o700, exist_ok=True)
+        if not os.path.lexists(state):
+            state.mkdir(mode=0o700)
         cmd += ["--bind", str(root), str(root), "--ro-bind", str(state), str(state), *gitguard.binds(root, nested_git)]
     else:
         cmd += ["--ro-bind", str(root), str(root)]
@@ -198,6 +200,11 @@ def _walk(root: Path) -> tuple[list[Path], list[Path]]:
         if seen > WALK_LIMIT:
             break
     return secrets, nested
+
+
+def nested_repos(root: Path) -> list[Path]:
+    """The nested `.git` entries of the project (the same bounded walk)."""
+    return _walk(root.resolve())[1]
 
 
 def is_secret_name(name: str) -> bool:

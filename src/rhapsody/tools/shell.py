@@ -24,9 +24,17 @@ SHELLS = {"bash", "sh", "dash", "zsh", "ksh", "fish", "busybox", "python", "pyth
 _OPAQUE_NAMES = {"eval": "eval", "source": "source", ".": "source", "exec": "exec", "xargs": "xargs",
                  "env": "env", "command": "command", "builtin": "builtin", "sudo": "sudo", "nohup": "nohup",
                  "time": "time", "nice": "nice", "timeout": "timeout", "setsid": "setsid", "watch": "watch",
-                 "trap": "trap", "alias": "alias", "doas": "doas", "su": "su", "stdbuf": "stdbuf"}
+                 "trap": "trap", "alias": "alias", "doas": "doas", "su": "su", "stdbuf": "stdbuf",
+                 "mapfile": "mapfile's callback", "readarray": "readarray's callback", "complete": "complete",
+                 "compgen": "compgen", "bind": "bind", "enable": "enable", "fc": "fc", "history": "history"}
 _RUNS_ARGUMENTS = {"find": ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprintf", "-fls"),
-                   "git": ("-c", "--config-env", "--exec-path", "-C")}
+                   "git": ("-c", "--config-env", "--exec-path", "-C", "--output", "--output-directory"),
+                   "sort": ("-o", "--output"), "sed": ("-i", "--in-place"), "perl": ("-i",),
+                   "tee": ("*",), "dd": ("of",)}
+"""Options with which a program runs another or writes a file the rule did not name (`*`: any argument)."""
+_EVALUATING_BUILTINS = {"test", "[", "printf", "read", "unset", "declare", "typeset", "local", "let", "export",
+                        "readonly", "mapfile", "readarray", "getopts", "wait", "shopt", "set", "caller", "hash"}
+"""Builtins that evaluate a name or subscript they are given (`test -v 'a[$(cmd)]'` runs cmd)."""
 
 
 @functools.cache
@@ -108,7 +116,7 @@ def _command(node: Any, out: list[tuple[str, ...]]) -> str:
         if child.type not in _WORD_NODES:
             return f"it contains {child.type.replace('_', ' ')}"
         if _has_substitution(child):
-            return "it contains a command or process substitution"
+            return "it contains a command or process substitution (or an expansion that can run one)"
         words.append(unquote(_text(child)))
     if not words:
         return "it has an empty command"
@@ -121,6 +129,8 @@ def _command(node: Any, out: list[tuple[str, ...]]) -> str:
 def _has_substitution(node: Any) -> bool:
     if node.type in ("command_substitution", "process_substitution", "arithmetic_expansion"):
         return True
+    if node.type == "expansion" and ("@" in _text(node) or "[" in _text(node)):
+        return True  # ${x@P} prompt-expands a value (running $(...) in it); a subscript is arithmetic
     return any(_has_substitution(c) for c in node.children)
 
 
@@ -129,11 +139,24 @@ def _opaque_name(words: list[str]) -> str:
     if name in _OPAQUE_NAMES:
         return f"it runs another command through {_OPAQUE_NAMES[name]}"
     flags = _RUNS_ARGUMENTS.get(name, ())
-    if any(w == f or w.startswith(f + "=") or (f == "-c" and w.startswith("-c") and name == "git") for w in words[1:] for f in flags):
+    if any(_option(name, w, f) for w in words[1:] for f in flags) or words[1:2] == ["format-patch"] and name == "git":
         return f"{name} with these options can run other programs or write files"
+    if name in _EVALUATING_BUILTINS and any(c in w for w in words[1:] for c in ("$(", "`", "[", "${")):
+        return f"the builtin {name} would evaluate an expression in its arguments"
     if name in SHELLS and any(w.startswith("-") and "c" in w.lstrip("-") or w in ("-e", "-E") for w in words[1:]):
         return f"it runs code given to {name} as a string"
     return ""
+
+
+def _option(name: str, word: str, flag: str) -> bool:
+    """Whether `word` sets `flag`: `--output=x`, `-o`, a cluster such as `-uo` or `-i.bak`, `of=x` for dd."""
+    if flag == "*":
+        return not word.startswith("-")
+    if word == flag or word.startswith(flag + "="):
+        return True
+    short = len(flag) == 2 and flag[0] == "-"
+    return short and word.startswith("-") and not word.startswith("--") and (
+        flag[1] in word[1:] if name != "git" else word.startswith(flag))
 
 
 def _text(node: Any) -> str:

@@ -33,7 +33,6 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
-from rhapsody.core.permissions import suggested_rules
 from rhapsody.core.tools import Approval
 from rhapsody.preview import Preview
 
@@ -68,13 +67,13 @@ class ApprovalScreen(ModalScreen[Approval]):
         Binding("down", "scroll('down')", show=False),
     ]
 
-    def __init__(self, tool: str, argument: str, why: str, shown: Preview) -> None:
+    def __init__(self, tool: str, argument: str, why: str, shown: Preview, rules: tuple[str, ...] = ()) -> None:
         super().__init__()
         self.tool = tool
         self.argument = argument
         self.why = why
         self.shown = shown
-        self.rules = suggested_rules(tool, argument)
+        self.rules = rules
         self.ready = False
 
     def compose(self) -> ComposeResult:
@@ -186,8 +185,9 @@ def diff_text(diff: str) -> Text:
     return text
 
 
-def question(tool: str, argument: str, why: str, args: dict[str, object], root: Path) -> ApprovalScreen:
-    """The dialog for one call."""
+def question(tool: str, argument: str, why: str, args: dict[str, object], root: Path,
+             rules: tuple[str, ...] = ()) -> ApprovalScreen:
+    """The dialog for one call; `rules` are the session rules offered under "a" (none: no "a")."""
     from rhapsody.preview import preview
 
-    return ApprovalScreen(tool, argument, why, preview(tool, dict(args), root))
+    return ApprovalScreen(tool, argument, why, preview(tool, dict(args), root), rules)
