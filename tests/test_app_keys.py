@@ -452,6 +452,43 @@ async def test_command_outputs_survive_continue_in_place(stub: Stub, project: Pa
     assert kinds == ["error"]
 
 
+async def test_help_palette_yolo_and_long_outputs(stub: Stub, project: Path) -> None:
+    from rhapsody.tui.widgets import Entry
+
+    app = ask_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        commands = {c.title: c.help for c in app.get_system_commands(app.screen)}
+        assert {"/model", "/recall", "/permissions"} <= set(commands)
+        assert all(len(commands[n]) <= 48 for n in ("/model", "/recall", "/permissions", "/stats"))
+        await send(pilot, "/help")
+        assert any("shift+tab" in t and "ctrl+n" in t for t in texts(app))
+        assert "ask" not in str(app.query_one("#status", Static).render()).split("│")[1]
+        await send(pilot, "/permissions yolo")
+        assert any(t.startswith("⚠ yolo") for t in texts(app))
+        assert "yolo" in str(app.query_one("#status", Static).render())
+        body = "\n".join(f"line {i:04d} " + "x" * 50 for i in range(200))
+        await app.transcript.add(Entry("tool", "bash long → ok (0.1 s)", body, key="long"))
+        line = [w for w in app.transcript.query(Foldable) if w.entry.key == "long"][0]
+        line.expanded = True
+        shown = str(line.render()).splitlines()
+        assert shown[-1].startswith("[…") and shown[-2].endswith("x" * 50)
+
+
+async def test_the_approval_dialog_uses_the_rows_at_80x24(stub: Stub, project: Path) -> None:
+    content = "".join(f"line {i}\n" for i in range(60))
+    (project / "long.txt").write_text(content)
+    stub.script(call(NARRATE, "write_file", path="long.txt", content=content.replace("line", "row")), say("ok"))
+    app = ask_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.start_turn("rewrite")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None)
+        await pilot.pause()
+        box, preview = app.screen.query_one("#approval"), app.screen.query_one("#preview")
+        assert box.region.bottom <= 24 and box.region.height >= 20 and preview.region.height >= 10
+        await pilot.press("escape")
+        await idle(pilot)
+
+
 async def test_palette_lists_rhapsody_commands(stub: Stub, project: Path) -> None:
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:

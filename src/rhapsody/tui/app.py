@@ -124,10 +124,22 @@ class RhapsodyApp(App[int]):
     def get_system_commands(self, screen: Screen[Any]) -> Any:
         """The command palette lists rhapsody's own commands first."""
         for name, help_text in COMMANDS.items():
-            if "QUERY" in help_text or "NAME" in help_text:
+            head, _, rest = help_text.partition(": ")
+            takes = bool(rest) and head.split()[0].strip("[]").isupper()
+            short = rest if takes else help_text
+            short = short if len(short) <= 48 else short[:47] + "…"  # one line in the palette
+            if takes and not head.startswith("["):  # a required argument: into the prompt to finish
+                yield SystemCommand(name, short, lambda n=name: self.to_prompt(f"{n} "))
                 continue
-            yield SystemCommand(name, help_text, lambda n=name: self.run_worker(self.command(n)))
+            yield SystemCommand(name, short, lambda n=name: self.run_worker(self.command(n)))
         yield from super().get_system_commands(screen)
+
+    def to_prompt(self, text: str) -> None:
+        """Put a command that needs an argument into the prompt."""
+        prompt = self.query_one(PromptInput)
+        prompt.text = text
+        prompt.move_cursor(prompt.document.end)
+        prompt.focus()
 
     # -- input -------------------------------------------------------------------------
 
@@ -448,4 +460,5 @@ class RhapsodyApp(App[int]):
         self.figures.fold(session.records)
         bar = self.query_one(StatusBar)
         state = self.live.text() if self.live.active else bar.state
-        bar.update(Text(status_line(self.figures, session, self._git, state, self.size.width)))
+        mode = self.agent.toolbox.permission_mode
+        bar.update(Text(status_line(self.figures, session, self._git, state, self.size.width, mode)))

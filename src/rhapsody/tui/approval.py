@@ -94,10 +94,25 @@ class ApprovalScreen(ModalScreen[Approval]):
 
     def on_mount(self) -> None:
         self.set_timer(GRACE, self.open)
+        self.set_timer(0.05, self.fit_preview)  # once laid out
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self.fit_preview)
+
+    def fit_preview(self) -> None:
+        """The diff or command takes every row the rest of the dialog leaves."""
+        box, view = self.query_one("#approval", Vertical), self.query_one("#preview", VerticalScroll)
+        if not box.region.height:
+            return
+        others = box.region.height - view.region.height - 1  # 1: the preview's bottom margin
+        rows = max(3, self.size.height - others - 1)
+        if view.styles.max_height is None or view.styles.max_height.value != rows:
+            view.styles.max_height = rows
 
     def open(self) -> None:
         """The grace period is over: the field takes keys."""
         self.ready = True
+        self.fit_preview()
         field = self.query_one("#reason", Input)
         field.disabled = False
         field.focus()

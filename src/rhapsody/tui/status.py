@@ -12,6 +12,7 @@ from rhapsody.figures import Figures
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 CHARS_PER_TOKEN = 4
+DEFAULT_MODE = "ask"
 
 
 class Liveness:
@@ -68,7 +69,7 @@ class Liveness:
         return f"{frame} {self.what} {elapsed:.1f} s{tokens}"
 
 
-def status_line(figures: Figures, session: Any, git: str, state: str, width: int) -> str:
+def status_line(figures: Figures, session: Any, git: str, state: str, width: int, mode: str = "") -> str:
     """state · context · cost · model · seams · git · cache · violations · cwd, cut to fit `width`.
 
     Fields are dropped least useful first (cwd, violations, cache, git), never the state,
@@ -78,6 +79,7 @@ def status_line(figures: Figures, session: Any, git: str, state: str, width: int
     cwd = str(session.root).replace(str(Path.home()), "~")
     fields = [  # (drop order: higher goes first, text)
         (0, state),
+        (1, mode if mode and mode != DEFAULT_MODE else ""),  # a mode other than the default is always in view
         (0, figures.context_text()),
         (1, figures.cost_text()),
         (3, session.spec.model),
@@ -88,7 +90,7 @@ def status_line(figures: Figures, session: Any, git: str, state: str, width: int
         (8, cwd),
     ]
     fields = [f for f in fields if f[1].strip()]
-    while len(fields) > 3 and _width(fields) > width - 1:
+    while len(fields) > 4 and _width(fields) > width - 1:
         fields.remove(max(fields, key=lambda f: f[0]))
     line = " " + " │ ".join(text for _, text in fields)
     return line if cell_len(line) < width else line[: max(1, width - 2)] + "…"  # never a cut field or a dangling │

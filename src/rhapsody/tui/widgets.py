@@ -124,7 +124,8 @@ class Foldable(Static, can_focus=True):
             return Text(f"{mark} {title}")
         body = self.entry.body[:RESULT_PREVIEW]
         if self.cut:
-            more = len(self.entry.body) - RESULT_PREVIEW
+            body = body[: body.rfind("\n")] if "\n" in body else body  # whole lines only
+            more = len(self.entry.body) - len(body)
             body += f"\n[… {more:,} more characters: Enter again for the full view]"
         return Text(f"{mark} {self.title}\n{body or '(empty)'}")
 
