@@ -489,6 +489,21 @@ async def test_the_approval_dialog_uses_the_rows_at_80x24(stub: Stub, project: P
         await idle(pilot)
 
 
+async def test_a_notice_said_while_a_reply_streams_stays_after_it_on_rebuild(stub: Stub, project: Path) -> None:
+    slow = {"content": [{"type": "text", "text": "Streaming a reply slowly. " * 40}], "delay": 0.05}
+    stub.script(slow)
+    app = plain_app(stub, project)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await send(pilot, "talk")
+        await until(pilot, lambda: app.transcript.live is not None)
+        await send(pilot, "/stats")
+        await idle(pilot)
+        live = [t for t in texts(app) if "Streaming" in t or "no seams yet" in t]
+        await app.reload()
+        rebuilt = [t for t in texts(app) if "Streaming" in t or "no seams yet" in t]
+    assert any("no seams yet" in t for t in live) and "no seams yet" in rebuilt[-1]  # after the reply it interrupted
+
+
 async def test_palette_lists_rhapsody_commands(stub: Stub, project: Path) -> None:
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:

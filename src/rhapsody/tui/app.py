@@ -81,6 +81,8 @@ class RhapsodyApp(App[int]):
         self._said_interrupted = False
         self._thinking: Entry | None = None
         self._ctrl_c_at = 0.0
+        self._replying = False
+        self._held: list[dict[str, Any]] = []
         self._git = ""
 
     def compose(self) -> ComposeResult:
@@ -179,8 +181,19 @@ class RhapsodyApp(App[int]):
 
     async def note(self, text: str, kind: str = "notice") -> None:
         """Show a command's output; a `notice` record keeps it in place on a rebuild and on --continue."""
-        self.agent.session.record("notice", text=text, shown="as is", **({"error": True} if kind == "error" else {}))
+        fields = {"text": text, "shown": "as is", **({"error": True} if kind == "error" else {})}
+        if self._replying:  # the reply is recorded when it ends: the notice follows it there too
+            self._held.append(fields)
+        else:
+            self.agent.session.record("notice", **fields)
         await self.transcript.add(Entry(kind, text))
+
+    def record_held(self) -> None:
+        """Notices said while a reply streamed are recorded after it."""
+        self._replying = False
+        for fields in self._held:
+            self.agent.session.record("notice", **fields)
+        self._held = []
 
     async def add_hint(self, text: str, mode: str) -> None:
         """Queue a hint (on disk at once) and show it as pending."""
@@ -228,6 +241,7 @@ class RhapsodyApp(App[int]):
                 await self.interrupted()
             raise
         finally:
+            self.record_held()
             self.live.stop()
             self.set_state("idle")
             self.refresh_git()
@@ -264,6 +278,9 @@ class RhapsodyApp(App[int]):
     async def apply(self, event: ev.Event) -> None:
         """Show one loop event."""
         t = self.transcript
+        if self._replying and isinstance(event, (ev.ToolStarted, ev.NarrationViolation, ev.TurnEnded, ev.Failed,
+                                                 ev.Interrupted, ev.SeamCommitted, ev.HintDelivered)):
+            self.record_held()
         if isinstance(event, ev.TextDelta):
             self.live.writing()
             self.live.streamed(len(event.text))
@@ -286,6 +303,7 @@ class RhapsodyApp(App[int]):
             await t.end_text(discard=True)
         elif isinstance(event, ev.RequestSent):
             self.live.start("thinking")
+            self._replying = True
         elif isinstance(event, (ev.ToolStarted, ev.ToolFinished)):
             await self.tool_event(event)
             return self.refresh_status()
