@@ -112,6 +112,23 @@ async def test_lone_hotkeys_answer(stub: Stub, project: Path) -> None:
     assert all((project / n).exists() for n in ("one.txt", "two.txt", "three.txt"))
 
 
+async def test_keys_typed_as_the_dialog_opens_stay_in_the_prompt(stub: Stub, project: Path) -> None:
+    stub.script(call(NARRATE, "bash", command="touch one.txt"), say("done"))
+    app = ask_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.start_turn("go")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.is_mounted)
+        await pilot.press("a", "enter", "y", "enter")  # meant for the prompt; the dialog just appeared
+        assert isinstance(app.screen, ApprovalScreen) and not app.screen.ready
+        assert "wait" in str(app.screen.query_one("#enter-does", Static).render())
+        assert app.screen_stack[0].query_one(PromptInput).text.endswith("ay")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None)
+        await pilot.press("escape")
+        await idle(pilot)
+    assert not (project / "one.txt").exists()
+    assert app.agent.toolbox.rules.session_allow == []
+
+
 async def test_unfold_at_once_full_view_and_focus_paths(stub: Stub, project: Path) -> None:
     long = "".join(f"line {i} of the output\n" for i in range(600)) + "the-very-end"
     (project / "big.txt").write_text(long)
@@ -198,9 +215,11 @@ async def test_history_completion_and_local_commands(stub: Stub, project: Path) 
 
 async def test_ctrl_o_during_a_turn_without_tools_ends_in_a_seam(stub: Stub, project: Path) -> None:
     slow = {"content": [{"type": "text", "text": "A long answer with no tool call at all. " * 20}], "delay": 0.01}
-    stub.script(slow, handoff_turn(), say("Noted."))
+    stub.script(call(NARRATE, "bash", command="echo earlier"), say("ran it"), slow, handoff_turn(), say("Noted."))
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
+        await send(pilot, "run something")
+        await idle(pilot)
         app.start_turn("go")
         await until(pilot, lambda: app.transcript.live is not None)
         await app.action_handoff()
@@ -211,6 +230,82 @@ async def test_ctrl_o_during_a_turn_without_tools_ends_in_a_seam(stub: Stub, pro
         status = str(app.query_one("#status", Static).render())
         seam = [r for r in records(app) if r["kind"] == "seam"][0]
         assert f"ctx ~{seam['after']['est_tokens']:,}" in status and "seams 1" in status
+
+
+async def test_escape_cancels_a_handoff_request_and_says_so(stub: Stub, project: Path) -> None:
+    slow = {"content": [{"type": "text", "text": "A long answer with no tool call at all. " * 40}], "delay": 0.05}
+    stub.script(slow, say("the answer to next"))
+    app = plain_app(stub, project)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await send(pilot, "talk")
+        await until(pilot, lambda: app.transcript.live is not None)
+        await pilot.press("ctrl+o")
+        await pilot.press("escape")
+        await idle(pilot)
+        assert any("micro-handoff cancelled" in t for t in texts(app))
+        assert not app.agent.session.handoff.pending
+        await send(pilot, "next")
+        await idle(pilot)
+        assert "the answer to next" in texts(app)
+        assert not any(e.kind == "harness" and "Micro-handoff requested" in e.text for e in app.transcript.entries)
+        await app.reload()
+        assert any("micro-handoff cancelled" in t for t in texts(app))
+
+
+async def test_enter_then_ctrl_o_answers_the_message_then_hands_off(stub: Stub, project: Path) -> None:
+    stub.script(call(NARRATE, "bash", command="echo earlier"), say("ran it"), say("here is what comes next"),
+                handoff_turn(), say("Noted."))
+    app = plain_app(stub, project)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await send(pilot, "run something")
+        await idle(pilot)
+        app.query_one(PromptInput).text = "what next?"
+        app.agent.request_handoff()  # ctrl+o landing just before the turn starts
+        await pilot.press("enter")
+        await idle(pilot)
+        first = stub.bodies()[2]["messages"][-1]["content"]
+        assert [b["text"] for b in first if b["type"] == "text"] == ["what next?"]  # the ask comes after the answer
+        assert "› what next?" in texts(app) and "here is what comes next" in texts(app)
+        assert not any("what next?" in t for t in texts(app) if t.startswith("✎"))
+        assert [r["kind"] for r in records(app)].count("seam") == 1
+
+
+async def test_ctrl_o_with_nothing_to_strip_sends_no_request(stub: Stub, project: Path) -> None:
+    slow = {"content": [{"type": "text", "text": "Talking, no tools. " * 40}], "delay": 0.05}
+    stub.script(say("hello"), slow)
+    app = plain_app(stub, project)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await send(pilot, "hi")
+        await idle(pilot)
+        sent = len(stub.bodies())
+        await pilot.press("ctrl+o")
+        await idle(pilot)
+        assert len(stub.bodies()) == sent and any("nothing to hand off" in t for t in texts(app))
+        await send(pilot, "talk")
+        await until(pilot, lambda: app.transcript.live is not None)
+        await pilot.press("ctrl+o")  # mid-turn: the turn ends with no tool call, so no request follows
+        await idle(pilot)
+        assert len(stub.bodies()) == sent + 1
+        assert "seam" not in [r["kind"] for r in records(app)] and not app.agent.session.handoff.pending
+        assert sum("nothing to hand off" in t for t in texts(app)) == 2
+
+
+async def test_a_finished_edit_unfolds_to_the_diff_it_applied(stub: Stub, project: Path) -> None:
+    stub.script(call(NARRATE, "edit_file", path="app.py", old="a - b", new="a + b"),
+                call(NARRATE, "write_file", path="new.txt", content="fresh\n"), say("fixed"))
+    app = plain_app(stub, project)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await send(pilot, "fix")
+        await idle(pilot)
+        for live in (True, False):
+            edit, write = [e for e in app.transcript.entries if e.kind == "tool"]
+            assert "-    return a - b" in edit.body and "+    return a + b" in edit.body, live
+            assert "+fresh" in write.body and "+++ b/new.txt" in write.body
+            await app.reload()  # rebuilt from history, as on resume
+    sent = [b for m in stub.bodies()[1]["messages"] for b in m["content"] if isinstance(b, dict)
+            and b.get("type") == "tool_result"]
+    assert sent[0]["content"] in ("edited app.py: 1 replacement(s)",
+                                  [{"type": "text", "text": "edited app.py: 1 replacement(s)"}])
 
 
 async def test_hints_land_where_delivered_and_notes_survive_a_reload(stub: Stub, project: Path) -> None:
@@ -262,6 +357,151 @@ async def test_status_bar_fits_80_columns_and_keeps_context_and_cost(stub: Stub,
     async with wide.run_test(size=(200, 24)) as pilot:
         await pilot.pause()
         assert str(project).replace(str(Path.home()), "~") in str(wide.query_one("#status", Static).render())
+
+
+async def test_liveness_and_tool_lines_at_80_columns(stub: Stub, project: Path) -> None:
+    slow = {"content": [{"type": "text", "text": "Visible words streaming slowly. " * 40}], "delay": 0.05}
+    command = "sleep 1; for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do echo number-$i; done; echo finished"
+    stub.script(slow, call(NARRATE, "bash", command=command), say("done"))
+    app = plain_app(stub, project)
+    async with app.run_test(size=(160, 24)) as pilot:
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        status = str(app.query_one("#status", Static).render()).rstrip()
+        assert len(status) < 80 and not status.endswith("│")
+        await send(pilot, "talk")
+        await until(pilot, lambda: app.transcript.live is not None)
+        await pilot.pause(0.2)
+        assert "writing" in str(app.query_one("#status", Static).render())
+        await idle(pilot)
+        await send(pilot, "run")
+        await until(pilot, lambda: app.calls)
+        await pilot.pause()
+        tool = [w for w in app.transcript.query(Foldable) if w.entry.kind == "tool"][-1]
+        shown = str(tool.render())
+        assert shown.endswith("… running") and len(shown) <= 80
+        await idle(pilot)
+        bar = app.query_one("Footer")
+        assert all(key.region.right <= 80 for key in bar.query("FooterKey"))
+        assert max(key.region.right for key in bar.query("FooterKey")) > 0
+
+
+def contrast(a: Any, b: Any) -> float:
+    def lum(c: Any) -> float:
+        parts = [v / 255 for v in (c[0], c[1], c[2])] if isinstance(c, tuple) else [v / 255 for v in (c.r, c.g, c.b)]
+        lin = [p / 12.92 if p <= 0.03928 else ((p + 0.055) / 1.055) ** 2.4 for p in parts]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+    hi, lo = sorted((lum(a), lum(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def eight_bit(*colors: Any) -> list[Any]:
+    from rich.color import ColorSystem
+
+    return [c.rich_color.downgrade(ColorSystem.EIGHT_BIT).get_truecolor() for c in colors]
+
+
+async def test_focused_lines_are_readable_and_keys_typed_while_focus_moves_land_in_order(
+        stub: Stub, project: Path) -> None:
+    from textual import events
+
+    from rhapsody.tui.widgets import Entry
+
+    app = plain_app(stub, project)
+    async with app.run_test(size=(100, 30)) as pilot:
+        for kind in ("harness", "tool", "seam", "thinking"):
+            await app.transcript.add(Entry(kind, f"⚙ [rhapsody] a {kind} line", "its body", key=kind))
+        await pilot.pause()
+        for line in app.transcript.query(Foldable):
+            line.focus()
+            await pilot.pause()
+            background = line.background_colors[1]
+            color = background + line.styles.color  # the text colour as painted (muted text has alpha)
+            assert contrast(background, color) >= 4.5, line.entry.kind
+            assert contrast(*eight_bit(background, color)) >= 4.5, line.entry.kind  # as tmux's 256 colours show it
+        for key, char in (("tab", None), ("a", "a"), ("b", "b"), ("c", "c"), ("home", None), ("X", "X")):
+            app.post_message(events.Key(key, char))  # all queued at once, as a fast typist's keys arrive
+        await pilot.pause(0.2)
+        assert app.query_one(PromptInput).text.endswith("Xabc")
+
+
+async def test_command_outputs_survive_continue_in_place(stub: Stub, project: Path) -> None:
+    stub.script(say("first answer"), say("second answer"))
+    app = plain_app(stub, project)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await send(pilot, "one")
+        await idle(pilot)
+        await send(pilot, "/model nonsense-model")
+        await send(pilot, "/stats")
+        await send(pilot, "two")
+        await idle(pilot)
+        live = texts(app)
+    assert any("nonsense-model" in t for t in live)
+    from rhapsody.wiring import build
+
+    resumed_wiring = build(project, app.settings, stub.model(), app.agent.session.spec.model, continue_last=True)
+    again = RhapsodyApp(resumed_wiring.agent, resumed_wiring.settings)
+    async with again.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        resumed = texts(again)
+        kinds = [e.kind for e in again.transcript.entries if "nonsense-model" in e.text]
+    order = [next(i for i, t in enumerate(resumed) if cue in t)
+             for cue in ("first answer", "nonsense-model", "no seams yet", "› two", "second answer")]
+    assert order == sorted(order)
+    assert kinds == ["error"]
+
+
+async def test_help_palette_yolo_and_long_outputs(stub: Stub, project: Path) -> None:
+    from rhapsody.tui.widgets import Entry
+
+    app = ask_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        commands = {c.title: c.help for c in app.get_system_commands(app.screen)}
+        assert {"/model", "/recall", "/permissions"} <= set(commands)
+        assert all(len(commands[n]) <= 48 for n in ("/model", "/recall", "/permissions", "/stats"))
+        await send(pilot, "/help")
+        assert any("shift+tab" in t and "ctrl+n" in t for t in texts(app))
+        assert "ask" not in str(app.query_one("#status", Static).render()).split("│")[1]
+        await send(pilot, "/permissions yolo")
+        assert any(t.startswith("⚠ yolo") for t in texts(app))
+        assert "yolo" in str(app.query_one("#status", Static).render())
+        body = "\n".join(f"line {i:04d} " + "x" * 50 for i in range(200))
+        await app.transcript.add(Entry("tool", "bash long → ok (0.1 s)", body, key="long"))
+        line = [w for w in app.transcript.query(Foldable) if w.entry.key == "long"][0]
+        line.expanded = True
+        shown = str(line.render()).splitlines()
+        assert shown[-1].startswith("[…") and shown[-2].endswith("x" * 50)
+
+
+async def test_the_approval_dialog_uses_the_rows_at_80x24(stub: Stub, project: Path) -> None:
+    content = "".join(f"line {i}\n" for i in range(60))
+    (project / "long.txt").write_text(content)
+    stub.script(call(NARRATE, "write_file", path="long.txt", content=content.replace("line", "row")), say("ok"))
+    app = ask_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.start_turn("rewrite")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None)
+        await pilot.pause()
+        box, preview = app.screen.query_one("#approval"), app.screen.query_one("#preview")
+        assert box.region.bottom <= 24 and box.region.height >= 20 and preview.region.height >= 10
+        await pilot.press("escape")
+        await idle(pilot)
+
+
+async def test_a_notice_said_while_a_reply_streams_stays_after_it_on_rebuild(stub: Stub, project: Path) -> None:
+    slow = {"content": [{"type": "text", "text": "Streaming a reply slowly. " * 40}], "delay": 0.05}
+    stub.script(slow)
+    app = plain_app(stub, project)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await send(pilot, "talk")
+        await until(pilot, lambda: app.transcript.live is not None)
+        await send(pilot, "/stats")
+        await idle(pilot)
+        live = [t for t in texts(app) if "Streaming" in t or "no seams yet" in t]
+        await app.reload()
+        rebuilt = [t for t in texts(app) if "Streaming" in t or "no seams yet" in t]
+    assert any("no seams yet" in t for t in live) and "no seams yet" in rebuilt[-1]  # after the reply it interrupted
 
 
 async def test_palette_lists_rhapsody_commands(stub: Stub, project: Path) -> None:

@@ -77,10 +77,29 @@ def run_command(agent: Agent, line: str) -> Outcome:
         return Outcome(f"new session {agent.session.id}", reload=True)
     if name == "/quit":
         return Outcome(quit=True)
-    return Outcome("\n".join(f"{k:<13} {v}" for k, v in COMMANDS.items()))
+    return Outcome("\n".join([f"{k:<13} {v}" for k, v in COMMANDS.items()] + [""] + [f"{k:<13} {v}" for k, v in KEYS]))
+
+
+KEYS = (("enter", "send; while the agent works, a hint for its next step"),
+        ("ctrl+n", "queue the message for the end of the turn"),
+        ("ctrl+j", "new line"),
+        ("ctrl+o", "micro-handoff (same as /handoff)"),
+        ("esc", "interrupt the turn"),
+        ("up, down", "walk earlier inputs"),
+        ("tab", "complete a /command or an @path"),
+        ("shift+tab", "move into the transcript (tab comes back, enter unfolds)"),
+        ("ctrl+u", "show earlier transcript entries"),
+        ("ctrl+p", "command palette"),
+        ("ctrl+c", "twice to quit"))
+"""The app's keys, as /help lists them."""
 
 
 def _handoff(agent: Agent) -> Outcome:
+    from rhapsody.core.handoff import stripped_calls
+    from rhapsody.core.handoff_state import NOTHING
+
+    if not agent.busy and not agent.session.handoff.pending and not stripped_calls(agent.session):
+        return Outcome(NOTHING)  # no request, no seam: there is nothing to strip
     agent.request_handoff()
     if agent.busy:
         return Outcome("micro-handoff requested: at the next tool boundary, or right after this turn ends")
@@ -135,12 +154,14 @@ def _permissions(agent: Agent, arg: str) -> Outcome:
             return Outcome(f"unknown mode {arg}; choose one of {', '.join(MODES)}", error=True)
         box.permission_mode = arg
         agent.session.record("permission_mode", mode=arg)
+    warning = ["⚠ yolo: every call now runs without asking you, edits and commands alike; "
+               "/permissions ask goes back"] if arg == "yolo" else []
     rules = box.rules
     lines = [f"permission mode: {box.permission_mode} (switch: /permissions {'|'.join(MODES)})",
              f"allow: {', '.join(rules.allow) or '(none)'}",
              f"deny: {', '.join(rules.deny) or '(none)'}",
              f"allowed this session: {', '.join(rules.session_allow) or '(none)'}"]
-    return Outcome("\n".join(lines))
+    return Outcome("\n".join(warning + lines), error=bool(warning))
 
 
 def stats_text(session: Session) -> str:

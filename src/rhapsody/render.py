@@ -8,6 +8,7 @@ transcript is `record_lines(...)` over the same history the loop wrote.
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -137,11 +138,33 @@ def whole_reason(text: str, cap: int = 4000) -> str:
     return one_line(visible(text), cap)
 
 
-def finished_view(event: ev.ToolFinished) -> ToolView:
-    """The view of a finished call, from its event."""
+OUTCOME = re.compile(r" (… running|… waiting for your answer|→ interrupted|→ ok \(|→ exit -?\d+ \(|→ error \(|→ denied)")
+
+
+def fit_tool_title(title: str, width: int) -> str:
+    """A tool line cut to `width` columns by shortening its command, so its state stays in view."""
+    if len(title) <= width or width < 20:
+        return title
+    found = list(OUTCOME.finditer(title))
+    if not found:
+        return title
+    head, outcome = title[: found[-1].start()], title[found[-1].start():]
+    room = max(8, width - len(outcome) - 1)
+    return (head[: room - 1] + "…" if len(head) > room else head) + outcome
+
+
+def finished_view(event: ev.ToolFinished, run: dict[str, Any] | None = None) -> ToolView:
+    """The view of a finished call, from its event (and its `tool_run` record, for an applied diff)."""
     if event.refused:
         return ToolView(event.call, "denied", 0, None, event.refused)
-    return ToolView(event.call, _state(event.is_error, event.exit_code), event.duration_ms, event.exit_code, event.output)
+    return ToolView(event.call, _state(event.is_error, event.exit_code), event.duration_ms, event.exit_code,
+                    with_diff(event.output, run))
+
+
+def with_diff(output: str, run: dict[str, Any] | None) -> str:
+    """A write's or edit's output followed by the diff it applied, as its unfolded body shows it."""
+    diff = str(run.get("diff") or "") if run else ""
+    return f"{output}\n\n{visible(diff)}" if diff else output
 
 
 def _state(is_error: bool, exit_code: int | None) -> str:
@@ -339,6 +362,8 @@ def _other_lines(record: dict[str, Any], root: Path, hints: dict[str, str], land
     if kind == "error":
         return [Line("error", f"✗ {record.get('message', '')}")]
     if kind == "notice":
+        if record.get("shown") == "as is":  # a command's output or a note of the app's own
+            return [Line("error" if record.get("error") else "notice", str(record.get("text", "")))]
         return [Line("notice", f"! {record.get('text', '')}")]
     if kind == "seam_failed":
         return [Line("error", f"✗ handoff: {record.get('reason', '')}")]
@@ -367,7 +392,7 @@ def _call_view(call: ToolUseBlock, run: dict[str, Any] | None, result: ToolResul
     if run.get("refused"):
         return ToolView(call, "denied", 0, None, str(run["refused"]))
     state = _state(bool(result and result.is_error), run.get("exit_code"))
-    return ToolView(call, state, run.get("duration_ms", 0), run.get("exit_code"), output)
+    return ToolView(call, state, run.get("duration_ms", 0), run.get("exit_code"), with_diff(output, run))
 
 
 def _message_lines(message: Message, hints: list[tuple[str, str, str]], calls: dict[str, ToolView],

@@ -7,6 +7,8 @@
                                    noted ──end of turn──▶ committed (a `seam` record)
                                                        ╰▶ failed (`seam_failed`)
     asked/reminded ──the agent ends its turn again without a note──▶ failed (`handoff_failed`)
+    wanted/asked/reminded ──Esc interrupts the turn──▶ failed (`handoff_failed`, cancelled)
+    wanted ──the turn ended with no tool calls since the last seam──▶ failed (`handoff_failed`)
     committed ──/unhandoff──▶ undone (an `unseam` record)
 
 `committed`, `failed` and `undone` are at rest, like `idle`: a new request starts over at
@@ -114,6 +116,21 @@ def remind(session: Session) -> None:
 def noted(session: Session, note: NoteWritten) -> None:
     """The field note is written; the seam commits when the agent ends its turn."""
     session.record("handoff", state=Phase.NOTED.value, note_path=note.note_path, seam=note.seam)
+
+
+def cancel(session: Session, reason: str = "") -> bool:
+    """The request ends before a note was written (Esc, or nothing to strip); nothing is stripped.
+
+    False (nothing recorded) when no request waits for a note.
+    """
+    if session.handoff.phase not in (Phase.WANTED, Phase.ASKED, Phase.REMINDED):
+        return False
+    give_up(session, reason or CANCELLED)
+    return True
+
+
+CANCELLED = "micro-handoff cancelled: Esc interrupted the turn before the field note; nothing was stripped"
+NOTHING = "nothing to hand off: no tool calls since the last seam"
 
 
 def give_up(session: Session, reason: str) -> None:

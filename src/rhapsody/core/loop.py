@@ -88,7 +88,7 @@ class Agent:
         blocks: list[Block] = [TextBlock(text=h.text) for h in hints]
         if text and text.strip():
             blocks.append(TextBlock(text=text))
-        if self.session.handoff.phase == Phase.WANTED:
+        if self.session.handoff.phase == Phase.WANTED and not blocks:  # human words are answered first
             blocks.append(self._ask_handoff(interrupted_work=False))
         if not blocks:
             return

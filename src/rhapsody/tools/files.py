@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 import json
 import os
 import re
@@ -100,10 +101,27 @@ class WriteFile:
         _refuse_state(ctx.root, path)
         if path.exists() and not path.is_file():
             raise ToolFailure(f"refused: {args.path} exists and is not a regular file")
+        before = await asyncio.to_thread(_old_text, path)
         await asyncio.to_thread(_write, path, args.content)
         lines = args.content.count("\n") + (1 if args.content and not args.content.endswith("\n") else 0)
         where = shown(ctx.root, path)
-        return ToolOutcome(f"wrote {where}: {len(args.content)} characters, {lines} lines", facts={"path": where, "op": "write"})
+        return ToolOutcome(f"wrote {where}: {len(args.content)} characters, {lines} lines",
+                           facts={"path": where, "op": "write", "diff": applied_diff(before, args.content, where)})
+
+
+def _old_text(path: Path) -> str:
+    """What a write replaces, for the diff kept in history ("" for a new or huge file)."""
+    if not path.is_file() or path.stat().st_size > 2_000_000:
+        return ""
+    return path.read_bytes().decode("utf-8", "replace")
+
+
+def applied_diff(before: str, after: str, where: str) -> str:
+    """The unified diff a write or edit applied, as history keeps it for the human (not sent to the model)."""
+    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                 f"a/{where}", f"b/{where}", n=3)
+    text = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+    return text.rstrip("\n").encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def _refuse_state(root: Path, path: Path) -> None:
@@ -159,7 +177,8 @@ class EditFile:
         # surrogateescape: every byte that is not UTF-8 went in as one escape and comes back out as itself.
         await asyncio.to_thread(_write_bytes, path, updated.encode("utf-8", "surrogateescape"))
         where = shown(ctx.root, path)
-        return ToolOutcome(f"edited {where}: {count if args.replace_all else 1} replacement(s)", facts={"path": where, "op": "write"})
+        return ToolOutcome(f"edited {where}: {count if args.replace_all else 1} replacement(s)",
+                           facts={"path": where, "op": "write", "diff": applied_diff(text, updated, where)})
 
 
 _NOT_UTF8_HINT = ("; this file is not UTF-8, and each \ufffd that read_file shows stands for a byte that is "

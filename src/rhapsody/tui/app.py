@@ -37,6 +37,7 @@ from textual.worker import Worker
 from rhapsody import render
 from rhapsody.commands import COMMANDS, is_command, run_command
 from rhapsody.core import events as ev
+from rhapsody.core import handoff_state
 from rhapsody.config import Settings
 from rhapsody.core.approval import HumanApprover
 from rhapsody.core.loop import Agent
@@ -55,10 +56,10 @@ class RhapsodyApp(App[int]):
     BINDINGS = [
         Binding("ctrl+o", "handoff", "Handoff", id="handoff", priority=True),
         Binding("escape", "interrupt", "Interrupt", id="interrupt"),
-        Binding("ctrl+n", "noop", "Queue for end of turn", id="queue", show=True),
+        Binding("ctrl+n", "noop", "Queue", id="queue", show=True, tooltip="Queue the message for the end of the turn"),
         Binding("ctrl+j", "noop", "New line", id="newline", show=False),
         Binding("ctrl+u", "earlier", "Earlier", id="earlier", priority=True, show=False),
-        Binding("ctrl+c", "quit_twice", "Quit (twice)", id="quit", priority=True),
+        Binding("ctrl+c", "quit_twice", "Quit", id="quit", priority=True, tooltip="Press twice to quit"),
     ]
 
     def __init__(self, agent: Agent, settings: Settings, approver: HumanApprover | None = None,
@@ -73,7 +74,6 @@ class RhapsodyApp(App[int]):
         self.welcome = welcome
         self.hints: dict[str, Entry] = {}
         self.calls: dict[str, tuple[ToolUseBlock, Entry]] = {}
-        self.notes: list[tuple[int, Entry]] = []
         self.worker: Worker[None] | None = None
         self.live = Liveness()
         self.figures = Figures()
@@ -81,6 +81,8 @@ class RhapsodyApp(App[int]):
         self._said_interrupted = False
         self._thinking: Entry | None = None
         self._ctrl_c_at = 0.0
+        self._replying = False
+        self._held: list[dict[str, Any]] = []
         self._git = ""
 
     def compose(self) -> ComposeResult:
@@ -119,15 +121,27 @@ class RhapsodyApp(App[int]):
     @property
     def busy(self) -> bool:
         """Whether a turn is running."""
-        return self.agent.busy or (self.worker is not None and self.worker.is_running)
+        return self.agent.busy or (self.worker is not None and not self.worker.is_finished)
 
     def get_system_commands(self, screen: Screen[Any]) -> Any:
         """The command palette lists rhapsody's own commands first."""
         for name, help_text in COMMANDS.items():
-            if "QUERY" in help_text or "NAME" in help_text:
+            head, _, rest = help_text.partition(": ")
+            takes = bool(rest) and head.split()[0].strip("[]").isupper()
+            short = rest if takes else help_text
+            short = short if len(short) <= 48 else short[:47] + "…"  # one line in the palette
+            if takes and not head.startswith("["):  # a required argument: into the prompt to finish
+                yield SystemCommand(name, short, lambda n=name: self.to_prompt(f"{n} "))
                 continue
-            yield SystemCommand(name, help_text, lambda n=name: self.run_worker(self.command(n)))
+            yield SystemCommand(name, short, lambda n=name: self.run_worker(self.command(n)))
         yield from super().get_system_commands(screen)
+
+    def to_prompt(self, text: str) -> None:
+        """Put a command that needs an argument into the prompt."""
+        prompt = self.query_one(PromptInput)
+        prompt.text = text
+        prompt.move_cursor(prompt.document.end)
+        prompt.focus()
 
     # -- input -------------------------------------------------------------------------
 
@@ -150,20 +164,10 @@ class RhapsodyApp(App[int]):
         box.set_class(not matches, "hidden")
 
     async def reload(self) -> None:
-        """Rebuild the transcript from history (the one renderer), with this session's notes kept in place."""
+        """Rebuild the transcript from history (the one renderer); command outputs are `notice` records, kept in place."""
         session = self.agent.session
         lines = render.record_lines(session.records, session.root, session.id, session.conversation)
-        notes = iter(sorted(self.notes, key=lambda n: n[0]))
-        note = next(notes, None)
-        entries: list[Entry] = []
-        for n, line in lines:
-            while note is not None and note[0] <= n:
-                entries.append(note[1])
-                note = next(notes, None)
-            entries.append(Entry.of(line))
-        while note is not None:
-            entries.append(note[1])
-            note = next(notes, None)
+        entries = [Entry.of(line) for _, line in lines]
         if not entries:
             entries = [Entry("welcome", welcome_text(self.agent, self.settings, self.welcome))]
         self._seen = len(session.records)
@@ -176,10 +180,20 @@ class RhapsodyApp(App[int]):
             await self.transcript.remove_entry(entry)
 
     async def note(self, text: str, kind: str = "notice") -> None:
-        """Show a command's output; it stays in place when the transcript is rebuilt."""
-        entry = Entry(kind, text)
-        self.notes.append((len(self.agent.session.records), entry))
-        await self.transcript.add(entry)
+        """Show a command's output; a `notice` record keeps it in place on a rebuild and on --continue."""
+        fields = {"text": text, "shown": "as is", **({"error": True} if kind == "error" else {})}
+        if self._replying:  # the reply is recorded when it ends: the notice follows it there too
+            self._held.append(fields)
+        else:
+            self.agent.session.record("notice", **fields)
+        await self.transcript.add(Entry(kind, text))
+
+    def record_held(self) -> None:
+        """Notices said while a reply streamed are recorded after it."""
+        self._replying = False
+        for fields in self._held:
+            self.agent.session.record("notice", **fields)
+        self._held = []
 
     async def add_hint(self, text: str, mode: str) -> None:
         """Queue a hint (on disk at once) and show it as pending."""
@@ -195,12 +209,10 @@ class RhapsodyApp(App[int]):
             self.exit(0)
             return
         if outcome.reload:
-            if text.startswith("/clear"):
-                self.notes = []
             await self.reload()
         if outcome.text and not outcome.in_history:
             await self.note(outcome.text, "error" if outcome.error else "notice")
-        if outcome.run_turn:
+        if outcome.run_turn and not self.busy:  # a turn about to start asks at its end (after_turn)
             self.start_turn(None)
         self.refresh_status()
 
@@ -229,15 +241,22 @@ class RhapsodyApp(App[int]):
                 await self.interrupted()
             raise
         finally:
+            self.record_held()
             self.live.stop()
             self.set_state("idle")
             self.refresh_git()
 
     async def after_turn(self) -> None:
         """ctrl+o always ends in a seam: a handoff wanted when the turn ended is asked for now."""
+        from rhapsody.core.handoff import stripped_calls
         from rhapsody.core.handoff_state import Phase
 
-        if self.agent.session.handoff.phase == Phase.WANTED:
+        session = self.agent.session
+        if session.handoff.phase == Phase.WANTED and not stripped_calls(session):
+            handoff_state.cancel(session, handoff_state.NOTHING)  # no request for a seam that strips nothing
+            await self.transcript.add(Entry("error", f"✗ handoff: {handoff_state.NOTHING}"))
+            self._seen = len(session.records)
+        if session.handoff.phase == Phase.WANTED:
             async with aclosing(self.agent.run(None)) as stream:
                 async for event in stream:
                     await self.apply(event)
@@ -251,12 +270,19 @@ class RhapsodyApp(App[int]):
             self.transcript.sync(entry)
         self.calls = {}
         await self.transcript.add(Entry.of(render.event_lines(ev.Interrupted(""))[0]))
+        if handoff_state.cancel(self.agent.session):  # Esc ends a handoff request too, and says so
+            await self.transcript.add(Entry("error", f"✗ handoff: {handoff_state.CANCELLED}"))
+            self.refresh_status()
         self._seen = len(self.agent.session.records)
 
     async def apply(self, event: ev.Event) -> None:
         """Show one loop event."""
         t = self.transcript
+        if self._replying and isinstance(event, (ev.ToolStarted, ev.NarrationViolation, ev.TurnEnded, ev.Failed,
+                                                 ev.Interrupted, ev.SeamCommitted, ev.HintDelivered)):
+            self.record_held()
         if isinstance(event, ev.TextDelta):
+            self.live.writing()
             self.live.streamed(len(event.text))
             await t.stream_text(event.text)
             return  # the status line repaints on the spinner's tick
@@ -277,6 +303,7 @@ class RhapsodyApp(App[int]):
             await t.end_text(discard=True)
         elif isinstance(event, ev.RequestSent):
             self.live.start("thinking")
+            self._replying = True
         elif isinstance(event, (ev.ToolStarted, ev.ToolFinished)):
             await self.tool_event(event)
             return self.refresh_status()
@@ -305,6 +332,8 @@ class RhapsodyApp(App[int]):
         await self.transcript.end_text()
         await self.show_harness()
         line = render.event_lines(event)[0]
+        if isinstance(event, ev.ToolFinished):
+            line = render.tool_line(render.finished_view(event, self.run_record(event.call.id)))
         if isinstance(event, ev.ToolStarted):
             entry = Entry.of(line)
             self.calls[event.call.id] = (event.call, entry)
@@ -317,6 +346,11 @@ class RhapsodyApp(App[int]):
             await self.transcript.add(entry)
         self.transcript.sync(entry)
         self.live.start("working")
+
+    def run_record(self, call_id: str) -> dict[str, Any] | None:
+        """The `tool_run` record of a call that just finished."""
+        records = self.agent.session.records
+        return next((r for r in reversed(records[-20:]) if r["kind"] == "tool_run" and r["tool_use_id"] == call_id), None)
 
     async def show_harness(self) -> None:
         """Messages the harness itself sent the model appear as harness lines, as on resume."""
@@ -414,6 +448,10 @@ class RhapsodyApp(App[int]):
         self.query_one(StatusBar).state = state
         self.refresh_status()
 
+    def on_resize(self) -> None:
+        """The status line is fitted to the width again."""
+        self.call_after_refresh(self.refresh_status)
+
     def tick(self) -> None:
         """The spinner's beat: only repaint while something runs."""
         if self.live.active:
@@ -440,4 +478,5 @@ class RhapsodyApp(App[int]):
         self.figures.fold(session.records)
         bar = self.query_one(StatusBar)
         state = self.live.text() if self.live.active else bar.state
-        bar.update(Text(status_line(self.figures, session, self._git, state, self.size.width)))
+        mode = self.agent.toolbox.permission_mode
+        bar.update(Text(status_line(self.figures, session, self._git, state, self.size.width, mode)))

@@ -14,6 +14,10 @@ what Enter will do.
 | n enter, enter, escape | Deny. |
 | (words) enter | Deny, with the words as the reason. |
 | pageup, pagedown, up, down | Scroll the diff or command. |
+
+For the first `GRACE` seconds after the dialog opens it takes no keys: what the human was
+typing for the prompt goes on into the prompt (Enter is held back), and the line under
+the field says so. A `y` or `a` typed just before the question appeared never answers it.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pathlib import Path
 
 from rich.syntax import Syntax
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
@@ -32,6 +37,8 @@ from rhapsody.core.tools import Approval
 from rhapsody.preview import Preview
 
 ANSWERS = {"y": "allow", "a": "allow_rule", "n": "deny", "": "deny"}
+GRACE = 0.6
+"""Seconds after opening during which the dialog takes no keys."""
 
 
 class Choice(Static):
@@ -43,14 +50,14 @@ class Choice(Static):
 
     def on_click(self) -> None:
         screen = self.screen
-        if isinstance(screen, ApprovalScreen):
+        if isinstance(screen, ApprovalScreen) and screen.ready:
             getattr(screen, f"action_{self.action}")()
 
 
 class ApprovalScreen(ModalScreen[Approval]):
     """Ask whether one tool call may run, showing exactly what it would do."""
 
-    AUTO_FOCUS = "#reason"
+    AUTO_FOCUS = None
 
     BINDINGS = [
         Binding("escape", "deny", "Deny", show=False),
@@ -67,6 +74,7 @@ class ApprovalScreen(ModalScreen[Approval]):
         self.why = why
         self.shown = shown
         self.rules = rules
+        self.ready = False
 
     def compose(self) -> ComposeResult:
         with Vertical(id="approval"):
@@ -80,8 +88,51 @@ class ApprovalScreen(ModalScreen[Approval]):
             if self.rules:
                 yield Choice(f"a ⏎  allow {', '.join(self.rules)} for this session", "allow_rule")
             yield Choice("n ⏎  deny (or esc)", "deny")
-            yield Input(placeholder="y, a or n, or tell the agent what to do instead; then Enter", id="reason")
-            yield Static(Text(self.enter_does("")), id="enter-does")
+            yield Input(placeholder="y, a or n, or tell the agent what to do instead; then Enter", id="reason",
+                        disabled=True)
+            yield Static(Text("wait… keys typed now stay in the prompt"), id="enter-does")
+
+    def on_mount(self) -> None:
+        self.set_timer(GRACE, self.open)
+        self.set_timer(0.05, self.fit_preview)  # once laid out
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self.fit_preview)
+
+    def fit_preview(self) -> None:
+        """The diff or command takes every row the rest of the dialog leaves."""
+        box, view = self.query_one("#approval", Vertical), self.query_one("#preview", VerticalScroll)
+        if not box.region.height:
+            return
+        others = box.region.height - view.region.height - 1  # 1: the preview's bottom margin
+        rows = max(3, self.size.height - others - 1)
+        if view.styles.max_height is None or view.styles.max_height.value != rows:
+            view.styles.max_height = rows
+
+    def open(self) -> None:
+        """The grace period is over: the field takes keys."""
+        self.ready = True
+        self.fit_preview()
+        field = self.query_one("#reason", Input)
+        field.disabled = False
+        field.focus()
+        self.query_one("#enter-does", Static).update(Text(self.enter_does(field.value)))
+
+    def on_key(self, event: events.Key) -> None:
+        """During the grace period keys go on into the prompt and never answer."""
+        if self.ready:
+            return
+        event.stop()
+        event.prevent_default()
+        if event.is_printable and event.character:
+            from rhapsody.tui.prompt import PromptInput
+
+            for prompt in self.app.screen_stack[0].query(PromptInput):
+                prompt.insert(event.character)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """No answer is taken during the grace period."""
+        return self.ready or action == "scroll"
 
     def _body(self) -> Syntax | Text:
         if self.shown.syntax == "diff":

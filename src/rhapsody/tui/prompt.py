@@ -63,6 +63,9 @@ class PromptInput(TextArea):
         return True
 
     def _scroll(self, key: str) -> bool:
+        if key in ("home", "end") and self.text:  # at once, not as a binding: a key queued behind it stays behind it
+            self.action_cursor_line_start() if key == "home" else self.action_cursor_line_end()
+            return True
         how = SCROLLS.get(key) or ({"home": "home", "end": "end"}.get(key) if not self.text else None)
         if how is None:
             return False

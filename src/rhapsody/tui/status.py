@@ -6,10 +6,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rich.cells import cell_len
+
 from rhapsody.figures import Figures
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 CHARS_PER_TOKEN = 4
+DEFAULT_MODE = "ask"
 
 
 class Liveness:
@@ -32,6 +35,11 @@ class Liveness:
         if what == "thinking":
             self.chars = 0
 
+    def writing(self) -> None:
+        """Visible text streams: the model is writing, no longer only thinking."""
+        if self.what == "thinking":
+            self.what = "writing"
+
     def streamed(self, chars: int) -> None:
         """Count streamed characters (shown as approximate tokens)."""
         self.chars += chars
@@ -51,17 +59,17 @@ class Liveness:
         self.active = False
 
     def text(self, now: float | None = None) -> str:
-        """"⠹ bash 2.4 s" or "⠹ thinking 1.2 s · ↓ ~310 tokens"."""
+        """"⠹ bash 2.4 s" or "⠹ writing 1.2 s · ↓ ~310 tokens"."""
         now = now if now is not None else time.monotonic()
         if self.paused_at:
             return "waiting for you"
         elapsed = max(0.0, now - self.started)
         frame = SPINNER[int(elapsed * 8) % len(SPINNER)]
-        tokens = f" · ↓ ~{self.chars // CHARS_PER_TOKEN:,} tokens" if self.chars and self.what == "thinking" else ""
+        tokens = f" · ↓ ~{self.chars // CHARS_PER_TOKEN:,} tokens" if self.chars and self.what in ("thinking", "writing") else ""
         return f"{frame} {self.what} {elapsed:.1f} s{tokens}"
 
 
-def status_line(figures: Figures, session: Any, git: str, state: str, width: int) -> str:
+def status_line(figures: Figures, session: Any, git: str, state: str, width: int, mode: str = "") -> str:
     """state · context · cost · model · seams · git · cache · violations · cwd, cut to fit `width`.
 
     Fields are dropped least useful first (cwd, violations, cache, git), never the state,
@@ -71,6 +79,7 @@ def status_line(figures: Figures, session: Any, git: str, state: str, width: int
     cwd = str(session.root).replace(str(Path.home()), "~")
     fields = [  # (drop order: higher goes first, text)
         (0, state),
+        (1, mode if mode and mode != DEFAULT_MODE else ""),  # a mode other than the default is always in view
         (0, figures.context_text()),
         (1, figures.cost_text()),
         (3, session.spec.model),
@@ -80,14 +89,15 @@ def status_line(figures: Figures, session: Any, git: str, state: str, width: int
         (7, f"violations {figures.violations}"),
         (8, cwd),
     ]
-    fields = [f for f in fields if f[1]]
-    while len(fields) > 3 and _width(fields) > width - 1:
+    fields = [f for f in fields if f[1].strip()]
+    while len(fields) > 4 and _width(fields) > width - 1:
         fields.remove(max(fields, key=lambda f: f[0]))
-    return " " + " │ ".join(text for _, text in fields)
+    line = " " + " │ ".join(text for _, text in fields)
+    return line if cell_len(line) < width else line[: max(1, width - 2)] + "…"  # never a cut field or a dangling │
 
 
 def _width(fields: list[tuple[int, str]]) -> int:
-    return 1 + sum(len(t) for _, t in fields) + 3 * (len(fields) - 1)
+    return 1 + sum(cell_len(t) for _, t in fields) + 3 * (len(fields) - 1)
 
 
 def welcome_text(agent: Any, settings: Any, extra: str = "") -> str:

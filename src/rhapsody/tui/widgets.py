@@ -116,10 +116,16 @@ class Foldable(Static, can_focus=True):
     def render(self) -> Any:
         mark = "▼" if self.expanded else "▶"
         if not self.expanded:
-            return Text(f"{mark} {self.title}")
+            title = self.title
+            if self.entry.kind == "tool" and self.size.width:
+                from rhapsody.render import fit_tool_title
+
+                title = fit_tool_title(title, self.content_size.width - 2)
+            return Text(f"{mark} {title}")
         body = self.entry.body[:RESULT_PREVIEW]
         if self.cut:
-            more = len(self.entry.body) - RESULT_PREVIEW
+            body = body[: body.rfind("\n")] if "\n" in body else body  # whole lines only
+            more = len(self.entry.body) - len(body)
             body += f"\n[… {more:,} more characters: Enter again for the full view]"
         return Text(f"{mark} {self.title}\n{body or '(empty)'}")
 
@@ -142,17 +148,26 @@ class Foldable(Static, can_focus=True):
             return
         self.expanded = not self.expanded
 
-    def action_to_prompt(self) -> None:
-        """Back to the prompt."""
-        self.app.query_one(PromptInput).focus()
+    def action_to_prompt(self) -> PromptInput:
+        """Back to the prompt, at once: the keys that follow go to it even if they are already queued."""
+        prompt = self.app.query_one(PromptInput)
+        self.screen.set_focus(prompt)
+        return prompt
 
     def on_key(self, event: events.Key) -> None:
-        if event.is_printable and event.character and event.key not in ("enter", "tab"):
+        prompt = self.app.query_one(PromptInput)
+        if self.app.focused is prompt:  # focus moved on while these keys were queued here: they follow it, in order
             event.stop()
             event.prevent_default()
-            prompt = self.app.query_one(PromptInput)
-            prompt.focus()
-            prompt.insert(event.character)
+            self.app.post_message(events.Key(event.key, event.character))
+        elif event.key == "tab":
+            event.stop()
+            event.prevent_default()
+            self.action_to_prompt()
+        elif event.is_printable and event.character and event.key not in ("enter", "tab"):
+            event.stop()
+            event.prevent_default()
+            self.action_to_prompt().insert(event.character)
 
 
 class TranscriptView(VerticalScroll):
