@@ -225,3 +225,13 @@ async def test_more_secret_file_names_are_protected(stub: Stub, project: Path, n
     wiring = stub.wire(project, permission_mode="auto-edit")
     await collect(wiring.agent.run("go"))
     assert "hunter2-redteam" not in str(stub.bodies()[1:])
+
+
+async def test_overwriting_a_secret_file_keeps_its_old_content_out_of_the_history(stub: Stub, project: Path) -> None:
+    (project / ".env").write_text("API_VALUE=hunter2-redteam\n")
+    stub.script(call(NARRATE, "write_file", path=".env", content="API_VALUE=changeme\n"), say("done"))
+    wiring = stub.wire(project, permission_mode="auto-edit")
+    await collect(wiring.agent.run("go"))
+    stored = "".join(p.read_text() for p in (project / ".rhapsody" / "history").glob("*.jsonl"))
+    assert "changeme" in (project / ".env").read_text()
+    assert "hunter2-redteam" not in stored and "hunter2-redteam" not in str(stub.bodies())

@@ -101,7 +101,9 @@ class WriteFile:
         _refuse_state(ctx.root, path)
         if path.exists() and not path.is_file():
             raise ToolFailure(f"refused: {args.path} exists and is not a regular file")
-        before = await asyncio.to_thread(_old_text, path)
+        # A secret or read-denied file's old content must not reach the history through the diff.
+        hidden = search.readable_hidden(shown(ctx.root, path), ctx.read_deny)
+        before = "" if hidden else await asyncio.to_thread(_old_text, path)
         await asyncio.to_thread(_write, path, args.content)
         lines = args.content.count("\n") + (1 if args.content and not args.content.endswith("\n") else 0)
         where = shown(ctx.root, path)
