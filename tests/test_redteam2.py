@@ -235,3 +235,13 @@ async def test_overwriting_a_secret_file_keeps_its_old_content_out_of_the_histor
     stored = "".join(p.read_text() for p in (project / ".rhapsody" / "history").glob("*.jsonl"))
     assert "changeme" in (project / ".env").read_text()
     assert "hunter2-redteam" not in stored and "hunter2-redteam" not in str(stub.bodies())
+
+
+@needs_bwrap
+async def test_a_pipe_planted_as_a_nested_git_file_does_not_hang_rhapsody(stub: Stub, project: Path) -> None:
+    # A link to /dev/zero is the same attack with memory instead of time; a pipe is the safe way to test it.
+    stub.script(call(NARRATE, "bash", command="mkdir sub && mkfifo sub/.git && echo planted"),
+                call(NARRATE, "bash", command="echo second"), say("done"))
+    wiring = stub.wire(project, permission_mode="auto-edit")
+    await collect(wiring.agent.run("go"))
+    assert "second" in str(stub.bodies()[2]["messages"][-1])
