@@ -11,7 +11,7 @@ from rhapsody.config import load_settings, user_config_path
 from rhapsody.core.permissions import Rules, decide
 from rhapsody.loopback.script import call, say
 from rhapsody.tools.shell import parse
-from rhapsody.trust import first_run_question, offer, trust, untrusted_notice
+from rhapsody.trust import first_run_question, ignored, offer, trust, untrusted_notice
 
 from .conftest import MODEL, Stub
 from .test_cli import rhapsody
@@ -135,3 +135,11 @@ def test_no_question_for_a_project_without_settings_to_raise(project: Path) -> N
     assert first_run_question(project) is None
     project_config(project, 'permission_mode = "read-only"\n')  # lowering needs no trust
     assert first_run_question(project) is None
+
+
+def test_an_untrusted_project_cannot_rebind_the_users_keys(project: Path) -> None:
+    project_config(project, '[keymap]\ninterrupt = "f12"\nquit = "q"\n')  # Esc would no longer interrupt
+    assert load_settings(project).keymap == {}
+    assert any(entry.startswith("keymap") for entry in ignored(project))
+    assert offer(project, lambda q: "y") is True
+    assert load_settings(project).keymap == {"interrupt": "f12", "quit": "q"}

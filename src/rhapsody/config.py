@@ -224,12 +224,12 @@ ORDER: dict[str, str] = {
     "max_cost_usd": "higher", "handoff_at_tokens": "higher", "rolling_short": "higher", "rolling_working": "higher",
     "rolling_batch": "higher", "memory.map_cap": "higher", "retry_base_delay": "free", "parallel_tools": "on",
     "thinking": "on", "exact_tokens": "on", "sandbox_network": "on", "memory.commit": "on", "context": "free",
-    "keymap": "free", "memory.stale_days": "free",
+    "memory.stale_days": "free",
 }
 """How each setting an untrusted project may change compares: `higher` (a bigger number widens; a number
 where the user has no limit lowers), `lower` (a smaller number widens), `on` (true widens), `rank` (a looser mode or
-sandbox widens), `free` (no direction: deny rules only add, key bindings). A setting not listed here (the
-provider, the model, memory.path, allow rules, MCP servers, anything added later) is ignored unless it
+sandbox widens), `free` (no direction: deny rules only add). A setting not listed here (the
+provider, the model, memory.path, allow rules, MCP servers, key bindings, anything added later) is ignored unless it
 equals what the user has: a new setting cannot widen anything until someone decides how it compares."""
 
 
