@@ -47,11 +47,14 @@ PATH_LENGTH = 200
 @pytest.fixture
 def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A git project in tmp_path whose path is always PATH_LENGTH characters long."""
-    monkeypatch.setenv("HOME", str(tmp_path))
-    pad = PATH_LENGTH - len(str(tmp_path)) - 1
+    # The padding folder is HOME, so the screen shows `~/proj` wherever tmp_path is (a pytest
+    # worker's tmp_path is longer), while the full path, which byte counts include, keeps its length.
+    pad = PATH_LENGTH - len(str(tmp_path)) - len("/proj") - 1
     assert 0 < pad < 250, f"tmp_path {tmp_path} does not fit in {PATH_LENGTH} characters"
-    project = tmp_path / ("proj" + "-" * (pad - 4))
-    project.mkdir()
+    home = tmp_path / ("h" + "-" * (pad - 1))
+    monkeypatch.setenv("HOME", str(home))
+    project = home / "proj"
+    project.mkdir(parents=True)
     repo = git.Repo.init(project, initial_branch="main")
     with repo.config_writer() as cw:
         cw.set_value("user", "name", "t")
