@@ -165,7 +165,10 @@ async def test_ctrl_c_twice_quits_and_the_picker_returns_a_session(stub: Stub, p
         await pilot.press("ctrl+c")
         await pilot.pause()
     assert app.return_code == 0 and not app.is_running
+    empty = stub.wire(project).session  # opened and never used: nothing to resume, not listed
+    assert empty.path.exists()
     picker = SessionPicker(project)
+    assert [p.stem for p in picker.paths] == [wiring.session.id]
     async with picker.run_test(size=(100, 20)) as pilot:
         await pilot.press("enter")
     assert picker.return_value == wiring.session.id

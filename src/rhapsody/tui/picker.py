@@ -10,7 +10,7 @@ from textual.app import App, ComposeResult
 from textual.widgets import Footer, OptionList
 from textual.widgets.option_list import Option
 
-from rhapsody.core.history import sessions
+from rhapsody.core.history import has_turns, sessions
 
 
 def describe(path: Path) -> str:
@@ -37,7 +37,7 @@ class SessionPicker(App[str | None]):
 
     def __init__(self, root: Path) -> None:
         super().__init__()
-        self.paths = list(reversed(list(sessions(root))))
+        self.paths = [p for p in reversed(list(sessions(root))) if has_turns(p)]  # an empty session is nothing to resume
 
     def compose(self) -> ComposeResult:
         yield OptionList(*[Option(describe(p), id=p.stem) for p in self.paths])
@@ -54,6 +54,6 @@ def pick_session(root: Path) -> str | None:
     """Run the picker; None when cancelled."""
     from rhapsody.core.errors import HistoryError
 
-    if not any(sessions(root)):
-        raise HistoryError(f"no sessions to resume in {root}")
+    if not any(has_turns(p) for p in sessions(root)):
+        raise HistoryError(f"no sessions with a turn to resume in {root}")
     return SessionPicker(root).run()
