@@ -255,13 +255,11 @@ def _run(ns: argparse.Namespace) -> int:
 def _notices(root: Path, settings: Any) -> None:
     """One line each on stderr: an untrusted project config cut down, a sandbox that is off."""
     from rhapsody.tools.sandbox import bwrap_path, status
-    from rhapsody.trust import ignored
+    from rhapsody.trust import untrusted_notice
 
-    # The project's MCP servers get their own line, naming them, from the toolbox: not twice.
-    cut = [entry for entry in ignored(root) if not entry.startswith("mcp_servers ")]
-    if cut:
-        print(f"rhapsody: .rhapsody/config.toml of this project is not trusted; ignored: {', '.join(cut)}. "
-              "Run `rhapsody trust` to accept it.", file=sys.stderr)
+    notice = untrusted_notice(root)
+    if notice:
+        print(notice, file=sys.stderr)
     if settings.sandbox == "off" or bwrap_path() is None:
         print(f"rhapsody: {status(settings.sandbox)}", file=sys.stderr)
 

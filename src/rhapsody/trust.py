@@ -24,9 +24,14 @@ def ignored(root: Path) -> list[str]:
     return project_layer(root, _read_toml(user_config_path()))[1] if not is_trusted(root) else []
 
 
+def _settings_ignored(root: Path) -> list[str]:
+    # The project's MCP servers get their own line, naming them (mcp_config.waiting_line): not twice.
+    return [entry for entry in ignored(root) if not entry.startswith("mcp_servers ")]
+
+
 def untrusted_notice(root: Path) -> str | None:
-    """One line for headless and plain mode, or None when nothing was ignored."""
-    cut = ignored(root)
+    """One line for headless and plain mode, or None when no setting was ignored."""
+    cut = _settings_ignored(root)
     if not cut:
         return None
     return (f"rhapsody: .rhapsody/config.toml of this project is not trusted; ignored: {', '.join(cut)}. "
@@ -67,7 +72,7 @@ def first_run_question(root: Path) -> str | None:
     """What to ask before an interactive session opens: the ignored config and the waiting MCP servers."""
     from rhapsody.mcp_config import plan
 
-    cut = [entry for entry in ignored(root) if not entry.startswith("mcp_servers ")]
+    cut = _settings_ignored(root)
     try:
         waiting = plan(root).waiting
     except ConfigError:
