@@ -140,3 +140,9 @@ def test_help_and_version(tmp_path: Path) -> None:
     result = rhapsody("--help")
     assert result.returncode == 0 and "rhapsody strip FILE" in result.stdout
     assert rhapsody("--version").stdout.startswith("rhapsody ")
+
+
+@pytest.mark.parametrize("args", [("trust", "a", "b"), ("trust", "/nonexistent-folder"), ("mcp",), ("mcp", "frob"),
+                                  ("mcp", "list", "--bogus"), ("stats", "--cache-read-mult", "x")])
+def test_added_commands_answer_bad_input_in_one_line(project: Path, args: tuple[str, ...]) -> None:
+    one_line_error(rhapsody(*args, cwd=project))

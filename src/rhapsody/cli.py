@@ -120,13 +120,13 @@ def _memory(ns: argparse.Namespace) -> int:
 def _trust(args: list[str]) -> int:
     from rhapsody.trust import trust
 
-    p = argparse.ArgumentParser(prog="rhapsody trust", description="Trust a project's own .rhapsody/config.toml.")
+    p = _Parser(prog="rhapsody trust", description="Trust a project's own .rhapsody/config.toml.")
     p.add_argument("path", nargs="?", help="project directory (default: the current directory)")
     root = _root(p.parse_args(args).path)
     print(f"trusted {root} (in {trust(root)})")
     return 0
 def _mcp_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="rhapsody mcp", description="MCP servers configured for a project.")
+    p = _Parser(prog="rhapsody mcp", description="MCP servers configured for a project.")
     p.add_argument("action", choices=("list",))
     p.add_argument("--cwd", metavar="DIR", help="project directory")
     return p
