@@ -13,7 +13,7 @@ import stat
 from pathlib import Path
 
 from rhapsody.commands import COMMANDS
-from rhapsody.core.history import state_dir
+from rhapsody.core.history import read_plain, state_dir
 
 HISTORY_FILE = "prompt_history"
 HISTORY_KEEP = 1000
@@ -76,11 +76,7 @@ def _append(path: Path, text: str) -> None:
 
 def _read(path: Path) -> list[str]:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                return []
-            raw = f.read().decode("utf-8", errors="replace").splitlines()
+        raw = read_plain(path).decode("utf-8", errors="replace").splitlines()
     except OSError:
         return []
     lines = []

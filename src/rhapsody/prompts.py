@@ -6,9 +6,7 @@ Each prompt may begin with an HTML comment naming its variables; the comment is 
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 from functools import cache
 from pathlib import Path
 
@@ -57,15 +55,12 @@ def project_override(root: Path, name: str, cap: int = OVERRIDE_CAP) -> str | No
     Read safely: only a regular file that lies inside `root` (no symbolic link at the last
     component, none in the path leading out of the root), at most `cap` characters.
     """
-    path = root / ".rhapsody" / "prompts" / f"{name}.md"
+    from rhapsody.core.own_files import read_own
+
     try:
-        if not path.resolve().is_relative_to(root.resolve()):
-            return None
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
-    except (OSError, RuntimeError):
+        text = read_own(root, root / ".rhapsody" / "prompts" / f"{name}.md", cap * 4)
+    except RuntimeError:  # a link loop on the way
         return None
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            return None
-        text = f.read(cap * 4).decode("utf-8", errors="replace")[:cap]
-    return _HEADER.sub("", text).strip() or None
+    if text is None:
+        return None
+    return _HEADER.sub("", text[:cap]).strip() or None

@@ -185,7 +185,7 @@ class HistoryRead:
 def read_history(path: Path) -> HistoryRead:
     """Read every record; malformed lines are skipped and counted, a torn tail noted."""
     try:
-        data = _read_plain(path)
+        data = read_plain(path)
     except OSError as exc:
         raise HistoryError(f"cannot read history {path}: {exc.strerror}") from None
     result = HistoryRead()
@@ -248,7 +248,7 @@ def find_session(root: Path, session_id: str | None) -> Path:
     return matches[0]
 
 
-def _read_plain(path: Path) -> bytes:
+def read_plain(path: Path) -> bytes:
     """The bytes of a regular file; in a project's state folder never through a link (a cloned
     repository can commit one to another project's history), and never waiting on a pipe."""
     nofollow = os.O_NOFOLLOW if STATE_DIR in path.parts else 0
@@ -262,7 +262,7 @@ def _read_plain(path: Path) -> bytes:
 def has_turns(path: Path) -> bool:
     """Whether the history file holds a message (the first is always the human's; unreadable: False)."""
     try:
-        data = _read_plain(path)
+        data = read_plain(path)
     except OSError:
         return False
     for raw in data.split(b"\n"):
