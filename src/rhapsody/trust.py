@@ -70,6 +70,8 @@ def trust(root: Path) -> Path:
 
 def first_run_question(root: Path) -> str | None:
     """What to ask before an interactive session opens: the ignored config and the waiting MCP servers."""
+    if not (root / ".rhapsody" / "config.toml").exists() and not (root / ".mcp.json").exists():
+        return None  # nothing a project could ask for: no reads, no imports at start-up
     from rhapsody.mcp_config import plan
 
     cut = _settings_ignored(root)
