@@ -13,7 +13,7 @@ import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
-from rhapsody.config import _read_toml, is_trusted, project_layer, user_config_path
+from rhapsody.config import _read_toml, is_trusted, project_config_path, project_layer, user_config_path
 from rhapsody.core.errors import ConfigError
 
 _KEY = re.compile(r"^trusted_projects\s*=\s*\[[^\]]*\]\s*$", re.MULTILINE)
@@ -70,9 +70,10 @@ def trust(root: Path) -> Path:
 
 def first_run_question(root: Path) -> str | None:
     """What to ask before an interactive session opens: the ignored config and the waiting MCP servers."""
-    if not (root / ".rhapsody" / "config.toml").exists() and not (root / ".mcp.json").exists():
-        return None  # nothing a project could ask for: no reads, no imports at start-up
-    from rhapsody.mcp_config import plan
+    from rhapsody.mcp_config import MCP_JSON, plan
+
+    if not project_config_path(root).exists() and not (root / MCP_JSON).exists():
+        return None  # nothing a project could ask for
 
     cut = _settings_ignored(root)
     try:
