@@ -303,7 +303,7 @@ def _app(ns: argparse.Namespace, root: Path, parts: Callable[[], tuple[Any, Any]
     parting = parting_line(wired[0].session, root, demo) if wired else ""
     if parting:
         print(parting)
-    return 0
+    return app.return_code or 0
 
 
 def _notices(root: Path, settings: Any) -> None:
