@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.widget import Widget
+from textual.widgets import Input
 
+from rhapsody import render
+from rhapsody.core.messages import ToolUseBlock
+from rhapsody.core.tools import Approval
 from rhapsody.loopback.script import call, say
 from rhapsody.tui.approval import ApprovalScreen
+from rhapsody.tui.widgets import Foldable
 
-from .conftest import Stub
+from .conftest import Stub, collect
 from .test_app_keys import NARRATE, ask_app, idle, until
 
 
@@ -62,3 +68,58 @@ async def test_the_transcript_does_not_show_through_beside_the_question_at_160x4
         assert box.x > 0 and all(not side.strip() for side in beside), [s for s in beside if s.strip()]
         await pilot.press("escape")
         await idle(pilot)
+
+
+async def deny_edit_in_app(stub: Stub, project: Path, size: tuple[int, int], reason: str) -> tuple[Any, str]:
+    """Deny an edit of app.py with `reason` in the app; the app and the denied call's line."""
+    stub.script(call(NARRATE, "edit_file", path="app.py", old="a - b", new="a + b"), say("not changed"))
+    app = ask_app(stub, project)
+    async with app.run_test(size=size) as pilot:
+        app.start_turn("fix")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None)
+        app.screen.query_one("#reason", Input).value = reason
+        await pilot.press("enter")
+        await idle(pilot)
+        fold = [w for w in app.transcript.query(Foldable) if "edit_file" in w.title][0]
+        folded = str(fold.render())
+        fold.expanded = True
+        return app, folded + "\n" + str(fold.render())
+
+
+async def test_a_denied_edit_unfolds_to_the_diff_it_proposed_then_the_reason_also_on_resume(
+        stub: Stub, project: Path) -> None:
+    app, shown = await deny_edit_in_app(stub, project, (100, 30), "check the sum start value")
+    assert "a - b" in (project / "app.py").read_text()  # not applied
+    body = shown.split("\n", 2)[2]
+    assert "-    return a - b" in body and "+    return a + b" in body
+    assert body.index("+    return a + b") < body.index("denied by the human: check the sum start value")
+    session = app.agent.session
+    lines = [line for _, line in render.record_lines(session.records, project, session.id, session.conversation)]
+    resumed = [x for x in lines if x.kind == "tool" and "edit_file" in x.text][0]
+    assert resumed.state == "denied" and "+    return a + b" in resumed.body and resumed.body == body.rstrip()
+
+
+async def test_a_write_to_a_secret_file_denied_keeps_no_diff_in_history(stub: Stub, project: Path) -> None:
+    (project / ".env").write_text("TOKEN=abc123\n")
+    stub.script(call(NARRATE, "write_file", path=".env", content="TOKEN=xyz\n"), say("ok"))
+    wiring = stub.wire(project, permission_mode="ask")
+
+    async def deny(*_: Any, **__: Any) -> Approval:
+        return Approval(False, words="no")
+
+    wiring.agent.toolbox.approver = deny
+    await collect(wiring.agent.run("go"))
+    assert "abc123" not in wiring.session.path.read_text()
+
+
+@pytest.mark.parametrize("width", [80, 160])
+async def test_a_denied_edit_line_keeps_tool_and_path_says_denied_once_and_cuts_the_reason(
+        stub: Stub, project: Path, width: int) -> None:
+    reason = "check the sum start value, it should begin at zero and not at one, as the report expects " * 2
+    _, shown = await deny_edit_in_app(stub, project, (width, 24), reason.strip())
+    folded = shown.splitlines()[0]
+    assert "edit_file app.py → denied by the human: check the sum" in folded
+    assert folded.count("denied") == 1 and folded.endswith("…") and len(folded) <= width
+    plain = render.plain(render.tool_line(render.ToolView(
+        ToolUseBlock(id="t", name="edit_file", input={"path": "app.py"}), "denied", output=f"denied by the human: {reason}")))
+    assert plain.count("denied") == 1 and plain.endswith(reason.strip())  # plain mode prints the whole reason

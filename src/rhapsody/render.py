@@ -54,6 +54,8 @@ class ToolView:
     exit_code: int | None = None
     output: str = ""
     recall: str = ""
+    proposed: str = ""
+    """The diff a denied write or edit proposed (its record's `proposed_diff`)."""
 
 
 # -- small pieces -----------------------------------------------------------------------
@@ -116,7 +118,7 @@ def tool_title(view: ToolView, reason: str = "") -> str:
         "running": "… running",
         "asking": "… waiting for your answer",
         "interrupted": "→ interrupted",
-        "denied": f"→ denied: {why}" if view.output else "→ denied",
+        "denied": _denied(why),
         "exit": f"→ exit {view.exit_code} {seconds}",
         "error": f"→ error {seconds}: {why}",
         "ok": f"→ ok {seconds}",
@@ -125,11 +127,19 @@ def tool_title(view: ToolView, reason: str = "") -> str:
     return f"⊘ stripped · recall {view.recall} · {title}" if view.recall else title
 
 
+def _denied(why: str) -> str:
+    """`→ denied` with its reason, saying "denied" once when the reason already does."""
+    if not why:
+        return "→ denied"
+    return f"→ {why}" if why.startswith("denied") else f"→ denied: {why}"
+
+
 def tool_line(view: ToolView) -> Line:
     """The transcript line of a tool call; `full` carries the whole refusal or failure reason."""
     reason = whole_reason(view.output) if view.state in ("error", "denied") else ""
     full = tool_title(view, reason) if reason else ""
-    return Line("tool", tool_title(view), body=view.output, key=view.call.id, state=view.state, reason=reason,
+    body = f"{visible(view.proposed)}\n\n{view.output}" if view.proposed else view.output
+    return Line("tool", tool_title(view), body=body, key=view.call.id, state=view.state, reason=reason,
                 full=full if full != tool_title(view) else "")
 
 
@@ -142,13 +152,19 @@ OUTCOME = re.compile(r" (… running|… waiting for your answer|→ interrupted
 
 
 def fit_tool_title(title: str, width: int) -> str:
-    """A tool line cut to `width` columns by shortening its command, so its state stays in view."""
+    """A tool line cut to `width` columns: the reason of a refusal or failure goes first (the unfolded
+    body holds it whole), then the command or path, so the tool, its argument and its state stay in view."""
     if len(title) <= width or width < 20:
         return title
     found = list(OUTCOME.finditer(title))
     if not found:
         return title
     head, outcome = title[: found[-1].start()], title[found[-1].start():]
+    state, sep, reason = outcome.partition(": ")
+    if sep and len(head) + len(state) + 3 <= width:  # 3: ": …"
+        room = width - len(head) - len(state) - 2
+        return f"{head}{state}: {reason[: room - 1]}…"
+    outcome = f"{state}: …" if sep else outcome
     room = max(8, width - len(outcome) - 1)
     return (head[: room - 1] + "…" if len(head) > room else head) + outcome
 
@@ -156,9 +172,14 @@ def fit_tool_title(title: str, width: int) -> str:
 def finished_view(event: ev.ToolFinished, run: dict[str, Any] | None = None) -> ToolView:
     """The view of a finished call, from its event (and its `tool_run` record, for an applied diff)."""
     if event.refused:
-        return ToolView(event.call, "denied", 0, None, event.refused)
+        return ToolView(event.call, "denied", 0, None, event.refused, proposed=proposed(run))
     return ToolView(event.call, _state(event.is_error, event.exit_code), event.duration_ms, event.exit_code,
                     with_diff(event.output, run))
+
+
+def proposed(run: dict[str, Any] | None) -> str:
+    """The diff a denied call proposed, from its `tool_run` record."""
+    return str(run.get("proposed_diff") or "") if run else ""
 
 
 def with_diff(output: str, run: dict[str, Any] | None) -> str:
@@ -390,7 +411,7 @@ def _call_view(call: ToolUseBlock, run: dict[str, Any] | None, result: ToolResul
         state = "interrupted" if interrupted or result is None or result.is_error else "ok"
         return ToolView(call, state, 0, None, output)
     if run.get("refused"):
-        return ToolView(call, "denied", 0, None, str(run["refused"]))
+        return ToolView(call, "denied", 0, None, str(run["refused"]), proposed=proposed(run))
     state = _state(bool(result and result.is_error), run.get("exit_code"))
     return ToolView(call, state, run.get("duration_ms", 0), run.get("exit_code"), with_diff(output, run))
 
