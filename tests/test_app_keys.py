@@ -148,7 +148,7 @@ async def test_unfold_at_once_full_view_and_focus_paths(stub: Stub, project: Pat
         await until(pilot, lambda: isinstance(app.screen, FullView))
         assert "line 0 of" in app.screen.text and "the-very-end" in app.screen.text
         await pilot.press(*"line 599", "enter")
-        assert "match at line 600" in str(app.screen.query_one("#found", Static).render())
+        assert "match 1 of 1, line 600 of this text" in str(app.screen.query_one("#found", Static).render())
         await pilot.press("escape")
         await pilot.pause()
         fold.focus()

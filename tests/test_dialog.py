@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 from textual.widget import Widget
-from textual.widgets import Input
+from textual.widgets import Input, Static, TextArea
 
 from rhapsody import render
 from rhapsody.core.messages import ToolUseBlock
 from rhapsody.core.tools import Approval
 from rhapsody.loopback.script import call, say
 from rhapsody.tui.approval import ApprovalScreen
+from rhapsody.tui.fullview import FullView
 from rhapsody.tui.widgets import Foldable
 
 from .conftest import Stub, collect
-from .test_app_keys import NARRATE, ask_app, idle, until
+from .test_app_keys import NARRATE, ask_app, idle, plain_app, until
 
 
 def on_screen(widget: Widget, size: tuple[int, int]) -> bool:
@@ -123,3 +125,29 @@ async def test_a_denied_edit_line_keeps_tool_and_path_says_denied_once_and_cuts_
     plain = render.plain(render.tool_line(render.ToolView(
         ToolUseBlock(id="t", name="edit_file", input={"path": "app.py"}), "denied", output=f"denied by the human: {reason}")))
     assert plain.count("denied") == 1 and plain.endswith(reason.strip())  # plain mode prints the whole reason
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+async def test_the_full_view_of_a_capped_read_says_it_is_capped_and_numbers_lines_once(
+        stub: Stub, project: Path, size: tuple[int, int]) -> None:
+    (project / "big.txt").write_text("".join(f"row {i}: the quick brown fox jumps over\n" for i in range(3000)))
+    stub.script(call(NARRATE, "read_file", path="big.txt"), say("read it"))
+    app = plain_app(stub, project)
+    async with app.run_test(size=size) as pilot:
+        app.start_turn("read big.txt")
+        await idle(pilot)
+        fold = [w for w in app.transcript.query(Foldable) if "read_file big.txt" in w.title][0]
+        fold.focus()
+        await pilot.press("enter", "enter")
+        await until(pilot, lambda: isinstance(app.screen, FullView))
+        await pilot.pause()
+        view = app.screen
+        assert isinstance(view, FullView)
+        title = str(view.query_one(".why", Static).render())
+        was = int(re.search(r"output was (\d+) characters", view.text).group(1))  # type: ignore[union-attr]
+        assert "the result as the agent received it: capped to" in title and f"of {was:,}" in title
+        area = view.query_one("#fulltext", TextArea)
+        assert not area.show_line_numbers and area.gutter_width == 0
+        first = area.render_line(1).text
+        assert first.split()[:3] == ["1", "row", "0:"]  # the file's own number, alone
+        await pilot.press("escape")

@@ -470,12 +470,12 @@ class RhapsodyApp(App[int]):
 
     @on(Foldable.FullView)
     def full_view(self, message: Foldable.FullView) -> None:
-        """Open the whole output, read from history when it is there."""
+        """Open the output as the history holds it, or the unfolded body when that holds more (an edit's diff)."""
         from rhapsody.tui.fullview import FullView
 
         entry = message.entry
         text = render.full_result(self.agent.session.records, entry.key) if entry.kind == "tool" else None
-        self.push_screen(FullView(entry.text, text if text is not None else entry.body))
+        self.push_screen(FullView(entry.text, entry.body if text is None or len(entry.body) > len(text) else text))
 
     # -- actions ------------------------------------------------------------------------
 
