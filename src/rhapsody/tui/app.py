@@ -79,10 +79,12 @@ class RhapsodyApp(App[int]):
 
     def __init__(self, agent: Agent | None = None, settings: Settings | None = None,
                  approver: HumanApprover | None = None, initial: str = "", welcome: str = "", *,
-                 boot: Boot | None = None, root: Path | None = None) -> None:
+                 boot: Boot | None = None, root: Path | None = None, typed_ahead: tuple[str, ...] = ()) -> None:
         """Either `agent` and `settings`, ready; or `boot` and `root`: the app paints first and calls `boot`
         right after its first frame. `approver` is the one the agent's toolbox asks (None: questions are
-        refused, as headless). A `boot` that raises ends the app; the exception is kept in `boot_error`."""
+        refused, as headless). A `boot` that raises ends the app; the exception is kept in `boot_error`.
+        `typed_ahead`: lines the person typed and sent with Enter before the app started; they are sent
+        once the session exists, together, as the first message."""
         super().__init__()
         self.agent: Agent
         self.settings: Settings
@@ -96,7 +98,8 @@ class RhapsodyApp(App[int]):
         self._boot = boot if agent is None else None
         self.ready = self._boot is None
         self.boot_error: Exception | None = None
-        self._early: list[PromptInput.Submitted] = []
+        lines = [line for line in typed_ahead if line.strip()]  # typed before anything ran: one first message
+        self._early = [PromptInput.Submitted("\n".join(lines), queue=False)] if lines else []
         self.approver = approver
         self._questions: asyncio.Task[None] | None = None
         self.initial = initial
