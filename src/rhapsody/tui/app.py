@@ -154,7 +154,6 @@ class RhapsodyApp(App[int]):
             self.boot_error = exc
             self.exit(return_code=2)
             return
-        load_all()  # the rest of the lazy modules, here rather than on a background thread
         self.ready = True
         await self.started()
         for message in self._early:  # sent before the agent existed: in the order typed
@@ -163,6 +162,7 @@ class RhapsodyApp(App[int]):
 
     async def started(self) -> None:
         """The agent exists: show the session, start the MCP servers, the status bar and the SDK import."""
+        load_all()  # the rest of the lazy modules, here rather than on the SDK's import thread
         if self.approver is not None:
             self._questions = asyncio.create_task(self.serve_questions(self.approver))
         if self.settings.keymap:
