@@ -515,3 +515,24 @@ async def test_palette_lists_rhapsody_commands(stub: Stub, project: Path) -> Non
         await until(pilot, lambda: app.screen is app.screen_stack[0])
         await pilot.press("x")
         assert app.query_one(PromptInput).text.endswith("x")  # keys reach the input after the palette
+
+
+async def test_recall_shows_the_human_the_matched_output_as_written_without_match_markers(
+        stub: Stub, project: Path) -> None:
+    command = "echo 'speed=[slow]'; echo speed=slow"
+    stub.script(call(NARRATE, "bash", command=command), say("ran it"), handoff_turn(), say("Noted."))
+    app = plain_app(stub, project)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await send(pilot, "run the slow check")
+        await idle(pilot)
+        await send(pilot, "/handoff")
+        await idle(pilot)
+        await send(pilot, "/recall slow")
+        await until(pilot, lambda: any("narration before" in t for t in texts(app)))
+        shown = next(t for t in texts(app) if "narration before" in t)
+    result = next(b["content"] for r in records(app) if r["kind"] == "message" and r["role"] == "user"
+                  for b in r["content"] if b.get("type") == "tool_result" and "speed" in json.dumps(b["content"]))
+    written = result if isinstance(result, str) else "".join(b["text"] for b in result)
+    snippet = shown.split("\n  result: ", 1)[1].split("\n  narration before:", 1)[0]
+    assert "speed=[slow]" in snippet and snippet.strip("…") in written  # byte for byte what the command printed
+    assert "[[slow]]" not in shown and "[speed" not in shown
