@@ -489,19 +489,38 @@ async def test_the_approval_dialog_uses_the_rows_at_80x24(stub: Stub, project: P
         await idle(pilot)
 
 
-async def test_a_notice_said_while_a_reply_streams_stays_after_it_on_rebuild(stub: Stub, project: Path) -> None:
-    slow = {"content": [{"type": "text", "text": "Streaming a reply slowly. " * 40}], "delay": 0.05}
-    stub.script(slow)
+def on_screen(app: RhapsodyApp) -> list[str]:
+    """The transcript as mounted, top to bottom: the kind of each entry (a reply's chunks as one), notices with their text."""
+    owner = {widget: entry for entry, widget in app.transcript.widgets.items()}
+    shown: list[str] = []
+    for widget in app.transcript.children:
+        entry = owner.get(widget)
+        kind = "assistant" if entry is None and "live" in widget.classes else (entry.kind if entry else "")
+        item = f"notice {entry.text}" if entry is not None and kind == "notice" else kind
+        if item and not (item == "assistant" and shown[-1:] == ["assistant"]):
+            shown.append(item)
+    return shown
+
+
+async def test_a_notice_said_while_a_reply_streams_shows_where_the_rebuild_shows_it(stub: Stub, project: Path) -> None:
+    slow = {"content": [{"type": "text", "text": "Streaming a reply slowly.\n" * 120}], "delay": 0.05}
+    stub.script(slow)  # long enough that the live reply moves on to a second widget mid-stream
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
-        await send(pilot, "talk")
+        app.start_turn("talk")
         await until(pilot, lambda: app.transcript.live is not None)
-        await send(pilot, "/stats")
+        await app.command("/stats")  # the Enter handler's own call; a pilot key press waits out the busy stream
+        await pilot.pause()
+        during, chunks = on_screen(app), len(app.transcript.live_chunks)
         await idle(pilot)
-        live = [t for t in texts(app) if "Streaming" in t or "no seams yet" in t]
+        live = on_screen(app)
         await app.reload()
-        rebuilt = [t for t in texts(app) if "Streaming" in t or "no seams yet" in t]
-    assert any("no seams yet" in t for t in live) and "no seams yet" in rebuilt[-1]  # after the reply it interrupted
+        rebuilt = on_screen(app)
+    assert during[-1].startswith("notice no seams yet") and "assistant" in during  # shown at once, below the reply
+    assert chunks == 0 and len(live) == len(rebuilt)  # said in the first widget of the reply, which moved on after
+    assert live == rebuilt and [s.split()[0] for s in rebuilt] == ["user", "assistant", "notice"]
+    kinds = [r["kind"] for r in records(app)]
+    assert kinds.index("notice") > max(i for i, k in enumerate(kinds) if k == "message")
 
 
 async def test_palette_lists_rhapsody_commands(stub: Stub, project: Path) -> None:

@@ -180,20 +180,26 @@ class RhapsodyApp(App[int]):
             await self.transcript.remove_entry(entry)
 
     async def note(self, text: str, kind: str = "notice") -> None:
-        """Show a command's output; a `notice` record keeps it in place on a rebuild and on --continue."""
+        """Show a command's output; a `notice` record keeps it in place on a rebuild and on --continue.
+
+        The reply streaming now is recorded when it ends, so a notice said meanwhile is
+        recorded after it, and shown pinned below it: the reply grows above the notice, as
+        a rebuild from history shows them.
+        """
         fields = {"text": text, "shown": "as is", **({"error": True} if kind == "error" else {})}
-        if self._replying:  # the reply is recorded when it ends: the notice follows it there too
+        if self._replying:
             self._held.append(fields)
         else:
             self.agent.session.record("notice", **fields)
-        await self.transcript.add(Entry(kind, text))
+        await self.transcript.add(Entry(kind, text), pin=self._replying)
 
     def record_held(self) -> None:
-        """Notices said while a reply streamed are recorded after it."""
+        """Notices said while a reply streamed are recorded after it, and stop being pinned."""
         self._replying = False
         for fields in self._held:
             self.agent.session.record("notice", **fields)
         self._held = []
+        self.transcript.unpin()
 
     async def add_hint(self, text: str, mode: str) -> None:
         """Queue a hint (on disk at once) and show it as pending."""
