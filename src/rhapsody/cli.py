@@ -228,13 +228,12 @@ def _run(ns: argparse.Namespace) -> int:
 
         print(f"rhapsody {__version__}")
         return 0
-    from rhapsody.config import load_settings
-
     if ns.task is not None and not ns.task.strip():
         from rhapsody.core.errors import InputError
 
         raise InputError("the task given with -p is empty")
     if ns.demo:
+        from rhapsody.config import load_settings
         from rhapsody.demo import DEMO_TASK, WELCOME, demo_setup
 
         with demo_setup(ns, load_settings(Path.cwd(), _flags(ns))) as (root, settings, model):
@@ -246,10 +245,49 @@ def _run(ns: argparse.Namespace) -> int:
         from rhapsody.trust import offer
 
         offer(root, input)  # before the settings are read, so a yes applies at once
-    settings = load_settings(root, _flags(ns))
+    if not ns.task and not ns.plain:
+        return _app(ns, root)
+    from rhapsody.config import load_settings
     from rhapsody.providers import make_model
 
+    settings = load_settings(root, _flags(ns))
     return launch(ns, root, settings, make_model(settings))
+
+
+def _app(ns: argparse.Namespace, root: Path) -> int:
+    """The app paints its first frame, then reads the settings and builds the agent (`RhapsodyApp` boot)."""
+    import asyncio
+
+    if not _picked(ns, root):
+        return 0
+    from rhapsody.tui.app import RhapsodyApp
+
+    wired: list[Any] = []
+
+    def boot() -> tuple[Any, Any, Any]:
+        from rhapsody.config import load_settings
+        from rhapsody.providers import make_model
+
+        settings = load_settings(root, _flags(ns))
+        wiring, approver = wire(ns, root, settings, make_model(settings))
+        wired.append(wiring)
+        return wiring.agent, settings, approver
+
+    async def run() -> None:
+        try:
+            await app.run_async()
+        finally:
+            if wired:
+                await wired[0].close()
+
+    app = RhapsodyApp(boot=boot, root=root)
+    asyncio.run(run())
+    if app.boot_error is not None:
+        raise app.boot_error  # one line from main(), now that the screen is restored
+    parting = parting_line(wired[0].session, root) if wired else ""
+    if parting:
+        print(parting)
+    return 0
 
 
 def _notices(root: Path, settings: Any) -> None:
@@ -264,21 +302,25 @@ def _notices(root: Path, settings: Any) -> None:
         print(f"rhapsody: {status(settings.sandbox)}", file=sys.stderr)
 
 
-def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initial: str = "", welcome: str = "",
-           demo: bool = False) -> int:
-    """Wire the agent and hand it to the chosen front end."""
-    import asyncio
-
-    from rhapsody.core.approval import HumanApprover
-    from rhapsody.wiring import build
-
-    resuming = ns.continue_last or ns.resume is not None
+def _picked(ns: argparse.Namespace, root: Path) -> bool:
+    """`--resume` without an id: the human picks a session (False: they picked none)."""
     if ns.resume == "" and not ns.task:
         from rhapsody.tui.picker import pick_session
 
         ns.resume = pick_session(root)
-        if ns.resume is None:
-            return 0
+        return ns.resume is not None
+    return True
+
+
+def wire(ns: argparse.Namespace, root: Path, settings: Any, model: Any) -> tuple[Any, Any]:
+    """Build the agent for the session the flags name; returns the wiring and the human's approver (None headless)."""
+    import gc
+
+    from rhapsody.core.approval import HumanApprover
+    from rhapsody.tools.procs import install_exit_cleanup
+    from rhapsody.wiring import build
+
+    resuming = ns.continue_last or ns.resume is not None
     model_id = settings.model
     if model_id is None and not resuming:
         from rhapsody.lazy_model import default_model
@@ -287,15 +329,21 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
     approver = None if ns.task else HumanApprover()
     wiring = build(root, settings, model, model_id, resume=ns.resume or None, continue_last=ns.continue_last,
                    approver=approver)
-    import gc
-
-    from rhapsody.tools.procs import install_exit_cleanup
-
     install_exit_cleanup()
-
     # A resumed session is a large, long-lived heap; keeping it out of the collector's
     # scans removes pauses that otherwise grow with the history.
     gc.freeze()
+    return wiring, approver
+
+
+def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initial: str = "", welcome: str = "",
+           demo: bool = False) -> int:
+    """Wire the agent and hand it to the chosen front end."""
+    import asyncio
+
+    if not _picked(ns, root):
+        return 0
+    wiring, approver = wire(ns, root, settings, model)
     if ns.task:
         from rhapsody.headless import run_headless
 

@@ -15,12 +15,12 @@ the user config. The environment and flags are the user's and beat both files.
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from rhapsody.config_files import project_config_path, read_config, user_config_path
 from rhapsody.core.errors import ConfigError
 
 
@@ -158,15 +158,9 @@ RAISING = ("mcp_servers", "mcp", "hooks")
 USER_ONLY = ("trusted_projects",)
 
 
-def user_config_path() -> Path:
-    """The user's config file."""
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "rhapsody" / "config.toml"
-
-
 def load_settings(root: Path, flags: dict[str, Any] | None = None) -> Settings:
     """Merge every layer and validate; raises ConfigError with a one-line reason."""
-    merged: dict[str, Any] = dict(_read_toml(user_config_path()))
+    merged: dict[str, Any] = dict(read_config(user_config_path()))
     project, _ = project_layer(root, merged)
     for key in ("allow", "deny"):  # rule lists add up across files; deny always beats allow
         if isinstance(project.get(key), list) and isinstance(merged.get(key), list):
@@ -191,7 +185,7 @@ def is_trusted(root: Path, user: dict[str, Any] | None = None) -> bool:
     `sub/.mcp.json` (only the root's own `.rhapsody/` is read-only in the sandbox), and opening
     `sub` later must not apply them as trusted.
     """
-    user = _read_toml(user_config_path()) if user is None else user
+    user = read_config(user_config_path()) if user is None else user
     listed = user.get("trusted_projects", [])
     if not isinstance(listed, list):
         raise ConfigError(f"{user_config_path()}: trusted_projects must be a list of paths")
@@ -205,7 +199,7 @@ def is_trusted(root: Path, user: dict[str, Any] | None = None) -> bool:
 
 def project_layer(root: Path, user: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """The project config as it applies (everything when trusted, else only what lowers) and what was ignored."""
-    layer = dict(_read_toml(root / ".rhapsody" / "config.toml"))
+    layer = dict(read_config(root / ".rhapsody" / "config.toml"))
     ignored = [f"{k} (user config only)" for k in USER_ONLY if layer.pop(k, None) is not None]
     if isinstance(layer.get("allow"), list):
         kept = [r for r in layer["allow"] if not (isinstance(r, str) and r.startswith("unsandboxed"))]
@@ -309,17 +303,6 @@ def _show(value: Any) -> str:
     return "none" if value is None else repr(value) if not isinstance(value, list) else f"{len(value)} rules"
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
-    try:
-        with path.open("rb") as f:
-            data = tomllib.load(f)
-    except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: {exc}") from None
-    return data
-
-
 def _from_env() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in Settings.model_fields:
@@ -327,13 +310,3 @@ def _from_env() -> dict[str, Any]:
         if value is not None and name not in ("keymap", "allow", "deny", "memory", "mcp_servers", "trusted_projects"):
             out[name] = value
     return out
-
-
-def read_config(path: Path) -> dict[str, Any]:
-    """One settings file as a dict ({} when it does not exist); raises ConfigError when malformed."""
-    return _read_toml(path)
-
-
-def project_config_path(root: Path) -> Path:
-    """The project's own settings file."""
-    return root / ".rhapsody" / "config.toml"

@@ -21,10 +21,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rhapsody.config import McpServer, is_trusted, project_config_path, read_config, user_config_path
+from rhapsody.config import McpServer, is_trusted
+from rhapsody.config_files import MCP_JSON, project_config_path, read_config, user_config_path
 from rhapsody.core.errors import ConfigError
 
-MCP_JSON = ".mcp.json"
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 

@@ -12,7 +12,6 @@ import os
 import stat
 from pathlib import Path
 
-from rhapsody.commands import COMMANDS
 from rhapsody.core.history import read_plain, state_dir
 
 HISTORY_FILE = "prompt_history"
@@ -93,6 +92,8 @@ def _read(path: Path) -> list[str]:
 def command_matches(text: str) -> list[str]:
     """Slash commands that start with what was typed."""
     word = text.split(" ", 1)[0]
+    from rhapsody.commands import COMMANDS  # not at the top: the prompt paints before the commands load
+
     return [name for name in COMMANDS if name.startswith(word)]
 
 

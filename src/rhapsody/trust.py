@@ -13,7 +13,7 @@ import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
-from rhapsody.config import _read_toml, is_trusted, project_config_path, project_layer, user_config_path
+from rhapsody.config_files import MCP_JSON, project_config_path, read_config, user_config_path
 from rhapsody.core.errors import ConfigError
 
 _KEY = re.compile(r"^trusted_projects\s*=\s*\[[^\]]*\]\s*$", re.MULTILINE)
@@ -21,7 +21,9 @@ _KEY = re.compile(r"^trusted_projects\s*=\s*\[[^\]]*\]\s*$", re.MULTILINE)
 
 def ignored(root: Path) -> list[str]:
     """What the project's config asks for that does not apply until the project is trusted."""
-    return project_layer(root, _read_toml(user_config_path()))[1] if not is_trusted(root) else []
+    from rhapsody.config import is_trusted, project_layer
+
+    return project_layer(root, read_config(user_config_path()))[1] if not is_trusted(root) else []
 
 
 def _settings_ignored(root: Path) -> list[str]:
@@ -70,10 +72,9 @@ def trust(root: Path) -> Path:
 
 def first_run_question(root: Path) -> str | None:
     """What to ask before an interactive session opens: the ignored config and the waiting MCP servers."""
-    from rhapsody.mcp_config import MCP_JSON, plan
-
     if not project_config_path(root).exists() and not (root / MCP_JSON).exists():
-        return None  # nothing a project could ask for
+        return None  # nothing a project could ask for: the settings' validation is not even imported
+    from rhapsody.mcp_config import plan
 
     cut = _settings_ignored(root)
     try:

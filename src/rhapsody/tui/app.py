@@ -23,8 +23,10 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from contextlib import aclosing
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import on, work
@@ -34,24 +36,36 @@ from textual.screen import Screen
 from textual.widgets import Button, Footer, Static
 from textual.worker import Worker
 
-from rhapsody import render
-from rhapsody.commands import COMMANDS, is_command, run_command
-from rhapsody.core import events as ev
-from rhapsody.core import handoff_state
-from rhapsody.config import Settings
-from rhapsody.core.approval import HumanApprover
-from rhapsody.core.loop import Agent
-from rhapsody.core.messages import ToolUseBlock
-from rhapsody.figures import Figures
+from rhapsody.lazy import lazy, load_all
 from rhapsody.prompt_aids import InputHistory
-from rhapsody.tui.status import Liveness, status_line, welcome_text
+from rhapsody.tui.status import Liveness, starting_text, status_line, welcome_text
 from rhapsody.tui.widgets import Entry, Foldable, PromptInput, StatusBar, TranscriptView
+
+if TYPE_CHECKING:
+    from rhapsody import commands, render
+    from rhapsody import figures as fig
+    from rhapsody.config import Settings
+    from rhapsody.core import events as ev
+    from rhapsody.core import handoff_state
+    from rhapsody.core.approval import HumanApprover
+    from rhapsody.core.loop import Agent
+    from rhapsody.core.messages import ToolUseBlock
+else:  # loaded on first use, after the first frame (pydantic and the core are most of the start-up)
+    commands = lazy("rhapsody.commands")
+    render = lazy("rhapsody.render")
+    fig = lazy("rhapsody.figures")
+    ev = lazy("rhapsody.core.events")
+    handoff_state = lazy("rhapsody.core.handoff_state")
+
+Boot = Callable[[], "tuple[Agent, Settings, HumanApprover | None]"]
+"""Builds the agent after the first frame: reads the settings, opens the session, wires the tools."""
 
 
 class RhapsodyApp(App[int]):
     """rhapsody's full-screen front end."""
 
     CSS_PATH = "app.tcss"
+    AUTO_FOCUS = "#prompt"
     TITLE = "rhapsody"
     BINDINGS = [
         Binding("ctrl+o", "handoff", "Handoff", id="handoff", priority=True),
@@ -62,12 +76,26 @@ class RhapsodyApp(App[int]):
         Binding("ctrl+c", "quit_twice", "Quit", id="quit", priority=True, tooltip="Press twice to quit"),
     ]
 
-    def __init__(self, agent: Agent, settings: Settings, approver: HumanApprover | None = None,
-                 initial: str = "", welcome: str = "") -> None:
-        """`approver` is the one the agent's toolbox asks (None: questions are refused, as headless)."""
+    def __init__(self, agent: Agent | None = None, settings: Settings | None = None,
+                 approver: HumanApprover | None = None, initial: str = "", welcome: str = "", *,
+                 boot: Boot | None = None, root: Path | None = None) -> None:
+        """Either `agent` and `settings`, ready; or `boot` and `root`: the app paints first and calls `boot`
+        right after its first frame. `approver` is the one the agent's toolbox asks (None: questions are
+        refused, as headless). A `boot` that raises ends the app; the exception is kept in `boot_error`."""
         super().__init__()
-        self.agent = agent
-        self.settings = settings
+        self.agent: Agent
+        self.settings: Settings
+        if agent is not None and settings is not None:
+            self.agent, self.settings = agent, settings
+            self.root = agent.session.root
+        elif boot is not None and root is not None:
+            self.root = root
+        else:
+            raise ValueError("RhapsodyApp needs agent and settings, or boot and root")
+        self._boot = boot if agent is None else None
+        self.ready = self._boot is None
+        self.boot_error: Exception | None = None
+        self._early: list[PromptInput.Submitted] = []
         self.approver = approver
         self._questions: asyncio.Task[None] | None = None
         self.initial = initial
@@ -76,7 +104,7 @@ class RhapsodyApp(App[int]):
         self.calls: dict[str, tuple[ToolUseBlock, Entry]] = {}
         self.worker: Worker[None] | None = None
         self.live = Liveness()
-        self.figures = Figures()
+        self.figures: fig.Figures | None = None
         self._seen = 0
         self._said_interrupted = False
         self._thinking: Entry | None = None
@@ -84,6 +112,7 @@ class RhapsodyApp(App[int]):
         self._replying = False
         self._held: list[dict[str, Any]] = []
         self._git = ""
+        self._figures_of: Any = None
 
     def compose(self) -> ComposeResult:
         yield TranscriptView(id="transcript")
@@ -93,18 +122,43 @@ class RhapsodyApp(App[int]):
         yield Footer()
 
     async def on_mount(self) -> None:
+        prompt = self.query_one(PromptInput)
+        prompt.inputs = InputHistory(self.root)
+        prompt.root = self.root
+        prompt.move_cursor(prompt.document.end)
+        prompt.focus()
+        if self._boot is None:
+            await self.started()
+            return
+        await self.transcript.load([Entry("welcome", starting_text(self.root))])
+        self.query_one(StatusBar).update(Text(" starting…"))
+        self.call_after_refresh(self.run_boot)  # the first frame is drawn before the session is built
+
+    async def run_boot(self) -> None:
+        """Build the agent (keys typed meanwhile wait in the queue), then start as a ready app would."""
+        assert self._boot is not None
+        try:
+            self.agent, self.settings, self.approver = self._boot()
+        except Exception as exc:  # noqa: BLE001 - the CLI prints it as its one line once the screen is restored
+            self.boot_error = exc
+            self.exit(return_code=2)
+            return
+        load_all()  # the rest of the lazy modules, here rather than on a background thread
+        self.ready = True
+        await self.started()
+        for message in self._early:  # sent before the agent existed: in the order typed
+            await self.submitted(message)
+        self._early = []
+
+    async def started(self) -> None:
+        """The agent exists: show the session, start the MCP servers, the status bar and the SDK import."""
         if self.approver is not None:
             self._questions = asyncio.create_task(self.serve_questions(self.approver))
         if self.settings.keymap:
             self.set_keymap(self.settings.keymap)
-        prompt = self.query_one(PromptInput)
-        prompt.inputs = InputHistory(self.agent.session.root)
-        prompt.root = self.agent.session.root
-        prompt.move_cursor(prompt.document.end)
         await self.reload()
         for notice in self.agent.toolbox.start_sources():  # MCP servers start now; the first paint does not wait
             await self.note(f"! {notice}")
-        prompt.focus()
         self.refresh_status()
         self.refresh_git()
         self.set_interval(0.125, self.tick)
@@ -121,11 +175,11 @@ class RhapsodyApp(App[int]):
     @property
     def busy(self) -> bool:
         """Whether a turn is running."""
-        return self.agent.busy or (self.worker is not None and not self.worker.is_finished)
+        return self.ready and self.agent.busy or (self.worker is not None and not self.worker.is_finished)
 
     def get_system_commands(self, screen: Screen[Any]) -> Any:
         """The command palette lists rhapsody's own commands first."""
-        for name, help_text in COMMANDS.items():
+        for name, help_text in commands.COMMANDS.items():
             head, _, rest = help_text.partition(": ")
             takes = bool(rest) and head.split()[0].strip("[]").isupper()
             short = rest if takes else help_text
@@ -147,8 +201,11 @@ class RhapsodyApp(App[int]):
 
     @on(PromptInput.Submitted)
     async def submitted(self, message: PromptInput.Submitted) -> None:
+        if not self.ready:
+            self._early.append(message)
+            return
         text = message.text
-        if is_command(text):
+        if commands.is_command(text):
             await self.command(text)
         elif self.busy:
             await self.add_hint(text, "queue" if message.queue else "steer")
@@ -210,7 +267,9 @@ class RhapsodyApp(App[int]):
 
     async def command(self, text: str) -> None:
         """Run a slash command and show what it said."""
-        outcome = run_command(self.agent, text)
+        if not self.ready:  # the palette or a key before the session is built
+            return
+        outcome = commands.run_command(self.agent, text)
         if outcome.quit:
             self.exit(0)
             return
@@ -468,7 +527,7 @@ class RhapsodyApp(App[int]):
         """Read branch and dirty-file count off the event loop."""
         from rhapsody.tools.git import git_facts
 
-        facts = git_facts(self.agent.session.root)
+        facts = git_facts(self.root)
         text = f"{facts['branch']} ±{len(facts['dirty'])}" if facts.get("git_root") else "no git"
         self.call_from_thread(self._set_git, text)
 
@@ -478,9 +537,11 @@ class RhapsodyApp(App[int]):
 
     def refresh_status(self) -> None:
         """Recompute the status line from the session's figures."""
+        if not self.ready:
+            return
         session = self.agent.session
-        if self.figures.folded > len(session.records) or getattr(self, "_figures_of", None) is not session:
-            self.figures, self._figures_of = Figures(), session
+        if self.figures is None or self.figures.folded > len(session.records) or self._figures_of is not session:
+            self.figures, self._figures_of = fig.Figures(), session
         self.figures.fold(session.records)
         bar = self.query_one(StatusBar)
         state = self.live.text() if self.live.active else bar.state

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.cells import cell_len
 
-from rhapsody.figures import Figures
+if TYPE_CHECKING:  # the figures load after the first frame
+    from rhapsody.figures import Figures
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 CHARS_PER_TOKEN = 4
@@ -102,17 +103,28 @@ def _width(fields: list[tuple[int, str]]) -> int:
 
 def welcome_text(agent: Any, settings: Any, extra: str = "") -> str:
     """What an empty session shows: where, which model, which permissions, and the keys that matter."""
-    session = agent.session
     from rhapsody.tools.sandbox import status
 
     sandbox_text = status(settings.sandbox).removeprefix("sandbox ")
+    facts = (agent.session.spec.model, f"{agent.toolbox.permission_mode} (/permissions to see or switch)",
+             f"{sandbox_text} (bash and git)")
+    return _welcome(agent.session.root, facts, extra)
+
+
+def starting_text(root: Path) -> str:
+    """The welcome of the first frame, drawn before the settings are read and the session opens."""
+    return _welcome(root, ("…", "…", "…"), "")
+
+
+def _welcome(root: Path, facts: tuple[str, str, str], extra: str) -> str:
+    model, permissions, sandbox = facts
     lines = [
         "rhapsody: a coding agent that narrates each step",
         "",
-        f"  project      {str(session.root).replace(str(Path.home()), '~')}",
-        f"  model        {session.spec.model}",
-        f"  permissions  {agent.toolbox.permission_mode} (/permissions to see or switch)",
-        f"  sandbox      {sandbox_text} (bash and git)",
+        f"  project      {str(root).replace(str(Path.home()), '~')}",
+        f"  model        {model}",
+        f"  permissions  {permissions}",
+        f"  sandbox      {sandbox}",
         "",
         "  enter   send; while the agent works: a hint for its next step",
         "  ctrl+o  micro-handoff: a field note, then tool traffic leaves context",

@@ -9,7 +9,7 @@ streamed is a Markdown widget fed through `MarkdownStream`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 from textual import events
@@ -21,7 +21,8 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Button, Static
 
-from rhapsody.render import Line
+if TYPE_CHECKING:  # the renderer loads after the first frame
+    from rhapsody.render import Line
 
 WINDOW = 40
 TRIM = 20
