@@ -249,8 +249,8 @@ class TranscriptView(VerticalScroll):
         old = list(self.widgets.values())
         if old:
             await self.remove_children(old)
-        self.entries = list(entries) + self.pinned  # not in history until the reply is recorded
-        entries = self.entries
+        self.entries = list(entries)
+        self.pinned = []  # a rebuild comes from history, where pinned entries are recorded by now
         self.first_mounted = max(0, len(entries) - WINDOW)
         self.widgets = {e: e.widget() for e in entries[self.first_mounted:]}
         if self.widgets:
