@@ -7,7 +7,7 @@ from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
-from rhapsody.core.events import HandoffAsked, HandoffFailed, SeamCommitted, ToolStarted, TurnEnded
+from rhapsody.core.events import HandoffAsked, HandoffFailed, SeamCommitted, ToolFinished, ToolStarted, TurnEnded
 from rhapsody.core.handoff import undo_seam
 from rhapsody.core.history import read_history
 from rhapsody.core.strip import authored_texts
@@ -232,3 +232,21 @@ def test_audit_refuses_a_strip_that_loses_or_breaks_text() -> None:
         audit(before, before[:1])
     with pytest.raises(AuditFailed, match="invalid"):
         audit(before, [before[0], Message.from_api({"role": "user", "content": "b"})])
+
+
+async def test_a_field_note_nobody_asked_for_is_refused_and_strips_nothing(stub: Stub, project: Path) -> None:
+    """A model that calls micro_handoff on its own (say, reading a request the human cancelled
+    with Esc, which stays in its context) writes nothing and gets no seam."""
+    stub.script(step(1), handoff_turn(), say("Carrying on without a note."))
+    wiring = stub.wire(project)
+    wiring.session.request_handoff()
+    from rhapsody.core import handoff_state
+
+    assert handoff_state.cancel(wiring.session)  # what Esc does to a request
+    events = await collect(wiring.agent.run("print a marker"))
+    assert not any(isinstance(e, SeamCommitted) for e in events)
+    refused = [e for e in events if isinstance(e, ToolFinished) and e.call.name == "micro_handoff"]
+    assert len(refused) == 1 and refused[0].is_error and "No micro-handoff is requested" in refused[0].output
+    assert not (project / ".rhapsody" / "notes").exists() or not list((project / ".rhapsody" / "notes").iterdir())
+    assert wiring.session.handoff.phase.value == "failed"  # the cancel, unchanged by the call
+    assert not [r for r in wiring.session.records if r["kind"] == "seam"]

@@ -191,3 +191,20 @@ async def test_a_boot_that_fails_ends_the_app_and_keeps_the_reason(project: Path
         await pilot.pause(0.2)
     assert isinstance(app.boot_error, ConfigError)
     assert app.return_code == 2
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_ends_the_app_with_the_terminal_restored(project: Path, home: Path, stub: Stub,
+                                                          sig: signal.Signals) -> None:
+    env = _env(home, ANTHROPIC_BASE_URL=stub.server.url, ANTHROPIC_API_KEY="sk-ant-test", RHAPSODY_MODEL=MODEL)
+    term = Terminal(project, env)
+    try:
+        assert term.read_until(lambda s: f"model        {MODEL}" in s), term.seen[-2000:]
+        before = len(term.raw)
+        os.kill(term.pid, sig)
+        assert term.exit_status() == 128 + sig
+        after = term.raw[before:]
+        assert b"\x1b[?1049l" in after and b"\x1b[?25h" in after  # the main screen back, the cursor shown
+        assert b"Traceback" not in term.raw
+    finally:
+        term.close()

@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn, TypeVar
 
 T = TypeVar("T")
@@ -233,13 +233,7 @@ def _run(ns: argparse.Namespace) -> int:
 
         raise InputError("the task given with -p is empty")
     if ns.demo:
-        from rhapsody.config import load_settings
-        from rhapsody.demo import DEMO_TASK, WELCOME, demo_setup
-
-        with demo_setup(ns, load_settings(Path.cwd(), _flags(ns))) as (root, settings, model):
-            ns.continue_last = False
-            ns.resume = None
-            return launch(ns, root, settings, model, initial=DEMO_TASK, welcome=WELCOME, demo=True)
+        return _demo(ns)
     root = _root(ns.cwd)
     if not ns.task and sys.stdin.isatty() and sys.stdout.isatty():
         from rhapsody.trust import offer
@@ -247,15 +241,40 @@ def _run(ns: argparse.Namespace) -> int:
         offer(root, input)  # before the settings are read, so a yes applies at once
     if not ns.task and not ns.plain:
         return _app(ns, root)
+    return launch(ns, root, *_settings_and_model(ns, root))
+
+
+def _demo(ns: argparse.Namespace) -> int:
+    """`--demo`: the sample project and the loopback server live as long as the front end."""
+    from contextlib import ExitStack
+
+    from rhapsody.demo import DEMO_TASK, WELCOME, demo_setup, project_path
+
+    ns.continue_last, ns.resume = False, None
+    with ExitStack() as stack:
+        def parts() -> tuple[Any, Any]:
+            from rhapsody.config import load_settings
+
+            _root, settings, model = stack.enter_context(demo_setup(ns, load_settings(Path.cwd(), _flags(ns))))
+            return settings, model
+
+        if ns.task or ns.plain:
+            return launch(ns, project_path(), *parts(), initial=DEMO_TASK, demo=True)
+        return _app(ns, project_path(), parts, initial=DEMO_TASK, welcome=WELCOME, demo=True)
+
+
+def _settings_and_model(ns: argparse.Namespace, root: Path) -> tuple[Any, Any]:
     from rhapsody.config import load_settings
     from rhapsody.providers import make_model
 
     settings = load_settings(root, _flags(ns))
-    return launch(ns, root, settings, make_model(settings))
+    return settings, make_model(settings)
 
 
-def _app(ns: argparse.Namespace, root: Path) -> int:
-    """The app paints its first frame, then reads the settings and builds the agent (`RhapsodyApp` boot)."""
+def _app(ns: argparse.Namespace, root: Path, parts: Callable[[], tuple[Any, Any]] | None = None,
+         initial: str = "", welcome: str = "", demo: bool = False) -> int:
+    """The app paints its first frame, then builds the agent (`RhapsodyApp` boot) from `parts()`: the
+    settings and the model (default: the project's settings and the model of their provider)."""
     import asyncio
 
     if not _picked(ns, root):
@@ -265,11 +284,8 @@ def _app(ns: argparse.Namespace, root: Path) -> int:
     wired: list[Any] = []
 
     def boot() -> tuple[Any, Any, Any]:
-        from rhapsody.config import load_settings
-        from rhapsody.providers import make_model
-
-        settings = load_settings(root, _flags(ns))
-        wiring, approver = wire(ns, root, settings, make_model(settings))
+        settings, model = parts() if parts else _settings_and_model(ns, root)
+        wiring, approver = wire(ns, root, settings, model)
         wired.append(wiring)
         return wiring.agent, settings, approver
 
@@ -280,14 +296,14 @@ def _app(ns: argparse.Namespace, root: Path) -> int:
             if wired:
                 await wired[0].close()
 
-    app = RhapsodyApp(boot=boot, root=root)
+    app = RhapsodyApp(boot=boot, root=root, initial=initial, welcome=welcome)
     asyncio.run(run())
     if app.boot_error is not None:
         raise app.boot_error  # one line from main(), now that the screen is restored
-    parting = parting_line(wired[0].session, root) if wired else ""
+    parting = parting_line(wired[0].session, root, demo) if wired else ""
     if parting:
         print(parting)
-    return 0
+    return app.return_code or 0
 
 
 def _notices(root: Path, settings: Any) -> None:

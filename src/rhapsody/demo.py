@@ -14,11 +14,13 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rhapsody.config import Settings
 from rhapsody.core.errors import ConfigError
-from rhapsody.core.model import Model
+
+if TYPE_CHECKING:  # the app's first frame does not wait for pydantic
+    from rhapsody.config import Settings
+    from rhapsody.core.model import Model
 
 DEMO_TASK = "The inventory total is wrong: find out why and fix it."
 DEMO_ALLOW = ["bash:sleep *", "bash:python -m unittest*", "bash:tail *"]
@@ -167,6 +169,11 @@ def demo_root() -> Path:
     return Path(tempfile.gettempdir()) / DEMO_FOLDER
 
 
+def project_path(base: Path | None = None) -> Path:
+    """Where this process's sample project is (made by `prepare_project`)."""
+    return (base or demo_root()) / str(os.getpid()) / "inventory"
+
+
 def clean_demos(base: Path) -> None:
     """Remove demo projects whose rhapsody is no longer running."""
     if not base.is_dir():
@@ -192,7 +199,7 @@ def prepare_project(base: Path | None = None) -> Path:
 
     base = base or demo_root()
     clean_demos(base)
-    root = base / str(os.getpid()) / "inventory"
+    root = project_path(base)
     shutil.rmtree(root.parent, ignore_errors=True)
     shutil.copytree(Path(__file__).parent / "demo_project", root)
     init_repository(root, ["inventory.py", "test_inventory.py", "README.md"], "sample project",

@@ -41,6 +41,10 @@ class FieldNote(BaseModel):
     reasoning: str = Field("", description="Only reasoning that is load-bearing and non-obvious.")
 
 
+NOT_REQUESTED = ("No micro-handoff is requested now (none was asked for, or the human cancelled the request): "
+                 "nothing was written and nothing will be stripped. Carry on with the task.")
+
+
 class MicroHandoff:
     """Write the field note; the harness strips tool traffic at the end of the turn."""
 
@@ -52,6 +56,8 @@ class MicroHandoff:
 
     async def run(self, args: FieldNote, ctx: ToolContext) -> ToolOutcome:
         session = ctx.session
+        if not session.handoff.pending:  # never asked, or the human cancelled the request (Esc)
+            return ToolOutcome(NOT_REQUESTED, is_error=True)
         number = len(session.conversation.seams) + len(session.conversation.undone) + 1
         facts = await asyncio.to_thread(harness_facts, ctx.root, session)
         note = render_note(args, number, session.id, facts)

@@ -21,6 +21,7 @@ boundary, ctrl+n queues a message for the end of the turn.
 from __future__ import annotations
 
 import asyncio
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -127,6 +128,9 @@ class RhapsodyApp(App[int]):
         yield Footer()
 
     async def on_mount(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGHUP):  # leave as ctrl+c does: the terminal restored, history closed
+            loop.add_signal_handler(sig, self.terminated, sig)
         prompt = self.query_one(PromptInput)
         prompt.inputs = InputHistory(self.root)
         prompt.root = self.root
@@ -138,6 +142,10 @@ class RhapsodyApp(App[int]):
         await self.transcript.load([Entry("welcome", starting_text(self.root))])
         self.query_one(StatusBar).update(Text(" starting…"))
         self.call_after_refresh(self.run_boot)  # the first frame is drawn before the session is built
+
+    def terminated(self, sig: int) -> None:
+        """SIGTERM or SIGHUP: end as ctrl+c does, with the shell's status for a signal."""
+        self.exit(return_code=128 + sig)
 
     async def run_boot(self) -> None:
         """Build the agent (keys typed meanwhile wait in the queue), then start as a ready app would."""
