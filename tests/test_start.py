@@ -174,7 +174,10 @@ async def test_the_app_fills_in_its_welcome_once_the_session_exists(project: Pat
 
     app = RhapsodyApp(boot=boot, root=project)
     async with app.run_test() as pilot:
-        await pilot.pause(0.2)
+        for _ in range(200):
+            await pilot.pause(0.05)
+            if app.ready and any(e.kind == "welcome" and MODEL in e.text for e in app.transcript.entries):
+                break
         welcome = next(e for e in app.transcript.entries if e.kind == "welcome")
         assert f"model        {MODEL}" in welcome.text
         assert "…" not in welcome.text.split("\n")[3]
@@ -188,7 +191,10 @@ async def test_a_boot_that_fails_ends_the_app_and_keeps_the_reason(project: Path
 
     app = RhapsodyApp(boot=boot, root=project)
     async with app.run_test() as pilot:
-        await pilot.pause(0.2)
+        for _ in range(200):
+            await pilot.pause(0.05)
+            if app.boot_error is not None:
+                break
     assert isinstance(app.boot_error, ConfigError)
     assert app.return_code == 2
 
