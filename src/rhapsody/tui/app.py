@@ -62,6 +62,11 @@ Boot = Callable[[], "tuple[Agent, Settings, HumanApprover | None]"]
 """Builds the agent after the first frame: reads the settings, opens the session, wires the tools."""
 
 
+STREAMING = (ev.TextDelta, ev.ThinkingDelta, ev.BlockStopped, ev.UsageReported, ev.ModelResponse, ev.RequestSent,
+             ev.Retrying, ev.RetryCountdown)
+"""Events of a reply still streaming: the reply is recorded only after them."""
+
+
 class RhapsodyApp(App[int]):
     """rhapsody's full-screen front end."""
 
@@ -248,13 +253,18 @@ class RhapsodyApp(App[int]):
             await self.transcript.remove_entry(entry)
 
     async def note(self, text: str, kind: str = "notice") -> None:
-        """Show a command's output; a `notice` record keeps it in place on a rebuild and on --continue."""
+        """Show a command's output; a `notice` record keeps it in place on a rebuild and on --continue.
+
+        The reply streaming now is recorded when it ends, so a notice said meanwhile is
+        recorded after it, and shown pinned below it: the reply grows above the notice, as
+        a rebuild from history shows them.
+        """
         fields = {"text": text, "shown": "as is", **({"error": True} if kind == "error" else {})}
-        if self._replying:  # the reply is recorded when it ends: the notice follows it there too
+        if self._replying:
             self._held.append(fields)
         else:
             self.agent.session.record("notice", **fields)
-        await self.transcript.add(Entry(kind, text))
+        await self.transcript.add(Entry(kind, text), pin=self._replying)
 
     def record_held(self) -> None:
         """Notices said while a reply streamed are recorded after it."""
@@ -312,6 +322,7 @@ class RhapsodyApp(App[int]):
             raise
         finally:
             self.record_held()
+            self.transcript.unpin()
             self.live.stop()
             self.set_state("idle")
             self.refresh_git()
@@ -346,11 +357,21 @@ class RhapsodyApp(App[int]):
         self._seen = len(self.agent.session.records)
 
     async def apply(self, event: ev.Event) -> None:
-        """Show one loop event."""
+        """Show one loop event.
+
+        The first event after a reply is recorded (a call starting, the turn ending, ...)
+        records the notices held meanwhile, after whatever the loop recorded for that event;
+        so they stay pinned under the event's own lines, and are let go after them.
+        """
+        if isinstance(event, STREAMING):
+            return await self.show(event)
+        self.record_held()
+        await self.show(event)
+        self.transcript.unpin()
+
+    async def show(self, event: ev.Event) -> None:
+        """Add the lines of one loop event."""
         t = self.transcript
-        if self._replying and isinstance(event, (ev.ToolStarted, ev.NarrationViolation, ev.TurnEnded, ev.Failed,
-                                                 ev.Interrupted, ev.SeamCommitted, ev.HintDelivered)):
-            self.record_held()
         if isinstance(event, ev.TextDelta):
             self.live.writing()
             self.live.streamed(len(event.text))
