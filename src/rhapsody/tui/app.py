@@ -62,11 +62,6 @@ Boot = Callable[[], "tuple[Agent, Settings, HumanApprover | None]"]
 """Builds the agent after the first frame: reads the settings, opens the session, wires the tools."""
 
 
-STREAMING = (ev.TextDelta, ev.ThinkingDelta, ev.BlockStopped, ev.UsageReported, ev.ModelResponse, ev.RequestSent,
-             ev.Retrying, ev.RetryCountdown)
-"""Events of a reply still streaming: the reply is recorded only after them."""
-
-
 class RhapsodyApp(App[int]):
     """rhapsody's full-screen front end."""
 
@@ -363,7 +358,7 @@ class RhapsodyApp(App[int]):
         records the notices held meanwhile, after whatever the loop recorded for that event;
         so they stay pinned under the event's own lines, and are let go after them.
         """
-        if isinstance(event, STREAMING):
+        if isinstance(event, ev.STREAMING):
             return await self.show(event)
         self.record_held()
         await self.show(event)
