@@ -151,3 +151,20 @@ async def test_the_full_view_of_a_capped_read_says_it_is_capped_and_numbers_line
         first = area.render_line(1).text
         assert first.split()[:3] == ["1", "row", "0:"]  # the file's own number, alone
         await pilot.press("escape")
+
+
+async def test_the_full_view_of_a_long_write_holds_the_diff_it_applied(stub: Stub, project: Path) -> None:
+    content = "".join(f"row {i}: the quick brown fox jumps over\n" for i in range(300))
+    stub.script(call(NARRATE, "write_file", path="long.txt", content=content), say("written"))
+    app = plain_app(stub, project)
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.start_turn("write it")
+        await idle(pilot)
+        fold = [w for w in app.transcript.query(Foldable) if "write_file long.txt" in w.title][0]
+        fold.focus()
+        await pilot.press("enter", "enter")
+        await until(pilot, lambda: isinstance(app.screen, FullView))
+        view = app.screen
+        assert isinstance(view, FullView)
+        assert view.text.startswith("wrote long.txt") and "+row 299: the quick brown fox" in view.text
+        await pilot.press("escape")
