@@ -8,10 +8,11 @@ import re
 from pathlib import Path
 
 from rhapsody import render
-from rhapsody.core.events import Event, TextDelta, ToolFinished
+from rhapsody.core.events import Event, SeamCommitted, TextDelta, ToolFinished
 from rhapsody.core.messages import ToolUseBlock
 from rhapsody.core.tools import Approval
 from rhapsody.demo import DEMO_ALLOW, DEMO_TASK, DemoResponder, prepare_project
+from rhapsody.figures import figures
 from rhapsody.wiring import Wiring
 
 from .conftest import Stub, collect
@@ -108,3 +109,18 @@ async def test_the_field_note_after_a_denied_edit_says_what_happened(stub: Stub,
 def note_path(wiring: Wiring) -> str:
     seam = [r for r in wiring.session.records if r["kind"] == "seam"][-1]
     return str(seam["note_path"])
+
+
+async def test_the_seam_divider_starts_from_the_figure_shown_when_the_handoff_was_asked(
+        stub: Stub, tmp_path: Path) -> None:
+    wiring, _, _ = demo(stub, tmp_path)
+    await collect(wiring.agent.run(DEMO_TASK))
+    shown_before = figures(wiring.session.records).context  # what the status bar shows at ctrl+o
+    wiring.agent.request_handoff()
+    seam = [e for e in await collect(wiring.agent.run()) if isinstance(e, SeamCommitted)][0].record
+    shown_after = figures(wiring.session.records).context
+    before, after = seam["before"]["est_tokens"], seam["after"]["est_tokens"]
+    line = render.seam_line(seam)
+    assert seam["asked_est_tokens"] == shown_before and after == shown_after
+    assert line.startswith(f"seam 1: context ~{shown_before:,} → ~{shown_after:,} tokens (the handoff and its note "
+                           f"added ~{before - shown_before:,}, the strip took ~{before - after:,}; ")
