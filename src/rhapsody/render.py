@@ -198,14 +198,24 @@ def _state(is_error: bool, exit_code: int | None) -> str:
 
 
 def seam_line(record: dict[str, Any]) -> str:
-    """The before → after figures of a seam (context in the one definition: estimated tokens)."""
+    """The before → after figures of a seam (context in the one definition: estimated tokens).
+
+    When the seam knows the figure at the moment the handoff was asked, it leads: a small
+    session's context can rise across a seam (the field note and its index outweigh the
+    stripped traffic), and the figures the status bar showed must add up with the divider's.
+    """
     before, after = record["before"], record["after"]
     reduction = 1 - after["request_bytes"] / before["request_bytes"] if before["request_bytes"] else 0.0
-    return (
-        f"seam {record['seam']}: context ~{before['est_tokens']:,} → ~{after['est_tokens']:,} tokens "
-        f"({before['request_bytes']:,} → {after['request_bytes']:,} bytes, −{reduction:.0%}), "
-        f"tool calls {before['tool_use']} → {after['tool_use']}, text blocks kept {after['text_blocks']}"
-    )
+    size = f"{before['request_bytes']:,} → {after['request_bytes']:,} bytes, −{reduction:.0%}"
+    asked = record.get("asked_est_tokens")
+    if isinstance(asked, int):  # the status bar's figures before the key and after the seam, then the two steps
+        figures = (f"context ~{asked:,} → ~{after['est_tokens']:,} tokens (the handoff and its note added "
+                   f"~{before['est_tokens'] - asked:,}, the strip took ~{before['est_tokens'] - after['est_tokens']:,}; "
+                   f"{size})")
+    else:
+        figures = f"context ~{before['est_tokens']:,} → ~{after['est_tokens']:,} tokens ({size})"
+    return (f"seam {record['seam']}: {figures}, "
+            f"tool calls {before['tool_use']} → {after['tool_use']}, text blocks kept {after['text_blocks']}")
 
 
 def seam_entry(record: dict[str, Any], root: Path) -> Line:
