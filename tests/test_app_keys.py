@@ -113,7 +113,11 @@ async def test_lone_hotkeys_answer(stub: Stub, project: Path) -> None:
     assert all((project / n).exists() for n in ("one.txt", "two.txt", "three.txt"))
 
 
-async def test_keys_typed_as_the_dialog_opens_stay_in_the_prompt(stub: Stub, project: Path) -> None:
+async def test_keys_typed_as_the_dialog_opens_stay_in_the_prompt(stub: Stub, project: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import rhapsody.tui.approval
+
+    monkeypatch.setattr(rhapsody.tui.approval, "GRACE", 3.0)  # four key presses fit in it on a loaded machine
     stub.script(call(NARRATE, "bash", command="touch one.txt"), say("done"))
     app = ask_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
