@@ -515,3 +515,22 @@ async def test_palette_lists_rhapsody_commands(stub: Stub, project: Path) -> Non
         await until(pilot, lambda: app.screen is app.screen_stack[0])
         await pilot.press("x")
         assert app.query_one(PromptInput).text.endswith("x")  # keys reach the input after the palette
+
+
+async def test_sending_from_the_prompt_scrolls_the_transcript_to_the_bottom(stub: Stub, project: Path) -> None:
+    app = plain_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for _ in range(3):
+            await send(pilot, "/help")
+        await pilot.pause()
+        view = app.transcript
+        assert view.max_scroll_y > 20
+        await pilot.press("pageup", "pageup")
+        await pilot.pause()
+        assert view.scroll_y < view.max_scroll_y
+        for command in ("/stats", "/help"):
+            await send(pilot, command)
+            await pilot.pause(0.1)
+            assert view.scroll_y == view.max_scroll_y, command
+            await pilot.press("pageup")
+            await pilot.pause()

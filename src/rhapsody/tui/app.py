@@ -209,6 +209,7 @@ class RhapsodyApp(App[int]):
 
     @on(PromptInput.Submitted)
     async def submitted(self, message: PromptInput.Submitted) -> None:
+        self.transcript.anchor()  # whatever was sent, its result is seen: back to the bottom, and follow it
         if not self.ready:
             self._early.append(message)
             return
