@@ -64,7 +64,7 @@ async def test_task_hint_and_handoff_through_the_app(stub: Stub, project: Path) 
         seams = [e for e in app.transcript.entries if e.kind == "seam"]
         assert len(seams) == 1 and "seam 1:" in seams[0].text and "Field note, seam 1" in seams[0].body
         assert "seams 1" in str(app.query_one("#status", Static).render())
-        stripped = [e for e in app.transcript.entries if e.kind == "tool" and e.text.startswith("⊘ stripped")]
+        stripped = [e for e in app.transcript.entries if e.kind == "tool" and " · stripped · recall " in e.text]
         assert len(stripped) == 1 and "echo slow-done" in stripped[0].text
     records = [json.loads(line) for line in wiring.session.path.read_text().splitlines()]
     assert [r["kind"] for r in records].count("seam") == 1
@@ -107,9 +107,9 @@ async def test_resume_renders_seams_and_stripped_calls(stub: Stub, project: Path
         await pilot.pause()
         entries = app.transcript.entries
         tool = [e for e in entries if e.kind == "tool" and "bash" in e.text][0]
-        assert tool.text.startswith(f"⊘ stripped · recall {wiring.session.id}:toolu_")
+        assert tool.text.startswith("⊘ bash ") and f" · stripped · recall {wiring.session.id}:toolu_" in tool.text
         assert any(e.kind == "seam" for e in entries)
-        assert any(isinstance(w, Foldable) and w.title.startswith('⊘ stripped') for w in app.transcript.children)
+        assert any(isinstance(w, Foldable) and w.title.startswith('⊘ bash') for w in app.transcript.children)
 
 
 async def test_resume_of_a_long_session_mounts_only_a_window(stub: Stub, project: Path) -> None:

@@ -23,6 +23,8 @@ from rhapsody.core.session import USAGE_KEYS
 KEY_ARGUMENTS = ("command", "path", "pattern", "query", "id", "action")
 HARNESS_PREFIX = "[rhapsody]"
 INTERRUPTED_TEXT = "⏹ interrupted: what streamed so far is kept"
+STRIPPED = " · stripped · recall "
+"""Joins a stripped call's line and its recall id (`⊘ bash ls → ok (0.1 s) · stripped · recall S:ID`)."""
 INTERRUPTED_RESULT = "Interrupted by the human before this call finished."
 GLYPHS = {"tool": "⏺", "seam": "──", "hint": "✎", "harness": "⚙", "notice": "·", "violation": "✗",
           "error": "✗", "retry": "↻", "interrupted": "⏹", "user": "›"}
@@ -122,14 +124,15 @@ def tool_title(view: ToolView, reason: str = "") -> str:
         "ok": f"→ ok {seconds}",
     }[view.state]
     title = f"{head} {outcome}"
-    return f"⊘ stripped · recall {view.recall} · {title}" if view.recall else title
+    return f"⊘ {title}{STRIPPED}{view.recall}" if view.recall else title
 
 
 def tool_line(view: ToolView) -> Line:
     """The transcript line of a tool call; `full` carries the whole refusal or failure reason."""
     reason = whole_reason(view.output) if view.state in ("error", "denied") else ""
     full = tool_title(view, reason) if reason else ""
-    return Line("tool", tool_title(view), body=view.output, key=view.call.id, state=view.state, reason=reason,
+    body = f"recall {view.recall}\n\n{view.output}" if view.recall else view.output  # the id, whatever the width
+    return Line("tool", tool_title(view), body=body, key=view.call.id, state=view.state, reason=reason,
                 full=full if full != tool_title(view) else "")
 
 
@@ -142,9 +145,14 @@ OUTCOME = re.compile(r" (… running|… waiting for your answer|→ interrupted
 
 
 def fit_tool_title(title: str, width: int) -> str:
-    """A tool line cut to `width` columns by shortening its command, so its state stays in view."""
+    """A tool line cut to `width` columns, so its state stays in view: a stripped call's recall id
+    goes first (its unfolded body carries it), then the command is shortened."""
     if len(title) <= width or width < 20:
         return title
+    if STRIPPED in title:
+        title = title[: title.rindex(STRIPPED)] + " · stripped"
+        if len(title) <= width:
+            return title
     found = list(OUTCOME.finditer(title))
     if not found:
         return title
