@@ -534,3 +534,25 @@ async def test_sending_from_the_prompt_scrolls_the_transcript_to_the_bottom(stub
             assert view.scroll_y == view.max_scroll_y, command
             await pilot.press("pageup")
             await pilot.pause()
+
+
+async def test_up_past_the_first_transcript_line_loads_earlier_entries_then_stays(stub: Stub, project: Path) -> None:
+    from rhapsody.tui.widgets import Entry
+
+    app = plain_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await send(pilot, "/stats")  # an input the prompt's history would bring back on Up
+        await pilot.pause()
+        await app.transcript.load([Entry("tool", f"bash echo {i} → ok (0.0 s)", f"{i}", f"t{i}", "ok")
+                                   for i in range(70)])
+        assert app.transcript.first_mounted > 0
+        await pilot.press("shift+tab")
+        await pilot.pause()
+        assert isinstance(app.focused, Foldable) and app.focused.entry.key == "t69"
+        for _ in range(75):
+            await pilot.press("up")
+        await pilot.pause()
+        assert isinstance(app.focused, Foldable) and app.focused.entry.key == "t0"
+        assert app.transcript.first_mounted == 0 and app.query_one(PromptInput).text == ""
+        await pilot.press("down")
+        assert isinstance(app.focused, Foldable) and app.focused.entry.key == "t1"

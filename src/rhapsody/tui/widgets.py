@@ -79,14 +79,14 @@ class Foldable(Static, can_focus=True):
     | Key | Action |
     | :- | :- |
     | enter | Unfold; on an unfolded, cut output: open the full view. |
-    | up, down | Previous or next line. |
+    | up, down | Previous or next line; past the first, earlier entries load (focus stays in the transcript). |
     | tab | Back to the prompt. |
     """
 
     BINDINGS = [
         Binding("enter", "fold", "Unfold"),
-        Binding("up", "app.focus_previous", "Previous", show=False),
-        Binding("down", "app.focus_next", "Next", show=False),
+        Binding("up", "step(-1)", "Previous", show=False),
+        Binding("down", "step(1)", "Next", show=False),
         Binding("tab", "to_prompt", "Prompt", show=False),
     ]
 
@@ -149,6 +149,21 @@ class Foldable(Static, can_focus=True):
             return
         self.expanded = not self.expanded
 
+    async def action_step(self, by: int) -> None:
+        """Focus the line `by` steps away; past the first, earlier entries are mounted; past either end, stay."""
+        view = self.parent
+        if not isinstance(view, TranscriptView):
+            return
+        lines = view.foldables()
+        while lines.index(self) + by < 0 and view.first_mounted > 0:
+            await view.load_earlier()
+            lines = view.foldables()
+        index = lines.index(self) + by
+        if 0 <= index < len(lines):
+            lines[index].focus()
+        else:
+            self.scroll_visible(animate=False)
+
     def action_to_prompt(self) -> PromptInput:
         """Back to the prompt, at once: the keys that follow go to it even if they are already queued."""
         prompt = self.app.query_one(PromptInput)
@@ -198,6 +213,10 @@ class TranscriptView(VerticalScroll):
         await self.mount(widget)
         await self._trim()
         return widget
+
+    def foldables(self) -> list[Foldable]:
+        """The mounted lines that take focus, top to bottom."""
+        return [w for w in self.children if isinstance(w, Foldable)]
 
     async def remove_entry(self, entry: Entry) -> None:
         """Take one entry out."""
