@@ -556,3 +556,20 @@ async def test_up_past_the_first_transcript_line_loads_earlier_entries_then_stay
         assert app.transcript.first_mounted == 0 and app.query_one(PromptInput).text == ""
         await pilot.press("down")
         assert isinstance(app.focused, Foldable) and app.focused.entry.key == "t1"
+
+
+async def test_model_alone_lists_the_known_names_and_an_unknown_one_suggests_the_closest(stub: Stub,
+                                                                                        project: Path) -> None:
+    from rhapsody.lazy_model import sdk_models
+
+    app = plain_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await send(pilot, "/model")
+        await pilot.pause()
+        shown = texts(app)[-1]
+        assert shown.startswith(f"model: {app.agent.session.spec.model}")
+        assert len(sdk_models()) > 3 and all(m in shown for m in sdk_models() if not m[-8:].isdigit())
+        await send(pilot, "/model claude-sonet-4-5")
+        await pilot.pause()
+        error = texts(app)[-1]
+        assert "unknown model claude-sonet-4-5 (closest: claude-sonnet-4-5" in error and "/model lists" in error
