@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from textual.widgets import Static
 
 from rhapsody.core.approval import HumanApprover
@@ -489,19 +490,48 @@ async def test_the_approval_dialog_uses_the_rows_at_80x24(stub: Stub, project: P
         await idle(pilot)
 
 
-async def test_a_notice_said_while_a_reply_streams_stays_after_it_on_rebuild(stub: Stub, project: Path) -> None:
-    slow = {"content": [{"type": "text", "text": "Streaming a reply slowly. " * 40}], "delay": 0.05}
-    stub.script(slow)
+def on_screen(app: RhapsodyApp) -> list[str]:
+    """The transcript as mounted, top to bottom: the kind of each entry (a reply's chunks as one), notices with their text."""
+    owner = {widget: entry for entry, widget in app.transcript.widgets.items()}
+    shown: list[str] = []
+    for widget in app.transcript.children:
+        entry = owner.get(widget)
+        kind = "assistant" if entry is None and "live" in widget.classes else (entry.kind if entry else "")
+        item = f"notice {entry.text}" if entry is not None and kind == "notice" else kind
+        if item and not (item == "assistant" and shown[-1:] == ["assistant"]):
+            shown.append(item)
+    return shown
+
+
+STREAMED = "Streaming a reply slowly.\n"
+
+
+@pytest.mark.parametrize("turns,order", [
+    # long enough that the live reply moves on to a second widget mid-stream
+    ([{"content": [{"type": "text", "text": STREAMED * 120}], "delay": 0.05}], ["user", "assistant", "notice"]),
+    # the reply ends in a call: history has the call's line with the reply, the notice after both
+    ([{**call(STREAMED * 40, "bash", command="echo hi"), "delay": 0.05}, say("done")],
+     ["user", "assistant", "tool", "notice", "assistant"]),
+])
+async def test_a_notice_said_while_a_reply_streams_shows_where_the_rebuild_shows_it(
+        stub: Stub, project: Path, turns: list[dict[str, Any]], order: list[str]) -> None:
+    stub.script(*turns)
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
-        await send(pilot, "talk")
+        app.start_turn("talk")
         await until(pilot, lambda: app.transcript.live is not None)
-        await send(pilot, "/stats")
+        await app.command("/stats")  # the Enter handler's own call; a pilot key press waits out the busy stream
+        await pilot.pause()
+        during, chunks = on_screen(app), len(app.transcript.live_chunks)
         await idle(pilot)
-        live = [t for t in texts(app) if "Streaming" in t or "no seams yet" in t]
+        live = on_screen(app)
         await app.reload()
-        rebuilt = [t for t in texts(app) if "Streaming" in t or "no seams yet" in t]
-    assert any("no seams yet" in t for t in live) and "no seams yet" in rebuilt[-1]  # after the reply it interrupted
+        rebuilt = on_screen(app)
+    assert during[-1].startswith("notice no seams yet") and "assistant" in during  # shown at once, below the reply
+    assert chunks == 0  # said while the first widget of the reply streamed
+    assert live == rebuilt and [s.split()[0] for s in rebuilt] == order
+    kinds = [r["kind"] for r in records(app)]
+    assert kinds.index("notice") > kinds.index("message", 1)  # recorded after the reply
 
 
 async def test_palette_lists_rhapsody_commands(stub: Stub, project: Path) -> None:
@@ -573,3 +603,24 @@ async def test_model_alone_lists_the_known_names_and_an_unknown_one_suggests_the
         await pilot.pause()
         error = texts(app)[-1]
         assert "unknown model claude-sonet-4-5 (closest: claude-sonnet-4-5" in error and "/model lists" in error
+
+
+async def test_recall_shows_the_human_the_matched_output_as_written_without_match_markers(
+        stub: Stub, project: Path) -> None:
+    command = "echo 'speed=[slow]'; echo speed=slow"
+    stub.script(call(NARRATE, "bash", command=command), say("ran it"), handoff_turn(), say("Noted."))
+    app = plain_app(stub, project)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await send(pilot, "run the slow check")
+        await idle(pilot)
+        await send(pilot, "/handoff")
+        await idle(pilot)
+        await send(pilot, "/recall slow")
+        await until(pilot, lambda: any("narration before" in t for t in texts(app)))
+        shown = next(t for t in texts(app) if "narration before" in t)
+    result = next(b["content"] for r in records(app) if r["kind"] == "message" and r["role"] == "user"
+                  for b in r["content"] if b.get("type") == "tool_result" and "speed" in json.dumps(b["content"]))
+    written = result if isinstance(result, str) else "".join(b["text"] for b in result)
+    snippet = shown.split("\n  result: ", 1)[1].split("\n  narration before:", 1)[0]
+    assert "speed=[slow]" in snippet and snippet.strip("…") in written  # byte for byte what the command printed
+    assert "[[slow]]" not in shown and "[speed" not in shown

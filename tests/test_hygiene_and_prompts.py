@@ -67,3 +67,21 @@ def test_settings_layers_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("RHAPSODY_MAX_TOKENS", "lots")
     with pytest.raises(ConfigError, match="max_tokens"):
         load_settings(tmp_path)
+
+
+def test_every_bad_setting_is_named_in_one_line_with_where_it_was_set(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / ".rhapsody").mkdir()
+    project = tmp_path / ".rhapsody" / "config.toml"
+    project.write_text('narration_min_wrds = 3\nbash_timeout = "ten"\n[memory]\npaht = "x"\n')
+    monkeypatch.setenv("RHAPSODY_MAX_TOKENS", "lots")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(tmp_path, {"narration_min_words": -1})
+    text = str(caught.value)
+    assert "\n" not in text and text.startswith("bad settings ")
+    assert f"'narration_min_wrds' (from {project}) is not a setting, did you mean 'narration_min_words'?" in text
+    assert f"'bash_timeout' (from {project}): " in text
+    assert "'memory.paht' " in text and "did you mean 'path'?" in text
+    assert "'max_tokens' (from RHAPSODY_MAX_TOKENS): " in text
+    assert "'narration_min_words' (from --narration-min-words): " in text
+    assert "Extra inputs" not in text

@@ -11,7 +11,7 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
 from rhapsody.loopback.script import call, say
-from rhapsody.core.approval import HumanApprover
+from rhapsody.core.approval import GRACE, HumanApprover
 from rhapsody.plain import run_plain
 
 from .conftest import GATE, Stub, until
@@ -51,8 +51,10 @@ async def test_plain_mode_asks_and_free_text_denies_with_those_words(stub: Stub,
         task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, approver, out=out))
         pipe.send_text("make the file\r")
         await until(lambda: out.getvalue().count("? bash wants to run") == 1)
+        await asyncio.sleep(GRACE)  # what is typed sooner is not an answer
         pipe.send_text("hmm, is that safe?\r")
         await until(lambda: out.getvalue().count("? bash wants to run") == 2)
+        await asyncio.sleep(GRACE)
         pipe.send_text("y\r")
         await until(lambda: not wiring.agent.busy and len(stub.server.requests) >= 3)
         pipe.send_text("/quit\r")
@@ -89,3 +91,51 @@ def test_plain_ctrl_d_says_how_to_come_back_and_an_empty_session_leaves_nothing(
     printed = plain_launch(stub, project, "hi\r\x04")
     files = list((project / ".rhapsody" / "history").glob("*.jsonl"))
     assert len(files) == 1 and f"session {files[0].stem} saved. Come back to it with: rhapsody --continue" in printed
+
+
+def last_user_text(stub: Stub) -> str:
+    return str(stub.bodies()[-1]["messages"][-1]["content"][-1]["text"])
+
+
+async def test_plain_mode_a_lone_y_entered_as_a_question_appears_never_approves(stub: Stub, project: Path) -> None:
+    stub.script(call(SLOW, "bash", command="touch approved.txt"), say("Done."), say("Yes."))
+    approver = HumanApprover()
+    wiring = stub.wire(project, approver=approver, permission_mode="ask")
+    out = io.StringIO()
+    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
+        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, approver, out=out))
+        pipe.send_text("make the file\r")
+        await until(lambda: "? bash wants to run" in out.getvalue())
+        pipe.send_text("y\r")  # within the grace period: meant for the prompt, not the question
+        await until(lambda: "so it is not the answer" in out.getvalue())
+        assert not (project / "approved.txt").exists() and wiring.agent.busy
+        await asyncio.sleep(GRACE)  # the grace period has no event of its own to wait for
+        pipe.send_text("n\r")
+        await until(lambda: not wiring.agent.busy and len(stub.server.requests) >= 2)
+        pipe.send_text("es please\r")  # the `y` set aside came back to the prompt
+        await until(lambda: len(stub.server.requests) >= 3 and not wiring.agent.busy)
+        pipe.send_text("/quit\r")
+        assert await asyncio.wait_for(task, 10) == 0
+    assert not (project / "approved.txt").exists() and last_user_text(stub) == "yes please"
+
+
+async def test_plain_mode_a_line_being_typed_as_a_question_appears_is_set_aside_not_taken(
+        stub: Stub, project: Path) -> None:
+    stub.script(call(SLOW, "bash", command="touch approved.txt"), say("Done."), say("It is."))
+    approver = HumanApprover()
+    wiring = stub.wire(project, approver=approver, permission_mode="ask")
+    out = io.StringIO()
+    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
+        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, approver, out=out))
+        pipe.send_text("make the file\r")
+        await until(lambda: wiring.agent.busy)
+        pipe.send_text("hmm, is th")  # a hint half typed when the question appears
+        await until(lambda: "your unfinished line is set aside" in out.getvalue())
+        pipe.send_text("y\r")  # typed after the grace period: the answer
+        await until(lambda: not wiring.agent.busy and len(stub.server.requests) >= 2)
+        assert (project / "approved.txt").exists()
+        pipe.send_text("at safe?\r")  # the half-typed line is back in the prompt, finished and sent
+        await until(lambda: len(stub.server.requests) >= 3 and not wiring.agent.busy)
+        pipe.send_text("/quit\r")
+        assert await asyncio.wait_for(task, 10) == 0
+    assert "denied by the human" not in out.getvalue() and last_user_text(stub) == "hmm, is that safe?"

@@ -51,7 +51,7 @@ async def test_plain_approval_shows_the_command_escaped_and_only_a_lone_y_approv
     questions = PlainApprover(approver, said.append, tmp_path)
     serving = asyncio.create_task(questions.serve())
     task = asyncio.create_task(approver("bash", "x", "ask mode", {"command": "ls\r\x1b[2Krm -rf ~"}))
-    await until(lambda: bool(said) and questions.pending is not None)
+    await until(lambda: bool(said) and questions.ready)  # past the grace period
     assert "ls\\r\\x1b[2Krm -rf ~" in said[0] and "\x1b" not in said[0]
     assert "a = allow" not in said[0] and "no session rule can allow this call" in said[0]
     assert questions.answer("yes, but use stat instead")  # words: a denial, never a yes
@@ -72,7 +72,7 @@ async def test_plain_answers_as_the_app_does(tmp_path: Path, line: str, allow: b
     questions = PlainApprover(approver, said.append, tmp_path)
     serving = asyncio.create_task(questions.serve())
     task = asyncio.create_task(approver("bash", "ls", "ask mode", {"command": "ls"}, ("bash:ls",)))
-    await until(lambda: bool(said) and questions.pending is not None)
+    await until(lambda: bool(said) and questions.ready)  # past the grace period
     assert "a = allow bash:ls for this session" in said[0]
     assert questions.answer(line)
     answer = await task
@@ -85,7 +85,7 @@ async def test_plain_a_is_no_answer_of_its_own_when_no_rule_is_offered(tmp_path:
     questions = PlainApprover(approver, [].append, tmp_path)
     serving = asyncio.create_task(questions.serve())
     task = asyncio.create_task(approver("bash", "for i in 1; do :; done", "no rule can allow this", {}))
-    await until(lambda: questions.pending is not None)
+    await until(lambda: questions.ready)
     assert questions.answer("a")
     answer = await task
     serving.cancel()

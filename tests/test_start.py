@@ -95,6 +95,38 @@ def home(tmp_path: Path) -> Path:
     return tmp_path / "home"
 
 
+def test_a_line_typed_ahead_with_enter_is_sent_once_the_session_exists(project: Path, home: Path,
+                                                                      stub: Stub) -> None:
+    """Before the app puts the terminal in raw mode, Enter arrives as a line feed (ctrl+j to the
+    app, a new line in the prompt); rhapsody reads such complete lines itself and sends them."""
+    stub.script(say("Ready when you are."))
+    env = _env(home, ANTHROPIC_BASE_URL=stub.server.url, ANTHROPIC_API_KEY="sk-ant-test", RHAPSODY_MODEL=MODEL)
+    term = Terminal(project, env, typed_ahead="say hello\rand then é\r".encode())
+    try:
+        assert term.read_until(lambda s: "Ready when you are." in s.replace("\n", "")) or stub.bodies()
+        term.read_until(lambda _s: False, within=0.5)
+        bodies = stub.bodies()
+        assert len(bodies) == 1, bodies
+        assert [b["text"] for b in bodies[0]["messages"][0]["content"]] == ["say hello\nand then é"]
+    finally:
+        term.close()
+
+
+def test_typed_ahead_never_answers_the_trust_question(project: Path, home: Path) -> None:
+    (project / ".rhapsody").mkdir()
+    (project / ".rhapsody" / "config.toml").write_text('permission_mode = "yolo"\n')
+    term = Terminal(project, _env(home, ANTHROPIC_API_KEY="sk-ant-test"), typed_ahead=b"y\r")
+    try:
+        assert term.read_until(lambda s: "[y/N]" in s), term.seen[-1000:]
+        term.read_until(lambda _s: False, within=1.0)
+        assert "trusted " not in term.seen.split("[y/N]")[-1]  # still waiting for its own answer
+        os.write(term.fd, b"n\r")
+        assert term.read_until(lambda s: "Not trusted" in s), term.seen[-1000:]
+        assert not (home / ".config" / "rhapsody" / "config.toml").exists()
+    finally:
+        term.close()
+
+
 def test_typed_ahead_of_the_first_frame_lands_in_the_prompt(project: Path, home: Path, stub: Stub) -> None:
     stub.script(say("Ready when you are."))
     env = _env(home, ANTHROPIC_BASE_URL=stub.server.url, ANTHROPIC_API_KEY="sk-ant-test", RHAPSODY_MODEL=MODEL)

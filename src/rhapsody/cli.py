@@ -238,7 +238,7 @@ def _run(ns: argparse.Namespace) -> int:
     if not ns.task and sys.stdin.isatty() and sys.stdout.isatty():
         from rhapsody.trust import offer
 
-        offer(root, input)  # before the settings are read, so a yes applies at once
+        offer(root, _ask_fresh)  # before the settings are read, so a yes applies at once
     if not ns.task and not ns.plain:
         return _app(ns, root)
     return launch(ns, root, *_settings_and_model(ns, root))
@@ -296,7 +296,7 @@ def _app(ns: argparse.Namespace, root: Path, parts: Callable[[], tuple[Any, Any]
             if wired:
                 await wired[0].close()
 
-    app = RhapsodyApp(boot=boot, root=root, initial=initial, welcome=welcome)
+    app = RhapsodyApp(boot=boot, root=root, initial=initial, welcome=welcome, typed_ahead=typed_ahead())
     asyncio.run(run())
     if app.boot_error is not None:
         raise app.boot_error  # one line from main(), now that the screen is restored
@@ -304,6 +304,43 @@ def _app(ns: argparse.Namespace, root: Path, parts: Callable[[], tuple[Any, Any]
     if parting:
         print(parting)
     return app.return_code or 0
+
+
+def _ask_fresh(question: str) -> str:
+    """`input`, after dropping what was typed before the question was shown: keys typed ahead
+    for the app never answer a question about trust."""
+    import termios
+
+    try:
+        termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
+    except (termios.error, OSError):
+        pass
+    return input(question)
+
+
+def typed_ahead() -> tuple[str, ...]:
+    """Lines typed and ended with Enter while rhapsody started, read off the terminal now.
+
+    Until the app puts the terminal in raw mode, the terminal turns Enter into a line feed,
+    which the app would read as ctrl+j (a new line in the prompt) and never send. Complete
+    lines are all a terminal in line mode lets a program read; a line still being typed
+    reaches the prompt through the app as usual."""
+    import select
+
+    if not sys.stdin.isatty():
+        return ()
+    fd, data = sys.stdin.fileno(), b""
+    try:
+        while select.select([fd], [], [], 0)[0]:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            data += chunk
+    except OSError:
+        return ()
+    text = data.decode("utf-8", errors="replace")
+    printable = "".join(c for c in text if c == "\n" or c == "\t" or c.isprintable())
+    return tuple(line for line in printable.split("\n") if line.strip())
 
 
 def _notices(root: Path, settings: Any) -> None:

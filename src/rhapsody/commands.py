@@ -121,7 +121,7 @@ def _recall(agent: Agent, arg: str) -> str:
     query = arg.removeprefix("--all").strip()
     if not query:
         return "usage: /recall [--all] QUERY"
-    return recall_text(agent.session.root, agent.session, query, all_sessions=wide)
+    return recall_text(agent.session.root, agent.session, query, all_sessions=wide, for_human=True)
 
 
 def _switch_model(agent: Agent, arg: str) -> Outcome:

@@ -161,21 +161,47 @@ USER_ONLY = ("trusted_projects",)
 def load_settings(root: Path, flags: dict[str, Any] | None = None) -> Settings:
     """Merge every layer and validate; raises ConfigError with a one-line reason."""
     merged: dict[str, Any] = dict(read_config(user_config_path()))
+    origin = dict.fromkeys(merged, str(user_config_path()))
     project, _ = project_layer(root, merged)
+    origin.update(dict.fromkeys(project, str(project_config_path(root))))
+    env = _from_env()
+    origin.update({k: f"RHAPSODY_{k.upper()}" for k in env})
+    given = {k: v for k, v in (flags or {}).items() if v is not None}
+    origin.update({k: f"--{k.replace('_', '-')}" for k in given})
     for key in ("allow", "deny"):  # rule lists add up across files; deny always beats allow
         if isinstance(project.get(key), list) and isinstance(merged.get(key), list):
             project[key] = [*merged[key], *project[key]]
     if isinstance(project.get("mcp_servers"), dict) and isinstance(merged.get("mcp_servers"), dict):
         project["mcp_servers"] = {**merged["mcp_servers"], **project["mcp_servers"]}
     merged.update(project)
-    merged.update(_from_env())
-    merged.update({k: v for k, v in (flags or {}).items() if v is not None})
+    merged.update(env)
+    merged.update(given)
     try:
         return Settings.model_validate(merged)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        key = ".".join(str(p) for p in err.get("loc", ())) or "settings"
-        raise ConfigError(f"bad setting {key!r}: {err['msg']}") from None
+        raise ConfigError(_explain(exc, origin)) from None
+
+
+def _explain(exc: ValidationError, origin: dict[str, str]) -> str:
+    """Every bad setting in one line, each with where it was set and, for a misspelt key, the
+    closest real one: `bad settings 'narration_min_wrds' (from ~/.config/rhapsody/config.toml)
+    is not a setting, did you mean 'narration_min_words'?; ...`."""
+    import difflib
+
+    problems = []
+    for err in exc.errors():
+        loc = [str(p) for p in err.get("loc", ())]
+        key = ".".join(loc) or "settings"
+        where = f" (from {origin[loc[0]]})" if loc and loc[0] in origin else ""
+        if err.get("type") == "extra_forbidden":
+            fields = Settings.model_fields if len(loc) == 1 else MemorySettings.model_fields if loc[:1] == ["memory"] else {}
+            close = difflib.get_close_matches(loc[-1], list(fields), n=1)
+            hint = f", did you mean {close[0]!r}?" if close else ""
+            problems.append(f"{key!r}{where} is not a setting{hint}")
+        else:
+            problems.append(f"{key!r}{where}: {err['msg']}")
+    head = "bad setting" if len(problems) == 1 else "bad settings"
+    return f"{head} {'; '.join(problems)}".replace(str(Path.home()), "~", -1)
 
 
 def is_trusted(root: Path, user: dict[str, Any] | None = None) -> bool:

@@ -5,8 +5,13 @@ live while the agent works: a typed line is a hint for the next tool boundary (p
 with `>>` to queue it for the end of the turn instead). Ctrl+C interrupts a running turn;
 Ctrl+D quits. A permission question is answered as in the app: a lone `y` allows once, a
 lone `a` allows the offered session rules, a lone `n` or an empty line denies, and any other
-line denies with its words, verbatim, as the reason. The agent's markdown bold and code
-markers are left out of the printed text.
+line denies with its words, verbatim, as the reason. As in the app, nothing typed in the
+first `GRACE` seconds after a question appears answers it: a line entered then, and the
+unfinished line being typed when the grace period ends, are set aside (with a line saying
+so) and come back to the prompt once the question is answered. They were meant for the
+prompt, so keeping them beats discarding words the human wrote; a lone `y` or `a` among
+them never approves. The agent's markdown bold and code markers are left out of the
+printed text.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from typing import TextIO
 from rhapsody.commands import COMMANDS, is_command, run_command
 from rhapsody.config import Settings
 from rhapsody.core import events as ev
-from rhapsody.core.approval import HumanApprover, Question
+from rhapsody.core.approval import GRACE, HumanApprover, Question
 from rhapsody.core.loop import Agent
 from rhapsody.core.tools import Approval
 from rhapsody.preview import plain_text
@@ -33,37 +38,69 @@ ANSWERS = {"y": "allow", "a": "allow_rule", "n": "deny", "": "deny"}
 
 
 class PlainApprover:
-    """Shows the approver's questions on the line; the next typed line is the answer."""
+    """Shows the approver's questions on the line; the next line typed after the grace period is the answer."""
 
-    def __init__(self, approver: HumanApprover, say: Callable[[str], None], root: Path) -> None:
+    def __init__(self, approver: HumanApprover, say: Callable[[str], None], root: Path,
+                 take_typed: Callable[[], str] = lambda: "") -> None:
+        """`take_typed` empties the prompt's line and returns what it held."""
         self.approver = approver
         self.say = say
         self.root = root
+        self.take_typed = take_typed
         self.pending: Question | None = None
         self.rules: tuple[str, ...] = ()
+        self.ready = False
+        """Whether the grace period of the pending question is over, so a typed line answers it."""
+        self.kept: list[str] = []
+        """What was typed for the prompt as the question appeared; it goes back there once answered."""
 
     async def serve(self) -> None:
         """Ask each question as it comes, one at a time, until cancelled."""
         while True:
             question = await self.approver.next_question()
             self.rules = question.rules
-            self.pending = question
+            self.pending, self.ready = question, False
             rule = (f", a = allow {', '.join(self.rules)} for this session" if self.rules
                     else " (no session rule can allow this call)")
             self.say(f"{plain_text(question.tool, question.args, self.root, question.why)}\n"
                      f"  y = allow once{rule}, n or Enter = deny; anything else denies, and the agent reads "
                      "your words")
-            try:
-                await asyncio.wait([question.reply])  # answered, or dropped when the turn was interrupted
+            try:  # answered, or dropped when the turn was interrupted
+                await asyncio.wait([question.reply], timeout=GRACE)
+                self.open()
+                await asyncio.wait([question.reply])
             finally:
                 self.pending = None
+
+    def open(self) -> None:
+        """The grace period is over: the line being typed is set aside, and the next line answers."""
+        if self.pending is None or not self.pending.open:
+            return
+        self.ready = True
+        typed = self.take_typed()
+        if typed.strip():
+            self.kept.append(typed)
+            self.say("  your unfinished line is set aside, not taken as the answer; it comes back to the prompt "
+                     "once you answer")
+
+    def take_kept(self) -> str:
+        """The lines set aside, for the prompt (once the question is answered or dropped)."""
+        kept, self.kept = " ".join(self.kept), []
+        return kept
 
     def answer(self, line: str) -> bool:
         """Answer the pending question from a typed line as the app's dialog does: a lone `y` allows once,
         a lone `a` allows the offered rules (only when offered), a lone `n` or an empty line denies, any
-        other text denies with that text, verbatim, as the reason. False when no question is open."""
+        other text denies with that text, verbatim, as the reason. A line entered within the grace period
+        answers nothing and is set aside. False when no question is open."""
         if self.pending is None or not self.pending.open:
             return False
+        if not self.ready:  # typed before the question could be read: never its answer
+            if line.strip():
+                self.kept.append(line)
+            self.say("  that line came as the question appeared, so it is not the answer"
+                     + ("; it comes back to the prompt once you answer" if line.strip() else ""))
+            return True
         action = ANSWERS.get(line.strip().lower(), "words")
         if action == "allow":
             self.pending.answer(Approval(True))
@@ -137,7 +174,11 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
             sink.write(text + "\n")
             sink.flush()
 
-        questions = PlainApprover(approver or HumanApprover(), say, agent.session.root)
+        def take_typed() -> str:
+            typed, prompt.default_buffer.text = prompt.default_buffer.text, ""
+            return typed
+
+        questions = PlainApprover(approver or HumanApprover(), say, agent.session.root, take_typed)
         serving = asyncio.create_task(questions.serve())
         say(f"rhapsody {agent.session.id} in {agent.session.root}, model {agent.session.spec.model}, "
             f"permissions {agent.toolbox.permission_mode}\n"
@@ -150,7 +191,8 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
                 line = await prompt.prompt_async("› ", default=initial)
             except KeyboardInterrupt:
                 if task and not task.done():
-                    task.cancel()
+                    task.cancel()  # drops an open question: what it set aside goes back to the prompt
+                    initial = questions.take_kept()
                     continue
                 break
             except EOFError:
@@ -158,6 +200,7 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
             initial = ""
             busy = task is not None and not task.done()
             if questions.pending is not None and questions.answer(line):
+                initial = "" if questions.pending.open else questions.take_kept()
                 continue
             if is_command(line):
                 outcome = run_command(agent, line)

@@ -15,6 +15,10 @@ from typing import Any
 
 from rhapsody.core.tools import Approval
 
+GRACE = 0.6
+"""Seconds after a question appears during which nothing typed answers it, in every front end:
+keys typed then were meant for the prompt, and a lone `y` among them must never approve."""
+
 
 @dataclass(frozen=True)
 class Question:

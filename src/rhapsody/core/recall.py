@@ -41,6 +41,10 @@ class Hit:
     narration: str
     session: str
     ts: float
+    verbatim: str = ""
+    """The snippet as it was written, without match markers: what a person is shown."""
+    column: str = "result"
+    """Where the match is: the call's `result` or its `input`."""
 
 
 def index_path(history: Path) -> Path:
@@ -127,16 +131,22 @@ def search(history: Path, query: str, limit: int = 10, stripped_only: bool = Tru
         return []
     db = open_index(history)
     gone = _gone(history) if stripped_only else None
+    # The model reads matches marked with brackets; a person reads the same cut unmarked
+    # (a marker inside a command would pass for part of it). Unmarked equals marked exactly
+    # when the column holds no match.
     sql = (
         "SELECT id, tool, snippet(calls, 3, '[', ']', '…', 16), narration, msg_index, ts, "
-        "snippet(calls, 2, '[', ']', '…', 16) FROM calls WHERE calls MATCH ? ORDER BY rank LIMIT ?"
+        "snippet(calls, 2, '[', ']', '…', 16), snippet(calls, 3, '', '', '…', 16), "
+        "snippet(calls, 2, '', '', '…', 16) FROM calls WHERE calls MATCH ? ORDER BY rank LIMIT ?"
     )
     hits = []
     for row in db.execute(sql, (_fts_query(query), limit * 4)):
         if gone is not None and row[4] >= gone[0] and row[0].split(":", 1)[1] not in gone[1]:
             continue
         snippet = row[2] if "[" in row[2] else row[6]
-        hits.append(Hit(row[0], row[1], snippet, row[3][-300:], history.stem, row[5]))
+        in_result = row[2] != row[7] or row[6] == row[8]
+        verbatim, column = (row[7], "result") if in_result else (row[8], "input")
+        hits.append(Hit(row[0], row[1], snippet, row[3][-300:], history.stem, row[5], verbatim, column))
     db.close()
     return hits[:limit]
 
@@ -166,7 +176,9 @@ def search_notes(root: Path, query: str) -> list[Hit]:
         if words and all(w in text.lower() for w in words):
             line = next((l for l in text.splitlines() if words[0] in l.lower()), "")
             session = note.stem.rsplit("-seam", 1)[0]
-            hits.append(Hit(f"note:{note.name}", "field note", line.strip()[:200], "", session, note.stat().st_mtime))
+            cut = line.strip()[:200]
+            shown = cut + ("…" if len(line.strip()) > 200 else "")
+            hits.append(Hit(f"note:{note.name}", "field note", cut, "", session, note.stat().st_mtime, shown, "line"))
     return hits
 
 

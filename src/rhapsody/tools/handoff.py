@@ -175,16 +175,22 @@ class Recall:
         return ToolOutcome(await asyncio.to_thread(recall_text, ctx.root, ctx.session, args.query, args.all_sessions))
 
 
-def recall_text(root: Path, session: Session, query: str, all_sessions: bool) -> str:
-    """Search results as text, one hit per paragraph; shared by the tool and `/recall`."""
+def recall_text(root: Path, session: Session, query: str, all_sessions: bool, for_human: bool = False) -> str:
+    """Search results as text, one hit per paragraph; shared by the tool and `/recall`.
+
+    The model reads each match marked with brackets. A person (`for_human`) reads the same
+    snippet as it was written, unmarked, under a label saying where it matched: brackets
+    inside a command would pass for part of it.
+    """
     if all_sessions:
         hits = recall.search_project(root, session.path, query)
     else:
         hits = recall.search(session.path, query)
     if not hits:
         return f"no stripped tool call matches {query!r}"
-    out = []
+    out = ["snippets as written; … marks where one was cut"] if for_human else []
     for hit in hits:
         day = time.strftime("%Y-%m-%d", time.gmtime(hit.ts))
-        out.append(f"{hit.id} ({hit.tool}, {day})\n  result: {hit.snippet}\n  narration before: {hit.narration.strip()[:200]}")
+        found = f"{hit.column}: {hit.verbatim}" if for_human else f"result: {hit.snippet}"
+        out.append(f"{hit.id} ({hit.tool}, {day})\n  {found}\n  narration before: {hit.narration.strip()[:200]}")
     return "\n".join(out)

@@ -62,6 +62,11 @@ Boot = Callable[[], "tuple[Agent, Settings, HumanApprover | None]"]
 """Builds the agent after the first frame: reads the settings, opens the session, wires the tools."""
 
 
+STREAMING = (ev.TextDelta, ev.ThinkingDelta, ev.BlockStopped, ev.UsageReported, ev.ModelResponse, ev.RequestSent,
+             ev.Retrying, ev.RetryCountdown)
+"""Events of a reply still streaming: the reply is recorded only after them."""
+
+
 class RhapsodyApp(App[int]):
     """rhapsody's full-screen front end."""
 
@@ -79,10 +84,12 @@ class RhapsodyApp(App[int]):
 
     def __init__(self, agent: Agent | None = None, settings: Settings | None = None,
                  approver: HumanApprover | None = None, initial: str = "", welcome: str = "", *,
-                 boot: Boot | None = None, root: Path | None = None) -> None:
+                 boot: Boot | None = None, root: Path | None = None, typed_ahead: tuple[str, ...] = ()) -> None:
         """Either `agent` and `settings`, ready; or `boot` and `root`: the app paints first and calls `boot`
         right after its first frame. `approver` is the one the agent's toolbox asks (None: questions are
-        refused, as headless). A `boot` that raises ends the app; the exception is kept in `boot_error`."""
+        refused, as headless). A `boot` that raises ends the app; the exception is kept in `boot_error`.
+        `typed_ahead`: lines the person typed and sent with Enter before the app started; they are sent
+        once the session exists, together, as the first message."""
         super().__init__()
         self.agent: Agent
         self.settings: Settings
@@ -96,7 +103,8 @@ class RhapsodyApp(App[int]):
         self._boot = boot if agent is None else None
         self.ready = self._boot is None
         self.boot_error: Exception | None = None
-        self._early: list[PromptInput.Submitted] = []
+        lines = [line for line in typed_ahead if line.strip()]  # typed before anything ran: one first message
+        self._early = [PromptInput.Submitted("\n".join(lines), queue=False)] if lines else []
         self.approver = approver
         self._questions: asyncio.Task[None] | None = None
         self.initial = initial
@@ -151,7 +159,6 @@ class RhapsodyApp(App[int]):
             self.boot_error = exc
             self.exit(return_code=2)
             return
-        load_all()  # the rest of the lazy modules, here rather than on a background thread
         self.ready = True
         await self.started()
         for message in self._early:  # sent before the agent existed: in the order typed
@@ -160,6 +167,7 @@ class RhapsodyApp(App[int]):
 
     async def started(self) -> None:
         """The agent exists: show the session, start the MCP servers, the status bar and the SDK import."""
+        load_all()  # the rest of the lazy modules, here rather than on the SDK's import thread
         if self.approver is not None:
             self._questions = asyncio.create_task(self.serve_questions(self.approver))
         if self.settings.keymap:
@@ -246,13 +254,18 @@ class RhapsodyApp(App[int]):
             await self.transcript.remove_entry(entry)
 
     async def note(self, text: str, kind: str = "notice") -> None:
-        """Show a command's output; a `notice` record keeps it in place on a rebuild and on --continue."""
+        """Show a command's output; a `notice` record keeps it in place on a rebuild and on --continue.
+
+        The reply streaming now is recorded when it ends, so a notice said meanwhile is
+        recorded after it, and shown pinned below it: the reply grows above the notice, as
+        a rebuild from history shows them.
+        """
         fields = {"text": text, "shown": "as is", **({"error": True} if kind == "error" else {})}
-        if self._replying:  # the reply is recorded when it ends: the notice follows it there too
+        if self._replying:
             self._held.append(fields)
         else:
             self.agent.session.record("notice", **fields)
-        await self.transcript.add(Entry(kind, text))
+        await self.transcript.add(Entry(kind, text), pin=self._replying)
 
     def record_held(self) -> None:
         """Notices said while a reply streamed are recorded after it."""
@@ -310,6 +323,7 @@ class RhapsodyApp(App[int]):
             raise
         finally:
             self.record_held()
+            self.transcript.unpin()
             self.live.stop()
             self.set_state("idle")
             self.refresh_git()
@@ -344,11 +358,21 @@ class RhapsodyApp(App[int]):
         self._seen = len(self.agent.session.records)
 
     async def apply(self, event: ev.Event) -> None:
-        """Show one loop event."""
+        """Show one loop event.
+
+        The first event after a reply is recorded (a call starting, the turn ending, ...)
+        records the notices held meanwhile, after whatever the loop recorded for that event;
+        so they stay pinned under the event's own lines, and are let go after them.
+        """
+        if isinstance(event, STREAMING):
+            return await self.show(event)
+        self.record_held()
+        await self.show(event)
+        self.transcript.unpin()
+
+    async def show(self, event: ev.Event) -> None:
+        """Add the lines of one loop event."""
         t = self.transcript
-        if self._replying and isinstance(event, (ev.ToolStarted, ev.NarrationViolation, ev.TurnEnded, ev.Failed,
-                                                 ev.Interrupted, ev.SeamCommitted, ev.HintDelivered)):
-            self.record_held()
         if isinstance(event, ev.TextDelta):
             self.live.writing()
             self.live.streamed(len(event.text))

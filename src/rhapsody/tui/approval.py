@@ -33,12 +33,11 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
+from rhapsody.core.approval import GRACE
 from rhapsody.core.tools import Approval
 from rhapsody.preview import Preview
 
 ANSWERS = {"y": "allow", "a": "allow_rule", "n": "deny", "": "deny"}
-GRACE = 0.6
-"""Seconds after opening during which the dialog takes no keys."""
 
 
 class Choice(Static):

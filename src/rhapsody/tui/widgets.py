@@ -201,16 +201,19 @@ class TranscriptView(VerticalScroll):
         self.live_text: list[str] = []
         self.live_chunks: list[Entry] = []
         """Entries that hold earlier chunks of the reply still streaming."""
+        self.pinned: list[Entry] = []
+        """Entries said while a reply streams: they stay below it, where history records them."""
 
     def compose(self) -> ComposeResult:
         yield Button("▲ earlier entries", id="earlier", classes="hidden")
 
-    async def add(self, entry: Entry) -> Widget:
-        """Append an entry and mount its widget at the bottom."""
-        self.entries.append(entry)
+    async def add(self, entry: Entry, pin: bool = False) -> Widget:
+        """Append an entry and mount its widget at the bottom, above the pinned entries unless `pin`."""
+        below = None if pin else self._pinned_widget()
+        self._insert(entry, pin)
         widget = entry.widget()
         self.widgets[entry] = widget
-        await self.mount(widget)
+        await self.mount(widget, before=below)
         await self._trim()
         return widget
 
@@ -218,10 +221,27 @@ class TranscriptView(VerticalScroll):
         """The mounted lines that take focus, top to bottom."""
         return [w for w in self.children if isinstance(w, Foldable)]
 
+    def unpin(self) -> None:
+        """The reply ended: pinned entries become ordinary ones, and new entries go below them."""
+        self.pinned = []
+
+    def _insert(self, entry: Entry, pin: bool = False) -> None:
+        if pin:
+            self.pinned.append(entry)
+        if pin or not self.pinned:
+            self.entries.append(entry)
+        else:
+            self.entries.insert(self.entries.index(self.pinned[0]), entry)
+
+    def _pinned_widget(self) -> Widget | None:
+        return self.widgets.get(self.pinned[0]) if self.pinned else None
+
     async def remove_entry(self, entry: Entry) -> None:
         """Take one entry out."""
         index = self.entries.index(entry)
         self.entries.pop(index)
+        if entry in self.pinned:
+            self.pinned.remove(entry)
         if index < self.first_mounted:
             self.first_mounted -= 1
         widget = self.widgets.pop(entry, None)
@@ -249,6 +269,7 @@ class TranscriptView(VerticalScroll):
         if old:
             await self.remove_children(old)
         self.entries = list(entries)
+        self.pinned = []  # a rebuild comes from history, where pinned entries are recorded by now
         self.first_mounted = max(0, len(entries) - WINDOW)
         self.widgets = {e: e.widget() for e in entries[self.first_mounted:]}
         if self.widgets:
@@ -312,7 +333,7 @@ class TranscriptView(VerticalScroll):
             self.anchor()
             self.live = Markdown(classes="assistant live")
             self.live_text = []
-            await self.mount(self.live)
+            await self.mount(self.live, before=self._pinned_widget())
             self.live_stream = Markdown.get_stream(self.live)
         self.live_text.append(text)
         await self.live_stream.write(text)
@@ -349,7 +370,7 @@ class TranscriptView(VerticalScroll):
             await live.remove()
             return
         entry = Entry("assistant", text)
-        self.entries.append(entry)
+        self._insert(entry)
         # A finished reply becomes one Static: a Markdown widget keeps a child per block,
         # and every child is laid out again whenever the transcript changes.
         static = entry.widget()
