@@ -624,3 +624,25 @@ async def test_recall_shows_the_human_the_matched_output_as_written_without_matc
     snippet = shown.split("\n  result: ", 1)[1].split("\n  narration before:", 1)[0]
     assert "speed=[slow]" in snippet and snippet.strip("…") in written  # byte for byte what the command printed
     assert "[[slow]]" not in shown and "[speed" not in shown
+
+
+async def test_recall_cuts_a_long_narration_at_a_word_for_the_human_and_leaves_the_models_as_it_was(
+        stub: Stub, project: Path) -> None:
+    from rhapsody.tools.handoff import recall_text
+
+    narration = " ".join([NARRATE] * 4)
+    stub.script(call(narration, "bash", command="echo speed=slow"), say("ran it"), handoff_turn(), say("Noted."))
+    app = plain_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await send(pilot, "run the slow check")
+        await idle(pilot)
+        await send(pilot, "/handoff")
+        await idle(pilot)
+        await send(pilot, "/recall slow")
+        await until(pilot, lambda: any("narration before" in t for t in texts(app)))
+        shown = next(t for t in texts(app) if "narration before" in t).split("narration before: ")[1]
+        model = recall_text(project, app.agent.session, "slow", False).split("narration before: ")[1]
+    shown, model = shown.split("\n")[0], model.split("\n")[0]
+    assert shown.startswith("…its output") and shown.endswith("…") and len(shown) <= 200
+    assert f" {shown[1:-1]} " in narration  # cut between words on both sides
+    assert model == narration[-300:].strip()[:200]  # the model's recall result is as it was
