@@ -460,7 +460,8 @@ async def test_help_palette_yolo_and_long_outputs(stub: Stub, project: Path) -> 
     async with app.run_test(size=(80, 24)) as pilot:
         commands = {c.title: c.help for c in app.get_system_commands(app.screen)}
         assert {"/model", "/recall", "/permissions"} <= set(commands)
-        assert all(len(commands[n]) <= 48 for n in ("/model", "/recall", "/permissions", "/stats"))
+        assert all(len(commands[n]) <= 74 for n in ("/model", "/recall", "/permissions", "/stats"))
+        assert commands["/stats"] == "every seam of this session, before → after, and what the seams saved"
         await send(pilot, "/help")
         assert any("shift+tab" in t and "ctrl+n" in t for t in texts(app))
         assert "ask" not in str(app.query_one("#status", Static).render()).split("│")[1]
