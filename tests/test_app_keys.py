@@ -647,3 +647,21 @@ async def test_recall_cuts_a_long_narration_at_a_word_for_the_human_and_leaves_t
     assert shown.startswith("…its output") and shown.endswith("…") and len(shown) <= 200
     assert f" {shown[1:-1]} " in narration  # cut between words on both sides
     assert model == narration[-300:].strip()[:200]  # the model's recall result is as it was
+
+
+async def test_help_wrapped_at_80_columns_keeps_its_hanging_indent(stub: Stub, project: Path) -> None:
+    from rhapsody.tui.widgets import Notice
+
+    app = plain_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await send(pilot, "/help")
+        await pilot.pause()
+        notice = [w for w in app.transcript.query(Notice) if "/model" in w.entry.text][-1]
+        width = notice.content_size.width
+        shown = str(notice.render()).splitlines()
+        assert 60 < width < 80 and all(len(line) <= width for line in shown)
+        labels = {line.split("  ")[0] for line in app.transcript.entries[-1].text.splitlines()}
+        assert all(line.split("  ")[0] in labels or line.startswith(" " * 14) for line in shown)
+        model = next(i for i, line in enumerate(shown) if line.startswith("/model"))
+        assert shown[model + 1].startswith(" " * 14) and shown[model + 1].strip()
+        assert notice.size.height == len(shown)

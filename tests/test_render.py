@@ -204,3 +204,11 @@ def test_a_stripped_call_keeps_its_name_and_state_at_80_columns_and_cuts_its_rec
     assert narrow == "⊘ recall 20261130-020143-8a312e:toolu_000009 → ok (0.0 s) · stripped"
     tight = render.fit_tool_title(line.text, 50)
     assert len(tight) <= 50 and tight.startswith("⊘ recall 2026") and tight.endswith("→ ok (0.0 s) · stripped")
+
+
+def test_hanging_wraps_a_labelled_line_under_its_text_and_leaves_short_lines_alone() -> None:
+    text = "/model        NAME [--force]: switch model (earlier thinking leaves the context)\n/help         this list"
+    assert render.hanging(text, 60).splitlines() == [
+        "/model        NAME [--force]: switch model (earlier thinking", "              leaves the context)",
+        "/help         this list"]
+    assert render.hanging("  result: " + "word " * 20, 40).splitlines()[1].startswith("  word")

@@ -67,6 +67,27 @@ def one_line(text: str, width: int) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
+LABELLED = re.compile(r"^(\s*\S+(?: \S+)* {2,})\S")
+"""A table-like line: a label, two or more spaces, then its text (as /help lists commands)."""
+
+
+def hanging(text: str, width: int) -> str:
+    """`text` wrapped to `width` columns, each wrapped line indented under where its line's text starts:
+    after a label (`/model        NAME…`) or after the line's own leading spaces."""
+    import textwrap
+
+    out = []
+    for line in text.splitlines():
+        if len(line) <= width or width < 20:
+            out.append(line)
+            continue
+        labelled = LABELLED.match(line)
+        indent = len(labelled.group(1)) if labelled else len(line) - len(line.lstrip(" "))
+        indent = indent if indent <= width // 2 else 0
+        out += textwrap.wrap(line, width, subsequent_indent=" " * indent, break_on_hyphens=False) or [line]
+    return "\n".join(out)
+
+
 def visible(text: str) -> str:
     r"""`text` with control characters shown escaped (\r, \x1b...), so nothing can redraw it; \n and \t stay."""
     out = []

@@ -67,7 +67,29 @@ class Entry:
             return Static(RichMarkdown(self.text), classes="assistant")
         if self.kind in FOLDABLE:
             return Foldable(self)
+        if self.kind in ("notice", "error"):
+            return Notice(self)
         return Static(Text(self.text), classes=self.classes)
+
+
+class Notice(Static):
+    """A command's output: wrapped lines hang under where their text starts (the /help table stays a table)."""
+
+    def __init__(self, entry: Entry) -> None:
+        super().__init__(classes=entry.classes)
+        self.entry = entry
+
+    def lines(self, width: int) -> str:
+        """The entry's text wrapped to `width`."""
+        from rhapsody.render import hanging
+
+        return hanging(self.entry.text, width) if width > 0 else self.entry.text
+
+    def render(self) -> Any:
+        return Text(self.lines(self.content_size.width))
+
+    def get_content_height(self, container: Any, viewport: Any, width: int) -> int:
+        return len(self.lines(width).splitlines()) or 1
 
 
 class Foldable(Static, can_focus=True):
@@ -259,6 +281,9 @@ class TranscriptView(VerticalScroll):
         widget = self.widgets.get(entry)
         if isinstance(widget, Foldable):
             widget.sync()
+        elif isinstance(widget, Notice):
+            widget.set_classes(entry.classes)
+            widget.refresh(layout=True)
         elif isinstance(widget, Static):
             widget.update(Text(entry.text))
             widget.set_classes(entry.classes)
@@ -382,4 +407,4 @@ class TranscriptView(VerticalScroll):
 
 from rhapsody.tui.prompt import PromptInput  # noqa: E402  (the prompt imports nothing from here)
 
-__all__ = ["Entry", "Foldable", "PromptInput", "StatusBar", "TranscriptView"]
+__all__ = ["Entry", "Foldable", "Notice", "PromptInput", "StatusBar", "TranscriptView"]
