@@ -665,3 +665,26 @@ async def test_help_wrapped_at_80_columns_keeps_its_hanging_indent(stub: Stub, p
         model = next(i for i, line in enumerate(shown) if line.startswith("/model"))
         assert shown[model + 1].startswith(" " * 14) and shown[model + 1].strip()
         assert notice.size.height == len(shown)
+
+
+async def test_at_completion_never_offers_build_or_cache_artefacts(stub: Stub, project: Path, tmp_path: Path) -> None:
+    from rhapsody.prompt_aids import project_files
+
+    assert not (project / ".gitignore").exists()
+    for root in (project, tmp_path / "not-a-repo"):
+        (root / "__pycache__").mkdir(parents=True)
+        (root / "__pycache__" / "inventory.cpython-311.pyc").write_bytes(b"\0")
+        (root / "inventory.py").write_text("")
+        (root / "lib.pyc").write_bytes(b"\0")
+        (root / "node_modules" / "x").mkdir(parents=True)
+        (root / "node_modules" / "x" / "inventory.js").write_text("")
+        files = project_files(root)
+        assert "inventory.py" in files
+        assert not [f for f in files if "__pycache__" in f or f.endswith(".pyc") or "node_modules" in f
+                    or f.startswith(".git/")], root
+    app = plain_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        prompt = app.query_one(PromptInput)
+        prompt.text = "look at @inv"
+        await pilot.pause()
+        assert prompt.suggestions() == ["inventory.py"]
