@@ -212,3 +212,17 @@ def test_hanging_wraps_a_labelled_line_under_its_text_and_leaves_short_lines_alo
         "/model        NAME [--force]: switch model (earlier thinking", "              leaves the context)",
         "/help         this list"]
     assert render.hanging("  result: " + "word " * 20, 40).splitlines()[1].startswith("  word")
+
+
+def test_each_resume_shows_one_line_saying_which_session_and_how_much_it_held(stub: Stub, project: Path) -> None:
+    import time
+
+    stub.script(say("first"), say("second"))
+    wiring = stub.wire(project)
+    asyncio.run(collect(wiring.agent.run("go")))
+    last = wiring.session.records[-1]["ts"]
+    for _ in range(2):
+        resumed = build(project, Settings(permission_mode="yolo"), stub.model(), None, continue_last=True).session
+    lines = [line.text for _, line in render.record_lines(resumed.records, project, resumed.id, resumed.conversation)]
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(last))
+    assert lines[-2:] == [f"· resumed session {resumed.id} (2 messages, last active {when})"] * 2

@@ -367,9 +367,19 @@ def record_lines(records: list[dict[str, Any]], root: Path, session_id: str,
             lines = _message_lines(parsed[index], delivered.get(record["seq"], []), calls, session_id, gone, pruned)
             out += [(n, line) for line in lines]
             index += 1
+        elif kind == "resumed":
+            out.append((n, resumed_line(session_id, index, records[n - 1] if n else record)))
         else:
             out += [(n, line) for line in _other_lines(record, root, hints, landed)]
     return out
+
+
+def resumed_line(session_id: str, messages: int, last: dict[str, Any]) -> Line:
+    """Where a session was resumed (`--continue`, `--resume`): the `resumed` record each resume writes."""
+    import time
+
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(last.get("ts") or 0)))
+    return Line("notice", f"· resumed session {session_id} ({messages} messages, last active {when})")
 
 
 def _other_lines(record: dict[str, Any], root: Path, hints: dict[str, str], landed: set[str]) -> list[Line]:
