@@ -225,3 +225,20 @@ async def test_the_dialog_offers_no_session_rule_for_a_command_no_rule_can_allow
         await pilot.press("a", "enter")
         await wait_idle(pilot)
     assert wiring.agent.toolbox.rules.session_allow == []
+
+
+async def test_a_streamed_code_block_takes_the_same_lines_live_as_when_finished(stub: Stub, project: Path) -> None:
+    from rhapsody.tui.widgets import Entry
+
+    wiring = stub.wire(project)
+    app = RhapsodyApp(wiring.agent, wiring.settings)
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.transcript
+        await view.add(Entry("user", "› go"))
+        await view.stream_text("Para one.\n\n```python\nx = 1\n```\n")
+        await pilot.pause(0.2)
+        live = view.live.outer_size.height + view.live.styles.margin.bottom
+        await view.end_text()
+        await pilot.pause(0.2)
+        final = view.widgets[view.entries[-1]]
+        assert live <= final.outer_size.height + 1  # at most the live reply's one-line gap below it
