@@ -75,7 +75,7 @@ async def test_typing_a_denial_never_approves_and_enter_denies_with_it(stub: Stu
         assert app.screen.focused is not None and app.screen.focused.id == "reason"
         await pilot.press(*"add a test first, yes", "enter")
         await idle(pilot)
-        assert any("→ denied: denied by the human: add a test first" in t for t in texts(app))
+        assert any("→ denied by the human: add a test first" in t for t in texts(app))
     denied = [r for r in records(app) if r["kind"] == "permission"]
     assert [(r["decision"], r["by"]) for r in denied] == [("deny", "human")]
     assert "add a test first, yes" in denied[0]["reason"]
@@ -149,7 +149,7 @@ async def test_unfold_at_once_full_view_and_focus_paths(stub: Stub, project: Pat
         await until(pilot, lambda: isinstance(app.screen, FullView))
         assert "line 0 of" in app.screen.text and "the-very-end" in app.screen.text
         await pilot.press(*"line 599", "enter")
-        assert "match at line 600" in str(app.screen.query_one("#found", Static).render())
+        assert "match 1 of 1, line 600 of this text" in str(app.screen.query_one("#found", Static).render())
         await pilot.press("escape")
         await pilot.pause()
         fold.focus()

@@ -157,7 +157,7 @@ def test_demo_claims_follow_the_results() -> None:
     denied = [{"role": "assistant", "content": [{"type": "tool_use", "id": "e", "name": "edit_file", "input": {}}]},
               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "e", "is_error": True,
                                             "content": "Not run: permission denied for edit_file: denied by the human"}]}]
-    assert Outcomes(denied).final().startswith("Not fixed.") and "tests pass" not in Outcomes(denied).final()
+    assert Outcomes.of(denied).final().startswith("Not fixed.") and "tests pass" not in Outcomes.of(denied).final()
     responder = DemoResponder()
     responder.step = 6
     reply = responder({"messages": denied})["content"][0]["text"]

@@ -23,71 +23,105 @@ if TYPE_CHECKING:  # the app's first frame does not wait for pydantic
     from rhapsody.core.model import Model
 
 DEMO_TASK = "The inventory total is wrong: find out why and fix it."
-DEMO_ALLOW = ["bash:sleep *", "bash:python -m unittest*", "bash:tail *"]
+DEMO_ALLOW = ["bash:sleep *", "bash:python -m unittest*"]
 HANDOFF_MARKERS = ("Micro-handoff requested", "please call the `micro_handoff` tool")
+PAUSE = 5
+"""Seconds the demo's first test run sleeps: the window in which the welcome invites a hint."""
+TESTS = "python -m unittest test_inventory"
+"""The test command, unpiped, so the call's exit status is the tests' own (the bash tool
+returns stdout and stderr together and caps long output)."""
+EDIT = 3
+"""The PLAN step that edits; after a denied edit the plan goes back to it when the human writes again."""
 
-PLAN: list[tuple[str, str, dict[str, Any]]] = [
-    ("I'll start by listing the Python files so I know the layout of this project before touching anything; "
-     "I expect a module and its tests.", "find_files", {"pattern": "**/*.py"}),
-    ("Two files: inventory.py and test_inventory.py. I'll read inventory.py because the task is about the total, "
-     "and I expect the bug to be in total_value.", "read_file", {"path": "inventory.py"}),
-    ("total_value starts its sum at 1, which looks wrong [inferred]. I'll run the tests to see the failure myself; "
-     "they sleep two seconds first, so this is a good moment to type a hint.",
-     "bash", {"command": "sleep 2; python -m unittest test_inventory 2>&1 | tail -n 4"}),
-    ("Measured: the tests fail, and the total is off by exactly one, which matches a sum that starts at 1. "
-     "I'll change the start value to 0 with an exact edit.",
-     "edit_file", {"path": "inventory.py", "old": "    total = 1\n", "new": "    total = 0\n"}),
-    ("Now I'll rerun the tests to confirm the fix; I expect all three to pass.",
-     "bash", {"command": "python -m unittest test_inventory 2>&1 | tail -n 3"}),
-    ("I'll check the diff to make sure the change is exactly the one line I meant and nothing else moved.",
-     "git", {"action": "diff"}),
-]
+
+def plan(pause: int = PAUSE) -> list[tuple[str, str, dict[str, Any]]]:
+    """The scripted steps: narration, tool and arguments (narration that depends on outcomes is in `narrate`)."""
+    return [
+        ("I'll start by listing the Python files so I know the layout of this project before touching anything; "
+         "I expect a module and its tests.", "find_files", {"pattern": "**/*.py"}),
+        ("Two files: inventory.py and test_inventory.py. I'll read inventory.py because the task is about the total, "
+         "and I expect the bug to be in total_value.", "read_file", {"path": "inventory.py"}),
+        (f"total_value starts its sum at 1, which looks wrong [inferred]. I'll run the tests to see the failure myself; "
+         f"they sleep {pause} seconds first, so this is a good moment to type a hint. After them I'll ask to edit "
+         "inventory.py.", "bash", {"command": f"sleep {pause}; {TESTS}"}),
+        ("Measured: the tests fail, and the total is off by exactly one, which matches a sum that starts at 1. "
+         "I'll change the start value to 0 with an exact edit.",
+         "edit_file", {"path": "inventory.py", "old": "    total = 1\n", "new": "    total = 0\n"}),
+        ("Now I'll rerun the tests to confirm the fix; I expect all three to pass.", "bash", {"command": TESTS}),
+        ("I'll check the diff to make sure the change is exactly the one line I meant and nothing else moved.",
+         "git", {"action": "diff"}),
+    ]
 
 
 class DemoResponder:
-    """A scripted agent that follows PLAN, acknowledges hints, honours handoff requests, and
-    reports only what the tool results say (a denied edit is not claimed as a fix)."""
+    """A scripted agent that follows the plan, acknowledges hints, honours handoff requests, and
+    reports only what the tool results say (a denied edit is not claimed as a fix).
 
-    def __init__(self, delay: float = 0.02) -> None:
-        self.step = 0
+    It keeps every call and result it has seen, so what it says after a seam (which strips
+    them from the request) still follows what happened; a conversation of one message is a
+    new session and starts the plan over.
+    """
+
+    def __init__(self, delay: float = 0.02, pause: int = PAUSE) -> None:
         self.delay = delay
+        self.pause = pause
+        self.plan = plan(pause)
+        self.step = 0
+        self.seen = Seen()
 
     def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
-        last = body["messages"][-1]["content"]
+        messages = body["messages"]
+        if len(messages) == 1:
+            self.step, self.seen = 0, Seen()
+        self.seen.add(messages)
+        last = messages[-1]["content"]
         blocks = last if isinstance(last, list) else [{"type": "text", "text": last}]
         texts = [b.get("text", "") for b in blocks if b.get("type") == "text"]
         if any(marker in t for t in texts for marker in HANDOFF_MARKERS):
             return self._turn([self._text("I'll write my field note now, facts first, so I can pick the work up "
-                                          "after the strip without re-running anything."), self._handoff_call()])
-        if answered_handoff(body["messages"]):
+                                          "after the strip without re-running anything."), self._handoff_call(messages)])
+        if answered_handoff(messages):
             return self._turn([self._text("Field note written; ready to continue from it.")])
         prefix = self._refusal_prefix(blocks, texts) or self._hint_prefix(blocks, texts)
-        outcome = Outcomes(body["messages"])
-        if self.step < len(PLAN):
-            narration, name, args = PLAN[self.step]
+        outcome = self.seen.outcomes()
+        asked_again = self.step > len(self.plan) and not outcome.edited and not _has_results(blocks)
+        if asked_again:  # the closing report promised to propose the edit again on the next message
+            self.step = EDIT
+            prefix += ("The edit to inventory.py is still not made, so I'll propose it again: the same one line. "
+                       "Answer the question to allow or deny it; if it is allowed I'll rerun the tests. ")
+        if self.step < len(self.plan):
+            narration, name, args = self.plan[self.step]
+            narration = "" if asked_again else self.narrate(self.step, outcome) or narration
             self.step += 1
-            if self.step == 5 and not outcome.edited:
-                narration = ("The edit was not made, so the bug is still there. I'll rerun the tests anyway to "
-                             "show the current state; I expect the same failure as before.")
-            return self._turn([self._text(prefix + narration), {"type": "tool_use", "name": name, "input": args}])
-        if self.step == len(PLAN):
+            return self._turn([self._text((prefix + narration).strip()), {"type": "tool_use", "name": name, "input": args}])
+        if self.step == len(self.plan):
             self.step += 1
             return self._turn([self._text(prefix + outcome.final())])
         return self._turn([self._text(prefix + "The demo task is finished. I am a scripted demo agent: try "
                                       "`/handoff`, `/stats`, `/recall unittest` or `/unhandoff`.")])
 
+    def narrate(self, step: int, outcome: Outcomes) -> str:
+        """The narration of a step when an earlier outcome changed it; "" for the plan's own."""
+        if step == EDIT and not outcome.tests_ran:
+            return ("The test run was not allowed, so I have only the code to go on [inferred]: a sum that starts at 1. "
+                    "I'll change the start value to 0 with an exact edit.")
+        if step == EDIT + 1 and not outcome.edited:
+            return ("The edit was not made, so the bug is still there. I'll rerun the tests anyway to "
+                    "show the current state; I expect the same failure as before.")
+        if step == EDIT + 2 and not outcome.edited:
+            return "I'll check the diff to confirm that nothing changed in the working tree; I expect it to be empty."
+        return ""
+
     def _hint_prefix(self, blocks: list[dict[str, Any]], texts: list[str]) -> str:
-        has_results = any(b.get("type") == "tool_result" for b in blocks)
-        if has_results and texts:
+        if _has_results(blocks) and texts:
             return f"Hint received: “{texts[-1].strip()}”. I'll take it into account. "
         return ""
 
     def _refusal_prefix(self, blocks: list[dict[str, Any]], texts: list[str]) -> str:
         for b in blocks:
-            content = b.get("content")
-            if b.get("type") == "tool_result" and b.get("is_error") and isinstance(content, str) and "permission denied" in content:
+            if b.get("type") == "tool_result" and _denied(b):
                 # the human's words come right after the results, before any hint: the first text
-                said = texts[0].strip() if texts and "their reason follows" in content else ""
+                said = texts[0].strip() if texts and "their reason follows" in _content(b) else ""
                 return f"That call was denied{f' (you said: “{said}”)' if said else ''}, so I'll go on without it. "
         return ""
 
@@ -97,41 +131,52 @@ class DemoResponder:
     def _turn(self, content: list[dict[str, Any]]) -> dict[str, Any]:
         return {"content": content, "delay": self.delay}
 
-    def _handoff_call(self) -> dict[str, Any]:
-        done = [f"{PLAN[i][1]} step {i + 1}: {PLAN[i][0].split('.')[0]} [measured]" for i in range(min(self.step, len(PLAN)))]
-        note = {
-            "done": done or ["nothing yet"],
-            "open": ["nothing left of the demo task"] if self.step > len(PLAN) else ["finish the plan"],
-            "went_wrong": ["total_value started its sum at 1 [measured: tests failed by exactly 1]"],
-            "working_directory": "the demo project root, which is also the git repository",
-            "tool_quirks": ["unittest prints to stderr, so the command pipes 2>&1"],
-            "recipes": ["python -m unittest test_inventory 2>&1 | tail -n 3"],
-        }
+    def _handoff_call(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        note = field_note(messages, self.seen.outcomes())
+        if self.step < len(self.plan):
+            _, name, args = self.plan[self.step]
+            note["open"].append(f"finish the plan: the next step is `{name} {_digest(args)}`")
         return {"type": "tool_use", "name": "micro_handoff", "input": note}
 
 
-class Outcomes:
-    """What the tool results of a conversation say: was the edit made, did the last test run pass."""
+class Seen:
+    """Every call and result the demo agent has seen in this session, in order, by tool_use id."""
 
-    def __init__(self, messages: list[dict[str, Any]]) -> None:
-        calls: dict[str, str] = {}
-        results: dict[str, dict[str, Any]] = {}
-        for message in messages:
-            for b in message["content"] if isinstance(message["content"], list) else []:
-                if b.get("type") == "tool_use":
-                    calls[b["id"]] = b["name"]
-                elif b.get("type") == "tool_result":
-                    results[b["tool_use_id"]] = b
+    def __init__(self) -> None:
+        self.calls: dict[str, str] = {}
+        self.results: dict[str, dict[str, Any]] = {}
+
+    def add(self, messages: list[dict[str, Any]]) -> None:
+        """Remember the calls and results of a request (a seam strips them from later ones)."""
+        for call, result, _, _ in exchanges(messages):
+            self.calls.setdefault(call["id"], call["name"])
+            if result is not None:
+                self.results[call["id"]] = result
+
+    def outcomes(self) -> Outcomes:
+        """What the results seen so far say."""
+        return Outcomes([(self.calls[i], r) for i, r in self.results.items()])
+
+
+class Outcomes:
+    """What the tool results of a session say: was the edit made, did the last test run pass."""
+
+    def __init__(self, results: list[tuple[str, dict[str, Any]]]) -> None:
         by_name: dict[str, list[dict[str, Any]]] = {}
-        for call_id, name in calls.items():
-            if call_id in results:
-                by_name.setdefault(name, []).append(results[call_id])
+        for name, result in results:
+            by_name.setdefault(name, []).append(result)
         edits = by_name.get("edit_file", [])
+        self.edit_tried = bool(edits)
         self.edited = bool(edits) and not edits[-1].get("is_error")
         tests = by_name.get("bash", [])
-        last = str(tests[-1].get("content", "")) if tests else ""
-        self.tests_ran = bool(tests) and not tests[-1].get("is_error")
-        self.tests_pass = self.tests_ran and "OK" in last and "FAILED" not in last
+        last = _content(tests[-1]) if tests else ""
+        self.tests_ran = bool(tests) and not _denied(tests[-1])
+        self.tests_pass = self.tests_ran and not tests[-1].get("is_error") and "OK" in last and "FAILED" not in last
+
+    @classmethod
+    def of(cls, messages: list[dict[str, Any]]) -> Outcomes:
+        """The outcomes of the calls a conversation holds."""
+        return cls([(call["name"], result) for call, result, _, _ in exchanges(messages) if result is not None])
 
     def final(self) -> str:
         """The closing report, claiming only what the results show."""
@@ -144,9 +189,102 @@ class Outcomes:
         else:
             head = ("Not fixed. [measured] The edit to inventory.py was denied, so `total_value` still starts its "
                     "sum at 1 and the tests still fail" + ("" if self.tests_ran else " (the test run was not allowed either)")
-                    + ". Ask again, or allow the edit, and I'll make it.")
+                    + ". Send any message and I'll propose the edit again.")
         return (head + "\n\nTry the micro-handoff now: press **ctrl+o** or type `/handoff`. I'll write a field note, "
                 "and the tool traffic above leaves my context while every word stays.")
+
+
+def exchanges(messages: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any] | None, str, str]]:
+    """Each tool call of a conversation: the call, its result (None while open), the narration said
+    before it (the assistant message's text, whole) and the human's words sent with its result."""
+    out = []
+    for i, message in enumerate(messages):
+        content = message["content"]
+        if message["role"] != "assistant" or not isinstance(content, list):
+            continue
+        narration = " ".join(b["text"].strip() for b in content if b.get("type") == "text" and b["text"].strip())
+        answer = messages[i + 1]["content"] if i + 1 < len(messages) else []
+        answer = answer if isinstance(answer, list) else []
+        results = {b.get("tool_use_id"): b for b in answer if b.get("type") == "tool_result"}
+        words = next((b["text"].strip() for b in answer if b.get("type") == "text"), "")
+        for b in content:
+            if b.get("type") == "tool_use":
+                out.append((b, results.get(b["id"]), narration, words))
+    return out
+
+
+def field_note(messages: list[dict[str, Any]], outcome: Outcomes) -> dict[str, Any]:
+    """The demo agent's field note, built from the calls this request still holds (those since the
+    last seam) and their results: what ran under Done, what was denied or failed under What went
+    wrong, the narration quoted whole; Open from everything the agent has seen."""
+    done, wrong = [], []
+    for call, result, narration, words in exchanges(messages):
+        if call["name"] == "micro_handoff" or result is None:
+            continue
+        said = f" Narration before it: “{narration}”" if narration else ""
+        if _denied(result):
+            reason = f" (the human said: “{words}”)" if words and "their reason follows" in _content(result) else ""
+            wrong.append(f"`{call['name']} {_digest(call['input'])}` was denied by the human{reason} [measured].{said}")
+        elif result.get("is_error"):
+            wrong.append(f"`{call['name']} {_digest(call['input'])}` → {_last_line(result)} [measured].{said}")
+        else:
+            done.append(f"`{call['name']} {_digest(call['input'])}` → ok{_tail(result)} [measured].{said}")
+    return {
+        "done": done,
+        "open": _open(outcome),
+        "went_wrong": wrong,
+        "working_directory": "the demo project root, which is also the git repository",
+        "tool_quirks": ["the bash tool returns stdout and stderr together, so unittest's report needs no 2>&1"],
+        "recipes": [TESTS],
+    }
+
+
+def _open(outcome: Outcomes) -> list[str]:
+    if not outcome.edited and outcome.edit_tried:
+        return ["fix inventory.py: `total_value` still starts its sum at 1, because the edit to 0 was denied; "
+                "my next reply proposes it again"]
+    if not outcome.edited:
+        return ["fix inventory.py: `total_value` starts its sum at 1 [inferred]"]
+    if not outcome.tests_pass:
+        return ["confirm the fix: the last test run did not pass"]
+    return []
+
+
+def _digest(args: dict[str, Any]) -> str:
+    """The argument that says what a call did (command, path, pattern or action)."""
+    for key in ("command", "path", "pattern", "action"):
+        if args.get(key):
+            return str(args[key])
+    return ""
+
+
+def _content(result: dict[str, Any]) -> str:
+    content = result.get("content", "")
+    if isinstance(content, list):
+        return "".join(b.get("text", "") for b in content if isinstance(b, dict))
+    return str(content)
+
+
+def _denied(result: dict[str, Any]) -> bool:
+    return bool(result.get("is_error")) and "permission denied" in _content(result)
+
+
+def _has_results(blocks: list[dict[str, Any]]) -> bool:
+    return any(b.get("type") == "tool_result" for b in blocks)
+
+
+def _last_line(result: dict[str, Any]) -> str:
+    """A failed result in its own words: the exit status and the last line before it."""
+    lines = [line.strip() for line in _content(result).splitlines() if line.strip()]
+    status = next((line.strip("[]") for line in reversed(lines) if line.startswith("[exit code")), "")
+    said = [line for line in lines if not line.startswith("[")]
+    return ", ".join(x for x in (status, f"“{said[-1]}”" if said else "") if x) or "error"
+
+
+def _tail(result: dict[str, Any]) -> str:
+    """For a command that succeeded, its last line of output."""
+    lines = [line.strip() for line in _content(result).splitlines() if line.strip() and not line.startswith("[")]
+    return f" (“{lines[-1]}”)" if lines and "[exit code" in _content(result) else ""
 
 
 def answered_handoff(messages: list[dict[str, Any]]) -> bool:
@@ -160,8 +298,9 @@ def answered_handoff(messages: list[dict[str, Any]]) -> bool:
 
 DEMO_FOLDER = "rhapsody-demo"
 WELCOME = ("Demo: a scripted agent on a sample project, no key. Enter sends the task.\n"
-           "While the tests run (2 s), type a hint + Enter: it lands after the result.\n"
-           "Before the edit, one question shows its diff. When it is done: ctrl+o.")
+           f"While the tests run ({PAUSE} s), type a hint + Enter: it lands after the result.\n"
+           "Next a question shows the edit's diff: y allows, n denies, and words\n"
+           "typed there are your reason to deny. When it is done: ctrl+o.")
 
 
 def demo_root() -> Path:

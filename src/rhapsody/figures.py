@@ -3,7 +3,8 @@
 - context: rhapsody's estimate of the tokens of the request it would send now (the last
   request's estimate; a seam or a rolling cut sets it to their "after" figure, an undone
   seam adds back what the seam took). The status bar, the seam divider, `/stats` and
-  `rhapsody stats` all show this figure, so after a seam it falls by what the divider says.
+  `rhapsody stats` all show this figure, so after a seam it falls by what the divider says
+  (the divider also shows the figure when the handoff was asked, before the note was added).
 - cost: every request priced at the model that served it (a `/model` switch does not
   reprice the past).
 - seams: committed seams, and how many of them were undone; seam numbers never repeat.

@@ -56,6 +56,8 @@ class ToolView:
     exit_code: int | None = None
     output: str = ""
     recall: str = ""
+    proposed: str = ""
+    """The diff a denied write or edit proposed (its record's `proposed_diff`)."""
 
 
 # -- small pieces -----------------------------------------------------------------------
@@ -139,7 +141,7 @@ def tool_title(view: ToolView, reason: str = "") -> str:
         "running": "… running",
         "asking": "… waiting for your answer",
         "interrupted": "→ interrupted",
-        "denied": f"→ denied: {why}" if view.output else "→ denied",
+        "denied": _denied(why),
         "exit": f"→ exit {view.exit_code} {seconds}",
         "error": f"→ error {seconds}: {why}",
         "ok": f"→ ok {seconds}",
@@ -148,11 +150,19 @@ def tool_title(view: ToolView, reason: str = "") -> str:
     return f"⊘ {title}{STRIPPED}{view.recall}" if view.recall else title
 
 
+def _denied(why: str) -> str:
+    """`→ denied` with its reason, saying "denied" once when the reason already does."""
+    if not why:
+        return "→ denied"
+    return f"→ {why}" if why.startswith("denied") else f"→ denied: {why}"
+
+
 def tool_line(view: ToolView) -> Line:
     """The transcript line of a tool call; `full` carries the whole refusal or failure reason."""
     reason = whole_reason(view.output) if view.state in ("error", "denied") else ""
     full = tool_title(view, reason) if reason else ""
-    body = f"recall {view.recall}\n\n{view.output}" if view.recall else view.output  # the id, whatever the width
+    body = f"{visible(view.proposed)}\n\n{view.output}" if view.proposed else view.output
+    body = f"recall {view.recall}\n\n{body}" if view.recall else body  # the id, whatever the width
     return Line("tool", tool_title(view), body=body, key=view.call.id, state=view.state, reason=reason,
                 full=full if full != tool_title(view) else "")
 
@@ -166,8 +176,9 @@ OUTCOME = re.compile(r" (… running|… waiting for your answer|→ interrupted
 
 
 def fit_tool_title(title: str, width: int) -> str:
-    """A tool line cut to `width` columns, so its state stays in view: a stripped call's recall id
-    goes first (its unfolded body carries it), then the command is shortened."""
+    """A tool line cut to `width` columns: a stripped call's recall id goes first, then the reason of a
+    refusal or failure (the unfolded body holds both whole), then the command or path, so the tool, its
+    argument and its state stay in view."""
     if len(title) <= width or width < 20:
         return title
     if STRIPPED in title:
@@ -178,6 +189,11 @@ def fit_tool_title(title: str, width: int) -> str:
     if not found:
         return title
     head, outcome = title[: found[-1].start()], title[found[-1].start():]
+    state, sep, reason = outcome.partition(": ")
+    if sep and len(head) + len(state) + 3 <= width:  # 3: ": …"
+        room = width - len(head) - len(state) - 2
+        return f"{head}{state}: {reason[: room - 1]}…"
+    outcome = f"{state}: …" if sep else outcome
     room = max(8, width - len(outcome) - 1)
     return (head[: room - 1] + "…" if len(head) > room else head) + outcome
 
@@ -185,9 +201,14 @@ def fit_tool_title(title: str, width: int) -> str:
 def finished_view(event: ev.ToolFinished, run: dict[str, Any] | None = None) -> ToolView:
     """The view of a finished call, from its event (and its `tool_run` record, for an applied diff)."""
     if event.refused:
-        return ToolView(event.call, "denied", 0, None, event.refused)
+        return ToolView(event.call, "denied", 0, None, event.refused, proposed=proposed(run))
     return ToolView(event.call, _state(event.is_error, event.exit_code), event.duration_ms, event.exit_code,
                     with_diff(event.output, run))
+
+
+def proposed(run: dict[str, Any] | None) -> str:
+    """The diff a denied call proposed, from its `tool_run` record."""
+    return str(run.get("proposed_diff") or "") if run else ""
 
 
 def with_diff(output: str, run: dict[str, Any] | None) -> str:
@@ -206,14 +227,24 @@ def _state(is_error: bool, exit_code: int | None) -> str:
 
 
 def seam_line(record: dict[str, Any]) -> str:
-    """The before → after figures of a seam (context in the one definition: estimated tokens)."""
+    """The before → after figures of a seam (context in the one definition: estimated tokens).
+
+    When the seam knows the figure at the moment the handoff was asked, it leads: a small
+    session's context can rise across a seam (the field note and its index outweigh the
+    stripped traffic), and the figures the status bar showed must add up with the divider's.
+    """
     before, after = record["before"], record["after"]
     reduction = 1 - after["request_bytes"] / before["request_bytes"] if before["request_bytes"] else 0.0
-    return (
-        f"seam {record['seam']}: context ~{before['est_tokens']:,} → ~{after['est_tokens']:,} tokens "
-        f"({before['request_bytes']:,} → {after['request_bytes']:,} bytes, −{reduction:.0%}), "
-        f"tool calls {before['tool_use']} → {after['tool_use']}, text blocks kept {after['text_blocks']}"
-    )
+    size = f"{before['request_bytes']:,} → {after['request_bytes']:,} bytes, −{reduction:.0%}"
+    asked = record.get("asked_est_tokens")
+    if isinstance(asked, int):  # the status bar's figures before the key and after the seam, then the two steps
+        figures = (f"context ~{asked:,} → ~{after['est_tokens']:,} tokens (the handoff and its note added "
+                   f"~{before['est_tokens'] - asked:,}, the strip took ~{before['est_tokens'] - after['est_tokens']:,}; "
+                   f"{size})")
+    else:
+        figures = f"context ~{before['est_tokens']:,} → ~{after['est_tokens']:,} tokens ({size})"
+    return (f"seam {record['seam']}: {figures}, "
+            f"tool calls {before['tool_use']} → {after['tool_use']}, text blocks kept {after['text_blocks']}")
 
 
 def seam_entry(record: dict[str, Any], root: Path) -> Line:
@@ -429,7 +460,7 @@ def _call_view(call: ToolUseBlock, run: dict[str, Any] | None, result: ToolResul
         state = "interrupted" if interrupted or result is None or result.is_error else "ok"
         return ToolView(call, state, 0, None, output)
     if run.get("refused"):
-        return ToolView(call, "denied", 0, None, str(run["refused"]))
+        return ToolView(call, "denied", 0, None, str(run["refused"]), proposed=proposed(run))
     state = _state(bool(result and result.is_error), run.get("exit_code"))
     return ToolView(call, state, run.get("duration_ms", 0), run.get("exit_code"), with_diff(output, run))
 

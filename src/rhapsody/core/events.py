@@ -242,3 +242,7 @@ Event = (
     | TurnEnded
     | Failed
 )
+
+
+STREAMING = (TextDelta, ThinkingDelta, BlockStopped, UsageReported, ModelResponse, RequestSent, Retrying, RetryCountdown)
+"""Events of a reply still streaming: the reply is recorded only after them."""

@@ -59,7 +59,26 @@ def commit_seam(session: Session, note_path: str = "") -> dict[str, Any]:
         before=shape(before, *measure(body_before)).as_dict(),
         after=shape(after, *measure(body_after)).as_dict(),
         reported_input_before=sum(session.counters.last_usage.get(k, 0) for k in USAGE_KEYS[:3]),
+        **_when_asked(session.records),
     )
+
+
+def _when_asked(records: list[dict[str, Any]]) -> dict[str, int]:
+    """The context figure when the handoff was asked for: `{"asked_est_tokens": N}`, or {} when unknown.
+
+    That is the last request's estimate before the `wanted` record, the figure the status bar
+    showed when the human pressed the key. The seam's "before" figure also holds the handoff's
+    own request, the field note and its index, which can outweigh what a short session strips;
+    the divider names both so the figures a person saw tell one story. When a seam, cut or undo
+    moved the figure after that request, no figure is claimed.
+    """
+    wanted = max((i for i, r in enumerate(records) if r["kind"] == "handoff" and r.get("state") == "wanted"), default=None)
+    for record in reversed(records[:wanted or 0]):
+        if record["kind"] == "request":
+            return {"asked_est_tokens": int(record.get("est_tokens", 0))}
+        if record["kind"] in ("seam", "prune", "unseam"):
+            return {}
+    return {}
 
 
 def prune(session: Session, ids: list[str], reason: str) -> dict[str, Any]:

@@ -32,7 +32,7 @@ FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
     "usage": {"input_tokens": _INT, "cache_creation_input_tokens": _INT, "cache_read_input_tokens": _INT,
               "output_tokens": _INT},
     "model": {"model": _STR},
-    "seam": {"seam": _INT, "boundary": _INT, "before": _DICT, "after": _DICT},
+    "seam": {"seam": _INT, "boundary": _INT, "before": _DICT, "after": _DICT, "asked_est_tokens": _INT},
     "unseam": {"seam": _INT, "boundary": _INT},
     "prune": {"ids": _LIST},
     "thinking_cut": {"boundary": _INT},

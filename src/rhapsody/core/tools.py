@@ -9,6 +9,7 @@ Imports: stdlib, pydantic and rhapsody.core only.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from dataclasses import dataclass, field
@@ -211,7 +212,7 @@ class Toolbox:
         except ValidationError as exc:
             return ToolOutcome(f"Invalid arguments for {name}: {_first_error(exc)}", is_error=True)
         call = self._describe(tool, args, ctx)
-        refusal = await self._permit(tool, call, ctx, args.model_dump())
+        refusal = await self._permit(tool, call, ctx, args)
         if refusal:
             return refusal
         timer[0] = self.clock()  # the duration is the tool's, not the human's time to answer
@@ -224,17 +225,18 @@ class Toolbox:
         except Exception as exc:  # noqa: BLE001 - a tool bug must not end the session
             return ToolOutcome(f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
 
-    async def _permit(self, tool: Tool, call: Call, ctx: ToolContext, shown_args: dict[str, Any]) -> ToolOutcome | None:
+    async def _permit(self, tool: Tool, call: Call, ctx: ToolContext, args: BaseModel) -> ToolOutcome | None:
         """None when the call may run, else the refusal the model gets; every decision is recorded.
 
-        `shown_args` go to the approver, so the question can show the diff or the exact command."""
+        `args` go to the approver, so the question can show the diff or the exact command; a call the
+        human denied keeps the diff it proposed (`proposed_diff`), so unfolding it shows what was refused."""
         decision = decide_call(self.permission_mode, self.rules, call)
         verdict, reason, by, words = decision.verdict, decision.reason, "rules", ""
         if verdict == "ask":
             why = decision.reason
             if call.leave_sandbox:
                 why += f". The model's justification: {call.justification or '(none given)'}"
-            verdict, reason, by, words = await self._ask(call, why, shown_args)
+            verdict, reason, by, words = await self._ask(call, why, args.model_dump())
         if tool.writes or verdict != "allow" or decision.rule:  # plain reads are not worth a record
             ctx.session.record("permission", tool=tool.name, argument=call.argument, decision=verdict, by=by,
                                reason=reason, **({"confinement": call.confinement} if call.confinement else {}))
@@ -243,8 +245,18 @@ class Toolbox:
         shown = f"denied by the human: {words}" if words else reason
         if words:
             reason = "denied by the human; their reason follows the tool results, in their own words"
+        facts = await self._proposal(tool, args, ctx) if by == "human" else {}
         return ToolOutcome(f"Not run: permission denied for {tool.name} {call.argument!r}: {reason}", is_error=True,
-                           words=words, refused=shown)
+                           words=words, refused=shown, facts=facts)
+
+    async def _proposal(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> dict[str, Any]:
+        """The diff a denied write or edit proposed, for its record; a tool offers it with `proposal`."""
+        propose = getattr(tool, "proposal", None)
+        if not callable(propose):
+            return {}
+        ctx = dataclasses.replace(ctx, read_deny=self.rules.read_denied())
+        diff = str(await asyncio.to_thread(propose, args, ctx) or "")
+        return {"proposed_diff": self._masked(diff)} if diff else {}
 
     def _describe(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> Call:
         """What the permission check needs: the argument, resolved path keys, where a command would run."""

@@ -12,6 +12,7 @@ import secrets
 import shutil
 import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
@@ -110,6 +111,10 @@ class WriteFile:
         return ToolOutcome(f"wrote {where}: {len(args.content)} characters, {lines} lines",
                            facts={"path": where, "op": "write", "diff": applied_diff(before, args.content, where)})
 
+    def proposal(self, args: WriteInput, ctx: ToolContext) -> str:
+        """The diff this write would apply, kept with a denied call ("" when it cannot be shown)."""
+        return _proposed(ctx, args.path, lambda before: args.content)
+
 
 def _old_text(path: Path) -> str:
     """What a write replaces, for the diff kept in history ("" for a new or huge file)."""
@@ -181,6 +186,34 @@ class EditFile:
         where = shown(ctx.root, path)
         return ToolOutcome(f"edited {where}: {count if args.replace_all else 1} replacement(s)",
                            facts={"path": where, "op": "write", "diff": applied_diff(text, updated, where)})
+
+    def proposal(self, args: EditInput, ctx: ToolContext) -> str:
+        """The diff this edit would apply, kept with a denied call ("" when it would fail or cannot be shown)."""
+        def edited(before: str) -> str | None:
+            count = before.count(args.old) if args.old else 0
+            if count == 0 or (count > 1 and not args.replace_all):
+                return None
+            return before.replace(args.old, args.new) if args.replace_all else before.replace(args.old, args.new, 1)
+
+        return _proposed(ctx, args.path, edited)
+
+
+def _proposed(ctx: ToolContext, given: str, change: Callable[[str], str | None]) -> str:
+    """The diff `change` would make to a file; "" outside the root, for a secret or read-denied file
+    (its text must not reach the history), or when the change would fail."""
+    try:
+        path = confine(ctx.root, given)
+    except ToolFailure:
+        return ""
+    where = shown(ctx.root, path)
+    if search.readable_hidden(where, ctx.read_deny) or (path.exists() and not path.is_file()):
+        return ""
+    try:
+        before = _old_text(path)
+    except OSError:
+        return ""
+    after = change(before)
+    return "" if after is None else applied_diff(before, after, where)
 
 
 _NOT_UTF8_HINT = ("; this file is not UTF-8, and each \ufffd that read_file shows stands for a byte that is "

@@ -65,11 +65,6 @@ Boot = Callable[[], "tuple[Agent, Settings, HumanApprover | None]"]
 """Builds the agent after the first frame: reads the settings, opens the session, wires the tools."""
 
 
-STREAMING = (ev.TextDelta, ev.ThinkingDelta, ev.BlockStopped, ev.UsageReported, ev.ModelResponse, ev.RequestSent,
-             ev.Retrying, ev.RetryCountdown)
-"""Events of a reply still streaming: the reply is recorded only after them."""
-
-
 class RhapsodyApp(App[int]):
     """rhapsody's full-screen front end."""
 
@@ -368,7 +363,7 @@ class RhapsodyApp(App[int]):
         records the notices held meanwhile, after whatever the loop recorded for that event;
         so they stay pinned under the event's own lines, and are let go after them.
         """
-        if isinstance(event, STREAMING):
+        if isinstance(event, ev.STREAMING):
             return await self.show(event)
         self.record_held()
         await self.show(event)
@@ -499,12 +494,12 @@ class RhapsodyApp(App[int]):
 
     @on(Foldable.FullView)
     def full_view(self, message: Foldable.FullView) -> None:
-        """Open the whole output, read from history when it is there."""
+        """Open the output as the history holds it, or the unfolded body when that holds more (an edit's diff)."""
         from rhapsody.tui.fullview import FullView
 
         entry = message.entry
         text = render.full_result(self.agent.session.records, entry.key) if entry.kind == "tool" else None
-        self.push_screen(FullView(entry.text, text if text is not None else entry.body))
+        self.push_screen(FullView(entry.text, entry.body if text is None or len(entry.body) > len(text) else text))
 
     # -- actions ------------------------------------------------------------------------
 

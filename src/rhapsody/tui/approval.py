@@ -99,12 +99,18 @@ class ApprovalScreen(ModalScreen[Approval]):
         self.call_after_refresh(self.fit_preview)
 
     def fit_preview(self) -> None:
-        """The diff or command takes every row the rest of the dialog leaves."""
+        """The diff or command takes every row the rest of the dialog leaves, so the answers stay in view.
+
+        The rest is measured from the other widgets' own heights, never from the preview's: after the
+        terminal shrinks, the preview still holds the old size and its region is clipped, so a sum taken
+        from it would leave the answers below the screen's edge."""
         box, view = self.query_one("#approval", Vertical), self.query_one("#preview", VerticalScroll)
-        if not box.region.height:
+        if not box.size.height:
             return
-        others = box.region.height - view.region.height - 1  # 1: the preview's bottom margin
-        rows = max(3, self.size.height - others - 1)
+        others = sum(w.outer_size.height + w.styles.margin.top + w.styles.margin.bottom
+                     for w in box.children if w is not view and w.display)
+        chrome = box.outer_size.height - box.size.height  # the border and padding
+        rows = max(3, self.size.height - others - chrome - view.styles.margin.bottom)
         if view.styles.max_height is None or view.styles.max_height.value != rows:
             view.styles.max_height = rows
 

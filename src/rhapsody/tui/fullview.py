@@ -1,4 +1,9 @@
-"""The full view of one tool output: the whole result from history, scrollable, with search.
+"""The full view of one tool output: the result as the history holds it, scrollable, with search.
+
+That is the result the agent received, so an output longer than the output cap is shown
+capped, as the agent saw it, and the title says so with the original size. The view has no
+line numbers of its own: read_file and search output carry the file's own numbers, and a
+second column counting the lines of a capped result would disagree with them after the cut.
 
 | Key | Action |
 | :- | :- |
@@ -42,10 +47,20 @@ class FullView(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="fullview"):
-            yield Static(Text(f"{self.title_text}  ({len(self.text):,} characters; Esc closes)"), classes="why")
-            yield TextArea(self.text, read_only=True, id="fulltext", soft_wrap=True, show_line_numbers=True)
+            yield Static(Text(f"{self.title_text}  ({self.size_said()}; Esc closes)"), classes="why")
+            yield TextArea(self.text, read_only=True, id="fulltext", soft_wrap=True, show_line_numbers=False)
             yield Input(placeholder="search (Enter: next match)", id="search")
             yield Static("", id="found")
+
+    def size_said(self) -> str:
+        """The text's size, and when the output cap cut it, that this is the capped result."""
+        from rhapsody.tools.paths import original_size
+
+        was = original_size(self.text)
+        if was is None:
+            return f"{len(self.text):,} characters"
+        return (f"the result as the agent received it: capped to {len(self.text):,} characters of {was:,}, "
+                "the middle cut")
 
     def on_mount(self) -> None:
         self.query_one("#fulltext", TextArea).cursor_blink = False
@@ -72,7 +87,7 @@ class FullView(ModalScreen[None]):
         area.selection = Selection(start, end)
         area.scroll_cursor_visible(center=True, animate=False)
         count = haystack.count(needle.lower())
-        found.update(Text(f"match at line {start[0] + 1} ({count} in all)"))
+        found.update(Text(f"match {haystack.count(needle.lower(), 0, at) + 1} of {count}, line {start[0] + 1} of this text"))
         return True
 
     def action_scroll(self, how: str) -> None:

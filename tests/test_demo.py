@@ -1,0 +1,126 @@
+"""`rhapsody --demo`'s scripted agent through the real loop: it keeps its promises after a denied
+edit, its test call's exit status is the tests', its field note says what happened, and the
+seam divider's figures add up with the status bar's."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from rhapsody import render
+from rhapsody.core.events import Event, SeamCommitted, TextDelta, ToolFinished
+from rhapsody.core.messages import ToolUseBlock
+from rhapsody.core.tools import Approval
+from rhapsody.demo import DEMO_ALLOW, DEMO_TASK, DemoResponder, prepare_project
+from rhapsody.figures import figures
+from rhapsody.wiring import Wiring
+
+from .conftest import Stub, collect
+
+REASON = "please add a test first"
+
+
+class Human:
+    """Answers permission questions: denies the first edit with words, allows everything else."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    async def __call__(self, tool: str, argument: str, why: str, args: object = None, rules: object = ()) -> Approval:
+        self.asked.append(tool)
+        if tool == "edit_file" and self.asked.count("edit_file") == 1:
+            return Approval(False, words=REASON)
+        return Approval(True)
+
+
+def demo(stub: Stub, tmp_path: Path) -> tuple[Wiring, Human, Path]:
+    stub.responder = DemoResponder(delay=0, pause=0)
+    root = prepare_project(tmp_path)
+    human = Human()
+    wiring = stub.wire(root, permission_mode="ask", allow=DEMO_ALLOW, approver=human)
+    wiring.agent.toolbox.approver = human
+    return wiring, human, root
+
+
+def said(events: list[Event]) -> str:
+    return "".join(e.text for e in events if isinstance(e, TextDelta))
+
+
+def finished(events: list[Event], name: str) -> list[ToolFinished]:
+    return [e for e in events if isinstance(e, ToolFinished) and e.call.name == name]
+
+
+async def test_after_a_denied_edit_the_next_message_proposes_it_again_and_reruns_the_tests(
+        stub: Stub, tmp_path: Path) -> None:
+    wiring, human, root = demo(stub, tmp_path)
+    first = await collect(wiring.agent.run(DEMO_TASK))
+    assert "Not fixed" in said(first) and "total = 1" in (root / "inventory.py").read_text()
+    assert human.asked.count("edit_file") == 1
+
+    again = await collect(wiring.agent.run("ok, please make the edit now"))
+    assert human.asked.count("edit_file") == 2  # a new permission question
+    assert [e.is_error for e in finished(again, "edit_file")] == [False]
+    assert "total = 0" in (root / "inventory.py").read_text()
+    tests = finished(again, "bash")
+    assert [e.exit_code for e in tests] == [0] and "OK" in tests[0].output
+    assert "Done. [measured] The three tests pass" in said(again)
+    assert "The demo task is finished" not in said(again)
+
+
+async def test_the_demo_test_call_exits_with_the_tests_status(stub: Stub, tmp_path: Path) -> None:
+    wiring, _, _ = demo(stub, tmp_path)
+    events = await collect(wiring.agent.run(DEMO_TASK))
+    runs = finished(events, "bash")
+    assert [e.exit_code for e in runs] == [1, 1]  # the bug is there, and the denied edit left it there
+    assert all("FAILED (failures=2)" in e.output for e in runs)
+    shown = [line.text for e in runs for line in render.event_lines(e)]
+    assert all("→ exit 1" in text for text in shown), shown
+
+
+async def test_the_field_note_after_a_denied_edit_says_what_happened(stub: Stub, tmp_path: Path) -> None:
+    wiring, _, root = demo(stub, tmp_path)
+    await collect(wiring.agent.run(DEMO_TASK))
+    wiring.agent.request_handoff()
+    await collect(wiring.agent.run())
+    body = stub.bodies()[-1]
+    spoken = [b["text"] for m in body["messages"] if m["role"] == "assistant" and isinstance(m["content"], list)
+              for b in m["content"] if b.get("type") == "text"]
+    call = [b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"]
+            if b.get("type") == "tool_use" and b["name"] == "micro_handoff"][-1]
+    note = call["input"]
+    assert not any("edit_file" in item for item in note["done"])
+    assert any("edit_file inventory.py` was denied" in item and REASON in item for item in note["went_wrong"])
+    assert note["open"] and "denied" in note["open"][0]
+    quoted = [q for item in note["done"] + note["went_wrong"] for q in re.findall(r"Narration before it: “(.*)”$", item)]
+    assert len(quoted) == len(note["done"]) + len(note["went_wrong"]) == 6
+    assert all(any(q in s for s in spoken) for q in quoted), quoted  # said in this session, whole
+    assert any(q.startswith("Two files: inventory.py and test_inventory.py.") for q in quoted)
+    assert not any("confirm the fix" in q for q in quoted)
+
+    block = [b for m in wiring.session.conversation.messages for b in m.content
+             if isinstance(b, ToolUseBlock) and b.name == "micro_handoff"][-1]
+    summary = render.key_argument(block)
+    written = (root / note_path(wiring)).read_text()
+    done = written.split("## Done\n")[1].split("\n\n")[0].splitlines()
+    still_open = written.split("## Next steps and open\n")[1].split("\n\n")[0].splitlines()
+    assert summary == f"field note ({len(done)} done, {len(still_open)} open)" == "field note (3 done, 1 open)"
+
+
+def note_path(wiring: Wiring) -> str:
+    seam = [r for r in wiring.session.records if r["kind"] == "seam"][-1]
+    return str(seam["note_path"])
+
+
+async def test_the_seam_divider_starts_from_the_figure_shown_when_the_handoff_was_asked(
+        stub: Stub, tmp_path: Path) -> None:
+    wiring, _, _ = demo(stub, tmp_path)
+    await collect(wiring.agent.run(DEMO_TASK))
+    shown_before = figures(wiring.session.records).context  # what the status bar shows at ctrl+o
+    wiring.agent.request_handoff()
+    seam = [e for e in await collect(wiring.agent.run()) if isinstance(e, SeamCommitted)][0].record
+    shown_after = figures(wiring.session.records).context
+    before, after = seam["before"]["est_tokens"], seam["after"]["est_tokens"]
+    line = render.seam_line(seam)
+    assert seam["asked_est_tokens"] == shown_before and after == shown_after
+    assert line.startswith(f"seam 1: context ~{shown_before:,} → ~{shown_after:,} tokens (the handoff and its note "
+                           f"added ~{before - shown_before:,}, the strip took ~{before - after:,}; ")
