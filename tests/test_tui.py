@@ -242,3 +242,18 @@ async def test_a_streamed_code_block_takes_the_same_lines_live_as_when_finished(
         await pilot.pause(0.2)
         final = view.widgets[view.entries[-1]]
         assert live <= final.outer_size.height + 1  # at most the live reply's one-line gap below it
+
+
+async def test_an_unfolded_stripped_call_shows_its_recall_id_once(stub: Stub, project: Path) -> None:
+    from rhapsody.tui.widgets import Entry
+
+    wiring = stub.wire(project)
+    app = RhapsodyApp(wiring.agent, wiring.settings)
+    async with app.run_test(size=(80, 24)) as pilot:
+        text = "⊘ bash python -m unittest test_inventory → exit 0 (0.2 s) · stripped · recall s:toolu_9"
+        widget = await app.transcript.add(Entry("tool", text, "recall s:toolu_9\n\nOK", "toolu_9", "exit"))
+        assert isinstance(widget, Foldable)
+        widget.expanded = True
+        await pilot.pause()
+        shown = str(widget.render())
+        assert shown.count("recall s:toolu_9") == 1 and shown.startswith("▼ ⊘ bash python -m unittest")

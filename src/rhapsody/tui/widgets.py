@@ -150,7 +150,8 @@ class Foldable(Static, can_focus=True):
             body = body[: body.rfind("\n")] if "\n" in body else body  # whole lines only
             more = len(self.entry.body) - len(body)
             body += f"\n[… {more:,} more characters: Enter again for the full view]"
-        return Text(f"{mark} {self.title}\n{body or '(empty)'}")
+        title = self.title.split(" · recall ", 1)[0] if self.entry.body.startswith("recall ") else self.title
+        return Text(f"{mark} {title}\n{body or '(empty)'}")  # whole, but a recall id once: the body's first line
 
     def watch_expanded(self, expanded: bool) -> None:
         self.set_class(expanded, "-expanded")
