@@ -658,7 +658,7 @@ async def test_help_wrapped_at_80_columns_keeps_its_hanging_indent(stub: Stub, p
         await pilot.pause()
         notice = [w for w in app.transcript.query(Notice) if "/model" in w.entry.text][-1]
         width = notice.content_size.width
-        shown = str(notice.render()).splitlines()
+        shown = [notice.render_line(y).text.rstrip() for y in range(notice.size.height)]
         assert 60 < width < 80 and all(len(line) <= width for line in shown)
         labels = {line.split("  ")[0] for line in app.transcript.entries[-1].text.splitlines()}
         assert all(line.split("  ")[0] in labels or line.startswith(" " * 14) for line in shown)

@@ -79,17 +79,20 @@ class Notice(Static):
         super().__init__(classes=entry.classes)
         self.entry = entry
 
-    def lines(self, width: int) -> str:
-        """The entry's text wrapped to `width`."""
+    def render(self) -> Any:
+        return Hanging(self.entry.text)
+
+
+class Hanging:
+    """Text wrapped with hanging indents at whatever width it is drawn (measured and painted alike)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
         from rhapsody.render import hanging
 
-        return hanging(self.entry.text, width) if width > 0 else self.entry.text
-
-    def render(self) -> Any:
-        return Text(self.lines(self.content_size.width))
-
-    def get_content_height(self, container: Any, viewport: Any, width: int) -> int:
-        return len(self.lines(width).splitlines()) or 1
+        yield Text(hanging(self.text, options.max_width), no_wrap=False)
 
 
 class Foldable(Static, can_focus=True):
