@@ -11,7 +11,7 @@ from rhapsody import render
 from rhapsody.core.events import Event, SeamCommitted, TextDelta, ToolFinished
 from rhapsody.core.messages import ToolUseBlock
 from rhapsody.core.tools import Approval
-from rhapsody.demo import DEMO_ALLOW, DEMO_TASK, DemoResponder, prepare_project
+from rhapsody.demo import DEMO_ALLOW, DEMO_TASK, SAMPLE, DemoResponder, prepare_project
 from rhapsody.figures import figures
 from rhapsody.wiring import Wiring
 
@@ -150,3 +150,17 @@ async def test_after_the_allowed_run_the_seam_shrinks_the_context_it_was_asked_f
     assert seam["after"]["est_tokens"] < 0.6 * shown_before, render.seam_line(seam)
 
 
+
+def test_the_sample_project_is_copied_without_bytecode(tmp_path: Path) -> None:
+    cache = SAMPLE / "__pycache__"
+    made = not cache.exists()
+    cache.mkdir(exist_ok=True)
+    stray = cache / "inventory.cpython-311.pyc"
+    stray.write_bytes(b"")
+    try:
+        root = prepare_project(tmp_path)
+    finally:
+        stray.unlink()
+        if made:
+            cache.rmdir()
+    assert sorted(p.name for p in root.iterdir() if p.name != ".git") == ["README.md", "inventory.py", "test_inventory.py"]
