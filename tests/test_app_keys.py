@@ -113,7 +113,11 @@ async def test_lone_hotkeys_answer(stub: Stub, project: Path) -> None:
     assert all((project / n).exists() for n in ("one.txt", "two.txt", "three.txt"))
 
 
-async def test_keys_typed_as_the_dialog_opens_stay_in_the_prompt(stub: Stub, project: Path) -> None:
+async def test_keys_typed_as_the_dialog_opens_stay_in_the_prompt(stub: Stub, project: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    import rhapsody.tui.approval
+
+    monkeypatch.setattr(rhapsody.tui.approval, "GRACE", 3.0)  # four key presses fit in it on a loaded machine
     stub.script(call(NARRATE, "bash", command="touch one.txt"), say("done"))
     app = ask_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -460,7 +464,8 @@ async def test_help_palette_yolo_and_long_outputs(stub: Stub, project: Path) -> 
     async with app.run_test(size=(80, 24)) as pilot:
         commands = {c.title: c.help for c in app.get_system_commands(app.screen)}
         assert {"/model", "/recall", "/permissions"} <= set(commands)
-        assert all(len(commands[n]) <= 48 for n in ("/model", "/recall", "/permissions", "/stats"))
+        assert all(len(commands[n]) <= 74 for n in ("/model", "/recall", "/permissions", "/stats"))
+        assert commands["/stats"] == "every seam of this session, before → after, and what the seams saved"
         await send(pilot, "/help")
         assert any("shift+tab" in t and "ctrl+n" in t for t in texts(app))
         assert "ask" not in str(app.query_one("#status", Static).render()).split("│")[1]
@@ -547,6 +552,64 @@ async def test_palette_lists_rhapsody_commands(stub: Stub, project: Path) -> Non
         assert app.query_one(PromptInput).text.endswith("x")  # keys reach the input after the palette
 
 
+async def test_sending_from_the_prompt_scrolls_the_transcript_to_the_bottom(stub: Stub, project: Path) -> None:
+    app = plain_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        for _ in range(3):
+            await send(pilot, "/help")
+        await pilot.pause()
+        view = app.transcript
+        assert view.max_scroll_y > 20
+        await pilot.press("pageup", "pageup")
+        await pilot.pause()
+        assert view.scroll_y < view.max_scroll_y
+        for command in ("/stats", "/help"):
+            await send(pilot, command)
+            await pilot.pause(0.1)
+            assert view.scroll_y == view.max_scroll_y, command
+            await pilot.press("pageup")
+            await pilot.pause()
+
+
+async def test_up_past_the_first_transcript_line_loads_earlier_entries_then_stays(stub: Stub, project: Path) -> None:
+    from rhapsody.tui.widgets import Entry
+
+    app = plain_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await send(pilot, "/stats")  # an input the prompt's history would bring back on Up
+        await pilot.pause()
+        await app.transcript.load([Entry("tool", f"bash echo {i} → ok (0.0 s)", f"{i}", f"t{i}", "ok")
+                                   for i in range(70)])
+        assert app.transcript.first_mounted > 0
+        await pilot.press("shift+tab")
+        await pilot.pause()
+        assert isinstance(app.focused, Foldable) and app.focused.entry.key == "t69"
+        for _ in range(75):
+            await pilot.press("up")
+        await pilot.pause()
+        assert isinstance(app.focused, Foldable) and app.focused.entry.key == "t0"
+        assert app.transcript.first_mounted == 0 and app.query_one(PromptInput).text == ""
+        await pilot.press("down")
+        assert isinstance(app.focused, Foldable) and app.focused.entry.key == "t1"
+
+
+async def test_model_alone_lists_the_known_names_and_an_unknown_one_suggests_the_closest(stub: Stub,
+                                                                                        project: Path) -> None:
+    from rhapsody.lazy_model import sdk_models
+
+    app = plain_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await send(pilot, "/model")
+        await pilot.pause()
+        shown = texts(app)[-1]
+        assert shown.startswith(f"model: {app.agent.session.spec.model}")
+        assert len(sdk_models()) > 3 and all(m in shown for m in sdk_models() if not m[-8:].isdigit())
+        await send(pilot, "/model claude-sonet-4-5")
+        await pilot.pause()
+        error = texts(app)[-1]
+        assert "unknown model claude-sonet-4-5 (closest: claude-sonnet-4-5" in error and "/model lists" in error
+
+
 async def test_recall_shows_the_human_the_matched_output_as_written_without_match_markers(
         stub: Stub, project: Path) -> None:
     command = "echo 'speed=[slow]'; echo speed=slow"
@@ -566,3 +629,66 @@ async def test_recall_shows_the_human_the_matched_output_as_written_without_matc
     snippet = shown.split("\n  result: ", 1)[1].split("\n  narration before:", 1)[0]
     assert "speed=[slow]" in snippet and snippet.strip("…") in written  # byte for byte what the command printed
     assert "[[slow]]" not in shown and "[speed" not in shown
+
+
+async def test_recall_cuts_a_long_narration_at_a_word_for_the_human_and_leaves_the_models_as_it_was(
+        stub: Stub, project: Path) -> None:
+    from rhapsody.tools.handoff import recall_text
+
+    narration = " ".join([NARRATE] * 4)
+    stub.script(call(narration, "bash", command="echo speed=slow"), say("ran it"), handoff_turn(), say("Noted."))
+    app = plain_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await send(pilot, "run the slow check")
+        await idle(pilot)
+        await send(pilot, "/handoff")
+        await idle(pilot)
+        await send(pilot, "/recall slow")
+        await until(pilot, lambda: any("narration before" in t for t in texts(app)))
+        shown = next(t for t in texts(app) if "narration before" in t).split("narration before: ")[1]
+        model = recall_text(project, app.agent.session, "slow", False).split("narration before: ")[1]
+    shown, model = shown.split("\n")[0], model.split("\n")[0]
+    assert shown.startswith("…its output") and shown.endswith("…") and len(shown) <= 200
+    assert f" {shown[1:-1]} " in narration  # cut between words on both sides
+    assert model == narration[-300:].strip()[:200]  # the model's recall result is as it was
+
+
+async def test_help_wrapped_at_80_columns_keeps_its_hanging_indent(stub: Stub, project: Path) -> None:
+    from rhapsody.tui.widgets import Notice
+
+    app = plain_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await send(pilot, "/help")
+        await pilot.pause()
+        notice = [w for w in app.transcript.query(Notice) if "/model" in w.entry.text][-1]
+        width = notice.content_size.width
+        shown = [notice.render_line(y).text.rstrip() for y in range(notice.size.height)]
+        assert 60 < width < 80 and all(len(line) <= width for line in shown)
+        labels = {line.split("  ")[0] for line in app.transcript.entries[-1].text.splitlines()}
+        assert all(line.split("  ")[0] in labels or line.startswith(" " * 14) for line in shown)
+        model = next(i for i, line in enumerate(shown) if line.startswith("/model"))
+        assert shown[model + 1].startswith(" " * 14) and shown[model + 1].strip()
+        assert notice.size.height == len(shown)
+
+
+async def test_at_completion_never_offers_build_or_cache_artefacts(stub: Stub, project: Path, tmp_path: Path) -> None:
+    from rhapsody.prompt_aids import project_files
+
+    assert not (project / ".gitignore").exists()
+    for root in (project, tmp_path / "not-a-repo"):
+        (root / "__pycache__").mkdir(parents=True)
+        (root / "__pycache__" / "inventory.cpython-311.pyc").write_bytes(b"\0")
+        (root / "inventory.py").write_text("")
+        (root / "lib.pyc").write_bytes(b"\0")
+        (root / "node_modules" / "x").mkdir(parents=True)
+        (root / "node_modules" / "x" / "inventory.js").write_text("")
+        files = project_files(root)
+        assert "inventory.py" in files
+        assert not [f for f in files if "__pycache__" in f or f.endswith(".pyc") or "node_modules" in f
+                    or f.startswith(".git/")], root
+    app = plain_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        prompt = app.query_one(PromptInput)
+        prompt.text = "look at @inv"
+        await pilot.pause()
+        assert prompt.suggestions() == ["inventory.py"]

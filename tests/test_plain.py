@@ -139,3 +139,24 @@ async def test_plain_mode_a_line_being_typed_as_a_question_appears_is_set_aside_
         pipe.send_text("/quit\r")
         assert await asyncio.wait_for(task, 10) == 0
     assert "denied by the human" not in out.getvalue() and last_user_text(stub) == "hmm, is that safe?"
+
+
+async def test_plain_mode_ctrl_o_requests_the_handoff_and_keeps_the_line_being_typed(stub: Stub, project: Path) -> None:
+    from .test_handoff_e2e import handoff_turn
+
+    stub.script(call(SLOW, "bash", command="echo ok"), say("Done."), handoff_turn(), say("Noted."))
+    wiring = stub.wire(project)
+    out = io.StringIO()
+    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
+        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+        pipe.send_text("run it\r")
+        await until(lambda: not wiring.agent.busy and "Done." in out.getvalue())
+        pipe.send_text("half typed\x0f")
+        await until(lambda: any(r["kind"] == "seam" for r in wiring.session.records))
+        await until(lambda: not wiring.agent.busy and "Noted." in out.getvalue())
+        pipe.send_text(" line\r")
+        await until(lambda: len(stub.server.requests) >= 5)
+        pipe.send_text("/quit\r")
+        assert await asyncio.wait_for(task, 10) == 0
+    sent = stub.bodies()[-1]["messages"][-1]["content"]
+    assert "half typed line" in str(sent)

@@ -12,6 +12,7 @@ import pytest
 from rhapsody import render
 from rhapsody.config import Settings
 from rhapsody.core.approval import HumanApprover
+from rhapsody.core.messages import ToolUseBlock
 from rhapsody.demo import DemoResponder, Outcomes, clean_demos, prepare_project
 from rhapsody.figures import figures
 from rhapsody.headless import run_headless
@@ -133,8 +134,9 @@ async def test_resume_renders_what_live_rendered(stub: Stub, project: Path) -> N
     resumed = build(project, Settings(permission_mode="yolo"), stub.model(), None, continue_last=True).session
     lines = [line for _, line in render.record_lines(resumed.records, project, resumed.id, resumed.conversation)]
     tool = [x for x in lines if x.kind == "tool" and "echo hi" in x.text][0]
-    assert tool.state == live[-1].state == "exit" and tool.text.endswith(live[-1].text)
-    assert tool.text.startswith(f"⊘ stripped · recall {resumed.id}:")
+    assert tool.state == live[-1].state == "exit" and tool.text.startswith(f"⊘ {live[-1].text} · stripped")
+    recall = f"recall {resumed.id}:{tool.key}"
+    assert tool.text.endswith(f" · {recall}") and tool.body.startswith(recall)
     assert any(x.kind == "harness" and "Micro-handoff requested" in x.text for x in lines)
     assert [x.kind for x in lines].count("seam") == 1
 
@@ -189,3 +191,38 @@ def test_permissions_command_shows_and_switches_the_mode(stub: Stub, project: Pa
     assert wiring.agent.toolbox.permission_mode == "read-only"
     assert run_command(wiring.agent, "/permissions bogus").error
     assert is_command("/frobnicate") and not is_command("/usr/bin/env is missing")
+
+
+def test_a_stripped_call_keeps_its_name_and_state_at_80_columns_and_cuts_its_recall_id_first() -> None:
+    call = ToolUseBlock(id="toolu_000001", name="recall", input={"id": "20261130-020143-8a312e:toolu_000009"})
+    line = render.tool_line(render.ToolView(call, "ok", 12, None, "the output", recall="20261130-020143-8a312e:toolu_000001"))
+    assert line.text.startswith("⊘ recall 20261130-020143-8a312e:toolu_000009 → ok (0.0 s)")
+    assert line.body.startswith("recall 20261130-020143-8a312e:toolu_000001\n") and "the output" in line.body
+    wide = render.fit_tool_title(line.text, 160)
+    assert wide == line.text
+    narrow = render.fit_tool_title(line.text, 78)
+    assert narrow == "⊘ recall 20261130-020143-8a312e:toolu_000009 → ok (0.0 s) · stripped"
+    tight = render.fit_tool_title(line.text, 50)
+    assert len(tight) <= 50 and tight.startswith("⊘ recall 2026") and tight.endswith("→ ok (0.0 s) · stripped")
+
+
+def test_hanging_wraps_a_labelled_line_under_its_text_and_leaves_short_lines_alone() -> None:
+    text = "/model        NAME [--force]: switch model (earlier thinking leaves the context)\n/help         this list"
+    assert render.hanging(text, 60).splitlines() == [
+        "/model        NAME [--force]: switch model (earlier thinking", "              leaves the context)",
+        "/help         this list"]
+    assert render.hanging("  result: " + "word " * 20, 40).splitlines()[1].startswith("  word")
+
+
+def test_each_resume_shows_one_line_saying_which_session_and_how_much_it_held(stub: Stub, project: Path) -> None:
+    import time
+
+    stub.script(say("first"), say("second"))
+    wiring = stub.wire(project)
+    asyncio.run(collect(wiring.agent.run("go")))
+    last = wiring.session.records[-1]["ts"]
+    for _ in range(2):
+        resumed = build(project, Settings(permission_mode="yolo"), stub.model(), None, continue_last=True).session
+    lines = [line.text for _, line in render.record_lines(resumed.records, project, resumed.id, resumed.conversation)]
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(last))
+    assert lines[-2:] == [f"· resumed session {resumed.id} (2 messages, last active {when})"] * 2

@@ -64,7 +64,7 @@ async def test_task_hint_and_handoff_through_the_app(stub: Stub, project: Path) 
         seams = [e for e in app.transcript.entries if e.kind == "seam"]
         assert len(seams) == 1 and "seam 1:" in seams[0].text and "Field note, seam 1" in seams[0].body
         assert "seams 1" in str(app.query_one("#status", Static).render())
-        stripped = [e for e in app.transcript.entries if e.kind == "tool" and e.text.startswith("⊘ stripped")]
+        stripped = [e for e in app.transcript.entries if e.kind == "tool" and " · stripped · recall " in e.text]
         assert len(stripped) == 1 and "echo slow-done" in stripped[0].text
     records = [json.loads(line) for line in wiring.session.path.read_text().splitlines()]
     assert [r["kind"] for r in records].count("seam") == 1
@@ -107,9 +107,9 @@ async def test_resume_renders_seams_and_stripped_calls(stub: Stub, project: Path
         await pilot.pause()
         entries = app.transcript.entries
         tool = [e for e in entries if e.kind == "tool" and "bash" in e.text][0]
-        assert tool.text.startswith(f"⊘ stripped · recall {wiring.session.id}:toolu_")
+        assert tool.text.startswith("⊘ bash ") and f" · stripped · recall {wiring.session.id}:toolu_" in tool.text
         assert any(e.kind == "seam" for e in entries)
-        assert any(isinstance(w, Foldable) and w.title.startswith('⊘ stripped') for w in app.transcript.children)
+        assert any(isinstance(w, Foldable) and w.title.startswith('⊘ bash') for w in app.transcript.children)
 
 
 async def test_resume_of_a_long_session_mounts_only_a_window(stub: Stub, project: Path) -> None:
@@ -225,3 +225,35 @@ async def test_the_dialog_offers_no_session_rule_for_a_command_no_rule_can_allow
         await pilot.press("a", "enter")
         await wait_idle(pilot)
     assert wiring.agent.toolbox.rules.session_allow == []
+
+
+async def test_a_streamed_code_block_takes_the_same_lines_live_as_when_finished(stub: Stub, project: Path) -> None:
+    from rhapsody.tui.widgets import Entry
+
+    wiring = stub.wire(project)
+    app = RhapsodyApp(wiring.agent, wiring.settings)
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.transcript
+        await view.add(Entry("user", "› go"))
+        await view.stream_text("Para one.\n\n```python\nx = 1\n```\n")
+        await pilot.pause(0.2)
+        live = view.live.outer_size.height + view.live.styles.margin.bottom
+        await view.end_text()
+        await pilot.pause(0.2)
+        final = view.widgets[view.entries[-1]]
+        assert live <= final.outer_size.height + 1  # at most the live reply's one-line gap below it
+
+
+async def test_an_unfolded_stripped_call_shows_its_recall_id_once(stub: Stub, project: Path) -> None:
+    from rhapsody.tui.widgets import Entry
+
+    wiring = stub.wire(project)
+    app = RhapsodyApp(wiring.agent, wiring.settings)
+    async with app.run_test(size=(80, 24)) as pilot:
+        text = "⊘ bash python -m unittest test_inventory → exit 0 (0.2 s) · stripped · recall s:toolu_9"
+        widget = await app.transcript.add(Entry("tool", text, "recall s:toolu_9\n\nOK", "toolu_9", "exit"))
+        assert isinstance(widget, Foldable)
+        widget.expanded = True
+        await pilot.pause()
+        shown = str(widget.render())
+        assert shown.count("recall s:toolu_9") == 1 and shown.startswith("▼ ⊘ bash python -m unittest")

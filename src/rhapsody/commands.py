@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from rhapsody.core.handoff import undo_seam
@@ -128,23 +129,34 @@ def _switch_model(agent: Agent, arg: str) -> Outcome:
     words = arg.split()
     force = "--force" in words
     name = next((w for w in words if w != "--force"), "")
+    known = _known_models()
     if not name:
-        return Outcome(f"model: {session.spec.model}")
+        listed = f"\nknown: {', '.join(known)}" if known else ""
+        return Outcome(f"model: {session.spec.model} (/model NAME switches){listed}")
     if agent.busy:
         return Outcome("wait for the turn to end before switching models", error=True)
-    known = _known_models()
     if known and name not in known and not force:
-        close = [m for m in known if name in m or m.startswith(name.rsplit("-", 1)[0])][:5]
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        return Outcome(f"unknown model {name}{hint}; /model {name} --force uses it anyway", error=True)
+        close = closest_models(name, known)
+        hint = f" (closest: {', '.join(close)})" if close else ""
+        return Outcome(f"unknown model {name}{hint}; /model lists the known ones, /model {name} --force uses it "
+                       "anyway", error=True)
     session.switch_model(name)
     return Outcome(f"model switched to {name}; earlier thinking blocks leave the context")
 
 
+def closest_models(name: str, known: tuple[str, ...], count: int = 3) -> list[str]:
+    """Known names that contain `name`, else the nearest in spelling (newest first among equals)."""
+    import difflib
+
+    return [m for m in known if name in m][:count] or difflib.get_close_matches(name, known, count, 0.4)
+
+
 def _known_models() -> tuple[str, ...]:
+    """The SDK's model ids without the dated aliases of an undated one (the list stays short)."""
     from rhapsody.lazy_model import sdk_models
 
-    return sdk_models()
+    models = sdk_models()
+    return tuple(m for m in models if not (re.fullmatch(r".*-\d{8}", m) and m.rsplit("-", 1)[0] in models))
 
 
 def _permissions(agent: Agent, arg: str) -> Outcome:

@@ -3,7 +3,7 @@
 For terminals and screen readers where a full-screen app is unwelcome. The prompt stays
 live while the agent works: a typed line is a hint for the next tool boundary (prefix it
 with `>>` to queue it for the end of the turn instead). Ctrl+C interrupts a running turn;
-Ctrl+D quits. A permission question is answered as in the app: a lone `y` allows once, a
+Ctrl+D quits; Ctrl+O requests the micro-handoff as `/handoff` does (a line being typed stays). A permission question is answered as in the app: a lone `y` allows once, a
 lone `a` allows the offered session rules, a lone `n` or an empty line denies, and any other
 line denies with its words, verbatim, as the reason. As in the app, nothing typed in the
 first `GRACE` seconds after a question appears answers it: a line entered then, and the
@@ -163,9 +163,20 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
     """
     from prompt_toolkit import PromptSession
     from prompt_toolkit.completion import WordCompleter
+    from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
     from prompt_toolkit.patch_stdout import patch_stdout
 
-    prompt: PromptSession[str] = PromptSession(completer=WordCompleter(list(COMMANDS), sentence=True))
+    keys = KeyBindings()
+    typed: list[str] = []
+
+    @keys.add("c-o")
+    def _handoff(event: KeyPressEvent) -> None:
+        """ctrl+o: /handoff, as in the app; the line being typed comes back to the prompt after."""
+        typed.append(event.current_buffer.text)
+        event.app.exit(result="/handoff")
+
+    prompt: PromptSession[str] = PromptSession(completer=WordCompleter(list(COMMANDS), sentence=True),
+                                               key_bindings=keys)
     task: asyncio.Task[None] | None = None
     with patch_stdout(raw=True):
         sink = out or sys.stdout
@@ -197,7 +208,7 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
                 break
             except EOFError:
                 break
-            initial = ""
+            initial = typed.pop() if typed else ""
             busy = task is not None and not task.done()
             if questions.pending is not None and questions.answer(line):
                 initial = "" if questions.pending.open else questions.take_kept()

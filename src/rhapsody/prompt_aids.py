@@ -17,6 +17,10 @@ from rhapsody.core.history import read_plain, state_dir
 HISTORY_FILE = "prompt_history"
 HISTORY_KEEP = 1000
 MAX_FILES = 20000
+ARTEFACT_DIRS = frozenset({"__pycache__", ".git", ".hg", ".svn", "node_modules", ".mypy_cache", ".pytest_cache",
+                           ".ruff_cache", ".tox", ".nox", ".venv", ".eggs"})
+ARTEFACT_SUFFIXES = (".pyc", ".pyo", ".class", ".o", ".egg-info")
+"""Build and cache artefacts `@` never offers, git-ignored or not."""
 
 
 class InputHistory:
@@ -98,21 +102,27 @@ def command_matches(text: str) -> list[str]:
 
 
 def project_files(root: Path) -> list[str]:
-    """The project's files, git-ignored ones left out (a plain walk outside git)."""
+    """The project's files, git-ignored ones and build or cache artefacts left out (a plain walk outside git)."""
     from rhapsody.tools.git import GitError, run_git  # hardened: the repository's own programs never run
 
     try:
         listing = run_git(root, "ls-files", "-co", "--exclude-standard", "-z")
     except GitError:
         return _walk(root)
-    return [p for p in listing.split("\0") if p][:MAX_FILES]
+    return [p for p in listing.split("\0") if p and not artefact(p)][:MAX_FILES]
+
+
+def artefact(path: str) -> bool:
+    """Whether a project-relative path is a build or cache artefact (`__pycache__/x.pyc`, `.git/…`)."""
+    parts = path.split("/")
+    return any(part in ARTEFACT_DIRS or part.endswith(ARTEFACT_SUFFIXES) for part in parts)
 
 
 def _walk(root: Path) -> list[str]:
     found: list[str] = []
     for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("node_modules", "__pycache__")]
-        found += [os.path.relpath(os.path.join(folder, f), root) for f in files]
+        dirs[:] = [d for d in dirs if not d.startswith(".") and not artefact(d)]
+        found += [p for p in (os.path.relpath(os.path.join(folder, f), root) for f in files) if not artefact(p)]
         if len(found) > MAX_FILES:
             break
     return found

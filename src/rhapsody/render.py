@@ -23,6 +23,8 @@ from rhapsody.core.session import USAGE_KEYS
 KEY_ARGUMENTS = ("command", "path", "pattern", "query", "id", "action")
 HARNESS_PREFIX = "[rhapsody]"
 INTERRUPTED_TEXT = "⏹ interrupted: what streamed so far is kept"
+STRIPPED = " · stripped · recall "
+"""Joins a stripped call's line and its recall id (`⊘ bash ls → ok (0.1 s) · stripped · recall S:ID`)."""
 INTERRUPTED_RESULT = "Interrupted by the human before this call finished."
 GLYPHS = {"tool": "⏺", "seam": "──", "hint": "✎", "harness": "⚙", "notice": "·", "violation": "✗",
           "error": "✗", "retry": "↻", "interrupted": "⏹", "user": "›"}
@@ -65,6 +67,27 @@ def one_line(text: str, width: int) -> str:
     """`text` on one line, cut to `width` characters with an ellipsis."""
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+LABELLED = re.compile(r"^(\s*\S+(?: \S+)* {2,})\S")
+"""A table-like line: a label, two or more spaces, then its text (as /help lists commands)."""
+
+
+def hanging(text: str, width: int) -> str:
+    """`text` wrapped to `width` columns, each wrapped line indented under where its line's text starts:
+    after a label (`/model        NAME…`) or after the line's own leading spaces."""
+    import textwrap
+
+    out = []
+    for line in text.splitlines():
+        if len(line) <= width or width < 20:
+            out.append(line)
+            continue
+        labelled = LABELLED.match(line)
+        indent = len(labelled.group(1)) if labelled else len(line) - len(line.lstrip(" "))
+        indent = indent if indent <= width // 2 else 0
+        out += textwrap.wrap(line, width, subsequent_indent=" " * indent, break_on_hyphens=False) or [line]
+    return "\n".join(out)
 
 
 def visible(text: str) -> str:
@@ -124,7 +147,7 @@ def tool_title(view: ToolView, reason: str = "") -> str:
         "ok": f"→ ok {seconds}",
     }[view.state]
     title = f"{head} {outcome}"
-    return f"⊘ stripped · recall {view.recall} · {title}" if view.recall else title
+    return f"⊘ {title}{STRIPPED}{view.recall}" if view.recall else title
 
 
 def _denied(why: str) -> str:
@@ -139,6 +162,7 @@ def tool_line(view: ToolView) -> Line:
     reason = whole_reason(view.output) if view.state in ("error", "denied") else ""
     full = tool_title(view, reason) if reason else ""
     body = f"{visible(view.proposed)}\n\n{view.output}" if view.proposed else view.output
+    body = f"recall {view.recall}\n\n{body}" if view.recall else body  # the id, whatever the width
     return Line("tool", tool_title(view), body=body, key=view.call.id, state=view.state, reason=reason,
                 full=full if full != tool_title(view) else "")
 
@@ -152,10 +176,15 @@ OUTCOME = re.compile(r" (… running|… waiting for your answer|→ interrupted
 
 
 def fit_tool_title(title: str, width: int) -> str:
-    """A tool line cut to `width` columns: the reason of a refusal or failure goes first (the unfolded
-    body holds it whole), then the command or path, so the tool, its argument and its state stay in view."""
+    """A tool line cut to `width` columns: a stripped call's recall id goes first, then the reason of a
+    refusal or failure (the unfolded body holds both whole), then the command or path, so the tool, its
+    argument and its state stay in view."""
     if len(title) <= width or width < 20:
         return title
+    if STRIPPED in title:
+        title = title[: title.rindex(STRIPPED)] + " · stripped"
+        if len(title) <= width:
+            return title
     found = list(OUTCOME.finditer(title))
     if not found:
         return title
@@ -369,9 +398,19 @@ def record_lines(records: list[dict[str, Any]], root: Path, session_id: str,
             lines = _message_lines(parsed[index], delivered.get(record["seq"], []), calls, session_id, gone, pruned)
             out += [(n, line) for line in lines]
             index += 1
+        elif kind == "resumed":
+            out.append((n, resumed_line(session_id, index, records[n - 1] if n else record)))
         else:
             out += [(n, line) for line in _other_lines(record, root, hints, landed)]
     return out
+
+
+def resumed_line(session_id: str, messages: int, last: dict[str, Any]) -> Line:
+    """Where a session was resumed (`--continue`, `--resume`): the `resumed` record each resume writes."""
+    import time
+
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(last.get("ts") or 0)))
+    return Line("notice", f"· resumed session {session_id} ({messages} messages, last active {when})")
 
 
 def _other_lines(record: dict[str, Any], root: Path, hints: dict[str, str], landed: set[str]) -> list[Line]:

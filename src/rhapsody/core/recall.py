@@ -23,6 +23,8 @@ from rhapsody.core.own_files import own_files, read_own
 from rhapsody.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.core.traffic import cut_of
 
+NARRATION_TAIL = 300
+"""How much of the narration before a call a hit carries: its last characters."""
 PAGE = 8000
 SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
@@ -146,7 +148,7 @@ def search(history: Path, query: str, limit: int = 10, stripped_only: bool = Tru
         snippet = row[2] if "[" in row[2] else row[6]
         in_result = row[2] != row[7] or row[6] == row[8]
         verbatim, column = (row[7], "result") if in_result else (row[8], "input")
-        hits.append(Hit(row[0], row[1], snippet, row[3][-300:], history.stem, row[5], verbatim, column))
+        hits.append(Hit(row[0], row[1], snippet, row[3][-NARRATION_TAIL:], history.stem, row[5], verbatim, column))
     db.close()
     return hits[:limit]
 

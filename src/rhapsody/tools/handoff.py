@@ -192,5 +192,24 @@ def recall_text(root: Path, session: Session, query: str, all_sessions: bool, fo
     for hit in hits:
         day = time.strftime("%Y-%m-%d", time.gmtime(hit.ts))
         found = f"{hit.column}: {hit.verbatim}" if for_human else f"result: {hit.snippet}"
-        out.append(f"{hit.id} ({hit.tool}, {day})\n  {found}\n  narration before: {hit.narration.strip()[:200]}")
+        before = human_narration(hit.narration) if for_human else hit.narration.strip()[:200]
+        out.append(f"{hit.id} ({hit.tool}, {day})\n  {found}\n  narration before: {before}")
     return "\n".join(out)
+
+
+def human_narration(narration: str, width: int = 200) -> str:
+    """The narration a hit holds (the tail of the text before its call, cut in the index) as a person reads it:
+    the model's first `width` characters, cut at words on both sides, `…` wherever something was left out."""
+    text = narration.strip()
+    if len(narration) >= recall.NARRATION_TAIL and " " in text[:30]:  # the index cut its start, likely mid-word
+        text = "…" + text[text.index(" ") + 1:]
+    return word_cut(text, width)
+
+
+def word_cut(text: str, width: int) -> str:
+    """`text` cut to at most `width` characters at a word boundary, with `…` where it was cut."""
+    if len(text) <= width:
+        return text
+    head = text[: width - 1]
+    space = head.rfind(" ")
+    return (head[:space] if space > width // 2 else head).rstrip(" ,;:") + "…"

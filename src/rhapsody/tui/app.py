@@ -58,6 +58,9 @@ else:  # loaded on first use, after the first frame (pydantic and the core are m
     ev = lazy("rhapsody.core.events")
     handoff_state = lazy("rhapsody.core.handoff_state")
 
+PALETTE_MARGIN = 6
+"""Columns of the command palette's width that its descriptions cannot use (padding, scrollbar)."""
+
 Boot = Callable[[], "tuple[Agent, Settings, HumanApprover | None]"]
 """Builds the agent after the first frame: reads the settings, opens the session, wires the tools."""
 
@@ -194,7 +197,8 @@ class RhapsodyApp(App[int]):
             head, _, rest = help_text.partition(": ")
             takes = bool(rest) and head.split()[0].strip("[]").isupper()
             short = rest if takes else help_text
-            short = short if len(short) <= 48 else short[:47] + "…"  # one line in the palette
+            room = max(24, self.size.width - PALETTE_MARGIN)  # one line in the palette, as wide as it is
+            short = short if len(short) <= room else short[: room - 1].rstrip() + "…"
             if takes and not head.startswith("["):  # a required argument: into the prompt to finish
                 yield SystemCommand(name, short, lambda n=name: self.to_prompt(f"{n} "))
                 continue
@@ -212,6 +216,7 @@ class RhapsodyApp(App[int]):
 
     @on(PromptInput.Submitted)
     async def submitted(self, message: PromptInput.Submitted) -> None:
+        self.transcript.anchor()  # whatever was sent, its result is seen: back to the bottom, and follow it
         if not self.ready:
             self._early.append(message)
             return

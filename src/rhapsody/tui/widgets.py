@@ -67,7 +67,32 @@ class Entry:
             return Static(RichMarkdown(self.text), classes="assistant")
         if self.kind in FOLDABLE:
             return Foldable(self)
+        if self.kind in ("notice", "error"):
+            return Notice(self)
         return Static(Text(self.text), classes=self.classes)
+
+
+class Notice(Static):
+    """A command's output: wrapped lines hang under where their text starts (the /help table stays a table)."""
+
+    def __init__(self, entry: Entry) -> None:
+        super().__init__(classes=entry.classes)
+        self.entry = entry
+
+    def render(self) -> Any:
+        return Hanging(self.entry.text)
+
+
+class Hanging:
+    """Text wrapped with hanging indents at whatever width it is drawn (measured and painted alike)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rhapsody.render import hanging
+
+        yield Text(hanging(self.text, options.max_width), no_wrap=False)
 
 
 class Foldable(Static, can_focus=True):
@@ -79,14 +104,14 @@ class Foldable(Static, can_focus=True):
     | Key | Action |
     | :- | :- |
     | enter | Unfold; on an unfolded, cut output: open the full view. |
-    | up, down | Previous or next line. |
+    | up, down | Previous or next line; past the first, earlier entries load (focus stays in the transcript). |
     | tab | Back to the prompt. |
     """
 
     BINDINGS = [
         Binding("enter", "fold", "Unfold"),
-        Binding("up", "app.focus_previous", "Previous", show=False),
-        Binding("down", "app.focus_next", "Next", show=False),
+        Binding("up", "step(-1)", "Previous", show=False),
+        Binding("down", "step(1)", "Next", show=False),
         Binding("tab", "to_prompt", "Prompt", show=False),
     ]
 
@@ -128,7 +153,8 @@ class Foldable(Static, can_focus=True):
             body = body[: body.rfind("\n")] if "\n" in body else body  # whole lines only
             more = len(self.entry.body) - len(body)
             body += f"\n[… {more:,} more characters: Enter again for the full view]"
-        return Text(f"{mark} {self.title}\n{body or '(empty)'}")
+        title = self.title.split(" · recall ", 1)[0] if self.entry.body.startswith("recall ") else self.title
+        return Text(f"{mark} {title}\n{body or '(empty)'}")  # whole, but a recall id once: the body's first line
 
     def watch_expanded(self, expanded: bool) -> None:
         self.set_class(expanded, "-expanded")
@@ -148,6 +174,21 @@ class Foldable(Static, can_focus=True):
             self.post_message(self.FullView(self.entry))
             return
         self.expanded = not self.expanded
+
+    async def action_step(self, by: int) -> None:
+        """Focus the line `by` steps away; past the first, earlier entries are mounted; past either end, stay."""
+        view = self.parent
+        if not isinstance(view, TranscriptView):
+            return
+        lines = view.foldables()
+        while lines.index(self) + by < 0 and view.first_mounted > 0:
+            await view.load_earlier()
+            lines = view.foldables()
+        index = lines.index(self) + by
+        if 0 <= index < len(lines):
+            lines[index].focus()
+        else:
+            self.scroll_visible(animate=False)
 
     def action_to_prompt(self) -> PromptInput:
         """Back to the prompt, at once: the keys that follow go to it even if they are already queued."""
@@ -202,6 +243,10 @@ class TranscriptView(VerticalScroll):
         await self._trim()
         return widget
 
+    def foldables(self) -> list[Foldable]:
+        """The mounted lines that take focus, top to bottom."""
+        return [w for w in self.children if isinstance(w, Foldable)]
+
     def unpin(self) -> None:
         """The reply ended: pinned entries become ordinary ones, and new entries go below them."""
         self.pinned = []
@@ -240,6 +285,9 @@ class TranscriptView(VerticalScroll):
         widget = self.widgets.get(entry)
         if isinstance(widget, Foldable):
             widget.sync()
+        elif isinstance(widget, Notice):
+            widget.set_classes(entry.classes)
+            widget.refresh(layout=True)
         elif isinstance(widget, Static):
             widget.update(Text(entry.text))
             widget.set_classes(entry.classes)
@@ -363,4 +411,4 @@ class TranscriptView(VerticalScroll):
 
 from rhapsody.tui.prompt import PromptInput  # noqa: E402  (the prompt imports nothing from here)
 
-__all__ = ["Entry", "Foldable", "PromptInput", "StatusBar", "TranscriptView"]
+__all__ = ["Entry", "Foldable", "Notice", "PromptInput", "StatusBar", "TranscriptView"]
