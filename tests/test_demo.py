@@ -11,7 +11,7 @@ from rhapsody import render
 from rhapsody.core.events import Event, SeamCommitted, TextDelta, ToolFinished
 from rhapsody.core.messages import ToolUseBlock
 from rhapsody.core.tools import Approval
-from rhapsody.demo import DEMO_ALLOW, DEMO_TASK, DemoResponder, prepare_project
+from rhapsody.demo import DEMO_ALLOW, DEMO_TASK, SAMPLE, DemoResponder, prepare_project
 from rhapsody.figures import figures
 from rhapsody.wiring import Wiring
 
@@ -63,7 +63,7 @@ async def test_after_a_denied_edit_the_next_message_proposes_it_again_and_reruns
     assert "total = 0" in (root / "inventory.py").read_text()
     tests = finished(again, "bash")
     assert [e.exit_code for e in tests] == [0] and "OK" in tests[0].output
-    assert "Done. [measured] The three tests pass" in said(again)
+    assert "Done. [measured] All 13 tests pass" in said(again)
     assert "The demo task is finished" not in said(again)
 
 
@@ -72,7 +72,7 @@ async def test_the_demo_test_call_exits_with_the_tests_status(stub: Stub, tmp_pa
     events = await collect(wiring.agent.run(DEMO_TASK))
     runs = finished(events, "bash")
     assert [e.exit_code for e in runs] == [1, 1]  # the bug is there, and the denied edit left it there
-    assert all("FAILED (failures=2)" in e.output for e in runs)
+    assert all("FAILED (failures=6)" in e.output for e in runs)
     shown = [line.text for e in runs for line in render.event_lines(e)]
     assert all("→ exit 1" in text for text in shown), shown
 
@@ -124,3 +124,43 @@ async def test_the_seam_divider_starts_from_the_figure_shown_when_the_handoff_wa
     assert seam["asked_est_tokens"] == shown_before and after == shown_after
     assert line.startswith(f"seam 1: context ~{shown_before:,} → ~{shown_after:,} tokens (the handoff and its note "
                            f"added ~{before - shown_before:,}, the strip took ~{before - after:,}; ")
+
+
+class Allow:
+    """Answers every permission question with yes, as the demo's normal run does."""
+
+    async def __call__(self, tool: str, argument: str, why: str, args: object = None, rules: object = ()) -> Approval:
+        return Approval(True)
+
+
+async def test_after_the_allowed_run_the_seam_shrinks_the_context_it_was_asked_from(stub: Stub, tmp_path: Path) -> None:
+    stub.responder = DemoResponder(delay=0, pause=0)
+    root = prepare_project(tmp_path)
+    wiring = stub.wire(root, permission_mode="ask", allow=DEMO_ALLOW, approver=Allow())
+    wiring.agent.toolbox.approver = Allow()
+    events = await collect(wiring.agent.run(DEMO_TASK))
+    assert [e.exit_code for e in finished(events, "bash")] == [1, 0]
+    spoken = said(events)
+    assert "Measured: 6 of 13 tests fail; one says “1 != 0”" in spoken
+    assert "I expect all 13 to pass." in spoken and "Done. [measured] All 13 tests pass" in spoken
+    shown_before = figures(wiring.session.records).context
+    wiring.agent.request_handoff()
+    seam = [e for e in await collect(wiring.agent.run()) if isinstance(e, SeamCommitted)][0].record
+    assert seam["asked_est_tokens"] == shown_before
+    assert seam["after"]["est_tokens"] < 0.6 * shown_before, render.seam_line(seam)
+
+
+
+def test_the_sample_project_is_copied_without_bytecode(tmp_path: Path) -> None:
+    cache = SAMPLE / "__pycache__"
+    made = not cache.exists()
+    cache.mkdir(exist_ok=True)
+    stray = cache / "inventory.cpython-311.pyc"
+    stray.write_bytes(b"")
+    try:
+        root = prepare_project(tmp_path)
+    finally:
+        stray.unlink()
+        if made:
+            cache.rmdir()
+    assert sorted(p.name for p in root.iterdir() if p.name != ".git") == ["README.md", "inventory.py", "test_inventory.py"]

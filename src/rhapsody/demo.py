@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -27,7 +28,7 @@ DEMO_ALLOW = ["bash:sleep *", "bash:python -m unittest*"]
 HANDOFF_MARKERS = ("Micro-handoff requested", "please call the `micro_handoff` tool")
 PAUSE = 5
 """Seconds the demo's first test run sleeps: the window in which the welcome invites a hint."""
-TESTS = "python -m unittest test_inventory"
+TESTS = "python -m unittest -v test_inventory"
 """The test command, unpiped, so the call's exit status is the tests' own (the bash tool
 returns stdout and stderr together and caps long output)."""
 EDIT = 3
@@ -40,14 +41,15 @@ def plan(pause: int = PAUSE) -> list[tuple[str, str, dict[str, Any]]]:
         ("I'll start by listing the Python files so I know the layout of this project before touching anything; "
          "I expect a module and its tests.", "find_files", {"pattern": "**/*.py"}),
         ("Two files: inventory.py and test_inventory.py. I'll read inventory.py because the task is about the total, "
-         "and I expect the bug to be in total_value.", "read_file", {"path": "inventory.py"}),
-        (f"total_value starts its sum at 1, which looks wrong [inferred]. I'll run the tests to see the failure myself; "
+         "and I expect the bug to be in total_value or in what it sums.", "read_file", {"path": "inventory.py"}),
+        ("total_value starts its sum at 1 instead of 0, which looks wrong [inferred], and the reports use it. "
+         "I'll run the tests to see the failure myself; "
          f"they sleep {pause} seconds first, so this is a good moment to type a hint. After them I'll ask to edit "
          "inventory.py.", "bash", {"command": f"sleep {pause}; {TESTS}"}),
-        ("Measured: the tests fail, and the total is off by exactly one, which matches a sum that starts at 1. "
+        ("Measured: the tests fail, which matches a sum that starts at 1. "
          "I'll change the start value to 0 with an exact edit.",
          "edit_file", {"path": "inventory.py", "old": "    total = 1\n", "new": "    total = 0\n"}),
-        ("Now I'll rerun the tests to confirm the fix; I expect all three to pass.", "bash", {"command": TESTS}),
+        ("Now I'll rerun the tests to confirm the fix; I expect them all to pass.", "bash", {"command": TESTS}),
         ("I'll check the diff to make sure the change is exactly the one line I meant and nothing else moved.",
          "git", {"action": "diff"}),
     ]
@@ -105,6 +107,11 @@ class DemoResponder:
         if step == EDIT and not outcome.tests_ran:
             return ("The test run was not allowed, so I have only the code to go on [inferred]: a sum that starts at 1. "
                     "I'll change the start value to 0 with an exact edit.")
+        if step == EDIT and outcome.failed and outcome.assertion:
+            return (f"Measured: {outcome.failed} of {outcome.ran} tests fail; one says “{outcome.assertion}”, which "
+                    "matches a sum that starts at 1. I'll change the start value to 0 with an exact edit.")
+        if step == EDIT + 1 and outcome.edited and outcome.ran:
+            return f"Now I'll rerun the tests to confirm the fix; I expect all {outcome.ran} to pass."
         if step == EDIT + 1 and not outcome.edited:
             return ("The edit was not made, so the bug is still there. I'll rerun the tests anyway to "
                     "show the current state; I expect the same failure as before.")
@@ -172,6 +179,15 @@ class Outcomes:
         last = _content(tests[-1]) if tests else ""
         self.tests_ran = bool(tests) and not _denied(tests[-1])
         self.tests_pass = self.tests_ran and not tests[-1].get("is_error") and "OK" in last and "FAILED" not in last
+        # the last run's own words: how many tests ran and failed (0 when unknown), and its
+        # shortest AssertionError line
+        out = last if self.tests_ran else ""
+        ran = re.search(r"^Ran (\d+) tests?", out, re.MULTILINE)
+        failed = re.search(r"^FAILED \((?:failures|errors)=(\d+)", out, re.MULTILINE)
+        self.ran = int(ran.group(1)) if ran else 0
+        self.failed = int(failed.group(1)) if failed else 0
+        said = [m.strip() for m in re.findall(r"^AssertionError: (.+)$", out, re.MULTILINE)]
+        self.assertion = min(said, key=len) if said else ""
 
     @classmethod
     def of(cls, messages: list[dict[str, Any]]) -> Outcomes:
@@ -181,8 +197,8 @@ class Outcomes:
     def final(self) -> str:
         """The closing report, claiming only what the results show."""
         if self.edited and self.tests_pass:
-            head = ("Done. [measured] The three tests pass after changing the start value of `total_value` from 1 "
-                    "to 0 in inventory.py; the diff is that one line.")
+            head = (f"Done. [measured] {f'All {self.ran} tests pass' if self.ran else 'The tests pass'} after changing "
+                    "the start value of `total_value` from 1 to 0 in inventory.py; the diff is that one line.")
         elif self.edited:
             head = ("I changed the start value of `total_value` from 1 to 0, but I could not confirm the fix: "
                     "the test run " + ("did not pass" if self.tests_ran else "was not allowed") + " [measured].")
@@ -297,6 +313,8 @@ def answered_handoff(messages: list[dict[str, Any]]) -> bool:
 
 
 DEMO_FOLDER = "rhapsody-demo"
+SAMPLE = Path(__file__).parent / "demo_project"
+"""The sample project's source, copied for each demo."""
 WELCOME = ("Demo: a scripted agent on a sample project, no key. Enter sends the task.\n"
            f"While the tests run ({PAUSE} s), type a hint + Enter: it lands after the result.\n"
            "Next a question shows the edit's diff: y allows, n denies, and words\n"
@@ -340,7 +358,8 @@ def prepare_project(base: Path | None = None) -> Path:
     clean_demos(base)
     root = project_path(base)
     shutil.rmtree(root.parent, ignore_errors=True)
-    shutil.copytree(Path(__file__).parent / "demo_project", root)
+    # bytecode a run of the tests left next to the source must not reach the sample's first commit
+    shutil.copytree(SAMPLE, root, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     init_repository(root, ["inventory.py", "test_inventory.py", "README.md"], "sample project",
                     ("rhapsody demo", "demo@localhost"))
     return root
