@@ -15,12 +15,14 @@ from rhapsody.core.pricing import price_of, priced
 from rhapsody.core.session import USAGE_KEYS
 
 
-STATS_COLUMNS = ("seam", "context ~tokens", "context cut", "bytes", "msgs", "tool calls", "thinking",
-                 "API input: request before → first after")
-STATS_NOTE = ("context: rhapsody's estimate of the request it would send, just before and just after the strip "
-              "(the figure the status bar and the seam divider show); context cut is its fall. API input: what the "
-              "API reported for the last request before the seam and the first one after it, which also carries "
-              "the field note and every message since, so it can be higher than before: it is not the context.")
+STATS_COLUMNS = ("seam", "context ~tokens", "note added", "strip took", "bytes", "tool calls",
+                 "API input: before → after")
+STATS_NOTE = ("context: rhapsody's estimate of the request it would send (the figure the status bar and the seam "
+              "divider show), when the handoff was asked → just after the strip. note added: what the request for "
+              "the note, the note and its index added before the strip; strip took: what the strip removed, and its "
+              "share of the context just before it. API input: what the API reported for the last request before "
+              "the seam and the first one after it, which also carries the field note and every message since, so "
+              "it can be higher than before: it is not the context. Messages and thinking blocks: --json.")
 
 
 def seam_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -94,19 +96,20 @@ def _print_table(path: Path, records: list[dict[str, Any]], totals: dict[str, in
     # "context" is the one figure the status bar, the seam divider and /stats show (rhapsody/figures.py);
     # the API's reported input is the request before the seam and the next one, which also holds new messages.
     for column in STATS_COLUMNS:
-        table.add_column(column, justify="right")
+        table.add_column(column, justify="right", no_wrap=column == "seam")
     for row in seam_rows(records):
         b, a = row["before"], row["after"]
-        reduction = 1 - a["est_tokens"] / b["est_tokens"] if b["est_tokens"] else 0
+        asked = row.get("asked_est_tokens")
+        start = asked if isinstance(asked, int) else b["est_tokens"]  # as the seam divider (render.seam_line)
+        took = b["est_tokens"] - a["est_tokens"]
         after_api = "—" if row["reported_input_after"] is None else f"{row['reported_input_after']:,}"
         table.add_row(
             f"{row['seam']}{' (undone)' if row['undone'] else ''}",
-            f"~{b['est_tokens']:,} → ~{a['est_tokens']:,}",
-            f"{reduction:.1%}",
+            f"~{start:,} → ~{a['est_tokens']:,}",
+            f"~{b['est_tokens'] - asked:,}" if isinstance(asked, int) else "—",
+            f"~{took:,} ({took / b['est_tokens'] if b['est_tokens'] else 0:.0%})",
             f"{b['request_bytes']:,} → {a['request_bytes']:,}",
-            f"{b['messages']} → {a['messages']}",
             f"{b['tool_use']} → {a['tool_use']}",
-            f"{b['thinking']} → {a['thinking']}",
             f"{row.get('reported_input_before', 0):,} → {after_api}",
         )
     console = Console()
