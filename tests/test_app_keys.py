@@ -165,6 +165,47 @@ async def test_unfold_at_once_full_view_and_focus_paths(stub: Stub, project: Pat
         assert app.focused is prompt
 
 
+async def test_an_unfolded_line_folds_again_from_the_keyboard_and_the_footer_says_each_key(
+        stub: Stub, project: Path) -> None:
+    (project / "big.txt").write_text("".join(f"line {i}\n" for i in range(2000)))
+    stub.script(call(NARRATE, "bash", command="cat big.txt"), call(NARRATE, "bash", command="echo short"), say("ok"))
+    app = plain_app(stub, project)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await send(pilot, "show it")
+        await idle(pilot)
+
+        def footer() -> str:
+            return " ".join(f"{key}={b.binding.description}" for key, b in app.screen.active_bindings.items()
+                            if b.binding.show and b.enabled)
+
+        cut, whole = (next(w for w in app.transcript.query(Foldable) if c in w.title) for c in ("cat big", "echo short"))
+        cut.focus()
+        await pilot.pause()
+        assert "enter=Unfold" in footer() and "escape=Interrupt" in footer()
+        folded = cut.size.height
+        await pilot.press("enter")
+        await pilot.pause()
+        assert cut.expanded and "enter=Full view" in footer() and "escape=Fold" in footer()
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not cut.expanded and cut.size.height == folded and not isinstance(app.screen, FullView)
+        await pilot.press("enter", "enter")
+        await until(pilot, lambda: isinstance(app.screen, FullView))
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, FullView))
+        assert cut.expanded
+        await pilot.press("left")
+        await pilot.pause()
+        assert not cut.expanded
+        whole.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert whole.expanded and "enter=Fold" in footer()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert not whole.expanded
+
+
 async def test_page_keys_scroll_from_the_prompt(stub: Stub, project: Path) -> None:
     from rhapsody.tui.widgets import Entry
 

@@ -103,13 +103,18 @@ class Foldable(Static, can_focus=True):
 
     | Key | Action |
     | :- | :- |
-    | enter | Unfold; on an unfolded, cut output: open the full view. |
+    | enter | Unfold; on an unfolded line: fold it, or on a cut output open the full view. |
+    | escape, left | Fold an unfolded line. |
     | up, down | Previous or next line; past the first, earlier entries load (focus stays in the transcript). |
     | tab | Back to the prompt. |
     """
 
     BINDINGS = [
-        Binding("enter", "fold", "Unfold"),
+        Binding("enter", "unfold", "Unfold"),
+        Binding("enter", "full_view", "Full view"),
+        Binding("enter", "fold_whole", "Fold"),
+        Binding("escape", "fold", "Fold"),
+        Binding("left", "fold", "Fold", show=False),
         Binding("up", "step(-1)", "Previous", show=False),
         Binding("down", "step(1)", "Next", show=False),
         Binding("tab", "to_prompt", "Prompt", show=False),
@@ -152,12 +157,26 @@ class Foldable(Static, can_focus=True):
         if self.cut:
             body = body[: body.rfind("\n")] if "\n" in body else body  # whole lines only
             more = len(self.entry.body) - len(body)
-            body += f"\n[… {more:,} more characters: Enter again for the full view]"
+            body += f"\n[… {more:,} more characters: Enter for the full view, Esc folds]"
         title = self.title.split(" · recall ", 1)[0] if self.entry.body.startswith("recall ") else self.title
         return Text(f"{mark} {title}\n{body or '(empty)'}")  # whole, but a recall id once: the body's first line
 
     def watch_expanded(self, expanded: bool) -> None:
         self.set_class(expanded, "-expanded")
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # One key model, said in the footer: Enter unfolds, then opens the full view of a cut
+        # output or folds a whole one; Esc and Left fold. A folded line lets Esc reach the app.
+        if action == "unfold":
+            return not self.expanded
+        if action == "full_view":
+            return self.expanded and self.cut
+        if action == "fold_whole":
+            return self.expanded and not self.cut
+        if action == "fold":
+            return self.expanded
+        return True
 
     def sync(self) -> None:
         """Redraw after the entry changed (a call finished)."""
@@ -166,14 +185,23 @@ class Foldable(Static, can_focus=True):
         self.refresh(layout=True)
 
     def on_click(self) -> None:
-        self.action_fold()
+        self.expanded = not self.expanded
+
+    def action_unfold(self) -> None:
+        """Show the body under the title."""
+        self.expanded = True
 
     def action_fold(self) -> None:
-        """Fold or unfold; a second Enter on a cut output opens the full view."""
-        if self.expanded and self.cut:
-            self.post_message(self.FullView(self.entry))
-            return
-        self.expanded = not self.expanded
+        """Show the title alone."""
+        self.expanded = False
+
+    def action_fold_whole(self) -> None:
+        """Enter on an unfolded output shown whole folds it."""
+        self.expanded = False
+
+    def action_full_view(self) -> None:
+        """Open the whole output of a cut one."""
+        self.post_message(self.FullView(self.entry))
 
     async def action_step(self, by: int) -> None:
         """Focus the line `by` steps away; past the first, earlier entries are mounted; past either end, stay."""
