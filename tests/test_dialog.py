@@ -144,13 +144,32 @@ async def test_the_full_view_of_a_capped_read_says_it_is_capped_and_numbers_line
         view = app.screen
         assert isinstance(view, FullView)
         title = str(view.query_one(".why", Static).render())
-        was = int(re.search(r"output was (\d+) characters", view.text).group(1))  # type: ignore[union-attr]
-        assert "the result as the agent received it: capped to" in title and f"of {was:,}" in title
+        was = re.search(r"output was ([\d,]+) characters", view.text).group(1)  # type: ignore[union-attr]
+        assert "the result as the agent received it: capped to" in title and f"of {was} characters" in title
         area = view.query_one("#fulltext", TextArea)
         assert not area.show_line_numbers and area.gutter_width == 0
         first = area.render_line(1).text
         assert first.split()[:3] == ["1", "row", "0:"]  # the file's own number, alone
         await pilot.press("escape")
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+async def test_a_capped_bash_output_says_so_on_its_line_and_in_the_full_view(
+        stub: Stub, project: Path, size: tuple[int, int]) -> None:
+    stub.script(call(NARRATE, "bash", command="seq 1 30000"), say("counted"))
+    app = plain_app(stub, project)
+    async with app.run_test(size=size) as pilot:
+        app.start_turn("count")
+        await idle(pilot)
+        fold = [w for w in app.transcript.query(Foldable) if "seq 1 30000" in w.title][0]
+        assert "→ exit 0" in fold.title and "· output capped" in str(fold.render())
+        fold.focus()
+        await pilot.press("enter", "enter")
+        await until(pilot, lambda: isinstance(app.screen, FullView))
+        await pilot.pause()
+        assert isinstance(app.screen, FullView)
+        title = str(app.screen.query_one(".why", Static).render())
+        assert "the result as the agent received it: capped to" in title and "of 168,894 bytes" in title
 
 
 async def test_the_full_view_of_a_long_write_holds_the_diff_it_applied(stub: Stub, project: Path) -> None:

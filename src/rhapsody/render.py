@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 from rhapsody.core import events as ev
 from rhapsody.core.context import Conversation
+from rhapsody.core.cuts import original_size
 from rhapsody.core.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.core.own_files import read_own
 from rhapsody.core.session import USAGE_KEYS
@@ -132,10 +133,11 @@ def usage_input(usage: dict[str, Any]) -> int:
 
 
 def tool_title(view: ToolView, reason: str = "") -> str:
-    """tool, key argument, outcome and the tool's own time (never the human's wait); a refusal or
-    failure says its reason cut to 100 characters, or `reason` when given (the whole of it)."""
+    """tool, key argument, outcome and the tool's own time (never the human's wait), then "output capped"
+    when a cap cut the output's middle; a refusal or failure says its reason cut to 100 characters, or
+    `reason` when given (the whole of it)."""
     head = f"{view.call.name} {key_argument(view.call)}".rstrip()
-    seconds = f"({view.duration_ms / 1000:.1f} s)"
+    seconds = f"({view.duration_ms / 1000:.1f} s)" + (" · output capped" if original_size(view.output) else "")
     why = reason or first_line(view.output, 100)
     outcome = {
         "running": "… running",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
+from rhapsody.core.cuts import marker
 from rhapsody.core.tools import ToolFailure
 
 
@@ -34,14 +34,4 @@ def cap_text(text: str, limit: int) -> str:
         return text
     half = limit // 2
     cut = len(text) - 2 * half
-    return f"{text[:half]}\n[... {cut} characters cut from the middle; output was {len(text)} characters ...]\n{text[-half:]}"
-
-
-CUT_MARKER = re.compile(r"\n\[\.\.\. \d+ characters cut from the middle; output was (\d+) characters \.\.\.\]\n")
-"""The line `cap_text` puts where it cut."""
-
-
-def original_size(text: str) -> int | None:
-    """How long the output was before `cap_text` cut it; None when `text` holds no cut."""
-    found = CUT_MARKER.search(text)
-    return int(found.group(1)) if found else None
+    return f"{text[:half]}{marker(cut, len(text), 'characters')}{text[-half:]}"

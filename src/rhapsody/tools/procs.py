@@ -17,6 +17,8 @@ import signal
 from dataclasses import dataclass
 from types import FrameType
 
+from rhapsody.core.cuts import marker
+
 CHUNK = 65536
 DRAIN_AFTER_EXIT = 2.0
 """Seconds to keep reading after the command's group is killed (what is left in the pipe)."""
@@ -66,9 +68,8 @@ class Bounded:
         if self.total <= self.cap:
             return head + self.tail.decode("utf-8", errors="replace")
         cut = self.total - len(self.head) - len(self.tail)
-        return (f"{head}\n[... {cut:,} bytes cut from the middle; output was {self.total:,} bytes, "
-                f"kept the first and last {self.cap // 2:,} (cap {self.cap:,}) ...]\n"
-                + self.tail.decode("utf-8", errors="replace"))
+        kept = f", kept the first and last {self.cap // 2:,} (cap {self.cap:,})"
+        return head + marker(cut, self.total, "bytes", kept) + self.tail.decode("utf-8", errors="replace")
 
 
 async def run(argv: list[str], cwd: str, env: dict[str, str], timeout: float, cap: int,

@@ -54,12 +54,12 @@ class FullView(ModalScreen[None]):
 
     def size_said(self) -> str:
         """The text's size, and when the output cap cut it, that this is the capped result."""
-        from rhapsody.tools.paths import original_size
+        from rhapsody.core.cuts import original_size
 
         was = original_size(self.text)
         if was is None:
             return f"{len(self.text):,} characters"
-        return (f"the result as the agent received it: capped to {len(self.text):,} characters of {was:,}, "
+        return (f"the result as the agent received it: capped to {len(self.text):,} characters of {was}, "
                 "the middle cut")
 
     def on_mount(self) -> None:
