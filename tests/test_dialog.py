@@ -187,3 +187,20 @@ async def test_the_full_view_of_a_long_write_holds_the_diff_it_applied(stub: Stu
         assert isinstance(view, FullView)
         assert view.text.startswith("wrote long.txt") and "+row 299: the quick brown fox" in view.text
         await pilot.press("escape")
+
+
+@pytest.mark.parametrize(("command", "offered"), [("touch one.txt", "y, a or n,"),
+                                                  ("for f in *.py; do echo $f; done", "y or n,")])
+async def test_the_answer_field_lists_only_the_answers_offered(stub: Stub, project: Path, command: str,
+                                                               offered: str) -> None:
+    stub.script(call(NARRATE, "bash", command=command), say("done"))
+    app = ask_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.start_turn("go")
+        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None)
+        screen = app.screen
+        assert isinstance(screen, ApprovalScreen)
+        assert screen.query_one("#reason", Input).placeholder.startswith(offered)
+        assert bool(screen.rules) == ("a ⏎" in " ".join(str(c.render()) for c in screen.query(Static)))
+        await pilot.press("escape")
+        await idle(pilot)

@@ -87,7 +87,8 @@ class ApprovalScreen(ModalScreen[Approval]):
             if self.rules:
                 yield Choice(f"a ⏎  allow {', '.join(self.rules)} for this session", "allow_rule")
             yield Choice("n ⏎  deny (or esc)", "deny")
-            yield Input(placeholder="y, a or n, or tell the agent what to do instead; then Enter", id="reason",
+            options = "y, a or n" if self.rules else "y or n"  # only the answers offered above
+            yield Input(placeholder=f"{options}, or tell the agent what to do instead; then Enter", id="reason",
                         disabled=True)
             yield Static(Text("wait… keys typed now stay in the prompt"), id="enter-does")
 
