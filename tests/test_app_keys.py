@@ -668,6 +668,7 @@ async def test_recall_shows_the_human_the_matched_output_as_written_without_matc
                   for b in r["content"] if b.get("type") == "tool_result" and "speed" in json.dumps(b["content"]))
     written = result if isinstance(result, str) else "".join(b["text"] for b in result)
     snippet = shown.split("\n  result: ", 1)[1].split("\n  narration before:", 1)[0]
+    snippet = snippet.replace("\n" + " " * len("  result: "), "\n")  # later lines hang under the label
     assert "speed=[slow]" in snippet and snippet.strip("…") in written  # byte for byte what the command printed
     assert "[[slow]]" not in shown and "[speed" not in shown
 
@@ -692,6 +693,29 @@ async def test_recall_cuts_a_long_narration_at_a_word_for_the_human_and_leaves_t
     assert shown == model  # the person and the model read the same words
     assert shown.startswith("…") and len(shown) <= 200 and narration.endswith(shown[1:])  # the words before the call
     assert f" {shown[1:]}" in narration  # cut between words
+
+
+async def test_recall_indents_every_later_line_of_a_snippet_under_its_label(stub: Stub, project: Path) -> None:
+    from rhapsody.tools.handoff import recall_text
+
+    (project / "notes.txt").write_text("first line\nspeed=slow\nsecond line\nthird line\n")
+    stub.script(call(NARRATE, "bash", command="cat notes.txt"), say("ran it"), handoff_turn(), say("Noted."))
+    app = plain_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await send(pilot, "run the slow check")
+        await idle(pilot)
+        await send(pilot, "/handoff")
+        await idle(pilot)
+        await send(pilot, "/recall slow")
+        await until(pilot, lambda: any("narration before" in t for t in texts(app)))
+        shown = next(t for t in texts(app) if "narration before" in t)
+        model = recall_text(project, app.agent.session, "slow", False)
+    lines = shown.splitlines()[1:]
+    assert "second line" in shown and not lines[0].startswith(" ")  # the recall id, at the margin
+    labels = [line for line in lines if line.startswith("  ") and not line.startswith("   ")]
+    assert [line.split(":")[0].strip() for line in labels] == ["result", "narration before"]
+    assert all(line.startswith(" " * len("  result: ")) for line in lines[1:] if line not in labels)
+    assert "\nsecond line" in model or "second line" not in model  # the model's text is left as it was
 
 
 async def test_help_wrapped_at_80_columns_keeps_its_hanging_indent(stub: Stub, project: Path) -> None:

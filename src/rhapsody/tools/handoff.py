@@ -191,9 +191,16 @@ def recall_text(root: Path, session: Session, query: str, all_sessions: bool, fo
     out = ["snippets as written; … marks where one was cut"] if for_human else []
     for hit in hits:
         day = time.strftime("%Y-%m-%d", time.gmtime(hit.ts))
-        found = f"{hit.column}: {hit.verbatim}" if for_human else f"result: {hit.snippet}"
-        out.append(f"{hit.id} ({hit.tool}, {day})\n  {found}\n  narration before: {narration_before(hit.narration)}")
+        found = _hanging(f"{hit.column}: ", hit.verbatim) if for_human else f"result: {hit.snippet}"
+        before = narration_before(hit.narration)
+        before = _hanging("narration before: ", before) if for_human else f"narration before: {before}"
+        out.append(f"{hit.id} ({hit.tool}, {day})\n  {found}\n  {before}")
     return "\n".join(out)
+
+
+def _hanging(label: str, text: str) -> str:
+    """`text` after `label`, its later lines indented under the text, not level with the next label."""
+    return label + text.replace("\n", "\n" + " " * (2 + len(label)))
 
 
 def narration_before(narration: str, width: int = 200) -> str:
