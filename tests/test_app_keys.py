@@ -309,8 +309,8 @@ async def test_a_finished_edit_unfolds_to_the_diff_it_applied(stub: Stub, projec
             await app.reload()  # rebuilt from history, as on resume
     sent = [b for m in stub.bodies()[1]["messages"] for b in m["content"] if isinstance(b, dict)
             and b.get("type") == "tool_result"]
-    assert sent[0]["content"] in ("edited app.py: 1 replacement(s)",
-                                  [{"type": "text", "text": "edited app.py: 1 replacement(s)"}])
+    assert sent[0]["content"] in ("edited app.py: 1 replacement",
+                                  [{"type": "text", "text": "edited app.py: 1 replacement"}])
 
 
 async def test_hints_land_where_delivered_and_notes_survive_a_reload(stub: Stub, project: Path) -> None:

@@ -19,6 +19,7 @@ from typing import ClassVar
 from pydantic import BaseModel, Field
 
 from rhapsody.core.tools import ToolContext, ToolFailure, ToolOutcome
+from rhapsody.core.wording import counted
 from rhapsody.prompts import load
 from rhapsody.tools import gitguard, procs, search
 from rhapsody.tools.git import git_blob, gitlinks
@@ -50,7 +51,7 @@ class ReadFile:
         first = args.start_line or 1
         last = min(args.end_line or len(lines), len(lines))
         if first > max(len(lines), 1):
-            raise ToolFailure(f"{args.path} has {len(lines)} lines; start_line {first} is past the end")
+            raise ToolFailure(f"{args.path} has {counted(len(lines), 'line')}; start_line {first} is past the end")
         body = "\n".join(f"{n:>6}\t{lines[n - 1]}" for n in range(first, last + 1))
         header = f"{shown(ctx.root, path)} lines {first}-{last} of {len(lines)}\n"
         facts = {"path": shown(ctx.root, path), "op": "read", "blob": blob}
@@ -109,7 +110,7 @@ class WriteFile:
         await asyncio.to_thread(_write, path, args.content, args.path)
         lines = args.content.count("\n") + (1 if args.content and not args.content.endswith("\n") else 0)
         where = shown(ctx.root, path)
-        return ToolOutcome(f"wrote {where}: {len(args.content)} characters, {lines} lines",
+        return ToolOutcome(f"wrote {where}: {counted(len(args.content), 'character')}, {counted(lines, 'line')}",
                            facts={"path": where, "op": "write", "diff": applied_diff(before, args.content, where)})
 
     def proposal(self, args: WriteInput, ctx: ToolContext) -> str:
@@ -185,7 +186,7 @@ class EditFile:
         # surrogateescape: every byte that is not UTF-8 went in as one escape and comes back out as itself.
         await asyncio.to_thread(_write_bytes, path, updated.encode("utf-8", "surrogateescape"), args.path)
         where = shown(ctx.root, path)
-        return ToolOutcome(f"edited {where}: {count if args.replace_all else 1} replacement(s)",
+        return ToolOutcome(f"edited {where}: {counted(count if args.replace_all else 1, 'replacement')}",
                            facts={"path": where, "op": "write", "diff": applied_diff(text, updated, where)})
 
     def proposal(self, args: EditInput, ctx: ToolContext) -> str:
@@ -291,7 +292,7 @@ class FindFiles:
         found = await asyncio.to_thread(search.find, ctx.root.resolve(), pattern, ctx.read_deny)
         listing = "\n".join(found[:1000]) or "(no files match)"
         more = f"\n[{len(found) - 1000} more not shown]" if len(found) > 1000 else ""
-        return ToolOutcome(f"{len(found)} files\n{listing}{more}")
+        return ToolOutcome(f"{counted(len(found), 'file')}\n{listing}{more}")
 
 
 class SearchInput(BaseModel):
