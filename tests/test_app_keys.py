@@ -285,14 +285,14 @@ async def test_ctrl_o_with_nothing_to_strip_sends_no_request(stub: Stub, project
         sent = len(stub.bodies())
         await pilot.press("ctrl+o")
         await idle(pilot)
-        assert len(stub.bodies()) == sent and any("nothing to hand off" in t for t in texts(app))
+        assert len(stub.bodies()) == sent and any("nothing to hand off: no tool calls yet" in t for t in texts(app))
         await send(pilot, "talk")
         await until(pilot, lambda: app.transcript.live is not None)
         await pilot.press("ctrl+o")  # mid-turn: the turn ends with no tool call, so no request follows
         await idle(pilot)
         assert len(stub.bodies()) == sent + 1
         assert "seam" not in [r["kind"] for r in records(app)] and not app.agent.session.handoff.pending
-        assert sum("nothing to hand off" in t for t in texts(app)) == 2
+        assert sum("nothing to hand off: no tool calls yet" in t for t in texts(app)) == 2
 
 
 async def test_a_finished_edit_unfolds_to_the_diff_it_applied(stub: Stub, project: Path) -> None:

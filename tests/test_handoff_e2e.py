@@ -250,3 +250,18 @@ async def test_a_field_note_nobody_asked_for_is_refused_and_strips_nothing(stub:
     assert not (project / ".rhapsody" / "notes").exists() or not list((project / ".rhapsody" / "notes").iterdir())
     assert wiring.session.handoff.phase.value == "failed"  # the cancel, unchanged by the call
     assert not [r for r in wiring.session.records if r["kind"] == "seam"]
+
+
+async def test_nothing_to_hand_off_says_yet_before_any_seam_and_since_the_last_seam_after_one(
+        stub: Stub, project: Path) -> None:
+    from rhapsody.commands import run_command
+
+    stub.script(say("hello"), step(1), say("done"), handoff_turn(), say("noted"))
+    wiring = stub.wire(project)
+    await collect(wiring.agent.run("hi"))
+    assert run_command(wiring.agent, "/handoff").text == "nothing to hand off: no tool calls yet"
+    await collect(wiring.agent.run("go"))
+    wiring.agent.request_handoff()
+    await collect(wiring.agent.run())
+    assert len(wiring.session.conversation.seams) == 1
+    assert run_command(wiring.agent, "/handoff").text == "nothing to hand off: no tool calls since the last seam"

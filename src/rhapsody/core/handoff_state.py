@@ -8,7 +8,7 @@
                                                        ╰▶ failed (`seam_failed`)
     asked/reminded ──the agent ends its turn again without a note──▶ failed (`handoff_failed`)
     wanted/asked/reminded ──Esc interrupts the turn──▶ failed (`handoff_failed`, cancelled)
-    wanted ──the turn ended with no tool calls since the last seam──▶ failed (`handoff_failed`)
+    wanted ──the turn ended with no tool calls since the last seam (or yet)──▶ failed (`handoff_failed`)
     committed ──/unhandoff──▶ undone (an `unseam` record)
 
 `committed`, `failed` and `undone` are at rest, like `idle`: a new request starts over at
@@ -131,6 +131,12 @@ def cancel(session: Session, reason: str = "") -> bool:
 
 CANCELLED = "micro-handoff cancelled: Esc interrupted the turn before the field note; nothing was stripped"
 NOTHING = "nothing to hand off: no tool calls since the last seam"
+NOTHING_YET = "nothing to hand off: no tool calls yet"
+
+
+def nothing(session: Session) -> str:
+    """Why a handoff has nothing to strip: no calls since the last seam, or none at all when there was no seam."""
+    return NOTHING if any(r["kind"] == "seam" for r in session.records) else NOTHING_YET
 
 
 def give_up(session: Session, reason: str) -> None:

@@ -334,8 +334,9 @@ class RhapsodyApp(App[int]):
 
         session = self.agent.session
         if session.handoff.phase == Phase.WANTED and not stripped_calls(session):
-            handoff_state.cancel(session, handoff_state.NOTHING)  # no request for a seam that strips nothing
-            await self.transcript.add(Entry("error", f"✗ handoff: {handoff_state.NOTHING}"))
+            why = handoff_state.nothing(session)
+            handoff_state.cancel(session, why)  # no request for a seam that strips nothing
+            await self.transcript.add(Entry("error", f"✗ handoff: {why}"))
             self._seen = len(session.records)
         if session.handoff.phase == Phase.WANTED:
             async with aclosing(self.agent.run(None)) as stream:
