@@ -132,6 +132,14 @@ async def test_model_that_ignores_the_request_gets_one_reminder_then_no_strip(st
     assert [e for e in events if isinstance(e, HandoffAsked)] == [HandoffAsked(reminder=True)]
     reason = "the agent ended its turn twice without calling micro_handoff; nothing was stripped"
     assert [e for e in events if isinstance(e, HandoffFailed)] == [HandoffFailed(reason)]
+    from rhapsody.render import event_lines, record_lines
+
+    session = wiring.session
+    resumed = [line.text for _, line in record_lines(session.records, session.root, session.id, session.conversation)]
+    live = event_lines(HandoffFailed(reason))[0].text
+    assert live == f"✗ handoff: {reason}" and resumed.count(live) == 1  # one wording, live and on resume
+    old = {"kind": "handoff_failed", "reason": "the agent did not call micro_handoff"}  # an older history's words
+    assert [line.text for _, line in record_lines([old], session.root, session.id, type(session.conversation)())] == [live]
     assert "Reminder" in json.dumps(stub.bodies()[-1]["messages"][-1])
     assert wiring.session.conversation.seams == []
 

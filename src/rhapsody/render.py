@@ -429,7 +429,9 @@ def _other_lines(record: dict[str, Any], root: Path, hints: dict[str, str], land
     if kind == "retry":
         return [Line("retry", f"↻ retry {record['attempt']} in {record['delay']:.1f} s: {record['reason']}")]
     if kind == "handoff_failed":
-        return [Line("error", f"✗ handoff: {record.get('reason', '')}")]
+        from rhapsody.core.handoff_state import failed_reason
+
+        return [Line("error", f"✗ handoff: {failed_reason(record)}")]
     if kind == "error":
         return [Line("error", f"✗ {record.get('message', '')}")]
     if kind == "notice":
@@ -437,7 +439,9 @@ def _other_lines(record: dict[str, Any], root: Path, hints: dict[str, str], land
             return [Line("error" if record.get("error") else "notice", str(record.get("text", "")))]
         return [Line("notice", f"! {record.get('text', '')}")]
     if kind == "seam_failed":
-        return [Line("error", f"✗ handoff: {record.get('reason', '')}")]
+        reason = str(record.get("reason", ""))
+        old = not reason.startswith(("strip abandoned", "rolling cut abandoned"))  # histories before the live wording
+        return [Line("error", f"✗ handoff: {'strip abandoned, context unchanged: ' if old else ''}{reason}")]
     if kind == "hint" and record["id"] not in landed:
         return [hint_line(record["id"], record["text"])]
     return []

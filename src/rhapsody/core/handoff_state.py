@@ -139,6 +139,18 @@ def nothing(session: Session) -> str:
     return NOTHING if any(r["kind"] == "seam" for r in session.records) else NOTHING_YET
 
 
-def give_up(session: Session, reason: str) -> None:
-    """The agent ended its turn twice without a note; nothing is stripped."""
+NO_NOTE = "the agent ended its turn twice without calling micro_handoff; nothing was stripped"
+"""Why a handoff failed when the agent never wrote its note: the same words live and on resume."""
+OLD_NO_NOTE = "the agent did not call micro_handoff"
+"""What histories written before NO_NOTE recorded for the same failure."""
+
+
+def give_up(session: Session, reason: str = NO_NOTE) -> None:
+    """The request ends without a note (the agent ended its turn twice, Esc, nothing to strip); nothing is stripped."""
     session.record("handoff_failed", reason=reason)
+
+
+def failed_reason(record: dict[str, Any]) -> str:
+    """A `handoff_failed` record's reason as the live event said it (older histories worded it shorter)."""
+    reason = str(record.get("reason", ""))
+    return NO_NOTE if reason == OLD_NO_NOTE else reason
