@@ -466,6 +466,7 @@ async def test_help_palette_yolo_and_long_outputs(stub: Stub, project: Path) -> 
         assert {"/model", "/recall", "/permissions"} <= set(commands)
         assert all(len(commands[n]) <= 74 for n in ("/model", "/recall", "/permissions", "/stats"))
         assert commands["/stats"] == "every seam of this session, before → after, and what the seams saved"
+        assert commands["/help"] == "list the commands and keys"  # in the palette, "this list" would be the palette
         await send(pilot, "/help")
         assert any("shift+tab" in t and "ctrl+n" in t for t in texts(app))
         assert "ask" not in str(app.query_one("#status", Static).render()).split("│")[1]

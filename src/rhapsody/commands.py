@@ -19,7 +19,7 @@ COMMANDS = {
     "/permissions": "[MODE]: show the permission mode and rules, or switch mode",
     "/mcp": "MCP servers, their state and their tools",
     "/clear": "start a new session",
-    "/help": "this list",
+    "/help": "list the commands and keys",
     "/quit": "leave rhapsody",
 }
 MODES = ("read-only", "ask", "auto-edit", "yolo")
