@@ -451,10 +451,13 @@ async def test_command_outputs_survive_continue_in_place(stub: Stub, project: Pa
         await pilot.pause()
         resumed = texts(again)
         kinds = [e.kind for e in again.transcript.entries if "nonsense-model" in e.text]
-    order = [next(i for i, t in enumerate(resumed) if cue in t)
-             for cue in ("first answer", "nonsense-model", "no seams yet", "› two", "second answer")]
-    assert order == sorted(order)
-    assert kinds == ["error"]
+    cues = ("first answer", "› /model nonsense-model", "unknown model nonsense-model", "› /stats", "no seams yet",
+            "› two", "second answer")
+    for shown in (live, resumed):  # each command above its own output, live and after --continue alike
+        order = [next(i for i, t in enumerate(shown) if t.startswith(cue)) for cue in cues]
+        assert order == sorted(order)
+    assert kinds == ["user", "error"]  # the echo, then the refusal
+    assert [t for t in live if t.startswith("› /")] == [t for t in resumed if t.startswith("› /")]
 
 
 async def test_help_palette_yolo_and_long_outputs(stub: Stub, project: Path) -> None:
@@ -514,10 +517,10 @@ STREAMED = "Streaming a reply slowly.\n"
 
 @pytest.mark.parametrize("turns,order", [
     # long enough that the live reply moves on to a second widget mid-stream
-    ([{"content": [{"type": "text", "text": STREAMED * 120}], "delay": 0.05}], ["user", "assistant", "notice"]),
+    ([{"content": [{"type": "text", "text": STREAMED * 120}], "delay": 0.05}], ["user", "assistant", "user", "notice"]),
     # the reply ends in a call: history has the call's line with the reply, the notice after both
     ([{**call(STREAMED * 40, "bash", command="echo hi"), "delay": 0.05}, say("done")],
-     ["user", "assistant", "tool", "notice", "assistant"]),
+     ["user", "assistant", "tool", "user", "notice", "assistant"]),  # "user": the command's echo
 ])
 async def test_a_notice_said_while_a_reply_streams_shows_where_the_rebuild_shows_it(
         stub: Stub, project: Path, turns: list[dict[str, Any]], order: list[str]) -> None:

@@ -406,6 +406,16 @@ def record_lines(records: list[dict[str, Any]], root: Path, session_id: str,
     return out
 
 
+def notice_line(record: dict[str, Any]) -> Line:
+    """A `notice` record: the slash command the human typed, a command's output, or a note of the app's own."""
+    text = str(record.get("text", ""))
+    if record.get("command"):  # echoed above its output, so scrolling back tells which query gave which hits
+        return Line("user", f"› {text}", body=text)
+    if record.get("shown") == "as is":
+        return Line("error" if record.get("error") else "notice", text)
+    return Line("notice", f"! {text}")
+
+
 def resumed_line(session_id: str, messages: int, last: dict[str, Any]) -> Line:
     """Where a session was resumed (`--continue`, `--resume`): the `resumed` record each resume writes."""
     import time
@@ -435,9 +445,7 @@ def _other_lines(record: dict[str, Any], root: Path, hints: dict[str, str], land
     if kind == "error":
         return [Line("error", f"✗ {record.get('message', '')}")]
     if kind == "notice":
-        if record.get("shown") == "as is":  # a command's output or a note of the app's own
-            return [Line("error" if record.get("error") else "notice", str(record.get("text", "")))]
-        return [Line("notice", f"! {record.get('text', '')}")]
+        return [notice_line(record)]
     if kind == "seam_failed":
         reason = str(record.get("reason", ""))
         old = not reason.startswith(("strip abandoned", "rolling cut abandoned"))  # histories before the live wording
