@@ -72,7 +72,8 @@ CAUGHT = ["rm -rf x", "/bin/rm -rf x", "\\rm -rf x", "\"rm\" -rf x", "'rm' -rf x
           "timeout 5 rm -rf x", "bash -c 'rm -rf x'", "sh -c \"rm -rf x\"", "eval rm -rf x", "$(echo rm) -rf x",
           "true && rm -rf x", "true; rm -rf x", "true | rm -rf x", "(rm -rf x)", "{ rm -rf x; }",
           "if true; then rm -rf x; fi", "echo x | xargs rm -rf", "find . -name x -delete", "rm -fr x", "rm -r -f x",
-          "rm -Rf x", "rm --recursive --force x", "busybox rm -rf x", "/usr/bin/busybox rm -fr x"]
+          "rm -Rf x", "rm --recursive --force x", "busybox rm -rf x", "/usr/bin/busybox rm -fr x", "coproc rm -rf x",
+          "coproc NAME { rm -rf x; }"]
 
 
 @pytest.mark.parametrize("command", CAUGHT)

@@ -26,7 +26,8 @@ _OPAQUE_NAMES = {"eval": "eval", "source": "source", ".": "source", "exec": "exe
                  "time": "time", "nice": "nice", "timeout": "timeout", "setsid": "setsid", "watch": "watch",
                  "trap": "trap", "alias": "alias", "doas": "doas", "su": "su", "stdbuf": "stdbuf",
                  "mapfile": "mapfile's callback", "readarray": "readarray's callback", "complete": "complete",
-                 "compgen": "compgen", "bind": "bind", "enable": "enable", "fc": "fc", "history": "history"}
+                 "compgen": "compgen", "bind": "bind", "enable": "enable", "fc": "fc", "history": "history",
+                 "coproc": "coproc"}
 _RUNS_ARGUMENTS = {"find": ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprintf", "-fls"),
                    "git": ("-c", "--config-env", "--exec-path", "-C", "--output", "--output-directory"),
                    "sort": ("-o", "--output"), "sed": ("-i", "--in-place"), "perl": ("-i",),
