@@ -326,14 +326,14 @@ async def test_ctrl_o_with_nothing_to_strip_sends_no_request(stub: Stub, project
         sent = len(stub.bodies())
         await pilot.press("ctrl+o")
         await idle(pilot)
-        assert len(stub.bodies()) == sent and any("nothing to hand off" in t for t in texts(app))
+        assert len(stub.bodies()) == sent and any("nothing to hand off: no tool calls yet" in t for t in texts(app))
         await send(pilot, "talk")
         await until(pilot, lambda: app.transcript.live is not None)
         await pilot.press("ctrl+o")  # mid-turn: the turn ends with no tool call, so no request follows
         await idle(pilot)
         assert len(stub.bodies()) == sent + 1
         assert "seam" not in [r["kind"] for r in records(app)] and not app.agent.session.handoff.pending
-        assert sum("nothing to hand off" in t for t in texts(app)) == 2
+        assert sum("nothing to hand off: no tool calls yet" in t for t in texts(app)) == 2
 
 
 async def test_a_finished_edit_unfolds_to_the_diff_it_applied(stub: Stub, project: Path) -> None:
@@ -350,8 +350,8 @@ async def test_a_finished_edit_unfolds_to_the_diff_it_applied(stub: Stub, projec
             await app.reload()  # rebuilt from history, as on resume
     sent = [b for m in stub.bodies()[1]["messages"] for b in m["content"] if isinstance(b, dict)
             and b.get("type") == "tool_result"]
-    assert sent[0]["content"] in ("edited app.py: 1 replacement(s)",
-                                  [{"type": "text", "text": "edited app.py: 1 replacement(s)"}])
+    assert sent[0]["content"] in ("edited app.py: 1 replacement",
+                                  [{"type": "text", "text": "edited app.py: 1 replacement"}])
 
 
 async def test_hints_land_where_delivered_and_notes_survive_a_reload(stub: Stub, project: Path) -> None:
@@ -492,10 +492,13 @@ async def test_command_outputs_survive_continue_in_place(stub: Stub, project: Pa
         await pilot.pause()
         resumed = texts(again)
         kinds = [e.kind for e in again.transcript.entries if "nonsense-model" in e.text]
-    order = [next(i for i, t in enumerate(resumed) if cue in t)
-             for cue in ("first answer", "nonsense-model", "no seams yet", "› two", "second answer")]
-    assert order == sorted(order)
-    assert kinds == ["error"]
+    cues = ("first answer", "› /model nonsense-model", "unknown model nonsense-model", "› /stats", "no seams yet",
+            "› two", "second answer")
+    for shown in (live, resumed):  # each command above its own output, live and after --continue alike
+        order = [next(i for i, t in enumerate(shown) if t.startswith(cue)) for cue in cues]
+        assert order == sorted(order)
+    assert kinds == ["user", "error"]  # the echo, then the refusal
+    assert [t for t in live if t.startswith("› /")] == [t for t in resumed if t.startswith("› /")]
 
 
 async def test_help_palette_yolo_and_long_outputs(stub: Stub, project: Path) -> None:
@@ -507,6 +510,7 @@ async def test_help_palette_yolo_and_long_outputs(stub: Stub, project: Path) -> 
         assert {"/model", "/recall", "/permissions"} <= set(commands)
         assert all(len(commands[n]) <= 74 for n in ("/model", "/recall", "/permissions", "/stats"))
         assert commands["/stats"] == "every seam of this session, before → after, and what the seams saved"
+        assert commands["/help"] == "list the commands and keys"  # in the palette, "this list" would be the palette
         await send(pilot, "/help")
         assert any("shift+tab" in t and "ctrl+n" in t for t in texts(app))
         assert "ask" not in str(app.query_one("#status", Static).render()).split("│")[1]
@@ -554,10 +558,10 @@ STREAMED = "Streaming a reply slowly.\n"
 
 @pytest.mark.parametrize("turns,order", [
     # long enough that the live reply moves on to a second widget mid-stream
-    ([{"content": [{"type": "text", "text": STREAMED * 120}], "delay": 0.05}], ["user", "assistant", "notice"]),
+    ([{"content": [{"type": "text", "text": STREAMED * 120}], "delay": 0.05}], ["user", "assistant", "user", "notice"]),
     # the reply ends in a call: history has the call's line with the reply, the notice after both
     ([{**call(STREAMED * 40, "bash", command="echo hi"), "delay": 0.05}, say("done")],
-     ["user", "assistant", "tool", "notice", "assistant"]),
+     ["user", "assistant", "tool", "user", "notice", "assistant"]),  # "user": the command's echo
 ])
 async def test_a_notice_said_while_a_reply_streams_shows_where_the_rebuild_shows_it(
         stub: Stub, project: Path, turns: list[dict[str, Any]], order: list[str]) -> None:

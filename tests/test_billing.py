@@ -111,3 +111,17 @@ async def test_stats_labels_the_context_cut_apart_from_the_api_input(
     seam = next(r for r in wiring.session.records if r["kind"] == "seam")
     shown = render.seam_line(seam).split("context ", 1)[1].split(" tokens", 1)[0]  # "~A → ~B", as the divider says
     assert shown in out
+
+
+async def test_stats_of_a_session_without_seams_says_so_instead_of_an_empty_table(
+    stub: Stub, project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    stub.script(big(1), say("listed"))
+    wiring = stub.wire(project)
+    await collect(wiring.agent.run("list"))
+    assert main(["stats", "--cwd", str(project)]) == 0
+    out = capsys.readouterr().out
+    assert f"no seams in session {wiring.session.id}" in out
+    assert "seams of session" not in out and "context ~tokens" not in out  # no header without rows
+    assert "requests 2, tool calls 1" in out and "no seams yet, so nothing saved" in out

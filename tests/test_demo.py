@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from rhapsody import render
 from rhapsody.core.events import Event, SeamCommitted, TextDelta, ToolFinished
@@ -91,6 +92,7 @@ async def test_the_field_note_after_a_denied_edit_says_what_happened(stub: Stub,
     assert not any("edit_file" in item for item in note["done"])
     assert any("edit_file inventory.py` was denied" in item and REASON in item for item in note["went_wrong"])
     assert note["open"] and "denied" in note["open"][0]
+    assert REASON in note["open"][1]  # the human's reason, never acted on, stays open
     quoted = [q for item in note["done"] + note["went_wrong"] for q in re.findall(r"Narration before it: “(.*)”$", item)]
     assert len(quoted) == len(note["done"]) + len(note["went_wrong"]) == 6
     assert all(any(q in s for s in spoken) for q in quoted), quoted  # said in this session, whole
@@ -103,12 +105,49 @@ async def test_the_field_note_after_a_denied_edit_says_what_happened(stub: Stub,
     written = (root / note_path(wiring)).read_text()
     done = written.split("## Done\n")[1].split("\n\n")[0].splitlines()
     still_open = written.split("## Next steps and open\n")[1].split("\n\n")[0].splitlines()
-    assert summary == f"field note ({len(done)} done, {len(still_open)} open)" == "field note (3 done, 1 open)"
+    assert summary == f"field note ({len(done)} done, {len(still_open)} open)" == "field note (3 done, 2 open)"
 
 
 def note_path(wiring: Wiring) -> str:
     seam = [r for r in wiring.session.records if r["kind"] == "seam"][-1]
     return str(seam["note_path"])
+
+
+async def test_a_denial_reason_stays_open_and_no_handoff_is_suggested_after_a_seam(stub: Stub, tmp_path: Path) -> None:
+    wiring, human, root = demo(stub, tmp_path)
+    first = await collect(wiring.agent.run(DEMO_TASK))
+    assert f"you said: “{REASON}”). I am a scripted demo agent and cannot act on your reason" in said(first)
+    assert "Try the micro-handoff now" not in said(first) and "Or hand off first: **ctrl+o**" in said(first)
+    wiring.agent.request_handoff()
+    await collect(wiring.agent.run())
+    again = await collect(wiring.agent.run("ok, please make the edit now"))
+    spoken = said(again)
+    assert "Done. [measured] All 13 tests pass" in spoken
+    assert "ctrl+o" not in spoken and "micro-handoff" not in spoken  # a seam already happened
+    assert f"Still open, because I could not act on it: your reason for denying a call, “{REASON}”" in spoken
+    wiring.agent.request_handoff()
+    await collect(wiring.agent.run())
+    written = (root / note_path(wiring)).read_text()
+    still_open = written.split("## Next steps and open\n")[1].split("\n\n")[0]
+    assert REASON in still_open  # fixed, yet the words the human gave with the denial were never acted on
+
+
+def test_a_hint_is_acknowledged_as_not_followed_and_kept_open() -> None:
+    agent = DemoResponder(delay=0, pause=0)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": DEMO_TASK}]
+    first = agent({"messages": messages})["content"]
+    messages += [{"role": "assistant", "content": [dict(b, id="c1") if b["type"] == "tool_use" else b for b in first]},
+                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "2 files"},
+                                              {"type": "text", "text": "check the reports too"}]}]
+    second = agent({"messages": messages})["content"]
+    reply = second[0]["text"]
+    assert reply.startswith("Hint received: “check the reports too”. I am a scripted demo agent and cannot follow")
+    assert "I'll take it into account" not in reply
+    messages += [{"role": "assistant", "content": [dict(b, id="c2") if b["type"] == "tool_use" else b for b in second]},
+                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c2", "content": "code"},
+                                              {"type": "text", "text": "[rhapsody] Micro-handoff requested."}]}]
+    note = next(b for b in agent({"messages": messages})["content"] if b["type"] == "tool_use")["input"]
+    assert any("check the reports too" in item and "not followed" in item for item in note["open"])
 
 
 async def test_the_seam_divider_starts_from_the_figure_shown_when_the_handoff_was_asked(

@@ -132,6 +132,14 @@ async def test_model_that_ignores_the_request_gets_one_reminder_then_no_strip(st
     assert [e for e in events if isinstance(e, HandoffAsked)] == [HandoffAsked(reminder=True)]
     reason = "the agent ended its turn twice without calling micro_handoff; nothing was stripped"
     assert [e for e in events if isinstance(e, HandoffFailed)] == [HandoffFailed(reason)]
+    from rhapsody.render import event_lines, record_lines
+
+    session = wiring.session
+    resumed = [line.text for _, line in record_lines(session.records, session.root, session.id, session.conversation)]
+    live = event_lines(HandoffFailed(reason))[0].text
+    assert live == f"✗ handoff: {reason}" and resumed.count(live) == 1  # one wording, live and on resume
+    old = {"kind": "handoff_failed", "reason": "the agent did not call micro_handoff"}  # an older history's words
+    assert [line.text for _, line in record_lines([old], session.root, session.id, type(session.conversation)())] == [live]
     assert "Reminder" in json.dumps(stub.bodies()[-1]["messages"][-1])
     assert wiring.session.conversation.seams == []
 
@@ -250,3 +258,18 @@ async def test_a_field_note_nobody_asked_for_is_refused_and_strips_nothing(stub:
     assert not (project / ".rhapsody" / "notes").exists() or not list((project / ".rhapsody" / "notes").iterdir())
     assert wiring.session.handoff.phase.value == "failed"  # the cancel, unchanged by the call
     assert not [r for r in wiring.session.records if r["kind"] == "seam"]
+
+
+async def test_nothing_to_hand_off_says_yet_before_any_seam_and_since_the_last_seam_after_one(
+        stub: Stub, project: Path) -> None:
+    from rhapsody.commands import run_command
+
+    stub.script(say("hello"), step(1), say("done"), handoff_turn(), say("noted"))
+    wiring = stub.wire(project)
+    await collect(wiring.agent.run("hi"))
+    assert run_command(wiring.agent, "/handoff").text == "nothing to hand off: no tool calls yet"
+    await collect(wiring.agent.run("go"))
+    wiring.agent.request_handoff()
+    await collect(wiring.agent.run())
+    assert len(wiring.session.conversation.seams) == 1
+    assert run_command(wiring.agent, "/handoff").text == "nothing to hand off: no tool calls since the last seam"

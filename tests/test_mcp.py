@@ -258,7 +258,7 @@ def test_mcp_list_starts_lists_and_stops_servers_from_the_shell(
     out, err = capsys.readouterr()
     assert out.startswith("noisy: ready") and "time: ready" in out and ": mcp__time__get_current_time" in out
     assert err == ""  # the SDK's complaint about the stray line stays off the terminal
-    size = int(out.split("time: ready")[1].split("tools, ")[1].split(" bytes")[0].replace(",", ""))
+    size = int(out.split("time: ready")[1].split(" tool, ")[1].split(" bytes")[0].replace(",", ""))
     assert 300 < size < 1000
     assert marked_pids(mark) == []
 

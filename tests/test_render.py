@@ -207,10 +207,10 @@ def test_a_stripped_call_keeps_its_name_and_state_at_80_columns_and_cuts_its_rec
 
 
 def test_hanging_wraps_a_labelled_line_under_its_text_and_leaves_short_lines_alone() -> None:
-    text = "/model        NAME [--force]: switch model (earlier thinking leaves the context)\n/help         this list"
+    text = "/model        NAME [--force]: switch model (earlier thinking leaves the context)\n/help         list the commands and keys"
     assert render.hanging(text, 60).splitlines() == [
         "/model        NAME [--force]: switch model (earlier thinking", "              leaves the context)",
-        "/help         this list"]
+        "/help         list the commands and keys"]
     assert render.hanging("  result: " + "word " * 20, 40).splitlines()[1].startswith("  word")
 
 

@@ -42,6 +42,23 @@ def test_an_allow_rule_runs_plain_commands(command: str) -> None:
                   confinement="unavailable").verdict == "allow"
 
 
+@pytest.mark.parametrize(("command", "why"), [
+    ("for f in *.py; do pytest $f; done", "because it contains a for loop"),
+    ("while true; do pytest; done", "because it contains a while or until loop"),
+    ("if pytest; then ls; fi", "because it contains an if statement"),
+    ("(pytest)", "because it contains a subshell ( … )"),
+    ("{ pytest; }", "because it contains a command group { … }"),
+    ("X=1 pytest", "because it contains a variable assignment"),
+    ("f() { pytest; }", "because it contains a function definition"),
+    ("pytest <<EOF\nx\nEOF", "because it contains a here-document (<<)"),
+    ("pytest 'open", "because it contains text the parser does not understand"),
+])
+def test_why_a_rule_cannot_judge_a_command_reads_as_english(command: str, why: str) -> None:
+    reason = decide("ask", Rules(allow=["bash:pytest*"], parse=parse), "bash", command, True, False,
+                    confinement="unavailable").reason
+    assert reason.endswith(why)
+
+
 async def test_smuggled_commands_do_not_run_headless(stub: Stub, project: Path) -> None:
     stub.script(*[call(NARRATE, "bash", command=c) for c in SMUGGLED[:4]], say("done"))
     wiring = stub.wire(project, permission_mode="ask", allow=["bash:pytest*"])
@@ -55,7 +72,8 @@ CAUGHT = ["rm -rf x", "/bin/rm -rf x", "\\rm -rf x", "\"rm\" -rf x", "'rm' -rf x
           "timeout 5 rm -rf x", "bash -c 'rm -rf x'", "sh -c \"rm -rf x\"", "eval rm -rf x", "$(echo rm) -rf x",
           "true && rm -rf x", "true; rm -rf x", "true | rm -rf x", "(rm -rf x)", "{ rm -rf x; }",
           "if true; then rm -rf x; fi", "echo x | xargs rm -rf", "find . -name x -delete", "rm -fr x", "rm -r -f x",
-          "rm -Rf x", "rm --recursive --force x", "busybox rm -rf x", "/usr/bin/busybox rm -fr x"]
+          "rm -Rf x", "rm --recursive --force x", "busybox rm -rf x", "/usr/bin/busybox rm -fr x", "coproc rm -rf x",
+          "coproc NAME { rm -rf x; }"]
 
 
 @pytest.mark.parametrize("command", CAUGHT)

@@ -33,12 +33,12 @@ ANSI = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\
 class Terminal:
     """`python -m rhapsody` in an 80x24 pty; `seen` is everything it printed, escape sequences removed."""
 
-    def __init__(self, root: Path, env: dict[str, str], typed_ahead: bytes = b"") -> None:
+    def __init__(self, root: Path, env: dict[str, str], typed_ahead: bytes = b"", args: tuple[str, ...] = ()) -> None:
         self.raw = b""
         self.pid, self.fd = pty.fork()
         if self.pid == 0:
             os.chdir(root)
-            os.execve(sys.executable, [sys.executable, "-m", "rhapsody"], env)
+            os.execve(sys.executable, [sys.executable, "-m", "rhapsody", *args], env)
         fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
         if typed_ahead:  # in the terminal's buffer before the program reads anything
             os.write(self.fd, typed_ahead)
@@ -244,5 +244,17 @@ def test_a_signal_ends_the_app_with_the_terminal_restored(project: Path, home: P
         after = term.raw[before:]
         assert b"\x1b[?1049l" in after and b"\x1b[?25h" in after  # the main screen back, the cursor shown
         assert b"Traceback" not in term.raw
+    finally:
+        term.close()
+
+
+@pytest.mark.parametrize("flags", [("--continue",), ("--resume", "nosuch")])
+def test_nothing_to_resume_is_one_line_without_opening_the_screen(project: Path, home: Path,
+                                                                   flags: tuple[str, ...]) -> None:
+    term = Terminal(project, _env(home, ANTHROPIC_API_KEY="sk-ant-test"), args=flags)
+    try:
+        assert term.exit_status(within=20.0) == 2
+        assert b"\x1b[?1049h" not in term.raw  # the alternate screen was never entered
+        assert "rhapsody: no session" in term.seen and "Traceback" not in term.seen
     finally:
         term.close()

@@ -47,6 +47,28 @@ async def test_read_range_and_device_files(ctx: ToolContext) -> None:
     assert refused.is_error and "not a regular file" in refused.content
 
 
+async def test_file_tool_errors_name_the_path_as_given_with_its_folders(ctx: ToolContext) -> None:
+    from rhapsody.core.messages import ToolUseBlock
+    from rhapsody.render import ToolView, tool_line
+
+    missing = await run(ctx, "read_file", path="nope/missing.py")
+    assert missing.is_error and "no such file: nope/missing.py" in missing.content  # what the model receives
+    call = ToolUseBlock(id="t1", name="read_file", input={"path": "nope/missing.py"})
+    shown = tool_line(ToolView(call, "error", 0, None, missing.content)).text
+    assert shown.endswith("no such file: nope/missing.py")  # and what the human sees
+    edit = await run(ctx, "edit_file", path="nope/missing.py", old="a", new="b")
+    assert edit.is_error and "no such file: nope/missing.py" in edit.content
+    (ctx.root / "sub").mkdir()
+    os.mkfifo(ctx.root / "sub" / "fifo")
+    fifo = await run(ctx, "read_file", path="sub/fifo")
+    assert fifo.is_error and "refused: sub/fifo is not a regular file" in fifo.content
+    (ctx.root / "sub" / "ro.txt").write_text("x")
+    os.chmod(ctx.root / "sub" / "ro.txt", 0o444)
+    if not os.access(ctx.root / "sub" / "ro.txt", os.W_OK):  # root can write anything
+        locked = await run(ctx, "write_file", path="sub/ro.txt", content="y")
+        assert locked.is_error and "refused: sub/ro.txt is read-only" in locked.content
+
+
 async def test_edit_needs_exactly_one_match(ctx: ToolContext) -> None:
     (ctx.root / "e.txt").write_text("x = 1\nx = 1\n")
     many = await run(ctx, "edit_file", path="e.txt", old="x = 1", new="x = 2")
@@ -122,3 +144,19 @@ async def test_broken_tool_arguments_from_the_model_do_not_crash_the_loop(stub: 
     assert len(results) == 3 and all(r.get("is_error") for r in results)
     assert "Invalid arguments for read_file" in results[0]["content"]
     assert "Unknown tool" in results[2]["content"]
+
+
+async def test_counts_of_one_are_said_in_the_singular(ctx: ToolContext) -> None:
+    from rhapsody.render import resumed_line, undo_text, violation_line
+
+    assert "✗ bash not run: 1 word of narration, 8 required" in violation_line("bash", 1, 8).text
+    assert "0 words of narration" in violation_line("bash", 0, 8).text
+    assert "(1 message," in resumed_line("S", 1, {"ts": 0}).text
+    undone = undo_text({"seam": 1, "returned_calls": 1, "verified": True, "returned_sha256": "ab" * 32})
+    assert "the 1 call put back hashes to the SHA-256" in undone
+    (ctx.root / "one.txt").write_text("only line\n")
+    assert "one.txt has 1 line;" in (await run(ctx, "read_file", path="one.txt", start_line=5)).content
+    assert (await run(ctx, "find_files", pattern="one.*")).content.startswith("1 file\n")
+    assert "edited one.txt: 1 replacement" == (await run(ctx, "edit_file", path="one.txt", old="only", new="one")).content
+    written = await run(ctx, "write_file", path="w.txt", content="x")
+    assert written.content == "wrote w.txt: 1 character, 1 line"

@@ -279,6 +279,10 @@ def _app(ns: argparse.Namespace, root: Path, parts: Callable[[], tuple[Any, Any]
 
     if not _picked(ns, root):
         return 0
+    if ns.continue_last or ns.resume:  # nothing to resume: one line, without opening the screen first
+        from rhapsody.core.history import find_session
+
+        find_session(root, ns.resume or None)
     from rhapsody.tui.app import RhapsodyApp
 
     wired: list[Any] = []

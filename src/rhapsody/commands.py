@@ -19,7 +19,7 @@ COMMANDS = {
     "/permissions": "[MODE]: show the permission mode and rules, or switch mode",
     "/mcp": "MCP servers, their state and their tools",
     "/clear": "start a new session",
-    "/help": "this list",
+    "/help": "list the commands and keys",
     "/quit": "leave rhapsody",
 }
 MODES = ("read-only", "ask", "auto-edit", "yolo")
@@ -97,10 +97,10 @@ KEYS = (("enter", "send; while the agent works, a hint for its next step"),
 
 def _handoff(agent: Agent) -> Outcome:
     from rhapsody.core.handoff import stripped_calls
-    from rhapsody.core.handoff_state import NOTHING
+    from rhapsody.core.handoff_state import nothing
 
     if not agent.busy and not agent.session.handoff.pending and not stripped_calls(agent.session):
-        return Outcome(NOTHING)  # no request, no seam: there is nothing to strip
+        return Outcome(nothing(agent.session))  # no request, no seam: there is nothing to strip
     agent.request_handoff()
     if agent.busy:
         return Outcome("micro-handoff requested: at the next tool boundary, or right after this turn ends")

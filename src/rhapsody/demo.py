@@ -98,7 +98,7 @@ class DemoResponder:
             return self._turn([self._text((prefix + narration).strip()), {"type": "tool_use", "name": name, "input": args}])
         if self.step == len(self.plan):
             self.step += 1
-            return self._turn([self._text(prefix + outcome.final())])
+            return self._turn([self._text(prefix + outcome.final(seamed(messages), self.seen.asks))])
         return self._turn([self._text(prefix + "The demo task is finished. I am a scripted demo agent: try "
                                       "`/handoff`, `/stats`, `/recall unittest` or `/unhandoff`.")])
 
@@ -121,7 +121,11 @@ class DemoResponder:
 
     def _hint_prefix(self, blocks: list[dict[str, Any]], texts: list[str]) -> str:
         if _has_results(blocks) and texts:
-            return f"Hint received: “{texts[-1].strip()}”. I'll take it into account. "
+            hint = texts[-1].strip()
+            self.seen.ask(f"your hint “{hint}” (not followed: a scripted demo agent only acknowledges hints)")
+            return (f"Hint received: “{hint}”. I am a scripted demo agent and cannot follow free-form hints, "
+                    "so I only acknowledge it and keep it as open in my field note; a real model would act on it "
+                    "here. ")
         return ""
 
     def _refusal_prefix(self, blocks: list[dict[str, Any]], texts: list[str]) -> str:
@@ -129,7 +133,12 @@ class DemoResponder:
             if b.get("type") == "tool_result" and _denied(b):
                 # the human's words come right after the results, before any hint: the first text
                 said = texts[0].strip() if texts and "their reason follows" in _content(b) else ""
-                return f"That call was denied{f' (you said: “{said}”)' if said else ''}, so I'll go on without it. "
+                if not said:
+                    return "That call was denied, so I'll go on without it. "
+                self.seen.ask(f"your reason for denying a call, “{said}” (not acted on: a scripted demo agent "
+                              "cannot follow it)")
+                return (f"That call was denied (you said: “{said}”). I am a scripted demo agent and cannot act on "
+                        "your reason, so I'll go on without the call and keep your words as open in my field note. ")
         return ""
 
     def _text(self, text: str) -> dict[str, Any]:
@@ -139,7 +148,7 @@ class DemoResponder:
         return {"content": content, "delay": self.delay}
 
     def _handoff_call(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        note = field_note(messages, self.seen.outcomes())
+        note = field_note(messages, self.seen.outcomes(), self.seen.asks)
         if self.step < len(self.plan):
             _, name, args = self.plan[self.step]
             note["open"].append(f"finish the plan: the next step is `{name} {_digest(args)}`")
@@ -152,6 +161,13 @@ class Seen:
     def __init__(self) -> None:
         self.calls: dict[str, str] = {}
         self.results: dict[str, dict[str, Any]] = {}
+        self.asks: list[str] = []
+        """What the human said (hints, reasons for a denial) that the scripted agent could not act on."""
+
+    def ask(self, item: str) -> None:
+        """Keep one thing the human asked for that stays open."""
+        if item not in self.asks:
+            self.asks.append(item)
 
     def add(self, messages: list[dict[str, Any]]) -> None:
         """Remember the calls and results of a request (a seam strips them from later ones)."""
@@ -194,8 +210,9 @@ class Outcomes:
         """The outcomes of the calls a conversation holds."""
         return cls([(call["name"], result) for call, result, _, _ in exchanges(messages) if result is not None])
 
-    def final(self) -> str:
-        """The closing report, claiming only what the results show."""
+    def final(self, seamed: bool = False, asks: list[str] | None = None) -> str:
+        """The closing report, claiming only what the results show; the micro-handoff is suggested
+        only while no seam has happened, and what the human asked for stays open in it."""
         if self.edited and self.tests_pass:
             head = (f"Done. [measured] {f'All {self.ran} tests pass' if self.ran else 'The tests pass'} after changing "
                     "the start value of `total_value` from 1 to 0 in inventory.py; the diff is that one line.")
@@ -206,6 +223,13 @@ class Outcomes:
             head = ("Not fixed. [measured] The edit to inventory.py was denied, so `total_value` still starts its "
                     "sum at 1 and the tests still fail" + ("" if self.tests_ran else " (the test run was not allowed either)")
                     + ". Send any message and I'll propose the edit again.")
+        if asks:
+            head += "\n\nStill open, because I could not act on it: " + "; ".join(asks) + "."
+        if seamed:
+            return head
+        if not self.edited:
+            return (head + "\n\nOr hand off first: **ctrl+o** or `/handoff` makes me write a field note that lists "
+                    "the fix as open, and the tool traffic above leaves my context while every word stays.")
         return (head + "\n\nTry the micro-handoff now: press **ctrl+o** or type `/handoff`. I'll write a field note, "
                 "and the tool traffic above leaves my context while every word stays.")
 
@@ -229,10 +253,11 @@ def exchanges(messages: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict
     return out
 
 
-def field_note(messages: list[dict[str, Any]], outcome: Outcomes) -> dict[str, Any]:
+def field_note(messages: list[dict[str, Any]], outcome: Outcomes, asks: list[str] | None = None) -> dict[str, Any]:
     """The demo agent's field note, built from the calls this request still holds (those since the
     last seam) and their results: what ran under Done, what was denied or failed under What went
-    wrong, the narration quoted whole; Open from everything the agent has seen."""
+    wrong, the narration quoted whole; Open from everything the agent has seen, and the human's
+    words (hints, reasons for a denial) it could not act on."""
     done, wrong = [], []
     for call, result, narration, words in exchanges(messages):
         if call["name"] == "micro_handoff" or result is None:
@@ -247,7 +272,7 @@ def field_note(messages: list[dict[str, Any]], outcome: Outcomes) -> dict[str, A
             done.append(f"`{call['name']} {_digest(call['input'])}` → ok{_tail(result)} [measured].{said}")
     return {
         "done": done,
-        "open": _open(outcome),
+        "open": _open(outcome) + list(asks or []),
         "went_wrong": wrong,
         "working_directory": "the demo project root, which is also the git repository",
         "tool_quirks": ["the bash tool returns stdout and stderr together, so unittest's report needs no 2>&1"],
@@ -301,6 +326,12 @@ def _tail(result: dict[str, Any]) -> str:
     """For a command that succeeded, its last line of output."""
     lines = [line.strip() for line in _content(result).splitlines() if line.strip() and not line.startswith("[")]
     return f" (“{lines[-1]}”)" if lines and "[exit code" in _content(result) else ""
+
+
+def seamed(messages: list[dict[str, Any]]) -> bool:
+    """Whether a micro-handoff has happened in this conversation (its calls stay in context after a seam)."""
+    return any(b.get("type") == "tool_use" and b.get("name") == "micro_handoff"
+               for m in messages[:-1] if isinstance(m["content"], list) for b in m["content"])
 
 
 def answered_handoff(messages: list[dict[str, Any]]) -> bool:

@@ -39,6 +39,7 @@ from rhapsody.config import McpServer
 from rhapsody.core.messages import compact_json
 from rhapsody.core.tokens import estimate_chars
 from rhapsody.core.tools import Tool, ToolContext, ToolOutcome
+from rhapsody.core.wording import counted
 from rhapsody.mcp_config import McpPlan, waiting_line
 from rhapsody.mcp_results import outcome
 
@@ -148,7 +149,7 @@ class McpTools:
             head = f"{s.name}: {s.state}{' (' + s.detail + ')' if s.detail else ''} · {s.where()}"
             names = ", ".join(t.name for t in s.tools)
             size, tokens = definitions_size(s.tools)
-            lines.append(head + (f"\n  {len(s.tools)} tools, {size:,} bytes of definitions (~{tokens:,} tokens): {names}"
+            lines.append(head + (f"\n  {counted(len(s.tools), 'tool')}, {size:,} bytes of definitions (~{tokens:,} tokens): {names}"
                                  if s.tools else ""))
         lines += [f"{name}: waiting for trust (from this project)" for name in self.waiting]
         return lines or ["no MCP servers configured"]

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rhapsody.core.wording import counted
 from rhapsody.render import visible
 
 LEXERS = {".py": "python", ".js": "javascript", ".ts": "typescript", ".json": "json", ".md": "markdown",
@@ -83,7 +84,7 @@ def _write(args: dict[str, Any], root: Path) -> Preview:
         return Preview(f"write to {visible(path)}", "(the path is outside the project; the write will be refused)")
     if text is None:
         lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
-        return Preview(f"new file {visible(path)} ({lines} lines)", visible(content), LEXERS.get(target.suffix, ""))
+        return Preview(f"new file {visible(path)} ({counted(lines, 'line')})", visible(content), LEXERS.get(target.suffix, ""))
     diff = unified(text, content, path)
     return Preview(f"diff of {visible(path)} (whole file rewritten)", visible(diff) or "(no change)", "diff")
 

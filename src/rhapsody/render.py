@@ -20,6 +20,7 @@ from rhapsody.core.cuts import original_size
 from rhapsody.core.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.core.own_files import read_own
 from rhapsody.core.session import USAGE_KEYS
+from rhapsody.core.wording import counted
 
 KEY_ARGUMENTS = ("command", "path", "pattern", "query", "id", "action")
 HARNESS_PREFIX = "[rhapsody]"
@@ -262,7 +263,7 @@ def seam_entry(record: dict[str, Any], root: Path) -> Line:
 def cut_line(record: dict[str, Any]) -> Line:
     """A rolling cut: how many calls left and what the context went to."""
     b, a = record["before"], record["after"]
-    return Line("notice", f"── rolling cut: {len(record['ids'])} older calls left the context "
+    return Line("notice", f"── rolling cut: {counted(len(record['ids']), 'older call')} left the context "
                           f"(~{b['est_tokens']:,} → ~{a['est_tokens']:,} tokens)")
 
 
@@ -271,10 +272,10 @@ def undo_text(record: dict[str, Any]) -> str:
     head = f"seam {record['seam']} undone: its tool traffic is back in context"
     n = record.get("returned_calls", 0)
     if record.get("verified") is None:
-        return f"{head} ({n} calls; not verified: the seam recorded no hash of what it stripped)"
+        return f"{head} ({counted(n, 'call')}; not verified: the seam recorded no hash of what it stripped)"
     if record["verified"]:
-        return f"{head}; verified: the {n} calls put back hash to the SHA-256 the seam recorded ({record['returned_sha256'][:12]}…)"
-    return f"{head}; NOT VERIFIED: the {n} calls put back do not hash to what the seam recorded"
+        return f"{head}; verified: the {counted(n, 'call')} put back {'hashes' if n == 1 else 'hash'} to the SHA-256 the seam recorded ({record['returned_sha256'][:12]}…)"
+    return f"{head}; NOT VERIFIED: the {counted(n, 'call')} put back {'does' if n == 1 else 'do'} not hash to what the seam recorded"
 
 
 def unseam_line(record: dict[str, Any]) -> Line:
@@ -303,7 +304,7 @@ def pending_hint(hint_id: str, text: str, mode: str) -> Line:
 def violation_line(name: str, words: int, required: int, total: int | None = None) -> Line:
     """A call refused for missing narration."""
     tail = f" (violations this session: {total})" if total is not None else ""
-    return Line("violation", f"✗ {name} not run: {words} words of narration, {required} required{tail}")
+    return Line("violation", f"✗ {name} not run: {counted(words, 'word')} of narration, {required} required{tail}")
 
 
 def event_lines(event: ev.Event) -> list[Line]:
@@ -349,7 +350,7 @@ def limit_line(event: ev.LimitsExceeded) -> str:
     if event.limit == "max_cost_usd":
         reached = f"{dollars(event.value)} spent of max_cost_usd {dollars(event.maximum)}"
     else:
-        reached = f"{event.value:.0f} requests this turn, max_steps_per_turn {event.maximum:.0f}"
+        reached = f"{counted(int(event.value), 'request')} this turn, max_steps_per_turn {event.maximum:.0f}"
     return f"limit reached: {reached}; the turn stopped (raise the setting to go on)"
 
 
@@ -407,12 +408,22 @@ def record_lines(records: list[dict[str, Any]], root: Path, session_id: str,
     return out
 
 
+def notice_line(record: dict[str, Any]) -> Line:
+    """A `notice` record: the slash command the human typed, a command's output, or a note of the app's own."""
+    text = str(record.get("text", ""))
+    if record.get("command"):  # echoed above its output, so scrolling back tells which query gave which hits
+        return Line("user", f"› {text}", body=text)
+    if record.get("shown") == "as is":
+        return Line("error" if record.get("error") else "notice", text)
+    return Line("notice", f"! {text}")
+
+
 def resumed_line(session_id: str, messages: int, last: dict[str, Any]) -> Line:
     """Where a session was resumed (`--continue`, `--resume`): the `resumed` record each resume writes."""
     import time
 
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(last.get("ts") or 0)))
-    return Line("notice", f"· resumed session {session_id} ({messages} messages, last active {when})")
+    return Line("notice", f"· resumed session {session_id} ({counted(messages, 'message')}, last active {when})")
 
 
 def _other_lines(record: dict[str, Any], root: Path, hints: dict[str, str], landed: set[str]) -> list[Line]:
@@ -430,15 +441,17 @@ def _other_lines(record: dict[str, Any], root: Path, hints: dict[str, str], land
     if kind == "retry":
         return [Line("retry", f"↻ retry {record['attempt']} in {record['delay']:.1f} s: {record['reason']}")]
     if kind == "handoff_failed":
-        return [Line("error", f"✗ handoff: {record.get('reason', '')}")]
+        from rhapsody.core.handoff_state import failed_reason
+
+        return [Line("error", f"✗ handoff: {failed_reason(record)}")]
     if kind == "error":
         return [Line("error", f"✗ {record.get('message', '')}")]
     if kind == "notice":
-        if record.get("shown") == "as is":  # a command's output or a note of the app's own
-            return [Line("error" if record.get("error") else "notice", str(record.get("text", "")))]
-        return [Line("notice", f"! {record.get('text', '')}")]
+        return [notice_line(record)]
     if kind == "seam_failed":
-        return [Line("error", f"✗ handoff: {record.get('reason', '')}")]
+        reason = str(record.get("reason", ""))
+        old = not reason.startswith(("strip abandoned", "rolling cut abandoned"))  # histories before the live wording
+        return [Line("error", f"✗ handoff: {'strip abandoned, context unchanged: ' if old else ''}{reason}")]
     if kind == "hint" and record["id"] not in landed:
         return [hint_line(record["id"], record["text"])]
     return []

@@ -90,6 +90,22 @@ def print_stats(root: Path, session_id: str | None, as_json: bool = False, read_
 
 def _print_table(path: Path, records: list[dict[str, Any]], totals: dict[str, int], counts: dict[str, int]) -> None:
     from rich.console import Console
+
+    console = Console()
+    rows = seam_rows(records)
+    if not rows:  # a header with no rows reads as a failure to show them
+        console.print(f"no seams in session {path.stem}")
+    else:
+        _print_seams(console, path, rows)
+    console.print(
+        f"requests {counts['request']}, tool calls {counts['tool_run']}, narration violations {counts['violation']}, "
+        f"hints {counts['hint']}; tokens in {totals['input_tokens']:,}, cache write "
+        f"{totals['cache_creation_input_tokens']:,}, cache read {totals['cache_read_input_tokens']:,}, "
+        f"out {totals['output_tokens']:,}"
+    )
+
+
+def _print_seams(console: Any, path: Path, rows: list[dict[str, Any]]) -> None:
     from rich.table import Table
 
     table = Table(title=f"seams of session {path.stem}")
@@ -97,7 +113,7 @@ def _print_table(path: Path, records: list[dict[str, Any]], totals: dict[str, in
     # the API's reported input is the request before the seam and the next one, which also holds new messages.
     for column in STATS_COLUMNS:
         table.add_column(column, justify="right", no_wrap=column == "seam")
-    for row in seam_rows(records):
+    for row in rows:
         b, a = row["before"], row["after"]
         asked = row.get("asked_est_tokens")
         start = asked if isinstance(asked, int) else b["est_tokens"]  # as the seam divider (render.seam_line)
@@ -112,13 +128,5 @@ def _print_table(path: Path, records: list[dict[str, Any]], totals: dict[str, in
             f"{b['tool_use']} → {a['tool_use']}",
             f"{row.get('reported_input_before', 0):,} → {after_api}",
         )
-    console = Console()
     console.print(table)
-    if seam_rows(records):
-        console.print(STATS_NOTE)
-    console.print(
-        f"requests {counts['request']}, tool calls {counts['tool_run']}, narration violations {counts['violation']}, "
-        f"hints {counts['hint']}; tokens in {totals['input_tokens']:,}, cache write "
-        f"{totals['cache_creation_input_tokens']:,}, cache read {totals['cache_read_input_tokens']:,}, "
-        f"out {totals['output_tokens']:,}"
-    )
+    console.print(STATS_NOTE)

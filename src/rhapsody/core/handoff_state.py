@@ -8,7 +8,7 @@
                                                        ╰▶ failed (`seam_failed`)
     asked/reminded ──the agent ends its turn again without a note──▶ failed (`handoff_failed`)
     wanted/asked/reminded ──Esc interrupts the turn──▶ failed (`handoff_failed`, cancelled)
-    wanted ──the turn ended with no tool calls since the last seam──▶ failed (`handoff_failed`)
+    wanted ──the turn ended with no tool calls since the last seam (or yet)──▶ failed (`handoff_failed`)
     committed ──/unhandoff──▶ undone (an `unseam` record)
 
 `committed`, `failed` and `undone` are at rest, like `idle`: a new request starts over at
@@ -131,8 +131,26 @@ def cancel(session: Session, reason: str = "") -> bool:
 
 CANCELLED = "micro-handoff cancelled: Esc interrupted the turn before the field note; nothing was stripped"
 NOTHING = "nothing to hand off: no tool calls since the last seam"
+NOTHING_YET = "nothing to hand off: no tool calls yet"
 
 
-def give_up(session: Session, reason: str) -> None:
-    """The agent ended its turn twice without a note; nothing is stripped."""
+def nothing(session: Session) -> str:
+    """Why a handoff has nothing to strip: no calls since the last seam, or none at all when there was no seam."""
+    return NOTHING if any(r["kind"] == "seam" for r in session.records) else NOTHING_YET
+
+
+NO_NOTE = "the agent ended its turn twice without calling micro_handoff; nothing was stripped"
+"""Why a handoff failed when the agent never wrote its note: the same words live and on resume."""
+OLD_NO_NOTE = "the agent did not call micro_handoff"
+"""What histories written before NO_NOTE recorded for the same failure."""
+
+
+def give_up(session: Session, reason: str = NO_NOTE) -> None:
+    """The request ends without a note (the agent ended its turn twice, Esc, nothing to strip); nothing is stripped."""
     session.record("handoff_failed", reason=reason)
+
+
+def failed_reason(record: dict[str, Any]) -> str:
+    """A `handoff_failed` record's reason as the live event said it (older histories worded it shorter)."""
+    reason = str(record.get("reason", ""))
+    return NO_NOTE if reason == OLD_NO_NOTE else reason

@@ -22,6 +22,7 @@ from typing import Any
 
 from rhapsody.core.context import Conversation
 from rhapsody.core.messages import Message, ToolResultBlock, ToolUseBlock
+from rhapsody.core.wording import counted
 
 Pair = tuple[ToolUseBlock, ToolResultBlock | None]
 
@@ -78,7 +79,7 @@ class Cut:
         if self.recorded is None:
             return f"not verified: {name} recorded no hash of what it stripped (written by an older rhapsody)"
         if self.verified:
-            return (f"verified: the {len(self.calls)} calls {name} stripped hash to the SHA-256 it recorded "
+            return (f"verified: the {counted(len(self.calls), 'call')} {name} stripped {'hashes' if len(self.calls) == 1 else 'hash'} to the SHA-256 it recorded "
                     f"({self.recorded[:12]}…)")
         return (f"NOT VERIFIED: {name} recorded {self.recorded[:12]}… for what it stripped, "
                 f"the history now gives {self.actual[:12]}…")

@@ -31,6 +31,9 @@ from rhapsody.core.model import Model
 from rhapsody.core.policy import Policy
 from rhapsody.core.session import Hint, Session
 
+ABANDONED = "strip abandoned, context unchanged: "
+"""How a failed seam audit begins, live and on resume."""
+
 
 @dataclass(frozen=True)
 class TurnEnd:
@@ -78,8 +81,8 @@ async def end_of_turn(session: Session, policy: Policy, model: Model, threshold:
         follow_up.append(TextBlock(text=policy.handoff_reminder))
         events.append(HandoffAsked(reminder=True))
     elif phase == Phase.REMINDED:
-        handoff_state.give_up(session, "the agent did not call micro_handoff")
-        events.append(HandoffFailed("the agent ended its turn twice without calling micro_handoff; nothing was stripped"))
+        handoff_state.give_up(session, handoff_state.NO_NOTE)
+        events.append(HandoffFailed(handoff_state.NO_NOTE))
     elif policy.memory_reminder and _memory_due(session, policy, turn_start):
         session.record("memory_reminder")
         follow_up.append(TextBlock(text=policy.memory_reminder))
@@ -125,8 +128,9 @@ async def _commit_seam(session: Session, policy: Policy, model: Model,
     try:
         record = commit_seam(session, note_path=state.note_path)
     except AuditFailed as exc:
-        session.record("seam_failed", reason=str(exc))
-        return HandoffFailed(f"strip abandoned, context unchanged: {exc}"), False
+        reason = f"{ABANDONED}{exc}"
+        session.record("seam_failed", reason=reason)  # in the words the live line says, for a resume to show
+        return HandoffFailed(reason), False
     threshold.rearm(record["after"]["est_tokens"])
     if policy.exact_tokens:
         await count_seam_tokens(session, model, record["seam"])

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody.core.history import read_history, sessions
+from rhapsody.core.wording import counted
 from rhapsody.tools.git import path_sizes
 
 
@@ -210,7 +211,7 @@ def format_stats(f: dict[str, Any]) -> str:
         return f"median {format(d['median'], fmt)}, p90 {format(d['p90'], fmt)}, max {format(d['max'], fmt)}"
 
     return "\n".join([
-        f"memory: {f['memory_files']} files, {f['memory_bytes']:,} bytes",
+        f"memory: {counted(f['memory_files'], 'file')}, {f['memory_bytes']:,} bytes",
         f"conversations: {f['conversations']}, of which {f['conversations_reading_memory']} read memory; {f['reads']} reads "
         f"({', '.join(f'{k} {v}' for k, v in sorted(f['reads_by_way'].items())) or 'none'})",
         f"share of memory files read per conversation: {spread(f['share_read_per_conversation'], '.0%')} "

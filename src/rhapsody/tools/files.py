@@ -19,6 +19,7 @@ from typing import ClassVar
 from pydantic import BaseModel, Field
 
 from rhapsody.core.tools import ToolContext, ToolFailure, ToolOutcome
+from rhapsody.core.wording import counted
 from rhapsody.prompts import load
 from rhapsody.tools import gitguard, procs, search
 from rhapsody.tools.git import git_blob, gitlinks
@@ -45,41 +46,42 @@ class ReadFile:
 
     async def run(self, args: ReadInput, ctx: ToolContext) -> ToolOutcome:
         path = confine(ctx.root, args.path)
-        text, blob = await asyncio.to_thread(_read_with_blob, path)
+        text, blob = await asyncio.to_thread(_read_with_blob, path, args.path)
         lines = text.splitlines()
         first = args.start_line or 1
         last = min(args.end_line or len(lines), len(lines))
         if first > max(len(lines), 1):
-            raise ToolFailure(f"{args.path} has {len(lines)} lines; start_line {first} is past the end")
+            raise ToolFailure(f"{args.path} has {counted(len(lines), 'line')}; start_line {first} is past the end")
         body = "\n".join(f"{n:>6}\t{lines[n - 1]}" for n in range(first, last + 1))
         header = f"{shown(ctx.root, path)} lines {first}-{last} of {len(lines)}\n"
         facts = {"path": shown(ctx.root, path), "op": "read", "blob": blob}
         return ToolOutcome(header + cap_text(body, ctx.output_cap), facts=facts)
 
 
-def _read_with_blob(path: Path) -> tuple[str, str]:
-    data = _read_data(path)
+def _read_with_blob(path: Path, given: str) -> tuple[str, str]:
+    data = _read_data(path, given)
     return data.decode("utf-8", errors="replace"), git_blob(data)
 
 
-def _read_data(path: Path) -> bytes:
+def _read_data(path: Path, given: str) -> bytes:
     """The bytes of a regular file, checked on the descriptor that reads them: a link or a pipe
-    swapped in after the path was resolved is refused, not followed or waited on."""
+    swapped in after the path was resolved is refused, not followed or waited on. Refusals name
+    the path as `given`, directories included, as the model and the human wrote it."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        raise ToolFailure(f"no such file: {path.name}") from None
+        raise ToolFailure(f"no such file: {given}") from None
     except OSError as exc:
-        raise ToolFailure(f"refused: {path.name}: {exc.strerror or exc}") from None
+        raise ToolFailure(f"refused: {given}: {exc.strerror or exc}") from None
     with os.fdopen(fd, "rb") as f:
         info = os.fstat(f.fileno())
         if not stat.S_ISREG(info.st_mode):
-            raise ToolFailure(f"refused: {path.name} is not a regular file")
+            raise ToolFailure(f"refused: {given} is not a regular file")
         if info.st_size > READ_CAP * 4:
-            raise ToolFailure(f"{path.name} is {info.st_size} bytes; read a line range or search it instead")
+            raise ToolFailure(f"{given} is {info.st_size} bytes; read a line range or search it instead")
         data = f.read(READ_CAP * 4 + 1)
     if b"\x00" in data[:8192]:
-        raise ToolFailure(f"{path.name} looks binary ({info.st_size} bytes); not shown")
+        raise ToolFailure(f"{given} looks binary ({info.st_size} bytes); not shown")
     return data
 
 
@@ -105,10 +107,10 @@ class WriteFile:
         # A secret or read-denied file's old content must not reach the history through the diff.
         hidden = search.readable_hidden(shown(ctx.root, path), ctx.read_deny)
         before = "" if hidden else await asyncio.to_thread(_old_text, path)
-        await asyncio.to_thread(_write, path, args.content)
+        await asyncio.to_thread(_write, path, args.content, args.path)
         lines = args.content.count("\n") + (1 if args.content and not args.content.endswith("\n") else 0)
         where = shown(ctx.root, path)
-        return ToolOutcome(f"wrote {where}: {len(args.content)} characters, {lines} lines",
+        return ToolOutcome(f"wrote {where}: {counted(len(args.content), 'character')}, {counted(lines, 'line')}",
                            facts={"path": where, "op": "write", "diff": applied_diff(before, args.content, where)})
 
     def proposal(self, args: WriteInput, ctx: ToolContext) -> str:
@@ -146,9 +148,9 @@ def _refuse_state(root: Path, path: Path) -> None:
                           "programs); use bash for git commands")
 
 
-def _write(path: Path, content: str) -> None:
+def _write(path: Path, content: str, given: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_bytes(path, content.encode("utf-8"))
+    _write_bytes(path, content.encode("utf-8"), given)
 
 
 class EditInput(BaseModel):
@@ -170,7 +172,7 @@ class EditFile:
     async def run(self, args: EditInput, ctx: ToolContext) -> ToolOutcome:
         path = confine(ctx.root, args.path)
         _refuse_state(ctx.root, path)
-        text, bad_byte = await asyncio.to_thread(_read_for_edit, path)
+        text, bad_byte = await asyncio.to_thread(_read_for_edit, path, args.path)
         if not args.old:
             raise ToolFailure("old is empty; give the exact text to replace")
         _check_edit_encoding(args, bad_byte)
@@ -182,9 +184,9 @@ class EditFile:
             raise ToolFailure(f"old text occurs {count} times in {args.path}; add context to make it unique or set replace_all")
         updated = text.replace(args.old, args.new) if args.replace_all else text.replace(args.old, args.new, 1)
         # surrogateescape: every byte that is not UTF-8 went in as one escape and comes back out as itself.
-        await asyncio.to_thread(_write_bytes, path, updated.encode("utf-8", "surrogateescape"))
+        await asyncio.to_thread(_write_bytes, path, updated.encode("utf-8", "surrogateescape"), args.path)
         where = shown(ctx.root, path)
-        return ToolOutcome(f"edited {where}: {count if args.replace_all else 1} replacement(s)",
+        return ToolOutcome(f"edited {where}: {counted(count if args.replace_all else 1, 'replacement')}",
                            facts={"path": where, "op": "write", "diff": applied_diff(text, updated, where)})
 
     def proposal(self, args: EditInput, ctx: ToolContext) -> str:
@@ -220,9 +222,9 @@ _NOT_UTF8_HINT = ("; this file is not UTF-8, and each \ufffd that read_file show
                   "not: choose old text around those bytes")
 
 
-def _read_for_edit(path: Path) -> tuple[str, int | None]:
+def _read_for_edit(path: Path, given: str) -> tuple[str, int | None]:
     """The file's text with non-UTF-8 bytes kept as surrogate escapes, and the offset of the first such byte."""
-    data = _read_data(path)  # the same refusals as read_file: missing, not regular, too large, binary
+    data = _read_data(path, given)  # the same refusals as read_file: missing, not regular, too large, binary
     try:
         return data.decode("utf-8"), None
     except UnicodeDecodeError as exc:
@@ -241,7 +243,7 @@ def _check_edit_encoding(args: EditInput, bad_byte: int | None) -> None:
             "non-ASCII text whose encoding the file would not share; use ASCII in new, or convert the file first")
 
 
-def _write_bytes(path: Path, data: bytes) -> None:
+def _write_bytes(path: Path, data: bytes, given: str) -> None:
     """Write `data` to a new file beside `path`, then rename it over `path`.
 
     Never through the old file: a hard link whose other name is outside the root (made before
@@ -253,7 +255,7 @@ def _write_bytes(path: Path, data: bytes) -> None:
     except FileNotFoundError:
         mode = None  # a new file: the umask decides, as for any other
     if mode is not None and not os.access(path, os.W_OK, follow_symlinks=False):
-        raise ToolFailure(f"refused: {path.name} is read-only")  # as it was when the tools wrote through the file
+        raise ToolFailure(f"refused: {given} is read-only")  # as it was when the tools wrote through the file
     temp = path.with_name(f".{path.name}.rhapsody-{os.getpid()}-{secrets.token_hex(4)}")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o666)
     try:
@@ -262,7 +264,7 @@ def _write_bytes(path: Path, data: bytes) -> None:
         if mode is not None:
             os.chmod(temp, mode)
         if path.parent.resolve() != path.parent:
-            raise ToolFailure(f"refused: {path.parent.name} changed into a link while writing")
+            raise ToolFailure(f"refused: the folder of {given} changed into a link while writing")
         os.replace(temp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -290,7 +292,7 @@ class FindFiles:
         found = await asyncio.to_thread(search.find, ctx.root.resolve(), pattern, ctx.read_deny)
         listing = "\n".join(found[:1000]) or "(no files match)"
         more = f"\n[{len(found) - 1000} more not shown]" if len(found) > 1000 else ""
-        return ToolOutcome(f"{len(found)} files\n{listing}{more}")
+        return ToolOutcome(f"{counted(len(found), 'file')}\n{listing}{more}")
 
 
 class SearchInput(BaseModel):

@@ -26,7 +26,8 @@ _OPAQUE_NAMES = {"eval": "eval", "source": "source", ".": "source", "exec": "exe
                  "time": "time", "nice": "nice", "timeout": "timeout", "setsid": "setsid", "watch": "watch",
                  "trap": "trap", "alias": "alias", "doas": "doas", "su": "su", "stdbuf": "stdbuf",
                  "mapfile": "mapfile's callback", "readarray": "readarray's callback", "complete": "complete",
-                 "compgen": "compgen", "bind": "bind", "enable": "enable", "fc": "fc", "history": "history"}
+                 "compgen": "compgen", "bind": "bind", "enable": "enable", "fc": "fc", "history": "history",
+                 "coproc": "coproc"}
 _RUNS_ARGUMENTS = {"find": ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprintf", "-fls"),
                    "git": ("-c", "--config-env", "--exec-path", "-C", "--output", "--output-directory"),
                    "sort": ("-o", "--output"), "sed": ("-i", "--in-place"), "perl": ("-i",),
@@ -35,6 +36,23 @@ _RUNS_ARGUMENTS = {"find": ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-f
 _EVALUATING_BUILTINS = {"test", "[", "printf", "read", "unset", "declare", "typeset", "local", "let", "export",
                         "readonly", "mapfile", "readarray", "getopts", "wait", "shopt", "set", "caller", "hash"}
 """Builtins that evaluate a name or subscript they are given (`test -v 'a[$(cmd)]'` runs cmd)."""
+
+_CONSTRUCTS = {"for_statement": "a for loop", "c_style_for_statement": "a for loop",
+               "while_statement": "a while or until loop", "if_statement": "an if statement",
+               "case_statement": "a case statement", "function_definition": "a function definition",
+               "subshell": "a subshell ( … )", "compound_statement": "a command group { … }",
+               "variable_assignment": "a variable assignment", "variable_assignments": "variable assignments",
+               "declaration_command": "a declaration (declare, export, local, readonly)",
+               "unset_command": "unset", "test_command": "a test [[ … ]]", "negated_command": "a negated command (!)",
+               "heredoc_redirect": "a here-document (<<)", "herestring_redirect": "a here-string (<<<)",
+               "arithmetic_expansion": "an arithmetic expansion $(( … ))", "command_substitution": "a command substitution",
+               "process_substitution": "a process substitution", "ERROR": "text the parser does not understand"}
+"""What a construct rules cannot see through is called when a refusal names it."""
+
+
+def _contains(node_type: str) -> str:
+    """Why a construct makes a command opaque, in words (`it contains a for loop`)."""
+    return f"it contains {_CONSTRUCTS.get(node_type) or 'a ' + node_type.replace('_', ' ')}"
 
 
 @functools.cache
@@ -74,7 +92,7 @@ def _walk(node: Any, out: list[tuple[str, ...]]) -> str:
         return _redirected(node, out)
     if node.type == "command":
         return _command(node, out)
-    return f"it contains {node.type.replace('_', ' ')}"
+    return _contains(node.type)
 
 
 def _redirected(node: Any, out: list[tuple[str, ...]]) -> str:
@@ -90,7 +108,7 @@ def _redirected(node: Any, out: list[tuple[str, ...]]) -> str:
 
 def _redirect(node: Any) -> str:
     if node.type != "file_redirect":
-        return f"it contains {node.type.replace('_', ' ')}"
+        return _contains(node.type)
     ops = [c for c in node.children if c.type not in ("file_descriptor", "word", "number", "string", "raw_string")]
     target = node.children[-1]
     op = ops[0].type if ops else ""
@@ -114,7 +132,7 @@ def _command(node: Any, out: list[tuple[str, ...]]) -> str:
                 return reason
             continue
         if child.type not in _WORD_NODES:
-            return f"it contains {child.type.replace('_', ' ')}"
+            return _contains(child.type)
         if _has_substitution(child):
             return "it contains a command or process substitution (or an expansion that can run one)"
         words.append(unquote(_text(child)))

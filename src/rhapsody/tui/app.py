@@ -253,18 +253,20 @@ class RhapsodyApp(App[int]):
             await self.transcript.remove_entry(entry)
 
     async def note(self, text: str, kind: str = "notice") -> None:
-        """Show a command's output; a `notice` record keeps it in place on a rebuild and on --continue.
+        """Show a command's output (kind `command`: the command itself); a `notice` record keeps it in place
+        on a rebuild and on --continue, drawn by the renderer from that record.
 
         The reply streaming now is recorded when it ends, so a notice said meanwhile is
         recorded after it, and shown pinned below it: the reply grows above the notice, as
         a rebuild from history shows them.
         """
-        fields = {"text": text, "shown": "as is", **({"error": True} if kind == "error" else {})}
+        fields: dict[str, Any] = {"text": text, "shown": "as is", **({"error": True} if kind == "error" else {}),
+                                  **({"command": True} if kind == "command" else {})}
         if self._replying:
             self._held.append(fields)
         else:
             self.agent.session.record("notice", **fields)
-        await self.transcript.add(Entry(kind, text), pin=self._replying)
+        await self.transcript.add(Entry.of(render.notice_line(fields)), pin=self._replying)
 
     def record_held(self) -> None:
         """Notices said while a reply streamed are recorded after it."""
@@ -280,14 +282,20 @@ class RhapsodyApp(App[int]):
         await self.transcript.add(entry)
         self.hints[hint.id] = entry
 
-    async def command(self, text: str) -> None:
-        """Run a slash command and show what it said."""
+    async def command(self, text: str, echo: bool = True) -> None:
+        """Run a slash command and show what it said, below the command itself (`echo`: typed or chosen in the
+        palette, not a key such as ctrl+o)."""
         if not self.ready:  # the palette or a key before the session is built
             return
+        session = self.agent.session
+        if echo:
+            await self.note(text.strip(), "command")
         outcome = commands.run_command(self.agent, text)
         if outcome.quit:
             self.exit(0)
             return
+        if echo and self.agent.session is not session:  # /clear: the new session begins with the command that made it
+            self.agent.session.record("notice", text=text.strip(), shown="as is", command=True)
         if outcome.reload:
             await self.reload()
         if outcome.text and not outcome.in_history:
@@ -334,8 +342,9 @@ class RhapsodyApp(App[int]):
 
         session = self.agent.session
         if session.handoff.phase == Phase.WANTED and not stripped_calls(session):
-            handoff_state.cancel(session, handoff_state.NOTHING)  # no request for a seam that strips nothing
-            await self.transcript.add(Entry("error", f"✗ handoff: {handoff_state.NOTHING}"))
+            why = handoff_state.nothing(session)
+            handoff_state.cancel(session, why)  # no request for a seam that strips nothing
+            await self.transcript.add(Entry("error", f"✗ handoff: {why}"))
             self._seen = len(session.records)
         if session.handoff.phase == Phase.WANTED:
             async with aclosing(self.agent.run(None)) as stream:
@@ -505,7 +514,7 @@ class RhapsodyApp(App[int]):
 
     async def action_handoff(self) -> None:
         """The handoff key: same as /handoff."""
-        await self.command("/handoff")
+        await self.command("/handoff", echo=False)
 
     def action_interrupt(self) -> None:
         """Esc: cancel the running turn."""
