@@ -393,6 +393,25 @@ async def test_escape_marks_a_running_call_interrupted(stub: Stub, project: Path
         assert tool.state == "interrupted"
 
 
+async def test_escape_on_an_unfolded_line_interrupts_a_working_agent(stub: Stub, project: Path) -> None:
+    stub.script(call(NARRATE, "bash", command="echo first"), call(NARRATE, "bash", command="sleep 30"), say("never"))
+    app = plain_app(stub, project)
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.start_turn("go")
+        await until(pilot, lambda: any("sleep 30" in call.input.get("command", "") for call, _ in app.calls.values()))
+        first = next(w for w in app.transcript.query(Foldable) if "echo first" in w.title)
+        first.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        assert first.expanded
+        await pilot.press("escape")  # the agent works: Esc stops it, wherever the focus is
+        await idle(pilot)
+        assert any(e.kind == "tool" and e.state == "interrupted" for e in app.transcript.entries)
+        await pilot.press("escape")  # idle now: Esc folds the line
+        await pilot.pause()
+        assert not first.expanded
+
+
 async def test_status_bar_fits_80_columns_and_keeps_context_and_cost(stub: Stub, project: Path) -> None:
     app = plain_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:

@@ -104,7 +104,7 @@ class Foldable(Static, can_focus=True):
     | Key | Action |
     | :- | :- |
     | enter | Unfold; on an unfolded line: fold it, or on a cut output open the full view. |
-    | escape, left | Fold an unfolded line. |
+    | escape, left | Fold an unfolded line (while the agent works, Esc interrupts it instead: that key is never taken). |
     | up, down | Previous or next line; past the first, earlier entries load (focus stays in the transcript). |
     | tab | Back to the prompt. |
     """
@@ -113,7 +113,7 @@ class Foldable(Static, can_focus=True):
         Binding("enter", "unfold", "Unfold"),
         Binding("enter", "full_view", "Full view"),
         Binding("enter", "fold_whole", "Fold"),
-        Binding("escape", "fold", "Fold"),
+        Binding("escape", "fold_idle", "Fold"),
         Binding("left", "fold", "Fold", show=False),
         Binding("up", "step(-1)", "Previous", show=False),
         Binding("down", "step(1)", "Next", show=False),
@@ -176,6 +176,8 @@ class Foldable(Static, can_focus=True):
             return self.expanded and not self.cut
         if action == "fold":
             return self.expanded
+        if action == "fold_idle":  # Esc stops a working agent wherever the focus is
+            return self.expanded and not getattr(self.app, "busy", False)
         return True
 
     def sync(self) -> None:
@@ -193,6 +195,10 @@ class Foldable(Static, can_focus=True):
 
     def action_fold(self) -> None:
         """Show the title alone."""
+        self.expanded = False
+
+    def action_fold_idle(self) -> None:
+        """Esc on an unfolded line while the agent is idle: fold it."""
         self.expanded = False
 
     def action_fold_whole(self) -> None:
