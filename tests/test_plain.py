@@ -38,6 +38,7 @@ async def test_plain_mode_runs_a_turn_takes_a_hint_and_slash_commands(stub: Stub
     text = out.getvalue()
     assert "; echo ok → exit 0" in text and "Done, hint seen." in text
     assert "h1 pending: next tool boundary" in text and "no seams yet" in text
+    assert "✓ hint h1 delivered (" in text and "hints h1" not in text
     assert stub.bodies()[1]["messages"][-1]["content"][1]["text"] == "shorter please"
     from rhapsody import render
 
@@ -66,6 +67,7 @@ async def test_plain_mode_asks_and_free_text_denies_with_those_words(stub: Stub,
     assert not (project / "denied.txt").exists() and (project / "approved.txt").exists()
     assert "answer the question first" not in out.getvalue()
     assert "denied by the human: hmm, is that safe?" in out.getvalue()
+    assert out.getvalue().count("hmm, is that safe?") == 1, out.getvalue()  # on the tool line only, not twice
     assert stub.bodies()[1]["messages"][-1]["content"][1]["text"] == "hmm, is that safe?"
 
 

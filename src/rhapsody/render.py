@@ -363,8 +363,10 @@ def print_event(event: ev.Event, out: TextIO) -> None:
     elif isinstance(event, ev.SeamCommitted):
         out.write(f"  {seam_line(event.record)}\n")
     elif isinstance(event, ev.HintDelivered):
-        out.write(f"  ✓ hints {', '.join(event.hint_ids)} delivered ({event.where})\n")
-    elif not isinstance(event, ev.ToolStarted):
+        noun = "hint" if len(event.hint_ids) == 1 else "hints"
+        out.write(f"  ✓ {noun} {', '.join(event.hint_ids)} delivered ({event.where})\n")
+    elif not isinstance(event, (ev.ToolStarted, ev.DenialDelivered)):
+        # A denial's words are already whole on its tool line ("→ denied by the human: …").
         for line in event_lines(event):
             out.write(plain(line) + "\n")
 
