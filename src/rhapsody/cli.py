@@ -46,7 +46,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--provider", choices=("anthropic", "bedrock", "vertex", "openai"),
                    help="where the model runs (openai: any OpenAI-compatible endpoint at OPENAI_BASE_URL)")
     p.add_argument("--model", help="model id in the provider's form (default on anthropic: the newest Sonnet the SDK lists)")
-    p.add_argument("--permission-mode", choices=("read-only", "ask", "auto-edit", "yolo"))
+    p.add_argument("--permission-mode", choices=("read-only", "ask", "auto-edit", "yolo"),
+                   help="read-only: no writes, bash in a read-only sandbox; ask: asks before writes and bash; "
+                   "auto-edit: writes in the project and sandboxed bash run unasked; yolo: auto-edit, and bash also "
+                   "runs with the sandbox off (default: ask; auto-edit with -p, where what would ask is refused)")
     p.add_argument("--continue", dest="continue_last", action="store_true", help="resume the latest session")
     p.add_argument("--resume", nargs="?", const="", metavar="ID", help="resume session ID (picker without ID)")
     p.add_argument("--demo", action="store_true", help="offline demo on a fresh sample project (not --cwd), no key needed")
@@ -55,7 +58,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--thinking", action="store_true", default=None, help="ask for adaptive thinking")
     p.add_argument("--parallel-tools", action="store_true", default=None, help="allow parallel tool calls")
     p.add_argument("--narration-min-words", type=int, metavar="N", help="words required before each tool call")
-    p.add_argument("--context", choices=("manual", "rolling"), help="context policy (rolling: seed 003)")
+    p.add_argument("--context", choices=("manual", "rolling"), help="manual (default): tool results stay in context until a micro-handoff; rolling: old tool "
+                   "results leave the context in batches, least needed first by the agent's own [keep N] scores")
     p.add_argument("--exact-tokens", action="store_true", default=None, help="exact seam figures via count_tokens")
     p.add_argument("--cwd", metavar="DIR", help="project directory (default: the current directory)")
     p.add_argument("--version", action="store_true", help="print the version and exit")
