@@ -98,10 +98,18 @@ def test_malformed_config_names_the_key(project: Path) -> None:
     assert "config.toml" in one_line_error(rhapsody("-p", "hi", "--cwd", str(project), env={"ANTHROPIC_API_KEY": "k"}))
 
 
-def test_unreachable_base_url_is_one_line(project: Path) -> None:
-    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "RHAPSODY_RETRIES": "0"}
-    line = one_line_error(rhapsody("-p", "hi", "--cwd", str(project), "--model", MODEL, env=env))
-    assert "connection failed" in line
+def test_unreachable_base_url_is_said_once_and_names_the_host(project: Path) -> None:
+    key = "sk-ant-secret-value-123"
+    env = {"ANTHROPIC_API_KEY": key, "ANTHROPIC_BASE_URL": "http://user:pw@127.0.0.1:9/v1?token=abc",
+           "RHAPSODY_RETRIES": "1", "RHAPSODY_RETRY_BASE_DELAY": "0"}
+    result = rhapsody("-p", "hi", "--cwd", str(project), "--model", MODEL, env=env)
+    line = one_line_error(result)
+    assert "connection to 127.0.0.1:9 failed" in line and "the API failed 2 times" in line
+    assert "↻ retry 1 in 0.0 s: connection to 127.0.0.1:9 failed" in result.stdout
+    both = result.stdout + result.stderr
+    assert both.count("the API failed") == 1, both
+    for secret in (key, "pw", "token", "abc"):
+        assert secret not in both
 
 
 def test_unknown_model_is_one_line(stub: Stub, project: Path) -> None:

@@ -26,6 +26,7 @@ from rhapsody.core.retry import (
     MAX_RETRY_AFTER,
     RETRY_STATUSES,
     RetryPolicy,
+    connection_failed,
     error_message,
     one_line,
     retry_after_seconds,
@@ -143,7 +144,7 @@ def _classify(exc: Exception) -> tuple[str, float | None]:
             return f"{status} {kind or 'error'} {_api_message(exc)}".strip(), _retry_after(exc)
         raise ModelError(_fatal_message(status, exc)) from None
     if isinstance(exc, (anthropic.APIConnectionError, httpx2.TransportError, httpx2.StreamError)):
-        return f"connection failed: {type(exc).__name__}: {exc}", None
+        return connection_failed(exc), None
     if isinstance(exc, anthropic.AnthropicError):
         raise ModelError(f"the API client failed: {type(exc).__name__}: {_one_line(exc)}") from None
     raise ModelError(f"unexpected {type(exc).__name__} while streaming: {_one_line(exc)}") from None

@@ -35,7 +35,7 @@ async def run_headless(agent: Agent, task: str, output: str = "text", out: TextI
         async for event in stream:
             if output == "jsonl":
                 _json(out, event_dict(event))
-            else:
+            elif not isinstance(event, (ev.Failed, ev.LimitsExceeded)):  # said once, on stderr below
                 print_event(event, out)
             if isinstance(event, ev.Failed):
                 err.write(f"rhapsody: {event.message}\n")

@@ -27,7 +27,8 @@ from rhapsody.core.errors import ModelError
 from rhapsody.core.events import BlockStopped, ModelResponse, TextDelta, ThinkingDelta
 from rhapsody.core.messages import Message
 from rhapsody.core.model import ModelEvent
-from rhapsody.core.retry import RETRY_STATUSES, RetryPolicy, error_message, retry_after_seconds, retrying
+from rhapsody.core.retry import (RETRY_STATUSES, RetryPolicy, connection_failed, error_message, retry_after_seconds,
+                                 retrying)
 
 STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use", "length": "max_tokens",
                 "content_filter": "refusal"}
@@ -256,7 +257,7 @@ def _classify(exc: Exception) -> tuple[str, float | None]:
             return f"{status} {_detail(exc)}".strip(), _retry_after(exc)
         raise ModelError(_fatal_message(status, exc)) from None
     if isinstance(exc, openai.APIConnectionError):
-        return f"connection failed: {type(exc).__name__}: {exc}", None
+        return connection_failed(exc), None
     if isinstance(exc, openai.APIError):  # an error event in the middle of the stream
         return f"stream error: {exc.message}", None
     # Anything else is an answer this adapter cannot read (a server that ignored stream=True,

@@ -146,8 +146,6 @@ async def _consume(agent: Agent, text: str | None, out: TextIO) -> None:
                     out.write(unmarked.flush())
                 print_event(event, out)
                 said = said or isinstance(event, ev.Interrupted)
-                if isinstance(event, ev.Failed):
-                    out.write(f"rhapsody: {event.message}\n")
     except asyncio.CancelledError:
         if not said:  # cancelled before the loop could say so itself
             out.write(f"\n{plain(event_lines(ev.Interrupted(''))[0])}\n")

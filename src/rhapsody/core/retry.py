@@ -107,6 +107,25 @@ def retry_after_seconds(response: Any) -> float | None:
         return None
 
 
+def connection_failed(exc: Exception) -> str:
+    """"connection to HOST:PORT failed: …" for a failed connection, naming where it tried (never the
+    URL's path, query or credentials), so a wrong base URL shows in the retry lines and the error."""
+    where = endpoint(exc)
+    return f"connection{f' to {where}' if where else ''} failed: {type(exc).__name__}: {exc}"
+
+
+def endpoint(exc: Exception) -> str:
+    """HOST:PORT of the request an SDK or transport error carries (its `request.url`), or ""."""
+    try:
+        url = exc.request.url  # type: ignore[attr-defined]
+        host, port, scheme = str(url.host), url.port, str(url.scheme)
+    except (AttributeError, RuntimeError):  # no request, or a transport error whose request was never set
+        return ""
+    port = port or {"https": 443, "http": 80}.get(scheme)
+    host = f"[{host}]" if ":" in host else host
+    return f"{host}:{port}" if port else host
+
+
 def error_message(body: object) -> str:
     """The `message` of an API error body (`{"error": {"message": ...}}` or a flat one)."""
     body = body if isinstance(body, dict) else {}
