@@ -160,3 +160,12 @@ def test_help_and_version(tmp_path: Path) -> None:
                                   ("mcp", "list", "--bogus"), ("stats", "--cache-read-mult", "x")])
 def test_added_commands_answer_bad_input_in_one_line(project: Path, args: tuple[str, ...]) -> None:
     one_line_error(rhapsody(*args, cwd=project))
+
+
+def test_stats_counts_a_request_that_failed_to_connect_the_same_in_json_and_text(project: Path) -> None:
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "RHAPSODY_RETRIES": "0"}
+    assert rhapsody("-p", "hi", "--cwd", str(project), "--model", MODEL, env=env).returncode == 2
+    figures = json.loads(rhapsody("stats", "--json", "--cwd", str(project)).stdout)
+    assert figures["requests"] == figures["counts"]["request"] == 1 and figures["answered_requests"] == 0
+    text = rhapsody("stats", "--cwd", str(project), env={"COLUMNS": "200"}).stdout
+    assert "requests 1," in text

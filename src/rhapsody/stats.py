@@ -81,7 +81,9 @@ def print_stats(root: Path, session_id: str | None, as_json: bool = False, read_
     if as_json:
         rows = [{k: r.get(k) for k in ("seam", "before", "after", "reported_input_before", "reported_input_after",
                                       "undone", "stripped_calls", "stripped_sha256")} for r in seam_rows(records)]
-        print(json.dumps({"session": path.stem, **figures, "usage": totals, "counts": counts, "seam_rows": rows}))
+        # One definition of "requests", as the text line and headless: every request sent, answered or not.
+        print(json.dumps({"session": path.stem, **figures, "requests": counts["request"], "usage": totals,
+                          "counts": counts, "seam_rows": rows}))
         return 0
     _print_table(path, records, totals, counts)
     print(saving_line(figures))

@@ -190,7 +190,7 @@ def seam_savings(records: list[dict[str, Any]], read_mult: float | list[float],
     dollars = {} if prices is None else _dollars(actual, free, scale, prices)
     return {
         **dollars,
-        "requests": len(actual),
+        "answered_requests": len(actual),
         "seams": sum(1 for r in records if r["kind"] == "seam"),
         "cache_read_multiplier": mults[0] if len(set(mults)) == 1 else (None if mults else _one(read_mult)),
         "cache_write_multiplier": WRITE_5M_MULT,
