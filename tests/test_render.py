@@ -123,6 +123,17 @@ async def test_headless_jsonl_starts_with_session_and_ends_with_result(stub: Stu
                      "permission_mode": "yolo"}
     assert last["event"] == "result" and last["exit_status"] == 0 and last["tool_calls"] == 1
     assert last["requests"] == 2 and last["seams"] == 0 and last["usage"]["output_tokens"] > 0 and last["cost_usd"] > 0
+    assert last["turns"] == 1  # one task, answered in two requests
+
+
+async def test_headless_result_counts_the_turn_the_harness_opened_for_a_handoff(stub: Stub, project: Path) -> None:
+    stub.script(handoff_turn(), say("noted"))
+    wiring = stub.wire(project)
+    wiring.agent.request_handoff()
+    out = io.StringIO()
+    await run_headless(wiring.agent, "", output="jsonl", out=out, err=io.StringIO())
+    last = json.loads(out.getvalue().splitlines()[-1])
+    assert last["seams"] == 1 and last["requests"] == len(stub.bodies()) >= 2 and last["turns"] == 1
 
 
 async def test_resume_renders_what_live_rendered(stub: Stub, project: Path) -> None:

@@ -3,7 +3,7 @@
 Text output streams the narration and one line per tool call (with the reason of every
 refused or failed call); `--output-format jsonl` prints a `session` event first (id,
 model, cwd, permission mode), then every loop event as a JSON object, and a `result`
-event last (exit status, turns, tool calls, seams, tokens, cost), as Claude Code's
+event last (exit status, API requests, turns, tool calls, seams, tokens, cost), as Claude Code's
 stream-json does. Exit status: 0 when the turn ended, 2 when it failed, 3 when a limit
 (`max_steps_per_turn`, `max_cost_usd`) ended it (the reason is on stderr).
 """
@@ -69,9 +69,16 @@ def result_event(agent: Agent, status: int, records: list[dict[str, Any]]) -> di
     usage = {k: sum(int(r.get(k) or 0) for r in records if r["kind"] == "usage") for k in USAGE_KEYS}
     return {"event": "result", "session_id": agent.session.id, "exit_status": status,
             "is_error": status != 0, "requests": figures.requests,
-            "turns": sum(1 for r in records if r["kind"] == "message" and r.get("role") == "assistant"),
+            "turns": turns(records),
             "tool_calls": figures.tool_calls, "seams": figures.seams, "usage": usage,
             "cost_usd": round(figures.cost, 6)}
+
+
+def turns(records: list[dict[str, Any]]) -> int:
+    """Turns opened: user messages that start an exchange (the task, and each one the harness added
+    itself: a handoff's ask, the word to go on after a seam, a reminder), not those carrying tool results."""
+    return sum(1 for r in records if r["kind"] == "message" and r.get("role") == "user"
+               and not any(b.get("type") == "tool_result" for b in r.get("content", [])))
 
 
 def event_dict(event: ev.Event) -> dict[str, Any]:
