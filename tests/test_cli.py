@@ -169,3 +169,38 @@ def test_stats_counts_a_request_that_failed_to_connect_the_same_in_json_and_text
     assert figures["requests"] == figures["counts"]["request"] == 1 and figures["answered_requests"] == 0
     text = rhapsody("stats", "--cwd", str(project), env={"COLUMNS": "200"}).stdout
     assert "requests 1," in text
+
+
+def test_headless_ask_mode_counts_calls_refused_for_want_of_a_human_and_exits_4(stub: Stub, project: Path) -> None:
+    turns = (call("I will remove the old file first because the task asks for a clean start here.", "bash",
+                  command="rm app.py"),
+             call("I will write the new file now, since removing the old one was not allowed here.", "write_file",
+                  path="new.py", content="x = 1\n"),
+             say("Both calls were refused."))
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": stub.server.url}
+    stub.script(*turns)
+    text = rhapsody("-p", "start clean", "--cwd", str(project), "--model", MODEL, "--permission-mode", "ask", env=env)
+    assert text.returncode == 4, text.stderr
+    assert text.stderr.splitlines()[-1] == ("rhapsody: 2 tool calls refused: no human to ask in headless mode; "
+                                            "allow them with rules or another --permission-mode")
+    stub.script(*turns)
+    jsonl = rhapsody("-p", "start clean", "--cwd", str(project), "--model", MODEL, "--permission-mode", "ask",
+                     "--output-format", "jsonl", env=env)
+    result = json.loads(jsonl.stdout.splitlines()[-1])
+    assert jsonl.returncode == 4 and result["exit_status"] == 4 and result["is_error"] is True
+    assert result["tool_calls"] == result["refused_calls"] == result["refused_without_a_human"] == 2
+    assert [d["tool_name"] for d in result["permission_denials"]] == ["bash", "write_file"]
+    assert result["permission_denials"][0]["tool_input"] == {"command": "rm app.py"}
+    assert "no human can answer here" in result["permission_denials"][1]["reason"]
+    assert (project / "app.py").exists() and not (project / "new.py").exists()
+
+
+def test_headless_refusal_by_a_deny_rule_is_counted_but_exits_0(stub: Stub, project: Path) -> None:
+    (project / ".rhapsody").mkdir(exist_ok=True)
+    (project / ".rhapsody" / "config.toml").write_text('deny = ["bash:rm*"]\n')
+    stub.script(call("I will remove the old file first because the task asks for a clean start here.", "bash",
+                     command="rm app.py"), say("It was refused."))
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": stub.server.url}
+    result = rhapsody("-p", "start clean", "--cwd", str(project), "--model", MODEL, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "rhapsody: 1 tool call refused by the permission mode or rules" in result.stderr

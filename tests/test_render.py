@@ -106,7 +106,9 @@ async def test_headless_text_says_why_a_call_was_refused(stub: Stub, project: Pa
     wiring = stub.wire(project, permission_mode="ask")
     wiring.agent.toolbox.approver = None
     out, err = io.StringIO(), io.StringIO()
-    assert await run_headless(wiring.agent, "go", out=out, err=err) == 0
+    assert await run_headless(wiring.agent, "go", out=out, err=err) == 4
+    assert err.getvalue() == ("rhapsody: 1 tool call refused: no human to ask in headless mode; allow them with rules "
+                              "or another --permission-mode\n")
     line = [x for x in out.getvalue().splitlines() if "bash rm app.py" in x][0]
     assert "→ denied: ask mode" in line and "no human can answer here" in line
     assert line.endswith("or pick another --permission-mode") and "…" not in line  # the whole reason, uncut

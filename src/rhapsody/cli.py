@@ -41,7 +41,8 @@ def _parser() -> argparse.ArgumentParser:
         epilog=USAGE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("-p", "--print", metavar="TASK", dest="task", help="run TASK headless and exit")
+    p.add_argument("-p", "--print", metavar="TASK", dest="task", help="run TASK headless and exit: status 0 done, 2 failed, 3 a limit "
+                   "ended it, 4 done but a call was refused because no human could be asked")
     p.add_argument("--output-format", choices=("text", "jsonl"), default="text", help="headless output")
     p.add_argument("--provider", choices=("anthropic", "bedrock", "vertex", "openai"),
                    help="where the model runs (openai: any OpenAI-compatible endpoint at OPENAI_BASE_URL)")

@@ -3,9 +3,10 @@
 Text output streams the narration and one line per tool call (with the reason of every
 refused or failed call); `--output-format jsonl` prints a `session` event first (id,
 model, cwd, permission mode), then every loop event as a JSON object, and a `result`
-event last (exit status, API requests, turns, tool calls, seams, tokens, cost), as Claude Code's
-stream-json does. Exit status: 0 when the turn ended, 2 when it failed, 3 when a limit
-(`max_steps_per_turn`, `max_cost_usd`) ended it (the reason is on stderr).
+event last (exit status, API requests, turns, tool calls, refused calls, seams, tokens,
+cost), as Claude Code's stream-json does. Exit status: 0 when the turn ended, 2 when it
+failed, 3 when a limit (`max_steps_per_turn`, `max_cost_usd`) ended it, 4 when it ended but
+a call was refused because it would have asked a human (the reason is on stderr).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ async def run_headless(agent: Agent, task: str, output: str = "text", out: TextI
     err = err or sys.stderr
     status = 0
     start = len(agent.session.records)
+    denials: list[ev.ToolFinished] = []
     if output == "jsonl":
         _json(out, session_event(agent))
     async with aclosing(agent.run(task)) as stream:
@@ -37,17 +39,48 @@ async def run_headless(agent: Agent, task: str, output: str = "text", out: TextI
                 _json(out, event_dict(event))
             elif not isinstance(event, (ev.Failed, ev.LimitsExceeded)):  # said once, on stderr below
                 print_event(event, out)
-            if isinstance(event, ev.Failed):
+            if isinstance(event, ev.ToolFinished) and event.refused:
+                denials.append(event)
+            elif isinstance(event, ev.Failed):
                 err.write(f"rhapsody: {event.message}\n")
                 status = 2
             elif isinstance(event, ev.LimitsExceeded):
                 err.write(f"rhapsody: {limit_line(event)}\n")
                 status = 3
             out.flush()
+    records = agent.session.records[start:]
+    unanswered = unanswered_refusals(records)
+    if unanswered and status == 0:
+        status = REFUSED_STATUS
     if output == "jsonl":
-        _json(out, result_event(agent, status, agent.session.records[start:]))
+        _json(out, result_event(agent, status, records, denials))
         out.flush()
+    elif denials:
+        err.write(f"rhapsody: {refusal_summary(len(denials), unanswered)}\n")
     return status
+
+
+REFUSED_STATUS = 4
+"""Exit status of a run that otherwise ended well but had a call refused because it would have asked a
+human and none can answer headless: the task may be half done, so a script must not read it as success."""
+
+
+def unanswered_refusals(records: list[dict[str, Any]]) -> int:
+    """Calls refused because they would have asked a human (the `mode` refused them, not a rule)."""
+    return sum(1 for r in records if r["kind"] == "permission" and r.get("decision") == "deny" and r.get("by") == "mode")
+
+
+def refusal_summary(refused: int, unanswered: int) -> str:
+    """One line on stderr after a run with refused calls."""
+    from rhapsody.core.wording import counted
+
+    if unanswered == refused:
+        return (f"{counted(refused, 'tool call')} refused: no human to ask in headless mode; allow them with "
+                "rules or another --permission-mode")
+    line = f"{counted(refused, 'tool call')} refused"
+    if unanswered:
+        line += f" ({unanswered} for want of a human to ask; allow them with rules or another --permission-mode)"
+    return line + " by the permission mode or rules"
 
 
 def _json(out: TextIO, data: dict[str, Any]) -> None:
@@ -61,17 +94,20 @@ def session_event(agent: Agent) -> dict[str, Any]:
             "permission_mode": agent.toolbox.permission_mode}
 
 
-def result_event(agent: Agent, status: int, records: list[dict[str, Any]]) -> dict[str, Any]:
-    """The last jsonl line: how the run ended and what it cost."""
+def result_event(agent: Agent, status: int, records: list[dict[str, Any]],
+                 denials: list[ev.ToolFinished] | None = None) -> dict[str, Any]:
+    """The last jsonl line: how the run ended, what it cost, and every call refused."""
     from rhapsody.figures import Figures
 
     figures = Figures(model=agent.session.spec.model).fold(records)
     usage = {k: sum(int(r.get(k) or 0) for r in records if r["kind"] == "usage") for k in USAGE_KEYS}
+    refused = [{"tool_name": d.call.name, "tool_use_id": d.call.id, "tool_input": d.call.input, "reason": d.refused}
+               for d in denials or []]
     return {"event": "result", "session_id": agent.session.id, "exit_status": status,
-            "is_error": status != 0, "requests": figures.requests,
-            "turns": turns(records),
-            "tool_calls": figures.tool_calls, "seams": figures.seams, "usage": usage,
-            "cost_usd": round(figures.cost, 6)}
+            "is_error": status != 0, "requests": figures.requests, "turns": turns(records),
+            "tool_calls": figures.tool_calls, "refused_calls": len(refused),
+            "refused_without_a_human": unanswered_refusals(records), "permission_denials": refused,
+            "seams": figures.seams, "usage": usage, "cost_usd": round(figures.cost, 6)}
 
 
 def turns(records: list[dict[str, Any]]) -> int:
