@@ -93,6 +93,8 @@ async def test_escape_denies_and_the_diff_is_shown_for_an_edit(stub: Stub, proje
         assert "-    return a - b" in body and "+    return a + b" in body and "--- a/app.py" in body
         deny = [w for w in app.screen.query(".choice") if "deny" in str(w.render())][0]
         assert deny.region.bottom <= 24  # the deny line is on screen at 80x24
+        said = str(app.screen.query_one(".said", Static).render())  # the agent's reason, above the question
+        assert said.startswith("the agent: ") and NARRATE.split()[-1] in said
         await pilot.press("escape")
         await idle(pilot)
     assert "a - b" in (project / "app.py").read_text()

@@ -166,3 +166,6 @@ async def test_plain_mode_ctrl_o_requests_the_handoff_and_keeps_the_line_being_t
         assert await asyncio.wait_for(task, 10) == 0
     sent = stub.bodies()[-1]["messages"][-1]["content"]
     assert "half typed line" in str(sent)
+    assert "⚙ [rhapsody] Micro-handoff requested" in out.getvalue()  # what the harness told the model, as in the app
+    commands = [r["text"] for r in wiring.session.records if r["kind"] == "notice" and r.get("command")]
+    assert commands == ["/quit"]  # ctrl+o is a key: no "› /handoff" echo on resume

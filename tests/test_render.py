@@ -204,6 +204,10 @@ def test_permissions_command_shows_and_switches_the_mode(stub: Stub, project: Pa
     assert wiring.agent.toolbox.permission_mode == "read-only"
     assert run_command(wiring.agent, "/permissions bogus").error
     assert is_command("/frobnicate") and not is_command("/usr/bin/env is missing")
+    cleared = run_command(wiring.agent, "/clear").text  # a new session: "allowed this session" starts empty
+    assert cleared.startswith("new session ") and "no longer apply (bash:ls *)" in cleared
+    assert "allowed this session: (none)" in run_command(wiring.agent, "/permissions").text
+    assert wiring.agent.toolbox.rules.allow == ["bash:pytest *"]  # the configured rules stay
 
 
 def test_a_stripped_call_keeps_its_name_and_state_at_80_columns_and_cuts_its_recall_id_first() -> None:

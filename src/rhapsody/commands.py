@@ -75,7 +75,10 @@ def run_command(agent: Agent, line: str) -> Outcome:
         if agent.busy:
             return Outcome("wait for the turn to end before starting a new session", error=True)
         agent.replace_session(Session.start(agent.session.root, agent.session.spec))
-        return Outcome(f"new session {agent.session.id}", reload=True)
+        forgotten = agent.toolbox.rules.session_allow[:]
+        agent.toolbox.rules.session_allow.clear()  # "for this session" means the one that just ended
+        said = f"; rules allowed for the last session no longer apply ({', '.join(forgotten)})" if forgotten else ""
+        return Outcome(f"new session {agent.session.id}{said}", reload=True)
     if name == "/quit":
         return Outcome(quit=True)
     return Outcome("\n".join([f"{k:<13} {v}" for k, v in COMMANDS.items()] + [""] + [f"{k:<13} {v}" for k, v in KEYS]))

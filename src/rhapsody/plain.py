@@ -30,7 +30,7 @@ from rhapsody.core.approval import GRACE, HumanApprover, Question
 from rhapsody.core.loop import Agent
 from rhapsody.core.tools import Approval
 from rhapsody.preview import plain_text
-from rhapsody.render import event_lines, plain, print_event
+from rhapsody.render import event_lines, harness_line, harness_texts, plain, print_event
 
 
 ANSWERS = {"y": "allow", "a": "allow_rule", "n": "deny", "": "deny"}
@@ -136,6 +136,7 @@ class Unmarked:
 async def _consume(agent: Agent, text: str | None, out: TextIO) -> None:
     said = False
     unmarked = Unmarked()
+    seen = len(agent.session.records)
     try:
         async with aclosing(agent.run(text)) as stream:
             async for event in stream:
@@ -144,6 +145,10 @@ async def _consume(agent: Agent, text: str | None, out: TextIO) -> None:
                     continue
                 if isinstance(event, ev.BlockStopped):
                     out.write(unmarked.flush())
+                for record in agent.session.records[seen:]:  # what the harness itself told the model, as the app shows
+                    for said_by_harness in harness_texts(record):
+                        out.write(f"  {plain(harness_line(said_by_harness))}\n")
+                seen = len(agent.session.records)
                 print_event(event, out)
                 said = said or isinstance(event, ev.Interrupted)
     except asyncio.CancelledError:
@@ -206,14 +211,15 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
                 break
             except EOFError:
                 break
+            by_key = bool(typed)  # ctrl+o: a key, not a typed command, so nothing to echo
             initial = typed.pop() if typed else ""
             busy = task is not None and not task.done()
             if questions.pending is not None and questions.answer(line):
                 initial = "" if questions.pending.open else questions.take_kept()
                 continue
             if is_command(line):
-                echo = {"text": line.strip(), "shown": "as is", "command": True}
-                agent.session.record("notice", **echo)  # as the app records them: --continue in either shows them
+                if not by_key:  # as the app records a typed command: --continue in either front end shows it
+                    agent.session.record("notice", text=line.strip(), shown="as is", command=True)
                 outcome = run_command(agent, line)
                 if outcome.text:
                     say(outcome.text)

@@ -479,8 +479,9 @@ class RhapsodyApp(App[int]):
             self.mark_calls(question.tool, "asking")
             self.set_state("waiting for you")
             self.live.pause()
+            said = next((e.text for e in reversed(self.transcript.entries) if e.kind == "assistant"), "")
             screen = dialog(question.tool, question.argument, question.why, question.args, self.agent.session.root,
-                            question.rules)
+                            question.rules, said)
             await self.push_screen(screen, callback=question.answer)
             await asyncio.wait([question.reply])  # answered, or dropped when the turn was interrupted
             if question.reply.cancelled() and self.screen is screen:

@@ -37,6 +37,9 @@ from rhapsody.core.approval import GRACE
 from rhapsody.core.tools import Approval
 from rhapsody.preview import Preview
 
+SAID = 240
+"""Characters of the agent's narration the question shows (its end: the words that led to the call)."""
+
 ANSWERS = {"y": "allow", "a": "allow_rule", "n": "deny", "": "deny"}
 
 
@@ -66,8 +69,12 @@ class ApprovalScreen(ModalScreen[Approval]):
         Binding("down", "scroll('down')", show=False),
     ]
 
-    def __init__(self, tool: str, argument: str, why: str, shown: Preview, rules: tuple[str, ...] = ()) -> None:
+    def __init__(self, tool: str, argument: str, why: str, shown: Preview, rules: tuple[str, ...] = (),
+                 said: str = "") -> None:
+        """`said`: the agent's narration before the call, shown above the question (the dialog hides the
+        transcript, and the agent's reason is what the human weighs)."""
         super().__init__()
+        self.said = said
         self.tool = tool
         self.argument = argument
         self.why = why
@@ -77,6 +84,8 @@ class ApprovalScreen(ModalScreen[Approval]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="approval"):
+            if self.said:
+                yield Static(Text(f"the agent: {self.said}"), classes="said")
             yield Static(Text(f"{self.tool} wants to run ({self.why})"), classes="why")
             if self.shown.warning:
                 yield Static(Text(self.shown.warning), classes="warning")
@@ -207,8 +216,11 @@ def diff_text(diff: str) -> Text:
 
 
 def question(tool: str, argument: str, why: str, args: dict[str, object], root: Path,
-             rules: tuple[str, ...] = ()) -> ApprovalScreen:
-    """The dialog for one call; `rules` are the session rules offered under "a" (none: no "a")."""
+             rules: tuple[str, ...] = (), said: str = "") -> ApprovalScreen:
+    """The dialog for one call; `rules` are the session rules offered under "a" (none: no "a"); `said`
+    is the agent's narration before the call (its end, when long)."""
     from rhapsody.preview import preview
+    from rhapsody.tools.handoff import narration_before
 
-    return ApprovalScreen(tool, argument, why, preview(tool, dict(args), root), rules)
+    return ApprovalScreen(tool, argument, why, preview(tool, dict(args), root), rules,
+                          narration_before(said, SAID) if said else "")
