@@ -780,3 +780,21 @@ async def test_at_completion_never_offers_build_or_cache_artefacts(stub: Stub, p
         prompt.text = "look at @inv"
         await pilot.pause()
         assert prompt.suggestions() == ["inventory.py"]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+async def test_an_unfolded_body_wraps_every_line_and_cuts_none(stub: Stub, project: Path, size: tuple[int, int]) -> None:
+    from rhapsody.tui.widgets import Entry
+
+    word = "compute_the_weighted_average_" + "_".join(["of_every_item_grouped_by_their_level"] * 6)
+    body = "\n".join(["short line one", f"x = {word}", "a line of words " * 20])
+    app = plain_app(stub, project)
+    async with app.run_test(size=size) as pilot:
+        await app.transcript.add(Entry("tool", "bash report → ok (0.1 s)", body, key="wide"))
+        line = [w for w in app.transcript.query(Foldable) if w.entry.key == "wide"][0]
+        line.expanded = True
+        await pilot.pause()
+        shown = [line.render_line(y).text.strip() for y in range(line.size.height)]
+        assert not any("…" in row for row in shown)
+        joined = "".join(shown).replace(" ", "")
+        assert word in joined and joined.count("alineofwords") == 20
