@@ -798,3 +798,21 @@ async def test_an_unfolded_body_wraps_every_line_and_cuts_none(stub: Stub, proje
         assert not any("…" in row for row in shown)
         joined = "".join(shown).replace(" ", "")
         assert word in joined and joined.count("alineofwords") == 20
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+async def test_an_unfolded_error_says_its_message_once(stub: Stub, project: Path, size: tuple[int, int]) -> None:
+    stub.script(call(NARRATE, "bash", command="curl https://example.com", sandbox=False), say("no"))
+    app = plain_app(stub, project)
+    async with app.run_test(size=size) as pilot:
+        app.start_turn("fetch")
+        await idle(pilot)
+        line = [w for w in app.transcript.query(Foldable) if "curl" in w.title][0]
+        assert "→ error" in line.title and "saying why" in line.title  # the folded line says why, cut to fit
+        line.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        shown = " ".join(line.render_line(y).text.strip() for y in range(line.size.height))
+        message = "sandbox: false needs a justification saying why the command cannot run in the sandbox"
+        assert shown.count("saying why") == 1 and " ".join(message.split()) in " ".join(shown.split())
+        assert "…" not in shown and shown.startswith("▼ bash curl https://example.com → error (")
