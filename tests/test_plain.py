@@ -39,6 +39,10 @@ async def test_plain_mode_runs_a_turn_takes_a_hint_and_slash_commands(stub: Stub
     assert "; echo ok → exit 0" in text and "Done, hint seen." in text
     assert "h1 pending: next tool boundary" in text and "no seams yet" in text
     assert stub.bodies()[1]["messages"][-1]["content"][1]["text"] == "shorter please"
+    from rhapsody import render
+
+    notices = [render.notice_line(r).text for r in wiring.session.records if r["kind"] == "notice"]
+    assert notices[0] == "› /stats" and "no seams yet" in notices[1]  # as the app records and redraws them
 
 
 async def test_plain_mode_asks_and_free_text_denies_with_those_words(stub: Stub, project: Path) -> None:

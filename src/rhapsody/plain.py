@@ -214,9 +214,14 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
                 initial = "" if questions.pending.open else questions.take_kept()
                 continue
             if is_command(line):
+                echo = {"text": line.strip(), "shown": "as is", "command": True}
+                agent.session.record("notice", **echo)  # as the app records them: --continue in either shows them
                 outcome = run_command(agent, line)
                 if outcome.text:
                     say(outcome.text)
+                if outcome.text and not outcome.in_history and not outcome.quit:
+                    agent.session.record("notice", text=outcome.text, shown="as is",
+                                         **({"error": True} if outcome.error else {}))
                 if outcome.quit:
                     break
                 if outcome.run_turn and not busy:

@@ -274,14 +274,16 @@ def has_turns(path: Path) -> bool:
 
 
 def discard_if_empty(path: Path) -> bool:
-    """Remove a history file that holds nothing but its session header; True when removed.
+    """Remove a history file that holds nothing but its session header and command outputs
+    (`notice` records: `/stats` and the like, with no turn); True when removed.
 
     Anything else in it (a message, a model switch, a line that does not parse) keeps it."""
     try:
         read = read_history(path)
     except HistoryError:
         return False
-    if read.skipped or read.torn_tail or [r["kind"] for r in read.records] != ["session"]:
+    kinds = [r["kind"] for r in read.records]
+    if read.skipped or read.torn_tail or kinds[:1] != ["session"] or set(kinds[1:]) - {"notice"}:
         return False
     try:
         path.unlink()
