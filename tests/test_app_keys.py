@@ -782,3 +782,39 @@ async def test_at_completion_never_offers_build_or_cache_artefacts(stub: Stub, p
         prompt.text = "look at @inv"
         await pilot.pause()
         assert prompt.suggestions() == ["inventory.py"]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+async def test_an_unfolded_body_wraps_every_line_and_cuts_none(stub: Stub, project: Path, size: tuple[int, int]) -> None:
+    from rhapsody.tui.widgets import Entry
+
+    word = "compute_the_weighted_average_" + "_".join(["of_every_item_grouped_by_their_level"] * 6)
+    body = "\n".join(["short line one", f"x = {word}", "a line of words " * 20])
+    app = plain_app(stub, project)
+    async with app.run_test(size=size) as pilot:
+        await app.transcript.add(Entry("tool", "bash report → ok (0.1 s)", body, key="wide"))
+        line = [w for w in app.transcript.query(Foldable) if w.entry.key == "wide"][0]
+        line.expanded = True
+        await pilot.pause()
+        shown = [line.render_line(y).text.strip() for y in range(line.size.height)]
+        assert not any("…" in row for row in shown)
+        joined = "".join(shown).replace(" ", "")
+        assert word in joined and joined.count("alineofwords") == 20
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+async def test_an_unfolded_error_says_its_message_once(stub: Stub, project: Path, size: tuple[int, int]) -> None:
+    stub.script(call(NARRATE, "bash", command="curl https://example.com", sandbox=False), say("no"))
+    app = plain_app(stub, project)
+    async with app.run_test(size=size) as pilot:
+        app.start_turn("fetch")
+        await idle(pilot)
+        line = [w for w in app.transcript.query(Foldable) if "curl" in w.title][0]
+        assert "→ error" in line.title and "saying why" in line.title  # the folded line says why, cut to fit
+        line.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        shown = " ".join(line.render_line(y).text.strip() for y in range(line.size.height))
+        message = "sandbox: false needs a justification saying why the command cannot run in the sandbox"
+        assert shown.count("saying why") == 1 and " ".join(message.split()) in " ".join(shown.split())
+        assert "…" not in shown and shown.startswith("▼ bash curl https://example.com → error (")

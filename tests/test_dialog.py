@@ -204,3 +204,30 @@ async def test_the_answer_field_lists_only_the_answers_offered(stub: Stub, proje
         assert bool(screen.rules) == ("a ⏎" in " ".join(str(c.render()) for c in screen.query(Static)))
         await pilot.press("escape")
         await idle(pilot)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 48)])
+async def test_the_full_view_wraps_a_test_report_at_its_spaces(stub: Stub, project: Path, size: tuple[int, int]) -> None:
+    name = "test_category_report_puts_the_largest_first"
+    row = f"{name} (test_inventory.FormatTest.{name}) ... FAIL"
+    app = plain_app(stub, project)
+    async with app.run_test(size=size) as pilot:
+        await app.push_screen(FullView("bash python3 -m unittest → exit 1 (0.4 s)", "\n".join([row] * 30)))
+        await pilot.pause()
+        area = app.screen.query_one("#fulltext", TextArea)
+        shown = [area.render_line(y).text.strip() for y in range(area.size.height)]
+        words = {name, f"(test_inventory.FormatTest.{name})", "...", "FAIL"}
+        assert shown[0].startswith(name) and all(set(line.split()) <= words for line in shown if line)
+        await pilot.press("escape")
+
+
+async def test_the_full_view_still_breaks_a_word_longer_than_a_line(stub: Stub, project: Path) -> None:
+    word = "x" * 200
+    app = plain_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.push_screen(FullView("bash long → ok (0.1 s)", word))
+        await pilot.pause()
+        area = app.screen.query_one("#fulltext", TextArea)
+        shown = [area.render_line(y).text.strip() for y in range(area.size.height)]
+        assert "".join(shown) == word and len([line for line in shown if line]) == 3
+        await pilot.press("escape")

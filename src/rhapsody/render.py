@@ -201,6 +201,22 @@ def fit_tool_title(title: str, width: int) -> str:
     return (head[: room - 1] + "…" if len(head) > room else head) + outcome
 
 
+def unfolded_title(title: str) -> str:
+    """A refused or failed call's line without its reason, for the head of its unfolded body, which holds
+    the reason whole: the message shows once (`bash x → error (0.1 s)`, `… → denied by the human`)."""
+    found = list(OUTCOME.finditer(title))
+    if not found:
+        return title
+    head, outcome = title[: found[-1].start()], title[found[-1].start():]
+    mark = STRIPPED if STRIPPED in outcome else " · stripped" if outcome.endswith(" · stripped") else ""
+    tail = outcome[outcome.rindex(mark):] if mark else ""
+    outcome = outcome[: len(outcome) - len(tail)]
+    state, sep, _ = outcome.partition(": ")
+    if outcome.startswith(" → denied") and not sep:
+        state = " → denied"  # the reason says "denied..." itself: the body shows it
+    return head + state + tail
+
+
 def finished_view(event: ev.ToolFinished, run: dict[str, Any] | None = None) -> ToolView:
     """The view of a finished call, from its event (and its `tool_run` record, for an applied diff)."""
     if event.refused:

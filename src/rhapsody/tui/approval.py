@@ -37,7 +37,7 @@ from rhapsody.core.approval import GRACE
 from rhapsody.core.tools import Approval
 from rhapsody.preview import Preview
 
-SAID = 240
+SAID = 200
 """Characters of the agent's narration the question shows (its end: the words that led to the call)."""
 
 ANSWERS = {"y": "allow", "a": "allow_rule", "n": "deny", "": "deny"}

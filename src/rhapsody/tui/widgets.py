@@ -159,6 +159,10 @@ class Foldable(Static, can_focus=True):
             more = len(self.entry.body) - len(body)
             body += f"\n[… {more:,} more characters: Enter for the full view, Esc folds]"
         title = self.title.split(" · recall ", 1)[0] if self.entry.body.startswith("recall ") else self.title
+        if self.entry.kind == "tool" and self.entry.state in ("error", "denied"):
+            from rhapsody.render import unfolded_title
+
+            title = unfolded_title(title)  # the reason once: the body holds it whole
         return Text(f"{mark} {title}\n{body or '(empty)'}")  # whole, but a recall id once: the body's first line
 
     def watch_expanded(self, expanded: bool) -> None:
