@@ -78,7 +78,7 @@ def test_rhapsody_trust_command_and_the_headless_notice(stub: Stub, project: Pat
                      "bash", command="touch made.txt", sandbox=False, justification="testing"), say("ok"))
     env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": stub.server.url}
     first = rhapsody("-p", "go", "--cwd", str(project), "--model", MODEL, env=env)
-    assert first.returncode == 0 and "not trusted" in first.stderr and "rhapsody trust" in first.stderr
+    assert first.returncode == 4 and "not trusted" in first.stderr and "rhapsody trust" in first.stderr
     assert not (project / "made.txt").exists()
     done = rhapsody("trust", str(project))
     assert done.returncode == 0 and str(project.resolve()) in done.stdout
