@@ -45,6 +45,20 @@ async def test_stats_prices_the_session_beside_the_same_requests_without_seams(
     assert 0 < figures["saving"] < 1 and figures["saving_per_further_request"] > 0
     line = run_command(wiring.agent, "/stats").text.splitlines()[-1]
     assert line.startswith("billed input (cache reads 0.05×, writes 1.25×):") and "without (saved" in line
+    run_command(wiring.agent, "/unhandoff")  # nothing held out any more: a further request saves nothing
+    assert "each further request saves ~0)" in run_command(wiring.agent, "/stats").text
+
+
+async def test_right_after_a_seam_a_further_request_already_saves_what_it_stripped(
+    stub: Stub, project: Path
+) -> None:
+    stub.script(*[big(n) for n in range(3)], say("listed"), handoff_turn(), say("noted"))
+    wiring = stub.wire(project)
+    await collect(wiring.agent.run("list"))
+    wiring.agent.request_handoff()
+    await collect(wiring.agent.run())  # the last request sent was the note's, before the strip
+    saves = run_command(wiring.agent, "/stats").text.rsplit("each further request saves ~", 1)[1]
+    assert int(saves.rstrip(")").replace(",", "")) > 50  # cache-read equivalents (0.05×) of ~3,400 stripped tokens; ~0 before
 
 
 async def test_without_a_seam_both_figures_come_from_the_same_requests(

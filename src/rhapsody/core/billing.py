@@ -185,8 +185,10 @@ def seam_savings(records: list[dict[str, Any]], read_mult: float | list[float],
     sim_tokens, sim_billed = sum(t for t, _ in sim), sum(c for _, c in sim)
     free_tokens, free_billed = sum(t for t, _ in free), sum(c for _, c in free)
     scale = reported / sim_tokens if sim_tokens else 1.0
-    # A further request reads its whole prefix from cache: the seams save the difference in size.
-    further = (free[-1][0] - sim[-1][0]) * scale * mults[-1] if sim else 0.0
+    # A further request reads its whole prefix from cache: the seams save what they hold out of it now
+    # (the strips and cuts in force, from their own records, so the figure is right at once after a seam
+    # and falls to nothing after /unhandoff; the last request sent may predate either).
+    further = _chars_tokens(held_out(records)) * scale * mults[-1] if sim and held_out(records) > 0 else 0.0
     dollars = {} if prices is None else _dollars(actual, free, scale, prices)
     return {
         **dollars,
@@ -203,6 +205,13 @@ def seam_savings(records: list[dict[str, Any]], read_mult: float | list[float],
         "saving": round(1 - billed / (free_billed * scale), 4) if free_billed else 0.0,
         "saving_per_further_request": round(further),
     }
+
+
+def held_out(records: list[dict[str, Any]]) -> int:
+    """Bytes of request the seams and rolling cuts in force keep out of the context (undone seams excluded)."""
+    undone = {r.get("seam") for r in records if r["kind"] == "unseam"}
+    return sum(int(r["before"]["request_bytes"]) - int(r["after"]["request_bytes"]) for r in records
+               if (r["kind"] == "seam" and r.get("seam") not in undone) or r["kind"] == "prune")
 
 
 def _one(read_mult: float | list[float]) -> float | None:
