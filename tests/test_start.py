@@ -258,3 +258,20 @@ def test_nothing_to_resume_is_one_line_without_opening_the_screen(project: Path,
         assert "rhapsody: no session" in term.seen and "Traceback" not in term.seen
     finally:
         term.close()
+
+
+async def test_a_typed_ahead_message_replaces_the_suggested_one(project: Path, stub: Stub) -> None:
+    stub.script(say("Hello back."))
+
+    def boot() -> tuple[Any, Any, Any]:
+        wiring = stub.wire(project)
+        return wiring.agent, wiring.settings, None
+
+    app = RhapsodyApp(boot=boot, root=project, initial="The suggested task.", typed_ahead=("hello there",))
+    async with app.run_test() as pilot:
+        for _ in range(200):
+            await pilot.pause(0.05)
+            if stub.bodies() and not app.busy:
+                break
+        assert app.query_one(PromptInput).text == ""  # nothing left to send by accident
+    assert [b["text"] for b in stub.bodies()[0]["messages"][0]["content"]] == ["hello there"]

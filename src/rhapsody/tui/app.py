@@ -103,6 +103,8 @@ class RhapsodyApp(App[int]):
         self.boot_error: Exception | None = None
         lines = [line for line in typed_ahead if line.strip()]  # typed before anything ran: one first message
         self._early = [PromptInput.Submitted("\n".join(lines), queue=False)] if lines else []
+        if lines:  # what was typed ahead is the first message: a suggested one (the demo's task) steps aside
+            initial = ""
         self.approver = approver
         self._questions: asyncio.Task[None] | None = None
         self.initial = initial
