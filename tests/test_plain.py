@@ -169,3 +169,19 @@ async def test_plain_mode_ctrl_o_requests_the_handoff_and_keeps_the_line_being_t
     assert "⚙ [rhapsody] Micro-handoff requested" in out.getvalue()  # what the harness told the model, as in the app
     commands = [r["text"] for r in wiring.session.records if r["kind"] == "notice" and r.get("command")]
     assert commands == ["/quit"]  # ctrl+o is a key: no "› /handoff" echo on resume
+
+
+async def test_plain_help_lists_plain_keys_and_ctrl_c_at_the_prompt_quits_only_twice(stub: Stub, project: Path) -> None:
+    wiring = stub.wire(project)
+    out = io.StringIO()
+    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
+        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+        pipe.send_text("/help\r")
+        await until(lambda: "ctrl+d" in out.getvalue())
+        pipe.send_text("\x03")
+        await until(lambda: "press ctrl+c again to quit" in out.getvalue())
+        assert not task.done()  # one ctrl+c at the prompt does not end the session
+        pipe.send_text("\x03")
+        assert await asyncio.wait_for(task, 10) == 0
+    help_text = out.getvalue().split("press ctrl+c again")[0]
+    assert ">> text" in help_text and "shift+tab" not in help_text and "ctrl+p" not in help_text

@@ -50,8 +50,9 @@ def is_command(line: str) -> bool:
     return len(word) > 1 and "/" not in word[1:]
 
 
-def run_command(agent: Agent, line: str) -> Outcome:
-    """Execute one slash command; an unknown one is a local error, never a model turn."""
+def run_command(agent: Agent, line: str, keys: tuple[tuple[str, str], ...] | None = None) -> Outcome:
+    """Execute one slash command; an unknown one is a local error, never a model turn. `keys`: the
+    front end's keys for /help (default: the app's)."""
     name, _, arg = line.strip().partition(" ")
     arg = arg.strip()
     if name not in COMMANDS:
@@ -81,7 +82,8 @@ def run_command(agent: Agent, line: str) -> Outcome:
         return Outcome(f"new session {agent.session.id}{said}", reload=True)
     if name == "/quit":
         return Outcome(quit=True)
-    return Outcome("\n".join([f"{k:<13} {v}" for k, v in COMMANDS.items()] + [""] + [f"{k:<13} {v}" for k, v in KEYS]))
+    listed = KEYS if keys is None else keys
+    return Outcome("\n".join([f"{k:<13} {v}" for k, v in COMMANDS.items()] + [""] + [f"{k:<13} {v}" for k, v in listed]))
 
 
 KEYS = (("enter", "send; while the agent works, a hint for its next step"),
@@ -96,6 +98,15 @@ KEYS = (("enter", "send; while the agent works, a hint for its next step"),
         ("ctrl+p", "command palette"),
         ("ctrl+c", "twice to quit"))
 """The app's keys, as /help lists them."""
+
+PLAIN_KEYS = (("enter", "send; while the agent works, a hint for its next step"),
+              (">> text", "queue the message for the end of the turn"),
+              ("ctrl+o", "micro-handoff (same as /handoff)"),
+              ("ctrl+c", "interrupt the turn; at the prompt, twice to quit"),
+              ("ctrl+d", "quit (as /quit)"),
+              ("up, down", "walk earlier inputs"),
+              ("tab", "complete a /command"))
+"""Plain mode's keys, as its /help lists them."""
 
 
 def _handoff(agent: Agent) -> Outcome:

@@ -2,7 +2,8 @@
 
 For terminals and screen readers where a full-screen app is unwelcome. The prompt stays
 live while the agent works: a typed line is a hint for the next tool boundary (prefix it
-with `>>` to queue it for the end of the turn instead). Ctrl+C interrupts a running turn;
+with `>>` to queue it for the end of the turn instead). Ctrl+C interrupts a running turn (at the
+prompt, twice within 2 s quits);
 Ctrl+D quits; Ctrl+O requests the micro-handoff as `/handoff` does (a line being typed stays). A permission question is answered as in the app: a lone `y` allows once, a
 lone `a` allows the offered session rules, a lone `n` or an empty line denies, and any other
 line denies with its words, verbatim, as the reason. As in the app, nothing typed in the
@@ -17,13 +18,14 @@ printed text.
 from __future__ import annotations
 
 import asyncio
+import time
 import sys
 from contextlib import aclosing
 from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from rhapsody.commands import COMMANDS, is_command, run_command
+from rhapsody.commands import COMMANDS, PLAIN_KEYS, is_command, run_command
 from rhapsody.config import Settings
 from rhapsody.core import events as ev
 from rhapsody.core.approval import GRACE, HumanApprover, Question
@@ -181,6 +183,7 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
     prompt: PromptSession[str] = PromptSession(completer=WordCompleter(list(COMMANDS), sentence=True),
                                                key_bindings=keys)
     task: asyncio.Task[None] | None = None
+    ctrl_c_at = 0.0
     with patch_stdout(raw=True):
         sink = out or sys.stdout
 
@@ -197,7 +200,7 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
         say(f"rhapsody {agent.session.id} in {agent.session.root}, model {agent.session.spec.model}, "
             f"permissions {agent.toolbox.permission_mode}\n"
             "While the agent works, a typed line is a hint for its next tool boundary; start it with >> to "
-            "queue it for the end of the turn. Ctrl+C interrupts, Ctrl+D quits, /help lists the commands.")
+            "queue it for the end of the turn. Ctrl+C interrupts (twice at the prompt quits), Ctrl+D quits, /help lists the commands and keys.")
         for notice in agent.toolbox.start_sources():  # MCP servers start in the background
             say(f"  ! {notice}")
         while True:
@@ -207,6 +210,10 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
                 if task and not task.done():
                     task.cancel()  # drops an open question: what it set aside goes back to the prompt
                     initial = questions.take_kept()
+                    continue
+                if time.monotonic() - ctrl_c_at > 2.0:  # at the prompt: twice to quit, as in the app
+                    ctrl_c_at = time.monotonic()
+                    say("press ctrl+c again to quit (or ctrl+d)")
                     continue
                 break
             except EOFError:
@@ -220,7 +227,7 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
             if is_command(line):
                 if not by_key:  # as the app records a typed command: --continue in either front end shows it
                     agent.session.record("notice", text=line.strip(), shown="as is", command=True)
-                outcome = run_command(agent, line)
+                outcome = run_command(agent, line, PLAIN_KEYS)
                 if outcome.text:
                     say(outcome.text)
                 if outcome.text and not outcome.in_history and not outcome.quit:
