@@ -37,8 +37,8 @@ from rhapsody.core.approval import GRACE
 from rhapsody.core.tools import Approval
 from rhapsody.preview import Preview
 
-SAID = 200
-"""Characters of the agent's narration the question shows (its end: the words that led to the call)."""
+SAID_ROWS = 3
+"""Rows of the agent's narration the question shows (its end: the words that led to the call)."""
 
 ANSWERS = {"y": "allow", "a": "allow_rule", "n": "deny", "": "deny"}
 
@@ -85,7 +85,7 @@ class ApprovalScreen(ModalScreen[Approval]):
     def compose(self) -> ComposeResult:
         with Vertical(id="approval"):
             if self.said:
-                yield Static(Text(f"the agent: {self.said}"), classes="said")
+                yield Static(Text(self.said_text(80)), classes="said")
             yield Static(Text(f"{self.tool} wants to run ({self.why})"), classes="why")
             if self.shown.warning:
                 yield Static(Text(self.shown.warning), classes="warning")
@@ -107,6 +107,15 @@ class ApprovalScreen(ModalScreen[Approval]):
 
     def on_resize(self) -> None:
         self.call_after_refresh(self.fit_preview)
+        if self.said:
+            self.query_one(".said", Static).update(Text(self.said_text(self.size.width)))
+
+    def said_text(self, width: int) -> str:
+        """The end of the narration, as much as SAID_ROWS rows of the dialog at this terminal width hold."""
+        from rhapsody.tools.handoff import narration_before
+
+        inner = min(width, 120) - 4  # the dialog's border and padding
+        return "the agent: " + narration_before(self.said, max(40, SAID_ROWS * inner - len("the agent: ") - 4))
 
     def fit_preview(self) -> None:
         """The diff or command takes every row the rest of the dialog leaves, so the answers stay in view.
@@ -220,7 +229,5 @@ def question(tool: str, argument: str, why: str, args: dict[str, object], root: 
     """The dialog for one call; `rules` are the session rules offered under "a" (none: no "a"); `said`
     is the agent's narration before the call (its end, when long)."""
     from rhapsody.preview import preview
-    from rhapsody.tools.handoff import narration_before
 
-    return ApprovalScreen(tool, argument, why, preview(tool, dict(args), root), rules,
-                          narration_before(said, SAID) if said else "")
+    return ApprovalScreen(tool, argument, why, preview(tool, dict(args), root), rules, said)
