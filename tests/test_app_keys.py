@@ -676,19 +676,24 @@ async def test_model_alone_lists_the_known_names_and_an_unknown_one_suggests_the
         assert "unknown model claude-sonet-4-5 (closest: claude-sonnet-4-5" in error and "/model lists" in error
 
 
+async def recalled(app: RhapsodyApp, pilot: Any) -> str:
+    """Run the scripted call, hand off, `/recall slow`: the recall output the app shows."""
+    await send(pilot, "run the slow check")
+    await idle(pilot)
+    await send(pilot, "/handoff")
+    await idle(pilot)
+    await send(pilot, "/recall slow")
+    await until(pilot, lambda: any("narration before" in t for t in texts(app)))
+    return next(t for t in texts(app) if "narration before" in t)
+
+
 async def test_recall_shows_the_human_the_matched_output_as_written_without_match_markers(
         stub: Stub, project: Path) -> None:
     command = "echo 'speed=[slow]'; echo speed=slow"
     stub.script(call(NARRATE, "bash", command=command), say("ran it"), handoff_turn(), say("Noted."))
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
-        await send(pilot, "run the slow check")
-        await idle(pilot)
-        await send(pilot, "/handoff")
-        await idle(pilot)
-        await send(pilot, "/recall slow")
-        await until(pilot, lambda: any("narration before" in t for t in texts(app)))
-        shown = next(t for t in texts(app) if "narration before" in t)
+        shown = await recalled(app, pilot)
     result = next(b["content"] for r in records(app) if r["kind"] == "message" and r["role"] == "user"
                   for b in r["content"] if b.get("type") == "tool_result" and "speed" in json.dumps(b["content"]))
     written = result if isinstance(result, str) else "".join(b["text"] for b in result)
@@ -698,7 +703,7 @@ async def test_recall_shows_the_human_the_matched_output_as_written_without_matc
     assert "[[slow]]" not in shown and "[speed" not in shown
 
 
-async def test_recall_cuts_a_long_narration_at_a_word_for_the_human_and_leaves_the_models_as_it_was(
+async def test_recall_shows_the_end_of_a_long_narration_cut_at_a_word_to_the_human_and_the_model_alike(
         stub: Stub, project: Path) -> None:
     from rhapsody.tools.handoff import recall_text
 
@@ -706,13 +711,7 @@ async def test_recall_cuts_a_long_narration_at_a_word_for_the_human_and_leaves_t
     stub.script(call(narration, "bash", command="echo speed=slow"), say("ran it"), handoff_turn(), say("Noted."))
     app = plain_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
-        await send(pilot, "run the slow check")
-        await idle(pilot)
-        await send(pilot, "/handoff")
-        await idle(pilot)
-        await send(pilot, "/recall slow")
-        await until(pilot, lambda: any("narration before" in t for t in texts(app)))
-        shown = next(t for t in texts(app) if "narration before" in t).split("narration before: ")[1]
+        shown = (await recalled(app, pilot)).split("narration before: ")[1]
         model = recall_text(project, app.agent.session, "slow", False).split("narration before: ")[1]
     shown, model = shown.split("\n")[0], model.split("\n")[0]
     assert shown == model  # the person and the model read the same words
@@ -727,13 +726,7 @@ async def test_recall_indents_every_later_line_of_a_snippet_under_its_label(stub
     stub.script(call(NARRATE, "bash", command="cat notes.txt"), say("ran it"), handoff_turn(), say("Noted."))
     app = plain_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
-        await send(pilot, "run the slow check")
-        await idle(pilot)
-        await send(pilot, "/handoff")
-        await idle(pilot)
-        await send(pilot, "/recall slow")
-        await until(pilot, lambda: any("narration before" in t for t in texts(app)))
-        shown = next(t for t in texts(app) if "narration before" in t)
+        shown = await recalled(app, pilot)
         model = recall_text(project, app.agent.session, "slow", False)
     lines = shown.splitlines()[1:]
     assert "second line" in shown and not lines[0].startswith(" ")  # the recall id, at the margin
