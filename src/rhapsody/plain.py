@@ -43,9 +43,11 @@ class PlainApprover:
     """Shows the approver's questions on the line; the next line typed after the grace period is the answer."""
 
     def __init__(self, approver: HumanApprover, say: Callable[[str], None], root: Path,
-                 take_typed: Callable[[], str] = lambda: "") -> None:
-        """`take_typed` empties the prompt's line and returns what it held."""
+                 take_typed: Callable[[], str] = lambda: "", hidden: Callable[[], tuple[str, ...]] = tuple) -> None:
+        """`take_typed` empties the prompt's line and returns what it held; `hidden` gives the read deny
+        rules, whose files a question never shows."""
         self.approver = approver
+        self.hidden = hidden
         self.say = say
         self.root = root
         self.take_typed = take_typed
@@ -64,7 +66,7 @@ class PlainApprover:
             self.pending, self.ready = question, False
             rule = (f", a = allow {', '.join(self.rules)} for this session" if self.rules
                     else " (no session rule can allow this call)")
-            self.say(f"{plain_text(question.tool, question.args, self.root, question.why)}\n"
+            self.say(f"{plain_text(question.tool, question.args, self.root, question.why, self.hidden())}\n"
                      f"  y = allow once{rule}, n or Enter = deny; anything else denies, and the agent reads "
                      "your words")
             try:  # answered, or dropped when the turn was interrupted
@@ -195,7 +197,8 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
             typed, prompt.default_buffer.text = prompt.default_buffer.text, ""
             return typed
 
-        questions = PlainApprover(approver or HumanApprover(), say, agent.session.root, take_typed)
+        questions = PlainApprover(approver or HumanApprover(), say, agent.session.root, take_typed,
+                                  agent.toolbox.rules.read_denied)
         serving = asyncio.create_task(questions.serve())
         say(f"rhapsody {agent.session.id} in {agent.session.root}, model {agent.session.spec.model}, "
             f"permissions {agent.toolbox.permission_mode}\n"

@@ -19,6 +19,7 @@ LEXERS = {".py": "python", ".js": "javascript", ".ts": "typescript", ".json": "j
           ".toml": "toml", ".yaml": "yaml", ".yml": "yaml", ".sh": "bash", ".rs": "rust", ".go": "go",
           ".html": "html", ".css": "css", ".c": "c", ".h": "c", ".java": "java", ".rb": "ruby"}
 MAX_FILE = 2_000_000
+SECRET_WHY = "it looks like a secret, or a read rule hides it"
 
 
 @dataclass(frozen=True)
@@ -31,14 +32,19 @@ class Preview:
     warning: str = ""
 
 
-def preview(tool: str, args: dict[str, Any], root: Path) -> Preview:
-    """What `tool` with `args` would do, as the human should see it before answering."""
+HIDDEN = object()
+"""What `_read` gives for a file whose text must not be shown: secret-looking, or hidden by a read rule."""
+
+
+def preview(tool: str, args: dict[str, Any], root: Path, hidden: tuple[str, ...] = ()) -> Preview:
+    """What `tool` with `args` would do, as the human should see it before answering. The current text
+    of a file is shown only where `read_file` could show it (`hidden`: the read deny rules), and masked."""
     if tool == "bash":
         return _bash(args)
     if tool == "edit_file":
-        return _edit(args, root)
+        return _edit(args, root, hidden)
     if tool == "write_file":
-        return _write(args, root)
+        return _write(args, root, hidden)
     body = json.dumps(args, ensure_ascii=False, indent=2) if args else "(no arguments)"
     return Preview(f"{tool} with these arguments", visible(body), "json")
 
@@ -51,24 +57,34 @@ def _bash(args: dict[str, Any]) -> Preview:
     return Preview("the exact command", visible(str(args.get("command", ""))), "bash", warning)
 
 
-def _read(root: Path, given: str) -> tuple[Path | None, str | None]:
-    """The file under the root and its text; (None, None) outside the root, (path, None) when absent."""
+def _read(root: Path, given: str, hidden: tuple[str, ...]) -> tuple[Path | None, str | object | None]:
+    """The file under the root and its text (masked); (None, None) outside the root, (path, None) when
+    absent, (path, HIDDEN) for a file `read_file` would not show (judged on the path a link leads to)."""
+    from rhapsody.core.secrets import mask
+    from rhapsody.tools.search import readable_hidden
+
     base = root.resolve()
     target = (base / given).resolve() if given else base
     if target != base and base not in target.parents:
         return None, None
     if not target.is_file() or target.stat().st_size > MAX_FILE:
         return target, None
-    return target, target.read_text(encoding="utf-8", errors="replace")
+    if readable_hidden(target.relative_to(base).as_posix(), hidden):
+        return target, HIDDEN
+    return target, mask(target.read_text(encoding="utf-8", errors="replace"))
 
 
-def _edit(args: dict[str, Any], root: Path) -> Preview:
+def _edit(args: dict[str, Any], root: Path, hidden: tuple[str, ...]) -> Preview:
     path = str(args.get("path", ""))
     old, new = str(args.get("old", "")), str(args.get("new", ""))
-    target, text = _read(root, path)
+    target, text = _read(root, path, hidden)
     if target is None:
         return Preview(f"edit of {visible(path)}", "(the path is outside the project; the edit will be refused)")
-    if text is None or not old or old not in text:
+    if text is HIDDEN:
+        lines = [f"-{line}" for line in old.splitlines()] + [f"+{line}" for line in new.splitlines()]
+        return Preview(f"edit of {visible(path)} (the file's text is not shown: {SECRET_WHY})",
+                       visible("\n".join(lines)), "diff")
+    if not isinstance(text, str) or not old or old not in text:
         lines = [f"-{line}" for line in old.splitlines()] + [f"+{line}" for line in new.splitlines()]
         why = "file not found" if text is None else "old text not found in the file"
         return Preview(f"edit of {visible(path)} ({why}: the edit will fail)", visible("\n".join(lines)), "diff")
@@ -76,13 +92,16 @@ def _edit(args: dict[str, Any], root: Path) -> Preview:
     return Preview(f"diff of {visible(path)}", visible(unified(text, updated, path)), "diff")
 
 
-def _write(args: dict[str, Any], root: Path) -> Preview:
+def _write(args: dict[str, Any], root: Path, hidden: tuple[str, ...]) -> Preview:
     path = str(args.get("path", ""))
     content = str(args.get("content", ""))
-    target, text = _read(root, path)
+    target, text = _read(root, path, hidden)
     if target is None:
         return Preview(f"write to {visible(path)}", "(the path is outside the project; the write will be refused)")
-    if text is None:
+    if text is HIDDEN:
+        return Preview(f"new content of {visible(path)} (it replaces text that is not shown: {SECRET_WHY})",
+                       visible(content), LEXERS.get(target.suffix, ""))
+    if not isinstance(text, str):
         lines = content.count("\n") + (0 if content.endswith("\n") or not content else 1)
         return Preview(f"new file {visible(path)} ({counted(lines, 'line')})", visible(content), LEXERS.get(target.suffix, ""))
     diff = unified(text, content, path)
@@ -96,9 +115,9 @@ def unified(before: str, after: str, path: str) -> str:
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines).rstrip("\n")
 
 
-def plain_text(tool: str, args: dict[str, Any], root: Path, why: str) -> str:
+def plain_text(tool: str, args: dict[str, Any], root: Path, why: str, hidden: tuple[str, ...] = ()) -> str:
     """The whole question as plain mode prints it."""
-    shown = preview(tool, args, root)
+    shown = preview(tool, args, root, hidden)
     parts = [f"? {tool} wants to run ({why})"]
     if shown.warning:
         parts.append(f"  {shown.warning}")

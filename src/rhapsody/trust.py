@@ -85,7 +85,10 @@ def first_run_question(root: Path) -> str | None:
         return None
     asks = ([f"its .rhapsody/config.toml asks for {', '.join(cut)}"] if cut else []) + (
         [f"it would start MCP servers {', '.join(waiting)} (programs named by the project)"] if waiting else [])
-    return f"rhapsody has not been told to trust {root.resolve()}: {'; '.join(asks)}."
+    from rhapsody.render import visible  # names the project chose: escapes shown, never sent to the terminal
+
+    text = f"rhapsody has not been told to trust {root.resolve()}: {'; '.join(asks)}."
+    return visible(text).replace("\n", "\\n").replace("\t", "\\t")
 
 
 def offer(root: Path, ask: Callable[[str], str]) -> bool:

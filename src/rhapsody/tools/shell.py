@@ -20,18 +20,28 @@ _LIST_TOKENS = {"&&", "||", ";", "|", "|&", "\n", ";;", "comment"}
 _WORD_NODES = {"word", "string", "raw_string", "number", "concatenation", "simple_expansion", "expansion",
                "ansi_c_string", "translated_string", "string_content", "\"", "$"}
 _SAFE_TARGETS = {"/dev/null", "/dev/stdout", "/dev/stderr"}
-SHELLS = {"bash", "sh", "dash", "zsh", "ksh", "fish", "busybox", "python", "python3", "perl", "ruby", "node"}
+SHELLS = {"bash", "sh", "dash", "zsh", "ksh", "fish", "busybox", "python", "python3", "perl", "ruby", "node", "rbash",
+          "mksh", "tcsh", "csh", "pypy", "pypy3", "php", "lua", "tclsh", "deno", "bun"}
+AWKS = {"awk", "gawk", "mawk", "nawk", "busybox awk"}
 _OPAQUE_NAMES = {"eval": "eval", "source": "source", ".": "source", "exec": "exec", "xargs": "xargs",
                  "env": "env", "command": "command", "builtin": "builtin", "sudo": "sudo", "nohup": "nohup",
                  "time": "time", "nice": "nice", "timeout": "timeout", "setsid": "setsid", "watch": "watch",
                  "trap": "trap", "alias": "alias", "doas": "doas", "su": "su", "stdbuf": "stdbuf",
                  "mapfile": "mapfile's callback", "readarray": "readarray's callback", "complete": "complete",
                  "compgen": "compgen", "bind": "bind", "enable": "enable", "fc": "fc", "history": "history",
-                 "coproc": "coproc"}
+                 "coproc": "coproc", "hash": "hash", "ionice": "ionice", "chroot": "chroot", "flock": "flock",
+                 "strace": "strace", "ltrace": "ltrace", "unshare": "unshare", "taskset": "taskset", "chrt": "chrt",
+                 "prlimit": "prlimit", "setpriv": "setpriv", "fakeroot": "fakeroot", "valgrind": "valgrind",
+                 "parallel": "parallel", "firejail": "firejail", "runuser": "runuser", "pkexec": "pkexec",
+                 "systemd-run": "systemd-run", "xvfb-run": "xvfb-run", "catchsegv": "catchsegv"}
 _RUNS_ARGUMENTS = {"find": ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprintf", "-fls"),
                    "git": ("-c", "--config-env", "--exec-path", "-C", "--output", "--output-directory"),
                    "sort": ("-o", "--output"), "sed": ("-i", "--in-place"), "perl": ("-i",),
-                   "tee": ("*",), "dd": ("of",)}
+                   "tee": ("*",), "dd": ("of",), "script": ("-c", "--command"),
+                   "vim": ("-c", "--cmd", "-S"), "vi": ("-c", "--cmd", "-S"), "nvim": ("-c", "--cmd", "-S"),
+                   "gdb": ("-ex", "-x", "--command", "--eval-command"), "rsync": ("-e", "--rsh"),
+                   "tar": ("--checkpoint-action", "--to-command", "--use-compress-program", "-I", "--info-script",
+                           "--new-volume-script", "-F")}
 """Options with which a program runs another or writes a file the rule did not name (`*`: any argument)."""
 _EVALUATING_BUILTINS = {"test", "[", "printf", "read", "unset", "declare", "typeset", "local", "let", "export",
                         "readonly", "mapfile", "readarray", "getopts", "wait", "shopt", "set", "caller", "hash"}
@@ -65,6 +75,8 @@ def _parser() -> Any:
 
 def parse(command: str) -> ShellCommand:
     """The simple commands of `command` and, when rules cannot judge it, why."""
+    if "\\\n" in command:  # bash joins `r\<newline>m` into rm; the parse would see two words
+        return ShellCommand((), "it continues a line with a backslash")
     try:
         tree = _parser().parse(command.encode("utf-8", errors="surrogatepass"))
     except (ValueError, UnicodeError):
@@ -126,6 +138,9 @@ def _command(node: Any, out: list[tuple[str, ...]]) -> str:
     for child in node.children:
         if child.type == "command_name":
             child = child.children[0] if child.children else child
+            reason = _unnamed(child)
+            if reason:
+                return reason
         if child.type in ("file_redirect", "herestring_redirect"):
             reason = _redirect(child)
             if reason:
@@ -135,6 +150,8 @@ def _command(node: Any, out: list[tuple[str, ...]]) -> str:
             return _contains(child.type)
         if _has_substitution(child):
             return "it contains a command or process substitution (or an expansion that can run one)"
+        if _has_type(child, "ansi_c_string"):
+            return "it uses $'…' quoting, whose escapes rules do not decode"
         words.append(unquote(_text(child)))
     if not words:
         return "it has an empty command"
@@ -142,6 +159,20 @@ def _command(node: Any, out: list[tuple[str, ...]]) -> str:
     if not reason:
         out.append(tuple(words))
     return reason
+
+
+def _unnamed(node: Any) -> str:
+    """Why the program word does not name its program as written: an expansion, a glob or a brace."""
+    raw = _text(node)
+    if "$" in raw or _has_type(node, "simple_expansion") or _has_type(node, "expansion"):
+        return "its program name comes from an expansion or $'…' quoting"
+    if any(c in raw for c in "*?[") or ("{" in raw and ("," in raw or ".." in raw) and "}" in raw):
+        return "its program name is a glob or a brace expansion"
+    return ""
+
+
+def _has_type(node: Any, kind: str) -> bool:
+    return node.type == kind or any(_has_type(c, kind) for c in node.children)
 
 
 def _has_substitution(node: Any) -> bool:
@@ -154,6 +185,7 @@ def _has_substitution(node: Any) -> bool:
 
 def _opaque_name(words: list[str]) -> str:
     name = words[0].rsplit("/", 1)[-1]
+    versioned = name.rstrip("0123456789.") or name  # bash5.2, python3.11, ksh93
     if name in _OPAQUE_NAMES:
         return f"it runs another command through {_OPAQUE_NAMES[name]}"
     flags = _RUNS_ARGUMENTS.get(name, ())
@@ -161,8 +193,14 @@ def _opaque_name(words: list[str]) -> str:
         return f"{name} with these options can run other programs or write files"
     if name in _EVALUATING_BUILTINS and any(c in w for w in words[1:] for c in ("$(", "`", "[", "${")):
         return f"the builtin {name} would evaluate an expression in its arguments"
-    if name in SHELLS and any(w.startswith("-") and "c" in w.lstrip("-") or w in ("-e", "-E") for w in words[1:]):
+    if (name in SHELLS or versioned in SHELLS) and any(
+            w.startswith("-") and "c" in w.lstrip("-") or w in ("-e", "-E") for w in words[1:]):
         return f"it runs code given to {name} as a string"
+    if (name in SHELLS or versioned in SHELLS) and (
+            all(w.startswith("-") for w in words[1:]) or any(w in ("-s", "-") for w in words[1:])):
+        return f"{name} runs code read from its input"
+    if name in AWKS and any(k in w for w in words[1:] for k in ("system", "|", "getline", "print >", "printf >")):
+        return f"the {name} program can run commands or write files"
     return ""
 
 

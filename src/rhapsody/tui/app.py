@@ -483,7 +483,7 @@ class RhapsodyApp(App[int]):
             self.live.pause()
             said = next((e.text for e in reversed(self.transcript.entries) if e.kind == "assistant"), "")
             screen = dialog(question.tool, question.argument, question.why, question.args, self.agent.session.root,
-                            question.rules, said)
+                            question.rules, said, self.agent.toolbox.rules.read_denied())
             await self.push_screen(screen, callback=question.answer)
             await asyncio.wait([question.reply])  # answered, or dropped when the turn was interrupted
             if question.reply.cancelled() and self.screen is screen:

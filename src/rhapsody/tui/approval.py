@@ -225,9 +225,9 @@ def diff_text(diff: str) -> Text:
 
 
 def question(tool: str, argument: str, why: str, args: dict[str, object], root: Path,
-             rules: tuple[str, ...] = (), said: str = "") -> ApprovalScreen:
+             rules: tuple[str, ...] = (), said: str = "", hidden: tuple[str, ...] = ()) -> ApprovalScreen:
     """The dialog for one call; `rules` are the session rules offered under "a" (none: no "a"); `said`
-    is the agent's narration before the call (its end, when long)."""
+    is the agent's narration before the call (its end, when long); files `hidden` rules name are not shown."""
     from rhapsody.preview import preview
 
-    return ApprovalScreen(tool, argument, why, preview(tool, dict(args), root), rules, said)
+    return ApprovalScreen(tool, argument, why, preview(tool, dict(args), root, hidden), rules, said)
