@@ -19,7 +19,7 @@ from typing import Any, TextIO
 
 from rhapsody.core import events as ev
 from rhapsody.core.loop import Agent
-from rhapsody.core.session import USAGE_KEYS
+from rhapsody.core.session import usage_totals
 from rhapsody.render import limit_line, print_event
 
 
@@ -100,7 +100,7 @@ def result_event(agent: Agent, status: int, records: list[dict[str, Any]],
     from rhapsody.figures import Figures
 
     figures = Figures(model=agent.session.spec.model).fold(records)
-    usage = {k: sum(int(r.get(k) or 0) for r in records if r["kind"] == "usage") for k in USAGE_KEYS}
+    usage = usage_totals(records)
     refused = [{"tool_name": d.call.name, "tool_use_id": d.call.id, "tool_input": d.call.input, "reason": d.refused}
                for d in denials or []]
     return {"event": "result", "session_id": agent.session.id, "exit_status": status,

@@ -32,7 +32,7 @@ from rhapsody.core.approval import GRACE, HumanApprover, Question
 from rhapsody.core.loop import Agent
 from rhapsody.core.tools import Approval
 from rhapsody.preview import plain_text
-from rhapsody.render import event_lines, harness_line, harness_texts, plain, print_event
+from rhapsody.render import event_lines, harness_lines, plain, print_event
 
 
 ANSWERS = {"y": "allow", "a": "allow_rule", "n": "deny", "": "deny"}
@@ -149,9 +149,8 @@ async def _consume(agent: Agent, text: str | None, out: TextIO) -> None:
                     continue
                 if isinstance(event, ev.BlockStopped):
                     out.write(unmarked.flush())
-                for record in agent.session.records[seen:]:  # what the harness itself told the model, as the app shows
-                    for said_by_harness in harness_texts(record):
-                        out.write(f"  {plain(harness_line(said_by_harness))}\n")
+                for line in harness_lines(agent.session.records[seen:]):  # what the harness told the model, as the app shows
+                    out.write(f"  {plain(line)}\n")
                 seen = len(agent.session.records)
                 print_event(event, out)
                 said = said or isinstance(event, ev.Interrupted)

@@ -60,12 +60,13 @@ def _bash(args: dict[str, Any]) -> Preview:
 def _read(root: Path, given: str, hidden: tuple[str, ...]) -> tuple[Path | None, str | object | None]:
     """The file under the root and its text (masked); (None, None) outside the root, (path, None) when
     absent, (path, HIDDEN) for a file `read_file` would not show (judged on the path a link leads to)."""
+    from rhapsody.core.own_files import inside
     from rhapsody.core.secrets import mask
     from rhapsody.tools.search import readable_hidden
 
     base = root.resolve()
     target = (base / given).resolve() if given else base
-    if target != base and base not in target.parents:
+    if not inside(base, target):
         return None, None
     if not target.is_file() or target.stat().st_size > MAX_FILE:
         return target, None

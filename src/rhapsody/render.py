@@ -19,7 +19,6 @@ from rhapsody.core.context import Conversation
 from rhapsody.core.cuts import original_size
 from rhapsody.core.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.core.own_files import read_own
-from rhapsody.core.session import USAGE_KEYS
 from rhapsody.core.wording import counted
 
 KEY_ARGUMENTS = ("command", "path", "pattern", "query", "id", "action")
@@ -27,9 +26,6 @@ HARNESS_PREFIX = "[rhapsody]"
 INTERRUPTED_TEXT = "⏹ interrupted: what streamed so far is kept"
 STRIPPED = " · stripped · recall "
 """Joins a stripped call's line and its recall id (`⊘ bash ls → ok (0.1 s) · stripped · recall S:ID`)."""
-INTERRUPTED_RESULT = "Interrupted by the human before this call finished."
-GLYPHS = {"tool": "⏺", "seam": "──", "hint": "✎", "harness": "⚙", "notice": "·", "violation": "✗",
-          "error": "✗", "retry": "↻", "interrupted": "⏹", "user": "›"}
 
 
 @dataclass(frozen=True)
@@ -125,11 +121,6 @@ def first_line(text: str, width: int = 160) -> str:
     return next((one_line(visible(t), width) for t in text.splitlines() if t.strip()), "")
 
 
-def usage_input(usage: dict[str, Any]) -> int:
-    """Input tokens of one request as the API reported them (fresh, cache write, cache read)."""
-    return sum(int(usage.get(k) or 0) for k in USAGE_KEYS[:3])
-
-
 # -- tool calls -------------------------------------------------------------------------
 
 
@@ -163,11 +154,12 @@ def _denied(why: str) -> str:
 def tool_line(view: ToolView) -> Line:
     """The transcript line of a tool call; `full` carries the whole refusal or failure reason."""
     reason = whole_reason(view.output) if view.state in ("error", "denied") else ""
+    title = tool_title(view)
     full = tool_title(view, reason) if reason else ""
     body = f"{visible(view.proposed)}\n\n{view.output}" if view.proposed else view.output
     body = f"recall {view.recall}\n\n{body}" if view.recall else body  # the id, whatever the width
-    return Line("tool", tool_title(view), body=body, key=view.call.id, state=view.state, reason=reason,
-                full=full if full != tool_title(view) else "")
+    return Line("tool", title, body=body, key=view.call.id, state=view.state, reason=reason,
+                full=full if full != title else "")
 
 
 def whole_reason(text: str, cap: int = 4000) -> str:
@@ -333,13 +325,13 @@ def event_lines(event: ev.Event) -> list[Line]:
         return [violation_line(event.call.name, event.words, event.required, event.total)]
     if isinstance(event, ev.Retrying):
         asked = f" (server asked {event.asked:g} s)" if event.asked is not None and event.asked > event.delay else ""
-        return [Line("retry", f"↻ retry {event.attempt} in {event.delay:.1f} s{asked}: {event.reason}")]
+        return [retry_line(event.attempt, event.delay, event.reason, asked)]
     if isinstance(event, ev.ContextPruned):
         return [cut_line(event.record)]
     if isinstance(event, ev.HandoffFailed):
-        return [Line("error", f"✗ handoff: {event.reason}")]
+        return [handoff_failed_line(event.reason)]
     if isinstance(event, ev.Failed):
-        return [Line("error", f"✗ {event.message}")]
+        return [error_line(event.message)]
     if isinstance(event, ev.Interrupted):
         return [Line("interrupted", INTERRUPTED_TEXT)]
     if isinstance(event, ev.LimitsExceeded):
@@ -347,11 +339,26 @@ def event_lines(event: ev.Event) -> list[Line]:
     if isinstance(event, ev.Notice):
         return [Line("notice", f"! {event.text}")]
     if isinstance(event, ev.DenialDelivered):
-        return [denial_line(event.call.name, event.text)]
+        return [denial_line(event.text)]
     return []
 
 
-def denial_line(tool: str, words: str) -> Line:
+def retry_line(attempt: int, delay: float, reason: str, asked: str = "") -> Line:
+    """A request being retried, live (with what the server asked for) and on resume."""
+    return Line("retry", f"↻ retry {attempt} in {delay:.1f} s{asked}: {reason}")
+
+
+def handoff_failed_line(reason: str) -> Line:
+    """A handoff that ended without a seam, live and on resume."""
+    return Line("error", f"✗ handoff: {reason}")
+
+
+def error_line(message: str) -> Line:
+    """A failure the loop reported, live and on resume."""
+    return Line("error", f"✗ {message}")
+
+
+def denial_line(words: str) -> Line:
     """The human's own words with a denial, as the model received them."""
     return Line("user", f"› {words}", body=words)
 
@@ -457,19 +464,19 @@ def _other_lines(record: dict[str, Any], root: Path, hints: dict[str, str], land
     if kind == "interrupted":
         return [Line("interrupted", INTERRUPTED_TEXT)]
     if kind == "retry":
-        return [Line("retry", f"↻ retry {record['attempt']} in {record['delay']:.1f} s: {record['reason']}")]
+        return [retry_line(record["attempt"], record["delay"], record["reason"])]
     if kind == "handoff_failed":
         from rhapsody.core.handoff_state import failed_reason
 
-        return [Line("error", f"✗ handoff: {failed_reason(record)}")]
+        return [handoff_failed_line(failed_reason(record))]
     if kind == "error":
-        return [Line("error", f"✗ {record.get('message', '')}")]
+        return [error_line(str(record.get("message", "")))]
     if kind == "notice":
         return [notice_line(record)]
     if kind == "seam_failed":
         reason = str(record.get("reason", ""))
         old = not reason.startswith(("strip abandoned", "rolling cut abandoned"))  # histories before the live wording
-        return [Line("error", f"✗ handoff: {'strip abandoned, context unchanged: ' if old else ''}{reason}")]
+        return [handoff_failed_line(f"{'strip abandoned, context unchanged: ' if old else ''}{reason}")]
     if kind == "hint" and record["id"] not in landed:
         return [hint_line(record["id"], record["text"])]
     return []
@@ -528,6 +535,11 @@ def _user_text(text: str, hints: dict[str, tuple[str, str]]) -> Line:
 def harness_line(text: str) -> Line:
     """A message the harness itself sent to the model."""
     return Line("harness", f"⚙ {one_line(text, 240)}", body=text)
+
+
+def harness_lines(records: list[dict[str, Any]]) -> list[Line]:
+    """What the harness itself told the model in these records, as harness lines (live in every front end)."""
+    return [harness_line(text) for record in records for text in harness_texts(record)]
 
 
 def harness_texts(record: dict[str, Any]) -> list[str]:

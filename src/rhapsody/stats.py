@@ -12,7 +12,7 @@ from rhapsody.core.billing import seam_savings, served_by
 from rhapsody.core.errors import HistoryError
 from rhapsody.core.history import find_session, read_history
 from rhapsody.core.pricing import price_of, priced
-from rhapsody.core.session import USAGE_KEYS
+from rhapsody.core.session import USAGE_KEYS, usage_totals
 
 
 STATS_COLUMNS = ("seam", "context ~tokens", "note added", "strip took", "bytes", "tool calls",
@@ -76,7 +76,7 @@ def print_stats(root: Path, session_id: str | None, as_json: bool = False, read_
     if not records or records[0]["kind"] != "session":
         raise HistoryError(f"{path} is not a rhapsody history file (no session record first)")
     figures = billing(records, read_mult)
-    totals = {k: sum(int(r.get(k) or 0) for r in records if r["kind"] == "usage") for k in USAGE_KEYS}
+    totals = usage_totals(records)
     counts = {k: sum(1 for r in records if r["kind"] == k) for k in ("request", "tool_run", "violation", "hint")}
     if as_json:
         rows = [{k: r.get(k) for k in ("seam", "before", "after", "reported_input_before", "reported_input_after",

@@ -188,7 +188,8 @@ def seam_savings(records: list[dict[str, Any]], read_mult: float | list[float],
     # A further request reads its whole prefix from cache: the seams save what they hold out of it now
     # (the strips and cuts in force, from their own records, so the figure is right at once after a seam
     # and falls to nothing after /unhandoff; the last request sent may predate either).
-    further = _chars_tokens(held_out(records)) * scale * mults[-1] if sim and held_out(records) > 0 else 0.0
+    held = held_out(records)
+    further = _chars_tokens(held) * scale * mults[-1] if sim and held > 0 else 0.0
     dollars = {} if prices is None else _dollars(actual, free, scale, prices)
     return {
         **dollars,

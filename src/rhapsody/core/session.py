@@ -27,6 +27,11 @@ from rhapsody.core.messages import Block, Message, ToolResultBlock
 USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 
 
+def usage_totals(records: list[dict[str, Any]]) -> dict[str, int]:
+    """Every `usage` record's tokens summed, per kind (USAGE_KEYS)."""
+    return {k: sum(int(r.get(k) or 0) for r in records if r["kind"] == "usage") for k in USAGE_KEYS}
+
+
 @dataclass(frozen=True)
 class Hint:
     """Text the human typed while the agent worked.

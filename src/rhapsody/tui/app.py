@@ -101,9 +101,8 @@ class RhapsodyApp(App[int]):
         self._boot = boot if agent is None else None
         self.ready = self._boot is None
         self.boot_error: Exception | None = None
-        lines = [line for line in typed_ahead if line.strip()]  # typed before anything ran: one first message
-        self._early = [PromptInput.Submitted("\n".join(lines), queue=False)] if lines else []
-        if lines:  # what was typed ahead is the first message: a suggested one (the demo's task) steps aside
+        self._early = [PromptInput.Submitted("\n".join(typed_ahead), queue=False)] if typed_ahead else []
+        if typed_ahead:  # what was typed ahead is the first message: a suggested one (the demo's task) steps aside
             initial = ""
         self.approver = approver
         self._questions: asyncio.Task[None] | None = None
@@ -433,15 +432,13 @@ class RhapsodyApp(App[int]):
         """A call's line appears when it starts and changes in place when it finishes."""
         await self.transcript.end_text()
         await self.show_harness()
-        line = render.event_lines(event)[0]
-        if isinstance(event, ev.ToolFinished):
-            line = render.tool_line(render.finished_view(event, self.run_record(event.call.id)))
         if isinstance(event, ev.ToolStarted):
-            entry = Entry.of(line)
+            entry = Entry.of(render.event_lines(event)[0])
             self.calls[event.call.id] = (event.call, entry)
             self.live.start(f"{event.call.name}")
             await self.transcript.add(entry)
             return
+        line = render.tool_line(render.finished_view(event, self.run_record(event.call.id)))
         entry = self.calls.pop(event.call.id, (event.call, Entry.of(line)))[1]
         entry.text, entry.body, entry.state = line.text, line.body, line.state
         if entry not in self.transcript.entries:
@@ -457,9 +454,8 @@ class RhapsodyApp(App[int]):
     async def show_harness(self) -> None:
         """Messages the harness itself sent the model appear as harness lines, as on resume."""
         records = self.agent.session.records
-        for record in records[self._seen:]:
-            for text in render.harness_texts(record):
-                await self.transcript.add(Entry.of(render.harness_line(text)))
+        for line in render.harness_lines(records[self._seen:]):
+            await self.transcript.add(Entry.of(line))
         self._seen = len(records)
 
     async def hints_delivered(self, event: ev.HintDelivered) -> None:

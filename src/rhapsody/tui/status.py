@@ -77,7 +77,7 @@ def status_line(figures: Figures, session: Any, git: str, state: str, width: int
     the context or the cost.
     """
     cache = figures.cache_ratio
-    cwd = str(session.root).replace(str(Path.home()), "~")
+    cwd = tilde(session.root)
     fields = [  # (drop order: higher goes first, text)
         (0, state),
         (1, mode if mode and mode != DEFAULT_MODE else ""),  # a mode other than the default is always in view
@@ -101,6 +101,11 @@ def _width(fields: list[tuple[int, str]]) -> int:
     return 1 + sum(cell_len(t) for _, t in fields) + 3 * (len(fields) - 1)
 
 
+def tilde(path: Path) -> str:
+    """`path` with the home folder written as ~."""
+    return str(path).replace(str(Path.home()), "~")
+
+
 def welcome_text(agent: Any, settings: Any, extra: str = "") -> str:
     """What an empty session shows: where, which model, which permissions, and the keys that matter."""
     from rhapsody.tools.sandbox import status
@@ -121,7 +126,7 @@ def _welcome(root: Path, facts: tuple[str, str, str], extra: str) -> str:
     lines = [
         "rhapsody: a coding agent that narrates each step",
         "",
-        f"  project      {str(root).replace(str(Path.home()), '~')}",
+        f"  project      {tilde(root)}",
         f"  model        {model}",
         f"  permissions  {permissions}",
         f"  sandbox      {sandbox}",
