@@ -49,8 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="model id in the provider's form (default on anthropic: the newest Sonnet the SDK lists)")
     p.add_argument("--permission-mode", choices=("read-only", "ask", "auto-edit", "yolo"),
                    help="read-only: no writes, bash in a read-only sandbox; ask: asks before writes and bash; "
-                   "auto-edit: writes in the project and sandboxed bash run unasked; yolo: auto-edit, and bash also "
-                   "runs with the sandbox off (default: ask; auto-edit with -p, where what would ask is refused)")
+                   "auto-edit: writes in the project and sandboxed bash run unasked; yolo: as auto-edit, and bash "
+                   "with sandbox = \"off\" runs unasked too (bash stays sandboxed where the sandbox is on; leaving it "
+                   "always asks) (default: ask; auto-edit with -p, where what would ask is refused)")
     p.add_argument("--continue", dest="continue_last", action="store_true", help="resume the latest session")
     p.add_argument("--resume", nargs="?", const="", metavar="ID", help="resume session ID (picker without ID)")
     p.add_argument("--demo", action="store_true", help="offline demo on a fresh sample project (not --cwd), no key needed")
