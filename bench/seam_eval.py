@@ -48,7 +48,8 @@ from seam_eval_tasks import TASKS  # noqa: E402
 from rhapsody.config import Settings  # noqa: E402
 from rhapsody.core.history import read_history  # noqa: E402
 from rhapsody.core.loop import Agent  # noqa: E402
-from rhapsody.core.session import USAGE_KEYS, Session  # noqa: E402
+from rhapsody.core.figures import USAGE_KEYS  # noqa: E402
+from rhapsody.core.session import Session  # noqa: E402
 from rhapsody.core.tools import Toolbox  # noqa: E402
 from rhapsody.loopback.script import ScriptedResponder, call, say  # noqa: E402
 from rhapsody.loopback.server import LoopbackServer  # noqa: E402

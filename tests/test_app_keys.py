@@ -670,10 +670,12 @@ async def test_model_alone_lists_the_known_names_and_an_unknown_one_suggests_the
         shown = texts(app)[-1]
         assert shown.startswith(f"model: {app.agent.session.spec.model}")
         assert len(sdk_models()) > 3 and all(m in shown for m in sdk_models() if not m[-8:].isdigit())
-        await send(pilot, "/model claude-sonet-4-5")
+        real = next(m for m in sdk_models() if "sonnet" in m and not m[-8:].isdigit())  # whatever the SDK lists
+        typo = real.replace("sonnet", "sonet")
+        await send(pilot, f"/model {typo}")
         await pilot.pause()
         error = texts(app)[-1]
-        assert "unknown model claude-sonet-4-5 (closest: claude-sonnet-4-5" in error and "/model lists" in error
+        assert f"unknown model {typo} (closest: {real}" in error and "/model lists" in error
 
 
 async def recalled(app: RhapsodyApp, pilot: Any) -> str:

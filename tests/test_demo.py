@@ -13,7 +13,7 @@ from rhapsody.core.events import Event, SeamCommitted, TextDelta, ToolFinished
 from rhapsody.core.messages import ToolUseBlock
 from rhapsody.core.tools import Approval
 from rhapsody.demo import DEMO_ALLOW, DEMO_TASK, SAMPLE, DemoResponder, prepare_project
-from rhapsody.figures import figures
+from rhapsody.core.figures import figures
 from rhapsody.wiring import Wiring
 
 from .conftest import Stub, collect

@@ -96,7 +96,7 @@ async def test_killed_when_reminded_resumes_reminded_and_gives_up_at_the_next_en
     stub.script(say("No note from me."))
     events = await collect(wiring.agent.run("go on"))
     assert any(isinstance(e, HandoffFailed) for e in events) and not any(isinstance(e, HandoffAsked) for e in events)
-    assert wiring.session.handoff.phase == Phase.FAILED and wiring.session.counters.seams == 0
+    assert wiring.session.handoff.phase == Phase.FAILED and wiring.session.figures.seams == 0
 
 
 async def test_killed_when_noted_resumes_noted_and_commits_the_seam_on_its_note(stub: Stub, children: dict[str, Child]) -> None:
@@ -112,13 +112,13 @@ async def test_killed_when_noted_resumes_noted_and_commits_the_seam_on_its_note(
 
 async def test_killed_when_committed_resumes_at_rest_with_the_seam(stub: Stub, children: dict[str, Child]) -> None:
     wiring = resumed(stub, children["committed"])
-    assert wiring.session.handoff.phase == Phase.COMMITTED and wiring.session.counters.seams == 1
+    assert wiring.session.handoff.phase == Phase.COMMITTED and wiring.session.figures.seams == 1
     assert wiring.agent.request_handoff() and wiring.session.handoff.phase == Phase.WANTED
 
 
 async def test_killed_when_failed_resumes_at_rest_with_nothing_stripped(stub: Stub, children: dict[str, Child]) -> None:
     wiring = resumed(stub, children["failed"])
-    assert wiring.session.handoff.phase == Phase.FAILED and wiring.session.counters.seams == 0
+    assert wiring.session.handoff.phase == Phase.FAILED and wiring.session.figures.seams == 0
     assert wiring.agent.request_handoff() and not wiring.agent.request_handoff()
 
 

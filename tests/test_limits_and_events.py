@@ -57,7 +57,7 @@ async def test_max_cost_usd_stops_before_a_request_once_spent_and_headless_says_
     out, err = io.StringIO(), io.StringIO()
     status = await run_headless(wiring.agent, "print markers", out=out, err=err)
     assert status == 3 and len(stub.bodies()) == 1
-    spent = wiring.session.counters.usage
+    spent = wiring.session.figures.usage
     assert spent["input_tokens"] + spent["cache_creation_input_tokens"] > 0
     assert re.search(r"limit reached: \$0\.\d{4} spent of max_cost_usd \$0\.0001; the turn stopped", err.getvalue())
     assert "limit reached" not in out.getvalue() and "bash echo step-1 → exit 0" in out.getvalue()  # said once

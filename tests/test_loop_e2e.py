@@ -48,7 +48,7 @@ async def test_call_without_narration_is_not_run_and_error_is_sent(stub: Stub, p
     assert result["is_error"] is True and "narration rule" in result["content"]
     kinds = [r["kind"] for r in read_history(wiring.session.path).records]
     assert "violation" in kinds and "tool_run" not in kinds
-    assert wiring.session.counters.violations == 1
+    assert wiring.session.figures.violations == 1
 
 
 async def test_parallel_calls_share_one_narration_when_allowed(stub: Stub, project: Path) -> None:

@@ -21,7 +21,7 @@ from rhapsody.loopback.script import call, say
 from rhapsody.loopback.server import Fault
 from rhapsody.openai_model import OpenAIModel
 from rhapsody.providers import installed
-from rhapsody.figures import figures
+from rhapsody.core.figures import figures
 from rhapsody.tui.status import status_line
 from rhapsody.wiring import Wiring, build
 
@@ -74,7 +74,7 @@ async def test_narrated_call_runs_and_its_result_comes_back_as_a_tool_message(ch
     assert assistant["content"] == NARRATION
     assert json.loads(assistant["tool_calls"][0]["function"]["arguments"]) == {"command": "ls"}
     assert tool["tool_call_id"] == assistant["tool_calls"][0]["id"] and "app.py" in tool["content"]
-    usage = wiring.session.counters.usage
+    usage = wiring.session.figures.usage
     assert usage["input_tokens"] > 0 and usage["output_tokens"] > 0
     assert usage["cache_read_input_tokens"] > 0  # the second request's prefix was the first's
 

@@ -65,4 +65,4 @@ async def test_bedrock_client_streams_event_stream_frames_through_the_loop(stub:
     assert first.path.endswith("/invoke-with-response-stream")
     assert first.headers["authorization"] == "Bearer bedrock-test-key" and first.body["anthropic_version"]
     assert second.body["messages"][-1]["content"][0]["type"] == "tool_result"
-    assert wiring.session.counters.usage["output_tokens"] > 0
+    assert wiring.session.figures.usage["output_tokens"] > 0

@@ -14,7 +14,7 @@ from rhapsody.config import Settings
 from rhapsody.core.approval import HumanApprover
 from rhapsody.core.messages import ToolUseBlock
 from rhapsody.demo import DemoResponder, Outcomes, clean_demos, prepare_project
-from rhapsody.figures import figures
+from rhapsody.core.figures import figures
 from rhapsody.headless import run_headless
 from rhapsody.loopback.script import call, say
 from rhapsody.plain import PlainApprover

@@ -21,6 +21,7 @@ import httpx2
 
 from rhapsody.core.errors import ModelError
 from rhapsody.core.events import ModelResponse
+from rhapsody.core.figures import USAGE_KEYS
 from rhapsody.core.model import ModelEvent
 from rhapsody.core.retry import (
     MAX_RETRY_AFTER,
@@ -119,7 +120,6 @@ class AnthropicModel:
         yield ModelResponse(message, assembly.stop_reason, usage)
 
 
-USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 
 
 def _require_event_stream(response: httpx2.Response) -> None:

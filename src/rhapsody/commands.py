@@ -192,12 +192,11 @@ def _permissions(agent: Agent, arg: str) -> Outcome:
 
 def stats_text(session: Session) -> str:
     """Seams and counters of a session as plain lines."""
-    from rhapsody.figures import figures
     from rhapsody.stats import billing, saving_line, seam_rows
 
     rows = seam_rows(session.records)
     lines = [seam_line(r) + (" (undone)" if r["undone"] else "") for r in rows] or ["no seams yet"]
-    f = figures(session.records)
+    f = session.figures
     lines.append(f"requests {f.requests}, tool calls {f.tool_calls}, narration violations {f.violations}, "
                  f"{f.seams_text()}, context ~{f.context:,} tokens, cost {f.cost_text()}")
     if f.requests:

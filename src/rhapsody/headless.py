@@ -19,7 +19,6 @@ from typing import Any, TextIO
 
 from rhapsody.core import events as ev
 from rhapsody.core.loop import Agent
-from rhapsody.core.session import usage_totals
 from rhapsody.render import limit_line, print_event
 
 
@@ -97,10 +96,10 @@ def session_event(agent: Agent) -> dict[str, Any]:
 def result_event(agent: Agent, status: int, records: list[dict[str, Any]],
                  denials: list[ev.ToolFinished] | None = None) -> dict[str, Any]:
     """The last jsonl line: how the run ended, what it cost, and every call refused."""
-    from rhapsody.figures import Figures
+    from rhapsody.core.figures import Figures
 
     figures = Figures(model=agent.session.spec.model).fold(records)
-    usage = usage_totals(records)
+    usage = figures.usage
     refused = [{"tool_name": d.call.name, "tool_use_id": d.call.id, "tool_input": d.call.input, "reason": d.refused}
                for d in denials or []]
     return {"event": "result", "session_id": agent.session.id, "exit_status": status,

@@ -12,7 +12,7 @@ from rhapsody.core.billing import seam_savings, served_by
 from rhapsody.core.errors import HistoryError
 from rhapsody.core.history import find_session, read_history
 from rhapsody.core.pricing import price_of, priced
-from rhapsody.core.session import USAGE_KEYS, usage_totals
+from rhapsody.core.figures import Figures, figures as fold_figures, reported_input
 
 
 STATS_COLUMNS = ("seam", "context ~tokens", "note added", "strip took", "bytes", "tool calls",
@@ -32,7 +32,7 @@ def seam_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if record["kind"] != "seam":
             continue
         after_usage = next((r for r in records[i + 1 :] if r["kind"] == "usage"), None)
-        reported_after = sum(int(after_usage.get(k) or 0) for k in USAGE_KEYS[:3]) if after_usage else None
+        reported_after = reported_input(after_usage) if after_usage else None
         undone = any(r["kind"] == "unseam" and r.get("seam") == record["seam"] for r in records[i + 1 :])
         rows.append({**record, "reported_input_after": reported_after, "undone": undone})
     return rows
@@ -76,16 +76,20 @@ def print_stats(root: Path, session_id: str | None, as_json: bool = False, read_
     if not records or records[0]["kind"] != "session":
         raise HistoryError(f"{path} is not a rhapsody history file (no session record first)")
     figures = billing(records, read_mult)
-    totals = usage_totals(records)
-    counts = {k: sum(1 for r in records if r["kind"] == k) for k in ("request", "tool_run", "violation", "hint")}
+    folded = fold_figures(records)
+    totals = folded.usage
+    counts = {"request": folded.requests, "tool_run": folded.tool_calls, "violation": folded.violations,
+              "hint": folded.hints}
     if as_json:
         rows = [{k: r.get(k) for k in ("seam", "before", "after", "reported_input_before", "reported_input_after",
                                       "undone", "stripped_calls", "stripped_sha256")} for r in seam_rows(records)]
         # One definition of "requests", as the text line and headless: every request sent, answered or not.
         print(json.dumps({"session": path.stem, **figures, "requests": counts["request"], "usage": totals,
+                          "cost_usd": round(folded.cost, 6) if folded.priced else None,
                           "counts": counts, "seam_rows": rows}))
         return 0
     _print_table(path, records, totals, counts)
+    print(f"cost {folded.cost_text()} (each request at the model that served it)")
     print(saving_line(figures))
     return 0
 
@@ -111,7 +115,7 @@ def _print_seams(console: Any, path: Path, rows: list[dict[str, Any]]) -> None:
     from rich.table import Table
 
     table = Table(title=f"seams of session {path.stem}")
-    # "context" is the one figure the status bar, the seam divider and /stats show (rhapsody/figures.py);
+    # "context" is the one figure the status bar, the seam divider and /stats show (rhapsody/core/figures.py);
     # the API's reported input is the request before the seam and the next one, which also holds new messages.
     for column in STATS_COLUMNS:
         table.add_column(column, justify="right", no_wrap=column == "seam")

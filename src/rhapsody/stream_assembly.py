@@ -21,11 +21,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from rhapsody.core.figures import USAGE_KEYS
 from rhapsody.core.events import BlockStopped, TextDelta, ThinkingDelta
 from rhapsody.core.messages import INVALID_KEY, UNPARSED_KEY, Message
 from rhapsody.core.retry import encodable, valid_text
 
-USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 PIECE_KEYS = {"text_delta": ("text", "text"), "thinking_delta": ("thinking", "thinking"),
               "input_json_delta": ("partial_json", "input")}
 

@@ -18,7 +18,8 @@ from rhapsody.core.errors import ModelError
 from rhapsody.core.messages import Message, ToolResultBlock, ToolUseBlock
 from rhapsody.core.model import Model
 from rhapsody.core.rolling import RollingPolicy, plan_cut
-from rhapsody.core.session import USAGE_KEYS, Session
+from rhapsody.core.figures import reported_input
+from rhapsody.core.session import Session
 from rhapsody.core.strip import HANDOFF_TOOL, authored_sha256, shape, validity_problems
 from rhapsody.core.traffic import fields, left, traffic_sha256
 
@@ -58,7 +59,7 @@ def commit_seam(session: Session, note_path: str = "") -> dict[str, Any]:
         **fields(left(before, after)),
         before=shape(before, *measure(body_before)).as_dict(),
         after=shape(after, *measure(body_after)).as_dict(),
-        reported_input_before=sum(session.counters.last_usage.get(k, 0) for k in USAGE_KEYS[:3]),
+        reported_input_before=reported_input(session.figures.last_usage),
         **_when_asked(session.records),
     )
 

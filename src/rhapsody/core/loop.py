@@ -212,7 +212,7 @@ class Agent:
     async def _run_one(self, call: ToolUseBlock, words: int) -> AsyncGenerator[Event, None]:
         required = self.policy.narration_min_words
         if words < required:
-            total = self.session.counters.violations + 1
+            total = self.session.figures.violations + 1
             self.session.record("violation", tool_use_id=call.id, name=call.name, words=words, required=required)
             text = self.policy.narration_rule.format(words=words, required=required)
             self._done.append(ToolResultBlock(tool_use_id=call.id, content=text, is_error=True))

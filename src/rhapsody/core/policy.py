@@ -8,7 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rhapsody.core.events import LimitsExceeded
-from rhapsody.core.pricing import cost, priced
 from rhapsody.core.rolling import RollingPolicy
 from rhapsody.core.session import Session
 
@@ -42,8 +41,9 @@ def limit_reached(policy: Policy, session: Session, steps: int) -> LimitsExceede
     """The limit that forbids the next request after `steps` requests this turn (recorded); None when it may go."""
     if policy.max_steps_per_turn is not None and steps >= policy.max_steps_per_turn:
         return _limit(session, "max_steps_per_turn", steps, policy.max_steps_per_turn)
-    if policy.max_cost_usd is not None and priced(session.spec.model):  # no price, no guessed limit
-        spent = cost(session.spec.model, session.counters.usage)
+    figures = session.figures  # each request priced at the model that served it, as the status bar does
+    if policy.max_cost_usd is not None and figures.priced:  # no price, no guessed limit
+        spent = figures.cost
         if spent >= policy.max_cost_usd:
             return _limit(session, "max_cost_usd", round(spent, 4), policy.max_cost_usd)
     return None

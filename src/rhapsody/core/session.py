@@ -1,8 +1,8 @@
-"""The session: one history file, the conversation folded from it, hints and counters.
+"""The session: one history file, the conversation folded from it, hints and figures.
 
 Every change goes through `record`, which appends to the history first and then folds the
 record into memory, so what is in memory is always what a resume would rebuild: the
-conversation, pending hints, counters and the micro-handoff's state (`handoff`, see
+conversation, pending hints, figures (core/figures.py) and the micro-handoff's state (`handoff`, see
 core/handoff_state.py).
 
 Imports: stdlib and rhapsody.core only.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,17 +20,10 @@ from rhapsody import __version__
 from rhapsody.core.context import Conversation, RequestSpec, build_request, measure_messages, spec_fields, spec_from_record
 from rhapsody.core import handoff_state
 from rhapsody.core.errors import HistoryError
+from rhapsody.core.figures import Figures
 from rhapsody.core.handoff_state import HandoffState
 from rhapsody.core.history import HistoryWriter, history_dir, new_session_id, read_history
 from rhapsody.core.messages import Block, Message, ToolResultBlock
-
-USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
-
-
-def usage_totals(records: list[dict[str, Any]]) -> dict[str, int]:
-    """Every `usage` record's tokens summed, per kind (USAGE_KEYS)."""
-    return {k: sum(int(r.get(k) or 0) for r in records if r["kind"] == "usage") for k in USAGE_KEYS}
-
 
 @dataclass(frozen=True)
 class Hint:
@@ -44,21 +37,8 @@ class Hint:
     mode: str = "steer"
 
 
-@dataclass
-class Counters:
-    """Running totals the front ends show."""
-
-    violations: int = 0
-    tool_calls: int = 0
-    requests: int = 0
-    seams: int = 0
-    usage: dict[str, int] = field(default_factory=lambda: dict.fromkeys(USAGE_KEYS, 0))
-    last_usage: dict[str, int] = field(default_factory=dict)
-    last_request_tokens: int = 0
-
-
 class Session:
-    """A session's history, conversation view, pending hints and counters."""
+    """A session's history, conversation view, pending hints and figures."""
 
     def __init__(self, root: Path, writer: HistoryWriter, spec: RequestSpec, session_id: str) -> None:
         self.root = root
@@ -66,7 +46,7 @@ class Session:
         self.spec = spec
         self.id = session_id
         self.conversation = Conversation()
-        self.counters = Counters()
+        self.figures = Figures()
         self.pending: list[Hint] = []
         self._hint_ids = itertools.count(1)
         self.handoff = HandoffState()
@@ -121,6 +101,7 @@ class Session:
         self.records.append(record)
         self.conversation.apply(record)
         self.handoff = handoff_state.fold(self.handoff, record)
+        self.figures.add(record)
         kind = record["kind"]
         if kind == "hint":
             self.pending.append(Hint(record["id"], record["text"], record.get("mode", "steer")))
@@ -128,27 +109,10 @@ class Session:
         elif kind == "hint_delivered":
             delivered = set(record["ids"])
             self.pending = [h for h in self.pending if h.id not in delivered]
-        elif kind == "violation":
-            self.counters.violations += 1
-        elif kind == "tool_run":
-            self.counters.tool_calls += 1
-        elif kind == "request":
-            self.counters.requests += 1
-            self.counters.last_request_tokens = record.get("est_tokens", 0)
-        elif kind == "usage":
-            self._fold_usage(record)
         elif kind == "model":
             self.spec = dataclasses.replace(self.spec, model=record["model"])
         elif kind == "tools":
             self.spec = dataclasses.replace(self.spec, tools=record["tools"])
-        elif kind in ("seam", "unseam"):
-            self.counters.seams = len(self.conversation.seams)
-
-    def _fold_usage(self, record: dict[str, Any]) -> None:
-        usage = {k: int(record.get(k) or 0) for k in USAGE_KEYS}
-        for key, value in usage.items():
-            self.counters.usage[key] += value
-        self.counters.last_usage = usage
 
     def _bump_hint_ids(self, hint_id: str) -> None:
         number = int(hint_id[1:]) if hint_id[1:].isdigit() else 0
@@ -214,9 +178,7 @@ class Session:
 
     def context_tokens(self) -> int:
         """The best figure for the active context: API-reported when fresh, else estimated."""
-        usage = self.counters.last_usage
-        reported = sum(usage.get(k, 0) for k in USAGE_KEYS[:3])
-        return reported or self.counters.last_request_tokens
+        return self.figures.context_tokens()
 
     def request_handoff(self) -> bool:
         """Ask for a micro-handoff at the next tool boundary (or as the next turn when idle).

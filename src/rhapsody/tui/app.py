@@ -44,7 +44,6 @@ from rhapsody.tui.widgets import Entry, Foldable, PromptInput, StatusBar, Transc
 
 if TYPE_CHECKING:
     from rhapsody import commands, render
-    from rhapsody import figures as fig
     from rhapsody.config import Settings
     from rhapsody.core import events as ev
     from rhapsody.core import handoff_state
@@ -54,7 +53,6 @@ if TYPE_CHECKING:
 else:  # loaded on first use, after the first frame (pydantic and the core are most of the start-up)
     commands = lazy("rhapsody.commands")
     render = lazy("rhapsody.render")
-    fig = lazy("rhapsody.figures")
     ev = lazy("rhapsody.core.events")
     handoff_state = lazy("rhapsody.core.handoff_state")
 
@@ -112,7 +110,6 @@ class RhapsodyApp(App[int]):
         self.calls: dict[str, tuple[ToolUseBlock, Entry]] = {}
         self.worker: Worker[None] | None = None
         self.live = Liveness()
-        self.figures: fig.Figures | None = None
         self._seen = 0
         self._said_interrupted = False
         self._thinking: Entry | None = None
@@ -120,7 +117,6 @@ class RhapsodyApp(App[int]):
         self._replying = False
         self._held: list[dict[str, Any]] = []
         self._git = ""
-        self._figures_of: Any = None
 
     def compose(self) -> ComposeResult:
         yield TranscriptView(id="transcript")
@@ -574,10 +570,7 @@ class RhapsodyApp(App[int]):
         if not self.ready:
             return
         session = self.agent.session
-        if self.figures is None or self.figures.folded > len(session.records) or self._figures_of is not session:
-            self.figures, self._figures_of = fig.Figures(), session
-        self.figures.fold(session.records)
         bar = self.query_one(StatusBar)
         state = self.live.text() if self.live.active else bar.state
         mode = self.agent.toolbox.permission_mode
-        bar.update(Text(status_line(self.figures, session, self._git, state, self.size.width, mode)))
+        bar.update(Text(status_line(session.figures, session, self._git, state, self.size.width, mode)))

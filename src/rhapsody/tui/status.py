@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from rich.cells import cell_len
 
 if TYPE_CHECKING:  # the figures load after the first frame
-    from rhapsody.figures import Figures
+    from rhapsody.core.figures import Figures
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 CHARS_PER_TOKEN = 4

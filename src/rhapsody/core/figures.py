@@ -8,6 +8,13 @@
 - cost: every request priced at the model that served it (a `/model` switch does not
   reprice the past).
 - seams: committed seams, and how many of them were undone; seam numbers never repeat.
+- usage: the tokens every request reported, summed per kind; last_usage the latest request's.
+
+This is the one fold of these figures: the session keeps one (`Session.figures`), and the
+status bar, `/stats`, `rhapsody stats`, the headless result and the `max_cost_usd` limit all
+read it, so they cannot disagree.
+
+Imports: stdlib and rhapsody.core only.
 """
 
 from __future__ import annotations
@@ -16,7 +23,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rhapsody.core.pricing import cost, price_of, priced
-from rhapsody.core.session import USAGE_KEYS
+
+USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
+"""The usage the API reports per request; the first three together are the request's input."""
+
+
+def reported_input(usage: dict[str, Any]) -> int:
+    """The input tokens a usage report counts (uncached, cache writes and cache reads)."""
+    return sum(int(usage.get(k) or 0) for k in USAGE_KEYS[:3])
 
 
 @dataclass
@@ -34,7 +48,11 @@ class Figures:
     requests: int = 0
     tool_calls: int = 0
     violations: int = 0
+    hints: int = 0
+    usage: dict[str, int] = field(default_factory=lambda: dict.fromkeys(USAGE_KEYS, 0))
     last_usage: dict[str, int] = field(default_factory=dict)
+    last_request_tokens: int = 0
+    """The estimate of the last request sent (a seam does not change it)."""
     seam_after: dict[int, tuple[int, int]] = field(default_factory=dict)
     folded: int = 0
 
@@ -46,17 +64,22 @@ class Figures:
     @property
     def cache_ratio(self) -> float | None:
         """Share of the last request's input read from the cache; None before any usage."""
-        reported = sum(self.last_usage.get(k, 0) for k in USAGE_KEYS[:3])
+        reported = reported_input(self.last_usage)
         return self.last_usage.get("cache_read_input_tokens", 0) / reported if reported else None
+
+    def context_tokens(self) -> int:
+        """The best figure for the active context: API-reported when fresh, else estimated."""
+        return reported_input(self.last_usage) or self.last_request_tokens
 
     def fold(self, records: list[dict[str, Any]]) -> Figures:
         """Fold the records not seen yet (records only ever grow)."""
         for record in records[self.folded:]:
-            self._one(record)
-        self.folded = len(records)
+            self.add(record)
         return self
 
-    def _one(self, record: dict[str, Any]) -> None:
+    def add(self, record: dict[str, Any]) -> None:
+        """Fold one more record."""
+        self.folded += 1
         kind = record["kind"]
         if kind in ("session", "model"):
             self.model = record.get("model", self.model)
@@ -64,11 +87,13 @@ class Figures:
             self.priced = self.priced and priced(self.model)
         elif kind == "request":
             self.requests += 1
-            self.context = int(record.get("est_tokens", 0))
+            self.context = self.last_request_tokens = int(record.get("est_tokens", 0))
         elif kind == "usage":
             usage = {k: int(record.get(k) or 0) for k in USAGE_KEYS}
             self.cost += cost(self.model, usage)
             self.last_usage = usage
+            for key, value in usage.items():
+                self.usage[key] += value
         elif kind in ("seam", "prune"):
             self.context = int(record["after"]["est_tokens"])
             if kind == "seam":
@@ -86,6 +111,8 @@ class Figures:
             self.tool_calls += 1
         elif kind == "violation":
             self.violations += 1
+        elif kind == "hint":
+            self.hints += 1
 
     def seams_text(self) -> str:
         """"seams 2" or "seams 2 (1 undone)"."""
