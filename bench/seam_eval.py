@@ -137,6 +137,9 @@ async def ask(history: str, question: dict[str, Any], arm: str, model: Any, mode
     said = "\n".join(t for m in turn if m.role == "assistant" for t in m.texts())
     final = "\n".join(turn[-1].texts()) if turn and turn[-1].role == "assistant" else ""
     answer = _last_line(final)
+    failed = [r["message"] for r in session.records[start:] if r["kind"] == "error"]
+    if failed:
+        raise ModelFailed(failed[0])
     usage = [r for r in session.records[start:] if r["kind"] == "usage"]
     calls = {b.id: b for m in turn for b in m.content if isinstance(b, ToolUseBlock) and b.name == "recall"}
     recalled = [len(json.dumps(calls[b.tool_use_id].input)) + len(b.text())
@@ -145,6 +148,10 @@ async def ask(history: str, question: dict[str, Any], arm: str, model: Any, mode
             "requests": len(usage), "input_tokens": sum(int(u.get(k) or 0) for u in usage for k in USAGE_KEYS[:3]),
             "usage": {k: sum(int(u.get(k) or 0) for u in usage) for k in USAGE_KEYS},
             "recall_calls": len(calls), "recall_tokens": estimate_chars(sum(recalled))}
+
+
+class ModelFailed(Exception):
+    """The model answered an error (after the loop's retries): the run stops there."""
 
 
 def _last_line(text: str) -> str:
@@ -192,8 +199,9 @@ async def evaluate(model: Any, model_id: str | None, only: list[str], cap: float
     tasks = json.loads((DATA / "tasks.json").read_text(encoding="utf-8"))
     tasks = [t for t in tasks if not only or t["name"] in only]
     budget, rows, dearest = Budget(model_id if model_id and priced(model_id) else None, cap), [], 0.0
-    for task in tasks:
-        for question in task["questions"]:
+    result: dict[str, Any] = {"rows": rows, "questions": sum(len(t["questions"]) for t in tasks), "error": ""}
+    try:
+        for task, question in ((t, q) for t in tasks for q in t["questions"]):
             if not budget.allows(task, dearest):
                 break
             if reader:
@@ -203,8 +211,9 @@ async def evaluate(model: Any, model_id: str | None, only: list[str], cap: float
             rows.append({"task": task["name"], "question": question["id"], "expected": question["answer"],
                          "control": question["answer"] == "UNKNOWN", "stripped_calls": task["stripped_calls"],
                          "stripped_tokens": task["stripped_tokens"], "arms": arms})
-    return {"rows": rows, "dollars": round(budget.spent, 4), "stopped_at_cap": budget.stopped,
-            "questions": sum(len(t["questions"]) for t in tasks)}
+    except ModelFailed as exc:
+        result["error"] = str(exc)
+    return result | {"dollars": round(budget.spent, 4), "stopped_at_cap": budget.stopped}
 
 
 def loopback_run(only: list[str]) -> dict[str, Any]:
@@ -322,6 +331,11 @@ def main(argv: list[str] | None = None) -> int:
     if ns.record:
         print(record_all(DATA, MIN_CALLS))
         return 0
+    names = {t["name"] for t in json.loads((DATA / "tasks.json").read_text(encoding="utf-8"))}
+    unknown = [t for t in ns.task if t not in names]
+    if unknown:
+        print(f"seam_eval: no task named {unknown[0]!r} (there are: {', '.join(sorted(names))})", file=sys.stderr)
+        return 2
     model_id = None
     if ns.loopback:
         result = loopback_run(ns.task)
@@ -334,10 +348,18 @@ def main(argv: list[str] | None = None) -> int:
         result = asyncio.run(evaluate(real, model_id, ns.task, ns.max_dollars))
     report = _report(ns, model_id, result)
     print(json.dumps(result, ensure_ascii=False) if ns.json else report)
-    docs = ns.docs or (None if ns.loopback else DOCS)
+    return finish(result, report, ns.docs or (None if ns.loopback else DOCS), "loopback" if ns.loopback else "real")
+
+
+def finish(result: dict[str, Any], report: str, docs: Path | None, marker: str) -> int:
+    """Write the table into `docs` unless the run failed; the exit status (1: failed, or a task too short)."""
+    if result["error"]:
+        print(f"seam_eval: the model failed after {len(result['rows'])} questions ({result['error']}); "
+              "no table was written", file=sys.stderr)
+        return 1
     if docs:
-        write_docs(docs, "loopback" if ns.loopback else "real", report)
-    short = too_short(result["rows"]) if ns.loopback else []
+        write_docs(docs, marker, report)
+    short = too_short(result["rows"]) if marker == "loopback" else []
     for line in short:
         print(f"seam_eval: task too short: {line}", file=sys.stderr)
     return 1 if short else 0

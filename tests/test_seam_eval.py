@@ -126,6 +126,32 @@ def test_a_priced_run_stops_before_a_question_that_would_pass_the_dollar_cap(cap
     assert f"stopped at the dollar cap after {done} of 5 questions" in seam_eval.table(result)
 
 
+def test_a_model_error_stops_the_run_keeps_what_was_answered_and_writes_no_table(tmp_path: Path) -> None:
+    seam_eval = _module()
+    from seam_eval_reader import Reader
+
+    from rhapsody.loopback.server import Fault
+
+    class FailsLater(Reader):
+        """Answers five requests (the first question's three arms), then the server refuses one."""
+
+        def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+            self.answered = getattr(self, "answered", 0) + 1
+            if self.answered == 5:
+                server.inject(Fault("status", status=400))
+            return super().__call__(body)
+
+    reader = FailsLater()
+    server = LoopbackServer(reader).start()
+    try:
+        result = asyncio.run(seam_eval.evaluate(seam_eval._client(server.url), None, ["parser-refactor"], reader=reader))
+    finally:
+        server.stop()
+    assert [r["question"] for r in result["rows"]] == ["definition-line"] and "400" in result["error"]
+    docs = tmp_path / "performance.md"
+    assert seam_eval.finish(result, "the table", docs, "real") == 1 and not docs.exists()
+
+
 def test_without_a_key_or_loopback_it_says_so_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert _module().main([]) == 2
     assert "ANTHROPIC_API_KEY is not set" in capsys.readouterr().err
