@@ -57,7 +57,7 @@ from rhapsody.config import Settings  # noqa: E402
 from rhapsody.core.history import read_history  # noqa: E402
 from rhapsody.core.loop import Agent  # noqa: E402
 from rhapsody.core.messages import ToolResultBlock, ToolUseBlock  # noqa: E402
-from rhapsody.core.pricing import priced  # noqa: E402
+from rhapsody.core.pricing import cost, priced  # noqa: E402
 from rhapsody.core.session import USAGE_KEYS, Session  # noqa: E402
 from rhapsody.core.tokens import estimate_chars  # noqa: E402
 from rhapsody.core.tools import Toolbox  # noqa: E402
@@ -133,18 +133,22 @@ async def ask(history: str, question: dict[str, Any], arm: str, model: Any, mode
             if arm == "seam+recall" else " (no tools run in this arm)"
         await _drain(agent.run(ASK.format(question=question["question"], tools=tools)))
         session.writer.close()
-    turn = session.conversation.messages[first:]
-    said = "\n".join(t for m in turn if m.role == "assistant" for t in m.texts())
-    final = "\n".join(turn[-1].texts()) if turn and turn[-1].role == "assistant" else ""
-    answer = _last_line(final)
+    return _scored(session, start, first, question["answer"])
+
+
+def _scored(session: Session, start: int, first: int, expected: str) -> dict[str, Any]:
+    """What one arm's turn (records from `start`, messages from `first`) answered, said and cost."""
     failed = [r["message"] for r in session.records[start:] if r["kind"] == "error"]
     if failed:
         raise ModelFailed(failed[0])
+    turn = session.conversation.messages[first:]
+    said = "\n".join(t for m in turn if m.role == "assistant" for t in m.texts())
+    answer = _last_line("\n".join(turn[-1].texts()) if turn and turn[-1].role == "assistant" else "")
     usage = [r for r in session.records[start:] if r["kind"] == "usage"]
     calls = {b.id: b for m in turn for b in m.content if isinstance(b, ToolUseBlock) and b.name == "recall"}
     recalled = [len(json.dumps(calls[b.tool_use_id].input)) + len(b.text())
                 for m in turn for b in m.content if isinstance(b, ToolResultBlock) and b.tool_use_id in calls]
-    return {"answer": answer, "correct": answer == question["answer"], "identity": identity_problem(said),
+    return {"answer": answer, "correct": answer == expected, "identity": identity_problem(said),
             "requests": len(usage), "input_tokens": sum(int(u.get(k) or 0) for u in usage for k in USAGE_KEYS[:3]),
             "usage": {k: sum(int(u.get(k) or 0) for u in usage) for k in USAGE_KEYS},
             "recall_calls": len(calls), "recall_tokens": estimate_chars(sum(recalled))}
@@ -171,12 +175,10 @@ class Budget:
     def allows(self, task: dict[str, Any], dearest: float) -> bool:
         """Whether the next question of `task` still fits under the cap.
 
-        Its cost is estimated as the dearest question so far, or where that is less, as every
-        request written to the cache: the full context once, the kept context four times
-        (seam, and search, fetch, answer with recall), and a short reply each.
+        Its cost is estimated as the larger of the dearest question so far and all its requests
+        priced as cache writes: the full context once, the kept context four times (the seam
+        arm, then search, fetch and answer with recall), and a short reply each.
         """
-        from rhapsody.core.pricing import cost
-
         if self.model is None:
             return True
         sent = task["context_tokens"] + 4 * task["kept_tokens"]
@@ -186,8 +188,6 @@ class Budget:
 
     def charge(self, arms: dict[str, dict[str, Any]]) -> float:
         """Add what one question's arms cost; returns that cost."""
-        from rhapsody.core.pricing import cost
-
         spent = sum(cost(self.model, a["usage"]) for a in arms.values()) if self.model else 0.0
         self.spent += spent
         return spent
@@ -198,7 +198,8 @@ async def evaluate(model: Any, model_id: str | None, only: list[str], cap: float
     """Every question of every task in every arm; `reader`, when given, is the loopback responder to aim."""
     tasks = json.loads((DATA / "tasks.json").read_text(encoding="utf-8"))
     tasks = [t for t in tasks if not only or t["name"] in only]
-    budget, rows, dearest = Budget(model_id if model_id and priced(model_id) else None, cap), [], 0.0
+    budget, dearest = Budget(model_id if model_id and priced(model_id) else None, cap), 0.0
+    rows: list[dict[str, Any]] = []
     result: dict[str, Any] = {"rows": rows, "questions": sum(len(t["questions"]) for t in tasks), "error": ""}
     try:
         for task, question in ((t, q) for t in tasks for q in t["questions"]):
