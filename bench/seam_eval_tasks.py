@@ -36,14 +36,14 @@ def bash(what: str, why: str, expect: str, command: str) -> dict[str, Any]:
     return step(what, why, expect, "bash", command=command)
 
 
-def ask(qid: str, question: str, pattern: str, query: str) -> dict[str, str]:
+def ask(qid: str, question: str, pattern: str, query: str) -> dict[str, Any]:
     """A follow-up question whose answer group 1 of `pattern` finds in stripped tool output."""
     return {"id": qid, "question": question, "pattern": pattern, "query": query}
 
 
-def control(qid: str, question: str, pattern: str, query: str) -> dict[str, str]:
+def control(qid: str, question: str, pattern: str, query: str) -> dict[str, Any]:
     """A question about a value that never existed in the session: the right answer is UNKNOWN."""
-    return {**ask(qid, question, pattern, query), "control": "yes"}
+    return {**ask(qid, question, pattern, query), "control": True}
 
 
 # -- generated project content ------------------------------------------------------------
