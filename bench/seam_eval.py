@@ -5,23 +5,31 @@
     python bench/seam_eval.py --provider openai --model NAME   # or any provider rhapsody speaks
     python bench/seam_eval.py --record          # re-record the tasks in bench/seam_eval/
 
-Each task in bench/seam_eval/ is a session recorded through the real loop and tools
-(bench/seam_eval_tasks.py): an agent reads files and runs commands, narrating intent but
-never the values it reads, then writes a field note at a micro-handoff. A follow-up
-question asks for one value that lay only in a tool result the seam stripped (recording
-checks that the value cannot be found in what the seam kept). Each question is asked in
-three arms, each a copy of the recorded session resumed through the real loop:
+Each task in bench/seam_eval/ is a long session recorded through the real loop and tools
+(bench/seam_eval_tasks.py): an agent works through a project for 30 or more tool calls,
+narrating its intent but never the values it reads, then writes a field note at a
+micro-handoff. Follow-up questions ask for exact values that lay only in tool results the
+seam stripped (recording checks that no value can be found in what the seam kept), and a
+control question asks for a value that never existed in the session (right answer:
+UNKNOWN). Each question is asked in three arms, each a copy of the recorded session
+resumed through the real loop:
 
 - full: the history as if no seam had happened;
 - seam: the context after the seam, no `recall` tool;
 - seam + recall: the context after the seam, with the `recall` tool (nothing else runs).
 
-The answer (the last line of the final reply) is scored by exact match against the value
-recorded in the tool output; input tokens are the API-reported input (uncached + cache
-writes + cache reads) summed over the arm's requests. With `--loopback`, the "model" is
-a responder that answers only from what the request carries: it looks for the value in the
-request's text and tool results, and when it is absent and `recall` is offered, it searches
-and then fetches by id, so the third arm shows the recall mechanics end to end.
+The answer (the last line of the final reply) is scored by exact match; input tokens are
+the API-reported input (uncached + cache writes + cache reads) summed over the arm's
+requests. Every reply is also checked for identity: it must speak in the first person and
+use none of THIRD_PERSON (the marks of an agent reading someone else's notes). A recorded
+task must strip at least MIN_CALLS calls and at least RECALL_RATIO times the tokens of the
+largest recall round trip (recall's calls and results) the offline run makes.
+
+With `--loopback`, the "model" is a responder that answers only from what the request
+carries: it looks for the value in the request's text and tool results; when it is absent
+and `recall` is offered, it searches and fetches hits by id, else it answers UNKNOWN.
+A real run stops before the question that would pass `--max-dollars` and writes its table
+into docs/performance.md (between the `seam-eval:real` markers).
 """
 
 from __future__ import annotations
@@ -30,173 +38,59 @@ import argparse
 import asyncio
 import dataclasses
 import json
-import os
 import re
-import shutil
-import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "bench" / "seam_eval"
+DOCS = REPO / "docs" / "performance.md"
 sys.path.insert(0, str(REPO / "bench"))
 
-from seam_eval_tasks import TASKS  # noqa: E402
+from seam_eval_record import record_all  # noqa: E402
+from seam_eval_reader import Reader  # noqa: E402
 
 from rhapsody.config import Settings  # noqa: E402
 from rhapsody.core.history import read_history  # noqa: E402
 from rhapsody.core.loop import Agent  # noqa: E402
 from rhapsody.core.figures import USAGE_KEYS  # noqa: E402
+from rhapsody.core.messages import ToolResultBlock, ToolUseBlock  # noqa: E402
+from rhapsody.core.pricing import cost, priced  # noqa: E402
 from rhapsody.core.session import Session  # noqa: E402
+from rhapsody.core.tokens import estimate_chars  # noqa: E402
 from rhapsody.core.tools import Toolbox  # noqa: E402
-from rhapsody.loopback.script import ScriptedResponder, call, say  # noqa: E402
 from rhapsody.loopback.server import LoopbackServer  # noqa: E402
 
 ARMS = ("full", "seam", "seam+recall")
-MODEL = "claude-sonnet-5-5"
+MIN_CALLS = 30
+RECALL_RATIO = 20
+REPLY = 300
+"""Output tokens a reply is estimated at, for the dollar cap."""
 ASK = ("Follow-up question about the work in this session: {question} Answer from what you know of this "
-       "session{tools}. Reply with the value alone on the last line, exactly as it appeared, or UNKNOWN.")
-NOTE = {
-    "done": ["inspected the files the task names [measured]"],
-    "open": ["report the findings to the human"],
-    "went_wrong": [],
-    "working_directory": "the project root, which is the git repository",
-}
+       "session{tools}. In a sentence, say how you know it; then give the value alone on the last line, "
+       "exactly as it appeared, or UNKNOWN if you cannot tell.")
+THIRD_PERSON = (
+    "the previous session", "a previous session", "the prior session", "the earlier session", "the last session",
+    "the previous conversation", "a previous conversation", "the previous agent", "the prior agent",
+    "a previous agent", "the previous assistant", "the previous instance", "my predecessor", "the agent before me",
+    "according to the summary", "according to the notes", "according to the field note", "according to the handoff",
+    "the summary says", "the notes say", "the note says", "the field note says", "the handoff says",
+    "as summarized", "as summarised", "based on the summary", "the transcript shows",
+)
+"""Phrases of an agent that reads its own past as someone else's notes (seed 000's failure)."""
+FIRST_PERSON = re.compile(r"\bI\b|\b(?i:my|me|mine|myself)\b")
 
 
-# -- the loopback "model" -----------------------------------------------------------------
-
-class Reader:
-    """Answers only from what a request carries; uses `recall` when the value is not there."""
-
-    def __init__(self) -> None:
-        self.pattern = re.compile("$^")
-        self.query = ""
-
-    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
-        turn = _current_turn(body["messages"])
-        if any("Micro-handoff requested" in t for t in _texts(turn[:1])):
-            return {"content": [{"type": "text", "text": "Writing my field note now, facts first as asked."},
-                                {"type": "tool_use", "name": "micro_handoff", "input": NOTE}]}
-        found = self.pattern.search(_visible(body["messages"]))
-        if found:
-            return say(found.group(1))
-        if "recall" not in {t["name"] for t in body.get("tools", [])}:
-            return say("UNKNOWN")
-        return self._recall_step(turn)
-
-    def _recall_step(self, turn: list[dict[str, Any]]) -> dict[str, Any]:
-        calls = [b for m in turn if m["role"] == "assistant" for b in _blocks(m) if b.get("type") == "tool_use"]
-        narration = "The value was in a tool result the seam removed, so I will look it up with recall."
-        if not calls:
-            return call(narration, "recall", query=self.query)
-        listing = _result_of(turn, calls[0]["id"])
-        fetched = {c["input"].get("id") for c in calls}
-        ids = [line.split()[0] for line in listing.splitlines() if re.match(r"^\S+:\S+ \(", line)]
-        remaining = [i for i in ids if i not in fetched]
-        return call(narration, "recall", id=remaining[0]) if remaining else say("UNKNOWN")
-
-
-def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
-    content = message["content"]
-    return [{"type": "text", "text": content}] if isinstance(content, str) else content
-
-
-def _texts(messages: list[dict[str, Any]]) -> list[str]:
-    return [b.get("text", "") for m in messages for b in _blocks(m) if b.get("type") == "text"]
-
-
-def _current_turn(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The messages since the newest user message that carries text of its own."""
-    start = max((i for i, m in enumerate(messages) if m["role"] == "user" and _texts([m])), default=0)
-    return messages[start:]
-
-
-def _result_of(messages: list[dict[str, Any]], tool_use_id: str) -> str:
-    for m in messages:
-        for b in _blocks(m):
-            if b.get("type") == "tool_result" and b.get("tool_use_id") == tool_use_id:
-                content = b.get("content")
-                return content if isinstance(content, str) else " ".join(c.get("text", "") for c in content or [])
-    return ""
-
-
-def _visible(messages: list[dict[str, Any]]) -> str:
-    """Every text and tool result of the request, except recall's search listings (snippets, not values)."""
-    searches = {b["id"] for m in messages for b in _blocks(m)
-                if b.get("type") == "tool_use" and b.get("name") == "recall" and "query" in b.get("input", {})}
-    parts = _texts(messages)
-    for m in messages:
-        for b in _blocks(m):
-            if b.get("type") == "tool_result" and b.get("tool_use_id") not in searches:
-                parts.append(_result_of([m], b["tool_use_id"]))
-    return "\n".join(parts)
-
-
-# -- recording ----------------------------------------------------------------------------
-
-def _project(root: Path, task: dict[str, Any]) -> None:
-    for name, text in task["files"].items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text, encoding="utf-8")
-    env = {**os.environ, "GIT_AUTHOR_NAME": "Eval", "GIT_AUTHOR_EMAIL": "eval@example.com",
-           "GIT_COMMITTER_NAME": "Eval", "GIT_COMMITTER_EMAIL": "eval@example.com"}
-    run = lambda *a: subprocess.run(["git", *a], cwd=root, env=env, check=True, capture_output=True)  # noqa: E731
-    run("init", "-q")
-    run("add", "-A")
-    run("commit", "-qm", "initial")
-    for subject in task.get("commits", []):
-        run("commit", "-q", "--allow-empty", "-m", subject)
-
-
-async def _record_one(task: dict[str, Any], out: Path) -> dict[str, Any]:
-    from rhapsody.wiring import build
-
-    turns = [call(s["narration"], s["tool"], **s["input"]) for s in task["steps"]]
-    turns += [say("I have what I need for this task; the details are in the results above."),
-              {"content": [{"type": "text", "text": "Writing my field note now, facts first as asked."},
-                           {"type": "tool_use", "name": "micro_handoff", "input": NOTE}]},
-              say("Noted.")]
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp) / task["name"]
-        root.mkdir()
-        _project(root, task)
-        server = LoopbackServer(ScriptedResponder(turns)).start()
-        try:
-            wiring = build(root, Settings(permission_mode="yolo"), _client(server.url), MODEL)
-            await _drain(wiring.agent.run("Look into this task's files and tell me when you have read them."))
-            wiring.agent.request_handoff()
-            await _drain(wiring.agent.run())
-        finally:
-            server.stop()
-        target = out / f"{task['name']}.jsonl"
-        shutil.copyfile(wiring.session.path, target)
-    return {"name": task["name"], "history": target.name, "question": task["question"],
-            "answer": _check(task, read_history(target).records), "pattern": task["pattern"], "query": task["query"]}
-
-
-def _check(task: dict[str, Any], records: list[dict[str, Any]]) -> str:
-    """The recorded answer; fails unless it lies only in tool output the seam stripped."""
-    from rhapsody.core.context import Conversation
-    from rhapsody.core.messages import TextBlock, ToolResultBlock
-    from rhapsody.core.strip import authored_texts
-    from rhapsody.core.traffic import cuts
-
-    [seam] = cuts(records)
-    stripped = "\n".join(r.text() for _, r in seam.calls.values() if r is not None)
-    found = re.search(task["pattern"], stripped)
-    if not found:
-        raise SystemExit(f"{task['name']}: the pattern finds nothing in the stripped tool output")
-    kept = Conversation.from_records(records).active()
-    kept_text = "\n".join(b.text if isinstance(b, TextBlock) else b.text() for m in kept for b in m.content
-                           if isinstance(b, (TextBlock, ToolResultBlock)))
-    if re.search(task["pattern"], kept_text):
-        raise SystemExit(f"{task['name']}: the answer is still in the context after the seam")
-    if any(re.search(rf"(?<![\w.]){re.escape(found.group(1))}(?![\w.])", t) for t in authored_texts(kept)):
-        raise SystemExit(f"{task['name']}: the answer appears in authored text")
-    return found.group(1)
+def identity_problem(reply: str) -> str:
+    """Why a reply fails the identity check ('' when it passes): no first person, or a third-person phrase."""
+    lowered = reply.lower()
+    said = [p for p in THIRD_PERSON if p in lowered]
+    if said:
+        return f"speaks of its past in the third person: {said[0]!r}"
+    return "" if FIRST_PERSON.search(reply) else "no first-person word"
 
 
 # -- the three arms -----------------------------------------------------------------------
@@ -227,28 +121,42 @@ def _arm_session(root: Path, source: Path, arm: str, model: str | None) -> Sessi
     return session
 
 
-async def ask(task: dict[str, Any], arm: str, model: Any, model_id: str | None) -> dict[str, Any]:
-    """One question in one arm: the reply's last line, whether it matches, the input tokens."""
+async def ask(history: str, question: dict[str, Any], arm: str, model: Any, model_id: str | None) -> dict[str, Any]:
+    """One question in one arm: the reply's last line, whether it matches, identity, tokens."""
     from rhapsody.tools.handoff import Recall
     from rhapsody.wiring import policy
 
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        session = _arm_session(root, DATA / task["history"], arm, model_id)
-        toolbox = Toolbox([Recall()] if arm == "seam+recall" else [], "yolo")
-        agent = Agent(session, model, toolbox, policy(Settings()))
-        start = len(session.records)
+        session = _arm_session(Path(tmp), DATA / history, arm, model_id)
+        agent = Agent(session, model, Toolbox([Recall()] if arm == "seam+recall" else [], "yolo"), policy(Settings()))
+        start, first = len(session.records), len(session.conversation.messages)
         tools = " (you may search and fetch the stripped tool output with `recall`; nothing else runs)" \
             if arm == "seam+recall" else " (no tools run in this arm)"
-        await _drain(agent.run(ASK.format(question=task["question"], tools=tools)))
-        new = session.records[start:]
+        await _drain(agent.run(ASK.format(question=question["question"], tools=tools)))
         session.writer.close()
-    reply = "\n".join(session.conversation.messages[-1].texts()) if session.conversation.messages[-1].role == "assistant" else ""
-    answer = _last_line(reply)
-    usage = [r for r in new if r["kind"] == "usage"]
-    return {"answer": answer, "correct": answer == task["answer"], "requests": len(usage),
-            "input_tokens": sum(int(u.get(k) or 0) for u in usage for k in USAGE_KEYS[:3]),
-            "recall_calls": sum(1 for r in new if r["kind"] == "tool_run" and r.get("name") == "recall")}
+    return _scored(session, start, first, question["answer"])
+
+
+def _scored(session: Session, start: int, first: int, expected: str) -> dict[str, Any]:
+    """What one arm's turn (records from `start`, messages from `first`) answered, said and cost."""
+    failed = [r["message"] for r in session.records[start:] if r["kind"] == "error"]
+    if failed:
+        raise ModelFailed(failed[0])
+    turn = session.conversation.messages[first:]
+    said = "\n".join(t for m in turn if m.role == "assistant" for t in m.texts())
+    answer = _last_line("\n".join(turn[-1].texts()) if turn and turn[-1].role == "assistant" else "")
+    usage = [r for r in session.records[start:] if r["kind"] == "usage"]
+    calls = {b.id: b for m in turn for b in m.content if isinstance(b, ToolUseBlock) and b.name == "recall"}
+    recalled = [len(json.dumps(calls[b.tool_use_id].input)) + len(b.text())
+                for m in turn for b in m.content if isinstance(b, ToolResultBlock) and b.tool_use_id in calls]
+    return {"answer": answer, "correct": answer == expected, "identity": identity_problem(said),
+            "requests": len(usage), "input_tokens": sum(int(u.get(k) or 0) for u in usage for k in USAGE_KEYS[:3]),
+            "usage": {k: sum(int(u.get(k) or 0) for u in usage) for k in USAGE_KEYS},
+            "recall_calls": len(calls), "recall_tokens": estimate_chars(sum(recalled))}
+
+
+class ModelFailed(Exception):
+    """The model answered an error (after the loop's retries): the run stops there."""
 
 
 def _last_line(text: str) -> str:
@@ -256,80 +164,207 @@ def _last_line(text: str) -> str:
     return lines[-1].strip("`'\"*").rstrip(".").strip() if lines else ""
 
 
-async def evaluate(real: Any, model_id: str | None, only: list[str]) -> list[dict[str, Any]]:
-    """Every task in every arm, against `real` (a model provider), or the loopback reader when None."""
+@dataclasses.dataclass
+class Budget:
+    """The dollar cap of a real run: spent so far, and whether a question was left out for it (None: unpriced, no cap)."""
+
+    model: str | None
+    cap: float
+    spent: float = 0.0
+    stopped: bool = False
+
+    def allows(self, task: dict[str, Any], dearest: float) -> bool:
+        """Whether the next question of `task` still fits under the cap.
+
+        Its cost is estimated as the larger of the dearest question so far and all its requests
+        priced as cache writes: the full context once, the kept context four times (the seam
+        arm, then search, fetch and answer with recall), and a short reply each.
+        """
+        if self.model is None:
+            return True
+        sent = task["context_tokens"] + 4 * task["kept_tokens"]
+        estimate = max(dearest, cost(self.model, {"cache_creation_input_tokens": sent, "output_tokens": 5 * REPLY}))
+        self.stopped = self.stopped or self.spent + estimate > self.cap
+        return not self.stopped
+
+    def charge(self, arms: dict[str, dict[str, Any]]) -> float:
+        """Add what one question's arms cost; returns that cost."""
+        spent = sum(cost(self.model, a["usage"]) for a in arms.values()) if self.model else 0.0
+        self.spent += spent
+        return spent
+
+
+async def evaluate(model: Any, model_id: str | None, only: list[str], cap: float = 0.0,
+                   reader: Reader | None = None) -> dict[str, Any]:
+    """Every question of every task in every arm; `reader`, when given, is the loopback responder to aim."""
     tasks = json.loads((DATA / "tasks.json").read_text(encoding="utf-8"))
     tasks = [t for t in tasks if not only or t["name"] in only]
-    reader = Reader()
-    server = LoopbackServer(reader).start() if real is None else None
-    model = real if server is None else _client(server.url)
-    rows = []
+    budget, dearest = Budget(model_id if model_id and priced(model_id) else None, cap), 0.0
+    rows: list[dict[str, Any]] = []
+    result: dict[str, Any] = {"rows": rows, "questions": sum(len(t["questions"]) for t in tasks), "error": ""}
     try:
-        for task in tasks:
-            reader.pattern, reader.query = re.compile(task["pattern"]), task["query"]
-            arms = {arm: await ask(task, arm, model, model_id) for arm in ARMS}
-            rows.append({"task": task["name"], "expected": task["answer"], "arms": arms})
+        for task, question in ((t, q) for t in tasks for q in t["questions"]):
+            if not budget.allows(task, dearest):
+                break
+            if reader:
+                reader.aim(question["pattern"], question["query"])
+            arms = {arm: await ask(task["history"], question, arm, model, model_id) for arm in ARMS}
+            dearest = max(dearest, budget.charge(arms))
+            rows.append({"task": task["name"], "question": question["id"], "expected": question["answer"],
+                         "control": question["answer"] == "UNKNOWN", "stripped_calls": task["stripped_calls"],
+                         "stripped_tokens": task["stripped_tokens"], "arms": arms})
+    except ModelFailed as exc:
+        result["error"] = str(exc)
+    return result | {"dollars": round(budget.spent, 4), "stopped_at_cap": budget.stopped}
+
+
+def loopback_run(only: list[str]) -> dict[str, Any]:
+    """The offline run: every arm against the loopback reader."""
+    reader = Reader()
+    server = LoopbackServer(reader).start()
+    try:
+        return asyncio.run(evaluate(_client(server.url), None, only, reader=reader))
     finally:
-        if server:
-            server.stop()
-    return rows
+        server.stop()
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    """The results as a Markdown table: per task, each arm's answer mark and input tokens."""
-    out = ["| task | expected | " + " | ".join(ARMS) + " |", "| --- | --- | " + " | ".join("---" for _ in ARMS) + " |"]
+def too_short(rows: list[dict[str, Any]]) -> list[str]:
+    """Questions whose task strips too little to dwarf the recall round trip the run made."""
+    return [f"{r['task']}/{r['question']}: strips {r['stripped_calls']} calls, ~{r['stripped_tokens']:,} tokens, "
+            f"against a recall round trip of ~{r['arms']['seam+recall']['recall_tokens']:,}"
+            for r in rows if r["stripped_calls"] < MIN_CALLS
+            or r["stripped_tokens"] < RECALL_RATIO * r["arms"]["seam+recall"]["recall_tokens"]]
+
+
+# -- the table ----------------------------------------------------------------------------
+
+def _cell(arm: dict[str, Any]) -> str:
+    mark = "✓" if arm["correct"] else f"✗ {arm['answer'][:14] or '—'}"
+    return f"{mark}{'' if not arm['identity'] else ' (identity ✗)'} ({arm['input_tokens']:,} tok)"
+
+
+def table(result: dict[str, Any]) -> str:
+    """The results as Markdown: per question each arm's mark and input tokens, then the totals."""
+    rows = result["rows"]
+    out = ["| task / question | expected | " + " | ".join(ARMS) + " |", "| --- | --- | " + " | ".join("---" for _ in ARMS) + " |"]
     for row in rows:
-        cells = [f"{'✓' if a['correct'] else '✗ ' + (a['answer'][:12] or '—')} ({a['input_tokens']:,} tok)"
-                 for a in (row["arms"][arm] for arm in ARMS)]
-        out.append(f"| {row['task']} | {row['expected'][:16]} | " + " | ".join(cells) + " |")
-    n = len(rows)
-    score = [sum(r["arms"][arm]["correct"] for r in rows) for arm in ARMS]
-    tokens = [sum(r["arms"][arm]["input_tokens"] for r in rows) for arm in ARMS]
-    out.append("| **exact match** | | " + " | ".join(f"**{s}/{n}**" for s in score) + " |")
-    out.append("| **input tokens, all questions** | | " + " | ".join(f"{t:,}" for t in tokens) + " |")
-    recalls = sum(r["arms"]["seam+recall"]["recall_calls"] for r in rows)
-    out.append(f"\nrecall calls in the seam+recall arm: {recalls}")
+        out.append(f"| {row['task']} / {row['question']} | {row['expected'][:16]} | "
+                   + " | ".join(_cell(row["arms"][arm]) for arm in ARMS) + " |")
+    values, controls = [r for r in rows if not r["control"]], [r for r in rows if r["control"]]
+
+    def total(label: str, cell: Any) -> None:
+        out.append(f"| **{label}** | | " + " | ".join(f"**{cell(arm)}**" for arm in ARMS) + " |")
+
+    total("exact value", lambda a: f"{sum(r['arms'][a]['correct'] for r in values)}/{len(values)}")
+    total("control: UNKNOWN", lambda a: f"{sum(r['arms'][a]['correct'] for r in controls)}/{len(controls)}")
+    total("identity", lambda a: f"{sum(not r['arms'][a]['identity'] for r in rows)}/{len(rows)}")
+    total("input tokens", lambda a: f"{sum(r['arms'][a]['input_tokens'] for r in rows):,}")
+    total("requests", lambda a: f"{sum(r['arms'][a]['requests'] for r in rows)}")
+    out.append("")
+    for name in dict.fromkeys(r["task"] for r in rows):
+        mine = [r for r in rows if r["task"] == name]
+        biggest = max(r["arms"]["seam+recall"]["recall_tokens"] for r in mine)
+        out.append(f"- {name}: the seam strips {mine[0]['stripped_calls']} calls, ~{mine[0]['stripped_tokens']:,} tokens; "
+                   f"the largest recall round trip is ~{biggest:,} tokens "
+                   f"({mine[0]['stripped_tokens'] / max(biggest, 1):.0f}×)")
+    problems = [f"{r['task']}/{r['question']} {arm}: {r['arms'][arm]['identity']}" for r in rows for arm in ARMS
+                if r["arms"][arm]["identity"]]
+    out += [f"- identity failures: {'; '.join(problems) if problems else 'none'}",
+            f"- recall calls in the seam+recall arm: {sum(r['arms']['seam+recall']['recall_calls'] for r in rows)}"]
+    if result["stopped_at_cap"]:
+        out.append(f"- stopped at the dollar cap after {len(rows)} of {result['questions']} questions")
     return "\n".join(out)
 
 
-def main(argv: list[str] | None = None) -> int:
+def write_docs(path: Path, marker: str, text: str) -> None:
+    """Put `text` between the `seam-eval:<marker>` comments of `path` (appended when they are missing)."""
+    begin, end = f"<!-- seam-eval:{marker} -->", f"<!-- /seam-eval:{marker} -->"
+    doc = path.read_text(encoding="utf-8") if path.exists() else ""
+    block = f"{begin}\n{text}\n{end}"
+    if begin in doc and end in doc:
+        doc = doc[:doc.index(begin)] + block + doc[doc.index(end) + len(end):]
+    else:
+        doc = doc.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(doc, encoding="utf-8")
+
+
+# -- the command --------------------------------------------------------------------------
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description="The seed-004 three-arm seam evaluation.")
     parser.add_argument("--loopback", action="store_true", help="use the scripted loopback responder (offline)")
     parser.add_argument("--provider", choices=("anthropic", "bedrock", "vertex", "openai"), default="anthropic",
                         help="provider of the real run (its environment as for rhapsody itself)")
     parser.add_argument("--model", help="model id for the real run (default on anthropic: the newest Sonnet the SDK lists)")
+    parser.add_argument("--max-dollars", type=float, default=5.0,
+                        help="real runs stop before a question that would pass this spend (default 5)")
+    parser.add_argument("--docs", type=Path, help="write the table into this file (a real run's default: docs/performance.md)")
     parser.add_argument("--record", action="store_true", help="re-record the tasks into bench/seam_eval/")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.add_argument("--task", action="append", default=[], help="run only this task (repeatable)")
-    ns = parser.parse_args(argv)
+    return parser
+
+
+def _real_model(ns: argparse.Namespace) -> tuple[Any, str]:
+    from rhapsody.core.errors import RhapsodyError
+    from rhapsody.providers import make_model
+
+    try:
+        real = make_model(Settings(provider=ns.provider, model=ns.model))
+    except RhapsodyError as exc:
+        raise SystemExit(f"seam_eval: {exc}; use --loopback for the offline run") from None
+    if ns.model:
+        return real, ns.model
+    from rhapsody.anthropic_model import default_model
+
+    return real, default_model()
+
+
+def _report(ns: argparse.Namespace, model_id: str | None, result: dict[str, Any]) -> str:
+    who = "loopback responder" if ns.loopback else f"{ns.provider} {model_id}"
+    spent = "" if ns.loopback else f", ${result['dollars']:.2f} of a ${ns.max_dollars:.2f} cap" \
+        if priced(model_id or "") else ", an unpriced model (no dollar cap)"
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+    return f"{who}, {day}: {len(result['rows'])} questions{spent}\n\n{table(result)}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = _parser().parse_args(argv)
     if ns.record:
-        DATA.mkdir(exist_ok=True)
-        recorded = [asyncio.run(_record_one(t, DATA)) for t in TASKS]
-        (DATA / "tasks.json").write_text(json.dumps(recorded, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        print(f"recorded {len(recorded)} tasks into {DATA}")
+        print(record_all(DATA, MIN_CALLS))
         return 0
-    real, model_id = None, None
-    if not ns.loopback:
-        from rhapsody.core.errors import RhapsodyError
-        from rhapsody.providers import make_model
-
-        try:
-            real = make_model(Settings(provider=ns.provider, model=ns.model))
-        except RhapsodyError as exc:
-            print(f"seam_eval: {exc}; use --loopback for the offline run", file=sys.stderr)
-            return 2
-        model_id = ns.model
-        if model_id is None:
-            from rhapsody.anthropic_model import default_model
-
-            model_id = default_model()
-    rows = asyncio.run(evaluate(real, model_id, ns.task))
-    if ns.json:
-        print(json.dumps(rows, ensure_ascii=False))
+    names = {t["name"] for t in json.loads((DATA / "tasks.json").read_text(encoding="utf-8"))}
+    unknown = [t for t in ns.task if t not in names]
+    if unknown:
+        print(f"seam_eval: no task named {unknown[0]!r} (there are: {', '.join(sorted(names))})", file=sys.stderr)
+        return 2
+    model_id = None
+    if ns.loopback:
+        result = loopback_run(ns.task)
     else:
-        print(f"{'loopback responder' if ns.loopback else f'{ns.provider} {model_id}'}: {len(rows)} tasks\n")
-        print(table(rows))
-    return 0
+        try:
+            real, model_id = _real_model(ns)
+        except SystemExit as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        result = asyncio.run(evaluate(real, model_id, ns.task, ns.max_dollars))
+    report = _report(ns, model_id, result)
+    print(json.dumps(result, ensure_ascii=False) if ns.json else report)
+    return finish(result, report, ns.docs or (None if ns.loopback else DOCS), "loopback" if ns.loopback else "real")
+
+
+def finish(result: dict[str, Any], report: str, docs: Path | None, marker: str) -> int:
+    """Write the table into `docs` unless the run failed; the exit status (1: failed, or a task too short)."""
+    if result["error"]:
+        print(f"seam_eval: the model failed after {len(result['rows'])} questions ({result['error']}); "
+              "no table was written", file=sys.stderr)
+        return 1
+    if docs:
+        write_docs(docs, marker, report)
+    short = too_short(result["rows"]) if marker == "loopback" else []
+    for line in short:
+        print(f"seam_eval: task too short: {line}", file=sys.stderr)
+    return 1 if short else 0
 
 
 if __name__ == "__main__":
