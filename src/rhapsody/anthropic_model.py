@@ -65,15 +65,6 @@ def loopback_model(base_url: str, *, retries: int, base_delay: float) -> Anthrop
     return AnthropicModel(client, retries=retries, base_delay=base_delay)
 
 
-def known_models() -> tuple[str, ...]:
-    """Every model id the installed SDK lists."""
-    from typing import get_args
-
-    from anthropic.types.model_param import ModelParam
-
-    return tuple(get_args(get_args(ModelParam)[0]))
-
-
 class AnthropicModel:
     """Streams requests through the real SDK and retries what the API means to be retried."""
 

@@ -47,8 +47,6 @@ class Phase(StrEnum):
 
 
 AT_REST = frozenset({Phase.IDLE, Phase.COMMITTED, Phase.FAILED, Phase.UNDONE})
-RECORDED = frozenset({Phase.WANTED, Phase.ASKED, Phase.REMINDED, Phase.NOTED})
-"""The phases written as `handoff` records; the rest follow from other records."""
 
 
 @dataclass(frozen=True)

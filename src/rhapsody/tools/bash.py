@@ -21,10 +21,6 @@ from rhapsody.tools import gitguard, procs, sandbox
 from rhapsody.tools.git import gitlinks
 from rhapsody.tools.sandbox import scrubbed_env
 
-SCRUBBED = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-            "AWS_BEARER_TOKEN_BEDROCK")
-"""Credentials rhapsody itself uses; every variable named like a credential is scrubbed too."""
-
 
 class BashInput(BaseModel):
     command: str = Field(description="The bash command line to run in the project root.")

@@ -32,7 +32,6 @@ from rhapsody.tools.gitguard import git_redirects, hooks_path, undo_git_redirect
 __all__ = ["bwrap_path", "effective_level", "git_redirects", "hooks_path", "scrubbed_env", "secret_values", "status",
            "undo_git_redirects", "wrap"]
 
-LEVELS = ("workspace-write", "read-only", "off")
 SECRET_FILES = PROTECTED_READS
 """Project files that read as empty inside the sandbox (matched case-insensitively on the name)."""
 HOME_SECRETS = (".ssh", ".aws", ".gnupg", ".azure", ".kube", ".docker", ".config/gcloud", ".config/gh",
