@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from rhapsody.core.handoff import undo_seam
 from rhapsody.core.loop import Agent
 from rhapsody.core.session import Session
-from rhapsody.render import seam_line, undo_text
+from rhapsody.render import undo_text
 
 COMMANDS = {
     "/handoff": "write a field note, then strip tool traffic from the context",
@@ -18,6 +18,7 @@ COMMANDS = {
     "/model": "NAME [--force]: switch model (earlier thinking leaves the context)",
     "/permissions": "[MODE]: show the permission mode and rules, or switch mode",
     "/mcp": "MCP servers, their state and their tools",
+    "/export": "[--md] [FILE]: this session as one HTML page with its charts (or Markdown)",
     "/clear": "start a new session",
     "/help": "list the commands and keys",
     "/quit": "leave rhapsody",
@@ -72,6 +73,8 @@ def run_command(agent: Agent, line: str, keys: tuple[tuple[str, str], ...] | Non
     if name == "/mcp":
         lines = [line for source in agent.toolbox.sources for line in source.status()]
         return Outcome("\n".join(lines) or "no MCP servers configured")
+    if name == "/export":
+        return _export(agent, arg)
     if name == "/clear":
         if agent.busy:
             return Outcome("wait for the turn to end before starting a new session", error=True)
@@ -126,6 +129,25 @@ def _unhandoff(agent: Agent) -> Outcome:
         return Outcome("wait for the turn to end before undoing a seam", error=True)
     record = undo_seam(agent.session)
     return Outcome(undo_text(record), reload=True, in_history=True) if record else Outcome("no seam to undo", error=True)
+
+
+def _export(agent: Agent, arg: str) -> Outcome:
+    from pathlib import Path
+
+    from rhapsody.core.errors import RhapsodyError
+    from rhapsody.export import write_export
+
+    words = arg.split()
+    named = [w for w in words if w != "--md"]
+    if len(named) > 1 or any(w.startswith("-") for w in named):
+        return Outcome("usage: /export [--md] [FILE]", error=True)
+    root = agent.session.root
+    out = (root / Path(named[0]).expanduser()) if named else None
+    try:
+        path = write_export(root, str(agent.session.path), "md" if "--md" in words else "html", out)
+    except RhapsodyError as exc:
+        return Outcome(f"export failed: {exc}", error=True)
+    return Outcome(f"exported to {path}")
 
 
 def _recall(agent: Agent, arg: str) -> str:
@@ -192,14 +214,6 @@ def _permissions(agent: Agent, arg: str) -> Outcome:
 
 def stats_text(session: Session) -> str:
     """Seams and counters of a session as plain lines."""
-    from rhapsody.figures import figures
-    from rhapsody.stats import billing, saving_line, seam_rows
+    from rhapsody.stats import stats_lines
 
-    rows = seam_rows(session.records)
-    lines = [seam_line(r) + (" (undone)" if r["undone"] else "") for r in rows] or ["no seams yet"]
-    f = figures(session.records)
-    lines.append(f"requests {f.requests}, tool calls {f.tool_calls}, narration violations {f.violations}, "
-                 f"{f.seams_text()}, context ~{f.context:,} tokens, cost {f.cost_text()}")
-    if f.requests:
-        lines.append(saving_line(billing(session.records)))
-    return "\n".join(lines)
+    return "\n".join(stats_lines(session.records))
