@@ -24,7 +24,9 @@ LEFT, RIGHT, TOP, BOTTOM = 72, 16, 28, 36
 class Series:
     """Per-request points of a history and where its seams fell (x: requests before the seam)."""
 
-    context: list[int] = field(default_factory=list)
+    context: list[tuple[float, float]] = field(default_factory=list)
+    """(request number, context); a seam or a cut adds its before and after between two requests."""
+    requests: int = 0
     seams_at_request: list[tuple[float, str]] = field(default_factory=list)
     seams_at_answer: list[tuple[float, str]] = field(default_factory=list)
 
@@ -39,31 +41,34 @@ def series(records: list[dict[str, Any]]) -> Series:
         figures.fold(seen)
         kind = record["kind"]
         if kind == "request":
-            out.context.append(figures.context)
+            out.requests += 1
+            out.context.append((out.requests, figures.context))
             pending = True
         elif kind == "usage" and pending:
             answered, pending = answered + 1, False
-        elif kind == "seam":
+        elif kind in ("seam", "prune"):  # the drop itself, as the status bar showed it, between two requests
+            out.context += [(out.requests + 0.5, record["before"]["est_tokens"]), (out.requests + 0.5, figures.context)]
+        if kind == "seam":
             label = f"seam {record['seam']}" + (" (undone)" if record["seam"] in undone else "")
-            out.seams_at_request.append((len(out.context) + 0.5, label))
+            out.seams_at_request.append((out.requests + 0.5, label))
             out.seams_at_answer.append((answered + 0.5, label))
     return out
 
 
-def cumulative(values: list[float]) -> list[float]:
-    """Running sums."""
+def cumulative(values: list[float]) -> list[tuple[float, float]]:
+    """Running sums, as points from x = 1."""
     total, out = 0.0, []
-    for value in values:
+    for i, value in enumerate(values):
         total += value
-        out.append(total)
+        out.append((i + 1.0, total))
     return out
 
 
-def chart(title: str, lines: list[tuple[str, str, list[float]]], seams: list[tuple[float, str]],
+def chart(title: str, lines: list[tuple[str, str, list[tuple[float, float]]]], seams: list[tuple[float, str]],
           x_label: str, chart_id: str) -> str:
-    """One SVG line chart: `lines` are (css class, legend, y per request 1..n); seams are dashed verticals."""
-    n = max((len(ys) for _, _, ys in lines), default=0)
-    top = max((max(ys) for _, _, ys in lines if ys), default=0.0) or 1.0
+    """One SVG line chart: `lines` are (css class, legend, (x, y) points, x from 1); seams are dashed verticals."""
+    n = max((max(x for x, _ in points) for _, _, points in lines if points), default=0.0)
+    top = max((max(y for _, y in points) for _, _, points in lines if points), default=0.0) or 1.0
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 
     def x(i: float) -> float:
@@ -80,16 +85,16 @@ def chart(title: str, lines: list[tuple[str, str, list[float]]], seams: list[tup
         sx = f"{x(at):.1f}"
         parts.append(f'<g class="seam-mark"><title>{escape(label)}</title><line x1="{sx}" x2="{sx}" y1="{TOP}" '
                      f'y2="{TOP + plot_h}"/><text x="{sx}" y="{TOP - 4}">{escape(label)}</text></g>')
-    for i, (css, legend, ys) in enumerate(lines):
-        points = " ".join(f"{x(k + 1):.1f},{y(v):.1f}" for k, v in enumerate(ys))
-        parts.append(f'<polyline class="{css}" points="{points}"><title>{escape(legend)}</title></polyline>')
+    for i, (css, legend, points) in enumerate(lines):
+        drawn = " ".join(f"{x(px):.1f},{y(py):.1f}" for px, py in points)
+        parts.append(f'<polyline class="{css}" points="{drawn}"><title>{escape(legend)}</title></polyline>')
         lx = LEFT + 8 + i * 300
         parts.append(f'<g class="legend {css}"><line x1="{lx}" x2="{lx + 18}" y1="{HEIGHT - 6}" '
                      f'y2="{HEIGHT - 6}"/><text x="{lx + 24}" y="{HEIGHT - 2}">{escape(legend)}</text></g>')
     return "".join(parts) + "</svg>"
 
 
-def _axes(top: float, n: int, x: Any, y: Any, x_label: str) -> list[str]:
+def _axes(top: float, n: float, x: Any, y: Any, x_label: str) -> list[str]:
     bottom = y(0)
     parts = [f'<line class="axis" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{bottom:.1f}" y2="{bottom:.1f}"/>']
     for share in (0.0, 0.5, 1.0):
@@ -97,7 +102,7 @@ def _axes(top: float, n: int, x: Any, y: Any, x_label: str) -> list[str]:
         parts.append(f'<text class="tick" x="{LEFT - 6}" y="{y(value) + 4:.1f}" text-anchor="end">{value:,.0f}</text>')
         parts.append(f'<line class="grid" x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y(value):.1f}" y2="{y(value):.1f}"/>')
     parts.append(f'<text class="tick" x="{WIDTH - RIGHT}" y="{bottom + 16:.1f}" text-anchor="end">'
-                 f'{escape(x_label)} 1–{n:,}</text>')
+                 f'{escape(x_label)} 1–{int(n):,}</text>')
     return parts
 
 
@@ -105,7 +110,7 @@ def session_charts(records: list[dict[str, Any]], billed: dict[str, Any]) -> str
     """Both charts of a history; `billed` is `stats.billing(records, per_request=True)`."""
     found = series(records)
     context = chart("context per request (~tokens, rhapsody's estimate)",
-                    [("context", "context of each request", [float(v) for v in found.context])],
+                    [("context", "context of each request", found.context)],
                     found.seams_at_request, "request", "chart-context")
     with_seams = cumulative(billed.get("billed_per_request", []))
     without = cumulative(billed.get("billed_per_request_without_seams", []))
