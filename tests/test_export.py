@@ -135,7 +135,8 @@ async def test_slash_export_writes_a_private_page_under_rhapsody(stub: Stub, pro
     written = project / ".rhapsody" / "exports" / f"{wiring.session.id}.html"
     assert not outcome.error and str(written) in outcome.text
     assert written.stat().st_mode & 0o777 == 0o600 and "› hello" in written.read_text()
-    assert run_command(wiring.agent, "/export --md notes/s.md").text.endswith("notes/s.md") is False  # no such folder
+    missing = run_command(wiring.agent, "/export --md nosuch/s.md")  # no such folder: one line, nothing raised
+    assert missing.error and missing.text.startswith("export failed: cannot write") and "\n" not in missing.text
     outcome = run_command(wiring.agent, "/export --md s.md")
     assert (project / "s.md").read_text().startswith("# rhapsody session")
     assert run_command(wiring.agent, "/export a b").error
