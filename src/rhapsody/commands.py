@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from rhapsody.core.handoff import undo_seam
 from rhapsody.core.loop import Agent
@@ -38,6 +39,8 @@ class Outcome:
     in_history: bool = False
     """The text is also a history record the transcript shows once it is rebuilt."""
     error: bool = False
+    prompt: str = ""
+    """What to send as the human's message (a custom command's prompt); queued when a turn runs."""
 
 
 def is_command(line: str) -> bool:
@@ -57,7 +60,7 @@ def run_command(agent: Agent, line: str, keys: tuple[tuple[str, str], ...] | Non
     name, _, arg = line.strip().partition(" ")
     arg = arg.strip()
     if name not in COMMANDS:
-        return Outcome(f"unknown command {name}; /help lists the commands", error=True)
+        return _custom(agent, name, arg)
     if name == "/handoff":
         return _handoff(agent)
     if name == "/unhandoff":
@@ -86,7 +89,29 @@ def run_command(agent: Agent, line: str, keys: tuple[tuple[str, str], ...] | Non
     if name == "/quit":
         return Outcome(quit=True)
     listed = KEYS if keys is None else keys
-    return Outcome("\n".join([f"{k:<13} {v}" for k, v in COMMANDS.items()] + [""] + [f"{k:<13} {v}" for k, v in listed]))
+    return Outcome("\n".join([f"{k:<13} {v}" for k, v in COMMANDS.items()] + custom_help(agent.session.root) + [""]
+                             + [f"{k:<13} {v}" for k, v in listed]))
+
+
+def _custom(agent: Agent, name: str, arg: str) -> Outcome:
+    """A custom command (a prompt file): its prompt goes to the model as the human's message."""
+    from rhapsody.custom_commands import granting_notice, load
+
+    command = load(agent.session.root, tuple(COMMANDS))[0].get(name)
+    if command is None:
+        return Outcome(f"unknown command {name}; /help lists the commands", error=True)
+    return Outcome(granting_notice(command, agent.session.root), prompt=command.expand(arg))
+
+
+def custom_help(root: Path) -> list[str]:
+    """/help's lines for the custom commands (prompt files), and for the files set aside."""
+    from rhapsody.custom_commands import load
+
+    found, notes = load(root, tuple(COMMANDS))
+    if not found and not notes:
+        return []
+    return ["", "custom commands (prompt files; they send their text, nothing more):"] + [
+        c.help_line() for c in found.values()] + [f"  ! {note}" for note in notes]
 
 
 KEYS = (("enter", "send; while the agent works, a hint for its next step"),

@@ -24,7 +24,7 @@ import asyncio
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import aclosing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -204,7 +204,18 @@ class RhapsodyApp(App[int]):
                 yield SystemCommand(name, short, lambda n=name: self.to_prompt(f"{n} "))
                 continue
             yield SystemCommand(name, short, lambda n=name: self.run_worker(self.command(n)))
+        yield from self.custom_commands()
         yield from super().get_system_commands(screen)
+
+    def custom_commands(self) -> Iterator[SystemCommand]:
+        """The palette's entries for custom commands: one that takes arguments goes into the prompt to finish."""
+        from rhapsody.custom_commands import load
+
+        for command in load(self.root, tuple(commands.COMMANDS))[0].values():
+            takes = bool(command.argument_hint) or "$" in command.prompt
+            run = (lambda n=command.name: self.to_prompt(f"{n} ")) if takes else (
+                lambda n=command.name: self.run_worker(self.command(n)))
+            yield SystemCommand(command.name, command.description or f"custom command ({command.origin})", run)
 
     def to_prompt(self, text: str) -> None:
         """Put a command that needs an argument into the prompt."""
@@ -303,6 +314,10 @@ class RhapsodyApp(App[int]):
             await self.note(outcome.text, "error" if outcome.error else "notice")
         if outcome.run_turn and not self.busy:  # a turn about to start asks at its end (after_turn)
             self.start_turn(None)
+        if outcome.prompt and self.busy:  # a custom command's prompt, typed while the agent works
+            await self.add_hint(outcome.prompt, "queue")
+        elif outcome.prompt:
+            self.start_turn(outcome.prompt)
         self.refresh_status()
 
     # -- the agent worker ----------------------------------------------------------------
