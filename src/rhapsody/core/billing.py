@@ -20,7 +20,6 @@ Imports: stdlib and rhapsody.core only.
 from __future__ import annotations
 
 import hashlib
-import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,9 +91,11 @@ class CacheModel:
     def price(self, ts: float, messages: list[Message], read_mult: float | None = None) -> tuple[int, float]:
         """(input tokens, billed equivalents) of one request sent at `ts`, its cache reads at `read_mult`
         (the model's rate of the request; the model's default when None)."""
-        # The common prefix of the same objects, compared in C (the loop in Python made a long history quadratic).
-        flags = list(map(operator.is_, self._prev, messages))
-        same = flags.index(False) if False in flags else len(flags)
+        same = 0
+        for old, new in zip(self._prev, messages):
+            if old is not new:
+                break
+            same += 1
         runs, totals = self._runs[: self._head + same], self._totals[: self._head + same]
         for message in messages[same:]:
             digest, tokens = self._part(message)
