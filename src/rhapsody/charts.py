@@ -67,7 +67,7 @@ def cumulative(values: list[float]) -> list[tuple[float, float]]:
 def chart(title: str, lines: list[tuple[str, str, list[tuple[float, float]]]], seams: list[tuple[float, str]],
           x_label: str, chart_id: str) -> str:
     """One SVG line chart: `lines` are (css class, legend, (x, y) points, x from 1); seams are dashed verticals."""
-    n = max((max(x for x, _ in points) for _, _, points in lines if points), default=0.0)
+    n = max([x for _, _, points in lines for x, _ in points[-1:]] + [at for at, _ in seams] + [0.0])
     top = max((max(y for _, y in points) for _, _, points in lines if points), default=0.0) or 1.0
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 
@@ -83,8 +83,9 @@ def chart(title: str, lines: list[tuple[str, str, list[tuple[float, float]]]], s
     parts += _axes(top, n, x, y, x_label)
     for at, label in seams:
         sx = f"{x(at):.1f}"
+        anchor = "end" if x(at) > WIDTH - RIGHT - 40 else "middle"  # a seam at the end keeps its label in view
         parts.append(f'<g class="seam-mark"><title>{escape(label)}</title><line x1="{sx}" x2="{sx}" y1="{TOP}" '
-                     f'y2="{TOP + plot_h}"/><text x="{sx}" y="{TOP - 4}">{escape(label)}</text></g>')
+                     f'y2="{TOP + plot_h}"/><text x="{sx}" y="{TOP - 4}" text-anchor="{anchor}">{escape(label)}</text></g>')
     for i, (css, legend, points) in enumerate(lines):
         drawn = " ".join(f"{x(px):.1f},{y(py):.1f}" for px, py in points)
         parts.append(f'<polyline class="{css}" points="{drawn}"><title>{escape(legend)}</title></polyline>')

@@ -52,7 +52,7 @@ class CustomCommand:
     def help_line(self) -> str:
         """`/name [hint]  description (project)`, as /help lists it."""
         head = f"{self.name} {self.argument_hint}".rstrip()
-        return f"{head:<13} {self.description or '(no description)'} ({self.origin}: {self.path.name})"
+        return f"{head:<12}  {self.description or '(no description)'} ({self.origin}: {self.path.name})"
 
     def expand(self, arguments: str) -> str:
         """The prompt with `$ARGUMENTS` and `$1`… filled in from what followed the command's name."""

@@ -34,7 +34,7 @@ h1{font-size:1.3rem}.figures{color:#444;white-space:pre-wrap;font:12px/1.4 ui-mo
 .chart polyline{fill:none;stroke-width:1.5}.context,.legend.context line{stroke:#2a6fdb}
 .billed,.legend.billed line{stroke:#2a6fdb}.without,.legend.without line{stroke:#c2410c;stroke-dasharray:5 3}
 .legend line{stroke-width:2}.axis{stroke:#888}.grid{stroke:#eee}.seam-mark line{stroke:#7c3aed;stroke-dasharray:3 3}
-.seam-mark text{fill:#7c3aed;text-anchor:middle}
+.seam-mark text{fill:#7c3aed}
 .line{margin:.25rem 0;white-space:pre-wrap;overflow-wrap:anywhere}
 .user{background:#eef4ff;border-left:3px solid #2a6fdb;padding:.3rem .6rem}
 .hint{background:#fff7e6;border-left:3px solid #d97706;padding:.2rem .6rem}

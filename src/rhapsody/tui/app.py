@@ -198,14 +198,18 @@ class RhapsodyApp(App[int]):
             head, _, rest = help_text.partition(": ")
             takes = bool(rest) and head.split()[0].strip("[]").isupper()
             short = rest if takes else help_text
-            room = max(24, self.size.width - PALETTE_MARGIN)  # one line in the palette, as wide as it is
-            short = short if len(short) <= room else short[: room - 1].rstrip() + "…"
+            short = self.palette_line(short)
             if takes and not head.startswith("["):  # a required argument: into the prompt to finish
                 yield SystemCommand(name, short, lambda n=name: self.to_prompt(f"{n} "))
                 continue
             yield SystemCommand(name, short, lambda n=name: self.run_worker(self.command(n)))
         yield from self.custom_commands()
         yield from super().get_system_commands(screen)
+
+    def palette_line(self, text: str) -> str:
+        """`text` cut to one line of the command palette, as wide as it is."""
+        room = max(24, self.size.width - PALETTE_MARGIN)
+        return text if len(text) <= room else text[: room - 1].rstrip() + "…"
 
     def custom_commands(self) -> Iterator[SystemCommand]:
         """The palette's entries for custom commands: one that takes arguments goes into the prompt to finish."""
@@ -215,7 +219,8 @@ class RhapsodyApp(App[int]):
             takes = bool(command.argument_hint) or "$" in command.prompt
             run = (lambda n=command.name: self.to_prompt(f"{n} ")) if takes else (
                 lambda n=command.name: self.run_worker(self.command(n)))
-            yield SystemCommand(command.name, command.description or f"custom command ({command.origin})", run)
+            yield SystemCommand(command.name, self.palette_line(command.description or f"custom command ({command.origin})"),
+                                run)
 
     def to_prompt(self, text: str) -> None:
         """Put a command that needs an argument into the prompt."""
