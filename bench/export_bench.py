@@ -5,15 +5,16 @@
 The large history is the recorded review session (bench/record_session.py) repeated until it
 reaches the size asked: each copy continues the conversation with its tool ids, hint ids,
 seam numbers, sequence numbers and times renumbered, so it folds like one long session with
-one seam per copy. The bench prints the history's size, the export's wall time for HTML and
-Markdown, the page's size, and the time Chromium takes to load the page and dump its DOM
-(when `chromium` is installed).
+one seam per copy. The bench prints the history's size, the export's wall and CPU time for
+HTML and Markdown (CPU time says more on a shared machine), the page's size, and the time
+Chromium takes to load the page and dump its DOM (when `chromium` is installed).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -47,18 +48,20 @@ def tiled(records: list[dict[str, Any]], target: int) -> list[dict[str, Any]]:
     return out
 
 
-def chromium_load(page: Path) -> float | None:
-    """Seconds for headless Chromium to load `page` and print its DOM; None without chromium."""
+def chromium_load(page: Path) -> tuple[float, float] | None:
+    """Wall and CPU seconds (its processes') for headless Chromium to load `page` and print its DOM;
+    None without chromium."""
     binary = shutil.which("chromium")
     if binary is None:
         return None
     with tempfile.TemporaryDirectory() as profile:
-        start = time.perf_counter()
+        start, before = time.perf_counter(), os.times()
         subprocess.run([binary, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                         "--disable-component-update", "--disable-sync", "--no-first-run",
                         f"--user-data-dir={profile}", "--dump-dom", page.as_uri()],
                        check=True, capture_output=True, timeout=300)
-        return time.perf_counter() - start
+        after = os.times()
+        return time.perf_counter() - start, after.children_user + after.children_system - before.children_user - before.children_system
 
 
 def main() -> None:
@@ -76,14 +79,15 @@ def main() -> None:
         print(f"history: {history.stat().st_size / 1e6:.1f} MB, {len(big):,} records, "
               f"{sum(1 for r in big if r['kind'] == 'seam')} seams")
         for fmt in ("html", "md"):
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             _, page = export_text(Path(folder), str(history), fmt)
-            took = time.perf_counter() - start
+            took, cpu = time.perf_counter() - start, time.process_time() - cpu
             out = Path(folder) / f"page.{fmt}"
             out.write_text(page, encoding="utf-8")
-            print(f"export --{fmt}: {took:.2f} s, {len(page.encode()) / 1e6:.1f} MB")
+            print(f"export --{fmt}: {took:.2f} s wall, {cpu:.2f} s CPU, {len(page.encode()) / 1e6:.1f} MB")
         loaded = chromium_load(Path(folder) / "page.html")
-        print("chromium: not installed" if loaded is None else f"chromium --headless --dump-dom: {loaded:.2f} s")
+        print("chromium: not installed" if loaded is None else
+              f"chromium --headless --dump-dom: {loaded[0]:.2f} s wall, {loaded[1]:.2f} s CPU")
 
 
 if __name__ == "__main__":
