@@ -14,14 +14,14 @@ from prompt_toolkit.output import DummyOutput
 from textual.widgets import Static
 
 from rhapsody.commands import run_command
-from rhapsody.loopback.script import say
+from rhapsody.loopback.script import call, say
 from rhapsody.plain import run_plain
 from rhapsody.prompt_aids import command_matches
 from rhapsody.trust import trust
 from rhapsody.tui.app import RhapsodyApp
 from rhapsody.tui.widgets import PromptInput
 
-from .conftest import Stub, until
+from .conftest import GATE, Stub, until
 
 COMPONENT = """---
 description: Create a new UI component
@@ -104,7 +104,8 @@ def test_a_command_file_linked_from_outside_the_project_is_not_read(stub: Stub, 
 async def test_the_app_completes_lists_in_the_palette_and_sends_a_custom_command(stub: Stub, project: Path) -> None:
     write(project / ".claude" / "commands" / "frontend" / "component.md", COMPONENT)
     write(project / ".rhapsody" / "commands" / "tidy.md", "---\ndescription: tidy the imports\n---\nTidy the imports.")
-    stub.script(say("Tidied."))
+    stub.script(say("Tidied."), call("I will wait for the go file, so a command can arrive while I work.", "bash",
+                                     command=GATE), say("Waited."), say("Tidied again."))
     wiring = stub.wire(project)
     app = RhapsodyApp(wiring.agent, wiring.settings)
     async with app.run_test(size=(100, 30)) as pilot:
@@ -119,6 +120,15 @@ async def test_the_app_completes_lists_in_the_palette_and_sends_a_custom_command
         prompt.text = "/tidy"
         await pilot.press("enter")
         await until(lambda: len(stub.server.requests) >= 1 and not app.busy, pause=pilot.pause)
+        assert last_user_text(stub) == "Tidy the imports."
+        prompt.text = "wait for go"
+        await pilot.press("enter")
+        await until(lambda: bool(app.agent.in_flight), pause=pilot.pause)
+        prompt.text = "/tidy"  # while the agent works: queued for the end of the turn, as ctrl+n would
+        await pilot.press("enter")
+        await until(lambda: [h.mode for h in app.agent.session.pending] == ["queue"], pause=pilot.pause)
+        (project / "go").touch()
+        await until(lambda: len(stub.server.requests) >= 4 and not app.busy, pause=pilot.pause)
     assert last_user_text(stub) == "Tidy the imports."
 
 

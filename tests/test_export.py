@@ -64,7 +64,7 @@ async def test_html_export_shows_seams_notes_hints_approvals_and_both_charts(stu
     sid, page = export_text(project, str(path), "html")
     assert sid == path.stem
     assert page.count('<section class="seam" id="seam-') == 2 and "fixed add() in app.py" in page  # the field notes
-    assert f"{HINT}" in page and "delivered" in page
+    assert re.search(rf"✎ h1 \[delivered · after the bash result\] {HINT}", page)  # the hint, where it landed
     assert "✓ bash echo marker-1: allowed by the human" in page
     assert f"denied by the human: {REASON}" in page
     assert re.search(r'<details class="line tool exit[^"]*stripped"><summary>⊘ bash echo marker-1', page)
