@@ -143,6 +143,10 @@ async def test_plain_mode_sends_a_custom_command_and_help_lists_it(stub: Stub, p
         await until(lambda: "summarise the session (user: summary.md)" in out.getvalue())
         pipe.send_text("/summary\r")
         await until(lambda: "We did little." in out.getvalue())
+        pipe.send_text("/export --md\r")
+        await until(lambda: "exported to " in out.getvalue())
         pipe.send_text("/quit\r")
         assert await asyncio.wait_for(task, 10) == 0
     assert last_user_text(stub) == "Summarise what we did."
+    page = (project / ".rhapsody" / "exports" / f"{wiring.session.id}.md").read_text()
+    assert "> › Summarise what we did." in page and "We did little." in page
