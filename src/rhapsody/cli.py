@@ -19,6 +19,7 @@ T = TypeVar("T")
 USAGE_EPILOG = """commands:
   rhapsody strip FILE [--out OUT] [--json]   strip a request body or history offline
   rhapsody stats [SESSION|FILE] [--json]     every seam of a session, and what the seams saved
+  rhapsody export [SESSION|FILE] --html|--md [-o FILE]   a session as one HTML page or as Markdown
   rhapsody memory init|stats|audit           project memory in docs/memory/
   rhapsody trust [PATH]                      let PATH's .rhapsody/config.toml raise permissions
   rhapsody mcp list                          MCP servers, their state and their tools
@@ -85,6 +86,29 @@ def _stats_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-read-mult", type=float, metavar="X", help="price cache reads at X× base input "
                    "(default: the model's rate from the price table)")
     return p
+
+
+def _export_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="rhapsody export", description="A session as one self-contained HTML page, or as Markdown.")
+    p.add_argument("session", nargs="?", help="session id or prefix, or a history .jsonl file (default: the latest)")
+    form = p.add_mutually_exclusive_group()
+    form.add_argument("--html", dest="fmt", action="store_const", const="html", help="one HTML file (the default)")
+    form.add_argument("--md", dest="fmt", action="store_const", const="md", help="Markdown, for an issue")
+    p.add_argument("-o", "--output", metavar="FILE", help="where to write ('-': standard output; default: "
+                   ".rhapsody/exports/SESSION.html or .md)")
+    p.add_argument("--cwd", metavar="DIR", help="project directory")
+    return p
+
+
+def _export(ns: argparse.Namespace) -> int:
+    from rhapsody.export import export_text, write_export
+
+    fmt = ns.fmt or "html"
+    if ns.output == "-":
+        sys.stdout.write(export_text(_root(ns.cwd), ns.session, fmt)[1])
+        return 0
+    print(write_export(_root(ns.cwd), ns.session, fmt, Path(ns.output) if ns.output else None))
+    return 0
 
 
 def _memory_parser() -> argparse.ArgumentParser:
@@ -180,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
             return _trust(args[1:])
         if args[:1] == ["mcp"]:
             return _mcp(_mcp_parser().parse_args(args[1:]))
+        if args[:1] == ["export"]:
+            return _export(_export_parser().parse_args(args[1:]))
         if args[:1] == ["stats"]:
             from rhapsody.stats import print_stats
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from rhapsody.core.handoff import undo_seam
 from rhapsody.core.loop import Agent
 from rhapsody.core.session import Session
-from rhapsody.render import seam_line, undo_text
+from rhapsody.render import undo_text
 
 COMMANDS = {
     "/handoff": "write a field note, then strip tool traffic from the context",
@@ -18,6 +19,7 @@ COMMANDS = {
     "/model": "NAME [--force]: switch model (earlier thinking leaves the context)",
     "/permissions": "[MODE]: show the permission mode and rules, or switch mode",
     "/mcp": "MCP servers, their state and their tools",
+    "/export": "[--md] [FILE]: this session as one HTML page with its charts (or Markdown)",
     "/clear": "start a new session",
     "/help": "list the commands and keys",
     "/quit": "leave rhapsody",
@@ -37,6 +39,8 @@ class Outcome:
     in_history: bool = False
     """The text is also a history record the transcript shows once it is rebuilt."""
     error: bool = False
+    prompt: str = ""
+    """What to send as the human's message (a custom command's prompt); queued when a turn runs."""
 
 
 def is_command(line: str) -> bool:
@@ -56,7 +60,7 @@ def run_command(agent: Agent, line: str, keys: tuple[tuple[str, str], ...] | Non
     name, _, arg = line.strip().partition(" ")
     arg = arg.strip()
     if name not in COMMANDS:
-        return Outcome(f"unknown command {name}; /help lists the commands", error=True)
+        return _custom(agent, name, arg)
     if name == "/handoff":
         return _handoff(agent)
     if name == "/unhandoff":
@@ -72,6 +76,8 @@ def run_command(agent: Agent, line: str, keys: tuple[tuple[str, str], ...] | Non
     if name == "/mcp":
         lines = [line for source in agent.toolbox.sources for line in source.status()]
         return Outcome("\n".join(lines) or "no MCP servers configured")
+    if name == "/export":
+        return _export(agent, arg)
     if name == "/clear":
         if agent.busy:
             return Outcome("wait for the turn to end before starting a new session", error=True)
@@ -83,7 +89,29 @@ def run_command(agent: Agent, line: str, keys: tuple[tuple[str, str], ...] | Non
     if name == "/quit":
         return Outcome(quit=True)
     listed = KEYS if keys is None else keys
-    return Outcome("\n".join([f"{k:<13} {v}" for k, v in COMMANDS.items()] + [""] + [f"{k:<13} {v}" for k, v in listed]))
+    return Outcome("\n".join([f"{k:<13} {v}" for k, v in COMMANDS.items()] + custom_help(agent.session.root) + [""]
+                             + [f"{k:<13} {v}" for k, v in listed]))
+
+
+def _custom(agent: Agent, name: str, arg: str) -> Outcome:
+    """A custom command (a prompt file): its prompt goes to the model as the human's message."""
+    from rhapsody.custom_commands import granting_notice, load
+
+    command = load(agent.session.root, tuple(COMMANDS))[0].get(name)
+    if command is None:
+        return Outcome(f"unknown command {name}; /help lists the commands", error=True)
+    return Outcome(granting_notice(command, agent.session.root), prompt=command.expand(arg))
+
+
+def custom_help(root: Path) -> list[str]:
+    """/help's lines for the custom commands (prompt files), and for the files set aside."""
+    from rhapsody.custom_commands import load
+
+    found, notes = load(root, tuple(COMMANDS))
+    if not found and not notes:
+        return []
+    return ["", "custom commands (prompt files; they send their text, nothing more):"] + [
+        c.help_line() for c in found.values()] + [f"  ! {note}" for note in notes]
 
 
 KEYS = (("enter", "send; while the agent works, a hint for its next step"),
@@ -126,6 +154,25 @@ def _unhandoff(agent: Agent) -> Outcome:
         return Outcome("wait for the turn to end before undoing a seam", error=True)
     record = undo_seam(agent.session)
     return Outcome(undo_text(record), reload=True, in_history=True) if record else Outcome("no seam to undo", error=True)
+
+
+def _export(agent: Agent, arg: str) -> Outcome:
+    from pathlib import Path
+
+    from rhapsody.core.errors import RhapsodyError
+    from rhapsody.export import write_export
+
+    words = arg.split()
+    named = [w for w in words if w != "--md"]
+    if len(named) > 1 or any(w.startswith("-") for w in named):
+        return Outcome("usage: /export [--md] [FILE]", error=True)
+    root = agent.session.root
+    out = (root / Path(named[0]).expanduser()) if named else None
+    try:
+        path = write_export(root, str(agent.session.path), "md" if "--md" in words else "html", out)
+    except RhapsodyError as exc:
+        return Outcome(f"export failed: {exc}", error=True)
+    return Outcome(f"exported to {path}")
 
 
 def _recall(agent: Agent, arg: str) -> str:
@@ -192,13 +239,6 @@ def _permissions(agent: Agent, arg: str) -> Outcome:
 
 def stats_text(session: Session) -> str:
     """Seams and counters of a session as plain lines."""
-    from rhapsody.stats import billing, saving_line, seam_rows
+    from rhapsody.stats import stats_lines
 
-    rows = seam_rows(session.records)
-    lines = [seam_line(r) + (" (undone)" if r["undone"] else "") for r in rows] or ["no seams yet"]
-    f = session.figures
-    lines.append(f"requests {f.requests}, tool calls {f.tool_calls}, narration violations {f.violations}, "
-                 f"{f.seams_text()}, context ~{f.context:,} tokens, cost {f.cost_text()}")
-    if f.requests:
-        lines.append(saving_line(billing(session.records)))
-    return "\n".join(lines)
+    return "\n".join(stats_lines(session.records))

@@ -25,13 +25,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from rhapsody.commands import COMMANDS, PLAIN_KEYS, is_command, run_command
+from rhapsody.commands import PLAIN_KEYS, is_command, run_command
 from rhapsody.config import Settings
 from rhapsody.core import events as ev
 from rhapsody.core.approval import GRACE, HumanApprover, Question
 from rhapsody.core.loop import Agent
 from rhapsody.core.tools import Approval
 from rhapsody.preview import plain_text
+from rhapsody.prompt_aids import command_names
 from rhapsody.render import event_lines, harness_lines, plain, print_event
 
 
@@ -181,8 +182,8 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
         typed.append(event.current_buffer.text)
         event.app.exit(result="/handoff")
 
-    prompt: PromptSession[str] = PromptSession(completer=WordCompleter(list(COMMANDS), sentence=True),
-                                               key_bindings=keys)
+    names = command_names(agent.session.root)  # the custom commands as they were when plain mode started
+    prompt: PromptSession[str] = PromptSession(completer=WordCompleter(names, sentence=True), key_bindings=keys)
     task: asyncio.Task[None] | None = None
     ctrl_c_at = 0.0
     with patch_stdout(raw=True):
@@ -239,6 +240,10 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
                     break
                 if outcome.run_turn and not busy:
                     task = asyncio.create_task(_consume(agent, None, sink))
+                if outcome.prompt and busy:  # a custom command's prompt, typed while the agent works
+                    say(f"[{agent.session.hint(outcome.prompt, mode='queue').id} pending: end of turn]")
+                elif outcome.prompt:
+                    task = asyncio.create_task(_consume(agent, outcome.prompt, sink))
             elif line.strip() and busy:
                 queued = line.startswith(">>")
                 hint = agent.session.hint(line.removeprefix(">>").strip(), mode="queue" if queued else "steer")

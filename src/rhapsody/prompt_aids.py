@@ -93,12 +93,21 @@ def _read(path: Path) -> list[str]:
     return lines
 
 
-def command_matches(text: str) -> list[str]:
-    """Slash commands that start with what was typed."""
+def command_matches(text: str, root: Path | None = None) -> list[str]:
+    """Slash commands that start with what was typed (with `root`, the custom commands too)."""
     word = text.split(" ", 1)[0]
+    return [name for name in command_names(root) if name.startswith(word)]
+
+
+def command_names(root: Path | None) -> list[str]:
+    """The built-in commands, then the custom ones of the project and the user (custom_commands.py)."""
     from rhapsody.commands import COMMANDS  # not at the top: the prompt paints before the commands load
 
-    return [name for name in COMMANDS if name.startswith(word)]
+    if root is None:
+        return list(COMMANDS)
+    from rhapsody.custom_commands import load
+
+    return [*COMMANDS, *sorted(load(root, tuple(COMMANDS))[0])]
 
 
 def project_files(root: Path) -> list[str]:

@@ -403,11 +403,12 @@ def plain(line: Line) -> str:
 
 
 def record_lines(records: list[dict[str, Any]], root: Path, session_id: str,
-                 conversation: Conversation) -> list[tuple[int, Line]]:
+                 conversation: Conversation, approvals: bool = False) -> list[tuple[int, Line]]:
     """Every line of a recorded session, each with the index of the record it came from.
 
     `conversation` is the session's own, folded from the same records: it knows what the
-    latest seam and the rolling cuts took out.
+    latest seam and the rolling cuts took out. `approvals`: also a line for each call the
+    human allowed (an export; the app showed the question itself when it was asked).
     """
     boundary, pruned, parsed = conversation.boundary(), conversation.pruned, conversation.messages
     hints = {r["id"]: r["text"] for r in records if r["kind"] == "hint"}
@@ -428,6 +429,8 @@ def record_lines(records: list[dict[str, Any]], root: Path, session_id: str,
             index += 1
         elif kind == "resumed":
             out.append((n, resumed_line(session_id, index, records[n - 1] if n else record)))
+        elif kind == "permission":
+            out += [(n, approval_line(record))] if approvals and _approved(record) else []
         else:
             out += [(n, line) for line in _other_lines(record, root, hints, landed)]
     return out
@@ -441,6 +444,17 @@ def notice_line(record: dict[str, Any]) -> Line:
     if record.get("shown") == "as is":
         return Line("error" if record.get("error") else "notice", text)
     return Line("notice", f"! {text}")
+
+
+def approval_line(record: dict[str, Any]) -> Line:
+    """A call the human allowed when asked (a `permission` record), with what they allowed for the session."""
+    reason = str(record.get("reason", ""))
+    head = f"✓ {record.get('tool', '')} {one_line(visible(str(record.get('argument', ''))), 90)}".rstrip()
+    return Line("approval", f"{head}: {reason}", body=reason, state="allowed")
+
+
+def _approved(record: dict[str, Any]) -> bool:
+    return record.get("by") == "human" and record.get("decision") == "allow"
 
 
 def resumed_line(session_id: str, messages: int, last: dict[str, Any]) -> Line:

@@ -38,8 +38,9 @@ def seam_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def billing(records: list[dict[str, Any]], read_mult: float | None = None) -> dict[str, Any]:
-    """What the seams saved in billed input; dollars price each request at the model that served it."""
+def billing(records: list[dict[str, Any]], read_mult: float | None = None, per_request: bool = False) -> dict[str, Any]:
+    """What the seams saved in billed input; dollars price each request at the model that served it
+    (`per_request`: each request's figures too, as core.billing.seam_savings gives them)."""
     head = records[0] if records and records[0].get("kind") == "session" else {}
     models = [r["model"] for r in records if r["kind"] == "model"]
     model = models[-1] if models else str(head.get("model", ""))
@@ -51,7 +52,7 @@ def billing(records: list[dict[str, Any]], read_mult: float | None = None) -> di
         prices = [dataclasses.replace(p, read_mult=read_mult) for p in prices]
     # Each request's cache reads at the rate of the model that served it (a /model switch reprices nothing).
     mults: float | list[float] = read_mult if read_mult is not None else [price_of(m)[0].read_mult for m in served]
-    figures = seam_savings(records, mults if mults != [] else price.read_mult, prices)
+    figures = seam_savings(records, mults if mults != [] else price.read_mult, prices, per_request)
     return {"model": model, "billed_input_usd": None, "billed_input_usd_without_seams": None, **figures}
 
 
@@ -68,13 +69,19 @@ def saving_line(figures: dict[str, Any]) -> str:
             + f"; each further request saves ~{figures['saving_per_further_request']:,})")
 
 
-def print_stats(root: Path, session_id: str | None, as_json: bool = False, read_mult: float | None = None) -> int:
-    """Print the seam table and the billed input with and without seams; returns the exit status."""
+def session_records(root: Path, session_id: str | None) -> tuple[Path, list[dict[str, Any]]]:
+    """The history a command names (an id or prefix, a .jsonl file, or the latest) and its records."""
     given = Path(session_id) if session_id else None
     path = given if given is not None and given.is_file() else find_session(root, session_id)
     records = read_history(path).records
     if not records or records[0]["kind"] != "session":
         raise HistoryError(f"{path} is not a rhapsody history file (no session record first)")
+    return path, records
+
+
+def print_stats(root: Path, session_id: str | None, as_json: bool = False, read_mult: float | None = None) -> int:
+    """Print the seam table and the billed input with and without seams; returns the exit status."""
+    path, records = session_records(root, session_id)
     figures = billing(records, read_mult)
     folded = fold_figures(records)
     totals = folded.usage
@@ -136,3 +143,18 @@ def _print_seams(console: Any, path: Path, rows: list[dict[str, Any]]) -> None:
         )
     console.print(table)
     console.print(STATS_NOTE)
+
+
+def stats_lines(records: list[dict[str, Any]], figures_billed: dict[str, Any] | None = None) -> list[str]:
+    """Seams and counters of a session as plain lines (/stats, and the head of an export);
+    `figures_billed`: `billing(records)` when the caller has it already."""
+    from rhapsody.render import seam_line
+
+    rows = seam_rows(records)
+    lines = [seam_line(r) + (" (undone)" if r["undone"] else "") for r in rows] or ["no seams yet"]
+    f = fold_figures(records)
+    lines.append(f"requests {f.requests}, tool calls {f.tool_calls}, narration violations {f.violations}, "
+                 f"{f.seams_text()}, context ~{f.context:,} tokens, cost {f.cost_text()}")
+    if f.requests:
+        lines.append(saving_line(figures_billed or billing(records)))
+    return lines

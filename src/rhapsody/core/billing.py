@@ -164,7 +164,7 @@ def served_by(records: list[dict[str, Any]]) -> list[str]:
 
 
 def seam_savings(records: list[dict[str, Any]], read_mult: float | list[float],
-                 prices: list[Price] | None = None) -> dict[str, Any]:
+                 prices: list[Price] | None = None, per_request: bool = False) -> dict[str, Any]:
     """Billed input as it happened beside the same requests rebuilt without any seam.
 
     `read_mult` is the cache-read rate for every request, or one per answered request (the
@@ -173,6 +173,9 @@ def seam_savings(records: list[dict[str, Any]], read_mult: float | list[float],
 
     With `prices` (one per answered request, see `served_by`), each request is also priced
     in dollars at its own model: `billed_input_usd` and `billed_input_usd_without_seams`.
+
+    With `per_request`, also each answered request's billed input as it happened and without
+    seams (`billed_per_request`, `billed_per_request_without_seams`), which add up to the totals.
     """
     head_record = records[0] if records and records[0].get("kind") == "session" else {}
     head = [head_record.get("tools", []), [{"type": "text", "text": head_record.get("system", "")}]]
@@ -180,7 +183,8 @@ def seam_savings(records: list[dict[str, Any]], read_mult: float | list[float],
     without = replay(records, seams=False)
     mults = _per_request(read_mult, len(actual))
     reported = sum(sum(s.usage.values()) for s in actual)
-    billed = sum(priced(s.usage, mult) for s, mult in zip(actual, mults))
+    each = [priced(s.usage, mult) for s, mult in zip(actual, mults)]
+    billed = sum(each)
     sim, free = simulate(head, actual, mults), simulate(head, without, mults)
     sim_tokens, sim_billed = sum(t for t, _ in sim), sum(c for _, c in sim)
     free_tokens, free_billed = sum(t for t, _ in free), sum(c for _, c in free)
@@ -191,8 +195,10 @@ def seam_savings(records: list[dict[str, Any]], read_mult: float | list[float],
     held = held_out(records)
     further = _chars_tokens(held) * scale * mults[-1] if sim and held > 0 else 0.0
     dollars = {} if prices is None else _dollars(actual, free, scale, prices)
+    series = {"billed_per_request": each, "billed_per_request_without_seams": [c * scale for _, c in free]}
     return {
         **dollars,
+        **(series if per_request else {}),
         "answered_requests": len(actual),
         "seams": sum(1 for r in records if r["kind"] == "seam"),
         "cache_read_multiplier": mults[0] if len(set(mults)) == 1 else (None if mults else _one(read_mult)),

@@ -24,7 +24,7 @@ import asyncio
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import aclosing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -194,13 +194,29 @@ class RhapsodyApp(App[int]):
             head, _, rest = help_text.partition(": ")
             takes = bool(rest) and head.split()[0].strip("[]").isupper()
             short = rest if takes else help_text
-            room = max(24, self.size.width - PALETTE_MARGIN)  # one line in the palette, as wide as it is
-            short = short if len(short) <= room else short[: room - 1].rstrip() + "…"
+            short = self.palette_line(short)
             if takes and not head.startswith("["):  # a required argument: into the prompt to finish
                 yield SystemCommand(name, short, lambda n=name: self.to_prompt(f"{n} "))
                 continue
             yield SystemCommand(name, short, lambda n=name: self.run_worker(self.command(n)))
+        yield from self.custom_commands()
         yield from super().get_system_commands(screen)
+
+    def palette_line(self, text: str) -> str:
+        """`text` cut to one line of the command palette, as wide as it is."""
+        room = max(24, self.size.width - PALETTE_MARGIN)
+        return text if len(text) <= room else text[: room - 1].rstrip() + "…"
+
+    def custom_commands(self) -> Iterator[SystemCommand]:
+        """The palette's entries for custom commands: one that takes arguments goes into the prompt to finish."""
+        from rhapsody.custom_commands import load
+
+        for command in load(self.root, tuple(commands.COMMANDS))[0].values():
+            takes = bool(command.argument_hint) or "$" in command.prompt
+            run = (lambda n=command.name: self.to_prompt(f"{n} ")) if takes else (
+                lambda n=command.name: self.run_worker(self.command(n)))
+            yield SystemCommand(command.name, self.palette_line(command.description or f"custom command ({command.origin})"),
+                                run)
 
     def to_prompt(self, text: str) -> None:
         """Put a command that needs an argument into the prompt."""
@@ -299,6 +315,10 @@ class RhapsodyApp(App[int]):
             await self.note(outcome.text, "error" if outcome.error else "notice")
         if outcome.run_turn and not self.busy:  # a turn about to start asks at its end (after_turn)
             self.start_turn(None)
+        if outcome.prompt and self.busy:  # a custom command's prompt, typed while the agent works
+            await self.add_hint(outcome.prompt, "queue")
+        elif outcome.prompt:
+            self.start_turn(outcome.prompt)
         self.refresh_status()
 
     # -- the agent worker ----------------------------------------------------------------

@@ -106,7 +106,7 @@ class PromptInput(TextArea):
         """What Tab would complete to: commands after `/`, project files after `@`."""
         text = self.text
         if text.startswith("/") and " " not in text:
-            return command_matches(text)
+            return command_matches(text, self.root)
         word = at_token(text)
         if word is None or self.root is None:
             return []
