@@ -19,6 +19,7 @@ T = TypeVar("T")
 USAGE_EPILOG = """commands:
   rhapsody strip FILE [--out OUT] [--json]   strip a request body or history offline
   rhapsody stats [SESSION|FILE] [--json]     every seam of a session, and what the seams saved
+  rhapsody import PATH...                    Claude Code / Codex sessions as rhapsody sessions
   rhapsody memory init|stats|audit           project memory in docs/memory/
   rhapsody trust [PATH]                      let PATH's .rhapsody/config.toml raise permissions
   rhapsody mcp list                          MCP servers, their state and their tools
@@ -84,6 +85,14 @@ def _stats_parser() -> argparse.ArgumentParser:
                    "billed_input_tokens_without_seams, seam rows, ...)")
     p.add_argument("--cache-read-mult", type=float, metavar="X", help="price cache reads at X× base input "
                    "(default: the model's rate from the price table)")
+    return p
+
+
+def _import_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="rhapsody import", description="Import Claude Code transcripts and Codex rollouts "
+                "(files, or folders searched at any depth) as sessions of this project.")
+    p.add_argument("paths", nargs="+", type=Path, help="a .jsonl file or a folder (e.g. ~/.claude/projects/NAME)")
+    p.add_argument("--cwd", metavar="DIR", help="project directory (default: the current directory)")
     return p
 
 
@@ -174,6 +183,11 @@ def main(argv: list[str] | None = None) -> int:
 
             ns = _strip_parser().parse_args(args[1:])
             return strip_cmd.main(ns.file, ns.out, ns.json)
+        if args[:1] == ["import"]:
+            from rhapsody import import_cmd
+
+            ns = _import_parser().parse_args(args[1:])
+            return import_cmd.main(_root(ns.cwd), ns.paths)
         if args[:1] == ["memory"]:
             return _memory(_memory_parser().parse_args(args[1:]))
         if args[:1] == ["trust"]:
