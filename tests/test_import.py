@@ -83,7 +83,7 @@ def test_compaction_leaves_the_view_as_it_left_the_source_context(project: Path)
     records = imported(project, CLAUDE)
     view = Conversation.from_records(records).active()
     (compaction,) = kinds(records, "compaction")
-    assert compaction["trigger"] == "manual" and compaction["pre_tokens"] == 48213
+    assert compaction["trigger"] == "manual" and compaction["pre_tokens"] > 16_000
     assert view[0].role == "user" and view[0].texts()[0].startswith("This session is being continued")
     assert len(view) == len(kinds(records, "message")) - compaction["boundary"]
     assert not any(b.type == "thinking" for m in view for b in m.content)
@@ -106,7 +106,7 @@ def test_codex_rollout_maps_calls_outputs_reasoning_and_token_counts(project: Pa
     answered = {json.dumps(t["payload"]["info"]["total_token_usage"]) for t in token_counts if t["payload"]["info"]}
     usage = kinds(records, "usage")
     assert len(usage) == len(answered) == 6
-    assert all(u["cache_creation_input_tokens"] == 0 for u in usage) and usage[0]["input_tokens"] == 900
+    assert all(u["cache_creation_input_tokens"] == 0 for u in usage) and usage[1]["cache_read_input_tokens"] > 9_000
     assert [r["what"] for r in kinds(records, "aside")] == ["developer", "turn_aborted"]
     assert len(kinds(records, "compaction")) == 1
 
@@ -157,7 +157,9 @@ async def test_a_long_imported_session_resumes_headless_hands_off_and_recalls(
     (first,) = stub.bodies()
     validate(first)  # the loopback would have refused it too: roles alternate, every call answered
     sent = [b for m in first["messages"] if isinstance(m["content"], list) for b in m["content"]]
-    assert sum(1 for b in sent if b["type"] == "tool_use" and b["name"] == tool) == 300
+    in_view = [b for m in Conversation.from_records(records).active() for b in m.tool_uses()]
+    assert len(in_view) > 30 and len(kinds(records, "compaction")) >= 1  # the source compacted on its own
+    assert sum(1 for b in sent if b["type"] == "tool_use" and b["name"] == tool) == len(in_view)
     assert not any(b["type"] == "thinking" for b in sent)
 
     stub.script(handoff_turn(), say("Noted."), say("Going on from my note."))
@@ -165,7 +167,7 @@ async def test_a_long_imported_session_resumes_headless_hands_off_and_recalls(
     wiring.agent.request_handoff()
     seams = [e for e in await collect(wiring.agent.run()) if isinstance(e, SeamCommitted)]
     await collect(wiring.agent.run("what next?"))
-    assert len(seams) == 1 and seams[0].record["before"]["tool_use"] == 301
+    assert len(seams) == 1 and seams[0].record["before"]["tool_use"] == len(in_view) + 1
     after = stub.bodies()[-1]
     names = [b["name"] for m in after["messages"] if isinstance(m["content"], list) for b in m["content"]
              if b["type"] == "tool_use"]

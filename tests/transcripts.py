@@ -22,7 +22,10 @@ FIXTURES = Path(__file__).parent / "fixtures" / "import"
 START = datetime(2025, 11, 20, 10, 0, 0, tzinfo=timezone.utc)
 CLAUDE_HEAD = 16_000
 """Tokens of Claude Code's own system prompt and tools, which a transcript does not hold."""
+CLAUDE_AUTOCOMPACT = 155_000
+"""Context tokens at which Claude Code compacts on its own (about 78% of a 200k window)."""
 CODEX_HEAD = 9_000
+CODEX_AUTOCOMPACT = 240_000
 PIXEL = base64.b64encode(bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
                                        "1f15c4890000000d4944415478da63f8ffff3f0005fe02fea7d6a4c50000"
                                        "000049454e44ae426082")).decode()
@@ -40,8 +43,10 @@ class _Clock:
 
 
 def _output(rng: random.Random, i: int) -> str:
-    """A tool output of realistic size with a unique marker (`result-<i>-<n>`) to recall it by."""
-    lines = [f"{n:5d}→    value_{i}_{n} = compute({n}, {rng.randint(0, 999)})" for n in range(rng.randint(8, 60))]
+    """A tool output of realistic size with a unique marker (`result-<i>-<n>`) to recall it by: most are
+    short (a grep, a test run), about a third are whole files read (one to four thousand tokens)."""
+    count = rng.randint(5, 40) if rng.random() < 0.65 else rng.randint(80, 300)
+    lines = [f"{n:5d}→    value_{i}_{n} = compute({n}, {rng.randint(0, 999)})" for n in range(count)]
     return f"result-{i}-{rng.randint(1000, 9999)}\n" + "\n".join(lines)
 
 
@@ -96,10 +101,25 @@ class _Claude:
         self.user([block], toolUseResult={"stdout": text[:80], "stderr": "", "interrupted": False})
 
     def step(self, i: int) -> None:
+        if CLAUDE_HEAD + self.chars // 4 > CLAUDE_AUTOCOMPACT:
+            self.compact("auto")
         call = self.call(i)
         self.assistant([{"type": "text", "text": f"Step {i}: I will search for value_{i} to see where it is used."},
                         call])
         self.result(call, _output(self.rng, i))
+
+    def compact(self, trigger: str) -> None:
+        """A compaction as Claude Code writes it: a boundary that starts a new root, then the summary."""
+        self.lines.append({"parentUuid": None, "logicalParentUuid": self.parent, "isSidechain": False, "type": "system",
+                           "subtype": "compact_boundary", "content": "Conversation compacted", "level": "info",
+                           "compactMetadata": {"trigger": trigger, "preTokens": CLAUDE_HEAD + self.chars // 4},
+                           "uuid": self.uid(), "timestamp": self.clock.tick(), "sessionId": SESSION,
+                           "cwd": "/home/ana/proj"})
+        self.parent = self.lines[-1]["uuid"]
+        self.chars, self.cached = 0, 0
+        self.user("This session is being continued from a previous conversation that ran out of context. Summary: "
+                  "values traced so far are all read; continue with the next value.",
+                  isCompactSummary=True, isVisibleInTranscriptOnly=True)
 
     def thinking(self, text: str) -> dict[str, Any]:
         return {"type": "thinking", "thinking": text, "signature": base64.b64encode(self.rng.randbytes(96)).decode()}
@@ -154,14 +174,7 @@ def claude_small() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     c.assistant([{"type": "text", "text": "I will fix the bound: range(len(tokens)) instead of len + 1."}, edit])
     c.user([{"type": "text", "text": "[Request interrupted by user for tool use]"}])  # the edit never got a result
     c.user("also run the linter when you are done")
-    c.lines.append({"parentUuid": None, "logicalParentUuid": c.parent, "isSidechain": False, "type": "system",
-                    "subtype": "compact_boundary", "content": "Conversation compacted", "level": "info",
-                    "compactMetadata": {"trigger": "manual", "preTokens": 48213}, "uuid": c.uid(),
-                    "timestamp": c.clock.tick(), "sessionId": SESSION, "cwd": "/home/ana/proj"})
-    c.parent = c.lines[-1]["uuid"]
-    c.user("This session is being continued from a previous conversation that ran out of context. Summary: the "
-           "parser's loop bound was off by one (range(len(tokens) + 1)); the fix was not applied yet.",
-           isCompactSummary=True, isVisibleInTranscriptOnly=True)
+    c.compact("manual")
     lint = c.call(6, "Bash", command="ruff check src", description="lint")
     c.assistant([{"type": "text", "text": "I will apply the fix again, then run the linter as asked."}, lint])
     c.result(lint, "All checks passed!")
@@ -190,6 +203,7 @@ class _Codex:
         self.lines: list[dict[str, Any]] = []
         self.chars = 0
         self.total = 0
+        self.prompt = 0
 
     def add(self, kind: str, payload: dict[str, Any], seconds: float = 6.0) -> None:
         self.lines.append({"timestamp": self.clock.tick(seconds), "type": kind, "payload": payload})
@@ -198,7 +212,9 @@ class _Codex:
 
     def tokens(self) -> None:
         prompt = CODEX_HEAD + self.chars // 4
-        last = {"input_tokens": prompt, "cached_input_tokens": max(0, prompt - 900), "output_tokens": 120,
+        cached = self.prompt if self.prompt <= prompt else CODEX_HEAD  # the previous prompt is the cached prefix
+        self.prompt = prompt
+        last = {"input_tokens": prompt, "cached_input_tokens": cached, "output_tokens": 120,
                 "reasoning_output_tokens": 64, "total_tokens": prompt + 120}
         self.total += prompt + 120
         info = {"total_token_usage": {"total_tokens": self.total}, "last_token_usage": last,
@@ -220,6 +236,9 @@ class _Codex:
         self.add("response_item", {"type": "function_call_output", "call_id": call_id, "output": text})
 
     def step(self, i: int) -> None:
+        if CODEX_HEAD + self.chars // 4 > CODEX_AUTOCOMPACT:
+            self.add("compacted", {"message": "Summary: values traced so far are all read; continue."})
+            self.chars = 0
         self.add("response_item", {"type": "reasoning", "summary": [{"type": "summary_text", "text": f"**Step {i}**"}],
                                    "content": None, "encrypted_content": "gAAAA" + self.rng.randbytes(30).hex()})
         call_id = self.call(i)

@@ -85,6 +85,8 @@ def _stats_parser() -> argparse.ArgumentParser:
                    "billed_input_tokens_without_seams, seam rows, ...)")
     p.add_argument("--cache-read-mult", type=float, metavar="X", help="price cache reads at X× base input "
                    "(default: the model's rate from the price table)")
+    p.add_argument("--what-if", metavar="POLICY", help="replay the session with seams every=N tool calls, at=TOKENS "
+                   "of context or share=S of the window (comma-separated), or sweep: a curve over several")
     return p
 
 
@@ -198,6 +200,10 @@ def main(argv: list[str] | None = None) -> int:
             from rhapsody.stats import print_stats
 
             ns = _stats_parser().parse_args(args[1:])
+            if ns.what_if:
+                from rhapsody import whatif_cmd
+
+                return whatif_cmd.main(_root(ns.cwd), ns.session, ns.what_if, ns.json, ns.cache_read_mult)
             return print_stats(_root(ns.cwd), ns.session, ns.json, ns.cache_read_mult)
         return _run(_parser().parse_args(args))
     except RhapsodyError as exc:
