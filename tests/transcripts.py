@@ -53,8 +53,11 @@ def _output(rng: random.Random, i: int) -> str:
 class _Claude:
     """Writes Claude Code records: a parent chain, one line per content block, usage per API message."""
 
-    def __init__(self, seed: int = 7) -> None:
+    def __init__(self, seed: int = 7, model: str = "claude-opus-4-5-20251101",
+                 autocompact: int | None = CLAUDE_AUTOCOMPACT) -> None:
         self.rng = random.Random(seed)
+        self.model = model
+        self.autocompact = autocompact
         self.clock = _Clock()
         self.lines: list[dict[str, Any]] = []
         self.parent: str | None = None
@@ -85,7 +88,7 @@ class _Claude:
         self.cached = total - 3
         message_id = f"msg_{self.rng.getrandbits(64):016x}"
         for block in blocks:  # Claude Code writes one line per content block, all with the message's id and usage
-            message = {"model": "claude-opus-4-5-20251101", "id": message_id, "type": "message", "role": "assistant",
+            message = {"model": self.model, "id": message_id, "type": "message", "role": "assistant",
                        "content": [block], "stop_reason": stop, "stop_sequence": None, "usage": usage}
             self.lines.append(self._base("assistant", message=message, requestId=f"req_{message_id[4:]}"))
         self.chars += len(json.dumps(blocks))
@@ -101,7 +104,7 @@ class _Claude:
         self.user([block], toolUseResult={"stdout": text[:80], "stderr": "", "interrupted": False})
 
     def step(self, i: int) -> None:
-        if CLAUDE_HEAD + self.chars // 4 > CLAUDE_AUTOCOMPACT:
+        if self.autocompact and CLAUDE_HEAD + self.chars // 4 > self.autocompact:
             self.compact("auto")
         call = self.call(i)
         self.assistant([{"type": "text", "text": f"Step {i}: I will search for value_{i} to see where it is used."},
@@ -125,15 +128,22 @@ class _Claude:
         return {"type": "thinking", "thinking": text, "signature": base64.b64encode(self.rng.randbytes(96)).decode()}
 
 
-def claude_session(calls: int, seed: int = 7) -> list[dict[str, Any]]:
-    """A plain long Claude Code session: one prompt, `calls` tool calls, a closing answer."""
-    c = _Claude(seed)
+def claude_session(calls: int, seed: int = 7, model: str = "claude-opus-4-5-20251101",
+                   autocompact: int | None = CLAUDE_AUTOCOMPACT) -> list[dict[str, Any]]:
+    """A plain long Claude Code session: one prompt, `calls` tool calls, a closing answer; Claude Code
+    compacts on its own when the context passes `autocompact` (None: a 1M-token window it never fills)."""
+    c = _Claude(seed, model, autocompact)
     c.lines.append({"type": "summary", "summary": "Trace every value through the parser", "leafUuid": c.uid()})
     c.user("Trace every value_N through the parser and tell me which ones are never read.")
     for i in range(calls):
         c.step(i)
     c.assistant([{"type": "text", "text": f"Done: I traced {calls} values; none is unread."}], stop="end_turn")
     return c.lines
+
+
+def claude_session_1m(calls: int) -> list[dict[str, Any]]:
+    """A long session on a model with a 1M-token window: Claude Code never compacts it."""
+    return claude_session(calls, model="claude-opus-4-6", autocompact=None)
 
 
 def claude_small() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
