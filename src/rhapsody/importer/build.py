@@ -38,9 +38,9 @@ def normalize(items: list[Item]) -> list[Item]:
     items = _merged(items)
     items = _paired(items)
     items = _merged(items)
-    first = next((i for i, item in enumerate(items) if isinstance(item, Turn)), None)
-    if first is not None and isinstance(items[first], Turn) and items[first].role == "assistant":
-        items.insert(first, Turn("user", [{"type": "text", "text": OPENING}], items[first].ts))
+    first = next((item for item in items if isinstance(item, Turn)), None)
+    if first is not None and first.role == "assistant":
+        items.insert(items.index(first), Turn("user", [{"type": "text", "text": OPENING}], first.ts))
     return items
 
 

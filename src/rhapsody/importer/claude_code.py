@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody.core.errors import InputError
-from rhapsody.importer.transcript import (Aside, Compacted, Item, Queued, Source, Turn, digest, expect,
+from rhapsody.importer.transcript import (Aside, Compacted, Item, Queued, Source, Turn, as_dict, digest, expect,
                                           read_lines, text_block, timestamp)
 
 FORMAT = "claude-code"
@@ -107,7 +107,7 @@ class _Reader:
 
     def _system(self, record: dict[str, Any]) -> None:
         if record.get("subtype") == "compact_boundary":
-            meta = record.get("compactMetadata") if isinstance(record.get("compactMetadata"), dict) else {}
+            meta = as_dict(record.get("compactMetadata"))
             self.items.append(Compacted(self.now, {"trigger": meta.get("trigger"), "pre_tokens": meta.get("preTokens"),
                                                    "source_uuid": record.get("uuid")}))
             return

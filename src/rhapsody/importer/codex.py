@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody.core.errors import InputError
-from rhapsody.importer.transcript import Aside, Compacted, Item, Source, Turn, digest, expect, read_lines, text_block, timestamp
+from rhapsody.importer.transcript import (Aside, Compacted, Item, Source, Turn, as_dict, digest, expect, read_lines,
+                                          text_block, timestamp)
 
 FORMAT = "codex"
 CALLS = ("function_call", "custom_tool_call", "local_shell_call")
@@ -36,11 +37,11 @@ def looks_like(first: dict[str, Any]) -> bool:
 def parse(path: Path, data: bytes) -> Source:
     """The session in `data` (the rollout at `path`)."""
     records = list(read_lines(path, data))
-    meta = records[0][1]["payload"] if records else {}
+    meta = as_dict(records[0][1].get("payload")) if records else {}
     reader = _Reader(path)
     for line, record in records[1:]:
         reader.take(line, record)
-    git = meta.get("git") if isinstance(meta.get("git"), dict) else {}
+    git = as_dict(meta.get("git"))
     extra = {"git_branch": git.get("branch", ""), "source_version": meta.get("cli_version", "")}
     return Source(FORMAT, path, str(meta.get("id") or path.stem), digest(data), len(records), reader.items,
                   cwd=str(meta.get("cwd", "")), model=reader.model, context_window=reader.window, extra=extra)
@@ -59,10 +60,10 @@ class _Reader:
 
     def take(self, line: int, record: dict[str, Any]) -> None:
         self.now = timestamp(record.get("timestamp"), self.now)
-        payload = record.get("payload")
         kind = record.get("type")
-        if kind in ("response_item", "event_msg", "turn_context", "compacted"):
-            payload = expect(self.path, line, payload, dict, "'payload'")
+        if kind not in ("response_item", "event_msg", "turn_context", "compacted"):
+            return
+        payload: dict[str, Any] = expect(self.path, line, record.get("payload"), dict, "'payload'")
         if kind == "response_item":
             self._item(line, payload)
         elif kind == "event_msg" and payload.get("type") == "token_count":
@@ -81,10 +82,11 @@ class _Reader:
             self._message(line, payload)
         elif kind == "reasoning":
             summary = [s.get("text", "") for s in payload.get("summary") or [] if isinstance(s, dict)]
-            block = {"type": "thinking", "thinking": "\n\n".join(str(s) for s in summary), "signature": ""}
+            thinking: dict[str, Any] = {"type": "thinking", "thinking": "\n\n".join(str(s) for s in summary),
+                                        "signature": ""}
             if isinstance(payload.get("encrypted_content"), str):
-                block["encrypted_content"] = payload["encrypted_content"]
-            self._turn("assistant", [block])
+                thinking["encrypted_content"] = payload["encrypted_content"]
+            self._turn("assistant", [thinking])
         elif kind in CALLS:
             self._turn("assistant", [_call(self.path, line, payload)])
         elif kind in OUTPUTS:

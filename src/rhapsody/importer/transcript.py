@@ -123,3 +123,8 @@ def expect(path: Path, line: int, value: Any, kind: type, what: str) -> Any:
     if not isinstance(value, kind):
         raise InputError(f"{path} line {line}: {what} is not a {'string' if kind is str else kind.__name__}")
     return value
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """`value` when it is an object, else an empty one (for optional metadata)."""
+    return value if isinstance(value, dict) else {}
