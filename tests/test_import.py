@@ -175,3 +175,14 @@ async def test_a_long_imported_session_resumes_headless_hands_off_and_recalls(
     assert len(json.dumps(after)) < len(json.dumps(first)) / 5
     hits = search(wiring.session.path, "value_123")
     assert hits and hits[0].tool == tool and "value_123" in hits[0].verbatim
+
+
+def test_the_transcript_says_where_the_session_came_from_and_where_the_source_compacted(project: Path) -> None:
+    from rhapsody.render import record_lines
+
+    records = imported(project, CLAUDE)
+    lines = [line.text for _, line in record_lines(records, project, records[0]["session"],
+                                                   Conversation.from_records(records))]
+    assert any(t.startswith(f"· imported claude-code session {CLAUDE.stem} from ") for t in lines)
+    compacted = next(i for i, t in enumerate(lines) if t.startswith("· the source compacted its context here, manual"))
+    assert "This session is being continued" in " ".join(lines[compacted + 1:compacted + 3])

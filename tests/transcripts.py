@@ -5,7 +5,7 @@ the usage each tool would report (a growing context read from the prompt cache).
 ones cover every shape the importer maps (parallel calls, thinking with signatures, images,
 interrupted calls, compaction, sidechains and a subagent file, queued messages, branches);
 `python -m tests.transcripts` writes them to tests/fixtures/import/. Long sessions are built at
-test time. Everything is deterministic (seeded).
+test time; `python -m tests.transcripts long DIR` writes the ones docs/performance.md measures. Everything is deterministic (seeded).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import sys
 import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -328,8 +329,20 @@ def dump(lines: list[dict[str, Any]], path: Path) -> Path:
     return path
 
 
+def long_sessions(folder: Path, calls: int = 400) -> list[Path]:
+    """The long sessions docs/performance.md measures: Claude Code on a 200k window (it compacts on its
+    own), on a 1M window (it never does), and Codex."""
+    return [dump(claude_session(calls), folder / "claude-200k.jsonl"),
+            dump(claude_session_1m(calls), folder / "claude-1m.jsonl"),
+            dump(codex_rollout(calls), folder / "codex" / f"rollout-2025-11-20T10-00-00-{CODEX_SESSION}.jsonl")]
+
+
 def main() -> None:
-    """Write the small fixtures to tests/fixtures/import/."""
+    """Write the small fixtures to tests/fixtures/import/; with `long DIR`, the long sessions to DIR."""
+    if sys.argv[1:2] == ["long"]:
+        for path in long_sessions(Path(sys.argv[2])):
+            print(path)
+        return
     main_lines, sub = claude_small()
     dump(main_lines, FIXTURES / "claude" / f"{SESSION}.jsonl")
     dump(sub, FIXTURES / "claude" / SESSION / "subagents" / "agent-e5f6a7b8.jsonl")
