@@ -102,10 +102,15 @@ def test_a_policy_that_is_not_one_is_refused(text: str) -> None:
 
 def test_note_cost_comes_from_the_notes_the_project_wrote_else_a_stated_default() -> None:
     seam = {"kind": "seam", "before": {"est_tokens": 5000}, "asked_est_tokens": 3800}
-    note = {"kind": "message", "role": "assistant",
-            "content": [{"type": "tool_use", "id": "x", "name": "micro_handoff", "input": {"done": ["a" * 387]}}]}  # 13 + 387 = 400 characters
-    found = note_cost([[seam, note], [{**seam, "asked_est_tokens": 4000}]])
-    assert (found.added, found.output) == (1100, 100) and "from 2 field note(s)" in found.basis
+    call = {"type": "tool_use", "id": "x", "name": "micro_handoff", "input": {"done": ["a" * 387]}}  # 13 + 387 = 400
+    note = {"kind": "message", "role": "assistant", "content": [call]}
+    result = {"kind": "message", "role": "user",  # the block: 53 + 747 = 800 characters
+              "content": [{"type": "tool_result", "tool_use_id": "x", "content": "n" * 747}]}
+    found = note_cost([[seam, note, result], [{**seam, "asked_est_tokens": 4000}]])
+    assert (found.added, found.output) == (1100, 100) and "from 2 seam(s) that measured it" in found.basis
+    older = note_cost([[note, result]])  # a seam written before asked_est_tokens: the pair that stays is measured
+    call_tokens = -(-len(json.dumps(call, separators=(",", ":"))) // 4)
+    assert (older.added, older.output) == (call_tokens + 200, 100) and "the call and its result" in older.basis
     default = note_cost([[note]])
     assert default.added == whatif.DEFAULT_NOTE_ADDED and "default" in default.basis
 

@@ -27,14 +27,17 @@ def main(root: Path, session_id: str | None, what: str, as_json: bool = False, r
     records = read_history(path).records
     if not records or records[0]["kind"] != "session":
         raise HistoryError(f"{path} is not a rhapsody history file (no session record first)")
-    report = figures(records, policies, _note(root), read_mult)
+    report = figures(records, policies, _note(root, path, records), read_mult)
     print(json.dumps({"session": path.stem, **report}) if as_json else render(path.stem, report))
     return 0
 
 
-def _note(root: Path) -> whatif.NoteCost:
-    histories = []
+def _note(root: Path, path: Path, records: list[dict[str, Any]]) -> whatif.NoteCost:
+    """The note cost from every history of the project, the replayed session's included."""
+    histories = [records]
     for history in sessions(root):
+        if history.resolve() == path.resolve():
+            continue
         try:
             histories.append(read_history(history).records)
         except HistoryError:

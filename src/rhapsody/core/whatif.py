@@ -78,20 +78,27 @@ class NoteCost:
 
 
 def note_cost(histories: list[list[dict[str, Any]]]) -> NoteCost:
-    """The mean cost of the notes these histories hold (seams that measured what their note added);
-    the stated default when there are none."""
-    added = [r["before"]["est_tokens"] - r["asked_est_tokens"] for h in histories for r in h
-             if r["kind"] == "seam" and isinstance(r.get("asked_est_tokens"), int)]
-    output = [_tokens(b.get("input", {})) for h in histories for r in h if r["kind"] == "message"
-              for b in r["content"] if isinstance(b, dict) and b.get("name") == HANDOFF_TOOL]
+    """The mean cost of the notes these histories hold; the stated default when there are none.
+
+    What a note added is best read off a seam that measured it (`before` minus `asked_est_tokens`);
+    seams written before that field have the `micro_handoff` call and its result, which stay in the
+    context, measured instead."""
+    blocks = [b for h in histories for r in h if r["kind"] == "message" for b in r["content"] if isinstance(b, dict)]
+    calls = {b.get("id"): b for b in blocks if b.get("type") == "tool_use" and b.get("name") == HANDOFF_TOOL}
+    pairs = [_tokens(calls[b.get("tool_use_id")]) + _tokens(b) for b in blocks
+             if b.get("type") == "tool_result" and b.get("tool_use_id") in calls]
+    measured = [r["before"]["est_tokens"] - r["asked_est_tokens"] for h in histories for r in h
+                if r["kind"] == "seam" and isinstance(r.get("asked_est_tokens"), int)]
+    added, how = (measured, "seam(s) that measured it") if measured else (pairs, "field note(s) (the call and its result)")
     if not added:
         return NoteCost(DEFAULT_NOTE_ADDED, DEFAULT_NOTE_OUTPUT,
                         f"no field note written in this project yet: default {DEFAULT_NOTE_ADDED:,} tokens added to the "
                         f"context and {DEFAULT_NOTE_OUTPUT:,} output tokens per seam")
-    out = round(sum(output) / len(output)) if output else DEFAULT_NOTE_OUTPUT
-    return NoteCost(round(sum(added) / len(added)), out,
-                    f"estimated from {len(added)} field note(s) written in this project: ~{round(sum(added) / len(added)):,} "
-                    f"tokens added to the context and ~{out:,} output tokens per seam")
+    mean = round(sum(added) / len(added))
+    outputs = [_tokens(c.get("input", {})) for c in calls.values()]
+    out = round(sum(outputs) / len(outputs)) if outputs else DEFAULT_NOTE_OUTPUT
+    return NoteCost(mean, out, f"estimated from {len(added)} {how} in this project's histories: ~{mean:,} tokens "
+                               f"added to the context and ~{out:,} output tokens per seam")
 
 
 @dataclass(frozen=True)
