@@ -123,8 +123,9 @@ def rhapsody(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("make, share", [(claude_session_1m, 0.5), (codex_rollout, 0.5), (claude_session, 0.7)])
 def test_seams_every_50_calls_bill_at_most_half_of_a_long_imported_session(project: Path, tmp_path: Path,
                                                                            make: Any, share: float) -> None:
-    """At most half where the source never compacted (a 1M window; Codex's 272k); where Claude Code compacted
-    twice on its own at 155k, its context was already cut and the seams save less (docs/performance.md)."""
+    """At most half where the source let its context grow (a 1M window; Codex compacting only near its 272k);
+    where Claude Code compacted three times on its own at 155k, its context was already cut and the seams save
+    less (docs/performance.md)."""
     source = dump(make(400), tmp_path / "long.jsonl")
     assert rhapsody("import", str(source), cwd=project).returncode == 0
     result = rhapsody("stats", "--what-if", "every=50", "--json", cwd=project)
