@@ -186,3 +186,20 @@ def test_the_transcript_says_where_the_session_came_from_and_where_the_source_co
     assert any(t.startswith(f"· imported claude-code session {CLAUDE.stem} from ") for t in lines)
     compacted = next(i for i, t in enumerate(lines) if t.startswith("· the source compacted its context here, manual"))
     assert "This session is being continued" in " ".join(lines[compacted + 1:compacted + 3])
+
+
+def test_a_parent_link_into_another_file_keeps_the_messages_written_before_it(project: Path, tmp_path: Path) -> None:
+    lines = claude_session(3)
+    lines[4]["parentUuid"] = "uuid-of-a-record-in-an-earlier-file"  # Claude Code links a resumed session back
+    records = imported(project, dump(lines, tmp_path / "linked.jsonl"))
+    assert sum(1 for m in kinds(records, "message") for b in m["content"] if b["type"] == "tool_use") == 3
+    assert not [r for r in kinds(records, "aside") if r["what"] == "branch"]
+
+
+def test_an_empty_file_in_a_folder_is_skipped_and_the_others_imported(project: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "sessions"
+    shutil.copytree(FIXTURES / "claude", folder)
+    (folder / "empty.jsonl").write_text("")
+    result = rhapsody("import", str(folder), cwd=project)
+    assert result.returncode == 0 and f"{folder / 'empty.jsonl'}: empty; nothing imported" in result.stdout
+    assert " imported as " in result.stdout

@@ -112,7 +112,7 @@ class _Claude:
                         call])
         self.result(call, _output(self.rng, i))
 
-    def compact(self, trigger: str) -> None:
+    def compact(self, trigger: str, summary: str = "values traced so far are all read; continue with the next value.") -> None:
         """A compaction as Claude Code writes it: a boundary that starts a new root, then the summary."""
         self.lines.append({"parentUuid": None, "logicalParentUuid": self.parent, "isSidechain": False, "type": "system",
                            "subtype": "compact_boundary", "content": "Conversation compacted", "level": "info",
@@ -122,7 +122,7 @@ class _Claude:
         self.parent = self.lines[-1]["uuid"]
         self.chars, self.cached = 0, 0
         self.user("This session is being continued from a previous conversation that ran out of context. Summary: "
-                  "values traced so far are all read; continue with the next value.",
+                  + summary,
                   isCompactSummary=True, isVisibleInTranscriptOnly=True)
 
     def thinking(self, text: str) -> dict[str, Any]:
@@ -185,7 +185,7 @@ def claude_small() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     c.assistant([{"type": "text", "text": "I will fix the bound: range(len(tokens)) instead of len + 1."}, edit])
     c.user([{"type": "text", "text": "[Request interrupted by user for tool use]"}])  # the edit never got a result
     c.user("also run the linter when you are done")
-    c.compact("manual")
+    c.compact("manual", "the parser's loop bound was off by one (range(len(tokens) + 1)); the fix is not applied yet.")
     lint = c.call(6, "Bash", command="ruff check src", description="lint")
     c.assistant([{"type": "text", "text": "I will apply the fix again, then run the linter as asked."}, lint])
     c.result(lint, "All checks passed!")

@@ -66,6 +66,9 @@ def _read(path: Path, files: list[Path]) -> Source | None:
             print(f"{path}: a subagent transcript; import its parent session's file to keep it")
         return None
     data = read_plain(path)
+    if not data.strip():
+        print(f"{path}: empty; nothing imported")
+        return None
     first = next(read_lines(path, data), (1, {}))[1]
     if codex.looks_like(first):
         return codex.parse(path, data)

@@ -125,7 +125,7 @@ class _Writer:
             message = Message(role=turn.role, content=turn.content)  # type: ignore[arg-type]
         except ValidationError as exc:
             reason = str(exc).splitlines()[0]
-            raise InputError(f"{self.source.path}: a {turn.role} message cannot be read ({reason})") from None
+            raise InputError(f"{self.source.path} line {turn.line}: a {turn.role} message cannot be read ({reason})") from None
         if turn.role == "assistant":
             self._requests(turn)
         else:

@@ -57,15 +57,18 @@ def parse(path: Path, data: bytes, subagents: list[tuple[Path, bytes]]) -> Sourc
 
 def _main_chain(records: list[tuple[int, dict[str, Any]]]) -> set[str]:
     """The uuids of the conversation that was current when the file ended: the last message's ancestors,
-    across compaction boundaries (a boundary starts a new root; `logicalParentUuid` links it back)."""
-    by_uuid = {r["uuid"]: r for _, r in records if isinstance(r.get("uuid"), str) and not r.get("isSidechain")}
-    leaf = next((r for _, r in reversed(records) if r.get("type") in ("user", "assistant")
-                 and not r.get("isSidechain") and isinstance(r.get("uuid"), str)), None)
+    across compaction boundaries (a boundary starts a new root; `logicalParentUuid` links it back). A
+    parent missing from the file (a link into another file) continues at the record written before."""
+    main = [r for _, r in records if isinstance(r.get("uuid"), str) and not r.get("isSidechain")]
+    where = {r["uuid"]: i for i, r in enumerate(main)}
+    at = next((i for i in range(len(main) - 1, -1, -1) if main[i].get("type") in ("user", "assistant")), None)
     chain: set[str] = set()
-    while leaf is not None and leaf["uuid"] not in chain:
-        chain.add(leaf["uuid"])
-        parent = leaf.get("parentUuid") or leaf.get("logicalParentUuid")
-        leaf = by_uuid.get(parent) if isinstance(parent, str) else None
+    while at is not None and main[at]["uuid"] not in chain:
+        chain.add(main[at]["uuid"])
+        parent = main[at].get("parentUuid") or main[at].get("logicalParentUuid")
+        if not isinstance(parent, str):
+            break
+        at = where.get(parent, at - 1 if at else None)
     return chain
 
 
@@ -123,7 +126,7 @@ class _Reader:
             flags["meta"] = True
         content = blocks(self.path, line, message.get("content"))
         if content:
-            self.items.append(Turn("user", content, self.now, flags=flags))
+            self.items.append(Turn("user", content, self.now, flags=flags, line=line))
 
     def _assistant(self, line: int, record: dict[str, Any]) -> None:
         message = expect(self.path, line, record.get("message"), dict, "'message'")
@@ -139,7 +142,8 @@ class _Reader:
             return
         if message.get("model") and message.get("model") != SYNTHETIC:
             self.model = str(message["model"])
-        turn = Turn("assistant", content, self.now, usages=[usage] if usage else [], flags={"source_id": message_id})
+        turn = Turn("assistant", content, self.now, usages=[usage] if usage else [], flags={"source_id": message_id},
+                    line=line)
         self._open = turn
         self.items.append(turn)
 

@@ -56,10 +56,11 @@ class _Reader:
         self.model = ""
         self.window: int | None = None
         self.now = 0.0
+        self.line = 0
         self._last_total: Any = None
 
     def take(self, line: int, record: dict[str, Any]) -> None:
-        self.now = timestamp(record.get("timestamp"), self.now)
+        self.now, self.line = timestamp(record.get("timestamp"), self.now), line
         kind = record.get("type")
         if kind not in ("response_item", "event_msg", "turn_context", "compacted"):
             return
@@ -115,7 +116,8 @@ class _Reader:
         if isinstance(last, Turn) and last.role == role and not compact_summary:
             last.content.extend(content)
             return
-        self.items.append(Turn(role, content, self.now, flags={"compact_summary": True} if compact_summary else {}))
+        self.items.append(Turn(role, content, self.now, flags={"compact_summary": True} if compact_summary else {},
+                               line=self.line))
 
     def _tokens(self, payload: dict[str, Any]) -> None:
         """The usage of the request just answered, on the assistant turn it produced."""

@@ -35,6 +35,8 @@ class Turn:
     `stop_reason` and `ts` (several when merged messages came from several requests)."""
     flags: dict[str, Any] = field(default_factory=dict)
     """Source marks kept on the message record (`compact_summary`, `meta`, `source_id`)."""
+    line: int = 0
+    """The source line it starts on, for errors."""
 
 
 @dataclass
