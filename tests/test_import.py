@@ -203,3 +203,13 @@ def test_an_empty_file_in_a_folder_is_skipped_and_the_others_imported(project: P
     result = rhapsody("import", str(folder), cwd=project)
     assert result.returncode == 0 and f"{folder / 'empty.jsonl'}: empty; nothing imported" in result.stdout
     assert " imported as " in result.stdout
+
+
+def test_a_codex_rollout_of_the_older_form_imports_too(project: Path, tmp_path: Path) -> None:
+    """Rollouts written before `session_meta`: a bare header line, then bare response items and state lines."""
+    wrapped = codex_rollout(3)
+    legacy = [{"id": "0197-legacy", "timestamp": wrapped[0]["timestamp"], "instructions": None},
+              *[w["payload"] for w in wrapped if w["type"] == "response_item"], {"record_type": "state"}]
+    records = imported(project, dump(legacy, tmp_path / "rollout-old.jsonl"))
+    assert records[1]["format"] == "codex" and records[1]["source_session"] == "0197-legacy"
+    assert sum(1 for m in kinds(records, "message") for b in m["content"] if b["type"] == "tool_use") == 3

@@ -30,13 +30,20 @@ OUTPUTS = ("function_call_output", "custom_tool_call_output")
 
 
 def looks_like(first: dict[str, Any]) -> bool:
-    """Whether the first record of a file is a Codex rollout's `session_meta`."""
-    return first.get("type") == "session_meta" and isinstance(first.get("payload"), dict)
+    """Whether the first record of a file is a Codex rollout's `session_meta` (or, in rollouts written
+    before it existed, a bare `{id, timestamp, instructions}` header)."""
+    return (first.get("type") == "session_meta" and isinstance(first.get("payload"), dict)) or _legacy(first)
+
+
+def _legacy(first: dict[str, Any]) -> bool:
+    return "type" not in first and isinstance(first.get("id"), str) and "timestamp" in first
 
 
 def parse(path: Path, data: bytes) -> Source:
     """The session in `data` (the rollout at `path`)."""
     records = list(read_lines(path, data))
+    if records and _legacy(records[0][1]):
+        records = _unwrapped(records)
     meta = as_dict(records[0][1].get("payload")) if records else {}
     reader = _Reader(path)
     for line, record in records[1:]:
@@ -45,6 +52,15 @@ def parse(path: Path, data: bytes) -> Source:
     extra = {"git_branch": git.get("branch", ""), "source_version": meta.get("cli_version", "")}
     return Source(FORMAT, path, str(meta.get("id") or path.stem), digest(data), len(records), reader.items,
                   cwd=str(meta.get("cwd", "")), model=reader.model, context_window=reader.window, extra=extra)
+
+
+def _unwrapped(records: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, dict[str, Any]]]:
+    """A rollout of the older form (a bare header, then bare response items and `record_type` state lines)
+    in the current one."""
+    (line, head), rest = records[0], records[1:]
+    items = [(n, {"timestamp": r.get("timestamp", head["timestamp"]), "type": "response_item", "payload": r})
+             for n, r in rest if "record_type" not in r]
+    return [(line, {"type": "session_meta", "timestamp": head["timestamp"], "payload": head}), *items]
 
 
 class _Reader:
