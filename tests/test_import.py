@@ -213,3 +213,15 @@ def test_a_codex_rollout_of_the_older_form_imports_too(project: Path, tmp_path: 
     records = imported(project, dump(legacy, tmp_path / "rollout-old.jsonl"))
     assert records[1]["format"] == "codex" and records[1]["source_session"] == "0197-legacy"
     assert sum(1 for m in kinds(records, "message") for b in m["content"] if b["type"] == "tool_use") == 3
+
+
+def test_credentials_in_imported_tool_results_are_masked(project: Path, tmp_path: Path) -> None:
+    lines = claude_session(2)
+    key = "sk-ant-api03-" + "Q" * 40
+    result = next(r for r in lines if r["type"] == "user" and isinstance(r["message"]["content"], list))
+    result["message"]["content"][0]["content"] = f"ANTHROPIC_API_KEY={key}\nDEPLOY=ghost-value-123456"
+    written = rhapsody("import", str(dump(lines, tmp_path / "leaky.jsonl")), cwd=project,
+                       env={"DEPLOY_TOKEN": "ghost-value-123456"})
+    assert written.returncode == 0, written.stderr
+    history = next((project / ".rhapsody" / "history").glob("*.jsonl")).read_text()
+    assert key not in history and "ghost-value-123456" not in history and history.count("[masked secret]") == 2

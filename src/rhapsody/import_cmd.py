@@ -17,6 +17,7 @@ from rhapsody.core.errors import InputError
 from rhapsody.core.history import STATE_DIR, history_dir, new_session_id, read_plain, sessions, write_history
 from rhapsody.importer import build, claude_code, codex
 from rhapsody.importer.transcript import Source, Turn, read_lines
+from rhapsody.tools.sandbox import secret_values
 
 
 def main(root: Path, paths: list[Path]) -> int:
@@ -37,7 +38,7 @@ def main(root: Path, paths: list[Path]) -> int:
             print(f"{source.path}: no conversation in it; nothing imported")
             continue
         session_id = new_session_id()
-        records = build.records(source, spec_for(source.model), session_id, str(root))
+        records = build.records(source, spec_for(source.model), session_id, str(root), secret_values())
         write_history(history_dir(root) / f"{session_id}.jsonl", records)
         known[source.sha256] = session_id
         made.append(session_id)

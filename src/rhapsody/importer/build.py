@@ -24,6 +24,7 @@ from rhapsody import __version__
 from rhapsody.core.context import Conversation, RequestSpec, measure_messages, spec_fields
 from rhapsody.core.errors import InputError
 from rhapsody.core.messages import THINKING_TYPES, Message
+from rhapsody.core.secrets import mask
 from rhapsody.importer.transcript import Aside, Compacted, Item, Queued, Source, Turn
 
 INTERRUPTED = ("No result in the imported transcript: the call was interrupted or its output was lost. "
@@ -104,9 +105,10 @@ def _interrupted(call_id: str) -> dict[str, Any]:
 class _Writer:
     """Collects records and folds messages, so each request record measures the view it had."""
 
-    def __init__(self, source: Source, spec: RequestSpec) -> None:
+    def __init__(self, source: Source, spec: RequestSpec, known: tuple[str, ...]) -> None:
         self.source = source
         self.spec = spec
+        self.known = known
         self.records: list[dict[str, Any]] = []
         self.conv = Conversation()
         self.names: dict[str, str] = {}
@@ -121,6 +123,8 @@ class _Writer:
         return len(self.records) - 1
 
     def turn(self, turn: Turn) -> None:
+        if turn.role == "user":
+            turn.content = [self._masked(b) for b in turn.content]
         try:
             message = Message(role=turn.role, content=turn.content)  # type: ignore[arg-type]
         except ValidationError as exc:
@@ -147,6 +151,19 @@ class _Writer:
             self.add(usage["ts"], "usage", stop_reason=usage.get("stop_reason"),
                      **{k: usage[k] for k in ("input_tokens", "cache_creation_input_tokens",
                                               "cache_read_input_tokens", "output_tokens")})
+
+    def _masked(self, block: dict[str, Any]) -> dict[str, Any]:
+        """A tool result with credentials masked, as rhapsody masks its own tools' output."""
+        if block.get("type") != "tool_result":
+            return block
+        content = block.get("content")
+        if isinstance(content, str):
+            return {**block, "content": mask(content, self.known)}
+        if isinstance(content, list):
+            return {**block, "content": [{**c, "text": mask(c["text"], self.known)}
+                                         if isinstance(c, dict) and isinstance(c.get("text"), str) else c
+                                         for c in content]}
+        return block
 
     def _runs(self, turn: Turn) -> None:
         for block in turn.content:
@@ -194,10 +211,12 @@ def _command(name: str, arguments: Any) -> str:
     return command if isinstance(command, str) else ""
 
 
-def records(source: Source, spec: RequestSpec, session_id: str, cwd: str) -> list[dict[str, Any]]:
-    """Every record of the imported session's history, in order, without `v` and `seq`."""
+def records(source: Source, spec: RequestSpec, session_id: str, cwd: str,
+            known: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Every record of the imported session's history, in order, without `v` and `seq`; tool results
+    have `known` secret values and credential shapes masked."""
     items = normalize(source.items)
-    writer = _Writer(source, spec)
+    writer = _Writer(source, spec, known)
     start = next((i.ts for i in items if isinstance(i, Turn)), time.time())
     writer.add(start, "session", session=session_id, cwd=cwd, version=__version__, **spec_fields(spec))
     writer.add(time.time(), "import", source=str(source.path), format=source.format, sha256=source.sha256,
