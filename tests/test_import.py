@@ -111,13 +111,17 @@ def test_codex_rollout_maps_calls_outputs_reasoning_and_token_counts(project: Pa
     assert len(kinds(records, "compaction")) == 1
 
 
-def test_importing_the_same_file_twice_names_the_session_it_became(project: Path) -> None:
+def test_importing_the_same_file_twice_names_the_session_it_became(project: Path, tmp_path: Path) -> None:
     first = rhapsody("import", str(FIXTURES), cwd=project)
     assert first.returncode == 0, first.stderr
     again = rhapsody("import", str(CLAUDE), cwd=project)
     session_id = first.stdout.split(f"{CLAUDE}: imported as ")[1].split()[0]
     assert again.returncode == 0 and f"already imported as {session_id}" in again.stdout
     assert len(list((project / ".rhapsody" / "history").glob("*.jsonl"))) == 2
+    grown = tmp_path / CLAUDE.name  # the session went on in Claude Code after the first import
+    grown.write_text(CLAUDE.read_text() + json.dumps({"type": "summary", "summary": "later", "leafUuid": "x"}) + "\n")
+    later = rhapsody("import", str(grown), cwd=project)
+    assert f"the file has changed since an earlier copy was imported as {session_id}" in later.stdout
 
 
 @pytest.mark.parametrize("damage, where", [

@@ -31,6 +31,7 @@ def main(root: Path, paths: list[Path]) -> int:
     made: list[str] = []
     for source in sources:
         done = known.get(source.sha256)
+        earlier = known.get(f"session:{source.session_id}")
         if done:
             print(f"{source.path}: already imported as {done}")
             continue
@@ -40,9 +41,10 @@ def main(root: Path, paths: list[Path]) -> int:
         session_id = new_session_id()
         records = build.records(source, spec_for(source.model), session_id, str(root), secret_values())
         write_history(history_dir(root) / f"{session_id}.jsonl", records)
-        known[source.sha256] = session_id
+        known[source.sha256] = known[f"session:{source.session_id}"] = session_id
         made.append(session_id)
-        print(f"{source.path}: imported as {session_id} ({_summary(records)})")
+        print(f"{source.path}: imported as {session_id} ({_summary(records)})"
+              + (f"; the file has changed since an earlier copy was imported as {earlier}" if earlier else ""))
     _how_to_resume(made, sources)
     return 0
 
@@ -98,7 +100,8 @@ def _parent_of(sub: Path, parent: Path) -> bool:
 
 
 def imported(root: Path) -> dict[str, str]:
-    """Source SHA-256 → session id, from the `import` record of every history in the project."""
+    """Source SHA-256, and `session:` + source session id, → session id, from the `import` record of
+    every history in the project."""
     found: dict[str, str] = {}
     for history in sessions(root):
         try:
@@ -107,7 +110,7 @@ def imported(root: Path) -> dict[str, str]:
             continue
         for _, record in _quiet(history, lines):
             if record.get("kind") == "import" and isinstance(record.get("sha256"), str):
-                found[record["sha256"]] = history.stem
+                found[record["sha256"]] = found[f"session:{record.get('source_session')}"] = history.stem
     return found
 
 
