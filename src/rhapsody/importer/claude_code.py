@@ -25,8 +25,8 @@ from rhapsody.importer.transcript import (Aside, Compacted, Item, Queued, Source
 FORMAT = "claude-code"
 TYPES = ("user", "assistant", "system", "summary", "queue-operation", "file-history-snapshot", "progress",
          "attachment")
-NOT_CONVERSATION = ("file-history-snapshot", "progress", "attachment")
-"""Bookkeeping of Claude Code's own UI (file backups for undo, hook progress): not imported."""
+"""Record types Claude Code writes; `file-history-snapshot`, `progress` and `attachment` are its UI's
+bookkeeping (file backups for undo, hook progress) and are not imported."""
 SYNTHETIC = "<synthetic>"
 """The model Claude Code names on assistant messages it wrote itself (no API request behind them)."""
 USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
@@ -34,7 +34,7 @@ USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_t
 
 def looks_like(first: dict[str, Any]) -> bool:
     """Whether the first record of a file is Claude Code's."""
-    return first.get("type") in TYPES and "payload" not in first
+    return "payload" not in first and (first.get("type") in TYPES or isinstance(first.get("sessionId"), str))
 
 
 def parse(path: Path, data: bytes, subagents: list[tuple[Path, bytes]]) -> Source:
