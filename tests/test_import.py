@@ -3,6 +3,8 @@ hand off and recall through the real loop on the loopback server."""
 
 from __future__ import annotations
 
+import asyncio
+import io
 import json
 import shutil
 import subprocess
@@ -11,17 +13,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prompt_toolkit.application import create_app_session
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
 
 from rhapsody.config import Settings
 from rhapsody.core.context import Conversation
-from rhapsody.core.events import SeamCommitted
 from rhapsody.core.history import read_history
 from rhapsody.core.recall import search
 from rhapsody.loopback.script import say
 from rhapsody.loopback.validate import validate
+from rhapsody.plain import run_plain
 from rhapsody.wiring import build
 
-from .conftest import MODEL, SANDBOX, Stub, collect
+from .conftest import MODEL, SANDBOX, Stub, until
 from .test_handoff_e2e import handoff_turn
 from .transcripts import FIXTURES, claude_session, codex_rollout, dump
 
@@ -149,7 +154,7 @@ def test_a_file_of_another_kind_is_refused_in_one_line(project: Path, tmp_path: 
 
 
 @pytest.mark.parametrize("make, tool", [(claude_session, "Bash"), (codex_rollout, "shell")])
-async def test_a_long_imported_session_resumes_headless_hands_off_and_recalls(
+async def test_a_long_imported_session_resumes_headless_then_hands_off_with_slash_handoff_and_recalls(
         stub: Stub, project: Path, tmp_path: Path, make: Any, tool: str) -> None:
     source = dump(make(300), tmp_path / "src" / "session.jsonl")
     records = imported(project, source)
@@ -168,10 +173,17 @@ async def test_a_long_imported_session_resumes_headless_hands_off_and_recalls(
 
     stub.script(handoff_turn(), say("Noted."), say("Going on from my note."))
     wiring = build(project, Settings(permission_mode="yolo", sandbox=SANDBOX), stub.model(), MODEL, resume=session_id)
-    wiring.agent.request_handoff()
-    seams = [e for e in await collect(wiring.agent.run()) if isinstance(e, SeamCommitted)]
-    await collect(wiring.agent.run("what next?"))
-    assert len(seams) == 1 and seams[0].record["before"]["tool_use"] == len(in_view) + 1
+    out = io.StringIO()
+    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
+        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+        pipe.send_text("/handoff\r")  # as the human types it in plain mode (ctrl+o there and in the app)
+        await until(lambda: bool(wiring.session.conversation.seams) and not wiring.agent.busy, within=60)
+        pipe.send_text("what next?\r")
+        await until(lambda: len(stub.server.requests) == 4 and not wiring.agent.busy, within=60)
+        pipe.send_text("/quit\r")
+        assert await asyncio.wait_for(task, 30) == 0
+    (seam,) = [r for r in wiring.session.records if r["kind"] == "seam"]
+    assert seam["before"]["tool_use"] == len(in_view) + 1 and seam["after"]["tool_use"] == 1
     after = stub.bodies()[-1]
     names = [b["name"] for m in after["messages"] if isinstance(m["content"], list) for b in m["content"]
              if b["type"] == "tool_use"]
