@@ -19,10 +19,10 @@ T = TypeVar("T")
 USAGE_EPILOG = """commands:
   rhapsody strip FILE [--out OUT] [--json]   strip a request body or history offline
   rhapsody stats [SESSION|FILE] [--json]     every seam of a session, and what the seams saved
-  rhapsody import PATH...                    Claude Code / Codex sessions as rhapsody sessions
   rhapsody memory init|stats|audit           project memory in docs/memory/
   rhapsody trust [PATH]                      let PATH's .rhapsody/config.toml raise permissions
   rhapsody mcp list                          MCP servers, their state and their tools
+  rhapsody import PATH...                    Claude Code / Codex sessions as rhapsody sessions
 
 Without -p, rhapsody opens the full-screen app in the current directory."""
 
