@@ -142,3 +142,16 @@ def test_seams_every_50_calls_bill_at_most_half_of_a_long_imported_session(proje
 def test_what_if_answers_bad_input_in_one_line(project: Path) -> None:
     result = rhapsody("stats", "--what-if", "often=3", cwd=project)
     assert result.returncode == 2 and "expected every=N" in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_a_native_session_is_replayed_with_the_cost_of_its_own_field_note(project: Path) -> None:
+    recorded = next((Path(__file__).parent.parent / "history").glob("review-*.jsonl"))
+    result = rhapsody("stats", str(recorded), "--what-if", "every=50,at=40000", "--json", cwd=project)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["note"]["basis"].startswith("estimated from 1 field note(s) (the call and its result)")
+    assert report["as_happened"]["seams"] == 1 and report["without_seams"]["seams"] == 0
+    every, at = report["policies"]
+    assert every["seams"] == 3 and every["billed_input_tokens"] < report["without_seams"]["billed_input_tokens"]
+    assert at["label"] == "at=40000" and at["peak_context"] < 40000 + 20000  # a seam once the context reached 40k
+    assert report["as_happened"]["usd"] is not None and every["usd"] < report["without_seams"]["usd"]
