@@ -241,3 +241,17 @@ def test_credentials_in_imported_tool_results_are_masked(project: Path, tmp_path
     assert written.returncode == 0, written.stderr
     history = next((project / ".rhapsody" / "history").glob("*.jsonl")).read_text()
     assert key not in history and "ghost-value-123456" not in history and history.count("[masked secret]") == 2
+
+
+@pytest.mark.parametrize("source", [CLAUDE, CODEX])
+def test_every_shape_resumes_with_a_request_the_api_accepts(stub: Stub, project: Path, source: Path) -> None:
+    records = imported(project, source)
+    stub.script(say("Going on."))
+    resumed = rhapsody("-p", "go on", "--resume", records[0]["session"], "--cwd", str(project), "--model", MODEL,
+                       cwd=project, env={"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": stub.server.url})
+    assert resumed.returncode == 0, resumed.stderr
+    (body,) = stub.bodies()
+    validate(body)
+    first = body["messages"][0]["content"]
+    assert "previous conversation" in json.dumps(first) or "Summary:" in json.dumps(first)  # the view starts at the compaction
+    assert body["messages"][-1]["content"][-1]["text"] == "go on"
