@@ -19,6 +19,7 @@ from prompt_toolkit.output import DummyOutput
 
 from rhapsody.config import Settings
 from rhapsody.core.context import Conversation
+from rhapsody.core.messages import Message
 from rhapsody.core.history import read_history
 from rhapsody.core.recall import search
 from rhapsody.loopback.script import say
@@ -255,3 +256,17 @@ def test_every_shape_resumes_with_a_request_the_api_accepts(stub: Stub, project:
     first = body["messages"][0]["content"]
     assert "previous conversation" in json.dumps(first) or "Summary:" in json.dumps(first)  # the view starts at the compaction
     assert body["messages"][-1]["content"][-1]["text"] == "go on"
+
+
+def test_imported_thinking_would_be_refused_so_it_leaves_the_view(project: Path) -> None:
+    from rhapsody.core.context import build_request, spec_from_record
+    from rhapsody.loopback.validate import Invalid
+
+    records = imported(project, CLAUDE)
+    spec = spec_from_record(records[0])
+    uncut = Conversation.from_records([r for r in records if r["kind"] not in ("thinking_cut", "compaction")])
+    messages = uncut.active() + [Message(role="user", content=[{"type": "text", "text": "go on"}])]  # type: ignore[list-item]
+    with pytest.raises(Invalid, match="signature"):  # its signature binds it to Claude Code's own prompt and tools
+        validate(build_request(spec, messages))
+    cut = Conversation.from_records([r for r in records if r["kind"] != "compaction"])
+    validate(build_request(spec, cut.active() + messages[-1:]))
