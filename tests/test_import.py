@@ -265,7 +265,7 @@ def test_imported_thinking_would_be_refused_so_it_leaves_the_view(project: Path)
     records = imported(project, CLAUDE)
     spec = spec_from_record(records[0])
     uncut = Conversation.from_records([r for r in records if r["kind"] not in ("thinking_cut", "compaction")])
-    messages = uncut.active() + [Message(role="user", content=[{"type": "text", "text": "go on"}])]  # type: ignore[list-item]
+    messages = uncut.active() + [Message(role="user", content=[{"type": "text", "text": "go on"}])]
     with pytest.raises(Invalid, match="signature"):  # its signature binds it to Claude Code's own prompt and tools
         validate(build_request(spec, messages))
     cut = Conversation.from_records([r for r in records if r["kind"] != "compaction"])
