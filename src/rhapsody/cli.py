@@ -23,6 +23,7 @@ USAGE_EPILOG = """commands:
   rhapsody memory init|stats|audit           project memory in docs/memory/
   rhapsody trust [PATH]                      let PATH's .rhapsody/config.toml raise permissions
   rhapsody mcp list                          MCP servers, their state and their tools
+  rhapsody import PATH...                    Claude Code / Codex sessions as rhapsody sessions
 
 Without -p, rhapsody opens the full-screen app in the current directory."""
 
@@ -85,6 +86,16 @@ def _stats_parser() -> argparse.ArgumentParser:
                    "billed_input_tokens_without_seams, seam rows, ...)")
     p.add_argument("--cache-read-mult", type=float, metavar="X", help="price cache reads at X× base input "
                    "(default: the model's rate from the price table)")
+    p.add_argument("--what-if", metavar="POLICY", help="replay the session with seams every=N tool calls, at=TOKENS "
+                   "of context or share=S of the window (comma-separated), or sweep: a curve over several")
+    return p
+
+
+def _import_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="rhapsody import", description="Import Claude Code transcripts and Codex rollouts "
+                "(files, or folders searched at any depth) as sessions of this project.")
+    p.add_argument("paths", nargs="+", type=Path, help="a .jsonl file or a folder (e.g. ~/.claude/projects/NAME)")
+    p.add_argument("--cwd", metavar="DIR", help="project directory (default: the current directory)")
     return p
 
 
@@ -198,6 +209,11 @@ def main(argv: list[str] | None = None) -> int:
 
             ns = _strip_parser().parse_args(args[1:])
             return strip_cmd.main(ns.file, ns.out, ns.json)
+        if args[:1] == ["import"]:
+            from rhapsody import import_cmd
+
+            ns = _import_parser().parse_args(args[1:])
+            return import_cmd.main(_root(ns.cwd), ns.paths)
         if args[:1] == ["memory"]:
             return _memory(_memory_parser().parse_args(args[1:]))
         if args[:1] == ["trust"]:
@@ -210,6 +226,10 @@ def main(argv: list[str] | None = None) -> int:
             from rhapsody.stats import print_stats
 
             ns = _stats_parser().parse_args(args[1:])
+            if ns.what_if:
+                from rhapsody import whatif_cmd
+
+                return whatif_cmd.main(_root(ns.cwd), ns.session, ns.what_if, ns.json, ns.cache_read_mult)
             return print_stats(_root(ns.cwd), ns.session, ns.json, ns.cache_read_mult)
         return _run(_parser().parse_args(args))
     except RhapsodyError as exc:

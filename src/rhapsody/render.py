@@ -493,7 +493,19 @@ def _other_lines(record: dict[str, Any], root: Path, hints: dict[str, str], land
         return [handoff_failed_line(f"{'strip abandoned, context unchanged: ' if old else ''}{reason}")]
     if kind == "hint" and record["id"] not in landed:
         return [hint_line(record["id"], record["text"])]
+    if kind in ("import", "compaction"):
+        return [imported_line(record)]
     return []
+
+
+def imported_line(record: dict[str, Any]) -> Line:
+    """Where an imported session came from (`import`), and where its source compacted (`compaction`)."""
+    if record["kind"] == "import":
+        return Line("notice", f"· imported {record['format']} session {record.get('source_session', '')} "
+                              f"from {record['source']}")
+    how = f", {record['trigger']}" if record.get("trigger") else ""
+    return Line("notice", f"· the source compacted its context here{how}: its model saw only the summary below "
+                          "and what follows (what came before stays recallable)")
 
 
 def _call_views(records: list[dict[str, Any]], parsed: list[Message]) -> dict[str, ToolView]:

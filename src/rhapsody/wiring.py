@@ -142,7 +142,12 @@ def open_session(root: Path, settings: Settings, model_id: str | None, toolbox: 
         return Session.resume(root, path, model=model_id)
     if model_id is None:
         raise ValueError("a new session needs a model id")
-    spec = RequestSpec(
+    return Session.start(root, new_spec(root, settings, model_id, toolbox))
+
+
+def new_spec(root: Path, settings: Settings, model_id: str, toolbox: Toolbox) -> RequestSpec:
+    """What every request of a new session is built from (a started or an imported one)."""
+    return RequestSpec(
         model=model_id,
         system=system_prompt(root, settings),
         tools=toolbox.specs(),
@@ -150,7 +155,6 @@ def open_session(root: Path, settings: Settings, model_id: str | None, toolbox: 
         parallel_tools=settings.parallel_tools,
         thinking=thinking_config(settings),
     )
-    return Session.start(root, spec)
 
 
 def build(root: Path, settings: Settings, model: Model, model_id: str | None,

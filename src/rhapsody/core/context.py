@@ -3,7 +3,9 @@
 The history keeps every message; seams and thinking cuts are records that change what the
 view shows, never what is on disk. `Conversation.active()` is the list of messages the
 model sees: thinking dropped before the latest thinking cut, tool traffic stripped before
-the latest active seam, empty messages dropped and same-role neighbours merged.
+the latest active seam, messages before the latest `compaction` left out (an imported
+session's source compacted its context there), empty messages dropped and same-role
+neighbours merged.
 
 Imports: stdlib and rhapsody.core only.
 """
@@ -30,6 +32,8 @@ class Conversation:
     undone: list[dict[str, Any]] = field(default_factory=list)
     thinking_cut: int = 0
     pruned: set[str] = field(default_factory=set)
+    compacted: int = 0
+    """Messages before this index left the source's context at a compaction (imported sessions)."""
     _view: list[Message] | None = field(default=None, repr=False)
 
     def apply(self, record: dict[str, Any]) -> None:
@@ -57,6 +61,9 @@ class Conversation:
         elif kind == "thinking_cut":
             self._view = None
             self.thinking_cut = max(self.thinking_cut, record["boundary"])
+        elif kind == "compaction":
+            self._view = None
+            self.compacted = max(self.compacted, record["boundary"])
 
     def boundary(self) -> int:
         """How many messages the latest active seam strips (0 with no seam)."""
@@ -78,7 +85,7 @@ class Conversation:
             msgs = drop_thinking_blocks(msgs, self.thinking_cut)
         if boundary:
             msgs = strip_blocks(msgs, boundary)
-        return compact(msgs)
+        return compact(msgs[self.compacted:])
 
     @classmethod
     def from_records(cls, records: list[dict[str, Any]]) -> Conversation:

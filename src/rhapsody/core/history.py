@@ -163,6 +163,31 @@ class HistoryWriter:
             self._fd = -1
 
 
+def write_history(path: Path, records: list[dict[str, Any]]) -> None:
+    """Write a whole new history file at once: records numbered from 0, written to a hidden
+    temporary file beside `path`, fsynced, then renamed, so `path` is either complete or absent.
+
+    Each record needs `kind` and `ts`; `v` and `seq` are set here. StorageError with one line
+    when it cannot be written (the temporary file is removed).
+    """
+    private_dir(path.parent)
+    data = b"".join(_encode({"v": VERSION, "seq": i, **record}) for i, record in enumerate(records))
+    temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.part")
+    try:
+        _write_new(temp, data)
+        fd = os.open(temp, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(temp, path)
+    except OSError as exc:
+        raise StorageError(f"cannot write history {path}: {_why(exc)}") from None
+    finally:
+        if os.path.lexists(temp):
+            os.unlink(temp)
+
+
 def _encode(record: dict[str, Any]) -> bytes:
     line = json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
     try:

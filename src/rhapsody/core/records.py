@@ -36,12 +36,16 @@ FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
     "unseam": {"seam": _INT, "boundary": _INT},
     "prune": {"ids": _LIST},
     "thinking_cut": {"boundary": _INT},
+    "compaction": {"boundary": _INT},
+    "import": {"source": _STR, "format": _STR, "sha256": _STR},
+    "aside": {"what": _STR},
 }
 """Per kind, the fields rhapsody reads and the types they must have when present."""
 
 REQUIRED: dict[str, tuple[str, ...]] = {
     "message": ("role", "content"), "hint": ("id", "text"), "hint_delivered": ("ids",), "model": ("model",),
     "seam": ("boundary",), "unseam": ("boundary",), "prune": ("ids",), "thinking_cut": ("boundary",),
+    "compaction": ("boundary",), "import": ("source", "format", "sha256"), "aside": ("what",),
 }
 """Fields a fold indexes directly, so they must be present."""
 

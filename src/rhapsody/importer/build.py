@@ -1,0 +1,235 @@
+"""A parsed source session as rhapsody history records: the same kinds the native writer uses.
+
+First the turns are made a conversation the Messages API accepts, as the source's own API
+did: same-role neighbours merged (never across a compaction), tool_result blocks first in
+their message, every tool_use answered in the next message (an interrupted call gets an
+error result saying so), results without their call set aside, an opening user message when
+the source begins with the assistant. Then each turn becomes records in the order rhapsody
+writes them live: `request` and `usage` for every source request behind an assistant message
+(the usage as the source reported it, so `rhapsody stats` prices what happened), the
+`message`, a `tool_run` per answered call. `aside`, `compaction` and `hint`/`hint_delivered`
+keep the rest, and a final `thinking_cut` takes the imported thinking out of the view: its
+signatures bind it to the source's system prompt and tools, which a resumed request does not
+carry. See docs/history-format.md, "Imported sessions".
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from pydantic import ValidationError
+
+from rhapsody import __version__
+from rhapsody.core.context import Conversation, RequestSpec, measure_messages, spec_fields
+from rhapsody.core.errors import InputError
+from rhapsody.core.messages import THINKING_TYPES, Message
+from rhapsody.core.secrets import mask
+from rhapsody.importer.transcript import Aside, Compacted, Item, Queued, Source, Turn
+
+INTERRUPTED = ("No result in the imported transcript: the call was interrupted or its output was lost. "
+               "Check its effects before running it again.")
+OPENING = "[imported session: the source transcript begins with an assistant message]"
+THINKING_CUT = "imported: the thinking signatures bind it to the source's system prompt and tools"
+SHELL_TOOLS = ("Bash", "bash", "shell", "local_shell", "shell_command", "exec_command")
+
+
+def normalize(items: list[Item]) -> list[Item]:
+    """The items with their turns made a valid conversation (module docstring)."""
+    items = _merged(items)
+    items = _paired(items)
+    items = _merged(items)
+    first = next((item for item in items if isinstance(item, Turn)), None)
+    if first is not None and first.role == "assistant":
+        items.insert(items.index(first), Turn("user", [{"type": "text", "text": OPENING}], first.ts))
+    return items
+
+
+def _merged(items: list[Item]) -> list[Item]:
+    out: list[Item] = []
+    last: Turn | None = None
+    for item in items:
+        if isinstance(item, Compacted):
+            last = None
+        elif isinstance(item, Turn):
+            if not item.content:
+                continue
+            if last is not None and last.role == item.role:
+                last.content.extend(item.content)
+                last.usages.extend(item.usages)
+                continue
+            last = item
+        out.append(item)
+    for item in out:
+        if isinstance(item, Turn) and item.role == "user":
+            item.content.sort(key=lambda b: b.get("type") != "tool_result")  # stable: results first
+    return out
+
+
+def _paired(items: list[Item]) -> list[Item]:
+    out: list[Item] = []
+    calls: list[str] = []
+    for item in items:
+        if isinstance(item, Turn) and item.role == "user":
+            item.content, orphans = _answered(item.content, calls, item.ts)
+            out.append(item)
+            out += [Aside("orphan_result", item.ts, {"block": b}) for b in orphans]
+            calls = []
+            continue
+        if isinstance(item, (Turn, Compacted)) and calls:  # the calls' answer never came
+            out.append(Turn("user", [_interrupted(c) for c in calls], out[-1].ts))
+            calls = []
+        if isinstance(item, Turn):
+            calls = [b["id"] for b in item.content if b.get("type") == "tool_use"]
+        out.append(item)
+    if calls:
+        out.append(Turn("user", [_interrupted(c) for c in calls], out[-1].ts))
+    return out
+
+
+def _answered(content: list[dict[str, Any]], calls: list[str],
+              ts: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(content with a result for every call first, results that answer no call)."""
+    results = [b for b in content if b.get("type") == "tool_result"]
+    kept = [b for b in results if b.get("tool_use_id") in calls]
+    orphans = [b for b in results if b.get("tool_use_id") not in calls]
+    answered = {b.get("tool_use_id") for b in kept}
+    missing = [_interrupted(c) for c in calls if c not in answered]
+    return missing + kept + [b for b in content if b.get("type") != "tool_result"], orphans
+
+
+def _interrupted(call_id: str) -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": call_id, "content": INTERRUPTED, "is_error": True}
+
+
+class _Writer:
+    """Collects records and folds messages, so each request record measures the view it had."""
+
+    def __init__(self, source: Source, spec: RequestSpec, known: tuple[str, ...]) -> None:
+        self.source = source
+        self.spec = spec
+        self.known = known
+        self.records: list[dict[str, Any]] = []
+        self.conv = Conversation()
+        self.names: dict[str, str] = {}
+        self.inputs: dict[str, Any] = {}
+        self.pending: list[tuple[str, str]] = []
+        self.hints = 0
+
+    def add(self, ts: float, kind: str, **fields: Any) -> int:
+        self.records.append({"ts": round(ts, 3), "kind": kind, **fields})
+        if kind in ("message", "compaction", "thinking_cut"):
+            self.conv.apply(self.records[-1])
+        return len(self.records) - 1
+
+    def turn(self, turn: Turn) -> None:
+        if turn.role == "user":
+            turn.content = [self._masked(b) for b in turn.content]
+        try:
+            message = Message(role=turn.role, content=turn.content)  # type: ignore[arg-type]
+        except ValidationError as exc:
+            reason = str(exc).splitlines()[0]
+            raise InputError(f"{self.source.path} line {turn.line}: a {turn.role} message cannot be read ({reason})") from None
+        if turn.role == "assistant":
+            self._requests(turn)
+        else:
+            self._runs(turn)
+        flags = {k: v for k, v in turn.flags.items() if v is not None}
+        seq = self.add(turn.ts, "message", role=turn.role, content=[b.dump() for b in message.content], **flags)
+        for block in turn.content:
+            if block.get("type") == "tool_use":
+                self.names[block["id"]], self.inputs[block["id"]] = block["name"], block.get("input")
+        if turn.role == "user":
+            self._deliver(turn, seq)
+
+    def _requests(self, turn: Turn) -> None:
+        view = self.conv.active()
+        size, tokens = measure_messages(self.spec, view)
+        for usage in turn.usages:
+            model = usage.get("model") or self.source.model
+            self.add(usage["ts"], "request", bytes=size, est_tokens=tokens, messages=len(view), model=model)
+            self.add(usage["ts"], "usage", stop_reason=usage.get("stop_reason"),
+                     **{k: usage[k] for k in ("input_tokens", "cache_creation_input_tokens",
+                                              "cache_read_input_tokens", "output_tokens")})
+
+    def _masked(self, block: dict[str, Any]) -> dict[str, Any]:
+        """A tool result with credentials masked, as rhapsody masks its own tools' output."""
+        if block.get("type") != "tool_result":
+            return block
+        content = block.get("content")
+        if isinstance(content, str):
+            return {**block, "content": mask(content, self.known)}
+        if isinstance(content, list):
+            return {**block, "content": [{**c, "text": mask(c["text"], self.known)}
+                                         if isinstance(c, dict) and isinstance(c.get("text"), str) else c
+                                         for c in content]}
+        return block
+
+    def _runs(self, turn: Turn) -> None:
+        for block in turn.content:
+            call_id = block.get("tool_use_id")
+            if block.get("type") != "tool_result" or call_id not in self.names:
+                continue
+            fields: dict[str, Any] = {"tool_use_id": call_id, "name": self.names[call_id],
+                                      "is_error": bool(block.get("is_error")), "imported": True}
+            command = _command(self.names[call_id], self.inputs.get(call_id))
+            if command:
+                fields["command"] = command
+            self.add(turn.ts, "tool_run", **fields)
+
+    def queued(self, item: Queued) -> None:
+        self.hints += 1
+        hint_id = f"h{self.hints}"
+        self.add(item.ts, "hint", id=hint_id, text=item.text, mode="queue")
+        self.pending.append((hint_id, item.text))
+
+    def _deliver(self, turn: Turn, seq: int) -> None:
+        texts = " ".join(b.get("text", "") for b in turn.content if b.get("type") == "text")
+        landed = [hint_id for hint_id, text in self.pending if text.strip() and text.strip() in texts]
+        if landed:
+            self.add(turn.ts, "hint_delivered", ids=landed, message_seq=seq, where="in the source session")
+            self.pending = [p for p in self.pending if p[0] not in landed]
+
+    def finish(self) -> None:
+        """Hints the source never delivered are closed, so a resume does not send them; thinking is cut."""
+        last = max((i for i, r in enumerate(self.records) if r["kind"] == "message"), default=None)
+        ts = self.records[-1]["ts"]
+        if self.pending and last is not None:
+            self.add(ts, "hint_delivered", ids=[p[0] for p in self.pending], message_seq=last,
+                     where="never delivered in the source session")
+        if any(b.type in THINKING_TYPES for m in self.conv.messages for b in m.content):
+            self.add(ts, "thinking_cut", boundary=len(self.conv.messages), reason=THINKING_CUT)
+
+
+def _command(name: str, arguments: Any) -> str:
+    """The shell command of a shell-like call, for the field note's harness facts."""
+    if name not in SHELL_TOOLS or not isinstance(arguments, dict):
+        return ""
+    command = arguments.get("command")
+    if isinstance(command, list):
+        return " ".join(str(part) for part in command)
+    return command if isinstance(command, str) else ""
+
+
+def records(source: Source, spec: RequestSpec, session_id: str, cwd: str,
+            known: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """Every record of the imported session's history, in order, without `v` and `seq`; tool results
+    have `known` secret values and credential shapes masked."""
+    items = normalize(source.items)
+    writer = _Writer(source, spec, known)
+    start = next((i.ts for i in items if isinstance(i, Turn)), time.time())
+    writer.add(start, "session", session=session_id, cwd=cwd, version=__version__, **spec_fields(spec))
+    writer.add(time.time(), "import", source=str(source.path), format=source.format, sha256=source.sha256,
+               source_session=source.session_id, source_cwd=source.cwd, lines=source.lines,
+               context_window=source.context_window, **source.extra)
+    for item in items:
+        if isinstance(item, Turn):
+            writer.turn(item)
+        elif isinstance(item, Aside):
+            writer.add(item.ts, "aside", what=item.what, **item.data)
+        elif isinstance(item, Compacted):
+            writer.add(item.ts, "compaction", boundary=len(writer.conv.messages), **item.data)
+        else:
+            writer.queued(item)
+    writer.finish()
+    return writer.records

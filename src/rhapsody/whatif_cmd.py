@@ -1,0 +1,103 @@
+"""`rhapsody stats SESSION --what-if POLICY|sweep [--json]`: what seams placed by a policy would have
+cost, beside the session as it happened (the replay is core/whatif.py; nothing calls a model)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from rhapsody.core import whatif
+from rhapsody.core.errors import HistoryError, InputError
+from rhapsody.core.history import find_session, read_history, sessions
+from rhapsody.core.pricing import price_of, priced
+
+COLUMNS = ("policy", "requests", "seams", "billed input", "vs no seams", "$ input+notes", "peak context")
+
+
+def main(root: Path, session_id: str | None, what: str, as_json: bool = False, read_mult: float | None = None) -> int:
+    """Print the what-if table (or one JSON object); returns the exit status."""
+    try:
+        policies = [whatif.parse_policy(p) for p in (whatif.SWEEP if what == "sweep" else what.split(","))]
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    given = Path(session_id) if session_id else None
+    path = given if given is not None and given.is_file() else find_session(root, session_id)
+    records = read_history(path).records
+    if not records or records[0]["kind"] != "session":
+        raise HistoryError(f"{path} is not a rhapsody history file (no session record first)")
+    report = figures(records, policies, _note(root, path, records), read_mult)
+    print(json.dumps({"session": path.stem, **report}) if as_json else render(path.stem, report))
+    return 0
+
+
+def _note(root: Path, path: Path, records: list[dict[str, Any]]) -> whatif.NoteCost:
+    """The note cost from every history of the project, the replayed session's included."""
+    histories = [records]
+    for history in sessions(root):
+        if history.resolve() == path.resolve():
+            continue
+        try:
+            histories.append(read_history(history).records)
+        except HistoryError:
+            continue
+    return whatif.note_cost(histories)
+
+
+def figures(records: list[dict[str, Any]], policies: list[whatif.Policy], note: whatif.NoteCost,
+            read_mult: float | None) -> dict[str, Any]:
+    """Every arm priced: as it happened, without seams, one per policy."""
+    model = next((r["model"] for r in reversed(records) if r["kind"] == "model"), str(records[0].get("model", "")))
+    price = price_of(model)[0] if priced(model) else None
+    mult = read_mult if read_mult is not None else (price.read_mult if price else 0.1)
+    window = next((r.get("context_window") for r in records if r["kind"] == "import" and r.get("context_window")),
+                  price.window if price else None)
+    if any(p.kind == "share" for p in policies) and not window:
+        raise InputError(f"the context window of {model} is unknown: use at=TOKENS instead of share=")
+    fit = whatif.calibrate(records, mult)
+    base = whatif.run(records, None, note, window, mult, fit)
+    arms = [whatif.run(records, p, note, window, mult, fit) for p in policies]
+    prefix = fit.head[2]["prefix"] if len(fit.head) > 2 else ""
+    return {
+        "model": model, "window": window, "cache_read_multiplier": mult,
+        "note": dataclasses.asdict(note),
+        "calibration": {"prefix_tokens": round(len(prefix) / 4), "scale": round(fit.scale, 4)},
+        "as_happened": _row(whatif.as_happened(records, mult, fit), price, None),
+        "without_seams": _row(base, price, None),
+        "policies": [_row(arm, price, base) for arm in arms],
+    }
+
+
+def _row(arm: whatif.Arm, price: Any, base: whatif.Arm | None) -> dict[str, Any]:
+    row: dict[str, Any] = dataclasses.asdict(arm)
+    row["usd"] = (round(arm.billed_input_tokens * price.input / 1e6 + arm.note_output_tokens * price.output / 1e6, 4)
+                  if price else None)
+    if base is not None:
+        row["saving"] = round(1 - arm.billed_input_tokens / base.billed_input_tokens, 4) if base.billed_input_tokens else 0.0
+    return row
+
+
+def render(session: str, report: dict[str, Any]) -> str:
+    """The table a person reads, with the note estimate and the calibration said plainly."""
+    rows = [report["as_happened"], report["without_seams"], *report["policies"]]
+    cells = [COLUMNS] + [_cells(row) for row in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS))]
+    table = ["  ".join(c[i].rjust(widths[i]) if i else c[i].ljust(widths[i]) for i in range(len(c))) for c in cells]
+    cal = report["calibration"]
+    window = f"{report['window']:,}" if report["window"] else "unknown"
+    return "\n".join([
+        f"what-if seams for session {session} ({report['model']}, window {window}, cache reads "
+        f"{report['cache_read_multiplier']}×, writes 1.25×)", *table,
+        f"note: {report['note']['basis']}.",
+        f"replayed requests are rhapsody's rebuild of each request, with ~{cal['prefix_tokens']:,} tokens the history "
+        f"does not hold (the first request's reported input minus the rebuild: a source's own system prompt and "
+        f"tools) and scaled ×{cal['scale']} to the reported input; 'vs no seams' compares with the replay without seams.",
+    ])
+
+
+def _cells(row: dict[str, Any]) -> tuple[str, ...]:
+    saving = row.get("saving")
+    return (row["label"], f"{row['requests']:,}", f"{row['seams']:,}", f"{row['billed_input_tokens']:,}",
+            "" if saving is None else f"{-saving:+.0%}", "—" if row["usd"] is None else f"${row['usd']:,.2f}",
+            f"{row['peak_context']:,}")
