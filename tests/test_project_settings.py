@@ -22,6 +22,7 @@ from rhapsody.wiring import permission_mode
 
 from .conftest import MODEL, Stub
 from .test_cli import rhapsody
+from .test_start import Terminal, _env
 
 CRITICAL = """model = 7
 permission_mode = "not-a-mode"
@@ -85,6 +86,30 @@ def test_headless_with_the_critical_project_file_runs_no_bash_unasked(stub: Stub
     assert not (outside / "ran").exists() and not (project / "ran").exists()
     assert "ignored in " in result.stderr and "'permission_mode'" in result.stderr and "'model'" in result.stderr
     assert "sandbox off" not in result.stderr
+
+
+@pytest.mark.parametrize("front_end", [("--plain",), ()], ids=["plain", "app"])
+def test_plain_and_the_app_with_the_critical_project_file_ask_before_bash(
+        stub: Stub, project: Path, tmp_path: Path, front_end: tuple[str, ...]) -> None:
+    write_project_config(project, CRITICAL)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    stub.script(call(NARRATE, "bash", command=f"touch {outside}/ran ran"), say("done"))
+    (tmp_path / "home").mkdir()
+    env = _env(tmp_path / "home", ANTHROPIC_API_KEY="k", ANTHROPIC_BASE_URL=stub.server.url)
+    term = Terminal(project, env, args=(*front_end, "--model", MODEL, "--permission-mode", "ask"))
+    try:
+        assert term.read_until(lambda s: "[y/N]" in s), term.seen[-2000:]
+        assert "ignored in " in term.seen and "'permission_mode'" in term.seen  # the notice, before the question
+        os.write(term.fd, b"n\r")
+        assert term.read_until(lambda s: "Not trusted" in s), term.seen[-2000:]
+        term.read_until(lambda _s: False, within=1.5)  # the prompt (plain) or the first frame (app)
+        os.write(term.fd, b"go\r")
+        assert term.read_until(lambda s: "bash wants to run" in s, within=30), term.seen[-3000:]
+        assert not (outside / "ran").exists() and not (project / "ran").exists()
+    finally:
+        term.close()
+    assert not (outside / "ran").exists() and not (project / "ran").exists()
 
 
 # --- the property: every front end's start path, random project files, flags and environment ---------------
