@@ -281,7 +281,7 @@ def _decide_bash(mode: str, rules: Rules, call: Call) -> Decision:
     if call.leave_sandbox:
         return _outside(mode, allow, shell)
     ruled = _shell_allowed(allow, "bash", shell)
-    if shell.opaque and any(r.partition(":")[0] == "bash" for r in rules.deny) and mode not in ("read-only", "yolo"):
+    if shell.opaque and any(r.partition(":")[0] == "bash" for r in rules.deny):
         return Decision("ask", f"deny rules cannot judge this command ({shell.opaque})")
     if call.confinement in SANDBOXED:
         if mode in ("read-only", "auto-edit", "yolo"):
