@@ -74,6 +74,16 @@ def test_a_project_memory_setting_merges_with_the_users_instead_of_resetting_it(
     assert (got.map_cap, got.path) == (50, "notes")  # the project's lower cap; the user's folder stays
 
 
+def test_a_bad_mcp_server_in_the_project_file_is_left_out_not_fatal(project: Path) -> None:
+    from rhapsody.mcp_config import plan
+
+    write_project_config(project, '[mcp_servers.notes]\ncommand = "notes"\nurl = "http://x"\n')
+    assert load_settings(project).mcp_servers == {}
+    assert "'mcp_servers.notes': Value error, give either command" in project_problems(project)[0]
+    servers = plan(project)
+    assert servers.servers == {} and servers.waiting == () and "MCP server 'notes'" in servers.problems[0]
+
+
 def test_headless_with_the_critical_project_file_runs_no_bash_unasked(stub: Stub, project: Path, tmp_path: Path) -> None:
     write_project_config(project, CRITICAL)
     outside = tmp_path / "outside"
