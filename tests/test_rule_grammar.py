@@ -53,7 +53,7 @@ SPECIAL = [
     "find . -maxdepth 0 -exec cmd ';'", "env cmd", "bash -c cmd", "sh -c cmd", "echo cmd | bash", "timeout 5 cmd",
     "nice cmd", "nohup cmd", "echo ${BASH_COMMAND@P}$(cmd)", "echo $(cmd)", "cmd", "c\\md", "$'cmd'",
 ]
-CONTROLS = ["echo cmd", "ls 'cmd'", "echo \"cmd $HOME\"", "git status | cat", "echo a && ls -la; git status",
+CONTROLS = ["echo cmd", "ls 'cmd'", "echo \"cmd home\" '*' ~/x", "git status | cat", "echo a && ls -la; git status",
             "echo 'a b' | grep -v cmd"]
 """Plain forms that mention the marker without running it: the rules allow them."""
 ALLOW = ["bash:echo*", "bash:ls*", "bash:git status*", "bash:cat*", "bash:grep*", "bash:pytest*", "bash:printf*",
@@ -134,11 +134,25 @@ def test_a_substitution_inside_a_parameter_expansion_is_outside_the_grammar(comm
     assert shell.opaque and shell.commands == ()
 
 
-def test_the_grammar_keeps_plain_words_quotes_and_bare_variables() -> None:
-    shell = parse("git status -s | grep 'a b' && echo \"x $HOME\" $USER; ls\nls 2>&1 >/dev/null")
+def test_the_grammar_keeps_plain_words_and_quotes() -> None:
+    shell = parse("git status -s | grep 'a $b' && echo \"x y\"z '*'; ls\nls 2>&1 >/dev/null")
     assert shell.opaque == ""
-    assert shell.commands == (("git", "status", "-s"), ("grep", "a b"), ("echo", "x $HOME", "$USER"), ("ls",),
-                              ("ls",))
+    assert shell.commands == (("git", "status", "-s"), ("grep", "a $b"), ("echo", "x yz", "*"), ("ls",), ("ls",))
+
+
+EXPANDS_TO_RF = ["rm * x", "rm {-rf,x}", "rm $IFS-rf x", "rm -[r]f x", "rm -?f x", "rm \"$X\" x", "rm $X x"]
+"""Each hands rm the word -rf in bash (in a folder holding a file named -rf, with X=-rf) though none is written."""
+
+
+@pytest.mark.parametrize("command", EXPANDS_TO_RF)
+def test_a_variable_glob_or_brace_does_not_slip_past_a_deny_rule(command: str, tmp_path: Path) -> None:
+    (tmp_path / "-rf").touch()
+    shown = subprocess.run([BASH, "-c", command.replace("rm ", "printf '<%s>' ", 1)], cwd=tmp_path, text=True,
+                           capture_output=True, env={"X": "-rf", "PATH": os.environ["PATH"]}, timeout=10).stdout
+    assert "<-rf>" in shown  # what rm would be given
+    rules = Rules(allow=["bash"], deny=["bash:rm -rf*"], parse=parse)
+    for mode in ("ask", "auto-edit", "yolo"):
+        assert decide(mode, rules, "bash", command, True, False, confinement="workspace-write").verdict != "allow"
 
 
 async def test_smuggling_inside_an_expansion_does_not_run_headless(stub: Stub, project: Path) -> None:

@@ -5,9 +5,10 @@ and backslashes removed, and an `opaque` reason when the line is outside the sma
 rules may judge. The grammar is positive: a command line is simple commands joined by `|`,
 `|&`, `&&`, `||`, `;` or a newline; a simple command is words, and redirections only to a
 file descriptor (`2>&1`) or `/dev/null`-like targets; a word is a plain literal (no quote,
-backslash, `$`, backtick, parenthesis, `<`, `>`, `;`, `&`, `|` or blank), a single-quoted
-string, a double-quoted string with no backslash or backtick whose only `$` are bare `$NAME`
-variables, a bare `$NAME`, or such pieces written together. Every node the walk meets must
+backslash, `$`, backtick, glob (`*?[`), brace, parenthesis, `<`, `>`, `;`, `&`, `|` or blank),
+a single-quoted string, a double-quoted string with no `$`, backslash or backtick, or such
+pieces written together: bash passes each word exactly as the rules read it (no variable,
+glob or brace can turn into `-rf` or `--output=x`). Every node the walk meets must
 be one of those, the raw text of each word is checked itself (no backtick, `$(`, `${`, `$[`,
 `<(`, `>(`, `$'` or `$"` anywhere in it, whatever the parser made of it), and every byte
 between the nodes must be a blank (a newline only between commands), so a construct the
@@ -28,12 +29,11 @@ from rhapsody.core.permissions import ShellCommand
 
 _LIST_NODES = {"program", "list", "pipeline"}
 _SEPARATORS = {"&&", "||", ";", "|", "|&"}
-_WORD_NODES = {"word", "string", "raw_string", "number", "concatenation", "simple_expansion"}
-_PLAIN = re.compile(r"[^\s`$\\'\"()<>;&|]+")
-"""An unquoted literal word: none of bash's quoting, expansion, operator or blank characters."""
+_WORD_NODES = {"word", "string", "raw_string", "number", "concatenation"}
+_PLAIN = re.compile(r"[^\s`$\\'\"()<>;&|*?\[{]+")
+"""An unquoted literal word: none of bash's quoting, expansion, glob, brace, operator or blank characters."""
 _SINGLE = re.compile(r"'[^']*'")
-_DOUBLE = re.compile(r'"(?:[^"$`\\]|\$[A-Za-z_][A-Za-z0-9_]*)*"')
-_NAME = re.compile(r"\$[A-Za-z_][A-Za-z0-9_]*")
+_DOUBLE = re.compile(r'"[^"$`\\]*"')
 _NEVER = ("`", "$(", "${", "$[", "<(", ">(", "$'", '$"')
 """Text that never belongs to a word rules judge, however the parser split it."""
 _BLANKS = re.compile(rb"[ \t]*")
@@ -184,8 +184,8 @@ def _command(node: Any, source: bytes, out: list[tuple[str, ...]]) -> str:
         if child.type not in _WORD_NODES:
             return _contains(child.type)
         if not _literal(child):
-            return ("it has a word that is not a plain or quoted literal (an expansion, a substitution, "
-                    "$'…' quoting or an escape)")
+            return ("it has a word that is not a plain or quoted literal (a variable, a glob, a brace, a "
+                    "substitution, $'…' quoting or an escape)")
         words.append(unquote(_text(child)))
     if not words:
         return "it has an empty command"
@@ -206,8 +206,6 @@ def _literal(node: Any) -> bool:
         return _SINGLE.fullmatch(text) is not None
     if node.type == "string":
         return _DOUBLE.fullmatch(text) is not None
-    if node.type == "simple_expansion":
-        return _NAME.fullmatch(text) is not None
     if node.type == "concatenation":
         pieces = node.children
         return bool(pieces) and all(_literal(p) for p in pieces) and all(
