@@ -52,6 +52,10 @@ SPECIAL = [
     "test -v \"a[`cmd`]\"", "printf -v \"a[\\$(cmd)]\" x", "x='$(cmd)'; echo ${x@P}", "echo x | xargs cmd",
     "find . -maxdepth 0 -exec cmd ';'", "env cmd", "bash -c cmd", "sh -c cmd", "echo cmd | bash", "timeout 5 cmd",
     "nice cmd", "nohup cmd", "echo ${BASH_COMMAND@P}$(cmd)", "echo $(cmd)", "cmd", "c\\md", "$'cmd'",
+    "printf -v x '%b' 'a\\x5b\\x24(cmd)\\x5d'; let x", "printf -vx '%b' 'a\\x5b\\x24(cmd)\\x5d'; let x",
+    "printf -v PS4 '%b' '\\x24(cmd)'; set -x; echo", "printf -v PS4 '%b' '\\x60cmd\\x60'; set -x; true",
+    "shopt -s lastpipe; printf '%b\\n' '\\x24(cmd)' | read PS4; set -x; echo",
+    "printf -v x '%b' 'a\\x5b\\x24(cmd)\\x5d'; let y=x",
 ]
 CONTROLS = ["echo cmd", "ls 'cmd'", "echo \"cmd home\" '*' ~/x", "git status | cat", "echo a && ls -la; git status",
             "echo 'a b' | grep -v cmd"]
@@ -59,7 +63,7 @@ CONTROLS = ["echo cmd", "ls 'cmd'", "echo \"cmd home\" '*' ~/x", "git status | c
 ALLOW = ["bash:echo*", "bash:ls*", "bash:git status*", "bash:cat*", "bash:grep*", "bash:pytest*", "bash:printf*",
          "bash:true*", "bash:test*", "bash:[*", "bash:read*", "bash:unset*", "bash:declare*", "bash:let*",
          "bash:export*", "bash:local*", "bash:find*", "bash:env*", "bash:bash*", "bash:sh*", "bash:xargs*",
-         "bash:timeout*", "bash:nice*", "bash:nohup*"]
+         "bash:timeout*", "bash:nice*", "bash:nohup*", "bash:set*", "bash:shopt*", "bash:getopts*"]
 """Every prefix program is allowed; the marker `cmd` is not."""
 
 

@@ -65,6 +65,9 @@ _RUNS_ARGUMENTS = {"find": ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-f
 _EVALUATING_BUILTINS = {"test", "[", "printf", "read", "unset", "declare", "typeset", "local", "let", "export",
                         "readonly", "mapfile", "readarray", "getopts", "wait", "shopt", "set", "caller", "hash"}
 """Builtins that evaluate a name or subscript they are given (`test -v 'a[$(cmd)]'` runs cmd)."""
+_SETTERS = {"read", "getopts", "let"}
+"""Builtins that set a shell variable from text they decode or read: `printf -v x '%b' 'a\\x5b\\x24(cmd)\\x5d'; let x`
+and `printf -v PS4 '%b' '\\x24(cmd)'; set -x; echo` run cmd with no `$(` ever written (`printf -v` too)."""
 
 _CONSTRUCTS = {"for_statement": "a for loop", "c_style_for_statement": "a for loop",
                "while_statement": "a while or until loop", "if_statement": "an if statement",
@@ -232,6 +235,8 @@ def _opaque_name(words: list[str]) -> str:
     flags = _RUNS_ARGUMENTS.get(name, ())
     if any(_option(name, w, f) for w in words[1:] for f in flags) or words[1:2] == ["format-patch"] and name == "git":
         return f"{name} with these options can run other programs or write files"
+    if name in _SETTERS or name == "printf" and any(w.startswith("-v") for w in words[1:]):
+        return f"the builtin {name} sets a shell variable, which a later command could evaluate"
     if name in _EVALUATING_BUILTINS and any(c in w for w in words[1:] for c in ("$", "`", "[")):
         return f"the builtin {name} would evaluate an expression in its arguments"
     if (name in SHELLS or versioned in SHELLS) and any(
