@@ -284,7 +284,7 @@ def _valid_keys(layer: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
 
 
 def _no_wider(settings: Settings, without: Settings) -> Settings:
-    """`settings` with every value wider than in `without` (the settings had the project no file) put back."""
+    """`settings` with every value wider than in `without` (the settings without the project's file) put back."""
     ours, theirs = _flat(settings.model_dump()), _flat(without.model_dump())
     wider = [key for key in theirs if _wider(key, ours[key], theirs[key])]
     if not wider:
@@ -325,10 +325,7 @@ def _lowering_only(layer: dict[str, Any], user: dict[str, Any], ignored: list[st
         if key in layer:
             layer.pop(key)
             ignored.append(f"{key} (starts programs)")
-    try:
-        mine = Settings.model_validate(layer)
-    except ValidationError:  # each key is valid on its own, so never; should it be, nothing applies
-        return {}, [*ignored, "all of it (invalid together)"]
+    mine = Settings.model_validate(layer)  # each key is valid on its own, and no setting depends on another
     base = _base_settings(user)
     kept: dict[str, Any] = {}
     for key, value in _flat(layer).items():
