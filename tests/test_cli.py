@@ -88,12 +88,15 @@ def test_missing_key_is_one_line_and_exit_2(project: Path) -> None:
 
 
 def test_malformed_config_names_the_key(project: Path) -> None:
-    (project / ".rhapsody").mkdir(exist_ok=True)
-    (project / ".rhapsody" / "config.toml").write_text('narration_min_words = "many"\n')
+    user = Path(os.environ["XDG_CONFIG_HOME"]) / "rhapsody" / "config.toml"
+    user.parent.mkdir(parents=True)
+    user.write_text('narration_min_words = "many"\n')
     line = one_line_error(rhapsody("-p", "hi", "--cwd", str(project), env={"ANTHROPIC_API_KEY": "k"}))
     assert "narration_min_words" in line
-    (project / ".rhapsody" / "config.toml").write_text("colour = 'blue'\n")
+    user.write_text("colour = 'blue'\n")
     assert "colour" in one_line_error(rhapsody("-p", "hi", "--cwd", str(project), env={"ANTHROPIC_API_KEY": "k"}))
+    user.unlink()
+    (project / ".rhapsody").mkdir(exist_ok=True)
     (project / ".rhapsody" / "config.toml").write_text("= broken\n")
     assert "config.toml" in one_line_error(rhapsody("-p", "hi", "--cwd", str(project), env={"ANTHROPIC_API_KEY": "k"}))
 

@@ -250,6 +250,8 @@ def test_a_memory_path_outside_the_project_is_refused(project: Path, capsys: pyt
                                                       path: str) -> None:
     (project / ".rhapsody").mkdir()
     (project / ".rhapsody" / "config.toml").write_text(f'[memory]\npath = "{path}"\n')
-    assert main(["memory", "init", "--cwd", str(project)]) == 2
-    assert "memory.path" in capsys.readouterr().err
+    assert main(["memory", "init", "--cwd", str(project)]) == 0  # the bad key is dropped: the default applies
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "ignored in " in err and "'memory.path'" in err and "inside the project" in err
+    assert (project / "docs" / "memory").is_dir()
     assert not (project.parent.parent / "etc").exists()

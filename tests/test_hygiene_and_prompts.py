@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rhapsody import prompts
-from rhapsody.config import load_settings
+from rhapsody.config import load_settings, user_config_path
 from rhapsody.core.errors import ConfigError
 from rhapsody.wiring import project_instructions, system_prompt
 
@@ -71,16 +71,16 @@ def test_settings_layers_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 def test_every_bad_setting_is_named_in_one_line_with_where_it_was_set(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / ".rhapsody").mkdir()
-    project = tmp_path / ".rhapsody" / "config.toml"
-    project.write_text('narration_min_wrds = 3\nbash_timeout = "ten"\n[memory]\npaht = "x"\n')
+    user = user_config_path()
+    user.parent.mkdir(parents=True)
+    user.write_text('narration_min_wrds = 3\nbash_timeout = "ten"\n[memory]\npaht = "x"\n')
     monkeypatch.setenv("RHAPSODY_MAX_TOKENS", "lots")
     with pytest.raises(ConfigError) as caught:
         load_settings(tmp_path, {"narration_min_words": -1})
-    text = str(caught.value)
+    text = str(caught.value).replace("~", str(Path.home()))
     assert "\n" not in text and text.startswith("bad settings ")
-    assert f"'narration_min_wrds' (from {project}) is not a setting, did you mean 'narration_min_words'?" in text
-    assert f"'bash_timeout' (from {project}): " in text
+    assert f"'narration_min_wrds' (from {user}) is not a setting, did you mean 'narration_min_words'?" in text
+    assert f"'bash_timeout' (from {user}): " in text
     assert "'memory.paht' " in text and "did you mean 'path'?" in text
     assert "'max_tokens' (from RHAPSODY_MAX_TOKENS): " in text
     assert "'narration_min_words' (from --narration-min-words): " in text

@@ -137,6 +137,7 @@ def _memory(ns: argparse.Namespace) -> int:
     from rhapsody.config import load_settings
 
     root = _root(ns.cwd)
+    _dropped(root)
     settings = load_settings(root).memory
     path = settings.path
     if ns.action == "init":
@@ -260,6 +261,14 @@ def _root(cwd: str | None) -> Path:
     return root
 
 
+def _dropped(root: Path) -> None:
+    """One line on stderr per key of the project's config dropped as invalid (it never applies)."""
+    from rhapsody.trust import dropped_notices
+
+    for line in dropped_notices(root):
+        print(line, file=sys.stderr)
+
+
 def _flags(ns: argparse.Namespace) -> dict[str, Any]:
     return {
         "provider": ns.provider,
@@ -287,6 +296,7 @@ def _run(ns: argparse.Namespace) -> int:
     if ns.demo:
         return _demo(ns)
     root = _root(ns.cwd)
+    _dropped(root)
     if not ns.task and sys.stdin.isatty() and sys.stdout.isatty():
         from rhapsody.trust import offer
 

@@ -2,14 +2,18 @@
 
 Files are TOML: `~/.config/rhapsody/config.toml` (or `$XDG_CONFIG_HOME/rhapsody/`) and
 `.rhapsody/config.toml` in the project. Unknown keys and bad values are errors that name
-the key. The resulting `Settings` is passed down explicitly.
+the key, except in the project's file, which fails closed: there each key is validated on its
+own and a bad one is dropped with a notice (`project_problems`), never handed on for a later
+layer to repair. The resulting `Settings` is passed down explicitly.
 
 A project's config comes with the project, so until the user trusts the project
 (`rhapsody trust`, which lists it in `trusted_projects` of the user config) it may only
 lower permissions: a lower permission mode, a stricter sandbox, no network, more deny
 rules; its allow rules, MCP servers and anything else that raises are ignored
 (`project_layer` says which). `unsandboxed:` rules and `trusted_projects` count only from
-the user config. The environment and flags are the user's and beat both files.
+the user config. The environment and flags are the user's and beat both files. Once merged,
+an untrusted project's settings are compared with those computed without its file, and any
+value wider than there is put back (`_no_wider`): a project never widens what the user has.
 """
 
 from __future__ import annotations
@@ -159,20 +163,38 @@ USER_ONLY = ("trusted_projects",)
 
 
 def load_settings(root: Path, flags: dict[str, Any] | None = None) -> Settings:
-    """Merge every layer and validate; raises ConfigError with a one-line reason."""
-    merged: dict[str, Any] = dict(read_config(user_config_path()))
-    origin = dict.fromkeys(merged, str(user_config_path()))
-    project, _ = project_layer(root, merged)
-    origin.update(dict.fromkeys(project, str(project_config_path(root))))
+    """Merge every layer and validate; raises ConfigError with a one-line reason.
+
+    The project layer fails closed: each of its keys is validated on its own and a bad one is
+    dropped (`project_problems` names it), and an untrusted project's result is checked once more
+    against the settings without it: whatever came out wider is put back to the user's own value.
+    """
+    user = read_config(user_config_path())
     env = _from_env()
-    origin.update({k: f"RHAPSODY_{k.upper()}" for k in env})
     given = {k: v for k, v in (flags or {}).items() if v is not None}
+    without = _merged(root, user, {}, env, given)
+    project, _ = project_layer(root, user)
+    if not project:
+        return without
+    settings = _merged(root, user, project, env, given)
+    return settings if is_trusted(root, user) else _no_wider(settings, without)
+
+
+def _merged(root: Path, user: dict[str, Any], project: dict[str, Any], env: dict[str, Any],
+            given: dict[str, Any]) -> Settings:
+    """defaults < user < project < environment < flags, validated; rule lists and servers add up."""
+    merged: dict[str, Any] = dict(user)
+    origin = dict.fromkeys(merged, str(user_config_path()))
+    project = dict(project)
+    origin.update(dict.fromkeys(project, str(project_config_path(root))))
+    origin.update({k: f"RHAPSODY_{k.upper()}" for k in env})
     origin.update({k: f"--{k.replace('_', '-')}" for k in given})
     for key in ("allow", "deny"):  # rule lists add up across files; deny always beats allow
         if isinstance(project.get(key), list) and isinstance(merged.get(key), list):
             project[key] = [*merged[key], *project[key]]
-    if isinstance(project.get("mcp_servers"), dict) and isinstance(merged.get("mcp_servers"), dict):
-        project["mcp_servers"] = {**merged["mcp_servers"], **project["mcp_servers"]}
+    for key in ("mcp_servers", "memory"):
+        if isinstance(project.get(key), dict) and isinstance(merged.get(key), dict):
+            project[key] = {**merged[key], **project[key]}
     merged.update(project)
     merged.update(env)
     merged.update(given)
@@ -224,17 +246,62 @@ def is_trusted(root: Path, user: dict[str, Any] | None = None) -> bool:
 
 
 def project_layer(root: Path, user: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The project config as it applies (everything when trusted, else only what lowers) and what was ignored."""
-    layer = dict(read_config(root / ".rhapsody" / "config.toml"))
+    """The project config as it applies (its valid keys; when untrusted only those that lower) and what was ignored."""
+    layer = dict(read_config(project_config_path(root)))
     ignored = [f"{k} (user config only)" for k in USER_ONLY if layer.pop(k, None) is not None]
     if isinstance(layer.get("allow"), list):
         kept = [r for r in layer["allow"] if not (isinstance(r, str) and r.startswith("unsandboxed"))]
         if len(kept) < len(layer["allow"]):
             ignored.append("unsandboxed: rules (user config only)")
         layer["allow"] = kept
+    layer = _valid_keys(layer)[0]
     if is_trusted(root, user):
         return layer, ignored
     return _lowering_only(layer, user, ignored)
+
+
+def project_problems(root: Path) -> list[str]:
+    """One line per key of the project config that is not a valid setting on its own (it is dropped)."""
+    path = project_config_path(root)
+    problems = _valid_keys(read_config(path))[1]
+    return [f"ignored in {path}: {problem}".replace(str(Path.home()), "~", 1) for problem in problems]
+
+
+def _valid_keys(layer: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The keys (memory's one by one) that validate on their own, and a reason for each that does not."""
+    kept: dict[str, Any] = {}
+    problems: list[str] = []
+    for key, value in _flat(layer).items():
+        alone: dict[str, Any] = {}
+        _put(alone, key, value)
+        try:
+            Settings.model_validate(alone)
+        except ValidationError as exc:
+            problems.append(_explain(exc, {}))
+        else:
+            _put(kept, key, value)
+    return kept, problems
+
+
+def _no_wider(settings: Settings, without: Settings) -> Settings:
+    """`settings` with every value wider than in `without` (the settings without the project's file) put back."""
+    ours, theirs = _flat(settings.model_dump()), _flat(without.model_dump())
+    wider = [key for key in theirs if _wider(key, ours[key], theirs[key])]
+    if not wider:
+        return settings
+    data: dict[str, Any] = {}
+    for key, value in ours.items():
+        _put(data, key, theirs[key] if key in wider else value)
+    return Settings.model_validate(data)
+
+
+def _wider(key: str, ours: Any, theirs: Any) -> bool:
+    """Whether `ours` lets rhapsody do more than `theirs`: an allow rule or a deny rule, or `_widens`."""
+    if key == "allow":
+        return not set(ours) <= set(theirs)
+    if key == "deny":
+        return not set(theirs) <= set(ours)
+    return _widens(key, ours, theirs)
 
 
 ORDER: dict[str, str] = {
@@ -258,10 +325,7 @@ def _lowering_only(layer: dict[str, Any], user: dict[str, Any], ignored: list[st
         if key in layer:
             layer.pop(key)
             ignored.append(f"{key} (starts programs)")
-    try:
-        mine = Settings.model_validate(layer)
-    except ValidationError:
-        return layer, ignored  # load_settings reports the bad value, naming it
+    mine = Settings.model_validate(layer)  # each key is valid on its own, and no setting depends on another
     base = _base_settings(user)
     kept: dict[str, Any] = {}
     for key, value in _flat(layer).items():

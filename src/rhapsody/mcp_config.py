@@ -51,8 +51,11 @@ def plan(root: Path) -> McpPlan:
         claude = _parse(_mcp_json(root / MCP_JSON), str(root / MCP_JSON))
     except ConfigError as exc:
         claude, problems = {}, (f"ignored {exc}",)
-    project = {**claude, **_parse(read_config(project_config_path(root)).get("mcp_servers", {}),
-                                  str(project_config_path(root)))}
+    try:  # the project's own file fails closed: a bad server is left out and named, never fatal
+        own = _parse(read_config(project_config_path(root)).get("mcp_servers", {}), str(project_config_path(root)))
+    except ConfigError as exc:
+        own, problems = {}, (*problems, f"ignored {exc}")
+    project = {**claude, **own}
     if project and not is_trusted(root):
         return McpPlan(_enabled(user), tuple(sorted(project)), problems)
     return McpPlan(_enabled({**user, **project}), problems=problems)

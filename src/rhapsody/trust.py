@@ -40,6 +40,15 @@ def untrusted_notice(root: Path) -> str | None:
             f"Run `rhapsody trust` to accept it.")
 
 
+def dropped_notices(root: Path) -> list[str]:
+    """One line per key of the project's config dropped as invalid (nothing imported without a config)."""
+    if not project_config_path(root).exists():
+        return []
+    from rhapsody.config import project_problems
+
+    return [f"rhapsody: {line}" for line in project_problems(root)]
+
+
 def trust(root: Path) -> Path:
     """Add `root` (resolved) to trusted_projects in the user config; returns the config's path."""
     path = user_config_path()

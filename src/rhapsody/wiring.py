@@ -157,12 +157,17 @@ def new_spec(root: Path, settings: Settings, model_id: str, toolbox: Toolbox) ->
     )
 
 
+def permission_mode(settings: Settings, interactive: bool) -> str:
+    """The mode tools run under: the setting, else `ask` where a human can answer and `auto-edit` headless."""
+    return settings.permission_mode or ("ask" if interactive else "auto-edit")
+
+
 def build(root: Path, settings: Settings, model: Model, model_id: str | None,
           resume: str | None = None, continue_last: bool = False, approver: Approver | None = None) -> Wiring:
     """Wire an agent for `root`; with an approver (a human can answer) an unset permission mode is `ask`."""
     from rhapsody.memory import DialogRecorder
 
-    mode = settings.permission_mode or ("ask" if approver is not None else "auto-edit")
+    mode = permission_mode(settings, approver is not None)
     toolbox = default_toolbox(mode, settings.allow, settings.deny, approver, settings.sandbox, settings.sandbox_network)
     add_mcp(toolbox, root)
     session = open_session(root, settings, model_id, toolbox, resume, continue_last)

@@ -6,8 +6,9 @@ file tools the path *resolved* and made relative to the project root (`./x`, `/a
 the command line (words unquoted, joined by one space). Order of decision:
 
 1. a deny rule that matches → deny. For bash this is a convenience: the sandbox is the
-   boundary (docs/security.md); a command rules cannot see through (substitution,
-   `eval`, `bash -c`, ...) asks when bash deny rules exist;
+   boundary (docs/security.md); a command rules cannot see through (outside the grammar
+   of `tools/shell.py`, or `eval`, `bash -c`, ...) asks when bash deny rules exist, in
+   every mode;
 2. a protected read (secret-looking files, case-insensitive, the link's target too, and
    `.rhapsody/`) → deny unless an allow rule names it;
 3. reads → allow;
@@ -281,7 +282,7 @@ def _decide_bash(mode: str, rules: Rules, call: Call) -> Decision:
     if call.leave_sandbox:
         return _outside(mode, allow, shell)
     ruled = _shell_allowed(allow, "bash", shell)
-    if shell.opaque and any(r.partition(":")[0] == "bash" for r in rules.deny) and mode not in ("read-only", "yolo"):
+    if shell.opaque and any(r.partition(":")[0] == "bash" for r in rules.deny):
         return Decision("ask", f"deny rules cannot judge this command ({shell.opaque})")
     if call.confinement in SANDBOXED:
         if mode in ("read-only", "auto-edit", "yolo"):

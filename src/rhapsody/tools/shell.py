@@ -1,24 +1,43 @@
 """A real parse of a bash command line (tree-sitter-bash), for allow and deny rules.
 
 `parse` returns the simple commands of a command line, each as its words with quotes
-and backslashes removed, and an `opaque` reason when the line does something rules
-cannot see through: command or process substitution, backgrounding, `eval`, `bash -c`,
-redirection to a file, subshells, functions, control flow, here-documents, variable
-assignments, or anything the parser does not understand. An opaque command never runs
-by an allow rule; it asks. The only module that imports `tree_sitter`.
+and backslashes removed, and an `opaque` reason when the line is outside the small grammar
+rules may judge. The grammar is positive: a command line is simple commands joined by `|`,
+`|&`, `&&`, `||`, `;` or a newline; a simple command is words, and redirections only to a
+file descriptor (`2>&1`) or `/dev/null`-like targets; a word is a plain literal (no quote,
+backslash, `$`, backtick, glob (`*?[`), brace, parenthesis, `<`, `>`, `;`, `&`, `|` or blank),
+a single-quoted string, a double-quoted string with no `$`, backslash or backtick, or such
+pieces written together: bash passes each word exactly as the rules read it (no variable,
+glob or brace can turn into `-rf` or `--output=x`). Every node the walk meets must
+be one of those, the raw text of each word is checked itself (no backtick, `$(`, `${`, `$[`,
+`<(`, `>(`, `$'` or `$"` anywhere in it, whatever the parser made of it), and every byte
+between the nodes must be a blank (a newline only between commands), so a construct the
+parser misreads cannot hide in a word or between words. Anything else (an expansion with an
+operator, any substitution, arithmetic, backgrounding, subshells, functions, control flow,
+here-documents, assignments, comments, text the parser does not understand) is opaque, as
+are programs that run other code (`eval`, `bash -c`, `xargs`, ...). An opaque command never
+runs by an allow rule; it asks. The only module that imports `tree_sitter`.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 from rhapsody.core.permissions import ShellCommand
 
 _LIST_NODES = {"program", "list", "pipeline"}
-_LIST_TOKENS = {"&&", "||", ";", "|", "|&", "\n", ";;", "comment"}
-_WORD_NODES = {"word", "string", "raw_string", "number", "concatenation", "simple_expansion", "expansion",
-               "ansi_c_string", "translated_string", "string_content", "\"", "$"}
+_SEPARATORS = {"&&", "||", ";", "|", "|&"}
+_WORD_NODES = {"word", "string", "raw_string", "number", "concatenation"}
+_PLAIN = re.compile(r"[^\s`$\\'\"()<>;&|*?\[{]+")
+"""An unquoted literal word: none of bash's quoting, expansion, glob, brace, operator or blank characters."""
+_SINGLE = re.compile(r"'[^']*'")
+_DOUBLE = re.compile(r'"[^"$`\\]*"')
+_NEVER = ("`", "$(", "${", "$[", "<(", ">(", "$'", '$"')
+"""Text that never belongs to a word rules judge, however the parser split it."""
+_BLANKS = re.compile(rb"[ \t]*")
+_BLANK_LINES = re.compile(rb"[ \t\n]*")
 _SAFE_TARGETS = {"/dev/null", "/dev/stdout", "/dev/stderr"}
 SHELLS = {"bash", "sh", "dash", "zsh", "ksh", "fish", "busybox", "python", "python3", "perl", "ruby", "node", "rbash",
           "mksh", "tcsh", "csh", "pypy", "pypy3", "php", "lua", "tclsh", "deno", "bun"}
@@ -46,6 +65,9 @@ _RUNS_ARGUMENTS = {"find": ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-f
 _EVALUATING_BUILTINS = {"test", "[", "printf", "read", "unset", "declare", "typeset", "local", "let", "export",
                         "readonly", "mapfile", "readarray", "getopts", "wait", "shopt", "set", "caller", "hash"}
 """Builtins that evaluate a name or subscript they are given (`test -v 'a[$(cmd)]'` runs cmd)."""
+_SETTERS = {"read", "getopts", "let"}
+"""Builtins that set a shell variable from text they decode or read: `printf -v x '%b' 'a\\x5b\\x24(cmd)\\x5d'; let x`
+and `printf -v PS4 '%b' '\\x24(cmd)'; set -x; echo` run cmd with no `$(` ever written (`printf -v` too)."""
 
 _CONSTRUCTS = {"for_statement": "a for loop", "c_style_for_statement": "a for loop",
                "while_statement": "a while or until loop", "if_statement": "an if statement",
@@ -56,7 +78,9 @@ _CONSTRUCTS = {"for_statement": "a for loop", "c_style_for_statement": "a for lo
                "unset_command": "unset", "test_command": "a test [[ … ]]", "negated_command": "a negated command (!)",
                "heredoc_redirect": "a here-document (<<)", "herestring_redirect": "a here-string (<<<)",
                "arithmetic_expansion": "an arithmetic expansion $(( … ))", "command_substitution": "a command substitution",
-               "process_substitution": "a process substitution", "ERROR": "text the parser does not understand"}
+               "process_substitution": "a process substitution", "ERROR": "text the parser does not understand",
+               "expansion": "a parameter expansion ${…}", "ansi_c_string": "$'…' quoting",
+               "translated_string": "$\"…\" quoting", "comment": "a comment"}
 """What a construct rules cannot see through is called when a refusal names it."""
 
 
@@ -74,70 +98,84 @@ def _parser() -> Any:
 
 
 def parse(command: str) -> ShellCommand:
-    """The simple commands of `command` and, when rules cannot judge it, why."""
+    """The simple commands of `command` and, when it is outside the grammar rules judge, why."""
     if "\\\n" in command:  # bash joins `r\<newline>m` into rm; the parse would see two words
         return ShellCommand((), "it continues a line with a backslash")
     try:
-        tree = _parser().parse(command.encode("utf-8", errors="surrogatepass"))
+        source = command.encode("utf-8", errors="surrogatepass")
+        tree = _parser().parse(source)
     except (ValueError, UnicodeError):
         return ShellCommand((), "the command could not be parsed")
     commands: list[tuple[str, ...]] = []
-    reason = _walk(tree.root_node, commands)
-    if not reason and tree.root_node.has_error:
+    root = tree.root_node
+    reason = _walk(root, source, commands) or _gaps(source, [root], 0, len(source), _BLANK_LINES)
+    if not reason and root.has_error:
         reason = "the command could not be parsed"
     return ShellCommand(tuple(commands), reason)
 
 
-def _walk(node: Any, out: list[tuple[str, ...]]) -> str:
-    """Collect simple commands under a list/pipeline node; the first opaque reason found, or ''."""
+def _gaps(source: bytes, nodes: list[Any], start: int, end: int, allowed: re.Pattern[bytes]) -> str:
+    """Why the text between `nodes` (from `start` to `end`) is more than blanks, or ''."""
+    for node in nodes:
+        if not allowed.fullmatch(source[start:node.start_byte]):
+            return "it has text between its words that the parser did not read"
+        start = node.end_byte
+    return "" if allowed.fullmatch(source[start:end]) else "it has text between its words that the parser did not read"
+
+
+def _walk(node: Any, source: bytes, out: list[tuple[str, ...]]) -> str:
+    """Collect the simple commands under a list or pipeline node; the first reason it is outside the grammar, or ''."""
     if node.type in _LIST_NODES:
         for child in node.children:
             if child.type == "&":
                 return "it runs something in the background (&)"
-            if child.type in _LIST_TOKENS:
+            if child.type in _SEPARATORS and _text(child) == child.type:
                 continue
-            reason = _walk(child, out)
+            reason = _walk(child, source, out)
             if reason:
                 return reason
-        return ""
+        return _gaps(source, node.children, node.start_byte, node.end_byte, _BLANK_LINES)
     if node.type == "redirected_statement":
-        return _redirected(node, out)
+        return _redirected(node, source, out)
     if node.type == "command":
-        return _command(node, out)
+        return _command(node, source, out)
     return _contains(node.type)
 
 
-def _redirected(node: Any, out: list[tuple[str, ...]]) -> str:
+def _redirected(node: Any, source: bytes, out: list[tuple[str, ...]]) -> str:
     body = node.child_by_field_name("body")
+    if body is None:
+        return "it has a redirection without a command"
     for child in node.children:
-        if child is body or child.id == getattr(body, "id", None):
-            continue
-        reason = _redirect(child)
-        if reason:
-            return reason
-    return _walk(body, out) if body is not None else "it has a redirection without a command"
+        if child.id != body.id:
+            reason = _redirect(child)
+            if reason:
+                return reason
+    return _walk(body, source, out) or _gaps(source, node.children, node.start_byte, node.end_byte, _BLANKS)
 
 
 def _redirect(node: Any) -> str:
+    """Only to a file descriptor (`2>&1`) or a target such as /dev/null; anything else is outside the grammar."""
     if node.type != "file_redirect":
         return _contains(node.type)
-    ops = [c for c in node.children if c.type not in ("file_descriptor", "word", "number", "string", "raw_string")]
     target = node.children[-1]
-    op = ops[0].type if ops else ""
-    if op in (">&", "<&") and target.type == "number":
+    ops = [_text(c) for c in node.children[:-1] if c.type != "file_descriptor"]
+    if any(word in _text(node) for word in _NEVER) or len(ops) != 1 or not _PLAIN.fullmatch(_text(target)):
+        return "it has a redirection rules cannot read"
+    if ops[0] in (">&", "<&") and target.type == "number":
         return ""  # 2>&1: a file descriptor, not a file
-    if _text(target) in _SAFE_TARGETS:
+    if _text(target) in _SAFE_TARGETS and ops[0] in (">", ">>", "&>", "&>>", ">|"):
         return ""
-    if op == "<":
+    if ops[0] == "<":
         return "it reads a file through a redirection"
     return "it redirects output to a file"
 
 
-def _command(node: Any, out: list[tuple[str, ...]]) -> str:
+def _command(node: Any, source: bytes, out: list[tuple[str, ...]]) -> str:
     words: list[str] = []
     for child in node.children:
         if child.type == "command_name":
-            child = child.children[0] if child.children else child
+            child = child.children[0] if child.child_count == 1 else child
             reason = _unnamed(child)
             if reason:
                 return reason
@@ -148,17 +186,35 @@ def _command(node: Any, out: list[tuple[str, ...]]) -> str:
             continue
         if child.type not in _WORD_NODES:
             return _contains(child.type)
-        if _has_substitution(child):
-            return "it contains a command or process substitution (or an expansion that can run one)"
-        if _has_type(child, "ansi_c_string"):
-            return "it uses $'…' quoting, whose escapes rules do not decode"
+        if not _literal(child):
+            return ("it has a word that is not a plain or quoted literal (a variable, a glob, a brace, a "
+                    "substitution, $'…' quoting or an escape)")
         words.append(unquote(_text(child)))
     if not words:
         return "it has an empty command"
-    reason = _opaque_name(words)
+    reason = _opaque_name(words) or _gaps(source, node.children, node.start_byte, node.end_byte, _BLANKS)
     if not reason:
         out.append(tuple(words))
     return reason
+
+
+def _literal(node: Any) -> bool:
+    """Whether a word node is in the grammar, judged on its raw text (the parser's split only narrows it)."""
+    text = _text(node)
+    if any(never in text for never in _NEVER):
+        return False
+    if node.type in ("word", "number"):
+        return _PLAIN.fullmatch(text) is not None
+    if node.type == "raw_string":
+        return _SINGLE.fullmatch(text) is not None
+    if node.type == "string":
+        return _DOUBLE.fullmatch(text) is not None
+    if node.type == "concatenation":
+        pieces = node.children
+        return bool(pieces) and all(_literal(p) for p in pieces) and all(
+            a.end_byte == b.start_byte for a, b in zip(pieces, pieces[1:])) and (
+            pieces[0].start_byte, pieces[-1].end_byte) == (node.start_byte, node.end_byte)
+    return False
 
 
 def _unnamed(node: Any) -> str:
@@ -171,18 +227,6 @@ def _unnamed(node: Any) -> str:
     return ""
 
 
-def _has_type(node: Any, kind: str) -> bool:
-    return node.type == kind or any(_has_type(c, kind) for c in node.children)
-
-
-def _has_substitution(node: Any) -> bool:
-    if node.type in ("command_substitution", "process_substitution", "arithmetic_expansion"):
-        return True
-    if node.type == "expansion" and ("@" in _text(node) or "[" in _text(node)):
-        return True  # ${x@P} prompt-expands a value (running $(...) in it); a subscript is arithmetic
-    return any(_has_substitution(c) for c in node.children)
-
-
 def _opaque_name(words: list[str]) -> str:
     name = words[0].rsplit("/", 1)[-1]
     versioned = name.rstrip("0123456789.") or name  # bash5.2, python3.11, ksh93
@@ -191,7 +235,9 @@ def _opaque_name(words: list[str]) -> str:
     flags = _RUNS_ARGUMENTS.get(name, ())
     if any(_option(name, w, f) for w in words[1:] for f in flags) or words[1:2] == ["format-patch"] and name == "git":
         return f"{name} with these options can run other programs or write files"
-    if name in _EVALUATING_BUILTINS and any(c in w for w in words[1:] for c in ("$(", "`", "[", "${")):
+    if name in _SETTERS or name == "printf" and any(w.startswith("-v") for w in words[1:]):
+        return f"the builtin {name} sets a shell variable, which a later command could evaluate"
+    if name in _EVALUATING_BUILTINS and any(c in w for w in words[1:] for c in ("$", "`", "[")):
         return f"the builtin {name} would evaluate an expression in its arguments"
     if (name in SHELLS or versioned in SHELLS) and any(
             w.startswith("-") and "c" in w.lstrip("-") or w in ("-e", "-E") for w in words[1:]):
