@@ -62,6 +62,8 @@ class ToolContext:
     """Where this call's command runs: a sandbox level, 'off' or 'unavailable' (set per call by the toolbox)."""
     read_deny: tuple[str, ...] = ()
     """Path patterns of `read_file` deny rules: search and listing leave those files out too."""
+    read_only: bool = False
+    """The permission mode is read-only: a tool writes nothing, not even its own caches."""
 
 
 class Tool(Protocol):
@@ -217,7 +219,7 @@ class Toolbox:
             return refusal
         timer[0] = self.clock()  # the duration is the tool's, not the human's time to answer
         ctx = dataclasses.replace(ctx, confinement="off" if call.leave_sandbox else call.confinement,
-                                  read_deny=self.rules.read_denied())
+                                  read_deny=self.rules.read_denied(), read_only=self.permission_mode == "read-only")
         try:
             return await tool.run(args, ctx)
         except ToolFailure as exc:
