@@ -5,7 +5,10 @@ fsmonitor hook, hooks, the pager, external diff and textconv drivers, clean/smud
 filters, gpg, credential helpers. Every call here overrides those with `-c` (and the
 environment: no system config, `cat` as pager, no prompts, no optional locks), filter and
 diff drivers found in the repository's config by name. The agent's `git` tool runs in the
-read-only sandbox as well. The only module that imports `git` (gitpython).
+read-only sandbox as well. A repository that reaches outside the project (`tools/gitscope.py`)
+is refused before any call; pathspecs are literal (`:/` and other magic are inert) and the
+tool's path must resolve inside the root; the tool's output leaves out the files a
+`read_file` would refuse. The only module that imports `git` (gitpython).
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ from pydantic import BaseModel, Field
 from rhapsody.core.permissions import PROTECTED_READS, SANDBOXED
 from rhapsody.core.tools import ToolContext, ToolFailure, ToolOutcome
 from rhapsody.prompts import load
-from rhapsody.tools import procs, sandbox
+from rhapsody.tools import gitscope, procs, sandbox
+from rhapsody.tools.paths import confine
 from rhapsody.tools.sandbox import scrubbed_env
+from rhapsody.tools.search import readable_hidden
 
 STATIC = (
     ("core.fsmonitor", "false"), ("core.hooksPath", "/dev/null"), ("core.pager", "cat"), ("pager.log", "false"),
@@ -33,6 +38,7 @@ STATIC = (
     ("core.alternateRefsCommand", ""), ("gc.auto", "0"), ("maintenance.auto", "false"), ("core.untrackedCache", "false"),
     ("status.submoduleSummary", "false"), ("diff.submodule", "short"), ("submodule.recurse", "false"),
     ("diff.ignoreSubmodules", "all"), ("fetch.recurseSubmodules", "false"), ("push.recurseSubmodules", "no"),
+    ("safe.bareRepository", "explicit"),
 )
 """Overrides applied to every git call (highest precedence, like `git -c`)."""
 _DRIVER = re.compile(r"^(filter|diff|merge)\.(.+)\.(clean|smudge|process|textconv|command|driver|required|cachetextconv)$",
@@ -58,16 +64,19 @@ def overrides(root: Path) -> list[tuple[str, str]]:
     return [*STATIC, *dict.fromkeys(found)]
 
 
-def _base_env() -> dict[str, str]:
+def _base_env(literal: bool = True) -> dict[str, str]:
     env = {k: v for k, v in scrubbed_env().items() if not k.startswith("GIT_")}
     env.update(GIT_CONFIG_NOSYSTEM="1", GIT_PAGER="cat", PAGER="cat", GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0",
                GIT_NO_REPLACE_OBJECTS="1", GIT_ASKPASS="", SSH_ASKPASS="", GIT_EDITOR="true", GIT_SEQUENCE_EDITOR="true")
+    if literal:
+        env["GIT_LITERAL_PATHSPECS"] = "1"
     return env
 
 
-def hardened_env(pairs: list[tuple[str, str]]) -> dict[str, str]:
-    """The environment for git: the base plus `pairs` as GIT_CONFIG_COUNT/KEY/VALUE (git >= 2.31)."""
-    env = _base_env()
+def hardened_env(pairs: list[tuple[str, str]], literal: bool = True) -> dict[str, str]:
+    """The environment for git: the base plus `pairs` as GIT_CONFIG_COUNT/KEY/VALUE (git >= 2.31); pathspecs
+    literal unless the caller marks each one itself (the tool's exclusions need magic)."""
+    env = _base_env(literal)
     env["GIT_CONFIG_COUNT"] = str(len(pairs))
     for i, (key, value) in enumerate(pairs):
         env[f"GIT_CONFIG_KEY_{i}"] = key
@@ -84,7 +93,22 @@ def git_argv(pairs: list[tuple[str, str]], *args: str) -> list[str]:
 
 
 def run_git(root: Path, *args: str, check: bool = True, pairs: list[tuple[str, str]] | None = None) -> str:
-    """Run one hardened git command in `root` on rhapsody's own account; stdout, or '' when it fails and not check."""
+    """Run one hardened git command in `root` on rhapsody's own account; stdout, or '' when it fails and not check.
+    A repository that reaches outside the project is refused (GitError with the reason when check)."""
+    why = refusal(root)
+    if why is not None:
+        if check:
+            raise GitError(why)
+        return ""
+    return _git(root, *args, check=check, pairs=pairs)
+
+
+def refusal(root: Path) -> str | None:
+    """Why the repository git finds for `root` must not be used (one line), None when it is the project's own."""
+    return gitscope.refusal(root, lambda *args: _git(root, *args, check=False, pairs=list(STATIC)))
+
+
+def _git(root: Path, *args: str, check: bool = True, pairs: list[tuple[str, str]] | None = None) -> str:
     pairs = overrides(root) if pairs is None else pairs
     try:
         done = subprocess.run(git_argv(pairs, *args), cwd=root, env=hardened_env(pairs), stdin=subprocess.DEVNULL,
@@ -220,15 +244,19 @@ class Git:
         return "read-only" if sandbox.bwrap_path() else "unavailable"
 
     async def run(self, args: GitInput, ctx: ToolContext) -> ToolOutcome:
+        why = await asyncio.to_thread(refusal, ctx.root)
+        if why is not None:
+            raise ToolFailure(why)
+        pathspec = _literal(ctx.root, args.path)
         pairs = await asyncio.to_thread(overrides, ctx.root)
         has_head = args.action != "diff" or bool(await asyncio.to_thread(
-            run_git, ctx.root, "rev-parse", "-q", "--verify", "HEAD", check=False))
-        argv = git_argv(pairs, *_tool_args(args, has_head), *_hidden_pathspecs(ctx.read_deny))
+            _git, ctx.root, "rev-parse", "-q", "--verify", "HEAD", check=False, pairs=pairs))
+        argv = git_argv(pairs, *_tool_args(args, has_head, pathspec), *_hidden_pathspecs(ctx.read_deny))
         fds: tuple[int, ...] = ()
         if ctx.confinement in SANDBOXED:
             argv, fds = sandbox.wrap(argv, ctx.root, "read-only")
-        done = await procs.run(argv, str(ctx.root), hardened_env(pairs), TIMEOUT, ctx.output_cap, fds)
-        text = done.output.strip()
+        done = await procs.run(argv, str(ctx.root), hardened_env(pairs, literal=False), TIMEOUT, ctx.output_cap, fds)
+        text = hide_protected(done.output.strip(), args.action, ctx.read_deny)
         if done.exit_code != 0:
             if "not a git repository" in text:
                 raise ToolFailure(f"{ctx.root} is not inside a git repository")
@@ -245,8 +273,44 @@ def _hidden_pathspecs(read_deny: tuple[str, ...]) -> list[str]:
     return [*secret, ":(exclude,icase,glob).rhapsody/**", *denied]
 
 
-def _tool_args(args: GitInput, has_head: bool) -> list[str]:
-    paths = ["--", args.path or "."]
+def _literal(root: Path, given: str | None) -> str:
+    """The tool's path as one literal pathspec, relative to the root it must resolve inside (`:/`, `:(glob)`
+    and other magic name a file of that name, nothing more)."""
+    target = confine(root, given or ".")
+    return ":(literal)" + (target.relative_to(root.resolve()).as_posix() or ".")
+
+
+_DIFF_HEAD = re.compile(r"^diff --git ", re.MULTILINE)
+
+
+def hide_protected(text: str, action: str, read_deny: tuple[str, ...]) -> str:
+    """`text` without the diff sections or status lines of files `read_file` would refuse (secret-looking,
+    rhapsody's state, read deny rules): a second net under the pathspec exclusions."""
+    if action == "status":
+        return "\n".join(line for line in text.splitlines() if not _names_hidden(line[3:], read_deny))
+    if action != "diff":
+        return text
+    starts = [m.start() for m in _DIFF_HEAD.finditer(text)]
+    pieces = [text[a:b] for a, b in zip([0, *starts], [*starts, len(text)])]
+    kept = [p for p in pieces if not (p.startswith("diff --git ") and _names_hidden(p.split("\n", 1)[0][11:], read_deny))]
+    hidden = len(pieces) - len(kept)
+    note = f"\n[{hidden} file(s) not shown: they may hold secrets, or a read rule hides them]" if hidden else ""
+    return "".join(kept).rstrip("\n") + note
+
+
+def _names_hidden(names: str, read_deny: tuple[str, ...]) -> bool:
+    """Whether any path a diff header or status line may name is hidden (every split is tried: a path can
+    hold ` b/` or ` -> `, and git quotes unusual names)."""
+    candidates = {names, names.strip('"')}
+    for sep in (" b/", '" "b/', " -> "):
+        for i in [m.start() for m in re.finditer(re.escape(sep), names)]:
+            candidates.update({names[:i], names[i + len(sep):]})
+    paths = {c.strip('"').removeprefix("a/").removeprefix("b/") for c in candidates}
+    return any(p and readable_hidden(p, read_deny) for p in paths)
+
+
+def _tool_args(args: GitInput, has_head: bool, pathspec: str) -> list[str]:
+    paths = ["--", pathspec]
     if args.action == "status":
         return ["status", "--short", "--branch", _NO_NESTED, *paths]
     if args.action == "diff":
