@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 from rhapsody.core.permissions import PROTECTED_READS, SANDBOXED
 from rhapsody.core.tools import ToolContext, ToolFailure, ToolOutcome
 from rhapsody.prompts import load
-from rhapsody.tools import gitscope, procs, sandbox
+from rhapsody.tools import gitscope, lifeline, procs, sandbox
 from rhapsody.tools.paths import confine
 from rhapsody.tools.sandbox import scrubbed_env
 from rhapsody.tools.search import readable_hidden
@@ -54,7 +54,8 @@ def overrides(root: Path) -> list[tuple[str, str]]:
     found: list[tuple[str, str]] = []
     try:
         listed = subprocess.run(["git", "config", "--list", "--name-only", "-z"], cwd=root, env=_base_env(),
-                                stdin=subprocess.DEVNULL, capture_output=True, timeout=TIMEOUT).stdout
+                                stdin=subprocess.DEVNULL, capture_output=True, timeout=TIMEOUT,
+                                preexec_fn=lifeline.preexec()).stdout
     except (OSError, subprocess.TimeoutExpired):
         listed = b""
     for name in listed.decode("utf-8", errors="replace").split("\0"):
@@ -112,7 +113,7 @@ def _git(root: Path, *args: str, check: bool = True, pairs: list[tuple[str, str]
     pairs = overrides(root) if pairs is None else pairs
     try:
         done = subprocess.run(git_argv(pairs, *args), cwd=root, env=hardened_env(pairs), stdin=subprocess.DEVNULL,
-                              capture_output=True, timeout=TIMEOUT)
+                              capture_output=True, timeout=TIMEOUT, preexec_fn=lifeline.preexec())
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise GitError(f"git {args[0]}: {exc}") from None
     if done.returncode != 0 and check:

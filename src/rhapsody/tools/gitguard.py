@@ -22,6 +22,8 @@ import stat
 import subprocess
 from pathlib import Path
 
+from rhapsody.tools import lifeline
+
 _FROZEN = ("config", "config.worktree", "hooks", "info", "modules", "worktrees", "commondir")
 
 
@@ -265,7 +267,7 @@ def _keep_safe_keys(config: Path) -> list[str]:
     """Rewrite `config` with only _SAFE_KEY entries (a link is replaced by a file); the keys dropped."""
     try:
         done = subprocess.run(["git", "config", "--file", str(config), "--no-includes", "--list", "-z"],
-                              stdin=subprocess.DEVNULL, capture_output=True, timeout=30,
+                              stdin=subprocess.DEVNULL, capture_output=True, timeout=30, preexec_fn=lifeline.preexec(),
                               env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_CONFIG_NOSYSTEM": "1",
                                    "HOME": "/nonexistent"})
         listed, readable = done.stdout, done.returncode == 0 and not config.is_symlink()

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from rhapsody.core.permissions import PROTECTED_READS
 from rhapsody.core.secrets import mask
-from rhapsody.tools import gitguard, seccomp
+from rhapsody.tools import gitguard, lifeline, seccomp
 from rhapsody.tools.gitguard import git_redirects, hooks_path, undo_git_redirects
 
 __all__ = ["bwrap_path", "effective_level", "git_redirects", "hooks_path", "scrubbed_env", "secret_values", "status",
@@ -100,7 +100,7 @@ def _starts(bwrap: str, fd: int | None = None) -> bool:
     extra = ["--seccomp", str(fd)] if fd is not None else []
     try:
         done = subprocess.run([bwrap, *_PROBE, *extra, "--", "true"], stdin=subprocess.DEVNULL, capture_output=True,
-                              timeout=10, pass_fds=() if fd is None else (fd,))
+                              timeout=10, pass_fds=() if fd is None else (fd,), preexec_fn=lifeline.preexec())
     except (OSError, subprocess.TimeoutExpired):
         return False
     finally:
