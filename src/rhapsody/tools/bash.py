@@ -65,7 +65,7 @@ class Bash:
         argv: list[str] = ["bash", "-c", args.command]
         fds: tuple[int, ...] = ()
         if ctx.confinement in SANDBOXED:
-            argv, fds = sandbox.wrap(argv, ctx.root, ctx.confinement, self.network)
+            argv, fds = sandbox.wrap(argv, ctx.root, ctx.confinement, self.network, ctx.protected)
         else:
             argv = lifeline.supervised(argv)  # what the command starts in the background dies with rhapsody too
         before = sandbox.git_redirects(ctx.root)

@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
+from rhapsody.core.credentials import is_credential, locations
 from rhapsody.core.permissions import PROTECTED_READS, SANDBOXED
 from rhapsody.core.tools import ToolContext, ToolFailure, ToolOutcome
 from rhapsody.prompts import load
@@ -248,16 +249,17 @@ class Git:
         why = await asyncio.to_thread(refusal, ctx.root)
         if why is not None:
             raise ToolFailure(why)
-        pathspec = _literal(ctx.root, args.path)
+        pathspec = _literal(ctx.root, args.path, ctx.protected)
         pairs = await asyncio.to_thread(overrides, ctx.root)
         has_head = args.action != "diff" or bool(await asyncio.to_thread(
             _git, ctx.root, "rev-parse", "-q", "--verify", "HEAD", check=False, pairs=pairs))
-        argv = git_argv(pairs, *_tool_args(args, has_head, pathspec), *_hidden_pathspecs(ctx.read_deny))
+        argv = git_argv(pairs, *_tool_args(args, has_head, pathspec), *_hidden_pathspecs(ctx.read_deny),
+                        *_credential_pathspecs(ctx.root, ctx.protected))
         fds: tuple[int, ...] = ()
         if ctx.confinement in SANDBOXED:
-            argv, fds = sandbox.wrap(argv, ctx.root, "read-only")
+            argv, fds = sandbox.wrap(argv, ctx.root, "read-only", protected=ctx.protected)
         done = await procs.run(argv, str(ctx.root), hardened_env(pairs, literal=False), TIMEOUT, ctx.output_cap, fds)
-        text = hide_protected(done.output.strip(), args.action, ctx.read_deny)
+        text = hide_protected(done.output.strip(), args.action, ctx.read_deny, ctx.root, ctx.protected)
         if done.exit_code != 0:
             if "not a git repository" in text:
                 raise ToolFailure(f"{ctx.root} is not inside a git repository")
@@ -274,32 +276,44 @@ def _hidden_pathspecs(read_deny: tuple[str, ...]) -> list[str]:
     return [*secret, ":(exclude,icase,glob).rhapsody/**", *denied]
 
 
-def _literal(root: Path, given: str | None) -> str:
+def _credential_pathspecs(root: Path, protected: tuple[str, ...]) -> list[str]:
+    """Exclusions for credential locations inside the root (a project at the home folder, a dotfiles repository)."""
+    base = root.resolve()
+    inside = [p for p in locations(protected) if base in p.parents]
+    return [f":(exclude,literal){p.relative_to(base).as_posix()}" for p in inside]
+
+
+def _literal(root: Path, given: str | None, protected: tuple[str, ...]) -> str:
     """The tool's path as one literal pathspec, relative to the root it must resolve inside (`:/`, `:(glob)`
     and other magic name a file of that name, nothing more)."""
-    target = confine(root, given or ".")
+    target = confine(root, given or ".", protected)
     return ":(literal)" + (target.relative_to(root.resolve()).as_posix() or ".")
 
 
 _DIFF_HEAD = re.compile(r"^diff --git ", re.MULTILINE)
 
 
-def hide_protected(text: str, action: str, read_deny: tuple[str, ...]) -> str:
+def hide_protected(text: str, action: str, read_deny: tuple[str, ...], root: Path | None = None,
+                   protected: tuple[str, ...] = ()) -> str:
     """`text` without the diff sections or status lines of files `read_file` would refuse (secret-looking,
-    rhapsody's state, read deny rules): a second net under the pathspec exclusions."""
+    rhapsody's state, read deny rules, credential locations under `root`): a second net under the pathspec
+    exclusions. (The tool's paths are relative to the root: status by default, diff by `--relative`.)"""
+    def hidden(names: str) -> bool:
+        return _names_hidden(names, read_deny, root, protected)
+
     if action == "status":
-        return "\n".join(line for line in text.splitlines() if not _names_hidden(line[3:], read_deny))
+        return "\n".join(line for line in text.splitlines() if not hidden(line[3:]))
     if action != "diff":
         return text
     starts = [m.start() for m in _DIFF_HEAD.finditer(text)]
     pieces = [text[a:b] for a, b in zip([0, *starts], [*starts, len(text)])]
-    kept = [p for p in pieces if not (p.startswith("diff --git ") and _names_hidden(p.split("\n", 1)[0][11:], read_deny))]
-    hidden = len(pieces) - len(kept)
-    note = f"\n[{hidden} file(s) not shown: they may hold secrets, or a read rule hides them]" if hidden else ""
+    kept = [p for p in pieces if not (p.startswith("diff --git ") and hidden(p.split("\n", 1)[0][11:]))]
+    left_out = len(pieces) - len(kept)
+    note = f"\n[{left_out} file(s) not shown: they may hold secrets, or a read rule hides them]" if left_out else ""
     return "".join(kept).rstrip("\n") + note
 
 
-def _names_hidden(names: str, read_deny: tuple[str, ...]) -> bool:
+def _names_hidden(names: str, read_deny: tuple[str, ...], root: Path | None, protected: tuple[str, ...]) -> bool:
     """Whether any path a diff header or status line may name is hidden (every split is tried: a path can
     hold ` b/` or ` -> `, and git quotes unusual names)."""
     candidates = {names, names.strip('"')}
@@ -307,7 +321,8 @@ def _names_hidden(names: str, read_deny: tuple[str, ...]) -> bool:
         for i in [m.start() for m in re.finditer(re.escape(sep), names)]:
             candidates.update({names[:i], names[i + len(sep):]})
     paths = {c.strip('"').removeprefix("a/").removeprefix("b/") for c in candidates}
-    return any(p and readable_hidden(p, read_deny) for p in paths)
+    return any(p and (readable_hidden(p, read_deny) or (root is not None and is_credential(root / p, protected)))
+               for p in paths)
 
 
 def _tool_args(args: GitInput, has_head: bool, pathspec: str) -> list[str]:
@@ -315,5 +330,5 @@ def _tool_args(args: GitInput, has_head: bool, pathspec: str) -> list[str]:
     if args.action == "status":
         return ["status", "--short", "--branch", _NO_NESTED, *paths]
     if args.action == "diff":
-        return ["diff", *_NO_PROGRAMS, _NO_NESTED, *(["HEAD"] if has_head else []), *paths]
+        return ["diff", "--relative", *_NO_PROGRAMS, _NO_NESTED, *(["HEAD"] if has_head else []), *paths]
     return ["log", f"-{args.limit}", "--oneline", "--decorate", *_NO_PROGRAMS, *paths]

@@ -33,7 +33,7 @@ def _prctl() -> Callable[..., int] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
-        return ctypes.CDLL(None, use_errno=True).prctl  # type: ignore[no-any-return]
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
         return None
 
@@ -58,7 +58,8 @@ def supervised(argv: list[str]) -> list[str]:
     """`argv` run under the supervisor (start it in a new session: its group is what dies with rhapsody)."""
     if _prctl() is None:
         return argv
-    return [sys.executable, "-I", "-m", "rhapsody.tools.lifeline", str(os.getpid()), "--", *argv]
+    # run as a file, without site: importing the rhapsody package would cost ten times the start-up
+    return [sys.executable, "-I", "-S", os.path.abspath(__file__), str(os.getpid()), "--", *argv]
 
 
 def _kill_group(signum: int, frame: FrameType | None) -> None:
