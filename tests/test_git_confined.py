@@ -84,7 +84,13 @@ def commondir_outside(tmp_path: Path) -> Path:
     return root
 
 
-HOSTILE = {"gitdir file naming another project": gitdir_file, "core.worktree at the folder above": worktree_home,
+def bare_config(tmp_path: Path) -> Path:
+    root = gitdir_file(tmp_path)
+    git(tmp_path / "other", "config", "core.bare", "true")  # what the gitdir names has no working tree
+    return root
+
+
+HOSTILE = {"gitdir naming a repository without a working tree": bare_config,"gitdir file naming another project": gitdir_file, "core.worktree at the folder above": worktree_home,
            "objects/info/alternates outside": alternates, "include.path outside": include_outside,
            "includeIf path outside": include_if_outside, "commondir outside": commondir_outside}
 
@@ -108,7 +114,8 @@ def test_rhapsodys_own_git_calls_refuse_the_same_repositories(tmp_path: Path, la
     root = HOSTILE[layout](tmp_path)
     with pytest.raises(GitError, match="^refused:"):
         run_git(root, "status")
-    assert git_facts(root) == {"git_root": None}
+    facts = git_facts(root)
+    assert facts["git_root"] is None and facts["refused"].startswith("refused:")
     (root / "mem.md").write_text("note\n")
     assert commit_paths(root, "mem.md", "memory") is None
 

@@ -54,9 +54,8 @@ def overrides(root: Path) -> list[tuple[str, str]]:
     """STATIC plus every filter, diff or merge driver the repository's config names, disabled."""
     found: list[tuple[str, str]] = []
     try:
-        listed = subprocess.run(["git", "config", "--list", "--name-only", "-z"], cwd=root, env=_base_env(),
-                                stdin=subprocess.DEVNULL, capture_output=True, timeout=TIMEOUT,
-                                preexec_fn=lifeline.preexec()).stdout
+        listed = lifeline.run(["git", "config", "--list", "--name-only", "-z"], cwd=root, env=_base_env(),
+                              stdin=subprocess.DEVNULL, capture_output=True, timeout=TIMEOUT).stdout
     except (OSError, subprocess.TimeoutExpired):
         listed = b""
     for name in listed.decode("utf-8", errors="replace").split("\0"):
@@ -113,8 +112,8 @@ def refusal(root: Path) -> str | None:
 def _git(root: Path, *args: str, check: bool = True, pairs: list[tuple[str, str]] | None = None) -> str:
     pairs = overrides(root) if pairs is None else pairs
     try:
-        done = subprocess.run(git_argv(pairs, *args), cwd=root, env=hardened_env(pairs), stdin=subprocess.DEVNULL,
-                              capture_output=True, timeout=TIMEOUT, preexec_fn=lifeline.preexec())
+        done = lifeline.run(git_argv(pairs, *args), cwd=root, env=hardened_env(pairs), stdin=subprocess.DEVNULL,
+                            capture_output=True, timeout=TIMEOUT)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise GitError(f"git {args[0]}: {exc}") from None
     if done.returncode != 0 and check:
@@ -127,10 +126,12 @@ class GitError(Exception):
     """A git command failed (not a repository, bad revision...)."""
 
 
-def repo_root(root: Path) -> Path | None:
-    """The working tree that holds `root`, or None. (rev-parse runs no configured program.)"""
+def repo_root(root: Path, checked: bool = False) -> Path | None:
+    """The working tree that holds `root`, or None (also for a refused repository, unless the caller
+    `checked` that already). (rev-parse runs no configured program.)"""
     try:
-        top = run_git(root, "rev-parse", "--show-toplevel", pairs=list(STATIC)).strip()
+        run = _git if checked else run_git
+        top = run(root, "rev-parse", "--show-toplevel", pairs=list(STATIC)).strip()
     except GitError:
         return None
     return Path(top) if top else None
@@ -146,11 +147,15 @@ def gitlinks(root: Path) -> list[str]:
 
 
 def git_facts(root: Path) -> dict[str, Any]:
-    """Git root, branch, HEAD and dirty files (porcelain v1 lines), measured by the harness."""
-    top = repo_root(root)
+    """Git root, branch, HEAD and dirty files (porcelain v1 lines), measured by the harness; for a repository
+    that reaches outside the project, no root and the one-line refusal."""
+    why = refusal(root)
+    if why is not None:
+        return {"git_root": None, "refused": why}
+    top = repo_root(root, checked=True)
     if top is None:
         return {"git_root": None}
-    status = run_git(root, "status", "--porcelain=v2", "--branch", _NO_NESTED, check=False)
+    status = _git(root, "status", "--porcelain=v2", "--branch", _NO_NESTED, check=False)
     branch, head, dirty = "(detached)", "(no commits)", []
     for line in status.splitlines():
         if line.startswith("# branch.head ") and line[14:] != "(detached)":

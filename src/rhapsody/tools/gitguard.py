@@ -266,10 +266,10 @@ def defuse_nested(root: Path, before: dict[Path, bytes | None], nested: list[Pat
 def _keep_safe_keys(config: Path) -> list[str]:
     """Rewrite `config` with only _SAFE_KEY entries (a link is replaced by a file); the keys dropped."""
     try:
-        done = subprocess.run(["git", "config", "--file", str(config), "--no-includes", "--list", "-z"],
-                              stdin=subprocess.DEVNULL, capture_output=True, timeout=30, preexec_fn=lifeline.preexec(),
-                              env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_CONFIG_NOSYSTEM": "1",
-                                   "HOME": "/nonexistent"})
+        done = lifeline.run(["git", "config", "--file", str(config), "--no-includes", "--list", "-z"],
+                            stdin=subprocess.DEVNULL, capture_output=True, timeout=30,
+                            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_CONFIG_NOSYSTEM": "1",
+                                 "HOME": "/nonexistent"})
         listed, readable = done.stdout, done.returncode == 0 and not config.is_symlink()
     except (OSError, subprocess.TimeoutExpired):
         listed, readable = b"", False

@@ -35,10 +35,11 @@ def refusal(root: Path, git: Git) -> str | None:
     """Why git must not be used for `root` (one line), or None when the repository is its own or there is none."""
     root = root.resolve()
     found = git("rev-parse", "--path-format=absolute", "--show-toplevel", "--absolute-git-dir", "--git-common-dir")
-    parts = found.splitlines()
-    if len(parts) != 3:
-        return None  # not a repository (or the root is inside a git directory): git calls fail on their own
-    top, git_dir, common = (Path(p).resolve() for p in parts)
+    if len(found.splitlines()) != 3:
+        if git("rev-parse", "--git-dir").strip():  # a repository without a working tree: `git log` still reads it
+            return f"refused: git finds a repository for {root} but no working tree (core.bare or core.worktree)"
+        return None  # not a repository: git calls fail on their own
+    top, git_dir, common = (Path(p).resolve() for p in found.splitlines())
     anchor = _anchor(root)
     if anchor is None:
         return f"refused: git finds the repository {git_dir} without a .git entry in or above {root}"

@@ -104,7 +104,7 @@ def harness_facts(root: Path, session: Session) -> str:
         lines.append(f"- git root: {git['git_root']}; branch {git['branch']}; HEAD {git['head']}")
         lines.append(f"- dirty files ({len(dirty)}): " + (", ".join(d.strip() for d in dirty[:30]) or "none"))
     else:
-        lines.append(f"- {root} is not in a git repository")
+        lines.append(f"- git {git['refused']}" if git.get("refused") else f"- {root} is not in a git repository")
     lines.append(f"- files read ({len(reads)}): " + (", ".join(reads[:60]) or "none"))
     lines.append(f"- files written ({len(writes)}): " + (", ".join(writes[:60]) or "none"))
     lines.append(_commands(since))

@@ -8,6 +8,9 @@ supervisor in the command's own process group, which gets the parent-death signa
 and then kills its whole group. Inside the sandbox bubblewrap's `--die-with-parent` and
 its PID namespace do the same. Elsewhere than Linux both are no-ops (`preexec()` is None,
 `supervised` returns argv unchanged): the exit-time cleanup in `tools/procs.py` remains.
+The kernel sends the signal when the *thread* that started the child ends, so a child that
+outlives one call is started from the event loop's thread (a worker thread only starts
+children it waits for, as `subprocess.run` does).
 
 Stdlib only.
 """
@@ -17,10 +20,13 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import shutil
 import signal
+import subprocess
 import sys
 from collections.abc import Callable
 from types import FrameType
+from typing import Any
 
 PR_SET_PDEATHSIG = 1
 PARENT_GONE = signal.SIGUSR1
@@ -52,6 +58,21 @@ def preexec() -> Callable[[], None] | None:
     if _prctl() is None:
         return None
     return functools.partial(arm, signal.SIGKILL, os.getpid())
+
+
+def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
+    """`subprocess.run` for a short call the caller waits for (rhapsody's own git calls), the child dying with
+    rhapsody: under `setpriv --pdeathsig KILL` where util-linux has it, which spares forking rhapsody itself
+    (a preexec_fn forces a fork: docs/performance.md has the cost); else with `preexec()`."""
+    setpriv = _setpriv()
+    if setpriv is None:
+        return subprocess.run(argv, preexec_fn=preexec(), **kwargs)
+    return subprocess.run([setpriv, "--pdeathsig", "KILL", "--", *argv], **kwargs)
+
+
+@functools.cache
+def _setpriv() -> str | None:
+    return shutil.which("setpriv") if _prctl() is not None else None
 
 
 def supervised(argv: list[str]) -> list[str]:

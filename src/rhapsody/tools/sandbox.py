@@ -85,8 +85,8 @@ _PROBE = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-
 def _starts(bwrap: str, fd: int | None = None) -> bool:
     extra = ["--seccomp", str(fd)] if fd is not None else []
     try:
-        done = subprocess.run([bwrap, *_PROBE, *extra, "--", "true"], stdin=subprocess.DEVNULL, capture_output=True,
-                              timeout=10, pass_fds=() if fd is None else (fd,), preexec_fn=lifeline.preexec())
+        done = lifeline.run([bwrap, *_PROBE, *extra, "--", "true"], stdin=subprocess.DEVNULL, capture_output=True,
+                            timeout=10, pass_fds=() if fd is None else (fd,))
     except (OSError, subprocess.TimeoutExpired):
         return False
     finally:
