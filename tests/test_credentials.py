@@ -119,3 +119,13 @@ def test_a_project_adds_protected_paths_and_never_removes_the_users(home: Path, 
         assert load_settings(project).protected_paths == ["~/corp"]
     finally:
         del os.environ["RHAPSODY_PROTECTED_PATHS"]
+
+
+def test_the_approval_question_never_shows_a_credential_files_text(home: Path) -> None:
+    from rhapsody.preview import preview
+
+    token = plant(home, ".aws/credentials")
+    (home / "notes.txt").symlink_to(home / ".aws" / "credentials")
+    for path in (".aws/credentials", "notes.txt"):
+        shown = preview("edit_file", {"path": path, "old": "secret", "new": "x"}, home)
+        assert token not in shown.body, path
