@@ -20,13 +20,14 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-import shutil
 import signal
-import subprocess
 import sys
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import subprocess
 
 PR_SET_PDEATHSIG = 1
 PARENT_GONE = signal.SIGUSR1
@@ -64,6 +65,8 @@ def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
     """`subprocess.run` for a short call the caller waits for (rhapsody's own git calls), the child dying with
     rhapsody: under `setpriv --pdeathsig KILL` where util-linux has it, which spares forking rhapsody itself
     (a preexec_fn forces a fork: docs/performance.md has the cost); else with `preexec()`."""
+    import subprocess  # here, not at the top: the supervisor (this file run alone) starts faster without it
+
     setpriv = _setpriv()
     if setpriv is None:
         return subprocess.run(argv, preexec_fn=preexec(), **kwargs)
@@ -72,6 +75,8 @@ def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
 
 @functools.cache
 def _setpriv() -> str | None:
+    import shutil  # as subprocess above
+
     return shutil.which("setpriv") if _prctl() is not None else None
 
 
