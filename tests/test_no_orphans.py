@@ -14,7 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from rhapsody.loopback.script import call
 from rhapsody.tools.sandbox import bwrap_path
+
+from .conftest import MODEL, Stub
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
 REPO = Path(__file__).resolve().parents[1]
@@ -111,3 +114,19 @@ def test_mcp_server_dies_with_rhapsody(root: Path, tmp_path: Path) -> None:
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
     kill_parent_and_watch("mcp", root, expected=1, env=env,
                           argv=[sys.executable, "-m", "rhapsody", "mcp", "list", "--cwd", str(root)])
+
+
+def test_a_command_rhapsody_ran_outside_the_sandbox_dies_with_rhapsody(stub: Stub, root: Path, tmp_path: Path) -> None:
+    """rhapsody itself, headless against the loopback server, runs a scripted model's command with the
+    sandbox off (one job in the background, one in the foreground) and is killed with SIGKILL mid-command."""
+    sleeper = f"python3 -c 'import time; time.sleep(300)' {root}"
+    stub.script(call("I start the long job in the background and the short one in front, then wait for both.",
+                     "bash", command=f"{sleeper} & {sleeper}"))
+    config = tmp_path / "xdg" / "rhapsody" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('sandbox = "off"\n', encoding="utf-8")
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "xdg"), "ANTHROPIC_API_KEY": "k",
+           "ANTHROPIC_BASE_URL": stub.server.url}
+    kill_parent_and_watch("headless rhapsody", root, expected=2, env=env,
+                          argv=[sys.executable, "-m", "rhapsody", "-p", "run the jobs", "--cwd", str(root),
+                                "--model", MODEL, "--permission-mode", "yolo"])
