@@ -179,3 +179,13 @@ def test_git_output_leaves_out_protected_files_however_their_names_are_written()
     assert "3 file(s) not shown" in shown
     status = hide_protected("## main\n M app.py\nR  old.txt -> .env.local\n?? id_rsa\n", "status", ())
     assert status == "## main\n M app.py"
+
+
+def test_git_variables_in_rhapsodys_environment_never_reach_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    other = other_project(tmp_path)
+    root = make_project(tmp_path / "proj")
+    monkeypatch.setenv("GIT_DIR", str(other / ".git"))
+    monkeypatch.setenv("GIT_WORK_TREE", str(other))
+    monkeypatch.setenv("GIT_ALTERNATE_OBJECT_DIRECTORIES", str(other / ".git" / "objects"))
+    assert "plan.txt" not in run_git(root, "ls-files") and "app.py" in run_git(root, "ls-files")
+    assert git_facts(root)["git_root"] == str(root)
