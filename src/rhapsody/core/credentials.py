@@ -48,9 +48,14 @@ def locations(extra: tuple[str, ...] = ()) -> list[Path]:
 def is_credential(path: Path, extra: tuple[str, ...] = (), resolved: bool = False) -> bool:
     """Whether `path` (absolute), as written or resolved, is or lies inside a protected location
     (`resolved`: the caller knows no link is on the way, as in a walk that follows none)."""
-    known = _known(extra, os.path.expanduser("~"), os.environ.get("XDG_CONFIG_HOME", ""))
+    guarded = known(extra)
     real = path if resolved else path.resolve()
-    return any(p in known for p in (path, *path.parents, real, *real.parents))
+    return any(str(p) in guarded for p in (path, *path.parents, real, *real.parents))
+
+
+def known(extra: tuple[str, ...] = ()) -> frozenset[str]:
+    """Every protected location, as written and resolved: a walk that prunes these never enters one."""
+    return _known(extra, os.path.expanduser("~"), os.environ.get("XDG_CONFIG_HOME", ""))
 
 
 def absolute(root: Path, entries: list[str]) -> tuple[str, ...]:
@@ -59,7 +64,7 @@ def absolute(root: Path, entries: list[str]) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=16)
-def _known(extra: tuple[str, ...], home: str, xdg: str) -> frozenset[Path]:
+def _known(extra: tuple[str, ...], home: str, xdg: str) -> frozenset[str]:
     """The locations as written and resolved (keyed by the environment they were read from)."""
     listed = locations(extra)
-    return frozenset([*listed, *(p.resolve() for p in listed)])
+    return frozenset(str(p) for p in [*listed, *(p.resolve() for p in listed)])

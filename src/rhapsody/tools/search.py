@@ -19,7 +19,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from rhapsody.core.credentials import is_credential
+from rhapsody.core.credentials import is_credential, known
 from rhapsody.core.permissions import PROTECTED_READS, protected
 
 SKIP_DIRS = {".git", ".rhapsody", "node_modules", "__pycache__", ".venv", "venv"}
@@ -56,14 +56,16 @@ def walk(root: Path, start: Path, hidden: tuple[str, ...] = (), credentials: tup
          ) -> Iterator[tuple[Path, str]]:
     """Regular files under `start` (inside `root`), never through a link nor into a credential location
     (`credentials`: the user's protected paths besides the built-in ones): (path, path relative to root)."""
+    guarded = known(credentials)  # `start` passed `confine`, so only entries met on the way need checking
     for folder, dirs, files in os.walk(start, followlinks=False):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not os.path.islink(os.path.join(folder, d))
-                         and not is_credential(Path(folder, d), credentials, resolved=True))
+                         and os.path.join(folder, d) not in guarded)
         for name in sorted(files):
+            if os.path.join(folder, name) in guarded:
+                continue
             path = Path(folder, name)
             rel = path.relative_to(root).as_posix()
-            if path.is_symlink() or not path.is_file() or readable_hidden(rel, hidden) \
-                    or is_credential(path, credentials, resolved=True):
+            if path.is_symlink() or not path.is_file() or readable_hidden(rel, hidden):
                 continue
             yield path, rel
 
@@ -118,7 +120,7 @@ def drop_hidden(output: str, root: Path, hidden: tuple[str, ...], credentials: t
     for line in output.splitlines():
         line = line.removeprefix(prefix)
         rel = line.split(":", 1)[0]
-        if not readable_hidden(rel, hidden) and not is_credential(root / rel, credentials):
+        if not readable_hidden(rel, hidden) and not is_credential(root / rel, credentials, resolved=True):
             kept.append(line)
     return "\n".join(kept)
 
