@@ -182,7 +182,8 @@ def _recall(agent: Agent, arg: str) -> str:
     query = arg.removeprefix("--all").strip()
     if not query:
         return "usage: /recall [--all] QUERY"
-    return recall_text(agent.session.root, agent.session, query, all_sessions=wide, for_human=True)
+    return recall_text(agent.session.root, agent.session, query, all_sessions=wide, for_human=True,
+                       write=agent.toolbox.permission_mode != "read-only")
 
 
 def _switch_model(agent: Agent, arg: str) -> Outcome:

@@ -150,6 +150,10 @@ class Settings(BaseModel):
     """Where bash and git run: bubblewrap with the project writable, read-only, or no sandbox (docs/security.md)."""
     sandbox_network: bool = False
     """Let sandboxed commands reach the network."""
+    protected_paths: list[str] = Field(default_factory=list)
+    """Files and folders no tool reads or writes and the sandbox mounts empty, besides the built-in credential
+    locations (`~/.aws`, `~/.ssh`, ...); `~` expands, relative paths are under the project root. A project's
+    config only adds to the list."""
     trusted_projects: list[str] = Field(default_factory=list)
     """Project roots (and folders above them) whose own config and .mcp.json may raise permissions and start
     programs; read from the user config only."""
@@ -189,7 +193,7 @@ def _merged(root: Path, user: dict[str, Any], project: dict[str, Any], env: dict
     origin.update(dict.fromkeys(project, str(project_config_path(root))))
     origin.update({k: f"RHAPSODY_{k.upper()}" for k in env})
     origin.update({k: f"--{k.replace('_', '-')}" for k in given})
-    for key in ("allow", "deny"):  # rule lists add up across files; deny always beats allow
+    for key in ("allow", "deny", "protected_paths"):  # these lists add up across files; deny always beats allow
         if isinstance(project.get(key), list) and isinstance(merged.get(key), list):
             project[key] = [*merged[key], *project[key]]
     for key in ("mcp_servers", "memory"):
@@ -311,7 +315,7 @@ ORDER: dict[str, str] = {
     "max_cost_usd": "higher", "handoff_at_tokens": "higher", "rolling_short": "higher", "rolling_working": "higher",
     "rolling_batch": "higher", "memory.map_cap": "higher", "retry_base_delay": "free", "parallel_tools": "on",
     "thinking": "on", "exact_tokens": "on", "sandbox_network": "on", "memory.commit": "on", "context": "free",
-    "memory.stale_days": "free",
+    "memory.stale_days": "free", "protected_paths": "free",
 }
 """How each setting an untrusted project may change compares: `higher` (a bigger number widens; a number
 where the user has no limit lowers), `lower` (a smaller number widens), `on` (true widens), `rank` (a looser mode or
@@ -397,6 +401,7 @@ def _from_env() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in Settings.model_fields:
         value = os.environ.get(f"RHAPSODY_{name.upper()}")
-        if value is not None and name not in ("keymap", "allow", "deny", "memory", "mcp_servers", "trusted_projects"):
+        if value is not None and name not in ("keymap", "allow", "deny", "memory", "mcp_servers", "trusted_projects",
+                                                 "protected_paths"):
             out[name] = value
     return out

@@ -16,10 +16,13 @@ Results map to tool_result content in mcp_results.py.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
+import os
 import re
 import shlex
+import shutil
 import tempfile
 import time
 from contextlib import AsyncExitStack
@@ -42,6 +45,7 @@ from rhapsody.core.tools import Tool, ToolContext, ToolOutcome
 from rhapsody.core.wording import counted
 from rhapsody.mcp_config import McpPlan, waiting_line
 from rhapsody.mcp_results import outcome
+from rhapsody.tools import lifeline
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -228,8 +232,9 @@ class McpTools:
             return streamable_http_client(config.url, http_client=http)
         server.errlog = stack.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace"))
         cwd = Path(config.cwd).expanduser() if config.cwd else self.root
-        params = StdioServerParameters(command=config.command or "", args=config.args, env=config.env or None,
-                                       cwd=cwd if cwd.is_absolute() else self.root / cwd)
+        cwd = cwd if cwd.is_absolute() else self.root / cwd
+        command, *args = lifeline.supervised([_program(config.command or "", cwd, config.env), *config.args])
+        params = StdioServerParameters(command=command, args=args, env=config.env or None, cwd=cwd)
         return stdio_client(params, errlog=server.errlog)
 
     def _tool_classes(self, server: _Server) -> list[Tool]:
@@ -262,6 +267,18 @@ async def _list_tools(client: Client) -> list[McpToolInfo]:
         if cursor is None:
             break
     return listed
+
+
+def _program(command: str, cwd: Path, env: dict[str, str] | None) -> str:
+    """The server's program as a path, found as the spawn would find it (FileNotFoundError if it would not):
+    the supervisor that makes it die with rhapsody (`tools/lifeline.py`) runs it."""
+    if "/" in command:
+        found = str(cwd / command) if os.access(cwd / command, os.X_OK) and (cwd / command).is_file() else None
+    else:
+        found = shutil.which(command, path=(env or {}).get("PATH", os.environ.get("PATH")))
+    if found is None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), command)
+    return found
 
 
 def _reason(exc: BaseException, server: _Server) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 from rhapsody.config import Settings
 from rhapsody.core.context import RequestSpec
+from rhapsody.core.credentials import absolute
 from rhapsody.core.history import find_session
 from rhapsody.core.loop import Agent
 from rhapsody.core.policy import Policy
@@ -169,6 +170,7 @@ def build(root: Path, settings: Settings, model: Model, model_id: str | None,
 
     mode = permission_mode(settings, approver is not None)
     toolbox = default_toolbox(mode, settings.allow, settings.deny, approver, settings.sandbox, settings.sandbox_network)
+    toolbox.protected = absolute(root, settings.protected_paths)
     add_mcp(toolbox, root)
     session = open_session(root, settings, model_id, toolbox, resume, continue_last)
     # read-only writes nothing into the project: no dialog log (rhapsody's own .rhapsody/ state aside).

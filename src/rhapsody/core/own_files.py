@@ -1,7 +1,7 @@
 """Files rhapsody reads on its own account (AGENTS.md, CLAUDE.md, memory): data from inside the project only.
 
 A file qualifies only when it is a regular file, not a symlink, whose resolved path is
-inside the project root; it is read up to a size cap through a descriptor opened with
+inside the project root and not a credential location (`core/credentials.py`); it is read up to a size cap through a descriptor opened with
 O_NOFOLLOW (so a link swapped in after the check is not followed either), and values
 that look like credentials are masked before the text reaches a prompt or the history.
 
@@ -14,6 +14,7 @@ import os
 import stat
 from pathlib import Path
 
+from rhapsody.core.credentials import is_credential
 from rhapsody.core.secrets import mask
 
 MAX_BYTES = 256_000
@@ -30,7 +31,7 @@ def inside(root: Path, path: Path) -> bool:
 def read_own(root: Path, path: Path, cap: int = MAX_BYTES, known: tuple[str, ...] = ()) -> str | None:
     """The masked text of `path` when it qualifies (see the module docstring), else None."""
     try:
-        if path.is_symlink() or not inside(root, path):
+        if path.is_symlink() or not inside(root, path) or is_credential(path.absolute()):
             return None
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:

@@ -6,12 +6,17 @@ bytes when it was built, so checking costs a stat, not a read). Ids are permanen
 calls a seam stripped are searched (the rest are still in context); earlier sessions are
 searched whole.
 
+A recall id comes from the model, so it is checked, never joined into a path: its session
+part must have the session id's shape and name a history file of this project
+(`history_of`). In read-only mode the index is built in memory and nothing is written.
+
 Imports: stdlib and rhapsody.core only.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +31,9 @@ from rhapsody.core.traffic import cut_of
 NARRATION_TAIL = 300
 """How much of the narration before a call a hit carries: its last characters."""
 PAGE = 8000
+SESSION_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{6}")
+"""The shape of a session id (`core.history.new_session_id`)."""
+NOTE_NAME = re.compile(r"\d{8}-\d{6}-[0-9a-f]{6}[\w.-]*\.md")
 SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE VIRTUAL TABLE calls USING fts5(id UNINDEXED, tool, input, result, narration,
@@ -54,35 +62,38 @@ def index_path(history: Path) -> Path:
     return history.with_suffix(".recall.sqlite")
 
 
-def open_index(history: Path) -> sqlite3.Connection:
-    """The index of `history`, rebuilt first when missing or stale (the history grew since)."""
+def open_index(history: Path, write: bool = True) -> sqlite3.Connection:
+    """The index of `history`, rebuilt first when missing or stale (the history grew since); without
+    `write` (read-only mode) a missing or stale index is built in memory and nothing touches the disk."""
     size = history.stat().st_size
     path = index_path(history)
-    db = _connect(path)
+    db = _connect(path, write)
     if db is not None and _indexed(db) == size:
         return db
     if db is not None:
         db.close()
-    records = read_history(history).records
-    path.unlink(missing_ok=True)
-    db = sqlite3.connect(path)
+    if write:
+        path.unlink(missing_ok=True)
+    db = sqlite3.connect(path if write else ":memory:")
     db.executescript(SCHEMA)
-    session = history.stem
-    rows = list(_rows(session, records))
+    rows = list(_rows(history.stem, read_history(history).records))
     db.executemany("INSERT INTO calls VALUES (?,?,?,?,?,?,?,?)", rows)
     db.execute("INSERT INTO meta VALUES ('history_bytes', ?)", (str(size),))
     db.commit()
-    path.chmod(0o600)
+    if write:
+        path.chmod(0o600)
     return db
 
 
-def _connect(path: Path) -> sqlite3.Connection | None:
+def _connect(path: Path, write: bool) -> sqlite3.Connection | None:
     if path.is_symlink():
+        if not write:
+            return None
         path.unlink()  # an index is never opened (and so never written) through a link
     if not path.exists():
         return None
     try:
-        db = sqlite3.connect(path)
+        db = sqlite3.connect(path) if write else sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
         db.execute("SELECT count(*) FROM calls").fetchone()
         return db
     except sqlite3.DatabaseError:
@@ -127,11 +138,11 @@ def _fts_query(query: str) -> str:
     return " ".join('"' + word.replace('"', '""') + '"' for word in query.split())
 
 
-def search(history: Path, query: str, limit: int = 10, stripped_only: bool = True) -> list[Hit]:
+def search(history: Path, query: str, limit: int = 10, stripped_only: bool = True, write: bool = True) -> list[Hit]:
     """Calls matching `query`; with stripped_only, only those a seam took out of context."""
     if not query.split():
         return []
-    db = open_index(history)
+    db = open_index(history, write)
     gone = _gone(history) if stripped_only else None
     # The model reads matches marked with brackets; a person reads the same cut unmarked
     # (a marker inside a command would pass for part of it). Unmarked equals marked exactly
@@ -159,12 +170,12 @@ def _gone(history: Path) -> tuple[int, set[str]]:
     return conv.boundary(), conv.pruned
 
 
-def search_project(root: Path, current: Path, query: str, limit: int = 10) -> list[Hit]:
+def search_project(root: Path, current: Path, query: str, limit: int = 10, write: bool = True) -> list[Hit]:
     """Search the current session's stripped calls, every earlier session, and all field notes."""
-    hits = search(current, query, limit)
+    hits = search(current, query, limit, write=write)
     for history in sessions(root):
         if history != current:
-            hits += search(history, query, limit, stripped_only=False)
+            hits += search(history, query, limit, stripped_only=False, write=write)
     hits += search_notes(root, query)
     return hits[:limit] if len(hits) <= limit else sorted(hits, key=lambda h: -h.ts)[:limit]
 
@@ -184,17 +195,33 @@ def search_notes(root: Path, query: str) -> list[Hit]:
     return hits
 
 
-def fetch(root: Path, call_id: str, page: int = 1) -> str | None:
-    """The full call and result (or field note) for a recall id, one page of PAGE characters at a time."""
+class RecallIdError(ValueError):
+    """A recall id that is not one: wrong shape, or naming no session of this project."""
+
+
+def history_of(root: Path, call_id: str) -> Path:
+    """The history file a `SESSION:TOOL_USE_ID` id names, found among the project's sessions (never a path
+    built from the id); RecallIdError with a one-line reason otherwise."""
+    session, colon, call = call_id.partition(":")
+    if not colon or not call or not SESSION_ID.fullmatch(session):
+        raise RecallIdError(f"not a recall id: {call_id[:80]!r} (the form is SESSION:TOOL_USE_ID, a session "
+                            "id such as 20260101-120000-a1b2c3, or note:NAME)")
+    found = next((p for p in sessions(root) if p.stem == session), None)
+    if found is None:
+        raise RecallIdError(f"no session {session} in this project")
+    return found
+
+
+def fetch(root: Path, call_id: str, page: int = 1, write: bool = True) -> str | None:
+    """The full call and result (or field note) for a recall id, one page of PAGE characters at a time;
+    RecallIdError for an id that is not one."""
     if call_id.startswith("note:"):
-        note = root / ".rhapsody" / "notes" / Path(call_id[5:]).name
-        text = read_own(root, note)
+        if not NOTE_NAME.fullmatch(call_id[5:]):
+            raise RecallIdError(f"not a field note name: {call_id[5:80]!r}")
+        text = read_own(root, root / ".rhapsody" / "notes" / call_id[5:])
         return _page(text, page) if text is not None else None
-    session = call_id.split(":", 1)[0]
-    history = root / ".rhapsody" / "history" / f"{session}.jsonl"
-    if ":" not in call_id or not history.exists():
-        return None
-    db = open_index(history)
+    history = history_of(root, call_id)
+    db = open_index(history, write)
     row = db.execute("SELECT tool, input, result, narration, is_error FROM calls WHERE id = ?", (call_id,)).fetchone()
     db.close()
     if row is None:

@@ -62,6 +62,10 @@ class ToolContext:
     """Where this call's command runs: a sandbox level, 'off' or 'unavailable' (set per call by the toolbox)."""
     read_deny: tuple[str, ...] = ()
     """Path patterns of `read_file` deny rules: search and listing leave those files out too."""
+    read_only: bool = False
+    """The permission mode is read-only: a tool writes nothing, not even its own caches."""
+    protected: tuple[str, ...] = ()
+    """The user's `protected_paths` (absolute): no tool reads or writes them, the sandbox hides them."""
 
 
 class Tool(Protocol):
@@ -155,6 +159,8 @@ class Toolbox:
         self.secrets = tuple(s for s in secrets if len(s) >= 8)
         self.sources: list[ToolSource] = []
         self._builtin = list(self.tools)
+        self.protected: tuple[str, ...] = ()
+        """The user's `protected_paths`, made absolute: every call's context carries them."""
 
     def specs(self) -> list[dict[str, Any]]:
         """Tool definitions for the request, in registration order."""
@@ -217,7 +223,8 @@ class Toolbox:
             return refusal
         timer[0] = self.clock()  # the duration is the tool's, not the human's time to answer
         ctx = dataclasses.replace(ctx, confinement="off" if call.leave_sandbox else call.confinement,
-                                  read_deny=self.rules.read_denied())
+                                  read_deny=self.rules.read_denied(), read_only=self.permission_mode == "read-only",
+                                  protected=self.protected)
         try:
             return await tool.run(args, ctx)
         except ToolFailure as exc:
@@ -254,7 +261,7 @@ class Toolbox:
         propose = getattr(tool, "proposal", None)
         if not callable(propose):
             return {}
-        ctx = dataclasses.replace(ctx, read_deny=self.rules.read_denied())
+        ctx = dataclasses.replace(ctx, read_deny=self.rules.read_denied(), protected=self.protected)
         diff = str(await asyncio.to_thread(propose, args, ctx) or "")
         return {"proposed_diff": self._masked(diff)} if diff else {}
 

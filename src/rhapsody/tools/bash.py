@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field, model_validator
 from rhapsody.core.permissions import SANDBOXED
 from rhapsody.core.tools import ToolContext, ToolOutcome
 from rhapsody.prompts import load
-from rhapsody.tools import gitguard, procs, sandbox
+from rhapsody.tools import gitguard, lifeline, procs, sandbox
 from rhapsody.tools.git import gitlinks
 from rhapsody.tools.sandbox import scrubbed_env
 
@@ -61,7 +61,9 @@ class Bash:
         argv: list[str] = ["bash", "-c", args.command]
         fds: tuple[int, ...] = ()
         if ctx.confinement in SANDBOXED:
-            argv, fds = sandbox.wrap(argv, ctx.root, ctx.confinement, self.network)
+            argv, fds = sandbox.wrap(argv, ctx.root, ctx.confinement, self.network, ctx.protected)
+        else:
+            argv = lifeline.supervised(argv)  # what the command starts in the background dies with rhapsody too
         before = sandbox.git_redirects(ctx.root)
         root = ctx.root.resolve()
         nested = gitguard.nested_state(root, _nested(root)) if ctx.confinement in SANDBOXED else None

@@ -45,7 +45,7 @@ class ReadFile:
     reads_files: ClassVar[bool] = True
 
     async def run(self, args: ReadInput, ctx: ToolContext) -> ToolOutcome:
-        path = confine(ctx.root, args.path)
+        path = confine(ctx.root, args.path, ctx.protected)
         text, blob = await asyncio.to_thread(_read_with_blob, path, args.path)
         lines = text.splitlines()
         first = args.start_line or 1
@@ -100,7 +100,7 @@ class WriteFile:
     reads_files: ClassVar[bool] = False
 
     async def run(self, args: WriteInput, ctx: ToolContext) -> ToolOutcome:
-        path = confine(ctx.root, args.path)
+        path = confine(ctx.root, args.path, ctx.protected)
         _refuse_state(ctx.root, path)
         if path.exists() and not path.is_file():
             raise ToolFailure(f"refused: {args.path} exists and is not a regular file")
@@ -170,7 +170,7 @@ class EditFile:
     reads_files: ClassVar[bool] = True  # its answers ("found 2 times") would reveal a secret file's text
 
     async def run(self, args: EditInput, ctx: ToolContext) -> ToolOutcome:
-        path = confine(ctx.root, args.path)
+        path = confine(ctx.root, args.path, ctx.protected)
         _refuse_state(ctx.root, path)
         text, bad_byte = await asyncio.to_thread(_read_for_edit, path, args.path)
         if not args.old:
@@ -204,7 +204,7 @@ def _proposed(ctx: ToolContext, given: str, change: Callable[[str], str | None])
     """The diff `change` would make to a file; "" outside the root, for a secret or read-denied file
     (its text must not reach the history), or when the change would fail."""
     try:
-        path = confine(ctx.root, given)
+        path = confine(ctx.root, given, ctx.protected)
     except ToolFailure:
         return ""
     where = shown(ctx.root, path)
@@ -289,7 +289,7 @@ class FindFiles:
         if args.pattern.startswith("/") or ".." in Path(args.pattern).parts:
             raise ToolFailure("refused: the pattern must stay inside the project root")
         pattern = args.pattern[2:] if args.pattern.startswith("./") else args.pattern
-        found = await asyncio.to_thread(search.find, ctx.root.resolve(), pattern, ctx.read_deny)
+        found = await asyncio.to_thread(search.find, ctx.root.resolve(), pattern, ctx.read_deny, ctx.protected)
         listing = "\n".join(found[:1000]) or "(no files match)"
         more = f"\n[{len(found) - 1000} more not shown]" if len(found) > 1000 else ""
         return ToolOutcome(f"{counted(len(found), 'file')}\n{listing}{more}")
@@ -312,7 +312,7 @@ class SearchText:
 
     async def run(self, args: SearchInput, ctx: ToolContext) -> ToolOutcome:
         root = ctx.root.resolve()
-        target = confine(root, args.path)
+        target = confine(root, args.path, ctx.protected)
         if target.exists() and not (target.is_dir() or target.is_file()):
             raise ToolFailure(f"refused: {args.path} is not a regular file or a folder (a pipe or a device never ends)")
         try:
@@ -324,7 +324,7 @@ class SearchText:
             argv = search.ripgrep_argv(rg, args.pattern, target, args.ignore_case)
         else:
             job = {"root": str(root), "target": str(target), "pattern": args.pattern, "ignore_case": args.ignore_case,
-                   "hidden": list(ctx.read_deny)}
+                   "hidden": list(ctx.read_deny), "protected": list(ctx.protected)}
             # -I: isolated, so the project folder (the working directory) is not on sys.path
             argv = [sys.executable, "-I", "-m", "rhapsody.tools.search", json.dumps(job)]
         limit = min(search.SEARCH_SECONDS, ctx.bash_timeout)
@@ -332,7 +332,7 @@ class SearchText:
         if done.timed_out:
             raise ToolFailure(f"search stopped after {limit:g} s (the time limit); narrow the path "
                               "or simplify the pattern")
-        out = search.drop_hidden(done.output, root, ctx.read_deny) if rg else done.output
+        out = search.drop_hidden(done.output, root, ctx.read_deny, ctx.protected) if rg else done.output
         if not rg and done.exit_code != 0:
             raise ToolFailure(f"search failed: {out.strip().splitlines()[-1] if out.strip() else done.exit_code}")
         return ToolOutcome(cap_text(out.strip() or "(no matches)", ctx.output_cap))

@@ -5,7 +5,10 @@ fsmonitor hook, hooks, the pager, external diff and textconv drivers, clean/smud
 filters, gpg, credential helpers. Every call here overrides those with `-c` (and the
 environment: no system config, `cat` as pager, no prompts, no optional locks), filter and
 diff drivers found in the repository's config by name. The agent's `git` tool runs in the
-read-only sandbox as well. The only module that imports `git` (gitpython).
+read-only sandbox as well. A repository that reaches outside the project (`tools/gitscope.py`)
+is refused before any call; pathspecs are literal (`:/` and other magic are inert) and the
+tool's path must resolve inside the root; the tool's output leaves out the files a
+`read_file` would refuse. The only module that imports `git` (gitpython).
 """
 
 from __future__ import annotations
@@ -19,11 +22,14 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
+from rhapsody.core.credentials import is_credential, locations
 from rhapsody.core.permissions import PROTECTED_READS, SANDBOXED
 from rhapsody.core.tools import ToolContext, ToolFailure, ToolOutcome
 from rhapsody.prompts import load
-from rhapsody.tools import procs, sandbox
+from rhapsody.tools import gitscope, lifeline, procs, sandbox
+from rhapsody.tools.paths import confine
 from rhapsody.tools.sandbox import scrubbed_env
+from rhapsody.tools.search import readable_hidden
 
 STATIC = (
     ("core.fsmonitor", "false"), ("core.hooksPath", "/dev/null"), ("core.pager", "cat"), ("pager.log", "false"),
@@ -33,6 +39,7 @@ STATIC = (
     ("core.alternateRefsCommand", ""), ("gc.auto", "0"), ("maintenance.auto", "false"), ("core.untrackedCache", "false"),
     ("status.submoduleSummary", "false"), ("diff.submodule", "short"), ("submodule.recurse", "false"),
     ("diff.ignoreSubmodules", "all"), ("fetch.recurseSubmodules", "false"), ("push.recurseSubmodules", "no"),
+    ("safe.bareRepository", "explicit"),
 )
 """Overrides applied to every git call (highest precedence, like `git -c`)."""
 _DRIVER = re.compile(r"^(filter|diff|merge)\.(.+)\.(clean|smudge|process|textconv|command|driver|required|cachetextconv)$",
@@ -47,8 +54,8 @@ def overrides(root: Path) -> list[tuple[str, str]]:
     """STATIC plus every filter, diff or merge driver the repository's config names, disabled."""
     found: list[tuple[str, str]] = []
     try:
-        listed = subprocess.run(["git", "config", "--list", "--name-only", "-z"], cwd=root, env=_base_env(),
-                                stdin=subprocess.DEVNULL, capture_output=True, timeout=TIMEOUT).stdout
+        listed = lifeline.run(["git", "config", "--list", "--name-only", "-z"], cwd=root, env=_base_env(),
+                              stdin=subprocess.DEVNULL, capture_output=True, timeout=TIMEOUT).stdout
     except (OSError, subprocess.TimeoutExpired):
         listed = b""
     for name in listed.decode("utf-8", errors="replace").split("\0"):
@@ -58,16 +65,19 @@ def overrides(root: Path) -> list[tuple[str, str]]:
     return [*STATIC, *dict.fromkeys(found)]
 
 
-def _base_env() -> dict[str, str]:
+def _base_env(literal: bool = True) -> dict[str, str]:
     env = {k: v for k, v in scrubbed_env().items() if not k.startswith("GIT_")}
     env.update(GIT_CONFIG_NOSYSTEM="1", GIT_PAGER="cat", PAGER="cat", GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0",
                GIT_NO_REPLACE_OBJECTS="1", GIT_ASKPASS="", SSH_ASKPASS="", GIT_EDITOR="true", GIT_SEQUENCE_EDITOR="true")
+    if literal:
+        env["GIT_LITERAL_PATHSPECS"] = "1"
     return env
 
 
-def hardened_env(pairs: list[tuple[str, str]]) -> dict[str, str]:
-    """The environment for git: the base plus `pairs` as GIT_CONFIG_COUNT/KEY/VALUE (git >= 2.31)."""
-    env = _base_env()
+def hardened_env(pairs: list[tuple[str, str]], literal: bool = True) -> dict[str, str]:
+    """The environment for git: the base plus `pairs` as GIT_CONFIG_COUNT/KEY/VALUE (git >= 2.31); pathspecs
+    literal unless the caller marks each one itself (the tool's exclusions need magic)."""
+    env = _base_env(literal)
     env["GIT_CONFIG_COUNT"] = str(len(pairs))
     for i, (key, value) in enumerate(pairs):
         env[f"GIT_CONFIG_KEY_{i}"] = key
@@ -84,11 +94,26 @@ def git_argv(pairs: list[tuple[str, str]], *args: str) -> list[str]:
 
 
 def run_git(root: Path, *args: str, check: bool = True, pairs: list[tuple[str, str]] | None = None) -> str:
-    """Run one hardened git command in `root` on rhapsody's own account; stdout, or '' when it fails and not check."""
+    """Run one hardened git command in `root` on rhapsody's own account; stdout, or '' when it fails and not check.
+    A repository that reaches outside the project is refused (GitError with the reason when check)."""
+    why = refusal(root)
+    if why is not None:
+        if check:
+            raise GitError(why)
+        return ""
+    return _git(root, *args, check=check, pairs=pairs)
+
+
+def refusal(root: Path) -> str | None:
+    """Why the repository git finds for `root` must not be used (one line), None when it is the project's own."""
+    return gitscope.refusal(root, lambda *args: _git(root, *args, check=False, pairs=list(STATIC)))
+
+
+def _git(root: Path, *args: str, check: bool = True, pairs: list[tuple[str, str]] | None = None) -> str:
     pairs = overrides(root) if pairs is None else pairs
     try:
-        done = subprocess.run(git_argv(pairs, *args), cwd=root, env=hardened_env(pairs), stdin=subprocess.DEVNULL,
-                              capture_output=True, timeout=TIMEOUT)
+        done = lifeline.run(git_argv(pairs, *args), cwd=root, env=hardened_env(pairs), stdin=subprocess.DEVNULL,
+                            capture_output=True, timeout=TIMEOUT)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise GitError(f"git {args[0]}: {exc}") from None
     if done.returncode != 0 and check:
@@ -101,10 +126,12 @@ class GitError(Exception):
     """A git command failed (not a repository, bad revision...)."""
 
 
-def repo_root(root: Path) -> Path | None:
-    """The working tree that holds `root`, or None. (rev-parse runs no configured program.)"""
+def repo_root(root: Path, checked: bool = False) -> Path | None:
+    """The working tree that holds `root`, or None (also for a refused repository, unless the caller
+    `checked` that already). (rev-parse runs no configured program.)"""
     try:
-        top = run_git(root, "rev-parse", "--show-toplevel", pairs=list(STATIC)).strip()
+        run = _git if checked else run_git
+        top = run(root, "rev-parse", "--show-toplevel", pairs=list(STATIC)).strip()
     except GitError:
         return None
     return Path(top) if top else None
@@ -120,11 +147,15 @@ def gitlinks(root: Path) -> list[str]:
 
 
 def git_facts(root: Path) -> dict[str, Any]:
-    """Git root, branch, HEAD and dirty files (porcelain v1 lines), measured by the harness."""
-    top = repo_root(root)
+    """Git root, branch, HEAD and dirty files (porcelain v1 lines), measured by the harness; for a repository
+    that reaches outside the project, no root and the one-line refusal."""
+    why = refusal(root)
+    if why is not None:
+        return {"git_root": None, "refused": why}
+    top = repo_root(root, checked=True)
     if top is None:
         return {"git_root": None}
-    status = run_git(root, "status", "--porcelain=v2", "--branch", _NO_NESTED, check=False)
+    status = _git(root, "status", "--porcelain=v2", "--branch", _NO_NESTED, check=False)
     branch, head, dirty = "(detached)", "(no commits)", []
     for line in status.splitlines():
         if line.startswith("# branch.head ") and line[14:] != "(detached)":
@@ -220,15 +251,20 @@ class Git:
         return "read-only" if sandbox.bwrap_path() else "unavailable"
 
     async def run(self, args: GitInput, ctx: ToolContext) -> ToolOutcome:
+        why = await asyncio.to_thread(refusal, ctx.root)
+        if why is not None:
+            raise ToolFailure(why)
+        pathspec = _literal(ctx.root, args.path, ctx.protected)
         pairs = await asyncio.to_thread(overrides, ctx.root)
         has_head = args.action != "diff" or bool(await asyncio.to_thread(
-            run_git, ctx.root, "rev-parse", "-q", "--verify", "HEAD", check=False))
-        argv = git_argv(pairs, *_tool_args(args, has_head), *_hidden_pathspecs(ctx.read_deny))
+            _git, ctx.root, "rev-parse", "-q", "--verify", "HEAD", check=False, pairs=pairs))
+        argv = git_argv(pairs, *_tool_args(args, has_head, pathspec), *_hidden_pathspecs(ctx.read_deny),
+                        *_credential_pathspecs(ctx.root, ctx.protected))
         fds: tuple[int, ...] = ()
         if ctx.confinement in SANDBOXED:
-            argv, fds = sandbox.wrap(argv, ctx.root, "read-only")
-        done = await procs.run(argv, str(ctx.root), hardened_env(pairs), TIMEOUT, ctx.output_cap, fds)
-        text = done.output.strip()
+            argv, fds = sandbox.wrap(argv, ctx.root, "read-only", protected=ctx.protected)
+        done = await procs.run(argv, str(ctx.root), hardened_env(pairs, literal=False), TIMEOUT, ctx.output_cap, fds)
+        text = hide_protected(done.output.strip(), args.action, ctx.read_deny, ctx.root, ctx.protected)
         if done.exit_code != 0:
             if "not a git repository" in text:
                 raise ToolFailure(f"{ctx.root} is not inside a git repository")
@@ -245,10 +281,59 @@ def _hidden_pathspecs(read_deny: tuple[str, ...]) -> list[str]:
     return [*secret, ":(exclude,icase,glob).rhapsody/**", *denied]
 
 
-def _tool_args(args: GitInput, has_head: bool) -> list[str]:
-    paths = ["--", args.path or "."]
+def _credential_pathspecs(root: Path, protected: tuple[str, ...]) -> list[str]:
+    """Exclusions for credential locations inside the root (a project at the home folder, a dotfiles repository)."""
+    base = root.resolve()
+    inside = [p for p in locations(protected) if base in p.parents]
+    return [f":(exclude,literal){p.relative_to(base).as_posix()}" for p in inside]
+
+
+def _literal(root: Path, given: str | None, protected: tuple[str, ...]) -> str:
+    """The tool's path as one literal pathspec, relative to the root it must resolve inside (`:/`, `:(glob)`
+    and other magic name a file of that name, nothing more)."""
+    target = confine(root, given or ".", protected)
+    return ":(literal)" + (target.relative_to(root.resolve()).as_posix() or ".")
+
+
+_DIFF_HEAD = re.compile(r"^diff --git ", re.MULTILINE)
+
+
+def hide_protected(text: str, action: str, read_deny: tuple[str, ...], root: Path | None = None,
+                   protected: tuple[str, ...] = ()) -> str:
+    """`text` without the diff sections or status lines of files `read_file` would refuse (secret-looking,
+    rhapsody's state, read deny rules, credential locations under `root`): a second net under the pathspec
+    exclusions. (The tool's paths are relative to the root: status by default, diff by `--relative`.)"""
+    def hidden(names: str) -> bool:
+        return _names_hidden(names, read_deny, root, protected)
+
+    if action == "status":
+        return "\n".join(line for line in text.splitlines() if not hidden(line[3:]))
+    if action != "diff":
+        return text
+    starts = [m.start() for m in _DIFF_HEAD.finditer(text)]
+    pieces = [text[a:b] for a, b in zip([0, *starts], [*starts, len(text)])]
+    kept = [p for p in pieces if not (p.startswith("diff --git ") and hidden(p.split("\n", 1)[0][11:]))]
+    left_out = len(pieces) - len(kept)
+    note = f"\n[{left_out} file(s) not shown: they may hold secrets, or a read rule hides them]" if left_out else ""
+    return "".join(kept).rstrip("\n") + note
+
+
+def _names_hidden(names: str, read_deny: tuple[str, ...], root: Path | None, protected: tuple[str, ...]) -> bool:
+    """Whether any path a diff header or status line may name is hidden (every split is tried: a path can
+    hold ` b/` or ` -> `, and git quotes unusual names)."""
+    candidates = {names, names.strip('"')}
+    for sep in (" b/", '" "b/', " -> "):
+        for i in [m.start() for m in re.finditer(re.escape(sep), names)]:
+            candidates.update({names[:i], names[i + len(sep):]})
+    paths = {c.strip('"').removeprefix("a/").removeprefix("b/") for c in candidates}
+    return any(p and (readable_hidden(p, read_deny) or (root is not None and is_credential(root / p, protected)))
+               for p in paths)
+
+
+def _tool_args(args: GitInput, has_head: bool, pathspec: str) -> list[str]:
+    paths = ["--", pathspec]
     if args.action == "status":
         return ["status", "--short", "--branch", _NO_NESTED, *paths]
     if args.action == "diff":
-        return ["diff", *_NO_PROGRAMS, _NO_NESTED, *(["HEAD"] if has_head else []), *paths]
+        return ["diff", "--relative", *_NO_PROGRAMS, _NO_NESTED, *(["HEAD"] if has_head else []), *paths]
     return ["log", f"-{args.limit}", "--oneline", "--decorate", *_NO_PROGRAMS, *paths]

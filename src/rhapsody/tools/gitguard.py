@@ -22,6 +22,8 @@ import stat
 import subprocess
 from pathlib import Path
 
+from rhapsody.tools import lifeline
+
 _FROZEN = ("config", "config.worktree", "hooks", "info", "modules", "worktrees", "commondir")
 
 
@@ -73,7 +75,7 @@ def _dirs_of(root: Path, entry: Path) -> list[Path]:
 
 def _pointed(file: Path, relative_to: Path | None = None) -> Path | None:
     try:
-        text = _small_bytes(file).decode("utf-8", errors="replace").strip()
+        text = small_bytes(file).decode("utf-8", errors="replace").strip()
     except OSError:
         return None
     text = text.removeprefix("gitdir:").strip()
@@ -84,7 +86,7 @@ SMALL_CAP = 1 << 20
 """Bytes read of a git file (`.git`, `commondir`, config) a command could have planted."""
 
 
-def _small_bytes(path: Path) -> bytes:
+def small_bytes(path: Path) -> bytes:
     """At most SMALL_CAP bytes of a regular file: a command can plant a pipe (which would block) or a link to
     `/dev/zero` (which would never end) where git keeps a small file; OSError for anything else."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -139,7 +141,7 @@ def _frozen_target(root: Path, path: Path) -> Path | None:
 def _included_configs(root: Path, git_dir: Path) -> list[Path]:
     """Files inside the root (outside .git) that .git/config includes: editing them edits the config."""
     try:
-        text = _small_bytes(git_dir / "config").decode("utf-8", errors="replace")
+        text = small_bytes(git_dir / "config").decode("utf-8", errors="replace")
     except OSError:
         return []
     out = []
@@ -189,7 +191,7 @@ def hooks_path(root: Path, create: bool = False) -> Path | None:
     for git_dir in _dirs_of(root, root / ".git"):  # a `.git` file names the folder whose config counts
         for config in [git_dir / "config", *_included_configs(root, git_dir)]:
             try:
-                text += _small_bytes(config).decode("utf-8", errors="replace") + "\n"
+                text += small_bytes(config).decode("utf-8", errors="replace") + "\n"
             except OSError:
                 pass
     found = re.findall(r"^\s*hookspath\s*=\s*(.+?)\s*$", text, re.IGNORECASE | re.MULTILINE)
@@ -225,7 +227,7 @@ def nested_state(root: Path, nested: list[Path]) -> dict[Path, bytes | None]:
                 continue
             for name in ("config", "config.worktree"):
                 try:
-                    out[git_dir / name] = _small_bytes(git_dir / name)
+                    out[git_dir / name] = small_bytes(git_dir / name)
                 except OSError:
                     out[git_dir / name] = None
     return out
@@ -264,10 +266,10 @@ def defuse_nested(root: Path, before: dict[Path, bytes | None], nested: list[Pat
 def _keep_safe_keys(config: Path) -> list[str]:
     """Rewrite `config` with only _SAFE_KEY entries (a link is replaced by a file); the keys dropped."""
     try:
-        done = subprocess.run(["git", "config", "--file", str(config), "--no-includes", "--list", "-z"],
-                              stdin=subprocess.DEVNULL, capture_output=True, timeout=30,
-                              env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_CONFIG_NOSYSTEM": "1",
-                                   "HOME": "/nonexistent"})
+        done = lifeline.run(["git", "config", "--file", str(config), "--no-includes", "--list", "-z"],
+                            stdin=subprocess.DEVNULL, capture_output=True, timeout=30,
+                            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_CONFIG_NOSYSTEM": "1",
+                                 "HOME": "/nonexistent"})
         listed, readable = done.stdout, done.returncode == 0 and not config.is_symlink()
     except (OSError, subprocess.TimeoutExpired):
         listed, readable = b"", False

@@ -104,7 +104,7 @@ def harness_facts(root: Path, session: Session) -> str:
         lines.append(f"- git root: {git['git_root']}; branch {git['branch']}; HEAD {git['head']}")
         lines.append(f"- dirty files ({len(dirty)}): " + (", ".join(d.strip() for d in dirty[:30]) or "none"))
     else:
-        lines.append(f"- {root} is not in a git repository")
+        lines.append(f"- git {git['refused']}" if git.get("refused") else f"- {root} is not in a git repository")
     lines.append(f"- files read ({len(reads)}): " + (", ".join(reads[:60]) or "none"))
     lines.append(f"- files written ({len(writes)}): " + (", ".join(writes[:60]) or "none"))
     lines.append(_commands(since))
@@ -165,27 +165,33 @@ class Recall:
     reads_files: ClassVar[bool] = False
 
     async def run(self, args: RecallInput, ctx: ToolContext) -> ToolOutcome:
+        write = not ctx.read_only
         if args.id:
-            found = await asyncio.to_thread(recall.fetch, ctx.root, args.id, args.page)
+            try:
+                found = await asyncio.to_thread(recall.fetch, ctx.root, args.id, args.page, write)
+            except recall.RecallIdError as exc:
+                raise ToolFailure(str(exc)) from None
             if found is None:
                 raise ToolFailure(f"no recallable call with id {args.id!r}")
             return ToolOutcome(found)
         if not args.query or not args.query.strip():
             raise ToolFailure("give a query to search, or an id to fetch")
-        return ToolOutcome(await asyncio.to_thread(recall_text, ctx.root, ctx.session, args.query, args.all_sessions))
+        return ToolOutcome(await asyncio.to_thread(recall_text, ctx.root, ctx.session, args.query, args.all_sessions,
+                                                   write=write))
 
 
-def recall_text(root: Path, session: Session, query: str, all_sessions: bool, for_human: bool = False) -> str:
+def recall_text(root: Path, session: Session, query: str, all_sessions: bool, for_human: bool = False,
+                write: bool = True) -> str:
     """Search results as text, one hit per paragraph; shared by the tool and `/recall`.
 
     The model reads each match marked with brackets. A person (`for_human`) reads the same
     snippet as it was written, unmarked, under a label saying where it matched: brackets
-    inside a command would pass for part of it.
+    inside a command would pass for part of it. Without `write` (read-only mode) no index is written.
     """
     if all_sessions:
-        hits = recall.search_project(root, session.path, query)
+        hits = recall.search_project(root, session.path, query, write=write)
     else:
-        hits = recall.search(session.path, query)
+        hits = recall.search(session.path, query, write=write)
     if not hits:
         return f"no stripped tool call matches {query!r}"
     out = ["snippets as written; … marks where one was cut"] if for_human else []

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rhapsody.core.credentials import is_credential
 from rhapsody.core.cuts import marker
 from rhapsody.core.tools import ToolFailure
 
 
-def confine(root: Path, given: str) -> Path:
-    """Resolve `given` under `root`; refuse anything that lands outside, symlinks included."""
+def confine(root: Path, given: str, protected: tuple[str, ...] = ()) -> Path:
+    """Resolve `given` under `root`; refuse anything that lands outside, symlinks included, and credential
+    locations (`core/credentials.py`, with the user's `protected` paths) even inside."""
     if not given or "\x00" in given:
         raise ToolFailure("path is empty or contains a NUL byte")
     base = root.resolve()
@@ -17,6 +19,8 @@ def confine(root: Path, given: str) -> Path:
     target = (candidate if candidate.is_absolute() else base / candidate).resolve()
     if target != base and base not in target.parents:
         raise ToolFailure(f"refused: {given!r} resolves outside the project root {base}")
+    if is_credential(target, protected, resolved=True):
+        raise ToolFailure(f"refused: {given!r} is a credential location (a protected read, see docs/security.md)")
     return target
 
 

@@ -5,7 +5,8 @@ stream into a bounded buffer that keeps the head and the tail, so a command that
 forever (`yes`) costs a fixed amount of memory. When the command ends, times out or is
 cancelled, its whole group is killed, so a backgrounded `cmd &` does not outlive it.
 Every group still running is killed when rhapsody exits normally or on SIGTERM/SIGHUP;
-the sandbox's `--die-with-parent` covers SIGKILL.
+after SIGKILL the parent-death signal (`tools/lifeline.py`) and the sandbox's
+`--die-with-parent` do it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from types import FrameType
 
 from rhapsody.core.cuts import marker
+from rhapsody.tools import lifeline
 
 CHUNK = 65536
 DRAIN_AFTER_EXIT = 2.0
@@ -81,7 +83,8 @@ async def run(argv: list[str], cwd: str, env: dict[str, str], timeout: float, ca
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT, start_new_session=True, pass_fds=pass_fds)
+            stderr=asyncio.subprocess.STDOUT, start_new_session=True, pass_fds=pass_fds,
+            preexec_fn=lifeline.preexec())
     finally:
         for fd in pass_fds:
             os.close(fd)

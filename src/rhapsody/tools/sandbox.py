@@ -24,9 +24,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from rhapsody.core.credentials import locations
 from rhapsody.core.permissions import PROTECTED_READS
 from rhapsody.core.secrets import mask
-from rhapsody.tools import gitguard, seccomp
+from rhapsody.tools import gitguard, lifeline, seccomp
 from rhapsody.tools.gitguard import git_redirects, hooks_path, undo_git_redirects
 
 __all__ = ["bwrap_path", "effective_level", "git_redirects", "hooks_path", "scrubbed_env", "secret_values", "status",
@@ -34,21 +35,6 @@ __all__ = ["bwrap_path", "effective_level", "git_redirects", "hooks_path", "scru
 
 SECRET_FILES = PROTECTED_READS
 """Project files that read as empty inside the sandbox (matched case-insensitively on the name)."""
-HOME_SECRETS = (".ssh", ".aws", ".gnupg", ".azure", ".kube", ".docker", ".config/gcloud", ".config/gh",
-                ".config/rhapsody", ".netrc", ".git-credentials", ".npmrc", ".pypirc", ".pgpass", ".password-store",
-                ".local/share/keyrings", ".config/anthropic", ".anthropic",
-                # shell and REPL histories (tokens typed on a command line), other tools' credentials
-                ".bash_history", ".zsh_history", ".zhistory", ".histfile", ".local/share/fish", ".python_history",
-                ".psql_history", ".mysql_history", ".sqlite_history", ".node_repl_history", ".lesshst", ".viminfo",
-                ".vault-token", ".cargo/credentials", ".cargo/credentials.toml", ".config/hub", ".config/glab-cli",
-                ".terraform.d", ".m2/settings.xml", ".gradle/gradle.properties", ".config/git/credentials",
-                ".config/op", ".config/doctl", ".config/helm", ".config/heroku", ".config/netlify", ".config/vercel",
-                ".config/configstore", ".config/rclone", ".config/pip", ".pip", ".gem/credentials", ".composer/auth.json",
-                ".nuget", ".yarnrc", ".yarnrc.yml", ".config/yarn", ".bundle/config", ".s3cfg", ".boto", ".oci",
-                ".config/openai", ".config/github-copilot", ".mozilla", ".config/google-chrome", ".config/chromium",
-                ".config/BraveSoftware", ".Xauthority", ".ICEauthority", ".config/Code/User/globalStorage",
-                ".claude", ".claude.json", ".codex", ".config/gemini", ".gemini")
-"""Paths under $HOME hidden inside the sandbox (folders become empty, files read empty)."""
 SYSTEM_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/ssl/private", "/etc/sudoers",
                   "/etc/sudoers.d", "/root/.ssh", "/var/lib/rhapsody")
 """System files readable by root that stay hidden when rhapsody itself runs as root."""
@@ -98,8 +84,8 @@ _PROBE = ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-
 def _starts(bwrap: str, fd: int | None = None) -> bool:
     extra = ["--seccomp", str(fd)] if fd is not None else []
     try:
-        done = subprocess.run([bwrap, *_PROBE, *extra, "--", "true"], stdin=subprocess.DEVNULL, capture_output=True,
-                              timeout=10, pass_fds=() if fd is None else (fd,))
+        done = lifeline.run([bwrap, *_PROBE, *extra, "--", "true"], stdin=subprocess.DEVNULL, capture_output=True,
+                            timeout=10, pass_fds=() if fd is None else (fd,))
     except (OSError, subprocess.TimeoutExpired):
         return False
     finally:
@@ -131,9 +117,11 @@ def status(setting: str) -> str:
     return f"sandbox {setting}"
 
 
-def wrap(argv: list[str], root: Path, level: str, network: bool = False) -> tuple[list[str], tuple[int, ...]]:
+def wrap(argv: list[str], root: Path, level: str, network: bool = False,
+         protected: tuple[str, ...] = ()) -> tuple[list[str], tuple[int, ...]]:
     """`argv` run inside the sandbox for `root` at `level`, and the descriptors the child must inherit
-    (the caller closes them once it has started); raises when no sandbox is available."""
+    (the caller closes them once it has started); `protected`: the user's own protected paths, mounted
+    empty like the built-in credential locations. Raises when no sandbox is available."""
     bwrap = bwrap_path()
     if bwrap is None or level == "off":
         raise RuntimeError("no sandbox available")
@@ -152,7 +140,7 @@ def wrap(argv: list[str], root: Path, level: str, network: bool = False) -> tupl
         cmd += ["--bind", str(root), str(root), "--ro-bind", str(state), str(state), *gitguard.binds(root, nested_git)]
     else:
         cmd += ["--ro-bind", str(root), str(root)]
-    cmd += _home_masks(root)  # after the project's bind, so a home inside the project is masked too
+    cmd += _home_masks(root, protected)  # after the project's bind, so a home inside the project is masked too
     for path in secrets:
         cmd += ["--ro-bind", empty_file(), str(path)]
     filter_fd = seccomp.program_fd() if _seccomp_works() else None
@@ -163,14 +151,11 @@ def wrap(argv: list[str], root: Path, level: str, network: bool = False) -> tupl
     return cmd, fds
 
 
-def _home_masks(root: Path) -> list[str]:
-    home = Path(os.path.expanduser("~"))
+def _home_masks(root: Path, protected: tuple[str, ...] = ()) -> list[str]:
+    """Credential locations (`core/credentials.py`: the home list and the user's `protected_paths`) and
+    system secrets: folders become empty, files read empty."""
     ssh_keys = [str(p) for p in Path("/etc/ssh").glob("ssh_host_*_key")]
-    paths = [home / rel for rel in HOME_SECRETS]
-    xdg = os.environ.get("XDG_CONFIG_HOME")
-    if xdg:  # the user config (and other tools' credentials) live here instead of ~/.config
-        paths += [Path(xdg) / rel.removeprefix(".config/") for rel in HOME_SECRETS if rel.startswith(".config/")]
-    return _masks(root, paths + [Path(p) for p in (*SYSTEM_SECRETS, *ssh_keys)])
+    return _masks(root, locations(protected) + [Path(p) for p in (*SYSTEM_SECRETS, *ssh_keys)])
 
 
 _EMPTY: list[str] = []

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from rhapsody.core.credentials import is_credential, known
 from rhapsody.core.permissions import PROTECTED_READS, protected
 
 SKIP_DIRS = {".git", ".rhapsody", "node_modules", "__pycache__", ".venv", "venv"}
@@ -51,11 +52,17 @@ def glob_match(pattern: str, rel: str) -> bool:
     return match(0, 0)
 
 
-def walk(root: Path, start: Path, hidden: tuple[str, ...] = ()) -> Iterator[tuple[Path, str]]:
-    """Regular files under `start` (inside `root`), never through a link: (path, path relative to root)."""
+def walk(root: Path, start: Path, hidden: tuple[str, ...] = (), credentials: tuple[str, ...] = ()
+         ) -> Iterator[tuple[Path, str]]:
+    """Regular files under `start` (inside `root`), never through a link nor into a credential location
+    (`credentials`: the user's protected paths besides the built-in ones): (path, path relative to root)."""
+    guarded = known(credentials)  # `start` passed `confine`, so only entries met on the way need checking
     for folder, dirs, files in os.walk(start, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not os.path.islink(os.path.join(folder, d)))
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not os.path.islink(os.path.join(folder, d))
+                         and os.path.join(folder, d) not in guarded)
         for name in sorted(files):
+            if os.path.join(folder, name) in guarded:
+                continue
             path = Path(folder, name)
             rel = path.relative_to(root).as_posix()
             if path.is_symlink() or not path.is_file() or readable_hidden(rel, hidden):
@@ -68,18 +75,19 @@ def readable_hidden(rel: str, hidden: tuple[str, ...]) -> bool:
     return protected(rel) or any(fnmatch.fnmatchcase(rel, p[2:] if p.startswith("./") else p) for p in hidden)
 
 
-def find(root: Path, pattern: str, hidden: tuple[str, ...] = ()) -> list[str]:
+def find(root: Path, pattern: str, hidden: tuple[str, ...] = (), credentials: tuple[str, ...] = ()) -> list[str]:
     """Relative paths of files matching the glob `pattern`."""
-    return [rel for _, rel in walk(root, root, hidden) if glob_match(pattern, rel)]
+    return [rel for _, rel in walk(root, root, hidden, credentials) if glob_match(pattern, rel)]
 
 
-def python_search(root: Path, target: Path, pattern: str, ignore_case: bool, hidden: tuple[str, ...]) -> str:
+def python_search(root: Path, target: Path, pattern: str, ignore_case: bool, hidden: tuple[str, ...],
+                  credentials: tuple[str, ...] = ()) -> str:
     """Lines matching `pattern` as `path:line:text`; run in a child process (see `main`)."""
     regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
     if target.is_file() and not target.is_symlink():
         files: Iterator[tuple[Path, str]] = iter([(target, target.relative_to(root).as_posix())])
     else:
-        files = walk(root, target, hidden)
+        files = walk(root, target, hidden, credentials)
     hits: list[str] = []
     for path, rel in files:
         try:
@@ -105,22 +113,23 @@ def ripgrep_argv(rg: str, pattern: str, target: Path, ignore_case: bool) -> list
     return [*cmd, "--", pattern, str(target)]
 
 
-def drop_hidden(output: str, root: Path, hidden: tuple[str, ...]) -> str:
+def drop_hidden(output: str, root: Path, hidden: tuple[str, ...], credentials: tuple[str, ...] = ()) -> str:
     """ripgrep's lines, paths made relative, minus files search must not show."""
     prefix = str(root) + os.sep
     kept = []
     for line in output.splitlines():
         line = line.removeprefix(prefix)
-        if not readable_hidden(line.split(":", 1)[0], hidden):
+        rel = line.split(":", 1)[0]
+        if not readable_hidden(rel, hidden) and not is_credential(root / rel, credentials, resolved=True):
             kept.append(line)
     return "\n".join(kept)
 
 
 def main() -> None:
-    """Child-process entry: one JSON argument {root, target, pattern, ignore_case, hidden}."""
+    """Child-process entry: one JSON argument {root, target, pattern, ignore_case, hidden, protected}."""
     job = json.loads(sys.argv[1])
     sys.stdout.write(python_search(Path(job["root"]), Path(job["target"]), job["pattern"], job["ignore_case"],
-                                   tuple(job["hidden"])))
+                                   tuple(job["hidden"]), tuple(job.get("protected", ()))))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,40 @@
+"""A real parent for tests/test_no_orphans.py: starts one kind of child through rhapsody's own code
+(`python -m tests.orphan_parent KIND ROOT`), then blocks until the test kills it with SIGKILL."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+from rhapsody.core.context import RequestSpec
+from rhapsody.core.session import Session
+from rhapsody.core.tools import ToolContext
+from rhapsody.tools import default_toolbox
+from rhapsody.tools.git import run_git
+
+SLEEPER = "python3 -c 'import time; time.sleep(300)'"
+"""A long-running command whose command line can carry the test's marker."""
+
+
+async def tool(root: Path, name: str, args: dict[str, object], sandbox: str) -> None:
+    ctx = ToolContext(root, Session.start(root, RequestSpec(model="m", system="s", tools=[])), 300, 20000)
+    await default_toolbox("yolo", sandbox=sandbox).run(name, args, ctx)
+
+
+def main(kind: str, root: Path) -> None:
+    bash = f"{SLEEPER} {root} & {SLEEPER} {root}"  # one in the background, one in the foreground
+    if kind == "git":
+        run_git(root, "status")
+    elif kind in ("search", "ripgrep"):
+        asyncio.run(tool(root, "search_text", {"pattern": "(a+)+$"}, "off"))
+    elif kind == "bash-off":
+        asyncio.run(tool(root, "bash", {"command": bash}, "off"))
+    elif kind == "bash-sandboxed":
+        asyncio.run(tool(root, "bash", {"command": bash}, "workspace-write"))
+    else:
+        raise SystemExit(f"unknown kind {kind}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], Path(sys.argv[2]))
