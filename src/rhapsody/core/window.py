@@ -6,7 +6,7 @@ model the table does not know (a local model behind the openai provider) gets
 `OTHER_WINDOW`. The `context_window` setting overrides all of these.
 
 The automatic seam is asked for when the context reaches `handoff_at_share` of the window
-(default 0.7, docs/performance.md says why), or, when a seam left more than that, halfway
+(default 0.6, docs/performance.md says why), or, when a seam left more than that, halfway
 from what the seam left to the window's end, so a text-heavy context is not handed off
 after every turn. `handoff_at_tokens` replaces the share when set (core/turn_end.py).
 
