@@ -106,7 +106,7 @@ def main() -> None:
     ns = parser.parse_args()
     runs = [("net only: the API refuses", {"handoff_at_share": "off"}),
             ("net only: rhapsody's estimate", {"handoff_at_share": "off", "context_window": ns.window})]
-    runs += [(f"share {s}", {"handoff_at_share": s, "context_window": ns.window}) for s in (0.5, 0.6, 0.7, 0.8)]
+    runs += [(f"share {s}", {"handoff_at_share": s, "context_window": ns.window}) for s in (0.4, 0.5, 0.6, 0.7, 0.8)]
     print(f"{ns.calls} calls of {ns.chars:,} characters, window {ns.window:,} tokens (loopback count)")
     print("| run | calls | requests | refused (400) | seams (at the window) | peak request | billed input | "
           "first strip at the window (est. tokens) |")

@@ -27,9 +27,9 @@ from rhapsody.core.context import Conversation, RequestSpec, measure_messages
 from rhapsody.core.history import STATE_DIR
 from rhapsody.core.session import Session
 
-DEFAULT_NOTE_TOKENS = 1_200
-"""What a handoff is assumed to add when no note was written yet: the ask (~300 tokens), a short
-note with the harness's facts and index (~700) and the answer, near the ~1,136 one short session measured."""
+DEFAULT_NOTE_TOKENS = 2_500
+"""What a handoff is assumed to add when no note was written yet: the default the what-if pricing
+states too (docs/performance.md); the recorded session's one handoff added ~2,939, a short one ~1,136."""
 SAMPLES = 5
 PROJECT_FILES = 20
 """The newest histories of the project read for note costs (the rest are older and slower to read)."""
