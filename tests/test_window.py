@@ -104,10 +104,10 @@ def test_window_sizes_come_from_the_table_a_1m_id_or_the_setting() -> None:
     assert context_window("llama3.1:8b", 32_768) == 32_768
 
 
-def test_the_share_arms_at_its_share_or_halfway_past_what_a_seam_left() -> None:
-    assert share_limit(0.7, 200_000, 0) == 140_000
-    assert share_limit(0.7, 200_000, 20_000) == 140_000
-    assert share_limit(0.7, 200_000, 150_000) == 175_000  # a text-heavy seam is not handed off every turn
+def test_the_share_arms_at_its_share_of_the_room_the_last_seam_left() -> None:
+    assert share_limit(0.6, 200_000, 0) == 120_000
+    assert share_limit(0.6, 200_000, 20_000) == 128_000
+    assert share_limit(0.6, 200_000, 150_000) == 180_000  # a text-heavy seam is not handed off every turn
 
 
 def test_the_estimate_is_calibrated_by_the_last_reported_usage() -> None:

@@ -5,10 +5,10 @@ Sizes come from the one model table (core/pricing.py: Claude models 1M, the 4.5 
 model the table does not know (a local model behind the openai provider) gets
 `OTHER_WINDOW`. The `context_window` setting overrides all of these.
 
-The automatic seam is asked for when the context reaches `handoff_at_share` of the window
-(default 0.6, docs/performance.md says why), or, when a seam left more than that, halfway
-from what the seam left to the window's end, so a text-heavy context is not handed off
-after every turn. `handoff_at_tokens` replaces the share when set (core/turn_end.py).
+The automatic seam is asked for when the context has filled `handoff_at_share` of the room
+the last seam left (of the whole window before any seam; default 0.6, docs/performance.md
+says why), so a context a seam left large (much text) is not handed off again after every
+turn. `handoff_at_tokens` replaces the share when set (core/turn_end.py).
 
 Whether a request fits is judged on rhapsody's own estimate (core/tokens.py) calibrated by
 the last request the API reported usage for: the estimate of the request about to go, times
@@ -42,8 +42,8 @@ def context_window(model: str, override: int | None = None) -> int:
 
 
 def share_limit(share: float, window: int, after_last_seam: int) -> int:
-    """The context size at which the automatic seam is asked for."""
-    return max(int(share * window), after_last_seam + (window - after_last_seam) // 2)
+    """The context size at which the automatic seam is asked for: `share` of the room the last seam left."""
+    return after_last_seam + int(share * (window - after_last_seam))
 
 
 def after_last_seam(records: list[dict[str, Any]]) -> int:
