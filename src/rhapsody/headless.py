@@ -36,11 +36,11 @@ async def run_headless(agent: Agent, task: str, output: str = "text", out: TextI
     if output == "jsonl":
         _json(out, session_event(agent))
     if task.split(maxsplit=1)[:1] == ["/handoff"]:  # a seam of a resumed session: the one command headless runs
-        outcome = run_command(agent, task)
-        if outcome.confirm or outcome.error or not outcome.run_turn:
-            err.write(f"rhapsody: {outcome.text}" + ("; not handed off: headless asks no one (`-p '/handoff anyway'` "
-                                                     "forces it)" if outcome.confirm else "") + "\n")
-            return REFUSED_STATUS if outcome.confirm else 0
+        refused = _handoff(agent, task, err)
+        if refused is not None:
+            if output == "jsonl":
+                _json(out, result_event(agent, refused, []))
+            return refused
         task = ""
     async with aclosing(agent.run(task)) as stream:
         async for event in stream:
@@ -67,6 +67,17 @@ async def run_headless(agent: Agent, task: str, output: str = "text", out: TextI
     elif denials:
         err.write(f"rhapsody: {refusal_summary(len(denials), unanswered)}\n")
     return status
+
+
+def _handoff(agent: Agent, task: str, err: TextIO) -> int | None:
+    """`-p /handoff`: None when the handoff turn is to run, else the exit status after one line on stderr
+    (REFUSED_STATUS when the seam would not pay: there is no one to ask)."""
+    outcome = run_command(agent, task)
+    if outcome.run_turn and not outcome.confirm:
+        return None
+    why = "; not handed off: headless asks no one (`-p '/handoff anyway'` forces it)" if outcome.confirm else ""
+    err.write(f"rhapsody: {outcome.text}{why}\n")
+    return REFUSED_STATUS if outcome.confirm else 0
 
 
 REFUSED_STATUS = 4
