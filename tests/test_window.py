@@ -24,7 +24,7 @@ from prompt_toolkit.output import DummyOutput
 
 from rhapsody.config import Settings
 from rhapsody.core.errors import ContextTooLong
-from rhapsody.core.events import Failed, SeamCommitted, TurnEnded
+from rhapsody.core.events import Failed, SeamCommitted, ToolStarted, TurnEnded
 from rhapsody.core.session import Session
 from rhapsody.core.strip import validity_problems
 from rhapsody.core.window import OTHER_WINDOW, context_window, expected_tokens, share_limit
@@ -35,7 +35,7 @@ from rhapsody.plain import run_plain
 from rhapsody.tui.app import RhapsodyApp
 from rhapsody.wiring import build
 
-from .conftest import SANDBOX, Stub, collect, until
+from .conftest import SANDBOX, Stub, collect, make_project, until
 from .test_cli import rhapsody
 from .test_handoff_e2e import handoff_turn
 from .test_openai import ChatStub, chat  # noqa: F401 - the fixture
@@ -281,3 +281,29 @@ async def test_a_crash_between_the_strip_and_the_ask_resumes_valid_and_goes_on(s
     again = build(project, settings, stub.model(), None, resume=copy.stem)
     events = await collect(again.agent.run("go on"))
     assert isinstance(events[-1], TurnEnded)
+
+
+async def noted_then_refused(stub: Stub, root: Path, window: int | None) -> list[Any]:
+    """Three big calls, a handoff asked mid-run; the note is written; the request after it is refused
+    when `window` lies between its size and the size of the request before it."""
+    stub.server.window = window
+    stub.script(big(1), big(2), big(3), handoff_turn(), say("Going on: all three blocks are read."))
+    wiring = stub.wire(root, handoff_at_share="off")
+    events = []
+    async for event in wiring.agent.run("read three blocks"):
+        events.append(event)
+        if isinstance(event, ToolStarted) and "3333" in str(event.call.input.get("command")):
+            wiring.agent.request_handoff()
+    return events
+
+
+async def test_a_note_written_before_the_refusal_is_kept_and_the_work_goes_on(stub: Stub, tmp_path: Path) -> None:
+    await noted_then_refused(stub, make_project(tmp_path / "dry"), None)
+    asked, noted = (stub.server.prompt_tokens(b) for b in stub.bodies()[3:5])
+    stub.server.requests.clear()
+    root = make_project(tmp_path / "proj")
+    events = await noted_then_refused(stub, root, (asked + noted) // 2)
+    seams = [e.record for e in events if isinstance(e, SeamCommitted)]
+    assert len(seams) == 1 and seams[0]["window"] and seams[0]["note_path"]  # the note it had, no second ask
+    assert [r.status for r in stub.server.requests].count(400) == 1 and isinstance(events[-1], TurnEnded)
+    assert stub.bodies()[-1]["messages"][-1]["content"][-1]["text"].startswith("[rhapsody] The micro-handoff is done")

@@ -11,7 +11,8 @@ cannot be asked for. The strip needs no model call. When a request is refused fo
    left (each call recallable by id) and, from the note tool, the harness's facts;
 3. the note attaches to that seam (`seam_note`), and the agent is told to go on.
 
-A note already written (phase `noted`) is not asked again: its seam is committed now.
+A note already written (phase `noted`) is not asked again: its seam is committed now, and
+work the handoff interrupted goes on.
 When stripping would take nothing, or the stripped request is refused again, the turn
 fails with one line; the history is valid at every step, since each step is one record.
 
@@ -55,7 +56,9 @@ def strip_first(session: Session, policy: Policy, refusal: str) -> Netted:
         session.record("seam_failed", reason=reason)
         return Netted([HandoffFailed(reason), *_fail(session, refusal).events], False)
     events: list[Event] = [SeamCommitted(record)]
-    if state.phase != Phase.NOTED:
+    if state.phase == Phase.NOTED and state.interrupted_work:  # the seam the note was for is made: go on
+        session.append_message("user", [TextBlock(text=policy.continue_after_handoff)])
+    elif state.phase != Phase.NOTED:
         handoff_state.ask(session, interrupted_work=True, after_strip=record["seam"])
         text = policy.window_request.format(reason=refusal, seam=record["seam"], index=index)
         session.append_message("user", [TextBlock(text=text)])
