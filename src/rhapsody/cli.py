@@ -57,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--demo", action="store_true", help="offline demo on a fresh sample project (not --cwd), no key needed")
     p.add_argument("--plain", action="store_true", help="line-based interface instead of the full-screen app")
     p.add_argument("--handoff-at-tokens", type=int, metavar="N", help="micro-handoff when context passes N tokens")
-    p.add_argument("--handoff-at-share", metavar="S", help="micro-handoff at this share of the window (default 0.6; off)")
+    p.add_argument("--handoff-at-share", metavar="S", help="micro-handoff at this share of the window (default 0.4; off)")
     p.add_argument("--context-window", type=int, metavar="N", help="the model's context window in tokens")
     p.add_argument("--thinking", action="store_true", default=None, help="ask for adaptive thinking")
     p.add_argument("--parallel-tools", action="store_true", default=None, help="allow parallel tool calls")

@@ -110,7 +110,7 @@ class Settings(BaseModel):
     """Rules that always refuse, e.g. "bash:rm -rf*", "bash:curl*"."""
     handoff_at_tokens: int | None = Field(None, ge=1000)
     """Trigger a micro-handoff when the active context passes this many estimated tokens."""
-    handoff_at_share: Annotated[float, Field(gt=0, lt=1)] | Literal["off"] = 0.6
+    handoff_at_share: Annotated[float, Field(gt=0, lt=1)] | Literal["off"] = 0.4
     """Trigger a micro-handoff when the context reaches this share of the model's window ("off": never);
     `handoff_at_tokens` replaces it when set. A request that does not fit is stripped first either way."""
     context_window: int | None = Field(None, ge=1000)

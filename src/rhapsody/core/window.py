@@ -6,7 +6,7 @@ model the table does not know (a local model behind the openai provider) gets
 `OTHER_WINDOW`. The `context_window` setting overrides all of these.
 
 The automatic seam is asked for when the context has filled `handoff_at_share` of the room
-the last seam left (of the whole window before any seam; default 0.6, docs/performance.md
+the last seam left (of the whole window before any seam; default 0.4, docs/performance.md
 says why), so a context a seam left large (much text) is not handed off again after every
 turn. `handoff_at_tokens` replaces the share when set (core/turn_end.py).
 
