@@ -15,6 +15,7 @@ from rhapsody.core.approval import HumanApprover
 from rhapsody.loopback.script import call, say
 from rhapsody.tui.app import RhapsodyApp
 from rhapsody.tui.approval import ApprovalScreen
+from rhapsody.tui.confirm import ConfirmScreen
 from rhapsody.tui.fullview import FullView
 from rhapsody.tui.widgets import Foldable, PromptInput
 
@@ -271,6 +272,8 @@ async def test_ctrl_o_during_a_turn_without_tools_ends_in_a_seam(stub: Stub, pro
         app.start_turn("go")
         await until(pilot, lambda: app.transcript.live is not None)
         await app.action_handoff()
+        assert isinstance(app.screen, ConfirmScreen)  # the earlier call's output is smaller than a note
+        app.screen.action_answer(True)
         await idle(pilot)
         kinds = [r["kind"] for r in records(app)]
         assert kinds.count("seam") == 1
@@ -682,7 +685,7 @@ async def recalled(app: RhapsodyApp, pilot: Any) -> str:
     """Run the scripted call, hand off, `/recall slow`: the recall output the app shows."""
     await send(pilot, "run the slow check")
     await idle(pilot)
-    await send(pilot, "/handoff")
+    await send(pilot, "/handoff anyway")
     await idle(pilot)
     await send(pilot, "/recall slow")
     await until(pilot, lambda: any("narration before" in t for t in texts(app)))

@@ -158,6 +158,8 @@ async def test_plain_mode_ctrl_o_requests_the_handoff_and_keeps_the_line_being_t
         pipe.send_text("run it\r")
         await until(lambda: not wiring.agent.busy and "Done." in out.getvalue())
         pipe.send_text("half typed\x0f")
+        await until(lambda: "a seam would not pay now" in out.getvalue())  # the figures, then "hand off anyway? [y/N]"
+        pipe.send_text("y\r")
         await until(lambda: any(r["kind"] == "seam" for r in wiring.session.records))
         await until(lambda: not wiring.agent.busy and "Noted." in out.getvalue())
         pipe.send_text(" line\r")

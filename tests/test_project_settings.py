@@ -132,8 +132,8 @@ BIGGER_WIDENS = ("max_tokens", "bash_timeout", "output_cap", "retries", "request
                  "rolling_batch", "memory.map_cap")
 ON_WIDENS = ("parallel_tools", "thinking", "exact_tokens", "sandbox_network", "memory.commit")
 MUST_EQUAL = ("provider", "model", "keymap", "mcp_servers", "trusted_projects", "memory.path")
-NO_DIRECTION = ("context", "retry_base_delay", "memory.stale_days")
-SPECIAL = ("permission_mode", "sandbox", "allow", "deny", "narration_min_words")
+NO_DIRECTION = ("context", "retry_base_delay", "memory.stale_days", "handoff_at_share", "context_window")
+SPECIAL = ("permission_mode", "sandbox", "allow", "deny", "narration_min_words", "protected_paths")
 
 
 def _get(s: Settings, key: str) -> Any:
@@ -152,6 +152,8 @@ def widenings(ours: Settings, theirs: Settings, interactive: bool) -> list[str]:
         out.append("allow")
     if not set(theirs.deny) <= set(ours.deny):
         out.append("deny")
+    if not set(theirs.protected_paths) <= set(ours.protected_paths):
+        out.append("protected_paths")
     if ours.narration_min_words < theirs.narration_min_words:
         out.append("narration_min_words")
     for key in BIGGER_WIDENS:

@@ -10,6 +10,7 @@ from textual.widgets import Static
 from rhapsody.core.approval import HumanApprover
 from rhapsody.loopback.script import call, say
 from rhapsody.tui.app import RhapsodyApp
+from rhapsody.tui.confirm import ConfirmScreen
 from rhapsody.tui.widgets import Foldable, PromptInput
 
 from .conftest import GATE, Stub, until
@@ -59,7 +60,9 @@ async def test_task_hint_and_handoff_through_the_app(stub: Stub, project: Path) 
         assert [b["type"] for b in second] == ["tool_result", "text"] and second[1]["text"] == "prefer short output"
         assert any(e.kind == "tool" and "; echo slow-done → exit 0" in e.text for e in app.transcript.entries)
 
-        await type_and_send(pilot, "/handoff")
+        await type_and_send(pilot, "/handoff")  # a short session: the note would outweigh the strip, so it asks
+        assert isinstance(app.screen, ConfirmScreen) and "a seam would not pay now: the strip would take" in app.screen.text
+        await pilot.press("y")
         await wait_idle(pilot)
         seams = [e for e in app.transcript.entries if e.kind == "seam"]
         assert len(seams) == 1 and "seam 1:" in seams[0].text and "Field note, seam 1" in seams[0].body

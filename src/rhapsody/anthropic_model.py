@@ -19,7 +19,7 @@ from typing import Any
 import anthropic
 import httpx2
 
-from rhapsody.core.errors import ModelError
+from rhapsody.core.errors import ContextTooLong, ModelError
 from rhapsody.core.events import ModelResponse
 from rhapsody.core.figures import USAGE_KEYS
 from rhapsody.core.model import ModelEvent
@@ -133,6 +133,8 @@ def _classify(exc: Exception) -> tuple[str, float | None]:
         kind = getattr(exc, "type", None) or ""
         if status == 200 or status in RETRY_STATUSES or status >= 500:
             return f"{status} {kind or 'error'} {_api_message(exc)}".strip(), _retry_after(exc)
+        if status == 400 and _api_message(exc).startswith("prompt is too long"):  # the API's words for it
+            raise ContextTooLong(f"the API refused the request for length (400): {_api_message(exc)}") from None
         raise ModelError(_fatal_message(status, exc)) from None
     if isinstance(exc, (anthropic.APIConnectionError, httpx2.TransportError, httpx2.StreamError)):
         return connection_failed(exc), None

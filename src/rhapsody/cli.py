@@ -59,6 +59,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--demo", action="store_true", help="offline demo on a fresh sample project (not --cwd), no key needed")
     p.add_argument("--plain", action="store_true", help="line-based interface instead of the full-screen app")
     p.add_argument("--handoff-at-tokens", type=int, metavar="N", help="micro-handoff when context passes N tokens")
+    p.add_argument("--handoff-at-share", metavar="S", help="micro-handoff at this share of the window (default 0.4; off)")
+    p.add_argument("--context-window", type=int, metavar="N", help="the model's context window in tokens")
     p.add_argument("--thinking", action="store_true", default=None, help="ask for adaptive thinking")
     p.add_argument("--parallel-tools", action="store_true", default=None, help="allow parallel tool calls")
     p.add_argument("--narration-min-words", type=int, metavar="N", help="words required before each tool call")
@@ -275,6 +277,8 @@ def _flags(ns: argparse.Namespace) -> dict[str, Any]:
         "model": ns.model,
         "permission_mode": ns.permission_mode,
         "handoff_at_tokens": ns.handoff_at_tokens,
+        "handoff_at_share": ns.handoff_at_share,
+        "context_window": ns.context_window,
         "thinking": ns.thinking,
         "parallel_tools": ns.parallel_tools,
         "narration_min_words": ns.narration_min_words,

@@ -12,7 +12,7 @@ from rhapsody.core.session import Session
 from rhapsody.render import undo_text
 
 COMMANDS = {
-    "/handoff": "write a field note, then strip tool traffic from the context",
+    "/handoff": "[anyway]: write a field note, then strip tool traffic (asks first when it would not pay)",
     "/unhandoff": "put the last seam's stripped blocks back",
     "/stats": "every seam of this session, before → after, and what the seams saved",
     "/recall": "QUERY: search stripped tool calls (--all: earlier sessions too)",
@@ -41,6 +41,9 @@ class Outcome:
     error: bool = False
     prompt: str = ""
     """What to send as the human's message (a custom command's prompt); queued when a turn runs."""
+    confirm: str = ""
+    """A question for the human (the app asks it, plain mode asks y/N, headless refuses): yes runs `then`."""
+    then: str = ""
 
 
 def is_command(line: str) -> bool:
@@ -62,7 +65,7 @@ def run_command(agent: Agent, line: str, keys: tuple[tuple[str, str], ...] | Non
     if name not in COMMANDS:
         return _custom(agent, name, arg)
     if name == "/handoff":
-        return _handoff(agent)
+        return _handoff(agent, arg)
     if name == "/unhandoff":
         return _unhandoff(agent)
     if name == "/stats":
@@ -137,12 +140,22 @@ PLAIN_KEYS = (("enter", "send; while the agent works, a hint for its next step")
 """Plain mode's keys, as its /help lists them."""
 
 
-def _handoff(agent: Agent) -> Outcome:
+ANYWAY = "/handoff anyway"
+"""The handoff the human confirmed although it would not pay."""
+
+
+def _handoff(agent: Agent, arg: str = "") -> Outcome:
     from rhapsody.core.handoff import stripped_calls
     from rhapsody.core.handoff_state import nothing
+    from rhapsody.core.seam_cost import of_session
 
-    if not agent.busy and not agent.session.handoff.pending and not stripped_calls(agent.session):
+    calls = stripped_calls(agent.session)
+    if not agent.busy and not agent.session.handoff.pending and not calls:
         return Outcome(nothing(agent.session))  # no request, no seam: there is nothing to strip
+    if calls and arg != "anyway" and not agent.session.handoff.pending:  # no calls yet mid-turn: judged at its end
+        worth = of_session(agent.session)
+        if not worth.pays:
+            return Outcome(f"a seam would not pay now: {worth.text()}", confirm="hand off anyway?", then=ANYWAY)
     agent.request_handoff()
     if agent.busy:
         return Outcome("micro-handoff requested: at the next tool boundary, or right after this turn ends")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path, PurePosixPath
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -114,6 +114,11 @@ class Settings(BaseModel):
     """Rules that always refuse, e.g. "bash:rm -rf*", "bash:curl*"."""
     handoff_at_tokens: int | None = Field(None, ge=1000)
     """Trigger a micro-handoff when the active context passes this many estimated tokens."""
+    handoff_at_share: Annotated[float, Field(gt=0, lt=1)] | Literal["off"] = 0.4
+    """Trigger a micro-handoff when the context reaches this share of the model's window ("off": never);
+    `handoff_at_tokens` replaces it when set. A request that does not fit is stripped first either way."""
+    context_window: int | None = Field(None, ge=1000)
+    """The model's context window in tokens; unset: rhapsody's table (200K or 1M for Claude, 128K otherwise)."""
     bash_timeout: float = Field(120.0, gt=0)
     """Seconds before a bash command's process group is killed."""
     output_cap: int = Field(30000, ge=1000)

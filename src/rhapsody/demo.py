@@ -231,7 +231,9 @@ class Outcomes:
             return (head + "\n\nOr hand off first: **ctrl+o** or `/handoff` makes me write a field note that lists "
                     "the fix as open, and the tool traffic above leaves my context while every word stays.")
         return (head + "\n\nTry the micro-handoff now: press **ctrl+o** or type `/handoff`. I'll write a field note, "
-                "and the tool traffic above leaves my context while every word stays.")
+                "and the tool traffic above leaves my context while every word stays. The status bar's `seam ~…` "
+                "says what a seam would take now; when the note would add more than the strip takes, rhapsody shows "
+                "you the figures and asks first.")
 
 
 def exchanges(messages: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any] | None, str, str]]:

@@ -6,7 +6,8 @@ model, cwd, permission mode), then every loop event as a JSON object, and a `res
 event last (exit status, API requests, turns, tool calls, refused calls, seams, tokens,
 cost), as Claude Code's stream-json does. Exit status: 0 when the turn ended, 2 when it
 failed, 3 when a limit (`max_steps_per_turn`, `max_cost_usd`) ended it, 4 when it ended but
-a call was refused because it would have asked a human (the reason is on stderr).
+a call was refused because it would have asked a human (the reason is on stderr), or when a
+`/handoff` task was refused because the seam would not pay (the figures are on stderr).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 from contextlib import aclosing
 from typing import Any, TextIO
 
+from rhapsody.commands import run_command
 from rhapsody.core import events as ev
 from rhapsody.core.loop import Agent
 from rhapsody.render import limit_line, print_event
@@ -32,6 +34,13 @@ async def run_headless(agent: Agent, task: str, output: str = "text", out: TextI
     denials: list[ev.ToolFinished] = []
     if output == "jsonl":
         _json(out, session_event(agent))
+    if task.split(maxsplit=1)[:1] == ["/handoff"]:  # a seam of a resumed session: the one command headless runs
+        refused = _handoff(agent, task, err)
+        if refused is not None:
+            if output == "jsonl":
+                _json(out, result_event(agent, refused, []))
+            return refused
+        task = ""
     async with aclosing(agent.run(task)) as stream:
         async for event in stream:
             if output == "jsonl":
@@ -57,6 +66,17 @@ async def run_headless(agent: Agent, task: str, output: str = "text", out: TextI
     elif denials:
         err.write(f"rhapsody: {refusal_summary(len(denials), unanswered)}\n")
     return status
+
+
+def _handoff(agent: Agent, task: str, err: TextIO) -> int | None:
+    """`-p /handoff`: None when the handoff turn is to run, else the exit status after one line on stderr
+    (REFUSED_STATUS when the seam would not pay: there is no one to ask)."""
+    outcome = run_command(agent, task)
+    if outcome.run_turn and not outcome.confirm:
+        return None
+    why = "; not handed off: headless asks no one (`-p '/handoff anyway'` forces it)" if outcome.confirm else ""
+    err.write(f"rhapsody: {outcome.text}{why}\n")
+    return REFUSED_STATUS if outcome.confirm else 0
 
 
 REFUSED_STATUS = 4

@@ -23,7 +23,7 @@ from typing import Any
 
 import openai
 
-from rhapsody.core.errors import ModelError
+from rhapsody.core.errors import ContextTooLong, ModelError
 from rhapsody.core.events import BlockStopped, ModelResponse, TextDelta, ThinkingDelta
 from rhapsody.core.messages import Message
 from rhapsody.core.model import ModelEvent
@@ -255,6 +255,9 @@ def _classify(exc: Exception) -> tuple[str, float | None]:
         status = exc.status_code
         if status in RETRY_STATUSES or status >= 500:
             return f"{status} {_detail(exc)}".strip(), _retry_after(exc)
+        if status == 400 and (exc.code == "context_length_exceeded" or "maximum context length" in _detail(exc)):
+            # OpenAI's code; vLLM-style servers say it only in words
+            raise ContextTooLong(f"the server refused the request for length (400): {_detail(exc)}") from None
         raise ModelError(_fatal_message(status, exc)) from None
     if isinstance(exc, openai.APIConnectionError):
         return connection_failed(exc), None

@@ -21,11 +21,11 @@ import asyncio
 import time
 import sys
 from contextlib import aclosing
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TextIO
 
-from rhapsody.commands import PLAIN_KEYS, is_command, run_command
+from rhapsody.commands import COMMANDS, PLAIN_KEYS, Outcome, is_command, run_command
 from rhapsody.config import Settings
 from rhapsody.core import events as ev
 from rhapsody.core.approval import GRACE, HumanApprover, Question
@@ -160,6 +160,20 @@ async def _consume(agent: Agent, text: str | None, out: TextIO) -> None:
             out.write(f"\n{plain(event_lines(ev.Interrupted(''))[0])}\n")
 
 
+async def _confirmed(agent: Agent, asked: Outcome, ask: Callable[[str], Awaitable[str]],
+                     say: Callable[[str], None]) -> Outcome:
+    """Show a command's figures and ask its y/N question; yes runs the command it names."""
+    say(asked.text)
+    agent.session.record("notice", text=asked.text, shown="as is")
+    try:
+        answer = await ask(f"{asked.confirm} [y/N] ")
+    except (KeyboardInterrupt, EOFError):
+        answer = ""
+    if answer.strip().lower() in ("y", "yes"):
+        return run_command(agent, asked.then, PLAIN_KEYS)
+    return Outcome("not handed off: the context stays as it is")
+
+
 async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | None = None,
                     initial: str = "", out: TextIO | None = None) -> int:
     """Read lines until EOF or /quit; returns the exit status.
@@ -231,6 +245,8 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
                 if not by_key:  # as the app records a typed command: --continue in either front end shows it
                     agent.session.record("notice", text=line.strip(), shown="as is", command=True)
                 outcome = run_command(agent, line, PLAIN_KEYS)
+                if outcome.confirm:
+                    outcome = await _confirmed(agent, outcome, prompt.prompt_async, say)
                 if outcome.text:
                     say(outcome.text)
                 if outcome.text and not outcome.in_history and not outcome.quit:

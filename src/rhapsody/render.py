@@ -254,7 +254,8 @@ def seam_line(record: dict[str, Any]) -> str:
                    f"{size})")
     else:
         figures = f"context ~{before['est_tokens']:,} → ~{after['est_tokens']:,} tokens ({size})"
-    return (f"seam {record['seam']}: {figures}, "
+    window = "at the window, stripped first (the note follows): " if record.get("window") else ""
+    return (f"seam {record['seam']}: {window}{figures}, "
             f"tool calls {before['tool_use']} → {after['tool_use']}, text blocks kept {after['text_blocks']}")
 
 

@@ -6,6 +6,7 @@
     ├── InputError         a file given on the command line is malformed
     ├── StorageError       rhapsody's own files cannot be written (no room, no permission)
     └── ModelError         the model provider failed for good (retries exhausted, 4xx)
+        └── ContextTooLong the request is longer than the model's context window
 
 Imports: stdlib only.
 """
@@ -35,3 +36,9 @@ class StorageError(RhapsodyError):
 
 class ModelError(RhapsodyError):
     """The model provider failed and retrying will not help."""
+
+
+class ContextTooLong(ModelError):
+    """The request does not fit the model's context window: the API refused it for length
+    (Anthropic's 400 "prompt is too long", an OpenAI-compatible `context_length_exceeded`), or
+    rhapsody's own estimate says it would be. The loop strips first and goes on (core/window.py)."""

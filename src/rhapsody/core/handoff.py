@@ -42,8 +42,11 @@ def audit(before: list[Message], after: list[Message]) -> str:
     return sha_after
 
 
-def commit_seam(session: Session, note_path: str = "") -> dict[str, Any]:
-    """Strip everything so far; returns the seam record, or raises AuditFailed (nothing changed)."""
+def commit_seam(session: Session, note_path: str = "", window: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Strip everything so far; returns the seam record, or raises AuditFailed (nothing changed).
+
+    `window`: the seam is the strip at the context window (what refused the request), made before its note.
+    """
     conv = session.conversation
     boundary = len(conv.messages)
     before, after = conv.active(), conv.view(boundary)
@@ -60,7 +63,7 @@ def commit_seam(session: Session, note_path: str = "") -> dict[str, Any]:
         before=shape(before, *measure(body_before)).as_dict(),
         after=shape(after, *measure(body_after)).as_dict(),
         reported_input_before=reported_input(session.figures.last_usage),
-        **_when_asked(session.records),
+        **({"window": window} if window else _when_asked(session.records)),
     )
 
 

@@ -1,10 +1,12 @@
 """The micro-handoff as one state machine whose every transition is a history record.
 
     idle ──want──▶ wanted ──ask──▶ asked ──remind──▶ reminded
+    (any) ──the request does not fit the window──▶ committed (a `seam`, no note yet) ──ask──▶ asked (after_strip)
                                      │                  │
                        (the agent calls micro_handoff: the note is written)
                                      ▼                  ▼
-                                   noted ──end of turn──▶ committed (a `seam` record)
+                                   noted ──end of turn──▶ committed (a `seam` record;
+                                                        after a strip at the window, a `seam_note` record)
                                                        ╰▶ failed (`seam_failed`)
     asked/reminded ──the agent ends its turn again without a note──▶ failed (`handoff_failed`)
     wanted/asked/reminded ──Esc interrupts the turn──▶ failed (`handoff_failed`, cancelled)
@@ -58,6 +60,8 @@ class HandoffState:
     """Asked in the middle of work (after tool results): the agent is told to go on after the seam."""
     note_path: str = ""
     """The field note the pending seam will point at (phase `noted`)."""
+    after_strip: int = 0
+    """The seam already made at the window whose note is asked for (0: the note comes before its seam)."""
 
     @property
     def pending(self) -> bool:
@@ -81,10 +85,11 @@ def fold(state: HandoffState, record: dict[str, Any]) -> HandoffState:
         if phase == Phase.WANTED:
             return HandoffState(Phase.WANTED)
         return dataclasses.replace(state, phase=phase, interrupted_work=record.get("interrupted_work", state.interrupted_work),
-                                   note_path=record.get("note_path", state.note_path))
+                                   note_path=record.get("note_path", state.note_path),
+                                   after_strip=record.get("after_strip", state.after_strip))
     if kind == "handoff_asked":  # written by rhapsody before the `handoff` record existed
         return HandoffState(Phase.ASKED, interrupted_work=bool(record.get("interrupted_work")))
-    if kind == "seam":
+    if kind in ("seam", "seam_note"):
         return HandoffState(Phase.COMMITTED)
     if kind in ("seam_failed", "handoff_failed"):
         return HandoffState(Phase.FAILED)
@@ -101,9 +106,10 @@ def want(session: Session) -> bool:
     return True
 
 
-def ask(session: Session, interrupted_work: bool) -> None:
-    """The request for a field note went to the agent."""
-    session.record("handoff", state=Phase.ASKED.value, interrupted_work=interrupted_work)
+def ask(session: Session, interrupted_work: bool, after_strip: int = 0) -> None:
+    """The request for a field note went to the agent (`after_strip`: for this seam, made at the window)."""
+    session.record("handoff", state=Phase.ASKED.value, interrupted_work=interrupted_work,
+                   **({"after_strip": after_strip} if after_strip else {}))
 
 
 def remind(session: Session) -> None:

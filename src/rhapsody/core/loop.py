@@ -24,7 +24,7 @@ from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 
 from rhapsody.core import handoff_state
-from rhapsody.core.errors import ModelError
+from rhapsody.core.errors import ContextTooLong, ModelError
 from rhapsody.core.events import (
     DenialDelivered,
     Event,
@@ -48,10 +48,12 @@ from rhapsody.core.model import Model
 from rhapsody.core.narration import narration_words
 from rhapsody.core.observers import Observer, Observers
 from rhapsody.core.policy import Policy, limit_reached
+from rhapsody.core.safety_net import refused_again, strip_first
 from rhapsody.core.session import Session
 from rhapsody.core.tool_sync import sync_tools
 from rhapsody.core.tools import ToolContext, Toolbox
 from rhapsody.core.turn_end import HandoffThreshold, delivered, end_of_turn, rolled
+from rhapsody.core.window import after_last_seam, context_window, expected_tokens, too_long
 
 INTERRUPTED = "Interrupted by the human before this call finished."
 
@@ -77,7 +79,7 @@ class Agent:
         self._done: list[ToolResultBlock] = []
         self._words: list[tuple[ToolUseBlock, str]] = []
         """Denial reasons typed by the human this round: sent after the results, as their own text."""
-        self._threshold = HandoffThreshold(policy.handoff_at_tokens)
+        self._threshold = HandoffThreshold(policy.handoff_at_tokens, policy.handoff_at_share, policy.context_window)
         self._steps = 0
         self._turn_start = 0
         self._interruption: Interrupted | None = None
@@ -115,6 +117,7 @@ class Agent:
             self.busy = False
 
     async def _loop(self) -> AsyncGenerator[Event, None]:
+        refused = ""  # the length refusal the last strip at the window answered
         while True:
             limit = limit_reached(self.policy, self.session, self._steps)
             if limit is not None:
@@ -128,6 +131,15 @@ class Agent:
                     if isinstance(event, ModelResponse):
                         response = event
                     yield event
+            except ContextTooLong as exc:
+                net = refused_again(self.session, str(exc)) if refused else strip_first(self.session, self.policy, str(exc))
+                refused = str(exc)
+                for event in net.events:
+                    yield event
+                if not net.go_on:
+                    return
+                self._threshold.rearm(after_last_seam(self.session.records))
+                continue
             except ModelError as exc:
                 self.session.record("error", message=str(exc))
                 yield Failed(str(exc))
@@ -138,6 +150,7 @@ class Agent:
                 self._keep_partial()
                 raise
             assert response is not None
+            refused = ""
             message = response.message
             if message.content:
                 self.session.append_message("assistant", list(message.content))
@@ -158,6 +171,10 @@ class Agent:
 
     async def _request(self) -> AsyncGenerator[Event, None]:
         body, size, est = self.session.request_and_size()
+        window = context_window(self.session.spec.model, self.policy.context_window)
+        expected = expected_tokens(self.session.records, est)
+        if expected > window:  # not sent: the loop strips first (core/safety_net.py)
+            raise ContextTooLong(too_long(expected, window))
         self.session.record("request", bytes=size, est_tokens=est, messages=len(body["messages"]),
                             model=str(body.get("model", "")))
         yield RequestSent(size, est, len(body["messages"]))

@@ -31,7 +31,7 @@ def inside(root: Path, path: Path) -> bool:
 def read_own(root: Path, path: Path, cap: int = MAX_BYTES, known: tuple[str, ...] = ()) -> str | None:
     """The masked text of `path` when it qualifies (see the module docstring), else None."""
     try:
-        if path.is_symlink() or not inside(root, path) or is_credential(path.absolute()):
+        if path.is_symlink() or not inside(root, path) or _guarded(root, path):
             return None
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
@@ -46,6 +46,12 @@ def read_own(root: Path, path: Path, cap: int = MAX_BYTES, known: tuple[str, ...
         os.close(fd)
     text = data[: min(cap, MAX_BYTES)].decode("utf-8", errors="replace")
     return mask(text, known, assignments=True)
+
+
+def _guarded(root: Path, path: Path) -> bool:
+    """Whether `path` is in a credential location the caller did not name as its root: rhapsody's own
+    config folder (`~/.config/rhapsody`, itself protected from the tools) is read for the user's commands."""
+    return is_credential(path.absolute()) and not is_credential(root.absolute())
 
 
 def own_files(root: Path, folder: Path, pattern: str) -> list[Path]:

@@ -20,9 +20,15 @@ class Policy:
     handoff_request: str
     handoff_reminder: str
     continue_after_handoff: str
+    window_request: str
+    """What the agent is told after a strip at the window (str.format: reason, seam, index)."""
     narration_min_words: int = 8
     parallel_tools: bool = False
     handoff_at_tokens: int | None = None
+    handoff_at_share: float | None = None
+    """Ask for a seam when the context reaches this share of the window (core/window.py); None: off."""
+    context_window: int | None = None
+    """The model's window in tokens, when the table's figure is not the one to use."""
     bash_timeout: float = 120.0
     output_cap: int = 30000
     exact_tokens: bool = False

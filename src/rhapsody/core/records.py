@@ -34,6 +34,7 @@ FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
     "model": {"model": _STR},
     "seam": {"seam": _INT, "boundary": _INT, "before": _DICT, "after": _DICT, "asked_est_tokens": _INT},
     "unseam": {"seam": _INT, "boundary": _INT},
+    "seam_note": {"seam": _INT, "note_path": _STR},
     "prune": {"ids": _LIST},
     "thinking_cut": {"boundary": _INT},
     "compaction": {"boundary": _INT},

@@ -75,7 +75,7 @@ def _classified(classify: Classify, exc: Exception) -> tuple[str, float | None]:
     try:
         reason, retry_after = classify(exc)
     except ModelError as error:
-        raise ModelError(one_line(str(error))) from None
+        raise type(error)(one_line(str(error))) from None  # its kind stays: the loop handles ContextTooLong
     except Exception as error:  # noqa: BLE001 - a classifier bug must not become a traceback either
         raise ModelError(f"unexpected {type(exc).__name__}: {one_line(str(exc))} ({type(error).__name__})") from None
     return one_line(reason), retry_after

@@ -30,6 +30,7 @@ from rhapsody.core.messages import Block, TextBlock
 from rhapsody.core.model import Model
 from rhapsody.core.policy import Policy
 from rhapsody.core.session import Hint, Session
+from rhapsody.core.window import after_last_seam, context_window, share_limit
 
 ABANDONED = "strip abandoned, context unchanged: "
 """How a failed seam audit begins, live and on resume."""
@@ -44,15 +45,26 @@ class TurnEnd:
 
 
 class HandoffThreshold:
-    """Asks for a micro-handoff once the context reaches `handoff_at_tokens` past the last seam."""
+    """Asks for a micro-handoff once the context reaches `handoff_at_tokens` past the last seam, or
+    else `share` of the model's window (core/window.py)."""
 
-    def __init__(self, every: int | None) -> None:
+    def __init__(self, every: int | None, share: float | None = None, window: int | None = None) -> None:
         self.every = every
         self.armed_at = every
+        self.share = share
+        self.window = window
+
+    def limit(self, session: Session) -> int | None:
+        """The context size at which the next handoff is asked for (None: never)."""
+        if self.every or not self.share:
+            return self.armed_at
+        size = context_window(session.spec.model, self.window)
+        return share_limit(self.share, size, after_last_seam(session.records))
 
     def check(self, session: Session) -> None:
         """Request a handoff when the context has reached the armed size and none is pending."""
-        if self.armed_at and not session.handoff.pending and session.context_tokens() >= self.armed_at:
+        limit = self.limit(session)
+        if limit and not session.handoff.pending and session.context_tokens() >= limit:
             session.request_handoff()
 
     def rearm(self, tokens_after_seam: int) -> None:
@@ -71,7 +83,11 @@ async def end_of_turn(session: Session, policy: Policy, model: Model, threshold:
         pruned = rolled(session, policy)
         events += [pruned] if pruned is not None else []
     phase = session.handoff.phase
-    if phase == Phase.NOTED:
+    if phase == Phase.NOTED and session.handoff.after_strip:  # the strip came first, at the window
+        state = session.handoff
+        session.record("seam_note", seam=state.after_strip, note_path=state.note_path)
+        follow_up.append(TextBlock(text=policy.continue_after_handoff))
+    elif phase == Phase.NOTED:
         committed, resume_work = await _commit_seam(session, policy, model, threshold)
         events.append(committed)
         if resume_work:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody.core.errors import InputError
+from rhapsody.core.figures import USAGE_KEYS
 from rhapsody.importer.transcript import (Aside, Compacted, Item, Queued, Source, Turn, as_dict, digest, expect,
                                           read_lines, text_block, timestamp)
 
@@ -29,7 +30,6 @@ TYPES = ("user", "assistant", "system", "summary", "queue-operation", "file-hist
 bookkeeping (file backups for undo, hook progress) and are not imported."""
 SYNTHETIC = "<synthetic>"
 """The model Claude Code names on assistant messages it wrote itself (no API request behind them)."""
-USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 
 
 def looks_like(first: dict[str, Any]) -> bool:

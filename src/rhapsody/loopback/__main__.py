@@ -21,13 +21,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rhapsody.loopback", description=__doc__.splitlines()[0])
     parser.add_argument("script", type=Path, help='JSON: {"turns": [...]} or a list of turns')
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: any free port)")
+    parser.add_argument("--window", type=int, metavar="N", help="refuse requests of more than N input tokens, as the API does")
     ns = parser.parse_args(argv)
     try:
         responder = ScriptedResponder.from_file(ns.script)
     except RhapsodyError as exc:
         print(f"loopback: {exc}", file=sys.stderr)
         return 2
-    server = LoopbackServer(responder, port=ns.port).start()
+    server = LoopbackServer(responder, port=ns.port, window=ns.window).start()
     print(f"serving the Messages API at {server.url} ({len(responder.turns)} scripted turns)", flush=True)
     try:
         while True:

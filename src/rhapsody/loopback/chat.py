@@ -5,6 +5,7 @@ It plays the same scripted turns as the Messages API endpoint (text, thinking as
 request body, injects the same faults, and enforces the rules an OpenAI-compatible server
 does: roles in order, every `tool_call_id` answered by a `tool` message right after the
 assistant message that made the call, no sampling parameters (rhapsody never sends them).
+With the server's `window` set, a longer prompt gets OpenAI's 400 `context_length_exceeded`.
 """
 
 from __future__ import annotations
@@ -40,6 +41,12 @@ def serve(handler: _Handler, raw: bytes, body: Any) -> None:
         validate(body)
     except Invalid as exc:
         return _error(handler, 400, "invalid_request_error", str(exc), raw, body)
+    if lb.window is not None:
+        tokens = prompt_tokens(body)
+        if tokens > lb.window:  # OpenAI's words and code for it
+            return _error(handler, 400, "invalid_request_error", f"This model's maximum context length is {lb.window} "
+                          f"tokens. However, your messages resulted in {tokens} tokens.", raw, body,
+                          code="context_length_exceeded")
     fault = lb.take_fault()
     if fault and fault.kind == "status":
         return _error(handler, fault.status, STATUS_TYPES.get(fault.status, "server_error"), "injected fault",
@@ -114,8 +121,13 @@ def _check_content(message: dict[str, Any], i: int) -> None:
 
 
 def _error(handler: _Handler, status: int, kind: str, message: str, raw: bytes, body: Any,
-           headers: dict[str, str] | None = None) -> None:
-    handler._json(status, {"error": {"message": message, "type": kind, "code": None}}, raw, body, headers)
+           headers: dict[str, str] | None = None, code: str | None = None) -> None:
+    handler._json(status, {"error": {"message": message, "type": kind, "code": code}}, raw, body, headers)
+
+
+def prompt_tokens(body: dict[str, Any]) -> int:
+    """The request's prompt tokens as the usage figures count them."""
+    return sum(_tokens(json.dumps(part, sort_keys=True)) for part in [body.get("tools", []), *body["messages"]])
 
 
 def _lost_turn() -> dict[str, Any]:

@@ -10,6 +10,12 @@ demand: an HTTP error status with retry-after, an `error` event mid-stream, a co
 torn mid-body, a stream that ends cleanly before `message_stop`, a slow answer, a data line
 that is not JSON, an event of the wrong shape, or an HTML page served as a 200.
 Usage is reported with a simple prompt-cache model so cache figures mean something.
+
+With `window=N` it enforces a context window as each API does: a request whose input
+counts more than N tokens is refused with the API's 400 (`prompt is too long: X tokens > N
+maximum`; chat.py answers `context_length_exceeded`). The count is the one its usage
+figures report (one token per four characters of each part's JSON, `prompt_tokens`), so a
+refusal's figure and the usage of the requests before it tell one story.
 """
 
 from __future__ import annotations
@@ -68,9 +74,12 @@ class Recorded:
 class LoopbackServer:
     """Serve the Messages API on 127.0.0.1 from a thread."""
 
-    def __init__(self, responder: Responder, models: tuple[str, ...] = ("claude-",), port: int = 0) -> None:
+    def __init__(self, responder: Responder, models: tuple[str, ...] = ("claude-",), port: int = 0,
+                 window: int | None = None) -> None:
         self.responder = responder
         self.models = models
+        self.window = window
+        """Refuse requests whose input counts more tokens than this (None: no limit)."""
         self.requests: list[Recorded] = []
         self.faults: list[Fault] = []
         self._cache: set[str] = set()
@@ -132,6 +141,17 @@ class LoopbackServer:
                 "cache_read_input_tokens": read}
 
 
+    def prompt_tokens(self, body: dict[str, Any]) -> int:
+        """The request's input tokens as the usage figures count them (cache or not)."""
+        return sum(self.usage(body, write=False).values())
+
+    def too_long(self, tokens: int) -> str | None:
+        """Why a request of `tokens` input tokens is refused, in the API's words; None when it fits."""
+        if self.window is None or tokens <= self.window:
+            return None
+        return f"prompt is too long: {tokens} tokens > {self.window} maximum"
+
+
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -182,6 +202,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(400, "invalid_request_error", str(exc), raw, body)
         if not any(bedrock.claude_form(str(body["model"])).startswith(m) for m in lb.models):
             return self._error(404, "not_found_error", f"model: {body['model']}", raw, body)
+        refusal = lb.too_long(lb.prompt_tokens(body)) if lb.window else None
+        if refusal:
+            return self._error(400, "invalid_request_error", refusal, raw, body)
         fault = lb.take_fault()
         if fault and fault.kind == "status":
             return self._status_fault(fault, raw, body)

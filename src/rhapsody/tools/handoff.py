@@ -58,14 +58,18 @@ class MicroHandoff:
         session = ctx.session
         if not session.handoff.pending:  # never asked, or the human cancelled the request (Esc)
             return ToolOutcome(NOT_REQUESTED, is_error=True)
-        number = len(session.conversation.seams) + len(session.conversation.undone) + 1
+        stripped = session.handoff.after_strip  # the seam made at the window, before this note
+        number = stripped or len(session.conversation.seams) + len(session.conversation.undone) + 1
         facts = await asyncio.to_thread(harness_facts, ctx.root, session)
         note = render_note(args, number, session.id, facts)
         folder = private_dir(state_dir(ctx.root) / "notes")
         path = folder / f"{session.id}-seam{number}.md"
         write_private(path, note)
-        index = stripped_index(session)
-        content = f"{note}\n## What the seam strips (fetch any with recall by id)\n\n{index}\n\n{load('handoff_done')}"
+        if stripped:
+            content = f"{note}\n{load('window_done')}"
+        else:
+            index = stripped_index(session)
+            content = f"{note}\n## What the seam strips (fetch any with recall by id)\n\n{index}\n\n{load('handoff_done')}"
         return NoteWritten(content, note_path=str(path.relative_to(ctx.root)), seam=number)
 
 
@@ -95,7 +99,7 @@ def render_note(note: FieldNote, number: int, session_id: str, facts: str) -> st
 def harness_facts(root: Path, session: Session) -> str:
     """Facts measured by the harness since the last seam, bounded in size."""
     git = git_facts(root)
-    since = _since_last_seam(session.records)
+    since = _since_last_seam(session.records, session.handoff.after_strip)
     reads = sorted({r["path"] for r in since if r.get("op") == "read" and r.get("path")})
     writes = sorted({r["path"] for r in since if r.get("op") == "write" and r.get("path")})
     lines = ["## Harness facts (measured by rhapsody, not written by the agent)"]
@@ -120,10 +124,11 @@ def _outputs(session: Session) -> dict[str, str]:
             if isinstance(b, ToolResultBlock)}
 
 
-def _since_last_seam(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _since_last_seam(records: list[dict[str, Any]], note_of: int = 0) -> list[dict[str, Any]]:
+    """Tool runs since the latest seam; `note_of`: the seam this note is for, made before it (at the window)."""
     start = 0
     for i, record in enumerate(records):
-        if record["kind"] == "seam":
+        if record["kind"] == "seam" and record["seam"] != note_of:
             start = i + 1
     return [r for r in records[start:] if r["kind"] == "tool_run"]
 

@@ -315,11 +315,25 @@ class RhapsodyApp(App[int]):
             await self.note(outcome.text, "error" if outcome.error else "notice")
         if outcome.run_turn and not self.busy:  # a turn about to start asks at its end (after_turn)
             self.start_turn(None)
-        if outcome.prompt and self.busy:  # a custom command's prompt, typed while the agent works
+        if outcome.confirm:
+            self.confirm(outcome)
+        elif outcome.prompt and self.busy:  # a custom command's prompt, typed while the agent works
             await self.add_hint(outcome.prompt, "queue")
         elif outcome.prompt:
             self.start_turn(outcome.prompt)
         self.refresh_status()
+
+    def confirm(self, outcome: commands.Outcome) -> None:
+        """Ask the outcome's question; yes runs the command it names."""
+        from rhapsody.tui.confirm import ConfirmScreen
+
+        async def answered(yes: bool | None) -> None:
+            if yes:
+                await self.command(outcome.then, echo=False)
+            else:
+                await self.note("not handed off: the context stays as it is", "notice")
+
+        self.push_screen(ConfirmScreen(outcome.text, outcome.confirm), callback=answered)
 
     # -- the agent worker ----------------------------------------------------------------
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,10 +72,11 @@ class Liveness:
 
 
 def status_line(figures: Figures, session: Any, git: str, state: str, width: int, mode: str = "") -> str:
-    """state · context · cost · model · seams · git · cache · violations · cwd, cut to fit `width`.
+    """state · context · what a seam would do · cost · model · seams · git · cache · violations · cwd, cut to fit
+    `width`.
 
-    Fields are dropped least useful first (cwd, violations, cache, git), never the state,
-    the context or the cost.
+    Fields are dropped least useful first (cwd, violations, cache, git, the seam figure), never the
+    state, the context or the cost.
     """
     cache = figures.cache_ratio
     cwd = tilde(session.root)
@@ -82,6 +84,7 @@ def status_line(figures: Figures, session: Any, git: str, state: str, width: int
         (0, state),
         (1, mode if mode and mode != DEFAULT_MODE else ""),  # a mode other than the default is always in view
         (0, figures.context_text()),
+        (4, seam_text(session)),
         (1, figures.cost_text()),
         (3, session.spec.model),
         (2, figures.seams_text()),
@@ -95,6 +98,38 @@ def status_line(figures: Figures, session: Any, git: str, state: str, width: int
         fields.remove(max(fields, key=lambda f: f[0]))
     line = " " + " │ ".join(text for _, text in fields)
     return line if cell_len(line) < width else line[: max(1, width - 2)] + "…"  # never a cut field or a dangling │
+
+
+def seam_text(session: Any) -> str:
+    """"seam ~−12k": how a seam now would change the context (core/seam_cost.py); "" with nothing to strip."""
+    return _seam_text(session, len(session.records))
+
+
+@lru_cache(maxsize=2)
+def _seam_text(session: Any, _records: int) -> str:  # keyed on the record count: records only grow
+    from rhapsody.core.seam_cost import estimate
+
+    worth = estimate(session.spec, session.conversation, session.records, _project_costs(session.root, session.id))
+    if worth.takes <= 0:
+        return ""
+    return f"seam ~{signed_k(worth.change)}"
+
+
+@lru_cache(maxsize=4)
+def _project_costs(root: Path, session_id: str) -> tuple[int, ...]:
+    """The project's other notes, read once per session (they change only when another session seams)."""
+    from rhapsody.core.seam_cost import project_note_costs
+
+    return tuple(project_note_costs(root, session_id))
+
+
+def signed_k(tokens: int) -> str:
+    """−12k, −1.5k, +694: a change in tokens, short."""
+    sign = "−" if tokens < 0 else "+"
+    size = abs(tokens)
+    if size >= 10_000:
+        return f"{sign}{size / 1000:.0f}k"
+    return f"{sign}{size / 1000:.1f}k" if size >= 1000 else f"{sign}{size}"
 
 
 def _width(fields: list[tuple[int, str]]) -> int:

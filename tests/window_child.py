@@ -1,0 +1,61 @@
+"""A session driven past a loopback window, held at one step of the safety net until killed.
+
+`hold(project, step, conn)` runs in a child process (tests/test_window_states.py starts it from
+a fork server that imported this module once): it drives the loop against its own window-mode
+loopback server, stops pulling events once the history reaches `step`, sends the history path,
+and blocks on `conn` until the test kills it with SIGKILL. The loop is never closed, so nothing
+a clean stop would write (an `interrupted` record) reaches the history: it is as a kill leaves it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+import anthropic
+
+from rhapsody.anthropic_model import AnthropicModel
+from rhapsody.config import Settings
+from rhapsody.core.handoff_state import Phase
+from rhapsody.core.session import Session
+from rhapsody.loopback.script import ScriptedResponder
+from rhapsody.loopback.server import LoopbackServer
+from rhapsody.tools.sandbox import bwrap_path
+from rhapsody.wiring import build
+
+from .test_window import WINDOW, long_session
+
+STEPS: dict[str, Callable[[Session], bool]] = {
+    "asked": lambda s: s.handoff.phase == Phase.ASKED and bool(s.handoff.after_strip),
+    "noted": lambda s: s.handoff.phase == Phase.NOTED and bool(s.handoff.after_strip),
+    "attached": lambda s: any(r["kind"] == "seam_note" for r in s.records),
+}
+
+
+async def drive(project: Path, step: str, conn: Connection) -> None:
+    """Drive a new session of `project` past the window until it reaches `step`, say so, block."""
+    server = LoopbackServer(ScriptedResponder(long_session()), window=WINDOW).start()
+    client = anthropic.AsyncAnthropic(base_url=server.url, api_key="sk-test-key", max_retries=0, timeout=5.0)
+    settings = Settings(permission_mode="yolo", sandbox="workspace-write" if bwrap_path() else "off",
+                        handoff_at_share="off")
+    wiring = build(project, settings, AnthropicModel(client, retries=0), "claude-sonnet-5-5")
+    events = wiring.agent.run("fill the window")
+    reached = STEPS[step]
+    while not reached(wiring.session):
+        await events.__anext__()
+    conn.send(str(wiring.session.path))
+    await asyncio.to_thread(_wait, conn)
+
+
+def _wait(conn: Connection) -> None:
+    try:
+        conn.recv()
+    except EOFError:
+        pass
+
+
+def hold(project: Path, step: str, conn: Connection) -> None:
+    """The child process: reach `step`, say so, then block until killed."""
+    asyncio.run(drive(project, step, conn))
