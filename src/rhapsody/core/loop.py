@@ -20,10 +20,12 @@ Imports: stdlib and rhapsody.core only.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 
 from rhapsody.core import handoff_state
+from rhapsody.core.checkpoints import checkpoint, take
 from rhapsody.core.errors import ModelError
 from rhapsody.core.events import (
     DenialDelivered,
@@ -97,6 +99,7 @@ class Agent:
         self._turn_start = len(self.session.records)
         self._interruption = None
         try:
+            await checkpoint(self.session, self.toolbox.checkpointer, "turn")
             record = self.session.append_message("user", blocks)
             if hints:
                 yield self._observed(delivered(self.session, hints, record["seq"], "start of turn"))
@@ -113,6 +116,8 @@ class Agent:
                 raise
         finally:
             self.busy = False
+            if self.toolbox.checkpointer is not None:  # also when cancelled: a sync call cannot be cancelled
+                take(self.session, self.toolbox.checkpointer, "end")
 
     async def _loop(self) -> AsyncGenerator[Event, None]:
         while True:
@@ -219,7 +224,7 @@ class Agent:
             yield NarrationViolation(call, words, required, total)
             return
         yield ToolStarted(call)
-        outcome, ms = await self.toolbox.run(call.name, call.input, self.ctx)
+        outcome, ms = await self.toolbox.run(call.name, call.input, dataclasses.replace(self.ctx, call_id=call.id))
         self.session.record(
             "tool_run",
             tool_use_id=call.id,

@@ -36,12 +36,16 @@ FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
     "unseam": {"seam": _INT, "boundary": _INT},
     "prune": {"ids": _LIST},
     "thinking_cut": {"boundary": _INT},
+    "checkpoint": {"at": _STR, "commit": _STR, "message": _INT, "left_out": _LIST},
+    "rewind": {"to": _INT},
+    "restore": {"state": _STR, "target": _STR},
 }
 """Per kind, the fields rhapsody reads and the types they must have when present."""
 
 REQUIRED: dict[str, tuple[str, ...]] = {
     "message": ("role", "content"), "hint": ("id", "text"), "hint_delivered": ("ids",), "model": ("model",),
     "seam": ("boundary",), "unseam": ("boundary",), "prune": ("ids",), "thinking_cut": ("boundary",),
+    "checkpoint": ("commit",), "rewind": ("to",), "restore": ("state",),
 }
 """Fields a fold indexes directly, so they must be present."""
 

@@ -141,7 +141,7 @@ class Session:
             self.spec = dataclasses.replace(self.spec, model=record["model"])
         elif kind == "tools":
             self.spec = dataclasses.replace(self.spec, tools=record["tools"])
-        elif kind in ("seam", "unseam"):
+        elif kind in ("seam", "unseam", "rewind"):
             self.counters.seams = len(self.conversation.seams)
 
     def _fold_usage(self, record: dict[str, Any]) -> None:

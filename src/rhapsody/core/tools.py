@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ValidationError
 
+from rhapsody.core.checkpoints import Checkpointer, checkpoint
 from rhapsody.core.messages import INVALID_KEY, UNPARSED_KEY
 from rhapsody.core.permissions import SANDBOXED, Call, Rules, decide_call, relative_keys
 from rhapsody.core.secrets import mask
@@ -62,6 +63,8 @@ class ToolContext:
     """Where this call's command runs: a sandbox level, 'off' or 'unavailable' (set per call by the toolbox)."""
     read_deny: tuple[str, ...] = ()
     """Path patterns of `read_file` deny rules: search and listing leave those files out too."""
+    call_id: str = ""
+    """The tool_use id of the call being run (its checkpoint names it)."""
 
 
 class Tool(Protocol):
@@ -155,6 +158,8 @@ class Toolbox:
         self.secrets = tuple(s for s in secrets if len(s) >= 8)
         self.sources: list[ToolSource] = []
         self._builtin = list(self.tools)
+        self.checkpointer: Checkpointer | None = None
+        """Records the working tree before each turn and each call that may write; None: no checkpoints."""
 
     def specs(self) -> list[dict[str, Any]]:
         """Tool definitions for the request, in registration order."""
@@ -215,6 +220,8 @@ class Toolbox:
         refusal = await self._permit(tool, call, ctx, args)
         if refusal:
             return refusal
+        if tool.writes and (call.leave_sandbox or call.confinement != "read-only"):
+            await checkpoint(ctx.session, self.checkpointer, "tool", tool_use_id=ctx.call_id, name=tool.name)
         timer[0] = self.clock()  # the duration is the tool's, not the human's time to answer
         ctx = dataclasses.replace(ctx, confinement="off" if call.leave_sandbox else call.confinement,
                                   read_deny=self.rules.read_denied())
