@@ -60,8 +60,13 @@ class Turn:
 
 def turns(session: Session, shadow: Shadow) -> list[Turn]:
     """Every point of the session with its turn's changes (empty when the checkpoints are gone)."""
-    found = points(session.records, session.conversation.abandoned)
-    marks = _marks(session.records)
+    return turns_of(session.records, session.conversation.abandoned, shadow)
+
+
+def turns_of(records: list[dict[str, Any]], abandoned: set[int], shadow: Shadow) -> list[Turn]:
+    """The same from a session's records (`abandoned`: messages a conversation rewind left behind)."""
+    found = points(records, abandoned)
+    marks = _marks(records)
     out = []
     for point in found:
         after = next((commit for seq, at, commit in marks if seq > point.seq and at in ("end", "turn", "rewind")), "")

@@ -19,9 +19,12 @@ Stdlib only (plus rhapsody's git hardening).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import stat
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -101,7 +104,30 @@ class Shadow:
     # -- checkpoint ---------------------------------------------------------------------
 
     def snapshot(self, message: str) -> Snapshot:
-        """Record the working tree now (tracked and untracked files that are not ignored)."""
+        """Record the working tree now (tracked and untracked files that are not ignored).
+
+        One snapshot at a time per project (a lock every rhapsody process takes), so an
+        `index.lock` found while holding it was left by a process killed mid-write: it goes."""
+        self.ensure()
+        with self._locked():
+            stale = self.index.with_name(self.index.name + ".lock")
+            if stale.exists():
+                stale.unlink()
+            return self._snapshot(message)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        try:
+            fd = os.open(self.git_dir / "rhapsody.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        except OSError as exc:
+            raise CheckpointError(f"checkpoint: cannot lock {self.git_dir}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _snapshot(self, message: str) -> Snapshot:
         listed = self._git("ls-files", "-z", "--others", "--modified", "--deleted", "--exclude-standard")
         update, drop, left_out = self._sort(dict.fromkeys(p for p in listed.split(b"\0") if p))
         if update:
