@@ -237,6 +237,7 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
                                          **({"error": True} if outcome.error else {}))
                 if outcome.quit:
                     break
+                initial = outcome.prompt or initial
                 if outcome.run_turn and not busy:
                     task = asyncio.create_task(_consume(agent, None, sink))
             elif line.strip() and busy:

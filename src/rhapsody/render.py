@@ -424,6 +424,8 @@ def record_lines(records: list[dict[str, Any]], root: Path, session_id: str,
         if kind == "message":
             gone = index < boundary
             lines = _message_lines(parsed[index], delivered.get(record["seq"], []), calls, session_id, gone, pruned)
+            if index in conversation.abandoned:
+                lines = rewound_lines(lines)
             out += [(n, line) for line in lines]
             index += 1
         elif kind == "resumed":
@@ -431,6 +433,21 @@ def record_lines(records: list[dict[str, Any]], root: Path, session_id: str,
         else:
             out += [(n, line) for line in _other_lines(record, root, hints, landed)]
     return out
+
+
+def rewound_lines(lines: list[Line]) -> list[Line]:
+    """A message a conversation rewind left behind: one dimmed line that unfolds to what it said."""
+    if not lines:
+        return []
+    return [Line("rewound", f"↶ {one_line(lines[0].text, 200)}", body="\n".join(plain(line).strip() for line in lines))]
+
+
+def rewind_line(record: dict[str, Any]) -> Line:
+    """A `rewind` record (the conversation went back) or a finished `restore` (files went back)."""
+    if record["kind"] == "rewind":
+        return Line("notice", f"↶ conversation rewound to before › {one_line(str(record.get('text', '')), 120)}; "
+                              "what followed stays in the history (dimmed above) and in recall")
+    return Line("notice", f"↶ files restored to a checkpoint ({counted(int(record.get('changed', 0)), 'path')} changed)")
 
 
 def notice_line(record: dict[str, Any]) -> Line:
@@ -473,6 +490,10 @@ def _other_lines(record: dict[str, Any], root: Path, hints: dict[str, str], land
         return [error_line(str(record.get("message", "")))]
     if kind == "notice":
         return [notice_line(record)]
+    if kind == "rewind" or (kind == "restore" and record.get("state") == "done"):
+        return [rewind_line(record)]
+    if kind == "checkpoint_failed":
+        return [error_line(f"checkpoint not taken: {record.get('reason', '')}")]
     if kind == "seam_failed":
         reason = str(record.get("reason", ""))
         old = not reason.startswith(("strip abandoned", "rolling cut abandoned"))  # histories before the live wording

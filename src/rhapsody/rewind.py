@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from rhapsody.commands import Outcome
 from rhapsody.core.checkpoints import Point, points, rewind_conversation, take
+from rhapsody.core.loop import Agent
 from rhapsody.core.errors import RhapsodyError
 from rhapsody.core.history import read_history, sessions, write_private
 from rhapsody.core.session import Session
@@ -173,6 +175,8 @@ class Rewound:
     text: str
     prompt: str = ""
     error: bool = False
+    outside: tuple[str, ...] = ()
+    """Files changed outside rhapsody that the rewind would overwrite (it stopped to ask)."""
 
 
 def rewind(session: Session, shadow: Shadow, turn: Turn, what: What, overwrite: bool) -> Rewound:
@@ -185,7 +189,7 @@ def rewind(session: Session, shadow: Shadow, turn: Turn, what: What, overwrite: 
             if plan.refused:
                 return Rewound(plan.refused, error=True)
             if plan.outside and not overwrite:
-                return Rewound(outside_text(plan.outside), error=True)
+                return Rewound(outside_text(plan.outside), error=True, outside=tuple(plan.outside))
             said.append(restore_files(session, shadow, plan))
         except (RhapsodyError, OSError) as exc:
             return Rewound(f"rewind failed: {exc}", error=True)
@@ -195,6 +199,27 @@ def rewind(session: Session, shadow: Shadow, turn: Turn, what: What, overwrite: 
         rewind_conversation(session, point)
         said.append(f"conversation rewound to before message {point.number}")
     return Rewound("; ".join(said), prompt=point.text if what != "files" else "")
+
+
+def rewind_command(agent: Agent, arg: str) -> Outcome:
+    """`/rewind` in plain mode (and with arguments in the app): no N lists the points; N [what] [force] rewinds."""
+    store = agent.toolbox.checkpointer
+    if not isinstance(store, Shadow):
+        return Outcome("checkpoints are off (checkpoints = false in the config): nothing to rewind to", error=True)
+    if agent.busy:
+        return Outcome("wait for the turn to end before rewinding", error=True)
+    listed = turns(agent.session, store)
+    words = arg.split()
+    if not words:
+        lines = [t.line() for t in listed] or ["nothing to rewind to yet"]
+        return Outcome("\n".join(lines + ["/rewind N [files|conversation|both] [force] goes back to before message N"]))
+    what: What = next((w for w in WHATS if w in words[1:]), "both")
+    if not words[0].isdigit() or not 1 <= int(words[0]) <= len(listed) or set(words[1:]) - {*WHATS, "force"}:
+        return Outcome(f"usage: /rewind N [files|conversation|both] [force], N from 1 to {len(listed)}", error=True)
+    done = rewind(agent.session, store, listed[int(words[0]) - 1], what, "force" in words[1:])
+    more = f"; /rewind {words[0]} {what} force overwrites them" if done.outside else ""
+    return Outcome(done.text + more, error=done.error, reload=not done.error, in_history=not done.error,
+                   prompt=done.prompt)
 
 
 def outside_text(paths: list[str]) -> str:
