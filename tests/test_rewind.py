@@ -230,3 +230,14 @@ async def test_a_planted_shadow_config_is_refused_and_old_checkpoints_are_cleane
     assert not fresh.has(first) and not (project / "pwned").exists()
     refused = Settings(permission_mode="yolo")
     assert refused.checkpoints
+
+
+async def test_calls_of_the_rewound_branch_stay_in_recall(stub: Stub, project: Path) -> None:
+    from rhapsody.core.recall import search
+
+    wiring = await two_turns(stub, project)
+    assert search(wiring.session.path, "three") == []  # still in the context: nothing to recall
+    store = shadow(project, wiring.settings)
+    rewind(wiring.session, store, turns(wiring.session, store)[1], "conversation", overwrite=False)
+    hits = search(wiring.session.path, "three")
+    assert [h.tool for h in hits] == ["bash"] and "echo three" in hits[0].verbatim

@@ -6,6 +6,8 @@ to a front end. Front ends never import this module; they get what they need pas
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,7 +181,14 @@ def start_checkpoints(session: Session, settings: Settings) -> Shadow:
         finished = f"checkpoints: {exc}"
     if finished:
         session.record("notice", text=finished, shown="as is")
+    if not found.index.exists():  # the first checkpoint hashes every file: begin while the person types
+        threading.Thread(target=_warm_up, args=(found,), daemon=True).start()
     return found
+
+
+def _warm_up(found: Shadow) -> None:
+    with contextlib.suppress(RhapsodyError, OSError):
+        found.snapshot("rhapsody warm-up")
 
 
 def build(root: Path, settings: Settings, model: Model, model_id: str | None,

@@ -28,17 +28,15 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from rhapsody.rewind import Turn, What, outside_text, rewind, turns
-from rhapsody.tools.checkpoints import Shadow
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the app's first frame needs none of these (tests/test_architecture.py)
+    from rhapsody.rewind import Turn, What
     from rhapsody.tui.app import RhapsodyApp
 
 DOUBLE_ESCAPE = 0.8
 """Seconds within which a second Esc on an empty prompt opens the rewind list."""
 
 
-class RewindScreen(ModalScreen[tuple[Turn, What] | None]):
+class RewindScreen(ModalScreen["tuple[Turn, What] | None"]):
     """The points to go back to; the key pressed on one says what to restore."""
 
     BINDINGS = [
@@ -83,6 +81,8 @@ class OverwriteScreen(ModalScreen[bool]):
         self.paths = paths
 
     def compose(self) -> ComposeResult:
+        from rhapsody.rewind import outside_text
+
         with Vertical(id="rewind"):
             yield Static(Text(outside_text(list(self.paths)) + "\n\ny overwrites them · n or esc keeps everything"))
 
@@ -105,6 +105,9 @@ class Rewinder:
 
     async def open(self) -> None:
         """Show the points (or say why there are none)."""
+        from rhapsody.rewind import turns
+        from rhapsody.tools.checkpoints import Shadow
+
         store = self.app.agent.toolbox.checkpointer
         if not isinstance(store, Shadow):
             await self.app.note("checkpoints are off (checkpoints = false in the config): nothing to rewind to", "error")
@@ -124,6 +127,9 @@ class Rewinder:
 
     async def apply(self, turn: Turn, what: What, overwrite: bool) -> None:
         """Rewind; files changed outside rhapsody are asked about first."""
+        from rhapsody.rewind import rewind
+        from rhapsody.tools.checkpoints import Shadow
+
         store = self.app.agent.toolbox.checkpointer
         assert isinstance(store, Shadow)
         done = rewind(self.app.agent.session, store, turn, what, overwrite)
