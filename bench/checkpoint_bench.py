@@ -60,7 +60,7 @@ def main() -> None:
         changed = root / "pkg007" / "mod7.py"
         stash, checkpoint = [], []
         for n in range(args.runs):
-            changed.write_text(f"def f7(x):\n    return x + {n}\n")
+            changed.write_text(f"def f7(x):\n    return x * {n}\n")
             stash.append(timed(lambda: git(root, "stash", "create")))
             changed.write_text(f"def f7(x):\n    return x - {n}\n")
             checkpoint.append(timed(lambda: shadow.snapshot("bench")))

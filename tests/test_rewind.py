@@ -241,3 +241,54 @@ async def test_calls_of_the_rewound_branch_stay_in_recall(stub: Stub, project: P
     rewind(wiring.session, store, turns(wiring.session, store)[1], "conversation", overwrite=False)
     hits = search(wiring.session.path, "three")
     assert [h.tool for h in hits] == ["bash"] and "echo three" in hits[0].verbatim
+
+
+def test_checkpoints_run_no_filter_and_convert_no_line_ending(project: Path) -> None:
+    """Filters named in the user's global config or the project's .git/config, picked by .gitattributes, never
+    run (they are programs), and a checkpoint holds a file's bytes exactly (no eol conversion)."""
+    evil = f"[filter \"evil\"]\n\tclean = touch {project}/pwned-clean\n\tsmudge = touch {project}/pwned-smudge\n"
+    (Path(os.environ["HOME"]) / ".gitconfig").write_text(evil)
+    with open(project / ".git" / "config", "a") as config:
+        config.write(evil + "[core]\n\tautocrlf = true\n\tfsmonitor = touch pwned-fsmonitor\n")
+    (project / ".gitattributes").write_text("* filter=evil text eol=crlf\n")
+    (project / "mixed.txt").write_bytes(b"one\r\ntwo\nthree\r\n")
+    store = Shadow(project)
+    first = store.snapshot("a").commit
+    (project / "mixed.txt").write_bytes(b"changed\n")
+    second = store.snapshot("b").commit
+    change = next(c for c in store.changes(second, first) if c.path == "mixed.txt")
+    assert store.blobs([change.new_blob])[change.new_blob] == b"one\r\ntwo\nthree\r\n"
+    assert not [p for p in project.iterdir() if p.name.startswith("pwned")]
+
+
+async def test_rewinding_the_conversation_across_a_seam_brings_back_the_context_before_it(
+        stub: Stub, project: Path) -> None:
+    from .test_handoff_e2e import handoff_turn
+
+    stub.script(call("I will print a marker with the shell so the seam has a call to strip.", "bash",
+                     command="echo marker-42"), say("Printed."), say("Yes."), handoff_turn(), say("Note written."),
+                say("After the seam."))
+    wiring = stub.wire(project)
+    await collect(wiring.agent.run("print the marker"))
+    await collect(wiring.agent.run("and again"))
+    wiring.agent.request_handoff()
+    await collect(wiring.agent.run())
+    await collect(wiring.agent.run("go on"))
+
+    def calls() -> list[str]:
+        return [b.name for m in wiring.session.messages() for b in m.tool_uses()]
+
+    assert wiring.session.conversation.seams and calls() == ["micro_handoff"]
+    store = shadow(project, wiring.settings)
+    listed = turns(wiring.session, store)
+    assert [t.point.text for t in listed] == ["print the marker", "and again", "go on"]  # not the harness's request
+    rewind(wiring.session, store, listed[2], "conversation", overwrite=False)
+    assert wiring.session.conversation.seams  # "go on" came after the seam: it stays
+    rewind(wiring.session, store, listed[1], "conversation", overwrite=False)
+    assert not wiring.session.conversation.seams and calls() == ["bash"]
+    stub.script(say("Again."))
+    await collect(wiring.agent.run("and again, differently"))
+    sent = stub.bodies()[-1]["messages"]
+    assert [b["name"] for m in sent for b in m["content"] if b.get("type") == "tool_use"] == ["bash"]
+    resumed = Session.resume(project, wiring.session.path)
+    assert [m.api for m in resumed.messages()] == [m.api for m in wiring.session.messages()]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rhapsody.core import events as ev
+from rhapsody.core.checkpoints import HARNESS_PREFIX
 from rhapsody.core.context import Conversation
 from rhapsody.core.cuts import original_size
 from rhapsody.core.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
@@ -22,7 +23,6 @@ from rhapsody.core.own_files import read_own
 from rhapsody.core.wording import counted
 
 KEY_ARGUMENTS = ("command", "path", "pattern", "query", "id", "action")
-HARNESS_PREFIX = "[rhapsody]"
 INTERRUPTED_TEXT = "⏹ interrupted: what streamed so far is kept"
 STRIPPED = " · stripped · recall "
 """Joins a stripped call's line and its recall id (`⊘ bash ls → ok (0.1 s) · stripped · recall S:ID`)."""

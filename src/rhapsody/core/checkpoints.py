@@ -25,7 +25,8 @@ from rhapsody.core.errors import RhapsodyError
 if TYPE_CHECKING:
     from rhapsody.core.session import Session
 
-AT = ("turn", "tool", "end", "rewind")
+HARNESS_PREFIX = "[rhapsody]"
+"""How a message the harness sends in the human's place begins (prompts/handoff.md, continue.md)."""
 
 
 class Checkpointer(Protocol):
@@ -93,7 +94,7 @@ def points(records: list[dict[str, Any]], abandoned: set[int]) -> list[Point]:
 
 
 def _human_texts(records: list[dict[str, Any]]) -> dict[int, str]:
-    """The text of each user message that holds text, by its index in the conversation."""
+    """The text of each user message that holds the human's text, by its index in the conversation."""
     texts: dict[int, str] = {}
     index = 0
     for record in records:
@@ -103,6 +104,7 @@ def _human_texts(records: list[dict[str, Any]]) -> dict[int, str]:
         if record["role"] == "user":
             words = [content] if isinstance(content, str) else [
                 b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+            words = [w for w in words if not w.startswith(HARNESS_PREFIX)]
             if any(w.strip() for w in words):
                 texts[index] = "\n".join(w for w in words if w.strip())
         index += 1

@@ -80,10 +80,12 @@ class Shadow:
 
     def ensure(self) -> None:
         """Create the shadow on first use; refuse one whose config rhapsody did not write."""
+        with self._locked():
+            self._ensure()
+
+    def _ensure(self) -> None:
         config = self.git_dir / "config"
         if not config.exists() and not config.is_symlink():
-            state_dir(self.root)
-            private_dir(self.git_dir)
             self._git("init", "-q", "--bare", "--template=", str(self.git_dir), bare=True)
             write_private(config, CONFIG)
             private_dir(self.git_dir / "info")
@@ -108,8 +110,8 @@ class Shadow:
 
         One snapshot at a time per project (a lock every rhapsody process takes), so an
         `index.lock` found while holding it was left by a process killed mid-write: it goes."""
-        self.ensure()
         with self._locked():
+            self._ensure()
             stale = self.index.with_name(self.index.name + ".lock")
             if stale.exists():
                 stale.unlink()
@@ -117,6 +119,9 @@ class Shadow:
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
+        """One rhapsody at a time creates the shadow or takes a checkpoint (threads and processes alike)."""
+        state_dir(self.root)
+        private_dir(self.git_dir)
         try:
             fd = os.open(self.git_dir / "rhapsody.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         except OSError as exc:
