@@ -52,8 +52,8 @@ def take(session: Session, checkpointer: Checkpointer, at: str, **tied: Any) -> 
         session.record("checkpoint_failed", at=at, reason=str(exc), **tied)
         return None
     ms = int((time.perf_counter() - start) * 1000)
-    return session.record("checkpoint", at=at, commit=commit, message=len(session.conversation.messages), ms=ms,
-                          left_out=[list(x) for x in left_out], **tied)
+    tied.setdefault("message", len(session.conversation.messages))
+    return session.record("checkpoint", at=at, commit=commit, ms=ms, left_out=[list(x) for x in left_out], **tied)
 
 
 @dataclass(frozen=True)

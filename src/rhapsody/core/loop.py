@@ -99,8 +99,10 @@ class Agent:
         self._turn_start = len(self.session.records)
         self._interruption = None
         try:
-            await checkpoint(self.session, self.toolbox.checkpointer, "turn")
+            message = len(self.session.conversation.messages)
             record = self.session.append_message("user", blocks)
+            # after the message is on disk (a quit right after Enter keeps it); no file changed in between
+            await checkpoint(self.session, self.toolbox.checkpointer, "turn", message=message)
             if hints:
                 yield self._observed(delivered(self.session, hints, record["seq"], "start of turn"))
             yield self._observed(TurnStarted(text or ""))

@@ -143,5 +143,7 @@ class Rewinder:
             await self.app.note(done.text, "error")
             return
         await self.app.reload()
+        self.app.refresh_status()
+        self.app.refresh_git()
         if done.prompt:
             self.app.to_prompt(done.prompt)
