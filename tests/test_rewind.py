@@ -292,3 +292,19 @@ async def test_rewinding_the_conversation_across_a_seam_brings_back_the_context_
     assert [b["name"] for m in sent for b in m["content"] if b.get("type") == "tool_use"] == ["bash"]
     resumed = Session.resume(project, wiring.session.path)
     assert [m.api for m in resumed.messages()] == [m.api for m in wiring.session.messages()]
+
+
+async def test_the_size_cap_removes_the_oldest_checkpoints_first(stub: Stub, project: Path) -> None:
+    import time
+
+    wiring = await two_turns(stub, project)
+    store = shadow(project, wiring.settings)
+    commits = [r["commit"] for r in wiring.session.records if r["kind"] == "checkpoint"]
+    assert clean(store, keep_days=30, max_bytes=1e12, now=time.time(), grace="now") == len(commits)
+    assert clean(store, keep_days=30, max_bytes=1e12, now=time.time(), grace="now") == -1  # at most once a day
+    (store.git_dir / "rhapsody-cleaned").unlink()
+    big = store.size_bytes()
+    kept = clean(store, keep_days=30, max_bytes=big - 1, now=time.time(), grace="now")
+    assert 0 <= kept < len(commits) and store.size_bytes() < big
+    assert store.has(commits[-1]) or kept == 0
+    assert not store.has(commits[0])
