@@ -137,3 +137,28 @@ def test_kill_9_during_a_restore_leaves_whole_files_and_the_next_open_finishes_i
 @pytest.mark.parametrize("args", [("rewind", "--to", "x"), ("rewind", "--list", "--to", "1")])
 def test_rewind_usage_errors_are_one_line(project: Path, args: tuple[str, ...]) -> None:
     one_line_error(rhapsody(*args, "--cwd", str(project)))
+
+
+def test_kill_9_of_a_headless_turn_during_a_tool_checkpoint_resumes_and_rewinds(stub: Stub, project: Path) -> None:
+    seed(project)
+    before = tree(project)
+    stub.script(
+        call("I will create many files with the shell, expecting fifteen hundred of them in many/.", "bash",
+             command=MANY),
+        call("Now I write a summary file, expecting it to be created next to them.", "write_file",
+             path="summary.txt", content="many\n"),
+        say("Done."),
+        say("Resumed and fine."),
+    )
+    env = {**os.environ, "ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": stub.server.url}
+    proc = subprocess.Popen([sys.executable, "-m", "rhapsody", "-p", "make many", "--cwd", str(project),
+                             "--model", MODEL], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    lock = project / ".rhapsody" / "checkpoints" / "rhapsody-index.lock"
+    kill_when(proc, lambda: (project / "many").is_dir() and lock.exists())  # the checkpoint before write_file
+    assert not (project / "summary.txt").exists()
+    headless(stub, project, "go on", "--continue")
+    history = read_history(find_session(project, None)).records
+    assert any(r["kind"] == "resumed" for r in history)
+    assert rhapsody("rewind", "--to", "1", "--files", "--cwd", str(project)).returncode == 0
+    assert tree(project) == before
