@@ -25,6 +25,8 @@ from rhapsody.core.session import Session
 from rhapsody.tools import restore
 from rhapsody.tools.checkpoints import Change, Shadow
 
+CHECKPOINTS_OFF = "checkpoints are off (checkpoints = false in the config): nothing to rewind to"
+BUSY = "wait for the turn to end before rewinding"
 What = Literal["files", "conversation", "both"]
 WHATS: tuple[What, ...] = ("files", "conversation", "both")
 
@@ -72,8 +74,8 @@ def turns_of(records: list[dict[str, Any]], abandoned: set[int], shadow: Shadow)
     out = []
     for point in found:
         after = next((commit for seq, at, commit in marks if seq > point.seq and at in ("end", "turn", "rewind")), "")
-        files = shadow.line_counts(point.commit, after) if after and point.kind == "turn" and _both(shadow, point.commit, after) else []
-        out.append(Turn(point, files))
+        counted = after and point.kind == "turn" and _both(shadow, point.commit, after)
+        out.append(Turn(point, shadow.line_counts(point.commit, after) if counted else []))
     return out
 
 
@@ -183,19 +185,22 @@ def rewind(session: Session, shadow: Shadow, turn: Turn, what: What, overwrite: 
     """Restore files, conversation or both to `turn`; files changed outside rhapsody only with `overwrite`."""
     point = turn.point
     said: list[str] = []
+    if what != "files" and point.kind != "turn":
+        return Rewound("a restore point has files only; choose files", error=True)
     if what in ("files", "both"):
         try:
             plan = plan_files(session, shadow, point)
-            if plan.refused:
-                return Rewound(plan.refused, error=True)
-            if plan.outside and not overwrite:
-                return Rewound(outside_text(plan.outside), error=True, outside=tuple(plan.outside))
+        except (RhapsodyError, OSError) as exc:
+            return Rewound(f"rewind failed, nothing was changed: {exc}", error=True)
+        if plan.refused:
+            return Rewound(plan.refused, error=True)
+        if plan.outside and not overwrite:
+            return Rewound(outside_text(plan.outside), error=True, outside=tuple(plan.outside))
+        try:
             said.append(restore_files(session, shadow, plan))
         except (RhapsodyError, OSError) as exc:
-            return Rewound(f"rewind failed: {exc}", error=True)
+            return Rewound(f"rewind failed part way: {exc}; opening the session again finishes it", error=True)
     if what in ("conversation", "both"):
-        if point.kind != "turn":
-            return Rewound("a restore point has files only; choose files", error=True)
         rewind_conversation(session, point)
         said.append(f"conversation rewound to before message {point.number}")
     return Rewound("; ".join(said), prompt=point.text if what != "files" else "")
@@ -205,9 +210,9 @@ def rewind_command(agent: Agent, arg: str) -> Outcome:
     """`/rewind` in plain mode (and with arguments in the app): no N lists the points; N [what] [force] rewinds."""
     store = agent.toolbox.checkpointer
     if not isinstance(store, Shadow):
-        return Outcome("checkpoints are off (checkpoints = false in the config): nothing to rewind to", error=True)
+        return Outcome(CHECKPOINTS_OFF, error=True)
     if agent.busy:
-        return Outcome("wait for the turn to end before rewinding", error=True)
+        return Outcome(BUSY, error=True)
     listed = turns(agent.session, store)
     words = arg.split()
     if not words:

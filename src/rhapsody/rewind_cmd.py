@@ -62,8 +62,9 @@ def main(root: Path, settings: Settings, ns: argparse.Namespace) -> int:
         print(f"rhapsody rewind: {done.text}" + ("; --force overwrites them" if "outside" in done.text else ""),
               file=sys.stderr)
         return 1
+    again = [f"the message, to edit and send again:\n{done.prompt}"] if done.prompt else []
     _print({"session": session.id, "to": ns.to, "what": what, "said": done.text, "prompt": done.prompt}
-           if ns.json else None, lines + ([f"the message, to edit and send again:\n{done.prompt}"] if done.prompt else []))
+           if ns.json else None, lines + again)
     return 0
 
 

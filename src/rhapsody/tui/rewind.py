@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # the app's first frame needs none of these (tests/test_archi
     from rhapsody.rewind import Turn, What
     from rhapsody.tui.app import RhapsodyApp
 
+KEYS = "enter/b both · f files · c conversation · esc cancel"
 DOUBLE_ESCAPE = 0.8
 """Seconds within which a second Esc on an empty prompt opens the rewind list."""
 
@@ -52,7 +53,7 @@ class RewindScreen(ModalScreen["tuple[Turn, What] | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="rewind"):
-            yield Static(Text("Rewind to before which message?  enter/b both · f files · c conversation · esc cancel"))
+            yield Static(Text(f"Rewind to before which message?  {KEYS}"))
             yield OptionList(*[Option(t.line(), id=str(i)) for i, t in enumerate(self.listed)], id="points")
 
     def on_mount(self) -> None:
@@ -105,15 +106,15 @@ class Rewinder:
 
     async def open(self) -> None:
         """Show the points (or say why there are none)."""
-        from rhapsody.rewind import turns
+        from rhapsody.rewind import BUSY, CHECKPOINTS_OFF, turns
         from rhapsody.tools.checkpoints import Shadow
 
         store = self.app.agent.toolbox.checkpointer
         if not isinstance(store, Shadow):
-            await self.app.note("checkpoints are off (checkpoints = false in the config): nothing to rewind to", "error")
+            await self.app.note(CHECKPOINTS_OFF, "error")
             return
         if self.app.busy:
-            await self.app.note("wait for the turn to end before rewinding", "error")
+            await self.app.note(BUSY, "error")
             return
         listed = turns(self.app.agent.session, store)
         if not listed:
