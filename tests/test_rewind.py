@@ -308,3 +308,21 @@ async def test_the_size_cap_removes_the_oldest_checkpoints_first(stub: Stub, pro
     assert 0 <= kept < len(commits) and store.size_bytes() < big
     assert store.has(commits[-1]) or kept == 0
     assert not store.has(commits[0])
+
+
+async def test_a_deleted_link_comes_back_as_a_link_and_its_target_outside_is_untouched(
+        stub: Stub, project: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("theirs\n")
+    (project / "out").symlink_to(outside)
+    (project / "run.sh").write_text("#!/bin/sh\n")
+    os.chmod(project / "run.sh", 0o755)
+    stub.script(call("I will remove the link and the script with the shell, expecting both gone.", "bash",
+                     command="rm out run.sh"), say("Removed."))
+    wiring = stub.wire(project)
+    await collect(wiring.agent.run("remove them"))
+    store = shadow(project, wiring.settings)
+    assert not rewind(wiring.session, store, turns(wiring.session, store)[0], "files", overwrite=False).error
+    assert (project / "out").is_symlink() and os.readlink(project / "out") == str(outside)
+    assert outside.read_text() == "theirs\n"
+    assert stat.S_IMODE((project / "run.sh").stat().st_mode) == 0o755
