@@ -17,6 +17,7 @@ prompt holds the message, to edit and send again.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import TYPE_CHECKING
 
@@ -116,7 +117,7 @@ class Rewinder:
         if self.app.busy:
             await self.app.note(BUSY, "error")
             return
-        listed = turns(self.app.agent.session, store)
+        listed = await asyncio.to_thread(turns, self.app.agent.session, store)  # git runs: off the event loop
         if not listed:
             await self.app.note("nothing to rewind to yet")
             return
@@ -128,12 +129,15 @@ class Rewinder:
 
     async def apply(self, turn: Turn, what: What, overwrite: bool) -> None:
         """Rewind; files changed outside rhapsody are asked about first."""
-        from rhapsody.rewind import rewind
+        from rhapsody.rewind import BUSY, rewind
         from rhapsody.tools.checkpoints import Shadow
 
         store = self.app.agent.toolbox.checkpointer
         assert isinstance(store, Shadow)
-        done = rewind(self.app.agent.session, store, turn, what, overwrite)
+        if self.app.busy:  # a turn began while the list was open
+            await self.app.note(BUSY, "error")
+            return
+        done = await asyncio.to_thread(rewind, self.app.agent.session, store, turn, what, overwrite)
         if done.outside:
             async def answered(yes: bool | None) -> None:
                 if yes:
