@@ -20,13 +20,14 @@ Imports: stdlib and rhapsody.core only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 
 from rhapsody.core import handoff_state
 from rhapsody.core.checkpoints import checkpoint, take
-from rhapsody.core.errors import ModelError
+from rhapsody.core.errors import ModelError, StorageError
 from rhapsody.core.events import (
     DenialDelivered,
     Event,
@@ -118,7 +119,13 @@ class Agent:
                 raise
         finally:
             self.busy = False
-            if self.toolbox.checkpointer is not None:  # also when cancelled: a sync call cannot be cancelled
+            self._end_checkpoint()
+
+    def _end_checkpoint(self) -> None:
+        """The tree as the turn left it, also when cancelled (a sync call cannot be cancelled). A history that
+        cannot be written (a full disk) must not hide the error that ended the turn: the next append says it."""
+        if self.toolbox.checkpointer is not None:
+            with contextlib.suppress(StorageError):
                 take(self.session, self.toolbox.checkpointer, "end")
 
     async def _loop(self) -> AsyncGenerator[Event, None]:
