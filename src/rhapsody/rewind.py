@@ -71,16 +71,13 @@ def turns_of(records: list[dict[str, Any]], abandoned: set[int], shadow: Shadow)
     """The same from a session's records (`abandoned`: messages a conversation rewind left behind)."""
     found = points(records, abandoned)
     marks = _marks(records)
+    kept = shadow.existing([commit for _, _, commit in marks])
     out = []
     for point in found:
         after = next((commit for seq, at, commit in marks if seq > point.seq and at in ("end", "turn", "rewind")), "")
-        counted = after and point.kind == "turn" and _both(shadow, point.commit, after)
+        counted = point.kind == "turn" and {point.commit, after} <= kept
         out.append(Turn(point, shadow.line_counts(point.commit, after) if counted else []))
     return out
-
-
-def _both(shadow: Shadow, a: str, b: str) -> bool:
-    return shadow.has(a) and shadow.has(b)
 
 
 def _marks(records: list[dict[str, Any]]) -> list[tuple[int, str, str]]:
@@ -138,9 +135,10 @@ def _left_out(records: list[dict[str, Any]], point: Point, now: dict[str, Any]) 
 def _outside(records: list[dict[str, Any]], shadow: Shadow, since: int) -> set[str]:
     """Paths changed between the end of a turn (or a restore) and the next checkpoint, after seq `since`."""
     marks = [m for m in _marks(records) if m[0] >= since]
+    kept = shadow.existing([commit for _, _, commit in marks])
     paths: set[str] = set()
     for (_, at, old), (_, _, new) in zip(marks, marks[1:]):
-        if at in ("end", "restored") and old != new and _both(shadow, old, new):
+        if at in ("end", "restored") and old != new and {old, new} <= kept:
             paths.update(c.path for c in shadow.changes(old, new))
     return paths
 

@@ -180,6 +180,14 @@ class Shadow:
             return False
         return True
 
+    def existing(self, commits: list[str]) -> set[str]:
+        """Which of `commits` are still in the shadow, in one git call."""
+        if not commits:
+            return set()
+        out = self._git("cat-file", "--batch-check", stdin="".join(f"{c}\n" for c in commits).encode())
+        found = (line.split() for line in out.decode().splitlines())
+        return {parts[0] for parts in found if len(parts) == 3 and parts[1] == "commit"}  # else "NAME missing"
+
     def changes(self, old: str, new: str) -> list[Change]:
         """Every path whose content or mode differs from checkpoint `old` to `new`."""
         out = self._git("diff-tree", "-r", "-z", "--raw", "--no-renames", "--no-ext-diff", old or EMPTY_TREE, new)
