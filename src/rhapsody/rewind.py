@@ -12,6 +12,7 @@ short by a kill is finished the next time the session is opened.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -50,6 +51,9 @@ class Turn:
 
     def line(self) -> str:
         """The point as one line of a list."""
+        if self.point.kind == "rewind":
+            when = time.strftime("%H:%M", time.localtime(self.point.ts))
+            return f"{self.point.number:>3}  ↶ the files as they were before the restore at {when} (undoes it)"
         first = " ".join(self.point.text.split())
         first = first if len(first) <= 60 else first[:59] + "…"
         changed = f"{len(self.files)} file{'s' if len(self.files) != 1 else ''} +{self.added} -{self.removed}"
