@@ -15,7 +15,7 @@ from rhapsody.loopback.script import call, say
 from rhapsody.rewind import clean, rewind, turns
 from rhapsody.tools.checkpoints import Shadow
 from rhapsody.wiring import Wiring, shadow
-from rhapsody.config import Settings
+from rhapsody.commands import run_command
 
 from .conftest import Stub, collect
 
@@ -189,7 +189,8 @@ async def test_a_file_over_the_size_limit_is_left_out_named_and_a_restore_that_n
     wiring = stub.wire(project, checkpoint_max_file_mb=1)
     await collect(wiring.agent.run("shrink data"))
     first = next(r for r in wiring.session.records if r["kind"] == "checkpoint")
-    assert first["left_out"] == [["data.bin", 2_000_000, "over 1 MB"]]
+    mtime = first["left_out"][0][3]
+    assert first["left_out"] == [["data.bin", 2_000_000, "over 1 MB", mtime]] and mtime > 0
     store = shadow(project, wiring.settings)
     done = rewind(wiring.session, store, turns(wiring.session, store)[0], "files", overwrite=True)
     assert done.error and "data.bin" in done.text and "nothing was changed" in done.text
@@ -228,8 +229,9 @@ async def test_a_planted_shadow_config_is_refused_and_old_checkpoints_are_cleane
     config.write_text(config.read_text() + "[core]\n\tfsmonitor = touch pwned\n")
     fresh = Shadow(project)
     assert not fresh.has(first) and not (project / "pwned").exists()
-    refused = Settings(permission_mode="yolo")
-    assert refused.checkpoints
+    wiring.agent.toolbox.checkpointer = fresh
+    said = run_command(wiring.agent, "/rewind")
+    assert said.error and "is not the one rhapsody writes" in said.text and not (project / "pwned").exists()
 
 
 async def test_calls_of_the_rewound_branch_stay_in_recall(stub: Stub, project: Path) -> None:
@@ -326,3 +328,21 @@ async def test_a_deleted_link_comes_back_as_a_link_and_its_target_outside_is_unt
     assert (project / "out").is_symlink() and os.readlink(project / "out") == str(outside)
     assert outside.read_text() == "theirs\n"
     assert stat.S_IMODE((project / "run.sh").stat().st_mode) == 0o755
+
+
+async def test_a_checkpoint_that_cannot_be_taken_is_recorded_and_the_turn_goes_on(stub: Stub, project: Path) -> None:
+    from rhapsody.render import record_lines
+
+    store = Shadow(project)
+    store.ensure()
+    (store.git_dir / "config").write_text("[core]\n\tfsmonitor = touch pwned\n")  # not rhapsody's: refused
+    stub.script(*first_turn())
+    wiring = stub.wire(project)
+    await collect(wiring.agent.run("make the files"))
+    assert (project / "notes.txt").exists() and not (project / "pwned").exists()
+    failed = [r for r in wiring.session.records if r["kind"] == "checkpoint_failed"]
+    assert [r["at"] for r in failed] == ["turn", "tool", "tool", "tool", "end"]
+    assert "its config is not the one rhapsody writes" in failed[0]["reason"] and "\n" not in failed[0]["reason"]
+    lines = record_lines(wiring.session.records, project, wiring.session.id, wiring.session.conversation)
+    assert any(line.kind == "error" and "checkpoint not taken" in line.text for _, line in lines)
+    assert turns(wiring.session, shadow(project, wiring.settings)) == []

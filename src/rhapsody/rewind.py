@@ -125,10 +125,11 @@ def plan_files(session: Session, shadow: Shadow, point: Point) -> FilesPlan:
 
 
 def _left_out(records: list[dict[str, Any]], point: Point, now: dict[str, Any]) -> str:
-    """A refusal when a file left out of either checkpoint (too big, a nested repository) differs between them."""
+    """A refusal when a file left out of either checkpoint (too big, a nested repository) differs between them
+    (by size and modification time: its bytes were never read)."""
     then = next(r for r in records if r["seq"] == point.seq)
-    old = {tuple(x[:2]): x[2] for x in then.get("left_out", [])}
-    new = {tuple(x[:2]): x[2] for x in now.get("left_out", [])}
+    old = {(x[0], x[1], *x[3:]): x[2] for x in then.get("left_out", [])}
+    new = {(x[0], x[1], *x[3:]): x[2] for x in now.get("left_out", [])}
     for key in sorted(set(old) ^ set(new)):
         why = old.get(key) or new.get(key)
         return (f"cannot restore {key[0]!r} exactly: it was left out of {'that' if key in old else 'the current'} "
@@ -215,7 +216,10 @@ def rewind_command(agent: Agent, arg: str) -> Outcome:
         return Outcome(CHECKPOINTS_OFF, error=True)
     if agent.busy:
         return Outcome(BUSY, error=True)
-    listed = turns(agent.session, store)
+    try:
+        listed = turns(agent.session, store)
+    except RhapsodyError as exc:
+        return Outcome(str(exc), error=True)
     words = arg.split()
     if not words:
         lines = [t.line() for t in listed] or ["nothing to rewind to yet"]

@@ -32,8 +32,8 @@ HARNESS_PREFIX = "[rhapsody]"
 class Checkpointer(Protocol):
     """Records the working tree; raises a RhapsodyError (one line) when it cannot."""
 
-    def take(self, label: str) -> tuple[str, list[tuple[str, int, str]]]:
-        """The commit of the tree now, and what was left out (path, size, why)."""
+    def take(self, label: str) -> tuple[str, list[tuple[str, int, str, int]]]:
+        """The commit of the tree now, and what was left out (path, size, why, modification time in ns)."""
         ...
 
 

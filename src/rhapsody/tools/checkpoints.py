@@ -48,12 +48,16 @@ class CheckpointError(StorageError):
     """A checkpoint could not be taken or read; one line saying why."""
 
 
+LeftOut = tuple[str, int, str, int]
+"""A file a checkpoint left out: path, size in bytes, why, modification time (ns; 0 for a nested repository)."""
+
+
 @dataclass(frozen=True)
 class Snapshot:
-    """One checkpoint: the commit, and what it left out (path, size in bytes, why)."""
+    """One checkpoint: the commit, and what it left out."""
 
     commit: str
-    left_out: list[tuple[str, int, str]] = field(default_factory=list)
+    left_out: list[LeftOut] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -143,15 +147,15 @@ class Shadow:
         commit = self._git("commit-tree", tree, "-m", message, extra=AUTHOR).decode().strip()
         return Snapshot(commit, left_out)
 
-    def _sort(self, paths: dict[bytes, None]) -> tuple[list[bytes], list[bytes], list[tuple[str, int, str]]]:
+    def _sort(self, paths: dict[bytes, None]) -> tuple[list[bytes], list[bytes], list[LeftOut]]:
         """Paths to (re)hash, paths to take out of the index, and what is left out and why."""
         update: list[bytes] = []
         drop: list[bytes] = []
-        left_out: list[tuple[str, int, str]] = []
+        left_out: list[LeftOut] = []
         for raw in paths:
             name = os.fsdecode(raw)
             if raw.endswith(b"/"):
-                left_out.append((name.rstrip("/"), 0, "a nested repository"))
+                left_out.append((name.rstrip("/"), 0, "a nested repository", 0))
                 continue
             try:
                 info = os.lstat(self.root / name)
@@ -160,12 +164,12 @@ class Shadow:
                 continue
             if stat.S_ISREG(info.st_mode) and info.st_size > self.max_file_bytes:
                 drop.append(raw)
-                left_out.append((name, info.st_size, f"over {self.max_file_bytes // 1024 // 1024} MB"))
+                left_out.append((name, info.st_size, f"over {self.max_file_bytes / 1024 / 1024:g} MB", info.st_mtime_ns))
             elif stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode):
                 update.append(raw)
         return update, drop, left_out
 
-    def take(self, label: str) -> tuple[str, list[tuple[str, int, str]]]:
+    def take(self, label: str) -> tuple[str, list[LeftOut]]:
         """The Checkpointer protocol (core/checkpoints.py): the commit and what was left out."""
         snap = self.snapshot(label)
         return snap.commit, snap.left_out

@@ -29,6 +29,8 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from rhapsody.core.errors import RhapsodyError
+
 if TYPE_CHECKING:  # the app's first frame needs none of these (tests/test_architecture.py)
     from rhapsody.rewind import Turn, What
     from rhapsody.tui.app import RhapsodyApp
@@ -117,7 +119,11 @@ class Rewinder:
         if self.app.busy:
             await self.app.note(BUSY, "error")
             return
-        listed = await asyncio.to_thread(turns, self.app.agent.session, store)  # git runs: off the event loop
+        try:
+            listed = await asyncio.to_thread(turns, self.app.agent.session, store)  # git runs: off the event loop
+        except RhapsodyError as exc:
+            await self.app.note(str(exc), "error")
+            return
         if not listed:
             await self.app.note("nothing to rewind to yet")
             return
