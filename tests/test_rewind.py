@@ -16,6 +16,7 @@ from rhapsody.rewind import clean, rewind, turns
 from rhapsody.tools.checkpoints import Shadow
 from rhapsody.wiring import Wiring, shadow
 from rhapsody.commands import run_command
+from rhapsody.core.errors import RhapsodyError
 
 from .conftest import Stub, collect
 
@@ -346,3 +347,22 @@ async def test_a_checkpoint_that_cannot_be_taken_is_recorded_and_the_turn_goes_o
     lines = record_lines(wiring.session.records, project, wiring.session.id, wiring.session.conversation)
     assert any(line.kind == "error" and "checkpoint not taken" in line.text for _, line in lines)
     assert turns(wiring.session, shadow(project, wiring.settings)) == []
+
+
+def test_a_shadow_half_built_when_killed_is_built_again_and_planted_links_are_not_followed(
+        project: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("keep\n")
+    state = project / ".rhapsody"
+    state.mkdir()
+    (state / "checkpoints.new").symlink_to(elsewhere)  # as if planted, or a half-built shadow
+    commit, _ = Shadow(project).take("first")
+    assert Shadow(project).has(commit) and (elsewhere / "keep.txt").read_text() == "keep\n"
+    (state / "checkpoints.lock").unlink()
+    (state / "checkpoints.lock").symlink_to(elsewhere / "lock")
+    try:
+        Shadow(project).take("second")
+        raise AssertionError("took a checkpoint through a linked lock")
+    except RhapsodyError as exc:
+        assert "cannot lock" in str(exc) and not (elsewhere / "lock").exists()

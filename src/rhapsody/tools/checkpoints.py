@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 import stat
 import subprocess
 from collections.abc import Iterator
@@ -62,7 +63,7 @@ class Snapshot:
 
 @dataclass(frozen=True)
 class Change:
-    """One path that differs between two checkpoints: modes and blobs on each side ('' where absent)."""
+    """One path that differs between two checkpoints: its mode on each side ('' where absent), the new blob."""
 
     path: str
     old_mode: str
@@ -88,18 +89,28 @@ class Shadow:
             self._ensure()
 
     def _ensure(self) -> None:
-        config = self.git_dir / "config"
-        if not config.exists() and not config.is_symlink():
-            self._git("init", "-q", "--bare", "--template=", str(self.git_dir), bare=True)
-            write_private(config, CONFIG)
-            private_dir(self.git_dir / "info")
-            write_private(self.git_dir / "info" / "exclude", EXCLUDE)
-            write_private(self.git_dir / "info" / "attributes", ATTRIBUTES)
+        if not os.path.lexists(self.git_dir):
+            self._create()
         for name, text in (("config", CONFIG), ("info/exclude", EXCLUDE), ("info/attributes", ATTRIBUTES)):
             if self._own_file(name) != text.encode():
                 raise CheckpointError(f"refusing {self.git_dir}: its {name} is not the one rhapsody writes "
                                       "(remove that folder to start checkpoints afresh)")
         self._checked = True
+
+    def _create(self) -> None:
+        """Build the shadow beside its place, then rename it there: a kill leaves none or a whole one."""
+        building = self.git_dir.with_name(self.git_dir.name + ".new")
+        if os.path.islink(building):
+            os.unlink(building)
+        elif os.path.lexists(building):
+            shutil.rmtree(building)  # left by a kill while it was built
+        private_dir(building)
+        self._git("init", "-q", "--bare", "--template=", str(building), bare=True)
+        write_private(building / "config", CONFIG)
+        private_dir(building / "info")
+        write_private(building / "info" / "exclude", EXCLUDE)
+        write_private(building / "info" / "attributes", ATTRIBUTES)
+        os.rename(building, self.git_dir)
 
     def _own_file(self, name: str) -> bytes:
         try:
@@ -124,10 +135,9 @@ class Shadow:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         """One rhapsody at a time creates the shadow or takes a checkpoint (threads and processes alike)."""
-        state_dir(self.root)
-        private_dir(self.git_dir)
+        lock = state_dir(self.root) / "checkpoints.lock"
         try:
-            fd = os.open(self.git_dir / "rhapsody.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         except OSError as exc:
             raise CheckpointError(f"checkpoint: cannot lock {self.git_dir}: {exc.strerror}") from None
         try:
@@ -171,7 +181,10 @@ class Shadow:
 
     def take(self, label: str) -> tuple[str, list[LeftOut]]:
         """The Checkpointer protocol (core/checkpoints.py): the commit and what was left out."""
-        snap = self.snapshot(label)
+        try:
+            snap = self.snapshot(label)
+        except OSError as exc:
+            raise CheckpointError(f"checkpoint: {exc.filename or self.git_dir}: {exc.strerror or exc}") from None
         return snap.commit, snap.left_out
 
     # -- reading ------------------------------------------------------------------------
@@ -257,9 +270,9 @@ class Shadow:
             self.ensure()  # no git call reads a shadow whose config could name a program
         pairs = [*STATIC, ("core.bare", "false")] if not bare else list(STATIC)
         env = hardened_env(pairs)
-        env.update(GIT_CONFIG_GLOBAL=os.devnull, GIT_DIR=str(self.git_dir), **(extra or {}))
-        if not bare:
-            env.update(GIT_WORK_TREE=str(self.root), GIT_INDEX_FILE=str(self.index))
+        env.update(GIT_CONFIG_GLOBAL=os.devnull, **(extra or {}))
+        if not bare:  # `bare`: `git init` of a folder the arguments name
+            env.update(GIT_DIR=str(self.git_dir), GIT_WORK_TREE=str(self.root), GIT_INDEX_FILE=str(self.index))
         try:
             done = subprocess.run(["git", "--no-pager", *args], cwd=self.root, env=env, input=stdin,
                                   capture_output=True, timeout=TIMEOUT)
