@@ -24,6 +24,7 @@ USAGE_EPILOG = """commands:
   rhapsody trust [PATH]                      let PATH's .rhapsody/config.toml raise permissions
   rhapsody mcp list                          MCP servers, their state and their tools
   rhapsody import PATH...                    Claude Code / Codex sessions as rhapsody sessions
+  rhapsody rewind [SESSION] --list|--to N    go back to a checkpoint: --files, --conversation or --both
 
 Without -p, rhapsody opens the full-screen app in the current directory."""
 
@@ -225,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
             return _mcp(_mcp_parser().parse_args(args[1:]))
         if args[:1] == ["export"]:
             return _export(_export_parser().parse_args(args[1:]))
+        if args[:1] == ["rewind"]:
+            return _rewind(args[1:])
         if args[:1] == ["stats"]:
             from rhapsody.stats import print_stats
 
@@ -252,6 +255,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rhapsody: internal error: {type(exc).__name__}: {text} (RHAPSODY_DEBUG=1 shows the traceback)",
               file=sys.stderr)
         return 1
+
+
+def _rewind(args: list[str]) -> int:
+    from rhapsody import rewind_cmd
+    from rhapsody.config import load_settings
+
+    p = _Parser(prog="rhapsody rewind", description="Go back to a checkpoint: files, conversation or both.")
+    rewind_cmd.add_arguments(p)
+    ns = p.parse_args(args)
+    root = _root(ns.cwd)
+    return rewind_cmd.main(root, load_settings(root), ns)
 
 
 def _root(cwd: str | None) -> Path:

@@ -20,6 +20,7 @@ COMMANDS = {
     "/permissions": "[MODE]: show the permission mode and rules, or switch mode",
     "/mcp": "MCP servers, their state and their tools",
     "/export": "[--md] [FILE]: this session as one HTML page with its charts (or Markdown)",
+    "/rewind": "[N [files|conversation|both] [force]]: go back to before message N (no N: the list)",
     "/clear": "start a new session",
     "/help": "list the commands and keys",
     "/quit": "leave rhapsody",
@@ -44,6 +45,8 @@ class Outcome:
     confirm: str = ""
     """A question for the human (the app asks it, plain mode asks y/N, headless refuses): yes runs `then`."""
     then: str = ""
+    refill: str = ""
+    """Text to put back in the prompt (a rewound message, to edit and send again)."""
 
 
 def is_command(line: str) -> bool:
@@ -76,6 +79,10 @@ def run_command(agent: Agent, line: str, keys: tuple[tuple[str, str], ...] | Non
         return _switch_model(agent, arg)
     if name == "/permissions":
         return _permissions(agent, arg)
+    if name == "/rewind":
+        from rhapsody.rewind import rewind_command
+
+        return rewind_command(agent, arg)
     if name == "/mcp":
         lines = [line for source in agent.toolbox.sources for line in source.status()]
         return Outcome("\n".join(lines) or "no MCP servers configured")
@@ -122,6 +129,7 @@ KEYS = (("enter", "send; while the agent works, a hint for its next step"),
         ("ctrl+j", "new line"),
         ("ctrl+o", "micro-handoff (same as /handoff)"),
         ("esc", "interrupt the turn"),
+        ("esc esc", "on an empty prompt while idle: rewind (as /rewind)"),
         ("up, down", "walk earlier inputs"),
         ("tab", "complete a /command or an @path"),
         ("shift+tab", "move into the transcript (tab comes back, enter unfolds)"),

@@ -159,6 +159,14 @@ class Settings(BaseModel):
     """Files and folders no tool reads or writes and the sandbox mounts empty, besides the built-in credential
     locations (`~/.aws`, `~/.ssh`, ...); `~` expands, relative paths are under the project root. A project's
     config only adds to the list."""
+    checkpoints: bool = True
+    """Record the working tree before each turn and each call that may write (`/rewind` restores them)."""
+    checkpoint_max_file_mb: float = Field(5.0, gt=0)
+    """Files larger than this (MB) are left out of checkpoints, and named in each checkpoint record."""
+    checkpoints_keep_days: float = Field(30.0, gt=0)
+    """Checkpoints older than this many days are removed when a session starts."""
+    checkpoints_max_mb: float = Field(1000.0, gt=0)
+    """The shadow repository's size cap (MB): past it, the oldest checkpoints are removed first."""
     trusted_projects: list[str] = Field(default_factory=list)
     """Project roots (and folders above them) whose own config and .mcp.json may raise permissions and start
     programs; read from the user config only."""

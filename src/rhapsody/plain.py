@@ -254,6 +254,7 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
                                          **({"error": True} if outcome.error else {}))
                 if outcome.quit:
                     break
+                initial = outcome.refill or initial
                 if outcome.run_turn and not busy:
                     task = asyncio.create_task(_consume(agent, None, sink))
                 if outcome.prompt and busy:  # a custom command's prompt, typed while the agent works

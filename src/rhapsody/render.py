@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rhapsody.core import events as ev
+from rhapsody.core.checkpoints import HARNESS_PREFIX
 from rhapsody.core.context import Conversation
 from rhapsody.core.cuts import original_size
 from rhapsody.core.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
@@ -22,7 +23,6 @@ from rhapsody.core.own_files import read_own
 from rhapsody.core.wording import counted
 
 KEY_ARGUMENTS = ("command", "path", "pattern", "query", "id", "action")
-HARNESS_PREFIX = "[rhapsody]"
 INTERRUPTED_TEXT = "⏹ interrupted: what streamed so far is kept"
 STRIPPED = " · stripped · recall "
 """Joins a stripped call's line and its recall id (`⊘ bash ls → ok (0.1 s) · stripped · recall S:ID`)."""
@@ -426,6 +426,8 @@ def record_lines(records: list[dict[str, Any]], root: Path, session_id: str,
         if kind == "message":
             gone = index < boundary
             lines = _message_lines(parsed[index], delivered.get(record["seq"], []), calls, session_id, gone, pruned)
+            if index in conversation.abandoned:
+                lines = rewound_lines(lines)
             out += [(n, line) for line in lines]
             index += 1
         elif kind == "resumed":
@@ -435,6 +437,21 @@ def record_lines(records: list[dict[str, Any]], root: Path, session_id: str,
         else:
             out += [(n, line) for line in _other_lines(record, root, hints, landed)]
     return out
+
+
+def rewound_lines(lines: list[Line]) -> list[Line]:
+    """A message a conversation rewind left behind: one dimmed line that unfolds to what it said."""
+    if not lines:
+        return []
+    return [Line("rewound", f"↶ {one_line(lines[0].text, 200)}", body="\n".join(plain(line).strip() for line in lines))]
+
+
+def rewind_line(record: dict[str, Any]) -> Line:
+    """A `rewind` record (the conversation went back) or a finished `restore` (files went back)."""
+    if record["kind"] == "rewind":
+        return Line("notice", f"↶ conversation rewound to before › {one_line(str(record.get('text', '')), 120)}; "
+                              "what followed stays in the history (dimmed above) and in recall")
+    return Line("notice", f"↶ files restored to a checkpoint ({counted(int(record.get('changed', 0)), 'path')} changed)")
 
 
 def notice_line(record: dict[str, Any]) -> Line:
@@ -488,6 +505,10 @@ def _other_lines(record: dict[str, Any], root: Path, hints: dict[str, str], land
         return [error_line(str(record.get("message", "")))]
     if kind == "notice":
         return [notice_line(record)]
+    if kind == "rewind" or (kind == "restore" and record.get("state") == "done"):
+        return [rewind_line(record)]
+    if kind == "checkpoint_failed":
+        return [error_line(f"checkpoint not taken: {record.get('reason', '')}")]
     if kind == "seam_failed":
         reason = str(record.get("reason", ""))
         old = not reason.startswith(("strip abandoned", "rolling cut abandoned"))  # histories before the live wording

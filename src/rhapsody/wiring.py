@@ -6,14 +6,17 @@ to a front end. Front ends never import this module; they get what they need pas
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rhapsody.config import Settings
 from rhapsody.core.context import RequestSpec
 from rhapsody.core.credentials import absolute
+from rhapsody.core.errors import RhapsodyError
 from rhapsody.core.history import find_session
 from rhapsody.core.loop import Agent
 from rhapsody.core.policy import Policy
@@ -23,6 +26,9 @@ from rhapsody.core.session import Session
 from rhapsody.core.tools import Approver, Toolbox
 from rhapsody.prompts import load, render
 from rhapsody.tools import default_toolbox
+
+if TYPE_CHECKING:
+    from rhapsody.tools.checkpoints import Shadow
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
 
@@ -166,6 +172,38 @@ def permission_mode(settings: Settings, interactive: bool) -> str:
     return settings.permission_mode or ("ask" if interactive else "auto-edit")
 
 
+def shadow(root: Path, settings: Settings) -> Shadow:
+    """The project's checkpoint repository, with the settings' file size limit."""
+    from rhapsody.tools.checkpoints import Shadow
+
+    return Shadow(root, int(settings.checkpoint_max_file_mb * 1024 * 1024))
+
+
+def start_checkpoints(session: Session, settings: Settings) -> Shadow:
+    """The checkpointer for a session: a restore a kill cut short is finished (said in a notice), old
+    checkpoints are cleaned (at most daily)."""
+    import time
+
+    from rhapsody.rewind import clean, finish_interrupted
+
+    found = shadow(session.root, settings)
+    try:
+        finished = finish_interrupted(session, found)
+        clean(found, settings.checkpoints_keep_days, settings.checkpoints_max_mb * 1024 * 1024, time.time())
+    except (RhapsodyError, OSError) as exc:
+        finished = f"checkpoints: {exc}"
+    if finished:
+        session.record("notice", text=finished, shown="as is")
+    if not found.index.exists():  # the first checkpoint hashes every file: begin while the person types
+        threading.Thread(target=_warm_up, args=(found,), daemon=True).start()
+    return found
+
+
+def _warm_up(found: Shadow) -> None:
+    with contextlib.suppress(RhapsodyError, OSError):
+        found.snapshot("rhapsody warm-up")
+
+
 def build(root: Path, settings: Settings, model: Model, model_id: str | None,
           resume: str | None = None, continue_last: bool = False, approver: Approver | None = None) -> Wiring:
     """Wire an agent for `root`; with an approver (a human can answer) an unset permission mode is `ask`."""
@@ -176,6 +214,8 @@ def build(root: Path, settings: Settings, model: Model, model_id: str | None,
     toolbox.protected = absolute(root, settings.protected_paths)
     add_mcp(toolbox, root)
     session = open_session(root, settings, model_id, toolbox, resume, continue_last)
+    if settings.checkpoints:
+        toolbox.checkpointer = start_checkpoints(session, settings)
     # read-only writes nothing into the project: no dialog log (rhapsody's own .rhapsody/ state aside).
     observers = [] if mode == "read-only" else [DialogRecorder(settings.memory.path, settings.memory.commit)]
     return Wiring(Agent(session, model, toolbox, policy(settings, root), observers=observers), settings)

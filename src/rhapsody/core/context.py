@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rhapsody.core.messages import Message, compact_json
-from rhapsody.core.strip import compact, drop_thinking_blocks, drop_tool_ids, strip_blocks
+from rhapsody.core.strip import compact, drop_messages, drop_thinking_blocks, drop_tool_ids, strip_blocks
 from rhapsody.core.tokens import estimate_chars
 
 EPHEMERAL = {"type": "ephemeral"}
@@ -34,6 +34,10 @@ class Conversation:
     pruned: set[str] = field(default_factory=set)
     compacted: int = 0
     """Messages before this index left the source's context at a compaction (imported sessions)."""
+    abandoned: set[int] = field(default_factory=set)
+    """Indexes of messages a conversation rewind left behind: in the history, out of the view."""
+    rewound: list[dict[str, Any]] = field(default_factory=list)
+    """Seams a conversation rewind went back across (their strip no longer applies)."""
     _view: list[Message] | None = field(default=None, repr=False)
 
     def apply(self, record: dict[str, Any]) -> None:
@@ -64,6 +68,15 @@ class Conversation:
         elif kind == "compaction":
             self._view = None
             self.compacted = max(self.compacted, record["boundary"])
+        elif kind == "rewind":
+            self._rewind(record["to"])
+
+    def _rewind(self, to: int) -> None:
+        """The view continues from message `to`: later messages, and seams placed after it, leave it."""
+        self._view = None
+        self.abandoned.update(range(to, len(self.messages)))
+        while self.seams and self.seams[-1]["boundary"] > to:
+            self.rewound.append(self.seams.pop())
 
     def boundary(self) -> int:
         """How many messages the latest active seam strips (0 with no seam)."""
@@ -85,6 +98,8 @@ class Conversation:
             msgs = drop_thinking_blocks(msgs, self.thinking_cut)
         if boundary:
             msgs = strip_blocks(msgs, boundary)
+        if self.abandoned:
+            msgs = drop_messages(msgs, self.abandoned)
         return compact(msgs[self.compacted:])
 
     @classmethod

@@ -152,8 +152,9 @@ def stripped_calls(session: Session) -> list[tuple[ToolUseBlock, ToolResultBlock
     results = {
         b.tool_use_id: b for m in conv.messages for b in m.content if isinstance(b, ToolResultBlock)
     }
+    start = conv.boundary()
     calls = [
-        b for m in conv.messages[conv.boundary():] for b in m.content
+        b for i, m in enumerate(conv.messages[start:], start) if i not in conv.abandoned for b in m.content
         if isinstance(b, ToolUseBlock) and b.name != HANDOFF_TOOL
     ]
     return [(c, results.get(c.id)) for c in calls]

@@ -20,11 +20,14 @@ Imports: stdlib and rhapsody.core only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 
 from rhapsody.core import handoff_state
-from rhapsody.core.errors import ContextTooLong, ModelError
+from rhapsody.core.checkpoints import checkpoint, take
+from rhapsody.core.errors import ContextTooLong, ModelError, StorageError
 from rhapsody.core.events import (
     DenialDelivered,
     Event,
@@ -99,7 +102,10 @@ class Agent:
         self._turn_start = len(self.session.records)
         self._interruption = None
         try:
+            message = len(self.session.conversation.messages)
             record = self.session.append_message("user", blocks)
+            # after the message is on disk (a quit right after Enter keeps it); no file changed in between
+            await checkpoint(self.session, self.toolbox.checkpointer, "turn", message=message)
             if hints:
                 yield self._observed(delivered(self.session, hints, record["seq"], "start of turn"))
             yield self._observed(TurnStarted(text or ""))
@@ -115,6 +121,14 @@ class Agent:
                 raise
         finally:
             self.busy = False
+            self._end_checkpoint()
+
+    def _end_checkpoint(self) -> None:
+        """The tree as the turn left it, also when cancelled (a sync call cannot be cancelled). A history that
+        cannot be written (a full disk) must not hide the error that ended the turn: the next append says it."""
+        if self.toolbox.checkpointer is not None:
+            with contextlib.suppress(StorageError):
+                take(self.session, self.toolbox.checkpointer, "end")
 
     async def _loop(self) -> AsyncGenerator[Event, None]:
         refused = ""  # the length refusal the last strip at the window answered
@@ -236,7 +250,7 @@ class Agent:
             yield NarrationViolation(call, words, required, total)
             return
         yield ToolStarted(call)
-        outcome, ms = await self.toolbox.run(call.name, call.input, self.ctx)
+        outcome, ms = await self.toolbox.run(call.name, call.input, dataclasses.replace(self.ctx, call_id=call.id))
         self.session.record(
             "tool_run",
             tool_use_id=call.id,

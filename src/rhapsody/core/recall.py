@@ -165,9 +165,11 @@ def search(history: Path, query: str, limit: int = 10, stripped_only: bool = Tru
 
 
 def _gone(history: Path) -> tuple[int, set[str]]:
-    """What left the context: messages before the latest seam, and calls pruned by the rolling policy."""
+    """What left the context: messages before the latest seam, calls pruned by the rolling policy, and
+    calls of messages a conversation rewind left behind."""
     conv = Conversation.from_records(read_history(history).records)
-    return conv.boundary(), conv.pruned
+    left = {call.id for i in conv.abandoned for call in conv.messages[i].tool_uses()}
+    return conv.boundary(), conv.pruned | left
 
 
 def search_project(root: Path, current: Path, query: str, limit: int = 10, write: bool = True) -> list[Hit]:

@@ -40,6 +40,9 @@ FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
     "compaction": {"boundary": _INT},
     "import": {"source": _STR, "format": _STR, "sha256": _STR},
     "aside": {"what": _STR},
+    "checkpoint": {"at": _STR, "commit": _STR, "message": _INT, "left_out": _LIST},
+    "rewind": {"to": _INT},
+    "restore": {"state": _STR, "target": _STR},
 }
 """Per kind, the fields rhapsody reads and the types they must have when present."""
 
@@ -47,6 +50,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "message": ("role", "content"), "hint": ("id", "text"), "hint_delivered": ("ids",), "model": ("model",),
     "seam": ("boundary",), "unseam": ("boundary",), "prune": ("ids",), "thinking_cut": ("boundary",),
     "compaction": ("boundary",), "import": ("source", "format", "sha256"), "aside": ("what",),
+    "checkpoint": ("commit",), "rewind": ("to",), "restore": ("state",),
 }
 """Fields a fold indexes directly, so they must be present."""
 

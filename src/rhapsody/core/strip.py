@@ -63,6 +63,11 @@ def drop_tool_ids(messages: Sequence[Message], ids: set[str]) -> list[Message]:
     return _filter_head(messages, len(messages), keep)
 
 
+def drop_messages(messages: Sequence[Message], indexes: set[int]) -> list[Message]:
+    """Empty the messages at `indexes` (a conversation rewind left them behind); same length."""
+    return [_EMPTY[m.role] if i in indexes else m for i, m in enumerate(messages)]
+
+
 def drop_thinking_blocks(messages: Sequence[Message], boundary: int) -> list[Message]:
     """Remove thinking from `messages[:boundary]`, used when the prefix they were bound to changed."""
     return _filter_head(messages, boundary, lambda b: b.type not in THINKING_TYPES)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ValidationError
 
+from rhapsody.core.checkpoints import Checkpointer, checkpoint
 from rhapsody.core.messages import INVALID_KEY, UNPARSED_KEY
 from rhapsody.core.permissions import SANDBOXED, Call, Rules, decide_call, relative_keys
 from rhapsody.core.secrets import mask
@@ -66,6 +67,8 @@ class ToolContext:
     """The permission mode is read-only: a tool writes nothing, not even its own caches."""
     protected: tuple[str, ...] = ()
     """The user's `protected_paths` (absolute): no tool reads or writes them, the sandbox hides them."""
+    call_id: str = ""
+    """The tool_use id of the call being run (its checkpoint names it)."""
 
 
 class Tool(Protocol):
@@ -161,6 +164,8 @@ class Toolbox:
         self._builtin = list(self.tools)
         self.protected: tuple[str, ...] = ()
         """The user's `protected_paths`, made absolute: every call's context carries them."""
+        self.checkpointer: Checkpointer | None = None
+        """Records the working tree before each turn and each call that may write; None: no checkpoints."""
 
     def specs(self) -> list[dict[str, Any]]:
         """Tool definitions for the request, in registration order."""
@@ -221,6 +226,8 @@ class Toolbox:
         refusal = await self._permit(tool, call, ctx, args)
         if refusal:
             return refusal
+        if tool.writes and (call.leave_sandbox or call.confinement != "read-only"):
+            await checkpoint(ctx.session, self.checkpointer, "tool", tool_use_id=ctx.call_id, name=tool.name)
         timer[0] = self.clock()  # the duration is the tool's, not the human's time to answer
         ctx = dataclasses.replace(ctx, confinement="off" if call.leave_sandbox else call.confinement,
                                   read_deny=self.rules.read_denied(), read_only=self.permission_mode == "read-only",

@@ -10,7 +10,7 @@ boundary, ctrl+n queues a message for the end of the turn.
 | enter | Send (hint while working, new turn while idle) |
 | ctrl+n | Queue for the end of the turn |
 | ctrl+o | Micro-handoff |
-| escape | Interrupt the streaming turn |
+| escape | Interrupt the streaming turn; twice on an empty prompt while idle: rewind (as `/rewind`) |
 | pageup, pagedown | Scroll the transcript |
 | shift+tab | Move into the transcript (tab comes back) |
 | ctrl+u | Show earlier transcript entries |
@@ -39,6 +39,7 @@ from textual.worker import Worker
 
 from rhapsody.lazy import lazy, load_all
 from rhapsody.prompt_aids import InputHistory
+from rhapsody.tui.rewind import Rewinder
 from rhapsody.tui.status import Liveness, starting_text, status_line, welcome_text
 from rhapsody.tui.widgets import Entry, Foldable, PromptInput, StatusBar, TranscriptView
 
@@ -117,6 +118,7 @@ class RhapsodyApp(App[int]):
         self._replying = False
         self._held: list[dict[str, Any]] = []
         self._git = ""
+        self.rewinder = Rewinder(self)
 
     def compose(self) -> ComposeResult:
         yield TranscriptView(id="transcript")
@@ -300,6 +302,9 @@ class RhapsodyApp(App[int]):
         palette, not a key such as ctrl+o)."""
         if not self.ready:  # the palette or a key before the session is built
             return
+        if text.strip() == "/rewind":  # the list to pick from; with arguments it runs as in plain mode
+            await self.rewinder.open()
+            return
         session = self.agent.session
         if echo:
             await self.note(text.strip(), "command")
@@ -313,6 +318,8 @@ class RhapsodyApp(App[int]):
             await self.reload()
         if outcome.text and not outcome.in_history:
             await self.note(outcome.text, "error" if outcome.error else "notice")
+        if outcome.refill:
+            self.to_prompt(outcome.refill)
         if outcome.run_turn and not self.busy:  # a turn about to start asks at its end (after_turn)
             self.start_turn(None)
         if outcome.confirm:
@@ -549,6 +556,8 @@ class RhapsodyApp(App[int]):
         """Esc: cancel the running turn."""
         if self.busy:
             self.workers.cancel_group(self, "agent")
+        elif self.ready:
+            self.rewinder.escape(not self.query_one(PromptInput).text.strip())
 
     def action_noop(self) -> None:
         """Bindings handled by the prompt, listed here so the Footer shows them."""

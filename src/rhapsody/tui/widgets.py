@@ -28,7 +28,7 @@ WINDOW = 40
 TRIM = 20
 RESULT_PREVIEW = 4000
 LIVE_SPLIT = 1500
-FOLDABLE = ("tool", "seam", "thinking", "harness")
+FOLDABLE = ("tool", "seam", "thinking", "harness", "rewound")
 
 
 class StatusBar(Static):

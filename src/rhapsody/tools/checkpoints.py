@@ -1,0 +1,288 @@
+"""Checkpoints of the working tree in a private shadow git repository under `.rhapsody/checkpoints/`.
+
+Every git call runs with GIT_DIR naming the shadow, GIT_WORK_TREE the project root and a
+private index file, so the user's `.git` (index, stash, refs, hooks, config) is never opened.
+No system or global config is read, hooks point at /dev/null and the hardened overrides of
+tools/git.py apply; the shadow's own config must be the exact text rhapsody writes (a cloned
+project could ship a `.rhapsody/checkpoints/config` naming programs), and its
+`info/attributes` unsets every conversion so a blob is the file's bytes.
+
+Speed: the private index is kept between checkpoints, so git's stat cache lists only the
+files that changed (`ls-files --modified --others --deleted`); those are re-hashed with
+`update-index`, then `write-tree` and `commit-tree`. Objects are shared by every
+checkpoint. Files over the size limit, nested repositories and special files are left out
+and named. Commits have no parents and no refs: the history records name them, and
+`clean` keeps those still wanted (`git prune` with them as heads).
+
+Stdlib only (plus rhapsody's git hardening).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import stat
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rhapsody.core.errors import StorageError
+from rhapsody.core.history import STATE_DIR, private_dir, read_plain, state_dir, write_private
+from rhapsody.tools.git import STATIC, hardened_env
+
+CONFIG = ("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = false\n"
+          "\tautocrlf = false\n\tsymlinks = true\n\tpreloadindex = true\n[gc]\n\tauto = 0\n")
+"""The shadow's whole config; anything else in that file refuses the shadow."""
+EXCLUDE = f"/{STATE_DIR}/\n"
+ATTRIBUTES = "* -text -eol -filter -ident -working-tree-encoding\n"
+"""$GIT_DIR/info/attributes outranks every .gitattributes in the tree: no conversion of any file."""
+AUTHOR = {"GIT_AUTHOR_NAME": "rhapsody", "GIT_AUTHOR_EMAIL": "rhapsody@localhost",
+          "GIT_COMMITTER_NAME": "rhapsody", "GIT_COMMITTER_EMAIL": "rhapsody@localhost"}
+TIMEOUT = 300.0
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+
+class CheckpointError(StorageError):
+    """A checkpoint could not be taken or read; one line saying why."""
+
+
+LeftOut = tuple[str, int, str, int]
+"""A file a checkpoint left out: path, size in bytes, why, modification time (ns; 0 for a nested repository)."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One checkpoint: the commit, and what it left out."""
+
+    commit: str
+    left_out: list[LeftOut] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One path that differs between two checkpoints: its mode on each side ('' where absent), the new blob."""
+
+    path: str
+    old_mode: str
+    new_mode: str
+    new_blob: str
+
+
+class Shadow:
+    """The shadow repository of one project root."""
+
+    def __init__(self, root: Path, max_file_bytes: int = 5 * 1024 * 1024) -> None:
+        self.root = root
+        self.max_file_bytes = max_file_bytes
+        self.git_dir = root / STATE_DIR / "checkpoints"
+        self.index = self.git_dir / "rhapsody-index"
+        self._checked = False
+
+    # -- setup --------------------------------------------------------------------------
+
+    def ensure(self) -> None:
+        """Create the shadow on first use; refuse one whose config rhapsody did not write."""
+        with self._locked():
+            self._ensure()
+
+    def _ensure(self) -> None:
+        if not os.path.lexists(self.git_dir):
+            self._create()
+        for name, text in (("config", CONFIG), ("info/exclude", EXCLUDE), ("info/attributes", ATTRIBUTES)):
+            if self._own_file(name) != text.encode():
+                raise CheckpointError(f"refusing {self.git_dir}: its {name} is not the one rhapsody writes "
+                                      "(remove that folder to start checkpoints afresh)")
+        self._checked = True
+
+    def _create(self) -> None:
+        """Build the shadow beside its place, then rename it there: a kill leaves none or a whole one."""
+        building = self.git_dir.with_name(self.git_dir.name + ".new")
+        if os.path.islink(building):
+            os.unlink(building)
+        elif os.path.lexists(building):
+            shutil.rmtree(building)  # left by a kill while it was built
+        private_dir(building)
+        self._git("init", "-q", "--bare", "--template=", str(building), bare=True)
+        write_private(building / "config", CONFIG)
+        private_dir(building / "info")
+        write_private(building / "info" / "exclude", EXCLUDE)
+        write_private(building / "info" / "attributes", ATTRIBUTES)
+        os.rename(building, self.git_dir)
+
+    def _own_file(self, name: str) -> bytes:
+        try:
+            return read_plain(self.git_dir / name)
+        except OSError:
+            return b""
+
+    # -- checkpoint ---------------------------------------------------------------------
+
+    def snapshot(self, message: str) -> Snapshot:
+        """Record the working tree now (tracked and untracked files that are not ignored).
+
+        One snapshot at a time per project (a lock every rhapsody process takes), so an
+        `index.lock` found while holding it was left by a process killed mid-write: it goes."""
+        with self._locked():
+            self._ensure()
+            stale = self.index.with_name(self.index.name + ".lock")
+            if stale.exists():
+                stale.unlink()
+            return self._snapshot(message)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """One rhapsody at a time creates the shadow or takes a checkpoint (threads and processes alike)."""
+        lock = state_dir(self.root) / "checkpoints.lock"
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        except OSError as exc:
+            raise CheckpointError(f"checkpoint: cannot lock {self.git_dir}: {exc.strerror}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _snapshot(self, message: str) -> Snapshot:
+        listed = self._git("ls-files", "-z", "--others", "--modified", "--deleted", "--exclude-standard")
+        update, drop, left_out = self._sort(dict.fromkeys(p for p in listed.split(b"\0") if p))
+        if update:
+            self._git("update-index", "--add", "--remove", "-z", "--stdin", stdin=b"\0".join(update) + b"\0")
+        if drop:
+            self._git("update-index", "--force-remove", "-z", "--stdin", stdin=b"\0".join(drop) + b"\0")
+        tree = self._git("write-tree").decode().strip()
+        commit = self._git("commit-tree", tree, "-m", message, extra=AUTHOR).decode().strip()
+        return Snapshot(commit, left_out)
+
+    def _sort(self, paths: dict[bytes, None]) -> tuple[list[bytes], list[bytes], list[LeftOut]]:
+        """Paths to (re)hash, paths to take out of the index, and what is left out and why."""
+        update: list[bytes] = []
+        drop: list[bytes] = []
+        left_out: list[LeftOut] = []
+        for raw in paths:
+            name = os.fsdecode(raw)
+            if raw.endswith(b"/"):
+                left_out.append((name.rstrip("/"), 0, "a nested repository", 0))
+                continue
+            try:
+                info = os.lstat(self.root / name)
+            except FileNotFoundError:
+                update.append(raw)  # deleted: --remove takes it out
+                continue
+            if stat.S_ISREG(info.st_mode) and info.st_size > self.max_file_bytes:
+                drop.append(raw)
+                left_out.append((name, info.st_size, f"over {self.max_file_bytes / 1024 / 1024:g} MB", info.st_mtime_ns))
+            elif stat.S_ISREG(info.st_mode) or stat.S_ISLNK(info.st_mode):
+                update.append(raw)
+        return update, drop, left_out
+
+    def take(self, label: str) -> tuple[str, list[LeftOut]]:
+        """The Checkpointer protocol (core/checkpoints.py): the commit and what was left out."""
+        try:
+            snap = self.snapshot(label)
+        except OSError as exc:
+            raise CheckpointError(f"checkpoint: {exc.filename or self.git_dir}: {exc.strerror or exc}") from None
+        return snap.commit, snap.left_out
+
+    # -- reading ------------------------------------------------------------------------
+
+    def has(self, commit: str) -> bool:
+        """Whether the commit and its tree are in the shadow (not cleaned away)."""
+        try:
+            self._git("cat-file", "-e", f"{commit}^{{tree}}")
+        except CheckpointError:
+            return False
+        return True
+
+    def existing(self, commits: list[str]) -> set[str]:
+        """Which of `commits` are still in the shadow, in one git call."""
+        if not commits:
+            return set()
+        out = self._git("cat-file", "--batch-check", stdin="".join(f"{c}\n" for c in commits).encode())
+        found = (line.split() for line in out.decode().splitlines())
+        return {parts[0] for parts in found if len(parts) == 3 and parts[1] == "commit"}  # else "NAME missing"
+
+    def changes(self, old: str, new: str) -> list[Change]:
+        """Every path whose content or mode differs from checkpoint `old` to `new`."""
+        out = self._git("diff-tree", "-r", "-z", "--raw", "--no-renames", "--no-ext-diff", old or EMPTY_TREE, new)
+        parts = out.split(b"\0")
+        changes = []
+        for head, raw in zip(parts[0::2], parts[1::2]):
+            fields = head.decode().lstrip(":").split()
+            if len(fields) >= 5:
+                changes.append(Change(os.fsdecode(raw), _mode(fields[0]), _mode(fields[1]),
+                                      "" if set(fields[3]) == {"0"} else fields[3]))
+        return changes
+
+    def line_counts(self, old: str, new: str) -> list[tuple[str, int, int]]:
+        """Per changed path, lines added and removed (binary files count 0)."""
+        out = self._git("diff-tree", "-r", "-z", "--numstat", "--no-renames", "--no-ext-diff", "--no-textconv",
+                        old or EMPTY_TREE, new)
+        counts = []
+        for entry in out.split(b"\0"):
+            fields = entry.split(b"\t", 2)
+            if len(fields) == 3:
+                added, removed = (int(x) if x.isdigit() else 0 for x in fields[:2])
+                counts.append((os.fsdecode(fields[2]), added, removed))
+        return counts
+
+    def blobs(self, shas: list[str]) -> dict[str, bytes]:
+        """The bytes of each blob."""
+        if not shas:
+            return {}
+        out = self._git("cat-file", "--batch", stdin="".join(f"{s}\n" for s in shas).encode())
+        found: dict[str, bytes] = {}
+        pos = 0
+        for sha in shas:
+            end = out.index(b"\n", pos)
+            size = int(out[pos:end].split()[2])
+            found[sha] = out[end + 1:end + 1 + size]
+            pos = end + 2 + size
+        return found
+
+    # -- retention ----------------------------------------------------------------------
+
+    def size_bytes(self) -> int:
+        """Bytes of the shadow's object store."""
+        total = 0
+        for folder, _, files in os.walk(self.git_dir / "objects"):
+            total += sum(os.lstat(os.path.join(folder, f)).st_size for f in files)
+        return total
+
+    def prune(self, keep: list[str], grace: str = "1.hour.ago") -> None:
+        """Remove every object not reachable from `keep` or the index; objects younger than `grace` stay
+        (a checkpoint another session is taking has no record yet). `keep` is held by refs while git prunes."""
+        refs = [f"refs/rhapsody-keep/{i}" for i in range(len(keep))]
+        self._git("update-ref", "--stdin", stdin="".join(f"update {r} {c}\n" for r, c in zip(refs, keep)).encode())
+        try:
+            self._git("prune", f"--expire={grace}")
+        finally:
+            self._git("update-ref", "--stdin", stdin="".join(f"delete {r}\n" for r in refs).encode())
+
+    # -- git ----------------------------------------------------------------------------
+
+    def _git(self, *args: str, stdin: bytes | None = None, extra: dict[str, str] | None = None,
+             bare: bool = False) -> bytes:
+        if not bare and not self._checked:
+            self.ensure()  # no git call reads a shadow whose config could name a program
+        pairs = [*STATIC, ("core.bare", "false")] if not bare else list(STATIC)
+        env = hardened_env(pairs)
+        env.update(GIT_CONFIG_GLOBAL=os.devnull, **(extra or {}))
+        if not bare:  # `bare`: `git init` of a folder the arguments name
+            env.update(GIT_DIR=str(self.git_dir), GIT_WORK_TREE=str(self.root), GIT_INDEX_FILE=str(self.index))
+        try:
+            done = subprocess.run(["git", "--no-pager", *args], cwd=self.root, env=env, input=stdin,
+                                  capture_output=True, timeout=TIMEOUT)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise CheckpointError(f"checkpoint: git {args[0]}: {exc}") from None
+        if done.returncode != 0:
+            lines = done.stderr.decode("utf-8", errors="replace").strip().splitlines()
+            raise CheckpointError(f"checkpoint: git {args[0]}: {lines[-1] if lines else 'failed'}")
+        return done.stdout
+
+
+def _mode(text: str) -> str:
+    return "" if set(text) == {"0"} else text
