@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rhapsody.config_files import project_config_path, read_config, user_config_path
 from rhapsody.core.errors import ConfigError
+from rhapsody.hooks import HookSettings
 
 
 class MemorySettings(BaseModel):
@@ -146,6 +147,9 @@ class Settings(BaseModel):
     """Where bash and git run: bubblewrap with the project writable, read-only, or no sandbox (docs/security.md)."""
     sandbox_network: bool = False
     """Let sandboxed commands reach the network."""
+    hooks: HookSettings = Field(default_factory=dict)
+    """Programs run at points of a turn, by event (`[[hooks.PreToolUse]]` with matcher and hooks); a project's
+    run only once it is trusted, after the user's (docs/user-guide.md, Hooks)."""
     trusted_projects: list[str] = Field(default_factory=list)
     """Project roots (and folders above them) whose own config and .mcp.json may raise permissions and start
     programs; read from the user config only."""
@@ -173,6 +177,9 @@ def load_settings(root: Path, flags: dict[str, Any] | None = None) -> Settings:
             project[key] = [*merged[key], *project[key]]
     if isinstance(project.get("mcp_servers"), dict) and isinstance(merged.get("mcp_servers"), dict):
         project["mcp_servers"] = {**merged["mcp_servers"], **project["mcp_servers"]}
+    if isinstance(project.get("hooks"), dict) and isinstance(merged.get("hooks"), dict):  # the user's run first
+        project["hooks"] = {e: [*merged["hooks"].get(e, []), *project["hooks"].get(e, [])]
+                            for e in {**merged["hooks"], **project["hooks"]}}
     merged.update(project)
     merged.update(env)
     merged.update(given)
@@ -333,6 +340,7 @@ def _from_env() -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in Settings.model_fields:
         value = os.environ.get(f"RHAPSODY_{name.upper()}")
-        if value is not None and name not in ("keymap", "allow", "deny", "memory", "mcp_servers", "trusted_projects"):
+        if value is not None and name not in ("keymap", "allow", "deny", "memory", "mcp_servers", "trusted_projects",
+                                              "hooks"):
             out[name] = value
     return out

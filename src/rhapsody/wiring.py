@@ -134,6 +134,15 @@ def add_mcp(toolbox: Toolbox, root: Path) -> None:
     toolbox.add_secrets(values + [v.split()[-1] for v in values if " " in v.strip()])  # "Bearer TOKEN": the token too
 
 
+def add_hooks(toolbox: Toolbox, root: Path, settings: Settings) -> None:
+    """Give the toolbox the hooks of the settings (none: the core's NoHooks stays)."""
+    if not any(settings.hooks.values()):
+        return
+    from rhapsody.hooks import HookRunner
+
+    toolbox.hooks = HookRunner(settings.hooks, root, toolbox.secrets)
+
+
 def open_session(root: Path, settings: Settings, model_id: str | None, toolbox: Toolbox,
                  resume: str | None = None, continue_last: bool = False) -> Session:
     """A new session, or the one to resume."""
@@ -161,6 +170,7 @@ def build(root: Path, settings: Settings, model: Model, model_id: str | None,
     mode = settings.permission_mode or ("ask" if approver is not None else "auto-edit")
     toolbox = default_toolbox(mode, settings.allow, settings.deny, approver, settings.sandbox, settings.sandbox_network)
     add_mcp(toolbox, root)
+    add_hooks(toolbox, root, settings)
     session = open_session(root, settings, model_id, toolbox, resume, continue_last)
     # read-only writes nothing into the project: no dialog log (rhapsody's own .rhapsody/ state aside).
     observers = [] if mode == "read-only" else [DialogRecorder(settings.memory.path, settings.memory.commit)]
