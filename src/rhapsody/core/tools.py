@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from rhapsody.core.hooks import NOTHING, HookVerdict, Hooks, NoHooks, payload, tool_fields
 from rhapsody.core.messages import INVALID_KEY, UNPARSED_KEY
-from rhapsody.core.permissions import SANDBOXED, Call, Decision, Rules, decide_call, relative_keys
+from rhapsody.core.permissions import SANDBOXED, Call, Decision, Rules, decide_call, fetch_host, relative_keys
 from rhapsody.core.secrets import mask
 from rhapsody.core.suggest import session_rules
 
@@ -298,9 +298,10 @@ class Toolbox:
         rule_name = "unsandboxed" if call.leave_sandbox else tool
         if self.approver is None:
             where = " in your user config" if rule_name == "unsandboxed" else ""
+            example = f"web_fetch:{fetch_host(argument)}" if tool == "web_fetch" else \
+                f"{rule_name}:{argument.split()[0] if argument else ''}*"
             return "deny", (f"{why}, and no human can answer here (headless); allow it with a rule such as "
-                            f"allow = [\"{rule_name}:{argument.split()[0] if argument else ''}*\"]{where} "
-                            "or pick another --permission-mode"), "mode", ""
+                            f"allow = [\"{example}\"]{where} or pick another --permission-mode"), "mode", ""
         self._notify(ctx, f"rhapsody needs your permission to use {tool}: {argument}"[:300])
         answer = await self.approver(tool, argument, why, args, rules=session_rules(self.permission_mode, self.rules, call))
         self.rules.session_allow.extend(answer.remember)
