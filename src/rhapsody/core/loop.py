@@ -31,6 +31,7 @@ from rhapsody.core.events import (
     Event,
     Failed,
     HandoffAsked,
+    ImagesAttached,
     Interrupted,
     ModelResponse,
     NarrationViolation,
@@ -45,6 +46,7 @@ from rhapsody.core.events import (
     UsageReported,
 )
 from rhapsody.core.handoff_state import NoteWritten, Phase
+from rhapsody.core.images import attach, label
 from rhapsody.core.hooks import STOP_CONTINUES, HookVerdict, payload
 from rhapsody.core.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.core.model import Model
@@ -97,10 +99,13 @@ class Agent:
                 yield Notice(f"prompt not sent: a UserPromptSubmit hook blocked it: {verdict.reason or 'no reason given'}")
                 return
             added = [TextBlock(text=verdict.context)] if verdict.context.strip() else []
+        images, refused = attach(text, self.session.root) if text and text.strip() else ([], [])
+        for line in refused:
+            yield Notice(line)
         hints = self.session.take_hints()
         blocks: list[Block] = [TextBlock(text=h.text) for h in hints]
         if text and text.strip():
-            blocks += [TextBlock(text=text), *added]
+            blocks += [TextBlock(text=text), *(i.block() for i in images), *added]
         if self.session.handoff.phase == Phase.WANTED and not blocks:  # human words are answered first
             blocks += await self._ask_handoff(interrupted_work=False)
         if not blocks:
@@ -115,6 +120,8 @@ class Agent:
             if hints:
                 yield self._observed(delivered(self.session, hints, record["seq"], "start of turn"))
             yield self._observed(TurnStarted(text or ""))
+            if images:
+                yield self._observed(ImagesAttached(tuple(label(i.block().dump()) for i in images)))
             async for notice in sync_tools(self.session, self.toolbox):
                 yield self._observed(notice)
             try:

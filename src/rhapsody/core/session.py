@@ -22,6 +22,7 @@ from rhapsody.core import handoff_state
 from rhapsody.core.errors import HistoryError
 from rhapsody.core.figures import Figures
 from rhapsody.core.handoff_state import HandoffState
+from rhapsody.core.images import for_request
 from rhapsody.core.history import HistoryWriter, history_dir, new_session_id, read_history
 from rhapsody.core.messages import Block, Message, ToolResultBlock
 
@@ -141,7 +142,7 @@ class Session:
 
     def request_and_size(self) -> tuple[dict[str, Any], int, int]:
         """The next request body with its compact size in bytes and estimated tokens."""
-        messages = self.messages()
+        messages = for_request(self.messages(), self.root)  # stored images as base64 blocks
         return build_request(self.spec, messages), *measure_messages(self.spec, messages)
 
     def switch_model(self, model: str) -> None:
