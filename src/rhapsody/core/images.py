@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rhapsody.core.errors import StorageError
 from rhapsody.core.history import STATE_DIR, private_dir, state_dir, write_private_bytes
 from rhapsody.core.messages import Message, OtherBlock
 
@@ -136,7 +137,7 @@ def attach(text: str, root: Path) -> tuple[list[Attached], list[str]]:
     for word, path, _ in mentioned(text, root):
         try:
             images.append(store(root, path))
-        except ValueError as exc:
+        except (ValueError, StorageError) as exc:  # StorageError: .rhapsody/images cannot be written
             refused.append(f"image {word} not attached: {exc}")
     return images, refused
 
