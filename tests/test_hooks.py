@@ -15,7 +15,7 @@ from rhapsody.loopback.script import call, say
 from rhapsody.trust import trust
 from rhapsody.wiring import build
 
-from .conftest import MODEL, Stub, collect
+from .conftest import MODEL, Stub, collect, until
 from .test_handoff_e2e import handoff_turn
 
 RM = "I will clear the build folder so the next build starts from nothing at all."
@@ -107,10 +107,7 @@ async def test_a_hooks_allow_never_skips_a_question_and_its_ask_asks(stub: Stub,
     wiring.agent.toolbox.approver = answer
     await collect(wiring.agent.run("write notes"))
     assert len(asked) == 1 and not (project / "notes.txt").exists()
-    for _ in range(200):
-        if notified.exists() and notified.stat().st_size:
-            break
-        time.sleep(0.01)
+    await until(lambda: notified.exists() and notified.stat().st_size > 0)
     assert "permission to use write_file" in json.loads(notified.read_text())["message"]
 
     ask = script(tmp_path, "ask.sh", '#!/bin/bash\necho \'{"hookSpecificOutput": {"permissionDecision": "ask", '

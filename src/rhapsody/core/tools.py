@@ -181,9 +181,11 @@ class Toolbox:
         return notices
 
     async def close_sources(self) -> None:
-        """Stop what the sources started (every MCP server process)."""
+        """Stop what the sources started (every MCP server process) and any Notification hook still running."""
         for source in self.sources:
             await source.close()
+        for task in list(self._background):
+            task.cancel()
 
     async def refresh(self) -> list[str]:
         """Take in the tools of every source (built-ins first, then each source's in its order); returns notices."""
