@@ -90,6 +90,7 @@ echo '{{"hookSpecificOutput": {{"hookEventName": "PreToolUse", "permissionDecisi
     assert given["tool_input"]["file_path"] == str((project / "notes.txt").resolve())
     assert given["session_id"] == wiring.session.id and given["transcript_path"] == str(wiring.session.path)
     assert given["cwd"] == str(project) and given["rhapsody_tool"] == "write_file"
+    assert given["tool_use_id"] == stub.bodies()[1]["messages"][-2]["content"][-1]["id"]
 
 
 async def test_a_hooks_allow_never_skips_a_question_and_its_ask_asks(stub: Stub, project: Path, tmp_path: Path) -> None:

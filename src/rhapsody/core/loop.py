@@ -20,6 +20,7 @@ Imports: stdlib and rhapsody.core only.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
@@ -244,7 +245,7 @@ class Agent:
             yield NarrationViolation(call, words, required, total)
             return
         yield ToolStarted(call)
-        outcome, ms = await self.toolbox.run(call.name, call.input, self.ctx)
+        outcome, ms = await self.toolbox.run(call.name, call.input, dataclasses.replace(self.ctx, tool_use_id=call.id))
         self.session.record(
             "tool_run",
             tool_use_id=call.id,

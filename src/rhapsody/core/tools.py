@@ -63,6 +63,8 @@ class ToolContext:
     """Where this call's command runs: a sandbox level, 'off' or 'unavailable' (set per call by the toolbox)."""
     read_deny: tuple[str, ...] = ()
     """Path patterns of `read_file` deny rules: search and listing leave those files out too."""
+    tool_use_id: str = ""
+    """The call being run (set per call by the loop), for hooks."""
 
 
 class Tool(Protocol):
@@ -244,7 +246,7 @@ class Toolbox:
         """A tool event's payload, its arguments masked like everything else that leaves."""
         masked = {**fields, "tool_input": {k: self._masked(v) if isinstance(v, str) else v
                                            for k, v in fields["tool_input"].items()}}
-        return payload(ctx.session, event, self.permission_mode, **masked, **more)
+        return payload(ctx.session, event, self.permission_mode, **masked, tool_use_id=ctx.tool_use_id, **more)
 
     async def _permit(self, tool: Tool, call: Call, ctx: ToolContext, args: BaseModel,
                       hook: HookVerdict = NOTHING) -> ToolOutcome | None:

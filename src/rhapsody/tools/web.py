@@ -83,7 +83,7 @@ class WebFetch:
     async def _answer(self, url: str, response: httpx2.Response, cap: int) -> ToolOutcome:
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         facts = {"url": url, "status": response.status_code, "content_type": kind}
-        if kind and not kind.startswith(TEXT_TYPES):
+        if kind and not kind.startswith(TEXT_TYPES) and not kind.endswith(("+json", "+xml")):
             size = response.headers.get("content-length", "unknown")
             raise ToolFailure(f"{url} is not text ({kind}, {size} bytes): web_fetch reads text pages only")
         body, whole = await _read(response, self.max_bytes)
