@@ -222,3 +222,15 @@ async def test_an_untrusted_projects_hooks_do_not_run_until_it_is_trusted(stub: 
     trusted = load_settings(project, {"permission_mode": "yolo", "sandbox": "off"})
     await collect(build(project, trusted, stub.model(), MODEL).agent.run("hi"))
     assert marker.exists()
+
+
+async def test_pre_handoff_output_goes_after_the_request_for_the_note(stub: Stub, project: Path, tmp_path: Path) -> None:
+    extra = script(tmp_path, "extra.sh", "#!/bin/bash\necho 'Also name the ticket: RH-42.'\n")
+    stub.script(call(RM.replace("clear", "list"), "bash", command="ls"), say("Listed."), handoff_turn(), say("Noted."))
+    wiring = stub.wire(project, hooks=hook("PreHandoff", extra))
+    await collect(wiring.agent.run("list"))
+    wiring.agent.request_handoff()
+    await collect(wiring.agent.run())
+    asked = [b["text"] for b in stub.bodies()[2]["messages"][-1]["content"]]
+    assert asked[-1] == "Also name the ticket: RH-42." and "micro_handoff" in asked[-2]
+    assert [r["event"] for r in hook_records(wiring.session.path)] == ["PreHandoff"]
