@@ -59,6 +59,8 @@ async def test_an_at_image_reaches_the_model_as_base64_and_the_history_keeps_onl
     assert stored.read_bytes() == data and stat.S_IMODE(stored.stat().st_mode) == 0o600
     history = wiring.session.path.read_text()
     assert image["source"]["data"] not in history and digest in history
+    request = next(r for r in read_history(wiring.session.path).records if r["kind"] == "request")
+    assert request["bytes"] > len(image["source"]["data"])  # the wire's size, image included
     lines = [line.text for _, line in record_lines(wiring.session.records, project, wiring.session.id,
                                                    wiring.session.conversation)]
     assert "  [image shot.png 3x2]" in lines
@@ -142,3 +144,14 @@ async def test_the_loopback_refuses_an_image_whose_bytes_are_not_its_media_type(
     with pytest.raises(anthropic.BadRequestError, match="does not match the provided media type"):
         await client.messages.create(model="claude-sonnet-5-5", max_tokens=10,
                                      messages=[{"role": "user", "content": [fake]}])
+
+
+async def test_a_large_image_counts_by_its_area_not_its_base64_length(stub: Stub, project: Path) -> None:
+    noisy = png(1000, 1000)[:33] + bytes(range(256)) * 4000  # a valid header, ~1 MB of body
+    (project / "big.png").write_bytes(noisy)
+    stub.script(say("Seen."))
+    wiring = stub.wire(project)
+    await collect(wiring.agent.run("look at @big.png"))
+    request = next(r for r in read_history(wiring.session.path).records if r["kind"] == "request")
+    assert request["bytes"] > 1_300_000
+    assert request["est_tokens"] < 1334 + 10_000  # 1000 x 1000 / 750 plus the text, not ~450,000

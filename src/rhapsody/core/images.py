@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
+import math
 import shlex
 import struct
 from dataclasses import dataclass
@@ -176,6 +177,17 @@ def label(block: dict[str, Any]) -> str:
     name = str(source.get("name") or source.get("media_type") or "image")
     size = f" {source['width']}x{source['height']}" if source.get("width") else ""
     return f"[image {name}{size}]"
+
+
+def has_images(messages: list[Message]) -> bool:
+    """Whether any message holds a stored image."""
+    return any(_is_stored(b) for m in messages for b in m.content)
+
+
+def image_tokens(messages: list[Message]) -> int:
+    """Estimated tokens of the stored images: width × height / 750, as the API documents."""
+    sources = [getattr(b, "source") for m in messages for b in m.content if _is_stored(b)]
+    return sum(math.ceil(int(s.get("width", 0)) * int(s.get("height", 0)) / 750) for s in sources)
 
 
 def for_request(messages: list[Message], root: Path) -> list[Message]:
