@@ -12,7 +12,7 @@ from rhapsody.core.events import Notice, ToolFinished, TurnEnded
 from rhapsody.core.history import read_history
 from rhapsody.core.tools import Approval
 from rhapsody.loopback.script import call, say
-from rhapsody.trust import trust
+from rhapsody.trust import trust, untrusted_notice
 from rhapsody.wiring import build
 
 from .conftest import MODEL, Stub, collect, until
@@ -216,6 +216,7 @@ async def test_an_untrusted_projects_hooks_do_not_run_until_it_is_trusted(stub: 
     stub.script(say("Hello."), say("Hello again."))
     settings = load_settings(project, {"permission_mode": "yolo", "sandbox": "off"})
     assert settings.hooks == {}
+    assert "hooks (starts programs)" in (untrusted_notice(project) or "")
     await collect(build(project, settings, stub.model(), MODEL).agent.run("hi"))
     assert not marker.exists()
     trust(project)
