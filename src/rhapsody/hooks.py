@@ -18,6 +18,7 @@ project's own hooks arrive only once the project is trusted (rhapsody.config).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import json
 import os
@@ -37,6 +38,8 @@ from rhapsody.tools.procs import kill_group
 
 OUTPUT_CAP = 64_000
 """Bytes of a hook's stdout or stderr read; the rest is dropped (a reason is for reading, not a log)."""
+REAP_WAIT = 2.0
+"""Seconds to wait for a killed hook to be reaped before the turn goes on without it."""
 REASON_CAP = 2000
 """Characters of a hook's reason passed to the model."""
 
@@ -143,8 +146,9 @@ class HookRunner:
             return None, "", ""
         finally:
             kill_group(proc.pid)
-            if proc.returncode is None:
-                await proc.wait()
+            if proc.returncode is None:  # bounded: a child that left the group may still hold a pipe
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(proc.wait(), REAP_WAIT)
         return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
 
     def _masked(self, text: str) -> str:
