@@ -131,7 +131,7 @@ BIGGER_WIDENS = ("max_tokens", "bash_timeout", "output_cap", "retries", "request
                  "max_steps_per_turn", "max_cost_usd", "handoff_at_tokens", "rolling_short", "rolling_working",
                  "rolling_batch", "memory.map_cap")
 ON_WIDENS = ("parallel_tools", "thinking", "exact_tokens", "sandbox_network", "memory.commit")
-MUST_EQUAL = ("provider", "model", "keymap", "mcp_servers", "trusted_projects", "memory.path")
+MUST_EQUAL = ("provider", "model", "keymap", "mcp_servers", "hooks", "trusted_projects", "memory.path")
 NO_DIRECTION = ("context", "retry_base_delay", "memory.stale_days", "handoff_at_share", "context_window", "checkpoints",
                 "checkpoint_max_file_mb", "checkpoints_keep_days", "checkpoints_max_mb")
 SPECIAL = ("permission_mode", "sandbox", "allow", "deny", "narration_min_words", "protected_paths")

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rhapsody.config_files import project_config_path, read_config, user_config_path
 from rhapsody.core.errors import ConfigError
+from rhapsody.hooks import HookSettings
 
 
 class MemorySettings(BaseModel):
@@ -167,6 +168,9 @@ class Settings(BaseModel):
     """Checkpoints older than this many days are removed when a session starts."""
     checkpoints_max_mb: float = Field(1000.0, gt=0)
     """The shadow repository's size cap (MB): past it, the oldest checkpoints are removed first."""
+    hooks: HookSettings = Field(default_factory=dict)
+    """Programs run at points of a turn, by event (`[[hooks.PreToolUse]]` with matcher and hooks); a project's
+    run only once it is trusted, after the user's (docs/user-guide.md, Hooks)."""
     trusted_projects: list[str] = Field(default_factory=list)
     """Project roots (and folders above them) whose own config and .mcp.json may raise permissions and start
     programs; read from the user config only."""
@@ -212,6 +216,9 @@ def _merged(root: Path, user: dict[str, Any], project: dict[str, Any], env: dict
     for key in ("mcp_servers", "memory"):
         if isinstance(project.get(key), dict) and isinstance(merged.get(key), dict):
             project[key] = {**merged[key], **project[key]}
+    if isinstance(project.get("hooks"), dict) and isinstance(merged.get("hooks"), dict):  # the user's run first
+        project["hooks"] = {e: [*merged["hooks"].get(e, []), *project["hooks"].get(e, [])]
+                            for e in {**merged["hooks"], **project["hooks"]}}
     merged.update(project)
     merged.update(env)
     merged.update(given)
@@ -415,6 +422,6 @@ def _from_env() -> dict[str, Any]:
     for name in Settings.model_fields:
         value = os.environ.get(f"RHAPSODY_{name.upper()}")
         if value is not None and name not in ("keymap", "allow", "deny", "memory", "mcp_servers", "trusted_projects",
-                                                 "protected_paths"):
+                                                 "protected_paths", "hooks"):
             out[name] = value
     return out

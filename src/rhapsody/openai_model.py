@@ -104,9 +104,18 @@ def chat_messages(message: dict[str, Any]) -> list[dict[str, Any]]:
         for b in content if b.get("type") == "tool_result"
     ]
     texts = [b["text"] for b in content if b.get("type") == "text"]
-    if texts:
+    images = [_image_part(b) for b in content if b.get("type") == "image" and b.get("source", {}).get("type") == "base64"]
+    if images:
+        out.append({"role": "user", "content": [{"type": "text", "text": t} for t in texts] + images})
+    elif texts:
         out.append({"role": "user", "content": "\n\n".join(texts)})
     return out
+
+
+def _image_part(block: dict[str, Any]) -> dict[str, Any]:
+    """An image block as a chat content part: a data URL."""
+    source = block["source"]
+    return {"type": "image_url", "image_url": {"url": f"data:{source['media_type']};base64,{source['data']}"}}
 
 
 def _assistant(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from rhapsody.core.images import label as image_label
 from rhapsody.core import events as ev
 from rhapsody.core.checkpoints import HARNESS_PREFIX
 from rhapsody.core.context import Conversation
@@ -341,6 +342,8 @@ def event_lines(event: ev.Event) -> list[Line]:
         return [Line("notice", f"! {event.text}")]
     if isinstance(event, ev.DenialDelivered):
         return [denial_line(event.text)]
+    if isinstance(event, ev.ImagesAttached):
+        return [Line("user", f"  {text}") for text in event.labels]
     return []
 
 
@@ -564,6 +567,8 @@ def _message_lines(message: Message, hints: list[tuple[str, str, str]], calls: d
             out.append(Line("assistant", block.text))
         elif isinstance(block, ThinkingBlock):
             out.append(Line("thinking", "thinking", body=block.thinking))
+        elif block.type == "image" and message.role == "user":
+            out.append(Line("user", f"  {image_label(block.dump())}"))
         elif isinstance(block, ToolUseBlock):
             view = calls.get(block.id, ToolView(block, "interrupted"))
             gone = (stripped or block.id in pruned) and block.name != "micro_handoff"

@@ -144,6 +144,15 @@ def add_mcp(toolbox: Toolbox, root: Path) -> None:
     toolbox.add_secrets(values + [v.split()[-1] for v in values if " " in v.strip()])  # "Bearer TOKEN": the token too
 
 
+def add_hooks(toolbox: Toolbox, root: Path, settings: Settings) -> None:
+    """Give the toolbox the hooks of the settings (none: the core's NoHooks stays)."""
+    if not any(settings.hooks.values()):
+        return
+    from rhapsody.hooks import HookRunner
+
+    toolbox.hooks = HookRunner(settings.hooks, root, toolbox.secrets)
+
+
 def open_session(root: Path, settings: Settings, model_id: str | None, toolbox: Toolbox,
                  resume: str | None = None, continue_last: bool = False) -> Session:
     """A new session, or the one to resume."""
@@ -213,6 +222,7 @@ def build(root: Path, settings: Settings, model: Model, model_id: str | None,
     toolbox = default_toolbox(mode, settings.allow, settings.deny, approver, settings.sandbox, settings.sandbox_network)
     toolbox.protected = absolute(root, settings.protected_paths)
     add_mcp(toolbox, root)
+    add_hooks(toolbox, root, settings)
     session = open_session(root, settings, model_id, toolbox, resume, continue_last)
     if settings.checkpoints:
         toolbox.checkpointer = start_checkpoints(session, settings)

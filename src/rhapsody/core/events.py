@@ -203,6 +203,13 @@ class Notice:
 
 
 @dataclass(frozen=True)
+class ImagesAttached:
+    """Images the human's prompt named went with it, each as `[image NAME WxH]`."""
+
+    labels: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class TurnEnded:
     """The agent ended its turn."""
 
@@ -238,6 +245,7 @@ Event = (
     | HandoffFailed
     | Interrupted
     | Notice
+    | ImagesAttached
     | LimitsExceeded
     | TurnEnded
     | Failed

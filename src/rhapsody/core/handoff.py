@@ -19,6 +19,7 @@ from rhapsody.core.messages import Message, ToolResultBlock, ToolUseBlock
 from rhapsody.core.model import Model
 from rhapsody.core.rolling import RollingPolicy, plan_cut
 from rhapsody.core.figures import reported_input
+from rhapsody.core.images import for_request
 from rhapsody.core.session import Session
 from rhapsody.core.strip import HANDOFF_TOOL, authored_sha256, shape, validity_problems
 from rhapsody.core.traffic import fields, left, traffic_sha256
@@ -118,7 +119,7 @@ async def count_seam_tokens(session: Session, model: Model, seam: int) -> None:
     """Record the count_tokens endpoint's exact figures on both sides of the latest seam."""
     before, after = seam_views(session)
     try:
-        exact = [await model.count_tokens(build_request(session.spec, m)) for m in (before, after)]
+        exact = [await model.count_tokens(build_request(session.spec, for_request(m, session.root))) for m in (before, after)]
     except ModelError as exc:
         session.record("error", message=f"count_tokens failed: {exc}")
         return

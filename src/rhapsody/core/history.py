@@ -71,6 +71,11 @@ def write_private(path: Path, text: str) -> None:
     _write_new(path, text.encode("utf-8"))
 
 
+def write_private_bytes(path: Path, data: bytes) -> None:
+    """`write_private` for bytes (a stored image)."""
+    _write_new(path, data)
+
+
 def _refuse_links(folder: Path) -> None:
     """StorageError when `folder`, or a folder above it up to the state folder, is a symbolic link:
     a cloned project can commit `.rhapsody` (or `.rhapsody/history`) as a link to anywhere."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+from pathlib import Path
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 
@@ -33,9 +34,11 @@ from rhapsody.core.events import (
     Event,
     Failed,
     HandoffAsked,
+    ImagesAttached,
     Interrupted,
     ModelResponse,
     NarrationViolation,
+    Notice,
     RequestSent,
     Retrying,
     TextDelta,
@@ -46,6 +49,8 @@ from rhapsody.core.events import (
     UsageReported,
 )
 from rhapsody.core.handoff_state import NoteWritten, Phase
+from rhapsody.core.images import attach, label
+from rhapsody.core.hooks import STOP_CONTINUES, HookVerdict, payload
 from rhapsody.core.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.core.model import Model
 from rhapsody.core.narration import narration_words
@@ -85,20 +90,34 @@ class Agent:
         self._threshold = HandoffThreshold(policy.handoff_at_tokens, policy.handoff_at_share, policy.context_window)
         self._steps = 0
         self._turn_start = 0
+        self._stops = 0
         self._interruption: Interrupted | None = None
 
     async def run(self, text: str | None = None) -> AsyncGenerator[Event, None]:
         """One turn: the human's text (plus any pending hints), then the tool loop."""
+        added: list[Block] = []
+        if text and text.strip():
+            verdict = await self._fire("UserPromptSubmit", prompt=text)
+            for notice in self._hook_notices():
+                yield notice
+            if verdict.blocked:
+                yield Notice(f"prompt not sent: a UserPromptSubmit hook blocked it: {verdict.reason or 'no reason given'}")
+                return
+            added = [TextBlock(text=verdict.context)] if verdict.context.strip() else []
+        images, refused = attach(text, self.session.root) if text and text.strip() else ([], [])
+        for line in refused:
+            yield Notice(line)
         hints = self.session.take_hints()
         blocks: list[Block] = [TextBlock(text=h.text) for h in hints]
         if text and text.strip():
-            blocks.append(TextBlock(text=text))
+            blocks += [TextBlock(text=text), *(i.block() for i in images), *added]
         if self.session.handoff.phase == Phase.WANTED and not blocks:  # human words are answered first
-            blocks.append(self._ask_handoff(interrupted_work=False))
+            blocks += await self._ask_handoff(interrupted_work=False)
         if not blocks:
             return
         self.busy = True
         self._steps = 0
+        self._stops = 0
         self._turn_start = len(self.session.records)
         self._interruption = None
         try:
@@ -109,6 +128,8 @@ class Agent:
             if hints:
                 yield self._observed(delivered(self.session, hints, record["seq"], "start of turn"))
             yield self._observed(TurnStarted(text or ""))
+            if images:
+                yield self._observed(ImagesAttached(tuple(label(i.block().dump()) for i in images)))
             async for notice in sync_tools(self.session, self.toolbox):
                 yield self._observed(notice)
             try:
@@ -174,9 +195,13 @@ class Agent:
                 end = await end_of_turn(self.session, self.policy, self.model, self._threshold, self._turn_start)
                 for event in end.events:
                     yield event
-                if not end.follow_up:
+                if not end.follow_up and not await self._stop_blocked(message):
+                    for notice in self._hook_notices():
+                        yield notice
                     yield TurnEnded(response.stop_reason)
                     return
+                for notice in self._hook_notices():
+                    yield notice
                 continue
             # aclosing: a consumer that closes the turn here must reach _run_calls' handler.
             async with aclosing(self._run_calls(message, calls)) as running:
@@ -227,7 +252,7 @@ class Agent:
         hints = self.session.take_hints(("steer",))
         blocks += [TextBlock(text=h.text) for h in hints]
         if self.session.handoff.phase == Phase.WANTED:
-            blocks.append(self._ask_handoff(interrupted_work=True))
+            blocks += await self._ask_handoff(interrupted_work=True)
             yield HandoffAsked()
         record = self.session.append_message("user", blocks)
         self._done = []
@@ -270,8 +295,12 @@ class Agent:
             self._words.append((call, outcome.words))
         if isinstance(outcome, NoteWritten) and not outcome.is_error:
             handoff_state.noted(self.session, outcome)
+            await self._fire("PostHandoff", note_path=str(self.session.root / outcome.note_path),
+                             note=_note_text(self.session.root / outcome.note_path), seam=outcome.seam)
         yield ToolFinished(call, outcome.content, outcome.is_error, 0 if outcome.refused else ms, outcome.exit_code,
                            outcome.refused)
+        for notice in self._hook_notices():
+            yield notice
 
     def _answer_open_calls(self) -> None:
         if not self._open and not self._done:
@@ -298,9 +327,28 @@ class Agent:
         self._words = []
         return events
 
-    def _ask_handoff(self, interrupted_work: bool) -> TextBlock:
+    async def _ask_handoff(self, interrupted_work: bool) -> list[Block]:
         handoff_state.ask(self.session, interrupted_work)
-        return TextBlock(text=self.policy.handoff_request)
+        verdict = await self._fire("PreHandoff", interrupted_work=interrupted_work)
+        extra: list[Block] = [TextBlock(text=verdict.context)] if verdict.context.strip() else []
+        return [TextBlock(text=self.policy.handoff_request), *extra]
+
+    async def _stop_blocked(self, message: Message) -> bool:
+        """Whether a Stop hook sends the agent back to work; its reason is then the next user message."""
+        last = "".join(b.text for b in message.content if isinstance(b, TextBlock))
+        verdict = await self._fire("Stop", stop_hook_active=self._stops > 0, last_assistant_message=last)
+        if not verdict.blocked or self._stops >= STOP_CONTINUES:
+            return False
+        self._stops += 1
+        self.session.append_message("user", [TextBlock(text=verdict.reason or "A Stop hook asks you to go on.")])
+        return True
+
+    async def _fire(self, event: str, **fields: object) -> HookVerdict:
+        hooks = self.toolbox.hooks
+        return await hooks.fire(self.session, event, payload(self.session, event, self.toolbox.permission_mode, **fields))
+
+    def _hook_notices(self) -> list[Notice]:
+        return [Notice(line) for line in self.toolbox.hooks.notices()]
 
     def _observed(self, event: Event) -> Event:
         self.observers.put(self.session, event)
@@ -326,3 +374,11 @@ class Agent:
         False when a handoff is already under way.
         """
         return self.session.request_handoff()
+
+
+def _note_text(path: Path) -> str:
+    """The saved field note, for the PostHandoff hooks ('' if it cannot be read)."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""

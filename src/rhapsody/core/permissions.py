@@ -22,6 +22,11 @@ the command line (words unquoted, joined by one space). Order of decision:
    cannot know what a server does): they ask in `auto-edit` too, unless a rule such as
    `mcp__time` (every tool of that server) or `mcp__time__get_current_time` allows them.
 
+`web_fetch` (rhapsody's own process, not the sandbox) is matched on the URL's host:
+`web_fetch:docs.python.org`, `web_fetch:*.python.org`. A deny rule refuses; an allow rule
+(or `yolo`) allows; otherwise it asks, in every mode, once per host when the human allows
+it for the session.
+
 An allow rule runs a bash command only when every simple command matches and the
 command is not opaque (see `ShellCommand`).
 
@@ -36,6 +41,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 FILE_WRITERS = ("write_file", "edit_file")
 PROTECTED_READS = (".env", ".env.*", ".env-*", ".env_*", "*.env", ".envrc", "*.pem", "*.key", "*.p12", "*.pfx",
@@ -247,6 +253,8 @@ def decide_call(mode: str, rules: Rules, call: Call) -> Decision:
     """The decision for one described call."""
     if call.tool == "bash":
         return _decide_bash(mode, rules, call)
+    if call.tool == "web_fetch":
+        return _decide_fetch(mode, rules, call)
     for rule in rules.deny:
         if _matches(rule, call.tool, call.keys) or (call.reads_files and _matches(rule, "read_file", call.keys)):
             return Decision("deny", f"denied by rule {rule!r}", rule)
@@ -265,6 +273,27 @@ def decide_call(mode: str, rules: Rules, call: Call) -> Decision:
     if mode == "auto-edit" and call.tool in FILE_WRITERS:
         return Decision("allow", "auto-edit mode allows file writes inside the project")
     return Decision("ask", f"{mode} mode asks before {_what(call.tool)}")
+
+
+def fetch_host(url: str) -> str:
+    """The host a web_fetch rule is matched on ('' when the URL has none)."""
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return ""
+
+
+def _decide_fetch(mode: str, rules: Rules, call: Call) -> Decision:
+    host = fetch_host(call.argument)
+    for rule in rules.deny:
+        if _matches(rule, "web_fetch", (host,)):
+            return Decision("deny", f"denied by rule {rule!r}", rule)
+    allowed = next((r for r in [*rules.allow, *rules.session_allow] if _matches(r, "web_fetch", (host,))), "")
+    if allowed and host:
+        return Decision("allow", f"allowed by rule {allowed!r}", allowed)
+    if mode == "yolo":
+        return Decision("allow", "yolo mode allows everything")
+    return Decision("ask", f"{mode} mode asks before fetching from {host or 'an address without a host'}")
 
 
 def _what(tool: str) -> str:

@@ -22,6 +22,7 @@ from rhapsody.core import handoff_state
 from rhapsody.core.errors import HistoryError
 from rhapsody.core.figures import Figures
 from rhapsody.core.handoff_state import HandoffState
+from rhapsody.core.images import for_request, has_images, image_tokens
 from rhapsody.core.history import HistoryWriter, history_dir, new_session_id, read_history
 from rhapsody.core.messages import Block, Message, ToolResultBlock
 
@@ -142,7 +143,11 @@ class Session:
     def request_and_size(self) -> tuple[dict[str, Any], int, int]:
         """The next request body with its compact size in bytes and estimated tokens."""
         messages = self.messages()
-        return build_request(self.spec, messages), *measure_messages(self.spec, messages)
+        if not has_images(messages):
+            return build_request(self.spec, messages), *measure_messages(self.spec, messages)
+        sent = for_request(messages, self.root)  # stored images as base64 blocks
+        size = measure_messages(self.spec, sent)[0]  # the wire's bytes; tokens by image area, not base64 length
+        return build_request(self.spec, sent), size, measure_messages(self.spec, messages)[1] + image_tokens(messages)
 
     def switch_model(self, model: str) -> None:
         """Use another model from now on; earlier thinking leaves the view (it is bound to the old one)."""

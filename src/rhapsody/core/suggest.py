@@ -2,7 +2,7 @@
 
 The candidates come from the same parse the rule matcher uses (`Rules.parse`), one rule
 per simple command (`bash:pytest *`; `bash:ls` and `bash:ls *` for a bare `ls`), the
-file's folder for file tools, the tool itself for MCP tools. They are offered only when
+file's folder for file tools, the tool itself for MCP tools, the host for web_fetch. They are offered only when
 the permission decision, with them added, allows this very call; otherwise nothing is
 offered (an opaque command such as a `for` loop, a command leaving the sandbox, a call
 that a deny rule or the mode refuses whatever the rules).
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from rhapsody.core.permissions import Call, Rules, decide_call
+from rhapsody.core.permissions import Call, Rules, decide_call, fetch_host
 
 
 def session_rules(mode: str, rules: Rules, call: Call) -> tuple[str, ...]:
@@ -31,6 +31,9 @@ def _candidates(rules: Rules, call: Call) -> tuple[str, ...]:
         return () if call.leave_sandbox else _shell_candidates(rules, call.argument)
     if call.tool.startswith("mcp__"):
         return (call.tool,)
+    if call.tool == "web_fetch":
+        host = fetch_host(call.argument)
+        return (f"web_fetch:{host}",) if host else ()
     key = call.keys[0] if call.keys else call.argument
     folder = key.rsplit("/", 1)[0] if "/" in key else ""
     return (f"{call.tool}:{folder}/*" if folder else f"{call.tool}:*",)

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from pydantic import BaseModel, ValidationError
 
 from rhapsody.core.checkpoints import Checkpointer, checkpoint
+from rhapsody.core.hooks import NOTHING, HookVerdict, Hooks, NoHooks, payload, tool_fields
 from rhapsody.core.messages import INVALID_KEY, UNPARSED_KEY
-from rhapsody.core.permissions import SANDBOXED, Call, Rules, decide_call, relative_keys
+from rhapsody.core.permissions import SANDBOXED, Call, Decision, Rules, decide_call, fetch_host, relative_keys
 from rhapsody.core.secrets import mask
 from rhapsody.core.suggest import session_rules
 
@@ -68,7 +69,7 @@ class ToolContext:
     protected: tuple[str, ...] = ()
     """The user's `protected_paths` (absolute): no tool reads or writes them, the sandbox hides them."""
     call_id: str = ""
-    """The tool_use id of the call being run (its checkpoint names it)."""
+    """The tool_use id of the call being run (its checkpoint names it; hooks get it)."""
 
 
 class Tool(Protocol):
@@ -166,6 +167,9 @@ class Toolbox:
         """The user's `protected_paths`, made absolute: every call's context carries them."""
         self.checkpointer: Checkpointer | None = None
         """Records the working tree before each turn and each call that may write; None: no checkpoints."""
+        self.hooks: Hooks = NoHooks()
+        """The user's hooks (rhapsody.hooks); the loop fires its own events through them too."""
+        self._background: set[asyncio.Task[HookVerdict]] = set()
 
     def specs(self) -> list[dict[str, Any]]:
         """Tool definitions for the request, in registration order."""
@@ -188,9 +192,11 @@ class Toolbox:
         return notices
 
     async def close_sources(self) -> None:
-        """Stop what the sources started (every MCP server process)."""
+        """Stop what the sources started (every MCP server process) and any Notification hook still running."""
         for source in self.sources:
             await source.close()
+        for task in list(self._background):
+            task.cancel()
 
     async def refresh(self) -> list[str]:
         """Take in the tools of every source (built-ins first, then each source's in its order); returns notices."""
@@ -223,7 +229,9 @@ class Toolbox:
         except ValidationError as exc:
             return ToolOutcome(f"Invalid arguments for {name}: {_first_error(exc)}", is_error=True)
         call = self._describe(tool, args, ctx)
-        refusal = await self._permit(tool, call, ctx, args)
+        fields = tool_fields(name, args.model_dump(), ctx.root)
+        hook = await self.hooks.fire(ctx.session, "PreToolUse", self._hook_input(ctx, "PreToolUse", fields), name)
+        refusal = await self._permit(tool, call, ctx, args, hook)
         if refusal:
             return refusal
         if tool.writes and (call.leave_sandbox or call.confinement != "read-only"):
@@ -232,25 +240,39 @@ class Toolbox:
         ctx = dataclasses.replace(ctx, confinement="off" if call.leave_sandbox else call.confinement,
                                   read_deny=self.rules.read_denied(), read_only=self.permission_mode == "read-only",
                                   protected=self.protected)
+        outcome = await self._execute(tool, args, ctx)
+        response = {"output": self._masked(outcome.content), "is_error": outcome.is_error, "exit_code": outcome.exit_code}
+        after = await self.hooks.fire(ctx.session, "PostToolUse",
+                                      self._hook_input(ctx, "PostToolUse", fields, tool_response=response), name)
+        return _with_hook_words(outcome, after)
+
+    async def _execute(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> ToolOutcome:
         try:
             return await tool.run(args, ctx)
         except ToolFailure as exc:
             return ToolOutcome(str(exc), is_error=True)
         except Exception as exc:  # noqa: BLE001 - a tool bug must not end the session
-            return ToolOutcome(f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
+            return ToolOutcome(f"{tool.name} failed: {type(exc).__name__}: {exc}", is_error=True)
 
-    async def _permit(self, tool: Tool, call: Call, ctx: ToolContext, args: BaseModel) -> ToolOutcome | None:
+    def _hook_input(self, ctx: ToolContext, event: str, fields: dict[str, Any], **more: Any) -> dict[str, Any]:
+        """A tool event's payload, its arguments masked like everything else that leaves."""
+        masked = {**fields, "tool_input": {k: self._masked(v) if isinstance(v, str) else v
+                                           for k, v in fields["tool_input"].items()}}
+        return payload(ctx.session, event, self.permission_mode, **masked, tool_use_id=ctx.call_id, **more)
+
+    async def _permit(self, tool: Tool, call: Call, ctx: ToolContext, args: BaseModel,
+                      hook: HookVerdict = NOTHING) -> ToolOutcome | None:
         """None when the call may run, else the refusal the model gets; every decision is recorded.
 
         `args` go to the approver, so the question can show the diff or the exact command; a call the
         human denied keeps the diff it proposed (`proposed_diff`), so unfolding it shows what was refused."""
-        decision = decide_call(self.permission_mode, self.rules, call)
-        verdict, reason, by, words = decision.verdict, decision.reason, "rules", ""
+        decision, by = _hooked(decide_call(self.permission_mode, self.rules, call), hook)
+        verdict, reason, words = decision.verdict, decision.reason, ""
         if verdict == "ask":
             why = decision.reason
             if call.leave_sandbox:
                 why += f". The model's justification: {call.justification or '(none given)'}"
-            verdict, reason, by, words = await self._ask(call, why, args.model_dump())
+            verdict, reason, by, words = await self._ask(call, why, args.model_dump(), ctx)
         if tool.writes or verdict != "allow" or decision.rule:  # plain reads are not worth a record
             ctx.session.record("permission", tool=tool.name, argument=call.argument, decision=verdict, by=by,
                                reason=reason, **({"confinement": call.confinement} if call.confinement else {}))
@@ -287,14 +309,16 @@ class Toolbox:
         return Call(tool.name, argument, tool.writes, tool.reads_files, keys or (argument,),
                     confinement, leave, str(getattr(args, "justification", "") or ""))
 
-    async def _ask(self, call: Call, why: str, args: dict[str, Any]) -> tuple[str, str, str, str]:
+    async def _ask(self, call: Call, why: str, args: dict[str, Any], ctx: ToolContext) -> tuple[str, str, str, str]:
         tool, argument = call.tool, call.argument
         rule_name = "unsandboxed" if call.leave_sandbox else tool
         if self.approver is None:
             where = " in your user config" if rule_name == "unsandboxed" else ""
+            example = f"web_fetch:{fetch_host(argument)}" if tool == "web_fetch" else \
+                f"{rule_name}:{argument.split()[0] if argument else ''}*"
             return "deny", (f"{why}, and no human can answer here (headless); allow it with a rule such as "
-                            f"allow = [\"{rule_name}:{argument.split()[0] if argument else ''}*\"]{where} "
-                            "or pick another --permission-mode"), "mode", ""
+                            f"allow = [\"{example}\"]{where} or pick another --permission-mode"), "mode", ""
+        self._notify(ctx, f"rhapsody needs your permission to use {tool}: {argument}"[:300])
         answer = await self.approver(tool, argument, why, args, rules=session_rules(self.permission_mode, self.rules, call))
         self.rules.session_allow.extend(answer.remember)
         verdict = "allow" if answer.allow else "deny"
@@ -304,6 +328,14 @@ class Toolbox:
         if answer.remember:
             reason += f"; {', '.join(answer.remember)} allowed for this session"
         return verdict, reason, "human", words
+
+    def _notify(self, ctx: ToolContext, message: str) -> None:
+        """Fire the Notification hooks without waiting: the question is shown at once."""
+        event = payload(ctx.session, "Notification", self.permission_mode, message=self._masked(message),
+                        title="rhapsody")
+        task = asyncio.ensure_future(self.hooks.fire(ctx.session, "Notification", event))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def _mask(self, outcome: ToolOutcome) -> ToolOutcome:
         content = self._masked(outcome.content)
@@ -316,6 +348,28 @@ class Toolbox:
 
     def _masked(self, text: str) -> str:
         return mask(text, self.secrets)
+
+
+def _hooked(decision: Decision, hook: HookVerdict) -> tuple[Decision, str]:
+    """The rules' decision after the PreToolUse hooks: they may deny or ask, never allow what would be asked."""
+    if decision.verdict == "deny" or not (hook.denies or hook.decision == "ask"):
+        return decision, "rules"
+    why = hook.reason or "no reason given"
+    if hook.denies:
+        return Decision("deny", f"denied by a PreToolUse hook: {why}"), "hook"
+    if decision.verdict == "allow":
+        return Decision("ask", f"a PreToolUse hook asks: {why}"), "hook"
+    return decision, "rules"
+
+
+def _with_hook_words(outcome: ToolOutcome, hook: HookVerdict) -> ToolOutcome:
+    """The result with what PostToolUse hooks said to the model appended (exit 2, a block reason, context)."""
+    said = "\n".join(t for t in (hook.reason, hook.context) if t)
+    if not said:
+        return outcome
+    note = f"\n[PostToolUse hook] {said}"
+    blocks = outcome.blocks and [*outcome.blocks, {"type": "text", "text": note.strip()}]
+    return dataclasses.replace(outcome, content=outcome.content + note, blocks=blocks)
 
 
 def _schema(model: type[BaseModel]) -> dict[str, Any]:

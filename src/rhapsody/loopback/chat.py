@@ -16,6 +16,9 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
+from rhapsody.loopback.validate import IMAGE_TYPES, check_image
+from rhapsody.loopback.validate import Invalid as ApiInvalid
+
 if TYPE_CHECKING:
     from rhapsody.loopback.server import Fault, LoopbackServer, _Handler
 
@@ -116,8 +119,31 @@ def _check_content(message: dict[str, Any], i: int) -> None:
     content = message.get("content")
     if message["role"] == "assistant" and content is None and message.get("tool_calls"):
         return
+    if message["role"] == "user" and isinstance(content, list) and content:
+        for j, part in enumerate(content):
+            _check_part(part, f"messages[{i}].content[{j}]")
+        return
     if not isinstance(content, str) or not content:
         raise Invalid(f"messages[{i}].content: must be a non-empty string")
+
+
+def _check_part(part: Any, where: str) -> None:
+    """A user content part: text, or an image as a data URL of a supported type whose bytes are that type."""
+    if not isinstance(part, dict) or part.get("type") not in ("text", "image_url"):
+        raise Invalid(f"{where}: a content part is text or image_url")
+    if part["type"] == "text":
+        if not isinstance(part.get("text"), str) or not part["text"]:
+            raise Invalid(f"{where}.text: must be a non-empty string")
+        return
+    url = str((part.get("image_url") or {}).get("url", ""))
+    head, _, data = url.partition(";base64,")
+    kind = head.removeprefix("data:")
+    if not head.startswith("data:") or kind not in IMAGE_TYPES:
+        raise Invalid(f"{where}.image_url.url: expected a data URL of {', '.join(IMAGE_TYPES)}")
+    try:
+        check_image({"type": "image", "source": {"type": "base64", "media_type": kind, "data": data}}, where)
+    except ApiInvalid as exc:
+        raise Invalid(str(exc)) from None
 
 
 def _error(handler: _Handler, status: int, kind: str, message: str, raw: bytes, body: Any,

@@ -8,6 +8,7 @@ editing anything before a replayed thinking block is caught as the newest models
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -86,9 +87,35 @@ def _check_messages(body: dict[str, Any]) -> None:
         for j, block in enumerate(blocks):
             if block.get("type") == "text" and not block.get("text"):
                 raise Invalid(f"messages.{i}.content.{j}: text content blocks must be non-empty")
+            if block.get("type") == "image":
+                check_image(block, f"messages.{i}.content.{j}")
         _check_pairing(messages, i, blocks)
         if message["role"] == "assistant":
             _check_thinking(body, messages, i, blocks)
+
+
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+MAGIC = {"image/png": (b"\x89PNG",), "image/jpeg": (b"\xff\xd8\xff",), "image/gif": (b"GIF87a", b"GIF89a"),
+         "image/webp": (b"RIFF",)}
+
+
+def check_image(block: dict[str, Any], where: str) -> None:
+    """An image block as the API takes it: a base64 source of a supported type whose bytes are that type."""
+    source = block.get("source")
+    if set(block) - {"type", "source", "cache_control"} or not isinstance(source, dict):
+        raise Invalid(f"{where}: an image block has exactly 'type' and 'source'")
+    if source.get("type") != "base64" or set(source) != {"type", "media_type", "data"}:
+        raise Invalid(f"{where}.source: Input tag {source.get('type')!r} found using 'type' does not match any of the "
+                      "expected tags: 'base64', 'url', 'file'")
+    kind = source.get("media_type")
+    if kind not in IMAGE_TYPES:
+        raise Invalid(f"{where}.source.media_type: Input should be {', '.join(IMAGE_TYPES)}")
+    try:
+        data = base64.b64decode(str(source.get("data")), validate=True)
+    except ValueError:
+        raise Invalid(f"{where}.source.data: not valid base64") from None
+    if not data.startswith(MAGIC[kind]):
+        raise Invalid(f"{where}: Image does not match the provided media type {kind}")
 
 
 def _check_pairing(messages: list[Any], i: int, blocks: list[Any]) -> None:

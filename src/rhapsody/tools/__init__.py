@@ -11,9 +11,10 @@ def default_tools(sandbox: str = "workspace-write", network: bool = False) -> li
     from rhapsody.tools.files import EditFile, FindFiles, ReadFile, SearchText, WriteFile
     from rhapsody.tools.git import Git
     from rhapsody.tools.handoff import MicroHandoff, Recall
+    from rhapsody.tools.web import WebFetch
 
     return [ReadFile(), WriteFile(), EditFile(), Bash(sandbox, network), FindFiles(), SearchText(), Git(sandbox),
-            Recall(), MicroHandoff()]
+            Recall(), MicroHandoff(), WebFetch()]
 
 
 def default_toolbox(permission_mode: str = "yolo", allow: list[str] | None = None,

@@ -1,0 +1,241 @@
+"""Runs the hooks of the settings as subprocesses: Claude Code's contract, rhapsody's bounds.
+
+A hook is a shell command (`bash -c`) run in the project root, outside the sandbox, with
+the event's JSON on standard input and `CLAUDE_PROJECT_DIR`/`RHAPSODY_PROJECT_DIR` set.
+It runs in its own process group with the parent-death signal set, as an asyncio
+subprocess (the interface keeps drawing); on timeout the group is killed. Exit status:
+
+    0      ok; standard output may be JSON (`decision`, `reason`, `continue`, `systemMessage`,
+           `hookSpecificOutput.permissionDecision`/`permissionDecisionReason`/`additionalContext`);
+           a UserPromptSubmit or PreHandoff hook's plain output is context for the model
+    2      blocks the event's action; standard error is the reason the model sees
+    other  a non-blocking error: one line for the human, and the turn goes on
+
+Every run is a `hook` history record. Which hooks exist is the settings' business: a
+project's own hooks arrive only once the project is trusted (rhapsody.config).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import json
+import os
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from rhapsody.core.hooks import CLAUDE_NAMES, HookVerdict, combine
+from rhapsody.core.secrets import mask
+from rhapsody.core.session import Session
+from rhapsody.tools.procs import kill_group
+
+OUTPUT_CAP = 64_000
+"""Bytes of a hook's stdout or stderr read; the rest is dropped (a reason is for reading, not a log)."""
+REAP_WAIT = 2.0
+"""Seconds to wait for a killed hook to be reaped before the turn goes on without it."""
+REASON_CAP = 2000
+"""Characters of a hook's reason passed to the model."""
+
+
+class HookCommand(BaseModel):
+    """One hook program (`{type = "command", command = "...", timeout = 60}`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["command"] = "command"
+    """Only shell commands (Claude Code's `command` type)."""
+    command: str
+    """Run with `bash -c` in the project root; the event's JSON arrives on standard input."""
+    timeout: float = Field(60.0, gt=0)
+    """Seconds before the hook's process group is killed (the turn goes on)."""
+
+
+class HookMatcher(BaseModel):
+    """Hooks for the tools a matcher names (`[[hooks.PreToolUse]]`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    matcher: str = ""
+    """A regular expression over the tool's name, rhapsody's or Claude Code's (`Bash|Edit`); '' or '*' is every tool."""
+    hooks: list[HookCommand] = Field(default_factory=list)
+    """The programs to run."""
+
+    @field_validator("matcher")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            if value != "*":
+                raise ValueError(f"not a regular expression: {exc}") from None
+        return value
+
+    def takes(self, subject: str) -> bool:
+        """Whether this matcher applies to tool `subject` (events without a tool always match)."""
+        if self.matcher in ("", "*") or not subject:
+            return True
+        names = (subject, CLAUDE_NAMES.get(subject, subject))
+        return any(re.fullmatch(self.matcher, n) for n in names)
+
+
+HookEvent = Literal["PreToolUse", "PostToolUse", "UserPromptSubmit", "Stop", "Notification", "PreHandoff", "PostHandoff"]
+HookSettings = dict[HookEvent, list[HookMatcher]]
+
+
+class HookRunner:
+    """The `Hooks` of the core, running the configured commands."""
+
+    def __init__(self, config: HookSettings, root: Path, secrets: tuple[str, ...] = ()) -> None:
+        self.config = config
+        self.root = root
+        self.secrets = secrets
+        self._notices: list[str] = []
+
+    async def fire(self, session: Session, event: str, payload: dict[str, Any], subject: str = "") -> HookVerdict:
+        """Run every matching hook of `event` at once; their combined verdict."""
+        commands = [h for m in self.config.get(event, []) if m.takes(subject) for h in m.hooks]  # type: ignore[call-overload]
+        if not commands:
+            return HookVerdict()
+        data = json.dumps(payload, ensure_ascii=False).encode()
+        runs = await asyncio.gather(*(self._run_one(session, event, h, data) for h in commands))
+        return combine(list(runs))
+
+    def notices(self) -> list[str]:
+        """The failure lines not yet shown."""
+        taken, self._notices = self._notices, []
+        return taken
+
+    async def _run_one(self, session: Session, event: str, hook: HookCommand, data: bytes) -> HookVerdict:
+        start = time.perf_counter()
+        code, out, err = await self._spawn(hook, data)
+        ms = int((time.perf_counter() - start) * 1000)
+        verdict, outcome = _verdict(event, code, out, err)
+        shown = _last_line(err) or _last_line(out)  # a traceback's last line names the error
+        message = (_json(out) or {}).get("systemMessage") if code == 0 else None
+        if isinstance(message, str) and message.strip():
+            self._notices.append(self._masked(f"hook {event}: {_first_line(message)}"))
+        if outcome in ("error", "timeout"):
+            what = f"timed out after {hook.timeout:g}s (killed)" if code is None else f"exited {code}"
+            self._notices.append(self._masked(f"hook {event} `{_short(hook.command)}` {what}"
+                                              + (f": {shown}" if shown and code is not None else "")))
+        session.record("hook", event=event, command=self._masked(_short(hook.command, 200)), exit_code=code,
+                       duration_ms=ms, outcome=outcome,
+                       **({"reason": self._masked(verdict.reason)} if verdict.reason else {}))
+        return HookVerdict(verdict.blocked, verdict.decision, self._masked(verdict.reason), self._masked(verdict.context))
+
+    async def _spawn(self, hook: HookCommand, data: bytes) -> tuple[int | None, str, str]:
+        """Exit status (None: timed out), stdout, stderr."""
+        env = {**os.environ, "CLAUDE_PROJECT_DIR": str(self.root), "RHAPSODY_PROJECT_DIR": str(self.root)}
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                "bash", "-c", hook.command, cwd=self.root, env=env, stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+                preexec_fn=_die_with_parent)
+        except OSError as exc:
+            return 127, "", f"cannot start: {exc}"
+        try:
+            out, err = await asyncio.wait_for(_talk(proc, data), hook.timeout)
+        except TimeoutError:
+            return None, "", ""
+        finally:
+            kill_group(proc.pid)
+            if proc.returncode is None:  # bounded: a child that left the group may still hold a pipe
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(proc.wait(), REAP_WAIT)
+        return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+    def _masked(self, text: str) -> str:
+        return mask(text, self.secrets)
+
+
+async def _talk(proc: asyncio.subprocess.Process, data: bytes) -> tuple[bytes, bytes]:
+    """Write the payload (a hook that reads none is fine), read both streams bounded, wait for the exit."""
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        proc.stdin.write(data)
+        await proc.stdin.drain()
+        proc.stdin.close()
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    out, err = await asyncio.gather(_bounded(proc.stdout), _bounded(proc.stderr))
+    await proc.wait()
+    return out, err
+
+
+async def _bounded(stream: asyncio.StreamReader) -> bytes:
+    """Everything up to OUTPUT_CAP bytes; the rest is read and dropped, so the hook never blocks on a full pipe."""
+    kept = bytearray()
+    while chunk := await stream.read(65536):
+        kept += chunk[: max(0, OUTPUT_CAP - len(kept))]
+    return bytes(kept)
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGKILL when rhapsody dies, so a hook never outlives it (Linux prctl)."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+
+
+def _verdict(event: str, code: int | None, out: str, err: str) -> tuple[HookVerdict, str]:
+    """What one run decided, and its outcome word for the record."""
+    if code is None:
+        return HookVerdict(), "timeout"
+    if code == 2:
+        return HookVerdict(blocked=True, decision="deny", reason=_cap(err.strip() or out.strip())), "blocked"
+    if code != 0:
+        return HookVerdict(), "error"
+    answer = _json(out)
+    if answer is None:
+        plain = out.strip() if event in ("UserPromptSubmit", "PreHandoff") else ""
+        return HookVerdict(context=_cap(plain)), "ok"
+    return _from_json(event, answer)
+
+
+def _from_json(event: str, answer: dict[str, Any]) -> tuple[HookVerdict, str]:
+    """Claude Code's JSON output: the old `decision`/`reason`, `continue`, and `hookSpecificOutput`."""
+    raw = answer.get("hookSpecificOutput")
+    specific: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    decision = str(specific.get("permissionDecision") or "")
+    old = str(answer.get("decision") or "")
+    decision = decision or {"approve": "allow", "block": "deny"}.get(old, old if old in ("allow", "deny", "ask") else "")
+    reason = str(specific.get("permissionDecisionReason") or answer.get("reason") or answer.get("stopReason") or "")
+    blocked = old == "block" or (answer.get("continue") is False and event != "Stop")  # a Stop hook's false: just stop
+    context = str(specific.get("additionalContext") or "")
+    verdict = HookVerdict(blocked, decision if decision in ("allow", "deny", "ask") else "", _cap(reason), _cap(context))
+    outcome = "blocked" if blocked else verdict.decision or "ok"
+    return verdict, outcome
+
+
+def _json(out: str) -> dict[str, Any] | None:
+    text = out.strip()
+    if not text.startswith("{"):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _cap(text: str) -> str:
+    return text if len(text) <= REASON_CAP else text[:REASON_CAP] + " [cut]"
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")[:200]
+
+
+def _last_line(text: str) -> str:
+    return _first_line("\n".join(reversed(text.splitlines())))
+
+
+def _short(command: str, width: int = 60) -> str:
+    one = " ".join(command.split())
+    return one if len(one) <= width else one[: width - 3] + "..."

@@ -1,0 +1,142 @@
+"""web_fetch: GET one web page in rhapsody's own process and hand the model its text.
+
+The sandbox has no network, rightly; this tool is the one door, and it is narrow: http and
+https only, a GET with no cookies or credentials, a time limit for the whole fetch, a byte
+limit on what is read, text content types only (HTML becomes Markdown through markdownify),
+and redirects followed only within the same host. A redirect to another host ends the call
+with the new address, so fetching it goes through the permission check again (which asks per
+host unless a `web_fetch:HOST` rule allows it; core.permissions). Secrets in the page are
+masked by the toolbox like every tool result.
+
+The only importer of httpx2 outside the model adapters (pyproject's contracts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import ClassVar
+from urllib.parse import urljoin, urlsplit
+
+import httpx2
+from pydantic import BaseModel, Field
+
+from rhapsody.core.tools import ToolContext, ToolFailure, ToolOutcome
+from rhapsody.prompts import load
+
+MAX_BYTES = 2_000_000
+"""Bytes of a response body read; the rest is not downloaded."""
+TIMEOUT = 20.0
+"""Seconds for the whole fetch, redirects included."""
+MAX_REDIRECTS = 5
+TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml+xml", "application/javascript",
+              "application/x-yaml", "application/yaml", "application/toml")
+USER_AGENT = "rhapsody-web-fetch (+https://github.com/rhapsody)"
+
+
+class FetchInput(BaseModel):
+    url: str = Field(description="The http or https address to fetch.")
+
+
+class WebFetch:
+    """GET a URL and return its text (HTML as Markdown), bounded in time and size."""
+
+    name: ClassVar[str] = "web_fetch"
+    description: ClassVar[str] = load("tools/web_fetch")
+    Input: ClassVar[type[BaseModel]] = FetchInput
+    writes: ClassVar[bool] = False
+    reads_files: ClassVar[bool] = False
+
+    def __init__(self, max_bytes: int = MAX_BYTES, timeout: float = TIMEOUT) -> None:
+        self.max_bytes = max_bytes
+        self.timeout = timeout
+
+    def argument_of(self, args: FetchInput) -> str:
+        """The URL: permissions read its host."""
+        return args.url
+
+    async def run(self, args: FetchInput, ctx: ToolContext) -> ToolOutcome:
+        """Fetch, convert, cap."""
+        checked(args.url)
+        try:
+            return await asyncio.wait_for(self._fetch(args.url, ctx.output_cap), self.timeout)
+        except TimeoutError:
+            raise ToolFailure(f"{args.url}: no complete answer within {self.timeout:g} s") from None
+        except httpx2.HTTPError as exc:
+            raise ToolFailure(f"{args.url}: {type(exc).__name__}: {exc or 'request failed'}") from None
+
+    async def _fetch(self, url: str, cap: int) -> ToolOutcome:
+        async with httpx2.AsyncClient(follow_redirects=False, timeout=self.timeout, trust_env=False,
+                                      headers={"user-agent": USER_AGENT}) as client:
+            for _ in range(MAX_REDIRECTS + 1):
+                async with client.stream("GET", url) as response:
+                    target = _redirect(url, response)
+                    if target is None:
+                        return await self._answer(url, response, cap)
+                if urlsplit(target).hostname != urlsplit(url).hostname:
+                    return ToolOutcome(f"{url} redirects to another site: {target}\nFetch that address if you "
+                                       "still need it (the human is asked again for the new site).",
+                                       facts={"url": url, "redirect": target})
+                url = checked(target)
+        raise ToolFailure(f"{url}: more than {MAX_REDIRECTS} redirects")
+
+    async def _answer(self, url: str, response: httpx2.Response, cap: int) -> ToolOutcome:
+        kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        facts = {"url": url, "status": response.status_code, "content_type": kind}
+        if kind and not kind.startswith(TEXT_TYPES) and not kind.endswith(("+json", "+xml")):
+            size = response.headers.get("content-length", "unknown")
+            raise ToolFailure(f"{url} is not text ({kind}, {size} bytes): web_fetch reads text pages only")
+        body, whole = await _read(response, self.max_bytes)
+        text = body.decode(response.encoding or "utf-8", errors="replace")
+        page = to_markdown(text) if kind in ("text/html", "application/xhtml+xml") or (not kind and "<html" in text[:500].lower()) else text
+        notes = [] if whole else [f"[download stopped at {self.max_bytes:,} bytes]"]
+        if len(page) > cap:
+            notes.append(f"[page cut at {cap:,} of {len(page):,} characters]")
+            page = page[:cap]
+        head = f"{url} ({response.status_code}, {kind or 'no content type'})\n\n"
+        outcome = head + page + ("\n" + "\n".join(notes) if notes else "")
+        return ToolOutcome(outcome, is_error=response.status_code >= 400, facts={**facts, "chars": len(page)})
+
+
+def checked(url: str) -> str:
+    """The URL when rhapsody may fetch it (http or https with a host); else a refusal."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ToolFailure(f"{url!r} is not an http or https address with a host")
+    if parts.username or parts.password:
+        raise ToolFailure("addresses with a user name or password are refused (nothing secret leaves)")
+    return url
+
+
+def _redirect(url: str, response: httpx2.Response) -> str | None:
+    location = response.headers.get("location")
+    if response.status_code not in (301, 302, 303, 307, 308) or not location:
+        return None
+    return urljoin(url, location)
+
+
+async def _read(response: httpx2.Response, limit: int) -> tuple[bytes, bool]:
+    """At most `limit` bytes of the body, and whether that was all of it."""
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body += chunk
+        if len(body) > limit:
+            return bytes(body[:limit]), False
+    return bytes(body), True
+
+
+_FURNITURE = re.compile(r"<(script|style|noscript|iframe|svg|template)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
+
+
+def to_markdown(html: str) -> str:
+    """HTML as Markdown, scripts, styles and page furniture left out, blank runs collapsed."""
+    from markdownify import markdownify
+
+    html = _FURNITURE.sub("", html)
+    text = markdownify(html, heading_style="ATX", strip=["img"])
+    lines = [line.rstrip() for line in text.splitlines()]
+    out: list[str] = []
+    for line in lines:
+        if line or (out and out[-1]):
+            out.append(line)
+    return "\n".join(out).strip()
