@@ -6,10 +6,12 @@ not a newline (a torn write) gets one, so the next record cannot merge with the 
 On read, a line that does not parse is skipped and counted; the last line torn by a crash
 is expected and silent; a record that parses but has fields of the wrong type (see
 records.py) refuses the whole file with a one-line error naming its line, because skipping
-it could leave a conversation the API refuses. Nothing is ever rewritten. See
-docs/history-format.md.
+it could leave a conversation the API refuses. Every record is parsed into its type once,
+on write (a record of the wrong shape is a bug, refused before a byte is written) or on
+read. Nothing is ever rewritten. See docs/history-format.md.
 
-Imports: stdlib only.
+Imports: stdlib and rhapsody.core only; records.py (pydantic) on first use, so the
+prompt's input history reaches the first frame without pydantic.
 """
 
 from __future__ import annotations
@@ -23,10 +25,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rhapsody.core.errors import HistoryError, StorageError
-from rhapsody.core.records import problem
+
+if TYPE_CHECKING:
+    from rhapsody.core.records import Record
 
 VERSION = 1
 STATE_DIR = ".rhapsody"
@@ -136,14 +140,18 @@ class HistoryWriter:
                 _write_all(self._fd, b"\n")
                 os.fsync(self._fd)
 
-    def append(self, kind: str, **fields: Any) -> dict[str, Any]:
-        """Write one record and fsync it; returns the record as written.
+    def append(self, kind: str, **fields: Any) -> Entry:
+        """Write one record and fsync it; returns the record as written, and typed.
 
+        A record of the wrong shape raises InvalidRecord before anything is written: a bug.
         A failed write (a full disk, an I/O error) closes the writer and raises StorageError:
         the record may be torn on disk, which the reader tolerates, and every later append
         fails too, so nothing is ever written after a torn record in the same run.
         """
+        from rhapsody.core.records import parse
+
         record = {"v": VERSION, "seq": self.seq, "ts": round(time.time(), 3), "kind": kind, **fields}
+        typed = parse(record)
         if self._fd < 0:
             raise StorageError(f"history {self.path} is closed after an earlier failure; resume the session to go on")
         try:
@@ -154,7 +162,7 @@ class HistoryWriter:
             raise StorageError(f"cannot write history {self.path}: {_why(exc)}; what was written before is "
                                "kept: free space and resume with --continue") from None
         self.seq += 1
-        return record
+        return Entry(record, typed)
 
     def close(self) -> None:
         """Close the file; further appends fail."""
@@ -171,11 +179,21 @@ def _encode(record: dict[str, Any]) -> bytes:
         return (json.dumps(record, separators=(",", ":")) + "\n").encode("ascii")
 
 
+@dataclass(frozen=True)
+class Entry:
+    """One record as written (the JSON object) and as typed."""
+
+    raw: dict[str, Any]
+    record: Record
+
+
 @dataclass
 class HistoryRead:
     """What reading a history file found."""
 
     records: list[dict[str, Any]] = field(default_factory=list)
+    typed: list[Record] = field(default_factory=list)
+    """Each record parsed into its type (see records.py), in the same order."""
     lines: list[int] = field(default_factory=list)
     """The line number (from 1) of each record, for errors that name it."""
     skipped: int = 0
@@ -184,6 +202,8 @@ class HistoryRead:
 
 def read_history(path: Path) -> HistoryRead:
     """Read every record; malformed lines are skipped and counted, a torn tail noted."""
+    from rhapsody.core.records import InvalidRecord, parse
+
     try:
         data = read_plain(path)
     except OSError as exc:
@@ -201,13 +221,13 @@ def read_history(path: Path) -> HistoryRead:
             else:
                 result.skipped += 1
             continue
-        wrong = problem(record)
-        if wrong:
-            raise HistoryError(f"{path.name} line {i + 1}: {wrong}")
-        if record.get("v", 1) > VERSION:
-            raise HistoryError(
-                f"{path.name} was written by a newer rhapsody (history v{record['v']}, this reads v{VERSION})"
-            )
+        version = record.get("v", 1)
+        if isinstance(version, int) and version > VERSION:
+            raise HistoryError(f"{path.name} was written by a newer rhapsody (history v{version}, this reads v{VERSION})")
+        try:
+            result.typed.append(parse(record))
+        except InvalidRecord as exc:
+            raise HistoryError(f"{path.name} line {i + 1}: {exc}") from None
         result.records.append(record)
         result.lines.append(i + 1)
     return result
