@@ -3,7 +3,9 @@
 The history keeps every message; seams and thinking cuts are records that change what the
 view shows, never what is on disk. `Conversation.active()` is the list of messages the
 model sees: thinking dropped before the latest thinking cut, tool traffic stripped before
-the latest active seam, empty messages dropped and same-role neighbours merged.
+the latest active seam, messages before the latest `compaction` left out (an imported
+session's source compacted its context there), empty messages dropped and same-role
+neighbours merged.
 
 Imports: stdlib and rhapsody.core only.
 """
@@ -31,6 +33,8 @@ class Conversation:
     undone: list[rec.Seam] = field(default_factory=list)
     thinking_cut: int = 0
     pruned: set[str] = field(default_factory=set)
+    compacted: int = 0
+    """Messages before this index left the source's context at a compaction (imported sessions)."""
     _view: list[Message] | None = field(default=None, repr=False)
 
     def apply(self, record: rec.Record) -> None:
@@ -52,13 +56,16 @@ class Conversation:
             case rec.ThinkingCut():
                 self._view = None
                 self.thinking_cut = max(self.thinking_cut, record.boundary)
+            case rec.Compaction():
+                self._view = None
+                self.compacted = max(self.compacted, record.boundary)
             case (rec.Session() | rec.Request() | rec.Usage() | rec.Retry() | rec.ToolRun() | rec.Violation()
                   | rec.Hint() | rec.HintDelivered() | rec.Permission() | rec.PermissionMode() | rec.Denial()
                   | rec.MemoryReminder() | rec.Handoff() | rec.HandoffAsked() | rec.SeamTokens() | rec.SeamFailed()
                   | rec.HandoffFailed() | rec.SeamNote() | rec.Model() | rec.Tools() | rec.Notice()
                   | rec.Interrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook() | rec.Checkpoint()
                   | rec.CheckpointFailed() | rec.Rewind() | rec.Restore() | rec.Import() | rec.Aside()
-                  | rec.Compaction() | rec.Other()):
+                  | rec.Other()):
                 pass
             case _:
                 assert_never(record)
@@ -92,7 +99,7 @@ class Conversation:
             msgs = drop_thinking_blocks(msgs, self.thinking_cut)
         if boundary:
             msgs = strip_blocks(msgs, boundary)
-        return compact(msgs)
+        return compact(msgs[self.compacted:])
 
     @classmethod
     def from_records(cls, records: list[dict[str, Any]]) -> Conversation:

@@ -408,16 +408,16 @@ class Import(_Open):
     """Where an imported history came from (fields still moving: open)."""
 
     kind: Literal["import"]
-    source: str = ""
-    format: str = ""
-    sha256: str = ""
+    source: str
+    format: str
+    sha256: str
 
 
 class Aside(_Open):
     """An imported source record kept outside the model's context (fields vary with `what`: open)."""
 
     kind: Literal["aside"]
-    what: str = ""
+    what: str
 
 
 class Compaction(_Open):
