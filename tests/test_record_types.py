@@ -90,5 +90,5 @@ def test_the_writer_refuses_a_record_of_the_wrong_shape_before_writing_it(tmp_pa
     entry = writer.append("model", model="claude-opus-4-5")
     assert entry.raw["seq"] == 1, "a refused record takes no sequence number"
     assert isinstance(entry.record, rec.Model) and entry.record.model == "claude-opus-4-5"
-    read = read_history(path)
+    read = read_history(path, typed=True)
     assert [type(r) for r in read.typed] == [rec.Hint, rec.Model] and read.records[1] == entry.raw

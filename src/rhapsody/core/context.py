@@ -39,9 +39,11 @@ class Conversation:
 
     def apply(self, record: rec.Record) -> None:
         """Fold one history record into the conversation."""
-        match record:
+        match record:  # the kinds a history holds most of come first: each case is an isinstance check
             case rec.Message():
-                self._add(Message.model_construct(role=record.role, content=record.content))  # validated as read
+                self._add(Message(role=record.role, content=record.content))  # blocks validated as read: not again
+            case rec.Request() | rec.Usage() | rec.ToolRun():
+                pass
             case rec.Seam():
                 self._view = None
                 self.seams.append(record)
@@ -59,7 +61,7 @@ class Conversation:
             case rec.Compaction():
                 self._view = None
                 self.compacted = max(self.compacted, record.boundary)
-            case (rec.Session() | rec.Request() | rec.Usage() | rec.Retry() | rec.ToolRun() | rec.Violation()
+            case (rec.Session() | rec.Retry() | rec.Violation()
                   | rec.Hint() | rec.HintDelivered() | rec.Permission() | rec.PermissionMode() | rec.Denial()
                   | rec.MemoryReminder() | rec.Handoff() | rec.HandoffAsked() | rec.SeamTokens() | rec.SeamFailed()
                   | rec.HandoffFailed() | rec.SeamNote() | rec.Model() | rec.Tools() | rec.Notice()

@@ -81,14 +81,18 @@ class Figures:
     def add(self, record: rec.Record) -> None:
         """Fold one more record."""
         self.folded += 1
-        match record:
-            case rec.Session() | rec.Model():
-                self._priced_at(record.model or self.model)
+        match record:  # the kinds a history holds most of come first: each case is an isinstance check
+            case rec.Message():
+                pass
             case rec.Request():
                 self.requests += 1
                 self.context = self.last_request_tokens = record.est_tokens
             case rec.Usage():
                 self._used({k: getattr(record, k) for k in USAGE_KEYS})
+            case rec.ToolRun():
+                self.tool_calls += 1
+            case rec.Session() | rec.Model():
+                self._priced_at(record.model or self.model)
             case rec.Seam():
                 self.context = record.after.est_tokens
                 self.seams += 1
@@ -99,13 +103,11 @@ class Figures:
                 self.undone += 1
                 before, after = self.seam_after.get(record.seam, (0, 0))
                 self.context += before - after
-            case rec.ToolRun():
-                self.tool_calls += 1
             case rec.Violation():
                 self.violations += 1
             case rec.Hint():
                 self.hints += 1
-            case (rec.Message() | rec.Retry() | rec.HintDelivered() | rec.Permission() | rec.PermissionMode()
+            case (rec.Retry() | rec.HintDelivered() | rec.Permission() | rec.PermissionMode()
                   | rec.Denial() | rec.MemoryReminder() | rec.Handoff() | rec.HandoffAsked() | rec.SeamTokens()
                   | rec.SeamFailed() | rec.HandoffFailed() | rec.ThinkingCut() | rec.SeamNote() | rec.Tools()
                   | rec.Notice() | rec.Interrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook()

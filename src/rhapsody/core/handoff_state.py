@@ -76,7 +76,9 @@ class NoteWritten(ToolOutcome):
 
 def fold(state: HandoffState, record: rec.Record) -> HandoffState:
     """The state after one history record (records of other kinds leave it as it is)."""
-    match record:
+    match record:  # the kinds a history holds most of come first: each case is an isinstance check
+        case rec.Message() | rec.Request() | rec.Usage() | rec.ToolRun():
+            return state
         case rec.Handoff():
             return _moved(state, record)
         case rec.HandoffAsked():  # written by rhapsody before the `handoff` record existed
@@ -87,8 +89,7 @@ def fold(state: HandoffState, record: rec.Record) -> HandoffState:
             return HandoffState(Phase.FAILED)
         case rec.Unseam():
             return HandoffState(Phase.UNDONE)
-        case (rec.Session() | rec.Message() | rec.Request() | rec.Usage() | rec.Retry() | rec.ToolRun()
-              | rec.Violation() | rec.Hint() | rec.HintDelivered() | rec.Permission() | rec.PermissionMode()
+        case (rec.Session() | rec.Retry() | rec.Violation() | rec.Hint() | rec.HintDelivered() | rec.Permission() | rec.PermissionMode()
               | rec.Denial() | rec.MemoryReminder() | rec.Prune() | rec.SeamTokens() | rec.ThinkingCut()
               | rec.SeamNote() | rec.Model() | rec.Tools() | rec.Notice() | rec.Interrupted() | rec.Limit()
               | rec.Error() | rec.Resumed() | rec.Hook() | rec.Checkpoint() | rec.CheckpointFailed() | rec.Rewind()

@@ -17,12 +17,14 @@ prompt's input history reaches the first frame without pydantic.
 from __future__ import annotations
 
 import errno
+import gc
 import json
 import os
 import secrets
 import stat
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -193,23 +195,34 @@ class HistoryRead:
 
     records: list[dict[str, Any]] = field(default_factory=list)
     typed: list[Record] = field(default_factory=list)
-    """Each record parsed into its type (see records.py), in the same order."""
+    """Each record parsed into its type (see records.py), in the same order; read with `typed=True` only."""
     lines: list[int] = field(default_factory=list)
     """The line number (from 1) of each record, for errors that name it."""
     skipped: int = 0
     torn_tail: bool = False
 
 
-def read_history(path: Path) -> HistoryRead:
-    """Read every record; malformed lines are skipped and counted, a torn tail noted."""
-    from rhapsody.core.records import InvalidRecord, parse
+def read_history(path: Path, typed: bool = False) -> HistoryRead:
+    """Read every record; malformed lines are skipped and counted, a torn tail noted.
 
+    Every record is parsed into its type, which refuses one of the wrong shape. With `typed`
+    the types are kept (`HistoryRead.typed`, for a fold); without, they are let go as soon as
+    checked, so a caller that wants the JSON pays no memory (and no collector time) for them.
+    """
     try:
         data = read_plain(path)
     except OSError as exc:
         raise HistoryError(f"cannot read history {path}: {exc.strerror}") from None
     result = HistoryRead()
     lines = data.split(b"\n")
+    with collector_paused():
+        _read_lines(path, lines, result, typed)
+    return result
+
+
+def _read_lines(path: Path, lines: list[bytes], result: HistoryRead, keep: bool) -> None:
+    from rhapsody.core.records import InvalidRecord, parse
+
     last = len(lines) - 1
     for i, raw in enumerate(lines):
         if not raw.strip():
@@ -225,17 +238,33 @@ def read_history(path: Path) -> HistoryRead:
         if isinstance(version, int) and version > VERSION:
             raise HistoryError(f"{path.name} was written by a newer rhapsody (history v{version}, this reads v{VERSION})")
         try:
-            result.typed.append(parse(record))
+            checked = parse(record)
         except InvalidRecord as exc:
             raise HistoryError(f"{path.name} line {i + 1}: {exc}") from None
+        if keep:
+            result.typed.append(checked)
         result.records.append(record)
         result.lines.append(i + 1)
-    return result
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused for a bulk read: reading a history makes tens of
+    thousands of objects and no cycles, so every collection pass over them is wasted work
+    (a third of the time to resume a 12 MB history; docs/performance.md)."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _parse_line(raw: bytes) -> dict[str, Any] | None:
     try:
-        record = json.loads(raw)
+        record = json.loads(raw.decode().removeprefix("\ufeff"))  # decoded here: json.loads sniffs each line's encoding
     except (ValueError, UnicodeDecodeError):
         return None
     if not isinstance(record, dict) or not isinstance(record.get("kind"), str):

@@ -23,7 +23,7 @@ from rhapsody.core import records as rec
 from rhapsody.core.errors import HistoryError
 from rhapsody.core.figures import Figures
 from rhapsody.core.handoff_state import HandoffState
-from rhapsody.core.history import HistoryWriter, history_dir, new_session_id, read_history
+from rhapsody.core.history import HistoryRead, HistoryWriter, collector_paused, history_dir, new_session_id, read_history
 from rhapsody.core.messages import Block, Message, ToolResultBlock
 
 @dataclass(frozen=True)
@@ -70,7 +70,20 @@ class Session:
     @classmethod
     def resume(cls, root: Path, path: Path, model: str | None = None) -> Session:
         """Reopen a session from its history; a different model cuts earlier thinking."""
-        read = read_history(path)
+        with collector_paused():  # read and fold in one pause; the typed records are gone before it ends
+            read = read_history(path, typed=True)
+            session = cls._opened(root, path, read)
+            session._replay(read, path)
+            read.typed.clear()
+        session.record("resumed", skipped_lines=read.skipped, torn_tail=read.torn_tail)
+        session._answer_orphan_calls()
+        if model and model != session.spec.model:
+            session.switch_model(model)
+        return session
+
+    @classmethod
+    def _opened(cls, root: Path, path: Path, read: HistoryRead) -> Session:
+        """The session a history's header record describes, with nothing folded yet."""
         if not read.records or read.records[0].get("kind") != "session":
             raise HistoryError(f"{path.name} does not start with a session record")
         head = read.records[0]
@@ -79,18 +92,15 @@ class Session:
             raise HistoryError(f"{path.name}: the session record lacks {', '.join(missing)}")
         spec = spec_from_record(head)
         writer = HistoryWriter(path, next_seq=read.records[-1].get("seq", len(read.records)) + 1)
-        session = cls(root, writer, spec, head["session"])
+        return cls(root, writer, spec, head["session"])
+
+    def _replay(self, read: HistoryRead, path: Path) -> None:
         for raw, record, line in zip(read.records, read.typed, read.lines):
             try:
-                session._fold(raw, record)
+                self._fold(raw, record)
             except (KeyError, TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
                 reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 raise HistoryError(f"{path.name} line {line}: {record.kind} record cannot be read: {reason}") from None
-        session.record("resumed", skipped_lines=read.skipped, torn_tail=read.torn_tail)
-        session._answer_orphan_calls()
-        if model and model != session.spec.model:
-            session.switch_model(model)
-        return session
 
     def record(self, kind: str, **fields: Any) -> dict[str, Any]:
         """Append one event to history, then fold it into memory."""
@@ -103,7 +113,9 @@ class Session:
         self.conversation.apply(record)
         self.handoff = handoff_state.fold(self.handoff, record)
         self.figures.add(record)
-        match record:
+        match record:  # the kinds a history holds most of come first: each case is an isinstance check
+            case rec.Message() | rec.Request() | rec.Usage() | rec.ToolRun():
+                pass
             case rec.Hint():
                 self.pending.append(Hint(record.id, record.text, record.mode))
                 self._bump_hint_ids(record.id)
@@ -114,8 +126,7 @@ class Session:
                 self.spec = dataclasses.replace(self.spec, model=record.model)
             case rec.Tools():
                 self.spec = dataclasses.replace(self.spec, tools=record.tools)
-            case (rec.Session() | rec.Message() | rec.Request() | rec.Usage() | rec.Retry() | rec.ToolRun()
-                  | rec.Violation() | rec.Permission() | rec.PermissionMode() | rec.Denial() | rec.MemoryReminder()
+            case (rec.Session() | rec.Retry() | rec.Violation() | rec.Permission() | rec.PermissionMode() | rec.Denial() | rec.MemoryReminder()
                   | rec.Handoff() | rec.HandoffAsked() | rec.Seam() | rec.Prune() | rec.SeamTokens()
                   | rec.SeamFailed() | rec.HandoffFailed() | rec.Unseam() | rec.ThinkingCut() | rec.SeamNote()
                   | rec.Notice() | rec.Interrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook()
