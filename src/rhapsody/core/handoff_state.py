@@ -89,9 +89,9 @@ def fold(state: HandoffState, record: rec.Record) -> HandoffState:
             return HandoffState(Phase.FAILED)
         case rec.Unseam():
             return HandoffState(Phase.UNDONE)
-        case (rec.Session() | rec.Retry() | rec.Violation() | rec.Hint() | rec.HintDelivered() | rec.Permission() | rec.PermissionMode()
-              | rec.Denial() | rec.MemoryReminder() | rec.Prune() | rec.SeamTokens() | rec.ThinkingCut()
-              | rec.SeamNote() | rec.Model() | rec.Tools() | rec.Notice() | rec.Interrupted() | rec.Limit()
+        case (rec.Session() | rec.Retry() | rec.Violation() | rec.Hint() | rec.HintDelivered() | rec.Permission()
+              | rec.PermissionMode() | rec.Denial() | rec.MemoryReminder() | rec.Prune() | rec.SeamTokens()
+              | rec.ThinkingCut() | rec.SeamNote() | rec.Model() | rec.Tools() | rec.Notice() | rec.Interrupted() | rec.Limit()
               | rec.Error() | rec.Resumed() | rec.Hook() | rec.Checkpoint() | rec.CheckpointFailed() | rec.Rewind()
               | rec.Restore() | rec.Import() | rec.Aside() | rec.Compaction() | rec.Other()):
             return state

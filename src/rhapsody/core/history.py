@@ -236,7 +236,9 @@ def _read_lines(path: Path, lines: list[bytes], result: HistoryRead, keep: bool)
             continue
         version = record.get("v", 1)
         if isinstance(version, int) and version > VERSION:
-            raise HistoryError(f"{path.name} was written by a newer rhapsody (history v{version}, this reads v{VERSION})")
+            raise HistoryError(
+                f"{path.name} was written by a newer rhapsody (history v{version}, this reads v{VERSION})"
+            )
         try:
             checked = parse(record)
         except InvalidRecord as exc:

@@ -23,7 +23,8 @@ from rhapsody.core import records as rec
 from rhapsody.core.errors import HistoryError
 from rhapsody.core.figures import Figures
 from rhapsody.core.handoff_state import HandoffState
-from rhapsody.core.history import HistoryRead, HistoryWriter, collector_paused, history_dir, new_session_id, read_history
+from rhapsody.core.history import (HistoryRead, HistoryWriter, collector_paused, history_dir, new_session_id,
+                                   read_history)
 from rhapsody.core.messages import Block, Message, ToolResultBlock
 
 @dataclass(frozen=True)
