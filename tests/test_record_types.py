@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from rhapsody.core import records as rec
+from rhapsody.core.errors import HistoryError
 from rhapsody.core.history import HistoryWriter, read_history
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "history-format.md"
@@ -92,3 +93,28 @@ def test_the_writer_refuses_a_record_of_the_wrong_shape_before_writing_it(tmp_pa
     assert isinstance(entry.record, rec.Model) and entry.record.model == "claude-opus-4-5"
     read = read_history(path, typed=True)
     assert [type(r) for r in read.typed] == [rec.Hint, rec.Model] and read.records[1] == entry.raw
+
+
+def test_reading_pauses_the_collector_and_leaves_it_as_it_was(tmp_path: Path) -> None:
+    import gc
+
+    from rhapsody.core.history import collector_paused
+
+    path = tmp_path / "h.jsonl"
+    HistoryWriter(path).append("hint", id="h1", text="x")
+    with collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    read_history(path)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        read_history(path)
+        assert not gc.isenabled(), "a caller that paused the collector keeps it paused"
+    finally:
+        gc.enable()
+    with pytest.raises(HistoryError), collector_paused():
+        raise HistoryError("x")
+    assert gc.isenabled(), "resumed after an error too"
