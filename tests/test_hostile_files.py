@@ -37,7 +37,11 @@ BAD_RECORDS = [
     ({"kind": "hint", "id": 3, "text": "x"}, "'id' is int"),
     ({"kind": "seam", "seam": 1, "boundary": "2", "before": {}, "after": {}}, "'boundary' is str"),
     ({"kind": "usage", "input_tokens": "many"}, "'input_tokens' is str"),
-    ({"kind": "prune", "ids": [1, 2]}, "'ids' must be a list of strings"),
+    ({"kind": "prune", "ids": [1, 2]}, "'ids' item 0 is int, expected str"),
+    ({"kind": "request", "est_tokens": True}, "'est_tokens' is bool, expected int"),
+    ({"kind": "seam", "seam": 1, "boundary": 2, "before": {"est_tokens": "9"}, "after": {}}, "'before.est_tokens' is str"),
+    ({"kind": "model", "model": "m", "price": 0}, "model record: unknown field 'price'"),
+    ({"kind": "thinking_cut"}, "thinking_cut record without 'boundary'"),
 ]
 
 

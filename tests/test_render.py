@@ -155,14 +155,14 @@ async def test_resume_renders_what_live_rendered(stub: Stub, project: Path) -> N
 
 
 def test_one_context_figure_falls_after_a_seam_and_cost_follows_the_model() -> None:
-    seam = {"kind": "seam", "seam": 1, "before": {"est_tokens": 5000}, "after": {"est_tokens": 3000}}
+    seam = {"kind": "seam", "seam": 1, "boundary": 2, "before": {"est_tokens": 5000}, "after": {"est_tokens": 3000}}
     usage = {"kind": "usage", "input_tokens": 1_000_000, "output_tokens": 0}
     records = [{"kind": "session", "model": "claude-opus-4-8"}, {"kind": "request", "est_tokens": 5000}, usage,
                seam, {"kind": "model", "model": "claude-haiku-4-5"}, usage]
     f = figures(records)
     assert f.context == 3000 and f.seams_text() == "seams 1"
     assert round(f.cost, 2) == 5.0 + 1.0  # opus for the first request, haiku for the second
-    f.fold([*records, {"kind": "unseam", "seam": 1}])
+    f.fold([*records, {"kind": "unseam", "seam": 1, "boundary": 2}])
     assert f.context == 5000 and f.seams_text() == "seams 1 (1 undone)"
 
 

@@ -70,13 +70,14 @@ def test_unknown_blocks_images_and_string_content_pass_through_byte_for_byte() -
 @given(conversations())
 def test_cached_sizes_and_incremental_view_match_a_full_rebuild(messages: list[Message]) -> None:
     from rhapsody.core.context import Conversation, RequestSpec, build_request, measure, measure_messages
+    from rhapsody.core.records import parse
 
     conv = Conversation()
     for i, m in enumerate(messages):
-        conv.apply({"kind": "message", "seq": i, "role": m.role, "content": [b.dump() for b in m.content]})
+        conv.apply(parse({"kind": "message", "seq": i, "role": m.role, "content": [b.dump() for b in m.content]}))
         if i == len(messages) // 2:
             conv.active()
-            conv.apply({"kind": "seam", "seq": -1, "boundary": i + 1})
+            conv.apply(parse({"kind": "seam", "seq": -1, "boundary": i + 1, "before": {}, "after": {}}))
     fresh = Conversation.from_records([])
     fresh.messages, fresh.seams = list(conv.messages), list(conv.seams)
     assert conv.active() == fresh.active()

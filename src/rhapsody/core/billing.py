@@ -26,6 +26,7 @@ from typing import Any
 from rhapsody.core.context import Conversation
 from rhapsody.core.messages import Message, compact_json
 from rhapsody.core.pricing import WRITE_5M_MULT, Price
+from rhapsody.core.records import parse
 
 TTL = 300.0
 SEAM_KINDS = ("seam", "unseam")
@@ -55,7 +56,7 @@ def replay(records: list[dict[str, Any]], seams: bool = True) -> list[Sent]:
             sent.append(Sent(pending[0], pending[1], usage))
             pending = None
         elif seams or kind not in SEAM_KINDS:
-            conv.apply(record)
+            conv.apply(parse(record))
     return sent
 
 

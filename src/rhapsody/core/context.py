@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, assert_never
 
+from rhapsody.core import records as rec
 from rhapsody.core.messages import Message, compact_json
 from rhapsody.core.strip import compact, drop_messages, drop_thinking_blocks, drop_tool_ids, strip_blocks
 from rhapsody.core.tokens import estimate_chars
@@ -28,59 +29,74 @@ class Conversation:
     """Messages and the seams over them, rebuilt from history records in order."""
 
     messages: list[Message] = field(default_factory=list)
-    seams: list[dict[str, Any]] = field(default_factory=list)
-    undone: list[dict[str, Any]] = field(default_factory=list)
+    seams: list[rec.Seam] = field(default_factory=list)
+    undone: list[rec.Seam] = field(default_factory=list)
     thinking_cut: int = 0
     pruned: set[str] = field(default_factory=set)
     compacted: int = 0
     """Messages before this index left the source's context at a compaction (imported sessions)."""
     abandoned: set[int] = field(default_factory=set)
     """Indexes of messages a conversation rewind left behind: in the history, out of the view."""
-    rewound: list[dict[str, Any]] = field(default_factory=list)
+    rewound: list[rec.Seam] = field(default_factory=list)
     """Seams a conversation rewind went back across (their strip no longer applies)."""
     _view: list[Message] | None = field(default=None, repr=False)
 
-    def apply(self, record: dict[str, Any]) -> None:
+    def apply(self, record: rec.Record) -> None:
         """Fold one history record into the conversation."""
-        kind = record["kind"]
-        if kind == "message":
-            message = Message(role=record["role"], content=record["content"])
-            self.messages.append(message)
-            if self._view is not None:
-                # A new message lies after every seam and cut: it joins the view as it is.
-                if self._view and self._view[-1].role == message.role:
-                    self._view[-1:] = compact([self._view[-1], message])
-                else:
-                    self._view.append(message)
-        elif kind == "seam":
-            self._view = None
-            self.seams.append(record)
-        elif kind == "unseam" and self.seams:
-            self._view = None
-            self.undone.append(self.seams.pop())
-            self.thinking_cut = max(self.thinking_cut, record["boundary"])
-        elif kind == "prune":
-            self._view = None
-            self.pruned.update(record["ids"])
-        elif kind == "thinking_cut":
-            self._view = None
-            self.thinking_cut = max(self.thinking_cut, record["boundary"])
-        elif kind == "compaction":
-            self._view = None
-            self.compacted = max(self.compacted, record["boundary"])
-        elif kind == "rewind":
-            self._rewind(record["to"])
+        match record:  # the kinds a history holds most of come first: each case is an isinstance check
+            case rec.Message():
+                self._add(Message(role=record.role, content=record.content))  # blocks validated as read: not again
+            case rec.Request() | rec.Usage() | rec.ToolRun():
+                pass
+            case rec.Seam():
+                self._view = None
+                self.seams.append(record)
+            case rec.Unseam():
+                if self.seams:
+                    self._view = None
+                    self.undone.append(self.seams.pop())
+                    self.thinking_cut = max(self.thinking_cut, record.boundary)
+            case rec.Prune():
+                self._view = None
+                self.pruned.update(record.ids)
+            case rec.ThinkingCut():
+                self._view = None
+                self.thinking_cut = max(self.thinking_cut, record.boundary)
+            case rec.Compaction():
+                self._view = None
+                self.compacted = max(self.compacted, record.boundary)
+            case rec.Rewind():
+                self._rewind(record.to)
+            case (rec.Session() | rec.Retry() | rec.Violation()
+                  | rec.Hint() | rec.HintDelivered() | rec.Permission() | rec.PermissionMode() | rec.Denial()
+                  | rec.MemoryReminder() | rec.Handoff() | rec.HandoffAsked() | rec.SeamTokens() | rec.SeamFailed()
+                  | rec.HandoffFailed() | rec.SeamNote() | rec.Model() | rec.Tools() | rec.Notice()
+                  | rec.Interrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook() | rec.Checkpoint()
+                  | rec.CheckpointFailed() | rec.Restore() | rec.Import() | rec.Aside()
+                  | rec.Other()):
+                pass
+            case _:
+                assert_never(record)
 
     def _rewind(self, to: int) -> None:
         """The view continues from message `to`: later messages, and seams placed after it, leave it."""
         self._view = None
         self.abandoned.update(range(to, len(self.messages)))
-        while self.seams and self.seams[-1]["boundary"] > to:
+        while self.seams and self.seams[-1].boundary > to:
             self.rewound.append(self.seams.pop())
+
+    def _add(self, message: Message) -> None:
+        self.messages.append(message)
+        if self._view is not None:
+            # A new message lies after every seam and cut: it joins the view as it is.
+            if self._view and self._view[-1].role == message.role:
+                self._view[-1:] = compact([self._view[-1], message])
+            else:
+                self._view.append(message)
 
     def boundary(self) -> int:
         """How many messages the latest active seam strips (0 with no seam)."""
-        return self.seams[-1]["boundary"] if self.seams else 0
+        return self.seams[-1].boundary if self.seams else 0
 
     def active(self) -> list[Message]:
         """The messages the model sees now (cached; extended as messages arrive)."""
@@ -104,10 +120,10 @@ class Conversation:
 
     @classmethod
     def from_records(cls, records: list[dict[str, Any]]) -> Conversation:
-        """Rebuild from history records."""
+        """Rebuild from history records (as read: each is parsed into its type)."""
         conv = cls()
         for record in records:
-            conv.apply(record)
+            conv.apply(rec.parse(record))
         return conv
 
 

@@ -20,8 +20,9 @@ Imports: stdlib and rhapsody.core only.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, assert_never
 
+from rhapsody.core import records as rec
 from rhapsody.core.pricing import cost, price_of, priced
 
 USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
@@ -72,47 +73,60 @@ class Figures:
         return reported_input(self.last_usage) or self.last_request_tokens
 
     def fold(self, records: list[dict[str, Any]]) -> Figures:
-        """Fold the records not seen yet (records only ever grow)."""
+        """Fold the records not seen yet (records only ever grow; each is parsed into its type)."""
         for record in records[self.folded:]:
-            self.add(record)
+            self.add(rec.parse(record))
         return self
 
-    def add(self, record: dict[str, Any]) -> None:
+    def add(self, record: rec.Record) -> None:
         """Fold one more record."""
         self.folded += 1
-        kind = record["kind"]
-        if kind in ("session", "model"):
-            self.model = record.get("model", self.model)
-            self.exact_price = self.exact_price and price_of(self.model)[1]
-            self.priced = self.priced and priced(self.model)
-        elif kind == "request":
-            self.requests += 1
-            self.context = self.last_request_tokens = int(record.get("est_tokens", 0))
-        elif kind == "usage":
-            usage = {k: int(record.get(k) or 0) for k in USAGE_KEYS}
-            self.cost += cost(self.model, usage)
-            self.last_usage = usage
-            for key, value in usage.items():
-                self.usage[key] += value
-        elif kind in ("seam", "prune"):
-            self.context = int(record["after"]["est_tokens"])
-            if kind == "seam":
+        match record:  # the kinds a history holds most of come first: each case is an isinstance check
+            case rec.Message():
+                pass
+            case rec.Request():
+                self.requests += 1
+                self.context = self.last_request_tokens = record.est_tokens
+            case rec.Usage():
+                self._used({k: getattr(record, k) for k in USAGE_KEYS})
+            case rec.ToolRun():
+                self.tool_calls += 1
+            case rec.Session() | rec.Model():
+                self._priced_at(record.model or self.model)
+            case rec.Seam():
+                self.context = record.after.est_tokens
                 self.seams += 1
-                self.seam_after[record["seam"]] = (record["before"]["est_tokens"], record["after"]["est_tokens"])
-        elif kind == "unseam":
-            self.undone += 1
-            before, after = self.seam_after.get(record["seam"], (0, 0))
-            self.context += before - after
-        else:
-            self._count(kind)
+                self.seam_after[record.seam] = (record.before.est_tokens, record.after.est_tokens)
+            case rec.Prune():
+                self.context = record.after.est_tokens
+            case rec.Unseam():
+                self.undone += 1
+                before, after = self.seam_after.get(record.seam, (0, 0))
+                self.context += before - after
+            case rec.Violation():
+                self.violations += 1
+            case rec.Hint():
+                self.hints += 1
+            case (rec.Retry() | rec.HintDelivered() | rec.Permission() | rec.PermissionMode()
+                  | rec.Denial() | rec.MemoryReminder() | rec.Handoff() | rec.HandoffAsked() | rec.SeamTokens()
+                  | rec.SeamFailed() | rec.HandoffFailed() | rec.ThinkingCut() | rec.SeamNote() | rec.Tools()
+                  | rec.Notice() | rec.Interrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook()
+                  | rec.Checkpoint() | rec.CheckpointFailed() | rec.Rewind() | rec.Restore() | rec.Import()
+                  | rec.Aside() | rec.Compaction() | rec.Other()):
+                pass
+            case _:
+                assert_never(record)
 
-    def _count(self, kind: str) -> None:
-        if kind == "tool_run":
-            self.tool_calls += 1
-        elif kind == "violation":
-            self.violations += 1
-        elif kind == "hint":
-            self.hints += 1
+    def _priced_at(self, model: str) -> None:
+        self.model = model
+        self.exact_price = self.exact_price and price_of(model)[1]
+        self.priced = self.priced and priced(model)
+
+    def _used(self, usage: dict[str, int]) -> None:
+        self.cost += cost(self.model, usage)
+        self.last_usage = usage
+        for key, value in usage.items():
+            self.usage[key] += value
 
     def seams_text(self) -> str:
         """"seams 2" or "seams 2 (1 undone)"."""

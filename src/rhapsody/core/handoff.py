@@ -129,7 +129,7 @@ async def count_seam_tokens(session: Session, model: Model, seam: int) -> None:
 def seam_views(session: Session) -> tuple[list[Message], list[Message]]:
     """The active context just before and just after the latest seam."""
     conv = session.conversation
-    previous = conv.seams[-2]["boundary"] if len(conv.seams) > 1 else 0
+    previous = conv.seams[-2].boundary if len(conv.seams) > 1 else 0
     return conv.view(previous), conv.active()
 
 
@@ -139,11 +139,11 @@ def undo_seam(session: Session) -> dict[str, Any] | None:
     seams = conv.seams
     if not seams:
         return None
-    previous = seams[-2]["boundary"] if len(seams) > 1 else 0
+    previous = seams[-2].boundary if len(seams) > 1 else 0
     back = left(conv.view(previous), conv.active())
     returned = traffic_sha256(back)
-    recorded = seams[-1].get("stripped_sha256")
-    return session.record("unseam", seam=seams[-1]["seam"], boundary=len(conv.messages), returned_sha256=returned,
+    recorded = seams[-1].stripped_sha256
+    return session.record("unseam", seam=seams[-1].seam, boundary=len(conv.messages), returned_sha256=returned,
                           returned_calls=len(back), verified=recorded == returned if recorded else None)
 
 

@@ -27,8 +27,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, assert_never
 
+from rhapsody.core import records as rec
 from rhapsody.core.tools import ToolOutcome
 
 if TYPE_CHECKING:
@@ -77,25 +78,40 @@ class NoteWritten(ToolOutcome):
     seam: int = 0
 
 
-def fold(state: HandoffState, record: dict[str, Any]) -> HandoffState:
+def fold(state: HandoffState, record: rec.Record) -> HandoffState:
     """The state after one history record (records of other kinds leave it as it is)."""
-    kind = record["kind"]
-    if kind == "handoff":
-        phase = Phase(record["state"])
-        if phase == Phase.WANTED:
-            return HandoffState(Phase.WANTED)
-        return dataclasses.replace(state, phase=phase, interrupted_work=record.get("interrupted_work", state.interrupted_work),
-                                   note_path=record.get("note_path", state.note_path),
-                                   after_strip=record.get("after_strip", state.after_strip))
-    if kind == "handoff_asked":  # written by rhapsody before the `handoff` record existed
-        return HandoffState(Phase.ASKED, interrupted_work=bool(record.get("interrupted_work")))
-    if kind in ("seam", "seam_note"):
-        return HandoffState(Phase.COMMITTED)
-    if kind in ("seam_failed", "handoff_failed"):
-        return HandoffState(Phase.FAILED)
-    if kind == "unseam":
-        return HandoffState(Phase.UNDONE)
-    return state
+    match record:  # the kinds a history holds most of come first: each case is an isinstance check
+        case rec.Message() | rec.Request() | rec.Usage() | rec.ToolRun():
+            return state
+        case rec.Handoff():
+            return _moved(state, record)
+        case rec.HandoffAsked():  # written by rhapsody before the `handoff` record existed
+            return HandoffState(Phase.ASKED, interrupted_work=record.interrupted_work)
+        case rec.Seam() | rec.SeamNote():
+            return HandoffState(Phase.COMMITTED)
+        case rec.SeamFailed() | rec.HandoffFailed():
+            return HandoffState(Phase.FAILED)
+        case rec.Unseam():
+            return HandoffState(Phase.UNDONE)
+        case (rec.Session() | rec.Retry() | rec.Violation() | rec.Hint() | rec.HintDelivered() | rec.Permission()
+              | rec.PermissionMode() | rec.Denial() | rec.MemoryReminder() | rec.Prune() | rec.SeamTokens()
+              | rec.ThinkingCut() | rec.Model() | rec.Tools() | rec.Notice() | rec.Interrupted() | rec.Limit()
+              | rec.Error() | rec.Resumed() | rec.Hook() | rec.Checkpoint() | rec.CheckpointFailed() | rec.Rewind()
+              | rec.Restore() | rec.Import() | rec.Aside() | rec.Compaction() | rec.Other()):
+            return state
+        case _:
+            assert_never(record)
+
+
+def _moved(state: HandoffState, record: rec.Handoff) -> HandoffState:
+    phase = Phase(record.state)
+    if phase == Phase.WANTED:
+        return HandoffState(Phase.WANTED)
+    interrupted = state.interrupted_work if record.interrupted_work is None else record.interrupted_work
+    note_path = state.note_path if record.note_path is None else record.note_path
+    after_strip = state.after_strip if record.after_strip is None else record.after_strip
+    return dataclasses.replace(state, phase=phase, interrupted_work=interrupted, note_path=note_path,
+                               after_strip=after_strip)
 
 
 def want(session: Session) -> bool:

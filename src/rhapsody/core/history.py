@@ -6,27 +6,33 @@ not a newline (a torn write) gets one, so the next record cannot merge with the 
 On read, a line that does not parse is skipped and counted; the last line torn by a crash
 is expected and silent; a record that parses but has fields of the wrong type (see
 records.py) refuses the whole file with a one-line error naming its line, because skipping
-it could leave a conversation the API refuses. Nothing is ever rewritten. See
-docs/history-format.md.
+it could leave a conversation the API refuses. Every record is parsed into its type once,
+on write (a record of the wrong shape is a bug, refused before a byte is written) or on
+read. Nothing is ever rewritten. See docs/history-format.md.
 
-Imports: stdlib only.
+Imports: stdlib and rhapsody.core only; records.py (pydantic) on first use, so the
+prompt's input history reaches the first frame without pydantic.
 """
 
 from __future__ import annotations
 
 import errno
+import gc
 import json
 import os
 import secrets
 import stat
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rhapsody.core.errors import HistoryError, StorageError
-from rhapsody.core.records import problem
+
+if TYPE_CHECKING:
+    from rhapsody.core.records import Record
 
 VERSION = 1
 STATE_DIR = ".rhapsody"
@@ -141,14 +147,18 @@ class HistoryWriter:
                 _write_all(self._fd, b"\n")
                 os.fsync(self._fd)
 
-    def append(self, kind: str, **fields: Any) -> dict[str, Any]:
-        """Write one record and fsync it; returns the record as written.
+    def append(self, kind: str, **fields: Any) -> Entry:
+        """Write one record and fsync it; returns the record as written, and typed.
 
+        A record of the wrong shape raises InvalidRecord before anything is written: a bug.
         A failed write (a full disk, an I/O error) closes the writer and raises StorageError:
         the record may be torn on disk, which the reader tolerates, and every later append
         fails too, so nothing is ever written after a torn record in the same run.
         """
+        from rhapsody.core.records import parse
+
         record = {"v": VERSION, "seq": self.seq, "ts": round(time.time(), 3), "kind": kind, **fields}
+        typed = parse(record)
         if self._fd < 0:
             raise StorageError(f"history {self.path} is closed after an earlier failure; resume the session to go on")
         try:
@@ -159,7 +169,7 @@ class HistoryWriter:
             raise StorageError(f"cannot write history {self.path}: {_why(exc)}; what was written before is "
                                "kept: free space and resume with --continue") from None
         self.seq += 1
-        return record
+        return Entry(record, typed)
 
     def close(self) -> None:
         """Close the file; further appends fail."""
@@ -175,8 +185,13 @@ def write_history(path: Path, records: list[dict[str, Any]]) -> None:
     Each record needs `kind` and `ts`; `v` and `seq` are set here. StorageError with one line
     when it cannot be written (the temporary file is removed).
     """
+    from rhapsody.core.records import parse
+
     private_dir(path.parent)
-    data = b"".join(_encode({"v": VERSION, "seq": i, **record}) for i, record in enumerate(records))
+    numbered = [{"v": VERSION, "seq": i, **record} for i, record in enumerate(records)]
+    for record in numbered:  # InvalidRecord before a byte is written, as `HistoryWriter.append` does
+        parse(record)
+    data = b"".join(_encode(record) for record in numbered)
     temp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.part")
     try:
         _write_new(temp, data)
@@ -201,25 +216,48 @@ def _encode(record: dict[str, Any]) -> bytes:
         return (json.dumps(record, separators=(",", ":")) + "\n").encode("ascii")
 
 
+@dataclass(frozen=True)
+class Entry:
+    """One record as written (the JSON object) and as typed."""
+
+    raw: dict[str, Any]
+    record: Record
+
+
 @dataclass
 class HistoryRead:
     """What reading a history file found."""
 
     records: list[dict[str, Any]] = field(default_factory=list)
+    typed: list[Record] = field(default_factory=list)
+    """Each record parsed into its type (see records.py), in the same order; read with `typed=True` only."""
     lines: list[int] = field(default_factory=list)
     """The line number (from 1) of each record, for errors that name it."""
     skipped: int = 0
     torn_tail: bool = False
 
 
-def read_history(path: Path) -> HistoryRead:
-    """Read every record; malformed lines are skipped and counted, a torn tail noted."""
+def read_history(path: Path, typed: bool = False) -> HistoryRead:
+    """Read every record; malformed lines are skipped and counted, a torn tail noted.
+
+    Every record is parsed into its type, which refuses one of the wrong shape. With `typed`
+    the types are kept (`HistoryRead.typed`, for a fold); without, they are let go as soon as
+    checked, so a caller that wants the JSON pays no memory (and no collector time) for them.
+    """
     try:
         data = read_plain(path)
     except OSError as exc:
         raise HistoryError(f"cannot read history {path}: {exc.strerror}") from None
     result = HistoryRead()
     lines = data.split(b"\n")
+    with collector_paused():
+        _read_lines(path, lines, result, typed)
+    return result
+
+
+def _read_lines(path: Path, lines: list[bytes], result: HistoryRead, keep: bool) -> None:
+    from rhapsody.core.records import InvalidRecord, parse
+
     last = len(lines) - 1
     for i, raw in enumerate(lines):
         if not raw.strip():
@@ -231,21 +269,39 @@ def read_history(path: Path) -> HistoryRead:
             else:
                 result.skipped += 1
             continue
-        wrong = problem(record)
-        if wrong:
-            raise HistoryError(f"{path.name} line {i + 1}: {wrong}")
-        if record.get("v", 1) > VERSION:
+        version = record.get("v", 1)
+        if isinstance(version, int) and version > VERSION:
             raise HistoryError(
-                f"{path.name} was written by a newer rhapsody (history v{record['v']}, this reads v{VERSION})"
+                f"{path.name} was written by a newer rhapsody (history v{version}, this reads v{VERSION})"
             )
+        try:
+            checked = parse(record)
+        except InvalidRecord as exc:
+            raise HistoryError(f"{path.name} line {i + 1}: {exc}") from None
+        if keep:
+            result.typed.append(checked)
         result.records.append(record)
         result.lines.append(i + 1)
-    return result
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused for a bulk read: reading a history makes tens of
+    thousands of objects and no cycles, so every collection pass over them is wasted work
+    (a third of the time to resume a 12 MB history; docs/performance.md)."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _parse_line(raw: bytes) -> dict[str, Any] | None:
     try:
-        record = json.loads(raw)
+        record = json.loads(raw.decode().removeprefix("\ufeff"))  # decoded here: json.loads sniffs each line's encoding
     except (ValueError, UnicodeDecodeError):
         return None
     if not isinstance(record, dict) or not isinstance(record.get("kind"), str):

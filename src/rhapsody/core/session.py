@@ -14,16 +14,18 @@ import dataclasses
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, assert_never
 
 from rhapsody import __version__
 from rhapsody.core.context import Conversation, RequestSpec, build_request, measure_messages, spec_fields, spec_from_record
 from rhapsody.core import handoff_state
+from rhapsody.core import records as rec
 from rhapsody.core.errors import HistoryError
 from rhapsody.core.figures import Figures
 from rhapsody.core.handoff_state import HandoffState
 from rhapsody.core.images import for_request, has_images, image_tokens
-from rhapsody.core.history import HistoryWriter, history_dir, new_session_id, read_history
+from rhapsody.core.history import (HistoryRead, HistoryWriter, collector_paused, history_dir, new_session_id,
+                                   read_history)
 from rhapsody.core.messages import Block, Message, ToolResultBlock
 
 @dataclass(frozen=True)
@@ -70,7 +72,20 @@ class Session:
     @classmethod
     def resume(cls, root: Path, path: Path, model: str | None = None) -> Session:
         """Reopen a session from its history; a different model cuts earlier thinking."""
-        read = read_history(path)
+        with collector_paused():  # read and fold in one pause; the typed records are gone before it ends
+            read = read_history(path, typed=True)
+            session = cls._opened(root, path, read)
+            session._replay(read, path)
+            read.typed.clear()
+        session.record("resumed", skipped_lines=read.skipped, torn_tail=read.torn_tail)
+        session._answer_orphan_calls()
+        if model and model != session.spec.model:
+            session.switch_model(model)
+        return session
+
+    @classmethod
+    def _opened(cls, root: Path, path: Path, read: HistoryRead) -> Session:
+        """The session a history's header record describes, with nothing folded yet."""
         if not read.records or read.records[0].get("kind") != "session":
             raise HistoryError(f"{path.name} does not start with a session record")
         head = read.records[0]
@@ -79,41 +94,49 @@ class Session:
             raise HistoryError(f"{path.name}: the session record lacks {', '.join(missing)}")
         spec = spec_from_record(head)
         writer = HistoryWriter(path, next_seq=read.records[-1].get("seq", len(read.records)) + 1)
-        session = cls(root, writer, spec, head["session"])
-        for record, line in zip(read.records, read.lines):
+        return cls(root, writer, spec, head["session"])
+
+    def _replay(self, read: HistoryRead, path: Path) -> None:
+        for raw, record, line in zip(read.records, read.typed, read.lines):
             try:
-                session._fold(record)
+                self._fold(raw, record)
             except (KeyError, TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
                 reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                raise HistoryError(f"{path.name} line {line}: {record['kind']} record cannot be read: {reason}") from None
-        session.record("resumed", skipped_lines=read.skipped, torn_tail=read.torn_tail)
-        session._answer_orphan_calls()
-        if model and model != session.spec.model:
-            session.switch_model(model)
-        return session
+                raise HistoryError(f"{path.name} line {line}: {record.kind} record cannot be read: {reason}") from None
 
     def record(self, kind: str, **fields: Any) -> dict[str, Any]:
         """Append one event to history, then fold it into memory."""
-        record = self.writer.append(kind, **fields)
-        self._fold(record)
-        return record
+        entry = self.writer.append(kind, **fields)
+        self._fold(entry.raw, entry.record)
+        return entry.raw
 
-    def _fold(self, record: dict[str, Any]) -> None:
-        self.records.append(record)
+    def _fold(self, raw: dict[str, Any], record: rec.Record) -> None:
+        self.records.append(raw)
         self.conversation.apply(record)
         self.handoff = handoff_state.fold(self.handoff, record)
         self.figures.add(record)
-        kind = record["kind"]
-        if kind == "hint":
-            self.pending.append(Hint(record["id"], record["text"], record.get("mode", "steer")))
-            self._bump_hint_ids(record["id"])
-        elif kind == "hint_delivered":
-            delivered = set(record["ids"])
-            self.pending = [h for h in self.pending if h.id not in delivered]
-        elif kind == "model":
-            self.spec = dataclasses.replace(self.spec, model=record["model"])
-        elif kind == "tools":
-            self.spec = dataclasses.replace(self.spec, tools=record["tools"])
+        match record:  # the kinds a history holds most of come first: each case is an isinstance check
+            case rec.Message() | rec.Request() | rec.Usage() | rec.ToolRun():
+                pass
+            case rec.Hint():
+                self.pending.append(Hint(record.id, record.text, record.mode))
+                self._bump_hint_ids(record.id)
+            case rec.HintDelivered():
+                delivered = set(record.ids)
+                self.pending = [h for h in self.pending if h.id not in delivered]
+            case rec.Model():
+                self.spec = dataclasses.replace(self.spec, model=record.model)
+            case rec.Tools():
+                self.spec = dataclasses.replace(self.spec, tools=record.tools)
+            case (rec.Session() | rec.Retry() | rec.Violation() | rec.Permission() | rec.PermissionMode() | rec.Denial() | rec.MemoryReminder()
+                  | rec.Handoff() | rec.HandoffAsked() | rec.Seam() | rec.Prune() | rec.SeamTokens()
+                  | rec.SeamFailed() | rec.HandoffFailed() | rec.Unseam() | rec.ThinkingCut() | rec.SeamNote()
+                  | rec.Notice() | rec.Interrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook()
+                  | rec.Checkpoint() | rec.CheckpointFailed() | rec.Rewind() | rec.Restore() | rec.Import()
+                  | rec.Aside() | rec.Compaction() | rec.Other()):
+                pass
+            case _:
+                assert_never(record)
 
     def _bump_hint_ids(self, hint_id: str) -> None:
         number = int(hint_id[1:]) if hint_id[1:].isdigit() else 0

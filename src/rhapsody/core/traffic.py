@@ -22,6 +22,7 @@ from typing import Any
 
 from rhapsody.core.context import Conversation
 from rhapsody.core.messages import Message, ToolResultBlock, ToolUseBlock
+from rhapsody.core.records import parse
 from rhapsody.core.wording import counted
 
 Pair = tuple[ToolUseBlock, ToolResultBlock | None]
@@ -99,7 +100,7 @@ def cuts(records: list[dict[str, Any]]) -> list[Cut]:
             prunes += 1
             gone = left(conv.active(), conv.view(conv.boundary(), conv.pruned | set(record["ids"])))
             out.append(_cut("prune", prunes, record, gone))
-        conv.apply(record)
+        conv.apply(parse(record))
     return out
 
 

@@ -25,6 +25,7 @@ from typing import Any
 from rhapsody.core.billing import SEAM_KINDS, CacheModel, Sent, priced, replay
 from rhapsody.core.context import Conversation
 from rhapsody.core.messages import Message, compact_json
+from rhapsody.core.records import parse
 from rhapsody.core.strip import HANDOFF_TOOL
 
 KINDS = ("every", "at", "share")
@@ -180,7 +181,7 @@ def _plan(records: list[dict[str, Any]], policy: Policy | None, note: NoteCost, 
         elif kind not in SEAM_KINDS:
             if kind in ("thinking_cut", "compaction"):  # their boundary counts the real messages only
                 record = {**record, "boundary": record["boundary"] + added}
-            conv.apply(record)
+            conv.apply(parse(record))
             if kind == "message" and record["role"] == "assistant":
                 calls += sum(1 for b in record["content"] if isinstance(b, dict) and b.get("type") == "tool_use")
     return sent, seams
@@ -192,11 +193,11 @@ def _seam(conv: Conversation, ts: float, note: NoteCost, number: int) -> list[Se
     call_id = f"toolu_whatif_{number}"
     call = {"type": "tool_use", "id": call_id, "name": HANDOFF_TOOL, "input": {"note": "n" * (4 * note.output)}}
     result = {"type": "tool_result", "tool_use_id": call_id, "content": "r" * (4 * max(0, note.added - note.output))}
-    conv.apply({"kind": "message", "role": "assistant", "content": [call]})
-    conv.apply({"kind": "message", "role": "user", "content": [result]})
+    conv.apply(parse({"kind": "message", "role": "assistant", "content": [call]}))
+    conv.apply(parse({"kind": "message", "role": "user", "content": [result]}))
     asked = Sent(ts, before, {})
     answered = dataclasses.replace(asked, ts=ts + 1, messages=conv.active())
-    conv.apply({"kind": "seam", "boundary": len(conv.messages)})
+    conv.apply(parse({"kind": "seam", "boundary": len(conv.messages), "before": {}, "after": {}}))
     return [asked, answered]
 
 

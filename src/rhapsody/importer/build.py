@@ -24,6 +24,7 @@ from rhapsody import __version__
 from rhapsody.core.context import Conversation, RequestSpec, measure_messages, spec_fields
 from rhapsody.core.errors import InputError
 from rhapsody.core.messages import THINKING_TYPES, Message
+from rhapsody.core.records import parse
 from rhapsody.core.secrets import mask
 from rhapsody.importer.transcript import Aside, Compacted, Item, Queued, Source, Turn
 
@@ -119,7 +120,7 @@ class _Writer:
     def add(self, ts: float, kind: str, **fields: Any) -> int:
         self.records.append({"ts": round(ts, 3), "kind": kind, **fields})
         if kind in ("message", "compaction", "thinking_cut"):
-            self.conv.apply(self.records[-1])
+            self.conv.apply(parse(self.records[-1]))
         return len(self.records) - 1
 
     def turn(self, turn: Turn) -> None:
