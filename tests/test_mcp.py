@@ -390,17 +390,17 @@ async def test_a_handshake_era_server_written_by_hand_works_through_the_fallback
 
 
 def test_mcp_rules_name_a_whole_server_or_one_tool_and_deny_wins() -> None:
-    from rhapsody.core.permissions import Call, Rules, decide
+    from rhapsody.core.permissions import Call, Rules, decide_call
     from rhapsody.core.suggest import session_rules
 
     tool, args = "mcp__git__git_commit", '{"message":"wip"}'
-    assert decide("auto-edit", Rules(), tool, args, True, False).verdict == "ask"
-    assert decide("read-only", Rules(allow=[]), tool, args, True, False).verdict == "deny"
-    assert decide("auto-edit", Rules(allow=["mcp__git"]), tool, args, True, False).verdict == "allow"
-    assert decide("auto-edit", Rules(allow=["mcp__gi"]), tool, args, True, False).verdict == "ask"
-    assert decide("auto-edit", Rules(allow=["mcp__git__git_status"]), tool, args, True, False).verdict == "ask"
-    assert decide("yolo", Rules(allow=["mcp__git"], deny=["mcp__git__git_commit"]), tool, args, True, False).verdict == "deny"
-    assert decide("auto-edit", Rules(allow=['mcp__git__git_commit:*"wip"*']), tool, args, True, False).verdict == "allow"
+    assert decide_call("auto-edit", Rules(), Call(tool, args, True, False)).verdict == "ask"
+    assert decide_call("read-only", Rules(allow=[]), Call(tool, args, True, False)).verdict == "deny"
+    assert decide_call("auto-edit", Rules(allow=["mcp__git"]), Call(tool, args, True, False)).verdict == "allow"
+    assert decide_call("auto-edit", Rules(allow=["mcp__gi"]), Call(tool, args, True, False)).verdict == "ask"
+    assert decide_call("auto-edit", Rules(allow=["mcp__git__git_status"]), Call(tool, args, True, False)).verdict == "ask"
+    assert decide_call("yolo", Rules(allow=["mcp__git"], deny=["mcp__git__git_commit"]), Call(tool, args, True, False)).verdict == "deny"
+    assert decide_call("auto-edit", Rules(allow=['mcp__git__git_commit:*"wip"*']), Call(tool, args, True, False)).verdict == "allow"
     assert session_rules("auto-edit", Rules(), Call(tool, args, True, False, (args,))) == (tool,)
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from rhapsody.core.permissions import Rules, decide
+from rhapsody.core.permissions import Call, Rules, decide_call
 from rhapsody.loopback.script import call, say
 from rhapsody.tools.shell import parse
 
@@ -119,15 +119,15 @@ def test_every_form_for_which_bash_runs_a_second_program_asks(tmp_path: Path) ->
     allow = Rules(allow=ALLOW, parse=parse)
     deny = Rules(allow=["bash"], deny=["bash:cmd*"], parse=parse)
     slipped = [forms[i] for i in sorted(ran)
-               if decide("ask", allow, "bash", forms[i], True, False, confinement="workspace-write").verdict != "ask"]
+               if decide_call("ask", allow, Call("bash", forms[i], True, False, confinement="workspace-write")).verdict != "ask"]
     assert slipped == []
     for mode in ("ask", "auto-edit", "yolo", "read-only"):
         passed = [forms[i] for i in sorted(ran)
-                  if decide(mode, deny, "bash", forms[i], True, False, confinement="workspace-write").verdict == "allow"]
+                  if decide_call(mode, deny, Call("bash", forms[i], True, False, confinement="workspace-write")).verdict == "allow"]
         assert passed == [], mode
     controls = [forms.index(c) for c in CONTROLS]
     assert not ran & set(controls)
-    assert all(decide("ask", allow, "bash", c, True, False, confinement="workspace-write").verdict == "allow"
+    assert all(decide_call("ask", allow, Call("bash", c, True, False, confinement="workspace-write")).verdict == "allow"
                for c in CONTROLS)
 
 
@@ -156,7 +156,7 @@ def test_a_variable_glob_or_brace_does_not_slip_past_a_deny_rule(command: str, t
     assert "<-rf>" in shown  # what rm would be given
     rules = Rules(allow=["bash"], deny=["bash:rm -rf*"], parse=parse)
     for mode in ("ask", "auto-edit", "yolo"):
-        assert decide(mode, rules, "bash", command, True, False, confinement="workspace-write").verdict != "allow"
+        assert decide_call(mode, rules, Call("bash", command, True, False, confinement="workspace-write")).verdict != "allow"
 
 
 async def test_smuggling_inside_an_expansion_does_not_run_headless(stub: Stub, project: Path) -> None:
