@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import select
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -99,16 +100,27 @@ def run_all(forms: list[str], folder: Path) -> set[int]:
 
     def one(index: int) -> None:
         env = {"PATH": str(bin_), "MARK": str(marks / str(index)), "HOME": str(folder), "LC_ALL": "C"}
+        alive, held = os.pipe()  # every process the form starts inherits `held`
         try:
             subprocess.run([BASH, "-c", forms[index]], env=env, cwd=work, stdin=subprocess.DEVNULL,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10, pass_fds=(held,))
         except subprocess.TimeoutExpired:
             pass
+        finally:
+            os.close(held)
+        drained(alive)  # a process substitution's child may still be starting when its shell has ended
 
     with ThreadPoolExecutor(max_workers=16) as pool:
         list(pool.map(one, range(len(forms))))
-    time.sleep(0.5)  # a process substitution's child may still be starting when its shell has ended
     return {int(p.name) for p in marks.iterdir()}
+
+
+def drained(fd: int, within: float = 10.0) -> None:
+    """Wait until no process holds the pipe's other end (end of file), for at most `within` seconds."""
+    deadline = time.monotonic() + within
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
+        while select.select([pipe], [], [], max(0.0, deadline - time.monotonic()))[0] and pipe.read(4096):
+            pass
 
 
 @pytest.mark.skipif(not os.access(BASH, os.X_OK), reason="needs bash")
