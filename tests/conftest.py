@@ -104,6 +104,16 @@ async def until(condition: Callable[[], bool], within: float = 10.0,
         await pause(step)
 
 
+def waited(condition: Callable[[], bool], within: float = 10.0, step: float = 0.02) -> bool:
+    """`until` for tests outside an event loop: whether `condition()` held within `within` seconds."""
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(step)
+    return True
+
+
 async def collect(agen: AsyncIterator[Event]) -> list[Event]:
     """Drain an event stream."""
     async with aclosing(agen) as events:

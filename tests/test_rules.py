@@ -17,7 +17,7 @@ from rhapsody.loopback.script import call, say
 from rhapsody.tools import default_toolbox
 from rhapsody.tools.shell import parse
 
-from .conftest import Stub, collect
+from .conftest import Stub, collect, until
 
 NARRATE = "I will run this command now because the task needs it, and I expect it to tell us something."
 SMUGGLED = ["pytest & touch x", "pytest $(touch x)", "pytest `touch x`", "pytest <(touch x)", "pytest >(touch x)",
@@ -196,10 +196,7 @@ async def test_cancelling_a_search_kills_it(ctx: ToolContext, monkeypatch: pytes
     monkeypatch.setenv("PATH", str(ctx.root / "empty-bin"))
     ctx.bash_timeout = 60
     task = asyncio.ensure_future(run(ctx, "search_text", pattern="(a+)+$"))
-    deadline = time.monotonic() + 10
-    while not _running("rhapsody.tools.search") and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
-    assert _running("rhapsody.tools.search")
+    await until(lambda: _running("rhapsody.tools.search"))
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -23,7 +23,7 @@ import sys
 from contextlib import aclosing
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from rhapsody.commands import PLAIN_KEYS, is_command, run_command
 from rhapsody.config import Settings
@@ -73,8 +73,9 @@ class PlainApprover:
                      f"  y = allow once{rule}, n or Enter = deny; anything else denies, and the agent reads "
                      "your words")
             grace = asyncio.ensure_future(self.grace())
+            waits: list[asyncio.Future[Any]] = [question.reply, grace]
             try:  # answered, or dropped when the turn was interrupted
-                await asyncio.wait([question.reply, grace], return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
                 self.open()
                 await asyncio.wait([question.reply])
             finally:
