@@ -52,7 +52,7 @@ async def test_a_secret_file_the_previous_command_wrote_is_masked_in_the_next(pr
     assert "hunter2" not in read.content and "PRIVATE" not in read.content
 
 
-async def test_an_unchanged_folder_keeps_its_listing_and_a_changed_one_is_listed_again(project: Path) -> None:
+def test_an_unchanged_folder_keeps_its_listing_and_a_changed_one_is_listed_again(project: Path) -> None:
     folder = tree(project)
     index = trusting()
     assert index.walk(project).secrets == []
@@ -64,7 +64,7 @@ async def test_an_unchanged_folder_keeps_its_listing_and_a_changed_one_is_listed
     assert index.walk(project) == again
 
 
-async def test_a_link_named_like_a_secret_masks_what_it_names_now(project: Path) -> None:
+def test_a_link_named_like_a_secret_masks_what_it_names_now(project: Path) -> None:
     folder = tree(project)
     os.symlink("../../vault/token.txt", folder / ".env")  # dangling: nothing to mask yet
     index = trusting()
@@ -74,7 +74,7 @@ async def test_a_link_named_like_a_secret_masks_what_it_names_now(project: Path)
     assert index.walk(project).secrets == [(project / "vault" / "token.txt").resolve()]
 
 
-async def test_a_folder_moved_with_its_secret_is_still_walked(project: Path) -> None:
+def test_a_folder_moved_with_its_secret_is_still_walked(project: Path) -> None:
     folder = tree(project)
     (folder / "server.PEM").write_text("-----BEGIN PRIVATE KEY-----")
     index = trusting()
