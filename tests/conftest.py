@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import aclosing
@@ -21,6 +27,8 @@ from rhapsody.loopback.script import ScriptedResponder
 from rhapsody.loopback.server import LoopbackServer
 from rhapsody.tools.sandbox import bwrap_path
 from rhapsody.wiring import Wiring, build
+
+from . import type_checks
 
 MODEL = "claude-sonnet-5-5"
 SANDBOX = "workspace-write" if bwrap_path() else "off"
@@ -102,6 +110,46 @@ async def until(condition: Callable[[], bool], within: float = 10.0,
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {within} s")
         await pause(step)
+
+
+_CHECKS = pytest.StashKey[tuple[subprocess.Popen[bytes], str]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A whole-suite run (no path, -k or -m given) starts the type and import checks in the background at
+    once: a cold mypy then overlaps the other tests (tests/test_architecture.py reads the result)."""
+    if hasattr(config, "workerinput") or type_checks.STARTED_ENV in os.environ:
+        return
+    if config.option.file_or_dir or config.option.keyword or config.option.markexpr:
+        return
+    folder = tempfile.mkdtemp(prefix="rhapsody-checks-")
+    os.environ[type_checks.STARTED_ENV] = folder  # the xdist workers, started after this, inherit it
+    proc = subprocess.Popen([sys.executable, type_checks.__file__, folder], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    config.stash[_CHECKS] = (proc, folder)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop the background checks if the run ended first, and remove what they wrote."""
+    started = config.stash.get(_CHECKS, None)
+    if started is None:
+        return
+    proc, folder = started
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    shutil.rmtree(folder, ignore_errors=True)
+    os.environ.pop(type_checks.STARTED_ENV, None)
+
+
+def waited(condition: Callable[[], bool], within: float = 10.0, step: float = 0.02) -> bool:
+    """`until` for tests outside an event loop: whether `condition()` held within `within` seconds."""
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(step)
+    return True
 
 
 async def collect(agen: AsyncIterator[Event]) -> list[Event]:

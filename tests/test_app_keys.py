@@ -19,7 +19,7 @@ from rhapsody.tui.confirm import ConfirmScreen
 from rhapsody.tui.fullview import FullView
 from rhapsody.tui.widgets import Foldable, PromptInput
 
-from .conftest import Stub
+from .conftest import GATE, Stub
 from .test_handoff_e2e import handoff_turn
 
 NARRATE = "I will run this command now because the task needs its output; I expect it to succeed."
@@ -360,7 +360,7 @@ async def test_a_finished_edit_unfolds_to_the_diff_it_applied(stub: Stub, projec
 
 
 async def test_hints_land_where_delivered_and_notes_survive_a_reload(stub: Stub, project: Path) -> None:
-    stub.script(call(NARRATE, "bash", command="sleep 0.4; echo done"), say("finished"), say("queued seen"))
+    stub.script(call(NARRATE, "bash", command=f"{GATE}; echo done"), say("finished"), say("queued seen"))
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         await send(pilot, "/stats")
@@ -369,6 +369,7 @@ async def test_hints_land_where_delivered_and_notes_survive_a_reload(stub: Stub,
         await send(pilot, "steer hint")
         app.query_one(PromptInput).text = "queued one"
         await pilot.press("ctrl+n")
+        (project / "go").touch()  # the command ends once both hints are in
         await idle(pilot)
         kinds = [(e.kind, e.text) for e in app.transcript.entries]
         tool = next(i for i, (k, t) in enumerate(kinds) if k == "tool")
@@ -431,7 +432,7 @@ async def test_status_bar_fits_80_columns_and_keeps_context_and_cost(stub: Stub,
 
 async def test_liveness_and_tool_lines_at_80_columns(stub: Stub, project: Path) -> None:
     slow = {"content": [{"type": "text", "text": "Visible words streaming slowly. " * 40}], "delay": 0.05}
-    command = "sleep 1; for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do echo number-$i; done; echo finished"
+    command = f"{GATE}; for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do echo number-$i; done; echo finished"
     stub.script(slow, call(NARRATE, "bash", command=command), say("done"))
     app = plain_app(stub, project)
     async with app.run_test(size=(160, 24)) as pilot:
@@ -450,6 +451,7 @@ async def test_liveness_and_tool_lines_at_80_columns(stub: Stub, project: Path) 
         tool = [w for w in app.transcript.query(Foldable) if w.entry.kind == "tool"][-1]
         shown = str(tool.render())
         assert shown.endswith("… running") and len(shown) <= 80
+        (project / "go").touch()
         await idle(pilot)
         bar = app.query_one("Footer")
         assert all(key.region.right <= 80 for key in bar.query("FooterKey"))

@@ -6,29 +6,29 @@ command line would and fails with their output.
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from . import type_checks
+from .conftest import waited
+
 REPO = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
 
 
 @pytest.mark.timeout(300)  # mypy without its cache takes a while on a busy machine
-def test_import_contracts_hold_and_mypy_strict_is_clean() -> None:
-    checks = {
-        "lint-imports": [str(BIN / "lint-imports")],
-        "mypy": [sys.executable, "-m", "mypy"],  # files, excludes and strict come from pyproject.toml
-    }
-    running = {name: subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-               for name, cmd in checks.items()}
-    failures = []
-    for name, proc in running.items():
-        out, _ = proc.communicate(timeout=280)
-        if proc.returncode != 0:
-            failures.append(f"$ {name} (exit {proc.returncode})\n{out[-6000:]}")
+def test_import_contracts_hold_and_mypy_strict_is_clean(tmp_path: Path) -> None:
+    started = os.environ.get(type_checks.STARTED_ENV)  # by tests/conftest.py as the whole suite began
+    folder = Path(started) if started else tmp_path
+    if not started:
+        subprocess.run([sys.executable, type_checks.__file__, str(folder)], cwd=REPO, timeout=280, check=True)
+    assert waited(lambda: (folder / type_checks.RESULT).exists(), 280), "the type and import checks never ended"
+    said = json.loads((folder / type_checks.RESULT).read_text(encoding="utf-8"))
+    failures = [f"$ {name} (exit {code})\n{out[-6000:]}" for name, (code, out) in said.items() if code != 0]
     assert not failures, "\n\n".join(failures)
 
 

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from rhapsody.core.history import HistoryWriter, read_history
 from rhapsody.core.session import Session
 from rhapsody.loopback.script import call, say
 
-from .conftest import MODEL, SANDBOX, Stub, collect
+from .conftest import MODEL, SANDBOX, Stub, collect, waited
 
 SLOW = "I will run a slow command that sleeps, so the process can be killed while the tool call is in flight."
 
@@ -50,6 +49,12 @@ def test_history_from_a_newer_version_is_a_clear_error(tmp_path: Path) -> None:
         read_history(path)
 
 
+def _first_history(folder: Path) -> str:
+    """The text of the first history file in `folder` ('' while there is none)."""
+    files = sorted(folder.glob("*.jsonl")) if folder.exists() else []
+    return files[0].read_text() if files else ""
+
+
 async def test_resume_after_kill_9_mid_tool_call_is_valid_and_complete(stub: Stub, project: Path) -> None:
     stub.script(
         call("I will look at the file list first to learn the project layout before running anything slow.",
@@ -63,18 +68,11 @@ async def test_resume_after_kill_9_mid_tool_call_is_valid_and_complete(stub: Stu
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     history = project / ".rhapsody" / "history"
-    deadline = time.monotonic() + 20
-    files: list[Path] = []
-    while time.monotonic() < deadline:  # until bash is permitted: the call is about to run, no result yet
-        files = list(history.glob("*.jsonl")) if history.exists() else []
-        if files and '"kind":"permission","tool":"bash"' in files[0].read_text():
-            break
-        time.sleep(0.05)
-    else:
-        raise AssertionError("the bash call never started")
+    # until bash is permitted: the call is about to run, no result yet
+    assert waited(lambda: '"kind":"permission","tool":"bash"' in _first_history(history), 20), "the bash call never started"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    path = files[0]
+    [path] = history.glob("*.jsonl")
     before = read_history(path).records
     with path.open("ab") as f:
         f.write(b'{"v":1,"seq":999,"kind":"usa')

@@ -23,7 +23,7 @@ from rhapsody.core.recall import fetch
 from rhapsody.loopback.script import call, say
 from rhapsody.tools.handoff import recall_text
 
-from .conftest import Stub, collect
+from .conftest import Stub, collect, until, waited
 from .test_handoff_e2e import handoff_turn
 
 HERE = Path(__file__).parent
@@ -68,16 +68,18 @@ def notes_url() -> Iterator[str]:
         port = s.getsockname()[1]
     proc = subprocess.Popen([sys.executable, str(HERE / "servers" / "mcp_http_notes.py"), str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.05)
+    waited(lambda: _listening(port), within=15)
     yield f"http://127.0.0.1:{port}/mcp"
     proc.terminate()
     proc.wait(timeout=10)
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+    except OSError:
+        return False
+    return True
 
 
 def tool_uses(body: dict[str, Any]) -> list[str]:
@@ -313,8 +315,6 @@ def test_a_malformed_server_entry_in_the_settings_is_one_line_and_exit_2(project
 
 async def test_a_server_ready_before_its_deadline_stays_ready_when_the_first_turn_comes_later(
         stub: Stub, project: Path, mark: str) -> None:
-    import asyncio
-
     user_config(time_server(mark))
     stub.script(call("I will ask the time server for the time in UTC, expecting an ISO datetime back.",
                      "mcp__time__get_current_time", timezone="UTC"), say("ran"))
@@ -322,9 +322,7 @@ async def test_a_server_ready_before_its_deadline_stays_ready_when_the_first_tur
     try:
         wiring.agent.toolbox.start_sources()
         source = wiring.agent.toolbox.sources[0]
-        deadline = time.monotonic() + 15
-        while "time: ready" not in source.status()[0] and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        await until(lambda: "time: ready" in source.status()[0], within=15)
         source._started_at -= 10  # type: ignore[attr-defined]  # the startup deadline passed while the app sat idle
         events = await collect(wiring.agent.run("time?"))
     finally:
@@ -390,17 +388,17 @@ async def test_a_handshake_era_server_written_by_hand_works_through_the_fallback
 
 
 def test_mcp_rules_name_a_whole_server_or_one_tool_and_deny_wins() -> None:
-    from rhapsody.core.permissions import Call, Rules, decide
+    from rhapsody.core.permissions import Call, Rules, decide_call
     from rhapsody.core.suggest import session_rules
 
     tool, args = "mcp__git__git_commit", '{"message":"wip"}'
-    assert decide("auto-edit", Rules(), tool, args, True, False).verdict == "ask"
-    assert decide("read-only", Rules(allow=[]), tool, args, True, False).verdict == "deny"
-    assert decide("auto-edit", Rules(allow=["mcp__git"]), tool, args, True, False).verdict == "allow"
-    assert decide("auto-edit", Rules(allow=["mcp__gi"]), tool, args, True, False).verdict == "ask"
-    assert decide("auto-edit", Rules(allow=["mcp__git__git_status"]), tool, args, True, False).verdict == "ask"
-    assert decide("yolo", Rules(allow=["mcp__git"], deny=["mcp__git__git_commit"]), tool, args, True, False).verdict == "deny"
-    assert decide("auto-edit", Rules(allow=['mcp__git__git_commit:*"wip"*']), tool, args, True, False).verdict == "allow"
+    assert decide_call("auto-edit", Rules(), Call(tool, args, True, False)).verdict == "ask"
+    assert decide_call("read-only", Rules(allow=[]), Call(tool, args, True, False)).verdict == "deny"
+    assert decide_call("auto-edit", Rules(allow=["mcp__git"]), Call(tool, args, True, False)).verdict == "allow"
+    assert decide_call("auto-edit", Rules(allow=["mcp__gi"]), Call(tool, args, True, False)).verdict == "ask"
+    assert decide_call("auto-edit", Rules(allow=["mcp__git__git_status"]), Call(tool, args, True, False)).verdict == "ask"
+    assert decide_call("yolo", Rules(allow=["mcp__git"], deny=["mcp__git__git_commit"]), Call(tool, args, True, False)).verdict == "deny"
+    assert decide_call("auto-edit", Rules(allow=['mcp__git__git_commit:*"wip"*']), Call(tool, args, True, False)).verdict == "allow"
     assert session_rules("auto-edit", Rules(), Call(tool, args, True, False, (args,))) == (tool,)
 
 

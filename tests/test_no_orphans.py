@@ -8,8 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,7 +15,7 @@ import pytest
 from rhapsody.loopback.script import call
 from rhapsody.tools.sandbox import bwrap_path
 
-from .conftest import MODEL, Stub
+from .conftest import MODEL, Stub, waited
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
 REPO = Path(__file__).resolve().parents[1]
@@ -37,15 +35,6 @@ def marked(marker: str, but: int) -> list[int]:
     return pids
 
 
-def poll(condition: Callable[[], bool], within: float) -> bool:
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
 def fake_program(folder: Path, name: str, marker: str) -> None:
     """`name` on PATH as a program that runs long, its command line carrying `marker`."""
     folder.mkdir(exist_ok=True)
@@ -61,11 +50,11 @@ def kill_parent_and_watch(kind: str, root: Path, expected: int, env: dict[str, s
                               env=env or dict(os.environ), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE)
     try:
-        started = poll(lambda: len(marked(marker, parent.pid)) >= expected, 30)
+        started = waited(lambda: len(marked(marker, parent.pid)) >= expected, 30)
         assert started, f"the {kind} children never started: {parent.poll()} {parent.stderr and parent.stderr.read1()}"
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait()
-        assert poll(lambda: not marked(marker, parent.pid), 10), f"{kind} children outlived their parent"
+        assert waited(lambda: not marked(marker, parent.pid), 10), f"{kind} children outlived their parent"
     finally:
         parent.kill()
         for pid in marked(marker, parent.pid):

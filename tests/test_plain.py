@@ -11,7 +11,7 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
 from rhapsody.loopback.script import call, say
-from rhapsody.core.approval import GRACE, HumanApprover
+from rhapsody.core.approval import HumanApprover
 from rhapsody.plain import run_plain
 
 from .conftest import GATE, Stub, until
@@ -53,13 +53,14 @@ async def test_plain_mode_asks_and_free_text_denies_with_those_words(stub: Stub,
     wiring = stub.wire(project, approver=approver, permission_mode="ask")
     out = io.StringIO()
     with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, approver, out=out))
+        over = asyncio.Event()  # the grace period ends when the test says so
+        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, approver, out=out, grace=over.wait))
         pipe.send_text("make the file\r")
         await until(lambda: out.getvalue().count("? bash wants to run") == 1)
-        await asyncio.sleep(GRACE)  # what is typed sooner is not an answer
+        await end_grace(over)  # what is typed sooner is not an answer
         pipe.send_text("hmm, is that safe?\r")
         await until(lambda: out.getvalue().count("? bash wants to run") == 2)
-        await asyncio.sleep(GRACE)
+        await end_grace(over)
         pipe.send_text("y\r")
         await until(lambda: not wiring.agent.busy and len(stub.server.requests) >= 3)
         pipe.send_text("/quit\r")
@@ -99,6 +100,13 @@ def test_plain_ctrl_d_says_how_to_come_back_and_an_empty_session_leaves_nothing(
     assert len(files) == 1 and f"session {files[0].stem} saved. Come back to it with: rhapsody --continue" in printed
 
 
+async def end_grace(over: asyncio.Event) -> None:
+    """End the grace period the test gave plain mode, and let its question open (a few loop turns, no clock)."""
+    over.set()
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
 def last_user_text(stub: Stub) -> str:
     return str(stub.bodies()[-1]["messages"][-1]["content"][-1]["text"])
 
@@ -109,13 +117,14 @@ async def test_plain_mode_a_lone_y_entered_as_a_question_appears_never_approves(
     wiring = stub.wire(project, approver=approver, permission_mode="ask")
     out = io.StringIO()
     with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, approver, out=out))
+        over = asyncio.Event()
+        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, approver, out=out, grace=over.wait))
         pipe.send_text("make the file\r")
         await until(lambda: "? bash wants to run" in out.getvalue())
         pipe.send_text("y\r")  # within the grace period: meant for the prompt, not the question
         await until(lambda: "so it is not the answer" in out.getvalue())
         assert not (project / "approved.txt").exists() and wiring.agent.busy
-        await asyncio.sleep(GRACE)  # the grace period has no event of its own to wait for
+        await end_grace(over)
         pipe.send_text("n\r")
         await until(lambda: not wiring.agent.busy and len(stub.server.requests) >= 2)
         pipe.send_text("es please\r")  # the `y` set aside came back to the prompt
@@ -132,10 +141,13 @@ async def test_plain_mode_a_line_being_typed_as_a_question_appears_is_set_aside_
     wiring = stub.wire(project, approver=approver, permission_mode="ask")
     out = io.StringIO()
     with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, approver, out=out))
+        over = asyncio.Event()
+        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, approver, out=out, grace=over.wait))
         pipe.send_text("make the file\r")
         await until(lambda: wiring.agent.busy)
         pipe.send_text("hmm, is th")  # a hint half typed when the question appears
+        await until(lambda: "? bash wants to run" in out.getvalue())
+        await end_grace(over)  # with the line unfinished
         await until(lambda: "your unfinished line is set aside" in out.getvalue())
         pipe.send_text("y\r")  # typed after the grace period: the answer
         await until(lambda: not wiring.agent.busy and len(stub.server.requests) >= 2)

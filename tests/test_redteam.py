@@ -254,7 +254,7 @@ def test_an_untrusted_project_cannot_make_rhapsody_commit_the_users_files(stub: 
 @needs_bwrap
 async def test_the_model_cannot_raise_the_users_bash_timeout(stub: Stub, project: Path) -> None:
     stub.script(call(NARRATE, "bash", command="sleep 3; echo outlived", timeout=3600), say("done"))
-    wiring = stub.wire(project, permission_mode="auto-edit", bash_timeout=1)
+    wiring = stub.wire(project, permission_mode="auto-edit", bash_timeout=0.2)
     await collect(wiring.agent.run("go"))
     assert "outlived" not in str(stub.bodies()[1]["messages"][-1]["content"])
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from rhapsody.core.context import RequestSpec
-from rhapsody.core.permissions import Rules, decide
+from rhapsody.core.permissions import Call, Rules, decide_call
 from rhapsody.core.session import Session
 from rhapsody.core.tools import Approval, ToolContext
 from rhapsody.preview import plain_text, preview
@@ -41,7 +41,7 @@ SLIPS = [
 def test_bash_rewrites_do_not_slip_past_a_deny_rule(command: str) -> None:
     rules = Rules(allow=["bash"], deny=["bash:rm -rf*"], parse=parse)
     for mode in ("ask", "auto-edit"):
-        verdict = decide(mode, rules, "bash", command, True, False, confinement="workspace-write").verdict
+        verdict = decide_call(mode, rules, Call("bash", command, True, False, confinement="workspace-write")).verdict
         assert verdict in ("deny", "ask"), (command, mode, verdict)
 
 

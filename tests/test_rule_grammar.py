@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import select
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from rhapsody.core.permissions import Rules, decide
+from rhapsody.core.permissions import Call, Rules, decide_call
 from rhapsody.loopback.script import call, say
 from rhapsody.tools.shell import parse
 
@@ -99,16 +100,27 @@ def run_all(forms: list[str], folder: Path) -> set[int]:
 
     def one(index: int) -> None:
         env = {"PATH": str(bin_), "MARK": str(marks / str(index)), "HOME": str(folder), "LC_ALL": "C"}
+        alive, held = os.pipe()  # every process the form starts inherits `held`
         try:
             subprocess.run([BASH, "-c", forms[index]], env=env, cwd=work, stdin=subprocess.DEVNULL,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10, pass_fds=(held,))
         except subprocess.TimeoutExpired:
             pass
+        finally:
+            os.close(held)
+        drained(alive)  # a process substitution's child may still be starting when its shell has ended
 
     with ThreadPoolExecutor(max_workers=16) as pool:
         list(pool.map(one, range(len(forms))))
-    time.sleep(0.5)  # a process substitution's child may still be starting when its shell has ended
     return {int(p.name) for p in marks.iterdir()}
+
+
+def drained(fd: int, within: float = 10.0) -> None:
+    """Wait until no process holds the pipe's other end (end of file), for at most `within` seconds."""
+    deadline = time.monotonic() + within
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
+        while select.select([pipe], [], [], max(0.0, deadline - time.monotonic()))[0] and pipe.read(4096):
+            pass
 
 
 @pytest.mark.skipif(not os.access(BASH, os.X_OK), reason="needs bash")
@@ -119,15 +131,15 @@ def test_every_form_for_which_bash_runs_a_second_program_asks(tmp_path: Path) ->
     allow = Rules(allow=ALLOW, parse=parse)
     deny = Rules(allow=["bash"], deny=["bash:cmd*"], parse=parse)
     slipped = [forms[i] for i in sorted(ran)
-               if decide("ask", allow, "bash", forms[i], True, False, confinement="workspace-write").verdict != "ask"]
+               if decide_call("ask", allow, Call("bash", forms[i], True, False, confinement="workspace-write")).verdict != "ask"]
     assert slipped == []
     for mode in ("ask", "auto-edit", "yolo", "read-only"):
         passed = [forms[i] for i in sorted(ran)
-                  if decide(mode, deny, "bash", forms[i], True, False, confinement="workspace-write").verdict == "allow"]
+                  if decide_call(mode, deny, Call("bash", forms[i], True, False, confinement="workspace-write")).verdict == "allow"]
         assert passed == [], mode
     controls = [forms.index(c) for c in CONTROLS]
     assert not ran & set(controls)
-    assert all(decide("ask", allow, "bash", c, True, False, confinement="workspace-write").verdict == "allow"
+    assert all(decide_call("ask", allow, Call("bash", c, True, False, confinement="workspace-write")).verdict == "allow"
                for c in CONTROLS)
 
 
@@ -156,7 +168,7 @@ def test_a_variable_glob_or_brace_does_not_slip_past_a_deny_rule(command: str, t
     assert "<-rf>" in shown  # what rm would be given
     rules = Rules(allow=["bash"], deny=["bash:rm -rf*"], parse=parse)
     for mode in ("ask", "auto-edit", "yolo"):
-        assert decide(mode, rules, "bash", command, True, False, confinement="workspace-write").verdict != "allow"
+        assert decide_call(mode, rules, Call("bash", command, True, False, confinement="workspace-write")).verdict != "allow"
 
 
 async def test_smuggling_inside_an_expansion_does_not_run_headless(stub: Stub, project: Path) -> None:

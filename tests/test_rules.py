@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from rhapsody.core.context import RequestSpec
-from rhapsody.core.permissions import Rules, decide
+from rhapsody.core.permissions import Call, Rules, decide_call
 from rhapsody.core.session import Session
 from rhapsody.core.tools import ToolContext, ToolOutcome
 from rhapsody.loopback.script import call, say
 from rhapsody.tools import default_toolbox
 from rhapsody.tools.shell import parse
 
-from .conftest import Stub, collect
+from .conftest import Stub, collect, until
 
 NARRATE = "I will run this command now because the task needs it, and I expect it to tell us something."
 SMUGGLED = ["pytest & touch x", "pytest $(touch x)", "pytest `touch x`", "pytest <(touch x)", "pytest >(touch x)",
@@ -32,14 +32,14 @@ SMUGGLED = ["pytest & touch x", "pytest $(touch x)", "pytest `touch x`", "pytest
 def test_an_allow_rule_never_runs_a_smuggled_command(command: str) -> None:
     rules = Rules(allow=["bash:pytest*"], parse=parse)
     for confinement in ("workspace-write", "unavailable"):
-        assert decide("ask", rules, "bash", command, True, False, confinement=confinement).verdict == "ask"
+        assert decide_call("ask", rules, Call("bash", command, True, False, confinement=confinement)).verdict == "ask"
 
 
 @pytest.mark.parametrize("command", ["pytest -q", "pytest -q 2>&1 | pytest --co", "pytest >/dev/null 2>&1",
                                      "pytest 'tests/a b.py' && pytest"])
 def test_an_allow_rule_runs_plain_commands(command: str) -> None:
-    assert decide("ask", Rules(allow=["bash:pytest*"], parse=parse), "bash", command, True, False,
-                  confinement="unavailable").verdict == "allow"
+    assert decide_call("ask", Rules(allow=["bash:pytest*"], parse=parse), Call("bash", command, True, False,
+                  confinement="unavailable")).verdict == "allow"
 
 
 @pytest.mark.parametrize(("command", "why"), [
@@ -54,8 +54,8 @@ def test_an_allow_rule_runs_plain_commands(command: str) -> None:
     ("pytest 'open", "because it contains text the parser does not understand"),
 ])
 def test_why_a_rule_cannot_judge_a_command_reads_as_english(command: str, why: str) -> None:
-    reason = decide("ask", Rules(allow=["bash:pytest*"], parse=parse), "bash", command, True, False,
-                    confinement="unavailable").reason
+    reason = decide_call("ask", Rules(allow=["bash:pytest*"], parse=parse), Call("bash", command, True, False,
+                    confinement="unavailable")).reason
     assert reason.endswith(why)
 
 
@@ -80,15 +80,15 @@ CAUGHT = ["rm -rf x", "/bin/rm -rf x", "\\rm -rf x", "\"rm\" -rf x", "'rm' -rf x
 def test_deny_rules_catch_common_rewrites(command: str) -> None:
     rules = Rules(allow=["bash"], deny=["bash:rm -rf*"], parse=parse)
     for mode in ("ask", "auto-edit"):
-        verdict = decide(mode, rules, "bash", command, True, False, confinement="workspace-write").verdict
+        verdict = decide_call(mode, rules, Call("bash", command, True, False, confinement="workspace-write")).verdict
         assert verdict in ("deny", "ask"), (mode, verdict)
 
 
 def test_deny_rules_are_a_convenience_and_say_so() -> None:
     """A program reached under another name still runs: docs/security.md says the sandbox is the boundary."""
     rules = Rules(deny=["bash:rm -rf*"], parse=parse)
-    assert decide("auto-edit", rules, "bash", "unlink x", True, False, confinement="workspace-write").verdict == "allow"
-    assert decide("auto-edit", rules, "bash", "rm -r x", True, False, confinement="workspace-write").verdict == "allow"
+    assert decide_call("auto-edit", rules, Call("bash", "unlink x", True, False, confinement="workspace-write")).verdict == "allow"
+    assert decide_call("auto-edit", rules, Call("bash", "rm -r x", True, False, confinement="workspace-write")).verdict == "allow"
     assert "convenience" in Path(__file__).parents[1].joinpath("docs", "security.md").read_text()
 
 
@@ -196,10 +196,7 @@ async def test_cancelling_a_search_kills_it(ctx: ToolContext, monkeypatch: pytes
     monkeypatch.setenv("PATH", str(ctx.root / "empty-bin"))
     ctx.bash_timeout = 60
     task = asyncio.ensure_future(run(ctx, "search_text", pattern="(a+)+$"))
-    deadline = time.monotonic() + 10
-    while not _running("rhapsody.tools.search") and time.monotonic() < deadline:
-        await asyncio.sleep(0.02)
-    assert _running("rhapsody.tools.search")
+    await until(lambda: _running("rhapsody.tools.search"))
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from rhapsody.core.history import read_history
 from rhapsody.loopback.script import call, say
 from rhapsody.tools.sandbox import bwrap_path
 
-from .conftest import Stub, collect
+from .conftest import Stub, collect, waited
 
 pytestmark = pytest.mark.skipif(bwrap_path() is None, reason="bubblewrap is not installed (.ci/run installs it)")
 NARRATE = "I will run this command now because the task needs it, and I expect it to tell us something."
@@ -108,12 +107,7 @@ def _running(marker: str) -> bool:
 
 
 def _wait_gone(marker: str, bound: float = 10.0) -> bool:
-    end = time.monotonic() + bound
-    while time.monotonic() < end:
-        if not _running(marker):
-            return True
-        time.sleep(0.05)
-    return False
+    return waited(lambda: not _running(marker), bound)
 
 
 async def test_a_backgrounded_process_dies_when_the_command_ends(stub: Stub, project: Path) -> None:
@@ -151,10 +145,7 @@ def test_commands_die_with_rhapsody(project: Path, sig: int, sandbox: str) -> No
                             stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        end = time.monotonic() + 10
-        while not _running(marker) and time.monotonic() < end:
-            time.sleep(0.05)
-        assert _running(marker)
+        assert waited(lambda: _running(marker))
         proc.send_signal(sig)
         proc.wait(timeout=10)
         assert _wait_gone(marker)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rhapsody.config import load_settings, user_config_path
-from rhapsody.core.permissions import Rules, decide
+from rhapsody.core.permissions import Call, Rules, decide_call
 from rhapsody.loopback.script import call, say
 from rhapsody.tools.shell import parse
 from rhapsody.trust import first_run_question, ignored, offer, trust, untrusted_notice
@@ -67,8 +67,8 @@ def test_flags_beat_a_trusted_project_config(project: Path) -> None:
     settings = load_settings(project, {"permission_mode": "read-only", "sandbox": "workspace-write"})
     rules = Rules(settings.allow, settings.deny, parse=parse)
     assert settings.permission_mode == "read-only"
-    assert decide("read-only", rules, "write_file", "app.py", True, False).verdict == "deny"
-    assert decide("read-only", rules, "bash", "touch x", True, False, confinement="read-only").reason.startswith(
+    assert decide_call("read-only", rules, Call("write_file", "app.py", True, False)).verdict == "deny"
+    assert decide_call("read-only", rules, Call("bash", "touch x", True, False, confinement="read-only")).reason.startswith(
         "runs in the read-only sandbox")
 
 

@@ -23,7 +23,7 @@ import sys
 from contextlib import aclosing
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from rhapsody.commands import COMMANDS, PLAIN_KEYS, Outcome, is_command, run_command
 from rhapsody.config import Settings
@@ -44,10 +44,12 @@ class PlainApprover:
     """Shows the approver's questions on the line; the next line typed after the grace period is the answer."""
 
     def __init__(self, approver: HumanApprover, say: Callable[[str], None], root: Path,
-                 take_typed: Callable[[], str] = lambda: "", hidden: Callable[[], tuple[str, ...]] = tuple) -> None:
+                 take_typed: Callable[[], str] = lambda: "", hidden: Callable[[], tuple[str, ...]] = tuple,
+                 grace: Callable[[], Awaitable[object]] = lambda: asyncio.sleep(GRACE)) -> None:
         """`take_typed` empties the prompt's line and returns what it held; `hidden` gives the read deny
-        rules, whose files a question never shows."""
+        rules, whose files a question never shows; `grace` waits out each question's grace period."""
         self.approver = approver
+        self.grace = grace
         self.hidden = hidden
         self.say = say
         self.root = root
@@ -70,11 +72,14 @@ class PlainApprover:
             self.say(f"{plain_text(question.tool, question.args, self.root, question.why, self.hidden())}\n"
                      f"  y = allow once{rule}, n or Enter = deny; anything else denies, and the agent reads "
                      "your words")
+            grace = asyncio.ensure_future(self.grace())
+            waits: list[asyncio.Future[Any]] = [question.reply, grace]
             try:  # answered, or dropped when the turn was interrupted
-                await asyncio.wait([question.reply], timeout=GRACE)
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
                 self.open()
                 await asyncio.wait([question.reply])
             finally:
+                grace.cancel()
                 self.pending = None
 
     def open(self) -> None:
@@ -175,12 +180,13 @@ async def _confirmed(agent: Agent, asked: Outcome, ask: Callable[[str], Awaitabl
 
 
 async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | None = None,
-                    initial: str = "", out: TextIO | None = None) -> int:
+                    initial: str = "", out: TextIO | None = None,
+                    grace: Callable[[], Awaitable[object]] = lambda: asyncio.sleep(GRACE)) -> int:
     """Read lines until EOF or /quit; returns the exit status.
 
     `approver` is the one the agent's toolbox asks (None: questions are refused, as headless).
     Output goes to `out`, or to stdout as patched by prompt-toolkit so it prints above the
-    live prompt.
+    live prompt. `grace` waits out a question's grace period (GRACE seconds).
     """
     from prompt_toolkit import PromptSession
     from prompt_toolkit.completion import WordCompleter
@@ -212,7 +218,7 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
             return typed
 
         questions = PlainApprover(approver or HumanApprover(), say, agent.session.root, take_typed,
-                                  agent.toolbox.rules.read_denied)
+                                  agent.toolbox.rules.read_denied, grace)
         serving = asyncio.create_task(questions.serve())
         say(f"rhapsody {agent.session.id} in {agent.session.root}, model {agent.session.spec.model}, "
             f"permissions {agent.toolbox.permission_mode}\n"

@@ -226,14 +226,14 @@ def protected(path: str) -> bool:
 
 @dataclass(frozen=True)
 class Call:
-    """What decide needs to know about one call."""
+    """What decide_call needs to know about one call."""
 
     tool: str
     argument: str
     writes: bool
     reads_files: bool
     keys: tuple[str, ...] = ()
-    """For file tools: the resolved and normalised relative paths (see relative_keys)."""
+    """For file tools: the resolved and normalised relative paths (see relative_keys); empty: the argument."""
     confinement: str = ""
     """For bash: 'workspace-write'/'read-only' (sandboxed), 'off' (sandbox = "off"), 'unavailable'."""
     leave_sandbox: bool = False
@@ -241,12 +241,9 @@ class Call:
     justification: str = ""
     """Why the model says the command must leave the sandbox (shown to the human)."""
 
-
-def decide(mode: str, rules: Rules, tool: str, argument: str, writes: bool, reads_files: bool,
-           keys: tuple[str, ...] = (), confinement: str = "", leave_sandbox: bool = False) -> Decision:
-    """The decision for one call; see the module docstring for the order."""
-    return decide_call(mode, rules, Call(tool, argument, writes, reads_files, keys or (argument,), confinement,
-                                         leave_sandbox))
+    def __post_init__(self) -> None:
+        if not self.keys:
+            object.__setattr__(self, "keys", (self.argument,))
 
 
 def decide_call(mode: str, rules: Rules, call: Call) -> Decision:

@@ -306,7 +306,7 @@ class Toolbox:
         confine = getattr(tool, "confinement", None)
         confinement = str(confine(self.permission_mode)) if callable(confine) else ""
         leave = confinement in SANDBOXED and getattr(args, "sandbox", True) is False
-        return Call(tool.name, argument, tool.writes, tool.reads_files, keys or (argument,),
+        return Call(tool.name, argument, tool.writes, tool.reads_files, keys,
                     confinement, leave, str(getattr(args, "justification", "") or ""))
 
     async def _ask(self, call: Call, why: str, args: dict[str, Any], ctx: ToolContext) -> tuple[str, str, str, str]:

@@ -20,6 +20,7 @@ from rhapsody.prompts import load
 from rhapsody.tools import gitguard, lifeline, procs, sandbox
 from rhapsody.tools.git import gitlinks
 from rhapsody.tools.sandbox import scrubbed_env
+from rhapsody.tools.tree_index import TreeIndex
 
 
 class BashInput(BaseModel):
@@ -45,9 +46,10 @@ class Bash:
     writes: ClassVar[bool] = True
     reads_files: ClassVar[bool] = False
 
-    def __init__(self, setting: str = "workspace-write", network: bool = False) -> None:
+    def __init__(self, setting: str = "workspace-write", network: bool = False, index: TreeIndex | None = None) -> None:
         self.setting = setting
         self.network = network
+        self.index = index or sandbox.INDEX
 
     def confinement(self, permission_mode: str) -> str:
         """Where a command would run in this mode: a sandbox level, 'off' or 'unavailable'."""
@@ -60,17 +62,19 @@ class Bash:
         timeout = min(args.timeout or ctx.bash_timeout, ctx.bash_timeout)  # the user's cap; the model may only lower it
         argv: list[str] = ["bash", "-c", args.command]
         fds: tuple[int, ...] = ()
+        root = ctx.root.resolve()
+        nested = None
         if ctx.confinement in SANDBOXED:
-            argv, fds = sandbox.wrap(argv, ctx.root, ctx.confinement, self.network, ctx.protected)
+            walk = self.index.walk(root)  # one walk: the sandbox's secret masks and the nested-repository guard
+            argv, fds = sandbox.wrap(argv, ctx.root, ctx.confinement, self.network, ctx.protected, walk)
+            nested = gitguard.nested_state(root, _nested(root, walk.nested))
         else:
             argv = lifeline.supervised(argv)  # what the command starts in the background dies with rhapsody too
         before = sandbox.git_redirects(ctx.root)
-        root = ctx.root.resolve()
-        nested = gitguard.nested_state(root, _nested(root)) if ctx.confinement in SANDBOXED else None
         done = await procs.run(argv, str(ctx.root), scrubbed_env(), timeout, ctx.output_cap, fds)
         undone = sandbox.undo_git_redirects(ctx.root, before)
-        if nested is not None:
-            undone += gitguard.defuse_nested(root, nested, _nested(root))
+        if nested is not None:  # the index lists again only the folders the command changed
+            undone += gitguard.defuse_nested(root, nested, _nested(root, self.index.walk(root).nested))
         notes = "".join(f"\n{note}" for note in undone)
         where = f"sandbox {ctx.confinement}" if ctx.confinement in SANDBOXED else "no sandbox"
         facts = {"command": args.command, "confinement": where}
@@ -81,7 +85,6 @@ class Bash:
         return ToolOutcome(f"{done.output}{notes}\n[exit code {code}]", is_error=code != 0, exit_code=code, facts=facts)
 
 
-def _nested(root: Path) -> list[Path]:
-    """Nested repositories: found by the sandbox's walk, and every submodule the index records."""
-    found = sandbox.nested_repos(root)
+def _nested(root: Path, found: list[Path]) -> list[Path]:
+    """Nested repositories: found by the sandbox's walk, and every submodule git's index records."""
     return [*found, *(p for p in (root / link / ".git" for link in gitlinks(root)) if p not in found)]

@@ -139,11 +139,6 @@ def kill_all() -> None:
         _LIVE.discard(pgid)
 
 
-def live_groups() -> frozenset[int]:
-    """Process groups started and not yet reaped (for tests and the exit path)."""
-    return frozenset(_LIVE)
-
-
 def install_exit_cleanup() -> None:
     """Kill every started group on normal exit, SIGTERM and SIGHUP (then die of the signal as usual)."""
     atexit.register(kill_all)

@@ -14,7 +14,6 @@ Stdlib only: this module decides, `tools/procs.py` runs.
 from __future__ import annotations
 
 import atexit
-import fnmatch
 import functools
 import os
 import re
@@ -25,23 +24,20 @@ import tempfile
 from pathlib import Path
 
 from rhapsody.core.credentials import locations
-from rhapsody.core.permissions import PROTECTED_READS
 from rhapsody.core.secrets import mask
 from rhapsody.tools import gitguard, lifeline, seccomp
 from rhapsody.tools.gitguard import git_redirects, hooks_path, undo_git_redirects
+from rhapsody.tools.tree_index import TreeIndex, Walk
+
+INDEX = TreeIndex()
+"""The folders of the projects this process sandboxes commands in (tools/tree_index.py)."""
 
 __all__ = ["bwrap_path", "effective_level", "git_redirects", "hooks_path", "scrubbed_env", "secret_values", "status",
            "undo_git_redirects", "wrap"]
 
-SECRET_FILES = PROTECTED_READS
-"""Project files that read as empty inside the sandbox (matched case-insensitively on the name)."""
 SYSTEM_SECRETS = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-", "/etc/ssl/private", "/etc/sudoers",
                   "/etc/sudoers.d", "/root/.ssh", "/var/lib/rhapsody")
 """System files readable by root that stay hidden when rhapsody itself runs as root."""
-_HIDDEN_ROOTS = (("proc",), ("sys",), ("dev",), ("run",))
-SKIP_WALK = {".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache", ".pytest_cache"}
-WALK_LIMIT = 50_000
-"""Entries examined when looking for secret files; past it the walk stops (docs/security.md)."""
 _SECRET_NAME = re.compile(r"(KEYS?($|_)|TOKEN|SECRET|PASSW(OR)?D|(^|_)PASS($|_)|(^|_)PWD$|CREDENTIAL|AUTH|COOKIE"
                           r"|(^|_)DSN($|_)|SIGNATURE|(^|_)PAT($|_)|PRIVATE|SESSION|BEARER|OTP)", re.IGNORECASE)
 """Variable names treated as credentials: any name ending in KEY (or with a KEY_ part), TOKEN, SECRET..."""
@@ -117,11 +113,12 @@ def status(setting: str) -> str:
     return f"sandbox {setting}"
 
 
-def wrap(argv: list[str], root: Path, level: str, network: bool = False,
-         protected: tuple[str, ...] = ()) -> tuple[list[str], tuple[int, ...]]:
+def wrap(argv: list[str], root: Path, level: str, network: bool = False, protected: tuple[str, ...] = (),
+         walk: Walk | None = None) -> tuple[list[str], tuple[int, ...]]:
     """`argv` run inside the sandbox for `root` at `level`, and the descriptors the child must inherit
     (the caller closes them once it has started); `protected`: the user's own protected paths, mounted
-    empty like the built-in credential locations. Raises when no sandbox is available."""
+    empty like the built-in credential locations; `walk`: the project's walk when the caller took it
+    just now (otherwise taken here). Raises when no sandbox is available."""
     bwrap = bwrap_path()
     if bwrap is None or level == "off":
         raise RuntimeError("no sandbox available")
@@ -132,16 +129,16 @@ def wrap(argv: list[str], root: Path, level: str, network: bool = False,
            "--tmpfs", "/dev/shm", "--tmpfs", "/run"]
     if network:
         cmd += ["--ro-bind-try", "/run/systemd/resolve", "/run/systemd/resolve"]
-    secrets, nested_git = _walk(root)
+    walk = walk or INDEX.walk(root)
     if level == "workspace-write":
         state = root / ".rhapsody"
         if not os.path.lexists(state):
             state.mkdir(mode=0o700)
-        cmd += ["--bind", str(root), str(root), "--ro-bind", str(state), str(state), *gitguard.binds(root, nested_git)]
+        cmd += ["--bind", str(root), str(root), "--ro-bind", str(state), str(state), *gitguard.binds(root, walk.nested)]
     else:
         cmd += ["--ro-bind", str(root), str(root)]
     cmd += _home_masks(root, protected)  # after the project's bind, so a home inside the project is masked too
-    for path in secrets:
+    for path in walk.secrets:
         cmd += ["--ro-bind", empty_file(), str(path)]
     filter_fd = seccomp.program_fd() if _seccomp_works() else None
     fds = () if filter_fd is None else (filter_fd,)
@@ -187,35 +184,3 @@ def _masks(root: Path, paths: list[Path]) -> list[str]:
         elif real.is_file():
             out += ["--ro-bind", empty_file(), str(real)]
     return out
-
-
-def _walk(root: Path) -> tuple[list[Path], list[Path]]:
-    """Secret-looking files (their resolved targets) and nested `.git` entries in the project."""
-    secrets: list[Path] = []
-    nested: list[Path] = []
-    seen = 0
-    for folder, dirs, files in os.walk(root):
-        if folder != str(root) and (".git" in dirs or ".git" in files):
-            nested.append(Path(folder, ".git"))
-        dirs[:] = [d for d in dirs if d not in SKIP_WALK and d != ".rhapsody"]
-        for name in files:
-            seen += 1
-            if is_secret_name(name):
-                real = Path(folder, name).resolve()
-                if real.is_file() and tuple(real.parts[1:2]) not in _HIDDEN_ROOTS:
-                    secrets.append(real)
-        seen += len(dirs)
-        if seen > WALK_LIMIT:
-            break
-    return secrets, nested
-
-
-def nested_repos(root: Path) -> list[Path]:
-    """The nested `.git` entries of the project (the same bounded walk)."""
-    return _walk(root.resolve())[1]
-
-
-def is_secret_name(name: str) -> bool:
-    """Whether a file name looks like a secret (case-insensitive)."""
-    lowered = name.lower()
-    return any(fnmatch.fnmatchcase(lowered, pattern) for pattern in SECRET_FILES)
