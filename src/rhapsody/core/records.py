@@ -11,6 +11,7 @@ Imports: stdlib only.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 _INT = (int,)
@@ -50,6 +51,10 @@ REQUIRED: dict[str, tuple[str, ...]] = {
 """Fields a fold indexes directly, so they must be present."""
 
 ROLES = ("user", "assistant")
+SESSION_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+"""What a session record's `session` may be: rhapsody names files after it (`notes/ID-seamN.md`,
+`exports/ID.html`), so a history from a cloned repository or a download could otherwise name
+`../../x` and have rhapsody write outside the project."""
 
 
 def problem(record: dict[str, Any]) -> str | None:
@@ -63,6 +68,8 @@ def problem(record: dict[str, Any]) -> str | None:
             return f"{kind} record: {key!r} is {_name(record[key])}, expected {' or '.join(t.__name__ for t in types)}"
     if kind == "message":
         return _message_problem(record)
+    if kind == "session" and "session" in record and not SESSION_NAME.fullmatch(record["session"]):
+        return f"session record: 'session' {record['session'][:40]!r} is not a session id"
     if kind in ("prune", "hint_delivered") and not all(isinstance(i, str) for i in record["ids"]):
         return f"{kind} record: 'ids' must be a list of strings"
     return None
