@@ -5,15 +5,20 @@ fix it names (2026-12-01); the attacks that held are listed in docs/security.md.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from rhapsody.cli import main
 from rhapsody.core.errors import HistoryError
+from rhapsody.core.permissions import Rules, decide
 from rhapsody.core.session import Session
+from rhapsody.loopback.script import call, say
+from rhapsody.tools.shell import parse
 
-from .conftest import MODEL, Stub
+from .conftest import MODEL, Stub, collect
 from .test_cli import rhapsody
 
 HOSTILE_ID = "20261201-000000-abcdef"
@@ -53,3 +58,74 @@ def test_own_files_boundary_a_resumed_history_cannot_name_where_field_notes_go(
     env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": stub.server.url}
     result = rhapsody("-p", "go", "--resume", HOSTILE_ID, "--cwd", str(project), "--model", MODEL, env=env)
     assert result.returncode == 2 and "is not a session id" in result.stderr and "Traceback" not in result.stderr
+
+
+# Each runs a second program, or writes a file its allow rule never named, in the real bash (the test
+# checks that first): `{M}` is a marker outside the project. Each was allowed by `bash:PROGRAM*`.
+SECOND_PROGRAM = [
+    "tar cf /dev/null --checkpoint=1 --checkpoint-act=exec='touch {M}' f",  # an abbreviated long option
+    "tar xf ../x.tar --to-comm='touch {M}'",
+    "make --ev='x: ; touch {M}' x",
+    "sort --out={M} f",
+    "sed -n '1e touch {M}' f",  # sed's e command runs its text
+    "sed 's|hi|touch {M}|e' f",  # the s command's e flag runs the result
+    "sed -e'1e touch {M}' f",
+    "sed -n 'w {M}' f",  # sed's w command writes a file
+    "awk 'BEGIN{{print \"x\" > \"{M}\"}}'",
+    "find . -maxdepth 0 -fprint0 {M}",
+    "git ls-remote --upload-pack='touch {M}; false' .",
+    "git grep -O'touch {M}' hi",
+    "git difftool -y -x 'touch {M}' HEAD~1",
+    "git rebase -x 'touch {M}' HEAD~1",
+    "git archive -o {M} HEAD",
+    "git bundle create {M} HEAD",
+    "make --eval='x: ; touch {M}' x",
+]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A repository with two commits, a Makefile and an archive beside it."""
+    top = tmp_path_factory.mktemp("lab")
+    repo = top / "r"
+    repo.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    (repo / "f").write_text("hi\n")
+    (repo / "Makefile").write_text("all:\n")
+    for step in (["init", "-q"], ["add", "."], ["commit", "-qm", "1"]):
+        subprocess.run([*git, *step], cwd=repo, check=True)
+    (repo / "f").write_text("hi\nthere\n")
+    subprocess.run([*git, "commit", "-qam", "2"], cwd=repo, check=True)
+    subprocess.run(["tar", "cf", str(top / "x.tar"), "f"], cwd=repo, check=True)
+    return repo
+
+
+@pytest.mark.parametrize("form", SECOND_PROGRAM)
+def test_rules_boundary_an_allow_rule_for_a_program_never_runs_another_unasked(form: str, lab: Path) -> None:
+    marker = lab.parent / "M"
+    marker.unlink(missing_ok=True)
+    command = form.format(M=marker)
+    env = {**os.environ, "GIT_EDITOR": "true", "GIT_SEQUENCE_EDITOR": "true", "GIT_CONFIG_NOSYSTEM": "1"}
+    subprocess.run(["bash", "-c", command], cwd=lab, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                   timeout=20)
+    subprocess.run(["git", "rebase", "--abort"], cwd=lab, capture_output=True)
+    assert marker.exists(), f"the form no longer runs anything in bash: {command}"
+    program = command.split()[0]
+    for allow in (f"bash:{program}*", "bash"):
+        rules = Rules(allow=[allow], parse=parse)
+        for confinement in ("off", "workspace-write"):
+            verdict = decide("ask", rules, "bash", command, True, False, confinement=confinement).verdict
+            assert verdict == "ask", (allow, confinement)
+
+
+async def test_rules_boundary_an_abbreviated_option_does_not_run_unasked_headless(
+        stub: Stub, project: Path, tmp_path: Path) -> None:
+    """Headless, ask mode, sandbox off, the user allows `bash:tar*`: `--checkpoint-act=exec=` (getopt's
+    prefix of --checkpoint-action) ran a command on the host; now it is refused (no human to ask)."""
+    marker = tmp_path / "outside-marker"
+    command = f"tar cf /dev/null --checkpoint=1 --checkpoint-act=exec='touch {marker}' app.py"
+    stub.script(call("I will archive the file to check it is readable.", "bash", command=command), say("done"))
+    wiring = stub.wire(project, permission_mode="ask", sandbox="off", allow=["bash:tar*"])
+    await collect(wiring.agent.run("go"))
+    assert not marker.exists()
+    assert "no human can answer here" in json.dumps(stub.bodies()[-1])
