@@ -129,3 +129,31 @@ async def test_rules_boundary_an_abbreviated_option_does_not_run_unasked_headles
     await collect(wiring.agent.run("go"))
     assert not marker.exists()
     assert "no human can answer here" in json.dumps(stub.bodies()[-1])
+
+
+def test_own_files_boundary_a_seam_record_shows_only_a_field_note_never_a_secret_file(
+        project: Path, tmp_path: Path) -> None:
+    """A committed history's seam record names its field note; `note_path = ".env"` put the user's own
+    `.env` (created after cloning) unmasked into the resumed view and into `rhapsody export`'s page,
+    the file meant for sharing. A note is now read only from `.rhapsody/notes/`."""
+    from rhapsody.export import page_html
+    from rhapsody.render import seam_entry
+
+    (project / ".env").write_text("STRIPE=sk_live_hunter2abcdefghijkl\nhunter2-plain\n")
+    (project / "private").mkdir()
+    (project / "private" / "plan.txt").write_text("hunter2-plan\n")
+    figures = {"est_tokens": 10, "request_bytes": 100, "tool_use": 1, "text_blocks": 1}
+    for note_path in (".env", "private/plan.txt", ".rhapsody/notes/../../.env"):
+        record = {"v": 1, "seq": 2, "ts": 3.0, "kind": "seam", "seam": 1, "boundary": 1, "before": figures,
+                  "after": figures, "asked_est_tokens": 10, "note_path": note_path}
+        assert "hunter2" not in seam_entry(record, project).body, note_path
+        head = {"v": 1, "seq": 0, "ts": 1.0, "kind": "session", "session": HOSTILE_ID, "model": MODEL,
+                "system": "s", "tools": []}
+        message = {"v": 1, "seq": 1, "ts": 2.0, "kind": "message", "role": "user",
+                   "content": [{"type": "text", "text": "hi"}]}
+        assert "hunter2" not in page_html([head, message, record], project, HOSTILE_ID), note_path
+    notes = project / ".rhapsody" / "notes"
+    notes.mkdir(parents=True)
+    (notes / f"{HOSTILE_ID}-seam1.md").write_text("# Field note\nthe real note\n")
+    record = {"seam": 1, "before": figures, "after": figures, "note_path": f".rhapsody/notes/{HOSTILE_ID}-seam1.md"}
+    assert "the real note" in seam_entry(record, project).body

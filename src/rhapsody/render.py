@@ -263,9 +263,16 @@ def seam_entry(record: dict[str, Any], root: Path) -> Line:
     note = ""
     if record.get("note_path"):
         path = root / str(record["note_path"])
-        text = read_own(root, path)  # a history can be committed by a cloned repository: inside the root only
+        # a history can be committed by a cloned repository: a note of rhapsody's own folder only (`.env` is not one)
+        text = read_own(root, path) if _note_place(str(record["note_path"])) else None
         note = text if text is not None else f"(note {path} is missing)"
     return Line("seam", f"──── {seam_line(record)} ────", body=note, key=str(record["seam"]))
+
+
+def _note_place(note_path: str) -> bool:
+    """Whether a seam record's note path is where micro_handoff writes field notes: `.rhapsody/notes/NAME.md`."""
+    parts = note_path.split("/")
+    return len(parts) == 3 and parts[:2] == [".rhapsody", "notes"] and parts[2].endswith(".md") and ".." not in parts
 
 
 def cut_line(record: dict[str, Any]) -> Line:
