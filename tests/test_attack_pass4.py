@@ -80,6 +80,9 @@ SECOND_PROGRAM = [
     "git archive -o {M} HEAD",
     "git bundle create {M} HEAD",
     "make --eval='x: ; touch {M}' x",
+    "tar cIf 'touch {M}; cat' /dev/null f",  # tar's old-style option cluster: I takes the next word
+    "sed --expr='1e touch {M}' f",
+    "git --git-dir=evil.git --work-tree=. status",  # a config the model wrote with write_file names a program
 ]
 
 
@@ -97,6 +100,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (repo / "f").write_text("hi\nthere\n")
     subprocess.run([*git, "commit", "-qam", "2"], cwd=repo, check=True)
     subprocess.run(["tar", "cf", str(top / "x.tar"), "f"], cwd=repo, check=True)
+    subprocess.run(["git", "init", "-q", "--bare", "evil.git"], cwd=repo, check=True)
+    (repo / "evil.git" / "config").write_text(f"[core]\n\tbare = false\n\tfsmonitor = touch {top / 'M'}; false\n")
     return repo
 
 

@@ -62,7 +62,8 @@ _EDITOR = ("-c", "--cmd", "-S", "+")
 _CC = ("-wrapper", "-fplugin", "-B", "-specs", "--specs")
 _SSH = ("-o", "-F", "-S", "-D")
 _RUNS_ARGUMENTS = {"find": ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"),
-                   "git": ("-c", "--config-env", "--exec-path", "-C", "--output", "--output-directory"),
+                   "git": ("-c", "--config-env", "--exec-path", "-C", "--output", "--output-directory", "--git-dir",
+                           "--work-tree"),
                    "sort": ("-o", "--output", "--compress-program"), "sed": ("-i", "--in-place", "-f", "--file"),
                    "perl": ("-i",), "tee": ("*",), "dd": ("of",), "script": ("-c", "--command"),
                    "vim": _EDITOR, "vi": _EDITOR, "nvim": _EDITOR, "ex": _EDITOR, "view": _EDITOR, "vimdiff": _EDITOR,
@@ -260,7 +261,10 @@ def _opaque_name(words: list[str]) -> str:
     if name in _OPAQUE_NAMES:
         return f"it runs another command through {_OPAQUE_NAMES[name]}"
     flags = _RUNS_ARGUMENTS.get(name, ())
-    if any(_option(name, w, f) for w in words[1:] for f in flags) or name == "git" and _git_runs(words):
+    args = words[1:]
+    if name == "tar" and args and not args[0].startswith("-"):
+        args[0] = "-" + args[0]  # tar's old style: `tar cIf PROG out.tar` is `tar -c -I PROG -f out.tar`
+    if any(_option(name, w, f) for w in args for f in flags) or name == "git" and _git_runs(words):
         return f"{name} with these options can run other programs or write files"
     if name in ("sed", "gsed") and any(_sed_runs(w) for w in _sed_scripts(words[1:])):
         return f"the {name} script can run commands or write files (e, w, W)"
@@ -324,7 +328,7 @@ def _sed_scripts(args: list[str]) -> list[str]:
         if take:
             scripts.append(word)
             take = False
-        elif word.startswith("--expression"):
+        elif word.startswith("--") and len(word.split("=")[0]) > 2 and "--expression".startswith(word.split("=")[0]):
             scripts.append(word.partition("=")[2])
             take = "=" not in word
         elif word.startswith("-") and not word.startswith("--") and "e" in word:
