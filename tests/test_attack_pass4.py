@@ -162,3 +162,23 @@ def test_own_files_boundary_a_seam_record_shows_only_a_field_note_never_a_secret
     (notes / f"{HOSTILE_ID}-seam1.md").write_text("# Field note\nthe real note\n")
     record = {"seam": 1, "before": figures, "after": figures, "note_path": f".rhapsody/notes/{HOSTILE_ID}-seam1.md"}
     assert "the real note" in seam_entry(record, project).body
+
+
+# Programs whose arguments name a program to run, where the program may be missing on the test machine
+# (ripgrep, fd, ssh, man pages, node): their manuals say so; each was allowed by `bash:PROGRAM*`.
+NAMED_PROGRAM = [
+    "rg --pre=./x.sh pattern", "fd -x touch", "fdfind --exec-batch rm", "ssh -o ProxyCommand='touch M' host",
+    "ssh -oProxyCommand=x h", "scp -S ./prog a b:c", "man -P 'touch M' ls", "man --pager=x ls",
+    "node -p 'require(\"fs\")'", "node --eval 1", "setarch x86_64 touch M", "run-parts ./hooks",
+    "ssh-agent touch M", "npx cowsay", "npm exec -- touch M", "vim '+!touch M' x", "emacs --eval x",
+    "gcc -wrapper touch,x x.c", "zip -T -TT 'touch M' x.zip f", "git submodule foreach touch M",
+    "git bisect run touch M", "git filter-branch --tree-filter 'touch M' HEAD", "git config core.pager 'touch M'",
+    "git clone --template=./tpl . copy", "git push --receive-pack=x .", "sort --compress-program=./x -S 1 f",
+]
+
+
+@pytest.mark.parametrize("command", NAMED_PROGRAM)
+def test_rules_boundary_options_that_name_a_program_ask(command: str) -> None:
+    rules = Rules(allow=[f"bash:{command.split()[0]}*"], parse=parse)
+    assert decide("ask", rules, "bash", command, True, False, confinement="off").verdict == "ask"
+    assert parse(command).opaque

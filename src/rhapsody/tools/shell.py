@@ -76,7 +76,8 @@ _RUNS_ARGUMENTS = {"find": ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-f
                    "node": ("-p", "--print", "--eval", "-r", "--require", "--import", "--loader"),
                    "php": ("-r", "-B", "-R", "-E", "-F"), "deno": ("eval",), "bun": ("--eval", "-p", "--print"),
                    "zip": ("-TT", "--unzip-command"), "gcc": _CC, "cc": _CC, "g++": _CC, "c++": _CC, "clang": _CC,
-                   "npm": ("exec", "x", "explore")}
+                   "npm": ("exec", "x", "explore"), "rg": ("--pre",), "fd": ("-x", "--exec", "-X", "--exec-batch"),
+                   "fdfind": ("-x", "--exec", "-X", "--exec-batch")}
 """Options with which a program runs another or writes a file the rule did not name (`*`: any argument; `+`: any
 word starting with it). A long option matches when abbreviated too (`--checkpoint-act`, `--to-comm`): GNU getopt
 and git take any unambiguous prefix."""
