@@ -182,3 +182,33 @@ def test_rules_boundary_options_that_name_a_program_ask(command: str) -> None:
     rules = Rules(allow=[f"bash:{command.split()[0]}*"], parse=parse)
     assert decide("ask", rules, "bash", command, True, False, confinement="off").verdict == "ask"
     assert parse(command).opaque
+
+
+CLIPBOARD = "\x1b]52;c;cm0gLXJmIH4K\x07"  # OSC 52: the terminal puts `rm -rf ~` on the clipboard
+ERASE = "\x1b[1A\x1b[2K"  # cursor up, erase the line: the tool line above disappears
+
+
+def test_output_boundary_headless_text_never_sends_the_models_escape_sequences(
+        stub: Stub, project: Path, tmp_path: Path) -> None:
+    """`rhapsody -p` wrote the model's text to the terminal as it came: a model talked into it by a file
+    it read could set the clipboard (OSC 52) or erase the line that shows which tool ran."""
+    stub.script(call("I will list the files to see what the project holds.", "find_files", pattern="*.py"),
+                say(f"{ERASE}all good{CLIPBOARD} done"))
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": stub.server.url}
+    result = rhapsody("-p", "go", "--cwd", str(project), "--model", MODEL, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    assert "all good\\x1b]52;c;cm0gLXJmIH4K\\x07 done" in result.stdout  # shown, escaped
+
+
+async def test_output_boundary_plain_mode_never_sends_the_models_escape_sequences(stub: Stub, project: Path) -> None:
+    import io
+
+    from rhapsody.plain import _consume
+
+    stub.script(say(f"{ERASE}all good{CLIPBOARD} done"))
+    wiring = stub.wire(project)
+    out = io.StringIO()
+    await _consume(wiring.agent, "go", out)
+    assert "\x1b" not in out.getvalue() and "\x07" not in out.getvalue()
+    assert "all good\\x1b]52;c;" in out.getvalue()

@@ -387,7 +387,7 @@ def limit_line(event: ev.LimitsExceeded) -> str:
 def print_event(event: ev.Event, out: TextIO) -> None:
     """One event as the line-based front ends (plain, headless text) show it."""
     if isinstance(event, ev.TextDelta):
-        out.write(event.text)
+        out.write(visible(event.text))  # the model's words never drive the terminal (OSC 52, cursor moves)
     elif isinstance(event, ev.BlockStopped) and event.kind == "text":
         out.write("\n")
     elif isinstance(event, ev.SeamCommitted):
