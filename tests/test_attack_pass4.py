@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -212,3 +213,22 @@ async def test_output_boundary_plain_mode_never_sends_the_models_escape_sequence
     await _consume(wiring.agent, "go", out)
     assert "\x1b" not in out.getvalue() and "\x07" not in out.getvalue()
     assert "all good\\x1b]52;c;" in out.getvalue()
+
+
+def test_tools_boundary_a_projects_own_git_never_runs_through_an_empty_path_entry(
+        stub: Stub, project: Path, tmp_path: Path) -> None:
+    """With an empty PATH entry (`PATH=/usr/bin:`, common in hand-edited profiles), rhapsody's own git calls,
+    made outside the sandbox, found the repository's committed `./git` first: the git tool's confinement
+    check ran it on the host. PATH now keeps absolute folders only."""
+    marker = tmp_path / "ran-outside"
+    fake = project / "git"
+    fake.write_text(f"#!/bin/sh\ntouch {marker}\nexit 1\n")
+    fake.chmod(0o755)
+    stub.script(call("I will look at the repository's status to see what changed.", "git", action="status"),
+                say("done"))
+    path = f"{Path(sys.executable).parent}::{os.environ['PATH']}"
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": stub.server.url, "PATH": path}
+    result = rhapsody("-p", "go", "--cwd", str(project), "--model", MODEL, env=env, cwd=project)
+    assert result.returncode in (0, 4), result.stderr
+    assert not marker.exists()
+    assert "?? git" in json.dumps(stub.bodies()[-1])  # the real git answered
