@@ -62,7 +62,7 @@ def test_own_files_boundary_a_resumed_history_cannot_name_where_field_notes_go(
 
 
 # Each runs a second program, or writes a file its allow rule never named, in the real bash (the test
-# checks that first): `{M}` is a marker outside the project. Each was allowed by `bash:PROGRAM*`.
+# checks that first): `{M}` is a marker outside the repository. Each was allowed by `bash:PROGRAM*`.
 SECOND_PROGRAM = [
     "tar cf /dev/null --checkpoint=1 --checkpoint-act=exec='touch {M}' f",  # an abbreviated long option
     "tar xf ../x.tar --to-comm='touch {M}'",
@@ -72,6 +72,8 @@ SECOND_PROGRAM = [
     "sed 's|hi|touch {M}|e' f",  # the s command's e flag runs the result
     "sed -e'1e touch {M}' f",
     "sed -n 'w {M}' f",  # sed's w command writes a file
+    "sed 's/[/]/x/;1e touch {M};/' f",  # a slash in a bracket expression is no delimiter to sed
+    "sed -n ':x/;1e touch {M};/' f",  # a label ends at the semicolon
     "awk 'BEGIN{{print \"x\" > \"{M}\"}}'",
     "find . -maxdepth 0 -fprint0 {M}",
     "git ls-remote --upload-pack='touch {M}; false' .",
@@ -110,7 +112,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_rules_boundary_an_allow_rule_for_a_program_never_runs_another_unasked(form: str, lab: Path) -> None:
     marker = lab.parent / "M"
     marker.unlink(missing_ok=True)
-    command = form.format(M=marker)
+    command = form.format(M="../M")  # relative: the folder pytest makes has the letters sed's commands use
     env = {**os.environ, "GIT_EDITOR": "true", "GIT_SEQUENCE_EDITOR": "true", "GIT_CONFIG_NOSYSTEM": "1"}
     subprocess.run(["bash", "-c", command], cwd=lab, env=env, stdin=subprocess.DEVNULL, capture_output=True,
                    timeout=20)

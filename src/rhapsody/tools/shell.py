@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import functools
 import re
+import shutil
+import subprocess
 from typing import Any
 
 from rhapsody.core.permissions import ShellCommand
+from rhapsody.tools import lifeline
 
 _LIST_NODES = {"program", "list", "pipeline"}
 _SEPARATORS = {"&&", "||", ";", "|", "|&"}
@@ -267,8 +270,8 @@ def _opaque_name(words: list[str]) -> str:
         args[0] = "-" + args[0]  # tar's old style: `tar cIf PROG out.tar` is `tar -c -I PROG -f out.tar`
     if any(_option(name, w, f) for w in args for f in flags) or name == "git" and _git_runs(words):
         return f"{name} with these options can run other programs or write files"
-    if name in ("sed", "gsed") and any(_sed_runs(w) for w in _sed_scripts(words[1:])):
-        return f"the {name} script can run commands or write files (e, w, W)"
+    if name in ("sed", "gsed") and _sed_runs(tuple(_sed_scripts(words[1:]))):
+        return f"the {name} script can run commands or write files (e, w, W, r)"
     if name in _SETTERS or name == "printf" and any(w.startswith("-v") for w in words[1:]):
         return f"the builtin {name} sets a shell variable, which a later command could evaluate"
     if name in _EVALUATING_BUILTINS and any(c in w for w in words[1:] for c in ("$", "`", "[")):
@@ -314,11 +317,6 @@ def _git_runs(words: list[str]) -> bool:
     return any(_option("git-" + rest[0], w, f) for w in rest[1:] for f in _GIT_RUNS.get(rest[0], ()))
 
 
-_SED_QUOTED = re.compile(r"s(.)(?:\\.|(?!\1).)*\1(?:\\.|(?!\1).)*\1|y(.)(?:\\.|(?!\2).)*\2(?:\\.|(?!\2).)*\2|"
-                         r"/(?:\\.|[^/])*/|\\(.)(?:\\.|(?!\3).)*\3")
-"""The regular expressions and replacements of a sed script (`s/…/…/`, `y/…/…/`, `/…/`, `\\%…%`): text, not commands."""
-
-
 def _sed_scripts(args: list[str]) -> list[str]:
     """The scripts of a sed command: each `-e` value (`-e S`, `-eS`, `-ne S`, `--expression=S`), else its first
     operand."""
@@ -340,10 +338,21 @@ def _sed_scripts(args: list[str]) -> list[str]:
     return scripts or operands[:1]
 
 
-def _sed_runs(script: str) -> bool:
-    """Whether a sed script holds a command or flag that runs a program or writes a file: `e`, `w`, `W`
-    (`1e id`, `s/x/id/e`, `w /tmp/f`); the text of its regular expressions is left out first."""
-    return any(c in _SED_QUOTED.sub(" ", script) for c in "ewW")
+@functools.lru_cache(maxsize=256)
+def _sed_runs(scripts: tuple[str, ...]) -> bool:
+    """Whether a sed script holds a command that runs a program, writes or reads a file (`e`, `w`, `W`, `r`, the
+    `s///e` and `s///w` flags), as GNU sed's own parser reads it: `sed --sandbox`, which refuses exactly those,
+    compiles the script against empty input (nothing runs). A parse of rhapsody's own missed `s/[/]/x/;1e cmd/`
+    and `:x/;1e cmd;/`. Without GNU sed, or when the check fails in any way, the answer is yes."""
+    sed = shutil.which("sed")
+    if sed is None:
+        return True
+    argv = [sed, "--sandbox", "-n", *[part for script in scripts for part in ("-e", script)], "/dev/null"]
+    try:
+        done = lifeline.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return True
+    return done.returncode != 0
 
 
 def _text(node: Any) -> str:
