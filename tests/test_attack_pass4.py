@@ -74,6 +74,7 @@ SECOND_PROGRAM = [
     "sed -n 'w {M}' f",  # sed's w command writes a file
     "sed 's/[/]/x/;1e touch {M};/' f",  # a slash in a bracket expression is no delimiter to sed
     "sed -n ':x/;1e touch {M};/' f",  # a label ends at the semicolon
+    "perl -ne 'system(\"touch {M}\")' f",  # -e inside a cluster of perl's options
     "awk 'BEGIN{{print \"x\" > \"{M}\"}}'",
     "find . -maxdepth 0 -fprint0 {M}",
     "git ls-remote --upload-pack='touch {M}; false' .",
@@ -177,6 +178,7 @@ NAMED_PROGRAM = [
     "gcc -wrapper touch,x x.c", "zip -T -TT 'touch M' x.zip f", "git submodule foreach touch M",
     "git bisect run touch M", "git filter-branch --tree-filter 'touch M' HEAD", "git config core.pager 'touch M'",
     "git clone --template=./tpl . copy", "git push --receive-pack=x .", "sort --compress-program=./x -S 1 f",
+    "ruby -ne 'system(1)'", "perl -lpe 1 f", "awk -W exec=./x.awk", "gawk -Wexec=./x.awk",
 ]
 
 

@@ -276,15 +276,16 @@ def _opaque_name(words: list[str]) -> str:
         return f"the builtin {name} sets a shell variable, which a later command could evaluate"
     if name in _EVALUATING_BUILTINS and any(c in w for w in words[1:] for c in ("$", "`", "[")):
         return f"the builtin {name} would evaluate an expression in its arguments"
-    if (name in SHELLS or versioned in SHELLS) and any(
-            w.startswith("-") and "c" in w.lstrip("-") or w in ("-e", "-E") for w in words[1:]):
+    if (name in SHELLS or versioned in SHELLS) and any(  # -c, -e in a cluster too: `perl -ne`, `ruby -pe`
+            w.startswith("-") and ("c" in w.lstrip("-") or not w.startswith("--") and any(k in w for k in "eE"))
+            for w in words[1:]):
         return f"it runs code given to {name} as a string"
     if (name in SHELLS or versioned in SHELLS) and (
             all(w.startswith("-") for w in words[1:]) or any(w in ("-s", "-") for w in words[1:])):
         return f"{name} runs code read from its input"
     if name in AWKS and any(k in w for w in words[1:] for k in ("system", "|", "getline", ">", "@")) or (
             name in AWKS and any(_option(name, w, f) for w in words[1:]
-                                 for f in ("-f", "--file", "-i", "--include", "-l", "--load", "-E", "--exec"))):
+                                 for f in ("-f", "--file", "-i", "--include", "-l", "--load", "-E", "--exec", "-W"))):
         return f"the {name} program can run commands or write files"
     return ""
 
