@@ -236,3 +236,18 @@ def test_tools_boundary_a_projects_own_git_never_runs_through_an_empty_path_entr
     assert result.returncode in (0, 4), result.stderr
     assert not marker.exists()
     assert "?? git" in json.dumps(stub.bodies()[-1])  # the real git answered
+
+
+def test_output_boundary_a_cloned_projects_server_names_never_reach_the_terminal_raw(
+        stub: Stub, project: Path) -> None:
+    """An untrusted `.mcp.json` names a server `x<OSC 52>y`: the line saying it waits for trust went to the
+    terminal as written, in headless text mode and in `rhapsody mcp list` (the trust question escaped it)."""
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {f"x{CLIPBOARD}y": {"command": "true"}}}))
+    stub.script(say("ok done"))
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": stub.server.url}
+    for args in (("-p", "go", "--model", MODEL), ("mcp", "list")):
+        result = rhapsody(*args, "--cwd", str(project), env=env)
+        assert result.returncode == 0, result.stderr
+        shown = result.stdout + result.stderr
+        assert "\x1b" not in shown and "\x07" not in shown, args
+        assert "x\\x1b]52;c;" in shown, args  # still named, escaped

@@ -402,8 +402,9 @@ def print_event(event: ev.Event, out: TextIO) -> None:
 
 
 def plain(line: Line) -> str:
-    """A line as the line-based front ends print it (a tool line says why a call was refused or failed)."""
-    return f"  ⏺ {line.full or line.text}" if line.kind == "tool" else f"  {line.text}"
+    """A line as the line-based front ends print it (a tool line says why a call was refused or failed), control
+    characters escaped: a notice can carry a name a project chose (an MCP server's, in `.mcp.json`)."""
+    return visible(f"  ⏺ {line.full or line.text}" if line.kind == "tool" else f"  {line.text}")
 
 
 # -- history -------------------------------------------------------------------------------
