@@ -206,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `rhapsody` command."""
     args = list(sys.argv[1:] if argv is None else argv)
     from rhapsody.core.errors import RhapsodyError
+    from rhapsody.tools.exec_path import keep_absolute
+
+    keep_absolute()  # a project's own `./git` is never found through an empty or relative PATH entry
 
     try:
         if args[:1] == ["strip"]:

@@ -45,6 +45,7 @@ from rhapsody.core.tools import Tool, ToolContext, ToolOutcome
 from rhapsody.core.wording import counted
 from rhapsody.mcp_config import McpPlan, waiting_line
 from rhapsody.mcp_results import outcome
+from rhapsody.render import visible
 from rhapsody.tools import lifeline
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -156,7 +157,7 @@ class McpTools:
             lines.append(head + (f"\n  {counted(len(s.tools), 'tool')}, {size:,} bytes of definitions (~{tokens:,} tokens): {names}"
                                  if s.tools else ""))
         lines += [f"{name}: waiting for trust (from this project)" for name in self.waiting]
-        return lines or ["no MCP servers configured"]
+        return [visible(line) for line in lines] or ["no MCP servers configured"]  # names a project or server chose
 
     async def close(self) -> None:
         """Stop every server and wait for its process or connection to end."""

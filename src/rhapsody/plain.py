@@ -33,7 +33,7 @@ from rhapsody.core.loop import Agent
 from rhapsody.core.tools import Approval
 from rhapsody.preview import plain_text
 from rhapsody.prompt_aids import command_names
-from rhapsody.render import event_lines, harness_lines, plain, print_event
+from rhapsody.render import event_lines, harness_lines, plain, print_event, visible
 
 
 ANSWERS = {"y": "allow", "a": "allow_rule", "n": "deny", "": "deny"}
@@ -151,10 +151,10 @@ async def _consume(agent: Agent, text: str | None, out: TextIO) -> None:
         async with aclosing(agent.run(text)) as stream:
             async for event in stream:
                 if isinstance(event, ev.TextDelta):
-                    out.write(unmarked.feed(event.text))
+                    out.write(visible(unmarked.feed(event.text)))
                     continue
                 if isinstance(event, ev.BlockStopped):
-                    out.write(unmarked.flush())
+                    out.write(visible(unmarked.flush()))
                 for line in harness_lines(agent.session.records[seen:]):  # what the harness told the model, as the app shows
                     out.write(f"  {plain(line)}\n")
                 seen = len(agent.session.records)

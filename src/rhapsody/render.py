@@ -265,9 +265,16 @@ def seam_entry(record: dict[str, Any], root: Path) -> Line:
     note = ""
     if record.get("note_path"):
         path = root / str(record["note_path"])
-        text = read_own(root, path)  # a history can be committed by a cloned repository: inside the root only
+        # a history can be committed by a cloned repository: a note of rhapsody's own folder only (`.env` is not one)
+        text = read_own(root, path) if _note_place(str(record["note_path"])) else None
         note = text if text is not None else f"(note {path} is missing)"
     return Line("seam", f"──── {seam_line(record)} ────", body=note, key=str(record["seam"]))
+
+
+def _note_place(note_path: str) -> bool:
+    """Whether a seam record's note path is where micro_handoff writes field notes: `.rhapsody/notes/NAME.md`."""
+    parts = note_path.split("/")
+    return len(parts) == 3 and parts[:2] == [".rhapsody", "notes"] and parts[2].endswith(".md") and ".." not in parts
 
 
 def cut_line(record: dict[str, Any]) -> Line:
@@ -384,7 +391,7 @@ def limit_line(event: ev.LimitsExceeded) -> str:
 def print_event(event: ev.Event, out: TextIO) -> None:
     """One event as the line-based front ends (plain, headless text) show it."""
     if isinstance(event, ev.TextDelta):
-        out.write(event.text)
+        out.write(visible(event.text))  # the model's words never drive the terminal (OSC 52, cursor moves)
     elif isinstance(event, ev.BlockStopped) and event.kind == "text":
         out.write("\n")
     elif isinstance(event, ev.SeamCommitted):
@@ -399,8 +406,9 @@ def print_event(event: ev.Event, out: TextIO) -> None:
 
 
 def plain(line: Line) -> str:
-    """A line as the line-based front ends print it (a tool line says why a call was refused or failed)."""
-    return f"  ⏺ {line.full or line.text}" if line.kind == "tool" else f"  {line.text}"
+    """A line as the line-based front ends print it (a tool line says why a call was refused or failed), control
+    characters escaped: a notice can carry a name a project chose (an MCP server's, in `.mcp.json`)."""
+    return visible(f"  ⏺ {line.full or line.text}" if line.kind == "tool" else f"  {line.text}")
 
 
 # -- history -------------------------------------------------------------------------------

@@ -21,10 +21,12 @@ Imports: stdlib, pydantic and rhapsody.core.messages only.
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Union, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from rhapsody.core.messages import Block, ToolResultBlock, ToolUseBlock
 
@@ -66,6 +68,10 @@ class Shape(BaseModel):
 # -- the session and its conversation --------------------------------------------------
 
 
+SESSION_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+"""What a session record's `session` may be (the names of rhapsody's own files are made from it)."""
+
+
 class Session(_Open):
     """Always first: what every request of the session is built from."""
 
@@ -79,6 +85,15 @@ class Session(_Open):
     max_tokens: int = 16000
     parallel_tools: bool = False
     thinking: dict[str, Any] | None = None
+
+    @field_validator("session")
+    @classmethod
+    def _a_session_id(cls, value: str) -> str:
+        """rhapsody names files after it (`notes/ID-seamN.md`, `exports/ID.html`): a history from a cloned
+        repository or a download could otherwise name `../../x` and have rhapsody write outside the project."""
+        if not SESSION_NAME.fullmatch(value):
+            raise ValueError(f"'session' {value[:40]!r} is not a session id")
+        return value
 
 
 class Message(_Open):

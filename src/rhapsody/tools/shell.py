@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import functools
 import re
+import shutil
+import subprocess
 from typing import Any
 
 from rhapsody.core.permissions import ShellCommand
+from rhapsody.tools import lifeline
 
 _LIST_NODES = {"program", "list", "pipeline"}
 _SEPARATORS = {"&&", "||", ";", "|", "|&"}
@@ -52,16 +55,45 @@ _OPAQUE_NAMES = {"eval": "eval", "source": "source", ".": "source", "exec": "exe
                  "strace": "strace", "ltrace": "ltrace", "unshare": "unshare", "taskset": "taskset", "chrt": "chrt",
                  "prlimit": "prlimit", "setpriv": "setpriv", "fakeroot": "fakeroot", "valgrind": "valgrind",
                  "parallel": "parallel", "firejail": "firejail", "runuser": "runuser", "pkexec": "pkexec",
-                 "systemd-run": "systemd-run", "xvfb-run": "xvfb-run", "catchsegv": "catchsegv"}
-_RUNS_ARGUMENTS = {"find": ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprintf", "-fls"),
-                   "git": ("-c", "--config-env", "--exec-path", "-C", "--output", "--output-directory"),
-                   "sort": ("-o", "--output"), "sed": ("-i", "--in-place"), "perl": ("-i",),
-                   "tee": ("*",), "dd": ("of",), "script": ("-c", "--command"),
-                   "vim": ("-c", "--cmd", "-S"), "vi": ("-c", "--cmd", "-S"), "nvim": ("-c", "--cmd", "-S"),
-                   "gdb": ("-ex", "-x", "--command", "--eval-command"), "rsync": ("-e", "--rsh"),
+                 "systemd-run": "systemd-run", "xvfb-run": "xvfb-run", "catchsegv": "catchsegv",
+                 "setarch": "setarch", "linux32": "linux32", "linux64": "linux64", "run-parts": "run-parts",
+                 "ssh-agent": "ssh-agent", "nsenter": "nsenter", "sg": "sg", "numactl": "numactl", "cgexec": "cgexec",
+                 "dbus-run-session": "dbus-run-session", "unbuffer": "unbuffer", "chronic": "chronic",
+                 "torsocks": "torsocks", "proxychains": "proxychains", "proxychains4": "proxychains4", "npx": "npx",
+                 "expect": "expect"}
+_EDITOR = ("-c", "--cmd", "-S", "+")
+_CC = ("-wrapper", "-fplugin", "-B", "-specs", "--specs")
+_SSH = ("-o", "-F", "-S", "-D")
+_RUNS_ARGUMENTS = {"find": ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls"),
+                   "git": ("-c", "--config-env", "--exec-path", "-C", "--output", "--output-directory", "--git-dir",
+                           "--work-tree"),
+                   "sort": ("-o", "--output", "--compress-program"), "sed": ("-i", "--in-place", "-f", "--file"),
+                   "perl": ("-i",), "tee": ("*",), "dd": ("of",), "script": ("-c", "--command"),
+                   "vim": _EDITOR, "vi": _EDITOR, "nvim": _EDITOR, "ex": _EDITOR, "view": _EDITOR, "vimdiff": _EDITOR,
+                   "emacs": ("--eval", "-l", "--load", "-f", "--funcall", "--script", "-x"),
+                   "gdb": ("-ex", "-x", "--command", "--eval-command"), "rsync": ("-e", "--rsh", "--rsync-path"),
                    "tar": ("--checkpoint-action", "--to-command", "--use-compress-program", "-I", "--info-script",
-                           "--new-volume-script", "-F")}
-"""Options with which a program runs another or writes a file the rule did not name (`*`: any argument)."""
+                           "--new-volume-script", "-F", "--rsh-command", "--rmt-command"),
+                   "ssh": _SSH, "scp": _SSH, "sftp": _SSH, "man": ("-P", "--pager", "-H", "--html"),
+                   "make": ("--eval", "-E", "-f", "--file", "--makefile", "-C", "--directory"),
+                   "node": ("-p", "--print", "--eval", "-r", "--require", "--import", "--loader"),
+                   "php": ("-r", "-B", "-R", "-E", "-F"), "deno": ("eval",), "bun": ("--eval", "-p", "--print"),
+                   "zip": ("-TT", "--unzip-command"), "gcc": _CC, "cc": _CC, "g++": _CC, "c++": _CC, "clang": _CC,
+                   "npm": ("exec", "x", "explore"), "rg": ("--pre",), "fd": ("-x", "--exec", "-X", "--exec-batch"),
+                   "fdfind": ("-x", "--exec", "-X", "--exec-batch")}
+"""Options with which a program runs another or writes a file the rule did not name (`*`: any argument; `+`: any
+word starting with it). A long option matches when abbreviated too (`--checkpoint-act`, `--to-comm`): GNU getopt
+and git take any unambiguous prefix."""
+_GIT_RUNS = {"difftool": ("*",), "mergetool": ("*",), "filter-branch": ("*",), "bisect": ("*",), "config": ("*",),
+             "send-email": ("*",), "rebase": ("-x", "--exec"), "grep": ("-O", "--open-files-in-pager"),
+             "submodule": ("foreach",), "clone": ("-u", "--upload-pack", "--template", "-c", "--config"),
+             "init": ("--template",), "fetch": ("--upload-pack",), "pull": ("--upload-pack",),
+             "ls-remote": ("--upload-pack",), "archive": ("--exec", "-o", "--output"),
+             "push": ("--receive-pack", "--exec"), "bundle": ("create",)}
+"""git subcommands that run a program their arguments name (`rebase -x`, `difftool -x`, `bisect run`,
+`submodule foreach`, `--upload-pack`), install hooks (`--template`), write a file the rule did not name
+(`archive -o`, `bundle create`) or set what a later `git log` runs (`config core.pager`); `*`: any use."""
+_GIT_VALUED = {"--git-dir", "--work-tree", "--namespace", "--super-prefix", "--attr-source"}
 _EVALUATING_BUILTINS = {"test", "[", "printf", "read", "unset", "declare", "typeset", "local", "let", "export",
                         "readonly", "mapfile", "readarray", "getopts", "wait", "shopt", "set", "caller", "hash"}
 """Builtins that evaluate a name or subscript they are given (`test -v 'a[$(cmd)]'` runs cmd)."""
@@ -233,19 +265,27 @@ def _opaque_name(words: list[str]) -> str:
     if name in _OPAQUE_NAMES:
         return f"it runs another command through {_OPAQUE_NAMES[name]}"
     flags = _RUNS_ARGUMENTS.get(name, ())
-    if any(_option(name, w, f) for w in words[1:] for f in flags) or words[1:2] == ["format-patch"] and name == "git":
+    args = words[1:]
+    if name == "tar" and args and not args[0].startswith("-"):
+        args[0] = "-" + args[0]  # tar's old style: `tar cIf PROG out.tar` is `tar -c -I PROG -f out.tar`
+    if any(_option(name, w, f) for w in args for f in flags) or name == "git" and _git_runs(words):
         return f"{name} with these options can run other programs or write files"
+    if name in ("sed", "gsed") and _sed_runs(tuple(_sed_scripts(words[1:]))):
+        return f"the {name} script can run commands or write files (e, w, W, r)"
     if name in _SETTERS or name == "printf" and any(w.startswith("-v") for w in words[1:]):
         return f"the builtin {name} sets a shell variable, which a later command could evaluate"
     if name in _EVALUATING_BUILTINS and any(c in w for w in words[1:] for c in ("$", "`", "[")):
         return f"the builtin {name} would evaluate an expression in its arguments"
-    if (name in SHELLS or versioned in SHELLS) and any(
-            w.startswith("-") and "c" in w.lstrip("-") or w in ("-e", "-E") for w in words[1:]):
+    if (name in SHELLS or versioned in SHELLS) and any(  # -c, -e in a cluster too: `perl -ne`, `ruby -pe`
+            w.startswith("-") and ("c" in w.lstrip("-") or not w.startswith("--") and any(k in w for k in "eE"))
+            for w in words[1:]):
         return f"it runs code given to {name} as a string"
     if (name in SHELLS or versioned in SHELLS) and (
             all(w.startswith("-") for w in words[1:]) or any(w in ("-s", "-") for w in words[1:])):
         return f"{name} runs code read from its input"
-    if name in AWKS and any(k in w for w in words[1:] for k in ("system", "|", "getline", "print >", "printf >")):
+    if name in AWKS and any(k in w for w in words[1:] for k in ("system", "|", "getline", ">", "@")) or (
+            name in AWKS and any(_option(name, w, f) for w in words[1:]
+                                 for f in ("-f", "--file", "-i", "--include", "-l", "--load", "-E", "--exec", "-W"))):
         return f"the {name} program can run commands or write files"
     return ""
 
@@ -254,11 +294,66 @@ def _option(name: str, word: str, flag: str) -> bool:
     """Whether `word` sets `flag`: `--output=x`, `-o`, a cluster such as `-uo` or `-i.bak`, `of=x` for dd."""
     if flag == "*":
         return not word.startswith("-")
+    if flag == "+":
+        return word.startswith("+")
     if word == flag or word.startswith(flag + "="):
         return True
+    given = word.split("=", 1)[0]
+    if flag.startswith("--") and given.startswith("--") and len(given) > 2 and flag.startswith(given):
+        return True  # --checkpoint-act=exec=…: getopt_long and git take an unambiguous prefix
     short = len(flag) == 2 and flag[0] == "-"
     return short and word.startswith("-") and not word.startswith("--") and (
         flag[1] in word[1:] if name != "git" else word.startswith(flag))
+
+
+def _git_runs(words: list[str]) -> bool:
+    """Whether a git command's subcommand runs a program or writes a file its words name (`_GIT_RUNS`)."""
+    rest = words[1:]
+    while rest and rest[0].startswith("-"):
+        rest = rest[2:] if rest[0] in _GIT_VALUED else rest[1:]
+    if not rest:
+        return False
+    if rest[0] == "format-patch" or _GIT_RUNS.get(rest[0]) == ("*",):
+        return True
+    return any(_option("git-" + rest[0], w, f) for w in rest[1:] for f in _GIT_RUNS.get(rest[0], ()))
+
+
+def _sed_scripts(args: list[str]) -> list[str]:
+    """The scripts of a sed command: each `-e` value (`-e S`, `-eS`, `-ne S`, `--expression=S`), else its first
+    operand."""
+    scripts: list[str] = []
+    operands: list[str] = []
+    take = False
+    for word in args:
+        if take:
+            scripts.append(word)
+            take = False
+        elif word.startswith("--") and len(word.split("=")[0]) > 2 and "--expression".startswith(word.split("=")[0]):
+            scripts.append(word.partition("=")[2])
+            take = "=" not in word
+        elif word.startswith("-") and not word.startswith("--") and "e" in word:
+            scripts.append(word[word.index("e") + 1:])
+            take = not scripts[-1]
+        elif not word.startswith("-") or word == "-":
+            operands.append(word)
+    return scripts or operands[:1]
+
+
+@functools.lru_cache(maxsize=256)
+def _sed_runs(scripts: tuple[str, ...]) -> bool:
+    """Whether a sed script holds a command that runs a program, writes or reads a file (`e`, `w`, `W`, `r`, the
+    `s///e` and `s///w` flags), as GNU sed's own parser reads it: `sed --sandbox`, which refuses exactly those,
+    compiles the script against empty input (nothing runs). A parse of rhapsody's own missed `s/[/]/x/;1e cmd/`
+    and `:x/;1e cmd;/`. Without GNU sed, or when the check fails in any way, the answer is yes."""
+    sed = shutil.which("sed")
+    if sed is None:
+        return True
+    argv = [sed, "--sandbox", "-n", *[part for script in scripts for part in ("-e", script)], "/dev/null"]
+    try:
+        done = lifeline.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return True
+    return done.returncode != 0
 
 
 def _text(node: Any) -> str:
