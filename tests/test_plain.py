@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 from pathlib import Path
 
 from prompt_toolkit.application import create_app_session
@@ -185,3 +186,27 @@ async def test_plain_help_lists_plain_keys_and_ctrl_c_at_the_prompt_quits_only_t
         assert await asyncio.wait_for(task, 10) == 0
     help_text = out.getvalue().split("press ctrl+c again")[0]
     assert ">> text" in help_text and "shift+tab" not in help_text and "ctrl+p" not in help_text
+
+
+async def test_plain_ctrl_c_stops_a_working_turn_and_idle_clears_a_typed_line_before_quitting(
+        stub: Stub, project: Path) -> None:
+    stub.script(call(SLOW, "bash", command=f"{GATE}; echo ok"), say("never read"))
+    wiring = stub.wire(project)
+    out = io.StringIO()
+    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
+        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+        pipe.send_text("run it\r")
+        await until(lambda: bool(wiring.agent.in_flight))
+        pipe.send_text("\x03")  # while the agent works: stops it
+        await until(lambda: "interrupted" in out.getvalue() and not wiring.agent.busy)
+        assert not task.done()
+        pipe.send_text("a half typed line\x03")  # idle, with text: clears it, no step toward quitting
+        await asyncio.sleep(0.1)
+        assert "press ctrl+c again" not in out.getvalue()
+        pipe.send_text("\x03")
+        await until(lambda: "press ctrl+c again to quit" in out.getvalue())
+        pipe.send_text("\x03")
+        assert await asyncio.wait_for(task, 10) == 0
+    kinds = [r["kind"] for r in wiring.session.records]
+    assert "interrupted" in kinds and len(stub.server.requests) == 1
+    assert not any("a half typed line" in json.dumps(r) for r in wiring.session.records)

@@ -96,13 +96,13 @@ KEYS = (("enter", "send; while the agent works, a hint for its next step"),
         ("shift+tab", "move into the transcript (tab comes back, enter unfolds)"),
         ("ctrl+u", "show earlier transcript entries"),
         ("ctrl+p", "command palette"),
-        ("ctrl+c", "twice to quit"))
+        ("ctrl+c", "interrupt the agent; idle: clear the prompt, on an empty one twice to quit"))
 """The app's keys, as /help lists them."""
 
 PLAIN_KEYS = (("enter", "send; while the agent works, a hint for its next step"),
               (">> text", "queue the message for the end of the turn"),
               ("ctrl+o", "micro-handoff (same as /handoff)"),
-              ("ctrl+c", "interrupt the turn; at the prompt, twice to quit"),
+              ("ctrl+c", "interrupt the turn; idle: clear the line, on an empty one twice to quit"),
               ("ctrl+d", "quit (as /quit)"),
               ("up, down", "walk earlier inputs"),
               ("tab", "complete a /command"))

@@ -2,8 +2,8 @@
 
 For terminals and screen readers where a full-screen app is unwelcome. The prompt stays
 live while the agent works: a typed line is a hint for the next tool boundary (prefix it
-with `>>` to queue it for the end of the turn instead). Ctrl+C interrupts a running turn (at the
-prompt, twice within 2 s quits);
+with `>>` to queue it for the end of the turn instead). Ctrl+C interrupts a running turn (the line
+being typed stays); while idle it clears a line being typed, and on an empty line, twice within 2 s quits;
 Ctrl+D quits; Ctrl+O requests the micro-handoff as `/handoff` does (a line being typed stays). A permission question is answered as in the app: a lone `y` allows once, a
 lone `a` allows the offered session rules, a lone `n` or an empty line denies, and any other
 line denies with its words, verbatim, as the reason. As in the app, nothing typed in the
@@ -181,6 +181,20 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
         typed.append(event.current_buffer.text)
         event.app.exit(result="/handoff")
 
+    @keys.add("c-c")
+    def _interrupt(event: KeyPressEvent) -> None:
+        """ctrl+c: stops a running turn (the line being typed stays); idle, clears the line, or on an empty one quits."""
+        buffer = event.current_buffer
+        if working():
+            typed.append(buffer.text)
+        elif buffer.text:
+            buffer.reset()  # a line cleared is no step toward quitting
+            return
+        event.app.exit(exception=KeyboardInterrupt())
+
+    def working() -> bool:
+        return task is not None and not task.done()
+
     prompt: PromptSession[str] = PromptSession(completer=WordCompleter(list(COMMANDS), sentence=True),
                                                key_bindings=keys)
     task: asyncio.Task[None] | None = None
@@ -209,9 +223,9 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
             try:
                 line = await prompt.prompt_async("› ", default=initial)
             except KeyboardInterrupt:
-                if task and not task.done():
+                if task is not None and not task.done():
                     task.cancel()  # drops an open question: what it set aside goes back to the prompt
-                    initial = questions.take_kept()
+                    initial = " ".join(t for t in (questions.take_kept(), typed.pop() if typed else "") if t)
                     continue
                 if time.monotonic() - ctrl_c_at > 2.0:  # at the prompt: twice to quit, as in the app
                     ctrl_c_at = time.monotonic()

@@ -10,12 +10,12 @@ boundary, ctrl+n queues a message for the end of the turn.
 | enter | Send (hint while working, new turn while idle) |
 | ctrl+n | Queue for the end of the turn |
 | ctrl+o | Micro-handoff |
-| escape | Interrupt the streaming turn |
+| escape, ctrl+c | Interrupt the working agent (what streamed stays, marked interrupted) |
 | pageup, pagedown | Scroll the transcript |
 | shift+tab | Move into the transcript (tab comes back) |
 | ctrl+u | Show earlier transcript entries |
 | ctrl+p | Command palette |
-| ctrl+c ctrl+c | Quit |
+| ctrl+c | Idle: clear the prompt; on an empty prompt, twice quits |
 """
 
 from __future__ import annotations
@@ -77,7 +77,9 @@ class RhapsodyApp(App[int]):
         Binding("ctrl+n", "noop", "Queue", id="queue", show=True, tooltip="Queue the message for the end of the turn"),
         Binding("ctrl+j", "noop", "New line", id="newline", show=False),
         Binding("ctrl+u", "earlier", "Earlier", id="earlier", priority=True, show=False),
-        Binding("ctrl+c", "quit_twice", "Quit", id="quit", priority=True, tooltip="Press twice to quit"),
+        Binding("ctrl+c", "stop", "Interrupt", id="stop", priority=True, tooltip="Stop the agent"),
+        Binding("ctrl+c", "clear_or_quit", "Quit", id="quit", priority=True,
+                tooltip="Clear the prompt; on an empty prompt, press twice to quit"),
     ]
 
     def __init__(self, agent: Agent | None = None, settings: Settings | None = None,
@@ -496,6 +498,10 @@ class RhapsodyApp(App[int]):
                 entry.text, entry.state = line.text, line.state
                 self.transcript.sync(entry)
 
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A turn started or ended: the footer's ctrl+c follows."""
+        self.refresh_bindings()
+
     def on_unmount(self) -> None:
         if self._questions is not None:
             self._questions.cancel()
@@ -531,8 +537,26 @@ class RhapsodyApp(App[int]):
     async def earlier_pressed(self) -> None:
         await self.transcript.load_earlier()
 
-    def action_quit_twice(self) -> None:
-        """Ctrl+C twice within two seconds quits."""
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """ctrl+c stops the agent while it works and clears or quits while it is idle; the footer says which."""
+        if action == "stop":
+            return self.busy
+        if action == "clear_or_quit":
+            return not self.busy
+        return True
+
+    def action_stop(self) -> None:
+        """ctrl+c while the agent works: as Esc, the turn stops and what streamed stays, marked interrupted."""
+        self.action_interrupt()
+        self.refresh_bindings()
+
+    def action_clear_or_quit(self) -> None:
+        """ctrl+c while idle: a prompt with text is cleared (Up brings it back); an empty one quits on a second press."""
+        prompt = self.query_one(PromptInput)
+        if prompt.text.strip():
+            prompt.set_aside()
+            self._ctrl_c_at = 0.0
+            return
         now = time.monotonic()
         if now - self._ctrl_c_at < 2.0:
             self.exit(0)
@@ -546,6 +570,7 @@ class RhapsodyApp(App[int]):
         """Set the state shown in the status bar."""
         self.query_one(StatusBar).state = state
         self.refresh_status()
+        self.refresh_bindings()  # the footer's ctrl+c says Interrupt while working, Quit while idle
 
     def on_resize(self) -> None:
         """The status line is fitted to the width again."""

@@ -62,6 +62,14 @@ class PromptInput(TextArea):
             self.post_message(self.Submitted(text, queue=key == "ctrl+n"))
         return True
 
+    def set_aside(self) -> str:
+        """Clear the draft; Up brings it back. Returns what it held."""
+        text = self.text
+        if self.inputs is not None:
+            self.inputs.keep(text)
+        self.clear()
+        return text
+
     def _scroll(self, key: str) -> bool:
         if key in ("home", "end") and self.text:  # at once, not as a binding: a key queued behind it stays behind it
             self.action_cursor_line_start() if key == "home" else self.action_cursor_line_end()
