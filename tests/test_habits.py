@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rhapsody.loopback.script import say
+import pytest
+
+from rhapsody.loopback.script import call, say
+from rhapsody.tui.approval import ApprovalPanel
 from rhapsody.tui.widgets import PromptInput
 
 from .conftest import Stub
-from .test_app_keys import idle, plain_app, records, until
+from .test_app_keys import NARRATE, ask_app, asking, idle, panel, plain_app, records, texts, until
 
 LONG = " ".join(f"word{i}" for i in range(400))
 
@@ -46,3 +49,47 @@ async def test_ctrl_c_idle_clears_the_prompt_then_quits_on_an_empty_one_twice(st
         await pilot.press("ctrl+c")
         await pilot.pause()
     assert app.return_code == 0 and not app.is_running
+
+
+async def test_a_slash_command_typed_in_the_question_runs_and_ctrl_n_queues_never_a_denial(
+        stub: Stub, project: Path) -> None:
+    stub.script(call(NARRATE, "bash", command="touch one.txt"), say("done"), say("read the queued one"))
+    app = ask_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.start_turn("go")
+        await until(pilot, lambda: asking(app))
+        await pilot.press(*"/stats", "enter")
+        await until(pilot, lambda: any("no seams yet" in t for t in texts(app)))
+        assert asking(app) and panel(app).query_one("#reason").value == ""  # still asking, field empty
+        await pilot.press(*"then add a test", "ctrl+n")
+        await until(pilot, lambda: any(e.kind == "hint" for e in app.transcript.entries))
+        assert asking(app) and panel(app).query_one("#reason").value == ""
+        await pilot.press("y", "enter")
+        await idle(pilot)
+    assert (project / "one.txt").exists()
+    decisions = [(r["decision"], r["by"]) for r in records(app) if r["kind"] == "permission"]
+    assert decisions == [("allow", "human")]
+    hints = [r for r in records(app) if r["kind"] == "hint"]
+    assert [(h["text"], h["mode"]) for h in hints] == [("then add a test", "queue")]
+
+
+async def test_a_draft_queued_with_ctrl_n_as_the_question_opens_goes_to_the_queue(
+        stub: Stub, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import rhapsody.tui.approval
+
+    monkeypatch.setattr(rhapsody.tui.approval, "GRACE", 3.0)
+    stub.script(call(NARRATE, "bash", command="touch one.txt"), say("done"), say("ok"))
+    app = ask_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.start_turn("go")
+        app.query_one(PromptInput).text = "also update the readme"
+        await until(pilot, lambda: app.query(ApprovalPanel) and panel(app).has_focus)
+        await pilot.press("ctrl+n")  # meant for the prompt's draft, pressed as the question appeared
+        await until(pilot, lambda: any(e.kind == "hint" for e in app.transcript.entries))
+        assert app.query_one(PromptInput).text == ""
+        await until(pilot, lambda: asking(app))
+        assert panel(app).query_one("#reason").value == ""
+        await pilot.press("escape")
+        await idle(pilot)
+    hints = [r for r in records(app) if r["kind"] == "hint"]
+    assert [(h["text"], h["mode"]) for h in hints] == [("also update the readme", "queue")]

@@ -210,3 +210,27 @@ async def test_plain_ctrl_c_stops_a_working_turn_and_idle_clears_a_typed_line_be
     kinds = [r["kind"] for r in wiring.session.records]
     assert "interrupted" in kinds and len(stub.server.requests) == 1
     assert not any("a half typed line" in json.dumps(r) for r in wiring.session.records)
+
+
+async def test_plain_a_slash_command_or_ctrl_o_while_a_question_is_open_runs_and_never_denies(
+        stub: Stub, project: Path) -> None:
+    stub.script(call(SLOW, "bash", command="touch made.txt"), say("Done."))
+    approver = HumanApprover()
+    wiring = stub.wire(project, approver=approver, permission_mode="ask")
+    out = io.StringIO()
+    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
+        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, approver, out=out))
+        pipe.send_text("make the file\r")
+        await until(lambda: "? bash wants to run" in out.getvalue())
+        await asyncio.sleep(GRACE)
+        pipe.send_text("/stats\r")
+        await until(lambda: "no seams yet" in out.getvalue() and "still open" in out.getvalue())
+        pipe.send_text("\x0f")  # ctrl+o: /handoff, a command, not the answer
+        await until(lambda: out.getvalue().count("still open") == 2)
+        pipe.send_text("y\r")
+        await until(lambda: "Done." in out.getvalue())
+        pipe.send_text("/quit\r")
+        assert await asyncio.wait_for(task, 10) == 0
+    assert (project / "made.txt").exists()
+    by = [(r["decision"], r["by"]) for r in wiring.session.records if r["kind"] == "permission"]
+    assert by == [("allow", "human")]

@@ -96,8 +96,9 @@ class PlainApprover:
         """Answer the pending question from a typed line as the app's dialog does: a lone `y` allows once,
         a lone `a` allows the offered rules (only when offered), a lone `n` or an empty line denies, any
         other text denies with that text, verbatim, as the reason. A line entered within the grace period
-        answers nothing and is set aside. False when no question is open."""
-        if self.pending is None or not self.pending.open:
+        answers nothing and is set aside. False when no question is open, or for a slash command (it runs
+        as the command; the question stays open)."""
+        if self.pending is None or not self.pending.open or is_command(line):
             return False
         if not self.ready:  # typed before the question could be read: never its answer
             if line.strip():
@@ -251,6 +252,8 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
                                          **({"error": True} if outcome.error else {}))
                 if outcome.quit:
                     break
+                if questions.pending is not None and questions.pending.open:
+                    say("  the question above is still open: y, a, n, or your words")
                 if outcome.run_turn and not busy:
                     task = asyncio.create_task(_consume(agent, None, sink))
             elif line.strip() and busy:

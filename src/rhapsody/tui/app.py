@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from rhapsody.config import Settings
     from rhapsody.core import events as ev
     from rhapsody.core import handoff_state
-    from rhapsody.core.approval import HumanApprover
+    from rhapsody.core.approval import HumanApprover, Question
     from rhapsody.core.loop import Agent
     from rhapsody.core.messages import ToolUseBlock
 else:  # loaded on first use, after the first frame (pydantic and the core are most of the start-up)
@@ -471,24 +471,35 @@ class RhapsodyApp(App[int]):
             await self.transcript.move_to_end(entry)
 
     async def serve_questions(self, approver: HumanApprover) -> None:
-        """Ask each permission question in a modal, one at a time, for as long as the app runs."""
-        from rhapsody.tui.approval import question as dialog
-
+        """Ask each permission question in a panel above the prompt, one at a time, for as long as the app runs."""
         while True:
             question = await approver.next_question()
             self.mark_calls(question.tool, "asking")
             self.set_state("waiting for you")
             self.live.pause()
-            said = next((e.text for e in reversed(self.transcript.entries) if e.kind == "assistant"), "")
-            screen = dialog(question.tool, question.argument, question.why, question.args, self.agent.session.root,
-                            question.rules, said, self.agent.toolbox.rules.read_denied())
-            await self.push_screen(screen, callback=question.answer)
-            await asyncio.wait([question.reply])  # answered, or dropped when the turn was interrupted
-            if question.reply.cancelled() and self.screen is screen:
-                self.pop_screen()
-            self.live.resume()
-            self.mark_calls(question.tool, "running")
-            self.set_state("working")
+            try:
+                await self.ask(question)
+            finally:
+                self.live.resume()
+                self.mark_calls(question.tool, "running")
+                self.set_state("working")
+
+    async def ask(self, question: Question) -> None:
+        """Dock the question above the prompt until it is answered, or dropped when the turn was interrupted."""
+        from rhapsody.tui.approval import question as panel_for
+
+        panel = panel_for(question.tool, question.argument, question.why, question.args, self.agent.session.root,
+                          question.rules, self.agent.toolbox.rules.read_denied())
+        panel.answered = question.answer
+        await self.mount(panel, before=self.query_one("#completions"))
+        self.transcript.scroll_end(animate=False)  # what led to the question stays in view above it
+        try:
+            await asyncio.wait([question.reply])
+        finally:
+            refocus = panel.has_focus or panel.has_focus_within
+            await panel.remove()
+            if refocus:
+                self.query_one(PromptInput).focus()
 
     def mark_calls(self, tool: str, state: str) -> None:
         """Running calls of `tool` say whether they wait for the human."""

@@ -133,8 +133,9 @@ def _welcome(root: Path, facts: tuple[str, str, str], extra: str) -> str:
         "",
         "  enter   send; while the agent works: a hint for its next step",
         "  ctrl+o  micro-handoff: a field note, then tool traffic leaves context",
-        "  esc     interrupt the agent (what streamed is kept)",
-        "  ctrl+c  twice to quit · /help commands · ctrl+p palette",
+        "  esc     interrupt the agent (what streamed is kept); ctrl+c too",
+        "  ctrl+c  idle: clear the input; twice on an empty one quits",
+        "  /help   commands and keys · ctrl+p palette",
     ]
     if extra:
         lines += ["", extra]
