@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 
 from rhapsody.loopback.script import call, say
+from rhapsody.tui.app import RhapsodyApp
 from rhapsody.tui.approval import ApprovalPanel
-from rhapsody.tui.widgets import PromptInput
+from rhapsody.tui.widgets import Foldable, PromptInput
 
 from .conftest import Stub
-from .test_app_keys import NARRATE, ask_app, asking, idle, panel, plain_app, records, texts, until
+from .test_app_keys import NARRATE, ask_app, asking, idle, panel, plain_app, records, send, texts, until
 
 LONG = " ".join(f"word{i}" for i in range(400))
 
@@ -93,3 +94,45 @@ async def test_a_draft_queued_with_ctrl_n_as_the_question_opens_goes_to_the_queu
         await idle(pilot)
     hints = [r for r in records(app) if r["kind"] == "hint"]
     assert [(h["text"], h["mode"]) for h in hints] == [("also update the readme", "queue")]
+
+
+def folded_lines(app: RhapsodyApp, name: str) -> list[str]:
+    """What the folded line of the first call of `name` shows, line by line."""
+    fold = [w for w in app.transcript.query(Foldable) if w.entry.kind == "tool" and name in w.title][0]
+    assert not fold.expanded
+    return str(fold.render()).splitlines()
+
+
+async def test_an_applied_edit_shows_its_diff_and_a_result_its_first_lines_live_and_on_resume(
+        stub: Stub, project: Path) -> None:
+    (project / "big.py").write_text("".join(f"v{i} = {i}\n" for i in range(40)))
+    new = "".join(f"v{i} = {i * 2}\n" for i in range(40))
+    stub.script(call(NARRATE, "write_file", path="big.py", content=new),
+                call(NARRATE, "bash", command="seq 1 10"), call(NARRATE, "bash", command="seq 1 2"), say("done"))
+    app = plain_app(stub, project)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await send(pilot, "double them")
+        await idle(pilot)
+        for resumed in (False, True):
+            write = [x.strip() for x in folded_lines(app, "write_file")]
+            assert write[1].startswith("⎿ @@") and "-v1 = 1" in write and "v0 = 0" in write, resumed
+            assert len(write) == 1 + 12 + 1 and write[-1].strip().startswith("… ") and "more lines" in write[-1]
+            seq = folded_lines(app, "seq 1 10")
+            assert [x.strip() for x in seq[1:]] == ["⎿ 1", "2", "3", "4", "… 6 more lines"], resumed
+            assert [x.strip() for x in folded_lines(app, "seq 1 2")[1:]] == ["⎿ 1", "2"]
+            await app.reload()  # rebuilt from history, as on resume
+            await pilot.pause()
+
+
+def test_the_peek_leaves_out_refused_failed_running_and_stripped_calls() -> None:
+    from rhapsody.peek import peek
+
+    assert peek("a\nb", "ok", 4, 12) == ["a", "b"]
+    for state in ("denied", "error", "running", "asking", "interrupted"):
+        assert peek("a\nb", state, 4, 12) == []
+    assert peek("recall S:1\n\na\nb", "ok", 4, 12) == []
+    assert peek("a\nb\nc", "exit", 0, 12) == []  # result_lines = 0: the line alone
+    assert peek("a\nb\nc", "exit", 2, 12) == ["a", "b", "… 1 more line"]
+    diff = "edited x.py\n\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b"
+    assert peek(diff, "ok", 1, 12) == ["@@ -1 +1 @@", "-a", "+b"]
+    assert peek("1\n2\n\n[exit code 3]", "exit", 4, 12) == ["1", "2"]  # the line says the exit code

@@ -190,6 +190,11 @@ class RhapsodyApp(App[int]):
         return self.query_one(TranscriptView)
 
     @property
+    def peek_rows(self) -> tuple[int, int]:
+        """Lines of a tool result, and of an applied diff, shown under a call's folded line."""
+        return (self.settings.result_lines, self.settings.diff_lines) if self.ready else (0, 0)
+
+    @property
     def busy(self) -> bool:
         """Whether a turn is running."""
         return self.ready and self.agent.busy or (self.worker is not None and not self.worker.is_finished)

@@ -152,7 +152,7 @@ class Foldable(Static, can_focus=True):
                 from rhapsody.render import fit_tool_title
 
                 title = fit_tool_title(title, self.content_size.width - 2)
-            return Text(f"{mark} {title}")
+            return Text(f"{mark} {title}") + self.peeked()
         body = self.entry.body[:RESULT_PREVIEW]
         if self.cut:
             body = body[: body.rfind("\n")] if "\n" in body else body  # whole lines only
@@ -164,6 +164,28 @@ class Foldable(Static, can_focus=True):
 
             title = unfolded_title(title)  # the reason once: the body holds it whole
         return Text(f"{mark} {title}\n{body or '(empty)'}")  # whole, but a recall id once: the body's first line
+
+    def peeked(self) -> Text:
+        """The first lines of a finished call's result (an applied diff's, coloured) under the folded line."""
+        if self.entry.kind != "tool":
+            return Text()
+        from rhapsody.peek import applied_diff, peek
+
+        result_lines, diff_lines = getattr(self.app, "peek_rows", (4, 12))
+        lines = peek(self.entry.body, self.entry.state, result_lines, diff_lines)
+        if not lines:
+            return Text()
+        if applied_diff(self.entry.body):
+            from rhapsody.tui.approval import diff_text
+
+            shown = diff_text("\n".join(lines))
+        else:
+            shown = Text("\n".join(lines), style="dim")
+        text = Text()
+        for i, line in enumerate(shown.split()):
+            text.append("\n    " if i else "\n  ⎿ ")
+            text.append_text(line)
+        return text
 
     def watch_expanded(self, expanded: bool) -> None:
         self.set_class(expanded, "-expanded")
