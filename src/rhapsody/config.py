@@ -278,7 +278,7 @@ def _lowering_only(layer: dict[str, Any], user: dict[str, Any], ignored: list[st
     for key, value in _flat(layer).items():
         ours, theirs = _value(mine, key), _value(base, key)
         if _widens(key, ours, theirs):
-            ignored.append(f"{key} = {_show(value)} (the user has {_show(theirs)})")
+            ignored.append(f"{key} = {_show(value)} (yours: {_show(theirs)})")
         else:
             _put(kept, key, value)
     return kept, ignored

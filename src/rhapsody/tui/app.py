@@ -39,7 +39,7 @@ from textual.worker import Worker
 
 from rhapsody.lazy import lazy, load_all
 from rhapsody.prompt_aids import InputHistory
-from rhapsody.tui.status import Liveness, starting_text, status_line, welcome_text
+from rhapsody.tui.status import MODEL_WAIT, Liveness, starting_text, status_line, welcome_text
 from rhapsody.tui.widgets import Entry, Foldable, PromptInput, StatusBar, TranscriptView
 
 if TYPE_CHECKING:
@@ -395,6 +395,7 @@ class RhapsodyApp(App[int]):
             await t.stream_text(event.text)
             return  # the status line repaints on the spinner's tick
         if isinstance(event, ev.ThinkingDelta):
+            self.live.thinking()
             self.live.streamed(len(event.text))
             await self.stream_thinking(event.text)
             return
@@ -410,7 +411,7 @@ class RhapsodyApp(App[int]):
         elif isinstance(event, ev.Retrying):
             await t.end_text(discard=True)
         elif isinstance(event, ev.RequestSent):
-            self.live.start("thinking")
+            self.live.start(MODEL_WAIT)
             self._replying = True
         elif isinstance(event, (ev.ToolStarted, ev.ToolFinished)):
             await self.tool_event(event)
