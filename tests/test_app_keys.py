@@ -200,7 +200,7 @@ async def test_an_unfolded_line_folds_again_from_the_keyboard_and_the_footer_say
         cut, whole = (next(w for w in app.transcript.query(Foldable) if c in w.title) for c in ("cat big", "echo short"))
         cut.focus()
         await pilot.pause()
-        assert "enter=Unfold" in footer() and "escape=Interrupt" in footer()
+        assert "enter=Unfold" in footer() and "escape=Clear" in footer()  # idle: Esc Esc clears the input
         folded = cut.size.height
         await pilot.press("enter")
         await pilot.pause()
@@ -666,7 +666,7 @@ async def test_up_past_the_first_transcript_line_loads_earlier_entries_then_stay
         await app.transcript.load([Entry("tool", f"bash echo {i} → ok (0.0 s)", f"{i}", f"t{i}", "ok")
                                    for i in range(70)])
         assert app.transcript.first_mounted > 0
-        await pilot.press("shift+tab")
+        await pilot.press("ctrl+t")
         await pilot.pause()
         assert isinstance(app.focused, Foldable) and app.focused.entry.key == "t69"
         for _ in range(75):

@@ -136,3 +136,42 @@ def test_the_peek_leaves_out_refused_failed_running_and_stripped_calls() -> None
     diff = "edited x.py\n\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b"
     assert peek(diff, "ok", 1, 12) == ["@@ -1 +1 @@", "-a", "+b"]
     assert peek("1\n2\n\n[exit code 3]", "exit", 4, 12) == ["1", "2"]  # the line says the exit code
+
+
+async def test_escape_twice_clears_a_draft_that_up_brings_back_and_leaves_an_empty_prompt_alone(
+        stub: Stub, project: Path) -> None:
+    calls: list[str] = []
+    app = plain_app(stub, project)
+    app.escape_twice_on_empty = lambda: calls.append("empty")  # type: ignore[method-assign]
+    async with app.run_test(size=(80, 24)) as pilot:
+        prompt = app.query_one(PromptInput)
+        await pilot.press(*"a long draft")
+        await pilot.press("escape")
+        assert prompt.text == "a long draft"  # one Esc alone clears nothing
+        await pilot.press("escape")
+        assert prompt.text == ""
+        await pilot.press("up")
+        assert prompt.text == "a long draft"
+        prompt.clear()
+        await pilot.press("escape", "escape")
+        assert calls == ["empty"] and app.is_running
+
+
+async def test_shift_tab_cycles_ask_auto_edit_read_only_and_never_into_yolo(stub: Stub, project: Path) -> None:
+    from rhapsody.tui.status import status_line  # noqa: F401  (the status bar shows the mode)
+
+    app = ask_app(stub, project)
+    async with app.run_test(size=(100, 30)) as pilot:
+        seen = []
+        for _ in range(6):
+            await pilot.press("shift+tab")
+            seen.append(app.agent.toolbox.permission_mode)
+        assert seen == ["auto-edit", "read-only", "ask"] * 2
+        await pilot.press("shift+tab")
+        await pilot.pause()
+        assert "auto-edit" in str(app.query_one("#status").render())
+        await app.command("/permissions yolo")
+        await pilot.press("shift+tab")  # out of yolo, to ask: lowering is always one key
+        assert app.agent.toolbox.permission_mode == "ask"
+    modes = [r["mode"] for r in records(app) if r["kind"] == "permission_mode"]
+    assert modes == ["auto-edit", "read-only", "ask"] * 2 + ["auto-edit", "yolo", "ask"]

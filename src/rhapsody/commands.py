@@ -93,7 +93,9 @@ KEYS = (("enter", "send; while the agent works, a hint for its next step"),
         ("esc", "interrupt the turn"),
         ("up, down", "walk earlier inputs"),
         ("tab", "complete a /command or an @path"),
-        ("shift+tab", "move into the transcript (tab comes back, enter unfolds)"),
+        ("shift+tab", "cycle the permission mode: ask, auto-edit, read-only (never yolo)"),
+        ("ctrl+t", "move into the transcript (tab comes back, enter unfolds)"),
+        ("esc esc", "clear the input (up brings it back)"),
         ("ctrl+u", "show earlier transcript entries"),
         ("ctrl+p", "command palette"),
         ("ctrl+c", "interrupt the agent; idle: clear the prompt, on an empty one twice to quit"))
@@ -173,13 +175,27 @@ def _known_models() -> tuple[str, ...]:
     return tuple(m for m in models if not (re.fullmatch(r".*-\d{8}", m) and m.rsplit("-", 1)[0] in models))
 
 
+CYCLE = ("ask", "auto-edit", "read-only")
+"""The modes shift+tab steps through in the app; yolo is never one of them (only a flag or /permissions yolo)."""
+
+
+def set_mode(agent: Agent, mode: str) -> None:
+    """Switch the permission mode, on record so a resume keeps it."""
+    agent.toolbox.permission_mode = mode
+    agent.session.record("permission_mode", mode=mode)
+
+
+def next_mode(mode: str) -> str:
+    """The mode after `mode` in CYCLE; from yolo (or any mode outside it), ask."""
+    return CYCLE[(CYCLE.index(mode) + 1) % len(CYCLE)] if mode in CYCLE else CYCLE[0]
+
+
 def _permissions(agent: Agent, arg: str) -> Outcome:
     box = agent.toolbox
     if arg:
         if arg not in MODES:
             return Outcome(f"unknown mode {arg}; choose one of {', '.join(MODES)}", error=True)
-        box.permission_mode = arg
-        agent.session.record("permission_mode", mode=arg)
+        set_mode(agent, arg)
     warning = ["⚠ yolo: every call now runs without asking you, edits and commands alike; "
                "/permissions ask goes back"] if arg == "yolo" else []
     rules = box.rules

@@ -11,8 +11,10 @@ boundary, ctrl+n queues a message for the end of the turn.
 | ctrl+n | Queue for the end of the turn |
 | ctrl+o | Micro-handoff |
 | escape, ctrl+c | Interrupt the working agent (what streamed stays, marked interrupted) |
+| escape escape | Idle: clear the prompt (Up brings it back) |
+| shift+tab | Cycle the permission mode: ask, auto-edit, read-only (never into yolo) |
+| ctrl+t | Move into the transcript (tab comes back) |
 | pageup, pagedown | Scroll the transcript |
-| shift+tab | Move into the transcript (tab comes back) |
 | ctrl+u | Show earlier transcript entries |
 | ctrl+p | Command palette |
 | ctrl+c | Idle: clear the prompt; on an empty prompt, twice quits |
@@ -58,6 +60,9 @@ else:  # loaded on first use, after the first frame (pydantic and the core are m
     ev = lazy("rhapsody.core.events")
     handoff_state = lazy("rhapsody.core.handoff_state")
 
+ESC_TWICE = 0.8
+"""Seconds within which a second Esc clears the input."""
+
 PALETTE_MARGIN = 6
 """Columns of the command palette's width that its descriptions cannot use (padding, scrollbar)."""
 
@@ -74,6 +79,9 @@ class RhapsodyApp(App[int]):
     BINDINGS = [
         Binding("ctrl+o", "handoff", "Handoff", id="handoff", priority=True),
         Binding("escape", "interrupt", "Interrupt", id="interrupt"),
+        Binding("escape", "escape_idle", "Clear", id="clear", tooltip="Press twice to clear the input"),
+        Binding("shift+tab", "cycle_mode", "Mode", id="mode", priority=True, show=False),
+        Binding("ctrl+t", "to_transcript", "Transcript", id="transcript", show=False),
         Binding("ctrl+n", "noop", "Queue", id="queue", show=True, tooltip="Queue the message for the end of the turn"),
         Binding("ctrl+j", "noop", "New line", id="newline", show=False),
         Binding("ctrl+u", "earlier", "Earlier", id="earlier", priority=True, show=False),
@@ -119,6 +127,7 @@ class RhapsodyApp(App[int]):
         self._said_interrupted = False
         self._thinking: Entry | None = None
         self._ctrl_c_at = 0.0
+        self._esc_at = 0.0
         self._replying = False
         self._held: list[dict[str, Any]] = []
         self._git = ""
@@ -543,6 +552,39 @@ class RhapsodyApp(App[int]):
         if self.busy:
             self.workers.cancel_group(self, "agent")
 
+    def action_escape_idle(self) -> None:
+        """Esc while idle: a second Esc soon after clears the input (Up brings it back)."""
+        now = time.monotonic()
+        twice, self._esc_at = now - self._esc_at < ESC_TWICE, now
+        prompt = self.query_one(PromptInput)
+        if not twice:
+            if prompt.text.strip():
+                self.notify("Esc again clears the input", timeout=ESC_TWICE)
+            return
+        self._esc_at = 0.0
+        if prompt.text.strip():
+            prompt.set_aside()
+        else:
+            self.escape_twice_on_empty()
+
+    def escape_twice_on_empty(self) -> None:
+        """Esc Esc on an empty input: kept free for going back to an earlier message (/rewind); nothing yet."""
+
+    def action_cycle_mode(self) -> None:
+        """shift+tab: the next permission mode of ask, auto-edit and read-only; yolo only by flag or /permissions."""
+        if not self.ready:
+            return
+        mode = commands.next_mode(self.agent.toolbox.permission_mode)
+        commands.set_mode(self.agent, mode)
+        self.refresh_status()
+        self.notify(f"permissions: {mode} (shift+tab cycles ask, auto-edit, read-only)", timeout=2)
+
+    def action_to_transcript(self) -> None:
+        """ctrl+t: onto the transcript's newest line (Up and Down move, Enter unfolds, Tab comes back)."""
+        lines = self.transcript.foldables()
+        if lines:
+            lines[-1].focus()
+
     def action_noop(self) -> None:
         """Bindings handled by the prompt, listed here so the Footer shows them."""
 
@@ -558,8 +600,10 @@ class RhapsodyApp(App[int]):
         """ctrl+c stops the agent while it works and clears or quits while it is idle; the footer says which."""
         if action == "stop":
             return self.busy
-        if action == "clear_or_quit":
+        if action in ("clear_or_quit", "escape_idle"):
             return not self.busy
+        if action == "interrupt":
+            return self.busy
         return True
 
     def action_stop(self) -> None:
