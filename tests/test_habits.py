@@ -11,7 +11,7 @@ from rhapsody.tui.app import RhapsodyApp
 from rhapsody.tui.approval import ApprovalPanel
 from rhapsody.tui.widgets import Foldable, PromptInput
 
-from .conftest import Stub
+from .conftest import SANDBOX, Stub
 from .test_app_keys import NARRATE, ask_app, asking, idle, panel, plain_app, records, send, texts, until
 
 LONG = " ".join(f"word{i}" for i in range(400))
@@ -175,3 +175,25 @@ async def test_shift_tab_cycles_ask_auto_edit_read_only_and_never_into_yolo(stub
         assert app.agent.toolbox.permission_mode == "ask"
     modes = [r["mode"] for r in records(app) if r["kind"] == "permission_mode"]
     assert modes == ["auto-edit", "read-only", "ask"] * 2 + ["auto-edit", "yolo", "ask"]
+
+
+async def test_a_bang_command_runs_in_the_sandbox_is_shown_and_reaches_the_agent_as_the_humans_words(
+        stub: Stub, project: Path, tmp_path: Path) -> None:
+    stub.script(say("I see the listing you ran."))
+    outside = tmp_path / "outside.txt"
+    app = plain_app(stub, project)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await send(pilot, f"!ls; echo made > bang.txt; echo x > {outside}; echo $ANTHROPIC_API_KEY-none")
+        await until(pilot, lambda: any(e.text.startswith("! ls") and "→ exit 0" in e.text for e in app.transcript.entries))
+        entry = [e for e in app.transcript.entries if e.text.startswith("! ls")][0]
+        assert "app.py" in entry.body and "-none" in entry.body
+        assert not stub.server.requests  # nothing sent: it waits for the next message
+        await send(pilot, "what did you see?")
+        await idle(pilot)
+    assert (project / "bang.txt").read_text() == "made\n"  # inside the project: the sandbox lets it write there
+    assert not outside.exists() or SANDBOX == "off"  # outside it: refused, as for the agent's bash
+    sent = stub.bodies()[0]["messages"][-1]["content"]
+    texts_sent = [b["text"] for b in sent if b.get("type") == "text"]
+    assert any(t.startswith("I ran `ls; echo made") and "(exit 0)" in t and "app.py" in t for t in texts_sent)
+    hints = [r for r in records(app) if r["kind"] == "hint"]
+    assert len(hints) == 1 and hints[0]["mode"] == "queue"

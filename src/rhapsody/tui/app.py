@@ -238,7 +238,9 @@ class RhapsodyApp(App[int]):
             self._early.append(message)
             return
         text = message.text
-        if commands.is_command(text):
+        if text.startswith("!") and text[1:].strip():
+            self.run_worker(self.shell(text[1:].strip()), group="shell")
+        elif commands.is_command(text):
             await self.command(text)
         elif self.busy:
             await self.add_hint(text, "queue" if message.queue else "steer")
@@ -298,6 +300,19 @@ class RhapsodyApp(App[int]):
         entry = Entry.of(render.pending_hint(hint.id, text, mode))
         await self.transcript.add(entry)
         self.hints[hint.id] = entry
+
+    async def shell(self, command: str) -> None:
+        """`!command`: run it in the agent's sandbox; its output is shown and queued as the human's own words."""
+        from rhapsody.shell_mode import run_human_command
+
+        await self.drop_welcome()
+        entry = Entry("tool", f"! {command} … running (yours: the agent reads the output with your next message)")
+        await self.transcript.add(entry)
+        run = await run_human_command(self.agent, command)
+        code = f"exit {run.exit_code}" if run.exit_code is not None else "error"
+        entry.text = f"! {command} → {code} · {run.hint_id} queued: the agent reads it with your next message"
+        entry.body, entry.key, entry.state = run.output, run.hint_id, "exit" if run.exit_code is not None else "error"
+        self.transcript.sync(entry)
 
     async def command(self, text: str, echo: bool = True) -> None:
         """Run a slash command and show what it said, below the command itself (`echo`: typed or chosen in the
