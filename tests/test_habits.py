@@ -197,3 +197,25 @@ async def test_a_bang_command_runs_in_the_sandbox_is_shown_and_reaches_the_agent
     assert any(t.startswith("I ran `ls; echo made") and "(exit 0)" in t and "app.py" in t for t in texts_sent)
     hints = [r for r in records(app) if r["kind"] == "hint"]
     assert len(hints) == 1 and hints[0]["mode"] == "queue"
+
+
+async def test_ctrl_g_edits_the_draft_in_the_editor_and_a_missing_editor_says_so(
+        stub: Stub, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    editor = tmp_path / "editor.sh"
+    editor.write_text('#!/bin/sh\nprintf "%s\\n" "$(cat "$1") and a second line" > "$1"\n')
+    editor.chmod(0o755)
+    monkeypatch.setenv("VISUAL", str(editor))
+    app = plain_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        prompt = app.query_one(PromptInput)
+        await pilot.press(*"first draft")
+        await pilot.press("ctrl+g")
+        await pilot.pause()
+        assert prompt.text == "first draft and a second line"
+        monkeypatch.setenv("VISUAL", str(tmp_path / "no-such-editor"))
+        await pilot.press("ctrl+g")
+        await pilot.pause()
+        assert prompt.text == "first draft and a second line" and app.is_running
+    import tempfile
+
+    assert not list(Path(tempfile.gettempdir()).glob("rhapsody-prompt-*"))  # the draft file is gone

@@ -96,6 +96,8 @@ KEYS = (("enter", "send; while the agent works, a hint for its next step"),
         ("shift+tab", "cycle the permission mode: ask, auto-edit, read-only (never yolo)"),
         ("ctrl+t", "move into the transcript (tab comes back, enter unfolds)"),
         ("esc esc", "clear the input (up brings it back)"),
+        ("ctrl+g", "edit the input in $VISUAL or $EDITOR"),
+        ("!command", "run a shell command yourself, sandboxed; the agent reads its output"),
         ("ctrl+u", "show earlier transcript entries"),
         ("ctrl+p", "command palette"),
         ("ctrl+c", "interrupt the agent; idle: clear the prompt, on an empty one twice to quit"))

@@ -14,6 +14,7 @@ boundary, ctrl+n queues a message for the end of the turn.
 | escape escape | Idle: clear the prompt (Up brings it back) |
 | shift+tab | Cycle the permission mode: ask, auto-edit, read-only (never into yolo) |
 | ctrl+t | Move into the transcript (tab comes back) |
+| ctrl+g | Edit the prompt in $VISUAL or $EDITOR |
 | pageup, pagedown | Scroll the transcript |
 | ctrl+u | Show earlier transcript entries |
 | ctrl+p | Command palette |
@@ -82,6 +83,7 @@ class RhapsodyApp(App[int]):
         Binding("escape", "escape_idle", "Clear", id="clear", tooltip="Press twice to clear the input"),
         Binding("shift+tab", "cycle_mode", "Mode", id="mode", priority=True, show=False),
         Binding("ctrl+t", "to_transcript", "Transcript", id="transcript", show=False),
+        Binding("ctrl+g", "edit_prompt", "Editor", id="editor", priority=True, show=False),
         Binding("ctrl+n", "noop", "Queue", id="queue", show=True, tooltip="Queue the message for the end of the turn"),
         Binding("ctrl+j", "noop", "New line", id="newline", show=False),
         Binding("ctrl+u", "earlier", "Earlier", id="earlier", priority=True, show=False),
@@ -593,6 +595,20 @@ class RhapsodyApp(App[int]):
         commands.set_mode(self.agent, mode)
         self.refresh_status()
         self.notify(f"permissions: {mode} (shift+tab cycles ask, auto-edit, read-only)", timeout=2)
+
+    def action_edit_prompt(self) -> None:
+        """ctrl+g: edit the draft in $VISUAL or $EDITOR; what the editor saves becomes the draft."""
+        from rhapsody.tui.editor import edit_in_editor
+
+        prompt = self.query_one(PromptInput)
+        try:
+            text = edit_in_editor(self, prompt.text)
+        except OSError as exc:
+            self.notify(f"the editor did not start: {exc}", severity="error", timeout=4)
+            return
+        prompt.text = text
+        prompt.move_cursor(prompt.document.end)
+        prompt.focus()
 
     def action_to_transcript(self) -> None:
         """ctrl+t: onto the transcript's newest line (Up and Down move, Enter unfolds, Tab comes back)."""
