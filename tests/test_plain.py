@@ -234,3 +234,19 @@ async def test_plain_a_slash_command_or_ctrl_o_while_a_question_is_open_runs_and
     assert (project / "made.txt").exists()
     by = [(r["decision"], r["by"]) for r in wiring.session.records if r["kind"] == "permission"]
     assert by == [("allow", "human")]
+
+
+async def test_plain_resume_shows_where_the_session_was_left(stub: Stub, project: Path) -> None:
+    from .conftest import collect
+
+    stub.script(say("The total is computed in report.py."))
+    wiring = stub.wire(project)
+    await collect(wiring.agent.run("where is the total computed?"))
+    out = io.StringIO()
+    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
+        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+        await until(lambda: "resumed" in out.getvalue())
+        pipe.send_text("/quit\r")
+        assert await asyncio.wait_for(task, 10) == 0
+    text = out.getvalue()
+    assert "resumed; where it was left:\n  you: where is the total computed?\n  agent: The total is computed" in text

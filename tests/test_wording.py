@@ -89,3 +89,20 @@ def test_the_status_says_thinking_only_when_thinking_streams() -> None:
     live.start("bash")
     live.thinking()  # a stray call while a tool runs changes nothing
     assert " bash " in live.text()
+
+
+async def test_the_recap_says_the_last_exchange_files_changed_seams_and_cost(stub: Stub, project: Path) -> None:
+    from rhapsody.recap import recap_text
+
+    from .conftest import collect
+
+    stub.script(call(NARRATE, "write_file", path="notes.txt", content="hi\n"), say("Wrote notes.txt with a greeting."))
+    wiring = stub.wire(project)
+    assert recap_text(wiring.session.records, wiring.session.id) == ""  # nothing said: nothing to recap
+    await collect(wiring.agent.run("write a greeting"))
+    text = recap_text(wiring.session.records, wiring.session.id)
+    lines = text.splitlines()
+    assert lines[0] == f"rhapsody session {wiring.session.id}:"
+    assert lines[1] == "  you: write a greeting" and lines[2] == "  agent: Wrote notes.txt with a greeting."
+    assert lines[3] == "  files changed: notes.txt"
+    assert lines[4].startswith("  2 requests, 1 tool call, seams 0, cost $")

@@ -422,6 +422,9 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
         app = RhapsodyApp(wiring.agent, settings, approver, initial=initial, welcome=welcome)
         asyncio.run(_closing(wiring, app.run_async()))
         status = 0
+        from rhapsody.recap import recap_text
+
+        print(recap_text(wiring.agent.session.records, wiring.agent.session.id), end="")  # the screen is gone: this stays
     parting = parting_line(wiring.session, root, demo)
     if parting:
         print(parting)

@@ -32,6 +32,7 @@ from rhapsody.core.approval import GRACE, HumanApprover, Question
 from rhapsody.core.loop import Agent
 from rhapsody.core.tools import Approval
 from rhapsody.preview import plain_text
+from rhapsody.recap import recap_lines
 from rhapsody.render import event_lines, harness_lines, plain, print_event
 
 
@@ -218,6 +219,8 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
             f"permissions {agent.toolbox.permission_mode}\n"
             "While the agent works, a typed line is a hint for its next tool boundary; start it with >> to "
             "queue it for the end of the turn. Ctrl+C interrupts (twice at the prompt quits), Ctrl+D quits, /help lists the commands and keys.")
+        if any(r["kind"] == "message" for r in agent.session.records):  # resumed: where it was left
+            say("\n".join(["resumed; where it was left:", *recap_lines(agent.session.records)]))
         for notice in agent.toolbox.start_sources():  # MCP servers start in the background
             say(f"  ! {notice}")
         while True:
