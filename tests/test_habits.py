@@ -219,3 +219,26 @@ async def test_ctrl_g_edits_the_draft_in_the_editor_and_a_missing_editor_says_so
     import tempfile
 
     assert not list(Path(tempfile.gettempdir()).glob("rhapsody-prompt-*"))  # the draft file is gone
+
+
+async def test_a_question_rings_by_default_and_a_long_turn_notifies_only_when_asked(stub: Stub, project: Path) -> None:
+    stub.script(call(NARRATE, "bash", command="touch one.txt"), say("done"), say("again"))
+    app = ask_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.start_turn("go")
+        await until(pilot, lambda: asking(app))
+        assert app.signalled == ["\a"]  # on by default for a question, as the bell
+        await pilot.press("y", "enter")
+        await idle(pilot)
+        assert app.signalled == ["\a"]  # the end of a turn: not by default
+        app.settings.notify, app.settings.notify_with, app.settings.notify_after = "waiting", "osc9", 0.0
+        app.start_turn("more")
+        await idle(pilot)
+        assert app.signalled[-1] == "\x1b]9;rhapsody: the agent has finished and waits for you\x07"
+
+
+def test_a_notification_never_carries_control_characters() -> None:
+    from rhapsody.tui.notify import sequence
+
+    assert sequence("osc777", "bash\x07\x1b]0;owned;x waits") == "\x1b]777;notify;rhapsody;bash]0ownedx waits\x07"
+    assert sequence("bell", "anything") == "\a"

@@ -130,6 +130,8 @@ class RhapsodyApp(App[int]):
         self._thinking: Entry | None = None
         self._ctrl_c_at = 0.0
         self._esc_at = 0.0
+        self.signalled: list[str] = []
+        """What was written to the terminal to say the agent waits (the bell or a notification)."""
         self._replying = False
         self._held: list[dict[str, Any]] = []
         self._git = ""
@@ -351,6 +353,7 @@ class RhapsodyApp(App[int]):
         if text:
             await self.transcript.add(Entry("user", f"› {text}"))
         self._said_interrupted = False
+        began = time.monotonic()
         self.live.start("working")
         self.set_state("working")
         try:
@@ -358,6 +361,8 @@ class RhapsodyApp(App[int]):
                 async for event in stream:
                     await self.apply(event)
             await self.after_turn()
+            if time.monotonic() - began > self.settings.notify_after:
+                self.signal("turn_end", "rhapsody: the agent has finished and waits for you")
         except asyncio.CancelledError:
             if not self._said_interrupted:  # cancelled before the loop could say so itself
                 await self.interrupted()
@@ -508,6 +513,7 @@ class RhapsodyApp(App[int]):
             question = await approver.next_question()
             self.mark_calls(question.tool, "asking")
             self.set_state("waiting for you")
+            self.signal("approval", f"rhapsody: {question.tool} waits for your answer")
             self.live.pause()
             try:
                 await self.ask(question)
@@ -532,6 +538,17 @@ class RhapsodyApp(App[int]):
             await panel.remove()
             if refocus:
                 self.query_one(PromptInput).focus()
+
+    def signal(self, reason: str, message: str) -> None:
+        """Tell a person who looks elsewhere that the agent waits for them, as `notify` and `notify_with` say."""
+        from rhapsody.tui.notify import sequence, wanted
+
+        if not wanted(self.settings.notify, reason):
+            return
+        text = sequence(self.settings.notify_with, message)
+        self.signalled.append(text)
+        if self._driver is not None:
+            self._driver.write(text)
 
     def mark_calls(self, tool: str, state: str) -> None:
         """Running calls of `tool` say whether they wait for the human."""
