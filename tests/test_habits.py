@@ -242,3 +242,20 @@ def test_a_notification_never_carries_control_characters() -> None:
 
     assert sequence("osc777", "bash\x07\x1b]0;owned;x waits") == "\x1b]777;notify;rhapsody;bash]0ownedx waits\x07"
     assert sequence("bell", "anything") == "\a"
+
+
+async def test_help_taller_than_the_screen_opens_at_its_first_line_and_scrolls(stub: Stub, project: Path) -> None:
+    from rhapsody.tui.widgets import Notice
+
+    app = plain_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await send(pilot, "/help")
+        await pilot.pause(0.1)
+        notice = [w for w in app.transcript.query(Notice) if "/model" in w.entry.text][-1]
+        view = app.transcript.region
+        assert notice.region.height > view.height  # taller than the transcript at 80x24
+        assert view.y <= notice.region.y < view.y + 2  # its first line is in view, at the top
+        top = app.transcript.scroll_y
+        await pilot.press("pagedown")
+        await pilot.pause()
+        assert app.transcript.scroll_y > top

@@ -38,6 +38,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Static
+from textual.widget import Widget
 from textual.worker import Worker
 
 from rhapsody.lazy import lazy, load_all
@@ -275,7 +276,7 @@ class RhapsodyApp(App[int]):
         for entry in [e for e in self.transcript.entries if e.kind == "welcome"]:
             await self.transcript.remove_entry(entry)
 
-    async def note(self, text: str, kind: str = "notice") -> None:
+    async def note(self, text: str, kind: str = "notice") -> Widget:
         """Show a command's output (kind `command`: the command itself); a `notice` record keeps it in place
         on a rebuild and on --continue, drawn by the renderer from that record.
 
@@ -289,7 +290,7 @@ class RhapsodyApp(App[int]):
             self._held.append(fields)
         else:
             self.agent.session.record("notice", **fields)
-        await self.transcript.add(Entry.of(render.notice_line(fields)), pin=self._replying)
+        return await self.transcript.add(Entry.of(render.notice_line(fields)), pin=self._replying)
 
     def record_held(self) -> None:
         """Notices said while a reply streamed are recorded after it."""
@@ -297,6 +298,13 @@ class RhapsodyApp(App[int]):
         for fields in self._held:
             self.agent.session.record("notice", **fields)
         self._held = []
+
+    def top_in_view(self, widget: Widget) -> None:
+        """An output taller than the transcript (/help at 80x24) is shown from its first line; PageDown reads on."""
+        view = self.transcript
+        if widget.is_mounted and widget.outer_size.height > view.scrollable_content_region.height:
+            view.anchor(False)  # the next message sent anchors it to the bottom again
+            view.scroll_to_widget(widget, top=True, animate=False, immediate=True)
 
     async def add_hint(self, text: str, mode: str) -> None:
         """Queue a hint (on disk at once) and show it as pending."""
@@ -335,7 +343,8 @@ class RhapsodyApp(App[int]):
         if outcome.reload:
             await self.reload()
         if outcome.text and not outcome.in_history:
-            await self.note(outcome.text, "error" if outcome.error else "notice")
+            shown = await self.note(outcome.text, "error" if outcome.error else "notice")
+            self.call_after_refresh(self.top_in_view, shown)
         if outcome.run_turn and not self.busy:  # a turn about to start asks at its end (after_turn)
             self.start_turn(None)
         self.refresh_status()
