@@ -117,13 +117,13 @@ async def test_a_write_to_a_secret_file_denied_keeps_no_diff_in_history(stub: St
 
 
 @pytest.mark.parametrize("width", [80, 160])
-async def test_a_denied_edit_line_keeps_tool_and_path_says_denied_once_and_cuts_the_reason(
+async def test_a_denied_edit_line_keeps_tool_and_path_says_denied_once_and_wraps_its_reason(
         stub: Stub, project: Path, width: int) -> None:
     reason = "check the sum start value, it should begin at zero and not at one, as the report expects " * 2
     _, shown = await deny_edit_in_app(stub, project, (width, 24), reason.strip())
-    folded = shown.splitlines()[0]
-    assert "edit_file app.py → denied by the human: check the sum" in folded
-    assert folded.count("denied") == 1 and folded.endswith("…") and len(folded) <= width
+    folded = shown.split("\n▼", 1)[0]  # the folded line, whole: the widget wraps it
+    assert folded.startswith("▶ edit_file app.py → denied by the human: check the sum")
+    assert folded.count("denied") == 1 and "not at one, as the" in folded and len(folded) > 80  # past 80: wrapped
     plain = render.plain(render.tool_line(render.ToolView(
         ToolUseBlock(id="t", name="edit_file", input={"path": "app.py"}), "denied", output=f"denied by the human: {reason}")))
     assert plain.count("denied") == 1 and plain.endswith(reason.strip())  # plain mode prints the whole reason

@@ -259,3 +259,27 @@ async def test_help_taller_than_the_screen_opens_at_its_first_line_and_scrolls(s
         await pilot.press("pagedown")
         await pilot.pause()
         assert app.transcript.scroll_y > top
+
+
+async def test_at_80_columns_the_seam_keeps_its_figures_and_a_stripped_call_its_recall_id(
+        stub: Stub, project: Path) -> None:
+    from .test_handoff_e2e import handoff_turn
+
+    stub.script(call(NARRATE, "bash", command="cat app.py; echo " + "padding-words " * 6), say("add subtracts."),
+                handoff_turn(), say("Noted."))
+    app = plain_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.start_turn("check add")
+        await idle(pilot)
+        await app.command("/handoff")
+        await idle(pilot)
+        await pilot.pause()
+        seam = [e for e in app.transcript.entries if e.kind == "seam"][-1]
+        stripped = [e for e in app.transcript.entries if e.kind == "tool" and "recall" in e.text][0]
+        shown = {}
+        for entry in (seam, stripped):
+            widget = app.transcript.widgets[entry]
+            shown[entry.kind] = " ".join(strip.text.strip() for strip in widget.render_lines(widget.region.reset_offset))
+        assert shown["seam"].removeprefix("▶ ").strip() == " ".join(seam.text.split())  # every figure, wrapped
+        recall = "recall " + stripped.text.split(" · recall ", 1)[1]
+        assert recall in shown["tool"] and app.transcript.widgets[stripped].size.height >= 2

@@ -149,9 +149,7 @@ class Foldable(Static, can_focus=True):
         if not self.expanded:
             title = self.title
             if self.entry.kind == "tool" and self.size.width:
-                from rhapsody.render import fit_tool_title
-
-                title = fit_tool_title(title, self.content_size.width - 2)
+                title = wrap_title(title, self.content_size.width - 2)
             return Text(f"{mark} {title}") + self.peeked()
         body = self.entry.body[:RESULT_PREVIEW]
         if self.cut:
@@ -182,7 +180,9 @@ class Foldable(Static, can_focus=True):
         else:
             shown = Text("\n".join(lines), style="dim")
         text = Text()
+        room = max(8, self.content_size.width - 4)
         for i, line in enumerate(shown.split()):
+            line.truncate(room, overflow="ellipsis")  # a result's lines are cut, never wrapped: the lines stay few
             text.append("\n    " if i else "\n  ⎿ ")
             text.append_text(line)
         return text
@@ -270,6 +270,20 @@ class Foldable(Static, can_focus=True):
             event.stop()
             event.prevent_default()
             self.action_to_prompt().insert(event.character)
+
+
+def wrap_title(title: str, width: int) -> str:
+    """A folded call's line for `width` columns: only the command or path is cut, so that it and the outcome
+    start on the first row; the reason of a refusal and a stripped call's recall id stay whole and wrap."""
+    from rhapsody.render import OUTCOME
+
+    found = list(OUTCOME.finditer(title))
+    if len(title) <= width or not found or width < 20:
+        return title
+    head, outcome = title[: found[-1].start()], title[found[-1].start():]
+    state = outcome.split(": ", 1)[0].split(" · ", 1)[0]
+    room = max(12, width - len(state))
+    return (head if len(head) <= room else head[: room - 1] + "…") + outcome
 
 
 class TranscriptView(VerticalScroll):
