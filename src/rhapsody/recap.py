@@ -12,7 +12,13 @@ from rhapsody.core.wording import counted
 from rhapsody.render import dollars, one_line
 
 WIDTH = 100
-"""Columns a recap line is cut to."""
+"""Columns a recap line is cut to, at most (a narrower terminal: its width)."""
+
+
+def _width() -> int:
+    import shutil
+
+    return min(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns - 1)
 
 
 def _texts(record: dict[str, Any]) -> str:
@@ -46,11 +52,12 @@ def recap_lines(records: list[dict[str, Any]]) -> list[str]:
     from rhapsody.figures import figures
 
     asked, said = last_exchange(records)
-    lines = [f"  you: {one_line(asked, WIDTH - 7)}"] if asked else []
-    lines += [f"  agent: {one_line(said, WIDTH - 9)}"] if said else []
+    width = _width()
+    lines = [f"  you: {one_line(asked, width - 7)}"] if asked else []
+    lines += [f"  agent: {one_line(said, width - 9)}"] if said else []
     files = changed_files(records)
     if files:
-        lines.append(f"  files changed: {one_line(', '.join(files), WIDTH - 17)}")
+        lines.append(f"  files changed: {one_line(', '.join(files), width - 17)}")
     f = figures(records)
     cost = dollars(f.cost) if f.priced else "unknown (a model without a price)"
     lines.append(f"  {counted(f.requests, 'request')}, {counted(f.tool_calls, 'tool call')}, seams {f.seams}, cost {cost}")

@@ -11,6 +11,7 @@ import shlex
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from textual.app import App, SuspendNotSupported
 
@@ -20,7 +21,7 @@ def editor_command() -> list[str]:
     return shlex.split(os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi")
 
 
-def edit_in_editor(app: App[object], draft: str) -> str:
+def edit_in_editor(app: App[Any], draft: str) -> str:
     """The draft after the person edited it; raises OSError when the editor cannot start."""
     fd, name = tempfile.mkstemp(prefix="rhapsody-prompt-", suffix=".md")
     path = Path(name)
