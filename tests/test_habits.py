@@ -283,3 +283,30 @@ async def test_at_80_columns_the_seam_keeps_its_figures_and_a_stripped_call_its_
         assert shown["seam"].removeprefix("▶ ").strip() == " ".join(seam.text.split())  # every figure, wrapped
         recall = "recall " + stripped.text.split(" · recall ", 1)[1]
         assert recall in shown["tool"] and app.transcript.widgets[stripped].size.height >= 2
+
+
+async def test_the_resume_picker_has_a_title_searches_and_previews(stub: Stub, project: Path) -> None:
+    from rhapsody.tui.picker import SessionPicker
+
+    from .conftest import collect
+
+    stub.script(say("The total lives in report.py."), say("Tests are in test_app.py."))
+    first = stub.wire(project)
+    await collect(first.agent.run("where is the total computed?"))
+    second = stub.wire(project)
+    await collect(second.agent.run("which file holds the tests?"))
+    picker = SessionPicker(project)
+    async with picker.run_test(size=(100, 24)) as pilot:
+        title = str(picker.query_one("#title").render())
+        assert title.startswith("Resume a session in") and "type to search" in title
+        listing = picker.query_one("OptionList")
+        lines = [str(listing.get_option_at_index(i).prompt) for i in range(listing.option_count)]
+        assert "which file holds the tests?" in lines[0] and "just now" in lines[0] and "seams 0" in lines[0]
+        preview = str(picker.query_one("#preview").render())
+        assert "agent: Tests are in test_app.py." in preview and "1 request" in preview
+        await pilot.press(*"total")
+        await pilot.pause()
+        assert listing.option_count == 1 and "where is the total" in str(listing.get_option_at_index(0).prompt)
+        assert "The total lives in report.py." in str(picker.query_one("#preview").render())
+        await pilot.press("enter")
+    assert picker.return_value == first.session.id
