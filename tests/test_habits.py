@@ -310,3 +310,16 @@ async def test_the_resume_picker_has_a_title_searches_and_previews(stub: Stub, p
         assert "The total lives in report.py." in str(picker.query_one("#preview").render())
         await pilot.press("enter")
     assert picker.return_value == first.session.id
+
+
+async def test_readline_keys_edit_the_prompt_and_ctrl_l_loads_earlier_entries(stub: Stub, project: Path) -> None:
+    app = plain_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        prompt = app.query_one(PromptInput)
+        await pilot.press(*"fix the add function")
+        await pilot.press("ctrl+w")
+        assert prompt.text == "fix the add "
+        await pilot.press("ctrl+u")
+        assert prompt.text == ""
+        await pilot.press(*"keep this", "home", "ctrl+k")
+        assert prompt.text == ""

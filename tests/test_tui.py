@@ -121,7 +121,7 @@ async def test_resume_of_a_long_session_mounts_only_a_window(stub: Stub, project
         await app.transcript.load([Entry("assistant", f"message {i}") for i in range(3000)])
         await pilot.pause()
         assert len(app.transcript.widgets) == WINDOW
-        await pilot.press("ctrl+u")
+        await pilot.press("ctrl+l")
         await pilot.pause()
         assert len(app.transcript.widgets) == WINDOW + 50
 

@@ -16,7 +16,7 @@ boundary, ctrl+n queues a message for the end of the turn.
 | ctrl+t | Move into the transcript (tab comes back) |
 | ctrl+g | Edit the prompt in $VISUAL or $EDITOR |
 | pageup, pagedown | Scroll the transcript |
-| ctrl+u | Show earlier transcript entries |
+| ctrl+l | Show earlier transcript entries (ctrl+u, ctrl+k, ctrl+w edit the prompt as in readline) |
 | ctrl+p | Command palette |
 | ctrl+c | Idle: clear the prompt; on an empty prompt, twice quits |
 """
@@ -87,7 +87,7 @@ class RhapsodyApp(App[int]):
         Binding("ctrl+g", "edit_prompt", "Editor", id="editor", priority=True, show=False),
         Binding("ctrl+n", "noop", "Queue", id="queue", show=True, tooltip="Queue the message for the end of the turn"),
         Binding("ctrl+j", "noop", "New line", id="newline", show=False),
-        Binding("ctrl+u", "earlier", "Earlier", id="earlier", priority=True, show=False),
+        Binding("ctrl+l", "earlier", "Earlier", id="earlier", priority=True, show=False),
         Binding("ctrl+c", "stop", "Interrupt", id="stop", priority=True, tooltip="Stop the agent"),
         Binding("ctrl+c", "clear_or_quit", "Quit", id="quit", priority=True,
                 tooltip="Clear the prompt; on an empty prompt, press twice to quit"),

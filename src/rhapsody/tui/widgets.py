@@ -404,7 +404,7 @@ class TranscriptView(VerticalScroll):
 
     def _update_earlier(self) -> None:
         button = self.query_one("#earlier", Button)
-        button.label = f"▲ {self.first_mounted} earlier {'entry' if self.first_mounted == 1 else 'entries'} (ctrl+u loads more)"
+        button.label = f"▲ {self.first_mounted} earlier {'entry' if self.first_mounted == 1 else 'entries'} (ctrl+l loads more)"
         button.set_class(self.first_mounted == 0, "hidden")
 
     # -- the live reply ---------------------------------------------------------------
