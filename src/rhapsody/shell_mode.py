@@ -11,8 +11,6 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING
 
-from rhapsody.core.secrets import mask
-
 if TYPE_CHECKING:
     from rhapsody.core.loop import Agent
 
@@ -34,11 +32,14 @@ def shell_command(text: str) -> str | None:
 
 async def run_human_command(agent: Agent, command: str) -> HumanRun:
     """Run the human's command in the bash tool's sandbox and queue its output as their own words."""
+    from rhapsody.core.secrets import mask
+    from rhapsody.peek import EXIT_TRAILER
+
     bash = agent.toolbox.tools["bash"]
     confine = getattr(bash, "confinement", None)
     ctx = dataclasses.replace(agent.ctx, confinement=str(confine(agent.toolbox.permission_mode)) if confine else "")
     outcome = await bash.run(bash.Input.model_validate({"command": command}), ctx)
-    output = mask(outcome.content, agent.toolbox.secrets)
+    output = EXIT_TRAILER.sub("", mask(outcome.content, agent.toolbox.secrets))  # the words say the exit code
     words = f"I ran `{command}` myself" + (f" (exit {outcome.exit_code})" if outcome.exit_code is not None else "")
     hint = agent.session.hint(f"{words}:\n```\n{output.rstrip()}\n```", mode="queue")
     return HumanRun(command, outcome.exit_code, output, hint.id)

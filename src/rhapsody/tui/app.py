@@ -43,6 +43,7 @@ from textual.worker import Worker
 
 from rhapsody.lazy import lazy, load_all
 from rhapsody.prompt_aids import InputHistory
+from rhapsody.shell_mode import shell_command
 from rhapsody.tui.status import MODEL_WAIT, Liveness, starting_text, status_line, welcome_text
 from rhapsody.tui.widgets import Entry, Foldable, PromptInput, StatusBar, TranscriptView
 
@@ -243,7 +244,7 @@ class RhapsodyApp(App[int]):
             self._early.append(message)
             return
         text = message.text
-        if text.startswith("!") and text[1:].strip():
+        if shell_command(text) is not None:
             self.run_worker(self.shell(text[1:].strip()), group="shell")
         elif commands.is_command(text):
             await self.command(text)
