@@ -136,6 +136,7 @@ def test_the_peek_leaves_out_refused_failed_running_and_stripped_calls() -> None
     diff = "edited x.py\n\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b"
     assert peek(diff, "ok", 1, 12) == ["@@ -1 +1 @@", "-a", "+b"]
     assert peek("1\n2\n\n[exit code 3]", "exit", 4, 12) == ["1", "2"]  # the line says the exit code
+    assert peek("# Field note\nfacts", "ok", 4, 12, "micro_handoff → ok (0.0 s)") == []  # the seam's line says it
 
 
 async def test_escape_twice_clears_a_draft_that_up_brings_back_and_leaves_an_empty_prompt_alone(

@@ -12,6 +12,9 @@ import re
 EXIT_TRAILER = re.compile(r"\n*\[exit code -?\d+\]\s*$")
 """bash's last line, which the call's own line already says (`→ exit 0`)."""
 
+UNSHOWN = ("micro_handoff",)
+"""Tools whose result is not shown under the line: a handoff's note has the seam's own line."""
+
 SHOWN = ("ok", "exit")
 """States whose result is shown: a refusal or failure says its reason on the line itself."""
 
@@ -25,10 +28,11 @@ def applied_diff(body: str) -> list[str]:
     return []
 
 
-def peek(body: str, state: str, result_lines: int, diff_lines: int) -> list[str]:
-    """The lines shown under a call's line: up to `diff_lines` of an applied diff, else up to `result_lines`
-    of the result, then `… N more lines`; none for a call still running, refused, failed or stripped."""
-    if state not in SHOWN or body.startswith("recall "):
+def peek(body: str, state: str, result_lines: int, diff_lines: int, title: str = "") -> list[str]:
+    """The lines shown under a call's line (`title`): up to `diff_lines` of an applied diff, else up to
+    `result_lines` of the result, then `… N more lines`; none for a call still running, refused, failed or
+    stripped, nor for a handoff."""
+    if state not in SHOWN or body.startswith("recall ") or title.split(" ", 1)[0] in UNSHOWN:
         return []
     diff = applied_diff(body)
     lines, room = (diff, diff_lines) if diff else (EXIT_TRAILER.sub("", body).rstrip().splitlines(), result_lines)

@@ -170,7 +170,8 @@ class Foldable(Static, can_focus=True):
         from rhapsody.peek import applied_diff, peek
 
         result_lines, diff_lines = getattr(self.app, "peek_rows", (4, 12))
-        lines = [line.expandtabs(4) for line in peek(self.entry.body, self.entry.state, result_lines, diff_lines)]
+        lines = [line.expandtabs(4) for line in peek(self.entry.body, self.entry.state, result_lines, diff_lines,
+                                                          self.entry.text)]
         if not lines:
             return Text()
         if applied_diff(self.entry.body):
