@@ -325,3 +325,18 @@ async def test_readline_keys_edit_the_prompt_and_ctrl_l_loads_earlier_entries(st
         assert prompt.text == ""
         await pilot.press(*"keep this", "home", "ctrl+k")
         assert prompt.text == ""
+
+
+async def test_ctrl_c_during_a_question_stops_the_turn_and_the_status_says_idle(stub: Stub, project: Path) -> None:
+    stub.script(call(NARRATE, "bash", command="touch one.txt"), say("never"))
+    app = ask_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.start_turn("go")
+        await until(pilot, lambda: asking(app))
+        await pilot.press("ctrl+c")
+        await idle(pilot)
+        await until(pilot, lambda: not app.query(ApprovalPanel))
+        await pilot.pause(0.1)
+        assert str(app.query_one("#status").render()).lstrip().startswith("idle")
+        assert any(e.kind == "interrupted" for e in app.transcript.entries)
+    assert not (project / "one.txt").exists()

@@ -530,7 +530,7 @@ class RhapsodyApp(App[int]):
             finally:
                 self.live.resume()
                 self.mark_calls(question.tool, "running")
-                self.set_state("working")
+                self.set_state("working" if self.agent.busy else "idle")  # ctrl+c during the question ended the turn
 
     async def ask(self, question: Question) -> None:
         """Dock the question above the prompt until it is answered, or dropped when the turn was interrupted."""
