@@ -14,7 +14,7 @@ from textual.widgets import Static
 from rhapsody.core.approval import HumanApprover
 from rhapsody.loopback.script import call, say
 from rhapsody.tui.app import RhapsodyApp
-from rhapsody.tui.approval import ApprovalScreen
+from rhapsody.tui.approval import ApprovalPanel
 from rhapsody.tui.confirm import ConfirmScreen
 from rhapsody.tui.fullview import FullView
 from rhapsody.tui.widgets import Foldable, PromptInput
@@ -41,6 +41,17 @@ async def idle(pilot: Any) -> None:
     except WorkerCancelled:
         pass
     await pilot.pause()
+
+
+def asking(app: RhapsodyApp) -> ApprovalPanel | None:
+    """The open question's panel once it takes answers (its grace period over), else None."""
+    panels = list(app.query(ApprovalPanel))
+    return panels[0] if panels and panels[0].ready else None
+
+
+def panel(app: RhapsodyApp) -> ApprovalPanel:
+    """The open question's panel."""
+    return app.query_one(ApprovalPanel)
 
 
 def ask_app(stub: Stub, project: Path) -> RhapsodyApp:
@@ -72,8 +83,8 @@ async def test_typing_a_denial_never_approves_and_enter_denies_with_it(stub: Stu
     app = ask_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
         app.start_turn("size?")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None)
-        assert app.screen.focused is not None and app.screen.focused.id == "reason"
+        await until(pilot, lambda: asking(app))
+        assert app.focused is not None and app.focused.id == "reason"
         await pilot.press(*"add a test first, yes", "enter")
         await idle(pilot)
         assert any("→ denied by the human: add a test first" in t for t in texts(app))
@@ -88,14 +99,17 @@ async def test_escape_denies_and_the_diff_is_shown_for_an_edit(stub: Stub, proje
     app = ask_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
         app.start_turn("fix")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None)
-        assert isinstance(app.screen, ApprovalScreen) and app.screen.shown.syntax == "diff"
-        body = app.screen.shown.body
+        await until(pilot, lambda: asking(app))
+        shown = panel(app).shown
+        assert shown.syntax == "diff"
+        body = shown.body
         assert "-    return a - b" in body and "+    return a + b" in body and "--- a/app.py" in body
-        deny = [w for w in app.screen.query(".choice") if "deny" in str(w.render())][0]
+        deny = [w for w in panel(app).query(".choice") if "deny" in str(w.render())][0]
         assert deny.region.bottom <= 24  # the deny line is on screen at 80x24
-        said = str(app.screen.query_one(".said", Static).render())  # the agent's reason, above the question
-        assert said.startswith("the agent: ") and NARRATE.split()[-1] in said
+        said = [w for e, w in app.transcript.widgets.items() if e.kind == "assistant" and NARRATE in e.text][0]
+        view = app.transcript.region  # the agent's reason stays in view, above the question
+        await until(pilot, lambda: said.region.y >= view.y and said.region.bottom <= view.bottom)
+        assert view.bottom <= panel(app).region.y
         await pilot.press("escape")
         await idle(pilot)
     assert "a - b" in (project / "app.py").read_text()
@@ -108,16 +122,16 @@ async def test_lone_hotkeys_answer(stub: Stub, project: Path) -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("go")
         for key in ("y", "a"):
-            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None)
+            await until(pilot, lambda: asking(app))
             await pilot.press(key)
-            assert isinstance(app.screen, ApprovalScreen)  # a key alone never answers
+            assert app.query(ApprovalPanel)  # a key alone never answers
             await pilot.press("enter")
         await idle(pilot)
     assert all((project / n).exists() for n in ("one.txt", "two.txt", "three.txt"))
 
 
-async def test_keys_typed_as_the_dialog_opens_stay_in_the_prompt(stub: Stub, project: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_keys_typed_as_the_question_opens_are_discarded_and_shown_never_left_in_the_prompt(
+        stub: Stub, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import rhapsody.tui.approval
 
     monkeypatch.setattr(rhapsody.tui.approval, "GRACE", 3.0)  # four key presses fit in it on a loaded machine
@@ -125,14 +139,18 @@ async def test_keys_typed_as_the_dialog_opens_stay_in_the_prompt(stub: Stub, pro
     app = ask_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
         app.start_turn("go")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.is_mounted)
-        await pilot.press("a", "enter", "y", "enter")  # meant for the prompt; the dialog just appeared
-        assert isinstance(app.screen, ApprovalScreen) and not app.screen.ready
-        assert "wait" in str(app.screen.query_one("#enter-does", Static).render())
-        assert app.screen_stack[0].query_one(PromptInput).text.endswith("ay")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None)
+        await until(pilot, lambda: app.query(ApprovalPanel) and panel(app).has_focus)
+        await pilot.press("a", "enter", "y", "enter")  # meant for the prompt; the question just appeared
+        assert not panel(app).ready
+        said = str(panel(app).query_one("#enter-does", Static).render())
+        assert "wait" in said and "'a⏎y⏎'" in said  # where they went: shown
+        assert app.query_one(PromptInput).text == ""
+        await until(pilot, lambda: asking(app))
+        assert panel(app).query_one("#reason").value == ""
         await pilot.press("escape")
         await idle(pilot)
+        assert app.query_one(PromptInput).text == "" and not app.query(ApprovalPanel)
+        assert app.focused is app.query_one(PromptInput)
     assert not (project / "one.txt").exists()
     assert app.agent.toolbox.rules.session_allow == []
 
@@ -184,7 +202,7 @@ async def test_an_unfolded_line_folds_again_from_the_keyboard_and_the_footer_say
         cut, whole = (next(w for w in app.transcript.query(Foldable) if c in w.title) for c in ("cat big", "echo short"))
         cut.focus()
         await pilot.pause()
-        assert "enter=Unfold" in footer() and "escape=Interrupt" in footer()
+        assert "enter=Unfold" in footer() and "escape=Clear" in footer()  # idle: Esc Esc clears the input
         folded = cut.size.height
         await pilot.press("enter")
         await pilot.pause()
@@ -453,6 +471,7 @@ async def test_liveness_and_tool_lines_at_80_columns(stub: Stub, project: Path) 
         assert shown.endswith("… running") and len(shown) <= 80
         (project / "go").touch()
         await idle(pilot)
+        await pilot.pause(0.1)  # the footer redraws its keys when the turn ends (ctrl+c: Interrupt, then Quit)
         bar = app.query_one("Footer")
         assert all(key.region.right <= 80 for key in bar.query("FooterKey"))
         assert max(key.region.right for key in bar.query("FooterKey")) > 0
@@ -551,17 +570,18 @@ async def test_help_palette_yolo_and_long_outputs(stub: Stub, project: Path) -> 
         assert shown[-1].startswith("[…") and shown[-2].endswith("x" * 50)
 
 
-async def test_the_approval_dialog_uses_the_rows_at_80x24(stub: Stub, project: Path) -> None:
+async def test_the_question_uses_its_share_of_the_rows_at_80x24_and_leaves_the_transcript_in_view(stub: Stub, project: Path) -> None:
     content = "".join(f"line {i}\n" for i in range(60))
     (project / "long.txt").write_text(content)
     stub.script(call(NARRATE, "write_file", path="long.txt", content=content.replace("line", "row")), say("ok"))
     app = ask_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
         app.start_turn("rewrite")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None)
+        await until(pilot, lambda: asking(app))
         await pilot.pause()
-        box, preview = app.screen.query_one("#approval"), app.screen.query_one("#preview")
-        assert box.region.bottom <= 24 and box.region.height >= 20 and preview.region.height >= 10
+        box, preview = panel(app), panel(app).query_one("#preview")
+        assert box.region.bottom <= 24 - 5 and box.region.height >= 13 and preview.region.height >= 5
+        assert app.transcript.region.height >= 4  # the transcript stays in view above the question
         await pilot.press("escape")
         await idle(pilot)
 
@@ -637,7 +657,11 @@ async def test_sending_from_the_prompt_scrolls_the_transcript_to_the_bottom(stub
         for command in ("/stats", "/help"):
             await send(pilot, command)
             await pilot.pause(0.1)
-            assert view.scroll_y == view.max_scroll_y, command
+            shown = app.transcript.widgets[app.transcript.entries[-1]]
+            if command == "/stats":  # a short output: the bottom
+                assert view.scroll_y == view.max_scroll_y, command
+            else:  # taller than the view: seen from its first line
+                assert view.region.y <= shown.region.y < view.region.y + 2 and view.scroll_y < view.max_scroll_y
             await pilot.press("pageup")
             await pilot.pause()
 
@@ -652,7 +676,7 @@ async def test_up_past_the_first_transcript_line_loads_earlier_entries_then_stay
         await app.transcript.load([Entry("tool", f"bash echo {i} → ok (0.0 s)", f"{i}", f"t{i}", "ok")
                                    for i in range(70)])
         assert app.transcript.first_mounted > 0
-        await pilot.press("shift+tab")
+        await pilot.press("ctrl+t")
         await pilot.pause()
         assert isinstance(app.focused, Foldable) and app.focused.entry.key == "t69"
         for _ in range(75):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -144,7 +145,8 @@ def test_headless_run_prints_narration_and_tool_lines_and_writes_no_key(stub: St
             assert key not in path.read_text(errors="replace"), path
     jsonl = rhapsody("-p", "again", "--cwd", str(project), "--model", MODEL, "--output-format", "jsonl", env=env)
     events = [json.loads(line)["event"] for line in jsonl.stdout.splitlines()]
-    assert events[:2] == ["session", "TurnStarted"] and events[-2:] == ["TurnEnded", "result"]
+    assert events[:2] == ["session", "turn_started"] and events[-2:] == ["turn_ended", "result"]
+    assert all(re.fullmatch(r"[a-z]+(_[a-z]+)*", e) for e in events)  # one naming style for every event
 
 
 def test_help_and_version(tmp_path: Path) -> None:

@@ -203,3 +203,18 @@ def test_the_sample_project_is_copied_without_bytecode(tmp_path: Path) -> None:
         if made:
             cache.rmdir()
     assert sorted(p.name for p in root.iterdir() if p.name != ".git") == ["README.md", "inventory.py", "test_inventory.py"]
+
+
+async def test_after_clear_on_a_fixed_project_the_demo_never_claims_the_tests_fail(stub: Stub, tmp_path: Path) -> None:
+    from rhapsody.commands import run_command
+
+    wiring, human, root = demo(stub, tmp_path)
+    human.asked.append("edit_file")  # the first edit is allowed: the project gets fixed
+    first = await collect(wiring.agent.run(DEMO_TASK))
+    assert "Done. [measured]" in said(first) and "total = 0" in (root / "inventory.py").read_text()
+    run_command(wiring.agent, "/clear")
+    again = await collect(wiring.agent.run(DEMO_TASK))
+    text = said(again)
+    assert [e.exit_code for e in finished(again, "bash")][-1] == 0
+    assert "still fail" not in text and "was denied" not in text
+    assert "Nothing to fix. [measured] All 13 tests pass" in text

@@ -69,7 +69,8 @@ async def test_a_denial_without_words_adds_no_text(stub: Stub, project: Path) ->
 async def test_in_the_app_a_typed_denial_reason_reaches_the_request_after_a_seam(stub: Stub, project: Path) -> None:
     from rhapsody.core.approval import HumanApprover
     from rhapsody.tui.app import RhapsodyApp
-    from rhapsody.tui.approval import ApprovalScreen
+
+    from .test_app_keys import asking, panel
 
     from .conftest import until
     from .test_tui import wait_idle
@@ -84,8 +85,8 @@ async def test_in_the_app_a_typed_denial_reason_reaches_the_request_after_a_seam
     app = RhapsodyApp(wiring.agent, wiring.settings, approver)
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("clean up")
-        await until(lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None, pause=pilot.pause)
-        app.screen.query_one("#reason").value = typed
+        await until(lambda: asking(app), pause=pilot.pause)
+        panel(app).query_one("#reason").value = typed
         await pilot.press("enter")  # Enter denies with the words in the field
         await wait_idle(pilot)
         await app.command("/handoff anyway")

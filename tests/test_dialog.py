@@ -14,12 +14,12 @@ from rhapsody import render
 from rhapsody.core.messages import ToolUseBlock
 from rhapsody.core.tools import Approval
 from rhapsody.loopback.script import call, say
-from rhapsody.tui.approval import ApprovalScreen
+from rhapsody.tui.approval import ApprovalPanel
 from rhapsody.tui.fullview import FullView
 from rhapsody.tui.widgets import Foldable
 
 from .conftest import Stub, collect
-from .test_app_keys import NARRATE, ask_app, idle, plain_app, until
+from .test_app_keys import NARRATE, ask_app, asking, idle, panel, plain_app, until
 
 
 def on_screen(widget: Widget, size: tuple[int, int]) -> bool:
@@ -28,7 +28,7 @@ def on_screen(widget: Widget, size: tuple[int, int]) -> bool:
     return bool(region.height) and region.y >= 0 and region.bottom <= size[1] and region.right <= size[0]
 
 
-def answer_area(screen: ApprovalScreen) -> list[Widget]:
+def answer_area(screen: ApprovalPanel) -> list[Widget]:
     return [*screen.query(".choice"), screen.query_one("#reason"), screen.query_one("#enter-does")]
 
 
@@ -42,32 +42,34 @@ async def test_the_answer_area_stays_on_screen_after_every_resize(stub: Stub, pr
     app = ask_app(stub, project)
     async with app.run_test(size=sizes[0]) as pilot:
         app.start_turn("rewrite")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None)
-        screen = app.screen
-        assert isinstance(screen, ApprovalScreen)
+        await until(pilot, lambda: asking(app))
+        screen = panel(app)
         for size in sizes[1:]:
             await pilot.resize_terminal(*size)
             await pilot.pause(0.1)
             await pilot.pause()
             assert all(on_screen(w, size) for w in answer_area(screen)), size
             preview = screen.query_one("#preview")
-            assert preview.region.height >= 3 and on_screen(screen.query_one("#approval"), size)
+            assert preview.region.height >= 3 and on_screen(screen, size)
+            assert app.transcript.region.height >= 4 and app.transcript.region.bottom <= screen.region.y
         await pilot.press("escape")
         await idle(pilot)
 
 
-async def test_the_transcript_does_not_show_through_beside_the_question_at_160x48(stub: Stub, project: Path) -> None:
+async def test_the_agents_words_stay_in_view_above_the_question_at_160x48(stub: Stub, project: Path) -> None:
     words = "Two files: inventory.py holds the stock and report.py sums total_value. " * 4
     stub.script(call(words, "edit_file", path="app.py", old="a - b", new="a + b"), say("not changed"))
     app = ask_app(stub, project)
     async with app.run_test(size=(160, 48)) as pilot:
         app.start_turn("fix")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None)
+        await until(pilot, lambda: asking(app))
         await pilot.pause()
-        box = app.screen.query_one("#approval").region
+        box = panel(app).region
         rows = [strip.text for strip in app.screen._compositor.render_strips()]
-        beside = [row[: box.x] + row[box.right:] for row in rows]
-        assert box.x > 0 and all(not side.strip() for side in beside), [s for s in beside if s.strip()]
+        above = "\n".join(rows[: box.y])
+        assert "report.py sums total_value" in above and "› fix" in above  # the transcript, not a blank screen
+        below = "\n".join(rows[box.bottom:])
+        assert "waiting for you" in below and "esc Deny" in below  # the status bar and the footer, under the prompt
         await pilot.press("escape")
         await idle(pilot)
 
@@ -78,8 +80,8 @@ async def deny_edit_in_app(stub: Stub, project: Path, size: tuple[int, int], rea
     app = ask_app(stub, project)
     async with app.run_test(size=size) as pilot:
         app.start_turn("fix")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None)
-        app.screen.query_one("#reason", Input).value = reason
+        await until(pilot, lambda: asking(app))
+        panel(app).query_one("#reason", Input).value = reason
         await pilot.press("enter")
         await idle(pilot)
         fold = [w for w in app.transcript.query(Foldable) if "edit_file" in w.title][0]
@@ -115,13 +117,13 @@ async def test_a_write_to_a_secret_file_denied_keeps_no_diff_in_history(stub: St
 
 
 @pytest.mark.parametrize("width", [80, 160])
-async def test_a_denied_edit_line_keeps_tool_and_path_says_denied_once_and_cuts_the_reason(
+async def test_a_denied_edit_line_keeps_tool_and_path_says_denied_once_and_wraps_its_reason(
         stub: Stub, project: Path, width: int) -> None:
     reason = "check the sum start value, it should begin at zero and not at one, as the report expects " * 2
     _, shown = await deny_edit_in_app(stub, project, (width, 24), reason.strip())
-    folded = shown.splitlines()[0]
-    assert "edit_file app.py → denied by the human: check the sum" in folded
-    assert folded.count("denied") == 1 and folded.endswith("…") and len(folded) <= width
+    folded = shown.split("\n▼", 1)[0]  # the folded line, whole: the widget wraps it
+    assert folded.startswith("▶ edit_file app.py → denied by the human: check the sum")
+    assert folded.count("denied") == 1 and "not at one, as the" in folded and len(folded) > 80  # past 80: wrapped
     plain = render.plain(render.tool_line(render.ToolView(
         ToolUseBlock(id="t", name="edit_file", input={"path": "app.py"}), "denied", output=f"denied by the human: {reason}")))
     assert plain.count("denied") == 1 and plain.endswith(reason.strip())  # plain mode prints the whole reason
@@ -197,9 +199,8 @@ async def test_the_answer_field_lists_only_the_answers_offered(stub: Stub, proje
     app = ask_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
         app.start_turn("go")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None)
-        screen = app.screen
-        assert isinstance(screen, ApprovalScreen)
+        await until(pilot, lambda: asking(app))
+        screen = panel(app)
         assert screen.query_one("#reason", Input).placeholder.startswith(offered)
         assert bool(screen.rules) == ("a ⏎" in " ".join(str(c.render()) for c in screen.query(Static)))
         await pilot.press("escape")

@@ -71,7 +71,7 @@ async def test_headless_ask_refuses_with_a_clear_result_and_records_the_decision
     assert not (project / "made.txt").exists()
     result = stub.bodies()[1]["messages"][-1]["content"][0]
     assert result["is_error"] and "no human can answer here (headless)" in result["content"]
-    assert 'allow = ["bash:touch*"]' in result["content"]
+    assert 'allow = ["bash:touch *"]' in result["content"]  # a rule that allows this very call
     decisions = [r for r in read_history(wiring.session.path).records if r["kind"] == "permission"]
     assert decisions and decisions[0]["decision"] == "deny" and decisions[0]["argument"] == "touch made.txt"
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 from pathlib import Path
 
 from prompt_toolkit.application import create_app_session
@@ -199,3 +200,85 @@ async def test_plain_help_lists_plain_keys_and_ctrl_c_at_the_prompt_quits_only_t
         assert await asyncio.wait_for(task, 10) == 0
     help_text = out.getvalue().split("press ctrl+c again")[0]
     assert ">> text" in help_text and "shift+tab" not in help_text and "ctrl+p" not in help_text
+
+
+async def test_plain_ctrl_c_stops_a_working_turn_and_idle_clears_a_typed_line_before_quitting(
+        stub: Stub, project: Path) -> None:
+    stub.script(call(SLOW, "bash", command=f"{GATE}; echo ok"), say("never read"))
+    wiring = stub.wire(project)
+    out = io.StringIO()
+    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
+        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+        pipe.send_text("run it\r")
+        await until(lambda: bool(wiring.agent.in_flight))
+        pipe.send_text("\x03")  # while the agent works: stops it
+        await until(lambda: "interrupted" in out.getvalue() and not wiring.agent.busy)
+        assert not task.done()
+        pipe.send_text("a half typed line\x03")  # idle, with text: clears it, no step toward quitting
+        await asyncio.sleep(0.1)
+        assert "press ctrl+c again" not in out.getvalue()
+        pipe.send_text("\x03")
+        await until(lambda: "press ctrl+c again to quit" in out.getvalue())
+        pipe.send_text("\x03")
+        assert await asyncio.wait_for(task, 10) == 0
+    kinds = [r["kind"] for r in wiring.session.records]
+    assert "interrupted" in kinds and len(stub.server.requests) == 1
+    assert not any("a half typed line" in json.dumps(r) for r in wiring.session.records)
+
+
+async def test_plain_a_slash_command_or_ctrl_o_while_a_question_is_open_runs_and_never_denies(
+        stub: Stub, project: Path) -> None:
+    stub.script(call(SLOW, "bash", command="touch made.txt"), say("Done."))
+    approver = HumanApprover()
+    wiring = stub.wire(project, approver=approver, permission_mode="ask")
+    out = io.StringIO()
+    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
+        over = asyncio.Event()
+        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, approver, out=out, grace=over.wait))
+        pipe.send_text("make the file\r")
+        await until(lambda: "? bash wants to run" in out.getvalue())
+        await end_grace(over)
+        pipe.send_text("/stats\r")
+        await until(lambda: "no seams yet" in out.getvalue() and "still open" in out.getvalue())
+        pipe.send_text("\x0f")  # ctrl+o: /handoff, a command, not the answer
+        await until(lambda: out.getvalue().count("still open") == 2)
+        pipe.send_text("y\r")
+        await until(lambda: "Done." in out.getvalue())
+        pipe.send_text("/quit\r")
+        assert await asyncio.wait_for(task, 10) == 0
+    assert (project / "made.txt").exists()
+    by = [(r["decision"], r["by"]) for r in wiring.session.records if r["kind"] == "permission"]
+    assert by == [("allow", "human")]
+
+
+async def test_plain_resume_shows_where_the_session_was_left(stub: Stub, project: Path) -> None:
+    from .conftest import collect
+
+    stub.script(say("The total is computed in report.py."))
+    wiring = stub.wire(project)
+    await collect(wiring.agent.run("where is the total computed?"))
+    out = io.StringIO()
+    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
+        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+        await until(lambda: "resumed" in out.getvalue())
+        pipe.send_text("/quit\r")
+        assert await asyncio.wait_for(task, 10) == 0
+    text = out.getvalue()
+    assert "resumed; where it was left:\n  you: where is the total computed?\n  agent: The total is computed" in text
+
+
+async def test_plain_bang_command_runs_and_its_output_is_queued_as_the_humans_words(stub: Stub, project: Path) -> None:
+    stub.script(say("Seen."))
+    wiring = stub.wire(project)
+    out = io.StringIO()
+    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
+        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+        pipe.send_text("!echo from-the-human\r")
+        await until(lambda: "queued: the agent reads it" in out.getvalue())
+        pipe.send_text("what did I run?\r")
+        await until(lambda: "Seen." in out.getvalue())
+        pipe.send_text("/quit\r")
+        assert await asyncio.wait_for(task, 10) == 0
+    assert "! echo from-the-human → exit 0\nfrom-the-human" in out.getvalue()
+    sent = [b.get("text", "") for b in stub.bodies()[0]["messages"][-1]["content"]]
+    assert any("I ran `echo from-the-human` myself (exit 0)" in t and "from-the-human\n```" in t for t in sent)

@@ -28,12 +28,12 @@ from rhapsody.core.tools import Toolbox
 from rhapsody.tools import default_tools
 from rhapsody.tools.shell import parse
 from rhapsody.tui.app import RhapsodyApp
-from rhapsody.tui.approval import ApprovalScreen
 from rhapsody.tui.status import Liveness
 from rhapsody.tui.widgets import Foldable, PromptInput
 from rhapsody.wiring import policy
 
 from .conftest import SANDBOX, Stub
+from .test_app_keys import asking, panel
 from .test_handoff_e2e import handoff_turn
 
 SLOW = "I will run the slow test suite now, because the fix must hold; I expect three passes."
@@ -137,8 +137,8 @@ def test_approval_with_a_diff(snap_compare: Any, stub: Stub, root: Path, size: t
     async def run_before(pilot: Any) -> None:
         await git_read(pilot)
         app.start_turn("fix add")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused)
-        app.screen.query_one("#reason").cursor_blink = False
+        await until(pilot, lambda: asking(app))
+        panel(app).query_one("#reason").cursor_blink = False
         await settle(pilot)
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)
@@ -152,8 +152,8 @@ def test_a_denial_being_typed(snap_compare: Any, stub: Stub, root: Path, size: t
     async def run_before(pilot: Any) -> None:
         await git_read(pilot)
         app.start_turn("how big?")
-        await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused)
-        app.screen.query_one("#reason").cursor_blink = False
+        await until(pilot, lambda: asking(app))
+        panel(app).query_one("#reason").cursor_blink = False
         await pilot.press(*"use stat instead please")
         await settle(pilot)
 

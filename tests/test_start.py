@@ -141,6 +141,8 @@ def test_typed_ahead_of_the_first_frame_lands_in_the_prompt(project: Path, home:
         bodies = stub.bodies()
         assert len(bodies) == 1
         assert bodies[0]["messages"][0]["content"][0]["text"] == "say hello"
+        assert term.read_until(lambda s: "Ready when you are" in s)  # idle again: ctrl+c now quits (while working it stops)
+        time.sleep(0.3)
         os.write(term.fd, b"\x03")
         assert term.read_until(lambda s: "again to quit" in s), term.seen[-1000:]  # the first ctrl+c landed
         os.write(term.fd, b"\x03")

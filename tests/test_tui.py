@@ -124,7 +124,7 @@ async def test_resume_of_a_long_session_mounts_only_a_window(stub: Stub, project
         await app.transcript.load([Entry("assistant", f"message {i}") for i in range(3000)])
         await pilot.pause()
         assert len(app.transcript.widgets) == WINDOW
-        await pilot.press("ctrl+u")
+        await pilot.press("ctrl+l")
         await pilot.pause()
         assert len(app.transcript.widgets) == WINDOW + 50
 
@@ -178,7 +178,7 @@ async def test_ctrl_c_twice_quits_and_the_picker_returns_a_session(stub: Stub, p
 
 
 async def test_ask_mode_shows_the_question_and_each_answer_takes_effect(stub: Stub, project: Path) -> None:
-    from rhapsody.tui.approval import ApprovalScreen
+    from .test_app_keys import asking
 
     narrate = "I will create a marker file with touch so the effect of the permission answer is visible."
     stub.script(
@@ -193,7 +193,7 @@ async def test_ask_mode_shows_the_question_and_each_answer_takes_effect(stub: St
     app = RhapsodyApp(wiring.agent, wiring.settings, approver)
 
     async def answer(*keys: str) -> None:
-        await until(lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None, pause=pilot.pause)
+        await until(lambda: asking(app), pause=pilot.pause)
         await pilot.press(*keys)
 
     async with app.run_test(size=(100, 30)) as pilot:
@@ -211,7 +211,9 @@ async def test_ask_mode_shows_the_question_and_each_answer_takes_effect(stub: St
 
 
 async def test_the_dialog_offers_no_session_rule_for_a_command_no_rule_can_allow(stub: Stub, project: Path) -> None:
-    from rhapsody.tui.approval import ApprovalScreen, Choice
+    from rhapsody.tui.approval import Choice
+
+    from .test_app_keys import asking, panel
 
     narrate = "I will loop over two numbers and print each one, to show what the loop does here."
     stub.script(call(narrate, "bash", command="for i in 1 2; do echo $i; done"), say("done"))
@@ -220,9 +222,8 @@ async def test_the_dialog_offers_no_session_rule_for_a_command_no_rule_can_allow
     app = RhapsodyApp(wiring.agent, wiring.settings, approver)
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("go")
-        await until(lambda: isinstance(app.screen, ApprovalScreen) and app.screen.focused is not None, pause=pilot.pause)
-        screen = app.screen
-        assert isinstance(screen, ApprovalScreen)
+        await until(lambda: asking(app), pause=pilot.pause)
+        screen = panel(app)
         assert [c.action for c in screen.query(Choice)] == ["allow", "deny"]
         assert "no rule can allow this command" in screen.why
         await pilot.press("a", "enter")

@@ -387,10 +387,19 @@ def _app(ns: argparse.Namespace, root: Path, parts: Callable[[], tuple[Any, Any]
     asyncio.run(run())
     if app.boot_error is not None:
         raise app.boot_error  # one line from main(), now that the screen is restored
+    if wired:
+        print_recap(wired[0].agent.session)
     parting = parting_line(wired[0].session, root, demo) if wired else ""
     if parting:
         print(parting)
     return app.return_code or 0
+
+
+def print_recap(session: Any) -> None:
+    """The app's screen is gone when it ends: a short recap stays in the scrollback."""
+    from rhapsody.recap import recap_text
+
+    print(recap_text(session.records, session.id), end="")
 
 
 def _ask_fresh(question: str) -> str:
@@ -499,6 +508,7 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
         app = RhapsodyApp(wiring.agent, settings, approver, initial=initial, welcome=welcome)
         asyncio.run(_closing(wiring, app.run_async()))
         status = 0
+        print_recap(wiring.agent.session)
     parting = parting_line(wiring.session, root, demo)
     if parting:
         print(parting)

@@ -129,19 +129,23 @@ KEYS = (("enter", "send; while the agent works, a hint for its next step"),
         ("ctrl+j", "new line"),
         ("ctrl+o", "micro-handoff (same as /handoff)"),
         ("esc", "interrupt the turn"),
-        ("esc esc", "on an empty prompt while idle: rewind (as /rewind)"),
         ("up, down", "walk earlier inputs"),
         ("tab", "complete a /command or an @path"),
-        ("shift+tab", "move into the transcript (tab comes back, enter unfolds)"),
-        ("ctrl+u", "show earlier transcript entries"),
+        ("shift+tab", "cycle the permission mode: ask, auto-edit, read-only (never yolo)"),
+        ("ctrl+t", "move into the transcript (tab comes back, enter unfolds)"),
+        ("esc esc", "clear the input (up brings it back); on an empty one, rewind (as /rewind)"),
+        ("ctrl+g", "edit the input in $VISUAL or $EDITOR"),
+        ("!command", "run a shell command yourself, sandboxed; the agent reads its output"),
+        ("ctrl+l", "show earlier transcript entries"),
+        ("ctrl+u/k/w", "delete to the line's start, to its end, the word before"),
         ("ctrl+p", "command palette"),
-        ("ctrl+c", "twice to quit"))
+        ("ctrl+c", "interrupt the agent; idle: clear the prompt, on an empty one twice to quit"))
 """The app's keys, as /help lists them."""
 
 PLAIN_KEYS = (("enter", "send; while the agent works, a hint for its next step"),
               (">> text", "queue the message for the end of the turn"),
               ("ctrl+o", "micro-handoff (same as /handoff)"),
-              ("ctrl+c", "interrupt the turn; at the prompt, twice to quit"),
+              ("ctrl+c", "interrupt the turn; idle: clear the line, on an empty one twice to quit"),
               ("ctrl+d", "quit (as /quit)"),
               ("up, down", "walk earlier inputs"),
               ("tab", "complete a /command"))
@@ -242,13 +246,27 @@ def _known_models() -> tuple[str, ...]:
     return tuple(m for m in models if not (re.fullmatch(r".*-\d{8}", m) and m.rsplit("-", 1)[0] in models))
 
 
+CYCLE = ("ask", "auto-edit", "read-only")
+"""The modes shift+tab steps through in the app; yolo is never one of them (only a flag or /permissions yolo)."""
+
+
+def set_mode(agent: Agent, mode: str) -> None:
+    """Switch the permission mode, on record so a resume keeps it."""
+    agent.toolbox.permission_mode = mode
+    agent.session.record("permission_mode", mode=mode)
+
+
+def next_mode(mode: str) -> str:
+    """The mode after `mode` in CYCLE; from yolo (or any mode outside it), ask."""
+    return CYCLE[(CYCLE.index(mode) + 1) % len(CYCLE)] if mode in CYCLE else CYCLE[0]
+
+
 def _permissions(agent: Agent, arg: str) -> Outcome:
     box = agent.toolbox
     if arg:
         if arg not in MODES:
             return Outcome(f"unknown mode {arg}; choose one of {', '.join(MODES)}", error=True)
-        box.permission_mode = arg
-        agent.session.record("permission_mode", mode=arg)
+        set_mode(agent, arg)
     warning = ["⚠ yolo: every call now runs without asking you, edits and commands alike; "
                "/permissions ask goes back"] if arg == "yolo" else []
     rules = box.rules

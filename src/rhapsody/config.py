@@ -150,6 +150,17 @@ class Settings(BaseModel):
     """Project memory."""
     keymap: dict[str, str] = Field(default_factory=dict)
     """TUI key bindings by binding id, e.g. {"handoff": "f6"}."""
+    result_lines: int = Field(4, ge=0)
+    """Lines of each tool result the app shows under its line, unfolded (0: the line alone)."""
+    diff_lines: int = Field(12, ge=0)
+    """Lines of an applied edit's diff the app shows under its line, then `… N more lines`."""
+    notify: Literal["off", "approvals", "waiting"] = "approvals"
+    """When the app signals the terminal that it waits for you: on a question, or also when a turn of more
+    than `notify_after` seconds ends."""
+    notify_with: Literal["bell", "osc9", "osc777"] = "bell"
+    """How: the terminal bell, or a desktop notification by OSC 9 (iTerm2, WezTerm, kitty) or OSC 777 (VTE)."""
+    notify_after: float = Field(10.0, ge=0)
+    """Seconds a turn must have run for its end to notify (with notify = "waiting")."""
     mcp_servers: dict[str, McpServer] = Field(default_factory=dict)
     """MCP servers whose tools the model gets as mcp__NAME__TOOL; a project's start only once it is trusted."""
     sandbox: Literal["workspace-write", "read-only", "off"] = "workspace-write"
@@ -355,7 +366,7 @@ def _lowering_only(layer: dict[str, Any], user: dict[str, Any], ignored: list[st
     for key, value in _flat(layer).items():
         ours, theirs = _value(mine, key), _value(base, key)
         if _widens(key, ours, theirs):
-            ignored.append(f"{key} = {_show(value)} (the user has {_show(theirs)})")
+            ignored.append(f"{key} = {_show(value)} (yours: {_show(theirs)})")
         else:
             _put(kept, key, value)
     return kept, ignored

@@ -107,6 +107,11 @@ class DemoResponder:
         if step == EDIT and not outcome.tests_ran:
             return ("The test run was not allowed, so I have only the code to go on [inferred]: a sum that starts at 1. "
                     "I'll change the start value to 0 with an exact edit.")
+        if step == EDIT and outcome.tests_pass:
+            return ("Measured: the tests pass already, so `total_value` may be fixed already. I'll still try the exact "
+                    "edit from 1 to 0; it fails if there is nothing to replace.")
+        if step == EDIT + 1 and not outcome.edited and outcome.tests_pass:
+            return "The edit found nothing to replace. I'll rerun the tests to confirm that they pass; I expect them to."
         if step == EDIT and outcome.failed and outcome.assertion:
             return (f"Measured: {outcome.failed} of {outcome.ran} tests fail; one says “{outcome.assertion}”, which "
                     "matches a sum that starts at 1. I'll change the start value to 0 with an exact edit.")
@@ -216,6 +221,10 @@ class Outcomes:
         if self.edited and self.tests_pass:
             head = (f"Done. [measured] {f'All {self.ran} tests pass' if self.ran else 'The tests pass'} after changing "
                     "the start value of `total_value` from 1 to 0 in inventory.py; the diff is that one line.")
+        elif self.tests_pass:  # fixed before (a session after /clear): the edit found nothing to replace
+            head = (f"Nothing to fix. [measured] {f'All {self.ran} tests pass' if self.ran else 'The tests pass'}: "
+                    "`total_value` already starts its sum at 0"
+                    + (", so the edit found nothing to replace." if self.edit_tried else "."))
         elif self.edited:
             head = ("I changed the start value of `total_value` from 1 to 0, but I could not confirm the fix: "
                     "the test run " + ("did not pass" if self.tests_ran else "was not allowed") + " [measured].")
@@ -227,7 +236,7 @@ class Outcomes:
             head += "\n\nStill open, because I could not act on it: " + "; ".join(asks) + "."
         if seamed:
             return head
-        if not self.edited:
+        if not self.edited and not self.tests_pass:
             return (head + "\n\nOr hand off first: **ctrl+o** or `/handoff` makes me write a field note that lists "
                     "the fix as open, and the tool traffic above leaves my context while every word stays.")
         return (head + "\n\nTry the micro-handoff now: press **ctrl+o** or type `/handoff`. I'll write a field note, "
@@ -283,6 +292,8 @@ def field_note(messages: list[dict[str, Any]], outcome: Outcomes, asks: list[str
 
 
 def _open(outcome: Outcomes) -> list[str]:
+    if outcome.tests_pass:
+        return []
     if not outcome.edited and outcome.edit_tried:
         return ["fix inventory.py: `total_value` still starts its sum at 1, because the edit to 0 was denied; "
                 "my next reply proposes it again"]

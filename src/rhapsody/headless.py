@@ -2,9 +2,9 @@
 
 Text output streams the narration and one line per tool call (with the reason of every
 refused or failed call); `--output-format jsonl` prints a `session` event first (id,
-model, cwd, permission mode), then every loop event as a JSON object, and a `result`
-event last (exit status, API requests, turns, tool calls, refused calls, seams, tokens,
-cost), as Claude Code's stream-json does. Exit status: 0 when the turn ended, 2 when it
+model, cwd, permission mode), then every loop event as a JSON object named in the same snake_case (`turn_started`,
+`text_delta`, `tool_finished`), and a `result` event last (exit status, API requests, turns, tool
+calls, refused calls: by a permission or by the narration rule, seams, tokens, cost), as Claude Code's stream-json does. Exit status: 0 when the turn ended, 2 when it
 failed, 3 when a limit (`max_steps_per_turn`, `max_cost_usd`) ended it, 4 when it ended but
 a call was refused because it would have asked a human (the reason is on stderr), or when a
 `/handoff` task was refused because the seam would not pay (the figures are on stderr).
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sys
 from contextlib import aclosing
 from typing import Any, TextIO
@@ -89,6 +90,11 @@ def unanswered_refusals(records: list[dict[str, Any]]) -> int:
     return sum(1 for r in records if r["kind"] == "permission" and r.get("decision") == "deny" and r.get("by") == "mode")
 
 
+def narration_refusals(records: list[dict[str, Any]]) -> int:
+    """Calls the narration rule refused (too few words of narration before them): refused, never run."""
+    return sum(1 for r in records if r["kind"] == "violation")
+
+
 def refusal_summary(refused: int, unanswered: int) -> str:
     """One line on stderr after a run with refused calls."""
     from rhapsody.core.wording import counted
@@ -124,7 +130,8 @@ def result_event(agent: Agent, status: int, records: list[dict[str, Any]],
                for d in denials or []]
     return {"event": "result", "session_id": agent.session.id, "exit_status": status,
             "is_error": status != 0, "requests": figures.requests, "turns": turns(records),
-            "tool_calls": figures.tool_calls, "refused_calls": len(refused),
+            "tool_calls": figures.tool_calls, "refused_calls": len(refused) + narration_refusals(records),
+            "narration_refusals": narration_refusals(records),
             "refused_without_a_human": unanswered_refusals(records), "permission_denials": refused,
             "seams": figures.seams, "usage": usage, "cost_usd": round(figures.cost, 6)}
 
@@ -136,9 +143,15 @@ def turns(records: list[dict[str, Any]]) -> int:
                and not any(b.get("type") == "tool_result" for b in r.get("content", [])))
 
 
+def snake(name: str) -> str:
+    """An event class's name as the jsonl `event` field names it, as `session` and `result` are: `TextDelta` is
+    `text_delta`."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
 def event_dict(event: ev.Event) -> dict[str, Any]:
     """An event as a JSON-ready dict with its type name."""
-    data: dict[str, Any] = {"event": type(event).__name__}
+    data: dict[str, Any] = {"event": snake(type(event).__name__)}
     for field in dataclasses.fields(event):
         value = getattr(event, field.name)
         if hasattr(value, "dump"):

@@ -2,8 +2,8 @@
 
 For terminals and screen readers where a full-screen app is unwelcome. The prompt stays
 live while the agent works: a typed line is a hint for the next tool boundary (prefix it
-with `>>` to queue it for the end of the turn instead). Ctrl+C interrupts a running turn (at the
-prompt, twice within 2 s quits);
+with `>>` to queue it for the end of the turn instead). Ctrl+C interrupts a running turn (the line
+being typed stays); while idle it clears a line being typed, and on an empty line, twice within 2 s quits;
 Ctrl+D quits; Ctrl+O requests the micro-handoff as `/handoff` does (a line being typed stays). A permission question is answered as in the app: a lone `y` allows once, a
 lone `a` allows the offered session rules, a lone `n` or an empty line denies, and any other
 line denies with its words, verbatim, as the reason. As in the app, nothing typed in the
@@ -33,6 +33,8 @@ from rhapsody.core.loop import Agent
 from rhapsody.core.tools import Approval
 from rhapsody.preview import plain_text
 from rhapsody.prompt_aids import command_names
+from rhapsody.recap import recap_lines
+from rhapsody.shell_mode import run_human_command, shell_command
 from rhapsody.render import event_lines, harness_lines, plain, print_event, visible
 
 
@@ -102,8 +104,9 @@ class PlainApprover:
         """Answer the pending question from a typed line as the app's dialog does: a lone `y` allows once,
         a lone `a` allows the offered rules (only when offered), a lone `n` or an empty line denies, any
         other text denies with that text, verbatim, as the reason. A line entered within the grace period
-        answers nothing and is set aside. False when no question is open."""
-        if self.pending is None or not self.pending.open:
+        answers nothing and is set aside. False when no question is open, or for a slash command (it runs
+        as the command; the question stays open)."""
+        if self.pending is None or not self.pending.open or is_command(line):
             return False
         if not self.ready:  # typed before the question could be read: never its answer
             if line.strip():
@@ -202,6 +205,20 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
         typed.append(event.current_buffer.text)
         event.app.exit(result="/handoff")
 
+    @keys.add("c-c")
+    def _interrupt(event: KeyPressEvent) -> None:
+        """ctrl+c: stops a running turn (the line being typed stays); idle, clears the line, or on an empty one quits."""
+        buffer = event.current_buffer
+        if working():
+            typed.append(buffer.text)
+        elif buffer.text:
+            buffer.reset()  # a line cleared is no step toward quitting
+            return
+        event.app.exit(exception=KeyboardInterrupt())
+
+    def working() -> bool:
+        return task is not None and not task.done()
+
     names = command_names(agent.session.root)  # the custom commands as they were when plain mode started
     prompt: PromptSession[str] = PromptSession(completer=WordCompleter(names, sentence=True), key_bindings=keys)
     task: asyncio.Task[None] | None = None
@@ -224,15 +241,17 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
             f"permissions {agent.toolbox.permission_mode}\n"
             "While the agent works, a typed line is a hint for its next tool boundary; start it with >> to "
             "queue it for the end of the turn. Ctrl+C interrupts (twice at the prompt quits), Ctrl+D quits, /help lists the commands and keys.")
+        if any(r["kind"] == "message" for r in agent.session.records):  # resumed: where it was left
+            say("\n".join(["resumed; where it was left:", *recap_lines(agent.session.records)]))
         for notice in agent.toolbox.start_sources():  # MCP servers start in the background
             say(f"  ! {notice}")
         while True:
             try:
                 line = await prompt.prompt_async("› ", default=initial)
             except KeyboardInterrupt:
-                if task and not task.done():
+                if task is not None and not task.done():
                     task.cancel()  # drops an open question: what it set aside goes back to the prompt
-                    initial = questions.take_kept()
+                    initial = " ".join(t for t in (questions.take_kept(), typed.pop() if typed else "") if t)
                     continue
                 if time.monotonic() - ctrl_c_at > 2.0:  # at the prompt: twice to quit, as in the app
                     ctrl_c_at = time.monotonic()
@@ -247,11 +266,19 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
             if questions.pending is not None and questions.answer(line):
                 initial = "" if questions.pending.open else questions.take_kept()
                 continue
-            if is_command(line):
+            command = shell_command(line)
+            if command is not None:  # the human's own command, in the agent's sandbox
+                run = await run_human_command(agent, command)
+                say(f"! {command} → exit {run.exit_code}\n{run.output.rstrip()}\n"
+                    f"  [{run.hint_id} queued: the agent reads it with your next message]")
+            elif is_command(line):
                 if not by_key:  # as the app records a typed command: --continue in either front end shows it
                     agent.session.record("notice", text=line.strip(), shown="as is", command=True)
                 outcome = run_command(agent, line, PLAIN_KEYS)
-                if outcome.confirm:
+                if outcome.confirm and questions.pending is not None and questions.pending.open:
+                    # one question at a time: the y/N would take the answer meant for the one above
+                    outcome = Outcome(f"{outcome.text}\n  not handed off; `{outcome.then}` does it without asking")
+                elif outcome.confirm:
                     outcome = await _confirmed(agent, outcome, prompt.prompt_async, say)
                 if outcome.text:
                     say(outcome.text)
@@ -261,6 +288,8 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
                 if outcome.quit:
                     break
                 initial = outcome.refill or initial
+                if questions.pending is not None and questions.pending.open:
+                    say("  the question above is still open: y, a, n, or your words")
                 if outcome.run_turn and not busy:
                     task = asyncio.create_task(_consume(agent, None, sink))
                 if outcome.prompt and busy:  # a custom command's prompt, typed while the agent works

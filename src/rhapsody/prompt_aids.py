@@ -39,15 +39,21 @@ class InputHistory:
 
     def add(self, line: str) -> None:
         """Remember a sent line (on disk at once)."""
-        if line.strip() and (not self.lines or self.lines[-1] != line):
-            self.lines.append(line)
+        if self.keep(line):
             try:
                 state_dir(self.root)
                 _append(self.path, json.dumps(line, ensure_ascii=False) + "\n")
             except OSError:
                 pass  # an unwritable project loses the history, never the line
+
+    def keep(self, line: str) -> bool:
+        """Remember a line for Up in memory only (a draft cleared away is never written); False if not new."""
+        new = bool(line.strip()) and (not self.lines or self.lines[-1] != line)
+        if new:
+            self.lines.append(line)
         self.position = len(self.lines)
         self.draft = ""
+        return new
 
     def back(self, current: str) -> str | None:
         """The previous line, or None at the oldest."""

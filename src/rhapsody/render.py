@@ -50,7 +50,8 @@ class ToolView:
 
     call: ToolUseBlock
     state: str = "running"
-    """running, asking (a permission question is open), ok, error, exit, denied or interrupted."""
+    """running, asking (a permission question is open), ok, error, exit, denied, interrupted, or violation (the
+    narration rule refused it: no line of its own, its violation line says so)."""
     duration_ms: int = 0
     exit_code: int | None = None
     output: str = ""
@@ -544,11 +545,13 @@ def imported_line(record: dict[str, Any]) -> Line:
 def _call_views(records: list[dict[str, Any]], parsed: list[Message]) -> dict[str, ToolView]:
     runs = {r["tool_use_id"]: r for r in records if r["kind"] == "tool_run"}
     interrupted = {i for r in records if r["kind"] == "interrupted" for i in r.get("open", [])}
+    unrun = {r["tool_use_id"] for r in records if r["kind"] == "violation"}
     results = {b.tool_use_id: b for m in parsed if m.role == "user" for b in m.content if isinstance(b, ToolResultBlock)}
     views: dict[str, ToolView] = {}
     for message in parsed:
         for call in message.tool_uses():
-            views[call.id] = _call_view(call, runs.get(call.id), results.get(call.id), call.id in interrupted)
+            views[call.id] = ToolView(call, "violation") if call.id in unrun else \
+                _call_view(call, runs.get(call.id), results.get(call.id), call.id in interrupted)
     return views
 
 
@@ -579,6 +582,8 @@ def _message_lines(message: Message, hints: list[tuple[str, str, str]], calls: d
             out.append(Line("user", f"  {image_label(block.dump())}"))
         elif isinstance(block, ToolUseBlock):
             view = calls.get(block.id, ToolView(block, "interrupted"))
+            if view.state == "violation":  # the narration rule refused it: its violation line says so, as live
+                continue
             gone = (stripped or block.id in pruned) and block.name != "micro_handoff"
             out.append(tool_line(replace(view, recall=f"{session_id}:{block.id}" if gone else "")))
     return out

@@ -100,12 +100,21 @@ def first_run_question(root: Path) -> str | None:
     return visible(text).replace("\n", "\\n").replace("\t", "\\t")
 
 
+def wrapped(text: str) -> str:
+    """Text broken at spaces to the terminal's width (the terminal itself would cut words in two)."""
+    import shutil
+    import textwrap
+
+    width = shutil.get_terminal_size((80, 24)).columns
+    return textwrap.fill(text, max(40, width - 1), break_long_words=False, break_on_hyphens=False)
+
+
 def offer(root: Path, ask: Callable[[str], str]) -> bool:
     """Ask once before the session opens; only a typed `y` or `yes` trusts. Returns whether it did."""
     question = first_run_question(root)
     if question is None:
         return False
-    answer = ask(f"{question}\nTrust this project and apply its settings? [y/N] ")
+    answer = ask(f"{wrapped(question)}\nTrust this project and apply its settings? [y/N] ")
     if answer.strip().lower() not in ("y", "yes"):
         print("Not trusted: the project's settings stay lowered. `rhapsody trust` changes that later.")
         return False

@@ -86,6 +86,8 @@ class Agent:
         self._open: list[ToolUseBlock] = []
         self._done: list[ToolResultBlock] = []
         self._words: list[tuple[ToolUseBlock, str]] = []
+        self._unrun: set[str] = set()
+        """Calls of this step refused before running (by the narration rule or a permission)."""
         """Denial reasons typed by the human this round: sent after the results, as their own text."""
         self._threshold = HandoffThreshold(policy.handoff_at_tokens, policy.handoff_at_share, policy.context_window)
         self._steps = 0
@@ -239,7 +241,7 @@ class Agent:
 
     async def _run_calls(self, message: Message, calls: list[ToolUseBlock]) -> AsyncGenerator[Event, None]:
         words = narration_words(message, self.policy.parallel_tools)
-        self._open, self._done, self._words = list(calls), [], []
+        self._open, self._done, self._words, self._unrun = list(calls), [], [], set()
         try:
             for call in calls:
                 async for event in self._run_one(call, words.get(call.id, 0)):
@@ -263,13 +265,21 @@ class Agent:
             if pruned is not None:
                 yield pruned
         if hints:
-            yield delivered(self.session, hints, record["seq"], f"after the {', '.join(c.name for c in calls)} result")
+            yield delivered(self.session, hints, record["seq"], self._after(calls))
+
+    def _after(self, calls: list[ToolUseBlock]) -> str:
+        """Where hints landed: after the calls' results, or after calls refused without running (no result)."""
+        names = ", ".join(c.name for c in calls)
+        if all(c.id in self._unrun for c in calls):
+            return f"after the refused {names} call{'s' if len(calls) > 1 else ''}"
+        return f"after the {names} result"
 
     async def _run_one(self, call: ToolUseBlock, words: int) -> AsyncGenerator[Event, None]:
         required = self.policy.narration_min_words
         if words < required:
             total = self.session.figures.violations + 1
             self.session.record("violation", tool_use_id=call.id, name=call.name, words=words, required=required)
+            self._unrun.add(call.id)
             text = self.policy.narration_rule.format(words=words, required=required)
             self._done.append(ToolResultBlock(tool_use_id=call.id, content=text, is_error=True))
             yield NarrationViolation(call, words, required, total)
@@ -286,6 +296,8 @@ class Agent:
             **({"refused": outcome.refused} if outcome.refused else {}),
             **outcome.facts,
         )
+        if outcome.refused:
+            self._unrun.add(call.id)
         result = ToolResultBlock(tool_use_id=call.id, content=outcome.blocks or outcome.content or "(no output)")
         if outcome.is_error:
             result = ToolResultBlock(tool_use_id=call.id, content=outcome.blocks or outcome.content or "(error)",

@@ -311,13 +311,8 @@ class Toolbox:
 
     async def _ask(self, call: Call, why: str, args: dict[str, Any], ctx: ToolContext) -> tuple[str, str, str, str]:
         tool, argument = call.tool, call.argument
-        rule_name = "unsandboxed" if call.leave_sandbox else tool
         if self.approver is None:
-            where = " in your user config" if rule_name == "unsandboxed" else ""
-            example = f"web_fetch:{fetch_host(argument)}" if tool == "web_fetch" else \
-                f"{rule_name}:{argument.split()[0] if argument else ''}*"
-            return "deny", (f"{why}, and no human can answer here (headless); allow it with a rule such as "
-                            f"allow = [\"{example}\"]{where} or pick another --permission-mode"), "mode", ""
+            return "deny", f"{why}, and no human can answer here (headless); {self._headless_way(call)}", "mode", ""
         self._notify(ctx, f"rhapsody needs your permission to use {tool}: {argument}"[:300])
         answer = await self.approver(tool, argument, why, args, rules=session_rules(self.permission_mode, self.rules, call))
         self.rules.session_allow.extend(answer.remember)
@@ -336,6 +331,19 @@ class Toolbox:
         task = asyncio.ensure_future(self.hooks.fire(ctx.session, "Notification", event))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+    def _headless_way(self, call: Call) -> str:
+        """How to let a call run without a human: a rule that would allow it, or, when none can, the mode."""
+        if call.leave_sandbox:
+            first = call.argument.split()[0] if call.argument else ""
+            return (f"allow it with a rule such as allow = [\"unsandboxed:{first}*\"] in your user config "
+                    "or pick another --permission-mode")
+        rules = session_rules(self.permission_mode, self.rules, call)
+        if rules:
+            listed = ", ".join(f'"{r}"' for r in rules)
+            return f"allow it with a rule such as allow = [{listed}] or pick another --permission-mode"
+        opaque = self.rules.parse(call.argument).opaque if call.tool == "bash" else ""
+        return f"no allow rule can allow this call{f' ({opaque})' if opaque else ''}; pick another --permission-mode"
 
     def _mask(self, outcome: ToolOutcome) -> ToolOutcome:
         content = self._masked(outcome.content)

@@ -10,12 +10,15 @@ boundary, ctrl+n queues a message for the end of the turn.
 | enter | Send (hint while working, new turn while idle) |
 | ctrl+n | Queue for the end of the turn |
 | ctrl+o | Micro-handoff |
-| escape | Interrupt the streaming turn; twice on an empty prompt while idle: rewind (as `/rewind`) |
+| escape, ctrl+c | Interrupt the working agent (what streamed stays, marked interrupted) |
+| escape escape | Idle: clear the prompt (Up brings it back); on an empty prompt, rewind (as `/rewind`) |
+| shift+tab | Cycle the permission mode: ask, auto-edit, read-only (never into yolo) |
+| ctrl+t | Move into the transcript (tab comes back) |
+| ctrl+g | Edit the prompt in $VISUAL or $EDITOR |
 | pageup, pagedown | Scroll the transcript |
-| shift+tab | Move into the transcript (tab comes back) |
-| ctrl+u | Show earlier transcript entries |
+| ctrl+l | Show earlier transcript entries (ctrl+u, ctrl+k, ctrl+w edit the prompt as in readline) |
 | ctrl+p | Command palette |
-| ctrl+c ctrl+c | Quit |
+| ctrl+c | Idle: clear the prompt; on an empty prompt, twice quits |
 """
 
 from __future__ import annotations
@@ -35,12 +38,14 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Static
+from textual.widget import Widget
 from textual.worker import Worker
 
 from rhapsody.lazy import lazy, load_all
 from rhapsody.prompt_aids import InputHistory
+from rhapsody.shell_mode import shell_command
 from rhapsody.tui.rewind import Rewinder
-from rhapsody.tui.status import Liveness, starting_text, status_line, welcome_text
+from rhapsody.tui.status import MODEL_WAIT, Liveness, starting_text, status_line, welcome_text
 from rhapsody.tui.widgets import Entry, Foldable, PromptInput, StatusBar, TranscriptView
 
 if TYPE_CHECKING:
@@ -48,7 +53,7 @@ if TYPE_CHECKING:
     from rhapsody.config import Settings
     from rhapsody.core import events as ev
     from rhapsody.core import handoff_state
-    from rhapsody.core.approval import HumanApprover
+    from rhapsody.core.approval import HumanApprover, Question
     from rhapsody.core.loop import Agent
     from rhapsody.core.messages import ToolUseBlock
 else:  # loaded on first use, after the first frame (pydantic and the core are most of the start-up)
@@ -56,6 +61,9 @@ else:  # loaded on first use, after the first frame (pydantic and the core are m
     render = lazy("rhapsody.render")
     ev = lazy("rhapsody.core.events")
     handoff_state = lazy("rhapsody.core.handoff_state")
+
+ESC_TWICE = 0.8
+"""Seconds within which a second Esc clears the input."""
 
 PALETTE_MARGIN = 6
 """Columns of the command palette's width that its descriptions cannot use (padding, scrollbar)."""
@@ -73,10 +81,16 @@ class RhapsodyApp(App[int]):
     BINDINGS = [
         Binding("ctrl+o", "handoff", "Handoff", id="handoff", priority=True),
         Binding("escape", "interrupt", "Interrupt", id="interrupt"),
+        Binding("escape", "escape_idle", "Clear", id="clear", tooltip="Press twice to clear the input"),
+        Binding("shift+tab", "cycle_mode", "Mode", id="mode", priority=True, show=False),
+        Binding("ctrl+t", "to_transcript", "Transcript", id="transcript", show=False),
+        Binding("ctrl+g", "edit_prompt", "Editor", id="editor", priority=True, show=False),
         Binding("ctrl+n", "noop", "Queue", id="queue", show=True, tooltip="Queue the message for the end of the turn"),
         Binding("ctrl+j", "noop", "New line", id="newline", show=False),
-        Binding("ctrl+u", "earlier", "Earlier", id="earlier", priority=True, show=False),
-        Binding("ctrl+c", "quit_twice", "Quit", id="quit", priority=True, tooltip="Press twice to quit"),
+        Binding("ctrl+l", "earlier", "Earlier", id="earlier", priority=True, show=False),
+        Binding("ctrl+c", "stop", "Interrupt", id="stop", priority=True, tooltip="Stop the agent"),
+        Binding("ctrl+c", "clear_or_quit", "Quit", id="quit", priority=True,
+                tooltip="Clear the prompt; on an empty prompt, press twice to quit"),
     ]
 
     def __init__(self, agent: Agent | None = None, settings: Settings | None = None,
@@ -115,6 +129,9 @@ class RhapsodyApp(App[int]):
         self._said_interrupted = False
         self._thinking: Entry | None = None
         self._ctrl_c_at = 0.0
+        self._esc_at = 0.0
+        self.signalled: list[str] = []
+        """What was written to the terminal to say the agent waits (the bell or a notification)."""
         self._replying = False
         self._held: list[dict[str, Any]] = []
         self._git = ""
@@ -186,6 +203,11 @@ class RhapsodyApp(App[int]):
         return self.query_one(TranscriptView)
 
     @property
+    def peek_rows(self) -> tuple[int, int]:
+        """Lines of a tool result, and of an applied diff, shown under a call's folded line."""
+        return (self.settings.result_lines, self.settings.diff_lines) if self.ready else (0, 0)
+
+    @property
     def busy(self) -> bool:
         """Whether a turn is running."""
         return self.ready and self.agent.busy or (self.worker is not None and not self.worker.is_finished)
@@ -236,7 +258,9 @@ class RhapsodyApp(App[int]):
             self._early.append(message)
             return
         text = message.text
-        if commands.is_command(text):
+        if shell_command(text) is not None:
+            self.run_worker(self.shell(text[1:].strip()), group="shell")
+        elif commands.is_command(text):
             await self.command(text)
         elif self.busy:
             await self.add_hint(text, "queue" if message.queue else "steer")
@@ -267,7 +291,7 @@ class RhapsodyApp(App[int]):
         for entry in [e for e in self.transcript.entries if e.kind == "welcome"]:
             await self.transcript.remove_entry(entry)
 
-    async def note(self, text: str, kind: str = "notice") -> None:
+    async def note(self, text: str, kind: str = "notice") -> Widget:
         """Show a command's output (kind `command`: the command itself); a `notice` record keeps it in place
         on a rebuild and on --continue, drawn by the renderer from that record.
 
@@ -281,7 +305,7 @@ class RhapsodyApp(App[int]):
             self._held.append(fields)
         else:
             self.agent.session.record("notice", **fields)
-        await self.transcript.add(Entry.of(render.notice_line(fields)), pin=self._replying)
+        return await self.transcript.add(Entry.of(render.notice_line(fields)), pin=self._replying)
 
     def record_held(self) -> None:
         """Notices said while a reply streamed are recorded after it."""
@@ -290,12 +314,32 @@ class RhapsodyApp(App[int]):
             self.agent.session.record("notice", **fields)
         self._held = []
 
+    def top_in_view(self, widget: Widget) -> None:
+        """An output taller than the transcript (/help at 80x24) is shown from its first line; PageDown reads on."""
+        view = self.transcript
+        if widget.is_mounted and widget.outer_size.height > view.scrollable_content_region.height:
+            view.anchor(False)  # the next message sent anchors it to the bottom again
+            view.scroll_to_widget(widget, top=True, animate=False, immediate=True)
+
     async def add_hint(self, text: str, mode: str) -> None:
         """Queue a hint (on disk at once) and show it as pending."""
         hint = self.agent.session.hint(text, mode)
         entry = Entry.of(render.pending_hint(hint.id, text, mode))
         await self.transcript.add(entry)
         self.hints[hint.id] = entry
+
+    async def shell(self, command: str) -> None:
+        """`!command`: run it in the agent's sandbox; its output is shown and queued as the human's own words."""
+        from rhapsody.shell_mode import run_human_command
+
+        await self.drop_welcome()
+        entry = Entry("tool", f"! {command} … running (yours: the agent reads the output with your next message)")
+        await self.transcript.add(entry)
+        run = await run_human_command(self.agent, command)
+        code = f"exit {run.exit_code}" if run.exit_code is not None else "error"
+        entry.text = f"! {command} → {code} · {run.hint_id} queued: the agent reads it with your next message"
+        entry.body, entry.key, entry.state = run.output, run.hint_id, "exit" if run.exit_code is not None else "error"
+        self.transcript.sync(entry)
 
     async def command(self, text: str, echo: bool = True) -> None:
         """Run a slash command and show what it said, below the command itself (`echo`: typed or chosen in the
@@ -317,7 +361,8 @@ class RhapsodyApp(App[int]):
         if outcome.reload:
             await self.reload()
         if outcome.text and not outcome.in_history:
-            await self.note(outcome.text, "error" if outcome.error else "notice")
+            shown = await self.note(outcome.text, "error" if outcome.error else "notice")
+            self.call_after_refresh(self.top_in_view, shown)
         if outcome.refill:
             self.to_prompt(outcome.refill)
         if outcome.run_turn and not self.busy:  # a turn about to start asks at its end (after_turn)
@@ -355,6 +400,7 @@ class RhapsodyApp(App[int]):
         if text:
             await self.transcript.add(Entry("user", f"› {text}"))
         self._said_interrupted = False
+        began = time.monotonic()
         self.live.start("working")
         self.set_state("working")
         try:
@@ -362,6 +408,8 @@ class RhapsodyApp(App[int]):
                 async for event in stream:
                     await self.apply(event)
             await self.after_turn()
+            if time.monotonic() - began > self.settings.notify_after:
+                self.signal("turn_end", "rhapsody: the agent has finished and waits for you")
         except asyncio.CancelledError:
             if not self._said_interrupted:  # cancelled before the loop could say so itself
                 await self.interrupted()
@@ -425,6 +473,7 @@ class RhapsodyApp(App[int]):
             await t.stream_text(event.text)
             return  # the status line repaints on the spinner's tick
         if isinstance(event, ev.ThinkingDelta):
+            self.live.thinking()
             self.live.streamed(len(event.text))
             await self.stream_thinking(event.text)
             return
@@ -440,7 +489,7 @@ class RhapsodyApp(App[int]):
         elif isinstance(event, ev.Retrying):
             await t.end_text(discard=True)
         elif isinstance(event, ev.RequestSent):
-            self.live.start("thinking")
+            self.live.start(MODEL_WAIT)
             self._replying = True
         elif isinstance(event, (ev.ToolStarted, ev.ToolFinished)):
             await self.tool_event(event)
@@ -506,24 +555,47 @@ class RhapsodyApp(App[int]):
             await self.transcript.move_to_end(entry)
 
     async def serve_questions(self, approver: HumanApprover) -> None:
-        """Ask each permission question in a modal, one at a time, for as long as the app runs."""
-        from rhapsody.tui.approval import question as dialog
-
+        """Ask each permission question in a panel above the prompt, one at a time, for as long as the app runs."""
         while True:
             question = await approver.next_question()
             self.mark_calls(question.tool, "asking")
             self.set_state("waiting for you")
+            self.signal("approval", f"rhapsody: {question.tool} waits for your answer")
             self.live.pause()
-            said = next((e.text for e in reversed(self.transcript.entries) if e.kind == "assistant"), "")
-            screen = dialog(question.tool, question.argument, question.why, question.args, self.agent.session.root,
-                            question.rules, said, self.agent.toolbox.rules.read_denied())
-            await self.push_screen(screen, callback=question.answer)
-            await asyncio.wait([question.reply])  # answered, or dropped when the turn was interrupted
-            if question.reply.cancelled() and self.screen is screen:
-                self.pop_screen()
-            self.live.resume()
-            self.mark_calls(question.tool, "running")
-            self.set_state("working")
+            try:
+                await self.ask(question)
+            finally:
+                self.live.resume()
+                self.mark_calls(question.tool, "running")
+                self.set_state("working" if self.agent.busy else "idle")  # ctrl+c during the question ended the turn
+
+    async def ask(self, question: Question) -> None:
+        """Dock the question above the prompt until it is answered, or dropped when the turn was interrupted."""
+        from rhapsody.tui.approval import question as panel_for
+
+        panel = panel_for(question.tool, question.argument, question.why, question.args, self.agent.session.root,
+                          question.rules, self.agent.toolbox.rules.read_denied())
+        panel.answered = question.answer
+        await self.mount(panel, before=self.query_one("#completions"))
+        self.transcript.scroll_end(animate=False)  # what led to the question stays in view above it
+        try:
+            await asyncio.wait([question.reply])
+        finally:
+            refocus = panel.has_focus or panel.has_focus_within
+            await panel.remove()
+            if refocus:
+                self.query_one(PromptInput).focus()
+
+    def signal(self, reason: str, message: str) -> None:
+        """Tell a person who looks elsewhere that the agent waits for them, as `notify` and `notify_with` say."""
+        from rhapsody.tui.notify import sequence, wanted
+
+        if not wanted(self.settings.notify, reason):
+            return
+        text = sequence(self.settings.notify_with, message)
+        self.signalled.append(text)
+        if self._driver is not None:
+            self._driver.write(text)
 
     def mark_calls(self, tool: str, state: str) -> None:
         """Running calls of `tool` say whether they wait for the human."""
@@ -532,6 +604,10 @@ class RhapsodyApp(App[int]):
                 line = render.tool_line(render.ToolView(call, state))
                 entry.text, entry.state = line.text, line.state
                 self.transcript.sync(entry)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A turn started or ended: the footer's ctrl+c follows."""
+        self.refresh_bindings()
 
     def on_unmount(self) -> None:
         if self._questions is not None:
@@ -556,8 +632,55 @@ class RhapsodyApp(App[int]):
         """Esc: cancel the running turn."""
         if self.busy:
             self.workers.cancel_group(self, "agent")
-        elif self.ready:
-            self.rewinder.escape(not self.query_one(PromptInput).text.strip())
+
+    def action_escape_idle(self) -> None:
+        """Esc while idle: a second Esc soon after clears the input (Up brings it back)."""
+        now = time.monotonic()
+        twice, self._esc_at = now - self._esc_at < ESC_TWICE, now
+        prompt = self.query_one(PromptInput)
+        if not twice:
+            if prompt.text.strip():
+                self.notify("Esc again clears the input", timeout=ESC_TWICE)
+            return
+        self._esc_at = 0.0
+        if prompt.text.strip():
+            prompt.set_aside()
+        else:
+            self.escape_twice_on_empty()
+
+    def escape_twice_on_empty(self) -> None:
+        """Esc Esc on an empty input: go back to an earlier message (as /rewind)."""
+        if self.ready:
+            self.run_worker(self.rewinder.open())
+
+    def action_cycle_mode(self) -> None:
+        """shift+tab: the next permission mode of ask, auto-edit and read-only; yolo only by flag or /permissions."""
+        if not self.ready:
+            return
+        mode = commands.next_mode(self.agent.toolbox.permission_mode)
+        commands.set_mode(self.agent, mode)
+        self.refresh_status()
+        self.notify(f"permissions: {mode} (shift+tab cycles ask, auto-edit, read-only)", timeout=2)
+
+    def action_edit_prompt(self) -> None:
+        """ctrl+g: edit the draft in $VISUAL or $EDITOR; what the editor saves becomes the draft."""
+        from rhapsody.tui.editor import edit_in_editor
+
+        prompt = self.query_one(PromptInput)
+        try:
+            text = edit_in_editor(self, prompt.text)
+        except OSError as exc:
+            self.notify(f"the editor did not start: {exc}", severity="error", timeout=4)
+            return
+        prompt.text = text
+        prompt.move_cursor(prompt.document.end)
+        prompt.focus()
+
+    def action_to_transcript(self) -> None:
+        """ctrl+t: onto the transcript's newest line (Up and Down move, Enter unfolds, Tab comes back)."""
+        lines = self.transcript.foldables()
+        if lines:
+            lines[-1].focus()
 
     def action_noop(self) -> None:
         """Bindings handled by the prompt, listed here so the Footer shows them."""
@@ -570,8 +693,28 @@ class RhapsodyApp(App[int]):
     async def earlier_pressed(self) -> None:
         await self.transcript.load_earlier()
 
-    def action_quit_twice(self) -> None:
-        """Ctrl+C twice within two seconds quits."""
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """ctrl+c stops the agent while it works and clears or quits while it is idle; the footer says which."""
+        if action == "stop":
+            return self.busy
+        if action in ("clear_or_quit", "escape_idle"):
+            return not self.busy
+        if action == "interrupt":
+            return self.busy
+        return True
+
+    def action_stop(self) -> None:
+        """ctrl+c while the agent works: as Esc, the turn stops and what streamed stays, marked interrupted."""
+        self.action_interrupt()
+        self.refresh_bindings()
+
+    def action_clear_or_quit(self) -> None:
+        """ctrl+c while idle: a prompt with text is cleared (Up brings it back); an empty one quits on a second press."""
+        prompt = self.query_one(PromptInput)
+        if prompt.text.strip():
+            prompt.set_aside()
+            self._ctrl_c_at = 0.0
+            return
         now = time.monotonic()
         if now - self._ctrl_c_at < 2.0:
             self.exit(0)
@@ -585,6 +728,7 @@ class RhapsodyApp(App[int]):
         """Set the state shown in the status bar."""
         self.query_one(StatusBar).state = state
         self.refresh_status()
+        self.refresh_bindings()  # the footer's ctrl+c says Interrupt while working, Quit while idle
 
     def on_resize(self) -> None:
         """The status line is fitted to the width again."""

@@ -54,13 +54,25 @@ class PromptInput(TextArea):
             return True
         if key not in ("enter", "ctrl+n"):
             return False
+        self.send(queue=key == "ctrl+n")
+        return True
+
+    def send(self, queue: bool) -> None:
+        """Send what the prompt holds (`queue`: for the end of the turn); nothing when it is empty."""
         text = self.text.strip()
         if text:
             self.clear()
             if self.inputs is not None:
                 self.inputs.add(text)
-            self.post_message(self.Submitted(text, queue=key == "ctrl+n"))
-        return True
+            self.post_message(self.Submitted(text, queue=queue))
+
+    def set_aside(self) -> str:
+        """Clear the draft; Up brings it back. Returns what it held."""
+        text = self.text
+        if self.inputs is not None:
+            self.inputs.keep(text)
+        self.clear()
+        return text
 
     def _scroll(self, key: str) -> bool:
         if key in ("home", "end") and self.text:  # at once, not as a binding: a key queued behind it stays behind it

@@ -18,7 +18,6 @@ prompt holds the message, to edit and send again.
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -36,8 +35,6 @@ if TYPE_CHECKING:  # the app's first frame needs none of these (tests/test_archi
     from rhapsody.tui.app import RhapsodyApp
 
 KEYS = "enter/b both · f files · c conversation · esc cancel"
-DOUBLE_ESCAPE = 0.8
-"""Seconds within which a second Esc on an empty prompt opens the rewind list."""
 
 
 class RewindScreen(ModalScreen["tuple[Turn, What] | None"]):
@@ -96,16 +93,6 @@ class Rewinder:
 
     def __init__(self, app: RhapsodyApp) -> None:
         self.app = app
-        self.escaped_at = 0.0
-
-    def escape(self, prompt_empty: bool) -> None:
-        """Esc while idle: a second one soon after, on an empty prompt, opens the list."""
-        now = time.monotonic()
-        if prompt_empty and now - self.escaped_at < DOUBLE_ESCAPE:
-            self.escaped_at = 0.0
-            self.app.run_worker(self.open())
-        else:
-            self.escaped_at = now
 
     async def open(self) -> None:
         """Show the points (or say why there are none)."""

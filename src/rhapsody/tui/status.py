@@ -13,6 +13,9 @@ if TYPE_CHECKING:  # the figures load after the first frame
     from rhapsody.core.figures import Figures
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+MODEL_WAIT = "waiting for the model"
+"""A request is out and nothing has streamed yet (the model is not said to think unless thinking streams)."""
+MODEL_STATES = (MODEL_WAIT, "thinking", "writing")
 CHARS_PER_TOKEN = 4
 DEFAULT_MODE = "ask"
 
@@ -32,15 +35,20 @@ class Liveness:
         self.active = False
 
     def start(self, what: str) -> None:
-        """Something new runs: the model ("thinking") or a tool."""
+        """Something new runs: the model (MODEL_WAIT, a request just sent) or a tool."""
         self.what, self.started, self.active, self.paused_at = what, time.monotonic(), True, 0.0
-        if what == "thinking":
+        if what == MODEL_WAIT:
             self.chars = 0
 
     def writing(self) -> None:
-        """Visible text streams: the model is writing, no longer only thinking."""
-        if self.what == "thinking":
+        """Visible text streams: the model is writing."""
+        if self.what in MODEL_STATES:
             self.what = "writing"
+
+    def thinking(self) -> None:
+        """Thinking streams: the model thinks (only then is it said to)."""
+        if self.what in MODEL_STATES:
+            self.what = "thinking"
 
     def streamed(self, chars: int) -> None:
         """Count streamed characters (shown as approximate tokens)."""
@@ -67,7 +75,7 @@ class Liveness:
             return "waiting for you"
         elapsed = max(0.0, now - self.started)
         frame = SPINNER[int(elapsed * 8) % len(SPINNER)]
-        tokens = f" · ↓ ~{self.chars // CHARS_PER_TOKEN:,} tokens" if self.chars and self.what in ("thinking", "writing") else ""
+        tokens = f" · ↓ ~{self.chars // CHARS_PER_TOKEN:,} tokens" if self.chars and self.what in MODEL_STATES else ""
         return f"{frame} {self.what} {elapsed:.1f} s{tokens}"
 
 
@@ -168,8 +176,9 @@ def _welcome(root: Path, facts: tuple[str, str, str], extra: str) -> str:
         "",
         "  enter   send; while the agent works: a hint for its next step",
         "  ctrl+o  micro-handoff: a field note, then tool traffic leaves context",
-        "  esc     interrupt the agent (what streamed is kept)",
-        "  ctrl+c  twice to quit · /help commands · ctrl+p palette",
+        "  esc     interrupt the agent (what streamed is kept); ctrl+c too",
+        "  ctrl+c  idle: clear the input; twice on an empty one quits",
+        "  /help   commands and keys · ctrl+p palette",
     ]
     if extra:
         lines += ["", extra]

@@ -149,10 +149,8 @@ class Foldable(Static, can_focus=True):
         if not self.expanded:
             title = self.title
             if self.entry.kind == "tool" and self.size.width:
-                from rhapsody.render import fit_tool_title
-
-                title = fit_tool_title(title, self.content_size.width - 2)
-            return Text(f"{mark} {title}")
+                title = wrap_title(title, self.content_size.width - 2)
+            return Text(f"{mark} {title}") + self.peeked()
         body = self.entry.body[:RESULT_PREVIEW]
         if self.cut:
             body = body[: body.rfind("\n")] if "\n" in body else body  # whole lines only
@@ -164,6 +162,31 @@ class Foldable(Static, can_focus=True):
 
             title = unfolded_title(title)  # the reason once: the body holds it whole
         return Text(f"{mark} {title}\n{body or '(empty)'}")  # whole, but a recall id once: the body's first line
+
+    def peeked(self) -> Text:
+        """The first lines of a finished call's result (an applied diff's, coloured) under the folded line."""
+        if self.entry.kind != "tool":
+            return Text()
+        from rhapsody.peek import applied_diff, peek
+
+        result_lines, diff_lines = getattr(self.app, "peek_rows", (4, 12))
+        lines = [line.expandtabs(4) for line in peek(self.entry.body, self.entry.state, result_lines, diff_lines,
+                                                          self.entry.text)]
+        if not lines:
+            return Text()
+        if applied_diff(self.entry.body):
+            from rhapsody.tui.approval import diff_text
+
+            shown = diff_text("\n".join(lines))
+        else:
+            shown = Text("\n".join(lines), style="dim")
+        text = Text()
+        room = max(8, self.content_size.width - 4)
+        for i, line in enumerate(shown.split()):
+            line.truncate(room, overflow="ellipsis")  # a result's lines are cut, never wrapped: the lines stay few
+            text.append("\n    " if i else "\n  ⎿ ")
+            text.append_text(line)
+        return text
 
     def watch_expanded(self, expanded: bool) -> None:
         self.set_class(expanded, "-expanded")
@@ -248,6 +271,20 @@ class Foldable(Static, can_focus=True):
             event.stop()
             event.prevent_default()
             self.action_to_prompt().insert(event.character)
+
+
+def wrap_title(title: str, width: int) -> str:
+    """A folded call's line for `width` columns: only the command or path is cut, so that it and the outcome
+    start on the first row; the reason of a refusal and a stripped call's recall id stay whole and wrap."""
+    from rhapsody.render import OUTCOME
+
+    found = list(OUTCOME.finditer(title))
+    if len(title) <= width or not found or width < 20:
+        return title
+    head, outcome = title[: found[-1].start()], title[found[-1].start():]
+    state = outcome.split(": ", 1)[0].split(" · ", 1)[0]
+    room = max(12, width - len(state))
+    return (head if len(head) <= room else head[: room - 1] + "…") + outcome
 
 
 class TranscriptView(VerticalScroll):
@@ -368,7 +405,7 @@ class TranscriptView(VerticalScroll):
 
     def _update_earlier(self) -> None:
         button = self.query_one("#earlier", Button)
-        button.label = f"▲ {self.first_mounted} earlier {'entry' if self.first_mounted == 1 else 'entries'} (ctrl+u loads more)"
+        button.label = f"▲ {self.first_mounted} earlier {'entry' if self.first_mounted == 1 else 'entries'} (ctrl+l loads more)"
         button.set_class(self.first_mounted == 0, "hidden")
 
     # -- the live reply ---------------------------------------------------------------
