@@ -7,10 +7,10 @@ the turn it commits a pending micro-handoff seam, delivers queued messages, or s
 (core/turn_end.py); between turns it takes in tool sources' new tools (core/tool_sync.py).
 
 Cancellation (Esc) reaches the generator at an await, or as GeneratorExit at a yield when
-the consumer closes it; either way the handler keeps what streamed, answers every open
-tool call with an "interrupted" result and re-raises, so the history is always a valid
-conversation. A cancelled turn yields `Interrupted` as its last event before the
-cancellation goes on. `max_steps_per_turn` and `max_cost_usd` end a turn with
+the consumer closes it; either way one handler settles the current round (core/round.py):
+it keeps what streamed, answers every open tool call with an "interrupted" result and
+re-raises, so the history is always a valid conversation. A cancelled turn yields
+`Interrupted` as its last event before the cancellation goes on. `max_steps_per_turn` and `max_cost_usd` end a turn with
 `LimitsExceeded` before a request that would pass them. The micro-handoff's state lives in
 the session (core/handoff_state.py); the loop only moves it along.
 
@@ -30,12 +30,10 @@ from rhapsody.core import handoff_state
 from rhapsody.core.checkpoints import checkpoint, take
 from rhapsody.core.errors import ContextTooLong, ModelError, StorageError
 from rhapsody.core.events import (
-    DenialDelivered,
     Event,
     Failed,
     HandoffAsked,
     ImagesAttached,
-    Interrupted,
     ModelResponse,
     NarrationViolation,
     Notice,
@@ -56,14 +54,13 @@ from rhapsody.core.model import Model
 from rhapsody.core.narration import narration_words
 from rhapsody.core.observers import Observer, Observers
 from rhapsody.core.policy import Policy, limit_reached
+from rhapsody.core.round import Round, interrupt, result_of
 from rhapsody.core.safety_net import refused_again, strip_first
 from rhapsody.core.session import Session
 from rhapsody.core.tool_sync import sync_tools
 from rhapsody.core.tools import ToolContext, Toolbox
 from rhapsody.core.turn_end import HandoffThreshold, delivered, end_of_turn, rolled
 from rhapsody.core.window import after_last_seam, context_window, expected_tokens, too_long
-
-INTERRUPTED = "Interrupted by the human before this call finished."
 
 
 class Agent:
@@ -82,16 +79,12 @@ class Agent:
         self.observers = Observers(observers)
         self.ctx = ToolContext(session.root, session, policy.bash_timeout, policy.output_cap)
         self.busy = False
-        self._partial: list[str] = []
-        self._open: list[ToolUseBlock] = []
-        self._done: list[ToolResultBlock] = []
-        self._words: list[tuple[ToolUseBlock, str]] = []
-        """Denial reasons typed by the human this round: sent after the results, as their own text."""
+        self._round: Round | None = None
+        """The round under way: what a cancellation settles."""
         self._threshold = HandoffThreshold(policy.handoff_at_tokens, policy.handoff_at_share, policy.context_window)
         self._steps = 0
         self._turn_start = 0
         self._stops = 0
-        self._interruption: Interrupted | None = None
 
     async def run(self, text: str | None = None) -> AsyncGenerator[Event, None]:
         """One turn: the human's text (plus any pending hints), then the tool loop."""
@@ -119,7 +112,7 @@ class Agent:
         self._steps = 0
         self._stops = 0
         self._turn_start = len(self.session.records)
-        self._interruption = None
+        self._round = None
         try:
             message = len(self.session.conversation.messages)
             record = self.session.append_message("user", blocks)
@@ -137,8 +130,12 @@ class Agent:
                     async for event in loop:
                         yield self._observed(event)
                 await self._drain_observers()
-            except asyncio.CancelledError:
-                yield self._observed(self._interruption or Interrupted("", during="turn"))
+            except (asyncio.CancelledError, GeneratorExit) as exc:
+                # Cancelled at an await, or closed by the consumer at a yield: the turn stops here.
+                interruption = interrupt(self.session, self._round)
+                self._round = None
+                if isinstance(exc, asyncio.CancelledError):  # a closed generator may not yield
+                    yield self._observed(interruption)
                 raise
         finally:
             self.busy = False
@@ -161,29 +158,30 @@ class Agent:
                 return
             self._steps += 1
             response: ModelResponse | None = None
+            failure: ContextTooLong | ModelError | None = None
+            current = self._round = Round()
             try:
-                async for event in self._request():
+                async for event in self._request(current):
                     if isinstance(event, ModelResponse):
                         response = event
                     yield event
-            except ContextTooLong as exc:
-                net = refused_again(self.session, str(exc)) if refused else strip_first(self.session, self.policy, str(exc))
-                refused = str(exc)
+            except (ContextTooLong, ModelError) as exc:
+                failure = exc
+            current.streaming = False
+            if isinstance(failure, ContextTooLong):
+                net = refused_again(self.session, str(failure)) if refused else \
+                    strip_first(self.session, self.policy, str(failure))
+                refused = str(failure)
                 for event in net.events:
                     yield event
                 if not net.go_on:
                     return
                 self._threshold.rearm(after_last_seam(self.session.records))
                 continue
-            except ModelError as exc:
-                self.session.record("error", message=str(exc))
-                yield Failed(str(exc))
+            if failure is not None:
+                self.session.record("error", message=str(failure))
+                yield Failed(str(failure))
                 return
-            except (asyncio.CancelledError, GeneratorExit):
-                # Cancelled at an await, or closed by the consumer at a yield (aclosing):
-                # either way the turn stops here, and what streamed is kept.
-                self._keep_partial()
-                raise
             assert response is not None
             refused = ""
             message = response.message
@@ -204,11 +202,12 @@ class Agent:
                     yield notice
                 continue
             # aclosing: a consumer that closes the turn here must reach _run_calls' handler.
-            async with aclosing(self._run_calls(message, calls)) as running:
+            current.run_calls(calls)
+            async with aclosing(self._run_calls(current, message, calls)) as running:
                 async for event in running:
                     yield event
 
-    async def _request(self) -> AsyncGenerator[Event, None]:
+    async def _request(self, current: Round) -> AsyncGenerator[Event, None]:
         body, size, est = self.session.request_and_size()
         window = context_window(self.session.spec.model, self.policy.context_window)
         expected = expected_tokens(self.session.records, est)
@@ -217,46 +216,31 @@ class Agent:
         self.session.record("request", bytes=size, est_tokens=est, messages=len(body["messages"]),
                             model=str(body.get("model", "")))
         yield RequestSent(size, est, len(body["messages"]))
-        self._partial = []
         async for event in self.model.stream(body):
             if isinstance(event, TextDelta):
-                self._partial.append(event.text)
+                current.partial.append(event.text)
             elif isinstance(event, Retrying):
-                self._partial = []
+                current.partial = []
                 self.session.record("retry", attempt=event.attempt, reason=event.reason, delay=event.delay)
             elif isinstance(event, ModelResponse):
                 self.session.record("usage", stop_reason=event.stop_reason, **event.usage)
                 yield UsageReported(event.usage)
             yield event
 
-    def _keep_partial(self) -> None:
-        text = "".join(self._partial)
-        self._partial = []
-        if text.strip():
-            self.session.append_message("assistant", [TextBlock(text=text)])
-        self.session.record("interrupted", partial_text=text, during="stream")
-        self._interruption = Interrupted(text, during="stream")
-
-    async def _run_calls(self, message: Message, calls: list[ToolUseBlock]) -> AsyncGenerator[Event, None]:
+    async def _run_calls(self, current: Round, message: Message, calls: list[ToolUseBlock]) -> AsyncGenerator[Event, None]:
         words = narration_words(message, self.policy.parallel_tools)
-        self._open, self._done, self._words = list(calls), [], []
-        try:
-            for call in calls:
-                async for event in self._run_one(call, words.get(call.id, 0)):
-                    yield event
-                self._open.pop(0)
-        except (asyncio.CancelledError, GeneratorExit):
-            self._answer_open_calls()
-            raise
-        blocks: list[Block] = list(self._done) + self._denial_blocks()
+        for call in calls:
+            async for event in self._run_one(current, call, words.get(call.id, 0)):
+                yield event
+            current.calls.pop(0)
+        blocks = current.blocks()
         hints = self.session.take_hints(("steer",))
         blocks += [TextBlock(text=h.text) for h in hints]
         if self.session.handoff.phase == Phase.WANTED:
             blocks += await self._ask_handoff(interrupted_work=True)
             yield HandoffAsked()
         record = self.session.append_message("user", blocks)
-        self._done = []
-        for event in self._denials_delivered(record["seq"]):
+        for event in current.delivered(self.session, record["seq"]):
             yield event
         if self.policy.rolling and not self.session.spec.thinking:
             pruned = rolled(self.session, self.policy)
@@ -265,13 +249,13 @@ class Agent:
         if hints:
             yield delivered(self.session, hints, record["seq"], f"after the {', '.join(c.name for c in calls)} result")
 
-    async def _run_one(self, call: ToolUseBlock, words: int) -> AsyncGenerator[Event, None]:
+    async def _run_one(self, current: Round, call: ToolUseBlock, words: int) -> AsyncGenerator[Event, None]:
         required = self.policy.narration_min_words
         if words < required:
             total = self.session.figures.violations + 1
             self.session.record("violation", tool_use_id=call.id, name=call.name, words=words, required=required)
             text = self.policy.narration_rule.format(words=words, required=required)
-            self._done.append(ToolResultBlock(tool_use_id=call.id, content=text, is_error=True))
+            current.answer(ToolResultBlock(tool_use_id=call.id, content=text, is_error=True), call)
             yield NarrationViolation(call, words, required, total)
             return
         yield ToolStarted(call)
@@ -286,13 +270,7 @@ class Agent:
             **({"refused": outcome.refused} if outcome.refused else {}),
             **outcome.facts,
         )
-        result = ToolResultBlock(tool_use_id=call.id, content=outcome.blocks or outcome.content or "(no output)")
-        if outcome.is_error:
-            result = ToolResultBlock(tool_use_id=call.id, content=outcome.blocks or outcome.content or "(error)",
-                                     is_error=True)
-        self._done.append(result)
-        if outcome.words:
-            self._words.append((call, outcome.words))
+        current.answer(result_of(call, outcome), call, outcome)
         if isinstance(outcome, NoteWritten) and not outcome.is_error:
             handoff_state.noted(self.session, outcome)
             await self._fire("PostHandoff", note_path=str(self.session.root / outcome.note_path),
@@ -301,31 +279,6 @@ class Agent:
                            outcome.refused)
         for notice in self._hook_notices():
             yield notice
-
-    def _answer_open_calls(self) -> None:
-        if not self._open and not self._done:
-            return
-        answered = {r.tool_use_id for r in self._done}
-        still_open = [c for c in self._open if c.id not in answered]  # closed right after a call finished
-        blocks: list[Block] = list(self._done)
-        blocks += [ToolResultBlock(tool_use_id=c.id, content=INTERRUPTED, is_error=True) for c in still_open]
-        record = self.session.append_message("user", blocks + self._denial_blocks())
-        list(self._denials_delivered(record["seq"]))
-        self.session.record("interrupted", partial_text="", during="tools", open=[c.id for c in still_open])
-        self._interruption = Interrupted("", during="tools", open_calls=tuple(c.id for c in still_open))
-        self._open, self._done = [], []
-
-    def _denial_blocks(self) -> list[Block]:
-        """The human's denial reasons, verbatim, as text after the tool results (the API wants results first)."""
-        return [TextBlock(text=words) for _, words in self._words]
-
-    def _denials_delivered(self, seq: int) -> list[DenialDelivered]:
-        events = []
-        for call, words in self._words:
-            self.session.record("denial", tool_use_id=call.id, name=call.name, text=words, message_seq=seq)
-            events.append(DenialDelivered(call, words))
-        self._words = []
-        return events
 
     async def _ask_handoff(self, interrupted_work: bool) -> list[Block]:
         handoff_state.ask(self.session, interrupted_work)
@@ -361,7 +314,7 @@ class Agent:
     @property
     def in_flight(self) -> tuple[ToolUseBlock, ...]:
         """Tool calls of the current message not yet answered."""
-        return tuple(self._open)
+        return tuple(self._round.calls) if self._round else ()
 
     def replace_session(self, session: Session) -> None:
         """Continue with another session (``/clear``); only between turns."""
