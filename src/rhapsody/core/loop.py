@@ -35,32 +35,28 @@ from rhapsody.core.events import (
     HandoffAsked,
     ImagesAttached,
     ModelResponse,
-    NarrationViolation,
     Notice,
-    RequestSent,
-    Retrying,
-    TextDelta,
     ToolFinished,
     ToolStarted,
     TurnEnded,
     TurnStarted,
-    UsageReported,
 )
 from rhapsody.core.handoff_state import NoteWritten, Phase
 from rhapsody.core.images import attach, label
 from rhapsody.core.hooks import STOP_CONTINUES, HookVerdict, payload
-from rhapsody.core.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
+from rhapsody.core.messages import Block, Message, TextBlock, ToolUseBlock
 from rhapsody.core.model import Model
 from rhapsody.core.narration import narration_words
 from rhapsody.core.observers import Observer, Observers
 from rhapsody.core.policy import Policy, limit_reached
-from rhapsody.core.round import Round, interrupt, result_of
+from rhapsody.core.request import stream_request
+from rhapsody.core.round import Round, interrupt
 from rhapsody.core.safety_net import refused_again, strip_first
 from rhapsody.core.session import Session
 from rhapsody.core.tool_sync import sync_tools
 from rhapsody.core.tools import ToolContext, Toolbox
 from rhapsody.core.turn_end import HandoffThreshold, delivered, end_of_turn, rolled
-from rhapsody.core.window import after_last_seam, context_window, expected_tokens, too_long
+from rhapsody.core.window import after_last_seam
 
 
 class Agent:
@@ -161,7 +157,7 @@ class Agent:
             failure: ContextTooLong | ModelError | None = None
             current = self._round = Round()
             try:
-                async for event in self._request(current):
+                async for event in stream_request(self.session, self.model, self.policy.context_window, current):
                     if isinstance(event, ModelResponse):
                         response = event
                     yield event
@@ -207,26 +203,6 @@ class Agent:
                 async for event in running:
                     yield event
 
-    async def _request(self, current: Round) -> AsyncGenerator[Event, None]:
-        body, size, est = self.session.request_and_size()
-        window = context_window(self.session.spec.model, self.policy.context_window)
-        expected = expected_tokens(self.session.records, est)
-        if expected > window:  # not sent: the loop strips first (core/safety_net.py)
-            raise ContextTooLong(too_long(expected, window))
-        self.session.record("request", bytes=size, est_tokens=est, messages=len(body["messages"]),
-                            model=str(body.get("model", "")))
-        yield RequestSent(size, est, len(body["messages"]))
-        async for event in self.model.stream(body):
-            if isinstance(event, TextDelta):
-                current.partial.append(event.text)
-            elif isinstance(event, Retrying):
-                current.partial = []
-                self.session.record("retry", attempt=event.attempt, reason=event.reason, delay=event.delay)
-            elif isinstance(event, ModelResponse):
-                self.session.record("usage", stop_reason=event.stop_reason, **event.usage)
-                yield UsageReported(event.usage)
-            yield event
-
     async def _run_calls(self, current: Round, message: Message, calls: list[ToolUseBlock]) -> AsyncGenerator[Event, None]:
         words = narration_words(message, self.policy.parallel_tools)
         for call in calls:
@@ -250,27 +226,13 @@ class Agent:
             yield delivered(self.session, hints, record["seq"], f"after the {', '.join(c.name for c in calls)} result")
 
     async def _run_one(self, current: Round, call: ToolUseBlock, words: int) -> AsyncGenerator[Event, None]:
-        required = self.policy.narration_min_words
-        if words < required:
-            total = self.session.figures.violations + 1
-            self.session.record("violation", tool_use_id=call.id, name=call.name, words=words, required=required)
-            text = self.policy.narration_rule.format(words=words, required=required)
-            current.answer(ToolResultBlock(tool_use_id=call.id, content=text, is_error=True), call)
-            yield NarrationViolation(call, words, required, total)
+        if words < self.policy.narration_min_words:
+            yield current.unnarrated(self.session, call, words, self.policy.narration_min_words,
+                                     self.policy.narration_rule)
             return
         yield ToolStarted(call)
         outcome, ms = await self.toolbox.run(call.name, call.input, dataclasses.replace(self.ctx, call_id=call.id))
-        self.session.record(
-            "tool_run",
-            tool_use_id=call.id,
-            name=call.name,
-            is_error=outcome.is_error,
-            exit_code=outcome.exit_code,
-            duration_ms=ms,
-            **({"refused": outcome.refused} if outcome.refused else {}),
-            **outcome.facts,
-        )
-        current.answer(result_of(call, outcome), call, outcome)
+        current.ran(self.session, call, outcome, ms)
         if isinstance(outcome, NoteWritten) and not outcome.is_error:
             handoff_state.noted(self.session, outcome)
             await self._fire("PostHandoff", note_path=str(self.session.root / outcome.note_path),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rhapsody.core.events import DenialDelivered, Interrupted
+from rhapsody.core.events import DenialDelivered, Interrupted, NarrationViolation
 from rhapsody.core.messages import Block, TextBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.core.session import Session
 from rhapsody.core.tools import ToolOutcome
@@ -38,11 +38,23 @@ class Round:
         self.streaming = False
         self.calls = list(calls)
 
-    def answer(self, result: ToolResultBlock, call: ToolUseBlock, outcome: ToolOutcome | None = None) -> None:
-        """A call answered (its result, and the human's words if they denied it)."""
-        self.results.append(result)
-        if outcome is not None and outcome.words:
+    def ran(self, session: Session, call: ToolUseBlock, outcome: ToolOutcome, ms: int) -> None:
+        """A call ran (or was refused): its run recorded, its result (and the human's words) kept."""
+        session.record("tool_run", tool_use_id=call.id, name=call.name, is_error=outcome.is_error,
+                       exit_code=outcome.exit_code, duration_ms=ms,
+                       **({"refused": outcome.refused} if outcome.refused else {}), **outcome.facts)
+        self.results.append(_result_of(call, outcome))
+        if outcome.words:
             self.denials.append((call, outcome.words))
+
+    def unnarrated(self, session: Session, call: ToolUseBlock, words: int, required: int,
+                   rule: str) -> NarrationViolation:
+        """A call not run because too few words narrated it: recorded, answered with the rule."""
+        total = session.figures.violations + 1
+        session.record("violation", tool_use_id=call.id, name=call.name, words=words, required=required)
+        text = rule.format(words=words, required=required)
+        self.results.append(ToolResultBlock(tool_use_id=call.id, content=text, is_error=True))
+        return NarrationViolation(call, words, required, total)
 
     def blocks(self) -> list[Block]:
         """The user message's content: the results first (the API wants them first), then the denial reasons."""
@@ -58,7 +70,7 @@ class Round:
         return events
 
 
-def result_of(call: ToolUseBlock, outcome: ToolOutcome) -> ToolResultBlock:
+def _result_of(call: ToolUseBlock, outcome: ToolOutcome) -> ToolResultBlock:
     """The tool_result the model gets for a call that ran (or was refused)."""
     if outcome.is_error:
         return ToolResultBlock(tool_use_id=call.id, content=outcome.blocks or outcome.content or "(error)",
