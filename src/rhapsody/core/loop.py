@@ -22,11 +22,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from pathlib import Path
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 
-from rhapsody.core import handoff_state
 from rhapsody.core.checkpoints import checkpoint, take
 from rhapsody.core.errors import ContextTooLong, ModelError, StorageError
 from rhapsody.core.events import (
@@ -43,7 +41,6 @@ from rhapsody.core.events import (
 )
 from rhapsody.core.handoff_state import NoteWritten, Phase
 from rhapsody.core.images import attach, label
-from rhapsody.core.hooks import STOP_CONTINUES, HookVerdict, payload
 from rhapsody.core.messages import Block, Message, TextBlock, ToolUseBlock
 from rhapsody.core.model import Model
 from rhapsody.core.narration import narration_words
@@ -55,7 +52,9 @@ from rhapsody.core.safety_net import refused_again, strip_first
 from rhapsody.core.session import Session
 from rhapsody.core.tool_sync import sync_tools
 from rhapsody.core.tools import ToolContext, Toolbox
+from rhapsody.core.turn import Turn
 from rhapsody.core.turn_end import HandoffThreshold, delivered, end_of_turn, rolled
+from rhapsody.core.turn_hooks import ask_handoff, fire, hook_notices, note_written, stop_blocked
 from rhapsody.core.window import after_last_seam
 
 
@@ -78,16 +77,14 @@ class Agent:
         self._round: Round | None = None
         """The round under way: what a cancellation settles."""
         self._threshold = HandoffThreshold(policy.handoff_at_tokens, policy.handoff_at_share, policy.context_window)
-        self._steps = 0
-        self._turn_start = 0
-        self._stops = 0
+        self._turn = Turn()
 
     async def run(self, text: str | None = None) -> AsyncGenerator[Event, None]:
         """One turn: the human's text (plus any pending hints), then the tool loop."""
         added: list[Block] = []
         if text and text.strip():
-            verdict = await self._fire("UserPromptSubmit", prompt=text)
-            for notice in self._hook_notices():
+            verdict = await fire(self.session, self.toolbox, "UserPromptSubmit", prompt=text)
+            for notice in hook_notices(self.toolbox):
                 yield notice
             if verdict.blocked:
                 yield Notice(f"prompt not sent: a UserPromptSubmit hook blocked it: {verdict.reason or 'no reason given'}")
@@ -101,13 +98,11 @@ class Agent:
         if text and text.strip():
             blocks += [TextBlock(text=text), *(i.block() for i in images), *added]
         if self.session.handoff.phase == Phase.WANTED and not blocks:  # human words are answered first
-            blocks += await self._ask_handoff(interrupted_work=False)
+            blocks += await ask_handoff(self.session, self.toolbox, self.policy.handoff_request, interrupted_work=False)
         if not blocks:
             return
         self.busy = True
-        self._steps = 0
-        self._stops = 0
-        self._turn_start = len(self.session.records)
+        self._turn = Turn(len(self.session.records))
         self._round = None
         try:
             message = len(self.session.conversation.messages)
@@ -147,12 +142,12 @@ class Agent:
     async def _loop(self) -> AsyncGenerator[Event, None]:
         refused = ""  # the length refusal the last strip at the window answered
         while True:
-            limit = limit_reached(self.policy, self.session, self._steps)
+            limit = limit_reached(self.policy, self.session, self._turn.steps)
             if limit is not None:
                 yield limit
                 yield TurnEnded("limit")
                 return
-            self._steps += 1
+            self._turn.steps += 1
             response: ModelResponse | None = None
             failure: ContextTooLong | ModelError | None = None
             current = self._round = Round()
@@ -186,15 +181,15 @@ class Agent:
             self._threshold.check(self.session)
             calls = message.tool_uses()
             if not calls:
-                end = await end_of_turn(self.session, self.policy, self.model, self._threshold, self._turn_start)
+                end = await end_of_turn(self.session, self.policy, self.model, self._threshold, self._turn.start)
                 for event in end.events:
                     yield event
-                if not end.follow_up and not await self._stop_blocked(message):
-                    for notice in self._hook_notices():
+                if not end.follow_up and not await stop_blocked(self.session, self.toolbox, message, self._turn):
+                    for notice in hook_notices(self.toolbox):
                         yield notice
                     yield TurnEnded(response.stop_reason)
                     return
-                for notice in self._hook_notices():
+                for notice in hook_notices(self.toolbox):
                     yield notice
                 continue
             # aclosing: a consumer that closes the turn here must reach _run_calls' handler.
@@ -213,7 +208,7 @@ class Agent:
         hints = self.session.take_hints(("steer",))
         blocks += [TextBlock(text=h.text) for h in hints]
         if self.session.handoff.phase == Phase.WANTED:
-            blocks += await self._ask_handoff(interrupted_work=True)
+            blocks += await ask_handoff(self.session, self.toolbox, self.policy.handoff_request, interrupted_work=True)
             yield HandoffAsked()
         record = self.session.append_message("user", blocks)
         for event in current.delivered(self.session, record["seq"]):
@@ -234,36 +229,11 @@ class Agent:
         outcome, ms = await self.toolbox.run(call.name, call.input, dataclasses.replace(self.ctx, call_id=call.id))
         current.ran(self.session, call, outcome, ms)
         if isinstance(outcome, NoteWritten) and not outcome.is_error:
-            handoff_state.noted(self.session, outcome)
-            await self._fire("PostHandoff", note_path=str(self.session.root / outcome.note_path),
-                             note=_note_text(self.session.root / outcome.note_path), seam=outcome.seam)
+            await note_written(self.session, self.toolbox, outcome)
         yield ToolFinished(call, outcome.content, outcome.is_error, 0 if outcome.refused else ms, outcome.exit_code,
                            outcome.refused)
-        for notice in self._hook_notices():
+        for notice in hook_notices(self.toolbox):
             yield notice
-
-    async def _ask_handoff(self, interrupted_work: bool) -> list[Block]:
-        handoff_state.ask(self.session, interrupted_work)
-        verdict = await self._fire("PreHandoff", interrupted_work=interrupted_work)
-        extra: list[Block] = [TextBlock(text=verdict.context)] if verdict.context.strip() else []
-        return [TextBlock(text=self.policy.handoff_request), *extra]
-
-    async def _stop_blocked(self, message: Message) -> bool:
-        """Whether a Stop hook sends the agent back to work; its reason is then the next user message."""
-        last = "".join(b.text for b in message.content if isinstance(b, TextBlock))
-        verdict = await self._fire("Stop", stop_hook_active=self._stops > 0, last_assistant_message=last)
-        if not verdict.blocked or self._stops >= STOP_CONTINUES:
-            return False
-        self._stops += 1
-        self.session.append_message("user", [TextBlock(text=verdict.reason or "A Stop hook asks you to go on.")])
-        return True
-
-    async def _fire(self, event: str, **fields: object) -> HookVerdict:
-        hooks = self.toolbox.hooks
-        return await hooks.fire(self.session, event, payload(self.session, event, self.toolbox.permission_mode, **fields))
-
-    def _hook_notices(self) -> list[Notice]:
-        return [Notice(line) for line in self.toolbox.hooks.notices()]
 
     def _observed(self, event: Event) -> Event:
         self.observers.put(self.session, event)
@@ -290,10 +260,3 @@ class Agent:
         """
         return self.session.request_handoff()
 
-
-def _note_text(path: Path) -> str:
-    """The saved field note, for the PostHandoff hooks ('' if it cannot be read)."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return ""
