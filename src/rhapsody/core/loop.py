@@ -33,15 +33,14 @@ from rhapsody.core.events import (
     HandoffAsked,
     ImagesAttached,
     ModelResponse,
-    Notice,
     ToolFinished,
     ToolStarted,
     TurnEnded,
     TurnStarted,
 )
 from rhapsody.core.handoff_state import NoteWritten, Phase
-from rhapsody.core.images import attach, label
-from rhapsody.core.messages import Block, Message, TextBlock, ToolUseBlock
+from rhapsody.core.images import label
+from rhapsody.core.messages import Message, TextBlock, ToolUseBlock
 from rhapsody.core.model import Model
 from rhapsody.core.narration import narration_words
 from rhapsody.core.observers import Observer, Observers
@@ -52,9 +51,9 @@ from rhapsody.core.safety_net import refused_again, strip_first
 from rhapsody.core.session import Session
 from rhapsody.core.tool_sync import sync_tools
 from rhapsody.core.tools import ToolContext, Toolbox
-from rhapsody.core.turn import Turn
+from rhapsody.core.turn import Turn, opening, stop_blocked
 from rhapsody.core.turn_end import HandoffThreshold, delivered, end_of_turn, rolled
-from rhapsody.core.turn_hooks import ask_handoff, fire, hook_notices, note_written, stop_blocked
+from rhapsody.core.turn_hooks import ask_handoff, hook_notices, note_written
 from rhapsody.core.window import after_last_seam
 
 
@@ -81,24 +80,10 @@ class Agent:
 
     async def run(self, text: str | None = None) -> AsyncGenerator[Event, None]:
         """One turn: the human's text (plus any pending hints), then the tool loop."""
-        added: list[Block] = []
-        if text and text.strip():
-            verdict = await fire(self.session, self.toolbox, "UserPromptSubmit", prompt=text)
-            for notice in hook_notices(self.toolbox):
-                yield notice
-            if verdict.blocked:
-                yield Notice(f"prompt not sent: a UserPromptSubmit hook blocked it: {verdict.reason or 'no reason given'}")
-                return
-            added = [TextBlock(text=verdict.context)] if verdict.context.strip() else []
-        images, refused = attach(text, self.session.root) if text and text.strip() else ([], [])
-        for line in refused:
-            yield Notice(line)
-        hints = self.session.take_hints()
-        blocks: list[Block] = [TextBlock(text=h.text) for h in hints]
-        if text and text.strip():
-            blocks += [TextBlock(text=text), *(i.block() for i in images), *added]
-        if self.session.handoff.phase == Phase.WANTED and not blocks:  # human words are answered first
-            blocks += await ask_handoff(self.session, self.toolbox, self.policy.handoff_request, interrupted_work=False)
+        opened = await opening(self.session, self.toolbox, self.policy.handoff_request, text)
+        for notice in opened.notices:
+            yield notice
+        blocks, hints, images = opened.blocks, opened.hints, opened.images
         if not blocks:
             return
         self.busy = True

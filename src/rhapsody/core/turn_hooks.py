@@ -1,6 +1,6 @@
 """The hooks the loop fires within a turn, and the notices hooks leave for the front ends.
 
-UserPromptSubmit, Stop, PreHandoff and PostHandoff are fired here with the session's payload;
+PreHandoff and PostHandoff are fired here, and each hook with the session's payload (`fire`);
 the tool events (PreToolUse, PostToolUse, Notification) are the toolbox's (core/tools.py).
 
 Imports: stdlib and rhapsody.core only.
@@ -13,11 +13,10 @@ from pathlib import Path
 from rhapsody.core import handoff_state
 from rhapsody.core.events import Notice
 from rhapsody.core.handoff_state import NoteWritten
-from rhapsody.core.hooks import STOP_CONTINUES, HookVerdict, payload
-from rhapsody.core.messages import Block, Message, TextBlock
+from rhapsody.core.hooks import HookVerdict, payload
+from rhapsody.core.messages import Block, TextBlock
 from rhapsody.core.session import Session
 from rhapsody.core.tools import Toolbox
-from rhapsody.core.turn import Turn
 
 
 async def fire(session: Session, toolbox: Toolbox, event: str, **fields: object) -> HookVerdict:
@@ -43,18 +42,6 @@ async def note_written(session: Session, toolbox: Toolbox, outcome: NoteWritten)
     handoff_state.noted(session, outcome)
     path = session.root / outcome.note_path
     await fire(session, toolbox, "PostHandoff", note_path=str(path), note=_note_text(path), seam=outcome.seam)
-
-
-async def stop_blocked(session: Session, toolbox: Toolbox, message: Message, turn: Turn) -> bool:
-    """Whether a Stop hook sends the agent back to work (counted in the turn); its reason is then the next
-    user message."""
-    last = "".join(b.text for b in message.content if isinstance(b, TextBlock))
-    verdict = await fire(session, toolbox, "Stop", stop_hook_active=turn.stops > 0, last_assistant_message=last)
-    if not verdict.blocked or turn.stops >= STOP_CONTINUES:
-        return False
-    turn.stops += 1
-    session.append_message("user", [TextBlock(text=verdict.reason or "A Stop hook asks you to go on.")])
-    return True
 
 
 def _note_text(path: Path) -> str:
