@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 
@@ -30,30 +29,26 @@ from rhapsody.core.errors import ContextTooLong, ModelError, StorageError
 from rhapsody.core.events import (
     Event,
     Failed,
-    HandoffAsked,
     ImagesAttached,
     ModelResponse,
-    ToolFinished,
-    ToolStarted,
     TurnEnded,
     TurnStarted,
 )
-from rhapsody.core.handoff_state import NoteWritten, Phase
 from rhapsody.core.images import label
-from rhapsody.core.messages import Message, TextBlock, ToolUseBlock
+from rhapsody.core.messages import ToolUseBlock
 from rhapsody.core.model import Model
-from rhapsody.core.narration import narration_words
 from rhapsody.core.observers import Observer, Observers
 from rhapsody.core.policy import Policy, limit_reached
 from rhapsody.core.request import stream_request
 from rhapsody.core.round import Round, interrupt
 from rhapsody.core.safety_net import refused_again, strip_first
 from rhapsody.core.session import Session
+from rhapsody.core.tool_calls import run_calls
 from rhapsody.core.tool_sync import sync_tools
 from rhapsody.core.tools import ToolContext, Toolbox
 from rhapsody.core.turn import Turn, opening, stop_blocked
-from rhapsody.core.turn_end import HandoffThreshold, delivered, end_of_turn, rolled
-from rhapsody.core.turn_hooks import ask_handoff, hook_notices, note_written
+from rhapsody.core.turn_end import HandoffThreshold, delivered, end_of_turn
+from rhapsody.core.turn_hooks import hook_notices
 from rhapsody.core.window import after_last_seam
 
 
@@ -177,48 +172,11 @@ class Agent:
                 for notice in hook_notices(self.toolbox):
                     yield notice
                 continue
-            # aclosing: a consumer that closes the turn here must reach _run_calls' handler.
+            # aclosing: a consumer that closes the turn here closes the calls before the round is settled.
             current.run_calls(calls)
-            async with aclosing(self._run_calls(current, message, calls)) as running:
+            async with aclosing(run_calls(self.ctx, self.toolbox, self.policy, current, message)) as running:
                 async for event in running:
                     yield event
-
-    async def _run_calls(self, current: Round, message: Message, calls: list[ToolUseBlock]) -> AsyncGenerator[Event, None]:
-        words = narration_words(message, self.policy.parallel_tools)
-        for call in calls:
-            async for event in self._run_one(current, call, words.get(call.id, 0)):
-                yield event
-            current.calls.pop(0)
-        blocks = current.blocks()
-        hints = self.session.take_hints(("steer",))
-        blocks += [TextBlock(text=h.text) for h in hints]
-        if self.session.handoff.phase == Phase.WANTED:
-            blocks += await ask_handoff(self.session, self.toolbox, self.policy.handoff_request, interrupted_work=True)
-            yield HandoffAsked()
-        record = self.session.append_message("user", blocks)
-        for event in current.delivered(self.session, record["seq"]):
-            yield event
-        if self.policy.rolling and not self.session.spec.thinking:
-            pruned = rolled(self.session, self.policy)
-            if pruned is not None:
-                yield pruned
-        if hints:
-            yield delivered(self.session, hints, record["seq"], f"after the {', '.join(c.name for c in calls)} result")
-
-    async def _run_one(self, current: Round, call: ToolUseBlock, words: int) -> AsyncGenerator[Event, None]:
-        if words < self.policy.narration_min_words:
-            yield current.unnarrated(self.session, call, words, self.policy.narration_min_words,
-                                     self.policy.narration_rule)
-            return
-        yield ToolStarted(call)
-        outcome, ms = await self.toolbox.run(call.name, call.input, dataclasses.replace(self.ctx, call_id=call.id))
-        current.ran(self.session, call, outcome, ms)
-        if isinstance(outcome, NoteWritten) and not outcome.is_error:
-            await note_written(self.session, self.toolbox, outcome)
-        yield ToolFinished(call, outcome.content, outcome.is_error, 0 if outcome.refused else ms, outcome.exit_code,
-                           outcome.refused)
-        for notice in hook_notices(self.toolbox):
-            yield notice
 
     def _observed(self, event: Event) -> Event:
         self.observers.put(self.session, event)
