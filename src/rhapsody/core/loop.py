@@ -1,10 +1,11 @@
 """The agent loop: one async generator every front end drives.
 
-`Agent.run(text)` appends the user's message, then repeats: build the request from the
-active context, stream the answer, run the tool calls that were narrated, and append one
-user message with the tool results first and the pending hints after them. At the end of
-the turn it commits a pending micro-handoff seam, delivers queued messages, or stops
-(core/turn_end.py); between turns it takes in tool sources' new tools (core/tool_sync.py).
+`Agent.run(text)` appends the user's message (core/turn.py), then repeats one round: build
+the request from the active context and stream the answer (core/request.py), run the tool
+calls that were narrated and append one user message with the tool results first and the
+pending hints after them (core/tool_calls.py). At the end of the turn it commits a pending
+micro-handoff seam, delivers queued messages, or stops (core/turn_end.py); between turns it
+takes in tool sources' new tools (core/tool_sync.py).
 
 Cancellation (Esc) reaches the generator at an await, or as GeneratorExit at a yield when
 the consumer closes it; either way one handler settles the current round (core/round.py):
