@@ -8,6 +8,7 @@ from pathlib import Path
 
 from rhapsody.core.handoff import undo_seam
 from rhapsody.core.loop import Agent
+from rhapsody.core.permissions import MODES
 from rhapsody.core.session import Session
 from rhapsody.render import undo_text
 
@@ -25,7 +26,6 @@ COMMANDS = {
     "/help": "list the commands and keys",
     "/quit": "leave rhapsody",
 }
-MODES = ("read-only", "ask", "auto-edit", "yolo")
 
 
 @dataclass(frozen=True)

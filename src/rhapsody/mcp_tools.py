@@ -63,7 +63,7 @@ class _Args(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-class McpTool:
+class McpTool(Tool):
     """One tool of one MCP server; `McpTools.tools()` makes a subclass per tool."""
 
     name: ClassVar[str] = ""
@@ -75,6 +75,10 @@ class McpTool:
     server: ClassVar[str] = ""
     tool: ClassVar[str] = ""
     source: ClassVar[McpTools]
+
+    def schema(self) -> dict[str, Any]:
+        """The server's own schema, as it sent it."""
+        return self.input_schema
 
     def argument_of(self, args: BaseModel) -> str:
         """The arguments as compact JSON: what approval shows and rules match."""

@@ -36,8 +36,7 @@ async def run_human_command(agent: Agent, command: str) -> HumanRun:
     from rhapsody.peek import EXIT_TRAILER
 
     bash = agent.toolbox.tools["bash"]
-    confine = getattr(bash, "confinement", None)
-    ctx = dataclasses.replace(agent.ctx, confinement=str(confine(agent.toolbox.permission_mode)) if confine else "")
+    ctx = dataclasses.replace(agent.ctx, confinement=bash.confinement(agent.toolbox.permission_mode))
     outcome = await bash.run(bash.Input.model_validate({"command": command}), ctx)
     output = EXIT_TRAILER.sub("", mask(outcome.content, agent.toolbox.secrets))  # the words say the exit code
     words = f"I ran `{command}` myself" + (f" (exit {outcome.exit_code})" if outcome.exit_code is not None else "")

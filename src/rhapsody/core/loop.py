@@ -1,16 +1,17 @@
 """The agent loop: one async generator every front end drives.
 
-`Agent.run(text)` appends the user's message, then repeats: build the request from the
-active context, stream the answer, run the tool calls that were narrated, and append one
-user message with the tool results first and the pending hints after them. At the end of
-the turn it commits a pending micro-handoff seam, delivers queued messages, or stops
-(core/turn_end.py); between turns it takes in tool sources' new tools (core/tool_sync.py).
+`Agent.run(text)` appends the user's message (core/turn.py), then repeats one round: build
+the request from the active context and stream the answer (core/request.py), run the tool
+calls that were narrated and append one user message with the tool results first and the
+pending hints after them (core/tool_calls.py). At the end of the turn it commits a pending
+micro-handoff seam, delivers queued messages, or stops (core/turn_end.py); between turns it
+takes in tool sources' new tools (core/tool_sync.py).
 
 Cancellation (Esc) reaches the generator at an await, or as GeneratorExit at a yield when
-the consumer closes it; either way the handler keeps what streamed, answers every open
-tool call with an "interrupted" result and re-raises, so the history is always a valid
-conversation. A cancelled turn yields `Interrupted` as its last event before the
-cancellation goes on. `max_steps_per_turn` and `max_cost_usd` end a turn with
+the consumer closes it; either way one handler settles the current round (core/round.py):
+it keeps what streamed, answers every open tool call with an "interrupted" result and
+re-raises, so the history is always a valid conversation. A cancelled turn yields
+`Interrupted` as its last event before the cancellation goes on. `max_steps_per_turn` and `max_cost_usd` end a turn with
 `LimitsExceeded` before a request that would pass them. The micro-handoff's state lives in
 the session (core/handoff_state.py); the loop only moves it along.
 
@@ -21,49 +22,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-from pathlib import Path
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 
-from rhapsody.core import handoff_state
 from rhapsody.core.checkpoints import checkpoint, take
 from rhapsody.core.errors import ContextTooLong, ModelError, StorageError
 from rhapsody.core.events import (
-    DenialDelivered,
     Event,
     Failed,
-    HandoffAsked,
     ImagesAttached,
-    Interrupted,
     ModelResponse,
-    NarrationViolation,
-    Notice,
-    RequestSent,
-    Retrying,
-    TextDelta,
-    ToolFinished,
-    ToolStarted,
     TurnEnded,
     TurnStarted,
-    UsageReported,
 )
-from rhapsody.core.handoff_state import NoteWritten, Phase
-from rhapsody.core.images import attach, label
-from rhapsody.core.hooks import STOP_CONTINUES, HookVerdict, payload
-from rhapsody.core.messages import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
+from rhapsody.core.images import label
+from rhapsody.core.messages import ToolUseBlock
 from rhapsody.core.model import Model
-from rhapsody.core.narration import narration_words
 from rhapsody.core.observers import Observer, Observers
 from rhapsody.core.policy import Policy, limit_reached
+from rhapsody.core.request import stream_request
+from rhapsody.core.round import Round, interrupt
 from rhapsody.core.safety_net import refused_again, strip_first
 from rhapsody.core.session import Session
+from rhapsody.core.tool_calls import run_calls
 from rhapsody.core.tool_sync import sync_tools
 from rhapsody.core.tools import ToolContext, Toolbox
-from rhapsody.core.turn_end import HandoffThreshold, delivered, end_of_turn, rolled
-from rhapsody.core.window import after_last_seam, context_window, expected_tokens, too_long
-
-INTERRUPTED = "Interrupted by the human before this call finished."
+from rhapsody.core.turn import Turn, opening, stop_blocked
+from rhapsody.core.turn_end import HandoffThreshold, delivered, end_of_turn
+from rhapsody.core.turn_hooks import hook_notices
+from rhapsody.core.window import after_last_seam
 
 
 class Agent:
@@ -82,46 +69,22 @@ class Agent:
         self.observers = Observers(observers)
         self.ctx = ToolContext(session.root, session, policy.bash_timeout, policy.output_cap)
         self.busy = False
-        self._partial: list[str] = []
-        self._open: list[ToolUseBlock] = []
-        self._done: list[ToolResultBlock] = []
-        self._words: list[tuple[ToolUseBlock, str]] = []
-        self._unrun: set[str] = set()
-        """Calls of this step refused before running (by the narration rule or a permission)."""
-        """Denial reasons typed by the human this round: sent after the results, as their own text."""
+        self._round: Round | None = None
+        """The round under way: what a cancellation settles."""
         self._threshold = HandoffThreshold(policy.handoff_at_tokens, policy.handoff_at_share, policy.context_window)
-        self._steps = 0
-        self._turn_start = 0
-        self._stops = 0
-        self._interruption: Interrupted | None = None
+        self._turn = Turn()
 
     async def run(self, text: str | None = None) -> AsyncGenerator[Event, None]:
         """One turn: the human's text (plus any pending hints), then the tool loop."""
-        added: list[Block] = []
-        if text and text.strip():
-            verdict = await self._fire("UserPromptSubmit", prompt=text)
-            for notice in self._hook_notices():
-                yield notice
-            if verdict.blocked:
-                yield Notice(f"prompt not sent: a UserPromptSubmit hook blocked it: {verdict.reason or 'no reason given'}")
-                return
-            added = [TextBlock(text=verdict.context)] if verdict.context.strip() else []
-        images, refused = attach(text, self.session.root) if text and text.strip() else ([], [])
-        for line in refused:
-            yield Notice(line)
-        hints = self.session.take_hints()
-        blocks: list[Block] = [TextBlock(text=h.text) for h in hints]
-        if text and text.strip():
-            blocks += [TextBlock(text=text), *(i.block() for i in images), *added]
-        if self.session.handoff.phase == Phase.WANTED and not blocks:  # human words are answered first
-            blocks += await self._ask_handoff(interrupted_work=False)
+        opened = await opening(self.session, self.toolbox, self.policy.handoff_request, text)
+        for notice in opened.notices:
+            yield notice
+        blocks, hints, images = opened.blocks, opened.hints, opened.images
         if not blocks:
             return
         self.busy = True
-        self._steps = 0
-        self._stops = 0
-        self._turn_start = len(self.session.records)
-        self._interruption = None
+        self._turn = Turn(len(self.session.records))
+        self._round = None
         try:
             message = len(self.session.conversation.messages)
             record = self.session.append_message("user", blocks)
@@ -139,8 +102,12 @@ class Agent:
                     async for event in loop:
                         yield self._observed(event)
                 await self._drain_observers()
-            except asyncio.CancelledError:
-                yield self._observed(self._interruption or Interrupted("", during="turn"))
+            except (asyncio.CancelledError, GeneratorExit) as exc:
+                # Cancelled at an await, or closed by the consumer at a yield: the turn stops here.
+                interruption = interrupt(self.session, self._round)
+                self._round = None
+                if isinstance(exc, asyncio.CancelledError):  # a closed generator may not yield
+                    yield self._observed(interruption)
                 raise
         finally:
             self.busy = False
@@ -156,36 +123,37 @@ class Agent:
     async def _loop(self) -> AsyncGenerator[Event, None]:
         refused = ""  # the length refusal the last strip at the window answered
         while True:
-            limit = limit_reached(self.policy, self.session, self._steps)
+            limit = limit_reached(self.policy, self.session, self._turn.steps)
             if limit is not None:
                 yield limit
                 yield TurnEnded("limit")
                 return
-            self._steps += 1
+            self._turn.steps += 1
             response: ModelResponse | None = None
+            failure: ContextTooLong | ModelError | None = None
+            current = self._round = Round()
             try:
-                async for event in self._request():
+                async for event in stream_request(self.session, self.model, self.policy.context_window, current):
                     if isinstance(event, ModelResponse):
                         response = event
                     yield event
-            except ContextTooLong as exc:
-                net = refused_again(self.session, str(exc)) if refused else strip_first(self.session, self.policy, str(exc))
-                refused = str(exc)
+            except (ContextTooLong, ModelError) as exc:
+                failure = exc
+            current.streaming = False
+            if isinstance(failure, ContextTooLong):
+                net = refused_again(self.session, str(failure)) if refused else \
+                    strip_first(self.session, self.policy, str(failure))
+                refused = str(failure)
                 for event in net.events:
                     yield event
                 if not net.go_on:
                     return
                 self._threshold.rearm(after_last_seam(self.session.records))
                 continue
-            except ModelError as exc:
-                self.session.record("error", message=str(exc))
-                yield Failed(str(exc))
+            if failure is not None:
+                self.session.record("error", message=str(failure))
+                yield Failed(str(failure))
                 return
-            except (asyncio.CancelledError, GeneratorExit):
-                # Cancelled at an await, or closed by the consumer at a yield (aclosing):
-                # either way the turn stops here, and what streamed is kept.
-                self._keep_partial()
-                raise
             assert response is not None
             refused = ""
             message = response.message
@@ -194,173 +162,22 @@ class Agent:
             self._threshold.check(self.session)
             calls = message.tool_uses()
             if not calls:
-                end = await end_of_turn(self.session, self.policy, self.model, self._threshold, self._turn_start)
+                end = await end_of_turn(self.session, self.policy, self.model, self._threshold, self._turn.start)
                 for event in end.events:
                     yield event
-                if not end.follow_up and not await self._stop_blocked(message):
-                    for notice in self._hook_notices():
+                if not end.follow_up and not await stop_blocked(self.session, self.toolbox, message, self._turn):
+                    for notice in hook_notices(self.toolbox):
                         yield notice
                     yield TurnEnded(response.stop_reason)
                     return
-                for notice in self._hook_notices():
+                for notice in hook_notices(self.toolbox):
                     yield notice
                 continue
-            # aclosing: a consumer that closes the turn here must reach _run_calls' handler.
-            async with aclosing(self._run_calls(message, calls)) as running:
+            # aclosing: a consumer that closes the turn here closes the calls before the round is settled.
+            current.run_calls(calls)
+            async with aclosing(run_calls(self.ctx, self.toolbox, self.policy, current, message)) as running:
                 async for event in running:
                     yield event
-
-    async def _request(self) -> AsyncGenerator[Event, None]:
-        body, size, est = self.session.request_and_size()
-        window = context_window(self.session.spec.model, self.policy.context_window)
-        expected = expected_tokens(self.session.records, est)
-        if expected > window:  # not sent: the loop strips first (core/safety_net.py)
-            raise ContextTooLong(too_long(expected, window))
-        self.session.record("request", bytes=size, est_tokens=est, messages=len(body["messages"]),
-                            model=str(body.get("model", "")))
-        yield RequestSent(size, est, len(body["messages"]))
-        self._partial = []
-        async for event in self.model.stream(body):
-            if isinstance(event, TextDelta):
-                self._partial.append(event.text)
-            elif isinstance(event, Retrying):
-                self._partial = []
-                self.session.record("retry", attempt=event.attempt, reason=event.reason, delay=event.delay)
-            elif isinstance(event, ModelResponse):
-                self.session.record("usage", stop_reason=event.stop_reason, **event.usage)
-                yield UsageReported(event.usage)
-            yield event
-
-    def _keep_partial(self) -> None:
-        text = "".join(self._partial)
-        self._partial = []
-        if text.strip():
-            self.session.append_message("assistant", [TextBlock(text=text)])
-        self.session.record("interrupted", partial_text=text, during="stream")
-        self._interruption = Interrupted(text, during="stream")
-
-    async def _run_calls(self, message: Message, calls: list[ToolUseBlock]) -> AsyncGenerator[Event, None]:
-        words = narration_words(message, self.policy.parallel_tools)
-        self._open, self._done, self._words, self._unrun = list(calls), [], [], set()
-        try:
-            for call in calls:
-                async for event in self._run_one(call, words.get(call.id, 0)):
-                    yield event
-                self._open.pop(0)
-        except (asyncio.CancelledError, GeneratorExit):
-            self._answer_open_calls()
-            raise
-        blocks: list[Block] = list(self._done) + self._denial_blocks()
-        hints = self.session.take_hints(("steer",))
-        blocks += [TextBlock(text=h.text) for h in hints]
-        if self.session.handoff.phase == Phase.WANTED:
-            blocks += await self._ask_handoff(interrupted_work=True)
-            yield HandoffAsked()
-        record = self.session.append_message("user", blocks)
-        self._done = []
-        for event in self._denials_delivered(record["seq"]):
-            yield event
-        if self.policy.rolling and not self.session.spec.thinking:
-            pruned = rolled(self.session, self.policy)
-            if pruned is not None:
-                yield pruned
-        if hints:
-            yield delivered(self.session, hints, record["seq"], self._after(calls))
-
-    def _after(self, calls: list[ToolUseBlock]) -> str:
-        """Where hints landed: after the calls' results, or after calls refused without running (no result)."""
-        names = ", ".join(c.name for c in calls)
-        if all(c.id in self._unrun for c in calls):
-            return f"after the refused {names} call{'s' if len(calls) > 1 else ''}"
-        return f"after the {names} result"
-
-    async def _run_one(self, call: ToolUseBlock, words: int) -> AsyncGenerator[Event, None]:
-        required = self.policy.narration_min_words
-        if words < required:
-            total = self.session.figures.violations + 1
-            self.session.record("violation", tool_use_id=call.id, name=call.name, words=words, required=required)
-            self._unrun.add(call.id)
-            text = self.policy.narration_rule.format(words=words, required=required)
-            self._done.append(ToolResultBlock(tool_use_id=call.id, content=text, is_error=True))
-            yield NarrationViolation(call, words, required, total)
-            return
-        yield ToolStarted(call)
-        outcome, ms = await self.toolbox.run(call.name, call.input, dataclasses.replace(self.ctx, call_id=call.id))
-        self.session.record(
-            "tool_run",
-            tool_use_id=call.id,
-            name=call.name,
-            is_error=outcome.is_error,
-            exit_code=outcome.exit_code,
-            duration_ms=ms,
-            **({"refused": outcome.refused} if outcome.refused else {}),
-            **outcome.facts,
-        )
-        if outcome.refused:
-            self._unrun.add(call.id)
-        result = ToolResultBlock(tool_use_id=call.id, content=outcome.blocks or outcome.content or "(no output)")
-        if outcome.is_error:
-            result = ToolResultBlock(tool_use_id=call.id, content=outcome.blocks or outcome.content or "(error)",
-                                     is_error=True)
-        self._done.append(result)
-        if outcome.words:
-            self._words.append((call, outcome.words))
-        if isinstance(outcome, NoteWritten) and not outcome.is_error:
-            handoff_state.noted(self.session, outcome)
-            await self._fire("PostHandoff", note_path=str(self.session.root / outcome.note_path),
-                             note=_note_text(self.session.root / outcome.note_path), seam=outcome.seam)
-        yield ToolFinished(call, outcome.content, outcome.is_error, 0 if outcome.refused else ms, outcome.exit_code,
-                           outcome.refused)
-        for notice in self._hook_notices():
-            yield notice
-
-    def _answer_open_calls(self) -> None:
-        if not self._open and not self._done:
-            return
-        answered = {r.tool_use_id for r in self._done}
-        still_open = [c for c in self._open if c.id not in answered]  # closed right after a call finished
-        blocks: list[Block] = list(self._done)
-        blocks += [ToolResultBlock(tool_use_id=c.id, content=INTERRUPTED, is_error=True) for c in still_open]
-        record = self.session.append_message("user", blocks + self._denial_blocks())
-        list(self._denials_delivered(record["seq"]))
-        self.session.record("interrupted", partial_text="", during="tools", open=[c.id for c in still_open])
-        self._interruption = Interrupted("", during="tools", open_calls=tuple(c.id for c in still_open))
-        self._open, self._done = [], []
-
-    def _denial_blocks(self) -> list[Block]:
-        """The human's denial reasons, verbatim, as text after the tool results (the API wants results first)."""
-        return [TextBlock(text=words) for _, words in self._words]
-
-    def _denials_delivered(self, seq: int) -> list[DenialDelivered]:
-        events = []
-        for call, words in self._words:
-            self.session.record("denial", tool_use_id=call.id, name=call.name, text=words, message_seq=seq)
-            events.append(DenialDelivered(call, words))
-        self._words = []
-        return events
-
-    async def _ask_handoff(self, interrupted_work: bool) -> list[Block]:
-        handoff_state.ask(self.session, interrupted_work)
-        verdict = await self._fire("PreHandoff", interrupted_work=interrupted_work)
-        extra: list[Block] = [TextBlock(text=verdict.context)] if verdict.context.strip() else []
-        return [TextBlock(text=self.policy.handoff_request), *extra]
-
-    async def _stop_blocked(self, message: Message) -> bool:
-        """Whether a Stop hook sends the agent back to work; its reason is then the next user message."""
-        last = "".join(b.text for b in message.content if isinstance(b, TextBlock))
-        verdict = await self._fire("Stop", stop_hook_active=self._stops > 0, last_assistant_message=last)
-        if not verdict.blocked or self._stops >= STOP_CONTINUES:
-            return False
-        self._stops += 1
-        self.session.append_message("user", [TextBlock(text=verdict.reason or "A Stop hook asks you to go on.")])
-        return True
-
-    async def _fire(self, event: str, **fields: object) -> HookVerdict:
-        hooks = self.toolbox.hooks
-        return await hooks.fire(self.session, event, payload(self.session, event, self.toolbox.permission_mode, **fields))
-
-    def _hook_notices(self) -> list[Notice]:
-        return [Notice(line) for line in self.toolbox.hooks.notices()]
 
     def _observed(self, event: Event) -> Event:
         self.observers.put(self.session, event)
@@ -373,7 +190,7 @@ class Agent:
     @property
     def in_flight(self) -> tuple[ToolUseBlock, ...]:
         """Tool calls of the current message not yet answered."""
-        return tuple(self._open)
+        return tuple(self._round.calls) if self._round else ()
 
     def replace_session(self, session: Session) -> None:
         """Continue with another session (``/clear``); only between turns."""
@@ -387,10 +204,3 @@ class Agent:
         """
         return self.session.request_handoff()
 
-
-def _note_text(path: Path) -> str:
-    """The saved field note, for the PostHandoff hooks ('' if it cannot be read)."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return ""

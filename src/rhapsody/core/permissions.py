@@ -41,7 +41,16 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, get_args
 from urllib.parse import urlsplit
+
+Mode = Literal["read-only", "ask", "auto-edit", "yolo"]
+"""The permission modes, most restrictive first."""
+MODES: tuple[Mode, ...] = get_args(Mode)
+Verdict = Literal["allow", "deny", "ask"]
+Confinement = Literal["", "workspace-write", "read-only", "off", "unavailable"]
+"""Where a tool's process runs: a sandbox level, 'off' (sandbox = "off"), 'unavailable' (no bubblewrap);
+'' for a tool that runs inside rhapsody's own process."""
 
 FILE_WRITERS = ("write_file", "edit_file")
 PROTECTED_READS = (".env", ".env.*", ".env-*", ".env_*", "*.env", ".envrc", "*.pem", "*.key", "*.p12", "*.pfx",
@@ -52,7 +61,7 @@ PROTECTED_READS = (".env", ".env.*", ".env-*", ".env_*", "*.env", ".envrc", "*.p
                    "client_secret*.json", "*.ovpn")
 """Secret-looking file names, matched case-insensitively against every part of the path. The one list:
 read_file refuses them, search and git leave them out, the sandbox binds an empty file over them."""
-SANDBOXED = ("workspace-write", "read-only")
+SANDBOXED: tuple[Confinement, ...] = ("workspace-write", "read-only")
 _SPLIT = re.compile(r"&&|\|\||;|\||\n")
 
 
@@ -76,7 +85,7 @@ def _no_parser(command: str) -> ShellCommand:
 class Decision:
     """allow, deny or ask, and why."""
 
-    verdict: str
+    verdict: Verdict
     reason: str
     rule: str = ""
 
@@ -234,7 +243,7 @@ class Call:
     reads_files: bool
     keys: tuple[str, ...] = ()
     """For file tools: the resolved and normalised relative paths (see relative_keys); empty: the argument."""
-    confinement: str = ""
+    confinement: Confinement = ""
     """For bash: 'workspace-write'/'read-only' (sandboxed), 'off' (sandbox = "off"), 'unavailable'."""
     leave_sandbox: bool = False
     """The model asked to run outside the sandbox (with a justification)."""

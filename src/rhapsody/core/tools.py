@@ -15,14 +15,24 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel, ValidationError
 
 from rhapsody.core.checkpoints import Checkpointer, checkpoint
 from rhapsody.core.hooks import NOTHING, HookVerdict, Hooks, NoHooks, payload, tool_fields
 from rhapsody.core.messages import INVALID_KEY, UNPARSED_KEY
-from rhapsody.core.permissions import SANDBOXED, Call, Decision, Rules, decide_call, fetch_host, relative_keys
+from rhapsody.core.permissions import (
+    SANDBOXED,
+    Call,
+    Confinement,
+    Decision,
+    Rules,
+    Verdict,
+    decide_call,
+    fetch_host,
+    relative_keys,
+)
 from rhapsody.core.secrets import mask
 from rhapsody.core.suggest import session_rules
 
@@ -60,7 +70,7 @@ class ToolContext:
     session: Session
     bash_timeout: float = 120.0
     output_cap: int = 30000
-    confinement: str = ""
+    confinement: Confinement = ""
     """Where this call's command runs: a sandbox level, 'off' or 'unavailable' (set per call by the toolbox)."""
     read_deny: tuple[str, ...] = ()
     """Path patterns of `read_file` deny rules: search and listing leave those files out too."""
@@ -72,8 +82,11 @@ class ToolContext:
     """The tool_use id of the call being run (its checkpoint names it; hooks get it)."""
 
 
-class Tool(Protocol):
-    """A tool the model can call; `writes` (files or bash) and `reads_files` drive permissions."""
+class Tool:
+    """A tool the model can call: the base every tool extends, declaring what the toolbox needs to know.
+
+    `writes` (files or bash) and `reads_files` drive permissions; the methods below have defaults that
+    fit a tool without a path, a sandbox or a diff to show, and a tool overrides what applies to it."""
 
     name: ClassVar[str]
     description: ClassVar[str]
@@ -83,7 +96,49 @@ class Tool(Protocol):
 
     async def run(self, args: Any, ctx: ToolContext) -> ToolOutcome:
         """Run with validated arguments."""
-        ...
+        raise NotImplementedError
+
+    def schema(self) -> dict[str, Any]:
+        """The JSON schema of the input the request sends: the input model's, without titles."""
+        return _schema(self.Input)
+
+    def path_of(self, args: Any) -> str | None:
+        """The path a call names, which rules match once resolved; None: the call names none."""
+        return None
+
+    def argument_of(self, args: Any) -> str:
+        """What rules match and approval shows: by default the path the call names."""
+        return self.path_of(args) or ""
+
+    def confinement(self, permission_mode: str) -> Confinement:
+        """Where the tool's process would run in this mode; '' for a tool that runs no process."""
+        return ""
+
+    def escape(self, args: Any) -> Escape | None:
+        """The call's request to run outside the sandbox, with the model's justification; None: it stays in."""
+        return None
+
+    def proposal(self, args: Any, ctx: ToolContext) -> str:
+        """The diff a write would make, shown when the human is asked and kept when it is denied; '' for none."""
+        return ""
+
+
+@dataclass(frozen=True)
+class Escape:
+    """A call's request to leave the sandbox: whether it asks, and the model's justification."""
+
+    asked: bool
+    justification: str = ""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The permission decision once asked: the verdict, why, who decided, and the human's own words."""
+
+    verdict: Verdict
+    reason: str
+    by: DecidedBy
+    words: str = ""
 
 
 @dataclass(frozen=True)
@@ -137,6 +192,9 @@ class ToolSource(Protocol):
         ...
 
 
+DecidedBy = Literal["rules", "hook", "human", "mode"]
+"""Who decided a call: the rules and mode, a PreToolUse hook, the human, or the mode where no human can answer."""
+
 MASK = "[masked secret]"
 """What a secret value becomes in tool output (the same text as core.secrets.MASK)."""
 
@@ -175,7 +233,7 @@ class Toolbox:
         """Tool definitions for the request, in registration order."""
         return [
             {"name": t.name, "description": t.description,
-             "input_schema": getattr(t, "input_schema", None) or _schema(t.Input)}
+             "input_schema": t.schema()}
             for t in self.tools.values()
         ]
 
@@ -214,29 +272,30 @@ class Toolbox:
 
     async def run(self, name: str, raw_input: Any, ctx: ToolContext) -> tuple[ToolOutcome, int]:
         """Run one call; returns the outcome and how long the tool itself ran, in milliseconds."""
-        timer = [self.clock()]
-        outcome = self._mask(await self._run(name, raw_input, ctx, timer))
-        return outcome, int((self.clock() - timer[0]) * 1000)
+        outcome, started = await self._run(name, raw_input, ctx)
+        return self._mask(outcome), int((self.clock() - started) * 1000)
 
-    async def _run(self, name: str, raw_input: Any, ctx: ToolContext, timer: list[float]) -> ToolOutcome:
+    async def _run(self, name: str, raw_input: Any, ctx: ToolContext) -> tuple[ToolOutcome, float]:
+        """The outcome, and when the tool itself started (after any question to the human)."""
+        started = self.clock()
         tool = self.tools.get(name)
         if tool is None:
-            return ToolOutcome(_unknown_tool(name, list(self.tools)), is_error=True)
+            return ToolOutcome(_unknown_tool(name, list(self.tools)), is_error=True), started
         if isinstance(raw_input, dict) and UNPARSED_KEY in raw_input:
-            return ToolOutcome(_unparsed_reason(name, raw_input), is_error=True)
+            return ToolOutcome(_unparsed_reason(name, raw_input), is_error=True), started
         try:
             args = tool.Input.model_validate(raw_input if isinstance(raw_input, dict) else {})
         except ValidationError as exc:
-            return ToolOutcome(f"Invalid arguments for {name}: {_first_error(exc)}", is_error=True)
+            return ToolOutcome(f"Invalid arguments for {name}: {_first_error(exc)}", is_error=True), started
         call = self._describe(tool, args, ctx)
         fields = tool_fields(name, args.model_dump(), ctx.root)
         hook = await self.hooks.fire(ctx.session, "PreToolUse", self._hook_input(ctx, "PreToolUse", fields), name)
         refusal = await self._permit(tool, call, ctx, args, hook)
         if refusal:
-            return refusal
+            return refusal, started
         if tool.writes and (call.leave_sandbox or call.confinement != "read-only"):
             await checkpoint(ctx.session, self.checkpointer, "tool", tool_use_id=ctx.call_id, name=tool.name)
-        timer[0] = self.clock()  # the duration is the tool's, not the human's time to answer
+        started = self.clock()  # the duration is the tool's, not the human's time to answer
         ctx = dataclasses.replace(ctx, confinement="off" if call.leave_sandbox else call.confinement,
                                   read_deny=self.rules.read_denied(), read_only=self.permission_mode == "read-only",
                                   protected=self.protected)
@@ -244,7 +303,7 @@ class Toolbox:
         response = {"output": self._masked(outcome.content), "is_error": outcome.is_error, "exit_code": outcome.exit_code}
         after = await self.hooks.fire(ctx.session, "PostToolUse",
                                       self._hook_input(ctx, "PostToolUse", fields, tool_response=response), name)
-        return _with_hook_words(outcome, after)
+        return _with_hook_words(outcome, after), started
 
     async def _execute(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> ToolOutcome:
         try:
@@ -267,12 +326,13 @@ class Toolbox:
         `args` go to the approver, so the question can show the diff or the exact command; a call the
         human denied keeps the diff it proposed (`proposed_diff`), so unfolding it shows what was refused."""
         decision, by = _hooked(decide_call(self.permission_mode, self.rules, call), hook)
-        verdict, reason, words = decision.verdict, decision.reason, ""
-        if verdict == "ask":
+        answer = Answer(decision.verdict, decision.reason, by)
+        if answer.verdict == "ask":
             why = decision.reason
             if call.leave_sandbox:
                 why += f". The model's justification: {call.justification or '(none given)'}"
-            verdict, reason, by, words = await self._ask(call, why, args.model_dump(), ctx)
+            answer = await self._ask(call, why, args.model_dump(), ctx)
+        verdict, reason, by, words = answer.verdict, answer.reason, answer.by, answer.words
         if tool.writes or verdict != "allow" or decision.rule:  # plain reads are not worth a record
             ctx.session.record("permission", tool=tool.name, argument=call.argument, decision=verdict, by=by,
                                reason=reason, **({"confinement": call.confinement} if call.confinement else {}))
@@ -286,43 +346,36 @@ class Toolbox:
                            words=words, refused=shown, facts=facts)
 
     async def _proposal(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> dict[str, Any]:
-        """The diff a denied write or edit proposed, for its record; a tool offers it with `proposal`."""
-        propose = getattr(tool, "proposal", None)
-        if not callable(propose):
-            return {}
+        """The diff a denied write or edit proposed, for its record (the tool's `proposal`)."""
         ctx = dataclasses.replace(ctx, read_deny=self.rules.read_denied(), protected=self.protected)
-        diff = str(await asyncio.to_thread(propose, args, ctx) or "")
+        diff = await asyncio.to_thread(tool.proposal, args, ctx)
         return {"proposed_diff": self._masked(diff)} if diff else {}
 
     def _describe(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> Call:
         """What the permission check needs: the argument, resolved path keys, where a command would run."""
-        describe = getattr(tool, "argument_of", None)
-        path = getattr(args, "path", None)
-        argument = str(describe(args) if describe else getattr(args, "command", None) or path or "")
+        path = tool.path_of(args)
         try:
-            keys = relative_keys(ctx.root, path) if isinstance(path, str) and path and "\x00" not in path else ()
+            keys = relative_keys(ctx.root, path) if path and "\x00" not in path else ()
         except (OSError, ValueError, RuntimeError):
             keys = ()
-        confine = getattr(tool, "confinement", None)
-        confinement = str(confine(self.permission_mode)) if callable(confine) else ""
-        leave = confinement in SANDBOXED and getattr(args, "sandbox", True) is False
-        return Call(tool.name, argument, tool.writes, tool.reads_files, keys,
-                    confinement, leave, str(getattr(args, "justification", "") or ""))
+        confinement = tool.confinement(self.permission_mode)
+        escape = tool.escape(args) or Escape(False)
+        return Call(tool.name, tool.argument_of(args), tool.writes, tool.reads_files, keys,
+                    confinement, confinement in SANDBOXED and escape.asked, escape.justification)
 
-    async def _ask(self, call: Call, why: str, args: dict[str, Any], ctx: ToolContext) -> tuple[str, str, str, str]:
+    async def _ask(self, call: Call, why: str, args: dict[str, Any], ctx: ToolContext) -> Answer:
         tool, argument = call.tool, call.argument
         if self.approver is None:
-            return "deny", f"{why}, and no human can answer here (headless); {self._headless_way(call)}", "mode", ""
+            return Answer("deny", f"{why}, and no human can answer here (headless); {self._headless_way(call)}", "mode")
         self._notify(ctx, f"rhapsody needs your permission to use {tool}: {argument}"[:300])
         answer = await self.approver(tool, argument, why, args, rules=session_rules(self.permission_mode, self.rules, call))
         self.rules.session_allow.extend(answer.remember)
-        verdict = "allow" if answer.allow else "deny"
         words = "" if answer.allow or not answer.words.strip() else answer.words
         reason = answer.reason or (f"denied by the human: {words}" if words else "")
         reason = reason or ("allowed by the human" if answer.allow else "denied by the human")
         if answer.remember:
             reason += f"; {', '.join(answer.remember)} allowed for this session"
-        return verdict, reason, "human", words
+        return Answer("allow" if answer.allow else "deny", reason, "human", words)
 
     def _notify(self, ctx: ToolContext, message: str) -> None:
         """Fire the Notification hooks without waiting: the question is shown at once."""
@@ -358,7 +411,7 @@ class Toolbox:
         return mask(text, self.secrets)
 
 
-def _hooked(decision: Decision, hook: HookVerdict) -> tuple[Decision, str]:
+def _hooked(decision: Decision, hook: HookVerdict) -> tuple[Decision, DecidedBy]:
     """The rules' decision after the PreToolUse hooks: they may deny or ask, never allow what would be asked."""
     if decision.verdict == "deny" or not (hook.denies or hook.decision == "ask"):
         return decision, "rules"

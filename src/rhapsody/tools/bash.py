@@ -14,8 +14,8 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field, model_validator
 
-from rhapsody.core.permissions import SANDBOXED
-from rhapsody.core.tools import ToolContext, ToolOutcome
+from rhapsody.core.permissions import SANDBOXED, Confinement
+from rhapsody.core.tools import Escape, Tool, ToolContext, ToolOutcome
 from rhapsody.prompts import load
 from rhapsody.tools import gitguard, lifeline, procs, sandbox
 from rhapsody.tools.git import gitlinks
@@ -37,7 +37,7 @@ class BashInput(BaseModel):
         return self
 
 
-class Bash:
+class Bash(Tool):
     """Run a shell command."""
 
     name: ClassVar[str] = "bash"
@@ -51,12 +51,22 @@ class Bash:
         self.network = network
         self.index = index or sandbox.INDEX
 
-    def confinement(self, permission_mode: str) -> str:
+    def argument_of(self, args: BashInput) -> str:
+        """The command line: rules match each of its simple commands."""
+        return args.command
+
+    def confinement(self, permission_mode: str) -> Confinement:
         """Where a command would run in this mode: a sandbox level, 'off' or 'unavailable'."""
         level = sandbox.effective_level(self.setting, permission_mode)
         if level == "off":
             return "off"
-        return level if sandbox.bwrap_path() else "unavailable"
+        if not sandbox.bwrap_path():
+            return "unavailable"
+        return "read-only" if level == "read-only" else "workspace-write"
+
+    def escape(self, args: BashInput) -> Escape:
+        """`sandbox: false` asks to run outside the sandbox, with the model's justification."""
+        return Escape(not args.sandbox, args.justification or "")
 
     async def run(self, args: BashInput, ctx: ToolContext) -> ToolOutcome:
         timeout = min(args.timeout or ctx.bash_timeout, ctx.bash_timeout)  # the user's cap; the model may only lower it

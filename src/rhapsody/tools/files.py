@@ -18,7 +18,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
-from rhapsody.core.tools import ToolContext, ToolFailure, ToolOutcome
+from rhapsody.core.tools import Tool, ToolContext, ToolFailure, ToolOutcome
 from rhapsody.core.wording import counted
 from rhapsody.prompts import load
 from rhapsody.tools import gitguard, procs, search
@@ -35,7 +35,7 @@ class ReadInput(BaseModel):
     end_line: int | None = Field(None, ge=1, description="Last line to show (inclusive).")
 
 
-class ReadFile:
+class ReadFile(Tool):
     """Read a text file, optionally a line range, with line numbers."""
 
     name: ClassVar[str] = "read_file"
@@ -43,6 +43,10 @@ class ReadFile:
     Input: ClassVar[type[BaseModel]] = ReadInput
     writes: ClassVar[bool] = False
     reads_files: ClassVar[bool] = True
+
+    def path_of(self, args: ReadInput) -> str:
+        """The file the call names."""
+        return args.path
 
     async def run(self, args: ReadInput, ctx: ToolContext) -> ToolOutcome:
         path = confine(ctx.root, args.path, ctx.protected)
@@ -90,7 +94,7 @@ class WriteInput(BaseModel):
     content: str = Field(description="The whole new content of the file.")
 
 
-class WriteFile:
+class WriteFile(Tool):
     """Create or overwrite a file."""
 
     name: ClassVar[str] = "write_file"
@@ -98,6 +102,10 @@ class WriteFile:
     Input: ClassVar[type[BaseModel]] = WriteInput
     writes: ClassVar[bool] = True
     reads_files: ClassVar[bool] = False
+
+    def path_of(self, args: WriteInput) -> str:
+        """The file the call names."""
+        return args.path
 
     async def run(self, args: WriteInput, ctx: ToolContext) -> ToolOutcome:
         path = confine(ctx.root, args.path, ctx.protected)
@@ -160,7 +168,7 @@ class EditInput(BaseModel):
     replace_all: bool = Field(False, description="Replace every occurrence.")
 
 
-class EditFile:
+class EditFile(Tool):
     """Replace an exact string in a file."""
 
     name: ClassVar[str] = "edit_file"
@@ -168,6 +176,10 @@ class EditFile:
     Input: ClassVar[type[BaseModel]] = EditInput
     writes: ClassVar[bool] = True
     reads_files: ClassVar[bool] = True  # its answers ("found 2 times") would reveal a secret file's text
+
+    def path_of(self, args: EditInput) -> str:
+        """The file the call names."""
+        return args.path
 
     async def run(self, args: EditInput, ctx: ToolContext) -> ToolOutcome:
         path = confine(ctx.root, args.path, ctx.protected)
@@ -276,7 +288,7 @@ class FindInput(BaseModel):
     pattern: str = Field(description="Glob pattern relative to the project root, e.g. 'src/**/*.py'.")
 
 
-class FindFiles:
+class FindFiles(Tool):
     """Find files by glob."""
 
     name: ClassVar[str] = "find_files"
@@ -301,7 +313,7 @@ class SearchInput(BaseModel):
     ignore_case: bool = Field(False, description="Case-insensitive match.")
 
 
-class SearchText:
+class SearchText(Tool):
     """Search file contents by regular expression (ripgrep when installed), within a time limit."""
 
     name: ClassVar[str] = "search_text"
@@ -309,6 +321,10 @@ class SearchText:
     Input: ClassVar[type[BaseModel]] = SearchInput
     writes: ClassVar[bool] = False
     reads_files: ClassVar[bool] = True
+
+    def path_of(self, args: SearchInput) -> str:
+        """The file or folder the call names."""
+        return args.path
 
     async def run(self, args: SearchInput, ctx: ToolContext) -> ToolOutcome:
         root = ctx.root.resolve()

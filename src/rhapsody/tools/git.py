@@ -23,8 +23,8 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, Field
 
 from rhapsody.core.credentials import is_credential, locations
-from rhapsody.core.permissions import PROTECTED_READS, SANDBOXED
-from rhapsody.core.tools import ToolContext, ToolFailure, ToolOutcome
+from rhapsody.core.permissions import PROTECTED_READS, SANDBOXED, Confinement
+from rhapsody.core.tools import Tool, ToolContext, ToolFailure, ToolOutcome
 from rhapsody.prompts import load
 from rhapsody.tools import gitscope, lifeline, procs, sandbox
 from rhapsody.tools.paths import confine
@@ -232,7 +232,7 @@ class GitInput(BaseModel):
     limit: int = Field(20, ge=1, le=500, description="Commits shown by log.")
 
 
-class Git:
+class Git(Tool):
     """Read the repository's status, diff and log."""
 
     name: ClassVar[str] = "git"
@@ -244,7 +244,11 @@ class Git:
     def __init__(self, setting: str = "workspace-write") -> None:
         self.setting = setting
 
-    def confinement(self, permission_mode: str) -> str:
+    def path_of(self, args: GitInput) -> str | None:
+        """The path a diff or log is limited to."""
+        return args.path
+
+    def confinement(self, permission_mode: str) -> Confinement:
         """git only reads: the read-only sandbox whenever there is one."""
         if self.setting == "off":
             return "off"

@@ -22,7 +22,7 @@ from rhapsody.core.handoff_state import NoteWritten
 from rhapsody.core.history import private_dir, state_dir, write_private
 from rhapsody.core.messages import ToolResultBlock
 from rhapsody.core.session import Session
-from rhapsody.core.tools import ToolContext, ToolFailure, ToolOutcome
+from rhapsody.core.tools import Tool, ToolContext, ToolFailure, ToolOutcome
 from rhapsody.prompts import load
 from rhapsody.tools.git import git_facts
 
@@ -45,7 +45,7 @@ NOT_REQUESTED = ("No micro-handoff is requested now (none was asked for, or the 
                  "nothing was written and nothing will be stripped. Carry on with the task.")
 
 
-class MicroHandoff:
+class MicroHandoff(Tool):
     """Write the field note; the harness strips tool traffic at the end of the turn."""
 
     name: ClassVar[str] = "micro_handoff"
@@ -160,7 +160,7 @@ class RecallInput(BaseModel):
     all_sessions: bool = Field(False, description="Also search the project's earlier sessions.")
 
 
-class Recall:
+class Recall(Tool):
     """Search or fetch tool calls and results that a seam took out of context."""
 
     name: ClassVar[str] = "recall"

@@ -21,7 +21,7 @@ from urllib.parse import urljoin, urlsplit
 import httpx2
 from pydantic import BaseModel, Field
 
-from rhapsody.core.tools import ToolContext, ToolFailure, ToolOutcome
+from rhapsody.core.tools import Tool, ToolContext, ToolFailure, ToolOutcome
 from rhapsody.prompts import load
 
 MAX_BYTES = 2_000_000
@@ -38,7 +38,7 @@ class FetchInput(BaseModel):
     url: str = Field(description="The http or https address to fetch.")
 
 
-class WebFetch:
+class WebFetch(Tool):
     """GET a URL and return its text (HTML as Markdown), bounded in time and size."""
 
     name: ClassVar[str] = "web_fetch"
