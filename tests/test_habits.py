@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -294,6 +295,8 @@ async def test_the_resume_picker_has_a_title_searches_and_previews(stub: Stub, p
     stub.script(say("The total lives in report.py."), say("Tests are in test_app.py."))
     first = stub.wire(project)
     await collect(first.agent.run("where is the total computed?"))
+    started_on = (project / ".git" / "HEAD").read_text().strip().removeprefix("ref: refs/heads/")
+    subprocess.run(["git", "checkout", "-q", "-b", "feature-x"], cwd=project, check=True)
     second = stub.wire(project)
     await collect(second.agent.run("which file holds the tests?"))
     picker = SessionPicker(project)
@@ -304,6 +307,8 @@ async def test_the_resume_picker_has_a_title_searches_and_previews(stub: Stub, p
         lines = [str(listing.get_option_at_index(i).prompt) for i in range(listing.option_count)]
         assert len(lines) == 2 and all("just now" in x and "seams 0" in x for x in lines)
         assert any("which file holds the tests?" in x for x in lines)
+        assert any("feature-x" in x and "which file" in x for x in lines)  # the branch each session started on
+        assert any(started_on in x and "where is the total" in x for x in lines)
         preview = str(picker.query_one("#preview").render())
         assert "agent: " in preview and "1 request" in preview
         await pilot.press(*"total")

@@ -161,7 +161,9 @@ def open_session(root: Path, settings: Settings, model_id: str | None, toolbox: 
         return Session.resume(root, path, model=model_id)
     if model_id is None:
         raise ValueError("a new session needs a model id")
-    return Session.start(root, new_spec(root, settings, model_id, toolbox))
+    from rhapsody.tools.git import head_branch
+
+    return Session.start(root, new_spec(root, settings, model_id, toolbox), branch=head_branch(root))
 
 
 def new_spec(root: Path, settings: Settings, model_id: str, toolbox: Toolbox) -> RequestSpec:

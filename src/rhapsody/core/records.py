@@ -78,6 +78,7 @@ class Session(_Open):
     kind: Literal["session"]
     session: str = ""
     cwd: str = ""
+    branch: str = ""
     version: str = ""
     model: str = ""
     system: str = ""

@@ -61,12 +61,13 @@ class Session:
         return self.writer.path
 
     @classmethod
-    def start(cls, root: Path, spec: RequestSpec) -> Session:
-        """A new session with a new history file."""
+    def start(cls, root: Path, spec: RequestSpec, branch: str = "") -> Session:
+        """A new session with a new history file (`branch`: the git branch it started on, for the picker)."""
         session_id = new_session_id()
         writer = HistoryWriter(history_dir(root) / f"{session_id}.jsonl")
         session = cls(root, writer, spec, session_id)
-        session.record("session", session=session_id, cwd=str(root), version=__version__, **spec_fields(spec))
+        session.record("session", session=session_id, cwd=str(root), version=__version__, **spec_fields(spec),
+                       **({"branch": branch} if branch else {}))
         return session
 
     @classmethod

@@ -146,6 +146,20 @@ def gitlinks(root: Path) -> list[str]:
     return [entry.split("\t", 1)[1] for entry in listed.split("\0") if entry.startswith("160000 ") and "\t" in entry]
 
 
+def head_branch(root: Path) -> str:
+    """The branch checked out in `root`'s own `.git` folder, read from its HEAD file (no git process, so it
+    costs nothing at start-up); "" for a detached HEAD, a `.git` file or link, or no repository."""
+    head = root / ".git" / "HEAD"
+    try:
+        if (root / ".git").is_symlink() or not (root / ".git").is_dir() or head.is_symlink():
+            return ""
+        text = head.read_text(encoding="utf-8", errors="replace")[:300].strip()
+    except OSError:
+        return ""
+    name = text.removeprefix("ref: refs/heads/")
+    return name if name != text and name.isprintable() else ""
+
+
 def git_facts(root: Path) -> dict[str, Any]:
     """Git root, branch, HEAD and dirty files (porcelain v1 lines), measured by the harness; for a repository
     that reaches outside the project, no root and the one-line refusal."""

@@ -1,7 +1,7 @@
 """The session picker for `rhapsody --resume` without an id.
 
 A title, a search field (fuzzy, over the first and last messages), one line per session (age,
-size, seams, first message, last message) and a preview of the highlighted one: its last exchange,
+size, seams, the git branch it started on, first message, last message) and a preview of the highlighted one: its last exchange,
 the files changed, requests, seams and cost, as the recap printed on leaving says them.
 
 | Key | Action |
@@ -78,15 +78,22 @@ class Summary:
         return last_exchange(self.records)[0]
 
     @property
+    def branch(self) -> str:
+        """The git branch the session started on ("" when it was not recorded)."""
+        head = self.records[0] if self.records else {}
+        return str(head.get("branch", "")) if head.get("kind") == "session" else ""
+
+    @property
     def seams(self) -> int:
         return sum(1 for r in self.records if r["kind"] == "seam")
 
     def line(self, now: float) -> str:
-        """One line: age, size, seams, first message, and the last one when it differs."""
+        """One line: age, size, seams, branch, first message, and the last one when it differs."""
         from rhapsody.render import one_line
 
         last = f"  … {one_line(self.last, 40)}" if self.last and self.last != self.first else ""
-        return (f"{age(now - self.modified):>11}  {self.size / 1024:>6.1f} KB  seams {self.seams}  "
+        branch = f"{one_line(self.branch, 20)}  " if self.branch else ""
+        return (f"{age(now - self.modified):>11}  {self.size / 1024:>6.1f} KB  seams {self.seams}  {branch}"
                 f"{one_line(self.first, 50) or '(no request yet)'}{last}")
 
     def preview(self) -> str:
