@@ -138,9 +138,12 @@ async def test_rewinding_the_conversation_keeps_the_later_branch_on_disk_and_out
     wiring = await two_turns(stub, project)
     store = shadow(project, wiring.settings)
     second = turns(wiring.session, store)[1]
+    before = wiring.session.figures.context
     done = rewind(wiring.session, store, second, "conversation", overwrite=False)
     assert done.prompt == "add a third line"
     assert (project / "notes.txt").read_text() == "one\ntwo\nthree\n"  # files untouched
+    now = wiring.session.request_and_size()[2]  # the estimate of the request the rewound context makes
+    assert wiring.session.figures.context == now < before  # the status bar's context fell with the rewind
     stub.script(say("Sure."))
     await collect(wiring.agent.run("something else"))
     sent = stub.bodies()[-1]["messages"]

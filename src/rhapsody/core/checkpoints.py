@@ -112,5 +112,22 @@ def _human_texts(records: list[dict[str, Any]]) -> dict[int, str]:
 
 
 def rewind_conversation(session: Session, point: Point) -> dict[str, Any]:
-    """Move the active context back to just before `point`'s message; the later branch stays on disk."""
-    return session.record("rewind", to=point.message, checkpoint_seq=point.seq, text=point.text)
+    """Move the active context back to just before `point`'s message; the later branch stays on disk.
+
+    The record carries the estimate of the request the rewound context makes (`est_tokens`), so the
+    figures' context falls with it, as it does at a seam."""
+    return session.record("rewind", to=point.message, checkpoint_seq=point.seq, text=point.text,
+                          est_tokens=_context_after(session, point.message))
+
+
+def _context_after(session: Session, to: int) -> int:
+    """The estimated tokens of the request the context would make once rewound to message `to`."""
+    import copy
+
+    from rhapsody.core.context import measure_messages
+    from rhapsody.core.records import parse
+
+    probe = copy.copy(session.conversation)  # the containers a rewind changes are copied, the messages shared
+    probe.abandoned, probe.seams, probe.rewound = set(probe.abandoned), list(probe.seams), list(probe.rewound)
+    probe.apply(parse({"kind": "rewind", "to": to}))
+    return measure_messages(session.spec, probe.active())[1]

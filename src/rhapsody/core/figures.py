@@ -103,6 +103,9 @@ class Figures:
                 self.undone += 1
                 before, after = self.seam_after.get(record.seam, (0, 0))
                 self.context += before - after
+            case rec.Rewind():
+                if record.est_tokens is not None:  # the context fell back with the conversation
+                    self.context = record.est_tokens
             case rec.Violation():
                 self.violations += 1
             case rec.Hint():
@@ -111,7 +114,7 @@ class Figures:
                   | rec.Denial() | rec.MemoryReminder() | rec.Handoff() | rec.HandoffAsked() | rec.SeamTokens()
                   | rec.SeamFailed() | rec.HandoffFailed() | rec.ThinkingCut() | rec.SeamNote() | rec.Tools()
                   | rec.Notice() | rec.Interrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook()
-                  | rec.Checkpoint() | rec.CheckpointFailed() | rec.Rewind() | rec.Restore() | rec.Import()
+                  | rec.Checkpoint() | rec.CheckpointFailed() | rec.Restore() | rec.Import()
                   | rec.Aside() | rec.Compaction() | rec.Other()):
                 pass
             case _:

@@ -410,6 +410,8 @@ class Rewind(_Open):
 
     kind: Literal["rewind"]
     to: int
+    est_tokens: int | None = None
+    """The estimated request the rewound context makes (written since the figures follow a rewind)."""
 
 
 class Restore(_Open):
