@@ -133,7 +133,8 @@ BIGGER_WIDENS = ("max_tokens", "bash_timeout", "output_cap", "retries", "request
 ON_WIDENS = ("parallel_tools", "thinking", "exact_tokens", "sandbox_network", "memory.commit")
 MUST_EQUAL = ("provider", "model", "keymap", "mcp_servers", "hooks", "trusted_projects", "memory.path")
 NO_DIRECTION = ("context", "retry_base_delay", "memory.stale_days", "handoff_at_share", "context_window", "checkpoints",
-                "checkpoint_max_file_mb", "checkpoints_keep_days", "checkpoints_max_mb")
+                "checkpoint_max_file_mb", "checkpoints_keep_days", "checkpoints_max_mb", "notify",
+                "notify_with", "result_lines", "diff_lines")
 SPECIAL = ("permission_mode", "sandbox", "allow", "deny", "narration_min_words", "protected_paths")
 
 
