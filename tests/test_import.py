@@ -270,3 +270,16 @@ def test_imported_thinking_would_be_refused_so_it_leaves_the_view(project: Path)
         validate(build_request(spec, messages))
     cut = Conversation.from_records([r for r in records if r["kind"] != "compaction"])
     validate(build_request(spec, cut.active() + messages[-1:]))
+
+
+async def test_the_resume_picker_shows_an_imported_sessions_branch_and_never_a_compaction_summary(
+        project: Path) -> None:
+    from rhapsody.tui.picker import SessionPicker
+
+    imported(project, CLAUDE)
+    picker = SessionPicker(project)
+    async with picker.run_test(size=(140, 24)):
+        listing = picker.query_one("OptionList")
+        line = str(listing.get_option_at_index(0).prompt)
+    assert "  main  " in line  # the source's git branch
+    assert "This session is being continued" not in line  # the source's compaction summary is not a typed message

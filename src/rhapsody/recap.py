@@ -32,12 +32,23 @@ def last_exchange(records: list[dict[str, Any]]) -> tuple[str, str]:
         if record["kind"] != "message":
             continue
         text = _texts(record)
-        has_results = any(b.get("type") == "tool_result" for b in record.get("content", []))
-        if record.get("role") == "user" and text and not has_results:
+        if typed(record) and text:
             asked, said = text, ""
         elif record.get("role") == "assistant" and text:
             said = text
     return asked, said
+
+
+def first_typed(records: list[dict[str, Any]]) -> str:
+    """The first message the human typed ('' when none)."""
+    return next((text for r in records if r["kind"] == "message" and typed(r) and (text := _texts(r))), "")
+
+
+def typed(record: dict[str, Any]) -> bool:
+    """Whether a message record is one the human typed: a user message without tool results, and not one an
+    imported session marks as its tool's own (Claude Code's meta messages, a compaction's summary)."""
+    return (record.get("role") == "user" and not record.get("meta") and not record.get("compact_summary")
+            and not any(b.get("type") == "tool_result" for b in record.get("content", [])))
 
 
 def changed_files(records: list[dict[str, Any]]) -> list[str]:

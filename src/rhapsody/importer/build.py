@@ -58,6 +58,8 @@ def _merged(items: list[Item]) -> list[Item]:
             if last is not None and last.role == item.role:
                 last.content.extend(item.content)
                 last.usages.extend(item.usages)
+                if not item.flags.get("meta"):  # the merged message holds words the human typed too
+                    last.flags.pop("meta", None)
                 continue
             last = item
         out.append(item)

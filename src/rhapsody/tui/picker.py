@@ -66,9 +66,9 @@ class Summary:
     @property
     def first(self) -> str:
         """The first message the human typed."""
-        from rhapsody.recap import last_exchange
+        from rhapsody.recap import first_typed
 
-        return last_exchange([next((r for r in self.records if r["kind"] == "message"), {"kind": ""})])[0]
+        return first_typed(self.records)
 
     @property
     def last(self) -> str:
@@ -79,9 +79,10 @@ class Summary:
 
     @property
     def branch(self) -> str:
-        """The git branch the session started on ("" when it was not recorded)."""
+        """The git branch the session started on (an imported one: its source's); "" when not recorded."""
         head = self.records[0] if self.records else {}
-        return str(head.get("branch", "")) if head.get("kind") == "session" else ""
+        imported = next((r for r in self.records[:3] if r["kind"] == "import"), {})
+        return str(head.get("branch") or imported.get("git_branch") or "") if head.get("kind") == "session" else ""
 
     @property
     def seams(self) -> int:
