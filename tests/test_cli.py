@@ -162,7 +162,9 @@ def test_help_and_version(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("args", [("trust", "a", "b"), ("trust", "/nonexistent-folder"), ("mcp",), ("mcp", "frob"),
-                                  ("mcp", "list", "--bogus"), ("stats", "--cache-read-mult", "x")])
+                                  ("mcp", "list", "--bogus"), ("stats", "--cache-read-mult", "x"),
+                                  ("import", "/nonexistent-file"), ("export", "nosuch"), ("rewind", "--to", "x"),
+                                  ("stats", "nosuch", "--what-if", "every=0")])
 def test_added_commands_answer_bad_input_in_one_line(project: Path, args: tuple[str, ...]) -> None:
     one_line_error(rhapsody(*args, cwd=project))
 
@@ -209,3 +211,10 @@ def test_headless_refusal_by_a_deny_rule_is_counted_but_exits_0(stub: Stub, proj
     result = rhapsody("-p", "start clean", "--cwd", str(project), "--model", MODEL, env=env)
     assert result.returncode == 0, result.stderr
     assert "rhapsody: 1 tool call refused by the permission mode or rules" in result.stderr
+
+
+def test_a_setting_of_several_forms_is_named_once_with_what_each_form_wanted(project: Path) -> None:
+    result = rhapsody("--handoff-at-share", "2", "-p", "hi", cwd=project)
+    one_line_error(result)
+    assert ("bad setting 'handoff_at_share' (from --handoff-at-share): Input should be less than 1, "
+            "or Input should be 'off'") in result.stderr and "constrained-float" not in result.stderr

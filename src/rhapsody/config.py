@@ -245,18 +245,24 @@ def _explain(exc: ValidationError, origin: dict[str, str]) -> str:
     is not a setting, did you mean 'narration_min_words'?; ...`."""
     import difflib
 
-    problems = []
+    problems: list[str] = []
+    unions: dict[str, list[str]] = {}  # one line per setting that may take several forms (a number or 'off')
     for err in exc.errors():
         loc = [str(p) for p in err.get("loc", ())]
-        key = ".".join(loc) or "settings"
+        # pydantic names each form of a union in the location ('constrained-float', "literal['off']"): not keys
+        key = ".".join(p for p in loc if not any(c in p for c in "[-")) or "settings"
         where = f" (from {origin[loc[0]]})" if loc and loc[0] in origin else ""
         if err.get("type") == "extra_forbidden":
             fields = Settings.model_fields if len(loc) == 1 else MemorySettings.model_fields if loc[:1] == ["memory"] else {}
             close = difflib.get_close_matches(loc[-1], list(fields), n=1)
             hint = f", did you mean {close[0]!r}?" if close else ""
             problems.append(f"{key!r}{where} is not a setting{hint}")
+        elif f"{key!r}{where}" in unions:
+            unions[f"{key!r}{where}"].append(err["msg"])
         else:
-            problems.append(f"{key!r}{where}: {err['msg']}")
+            unions[f"{key!r}{where}"] = [err["msg"]]
+            problems.append(f"{key!r}{where}")
+    problems = [f"{p}: {', or '.join(unions[p])}" if p in unions else p for p in problems]
     head = "bad setting" if len(problems) == 1 else "bad settings"
     return f"{head} {'; '.join(problems)}".replace(str(Path.home()), "~", -1)
 
