@@ -8,11 +8,7 @@ happens from that state.
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-import signal
 from collections.abc import Iterator
-from multiprocessing.context import BaseContext
 from pathlib import Path
 
 import pytest
@@ -23,49 +19,24 @@ from rhapsody.core.handoff_state import Phase
 from rhapsody.loopback.script import say
 from rhapsody.wiring import Wiring, build
 
-from .conftest import Stub, collect, make_project
+from .conftest import Stub, collect
 from .handoff_child import hold
+from .killed_child import Child
+from .killed_child import children as started
 from .test_handoff_e2e import handoff_turn
 
 STATES = ["wanted", "asked", "reminded", "noted", "committed", "failed", "undone"]
-READY_WITHIN = 60.0
-
-
-class Child:
-    """One child process holding a session in a handoff state."""
-
-    def __init__(self, context: BaseContext, project: Path, state: str) -> None:
-        self.project = project
-        self.state = state
-        self.conn, child_end = multiprocessing.Pipe()
-        self.proc = context.Process(target=hold, args=(project, state, child_end), daemon=True)  # type: ignore[attr-defined]
-        self.proc.start()
-        child_end.close()
-
-    def kill_when_ready(self) -> Path:
-        """Wait (bounded) until the child holds its state, SIGKILL it, return its history path."""
-        assert self.conn.poll(READY_WITHIN), f"the {self.state} child said nothing in {READY_WITHIN} s"
-        path, phase = self.conn.recv()
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.join(10)
-        assert phase == self.state and self.proc.exitcode == -signal.SIGKILL
-        return Path(path)
 
 
 @pytest.fixture(scope="module")
 def children(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Child]]:
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["tests.handoff_child"])
-    started = {state: Child(context, make_project(tmp_path_factory.mktemp(state) / "proj"), state) for state in STATES}
-    yield started
-    for child in started.values():
-        if child.proc.is_alive():
-            child.proc.kill()
-            child.proc.join(10)
+    yield from started(tmp_path_factory, "tests.handoff_child", hold, STATES)
 
 
 def resumed(stub: Stub, child: Child) -> Wiring:
-    history = child.kill_when_ready()
+    path, phase = child.kill_when_ready()
+    assert phase == child.step
+    history = Path(path)
     # by id: the "wanted" child is killed before its first turn, and --continue takes only sessions with one
     wiring = build(child.project, Settings(permission_mode="yolo"), stub.model(), None, resume=history.stem)
     assert wiring.session.path == history

@@ -19,7 +19,7 @@ from rhapsody.tools.checkpoints import Shadow
 
 from .conftest import MODEL, Stub
 from .test_cli import one_line_error, rhapsody
-from .test_rewind import BASH, git_hashes, seed, tree
+from .test_rewind import first_turn, git_hashes, seed, tree
 
 MANY = "mkdir -p many && for i in $(seq 1500); do echo $i > many/f$i.txt; done"
 
@@ -34,12 +34,7 @@ def two_runs(stub: Stub, project: Path, second: str = "echo three >> notes.txt")
     """Two headless runs: the first writes, edits and runs bash; the second runs `second` in bash."""
     seed(project)
     stub.script(
-        call("I will write the notes file with two lines, expecting it to be created.", "write_file",
-             path="notes.txt", content="one\ntwo\n"),
-        call("Now I fix the operator in app.py with an exact edit, expecting one line changed.", "edit_file",
-             path="app.py", old="a - b", new="a + b"),
-        call("Next a shell command creates gen/out.txt, removes old.txt and marks tool.sh executable.", "bash",
-             command=BASH),
+        *first_turn()[:-1],  # its three writing calls
         say("Done."),
         call("I will run the second shell command now, expecting the files it names to change.", "bash",
              command=second),

@@ -9,11 +9,7 @@ with no await between them, is tested by cutting the history there: tests/test_w
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-import signal
 from collections.abc import Iterator
-from multiprocessing.context import BaseContext
 from pathlib import Path
 
 import pytest
@@ -25,49 +21,22 @@ from rhapsody.core.strip import validity_problems
 from rhapsody.loopback.script import say
 from rhapsody.wiring import Wiring, build
 
-from .conftest import SANDBOX, Stub, collect, make_project
+from .conftest import SANDBOX, Stub, collect
 from .test_handoff_e2e import handoff_turn
+from .killed_child import Child
+from .killed_child import children as started
 from .window_child import hold
 
 STEPS = ["asked", "noted", "attached"]
-READY_WITHIN = 60.0
-
-
-class Child:
-    """One child process holding a session at one step of the safety net."""
-
-    def __init__(self, context: BaseContext, project: Path, step: str) -> None:
-        self.project = project
-        self.step = step
-        self.conn, child_end = multiprocessing.Pipe()
-        self.proc = context.Process(target=hold, args=(project, step, child_end), daemon=True)  # type: ignore[attr-defined]
-        self.proc.start()
-        child_end.close()
-
-    def kill_when_ready(self) -> Path:
-        """Wait (bounded) until the child holds its step, SIGKILL it, return its history path."""
-        assert self.conn.poll(READY_WITHIN), f"the {self.step} child said nothing in {READY_WITHIN} s"
-        path = self.conn.recv()
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.join(10)
-        assert self.proc.exitcode == -signal.SIGKILL
-        return Path(path)
 
 
 @pytest.fixture(scope="module")
 def children(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Child]]:
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["tests.window_child"])
-    started = {step: Child(context, make_project(tmp_path_factory.mktemp(step) / "proj"), step) for step in STEPS}
-    yield started
-    for child in started.values():
-        if child.proc.is_alive():
-            child.proc.kill()
-            child.proc.join(10)
+    yield from started(tmp_path_factory, "tests.window_child", hold, STEPS)
 
 
 def resumed(stub: Stub, child: Child) -> Wiring:
-    history = child.kill_when_ready()
+    history = Path(child.kill_when_ready())
     settings = Settings(permission_mode="yolo", sandbox=SANDBOX, handoff_at_share="off")
     wiring = build(child.project, settings, stub.model(), None, resume=history.stem)
     assert validity_problems(wiring.session.messages()) == []
