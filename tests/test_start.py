@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.worker import Worker, WorkerState
 
 from rhapsody.loopback.script import say
 from rhapsody.tui.app import RhapsodyApp
@@ -199,6 +200,21 @@ async def test_the_first_frame_is_drawn_before_the_session_is_built(project: Pat
         assert not welcome  # the session started: the welcome left
         assert [m["content"][0]["text"] for m in stub.bodies()[0]["messages"]] == ["say hello"]
         assert any("Ready when you are." in e.text for e in app.transcript.entries)
+
+
+async def test_a_git_refresh_that_ends_while_the_app_closes_is_no_crash(project: Path, stub: Stub) -> None:
+    """The branch worker can finish after the screens are gone (a quick quit): its state change is let be."""
+
+    def boot() -> tuple[Any, Any, Any]:
+        wiring = stub.wire(project)
+        return wiring.agent, wiring.settings, None
+
+    app = RhapsodyApp(boot=boot, root=project)
+    async with app.run_test() as pilot:
+        await pilot.pause(0.1)
+        worker = app.refresh_git()
+    assert not app.screen_stack
+    app.on_worker_state_changed(Worker.StateChanged(worker, WorkerState.SUCCESS))  # raised ScreenStackError
 
 
 async def test_the_app_fills_in_its_welcome_once_the_session_exists(project: Path, stub: Stub) -> None:

@@ -606,8 +606,9 @@ class RhapsodyApp(App[int]):
                 self.transcript.sync(entry)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """A turn started or ended: the footer's ctrl+c follows."""
-        self.refresh_bindings()
+        """A turn started or ended: the footer's ctrl+c follows (not once the app is closing and its screens are gone)."""
+        if self.screen_stack:
+            self.refresh_bindings()
 
     def on_unmount(self) -> None:
         if self._questions is not None:
