@@ -65,7 +65,7 @@ def chromium_load(page: Path) -> tuple[float, float] | None:
 
 
 def main() -> None:
-    from rhapsody.export import export_text
+    from rhapsody.commands.export import export_text
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--mb", type=float, default=12.0)

@@ -33,8 +33,8 @@ from pathlib import Path
 
 import anthropic
 
-from rhapsody.anthropic_model import AnthropicModel
-from rhapsody.config import Settings
+from rhapsody.providers.anthropic import AnthropicModel
+from rhapsody.config.settings import Settings
 from rhapsody.core.history import read_history
 from rhapsody.core.loop import Agent
 from rhapsody.core.session import Session

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import anthropic
 
-from rhapsody.anthropic_model import AnthropicModel
-from rhapsody.config import Settings
+from rhapsody.providers.anthropic import AnthropicModel
+from rhapsody.config.settings import Settings
 from rhapsody.core.history import HistoryWriter
 from rhapsody.core.messages import TextBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.loopback.server import LoopbackServer

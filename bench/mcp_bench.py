@@ -19,10 +19,10 @@ import sys
 import time
 from pathlib import Path
 
-from rhapsody.config import McpServer
+from rhapsody.config.settings import McpServer
 from rhapsody.core.messages import compact_json
-from rhapsody.mcp_config import McpPlan
-from rhapsody.mcp_tools import McpTools, definitions_size
+from rhapsody.mcp.config import McpPlan
+from rhapsody.mcp.tools import McpTools, definitions_size
 from rhapsody.tools import default_toolbox
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -53,10 +53,10 @@ sys.path.insert(0, str(REPO / "bench"))
 from seam_eval_record import record_all  # noqa: E402
 from seam_eval_reader import Reader  # noqa: E402
 
-from rhapsody.config import Settings  # noqa: E402
+from rhapsody.config.settings import Settings  # noqa: E402
 from rhapsody.core.history import read_history  # noqa: E402
 from rhapsody.core.loop import Agent  # noqa: E402
-from rhapsody.core.figures import USAGE_KEYS  # noqa: E402
+from rhapsody.core.session_figures import USAGE_KEYS  # noqa: E402
 from rhapsody.core.messages import ToolResultBlock, ToolUseBlock  # noqa: E402
 from rhapsody.core.pricing import cost, priced  # noqa: E402
 from rhapsody.core.session import Session  # noqa: E402
@@ -98,7 +98,7 @@ def identity_problem(reply: str) -> str:
 def _client(url: str) -> Any:
     import anthropic
 
-    from rhapsody.anthropic_model import AnthropicModel
+    from rhapsody.providers.anthropic import AnthropicModel
 
     return AnthropicModel(anthropic.AsyncAnthropic(base_url=url, api_key="loopback", max_retries=0), base_delay=0.0)
 
@@ -307,7 +307,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _real_model(ns: argparse.Namespace) -> tuple[Any, str]:
     from rhapsody.core.errors import RhapsodyError
-    from rhapsody.providers import make_model
+    from rhapsody.providers.pick import make_model
 
     try:
         real = make_model(Settings(provider=ns.provider, model=ns.model))
@@ -315,7 +315,7 @@ def _real_model(ns: argparse.Namespace) -> tuple[Any, str]:
         raise SystemExit(f"seam_eval: {exc}; use --loopback for the offline run") from None
     if ns.model:
         return real, ns.model
-    from rhapsody.anthropic_model import default_model
+    from rhapsody.providers.anthropic import default_model
 
     return real, default_model()
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from seam_eval_tasks import TASKS
 
-from rhapsody.config import Settings
+from rhapsody.config.settings import Settings
 from rhapsody.core.history import read_history
 from rhapsody.loopback.script import ScriptedResponder, call, say
 from rhapsody.loopback.server import LoopbackServer
@@ -65,7 +65,7 @@ async def _drain(events: Any) -> None:
 async def _record_one(task: dict[str, Any], out: Path) -> Path:
     import anthropic
 
-    from rhapsody.anthropic_model import AnthropicModel
+    from rhapsody.providers.anthropic import AnthropicModel
     from rhapsody.wiring import build
 
     turns = [call(s["narration"], s["tool"], **s["input"]) for s in task["steps"]]
@@ -93,7 +93,7 @@ async def _record_one(task: dict[str, Any], out: Path) -> Path:
 
 def check(task: dict[str, Any], records: list[dict[str, Any]], min_calls: int) -> dict[str, Any]:
     """The task's entry in tasks.json; raises SystemExit where the recording does not prove the test."""
-    from rhapsody.core.traffic import cuts
+    from rhapsody.core.traffic_digest import cuts
 
     [seam] = cuts(records)
     stripped = [(u, r) for u, r in seam.calls.values()]
@@ -111,7 +111,7 @@ def _answer(task: dict[str, Any], question: dict[str, Any], records: list[dict[s
     """The recorded answer: UNKNOWN for a control, else the one value the stripped output holds."""
     from rhapsody.core.context import Conversation
     from rhapsody.core.strip import authored_texts
-    from rhapsody.core.traffic import cuts
+    from rhapsody.core.traffic_digest import cuts
 
     name, pattern = f"{task['name']}/{question['id']}", question["pattern"]
     conversation = Conversation.from_records(records)

@@ -29,9 +29,9 @@ from typing import Any
 
 import anthropic
 
-from rhapsody.anthropic_model import AnthropicModel
-from rhapsody.config import Settings
-from rhapsody.headless import print_event
+from rhapsody.providers.anthropic import AnthropicModel
+from rhapsody.config.settings import Settings
+from rhapsody.frontends.headless import print_event
 from rhapsody.loopback.server import LoopbackServer
 from rhapsody.wiring import build
 
@@ -84,7 +84,7 @@ def turn_runner(root: Path) -> Callable[[anthropic.AsyncAnthropic], Awaitable[in
 
 def app_runner(root: Path) -> Callable[[anthropic.AsyncAnthropic], Awaitable[int]]:
     async def app_turn(client: anthropic.AsyncAnthropic) -> int:
-        from rhapsody.tui.app import RhapsodyApp
+        from rhapsody.frontends.app.app import RhapsodyApp
 
         wiring = build(root, Settings(permission_mode="read-only"), AnthropicModel(client, retries=0), MODEL)
         app = RhapsodyApp(wiring.agent, wiring.settings)

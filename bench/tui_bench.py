@@ -20,12 +20,12 @@ from pathlib import Path
 
 import anthropic
 
-from rhapsody.anthropic_model import AnthropicModel
-from rhapsody.config import Settings
+from rhapsody.providers.anthropic import AnthropicModel
+from rhapsody.config.settings import Settings
 from rhapsody.core.messages import TextBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.loopback.server import LoopbackServer
-from rhapsody.tui.app import RhapsodyApp
-from rhapsody.tui.widgets import PromptInput
+from rhapsody.frontends.app.app import RhapsodyApp
+from rhapsody.frontends.app.widgets import PromptInput
 from rhapsody.wiring import build
 
 NARRATION = "I will run the five checks together, because they are independent and each takes a second."

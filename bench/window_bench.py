@@ -26,8 +26,8 @@ from typing import Any
 
 import anthropic
 
-from rhapsody.anthropic_model import AnthropicModel
-from rhapsody.config import Settings
+from rhapsody.providers.anthropic import AnthropicModel
+from rhapsody.config.settings import Settings
 from rhapsody.loopback.server import LoopbackServer
 from rhapsody.tools.sandbox import bwrap_path
 from rhapsody.wiring import build

@@ -19,8 +19,8 @@ import anthropic
 import git
 import pytest
 
-from rhapsody.anthropic_model import AnthropicModel
-from rhapsody.config import Settings
+from rhapsody.providers.anthropic import AnthropicModel
+from rhapsody.config.settings import Settings
 from rhapsody.core.events import Event
 from rhapsody.core.tools import Approver
 from rhapsody.loopback.script import ScriptedResponder

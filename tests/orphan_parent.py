@@ -1,4 +1,4 @@
-"""A real parent for tests/test_no_orphans.py: starts one kind of child through rhapsody's own code
+"""A real parent for tests/tools/test_no_orphans.py: starts one kind of child through rhapsody's own code
 (`python -m tests.orphan_parent KIND ROOT`), then blocks until the test kills it with SIGKILL."""
 
 from __future__ import annotations

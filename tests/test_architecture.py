@@ -36,9 +36,9 @@ def test_what_the_first_frame_needs_imports_no_pydantic_and_no_core() -> None:
     """The app paints before its session is built (docs/performance.md): the modules on the way to
     the first frame must not import pydantic, the SDK or the loop. A heavy import added at the top
     of one of them would slow every start without failing anything else."""
-    probe = ("import sys, rhapsody.cli, rhapsody.trust, rhapsody.demo, rhapsody.tui.app; "
-             "heavy = sorted(m for m in ('pydantic', 'anthropic', 'rhapsody.core.loop', 'rhapsody.config', "
-             "'rhapsody.render', 'rhapsody.core.events', 'rhapsody.wiring') "
+    probe = ("import sys, rhapsody.cli, rhapsody.commands.trust, rhapsody.demo, rhapsody.frontends.app.app; "
+             "heavy = sorted(m for m in ('pydantic', 'anthropic', 'rhapsody.core.loop', 'rhapsody.config.settings', "
+             "'rhapsody.view.render', 'rhapsody.core.events', 'rhapsody.wiring') "
              "if m in sys.modules and type(sys.modules[m]).__name__ != '_LazyModule'); print(heavy)")
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -8,12 +8,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from rhapsody import render
+from rhapsody.view import render
 from rhapsody.core.events import Event, SeamCommitted, TextDelta, ToolFinished
 from rhapsody.core.messages import ToolUseBlock
 from rhapsody.core.tools import Approval
 from rhapsody.demo import DEMO_ALLOW, DEMO_TASK, SAMPLE, DemoResponder, prepare_project
-from rhapsody.core.figures import figures
+from rhapsody.core.session_figures import figures
 from rhapsody.wiring import Wiring
 
 from .conftest import Stub, collect
@@ -206,7 +206,7 @@ def test_the_sample_project_is_copied_without_bytecode(tmp_path: Path) -> None:
 
 
 async def test_after_clear_on_a_fixed_project_the_demo_never_claims_the_tests_fail(stub: Stub, tmp_path: Path) -> None:
-    from rhapsody.commands import run_command
+    from rhapsody.commands.slash import run_command
 
     wiring, human, root = demo(stub, tmp_path)
     human.asked.append("edit_file")  # the first edit is allowed: the project gets fixed

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rhapsody import prompts
-from rhapsody.config import load_settings, user_config_path
+from rhapsody.config.settings import load_settings, user_config_path
 from rhapsody.core.errors import ConfigError
 from rhapsody.wiring import project_instructions, system_prompt
 

@@ -1,6 +1,6 @@
 """A session driven past a loopback window, held at one step of the safety net until killed.
 
-`hold(project, step, conn)` runs in a child process (tests/test_window_states.py starts it from
+`hold(project, step, conn)` runs in a child process (tests/core/test_window_states.py starts it from
 a fork server that imported this module once): it drives the loop against its own window-mode
 loopback server, stops pulling events once the history reaches `step`, sends the history path,
 and blocks on `conn` until the test kills it with SIGKILL. The loop is never closed, so nothing
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import anthropic
 
-from rhapsody.anthropic_model import AnthropicModel
-from rhapsody.config import Settings
+from rhapsody.providers.anthropic import AnthropicModel
+from rhapsody.config.settings import Settings
 from rhapsody.core.handoff_state import Phase
 from rhapsody.core.session import Session
 from rhapsody.loopback.script import ScriptedResponder
@@ -25,7 +25,7 @@ from rhapsody.loopback.server import LoopbackServer
 from rhapsody.tools.sandbox import bwrap_path
 from rhapsody.wiring import build
 
-from .test_window import WINDOW, long_session
+from tests.core.test_window import WINDOW, long_session
 
 STEPS: dict[str, Callable[[Session], bool]] = {
     "asked": lambda s: s.handoff.phase == Phase.ASKED and bool(s.handoff.after_strip),

@@ -115,7 +115,7 @@ def _export_parser() -> argparse.ArgumentParser:
 
 
 def _export(ns: argparse.Namespace) -> int:
-    from rhapsody.export import export_text, write_export
+    from rhapsody.commands.export import export_text, write_export
 
     fmt = ns.fmt or "html"
     if ns.output == "-":
@@ -137,7 +137,7 @@ def _memory(ns: argparse.Namespace) -> int:
     import json
 
     from rhapsody import memory
-    from rhapsody.config import load_settings
+    from rhapsody.config.settings import load_settings
 
     root = _root(ns.cwd)
     _dropped(root)
@@ -163,7 +163,7 @@ def _memory(ns: argparse.Namespace) -> int:
 
 
 def _trust(args: list[str]) -> int:
-    from rhapsody.trust import trust
+    from rhapsody.commands.trust import trust
 
     p = _Parser(prog="rhapsody trust", description="Trust a project's own .rhapsody/config.toml.")
     p.add_argument("path", nargs="?", help="project directory (default: the current directory)")
@@ -181,13 +181,13 @@ def _mcp(ns: argparse.Namespace) -> int:
     """Start every server this project may start, list its state and tools, stop it again."""
     import asyncio
 
-    from rhapsody.mcp_config import plan
+    from rhapsody.mcp.config import plan
 
     servers = plan(_root(ns.cwd))
     if servers.empty:
         print("no MCP servers configured")
         return 0
-    from rhapsody.mcp_tools import McpTools
+    from rhapsody.mcp.tools import McpTools
 
     async def listing() -> list[str]:
         source = McpTools(servers, _root(ns.cwd))
@@ -212,15 +212,15 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args[:1] == ["strip"]:
-            from rhapsody import strip_cmd
+            from rhapsody.commands import strip
 
             ns = _strip_parser().parse_args(args[1:])
-            return strip_cmd.main(ns.file, ns.out, ns.json)
+            return strip.main(ns.file, ns.out, ns.json)
         if args[:1] == ["import"]:
-            from rhapsody import import_cmd
+            from rhapsody.commands import import_sessions
 
             ns = _import_parser().parse_args(args[1:])
-            return import_cmd.main(_root(ns.cwd), ns.paths)
+            return import_sessions.main(_root(ns.cwd), ns.paths)
         if args[:1] == ["memory"]:
             return _memory(_memory_parser().parse_args(args[1:]))
         if args[:1] == ["trust"]:
@@ -232,13 +232,13 @@ def main(argv: list[str] | None = None) -> int:
         if args[:1] == ["rewind"]:
             return _rewind(args[1:])
         if args[:1] == ["stats"]:
-            from rhapsody.stats import print_stats
+            from rhapsody.commands.stats import print_stats
 
             ns = _stats_parser().parse_args(args[1:])
             if ns.what_if:
-                from rhapsody import whatif_cmd
+                from rhapsody.commands import whatif
 
-                return whatif_cmd.main(_root(ns.cwd), ns.session, ns.what_if, ns.json, ns.cache_read_mult)
+                return whatif.main(_root(ns.cwd), ns.session, ns.what_if, ns.json, ns.cache_read_mult)
             return print_stats(_root(ns.cwd), ns.session, ns.json, ns.cache_read_mult)
         return _run(_parser().parse_args(args))
     except RhapsodyError as exc:
@@ -261,14 +261,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _rewind(args: list[str]) -> int:
-    from rhapsody import rewind_cmd
-    from rhapsody.config import load_settings
+    from rhapsody.commands import rewind_cli
+    from rhapsody.config.settings import load_settings
 
     p = _Parser(prog="rhapsody rewind", description="Go back to a checkpoint: files, conversation or both.")
-    rewind_cmd.add_arguments(p)
+    rewind_cli.add_arguments(p)
     ns = p.parse_args(args)
     root = _root(ns.cwd)
-    return rewind_cmd.main(root, load_settings(root), ns)
+    return rewind_cli.main(root, load_settings(root), ns)
 
 
 def _root(cwd: str | None) -> Path:
@@ -282,7 +282,7 @@ def _root(cwd: str | None) -> Path:
 
 def _dropped(root: Path) -> None:
     """One line on stderr per key of the project's config dropped as invalid (it never applies)."""
-    from rhapsody.trust import dropped_notices
+    from rhapsody.commands.trust import dropped_notices
 
     for line in dropped_notices(root):
         print(line, file=sys.stderr)
@@ -319,7 +319,7 @@ def _run(ns: argparse.Namespace) -> int:
     root = _root(ns.cwd)
     _dropped(root)
     if not ns.task and sys.stdin.isatty() and sys.stdout.isatty():
-        from rhapsody.trust import offer
+        from rhapsody.commands.trust import offer
 
         offer(root, _ask_fresh)  # before the settings are read, so a yes applies at once
     if not ns.task and not ns.plain:
@@ -336,7 +336,7 @@ def _demo(ns: argparse.Namespace) -> int:
     ns.continue_last, ns.resume = False, None
     with ExitStack() as stack:
         def parts() -> tuple[Any, Any]:
-            from rhapsody.config import load_settings
+            from rhapsody.config.settings import load_settings
 
             _root, settings, model = stack.enter_context(demo_setup(ns, load_settings(Path.cwd(), _flags(ns))))
             return settings, model
@@ -347,8 +347,8 @@ def _demo(ns: argparse.Namespace) -> int:
 
 
 def _settings_and_model(ns: argparse.Namespace, root: Path) -> tuple[Any, Any]:
-    from rhapsody.config import load_settings
-    from rhapsody.providers import make_model
+    from rhapsody.config.settings import load_settings
+    from rhapsody.providers.pick import make_model
 
     settings = load_settings(root, _flags(ns))
     return settings, make_model(settings)
@@ -366,7 +366,7 @@ def _app(ns: argparse.Namespace, root: Path, parts: Callable[[], tuple[Any, Any]
         from rhapsody.core.history import find_session
 
         find_session(root, ns.resume or None)
-    from rhapsody.tui.app import RhapsodyApp
+    from rhapsody.frontends.app.app import RhapsodyApp
 
     wired: list[Any] = []
 
@@ -397,7 +397,7 @@ def _app(ns: argparse.Namespace, root: Path, parts: Callable[[], tuple[Any, Any]
 
 def print_recap(session: Any) -> None:
     """The app's screen is gone when it ends: a short recap stays in the scrollback."""
-    from rhapsody.recap import recap_text
+    from rhapsody.frontends.recap import recap_text
 
     print(recap_text(session.records, session.id), end="")
 
@@ -442,7 +442,7 @@ def typed_ahead() -> tuple[str, ...]:
 def _notices(root: Path, settings: Any) -> None:
     """One line each on stderr: an untrusted project config cut down, a sandbox that is off."""
     from rhapsody.tools.sandbox import bwrap_path, status
-    from rhapsody.trust import untrusted_notice
+    from rhapsody.commands.trust import untrusted_notice
 
     notice = untrusted_notice(root)
     if notice:
@@ -454,7 +454,7 @@ def _notices(root: Path, settings: Any) -> None:
 def _picked(ns: argparse.Namespace, root: Path) -> bool:
     """`--resume` without an id: the human picks a session (False: they picked none)."""
     if ns.resume == "" and not ns.task:
-        from rhapsody.tui.picker import pick_session
+        from rhapsody.frontends.app.picker import pick_session
 
         ns.resume = pick_session(root)
         return ns.resume is not None
@@ -472,7 +472,7 @@ def wire(ns: argparse.Namespace, root: Path, settings: Any, model: Any) -> tuple
     resuming = ns.continue_last or ns.resume is not None
     model_id = settings.model
     if model_id is None and not resuming:
-        from rhapsody.lazy_model import default_model
+        from rhapsody.providers.lazy import default_model
 
         model_id = default_model()
     approver = None if ns.task else HumanApprover()
@@ -494,16 +494,16 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
         return 0
     wiring, approver = wire(ns, root, settings, model)
     if ns.task:
-        from rhapsody.headless import run_headless
+        from rhapsody.frontends.headless import run_headless
 
         _notices(root, settings)
         return asyncio.run(_closing(wiring, run_headless(wiring.agent, ns.task, ns.output_format)))
     if ns.plain:
-        from rhapsody.plain import run_plain
+        from rhapsody.frontends.plain import run_plain
 
         status = asyncio.run(_closing(wiring, run_plain(wiring.agent, settings, approver, initial)))
     else:
-        from rhapsody.tui.app import RhapsodyApp
+        from rhapsody.frontends.app.app import RhapsodyApp
 
         app = RhapsodyApp(wiring.agent, settings, approver, initial=initial, welcome=welcome)
         asyncio.run(_closing(wiring, app.run_async()))

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from rhapsody.core.errors import ConfigError
 
 if TYPE_CHECKING:  # the app's first frame does not wait for pydantic
-    from rhapsody.config import Settings
+    from rhapsody.config.settings import Settings
     from rhapsody.core.model import Model
 
 DEMO_TASK = "The inventory total is wrong: find out why and fix it."
@@ -419,14 +419,14 @@ def demo_setup(ns: argparse.Namespace, settings: Settings) -> Iterator[tuple[Pat
     if ns.task:
         raise ConfigError("--demo plays its own scripted task and cannot take -p; run `rhapsody --demo` "
                           "(or `--demo --plain`), or `rhapsody -p TASK` with a key")
-    from rhapsody.lazy_model import LazyModel
+    from rhapsody.providers.lazy import LazyModel
     from rhapsody.loopback.server import LoopbackServer
 
     server = LoopbackServer(DemoResponder()).start()
     root = prepare_project()
     try:
         def adapter() -> Model:
-            from rhapsody.anthropic_model import loopback_model
+            from rhapsody.providers.anthropic import loopback_model
 
             return loopback_model(server.url, retries=settings.retries, base_delay=settings.retry_base_delay)
 

@@ -12,7 +12,7 @@ subprocess (the interface keeps drawing); on timeout the group is killed. Exit s
     other  a non-blocking error: one line for the human, and the turn goes on
 
 Every run is a `hook` history record. Which hooks exist is the settings' business: a
-project's own hooks arrive only once the project is trusted (rhapsody.config).
+project's own hooks arrive only once the project is trusted (rhapsody.config.settings).
 """
 
 from __future__ import annotations

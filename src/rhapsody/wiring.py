@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rhapsody.config import Settings
+from rhapsody.config.settings import Settings
 from rhapsody.core.context import RequestSpec
 from rhapsody.core.credentials import absolute
 from rhapsody.core.errors import RhapsodyError
@@ -132,12 +132,12 @@ class Wiring:
 
 def add_mcp(toolbox: Toolbox, root: Path) -> None:
     """Give the toolbox the MCP servers this project may start (none configured: nothing is imported)."""
-    from rhapsody.mcp_config import plan
+    from rhapsody.mcp.config import plan
 
     servers = plan(root)
     if servers.empty:
         return
-    from rhapsody.mcp_tools import McpTools
+    from rhapsody.mcp.tools import McpTools
 
     toolbox.sources.append(McpTools(servers, root))
     values = [v for s in servers.servers.values() for v in (*s.env.values(), *s.headers.values())]
@@ -195,7 +195,7 @@ def start_checkpoints(session: Session, settings: Settings) -> Shadow:
     checkpoints are cleaned (at most daily)."""
     import time
 
-    from rhapsody.rewind import clean, finish_interrupted
+    from rhapsody.commands.rewind import clean, finish_interrupted
 
     found = shadow(session.root, settings)
     try:

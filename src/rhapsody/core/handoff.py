@@ -18,11 +18,11 @@ from rhapsody.core.errors import ModelError
 from rhapsody.core.messages import Message, ToolResultBlock, ToolUseBlock
 from rhapsody.core.model import Model
 from rhapsody.core.rolling import RollingPolicy, plan_cut
-from rhapsody.core.figures import reported_input
+from rhapsody.core.session_figures import reported_input
 from rhapsody.core.images import for_request
 from rhapsody.core.session import Session
 from rhapsody.core.strip import HANDOFF_TOOL, authored_sha256, shape, validity_problems
-from rhapsody.core.traffic import fields, left, traffic_sha256
+from rhapsody.core.traffic_digest import fields, left, traffic_sha256
 
 INDEX_LINES = 60
 INDEX_CHARS = 4000

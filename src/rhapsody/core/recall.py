@@ -26,7 +26,7 @@ from rhapsody.core.context import Conversation
 from rhapsody.core.history import read_history, sessions
 from rhapsody.core.own_files import own_files, read_own
 from rhapsody.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
-from rhapsody.core.traffic import cut_of
+from rhapsody.core.traffic_digest import cut_of
 
 NARRATION_TAIL = 300
 """How much of the narration before a call a hit carries: its last characters."""

@@ -14,7 +14,7 @@ that carry facts of their own (`tool_run`, `notice`, `permission`), and kinds wh
 are still moving. A kind this version does not know reads as `Other` and is folded by
 nobody. The folds `match` on these types and end in `assert_never`, so a kind that a fold
 does not handle is a type error. docs/history-format.md documents every kind and field
-(tests/test_record_types.py holds the two together).
+(tests/core/test_record_types.py holds the two together).
 
 Imports: stdlib, pydantic and rhapsody.core.messages only.
 """

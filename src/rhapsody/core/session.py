@@ -2,7 +2,7 @@
 
 Every change goes through `record`, which appends to the history first and then folds the
 record into memory, so what is in memory is always what a resume would rebuild: the
-conversation, pending hints, figures (core/figures.py) and the micro-handoff's state (`handoff`, see
+conversation, pending hints, figures (core/session_figures.py) and the micro-handoff's state (`handoff`, see
 core/handoff_state.py).
 
 Imports: stdlib and rhapsody.core only.
@@ -21,7 +21,7 @@ from rhapsody.core.context import Conversation, RequestSpec, build_request, meas
 from rhapsody.core import handoff_state
 from rhapsody.core import records as rec
 from rhapsody.core.errors import HistoryError
-from rhapsody.core.figures import Figures
+from rhapsody.core.session_figures import Figures
 from rhapsody.core.handoff_state import HandoffState
 from rhapsody.core.images import for_request, has_images, image_tokens
 from rhapsody.core.history import (HistoryRead, HistoryWriter, collector_paused, history_dir, new_session_id,

@@ -34,7 +34,7 @@ from rhapsody.core.permissions import (
     relative_keys,
 )
 from rhapsody.core.secrets import mask
-from rhapsody.core.suggest import session_rules
+from rhapsody.core.rule_suggestions import session_rules
 
 if TYPE_CHECKING:
     from rhapsody.core.session import Session

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody.core.errors import InputError
-from rhapsody.core.figures import USAGE_KEYS
+from rhapsody.core.session_figures import USAGE_KEYS
 from rhapsody.importer.transcript import (Aside, Compacted, Item, Queued, Source, Turn, as_dict, digest, expect,
                                           read_lines, text_block, timestamp)
 

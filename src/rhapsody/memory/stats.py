@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody.core.history import read_history, sessions
-from rhapsody.core.wording import counted
+from rhapsody.core.counts import counted
 from rhapsody.tools.git import path_sizes
 
 

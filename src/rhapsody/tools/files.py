@@ -19,7 +19,7 @@ from typing import ClassVar
 from pydantic import BaseModel, Field
 
 from rhapsody.core.tools import Tool, ToolContext, ToolFailure, ToolOutcome
-from rhapsody.core.wording import counted
+from rhapsody.core.counts import counted
 from rhapsody.prompts import load
 from rhapsody.tools import gitguard, procs, search
 from rhapsody.tools.git import git_blob, gitlinks

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rhapsody.core.credentials import is_credential
-from rhapsody.core.cuts import marker
+from rhapsody.core.output_caps import marker
 from rhapsody.core.tools import ToolFailure
 
 

@@ -18,7 +18,7 @@ import signal
 from dataclasses import dataclass
 from types import FrameType
 
-from rhapsody.core.cuts import marker
+from rhapsody.core.output_caps import marker
 from rhapsody.tools import lifeline
 
 CHUNK = 65536

@@ -1,0 +1,72 @@
+"""`rhapsody rewind [SESSION] --list | --to N [--files|--conversation|--both]`: rewind without the app.
+
+`--list` only reads. `--to N` reopens the session (its history gets the records a rewind in
+the app writes), finishes a restore a kill cut short, then rewinds; files changed outside
+rhapsody since point N stop it (exit 1, naming them) unless `--force`. `--json` prints one
+JSON object. A usage error (no such point, no such session) is one line and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rhapsody.config.settings import Settings
+from rhapsody.core.context import Conversation
+from rhapsody.core.errors import InputError
+from rhapsody.core.history import find_session, read_history
+from rhapsody.core.session import Session
+from rhapsody.commands.rewind import What, finish_interrupted, rewind, turns, turns_of
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The command's arguments."""
+    p.add_argument("session", nargs="?", help="session id or prefix (default: the latest)")
+    p.add_argument("--cwd", metavar="DIR", help="project directory")
+    act = p.add_mutually_exclusive_group(required=True)
+    act.add_argument("--list", action="store_true", help="the points to rewind to: each human message, its files "
+                     "changed and +/- lines")
+    act.add_argument("--to", type=int, metavar="N", help="rewind to point N of --list")
+    what = p.add_mutually_exclusive_group()
+    for name in ("files", "conversation", "both"):
+        what.add_argument(f"--{name}", dest="what", action="store_const", const=name,
+                          help=f"restore {name}" + (" (the default)" if name == "both" else ""))
+    p.add_argument("--force", action="store_true", help="overwrite files changed outside rhapsody since then")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def main(root: Path, settings: Settings, ns: argparse.Namespace) -> int:
+    """Run the command; returns the exit status."""
+    from rhapsody.wiring import shadow
+
+    path = find_session(root, ns.session)
+    store = shadow(root, settings)
+    if ns.list:
+        records = read_history(path).records
+        listed = turns_of(records, Conversation.from_records(records).abandoned, store)
+        _print({"session": path.stem, "points": [t.json() for t in listed]} if ns.json else None,
+               [t.line() for t in listed] or ["no checkpoints in this session"])
+        return 0
+    session = Session.resume(root, path)
+    finished = finish_interrupted(session, store)
+    listed = turns(session, store)
+    if not 1 <= ns.to <= len(listed):
+        raise InputError(f"no point {ns.to}: this session has {len(listed)} (rhapsody rewind --list shows them)")
+    what: What = ns.what or "both"
+    done = rewind(session, store, listed[ns.to - 1], what, ns.force)
+    lines = [line for line in (finished, done.text) if line]
+    if done.error:
+        print(f"rhapsody rewind: {done.text}" + ("; --force overwrites them" if "outside" in done.text else ""),
+              file=sys.stderr)
+        return 1
+    again = [f"the message, to edit and send again:\n{done.prompt}"] if done.prompt else []
+    _print({"session": session.id, "to": ns.to, "what": what, "said": done.text, "prompt": done.prompt}
+           if ns.json else None, lines + again)
+    return 0
+
+
+def _print(as_json: dict[str, Any] | None, lines: list[str]) -> None:
+    print(json.dumps(as_json, ensure_ascii=False) if as_json is not None else "\n".join(lines))

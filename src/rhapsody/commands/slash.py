@@ -1,0 +1,284 @@
+"""Slash commands shared by the TUI and the plain mode."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from rhapsody.core.handoff import undo_seam
+from rhapsody.core.loop import Agent
+from rhapsody.core.permissions import MODES
+from rhapsody.core.session import Session
+from rhapsody.view.render import undo_text
+
+COMMANDS = {
+    "/handoff": "[anyway]: write a field note, then strip tool traffic (asks first when it would not pay)",
+    "/unhandoff": "put the last seam's stripped blocks back",
+    "/stats": "every seam of this session, before → after, and what the seams saved",
+    "/recall": "QUERY: search stripped tool calls (--all: earlier sessions too)",
+    "/model": "NAME [--force]: switch model (earlier thinking leaves the context)",
+    "/permissions": "[MODE]: show the permission mode and rules, or switch mode",
+    "/mcp": "MCP servers, their state and their tools",
+    "/export": "[--md] [FILE]: this session as one HTML page with its charts (or Markdown)",
+    "/rewind": "[N [files|conversation|both] [force]]: go back to before message N (no N: the list)",
+    "/clear": "start a new session",
+    "/help": "list the commands and keys",
+    "/quit": "leave rhapsody",
+}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a command produced: text to show, and what the front end should do next."""
+
+    text: str = ""
+    run_turn: bool = False
+    quit: bool = False
+    reload: bool = False
+    """The transcript changed under the front end (a seam undone, a new session)."""
+    in_history: bool = False
+    """The text is also a history record the transcript shows once it is rebuilt."""
+    error: bool = False
+    prompt: str = ""
+    """What to send as the human's message (a custom command's prompt); queued when a turn runs."""
+    confirm: str = ""
+    """A question for the human (the app asks it, plain mode asks y/N, headless refuses): yes runs `then`."""
+    then: str = ""
+    refill: str = ""
+    """Text to put back in the prompt (a rewound message, to edit and send again)."""
+
+
+def is_command(line: str) -> bool:
+    """Whether a typed line is meant as a slash command (known or not): `/word` at the start.
+
+    A line such as `/usr/bin/env is missing` is a path, not a command, and goes to the model.
+    """
+    if not line.startswith("/"):
+        return False
+    word = line.split(maxsplit=1)[0]
+    return len(word) > 1 and "/" not in word[1:]
+
+
+def run_command(agent: Agent, line: str, keys: tuple[tuple[str, str], ...] | None = None) -> Outcome:
+    """Execute one slash command; an unknown one is a local error, never a model turn. `keys`: the
+    front end's keys for /help (default: the app's)."""
+    name, _, arg = line.strip().partition(" ")
+    arg = arg.strip()
+    if name not in COMMANDS:
+        return _custom(agent, name, arg)
+    if name == "/handoff":
+        return _handoff(agent, arg)
+    if name == "/unhandoff":
+        return _unhandoff(agent)
+    if name == "/stats":
+        return Outcome(stats_text(agent.session))
+    if name == "/recall":
+        return Outcome(_recall(agent, arg))
+    if name == "/model":
+        return _switch_model(agent, arg)
+    if name == "/permissions":
+        return _permissions(agent, arg)
+    if name == "/rewind":
+        from rhapsody.commands.rewind import rewind_command
+
+        return rewind_command(agent, arg)
+    if name == "/mcp":
+        lines = [line for source in agent.toolbox.sources for line in source.status()]
+        return Outcome("\n".join(lines) or "no MCP servers configured")
+    if name == "/export":
+        return _export(agent, arg)
+    if name == "/clear":
+        if agent.busy:
+            return Outcome("wait for the turn to end before starting a new session", error=True)
+        agent.replace_session(Session.start(agent.session.root, agent.session.spec))
+        forgotten = agent.toolbox.rules.session_allow[:]
+        agent.toolbox.rules.session_allow.clear()  # "for this session" means the one that just ended
+        said = f"; rules allowed for the last session no longer apply ({', '.join(forgotten)})" if forgotten else ""
+        return Outcome(f"new session {agent.session.id}{said}", reload=True)
+    if name == "/quit":
+        return Outcome(quit=True)
+    listed = KEYS if keys is None else keys
+    return Outcome("\n".join([f"{k:<13} {v}" for k, v in COMMANDS.items()] + custom_help(agent.session.root) + [""]
+                             + [f"{k:<13} {v}" for k, v in listed]))
+
+
+def _custom(agent: Agent, name: str, arg: str) -> Outcome:
+    """A custom command (a prompt file): its prompt goes to the model as the human's message."""
+    from rhapsody.commands.custom import granting_notice, load
+
+    command = load(agent.session.root, tuple(COMMANDS))[0].get(name)
+    if command is None:
+        return Outcome(f"unknown command {name}; /help lists the commands", error=True)
+    return Outcome(granting_notice(command, agent.session.root), prompt=command.expand(arg))
+
+
+def custom_help(root: Path) -> list[str]:
+    """/help's lines for the custom commands (prompt files), and for the files set aside."""
+    from rhapsody.commands.custom import load
+
+    found, notes = load(root, tuple(COMMANDS))
+    if not found and not notes:
+        return []
+    return ["", "custom commands (prompt files; they send their text, nothing more):"] + [
+        c.help_line() for c in found.values()] + [f"  ! {note}" for note in notes]
+
+
+KEYS = (("enter", "send; while the agent works, a hint for its next step"),
+        ("ctrl+n", "queue the message for the end of the turn"),
+        ("ctrl+j", "new line"),
+        ("ctrl+o", "micro-handoff (same as /handoff)"),
+        ("esc", "interrupt the turn"),
+        ("up, down", "walk earlier inputs"),
+        ("tab", "complete a /command or an @path"),
+        ("shift+tab", "cycle the permission mode: ask, auto-edit, read-only (never yolo)"),
+        ("ctrl+t", "move into the transcript (tab comes back, enter unfolds)"),
+        ("esc esc", "clear the input (up brings it back); on an empty one, rewind (as /rewind)"),
+        ("ctrl+g", "edit the input in $VISUAL or $EDITOR"),
+        ("!command", "run a shell command yourself, sandboxed; the agent reads its output"),
+        ("ctrl+l", "show earlier transcript entries"),
+        ("ctrl+u/k/w", "delete to the line's start, to its end, the word before"),
+        ("ctrl+p", "command palette"),
+        ("ctrl+c", "interrupt the agent; idle: clear the prompt, on an empty one twice to quit"))
+"""The app's keys, as /help lists them."""
+
+PLAIN_KEYS = (("enter", "send; while the agent works, a hint for its next step"),
+              (">> text", "queue the message for the end of the turn"),
+              ("ctrl+o", "micro-handoff (same as /handoff)"),
+              ("ctrl+c", "interrupt the turn; idle: clear the line, on an empty one twice to quit"),
+              ("ctrl+d", "quit (as /quit)"),
+              ("up, down", "walk earlier inputs"),
+              ("tab", "complete a /command"))
+"""Plain mode's keys, as its /help lists them."""
+
+
+ANYWAY = "/handoff anyway"
+"""The handoff the human confirmed although it would not pay."""
+
+
+def _handoff(agent: Agent, arg: str = "") -> Outcome:
+    from rhapsody.core.handoff import stripped_calls
+    from rhapsody.core.handoff_state import nothing
+    from rhapsody.core.seam_cost import of_session
+
+    calls = stripped_calls(agent.session)
+    if not agent.busy and not agent.session.handoff.pending and not calls:
+        return Outcome(nothing(agent.session))  # no request, no seam: there is nothing to strip
+    if calls and arg != "anyway" and not agent.session.handoff.pending:  # no calls yet mid-turn: judged at its end
+        worth = of_session(agent.session)
+        if not worth.pays:
+            return Outcome(f"a seam would not pay now: {worth.text()}", confirm="hand off anyway?", then=ANYWAY)
+    agent.request_handoff()
+    if agent.busy:
+        return Outcome("micro-handoff requested: at the next tool boundary, or right after this turn ends")
+    return Outcome("micro-handoff requested", run_turn=True)
+
+
+def _unhandoff(agent: Agent) -> Outcome:
+    if agent.busy:
+        return Outcome("wait for the turn to end before undoing a seam", error=True)
+    record = undo_seam(agent.session)
+    return Outcome(undo_text(record), reload=True, in_history=True) if record else Outcome("no seam to undo", error=True)
+
+
+def _export(agent: Agent, arg: str) -> Outcome:
+    from pathlib import Path
+
+    from rhapsody.core.errors import RhapsodyError
+    from rhapsody.commands.export import write_export
+
+    words = arg.split()
+    named = [w for w in words if w != "--md"]
+    if len(named) > 1 or any(w.startswith("-") for w in named):
+        return Outcome("usage: /export [--md] [FILE]", error=True)
+    root = agent.session.root
+    out = (root / Path(named[0]).expanduser()) if named else None
+    try:
+        path = write_export(root, str(agent.session.path), "md" if "--md" in words else "html", out)
+    except RhapsodyError as exc:
+        return Outcome(f"export failed: {exc}", error=True)
+    return Outcome(f"exported to {path}")
+
+
+def _recall(agent: Agent, arg: str) -> str:
+    from rhapsody.tools.handoff import recall_text
+
+    wide = arg.startswith("--all")
+    query = arg.removeprefix("--all").strip()
+    if not query:
+        return "usage: /recall [--all] QUERY"
+    return recall_text(agent.session.root, agent.session, query, all_sessions=wide, for_human=True,
+                       write=agent.toolbox.permission_mode != "read-only")
+
+
+def _switch_model(agent: Agent, arg: str) -> Outcome:
+    session = agent.session
+    words = arg.split()
+    force = "--force" in words
+    name = next((w for w in words if w != "--force"), "")
+    known = _known_models()
+    if not name:
+        listed = f"\nknown: {', '.join(known)}" if known else ""
+        return Outcome(f"model: {session.spec.model} (/model NAME switches){listed}")
+    if agent.busy:
+        return Outcome("wait for the turn to end before switching models", error=True)
+    if known and name not in known and not force:
+        close = closest_models(name, known)
+        hint = f" (closest: {', '.join(close)})" if close else ""
+        return Outcome(f"unknown model {name}{hint}; /model lists the known ones, /model {name} --force uses it "
+                       "anyway", error=True)
+    session.switch_model(name)
+    return Outcome(f"model switched to {name}; earlier thinking blocks leave the context")
+
+
+def closest_models(name: str, known: tuple[str, ...], count: int = 3) -> list[str]:
+    """Known names that contain `name`, else the nearest in spelling (newest first among equals)."""
+    import difflib
+
+    return [m for m in known if name in m][:count] or difflib.get_close_matches(name, known, count, 0.4)
+
+
+def _known_models() -> tuple[str, ...]:
+    """The SDK's model ids without the dated aliases of an undated one (the list stays short)."""
+    from rhapsody.providers.lazy import sdk_models
+
+    models = sdk_models()
+    return tuple(m for m in models if not (re.fullmatch(r".*-\d{8}", m) and m.rsplit("-", 1)[0] in models))
+
+
+CYCLE = ("ask", "auto-edit", "read-only")
+"""The modes shift+tab steps through in the app; yolo is never one of them (only a flag or /permissions yolo)."""
+
+
+def set_mode(agent: Agent, mode: str) -> None:
+    """Switch the permission mode, on record so a resume keeps it."""
+    agent.toolbox.permission_mode = mode
+    agent.session.record("permission_mode", mode=mode)
+
+
+def next_mode(mode: str) -> str:
+    """The mode after `mode` in CYCLE; from yolo (or any mode outside it), ask."""
+    return CYCLE[(CYCLE.index(mode) + 1) % len(CYCLE)] if mode in CYCLE else CYCLE[0]
+
+
+def _permissions(agent: Agent, arg: str) -> Outcome:
+    box = agent.toolbox
+    if arg:
+        if arg not in MODES:
+            return Outcome(f"unknown mode {arg}; choose one of {', '.join(MODES)}", error=True)
+        set_mode(agent, arg)
+    warning = ["⚠ yolo: every call now runs without asking you, edits and commands alike; "
+               "/permissions ask goes back"] if arg == "yolo" else []
+    rules = box.rules
+    lines = [f"permission mode: {box.permission_mode} (switch: /permissions {'|'.join(MODES)})",
+             f"allow: {', '.join(rules.allow) or '(none)'}",
+             f"deny: {', '.join(rules.deny) or '(none)'}",
+             f"allowed this session: {', '.join(rules.session_allow) or '(none)'}"]
+    return Outcome("\n".join(warning + lines), error=bool(warning))
+
+
+def stats_text(session: Session) -> str:
+    """Seams and counters of a session as plain lines."""
+    from rhapsody.commands.stats import stats_lines
+
+    return "\n".join(stats_lines(session.records))

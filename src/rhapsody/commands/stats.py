@@ -1,0 +1,160 @@
+"""`rhapsody stats [SESSION] [--json]`: every seam of a session as a table, with session totals and
+the billed input with and without the seams (core/billing.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from rhapsody.core.billing import seam_savings, served_by
+from rhapsody.core.errors import HistoryError
+from rhapsody.core.history import find_session, read_history
+from rhapsody.core.pricing import price_of, priced
+from rhapsody.core.session_figures import Figures, figures as fold_figures, reported_input
+
+
+STATS_COLUMNS = ("seam", "context ~tokens", "note added", "strip took", "bytes", "tool calls",
+                 "API input: before → after")
+STATS_NOTE = ("context: rhapsody's estimate of the request it would send (the figure the status bar and the seam "
+              "divider show), when the handoff was asked → just after the strip. note added: what the request for "
+              "the note, the note and its index added before the strip; strip took: what the strip removed, and its "
+              "share of the context just before it. API input: what the API reported for the last request before "
+              "the seam and the first one after it, which also carries the field note and every message since, so "
+              "it can be higher than before: it is not the context. Messages and thinking blocks: --json.")
+
+
+def seam_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per seam: the recorded figures plus the API-reported input just after."""
+    rows = []
+    for i, record in enumerate(records):
+        if record["kind"] != "seam":
+            continue
+        after_usage = next((r for r in records[i + 1 :] if r["kind"] == "usage"), None)
+        reported_after = reported_input(after_usage) if after_usage else None
+        undone = any(r["kind"] == "unseam" and r.get("seam") == record["seam"] for r in records[i + 1 :])
+        rows.append({**record, "reported_input_after": reported_after, "undone": undone})
+    return rows
+
+
+def billing(records: list[dict[str, Any]], read_mult: float | None = None, per_request: bool = False) -> dict[str, Any]:
+    """What the seams saved in billed input; dollars price each request at the model that served it
+    (`per_request`: each request's figures too, as core.billing.seam_savings gives them)."""
+    head = records[0] if records and records[0].get("kind") == "session" else {}
+    models = [r["model"] for r in records if r["kind"] == "model"]
+    model = models[-1] if models else str(head.get("model", ""))
+    price, _ = price_of(model)
+    served = served_by(records)
+    # A model without a price gets null, not a guess.
+    prices = [price_of(m)[0] for m in served] if all(priced(m) for m in served) and priced(model) else None
+    if prices is not None and read_mult is not None:
+        prices = [dataclasses.replace(p, read_mult=read_mult) for p in prices]
+    # Each request's cache reads at the rate of the model that served it (a /model switch reprices nothing).
+    mults: float | list[float] = read_mult if read_mult is not None else [price_of(m)[0].read_mult for m in served]
+    figures = seam_savings(records, mults if mults != [] else price.read_mult, prices, per_request)
+    return {"model": model, "billed_input_usd": None, "billed_input_usd_without_seams": None, **figures}
+
+
+def saving_line(figures: dict[str, Any]) -> str:
+    """One line: billed input with the seams beside without them; with no seam, only the billed input."""
+    mult = figures["cache_read_multiplier"]
+    reads = f"cache reads {mult}×" if mult is not None else "cache reads at each request's model rate"
+    head = f"billed input ({reads}, writes {figures['cache_write_multiplier']}×): {figures['billed_input_tokens']:,}"
+    if not figures["seams"]:
+        return f"{head}; no seams yet, so nothing saved"
+    saving = figures["saving"]
+    return (f"{head} with seams, {figures['billed_input_tokens_without_seams']:,} without ("
+            + (f"saved {saving:.1%}" if saving >= 0 else f"{-saving:.1%} more so far")
+            + f"; each further request saves ~{figures['saving_per_further_request']:,})")
+
+
+def session_records(root: Path, session_id: str | None) -> tuple[Path, list[dict[str, Any]]]:
+    """The history a command names (an id or prefix, a .jsonl file, or the latest) and its records."""
+    given = Path(session_id) if session_id else None
+    path = given if given is not None and given.is_file() else find_session(root, session_id)
+    records = read_history(path).records
+    if not records or records[0]["kind"] != "session":
+        raise HistoryError(f"{path} is not a rhapsody history file (no session record first)")
+    return path, records
+
+
+def print_stats(root: Path, session_id: str | None, as_json: bool = False, read_mult: float | None = None) -> int:
+    """Print the seam table and the billed input with and without seams; returns the exit status."""
+    path, records = session_records(root, session_id)
+    figures = billing(records, read_mult)
+    folded = fold_figures(records)
+    totals = folded.usage
+    counts = {"request": folded.requests, "tool_run": folded.tool_calls, "violation": folded.violations,
+              "hint": folded.hints}
+    if as_json:
+        rows = [{k: r.get(k) for k in ("seam", "before", "after", "reported_input_before", "reported_input_after",
+                                      "undone", "stripped_calls", "stripped_sha256")} for r in seam_rows(records)]
+        # One definition of "requests", as the text line and headless: every request sent, answered or not.
+        print(json.dumps({"session": path.stem, **figures, "requests": counts["request"], "usage": totals,
+                          "cost_usd": round(folded.cost, 6) if folded.priced else None,
+                          "counts": counts, "seam_rows": rows}))
+        return 0
+    _print_table(path, records, totals, counts)
+    print(f"cost {folded.cost_text()} (each request at the model that served it)")
+    print(saving_line(figures))
+    return 0
+
+
+def _print_table(path: Path, records: list[dict[str, Any]], totals: dict[str, int], counts: dict[str, int]) -> None:
+    from rich.console import Console
+
+    console = Console()
+    rows = seam_rows(records)
+    if not rows:  # a header with no rows reads as a failure to show them
+        console.print(f"no seams in session {path.stem}")
+    else:
+        _print_seams(console, path, rows)
+    console.print(
+        f"requests {counts['request']}, tool calls {counts['tool_run']}, narration violations {counts['violation']}, "
+        f"hints {counts['hint']}; tokens in {totals['input_tokens']:,}, cache write "
+        f"{totals['cache_creation_input_tokens']:,}, cache read {totals['cache_read_input_tokens']:,}, "
+        f"out {totals['output_tokens']:,}"
+    )
+
+
+def _print_seams(console: Any, path: Path, rows: list[dict[str, Any]]) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"seams of session {path.stem}")
+    # "context" is the one figure the status bar, the seam divider and /stats show (rhapsody/core/session_figures.py);
+    # the API's reported input is the request before the seam and the next one, which also holds new messages.
+    for column in STATS_COLUMNS:
+        table.add_column(column, justify="right", no_wrap=column == "seam")
+    for row in rows:
+        b, a = row["before"], row["after"]
+        asked = row.get("asked_est_tokens")
+        start = asked if isinstance(asked, int) else b["est_tokens"]  # as the seam divider (render.seam_line)
+        took = b["est_tokens"] - a["est_tokens"]
+        after_api = "—" if row["reported_input_after"] is None else f"{row['reported_input_after']:,}"
+        table.add_row(
+            f"{row['seam']}{' (undone)' if row['undone'] else ''}",
+            f"~{start:,} → ~{a['est_tokens']:,}",
+            f"~{b['est_tokens'] - asked:,}" if isinstance(asked, int) else "—",
+            f"~{took:,} ({took / b['est_tokens'] if b['est_tokens'] else 0:.0%})",
+            f"{b['request_bytes']:,} → {a['request_bytes']:,}",
+            f"{b['tool_use']} → {a['tool_use']}",
+            f"{row.get('reported_input_before', 0):,} → {after_api}",
+        )
+    console.print(table)
+    console.print(STATS_NOTE)
+
+
+def stats_lines(records: list[dict[str, Any]], figures_billed: dict[str, Any] | None = None) -> list[str]:
+    """Seams and counters of a session as plain lines (/stats, and the head of an export);
+    `figures_billed`: `billing(records)` when the caller has it already."""
+    from rhapsody.view.render import seam_line
+
+    rows = seam_rows(records)
+    lines = [seam_line(r) + (" (undone)" if r["undone"] else "") for r in rows] or ["no seams yet"]
+    f = fold_figures(records)
+    lines.append(f"requests {f.requests}, tool calls {f.tool_calls}, narration violations {f.violations}, "
+                 f"{f.seams_text()}, context ~{f.context:,} tokens, cost {f.cost_text()}")
+    if f.requests:
+        lines.append(saving_line(figures_billed or billing(records)))
+    return lines

@@ -1,0 +1,1 @@
+"""Settings: where the files are (`files`, light, read by the first frame) and the validated layers (`settings`)."""

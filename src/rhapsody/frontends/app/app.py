@@ -1,0 +1,765 @@
+"""The Textual app: streaming narration, a live hint box, the handoff key, a truthful status bar.
+
+The agent loop runs in an async worker on the app's event loop; each event becomes lines
+through the one renderer (`rhapsody.view.render`) and is applied to the transcript as it
+arrives. The input never locks: Enter while the agent works sends a hint for the next tool
+boundary, ctrl+n queues a message for the end of the turn.
+
+| Key | Action |
+| :- | :- |
+| enter | Send (hint while working, new turn while idle) |
+| ctrl+n | Queue for the end of the turn |
+| ctrl+o | Micro-handoff |
+| escape, ctrl+c | Interrupt the working agent (what streamed stays, marked interrupted) |
+| escape escape | Idle: clear the prompt (Up brings it back); on an empty prompt, rewind (as `/rewind`) |
+| shift+tab | Cycle the permission mode: ask, auto-edit, read-only (never into yolo) |
+| ctrl+t | Move into the transcript (tab comes back) |
+| ctrl+g | Edit the prompt in $VISUAL or $EDITOR |
+| pageup, pagedown | Scroll the transcript |
+| ctrl+l | Show earlier transcript entries (ctrl+u, ctrl+k, ctrl+w edit the prompt as in readline) |
+| ctrl+p | Command palette |
+| ctrl+c | Idle: clear the prompt; on an empty prompt, twice quits |
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import aclosing
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Button, Footer, Static
+from textual.widget import Widget
+from textual.worker import Worker
+
+from rhapsody.frontends.app.deferred import lazy, load_all
+from rhapsody.frontends.prompt_aids import InputHistory
+from rhapsody.frontends.shell_mode import shell_command
+from rhapsody.frontends.app.rewind import Rewinder
+from rhapsody.frontends.app.status import MODEL_WAIT, Liveness, starting_text, status_line, welcome_text
+from rhapsody.frontends.app.widgets import Entry, Foldable, PromptInput, StatusBar, TranscriptView
+
+if TYPE_CHECKING:
+    from rhapsody.commands import slash as commands
+    from rhapsody.view import render
+    from rhapsody.config.settings import Settings
+    from rhapsody.core import events as ev
+    from rhapsody.core import handoff_state
+    from rhapsody.core.approval import HumanApprover, Question
+    from rhapsody.core.loop import Agent
+    from rhapsody.core.messages import ToolUseBlock
+else:  # loaded on first use, after the first frame (pydantic and the core are most of the start-up)
+    commands = lazy("rhapsody.commands.slash")
+    render = lazy("rhapsody.view.render")
+    ev = lazy("rhapsody.core.events")
+    handoff_state = lazy("rhapsody.core.handoff_state")
+
+ESC_TWICE = 0.8
+"""Seconds within which a second Esc clears the input."""
+
+PALETTE_MARGIN = 6
+"""Columns of the command palette's width that its descriptions cannot use (padding, scrollbar)."""
+
+Boot = Callable[[], "tuple[Agent, Settings, HumanApprover | None]"]
+"""Builds the agent after the first frame: reads the settings, opens the session, wires the tools."""
+
+
+class RhapsodyApp(App[int]):
+    """rhapsody's full-screen front end."""
+
+    CSS_PATH = "app.tcss"
+    AUTO_FOCUS = "#prompt"
+    TITLE = "rhapsody"
+    BINDINGS = [
+        Binding("ctrl+o", "handoff", "Handoff", id="handoff", priority=True),
+        Binding("escape", "interrupt", "Interrupt", id="interrupt"),
+        Binding("escape", "escape_idle", "Clear", id="clear", tooltip="Press twice to clear the input"),
+        Binding("shift+tab", "cycle_mode", "Mode", id="mode", priority=True, show=False),
+        Binding("ctrl+t", "to_transcript", "Transcript", id="transcript", show=False),
+        Binding("ctrl+g", "edit_prompt", "Editor", id="editor", priority=True, show=False),
+        Binding("ctrl+n", "noop", "Queue", id="queue", show=True, tooltip="Queue the message for the end of the turn"),
+        Binding("ctrl+j", "noop", "New line", id="newline", show=False),
+        Binding("ctrl+l", "earlier", "Earlier", id="earlier", priority=True, show=False),
+        Binding("ctrl+c", "stop", "Interrupt", id="stop", priority=True, tooltip="Stop the agent"),
+        Binding("ctrl+c", "clear_or_quit", "Quit", id="quit", priority=True,
+                tooltip="Clear the prompt; on an empty prompt, press twice to quit"),
+    ]
+
+    def __init__(self, agent: Agent | None = None, settings: Settings | None = None,
+                 approver: HumanApprover | None = None, initial: str = "", welcome: str = "", *,
+                 boot: Boot | None = None, root: Path | None = None, typed_ahead: tuple[str, ...] = ()) -> None:
+        """Either `agent` and `settings`, ready; or `boot` and `root`: the app paints first and calls `boot`
+        right after its first frame. `approver` is the one the agent's toolbox asks (None: questions are
+        refused, as headless). A `boot` that raises ends the app; the exception is kept in `boot_error`.
+        `typed_ahead`: lines the person typed and sent with Enter before the app started; they are sent
+        once the session exists, together, as the first message."""
+        super().__init__()
+        self.agent: Agent
+        self.settings: Settings
+        if agent is not None and settings is not None:
+            self.agent, self.settings = agent, settings
+            self.root = agent.session.root
+        elif boot is not None and root is not None:
+            self.root = root
+        else:
+            raise ValueError("RhapsodyApp needs agent and settings, or boot and root")
+        self._boot = boot if agent is None else None
+        self.ready = self._boot is None
+        self.boot_error: Exception | None = None
+        self._early = [PromptInput.Submitted("\n".join(typed_ahead), queue=False)] if typed_ahead else []
+        if typed_ahead:  # what was typed ahead is the first message: a suggested one (the demo's task) steps aside
+            initial = ""
+        self.approver = approver
+        self._questions: asyncio.Task[None] | None = None
+        self.initial = initial
+        self.welcome = welcome
+        self.hints: dict[str, Entry] = {}
+        self.calls: dict[str, tuple[ToolUseBlock, Entry]] = {}
+        self.worker: Worker[None] | None = None
+        self.live = Liveness()
+        self._seen = 0
+        self._said_interrupted = False
+        self._thinking: Entry | None = None
+        self._ctrl_c_at = 0.0
+        self._esc_at = 0.0
+        self.signalled: list[str] = []
+        """What was written to the terminal to say the agent waits (the bell or a notification)."""
+        self._replying = False
+        self._held: list[dict[str, Any]] = []
+        self._git = ""
+        self.rewinder = Rewinder(self)
+
+    def compose(self) -> ComposeResult:
+        yield TranscriptView(id="transcript")
+        yield Static("", id="completions", classes="hidden")
+        yield PromptInput(self.initial, id="prompt", soft_wrap=True, show_line_numbers=False)
+        yield StatusBar("", id="status")
+        yield Footer()
+
+    async def on_mount(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGHUP):  # leave as ctrl+c does: the terminal restored, history closed
+            loop.add_signal_handler(sig, self.terminated, sig)
+        prompt = self.query_one(PromptInput)
+        prompt.inputs = InputHistory(self.root)
+        prompt.root = self.root
+        prompt.move_cursor(prompt.document.end)
+        prompt.focus()
+        if self._boot is None:
+            await self.started()
+            return
+        await self.transcript.load([Entry("welcome", starting_text(self.root))])
+        self.query_one(StatusBar).update(Text(" starting…"))
+        self.call_after_refresh(self.run_boot)  # the first frame is drawn before the session is built
+
+    def terminated(self, sig: int) -> None:
+        """SIGTERM or SIGHUP: end as ctrl+c does, with the shell's status for a signal."""
+        self.exit(return_code=128 + sig)
+
+    async def run_boot(self) -> None:
+        """Build the agent (keys typed meanwhile wait in the queue), then start as a ready app would."""
+        assert self._boot is not None
+        try:
+            self.agent, self.settings, self.approver = self._boot()
+        except Exception as exc:  # noqa: BLE001 - the CLI prints it as its one line once the screen is restored
+            self.boot_error = exc
+            self.exit(return_code=2)
+            return
+        self.ready = True
+        await self.started()
+        for message in self._early:  # sent before the agent existed: in the order typed
+            await self.submitted(message)
+        self._early = []
+
+    async def started(self) -> None:
+        """The agent exists: show the session, start the MCP servers, the status bar and the SDK import."""
+        load_all()  # the rest of the lazy modules, here rather than on the SDK's import thread
+        if self.approver is not None:
+            self._questions = asyncio.create_task(self.serve_questions(self.approver))
+        if self.settings.keymap:
+            self.set_keymap(self.settings.keymap)
+        await self.reload()
+        for notice in self.agent.toolbox.start_sources():  # MCP servers start now; the first paint does not wait
+            await self.note(f"! {notice}")
+        self.refresh_status()
+        self.refresh_git()
+        self.set_interval(0.125, self.tick)
+        warm = getattr(self.agent.model, "warm", None)
+        if warm is not None:  # the SDK imports while the human reads the first frame
+            thread = threading.Thread(target=warm, name="sdk-import", daemon=True)
+            self.set_timer(0.1, thread.start)  # after the first frame, which it would otherwise slow
+
+    @property
+    def transcript(self) -> TranscriptView:
+        """The transcript widget."""
+        return self.query_one(TranscriptView)
+
+    @property
+    def peek_rows(self) -> tuple[int, int]:
+        """Lines of a tool result, and of an applied diff, shown under a call's folded line."""
+        return (self.settings.result_lines, self.settings.diff_lines) if self.ready else (0, 0)
+
+    @property
+    def busy(self) -> bool:
+        """Whether a turn is running."""
+        return self.ready and self.agent.busy or (self.worker is not None and not self.worker.is_finished)
+
+    def get_system_commands(self, screen: Screen[Any]) -> Any:
+        """The command palette lists rhapsody's own commands first."""
+        for name, help_text in commands.COMMANDS.items():
+            head, _, rest = help_text.partition(": ")
+            takes = bool(rest) and head.split()[0].strip("[]").isupper()
+            short = rest if takes else help_text
+            short = self.palette_line(short)
+            if takes and not head.startswith("["):  # a required argument: into the prompt to finish
+                yield SystemCommand(name, short, lambda n=name: self.to_prompt(f"{n} "))
+                continue
+            yield SystemCommand(name, short, lambda n=name: self.run_worker(self.command(n)))
+        yield from self.custom_commands()
+        yield from super().get_system_commands(screen)
+
+    def palette_line(self, text: str) -> str:
+        """`text` cut to one line of the command palette, as wide as it is."""
+        room = max(24, self.size.width - PALETTE_MARGIN)
+        return text if len(text) <= room else text[: room - 1].rstrip() + "…"
+
+    def custom_commands(self) -> Iterator[SystemCommand]:
+        """The palette's entries for custom commands: one that takes arguments goes into the prompt to finish."""
+        from rhapsody.commands.custom import load
+
+        for command in load(self.root, tuple(commands.COMMANDS))[0].values():
+            takes = bool(command.argument_hint) or "$" in command.prompt
+            run = (lambda n=command.name: self.to_prompt(f"{n} ")) if takes else (
+                lambda n=command.name: self.run_worker(self.command(n)))
+            yield SystemCommand(command.name, self.palette_line(command.description or f"custom command ({command.origin})"),
+                                run)
+
+    def to_prompt(self, text: str) -> None:
+        """Put a command that needs an argument into the prompt."""
+        prompt = self.query_one(PromptInput)
+        prompt.text = text
+        prompt.move_cursor(prompt.document.end)
+        prompt.focus()
+
+    # -- input -------------------------------------------------------------------------
+
+    @on(PromptInput.Submitted)
+    async def submitted(self, message: PromptInput.Submitted) -> None:
+        self.transcript.anchor()  # whatever was sent, its result is seen: back to the bottom, and follow it
+        if not self.ready:
+            self._early.append(message)
+            return
+        text = message.text
+        if shell_command(text) is not None:
+            self.run_worker(self.shell(text[1:].strip()), group="shell")
+        elif commands.is_command(text):
+            await self.command(text)
+        elif self.busy:
+            await self.add_hint(text, "queue" if message.queue else "steer")
+        else:
+            self.start_turn(text)
+
+    @on(PromptInput.Changed)
+    def show_completions(self, event: PromptInput.Changed) -> None:
+        box = self.query_one("#completions", Static)
+        prompt = self.query_one(PromptInput)
+        matches = prompt.suggestions()
+        box.update(Text("  ".join(matches) + ("   (tab completes)" if matches else "")))
+        box.set_class(not matches, "hidden")
+
+    async def reload(self) -> None:
+        """Rebuild the transcript from history (the one renderer); command outputs are `notice` records, kept in place."""
+        session = self.agent.session
+        lines = render.record_lines(session.records, session.root, session.id, session.conversation)
+        entries = [Entry.of(line) for _, line in lines]
+        if not entries:
+            entries = [Entry("welcome", welcome_text(self.agent, self.settings, self.welcome))]
+        self._seen = len(session.records)
+        await self.transcript.load(entries)
+        self.hints = {e.key: e for e in entries if e.kind == "hint" and e.state == "pending"}
+
+    async def drop_welcome(self) -> None:
+        """The welcome leaves once the session starts."""
+        for entry in [e for e in self.transcript.entries if e.kind == "welcome"]:
+            await self.transcript.remove_entry(entry)
+
+    async def note(self, text: str, kind: str = "notice") -> Widget:
+        """Show a command's output (kind `command`: the command itself); a `notice` record keeps it in place
+        on a rebuild and on --continue, drawn by the renderer from that record.
+
+        The reply streaming now is recorded when it ends, so a notice said meanwhile is
+        recorded after it, and shown pinned below it: the reply grows above the notice, as
+        a rebuild from history shows them.
+        """
+        fields: dict[str, Any] = {"text": text, "shown": "as is", **({"error": True} if kind == "error" else {}),
+                                  **({"command": True} if kind == "command" else {})}
+        if self._replying:
+            self._held.append(fields)
+        else:
+            self.agent.session.record("notice", **fields)
+        return await self.transcript.add(Entry.of(render.notice_line(fields)), pin=self._replying)
+
+    def record_held(self) -> None:
+        """Notices said while a reply streamed are recorded after it."""
+        self._replying = False
+        for fields in self._held:
+            self.agent.session.record("notice", **fields)
+        self._held = []
+
+    def top_in_view(self, widget: Widget) -> None:
+        """An output taller than the transcript (/help at 80x24) is shown from its first line; PageDown reads on."""
+        view = self.transcript
+        if widget.is_mounted and widget.outer_size.height > view.scrollable_content_region.height:
+            view.anchor(False)  # the next message sent anchors it to the bottom again
+            view.scroll_to_widget(widget, top=True, animate=False, immediate=True)
+
+    async def add_hint(self, text: str, mode: str) -> None:
+        """Queue a hint (on disk at once) and show it as pending."""
+        hint = self.agent.session.hint(text, mode)
+        entry = Entry.of(render.pending_hint(hint.id, text, mode))
+        await self.transcript.add(entry)
+        self.hints[hint.id] = entry
+
+    async def shell(self, command: str) -> None:
+        """`!command`: run it in the agent's sandbox; its output is shown and queued as the human's own words."""
+        from rhapsody.frontends.shell_mode import run_human_command
+
+        await self.drop_welcome()
+        entry = Entry("tool", f"! {command} … running (yours: the agent reads the output with your next message)")
+        await self.transcript.add(entry)
+        run = await run_human_command(self.agent, command)
+        code = f"exit {run.exit_code}" if run.exit_code is not None else "error"
+        entry.text = f"! {command} → {code} · {run.hint_id} queued: the agent reads it with your next message"
+        entry.body, entry.key, entry.state = run.output, run.hint_id, "exit" if run.exit_code is not None else "error"
+        self.transcript.sync(entry)
+
+    async def command(self, text: str, echo: bool = True) -> None:
+        """Run a slash command and show what it said, below the command itself (`echo`: typed or chosen in the
+        palette, not a key such as ctrl+o)."""
+        if not self.ready:  # the palette or a key before the session is built
+            return
+        if text.strip() == "/rewind":  # the list to pick from; with arguments it runs as in plain mode
+            await self.rewinder.open()
+            return
+        session = self.agent.session
+        if echo:
+            await self.note(text.strip(), "command")
+        outcome = commands.run_command(self.agent, text)
+        if outcome.quit:
+            self.exit(0)
+            return
+        if echo and self.agent.session is not session:  # /clear: the new session begins with the command that made it
+            self.agent.session.record("notice", text=text.strip(), shown="as is", command=True)
+        if outcome.reload:
+            await self.reload()
+        if outcome.text and not outcome.in_history:
+            shown = await self.note(outcome.text, "error" if outcome.error else "notice")
+            self.call_after_refresh(self.top_in_view, shown)
+        if outcome.refill:
+            self.to_prompt(outcome.refill)
+        if outcome.run_turn and not self.busy:  # a turn about to start asks at its end (after_turn)
+            self.start_turn(None)
+        if outcome.confirm:
+            self.confirm(outcome)
+        elif outcome.prompt and self.busy:  # a custom command's prompt, typed while the agent works
+            await self.add_hint(outcome.prompt, "queue")
+        elif outcome.prompt:
+            self.start_turn(outcome.prompt)
+        self.refresh_status()
+
+    def confirm(self, outcome: commands.Outcome) -> None:
+        """Ask the outcome's question; yes runs the command it names."""
+        from rhapsody.frontends.app.confirm import ConfirmScreen
+
+        async def answered(yes: bool | None) -> None:
+            if yes:
+                await self.command(outcome.then, echo=False)
+            else:
+                await self.note("not handed off: the context stays as it is", "notice")
+
+        self.push_screen(ConfirmScreen(outcome.text, outcome.confirm), callback=answered)
+
+    # -- the agent worker ----------------------------------------------------------------
+
+    def start_turn(self, text: str | None) -> None:
+        """Run one turn in the agent worker."""
+        self.worker = self.run_agent(text)
+
+    @work(exclusive=True, group="agent", exit_on_error=False)
+    async def run_agent(self, text: str | None) -> None:
+        """Drive the loop and apply each event to the transcript."""
+        await self.drop_welcome()
+        if text:
+            await self.transcript.add(Entry("user", f"› {text}"))
+        self._said_interrupted = False
+        began = time.monotonic()
+        self.live.start("working")
+        self.set_state("working")
+        try:
+            async with aclosing(self.agent.run(text)) as stream:
+                async for event in stream:
+                    await self.apply(event)
+            await self.after_turn()
+            if time.monotonic() - began > self.settings.notify_after:
+                self.signal("turn_end", "rhapsody: the agent has finished and waits for you")
+        except asyncio.CancelledError:
+            if not self._said_interrupted:  # cancelled before the loop could say so itself
+                await self.interrupted()
+            raise
+        finally:
+            self.record_held()
+            self.transcript.unpin()
+            self.live.stop()
+            self.set_state("idle")
+            self.refresh_git()
+
+    async def after_turn(self) -> None:
+        """ctrl+o always ends in a seam: a handoff wanted when the turn ended is asked for now."""
+        from rhapsody.core.handoff import stripped_calls
+        from rhapsody.core.handoff_state import Phase
+
+        session = self.agent.session
+        if session.handoff.phase == Phase.WANTED and not stripped_calls(session):
+            why = handoff_state.nothing(session)
+            handoff_state.cancel(session, why)  # no request for a seam that strips nothing
+            await self.transcript.add(Entry("error", f"✗ handoff: {why}"))
+            self._seen = len(session.records)
+        if session.handoff.phase == Phase.WANTED:
+            async with aclosing(self.agent.run(None)) as stream:
+                async for event in stream:
+                    await self.apply(event)
+
+    async def interrupted(self) -> None:
+        """Esc: close the live reply, mark running calls interrupted, say so."""
+        await self.transcript.end_text()
+        for call, entry in self.calls.values():
+            line = render.tool_line(render.ToolView(call, "interrupted"))
+            entry.text, entry.state = line.text, line.state
+            self.transcript.sync(entry)
+        self.calls = {}
+        await self.transcript.add(Entry.of(render.event_lines(ev.Interrupted(""))[0]))
+        if handoff_state.cancel(self.agent.session):  # Esc ends a handoff request too, and says so
+            await self.transcript.add(Entry("error", f"✗ handoff: {handoff_state.CANCELLED}"))
+            self.refresh_status()
+        self._seen = len(self.agent.session.records)
+
+    async def apply(self, event: ev.Event) -> None:
+        """Show one loop event.
+
+        The first event after a reply is recorded (a call starting, the turn ending, ...)
+        records the notices held meanwhile, after whatever the loop recorded for that event;
+        so they stay pinned under the event's own lines, and are let go after them.
+        """
+        if isinstance(event, ev.STREAMING):
+            return await self.show(event)
+        self.record_held()
+        await self.show(event)
+        self.transcript.unpin()
+
+    async def show(self, event: ev.Event) -> None:
+        """Add the lines of one loop event."""
+        t = self.transcript
+        if isinstance(event, ev.TextDelta):
+            self.live.writing()
+            self.live.streamed(len(event.text))
+            await t.stream_text(event.text)
+            return  # the status line repaints on the spinner's tick
+        if isinstance(event, ev.ThinkingDelta):
+            self.live.thinking()
+            self.live.streamed(len(event.text))
+            await self.stream_thinking(event.text)
+            return
+        if isinstance(event, ev.Interrupted):
+            self._said_interrupted = True
+            return await self.interrupted()
+        if isinstance(event, ev.BlockStopped):
+            await t.end_text()
+            self._thinking = None
+        elif isinstance(event, ev.RetryCountdown):  # the status bar counts the wait down
+            self.live.start(f"retry {event.attempt} in {event.remaining:.0f} s,")
+            return self.refresh_status()
+        elif isinstance(event, ev.Retrying):
+            await t.end_text(discard=True)
+        elif isinstance(event, ev.RequestSent):
+            self.live.start(MODEL_WAIT)
+            self._replying = True
+        elif isinstance(event, (ev.ToolStarted, ev.ToolFinished)):
+            await self.tool_event(event)
+            return self.refresh_status()
+        elif isinstance(event, ev.HintDelivered):
+            await self.hints_delivered(event)
+        elif isinstance(event, (ev.SeamCommitted, ev.ContextPruned)):
+            await t.end_text()
+            await self.reload()
+            return self.refresh_status()
+        elif isinstance(event, (ev.TurnEnded, ev.Failed)):
+            await t.end_text()
+        await self.show_harness()
+        for line in render.event_lines(event):
+            await t.add(Entry.of(line))
+        self.refresh_status()
+
+    async def stream_thinking(self, text: str) -> None:
+        """Thinking gathers into one folded line per block."""
+        if self._thinking is None:
+            self._thinking = Entry("thinking", "thinking", "")
+            await self.transcript.add(self._thinking)
+        self._thinking.body += text
+
+    async def tool_event(self, event: ev.ToolStarted | ev.ToolFinished) -> None:
+        """A call's line appears when it starts and changes in place when it finishes."""
+        await self.transcript.end_text()
+        await self.show_harness()
+        if isinstance(event, ev.ToolStarted):
+            entry = Entry.of(render.event_lines(event)[0])
+            self.calls[event.call.id] = (event.call, entry)
+            self.live.start(f"{event.call.name}")
+            await self.transcript.add(entry)
+            return
+        line = render.tool_line(render.finished_view(event, self.run_record(event.call.id)))
+        entry = self.calls.pop(event.call.id, (event.call, Entry.of(line)))[1]
+        entry.text, entry.body, entry.state = line.text, line.body, line.state
+        if entry not in self.transcript.entries:
+            await self.transcript.add(entry)
+        self.transcript.sync(entry)
+        self.live.start("working")
+
+    def run_record(self, call_id: str) -> dict[str, Any] | None:
+        """The `tool_run` record of a call that just finished."""
+        records = self.agent.session.records
+        return next((r for r in reversed(records[-20:]) if r["kind"] == "tool_run" and r["tool_use_id"] == call_id), None)
+
+    async def show_harness(self) -> None:
+        """Messages the harness itself sent the model appear as harness lines, as on resume."""
+        records = self.agent.session.records
+        for line in render.harness_lines(records[self._seen:]):
+            await self.transcript.add(Entry.of(line))
+        self._seen = len(records)
+
+    async def hints_delivered(self, event: ev.HintDelivered) -> None:
+        """A delivered hint moves to where it landed: after the result it followed, or the turn's end."""
+        for hint_id in event.hint_ids:
+            entry = self.hints.pop(hint_id, None)
+            if entry is None:
+                continue
+            line = render.hint_line(hint_id, entry.body, event.where)
+            entry.text, entry.state = line.text, line.state
+            await self.transcript.move_to_end(entry)
+
+    async def serve_questions(self, approver: HumanApprover) -> None:
+        """Ask each permission question in a panel above the prompt, one at a time, for as long as the app runs."""
+        while True:
+            question = await approver.next_question()
+            self.mark_calls(question.tool, "asking")
+            self.set_state("waiting for you")
+            self.signal("approval", f"rhapsody: {question.tool} waits for your answer")
+            self.live.pause()
+            try:
+                await self.ask(question)
+            finally:
+                self.live.resume()
+                self.mark_calls(question.tool, "running")
+                self.set_state("working" if self.agent.busy else "idle")  # ctrl+c during the question ended the turn
+
+    async def ask(self, question: Question) -> None:
+        """Dock the question above the prompt until it is answered, or dropped when the turn was interrupted."""
+        from rhapsody.frontends.app.approval import question as panel_for
+
+        panel = panel_for(question.tool, question.argument, question.why, question.args, self.agent.session.root,
+                          question.rules, self.agent.toolbox.rules.read_denied())
+        panel.answered = question.answer
+        await self.mount(panel, before=self.query_one("#completions"))
+        self.transcript.scroll_end(animate=False)  # what led to the question stays in view above it
+        try:
+            await asyncio.wait([question.reply])
+        finally:
+            refocus = panel.has_focus or panel.has_focus_within
+            await panel.remove()
+            if refocus:
+                self.query_one(PromptInput).focus()
+
+    def signal(self, reason: str, message: str) -> None:
+        """Tell a person who looks elsewhere that the agent waits for them, as `notify` and `notify_with` say."""
+        from rhapsody.frontends.app.notify import sequence, wanted
+
+        if not wanted(self.settings.notify, reason):
+            return
+        text = sequence(self.settings.notify_with, message)
+        self.signalled.append(text)
+        if self._driver is not None:
+            self._driver.write(text)
+
+    def mark_calls(self, tool: str, state: str) -> None:
+        """Running calls of `tool` say whether they wait for the human."""
+        for call, entry in self.calls.values():
+            if call.name == tool:
+                line = render.tool_line(render.ToolView(call, state))
+                entry.text, entry.state = line.text, line.state
+                self.transcript.sync(entry)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A turn started or ended: the footer's ctrl+c follows (not once the app is closing and its screens are gone)."""
+        if self.screen_stack:
+            self.refresh_bindings()
+
+    def on_unmount(self) -> None:
+        if self._questions is not None:
+            self._questions.cancel()
+
+    @on(Foldable.FullView)
+    def full_view(self, message: Foldable.FullView) -> None:
+        """Open the output as the history holds it, or the unfolded body when that holds more (an edit's diff)."""
+        from rhapsody.frontends.app.fullview import FullView
+
+        entry = message.entry
+        text = render.full_result(self.agent.session.records, entry.key) if entry.kind == "tool" else None
+        self.push_screen(FullView(entry.text, entry.body if text is None or len(entry.body) > len(text) else text))
+
+    # -- actions ------------------------------------------------------------------------
+
+    async def action_handoff(self) -> None:
+        """The handoff key: same as /handoff."""
+        await self.command("/handoff", echo=False)
+
+    def action_interrupt(self) -> None:
+        """Esc: cancel the running turn."""
+        if self.busy:
+            self.workers.cancel_group(self, "agent")
+
+    def action_escape_idle(self) -> None:
+        """Esc while idle: a second Esc soon after clears the input (Up brings it back)."""
+        now = time.monotonic()
+        twice, self._esc_at = now - self._esc_at < ESC_TWICE, now
+        prompt = self.query_one(PromptInput)
+        if not twice:
+            if prompt.text.strip():
+                self.notify("Esc again clears the input", timeout=ESC_TWICE)
+            return
+        self._esc_at = 0.0
+        if prompt.text.strip():
+            prompt.set_aside()
+        else:
+            self.escape_twice_on_empty()
+
+    def escape_twice_on_empty(self) -> None:
+        """Esc Esc on an empty input: go back to an earlier message (as /rewind)."""
+        if self.ready:
+            self.run_worker(self.rewinder.open())
+
+    def action_cycle_mode(self) -> None:
+        """shift+tab: the next permission mode of ask, auto-edit and read-only; yolo only by flag or /permissions."""
+        if not self.ready:
+            return
+        mode = commands.next_mode(self.agent.toolbox.permission_mode)
+        commands.set_mode(self.agent, mode)
+        self.refresh_status()
+        self.notify(f"permissions: {mode} (shift+tab cycles ask, auto-edit, read-only)", timeout=2)
+
+    def action_edit_prompt(self) -> None:
+        """ctrl+g: edit the draft in $VISUAL or $EDITOR; what the editor saves becomes the draft."""
+        from rhapsody.frontends.app.editor import edit_in_editor
+
+        prompt = self.query_one(PromptInput)
+        try:
+            text = edit_in_editor(self, prompt.text)
+        except OSError as exc:
+            self.notify(f"the editor did not start: {exc}", severity="error", timeout=4)
+            return
+        prompt.text = text
+        prompt.move_cursor(prompt.document.end)
+        prompt.focus()
+
+    def action_to_transcript(self) -> None:
+        """ctrl+t: onto the transcript's newest line (Up and Down move, Enter unfolds, Tab comes back)."""
+        lines = self.transcript.foldables()
+        if lines:
+            lines[-1].focus()
+
+    def action_noop(self) -> None:
+        """Bindings handled by the prompt, listed here so the Footer shows them."""
+
+    async def action_earlier(self) -> None:
+        """Mount older transcript entries."""
+        await self.transcript.load_earlier()
+
+    @on(Button.Pressed, "#earlier")
+    async def earlier_pressed(self) -> None:
+        await self.transcript.load_earlier()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """ctrl+c stops the agent while it works and clears or quits while it is idle; the footer says which."""
+        if action == "stop":
+            return self.busy
+        if action in ("clear_or_quit", "escape_idle"):
+            return not self.busy
+        if action == "interrupt":
+            return self.busy
+        return True
+
+    def action_stop(self) -> None:
+        """ctrl+c while the agent works: as Esc, the turn stops and what streamed stays, marked interrupted."""
+        self.action_interrupt()
+        self.refresh_bindings()
+
+    def action_clear_or_quit(self) -> None:
+        """ctrl+c while idle: a prompt with text is cleared (Up brings it back); an empty one quits on a second press."""
+        prompt = self.query_one(PromptInput)
+        if prompt.text.strip():
+            prompt.set_aside()
+            self._ctrl_c_at = 0.0
+            return
+        now = time.monotonic()
+        if now - self._ctrl_c_at < 2.0:
+            self.exit(0)
+            return
+        self._ctrl_c_at = now
+        self.notify("Press ctrl+c again to quit", timeout=2)
+
+    # -- status ---------------------------------------------------------------------------
+
+    def set_state(self, state: str) -> None:
+        """Set the state shown in the status bar."""
+        self.query_one(StatusBar).state = state
+        self.refresh_status()
+        self.refresh_bindings()  # the footer's ctrl+c says Interrupt while working, Quit while idle
+
+    def on_resize(self) -> None:
+        """The status line is fitted to the width again."""
+        self.call_after_refresh(self.refresh_status)
+
+    def tick(self) -> None:
+        """The spinner's beat: only repaint while something runs."""
+        if self.live.active:
+            self.refresh_status()
+
+    @work(thread=True, exclusive=True, group="git", exit_on_error=False)
+    def refresh_git(self) -> None:
+        """Read branch and dirty-file count off the event loop."""
+        from rhapsody.tools.git import git_facts
+
+        facts = git_facts(self.root)
+        text = f"{facts['branch']} ±{len(facts['dirty'])}" if facts.get("git_root") else "no git"
+        self.call_from_thread(self._set_git, text)
+
+    def _set_git(self, text: str) -> None:
+        self._git = text
+        self.refresh_status()
+
+    def refresh_status(self) -> None:
+        """Recompute the status line from the session's figures."""
+        if not self.ready:
+            return
+        session = self.agent.session
+        bar = self.query_one(StatusBar)
+        state = self.live.text() if self.live.active else bar.state
+        mode = self.agent.toolbox.permission_mode
+        bar.update(Text(status_line(session.figures, session, self._git, state, self.size.width, mode)))

@@ -1,0 +1,279 @@
+"""The permission question, docked above the prompt: what the call would do, then allow once, allow for
+the session, or deny. The transcript stays in view above it (scroll it with the mouse or PageUp/PageDown
+while the diff fits), and the status bar below.
+
+Typing never approves. Once open, the focus is in the "tell the agent what to do instead" field and
+every key is text for it; Enter answers from what the field holds: a lone `y` allows the call
+once, a lone `a` allows the suggested rule for the session, a lone `n` (or nothing) denies, and
+anything else denies with those words as the reason the agent reads. So "add a test first" is a
+denial with a reason, never an "a". The line under the field says what Enter will do. A line that
+is a slash command (`/handoff`) runs as the command and the question stays open; ctrl+n queues the
+field's words as a message for the end of the turn, as it does in the prompt.
+
+| Key | Action |
+| :- | :- |
+| y enter | Allow this call once. |
+| a enter | Allow the suggested rule for the rest of the session. |
+| n enter, enter, escape | Deny. |
+| (words) enter | Deny, with the words as the reason. |
+| /command enter | Run the command; the question stays. |
+| ctrl+n | Queue the field's words for the end of the turn. |
+| up, down | Scroll the diff or command. |
+| pageup, pagedown | Scroll the diff or command when it is longer than its box, else the transcript. |
+
+For the first `GRACE` seconds after the question opens it takes no answer: the keys typed then
+(a `y` meant for the prompt, an Enter) are discarded and the line under the field shows them, so
+nothing lands unseen in the prompt or the answer; ctrl+n then still queues the prompt's draft.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.syntax import Syntax
+from rich.text import Text
+from textual import events
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import Input, Static
+
+from rhapsody.core.approval import GRACE
+from rhapsody.core.tools import Approval
+from rhapsody.frontends.preview import Preview
+
+ANSWERS = {"y": "allow", "a": "allow_rule", "n": "deny", "": "deny"}
+
+KEEP_ROWS = 10
+"""Rows the panel leaves to the rest of the screen: the prompt, status bar, footer and a few of the transcript."""
+
+PANEL_SHARE = 0.6
+"""The most of the screen's height the panel takes on a tall terminal."""
+
+
+class Choice(Static):
+    """One clickable answer line."""
+
+    def __init__(self, text: str, action: str) -> None:
+        super().__init__(Text(text), classes="choice")
+        self.action = action
+
+    def on_click(self) -> None:
+        panel = next((a for a in self.ancestors if isinstance(a, ApprovalPanel)), None)
+        if panel is not None and panel.ready:
+            getattr(panel, f"action_{self.action}")()
+
+
+class ApprovalPanel(Vertical, can_focus=True):
+    """Ask whether one tool call may run, showing exactly what it would do, docked above the prompt."""
+
+    BINDINGS = [
+        Binding("escape", "deny", "Deny"),
+        Binding("ctrl+n", "queue", "Queue", show=False),
+        Binding("pageup", "page(-1)", "Scroll", show=False),
+        Binding("pagedown", "page(1)", "Scroll", show=False),
+        Binding("up", "scroll('up')", show=False),
+        Binding("down", "scroll('down')", show=False),
+    ]
+
+    def __init__(self, tool: str, argument: str, why: str, shown: Preview, rules: tuple[str, ...] = ()) -> None:
+        super().__init__(id="approval")
+        self.tool = tool
+        self.argument = argument
+        self.why = why
+        self.shown = shown
+        self.rules = rules
+        self.ready = False
+        self.discarded = ""
+        """What was typed during the grace period: shown, never used."""
+        self.answered: Callable[[Approval], None] = lambda _: None
+        """Where the answer goes (the question's future)."""
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(f"{self.tool} wants to run ({self.why})"), classes="why")
+        if self.shown.warning:
+            yield Static(Text(self.shown.warning), classes="warning")
+        yield Static(Text(self.shown.heading + ":"), classes="heading")
+        with VerticalScroll(id="preview", can_focus=False):
+            yield Static(self._body(), classes="body")
+        yield Choice("y ⏎  allow once", "allow")
+        if self.rules:
+            yield Choice(f"a ⏎  allow {', '.join(self.rules)} for this session", "allow_rule")
+        yield Choice("n ⏎  deny (or esc)", "deny")
+        options = "y, a or n" if self.rules else "y or n"  # only the answers offered above
+        yield Input(placeholder=f"{options}, or tell the agent what to do instead; then Enter", id="reason",
+                    disabled=True)
+        yield Static(Text("wait… keys typed now answer nothing"), id="enter-does")
+
+    def on_mount(self) -> None:
+        self.focus()  # keys typed from now on are the question's: held during the grace period, then the field's
+        self.set_timer(GRACE, self.open)
+        self.set_timer(0.05, self.fit_preview)  # once laid out
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self.fit_preview)
+
+    def fit_preview(self) -> None:
+        """The diff or command takes the rows the rest of the panel leaves, within the panel's share of the screen.
+
+        The rest is measured from the other widgets' own heights, never from the preview's: after the
+        terminal shrinks, the preview still holds the old size."""
+        view = self.query_one("#preview", VerticalScroll)
+        if not self.size.height:
+            return
+        height = self.app.size.height
+        room = max(8, min(height - KEEP_ROWS, int(height * PANEL_SHARE)))
+        others = sum(w.outer_size.height + w.styles.margin.top + w.styles.margin.bottom
+                     for w in self.children if w is not view and w.display)
+        chrome = self.outer_size.height - self.size.height  # the border and padding
+        rows = max(3, room - others - chrome - view.styles.margin.bottom)
+        if view.styles.max_height is None or view.styles.max_height.value != rows:
+            view.styles.max_height = rows
+
+    def open(self) -> None:
+        """The grace period is over: the field takes keys."""
+        self.ready = True
+        self.fit_preview()
+        field = self.query_one("#reason", Input)
+        field.disabled = False
+        field.focus()
+        self.say(self.enter_does(field.value))
+
+    def say(self, text: str) -> None:
+        """The line under the field: what Enter does, and what was discarded."""
+        shown = f"discarded as it opened: {self.discarded!r} · " if self.discarded else ""
+        self.query_one("#enter-does", Static).update(Text(shown + text))
+
+    def on_key(self, event: events.Key) -> None:
+        """During the grace period a typed key or Enter answers nothing; it is discarded and shown."""
+        if self.ready or event.key not in ("enter", "space", "backspace", "tab") and not event.is_printable:
+            return
+        event.stop()
+        event.prevent_default()
+        self.discarded += "⏎" if event.key == "enter" else (event.character or "")
+        self.say("wait… keys typed now answer nothing")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """No answer is taken during the grace period."""
+        return self.ready or action in ("scroll", "page", "queue")
+
+    def _body(self) -> Syntax | Text:
+        if self.shown.syntax == "diff":  # the heading names the file: its ---/+++ lines would take two rows
+            return diff_text(self.shown.body, headers=False)
+        if self.shown.syntax:
+            return Syntax(self.shown.body, self.shown.syntax, theme="github-dark", word_wrap=True,
+                          background_color="default")
+        return Text(self.shown.body)
+
+    def answer_for(self, typed: str) -> str:
+        """The action Enter takes for what the field holds."""
+        action = ANSWERS.get(typed.strip().lower(), "deny")
+        return "deny" if action == "allow_rule" and not self.rules else action
+
+    def enter_does(self, typed: str) -> str:
+        """What Enter will do, said under the field."""
+        from rhapsody.commands.slash import is_command
+
+        if is_command(typed):
+            return "Enter: run the command (the question stays)"
+        action = self.answer_for(typed)
+        if action == "allow":
+            return "Enter: allow this call once"
+        if action == "allow_rule":
+            return f"Enter: allow {', '.join(self.rules)} for this session"
+        return "Enter: deny, and the agent reads your words" if typed.strip() and typed.strip().lower() != "n" else "Enter: deny"
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.say(self.enter_does(event.value))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        from rhapsody.commands.slash import is_command
+
+        event.stop()
+        if is_command(event.value):
+            self.send(event.value, queue=False)
+            return
+        action = self.answer_for(event.value)
+        if action != "deny":
+            getattr(self, f"action_{action}")()
+        elif event.value.strip().lower() == "n":
+            self.dismiss(Approval(False))
+        else:
+            self.action_deny()
+
+    def send(self, text: str, queue: bool) -> None:
+        """Hand the field's words to the app as if sent from the prompt; the field empties."""
+        from rhapsody.frontends.app.prompt import PromptInput
+
+        field = self.query_one("#reason", Input)
+        field.value = ""
+        self.post_message(PromptInput.Submitted(text.strip(), queue=queue))
+
+    def action_queue(self) -> None:
+        """ctrl+n: the field's words are queued for the end of the turn (during the grace period, the prompt's)."""
+        from rhapsody.frontends.app.prompt import PromptInput
+
+        field = self.query_one("#reason", Input)
+        if self.ready and field.value.strip():
+            self.send(field.value, queue=True)
+        else:
+            self.app.query_one(PromptInput).send(queue=True)
+
+    def action_scroll(self, how: str) -> None:
+        """Scroll the preview."""
+        view = self.query_one("#preview", VerticalScroll)
+        getattr(view, f"scroll_{how}")(animate=False)
+
+    def action_page(self, by: int) -> None:
+        """Page the preview when it is longer than its box, else the transcript above."""
+        view = self.query_one("#preview", VerticalScroll)
+        if view.max_scroll_y <= 0:
+            from rhapsody.frontends.app.widgets import TranscriptView
+
+            view = self.app.query_one(TranscriptView)
+        (view.scroll_page_up if by < 0 else view.scroll_page_down)(animate=False)
+
+    def dismiss(self, approval: Approval) -> None:
+        """Answer once; the app takes the panel away."""
+        answered, self.answered = self.answered, lambda _: None
+        answered(approval)
+
+    def action_allow(self) -> None:
+        """Allow once."""
+        self.dismiss(Approval(True))
+
+    def action_allow_rule(self) -> None:
+        """Allow the suggested rule for the session."""
+        self.dismiss(Approval(True, remember=self.rules))
+
+    def action_deny(self) -> None:
+        """Deny; the typed words reach the agent as the human's own message."""
+        self.dismiss(Approval(False, words=self.query_one("#reason", Input).value))
+
+
+DIFF_STYLES = (("+++", "bold #e6edf3"), ("---", "bold #e6edf3"), ("@@", "#79c0ff"), ("+", "#7ee787"),
+               ("-", "#ff7b72"))
+"""Colours with at least 4.5:1 contrast on the dialog's background."""
+
+
+def diff_text(diff: str, headers: bool = True) -> Text:
+    """A unified diff, coloured line by line; without `headers`, its ---/+++ file lines are left out."""
+    text = Text()
+    hunk = False
+    for line in diff.splitlines(keepends=True):
+        hunk = hunk or line.startswith("@@")
+        if not headers and not hunk and line.startswith(("--- ", "+++ ")):  # a removed "-- x" line is "--- x"
+            continue
+        style = next((s for prefix, s in DIFF_STYLES if line.startswith(prefix)), "")
+        text.append(line, style=style)
+    return text
+
+
+def question(tool: str, argument: str, why: str, args: dict[str, object], root: Path,
+             rules: tuple[str, ...] = (), hidden: tuple[str, ...] = ()) -> ApprovalPanel:
+    """The panel for one call; `rules` are the session rules offered under "a" (none: no "a"); files
+    `hidden` rules name are not shown."""
+    from rhapsody.frontends.preview import preview
+
+    return ApprovalPanel(tool, argument, why, preview(tool, dict(args), root, hidden), rules)

@@ -1,0 +1,183 @@
+"""The session picker for `rhapsody --resume` without an id.
+
+A title, a search field (fuzzy, over the first and last messages), one line per session (age,
+size, seams, the git branch it started on, first message, last message) and a preview of the highlighted one: its last exchange,
+the files changed, requests, seams and cost, as the recap printed on leaving says them.
+
+| Key | Action |
+| :- | :- |
+| (type) | Search. |
+| up, down | Move through the sessions. |
+| enter | Resume the highlighted session. |
+| escape | Cancel. |
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.widgets import Footer, Input, OptionList, Static
+from textual.widgets.option_list import Option
+
+from rhapsody.core.history import has_turns, sessions
+from rhapsody.frontends.prompt_aids import fuzzy
+
+SHOWN = 100
+"""Newest sessions the picker reads."""
+
+
+def age(seconds: float) -> str:
+    """How long ago, in the largest whole unit."""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit} ago"
+    return "just now"
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What the picker says of one session."""
+
+    path: Path
+    records: list[dict[str, Any]]
+    modified: float
+    size: int
+
+    @classmethod
+    def read(cls, path: Path) -> Summary:
+        """Read a history file leniently (a bad line is skipped, as the history reader does)."""
+        records = []
+        for raw in path.read_bytes().splitlines():
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and "kind" in record:
+                records.append(record)
+        info = path.stat()
+        return cls(path, records, info.st_mtime, info.st_size)
+
+    @property
+    def first(self) -> str:
+        """The first message the human typed."""
+        from rhapsody.frontends.recap import first_typed
+
+        return first_typed(self.records)
+
+    @property
+    def last(self) -> str:
+        """The last message the human typed."""
+        from rhapsody.frontends.recap import last_exchange
+
+        return last_exchange(self.records)[0]
+
+    @property
+    def branch(self) -> str:
+        """The git branch the session started on (an imported one: its source's); "" when not recorded."""
+        head = self.records[0] if self.records else {}
+        imported = next((r for r in self.records[:3] if r["kind"] == "import"), {})
+        return str(head.get("branch") or imported.get("git_branch") or "") if head.get("kind") == "session" else ""
+
+    @property
+    def seams(self) -> int:
+        return sum(1 for r in self.records if r["kind"] == "seam")
+
+    def line(self, now: float) -> str:
+        """One line: age, size, seams, branch, first message, and the last one when it differs."""
+        from rhapsody.view.render import one_line
+
+        last = f"  … {one_line(self.last, 40)}" if self.last and self.last != self.first else ""
+        branch = f"{one_line(self.branch, 20)}  " if self.branch else ""
+        return (f"{age(now - self.modified):>11}  {self.size / 1024:>6.1f} KB  seams {self.seams}  {branch}"
+                f"{one_line(self.first, 50) or '(no request yet)'}{last}")
+
+    def preview(self) -> str:
+        """The highlighted session's recap."""
+        from rhapsody.frontends.recap import recap_lines
+
+        return "\n".join([f"session {self.path.stem}", *recap_lines(self.records)])
+
+
+class SessionPicker(App[str | None]):
+    """Pick one of the project's sessions, newest first; typing searches."""
+
+    BINDINGS = [("escape", "cancel", "Cancel")]
+    CSS = """
+    #title { height: 1; text-style: bold; padding: 0 1; }
+    #search { margin: 0 1; }
+    OptionList { height: 1fr; }
+    #preview { height: auto; max-height: 8; padding: 0 1; color: $text-muted; border-top: solid $panel; }
+    """
+
+    def __init__(self, root: Path) -> None:
+        super().__init__()
+        self.root = root
+        newest = list(reversed(list(sessions(root))))[:SHOWN]
+        self.paths = [p for p in newest if has_turns(p)]  # an empty session is nothing to resume
+        self.summaries = {p.stem: Summary.read(p) for p in self.paths}
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text(f"Resume a session in {self.root}: type to search, Enter resumes, Esc cancels"), id="title")
+        yield Input(placeholder="search the first and last messages", id="search")
+        yield OptionList(*self.options(""))
+        yield Static("", id="preview")
+        yield Footer()
+
+    def options(self, query: str) -> list[Option]:
+        """The sessions whose first or last message matches `query` (all when empty), newest first."""
+        now = time.time()
+        keys = {s: f"{self.summaries[s].first} {self.summaries[s].last}" for s in self.summaries}
+        matched = set(fuzzy(query, list(keys.values()), len(keys))) if query.strip() else set(keys.values())
+        return [Option(self.summaries[s].line(now), id=s) for s in self.summaries if keys[s] in matched]
+
+    def on_mount(self) -> None:
+        self.show_preview()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        listing = self.query_one(OptionList)
+        listing.clear_options()
+        listing.add_options(self.options(event.value))
+        listing.highlighted = 0 if listing.option_count else None
+        self.show_preview()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        listing = self.query_one(OptionList)
+        if listing.highlighted is not None:
+            self.exit(listing.get_option_at_index(listing.highlighted).id)
+
+    def on_key(self, event: Any) -> None:
+        """Up and Down move through the sessions while the search field has the focus."""
+        listing = self.query_one(OptionList)
+        if event.key in ("up", "down") and not listing.has_focus:
+            (listing.action_cursor_up if event.key == "up" else listing.action_cursor_down)()
+            event.stop()
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        self.show_preview()
+
+    def show_preview(self) -> None:
+        listing = self.query_one(OptionList)
+        index = listing.highlighted
+        shown = self.summaries[listing.get_option_at_index(index).id or ""].preview() if index is not None else ""
+        self.query_one("#preview", Static).update(Text(shown or "no session matches"))
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.exit(event.option.id)
+
+    def action_cancel(self) -> None:
+        self.exit(None)
+
+
+def pick_session(root: Path) -> str | None:
+    """Run the picker; None when cancelled."""
+    from rhapsody.core.errors import HistoryError
+
+    if not any(has_turns(p) for p in sessions(root)):
+        raise HistoryError(f"no sessions with a turn to resume in {root}")
+    return SessionPicker(root).run()

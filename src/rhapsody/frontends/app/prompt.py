@@ -1,0 +1,127 @@
+"""The prompt: multi-line input that stays live while the agent works.
+
+| Key | Action |
+| :- | :- |
+| enter | Send (a hint while the agent works, a new turn while idle). |
+| ctrl+n | Queue for the end of the turn instead of steering now. |
+| ctrl+j | New line. |
+| tab | Complete a `/command` or an `@path`. |
+| up, down | Walk the project's input history (on the first or last line). |
+| pageup, pagedown | Scroll the transcript. |
+| home, end | Scroll the transcript to the top or bottom when the prompt is empty. |
+| ctrl+home, ctrl+end | Scroll the transcript to the top or bottom. |
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual import events
+from textual.message import Message
+from textual.widgets import TextArea
+
+from rhapsody.frontends.prompt_aids import InputHistory, at_token, command_matches, fuzzy, project_files
+
+SCROLLS = {"pageup": "page_up", "pagedown": "page_down", "ctrl+home": "home", "ctrl+end": "end"}
+
+
+class PromptInput(TextArea):
+    """The input line; see the module's key table."""
+
+    class Submitted(Message):
+        """The human sent the text; `queue` asks for end-of-turn delivery."""
+
+        def __init__(self, text: str, queue: bool) -> None:
+            self.text = text
+            self.queue = queue
+            super().__init__()
+
+    inputs: InputHistory | None = None
+    files: list[str] | None = None
+    root: Path | None = None
+
+    async def _on_key(self, event: events.Key) -> None:
+        handled = self._send(event.key) or self._scroll(event.key) or self._walk(event.key) or self._complete(event.key)
+        if handled:
+            event.stop()
+            event.prevent_default()
+            return
+        await super()._on_key(event)
+
+    def _send(self, key: str) -> bool:
+        if key == "ctrl+j":
+            self.insert("\n")
+            return True
+        if key not in ("enter", "ctrl+n"):
+            return False
+        self.send(queue=key == "ctrl+n")
+        return True
+
+    def send(self, queue: bool) -> None:
+        """Send what the prompt holds (`queue`: for the end of the turn); nothing when it is empty."""
+        text = self.text.strip()
+        if text:
+            self.clear()
+            if self.inputs is not None:
+                self.inputs.add(text)
+            self.post_message(self.Submitted(text, queue=queue))
+
+    def set_aside(self) -> str:
+        """Clear the draft; Up brings it back. Returns what it held."""
+        text = self.text
+        if self.inputs is not None:
+            self.inputs.keep(text)
+        self.clear()
+        return text
+
+    def _scroll(self, key: str) -> bool:
+        if key in ("home", "end") and self.text:  # at once, not as a binding: a key queued behind it stays behind it
+            self.action_cursor_line_start() if key == "home" else self.action_cursor_line_end()
+            return True
+        how = SCROLLS.get(key) or ({"home": "home", "end": "end"}.get(key) if not self.text else None)
+        if how is None:
+            return False
+        from rhapsody.frontends.app.widgets import TranscriptView
+
+        getattr(self.app.query_one(TranscriptView), f"scroll_{how}")(animate=False)
+        return True
+
+    def _walk(self, key: str) -> bool:
+        if self.inputs is None or key not in ("up", "down"):
+            return False
+        row = self.cursor_location[0]
+        if key == "up" and row == 0:
+            line = self.inputs.back(self.text)
+        elif key == "down" and row == self.document.line_count - 1:
+            line = self.inputs.forward()
+        else:
+            return False
+        if line is not None:
+            self.text = line
+            self.move_cursor(self.document.end)
+        return True
+
+    def _complete(self, key: str) -> bool:
+        if key != "tab":
+            return False
+        matches = self.suggestions()
+        if matches:
+            word = at_token(self.text)
+            if word is not None:
+                self.text = self.text[: len(self.text) - len(word) - 1] + "@" + matches[0] + " "
+            else:
+                self.text = matches[0] + " "
+            self.move_cursor(self.document.end)
+        return True
+
+    def suggestions(self) -> list[str]:
+        """What Tab would complete to: commands after `/`, project files after `@`."""
+        text = self.text
+        if text.startswith("/") and " " not in text:
+            return command_matches(text, self.root)
+        word = at_token(text)
+        if word is None or self.root is None:
+            return []
+        if self.files is None:
+            self.files = project_files(self.root)
+        return fuzzy(word, self.files)

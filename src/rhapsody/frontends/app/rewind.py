@@ -1,0 +1,147 @@
+"""`/rewind` and Esc Esc in the app: pick a message, then restore files, conversation or both.
+
+The list shows each human message with the files its turn changed and +/- lines (newest
+highlighted). On a message:
+
+| Key | Action |
+| :- | :- |
+| enter, b | Rewind files and conversation. |
+| f | Rewind files only. |
+| c | Rewind the conversation only. |
+| escape | Close, nothing changed. |
+
+Files changed outside rhapsody since that point are named in a second question (y
+overwrites them, n or escape keeps everything as it is). After a conversation rewind the
+prompt holds the message, to edit and send again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from rhapsody.core.errors import RhapsodyError
+
+if TYPE_CHECKING:  # the app's first frame needs none of these (tests/test_architecture.py)
+    from rhapsody.commands.rewind import Turn, What
+    from rhapsody.frontends.app.app import RhapsodyApp
+
+KEYS = "enter/b both · f files · c conversation · esc cancel"
+
+
+class RewindScreen(ModalScreen["tuple[Turn, What] | None"]):
+    """The points to go back to; the key pressed on one says what to restore."""
+
+    BINDINGS = [
+        Binding("escape", "dismiss(None)", "Cancel"),
+        Binding("f", "pick('files')", "Files"),
+        Binding("c", "pick('conversation')", "Conversation"),
+        Binding("b", "pick('both')", "Both"),
+    ]
+
+    def __init__(self, listed: list[Turn]) -> None:
+        super().__init__()
+        self.listed = listed
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="rewind"):
+            yield Static(Text(f"Rewind to before which message?  {KEYS}"))
+            yield OptionList(*[Option(t.line(), id=str(i)) for i, t in enumerate(self.listed)], id="points")
+
+    def on_mount(self) -> None:
+        points = self.query_one(OptionList)
+        points.highlighted = len(self.listed) - 1
+        points.focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss((self.listed[event.option_index], "both"))
+
+    def action_pick(self, what: What) -> None:
+        """Rewind the highlighted point."""
+        index = self.query_one(OptionList).highlighted
+        if index is not None:
+            self.dismiss((self.listed[index], what))
+
+
+class OverwriteScreen(ModalScreen[bool]):
+    """Files changed outside rhapsody would be overwritten: y goes ahead, n or escape stops."""
+
+    BINDINGS = [Binding("y", "dismiss(True)", "Overwrite"), Binding("n", "dismiss(False)", "Keep"),
+                Binding("escape", "dismiss(False)", "Keep")]
+
+    def __init__(self, paths: tuple[str, ...]) -> None:
+        super().__init__()
+        self.paths = paths
+
+    def compose(self) -> ComposeResult:
+        from rhapsody.commands.rewind import outside_text
+
+        with Vertical(id="rewind"):
+            yield Static(Text(outside_text(list(self.paths)) + "\n\ny overwrites them · n or esc keeps everything"))
+
+
+class Rewinder:
+    """The app's rewind: opens the list, asks, applies, then shows the result and fills the prompt."""
+
+    def __init__(self, app: RhapsodyApp) -> None:
+        self.app = app
+
+    async def open(self) -> None:
+        """Show the points (or say why there are none)."""
+        from rhapsody.commands.rewind import BUSY, CHECKPOINTS_OFF, turns
+        from rhapsody.tools.checkpoints import Shadow
+
+        store = self.app.agent.toolbox.checkpointer
+        if not isinstance(store, Shadow):
+            await self.app.note(CHECKPOINTS_OFF, "error")
+            return
+        if self.app.busy:
+            await self.app.note(BUSY, "error")
+            return
+        try:
+            listed = await asyncio.to_thread(turns, self.app.agent.session, store)  # git runs: off the event loop
+        except RhapsodyError as exc:
+            await self.app.note(str(exc), "error")
+            return
+        if not listed:
+            await self.app.note("nothing to rewind to yet")
+            return
+        self.app.push_screen(RewindScreen(listed), callback=self._picked)
+
+    async def _picked(self, choice: tuple[Turn, What] | None) -> None:
+        if choice is not None:
+            await self.apply(*choice, overwrite=False)
+
+    async def apply(self, turn: Turn, what: What, overwrite: bool) -> None:
+        """Rewind; files changed outside rhapsody are asked about first."""
+        from rhapsody.commands.rewind import BUSY, rewind
+        from rhapsody.tools.checkpoints import Shadow
+
+        store = self.app.agent.toolbox.checkpointer
+        assert isinstance(store, Shadow)
+        if self.app.busy:  # a turn began while the list was open
+            await self.app.note(BUSY, "error")
+            return
+        done = await asyncio.to_thread(rewind, self.app.agent.session, store, turn, what, overwrite)
+        if done.outside:
+            async def answered(yes: bool | None) -> None:
+                if yes:
+                    await self.apply(turn, what, overwrite=True)
+            self.app.push_screen(OverwriteScreen(done.outside), callback=answered)
+            return
+        if done.error:
+            await self.app.note(done.text, "error")
+            return
+        await self.app.reload()
+        self.app.refresh_status()
+        self.app.refresh_git()
+        if done.prompt:
+            self.app.to_prompt(done.prompt)

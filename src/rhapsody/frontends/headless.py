@@ -1,0 +1,162 @@
+"""Headless mode: `rhapsody -p TASK` runs one turn and prints what happens.
+
+Text output streams the narration and one line per tool call (with the reason of every
+refused or failed call); `--output-format jsonl` prints a `session` event first (id,
+model, cwd, permission mode), then every loop event as a JSON object named in the same snake_case (`turn_started`,
+`text_delta`, `tool_finished`), and a `result` event last (exit status, API requests, turns, tool
+calls, refused calls: by a permission or by the narration rule, seams, tokens, cost), as Claude Code's stream-json does. Exit status: 0 when the turn ended, 2 when it
+failed, 3 when a limit (`max_steps_per_turn`, `max_cost_usd`) ended it, 4 when it ended but
+a call was refused because it would have asked a human (the reason is on stderr), or when a
+`/handoff` task was refused because the seam would not pay (the figures are on stderr).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import sys
+from contextlib import aclosing
+from typing import Any, TextIO
+
+from rhapsody.commands.slash import run_command
+from rhapsody.core import events as ev
+from rhapsody.core.loop import Agent
+from rhapsody.view.render import limit_line, print_event
+
+
+async def run_headless(agent: Agent, task: str, output: str = "text", out: TextIO | None = None,
+                       err: TextIO | None = None) -> int:
+    """Run one turn to its end; returns the exit status."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    status = 0
+    start = len(agent.session.records)
+    denials: list[ev.ToolFinished] = []
+    if output == "jsonl":
+        _json(out, session_event(agent))
+    if task.split(maxsplit=1)[:1] == ["/handoff"]:  # a seam of a resumed session: the one command headless runs
+        refused = _handoff(agent, task, err)
+        if refused is not None:
+            if output == "jsonl":
+                _json(out, result_event(agent, refused, []))
+            return refused
+        task = ""
+    async with aclosing(agent.run(task)) as stream:
+        async for event in stream:
+            if output == "jsonl":
+                _json(out, event_dict(event))
+            elif not isinstance(event, (ev.Failed, ev.LimitsExceeded)):  # said once, on stderr below
+                print_event(event, out)
+            if isinstance(event, ev.ToolFinished) and event.refused:
+                denials.append(event)
+            elif isinstance(event, ev.Failed):
+                err.write(f"rhapsody: {event.message}\n")
+                status = 2
+            elif isinstance(event, ev.LimitsExceeded):
+                err.write(f"rhapsody: {limit_line(event)}\n")
+                status = 3
+            out.flush()
+    records = agent.session.records[start:]
+    unanswered = unanswered_refusals(records)
+    if unanswered and status == 0:
+        status = REFUSED_STATUS
+    if output == "jsonl":
+        _json(out, result_event(agent, status, records, denials))
+        out.flush()
+    elif denials:
+        err.write(f"rhapsody: {refusal_summary(len(denials), unanswered)}\n")
+    return status
+
+
+def _handoff(agent: Agent, task: str, err: TextIO) -> int | None:
+    """`-p /handoff`: None when the handoff turn is to run, else the exit status after one line on stderr
+    (REFUSED_STATUS when the seam would not pay: there is no one to ask)."""
+    outcome = run_command(agent, task)
+    if outcome.run_turn and not outcome.confirm:
+        return None
+    why = "; not handed off: headless asks no one (`-p '/handoff anyway'` forces it)" if outcome.confirm else ""
+    err.write(f"rhapsody: {outcome.text}{why}\n")
+    return REFUSED_STATUS if outcome.confirm else 0
+
+
+REFUSED_STATUS = 4
+"""Exit status of a run that otherwise ended well but had a call refused because it would have asked a
+human and none can answer headless: the task may be half done, so a script must not read it as success."""
+
+
+def unanswered_refusals(records: list[dict[str, Any]]) -> int:
+    """Calls refused because they would have asked a human (the `mode` refused them, not a rule)."""
+    return sum(1 for r in records if r["kind"] == "permission" and r.get("decision") == "deny" and r.get("by") == "mode")
+
+
+def narration_refusals(records: list[dict[str, Any]]) -> int:
+    """Calls the narration rule refused (too few words of narration before them): refused, never run."""
+    return sum(1 for r in records if r["kind"] == "violation")
+
+
+def refusal_summary(refused: int, unanswered: int) -> str:
+    """One line on stderr after a run with refused calls."""
+    from rhapsody.core.counts import counted
+
+    if unanswered == refused:
+        return (f"{counted(refused, 'tool call')} refused: no human to ask in headless mode; allow them with "
+                "rules or another --permission-mode")
+    line = f"{counted(refused, 'tool call')} refused"
+    if unanswered:
+        line += f" ({unanswered} for want of a human to ask; allow them with rules or another --permission-mode)"
+    return line + " by the permission mode or rules"
+
+
+def _json(out: TextIO, data: dict[str, Any]) -> None:
+    out.write(json.dumps(data, ensure_ascii=False) + "\n")
+
+
+def session_event(agent: Agent) -> dict[str, Any]:
+    """The first jsonl line: which session, model, directory and permission mode."""
+    s = agent.session
+    return {"event": "session", "session_id": s.id, "model": s.spec.model, "cwd": str(s.root),
+            "permission_mode": agent.toolbox.permission_mode}
+
+
+def result_event(agent: Agent, status: int, records: list[dict[str, Any]],
+                 denials: list[ev.ToolFinished] | None = None) -> dict[str, Any]:
+    """The last jsonl line: how the run ended, what it cost, and every call refused."""
+    from rhapsody.core.session_figures import Figures
+
+    figures = Figures(model=agent.session.spec.model).fold(records)
+    usage = figures.usage
+    refused = [{"tool_name": d.call.name, "tool_use_id": d.call.id, "tool_input": d.call.input, "reason": d.refused}
+               for d in denials or []]
+    return {"event": "result", "session_id": agent.session.id, "exit_status": status,
+            "is_error": status != 0, "requests": figures.requests, "turns": turns(records),
+            "tool_calls": figures.tool_calls, "refused_calls": len(refused) + narration_refusals(records),
+            "narration_refusals": narration_refusals(records),
+            "refused_without_a_human": unanswered_refusals(records), "permission_denials": refused,
+            "seams": figures.seams, "usage": usage, "cost_usd": round(figures.cost, 6)}
+
+
+def turns(records: list[dict[str, Any]]) -> int:
+    """Turns opened: user messages that start an exchange (the task, and each one the harness added
+    itself: a handoff's ask, the word to go on after a seam, a reminder), not those carrying tool results."""
+    return sum(1 for r in records if r["kind"] == "message" and r.get("role") == "user"
+               and not any(b.get("type") == "tool_result" for b in r.get("content", [])))
+
+
+def snake(name: str) -> str:
+    """An event class's name as the jsonl `event` field names it, as `session` and `result` are: `TextDelta` is
+    `text_delta`."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
+def event_dict(event: ev.Event) -> dict[str, Any]:
+    """An event as a JSON-ready dict with its type name."""
+    data: dict[str, Any] = {"event": snake(type(event).__name__)}
+    for field in dataclasses.fields(event):
+        value = getattr(event, field.name)
+        if hasattr(value, "dump"):
+            value = value.dump()
+        elif hasattr(value, "to_api"):
+            value = value.to_api()
+        data[field.name] = value
+    return data

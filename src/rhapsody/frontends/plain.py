@@ -1,0 +1,309 @@
+"""`rhapsody --plain`: a prompt-toolkit line interface on the same loop.
+
+For terminals and screen readers where a full-screen app is unwelcome. The prompt stays
+live while the agent works: a typed line is a hint for the next tool boundary (prefix it
+with `>>` to queue it for the end of the turn instead). Ctrl+C interrupts a running turn (the line
+being typed stays); while idle it clears a line being typed, and on an empty line, twice within 2 s quits;
+Ctrl+D quits; Ctrl+O requests the micro-handoff as `/handoff` does (a line being typed stays). A permission question is answered as in the app: a lone `y` allows once, a
+lone `a` allows the offered session rules, a lone `n` or an empty line denies, and any other
+line denies with its words, verbatim, as the reason. As in the app, nothing typed in the
+first `GRACE` seconds after a question appears answers it: a line entered then, and the
+unfinished line being typed when the grace period ends, are set aside (with a line saying
+so) and come back to the prompt once the question is answered. They were meant for the
+prompt, so keeping them beats discarding words the human wrote; a lone `y` or `a` among
+them never approves. The agent's markdown bold and code markers are left out of the
+printed text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import sys
+from contextlib import aclosing
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from rhapsody.commands.slash import COMMANDS, PLAIN_KEYS, Outcome, is_command, run_command
+from rhapsody.config.settings import Settings
+from rhapsody.core import events as ev
+from rhapsody.core.approval import GRACE, HumanApprover, Question
+from rhapsody.core.loop import Agent
+from rhapsody.core.tools import Approval
+from rhapsody.frontends.preview import plain_text
+from rhapsody.frontends.prompt_aids import command_names
+from rhapsody.frontends.recap import recap_lines
+from rhapsody.frontends.shell_mode import run_human_command, shell_command
+from rhapsody.view.render import event_lines, harness_lines, plain, print_event, visible
+
+
+ANSWERS = {"y": "allow", "a": "allow_rule", "n": "deny", "": "deny"}
+"""A lone hotkey's action, as in the app's dialog; any other line denies with its words."""
+
+
+class PlainApprover:
+    """Shows the approver's questions on the line; the next line typed after the grace period is the answer."""
+
+    def __init__(self, approver: HumanApprover, say: Callable[[str], None], root: Path,
+                 take_typed: Callable[[], str] = lambda: "", hidden: Callable[[], tuple[str, ...]] = tuple,
+                 grace: Callable[[], Awaitable[object]] = lambda: asyncio.sleep(GRACE)) -> None:
+        """`take_typed` empties the prompt's line and returns what it held; `hidden` gives the read deny
+        rules, whose files a question never shows; `grace` waits out each question's grace period."""
+        self.approver = approver
+        self.grace = grace
+        self.hidden = hidden
+        self.say = say
+        self.root = root
+        self.take_typed = take_typed
+        self.pending: Question | None = None
+        self.rules: tuple[str, ...] = ()
+        self.ready = False
+        """Whether the grace period of the pending question is over, so a typed line answers it."""
+        self.kept: list[str] = []
+        """What was typed for the prompt as the question appeared; it goes back there once answered."""
+
+    async def serve(self) -> None:
+        """Ask each question as it comes, one at a time, until cancelled."""
+        while True:
+            question = await self.approver.next_question()
+            self.rules = question.rules
+            self.pending, self.ready = question, False
+            rule = (f", a = allow {', '.join(self.rules)} for this session" if self.rules
+                    else " (no session rule can allow this call)")
+            self.say(f"{plain_text(question.tool, question.args, self.root, question.why, self.hidden())}\n"
+                     f"  y = allow once{rule}, n or Enter = deny; anything else denies, and the agent reads "
+                     "your words")
+            grace = asyncio.ensure_future(self.grace())
+            waits: list[asyncio.Future[Any]] = [question.reply, grace]
+            try:  # answered, or dropped when the turn was interrupted
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                self.open()
+                await asyncio.wait([question.reply])
+            finally:
+                grace.cancel()
+                self.pending = None
+
+    def open(self) -> None:
+        """The grace period is over: the line being typed is set aside, and the next line answers."""
+        if self.pending is None or not self.pending.open:
+            return
+        self.ready = True
+        typed = self.take_typed()
+        if typed.strip():
+            self.kept.append(typed)
+            self.say("  your unfinished line is set aside, not taken as the answer; it comes back to the prompt "
+                     "once you answer")
+
+    def take_kept(self) -> str:
+        """The lines set aside, for the prompt (once the question is answered or dropped)."""
+        kept, self.kept = " ".join(self.kept), []
+        return kept
+
+    def answer(self, line: str) -> bool:
+        """Answer the pending question from a typed line as the app's dialog does: a lone `y` allows once,
+        a lone `a` allows the offered rules (only when offered), a lone `n` or an empty line denies, any
+        other text denies with that text, verbatim, as the reason. A line entered within the grace period
+        answers nothing and is set aside. False when no question is open, or for a slash command (it runs
+        as the command; the question stays open)."""
+        if self.pending is None or not self.pending.open or is_command(line):
+            return False
+        if not self.ready:  # typed before the question could be read: never its answer
+            if line.strip():
+                self.kept.append(line)
+            self.say("  that line came as the question appeared, so it is not the answer"
+                     + ("; it comes back to the prompt once you answer" if line.strip() else ""))
+            return True
+        action = ANSWERS.get(line.strip().lower(), "words")
+        if action == "allow":
+            self.pending.answer(Approval(True))
+        elif action == "allow_rule" and self.rules:
+            self.pending.answer(Approval(True, remember=self.rules))
+        elif action == "deny":
+            self.pending.answer(Approval(False))
+        else:
+            self.pending.answer(Approval(False, words=line))
+        return True
+
+
+class Unmarked:
+    """Streamed text without markdown's bold and code markers (`**`, backticks), for a line
+    interface that cannot render them; a trailing `*` waits for the next piece (half of `**`)."""
+
+    def __init__(self) -> None:
+        self.held = ""
+
+    def feed(self, text: str) -> str:
+        """The printable part of the text so far."""
+        text, self.held = self.held + text, ""
+        if text.endswith("*") and not text.endswith("**"):
+            text, self.held = text[:-1], "*"
+        return text.replace("**", "").replace("`", "")
+
+    def flush(self) -> str:
+        """Whatever was held back, at the end of a block."""
+        held, self.held = self.held, ""
+        return held
+
+
+async def _consume(agent: Agent, text: str | None, out: TextIO) -> None:
+    said = False
+    unmarked = Unmarked()
+    seen = len(agent.session.records)
+    try:
+        async with aclosing(agent.run(text)) as stream:
+            async for event in stream:
+                if isinstance(event, ev.TextDelta):
+                    out.write(visible(unmarked.feed(event.text)))
+                    continue
+                if isinstance(event, ev.BlockStopped):
+                    out.write(visible(unmarked.flush()))
+                for line in harness_lines(agent.session.records[seen:]):  # what the harness told the model, as the app shows
+                    out.write(f"  {plain(line)}\n")
+                seen = len(agent.session.records)
+                print_event(event, out)
+                said = said or isinstance(event, ev.Interrupted)
+    except asyncio.CancelledError:
+        if not said:  # cancelled before the loop could say so itself
+            out.write(f"\n{plain(event_lines(ev.Interrupted(''))[0])}\n")
+
+
+async def _confirmed(agent: Agent, asked: Outcome, ask: Callable[[str], Awaitable[str]],
+                     say: Callable[[str], None]) -> Outcome:
+    """Show a command's figures and ask its y/N question; yes runs the command it names."""
+    say(asked.text)
+    agent.session.record("notice", text=asked.text, shown="as is")
+    try:
+        answer = await ask(f"{asked.confirm} [y/N] ")
+    except (KeyboardInterrupt, EOFError):
+        answer = ""
+    if answer.strip().lower() in ("y", "yes"):
+        return run_command(agent, asked.then, PLAIN_KEYS)
+    return Outcome("not handed off: the context stays as it is")
+
+
+async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | None = None,
+                    initial: str = "", out: TextIO | None = None,
+                    grace: Callable[[], Awaitable[object]] = lambda: asyncio.sleep(GRACE)) -> int:
+    """Read lines until EOF or /quit; returns the exit status.
+
+    `approver` is the one the agent's toolbox asks (None: questions are refused, as headless).
+    Output goes to `out`, or to stdout as patched by prompt-toolkit so it prints above the
+    live prompt. `grace` waits out a question's grace period (GRACE seconds).
+    """
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.completion import WordCompleter
+    from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+    from prompt_toolkit.patch_stdout import patch_stdout
+
+    keys = KeyBindings()
+    typed: list[str] = []
+
+    @keys.add("c-o")
+    def _handoff(event: KeyPressEvent) -> None:
+        """ctrl+o: /handoff, as in the app; the line being typed comes back to the prompt after."""
+        typed.append(event.current_buffer.text)
+        event.app.exit(result="/handoff")
+
+    @keys.add("c-c")
+    def _interrupt(event: KeyPressEvent) -> None:
+        """ctrl+c: stops a running turn (the line being typed stays); idle, clears the line, or on an empty one quits."""
+        buffer = event.current_buffer
+        if working():
+            typed.append(buffer.text)
+        elif buffer.text:
+            buffer.reset()  # a line cleared is no step toward quitting
+            return
+        event.app.exit(exception=KeyboardInterrupt())
+
+    def working() -> bool:
+        return task is not None and not task.done()
+
+    names = command_names(agent.session.root)  # the custom commands as they were when plain mode started
+    prompt: PromptSession[str] = PromptSession(completer=WordCompleter(names, sentence=True), key_bindings=keys)
+    task: asyncio.Task[None] | None = None
+    ctrl_c_at = 0.0
+    with patch_stdout(raw=True):
+        sink = out or sys.stdout
+
+        def say(text: str) -> None:
+            sink.write(text + "\n")
+            sink.flush()
+
+        def take_typed() -> str:
+            typed, prompt.default_buffer.text = prompt.default_buffer.text, ""
+            return typed
+
+        questions = PlainApprover(approver or HumanApprover(), say, agent.session.root, take_typed,
+                                  agent.toolbox.rules.read_denied, grace)
+        serving = asyncio.create_task(questions.serve())
+        say(f"rhapsody {agent.session.id} in {agent.session.root}, model {agent.session.spec.model}, "
+            f"permissions {agent.toolbox.permission_mode}\n"
+            "While the agent works, a typed line is a hint for its next tool boundary; start it with >> to "
+            "queue it for the end of the turn. Ctrl+C interrupts (twice at the prompt quits), Ctrl+D quits, /help lists the commands and keys.")
+        if any(r["kind"] == "message" for r in agent.session.records):  # resumed: where it was left
+            say("\n".join(["resumed; where it was left:", *recap_lines(agent.session.records)]))
+        for notice in agent.toolbox.start_sources():  # MCP servers start in the background
+            say(f"  ! {notice}")
+        while True:
+            try:
+                line = await prompt.prompt_async("› ", default=initial)
+            except KeyboardInterrupt:
+                if task is not None and not task.done():
+                    task.cancel()  # drops an open question: what it set aside goes back to the prompt
+                    initial = " ".join(t for t in (questions.take_kept(), typed.pop() if typed else "") if t)
+                    continue
+                if time.monotonic() - ctrl_c_at > 2.0:  # at the prompt: twice to quit, as in the app
+                    ctrl_c_at = time.monotonic()
+                    say("press ctrl+c again to quit (or ctrl+d)")
+                    continue
+                break
+            except EOFError:
+                break
+            by_key = bool(typed)  # ctrl+o: a key, not a typed command, so nothing to echo
+            initial = typed.pop() if typed else ""
+            busy = task is not None and not task.done()
+            if questions.pending is not None and questions.answer(line):
+                initial = "" if questions.pending.open else questions.take_kept()
+                continue
+            command = shell_command(line)
+            if command is not None:  # the human's own command, in the agent's sandbox
+                run = await run_human_command(agent, command)
+                say(f"! {command} → exit {run.exit_code}\n{run.output.rstrip()}\n"
+                    f"  [{run.hint_id} queued: the agent reads it with your next message]")
+            elif is_command(line):
+                if not by_key:  # as the app records a typed command: --continue in either front end shows it
+                    agent.session.record("notice", text=line.strip(), shown="as is", command=True)
+                outcome = run_command(agent, line, PLAIN_KEYS)
+                if outcome.confirm and questions.pending is not None and questions.pending.open:
+                    # one question at a time: the y/N would take the answer meant for the one above
+                    outcome = Outcome(f"{outcome.text}\n  not handed off; `{outcome.then}` does it without asking")
+                elif outcome.confirm:
+                    outcome = await _confirmed(agent, outcome, prompt.prompt_async, say)
+                if outcome.text:
+                    say(outcome.text)
+                if outcome.text and not outcome.in_history and not outcome.quit:
+                    agent.session.record("notice", text=outcome.text, shown="as is",
+                                         **({"error": True} if outcome.error else {}))
+                if outcome.quit:
+                    break
+                initial = outcome.refill or initial
+                if questions.pending is not None and questions.pending.open:
+                    say("  the question above is still open: y, a, n, or your words")
+                if outcome.run_turn and not busy:
+                    task = asyncio.create_task(_consume(agent, None, sink))
+                if outcome.prompt and busy:  # a custom command's prompt, typed while the agent works
+                    say(f"[{agent.session.hint(outcome.prompt, mode='queue').id} pending: end of turn]")
+                elif outcome.prompt:
+                    task = asyncio.create_task(_consume(agent, outcome.prompt, sink))
+            elif line.strip() and busy:
+                queued = line.startswith(">>")
+                hint = agent.session.hint(line.removeprefix(">>").strip(), mode="queue" if queued else "steer")
+                say(f"[{hint.id} pending: {'end of turn' if queued else 'next tool boundary'}]")
+            elif line.strip():
+                task = asyncio.create_task(_consume(agent, line, sink))
+    serving.cancel()
+    if task and not task.done():
+        task.cancel()
+    await asyncio.gather(serving, *([task] if task else []), return_exceptions=True)
+    return 0

@@ -1,0 +1,627 @@
+"""The one renderer: loop events and history records become the lines every front end shows.
+
+A `Line` carries structured fields (kind, state, key, body) so no front end parses prose:
+the app maps a line to a widget, plain and headless print `plain(line)`, and a resumed
+transcript is `record_lines(...)` over the same history the loop wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, TextIO
+
+from rhapsody.core.images import label as image_label
+from rhapsody.core import events as ev
+from rhapsody.core.checkpoints import HARNESS_PREFIX
+from rhapsody.core.context import Conversation
+from rhapsody.core.output_caps import original_size
+from rhapsody.core.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
+from rhapsody.core.own_files import read_own
+from rhapsody.core.counts import counted
+
+KEY_ARGUMENTS = ("command", "path", "pattern", "query", "id", "action")
+INTERRUPTED_TEXT = "⏹ interrupted: what streamed so far is kept"
+STRIPPED = " · stripped · recall "
+"""Joins a stripped call's line and its recall id (`⊘ bash ls → ok (0.1 s) · stripped · recall S:ID`)."""
+
+
+@dataclass(frozen=True)
+class Line:
+    """One transcript line; `body` is what unfolding shows, `key` a call or hint id."""
+
+    kind: str
+    text: str
+    body: str = ""
+    key: str = ""
+    state: str = ""
+    reason: str = ""
+    """Why a call was refused or failed, whole (the line's text cuts it)."""
+    full: str = ""
+    """The text with the whole reason, as the line-based front ends print it; '' when it is `text`."""
+
+
+@dataclass(frozen=True)
+class ToolView:
+    """What is known of one tool call: enough to draw its line in any state."""
+
+    call: ToolUseBlock
+    state: str = "running"
+    """running, asking (a permission question is open), ok, error, exit, denied, interrupted, or violation (the
+    narration rule refused it: no line of its own, its violation line says so)."""
+    duration_ms: int = 0
+    exit_code: int | None = None
+    output: str = ""
+    recall: str = ""
+    proposed: str = ""
+    """The diff a denied write or edit proposed (its record's `proposed_diff`)."""
+
+
+# -- small pieces -----------------------------------------------------------------------
+
+
+def one_line(text: str, width: int) -> str:
+    """`text` on one line, cut to `width` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+LABELLED = re.compile(r"^(\s*\S+(?: \S+)* {2,})\S")
+"""A table-like line: a label, two or more spaces, then its text (as /help lists commands)."""
+
+
+def hanging(text: str, width: int) -> str:
+    """`text` wrapped to `width` columns, each wrapped line indented under where its line's text starts:
+    after a label (`/model        NAME…`) or after the line's own leading spaces."""
+    import textwrap
+
+    out = []
+    for line in text.splitlines():
+        if len(line) <= width or width < 20:
+            out.append(line)
+            continue
+        labelled = LABELLED.match(line)
+        indent = len(labelled.group(1)) if labelled else len(line) - len(line.lstrip(" "))
+        indent = indent if indent <= width // 2 else 0
+        out += textwrap.wrap(line, width, subsequent_indent=" " * indent, break_on_hyphens=False) or [line]
+    return "\n".join(out)
+
+
+def visible(text: str) -> str:
+    r"""`text` with control characters shown escaped (\r, \x1b...), so nothing can redraw it; \n and \t stay."""
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if ch in "\n\t":
+            out.append(ch)
+        elif ch == "\r":
+            out.append("\\r")
+        elif code < 32 or code == 127 or 0x80 <= code < 0xA0 or ch in "\u2028\u2029" or unicodedata.category(ch) == "Cf":
+            # Cf: bidi controls, zero-width and tag characters, which reorder or hide what a person approves
+            out.append(f"\\x{code:02x}" if code < 256 else (f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def key_argument(call: ToolUseBlock) -> str:
+    """The one argument that says what a call does (command, path, pattern...)."""
+    args: Any = call.input if isinstance(call.input, dict) else {}
+    if call.name == "micro_handoff":
+        return f"field note ({len(args.get('done') or [])} done, {len(args.get('open') or [])} open)"
+    for key in KEY_ARGUMENTS:
+        if key in args and args[key]:
+            return one_line(visible(str(args[key])), 90)
+    return one_line(visible(json.dumps(args, ensure_ascii=False)), 90) if args else ""
+
+
+def first_line(text: str, width: int = 160) -> str:
+    """The first non-empty line of `text`, cut to `width`."""
+    return next((one_line(visible(t), width) for t in text.splitlines() if t.strip()), "")
+
+
+# -- tool calls -------------------------------------------------------------------------
+
+
+def tool_title(view: ToolView, reason: str = "") -> str:
+    """tool, key argument, outcome and the tool's own time (never the human's wait), then "output capped"
+    when a cap cut the output's middle; a refusal or failure says its reason cut to 100 characters, or
+    `reason` when given (the whole of it)."""
+    head = f"{view.call.name} {key_argument(view.call)}".rstrip()
+    seconds = f"({view.duration_ms / 1000:.1f} s)" + (" · output capped" if original_size(view.output) else "")
+    why = reason or first_line(view.output, 100)
+    outcome = {
+        "running": "… running",
+        "asking": "… waiting for your answer",
+        "interrupted": "→ interrupted",
+        "denied": _denied(why),
+        "exit": f"→ exit {view.exit_code} {seconds}",
+        "error": f"→ error {seconds}: {why}",
+        "ok": f"→ ok {seconds}",
+    }[view.state]
+    title = f"{head} {outcome}"
+    return f"⊘ {title}{STRIPPED}{view.recall}" if view.recall else title
+
+
+def _denied(why: str) -> str:
+    """`→ denied` with its reason, saying "denied" once when the reason already does."""
+    if not why:
+        return "→ denied"
+    return f"→ {why}" if why.startswith("denied") else f"→ denied: {why}"
+
+
+def tool_line(view: ToolView) -> Line:
+    """The transcript line of a tool call; `full` carries the whole refusal or failure reason."""
+    reason = whole_reason(view.output) if view.state in ("error", "denied") else ""
+    title = tool_title(view)
+    full = tool_title(view, reason) if reason else ""
+    body = f"{visible(view.proposed)}\n\n{view.output}" if view.proposed else view.output
+    body = f"recall {view.recall}\n\n{body}" if view.recall else body  # the id, whatever the width
+    return Line("tool", title, body=body, key=view.call.id, state=view.state, reason=reason,
+                full=full if full != title else "")
+
+
+def whole_reason(text: str, cap: int = 4000) -> str:
+    """A refusal or failure reason on one line, control characters made visible, uncut up to `cap`."""
+    return one_line(visible(text), cap)
+
+
+OUTCOME = re.compile(r" (… running|… waiting for your answer|→ interrupted|→ ok \(|→ exit -?\d+ \(|→ error \(|→ denied)")
+
+
+def fit_tool_title(title: str, width: int) -> str:
+    """A tool line cut to `width` columns: a stripped call's recall id goes first, then the reason of a
+    refusal or failure (the unfolded body holds both whole), then the command or path, so the tool, its
+    argument and its state stay in view."""
+    if len(title) <= width or width < 20:
+        return title
+    if STRIPPED in title:
+        title = title[: title.rindex(STRIPPED)] + " · stripped"
+        if len(title) <= width:
+            return title
+    found = list(OUTCOME.finditer(title))
+    if not found:
+        return title
+    head, outcome = title[: found[-1].start()], title[found[-1].start():]
+    state, sep, reason = outcome.partition(": ")
+    if sep and len(head) + len(state) + 3 <= width:  # 3: ": …"
+        room = width - len(head) - len(state) - 2
+        return f"{head}{state}: {reason[: room - 1]}…"
+    outcome = f"{state}: …" if sep else outcome
+    room = max(8, width - len(outcome) - 1)
+    return (head[: room - 1] + "…" if len(head) > room else head) + outcome
+
+
+def unfolded_title(title: str) -> str:
+    """A refused or failed call's line without its reason, for the head of its unfolded body, which holds
+    the reason whole: the message shows once (`bash x → error (0.1 s)`, `… → denied by the human`)."""
+    found = list(OUTCOME.finditer(title))
+    if not found:
+        return title
+    head, outcome = title[: found[-1].start()], title[found[-1].start():]
+    mark = STRIPPED if STRIPPED in outcome else " · stripped" if outcome.endswith(" · stripped") else ""
+    tail = outcome[outcome.rindex(mark):] if mark else ""
+    outcome = outcome[: len(outcome) - len(tail)]
+    state, sep, _ = outcome.partition(": ")
+    if outcome.startswith(" → denied") and not sep:
+        state = " → denied"  # the reason says "denied..." itself: the body shows it
+    return head + state + tail
+
+
+def finished_view(event: ev.ToolFinished, run: dict[str, Any] | None = None) -> ToolView:
+    """The view of a finished call, from its event (and its `tool_run` record, for an applied diff)."""
+    if event.refused:
+        return ToolView(event.call, "denied", 0, None, event.refused, proposed=proposed(run))
+    return ToolView(event.call, _state(event.is_error, event.exit_code), event.duration_ms, event.exit_code,
+                    with_diff(event.output, run))
+
+
+def proposed(run: dict[str, Any] | None) -> str:
+    """The diff a denied call proposed, from its `tool_run` record."""
+    return str(run.get("proposed_diff") or "") if run else ""
+
+
+def with_diff(output: str, run: dict[str, Any] | None) -> str:
+    """A write's or edit's output followed by the diff it applied, as its unfolded body shows it."""
+    diff = str(run.get("diff") or "") if run else ""
+    return f"{output}\n\n{visible(diff)}" if diff else output
+
+
+def _state(is_error: bool, exit_code: int | None) -> str:
+    if exit_code is not None:
+        return "exit"
+    return "error" if is_error else "ok"
+
+
+# -- seams and cuts -----------------------------------------------------------------------
+
+
+def seam_line(record: dict[str, Any]) -> str:
+    """The before → after figures of a seam (context in the one definition: estimated tokens).
+
+    When the seam knows the figure at the moment the handoff was asked, it leads: a small
+    session's context can rise across a seam (the field note and its index outweigh the
+    stripped traffic), and the figures the status bar showed must add up with the divider's.
+    """
+    before, after = record["before"], record["after"]
+    reduction = 1 - after["request_bytes"] / before["request_bytes"] if before["request_bytes"] else 0.0
+    size = f"{before['request_bytes']:,} → {after['request_bytes']:,} bytes, −{reduction:.0%}"
+    asked = record.get("asked_est_tokens")
+    if isinstance(asked, int):  # the status bar's figures before the key and after the seam, then the two steps
+        figures = (f"context ~{asked:,} → ~{after['est_tokens']:,} tokens (the handoff and its note added "
+                   f"~{before['est_tokens'] - asked:,}, the strip took ~{before['est_tokens'] - after['est_tokens']:,}; "
+                   f"{size})")
+    else:
+        figures = f"context ~{before['est_tokens']:,} → ~{after['est_tokens']:,} tokens ({size})"
+    window = "at the window, stripped first (the note follows): " if record.get("window") else ""
+    return (f"seam {record['seam']}: {window}{figures}, "
+            f"tool calls {before['tool_use']} → {after['tool_use']}, text blocks kept {after['text_blocks']}")
+
+
+def seam_entry(record: dict[str, Any], root: Path) -> Line:
+    """A divider carrying the seam's figures; its body is the field note."""
+    note = ""
+    if record.get("note_path"):
+        path = root / str(record["note_path"])
+        # a history can be committed by a cloned repository: a note of rhapsody's own folder only (`.env` is not one)
+        text = read_own(root, path) if _note_place(str(record["note_path"])) else None
+        note = text if text is not None else f"(note {path} is missing)"
+    return Line("seam", f"──── {seam_line(record)} ────", body=note, key=str(record["seam"]))
+
+
+def _note_place(note_path: str) -> bool:
+    """Whether a seam record's note path is where micro_handoff writes field notes: `.rhapsody/notes/NAME.md`."""
+    parts = note_path.split("/")
+    return len(parts) == 3 and parts[:2] == [".rhapsody", "notes"] and parts[2].endswith(".md") and ".." not in parts
+
+
+def cut_line(record: dict[str, Any]) -> Line:
+    """A rolling cut: how many calls left and what the context went to."""
+    b, a = record["before"], record["after"]
+    return Line("notice", f"── rolling cut: {counted(len(record['ids']), 'older call')} left the context "
+                          f"(~{b['est_tokens']:,} → ~{a['est_tokens']:,} tokens)")
+
+
+def undo_text(record: dict[str, Any]) -> str:
+    """What `/unhandoff` says: the seam undone, and whether what came back is exactly what left."""
+    head = f"seam {record['seam']} undone: its tool traffic is back in context"
+    n = record.get("returned_calls", 0)
+    if record.get("verified") is None:
+        return f"{head} ({counted(n, 'call')}; not verified: the seam recorded no hash of what it stripped)"
+    if record["verified"]:
+        return f"{head}; verified: the {counted(n, 'call')} put back {'hashes' if n == 1 else 'hash'} to the SHA-256 the seam recorded ({record['returned_sha256'][:12]}…)"
+    return f"{head}; NOT VERIFIED: the {counted(n, 'call')} put back {'does' if n == 1 else 'do'} not hash to what the seam recorded"
+
+
+def unseam_line(record: dict[str, Any]) -> Line:
+    """A seam put back by /unhandoff."""
+    return Line("notice", undo_text(record), key=str(record["seam"]), state="undone")
+
+
+# -- hints ------------------------------------------------------------------------------
+
+
+def hint_line(hint_id: str, text: str, where: str = "") -> Line:
+    """A hint: pending (where = "") or where it was delivered."""
+    state = f"delivered · {where}" if where else "pending"
+    return Line("hint", f"✎ {hint_id} [{state}] {text}", body=text, key=hint_id, state="delivered" if where else "pending")
+
+
+def pending_hint(hint_id: str, text: str, mode: str) -> Line:
+    """A hint just typed, with where it will land."""
+    where = "end of turn" if mode == "queue" else "next tool boundary"
+    return replace(hint_line(hint_id, text), text=f"✎ {hint_id} [pending · {where}] {text}")
+
+
+# -- events -------------------------------------------------------------------------------
+
+
+def violation_line(name: str, words: int, required: int, total: int | None = None) -> Line:
+    """A call refused for missing narration."""
+    tail = f" (violations this session: {total})" if total is not None else ""
+    return Line("violation", f"✗ {name} not run: {counted(words, 'word')} of narration, {required} required{tail}")
+
+
+def event_lines(event: ev.Event) -> list[Line]:
+    """The lines one loop event adds (streamed text and bookkeeping events add none)."""
+    if isinstance(event, ev.ToolStarted):
+        return [tool_line(ToolView(event.call))]
+    if isinstance(event, ev.ToolFinished):
+        return [tool_line(finished_view(event))]
+    if isinstance(event, ev.NarrationViolation):
+        return [violation_line(event.call.name, event.words, event.required, event.total)]
+    if isinstance(event, ev.Retrying):
+        asked = f" (server asked {event.asked:g} s)" if event.asked is not None and event.asked > event.delay else ""
+        return [retry_line(event.attempt, event.delay, event.reason, asked)]
+    if isinstance(event, ev.ContextPruned):
+        return [cut_line(event.record)]
+    if isinstance(event, ev.HandoffFailed):
+        return [handoff_failed_line(event.reason)]
+    if isinstance(event, ev.Failed):
+        return [error_line(event.message)]
+    if isinstance(event, ev.Interrupted):
+        return [Line("interrupted", INTERRUPTED_TEXT)]
+    if isinstance(event, ev.LimitsExceeded):
+        return [Line("error", f"■ {limit_line(event)}")]
+    if isinstance(event, ev.Notice):
+        return [Line("notice", f"! {event.text}")]
+    if isinstance(event, ev.DenialDelivered):
+        return [denial_line(event.text)]
+    if isinstance(event, ev.ImagesAttached):
+        return [Line("user", f"  {text}") for text in event.labels]
+    return []
+
+
+def retry_line(attempt: int, delay: float, reason: str, asked: str = "") -> Line:
+    """A request being retried, live (with what the server asked for) and on resume."""
+    return Line("retry", f"↻ retry {attempt} in {delay:.1f} s{asked}: {reason}")
+
+
+def handoff_failed_line(reason: str) -> Line:
+    """A handoff that ended without a seam, live and on resume."""
+    return Line("error", f"✗ handoff: {reason}")
+
+
+def error_line(message: str) -> Line:
+    """A failure the loop reported, live and on resume."""
+    return Line("error", f"✗ {message}")
+
+
+def denial_line(words: str) -> Line:
+    """The human's own words with a denial, as the model received them."""
+    return Line("user", f"› {words}", body=words)
+
+
+def dollars(amount: float) -> str:
+    """An amount in USD: cents from a dollar up, four decimals below."""
+    return f"${amount:,.2f}" if amount >= 1 else f"${amount:.4f}"
+
+
+def limit_line(event: ev.LimitsExceeded) -> str:
+    """Which limit ended the turn, and how to go on."""
+    if event.limit == "max_cost_usd":
+        reached = f"{dollars(event.value)} spent of max_cost_usd {dollars(event.maximum)}"
+    else:
+        reached = f"{counted(int(event.value), 'request')} this turn, max_steps_per_turn {event.maximum:.0f}"
+    return f"limit reached: {reached}; the turn stopped (raise the setting to go on)"
+
+
+def print_event(event: ev.Event, out: TextIO) -> None:
+    """One event as the line-based front ends (plain, headless text) show it."""
+    if isinstance(event, ev.TextDelta):
+        out.write(visible(event.text))  # the model's words never drive the terminal (OSC 52, cursor moves)
+    elif isinstance(event, ev.BlockStopped) and event.kind == "text":
+        out.write("\n")
+    elif isinstance(event, ev.SeamCommitted):
+        out.write(f"  {seam_line(event.record)}\n")
+    elif isinstance(event, ev.HintDelivered):
+        noun = "hint" if len(event.hint_ids) == 1 else "hints"
+        out.write(f"  ✓ {noun} {', '.join(event.hint_ids)} delivered ({event.where})\n")
+    elif not isinstance(event, (ev.ToolStarted, ev.DenialDelivered)):
+        # A denial's words are already whole on its tool line ("→ denied by the human: …").
+        for line in event_lines(event):
+            out.write(plain(line) + "\n")
+
+
+def plain(line: Line) -> str:
+    """A line as the line-based front ends print it (a tool line says why a call was refused or failed), control
+    characters escaped: a notice can carry a name a project chose (an MCP server's, in `.mcp.json`)."""
+    return visible(f"  ⏺ {line.full or line.text}" if line.kind == "tool" else f"  {line.text}")
+
+
+# -- history -------------------------------------------------------------------------------
+
+
+def record_lines(records: list[dict[str, Any]], root: Path, session_id: str,
+                 conversation: Conversation, approvals: bool = False) -> list[tuple[int, Line]]:
+    """Every line of a recorded session, each with the index of the record it came from.
+
+    `conversation` is the session's own, folded from the same records: it knows what the
+    latest seam and the rolling cuts took out. `approvals`: also a line for each call the
+    human allowed (an export; the app showed the question itself when it was asked).
+    """
+    boundary, pruned, parsed = conversation.boundary(), conversation.pruned, conversation.messages
+    hints = {r["id"]: r["text"] for r in records if r["kind"] == "hint"}
+    delivered: dict[int, list[tuple[str, str, str]]] = {}
+    for r in records:
+        if r["kind"] == "hint_delivered":
+            delivered.setdefault(r["message_seq"], []).extend((i, hints.get(i, ""), r.get("where", "")) for i in r["ids"])
+    landed = {i for d in delivered.values() for i, _, _ in d}
+    calls = _call_views(records, parsed)
+    out: list[tuple[int, Line]] = []
+    index = 0
+    for n, record in enumerate(records):
+        kind = record["kind"]
+        if kind == "message":
+            gone = index < boundary
+            lines = _message_lines(parsed[index], delivered.get(record["seq"], []), calls, session_id, gone, pruned)
+            if index in conversation.abandoned:
+                lines = rewound_lines(lines)
+            out += [(n, line) for line in lines]
+            index += 1
+        elif kind == "resumed":
+            out.append((n, resumed_line(session_id, index, records[n - 1] if n else record)))
+        elif kind == "permission":
+            out += [(n, approval_line(record))] if approvals and _approved(record) else []
+        else:
+            out += [(n, line) for line in _other_lines(record, root, hints, landed)]
+    return out
+
+
+def rewound_lines(lines: list[Line]) -> list[Line]:
+    """A message a conversation rewind left behind: one dimmed line that unfolds to what it said."""
+    if not lines:
+        return []
+    return [Line("rewound", f"↶ {one_line(lines[0].text, 200)}", body="\n".join(plain(line).strip() for line in lines))]
+
+
+def rewind_line(record: dict[str, Any]) -> Line:
+    """A `rewind` record (the conversation went back) or a finished `restore` (files went back)."""
+    if record["kind"] == "rewind":
+        return Line("notice", f"↶ conversation rewound to before › {one_line(str(record.get('text', '')), 120)}; "
+                              "what followed stays in the history (dimmed above) and in recall")
+    return Line("notice", f"↶ files restored to a checkpoint ({counted(int(record.get('changed', 0)), 'path')} changed)")
+
+
+def notice_line(record: dict[str, Any]) -> Line:
+    """A `notice` record: the slash command the human typed, a command's output, or a note of the app's own."""
+    text = str(record.get("text", ""))
+    if record.get("command"):  # echoed above its output, so scrolling back tells which query gave which hits
+        return Line("user", f"› {text}", body=text)
+    if record.get("shown") == "as is":
+        return Line("error" if record.get("error") else "notice", text)
+    return Line("notice", f"! {text}")
+
+
+def approval_line(record: dict[str, Any]) -> Line:
+    """A call the human allowed when asked (a `permission` record), with what they allowed for the session."""
+    reason = str(record.get("reason", ""))
+    head = f"✓ {record.get('tool', '')} {one_line(visible(str(record.get('argument', ''))), 90)}".rstrip()
+    return Line("approval", f"{head}: {reason}", body=reason, state="allowed")
+
+
+def _approved(record: dict[str, Any]) -> bool:
+    return record.get("by") == "human" and record.get("decision") == "allow"
+
+
+def resumed_line(session_id: str, messages: int, last: dict[str, Any]) -> Line:
+    """Where a session was resumed (`--continue`, `--resume`): the `resumed` record each resume writes."""
+    import time
+
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(last.get("ts") or 0)))
+    return Line("notice", f"· resumed session {session_id} ({counted(messages, 'message')}, last active {when})")
+
+
+def _other_lines(record: dict[str, Any], root: Path, hints: dict[str, str], landed: set[str]) -> list[Line]:
+    kind = record["kind"]
+    if kind == "seam":
+        return [seam_entry(record, root)]
+    if kind == "unseam":
+        return [unseam_line(record)]
+    if kind == "prune":
+        return [cut_line(record)]
+    if kind == "violation":
+        return [violation_line(record["name"], record["words"], record["required"])]
+    if kind == "interrupted":
+        return [Line("interrupted", INTERRUPTED_TEXT)]
+    if kind == "retry":
+        return [retry_line(record["attempt"], record["delay"], record["reason"])]
+    if kind == "handoff_failed":
+        from rhapsody.core.handoff_state import failed_reason
+
+        return [handoff_failed_line(failed_reason(record))]
+    if kind == "error":
+        return [error_line(str(record.get("message", "")))]
+    if kind == "notice":
+        return [notice_line(record)]
+    if kind == "rewind" or (kind == "restore" and record.get("state") == "done"):
+        return [rewind_line(record)]
+    if kind == "checkpoint_failed":
+        return [error_line(f"checkpoint not taken: {record.get('reason', '')}")]
+    if kind == "seam_failed":
+        reason = str(record.get("reason", ""))
+        old = not reason.startswith(("strip abandoned", "rolling cut abandoned"))  # histories before the live wording
+        return [handoff_failed_line(f"{'strip abandoned, context unchanged: ' if old else ''}{reason}")]
+    if kind == "hint" and record["id"] not in landed:
+        return [hint_line(record["id"], record["text"])]
+    if kind in ("import", "compaction"):
+        return [imported_line(record)]
+    return []
+
+
+def imported_line(record: dict[str, Any]) -> Line:
+    """Where an imported session came from (`import`), and where its source compacted (`compaction`)."""
+    if record["kind"] == "import":
+        return Line("notice", f"· imported {record['format']} session {record.get('source_session', '')} "
+                              f"from {record['source']}")
+    how = f", {record['trigger']}" if record.get("trigger") else ""
+    return Line("notice", f"· the source compacted its context here{how}: its model saw only the summary below "
+                          "and what follows (what came before stays recallable)")
+
+
+def _call_views(records: list[dict[str, Any]], parsed: list[Message]) -> dict[str, ToolView]:
+    runs = {r["tool_use_id"]: r for r in records if r["kind"] == "tool_run"}
+    interrupted = {i for r in records if r["kind"] == "interrupted" for i in r.get("open", [])}
+    unrun = {r["tool_use_id"] for r in records if r["kind"] == "violation"}
+    results = {b.tool_use_id: b for m in parsed if m.role == "user" for b in m.content if isinstance(b, ToolResultBlock)}
+    views: dict[str, ToolView] = {}
+    for message in parsed:
+        for call in message.tool_uses():
+            views[call.id] = ToolView(call, "violation") if call.id in unrun else \
+                _call_view(call, runs.get(call.id), results.get(call.id), call.id in interrupted)
+    return views
+
+
+def _call_view(call: ToolUseBlock, run: dict[str, Any] | None, result: ToolResultBlock | None,
+               interrupted: bool) -> ToolView:
+    output = result.text() if result else "(no result)"
+    if interrupted or run is None:
+        state = "interrupted" if interrupted or result is None or result.is_error else "ok"
+        return ToolView(call, state, 0, None, output)
+    if run.get("refused"):
+        return ToolView(call, "denied", 0, None, str(run["refused"]), proposed=proposed(run))
+    state = _state(bool(result and result.is_error), run.get("exit_code"))
+    return ToolView(call, state, run.get("duration_ms", 0), run.get("exit_code"), with_diff(output, run))
+
+
+def _message_lines(message: Message, hints: list[tuple[str, str, str]], calls: dict[str, ToolView],
+                   session_id: str, stripped: bool, pruned: set[str]) -> list[Line]:
+    out: list[Line] = []
+    hint_texts = {text: (i, where) for i, text, where in hints}
+    for block in message.content:
+        if isinstance(block, TextBlock) and message.role == "user":
+            out.append(_user_text(block.text, hint_texts))
+        elif isinstance(block, TextBlock):
+            out.append(Line("assistant", block.text))
+        elif isinstance(block, ThinkingBlock):
+            out.append(Line("thinking", "thinking", body=block.thinking))
+        elif block.type == "image" and message.role == "user":
+            out.append(Line("user", f"  {image_label(block.dump())}"))
+        elif isinstance(block, ToolUseBlock):
+            view = calls.get(block.id, ToolView(block, "interrupted"))
+            if view.state == "violation":  # the narration rule refused it: its violation line says so, as live
+                continue
+            gone = (stripped or block.id in pruned) and block.name != "micro_handoff"
+            out.append(tool_line(replace(view, recall=f"{session_id}:{block.id}" if gone else "")))
+    return out
+
+
+def _user_text(text: str, hints: dict[str, tuple[str, str]]) -> Line:
+    if text in hints:
+        hint_id, where = hints[text]
+        return hint_line(hint_id, text, where or "delivered")
+    if text.startswith(HARNESS_PREFIX):
+        return harness_line(text)
+    return Line("user", f"› {text}")
+
+
+def harness_line(text: str) -> Line:
+    """A message the harness itself sent to the model."""
+    return Line("harness", f"⚙ {one_line(text, 240)}", body=text)
+
+
+def harness_lines(records: list[dict[str, Any]]) -> list[Line]:
+    """What the harness itself told the model in these records, as harness lines (live in every front end)."""
+    return [harness_line(text) for record in records for text in harness_texts(record)]
+
+
+def harness_texts(record: dict[str, Any]) -> list[str]:
+    """The harness's own texts inside a user message record."""
+    if record.get("kind") != "message" or record.get("role") != "user":
+        return []
+    return [b.get("text", "") for b in record.get("content", [])
+            if isinstance(b, dict) and b.get("type") == "text" and str(b.get("text", "")).startswith(HARNESS_PREFIX)]
+
+
+def full_result(records: list[dict[str, Any]], tool_use_id: str) -> str | None:
+    """The whole result of one call as the history holds it."""
+    for record in records:
+        if record["kind"] != "message" or record.get("role") != "user":
+            continue
+        for block in record.get("content", []):
+            if isinstance(block, dict) and block.get("tool_use_id") == tool_use_id:
+                return ToolResultBlock.model_validate(block).text()
+    return None

@@ -1,0 +1,1 @@
+"""The command line and its subcommands, slash commands, rewind and export."""

@@ -1,0 +1,1 @@
+"""The core: loop, history, seams, figures, window."""

@@ -1,0 +1,1 @@
+"""The app, plain and headless front ends, driven as a person drives them."""

@@ -1,0 +1,118 @@
+"""Rewind in the app (Esc Esc, /rewind, Pilot keys) and in plain mode (/rewind through a pipe), after
+real turns that wrote with write_file, edited with edit_file and changed files with sandboxed bash."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from pathlib import Path
+
+from prompt_toolkit.application import create_app_session
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output import DummyOutput
+
+from rhapsody.core.history import read_history
+from rhapsody.loopback.script import say
+from rhapsody.frontends.plain import run_plain
+from rhapsody.frontends.app.app import RhapsodyApp
+from rhapsody.frontends.app.rewind import OverwriteScreen, RewindScreen
+from rhapsody.frontends.app.widgets import PromptInput
+
+from tests.conftest import Stub, until
+from tests.commands.test_rewind import first_turn, git_hashes, second_turn, seed, tree
+from tests.frontends.test_app import type_and_send, wait_idle
+
+
+async def two_app_turns(pilot, app: RhapsodyApp) -> None:  # type: ignore[no-untyped-def]
+    await type_and_send(pilot, "make the files")
+    await wait_idle(pilot)
+    await type_and_send(pilot, "add a third line")
+    await wait_idle(pilot)
+
+
+async def test_escape_twice_on_an_empty_prompt_rewinds_both_and_fills_the_prompt(stub: Stub, project: Path) -> None:
+    seed(project)
+    before, git_before = tree(project), git_hashes(project)
+    stub.script(*first_turn(), *second_turn())
+    wiring = stub.wire(project)
+    app = RhapsodyApp(wiring.agent, wiring.settings)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await two_app_turns(pilot, app)
+        assert (project / "gen" / "out.txt").exists()
+        await pilot.press("escape", "escape")
+        await until(lambda: isinstance(app.screen, RewindScreen), pause=pilot.pause)
+        await pilot.press("up", "b")  # the newest is highlighted; up: the first message
+        await until(lambda: app.query_one(PromptInput).text == "make the files", pause=pilot.pause)
+        assert tree(project) == before and git_hashes(project) == git_before
+        assert wiring.session.messages() == []
+        entries = app.transcript.entries
+        assert any(e.kind == "rewound" and "make the files" in e.text for e in entries)
+        assert any("conversation rewound to before › make the files" in e.text for e in entries)
+    kinds = [r["kind"] for r in read_history(wiring.session.path).records]
+    assert kinds.count("rewind") == 1 and kinds.count("restore") == 2
+
+
+async def test_slash_rewind_conversation_only_keeps_files_and_the_next_request_leaves_the_branch_out(
+        stub: Stub, project: Path) -> None:
+    seed(project)
+    stub.script(*first_turn(), *second_turn(), say("Fine."))
+    wiring = stub.wire(project)
+    app = RhapsodyApp(wiring.agent, wiring.settings)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await two_app_turns(pilot, app)
+        notes = (project / "notes.txt").read_text()
+        await type_and_send(pilot, "/rewind")
+        await until(lambda: isinstance(app.screen, RewindScreen), pause=pilot.pause)
+        await pilot.press("c")
+        await until(lambda: app.query_one(PromptInput).text == "add a third line", pause=pilot.pause)
+        assert (project / "notes.txt").read_text() == notes == "one\ntwo\nthree\n"
+        app.query_one(PromptInput).text = "add a fourth line instead"
+        await pilot.press("enter")
+        await wait_idle(pilot)
+    sent = str(stub.bodies()[-1]["messages"])
+    assert "add a fourth line instead" in sent and "make the files" in sent and "add a third line" not in sent
+
+
+async def test_files_changed_outside_are_asked_about_in_the_app(stub: Stub, project: Path) -> None:
+    seed(project)
+    stub.script(*first_turn(), *second_turn())
+    wiring = stub.wire(project)
+    app = RhapsodyApp(wiring.agent, wiring.settings)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await two_app_turns(pilot, app)
+        (project / "app.py").write_text("mine\n")
+        for answer, kept in (("n", True), ("y", False)):
+            await type_and_send(pilot, "/rewind")
+            await until(lambda: isinstance(app.screen, RewindScreen), pause=pilot.pause)
+            await pilot.press("up", "f")
+            await until(lambda: isinstance(app.screen, OverwriteScreen), pause=pilot.pause)
+            await pilot.press(answer)
+            await until(lambda: not isinstance(app.screen, OverwriteScreen), pause=pilot.pause)
+            await pilot.pause()
+            assert ((project / "app.py").read_text() == "mine\n") == kept
+        assert "a - b" in (project / "app.py").read_text() and not (project / "notes.txt").exists()
+
+
+async def test_plain_mode_lists_and_rewinds_and_puts_the_message_back_in_the_prompt(stub: Stub, project: Path) -> None:
+    seed(project)
+    before = tree(project)
+    stub.script(*first_turn(), *second_turn())
+    wiring = stub.wire(project)
+    out = io.StringIO()
+    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
+        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+        pipe.send_text("make the files\r")
+        await until(lambda: len(stub.server.requests) >= 4 and not wiring.agent.busy)
+        pipe.send_text("add a third line\r")
+        await until(lambda: len(stub.server.requests) >= 6 and not wiring.agent.busy)
+        pipe.send_text("/rewind\r")
+        await until(lambda: "/rewind N" in out.getvalue())
+        assert "  1  make the files  (5 files +4 -2)" in out.getvalue()
+        pipe.send_text("/rewind 1 both\r")
+        await until(lambda: "files restored" in out.getvalue())
+        assert tree(project) == before and wiring.session.messages() == []
+        pipe.send_text("\r")  # the prompt holds the rewound message: Enter sends it again
+        await until(lambda: len(stub.server.requests) >= 7)
+        pipe.send_text("/quit\r")
+        await asyncio.wait_for(task, 10)
+    assert stub.bodies()[-1]["messages"][0]["content"][0]["text"] == "make the files"

@@ -1,0 +1,1 @@
+"""Importing Claude Code and Codex sessions."""

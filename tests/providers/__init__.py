@@ -1,0 +1,1 @@
+"""The model providers against the loopback server."""

@@ -1,0 +1,1 @@
+"""Attacks on the trust boundary: hostile models, hostile repositories, hostile files and servers."""

@@ -1,0 +1,1 @@
+"""The tools and the sandbox, attacked for real."""
