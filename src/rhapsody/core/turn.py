@@ -4,8 +4,9 @@ The first user message of a turn carries the pending hints first, then the human
 images it names and what UserPromptSubmit hooks add; with no words of the human, a wanted
 micro-handoff is asked for instead. A hook may refuse the prompt: then nothing is sent. Once
 the message is written, a checkpoint is taken and tool sources' new tools are taken in. When
-the model ends its turn, what the end of a turn sends (core/turn_end.py) or a Stop hook may send
-the agent back to work, a Stop hook a bounded number of times.
+the model ends its turn, the turn is over unless what the end of a turn sends (a seam's
+follow-up, a reminder, queued hints: core/turn_end.py) or a Stop hook sends the agent back to
+work; a Stop hook may do so a bounded number of times.
 
 Imports: stdlib and rhapsody.core only.
 """
@@ -43,6 +44,7 @@ class Turn:
     refused: bool = False
     """The last request was refused for length: the strip at the window answered it already."""
     over: bool = False
+    """The model ended the turn and nothing sent it back to work, or a failed request ended it."""
 
     def next_round(self) -> Round:
         """A new round: one more request of this turn."""
