@@ -383,7 +383,7 @@ async def test_hints_land_where_delivered_and_notes_survive_a_reload(stub: Stub,
     async with app.run_test(size=(100, 30)) as pilot:
         await send(pilot, "/stats")
         await send(pilot, "run it")
-        await until(pilot, lambda: app.agent.in_flight)
+        await until(pilot, lambda: app.calls)  # the call is running
         await send(pilot, "steer hint")
         app.query_one(PromptInput).text = "queued one"
         await pilot.press("ctrl+n")
@@ -407,7 +407,7 @@ async def test_escape_marks_a_running_call_interrupted(stub: Stub, project: Path
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("go")
-        await until(pilot, lambda: app.agent.in_flight and app.calls)
+        await until(pilot, lambda: app.calls)
         await pilot.press("escape")
         await idle(pilot)
         tool = [e for e in app.transcript.entries if e.kind == "tool"][0]

@@ -27,7 +27,7 @@ async def test_plain_mode_runs_a_turn_takes_a_hint_and_slash_commands(stub: Stub
     with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
         task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
         pipe.send_text("run it\r")
-        await until(lambda: bool(wiring.agent.in_flight))
+        await until(lambda: SLOW in out.getvalue())  # the call is narrated: it runs next
         pipe.send_text("shorter please\r")
         await until(lambda: "h1 pending" in out.getvalue())
         (project / "go").touch()
@@ -210,7 +210,7 @@ async def test_plain_ctrl_c_stops_a_working_turn_and_idle_clears_a_typed_line_be
     with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
         task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
         pipe.send_text("run it\r")
-        await until(lambda: bool(wiring.agent.in_flight))
+        await until(lambda: SLOW in out.getvalue())  # the call is narrated: it runs next
         pipe.send_text("\x03")  # while the agent works: stops it
         await until(lambda: "interrupted" in out.getvalue() and not wiring.agent.busy)
         assert not task.done()

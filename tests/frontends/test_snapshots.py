@@ -209,7 +209,7 @@ def test_mid_run_with_a_spinner_and_a_placed_hint(snap_compare: Any, stub: Stub,
     async def run_before(pilot: Any) -> None:
         await git_read(pilot)
         app.start_turn("run the tests")
-        await until(pilot, lambda: app.agent.in_flight)
+        await until(pilot, lambda: app.calls)  # the call is running
         await app.add_hint("only the parser tests, please", "steer")
         await until(pilot, lambda: len([e for e in app.transcript.entries if e.kind == "tool"]) == 2)
         await settle(pilot)

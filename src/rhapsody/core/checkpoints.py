@@ -16,11 +16,12 @@ Imports: stdlib and rhapsody.core only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from rhapsody.core.errors import RhapsodyError
+from rhapsody.core.errors import RhapsodyError, StorageError
 
 if TYPE_CHECKING:
     from rhapsody.core.session import Session
@@ -41,6 +42,14 @@ async def checkpoint(session: Session, checkpointer: Checkpointer | None, at: st
     """Take a checkpoint off the event loop and record it (or record why it failed)."""
     if checkpointer is not None:
         await asyncio.to_thread(take, session, checkpointer, at, **tied)
+
+
+def end_checkpoint(session: Session, checkpointer: Checkpointer | None) -> None:
+    """The tree as a turn left it, also a cancelled one (a sync call cannot be cancelled). A history that cannot
+    be written (a full disk) must not hide the error that ended the turn: the next append says it."""
+    if checkpointer is not None:
+        with contextlib.suppress(StorageError):
+            take(session, checkpointer, "end")
 
 
 def take(session: Session, checkpointer: Checkpointer, at: str, **tied: Any) -> dict[str, Any] | None:

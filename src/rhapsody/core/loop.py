@@ -1,19 +1,21 @@
 """The agent loop: one async generator every front end drives.
 
-`Agent.run(text)` appends the user's message (core/turn.py), then repeats one round: build
-the request from the active context and stream the answer (core/request.py), run the tool
-calls that were narrated and append one user message with the tool results first and the
-pending hints after them (core/tool_calls.py). At the end of the turn it commits a pending
-micro-handoff seam, delivers queued messages, or stops (core/turn_end.py); between turns it
-takes in tool sources' new tools (core/tool_sync.py).
+`Agent.run(text)` writes the user's message (core/turn.py), then repeats one round: build the
+request from the active context and stream the answer into the round (core/request.py,
+core/round.py), run the tool calls that were narrated and append one user message with the
+tool results first and the pending hints after them (core/tool_calls.py). A request refused for
+length strips first (core/safety_net.py). When the model ends its turn, a pending micro-handoff
+seam is committed, queued messages are delivered, or the turn stops (core/turn.py,
+core/turn_end.py).
 
-Cancellation (Esc) reaches the generator at an await, or as GeneratorExit at a yield when
-the consumer closes it; either way one handler settles the current round (core/round.py):
-it keeps what streamed, answers every open tool call with an "interrupted" result and
-re-raises, so the history is always a valid conversation. A cancelled turn yields
-`Interrupted` as its last event before the cancellation goes on. `max_steps_per_turn` and `max_cost_usd` end a turn with
-`LimitsExceeded` before a request that would pass them. The micro-handoff's state lives in
-the session (core/handoff_state.py); the loop only moves it along.
+Cancellation (Esc) reaches the generator at an await, or as GeneratorExit at a yield when the
+consumer closes it; either way the one handler in `run` settles the turn at its round under way
+(core/round.py): it keeps what streamed, answers every open tool call with an "interrupted"
+result, records `interrupted` and re-raises, so the history is always a valid conversation. A
+cancelled turn yields `Interrupted` as its last event before the cancellation goes on.
+`max_steps_per_turn` and `max_cost_usd` end a turn with `LimitsExceeded` before a request that
+would pass them. The micro-handoff's state lives in the session (core/handoff_state.py); the
+loop only moves it along.
 
 Imports: stdlib and rhapsody.core only.
 """
@@ -21,36 +23,22 @@ Imports: stdlib and rhapsody.core only.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 
-from rhapsody.core.checkpoints import checkpoint, take
-from rhapsody.core.errors import ContextTooLong, ModelError, StorageError
-from rhapsody.core.events import (
-    Event,
-    Failed,
-    ImagesAttached,
-    ModelResponse,
-    TurnEnded,
-    TurnStarted,
-)
-from rhapsody.core.images import label
-from rhapsody.core.messages import ToolUseBlock
+from rhapsody.core.checkpoints import end_checkpoint
+from rhapsody.core.events import Event, TurnEnded
 from rhapsody.core.model import Model
 from rhapsody.core.observers import Observer, Observers
 from rhapsody.core.policy import Policy, limit_reached
 from rhapsody.core.request import stream_request
-from rhapsody.core.round import Round, interrupt
-from rhapsody.core.safety_net import refused_again, strip_first
+from rhapsody.core.round import interrupt
+from rhapsody.core.safety_net import request_failed
 from rhapsody.core.session import Session
 from rhapsody.core.tool_calls import run_calls
-from rhapsody.core.tool_sync import sync_tools
 from rhapsody.core.tools import ToolContext, Toolbox
-from rhapsody.core.turn import Turn, opening, stop_blocked
-from rhapsody.core.turn_end import HandoffThreshold, delivered, end_of_turn
-from rhapsody.core.turn_hooks import hook_notices
-from rhapsody.core.window import after_last_seam
+from rhapsody.core.turn import Opening, Turn, begin, model_ended, opening
+from rhapsody.core.turn_end import HandoffThreshold
 
 
 class Agent:
@@ -69,128 +57,74 @@ class Agent:
         self.observers = Observers(observers)
         self.ctx = ToolContext(session.root, session, policy.bash_timeout, policy.output_cap)
         self.busy = False
-        self._round: Round | None = None
-        """The round under way: what a cancellation settles."""
         self._threshold = HandoffThreshold(policy.handoff_at_tokens, policy.handoff_at_share, policy.context_window)
-        self._turn = Turn()
 
     async def run(self, text: str | None = None) -> AsyncGenerator[Event, None]:
         """One turn: the human's text (plus any pending hints), then the tool loop."""
         opened = await opening(self.session, self.toolbox, self.policy.handoff_request, text)
         for notice in opened.notices:
             yield notice
-        blocks, hints, images = opened.blocks, opened.hints, opened.images
-        if not blocks:
+        if not opened.blocks:
             return
         self.busy = True
-        self._turn = Turn(len(self.session.records))
-        self._round = None
+        turn = Turn(len(self.session.records))
         try:
-            message = len(self.session.conversation.messages)
-            record = self.session.append_message("user", blocks)
-            # after the message is on disk (a quit right after Enter keeps it); no file changed in between
-            await checkpoint(self.session, self.toolbox.checkpointer, "turn", message=message)
-            if hints:
-                yield self._observed(delivered(self.session, hints, record["seq"], "start of turn"))
-            yield self._observed(TurnStarted(text or ""))
-            if images:
-                yield self._observed(ImagesAttached(tuple(label(i.block().dump()) for i in images)))
-            async for notice in sync_tools(self.session, self.toolbox):
-                yield self._observed(notice)
-            try:
-                async with aclosing(self._loop()) as loop:
-                    async for event in loop:
-                        yield self._observed(event)
-                await self._drain_observers()
-            except (asyncio.CancelledError, GeneratorExit) as exc:
-                # Cancelled at an await, or closed by the consumer at a yield: the turn stops here.
-                interruption = interrupt(self.session, self._round)
-                self._round = None
-                if isinstance(exc, asyncio.CancelledError):  # a closed generator may not yield
-                    yield self._observed(interruption)
-                raise
+            async with aclosing(self._turn(turn, opened, text)) as events:
+                async for event in events:
+                    yield self._observed(event)
+        except (asyncio.CancelledError, GeneratorExit) as exc:
+            # Cancelled at an await, or closed by the consumer at a yield: the one place a turn stops early.
+            interruption = interrupt(self.session, turn.round)
+            if isinstance(exc, asyncio.CancelledError):  # a closed generator may not yield
+                yield self._observed(interruption)
+            raise
         finally:
             self.busy = False
-            self._end_checkpoint()
+            end_checkpoint(self.session, self.toolbox.checkpointer)
 
-    def _end_checkpoint(self) -> None:
-        """The tree as the turn left it, also when cancelled (a sync call cannot be cancelled). A history that
-        cannot be written (a full disk) must not hide the error that ended the turn: the next append says it."""
-        if self.toolbox.checkpointer is not None:
-            with contextlib.suppress(StorageError):
-                take(self.session, self.toolbox.checkpointer, "end")
-
-    async def _loop(self) -> AsyncGenerator[Event, None]:
-        refused = ""  # the length refusal the last strip at the window answered
-        while True:
-            limit = limit_reached(self.policy, self.session, self._turn.steps)
+    async def _turn(self, turn: Turn, opened: Opening, text: str | None) -> AsyncGenerator[Event, None]:
+        """The turn's first message, its rounds, then the observers' turn to see them all."""
+        async for event in begin(self.session, self.toolbox, opened, text):
+            yield event
+        while not turn.over:
+            limit = limit_reached(self.policy, self.session, turn.steps)
             if limit is not None:
                 yield limit
                 yield TurnEnded("limit")
-                return
-            self._turn.steps += 1
-            response: ModelResponse | None = None
-            failure: ContextTooLong | ModelError | None = None
-            current = self._round = Round()
-            try:
-                async for event in stream_request(self.session, self.model, self.policy.context_window, current):
-                    if isinstance(event, ModelResponse):
-                        response = event
+                break
+            async with aclosing(self._round(turn)) as events:
+                async for event in events:
                     yield event
-            except (ContextTooLong, ModelError) as exc:
-                failure = exc
-            current.streaming = False
-            if isinstance(failure, ContextTooLong):
-                net = refused_again(self.session, str(failure)) if refused else \
-                    strip_first(self.session, self.policy, str(failure))
-                refused = str(failure)
-                for event in net.events:
-                    yield event
-                if not net.go_on:
-                    return
-                self._threshold.rearm(after_last_seam(self.session.records))
-                continue
-            if failure is not None:
-                self.session.record("error", message=str(failure))
-                yield Failed(str(failure))
-                return
-            assert response is not None
-            refused = ""
-            message = response.message
-            if message.content:
-                self.session.append_message("assistant", list(message.content))
-            self._threshold.check(self.session)
-            calls = message.tool_uses()
-            if not calls:
-                end = await end_of_turn(self.session, self.policy, self.model, self._threshold, self._turn.start)
-                for event in end.events:
-                    yield event
-                if not end.follow_up and not await stop_blocked(self.session, self.toolbox, message, self._turn):
-                    for notice in hook_notices(self.toolbox):
-                        yield notice
-                    yield TurnEnded(response.stop_reason)
-                    return
-                for notice in hook_notices(self.toolbox):
-                    yield notice
-                continue
-            # aclosing: a consumer that closes the turn here closes the calls before the round is settled.
-            current.run_calls(calls)
-            async with aclosing(run_calls(self.ctx, self.toolbox, self.policy, current, message)) as running:
-                async for event in running:
-                    yield event
+        for error in await self.observers.drain():
+            self.session.record("error", message=f"observer: {error}")
+
+    async def _round(self, turn: Turn) -> AsyncGenerator[Event, None]:
+        """One request and what its answer asks for: the calls run, the end of the turn, or the failure."""
+        current = turn.next_round()
+        async for event in stream_request(self.session, self.model, self.policy.context_window, current):
+            yield event
+        if current.failure is not None:
+            netted = request_failed(self.session, self.policy, self._threshold, current.failure, turn.refused)
+            turn.refused, turn.over = True, not netted.go_on
+            for event in netted.events:
+                yield event
+            return
+        turn.refused = False
+        response = current.answered(self.session)
+        self._threshold.check(self.session)
+        if not current.calls:
+            async for event in model_ended(self.session, self.toolbox, self.policy, self.model, self._threshold,
+                                           turn, response):
+                yield event
+            return
+        # aclosing: a consumer that closes the turn here closes the calls before the round is settled.
+        async with aclosing(run_calls(self.ctx, self.toolbox, self.policy, current, response.message)) as running:
+            async for event in running:
+                yield event
 
     def _observed(self, event: Event) -> Event:
         self.observers.put(self.session, event)
         return event
-
-    async def _drain_observers(self) -> None:
-        for error in await self.observers.drain():
-            self.session.record("error", message=f"observer: {error}")
-
-    @property
-    def in_flight(self) -> tuple[ToolUseBlock, ...]:
-        """Tool calls of the current message not yet answered."""
-        return tuple(self._round.calls) if self._round else ()
 
     def replace_session(self, session: Session) -> None:
         """Continue with another session (``/clear``); only between turns."""
@@ -203,4 +137,3 @@ class Agent:
         False when a handoff is already under way.
         """
         return self.session.request_handoff()
-

@@ -1,8 +1,9 @@
 """One request of a round: sized, checked against the context window, recorded, then streamed.
 
-A request the window cannot hold is not sent: `ContextTooLong` goes to the loop, which strips
-first (core/safety_net.py). While the answer streams, its text gathers in the round, so a
-cancellation keeps what streamed (core/round.py).
+A request the window cannot hold is not sent. While the answer streams, its text gathers in
+the round, so a cancellation keeps what streamed (core/round.py); then the round holds the
+whole answer, or why the request failed: refused for length (`ContextTooLong`, which the loop
+answers by stripping first, core/safety_net.py) or by the model (`ModelError`).
 
 Imports: stdlib and rhapsody.core only.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 
-from rhapsody.core.errors import ContextTooLong
+from rhapsody.core.errors import ContextTooLong, ModelError
 from rhapsody.core.events import Event, ModelResponse, RequestSent, Retrying, TextDelta, UsageReported
 from rhapsody.core.model import Model
 from rhapsody.core.round import Round
@@ -21,22 +22,28 @@ from rhapsody.core.window import context_window, expected_tokens, too_long
 
 async def stream_request(session: Session, model: Model, window_setting: int | None,
                          current: Round) -> AsyncGenerator[Event, None]:
-    """Send the active context and yield the answer's events; every request, retry and usage is recorded."""
-    body, size, est = session.request_and_size()
-    window = context_window(session.spec.model, window_setting)
-    expected = expected_tokens(session.records, est)
-    if expected > window:
-        raise ContextTooLong(too_long(expected, window))
-    session.record("request", bytes=size, est_tokens=est, messages=len(body["messages"]),
-                   model=str(body.get("model", "")))
-    yield RequestSent(size, est, len(body["messages"]))
-    async for event in model.stream(body):
-        if isinstance(event, TextDelta):
-            current.partial.append(event.text)
-        elif isinstance(event, Retrying):
-            current.partial = []
-            session.record("retry", attempt=event.attempt, reason=event.reason, delay=event.delay)
-        elif isinstance(event, ModelResponse):
-            session.record("usage", stop_reason=event.stop_reason, **event.usage)
-            yield UsageReported(event.usage)
-        yield event
+    """Send the active context and yield the answer's events; every request, retry and usage is recorded, and
+    the answer (or why the request failed) is kept in the round."""
+    try:
+        body, size, est = session.request_and_size()
+        window = context_window(session.spec.model, window_setting)
+        expected = expected_tokens(session.records, est)
+        if expected > window:
+            raise ContextTooLong(too_long(expected, window))
+        session.record("request", bytes=size, est_tokens=est, messages=len(body["messages"]),
+                       model=str(body.get("model", "")))
+        yield RequestSent(size, est, len(body["messages"]))
+        async for event in model.stream(body):
+            if isinstance(event, TextDelta):
+                current.partial.append(event.text)
+            elif isinstance(event, Retrying):
+                current.partial = []
+                session.record("retry", attempt=event.attempt, reason=event.reason, delay=event.delay)
+            elif isinstance(event, ModelResponse):
+                current.response = event
+                session.record("usage", stop_reason=event.stop_reason, **event.usage)
+                yield UsageReported(event.usage)
+            yield event
+    except (ContextTooLong, ModelError) as exc:
+        current.failure = exc
+    current.streaming = False

@@ -1,9 +1,11 @@
 """One round of a turn: a request streamed, then the tool calls its answer made.
 
-A `Round` holds what a cancellation must settle: the text streamed so far, the calls not yet
-answered, the results and the human's denial reasons gathered so far. `interrupt` settles it so
-the history stays a valid conversation: what streamed is kept, every open call is answered with
-an "interrupted" result. It is the loop's one cancellation path (core/loop.py).
+A `Round` holds one round's state: the text streamed so far, the answer (or why the request
+failed), the calls not yet answered, the results and the human's denial reasons gathered so
+far. `interrupt` settles a cancelled turn from it so the history stays a valid conversation:
+what streamed is kept, every open call is answered with an "interrupted" result, and an
+`interrupted` record ends what the turn wrote. It is the loop's one cancellation path
+(core/loop.py).
 
 Imports: stdlib and rhapsody.core only.
 """
@@ -12,7 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rhapsody.core.events import DenialDelivered, Interrupted, NarrationViolation
+from rhapsody.core.errors import ContextTooLong, ModelError
+from rhapsody.core.events import DenialDelivered, Interrupted, ModelResponse, NarrationViolation
 from rhapsody.core.messages import Block, TextBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.core.session import Session
 from rhapsody.core.tools import ToolOutcome
@@ -27,6 +30,10 @@ class Round:
     streaming: bool = True
     partial: list[str] = field(default_factory=list)
     """The text streamed so far (restarted when the request is retried)."""
+    response: ModelResponse | None = None
+    """The model's whole answer, once it streamed."""
+    failure: ContextTooLong | ModelError | None = None
+    """Why the request failed, when it did (there is then no answer)."""
     calls: list[ToolUseBlock] = field(default_factory=list)
     """Calls not yet answered, in order; the first may be running."""
     results: list[ToolResultBlock] = field(default_factory=list)
@@ -35,11 +42,14 @@ class Round:
     unrun: set[str] = field(default_factory=set)
     """Calls refused before running (by the narration rule or a permission): they have no result to follow."""
 
-    def run_calls(self, calls: list[ToolUseBlock]) -> None:
-        """The answer is complete; these calls are now to run."""
-        self.streaming = False
-        self.calls = list(calls)
-        self.unrun = set()
+    def answered(self, session: Session) -> ModelResponse:
+        """The whole answer goes into the history; its calls are the ones now to run."""
+        assert self.response is not None
+        content = self.response.message.content
+        if content:
+            session.append_message("assistant", list(content))
+        self.calls = self.response.message.tool_uses()
+        return self.response
 
     def ran(self, session: Session, call: ToolUseBlock, outcome: ToolOutcome, ms: int) -> None:
         """A call ran (or was refused): its run recorded, its result (and the human's words) kept."""
@@ -93,13 +103,13 @@ def _result_of(call: ToolUseBlock, outcome: ToolOutcome) -> ToolResultBlock:
 
 
 def interrupt(session: Session, current: Round | None) -> Interrupted:
-    """Settle a cancelled round in the history, and say what was interrupted."""
-    if current is None:
-        return Interrupted("", during="turn")
-    if current.streaming:
+    """Settle a cancelled turn in the history at its round under way (None: before the first), and say what
+    was interrupted."""
+    if current is not None and current.streaming:
         return _keep_partial(session, current)
-    if current.calls or current.results:
+    if current is not None and (current.calls or current.results):
         return _answer_open_calls(session, current)
+    session.record("interrupted", partial_text="", during="turn")  # between rounds: nothing is open
     return Interrupted("", during="turn")
 
 

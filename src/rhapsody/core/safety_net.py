@@ -2,7 +2,7 @@
 
 A handoff is a model call over the whole context, so once the context no longer fits it
 cannot be asked for. The strip needs no model call. When a request is refused for length
-(the API's 400, or rhapsody's own estimate before sending), the loop calls `strip_first`:
+(the API's 400, or rhapsody's own estimate before sending), `request_failed` strips first:
 
 1. a `seam` record strips every message so far, the current round included (its tool
    results leave too, and every thinking block, so none is left bound to a prefix that
@@ -14,7 +14,8 @@ cannot be asked for. The strip needs no model call. When a request is refused fo
 A note already written (phase `noted`) is not asked again: its seam is committed now, and
 work the handoff interrupted goes on.
 When stripping would take nothing, or the stripped request is refused again, the turn
-fails with one line; the history is valid at every step, since each step is one record.
+fails with one line, as it does on any other failed request; the history is valid at every
+step, since each step is one record.
 
 Imports: stdlib and rhapsody.core only.
 """
@@ -25,13 +26,15 @@ from dataclasses import dataclass
 
 from rhapsody.core import handoff_state
 from rhapsody.core.context import measure_messages
+from rhapsody.core.errors import ContextTooLong, ModelError
 from rhapsody.core.events import Event, Failed, HandoffAsked, HandoffFailed, SeamCommitted
 from rhapsody.core.handoff import AuditFailed, commit_seam, stripped_index
 from rhapsody.core.handoff_state import Phase
 from rhapsody.core.messages import TextBlock
 from rhapsody.core.policy import Policy
 from rhapsody.core.session import Session
-from rhapsody.core.turn_end import ABANDONED
+from rhapsody.core.turn_end import ABANDONED, HandoffThreshold
+from rhapsody.core.window import after_last_seam
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,21 @@ class Netted:
     go_on: bool
 
 
-def strip_first(session: Session, policy: Policy, refusal: str) -> Netted:
+def request_failed(session: Session, policy: Policy, threshold: HandoffThreshold,
+                   failure: ContextTooLong | ModelError, refused_before: bool) -> Netted:
+    """A failed request: refused for length, strip first (the threshold then counts from the seam), unless
+    the stripped request was refused too; any other failure ends the turn."""
+    if not isinstance(failure, ContextTooLong):
+        return _fail(session, str(failure))
+    if refused_before:
+        return _refused_again(session, str(failure))
+    netted = _strip_first(session, policy, str(failure))
+    if netted.go_on:
+        threshold.rearm(after_last_seam(session.records))
+    return netted
+
+
+def _strip_first(session: Session, policy: Policy, refusal: str) -> Netted:
     """Strip the context that did not fit, then ask for the note over what is left."""
     if not _strip_takes_something(session):
         return _fail(session, f"{refusal}; stripping tool traffic would take nothing, so the request cannot be made to fit")
@@ -66,7 +83,7 @@ def strip_first(session: Session, policy: Policy, refusal: str) -> Netted:
     return Netted(events, True)
 
 
-def refused_again(session: Session, refusal: str) -> Netted:
+def _refused_again(session: Session, refusal: str) -> Netted:
     """The stripped request was refused for length as well: the turn ends, saying so."""
     return _fail(session, f"{refusal} (after the strip at the window: the words kept are more than the window holds)")
 

@@ -1,34 +1,56 @@
-"""What opens a turn, and the turn's own state beyond its rounds (core/round.py).
+"""What opens and closes a turn, and the turn's own state: its counters and the round under way.
 
 The first user message of a turn carries the pending hints first, then the human's text, the
 images it names and what UserPromptSubmit hooks add; with no words of the human, a wanted
-micro-handoff is asked for instead. A hook may refuse the prompt: then nothing is sent. At the
-end of a turn a Stop hook may send the agent back to work, a bounded number of times.
+micro-handoff is asked for instead. A hook may refuse the prompt: then nothing is sent. Once
+the message is written, a checkpoint is taken and tool sources' new tools are taken in. When
+the model ends its turn, the turn is over unless what the end of a turn sends (a seam's
+follow-up, a reminder, queued hints: core/turn_end.py) or a Stop hook sends the agent back to
+work; a Stop hook may do so a bounded number of times.
 
 Imports: stdlib and rhapsody.core only.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
-from rhapsody.core.events import Notice
+from rhapsody.core.checkpoints import checkpoint
+from rhapsody.core.events import Event, ImagesAttached, ModelResponse, Notice, TurnEnded, TurnStarted
 from rhapsody.core.handoff_state import Phase
-from rhapsody.core.images import Attached, attach
 from rhapsody.core.hooks import STOP_CONTINUES
+from rhapsody.core.images import Attached, attach, label
 from rhapsody.core.messages import Block, Message, TextBlock
+from rhapsody.core.model import Model
+from rhapsody.core.policy import Policy
+from rhapsody.core.round import Round
 from rhapsody.core.session import Hint, Session
+from rhapsody.core.tool_sync import sync_tools
 from rhapsody.core.tools import Toolbox
+from rhapsody.core.turn_end import HandoffThreshold, delivered, end_of_turn
 from rhapsody.core.turn_hooks import ask_handoff, fire, hook_notices
 
 
 @dataclass
 class Turn:
-    """Where the turn's records start, the requests it made, and how often a Stop hook sent it back to work."""
+    """Where the turn's records start, the requests it made, how often a Stop hook sent it back to work, and
+    the round under way (what a cancellation settles)."""
 
     start: int = 0
     steps: int = 0
     stops: int = 0
+    round: Round | None = None
+    refused: bool = False
+    """The last request was refused for length: the strip at the window answered it already."""
+    over: bool = False
+    """The model ended the turn and nothing sent it back to work, or a failed request ended it."""
+
+    def next_round(self) -> Round:
+        """A new round: one more request of this turn."""
+        self.steps += 1
+        self.round = Round()
+        return self.round
 
 
 @dataclass(frozen=True)
@@ -58,6 +80,21 @@ async def opening(session: Session, toolbox: Toolbox, handoff_request: str, text
     return Opening(blocks, hints, images, [*notices, *(Notice(line) for line in refused)])
 
 
+async def begin(session: Session, toolbox: Toolbox, opened: Opening, text: str | None) -> AsyncGenerator[Event, None]:
+    """Write the turn's first message, take a checkpoint, take in new tools; what the front ends show of it."""
+    message = len(session.conversation.messages)
+    record = session.append_message("user", opened.blocks)
+    # after the message is on disk (a quit right after Enter keeps it); no file changed in between
+    await checkpoint(session, toolbox.checkpointer, "turn", message=message)
+    if opened.hints:
+        yield delivered(session, opened.hints, record["seq"], "start of turn")
+    yield TurnStarted(text or "")
+    if opened.images:
+        yield ImagesAttached(tuple(label(i.block().dump()) for i in opened.images))
+    async for notice in sync_tools(session, toolbox):
+        yield notice
+
+
 async def _pending_only(session: Session, toolbox: Toolbox, handoff_request: str) -> Opening:
     """A turn without the human's words: the pending hints, else the micro-handoff if one is wanted."""
     hints = session.take_hints()
@@ -67,7 +104,21 @@ async def _pending_only(session: Session, toolbox: Toolbox, handoff_request: str
     return Opening(blocks, hints, [], [])
 
 
-async def stop_blocked(session: Session, toolbox: Toolbox, message: Message, turn: Turn) -> bool:
+async def model_ended(session: Session, toolbox: Toolbox, policy: Policy, model: Model, threshold: HandoffThreshold,
+                      turn: Turn, response: ModelResponse) -> AsyncGenerator[Event, None]:
+    """The model ended its turn: the end of a turn's events; the turn is over unless they, or a Stop hook, send
+    the agent back to work."""
+    end = await end_of_turn(session, policy, model, threshold, turn.start)
+    for event in end.events:
+        yield event
+    turn.over = not end.follow_up and not await _stop_blocked(session, toolbox, response.message, turn)
+    for notice in hook_notices(toolbox):
+        yield notice
+    if turn.over:
+        yield TurnEnded(response.stop_reason)
+
+
+async def _stop_blocked(session: Session, toolbox: Toolbox, message: Message, turn: Turn) -> bool:
     """Whether a Stop hook sends the agent back to work (counted in the turn); its reason is then the next
     user message."""
     last = "".join(b.text for b in message.content if isinstance(b, TextBlock))
