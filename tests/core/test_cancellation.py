@@ -27,7 +27,7 @@ from rhapsody.core.session import Session
 from rhapsody.core.strip import validity_problems
 from rhapsody.loopback.script import call, say
 
-from .conftest import Stub, collect, until
+from tests.conftest import Stub, collect, until
 
 NARRATE = "I will write a marker file with echo so the turn leaves a trace on disk."
 SLOW_WORDS = {"content": [{"type": "text", "text": "Streaming slowly so I can be interrupted. " * 40}], "delay": 0.02}
