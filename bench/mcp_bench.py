@@ -57,7 +57,7 @@ def free_port() -> int:
 
 def main() -> None:
     port = free_port()
-    notes = subprocess.Popen([sys.executable, str(ROOT / "tests" / "servers" / "mcp_http_notes.py"), str(port)],
+    notes = subprocess.Popen([sys.executable, str(ROOT / "tests" / "mcp" / "servers" / "mcp_http_notes.py"), str(port)],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 20
