@@ -202,7 +202,9 @@ def test_the_full_output_view(snap_compare: Any, stub: Stub, root: Path, size: t
 
 @pytest.mark.parametrize("size", SIZES)
 def test_mid_run_with_a_spinner_and_a_placed_hint(snap_compare: Any, stub: Stub, root: Path, size: tuple[int, int]) -> None:
-    stub.script(call(SLOW, "bash", command="sleep 0.3"), call(SLOW, "bash", command="sleep 30"), say("never"))
+    # the first call ends only once the hint is queued, however slow the machine: the hint lands after it
+    stub.script(call(SLOW, "bash", command="until [ -e .go ]; do sleep 0.05; done"),
+                call(SLOW, "bash", command="sleep 30"), say("never"))
     app = fixed_app(stub, root)
     app.live = FrozenClock()
 
@@ -211,6 +213,7 @@ def test_mid_run_with_a_spinner_and_a_placed_hint(snap_compare: Any, stub: Stub,
         app.start_turn("run the tests")
         await until(pilot, lambda: app.calls)  # the call is running
         await app.add_hint("only the parser tests, please", "steer")
+        (root / ".go").touch()
         await until(pilot, lambda: len([e for e in app.transcript.entries if e.kind == "tool"]) == 2)
         await settle(pilot)
 
