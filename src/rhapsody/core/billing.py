@@ -20,6 +20,8 @@ Imports: stdlib and rhapsody.core only.
 from __future__ import annotations
 
 import hashlib
+from itertools import compress, count
+from operator import is_not
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,11 +94,7 @@ class CacheModel:
     def price(self, ts: float, messages: list[Message], read_mult: float | None = None) -> tuple[int, float]:
         """(input tokens, billed equivalents) of one request sent at `ts`, its cache reads at `read_mult`
         (the model's rate of the request; the model's default when None)."""
-        same = 0
-        for old, new in zip(self._prev, messages):
-            if old is not new:
-                break
-            same += 1
+        same = _shared(self._prev, messages)
         runs, totals = self._runs[: self._head + same], self._totals[: self._head + same]
         for message in messages[same:]:
             digest, tokens = self._part(message)
@@ -118,6 +116,12 @@ class CacheModel:
             found = (message, _digest(text), _chars_tokens(len(text)))
             self._memo[id(message)] = found
         return found[1], found[2]
+
+
+def _shared(old: list[Message], new: list[Message]) -> int:
+    """How many leading messages two requests share (the same objects): compared at C speed, since a long
+    session's requests share thousands of messages each."""
+    return next(compress(count(), map(is_not, old, new)), min(len(old), len(new)))
 
 
 def _digest(text: str) -> str:
