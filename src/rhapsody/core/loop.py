@@ -41,14 +41,14 @@ from rhapsody.core.model import Model
 from rhapsody.core.observers import Observer, Observers
 from rhapsody.core.policy import Policy, limit_reached
 from rhapsody.core.request import stream_request
-from rhapsody.core.round import Round, interrupt
+from rhapsody.core.round import Round, cancel_handoff, interrupt
 from rhapsody.core.safety_net import refused_again, strip_first
 from rhapsody.core.session import Session
 from rhapsody.core.tool_calls import run_calls
 from rhapsody.core.tool_sync import sync_tools
 from rhapsody.core.tools import ToolContext, Toolbox
 from rhapsody.core.turn import Turn, opening, stop_blocked
-from rhapsody.core.turn_end import HandoffThreshold, delivered, end_of_turn
+from rhapsody.core.turn_end import HandoffThreshold, delivered, end_of_turn, handoff_left, said
 from rhapsody.core.turn_hooks import hook_notices
 from rhapsody.core.window import after_last_seam
 
@@ -73,9 +73,34 @@ class Agent:
         """The round under way: what a cancellation settles."""
         self._threshold = HandoffThreshold(policy.handoff_at_tokens, policy.handoff_at_share, policy.context_window)
         self._turn = Turn()
+        self.unsaid: list[Event] = []
+        """What a turn closed by its consumer could not say (see `take_unsaid`)."""
 
     async def run(self, text: str | None = None) -> AsyncGenerator[Event, None]:
-        """One turn: the human's text (plus any pending hints), then the tool loop."""
+        """One turn: the human's text (plus any pending hints), then the tool loop; then, when a handoff is still
+        wanted, the turn that asks for it (core/turn_end.py `handoff_left`), so every front end ends ctrl+o in a seam."""
+        self.unsaid = []
+        async with aclosing(self._one_turn(text)) as turn:
+            async for event in turn:
+                yield event
+        handoff, events = handoff_left(self.session)
+        for event in events:
+            yield self._observed(event)
+        if events:
+            await self._drain_observers()
+        if handoff:
+            async with aclosing(self._one_turn(None)) as turn:
+                async for event in turn:
+                    yield event
+
+    def take_unsaid(self) -> list[Event]:
+        """What the last turn, closed by its consumer at a yield, could not say (`Interrupted`, a handoff
+        cancelled): the front end shows these itself."""
+        unsaid, self.unsaid = self.unsaid, []
+        return unsaid
+
+    async def _one_turn(self, text: str | None) -> AsyncGenerator[Event, None]:
+        """One turn, as `run` describes it, without what follows it."""
         opened = await opening(self.session, self.toolbox, self.policy.handoff_request, text)
         for notice in opened.notices:
             yield notice
@@ -93,6 +118,8 @@ class Agent:
             if hints:
                 yield self._observed(delivered(self.session, hints, record["seq"], "start of turn"))
             yield self._observed(TurnStarted(text or ""))
+            for said_now in said(blocks[len(hints):], record["seq"]):  # the harness's own words: a handoff asked for
+                yield self._observed(said_now)
             if images:
                 yield self._observed(ImagesAttached(tuple(label(i.block().dump()) for i in images)))
             async for notice in sync_tools(self.session, self.toolbox):
@@ -104,10 +131,13 @@ class Agent:
                 await self._drain_observers()
             except (asyncio.CancelledError, GeneratorExit) as exc:
                 # Cancelled at an await, or closed by the consumer at a yield: the turn stops here.
-                interruption = interrupt(self.session, self._round)
+                interruption: list[Event] = [interrupt(self.session, self._round), *cancel_handoff(self.session)]
                 self._round = None
-                if isinstance(exc, asyncio.CancelledError):  # a closed generator may not yield
-                    yield self._observed(interruption)
+                if not isinstance(exc, asyncio.CancelledError):  # a closed generator may not yield
+                    self.unsaid = interruption
+                    raise
+                for event in interruption:
+                    yield self._observed(event)
                 raise
         finally:
             self.busy = False

@@ -3,7 +3,8 @@
 A `Round` holds what a cancellation must settle: the text streamed so far, the calls not yet
 answered, the results and the human's denial reasons gathered so far. `interrupt` settles it so
 the history stays a valid conversation: what streamed is kept, every open call is answered with
-an "interrupted" result. It is the loop's one cancellation path (core/loop.py).
+an "interrupted" result; a handoff request still waiting for its note ends too (`cancel_handoff`).
+It is the loop's one cancellation path (core/loop.py).
 
 Imports: stdlib and rhapsody.core only.
 """
@@ -12,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rhapsody.core.events import DenialDelivered, Interrupted, NarrationViolation
+from rhapsody.core import handoff_state
+from rhapsody.core.events import DenialDelivered, HandoffFailed, Interrupted, NarrationViolation
 from rhapsody.core.messages import Block, TextBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.core.session import Session
 from rhapsody.core.tools import ToolOutcome
@@ -101,6 +103,11 @@ def interrupt(session: Session, current: Round | None) -> Interrupted:
     if current.calls or current.results:
         return _answer_open_calls(session, current)
     return Interrupted("", during="turn")
+
+
+def cancel_handoff(session: Session) -> list[HandoffFailed]:
+    """Esc ends a handoff request waiting for its note too, whichever front end pressed it; the event that says so."""
+    return [HandoffFailed(handoff_state.CANCELLED)] if handoff_state.cancel(session) else []
 
 
 def _keep_partial(session: Session, current: Round) -> Interrupted:
