@@ -152,3 +152,21 @@ async def test_headless_text_shows_the_harness_words_and_a_finished_edit_carries
     assert await run_headless(wiring.agent, "again", "jsonl", out=jsonl, err=io.StringIO()) == 0
     finished = [json.loads(line) for line in jsonl.getvalue().splitlines() if '"tool_finished"' in line]
     assert "-    return a + b\n+    return a * b" in finished[0]["diff"]
+
+
+async def test_app_shows_each_harness_line_once_live_and_as_a_rebuild_shows_it(stub: Stub, project: Path) -> None:
+    from rhapsody.tui.app import RhapsodyApp
+
+    from .test_app_keys import idle, send, texts
+
+    stub.script(call(NARRATE, "bash", command="echo earlier"), handoff_turn(), say("Noted."), say("continued"))
+    wiring = stub.wire(project)
+    app = RhapsodyApp(wiring.agent, wiring.settings)
+    async with app.run_test(size=(100, 30)) as pilot:
+        wiring.agent.request_handoff()  # asked at the first tool boundary: the seam interrupts work, so "go on" follows
+        await send(pilot, "run something")
+        await idle(pilot)
+        live = [t for t in texts(app) if t.startswith("⚙")]
+        await app.reload()
+        assert [t for t in texts(app) if t.startswith("⚙")] == live
+    assert [t[:40] for t in live] == ["⚙ [rhapsody] Micro-handoff requested. Wh", "⚙ [rhapsody] The micro-handoff is done: "]
