@@ -22,7 +22,7 @@ from rhapsody.headless import run_headless
 from rhapsody.loopback.script import call, say
 from rhapsody.plain import run_plain
 
-from .conftest import Stub, until
+from .conftest import GATE, Stub, until
 from .test_handoff_e2e import handoff_turn
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "rhapsody"
@@ -118,6 +118,28 @@ async def test_plain_ctrl_c_ends_a_handoff_request_and_says_so(stub: Stub, proje
         assert await asyncio.wait_for(task, 10) == 0
     assert not wiring.session.handoff.pending and "Micro-handoff requested" not in json.dumps(stub.bodies())
     assert out.getvalue().count("✗ handoff: micro-handoff cancelled: Esc interrupted the turn") == 1
+
+
+async def test_plain_a_queued_line_reaches_the_model_at_the_end_of_the_turn_as_in_the_app(
+        stub: Stub, project: Path) -> None:
+    stub.script(call(NARRATE, "bash", command=f"{GATE}; echo ok"), say("First task done."), say("Second task done."))
+    wiring = stub.wire(project)
+    out = io.StringIO()
+    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
+        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+        pipe.send_text("first\r")
+        await until(lambda: bool(wiring.agent.in_flight))
+        pipe.send_text(">>then do the second task\r")
+        await until(lambda: "h1 pending: end of turn" in out.getvalue())
+        (project / "go").touch()
+        await until(lambda: "Second task done." in out.getvalue() and not wiring.agent.busy)
+        pipe.send_text("/quit\r")
+        assert await asyncio.wait_for(task, 10) == 0
+    bodies = stub.bodies()
+    assert [b["type"] for b in bodies[1]["messages"][-1]["content"]] == ["tool_result"]  # not at the tool boundary
+    assert bodies[2]["messages"][-1]["content"][0]["text"] == "then do the second task"
+    text = out.getvalue()
+    assert text.index("First task done.") < text.index("✓ hint h1 delivered (end of turn)") < text.index("Second task")
 
 
 async def test_headless_a_handoff_wanted_as_the_turn_ends_is_asked_for_and_ends_in_a_seam(
