@@ -124,7 +124,8 @@ class RhapsodyApp(App[int]):
         self.worker: Worker[None] | None = None
         self.live = Liveness()
         self._rebuilt_to = 0
-        """The last history record the transcript was rebuilt from: live events about records up to it are drawn."""
+        """The last history record the transcript was rebuilt from: what live events say of records up to it is drawn
+        already."""
         self._said_interrupted = False
         self._thinking: Entry | None = None
         self._ctrl_c_at = 0.0
