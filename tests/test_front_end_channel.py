@@ -12,12 +12,15 @@ import ast
 import asyncio
 import io
 import json
+from contextlib import aclosing
 from pathlib import Path
 
 from prompt_toolkit.application import create_app_session
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
+from rhapsody.core.events import HandoffFailed, Interrupted, TextDelta
+from rhapsody.core.handoff_state import CANCELLED, Phase
 from rhapsody.headless import run_headless
 from rhapsody.loopback.script import call, say
 from rhapsody.plain import run_plain
@@ -75,6 +78,21 @@ def test_the_check_finds_a_live_read_of_records(tmp_path: Path) -> None:
     module.write_text("class A:\n    def show(self):\n        return self.agent.session.records[-1]\n"
                       "    def own(self):\n        return self.records\n", encoding="utf-8")
     assert record_reads(module) == [("show", 3)]
+
+
+async def test_a_turn_closed_by_its_consumer_keeps_what_it_could_not_say_for_the_front_end(
+        stub: Stub, project: Path) -> None:
+    stub.script(TALK)
+    wiring = stub.wire(project)
+    async with aclosing(wiring.agent.run("talk")) as events:
+        async for event in events:
+            if isinstance(event, TextDelta):
+                wiring.agent.request_handoff()
+                break  # as the app's worker closes the turn when Esc lands while it draws an event
+    unsaid = wiring.agent.take_unsaid()
+    assert [type(e) for e in unsaid] == [Interrupted, HandoffFailed]
+    assert isinstance(unsaid[1], HandoffFailed) and unsaid[1].reason == CANCELLED
+    assert wiring.agent.take_unsaid() == [] and wiring.session.handoff.phase == Phase.FAILED
 
 
 async def test_plain_ctrl_o_as_a_turn_ends_without_a_tool_call_ends_in_a_seam(stub: Stub, project: Path) -> None:

@@ -4,14 +4,17 @@
 the request from the active context and stream the answer (core/request.py), run the tool
 calls that were narrated and append one user message with the tool results first and the
 pending hints after them (core/tool_calls.py). At the end of the turn it commits a pending
-micro-handoff seam, delivers queued messages, or stops (core/turn_end.py); between turns it
-takes in tool sources' new tools (core/tool_sync.py).
+micro-handoff seam, delivers queued messages, or stops (core/turn_end.py); a handoff still
+wanted once the turn is over is asked for in a turn of its own, so ctrl+o ends in a seam in
+every front end; between turns it takes in tool sources' new tools (core/tool_sync.py).
 
 Cancellation (Esc) reaches the generator at an await, or as GeneratorExit at a yield when
 the consumer closes it; either way one handler settles the current round (core/round.py):
 it keeps what streamed, answers every open tool call with an "interrupted" result and
-re-raises, so the history is always a valid conversation. A cancelled turn yields
-`Interrupted` as its last event before the cancellation goes on. `max_steps_per_turn` and `max_cost_usd` end a turn with
+re-raises, so the history is always a valid conversation; a handoff request waiting for its
+note ends with it. A cancelled turn yields `Interrupted` (and `HandoffFailed` for such a
+request) as its last events before the cancellation goes on; a closed one keeps them for the
+front end (`take_unsaid`). `max_steps_per_turn` and `max_cost_usd` end a turn with
 `LimitsExceeded` before a request that would pass them. The micro-handoff's state lives in
 the session (core/handoff_state.py); the loop only moves it along.
 
