@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from multiprocessing.connection import Connection
-from contextlib import aclosing
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ import anthropic
 
 from rhapsody.providers.anthropic import AnthropicModel
 from rhapsody.config.settings import Settings
+from rhapsody.core.events import Event
 from rhapsody.core.handoff import undo_seam
 from rhapsody.core.loop import Agent
 from rhapsody.loopback.script import ScriptedResponder, say
@@ -38,32 +39,37 @@ SCRIPTS: dict[str, list[dict[str, Any]]] = {
 }
 
 
-async def reach(agent: Agent, state: str) -> None:
-    """Request a handoff and drive the turn until the handoff is in `state` (or the turn ends)."""
+async def reach(agent: Agent, state: str) -> AsyncGenerator[Event, None] | None:
+    """Request a handoff and drive the turn until the handoff is in `state` (or the turn ends); the turn's
+    stream, left open when it stopped there: closing it would end the turn as Esc does, and a handoff request
+    with it."""
     agent.request_handoff()
     target = "committed" if state == "undone" else state
+    stream = None
     if agent.session.handoff.phase != target:
-        async with aclosing(agent.run()) as events:
-            async for _ in events:
-                if agent.session.handoff.phase == target:
-                    break
+        stream = agent.run()
+        async for _ in stream:
+            if agent.session.handoff.phase == target:
+                break
     if state == "undone":
         undo_seam(agent.session)
+    return stream
 
 
-async def drive(project: Path, state: str) -> tuple[str, str]:
-    """Drive a new session of `project` to `state`; its history path and the phase it holds."""
+async def drive(project: Path, state: str, conn: Connection) -> None:
+    """Drive a new session of `project` to `state`, send its history path and the phase it holds, then block
+    (the turn's stream still open) until killed."""
     server = LoopbackServer(ScriptedResponder(SCRIPTS[state])).start()
     client = anthropic.AsyncAnthropic(base_url=server.url, api_key="sk-test-key", max_retries=0, timeout=5.0)
     wiring = build(project, Settings(permission_mode="yolo"), AnthropicModel(client, retries=0), "claude-sonnet-5-5")
-    await reach(wiring.agent, state)
-    return str(wiring.session.path), wiring.session.handoff.phase.value
-
-
-def hold(project: Path, state: str, conn: Connection) -> None:
-    """The child process: reach `state`, say so, then block until killed."""
-    conn.send(asyncio.run(drive(project, state)))
+    _open = await reach(wiring.agent, state)  # referenced until the child is killed, so never closed
+    conn.send((str(wiring.session.path), wiring.session.handoff.phase.value))
     try:
         conn.recv()
     except EOFError:
         pass
+
+
+def hold(project: Path, state: str, conn: Connection) -> None:
+    """The child process: reach `state`, say so, then block until killed."""
+    asyncio.run(drive(project, state, conn))

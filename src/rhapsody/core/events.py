@@ -1,5 +1,11 @@
 """Events the agent loop emits; every front end renders the same stream.
 
+This stream is the one channel from the loop to the front ends: what the app, plain mode and
+headless show live (the text, each tool call and its facts, every word the harness itself sent
+the model, seams, hints delivered) arrives as an event. A front end reads the history's records
+only to rebuild a transcript (on resume, after a rewind or a seam) and for the full view of an
+old result, never to find what just happened (tests/test_front_end_channel.py holds them to it).
+
 Imports: stdlib and rhapsody.core only.
 """
 
@@ -104,6 +110,10 @@ class ToolFinished:
     exit_code: int | None = None
     refused: str = ""
     """Why the call was not run (a permission refusal); empty when it ran."""
+    diff: str = ""
+    """The diff a write or edit applied (its `tool_run` record's `diff`)."""
+    proposed: str = ""
+    """The diff a refused write or edit proposed (its record's `proposed_diff`)."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +132,18 @@ class HintDelivered:
 
     hint_ids: tuple[str, ...]
     where: str
+
+
+@dataclass(frozen=True)
+class HarnessSaid:
+    """The harness itself told the model `text` (a handoff request, a reminder, the word to go on after a seam).
+
+    `seq` is the history record of the user message that carried it: a front end that rebuilt its
+    transcript from the history up to that record or later shows it already.
+    """
+
+    text: str
+    seq: int
 
 
 @dataclass(frozen=True)
@@ -237,6 +259,7 @@ Event = (
     | ToolFinished
     | NarrationViolation
     | HintDelivered
+    | HarnessSaid
     | DenialDelivered
     | MemoryReminded
     | HandoffAsked

@@ -6,16 +6,18 @@ core/round.py), run the tool calls that were narrated and append one user messag
 tool results first and the pending hints after them (core/tool_calls.py). A request refused for
 length strips first (core/safety_net.py). When the model ends its turn, a pending micro-handoff
 seam is committed, queued messages are delivered, or the turn stops (core/turn.py,
-core/turn_end.py).
+core/turn_end.py); a handoff still wanted once the turn is over is asked for in a turn of its
+own, so ctrl+o ends in a seam in every front end.
 
 Cancellation (Esc) reaches the generator at an await, or as GeneratorExit at a yield when the
-consumer closes it; either way the one handler in `run` settles the turn at its round under way
-(core/round.py): it keeps what streamed, answers every open tool call with an "interrupted"
-result, records `interrupted` and re-raises, so the history is always a valid conversation. A
-cancelled turn yields `Interrupted` as its last event before the cancellation goes on.
-`max_steps_per_turn` and `max_cost_usd` end a turn with `LimitsExceeded` before a request that
-would pass them. The micro-handoff's state lives in the session (core/handoff_state.py); the
-loop only moves it along.
+consumer closes it; either way the one handler in `_one_turn` settles the turn at its round
+under way (core/round.py): it keeps what streamed, answers every open tool call with an
+"interrupted" result, records `interrupted`, ends a handoff request waiting for its note, and
+re-raises, so the history is always a valid conversation. A cancelled turn yields `Interrupted`
+(and `HandoffFailed` for such a request) as its last events before the cancellation goes on; a
+closed one keeps them for the front end (`take_unsaid`). `max_steps_per_turn` and `max_cost_usd`
+end a turn with `LimitsExceeded` before a request that would pass them. The micro-handoff's
+state lives in the session (core/handoff_state.py); the loop only moves it along.
 
 Imports: stdlib and rhapsody.core only.
 """
@@ -32,13 +34,13 @@ from rhapsody.core.model import Model
 from rhapsody.core.observers import Observer, Observers
 from rhapsody.core.policy import Policy, limit_reached
 from rhapsody.core.request import stream_request
-from rhapsody.core.round import interrupt
+from rhapsody.core.round import cancel_handoff, interrupt
 from rhapsody.core.safety_net import request_failed
 from rhapsody.core.session import Session
 from rhapsody.core.tool_calls import run_calls
 from rhapsody.core.tools import ToolContext, Toolbox
 from rhapsody.core.turn import Opening, Turn, begin, model_ended, opening
-from rhapsody.core.turn_end import HandoffThreshold
+from rhapsody.core.turn_end import HandoffThreshold, handoff_left
 
 
 class Agent:
@@ -58,9 +60,34 @@ class Agent:
         self.ctx = ToolContext(session.root, session, policy.bash_timeout, policy.output_cap)
         self.busy = False
         self._threshold = HandoffThreshold(policy.handoff_at_tokens, policy.handoff_at_share, policy.context_window)
+        self.unsaid: list[Event] = []
+        """What a turn closed by its consumer could not say (see `take_unsaid`)."""
 
     async def run(self, text: str | None = None) -> AsyncGenerator[Event, None]:
-        """One turn: the human's text (plus any pending hints), then the tool loop."""
+        """One turn: the human's text (plus any pending hints), then the tool loop; then, when a handoff is still
+        wanted, the turn that asks for it (core/turn_end.py `handoff_left`), so every front end ends ctrl+o in a seam."""
+        self.unsaid = []
+        async with aclosing(self._one_turn(text)) as turn:
+            async for event in turn:
+                yield event
+        handoff, events = handoff_left(self.session)
+        for event in events:
+            yield self._observed(event)
+        if events:
+            await self._drain_observers()
+        if handoff:
+            async with aclosing(self._one_turn(None)) as turn:
+                async for event in turn:
+                    yield event
+
+    def take_unsaid(self) -> list[Event]:
+        """What the last turn, closed by its consumer at a yield, could not say (`Interrupted`, a handoff
+        cancelled): the front end shows these itself."""
+        unsaid, self.unsaid = self.unsaid, []
+        return unsaid
+
+    async def _one_turn(self, text: str | None) -> AsyncGenerator[Event, None]:
+        """One turn, as `run` describes it, without what follows it."""
         opened = await opening(self.session, self.toolbox, self.policy.handoff_request, text)
         for notice in opened.notices:
             yield notice
@@ -74,9 +101,12 @@ class Agent:
                     yield self._observed(event)
         except (asyncio.CancelledError, GeneratorExit) as exc:
             # Cancelled at an await, or closed by the consumer at a yield: the one place a turn stops early.
-            interruption = interrupt(self.session, turn.round)
-            if isinstance(exc, asyncio.CancelledError):  # a closed generator may not yield
-                yield self._observed(interruption)
+            interruption: list[Event] = [interrupt(self.session, turn.round), *cancel_handoff(self.session)]
+            if not isinstance(exc, asyncio.CancelledError):  # a closed generator may not yield
+                self.unsaid = interruption
+                raise
+            for event in interruption:
+                yield self._observed(event)
             raise
         finally:
             self.busy = False
@@ -95,6 +125,10 @@ class Agent:
             async with aclosing(self._round(turn)) as events:
                 async for event in events:
                     yield event
+        await self._drain_observers()
+
+    async def _drain_observers(self) -> None:
+        """The observers have seen every event so far; an observer's error is recorded, never raised."""
         for error in await self.observers.drain():
             self.session.record("error", message=f"observer: {error}")
 

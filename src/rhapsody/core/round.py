@@ -4,7 +4,8 @@ A `Round` holds one round's state: the text streamed so far, the answer (or why 
 failed), the calls not yet answered, the results and the human's denial reasons gathered so
 far. `interrupt` settles a cancelled turn from it so the history stays a valid conversation:
 what streamed is kept, every open call is answered with an "interrupted" result, and an
-`interrupted` record ends what the turn wrote. It is the loop's one cancellation path
+`interrupted` record ends what the turn wrote; a handoff request still waiting for its note
+ends too (`cancel_handoff`). It is the loop's one cancellation path
 (core/loop.py).
 
 Imports: stdlib and rhapsody.core only.
@@ -14,8 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rhapsody.core import handoff_state
 from rhapsody.core.errors import ContextTooLong, ModelError
-from rhapsody.core.events import DenialDelivered, Interrupted, ModelResponse, NarrationViolation
+from rhapsody.core.events import DenialDelivered, HandoffFailed, Interrupted, ModelResponse, NarrationViolation
 from rhapsody.core.messages import Block, TextBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.core.session import Session
 from rhapsody.core.tools import ToolOutcome
@@ -111,6 +113,11 @@ def interrupt(session: Session, current: Round | None) -> Interrupted:
         return _answer_open_calls(session, current)
     session.record("interrupted", partial_text="", during="turn")  # between rounds: nothing is open
     return Interrupted("", during="turn")
+
+
+def cancel_handoff(session: Session) -> list[HandoffFailed]:
+    """Esc ends a handoff request waiting for its note too, whichever front end pressed it; the event that says so."""
+    return [HandoffFailed(handoff_state.CANCELLED)] if handoff_state.cancel(session) else []
 
 
 def _keep_partial(session: Session, current: Round) -> Interrupted:

@@ -27,13 +27,13 @@ from dataclasses import dataclass
 from rhapsody.core import handoff_state
 from rhapsody.core.context import measure_messages
 from rhapsody.core.errors import ContextTooLong, ModelError
-from rhapsody.core.events import Event, Failed, HandoffAsked, HandoffFailed, SeamCommitted
+from rhapsody.core.events import Event, Failed, HandoffAsked, HandoffFailed, HarnessSaid, SeamCommitted
 from rhapsody.core.handoff import AuditFailed, commit_seam, stripped_index
 from rhapsody.core.handoff_state import Phase
 from rhapsody.core.messages import TextBlock
 from rhapsody.core.policy import Policy
 from rhapsody.core.session import Session
-from rhapsody.core.turn_end import ABANDONED, HandoffThreshold
+from rhapsody.core.turn_end import ABANDONED, HandoffThreshold, said
 from rhapsody.core.window import after_last_seam
 
 
@@ -74,13 +74,18 @@ def _strip_first(session: Session, policy: Policy, refusal: str) -> Netted:
         return Netted([HandoffFailed(reason), *_fail(session, refusal).events], False)
     events: list[Event] = [SeamCommitted(record)]
     if state.phase == Phase.NOTED and state.interrupted_work:  # the seam the note was for is made: go on
-        session.append_message("user", [TextBlock(text=policy.continue_after_handoff)])
+        events += _tell(session, policy.continue_after_handoff)
     elif state.phase != Phase.NOTED:
         handoff_state.ask(session, interrupted_work=True, after_strip=record["seam"])
-        text = policy.window_request.format(reason=refusal, seam=record["seam"], index=index)
-        session.append_message("user", [TextBlock(text=text)])
+        events += _tell(session, policy.window_request.format(reason=refusal, seam=record["seam"], index=index))
         events.append(HandoffAsked())
     return Netted(events, True)
+
+
+def _tell(session: Session, text: str) -> list[HarnessSaid]:
+    """Send the model the harness's own `text` as a user message; the events that show it."""
+    blocks = [TextBlock(text=text)]
+    return said(blocks, session.append_message("user", list(blocks))["seq"])
 
 
 def _refused_again(session: Session, refusal: str) -> Netted:

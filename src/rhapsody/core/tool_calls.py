@@ -15,12 +15,12 @@ from collections.abc import AsyncGenerator
 
 from rhapsody.core.events import Event, HandoffAsked, ToolFinished, ToolStarted
 from rhapsody.core.handoff_state import NoteWritten, Phase
-from rhapsody.core.messages import Message, TextBlock, ToolUseBlock
+from rhapsody.core.messages import Block, Message, TextBlock, ToolUseBlock
 from rhapsody.core.narration import narration_words
 from rhapsody.core.policy import Policy
 from rhapsody.core.round import Round
 from rhapsody.core.tools import ToolContext, Toolbox
-from rhapsody.core.turn_end import delivered, rolled
+from rhapsody.core.turn_end import delivered, rolled, said
 from rhapsody.core.turn_hooks import ask_handoff, hook_notices, note_written
 
 
@@ -36,8 +36,10 @@ async def run_calls(ctx: ToolContext, toolbox: Toolbox, policy: Policy, current:
     blocks = current.blocks()
     hints = session.take_hints(("steer",))
     blocks += [TextBlock(text=h.text) for h in hints]
+    asked: list[Block] = []
     if session.handoff.phase == Phase.WANTED:
-        blocks += await ask_handoff(session, toolbox, policy.handoff_request, interrupted_work=True)
+        asked = await ask_handoff(session, toolbox, policy.handoff_request, interrupted_work=True)
+        blocks += asked
         yield HandoffAsked()
     record = session.append_message("user", blocks)
     for event in current.delivered(session, record["seq"]):
@@ -48,6 +50,8 @@ async def run_calls(ctx: ToolContext, toolbox: Toolbox, policy: Policy, current:
             yield pruned
     if hints:
         yield delivered(session, hints, record["seq"], current.landed(calls))
+    for event in said(asked, record["seq"]):  # last, as the request comes last in the message
+        yield event
 
 
 async def _run_one(ctx: ToolContext, toolbox: Toolbox, policy: Policy, current: Round, call: ToolUseBlock,
@@ -62,6 +66,7 @@ async def _run_one(ctx: ToolContext, toolbox: Toolbox, policy: Policy, current: 
     if isinstance(outcome, NoteWritten) and not outcome.is_error:
         await note_written(session, toolbox, outcome)
     yield ToolFinished(call, outcome.content, outcome.is_error, 0 if outcome.refused else ms, outcome.exit_code,
-                       outcome.refused)
+                       outcome.refused, str(outcome.facts.get("diff") or ""),
+                       str(outcome.facts.get("proposed_diff") or ""))
     for notice in hook_notices(toolbox):
         yield notice

@@ -28,7 +28,7 @@ from rhapsody.core.round import Round
 from rhapsody.core.session import Hint, Session
 from rhapsody.core.tool_sync import sync_tools
 from rhapsody.core.tools import Toolbox
-from rhapsody.core.turn_end import HandoffThreshold, delivered, end_of_turn
+from rhapsody.core.turn_end import HandoffThreshold, delivered, end_of_turn, said
 from rhapsody.core.turn_hooks import ask_handoff, fire, hook_notices
 
 
@@ -89,6 +89,8 @@ async def begin(session: Session, toolbox: Toolbox, opened: Opening, text: str |
     if opened.hints:
         yield delivered(session, opened.hints, record["seq"], "start of turn")
     yield TurnStarted(text or "")
+    for said_now in said(opened.blocks[len(opened.hints):], record["seq"]):  # the harness's own words: a handoff asked for
+        yield said_now
     if opened.images:
         yield ImagesAttached(tuple(label(i.block().dump()) for i in opened.images))
     async for notice in sync_tools(session, toolbox):

@@ -3,8 +3,11 @@
 At the end of a turn a noted micro-handoff seam is committed, an unanswered handoff request
 is reminded once and then given up, a memory reminder goes out when due, and the hints
 still queued are delivered; whatever of this the model must read is a follow-up message
-and the turn goes on. Also here: the rolling policy's cut, the token threshold that asks
-for a handoff, and the record that says hints reached the model. The loop (core/loop.py)
+and the turn goes on. Once the turn is over, a handoff still wanted (ctrl+o pressed as the
+turn ended without a tool call) is asked for in a turn of its own, so ctrl+o always ends in
+a seam in every front end (`handoff_left`). Also here: the rolling policy's cut, the token
+threshold that asks for a handoff, the record that says hints reached the model, and the
+events that show what the harness itself told the model (`said`). The loop (core/loop.py)
 calls these; nothing here streams or runs tools.
 
 Imports: stdlib and rhapsody.core only.
@@ -12,19 +15,22 @@ Imports: stdlib and rhapsody.core only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rhapsody.core import handoff_state
+from rhapsody.core.checkpoints import HARNESS_PREFIX
 from rhapsody.core.events import (
     ContextPruned,
     Event,
     HandoffAsked,
     HandoffFailed,
+    HarnessSaid,
     HintDelivered,
     MemoryReminded,
     SeamCommitted,
 )
-from rhapsody.core.handoff import AuditFailed, commit_seam, count_seam_tokens, roll
+from rhapsody.core.handoff import AuditFailed, commit_seam, count_seam_tokens, roll, stripped_calls
 from rhapsody.core.handoff_state import Phase
 from rhapsody.core.messages import Block, TextBlock
 from rhapsody.core.model import Model
@@ -103,13 +109,35 @@ async def end_of_turn(session: Session, policy: Policy, model: Model, threshold:
         session.record("memory_reminder")
         follow_up.append(TextBlock(text=policy.memory_reminder))
         events.append(MemoryReminded())
+    harness = list(follow_up)
     hints = session.take_hints()
     follow_up.extend(TextBlock(text=h.text) for h in hints)
     if follow_up:
         record = session.append_message("user", follow_up)
+        events += said(harness, record["seq"])
         if hints:
             events.append(delivered(session, hints, record["seq"], "end of turn"))
     return TurnEnd(events, follow_up)
+
+
+def said(blocks: Sequence[Block], seq: int) -> list[HarnessSaid]:
+    """What the harness itself told the model in these blocks of the user message `seq` (its own texts begin
+    with HARNESS_PREFIX; what a hook added does not), in the message's order."""
+    return [HarnessSaid(b.text, seq) for b in blocks if isinstance(b, TextBlock) and b.text.startswith(HARNESS_PREFIX)]
+
+
+def handoff_left(session: Session) -> tuple[bool, list[Event]]:
+    """After a turn: whether a handoff still wanted opens a turn of its own now (ctrl+o always ends in a seam).
+
+    With no tool call to strip it is given up instead, no request sent, and the event says why.
+    """
+    if session.handoff.phase != Phase.WANTED:
+        return False, []
+    if stripped_calls(session):
+        return True, []
+    why = handoff_state.nothing(session)
+    handoff_state.cancel(session, why)  # no request for a seam that strips nothing
+    return False, [HandoffFailed(why)]
 
 
 def rolled(session: Session, policy: Policy) -> ContextPruned | None:

@@ -31,7 +31,7 @@ async def run_headless(agent: Agent, task: str, output: str = "text", out: TextI
     out = out or sys.stdout
     err = err or sys.stderr
     status = 0
-    start = len(agent.session.records)
+    start = history_length(agent)
     denials: list[ev.ToolFinished] = []
     if output == "jsonl":
         _json(out, session_event(agent))
@@ -57,7 +57,7 @@ async def run_headless(agent: Agent, task: str, output: str = "text", out: TextI
                 err.write(f"rhapsody: {limit_line(event)}\n")
                 status = 3
             out.flush()
-    records = agent.session.records[start:]
+    records = written_since(agent, start)
     unanswered = unanswered_refusals(records)
     if unanswered and status == 0:
         status = REFUSED_STATUS
@@ -67,6 +67,16 @@ async def run_headless(agent: Agent, task: str, output: str = "text", out: TextI
     elif denials:
         err.write(f"rhapsody: {refusal_summary(len(denials), unanswered)}\n")
     return status
+
+
+def history_length(agent: Agent) -> int:
+    """How many records the session's history holds: where this run's own begin."""
+    return len(agent.session.records)
+
+
+def written_since(agent: Agent, start: int) -> list[dict[str, Any]]:
+    """The records this run wrote, folded once it is over into its exit status and `result` summary."""
+    return agent.session.records[start:]
 
 
 def _handoff(agent: Agent, task: str, err: TextIO) -> int | None:

@@ -35,7 +35,7 @@ from rhapsody.frontends.preview import plain_text
 from rhapsody.frontends.prompt_aids import command_names
 from rhapsody.frontends.recap import recap_lines
 from rhapsody.frontends.shell_mode import run_human_command, shell_command
-from rhapsody.view.render import event_lines, harness_lines, plain, print_event, visible
+from rhapsody.view.render import print_event, visible
 
 
 ANSWERS = {"y": "allow", "a": "allow_rule", "n": "deny", "": "deny"}
@@ -149,7 +149,6 @@ class Unmarked:
 async def _consume(agent: Agent, text: str | None, out: TextIO) -> None:
     said = False
     unmarked = Unmarked()
-    seen = len(agent.session.records)
     try:
         async with aclosing(agent.run(text)) as stream:
             async for event in stream:
@@ -158,14 +157,21 @@ async def _consume(agent: Agent, text: str | None, out: TextIO) -> None:
                     continue
                 if isinstance(event, ev.BlockStopped):
                     out.write(visible(unmarked.flush()))
-                for line in harness_lines(agent.session.records[seen:]):  # what the harness told the model, as the app shows
-                    out.write(f"  {plain(line)}\n")
-                seen = len(agent.session.records)
                 print_event(event, out)
                 said = said or isinstance(event, ev.Interrupted)
     except asyncio.CancelledError:
-        if not said:  # cancelled before the loop could say so itself
-            out.write(f"\n{plain(event_lines(ev.Interrupted(''))[0])}\n")
+        if not said:  # cancelled before the loop could say so itself: what it would have said
+            out.write("\n")
+            for event in agent.take_unsaid() or [ev.Interrupted("")]:
+                print_event(event, out)
+
+
+def resumed_recap(agent: Agent) -> str:
+    """Where a resumed session was left, rebuilt from its history ('' for a new session)."""
+    records = agent.session.records
+    if not any(r["kind"] == "message" for r in records):
+        return ""
+    return "\n".join(["resumed; where it was left:", *recap_lines(records)])
 
 
 async def _confirmed(agent: Agent, asked: Outcome, ask: Callable[[str], Awaitable[str]],
@@ -241,8 +247,9 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
             f"permissions {agent.toolbox.permission_mode}\n"
             "While the agent works, a typed line is a hint for its next tool boundary; start it with >> to "
             "queue it for the end of the turn. Ctrl+C interrupts (twice at the prompt quits), Ctrl+D quits, /help lists the commands and keys.")
-        if any(r["kind"] == "message" for r in agent.session.records):  # resumed: where it was left
-            say("\n".join(["resumed; where it was left:", *recap_lines(agent.session.records)]))
+        recap = resumed_recap(agent)
+        if recap:
+            say(recap)
         for notice in agent.toolbox.start_sources():  # MCP servers start in the background
             say(f"  ! {notice}")
         while True:

@@ -3,6 +3,11 @@
 A `Line` carries structured fields (kind, state, key, body) so no front end parses prose:
 the app maps a line to a widget, plain and headless print `plain(line)`, and a resumed
 transcript is `record_lines(...)` over the same history the loop wrote.
+
+Two doors, kept apart: what happens live is drawn from loop events only (`event_lines`,
+`print_event`, `finished_view`); history records are drawn only to rebuild a transcript
+(`record_lines`: on resume, after a rewind or a seam) and for the full view of an old result
+(`full_result`). The loop's events carry every fact a live line needs (core/events.py).
 """
 
 from __future__ import annotations
@@ -211,22 +216,16 @@ def unfolded_title(title: str) -> str:
     return head + state + tail
 
 
-def finished_view(event: ev.ToolFinished, run: dict[str, Any] | None = None) -> ToolView:
-    """The view of a finished call, from its event (and its `tool_run` record, for an applied diff)."""
+def finished_view(event: ev.ToolFinished) -> ToolView:
+    """The view of a finished call, from its event (which carries the diff it applied or proposed)."""
     if event.refused:
-        return ToolView(event.call, "denied", 0, None, event.refused, proposed=proposed(run))
+        return ToolView(event.call, "denied", 0, None, event.refused, proposed=event.proposed)
     return ToolView(event.call, _state(event.is_error, event.exit_code), event.duration_ms, event.exit_code,
-                    with_diff(event.output, run))
+                    with_diff(event.output, event.diff))
 
 
-def proposed(run: dict[str, Any] | None) -> str:
-    """The diff a denied call proposed, from its `tool_run` record."""
-    return str(run.get("proposed_diff") or "") if run else ""
-
-
-def with_diff(output: str, run: dict[str, Any] | None) -> str:
+def with_diff(output: str, diff: str) -> str:
     """A write's or edit's output followed by the diff it applied, as its unfolded body shows it."""
-    diff = str(run.get("diff") or "") if run else ""
     return f"{output}\n\n{visible(diff)}" if diff else output
 
 
@@ -350,6 +349,8 @@ def event_lines(event: ev.Event) -> list[Line]:
         return [Line("notice", f"! {event.text}")]
     if isinstance(event, ev.DenialDelivered):
         return [denial_line(event.text)]
+    if isinstance(event, ev.HarnessSaid):
+        return [harness_line(event.text)]
     if isinstance(event, ev.ImagesAttached):
         return [Line("user", f"  {text}") for text in event.labels]
     return []
@@ -562,9 +563,10 @@ def _call_view(call: ToolUseBlock, run: dict[str, Any] | None, result: ToolResul
         state = "interrupted" if interrupted or result is None or result.is_error else "ok"
         return ToolView(call, state, 0, None, output)
     if run.get("refused"):
-        return ToolView(call, "denied", 0, None, str(run["refused"]), proposed=proposed(run))
+        return ToolView(call, "denied", 0, None, str(run["refused"]), proposed=str(run.get("proposed_diff") or ""))
     state = _state(bool(result and result.is_error), run.get("exit_code"))
-    return ToolView(call, state, run.get("duration_ms", 0), run.get("exit_code"), with_diff(output, run))
+    return ToolView(call, state, run.get("duration_ms", 0), run.get("exit_code"),
+                    with_diff(output, str(run.get("diff") or "")))
 
 
 def _message_lines(message: Message, hints: list[tuple[str, str, str]], calls: dict[str, ToolView],
@@ -601,19 +603,6 @@ def _user_text(text: str, hints: dict[str, tuple[str, str]]) -> Line:
 def harness_line(text: str) -> Line:
     """A message the harness itself sent to the model."""
     return Line("harness", f"⚙ {one_line(text, 240)}", body=text)
-
-
-def harness_lines(records: list[dict[str, Any]]) -> list[Line]:
-    """What the harness itself told the model in these records, as harness lines (live in every front end)."""
-    return [harness_line(text) for record in records for text in harness_texts(record)]
-
-
-def harness_texts(record: dict[str, Any]) -> list[str]:
-    """The harness's own texts inside a user message record."""
-    if record.get("kind") != "message" or record.get("role") != "user":
-        return []
-    return [b.get("text", "") for b in record.get("content", [])
-            if isinstance(b, dict) and b.get("type") == "text" and str(b.get("text", "")).startswith(HARNESS_PREFIX)]
 
 
 def full_result(records: list[dict[str, Any]], tool_use_id: str) -> str | None:

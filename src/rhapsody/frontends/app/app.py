@@ -53,7 +53,6 @@ if TYPE_CHECKING:
     from rhapsody.view import render
     from rhapsody.config.settings import Settings
     from rhapsody.core import events as ev
-    from rhapsody.core import handoff_state
     from rhapsody.core.approval import HumanApprover, Question
     from rhapsody.core.loop import Agent
     from rhapsody.core.messages import ToolUseBlock
@@ -61,7 +60,6 @@ else:  # loaded on first use, after the first frame (pydantic and the core are m
     commands = lazy("rhapsody.commands.slash")
     render = lazy("rhapsody.view.render")
     ev = lazy("rhapsody.core.events")
-    handoff_state = lazy("rhapsody.core.handoff_state")
 
 ESC_TWICE = 0.8
 """Seconds within which a second Esc clears the input."""
@@ -126,7 +124,9 @@ class RhapsodyApp(App[int]):
         self.calls: dict[str, tuple[ToolUseBlock, Entry]] = {}
         self.worker: Worker[None] | None = None
         self.live = Liveness()
-        self._seen = 0
+        self._rebuilt_to = 0
+        """The last history record the transcript was rebuilt from: what live events say of records up to it is drawn
+        already."""
         self._said_interrupted = False
         self._thinking: Entry | None = None
         self._ctrl_c_at = 0.0
@@ -283,7 +283,7 @@ class RhapsodyApp(App[int]):
         entries = [Entry.of(line) for _, line in lines]
         if not entries:
             entries = [Entry("welcome", welcome_text(self.agent, self.settings, self.welcome))]
-        self._seen = len(session.records)
+        self._rebuilt_to = session.records[-1].get("seq", 0) if session.records else 0
         await self.transcript.load(entries)
         self.hints = {e.key: e for e in entries if e.kind == "hint" and e.state == "pending"}
 
@@ -366,7 +366,7 @@ class RhapsodyApp(App[int]):
             self.call_after_refresh(self.top_in_view, shown)
         if outcome.refill:
             self.to_prompt(outcome.refill)
-        if outcome.run_turn and not self.busy:  # a turn about to start asks at its end (after_turn)
+        if outcome.run_turn and not self.busy:  # a running turn asks at its end (core/turn_end.py handoff_left)
             self.start_turn(None)
         if outcome.confirm:
             self.confirm(outcome)
@@ -408,12 +408,12 @@ class RhapsodyApp(App[int]):
             async with aclosing(self.agent.run(text)) as stream:
                 async for event in stream:
                     await self.apply(event)
-            await self.after_turn()
             if time.monotonic() - began > self.settings.notify_after:
                 self.signal("turn_end", "rhapsody: the agent has finished and waits for you")
         except asyncio.CancelledError:
-            if not self._said_interrupted:  # cancelled before the loop could say so itself
-                await self.interrupted()
+            if not self._said_interrupted:  # cancelled before the loop could say so itself: what it would have said
+                for event in self.agent.take_unsaid() or [ev.Interrupted("")]:
+                    await self.show(event)
             raise
         finally:
             self.record_held()
@@ -421,22 +421,6 @@ class RhapsodyApp(App[int]):
             self.live.stop()
             self.set_state("idle")
             self.refresh_git()
-
-    async def after_turn(self) -> None:
-        """ctrl+o always ends in a seam: a handoff wanted when the turn ended is asked for now."""
-        from rhapsody.core.handoff import stripped_calls
-        from rhapsody.core.handoff_state import Phase
-
-        session = self.agent.session
-        if session.handoff.phase == Phase.WANTED and not stripped_calls(session):
-            why = handoff_state.nothing(session)
-            handoff_state.cancel(session, why)  # no request for a seam that strips nothing
-            await self.transcript.add(Entry("error", f"✗ handoff: {why}"))
-            self._seen = len(session.records)
-        if session.handoff.phase == Phase.WANTED:
-            async with aclosing(self.agent.run(None)) as stream:
-                async for event in stream:
-                    await self.apply(event)
 
     async def interrupted(self) -> None:
         """Esc: close the live reply, mark running calls interrupted, say so."""
@@ -447,10 +431,6 @@ class RhapsodyApp(App[int]):
             self.transcript.sync(entry)
         self.calls = {}
         await self.transcript.add(Entry.of(render.event_lines(ev.Interrupted(""))[0]))
-        if handoff_state.cancel(self.agent.session):  # Esc ends a handoff request too, and says so
-            await self.transcript.add(Entry("error", f"✗ handoff: {handoff_state.CANCELLED}"))
-            self.refresh_status()
-        self._seen = len(self.agent.session.records)
 
     async def apply(self, event: ev.Event) -> None:
         """Show one loop event.
@@ -497,13 +477,14 @@ class RhapsodyApp(App[int]):
             return self.refresh_status()
         elif isinstance(event, ev.HintDelivered):
             await self.hints_delivered(event)
+        elif isinstance(event, ev.HarnessSaid) and event.seq <= self._rebuilt_to:  # a rebuild drew it already
+            return
         elif isinstance(event, (ev.SeamCommitted, ev.ContextPruned)):
             await t.end_text()
             await self.reload()
             return self.refresh_status()
         elif isinstance(event, (ev.TurnEnded, ev.Failed)):
             await t.end_text()
-        await self.show_harness()
         for line in render.event_lines(event):
             await t.add(Entry.of(line))
         self.refresh_status()
@@ -518,32 +499,19 @@ class RhapsodyApp(App[int]):
     async def tool_event(self, event: ev.ToolStarted | ev.ToolFinished) -> None:
         """A call's line appears when it starts and changes in place when it finishes."""
         await self.transcript.end_text()
-        await self.show_harness()
         if isinstance(event, ev.ToolStarted):
             entry = Entry.of(render.event_lines(event)[0])
             self.calls[event.call.id] = (event.call, entry)
             self.live.start(f"{event.call.name}")
             await self.transcript.add(entry)
             return
-        line = render.tool_line(render.finished_view(event, self.run_record(event.call.id)))
+        line = render.tool_line(render.finished_view(event))
         entry = self.calls.pop(event.call.id, (event.call, Entry.of(line)))[1]
         entry.text, entry.body, entry.state = line.text, line.body, line.state
         if entry not in self.transcript.entries:
             await self.transcript.add(entry)
         self.transcript.sync(entry)
         self.live.start("working")
-
-    def run_record(self, call_id: str) -> dict[str, Any] | None:
-        """The `tool_run` record of a call that just finished."""
-        records = self.agent.session.records
-        return next((r for r in reversed(records[-20:]) if r["kind"] == "tool_run" and r["tool_use_id"] == call_id), None)
-
-    async def show_harness(self) -> None:
-        """Messages the harness itself sent the model appear as harness lines, as on resume."""
-        records = self.agent.session.records
-        for line in render.harness_lines(records[self._seen:]):
-            await self.transcript.add(Entry.of(line))
-        self._seen = len(records)
 
     async def hints_delivered(self, event: ev.HintDelivered) -> None:
         """A delivered hint moves to where it landed: after the result it followed, or the turn's end."""
