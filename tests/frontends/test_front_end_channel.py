@@ -149,7 +149,7 @@ async def test_plain_a_queued_line_reaches_the_model_at_the_end_of_the_turn_as_i
     with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
         task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
         pipe.send_text("first\r")
-        await until(lambda: bool(wiring.agent.in_flight))
+        await until(lambda: NARRATE in out.getvalue())  # the call is narrated: it runs next, held by the gate
         pipe.send_text(">>then do the second task\r")
         await until(lambda: "h1 pending: end of turn" in out.getvalue())
         (project / "go").touch()

@@ -1,23 +1,13 @@
 """The agent loop: one async generator every front end drives.
 
-`Agent.run(text)` writes the user's message (core/turn.py), then repeats one round: build the
-request from the active context and stream the answer into the round (core/request.py,
-core/round.py), run the tool calls that were narrated and append one user message with the
-tool results first and the pending hints after them (core/tool_calls.py). A request refused for
-length strips first (core/safety_net.py). When the model ends its turn, a pending micro-handoff
-seam is committed, queued messages are delivered, or the turn stops (core/turn.py,
-core/turn_end.py); a handoff still wanted once the turn is over is asked for in a turn of its
-own, so ctrl+o ends in a seam in every front end.
-
-Cancellation (Esc) reaches the generator at an await, or as GeneratorExit at a yield when the
-consumer closes it; either way the one handler in `_one_turn` settles the turn at its round
-under way (core/round.py): it keeps what streamed, answers every open tool call with an
-"interrupted" result, records `interrupted`, ends a handoff request waiting for its note, and
-re-raises, so the history is always a valid conversation. A cancelled turn yields `Interrupted`
-(and `HandoffFailed` for such a request) as its last events before the cancellation goes on; a
-closed one keeps them for the front end (`take_unsaid`). `max_steps_per_turn` and `max_cost_usd`
-end a turn with `LimitsExceeded` before a request that would pass them. The micro-handoff's
-state lives in the session (core/handoff_state.py); the loop only moves it along.
+`Agent.run(text)` opens a turn (core/turn.py) and repeats one round (core/round.py): a request
+streamed from the active context (core/request.py), then the narrated tool calls and one user
+message with their results and the pending hints (core/tool_calls.py). A request refused for
+length strips first (core/safety_net.py); the model's end of turn commits a noted seam or
+delivers queued messages (core/turn_end.py), and a handoff still wanted then gets a turn of its
+own, so ctrl+o ends in a seam in every front end. `_one_turn` holds the one cancellation path:
+`round.interrupt` keeps the history a valid conversation, and the `Interrupted` it returns is
+yielded, or kept for the front end (`take_unsaid`) when the consumer closed the stream.
 
 Imports: stdlib and rhapsody.core only.
 """
