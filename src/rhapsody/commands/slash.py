@@ -1,4 +1,4 @@
-"""Slash commands shared by the TUI and the plain mode."""
+"""Slash commands shared by the app and plain mode."""
 
 from __future__ import annotations
 

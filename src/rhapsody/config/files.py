@@ -1,6 +1,6 @@
 """Where the settings files are, and reading one: no validation here, so asking costs no import.
 
-`config` validates what these files say; the first-run trust question and the app's first
+`config/settings.py` validates what these files say; the first-run trust question and the app's first
 frame need only to know whether a project brings a config or an `.mcp.json` at all.
 """
 

@@ -149,7 +149,7 @@ class Settings(BaseModel):
     memory: MemorySettings = Field(default_factory=MemorySettings)
     """Project memory."""
     keymap: dict[str, str] = Field(default_factory=dict)
-    """TUI key bindings by binding id, e.g. {"handoff": "f6"}."""
+    """The app's key bindings by binding id, e.g. {"handoff": "f6"}."""
     result_lines: int = Field(4, ge=0)
     """Lines of each tool result the app shows under its line, unfolded (0: the line alone)."""
     diff_lines: int = Field(12, ge=0)

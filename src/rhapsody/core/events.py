@@ -4,7 +4,7 @@ This stream is the one channel from the loop to the front ends: what the app, pl
 headless show live (the text, each tool call and its facts, every word the harness itself sent
 the model, seams, hints delivered) arrives as an event. A front end reads the history's records
 only to rebuild a transcript (on resume, after a rewind or a seam) and for the full view of an
-old result, never to find what just happened (tests/test_front_end_channel.py holds them to it).
+old result, never to find what just happened (tests/frontends/test_front_end_channel.py holds them to it).
 
 Imports: stdlib and rhapsody.core only.
 """

@@ -156,10 +156,10 @@ class Approval:
 
 
 class Approver(Protocol):
-    """Asks the human whether a call may run (the TUI and plain mode provide one).
+    """Asks the human whether a call may run (the app and plain mode provide one).
 
     `args` are the call's validated arguments, so the question can show a diff or the exact command;
-    `rules` are the session rules that would let it run (see core.suggest), empty when no rule can.
+    `rules` are the session rules that would let it run (see core/rule_suggestions.py), empty when no rule can.
     """
 
     async def __call__(self, tool: str, argument: str, why: str, args: dict[str, Any],

@@ -4,7 +4,7 @@ Servers come from three places, later ones winning for the same name: the user c
 (`[mcp_servers.NAME]`), the project's `.mcp.json` (`{"mcpServers": {...}}`, Claude Code's
 format, `${VAR}` and `${VAR:-default}` expanded from the environment) and the project's
 `.rhapsody/config.toml`. A project's servers start only once the project is trusted
-(`config.is_trusted`, the list `rhapsody trust` writes): a cloned repository must not start
+(`config/settings.py`'s `is_trusted`, the list `rhapsody trust` writes): a cloned repository must not start
 programs by being opened. Until then they are listed as waiting for trust.
 
 Does not import `mcp` (that is `rhapsody.mcp.tools`), so reading the plan stays cheap.
