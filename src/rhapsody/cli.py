@@ -134,32 +134,12 @@ def _memory_parser() -> argparse.ArgumentParser:
 
 
 def _memory(ns: argparse.Namespace) -> int:
-    import json
-
-    from rhapsody import memory
+    from rhapsody.commands import memory
     from rhapsody.config.settings import load_settings
 
     root = _root(ns.cwd)
     _dropped(root)
-    settings = load_settings(root).memory
-    path = settings.path
-    if ns.action == "init":
-        try:
-            created = memory.init(root, path)
-        except memory.LayoutError as exc:
-            print(f"rhapsody: {exc}", file=sys.stderr)
-            return 1
-        print("\n".join(f"created {c}" for c in created) or f"{path}/ already set up")
-        return 0
-    if ns.action == "stats":
-        figures = memory.stats(root, path)
-        print(json.dumps(figures) if ns.json else memory.format_stats(figures))
-        return 0
-    findings = memory.audit(root, path, settings.stale_days)
-    for finding in findings:
-        print(finding)
-    print(f"{len(findings)} finding(s)" if findings else "no findings")
-    return 1 if findings else 0
+    return memory.main(root, load_settings(root).memory, ns.action, ns.json)
 
 
 def _trust(args: list[str]) -> int:
@@ -170,6 +150,8 @@ def _trust(args: list[str]) -> int:
     root = _root(p.parse_args(args).path)
     print(f"trusted {root} (in {trust(root)})")
     return 0
+
+
 def _mcp_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="rhapsody mcp", description="MCP servers configured for a project.")
     p.add_argument("action", choices=("list",))
@@ -178,28 +160,9 @@ def _mcp_parser() -> argparse.ArgumentParser:
 
 
 def _mcp(ns: argparse.Namespace) -> int:
-    """Start every server this project may start, list its state and tools, stop it again."""
-    import asyncio
+    from rhapsody.commands import mcp
 
-    from rhapsody.mcp.config import plan
-
-    servers = plan(_root(ns.cwd))
-    if servers.empty:
-        print("no MCP servers configured")
-        return 0
-    from rhapsody.mcp.tools import McpTools
-
-    async def listing() -> list[str]:
-        source = McpTools(servers, _root(ns.cwd))
-        try:
-            await source.tools()
-            return source.status()
-        finally:
-            await source.close()
-
-    lines = asyncio.run(listing())
-    print("\n".join(lines))
-    return 1 if any(": failed" in line.split("\n")[0] for line in lines) else 0
+    return mcp.main(_root(ns.cwd))
 
 
 def main(argv: list[str] | None = None) -> int:
