@@ -21,7 +21,7 @@ from rhapsody.core.context import RequestSpec
 from rhapsody.core.hooks import payload
 from rhapsody.core.messages import compact_json
 from rhapsody.core.session import Session
-from rhapsody.hooks import HookCommand, HookMatcher, HookRunner
+from rhapsody.hook_runner import HookCommand, HookMatcher, HookRunner
 from rhapsody.tools import default_toolbox
 
 RUNS = 30

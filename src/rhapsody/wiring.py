@@ -28,7 +28,7 @@ from rhapsody.prompts import load, render
 from rhapsody.tools import default_toolbox
 
 if TYPE_CHECKING:
-    from rhapsody.tools.checkpoints import Shadow
+    from rhapsody.tools.shadow import Shadow
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
 
@@ -148,7 +148,7 @@ def add_hooks(toolbox: Toolbox, root: Path, settings: Settings) -> None:
     """Give the toolbox the hooks of the settings (none: the core's NoHooks stays)."""
     if not any(settings.hooks.values()):
         return
-    from rhapsody.hooks import HookRunner
+    from rhapsody.hook_runner import HookRunner
 
     toolbox.hooks = HookRunner(settings.hooks, root, toolbox.secrets)
 
@@ -185,7 +185,7 @@ def permission_mode(settings: Settings, interactive: bool) -> str:
 
 def shadow(root: Path, settings: Settings) -> Shadow:
     """The project's checkpoint repository, with the settings' file size limit."""
-    from rhapsody.tools.checkpoints import Shadow
+    from rhapsody.tools.shadow import Shadow
 
     return Shadow(root, int(settings.checkpoint_max_file_mb * 1024 * 1024))
 

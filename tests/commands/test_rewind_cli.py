@@ -15,10 +15,10 @@ import pytest
 
 from rhapsody.core.history import find_session, read_history
 from rhapsody.loopback.script import call, say
-from rhapsody.tools.checkpoints import Shadow
+from rhapsody.tools.shadow import Shadow
 
 from tests.conftest import MODEL, Stub
-from tests.commands.test_cli import one_line_error, rhapsody
+from tests.test_cli import one_line_error, rhapsody
 from tests.commands.test_rewind import first_turn, git_hashes, seed, tree
 
 MANY = "mkdir -p many && for i in $(seq 1500); do echo $i > many/f$i.txt; done"

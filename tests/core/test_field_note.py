@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rhapsody.core.failures import failed_tests, last_failure
+from rhapsody.core.last_failure import failed_tests, last_failure
 from rhapsody.loopback.script import call, say
 
 from tests.conftest import Stub, collect

@@ -21,7 +21,7 @@ from rhapsody.frontends.plain import run_plain
 from rhapsody.frontends.app.status import status_line
 
 from tests.conftest import SANDBOX, Stub, collect, until
-from tests.commands.test_cli import rhapsody
+from tests.test_cli import rhapsody
 from tests.core.test_handoff_e2e import handoff_turn, step
 from tests.core.test_window import big
 

@@ -36,7 +36,7 @@ from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.wiring import build
 
 from tests.conftest import SANDBOX, Stub, collect, make_project, until
-from tests.commands.test_cli import rhapsody
+from tests.test_cli import rhapsody
 from tests.core.test_handoff_e2e import handoff_turn
 from tests.providers.test_openai import ChatStub, chat  # noqa: F401 - the fixture
 from tests.frontends.test_app import wait_idle

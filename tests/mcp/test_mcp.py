@@ -306,7 +306,7 @@ async def test_a_broken_mcp_json_is_a_notice_not_a_stop(stub: Stub, project: Pat
 
 
 def test_a_malformed_server_entry_in_the_settings_is_one_line_and_exit_2(project: Path) -> None:
-    from tests.commands.test_cli import one_line_error, rhapsody
+    from tests.test_cli import one_line_error, rhapsody
 
     user_config('[mcp_servers.both]\ncommand = "x"\nurl = "http://127.0.0.1:9/mcp"\n')
     line = one_line_error(rhapsody("-p", "hi", "--cwd", str(project), env={"ANTHROPIC_API_KEY": "k"}))
@@ -418,7 +418,7 @@ async def test_a_server_removed_from_the_config_answers_its_old_tools_as_unavail
 
 def test_headless_names_project_servers_waiting_for_trust_in_one_line(stub: Stub, project: Path) -> None:
     from tests.conftest import MODEL
-    from tests.commands.test_cli import rhapsody
+    from tests.test_cli import rhapsody
 
     (project / ".rhapsody").mkdir(exist_ok=True)
     (project / ".rhapsody" / "config.toml").write_text(time_server("unused", name="clock"), encoding="utf-8")

@@ -26,7 +26,7 @@ from rhapsody.frontends.app.status import status_line
 from rhapsody.wiring import Wiring, build
 
 from tests.conftest import SANDBOX, Stub, collect
-from tests.commands.test_cli import rhapsody
+from tests.test_cli import rhapsody
 from tests.core.test_handoff_e2e import handoff_turn, step
 
 LOCAL = "llama3.1:8b"

@@ -82,7 +82,7 @@ def test_opening_a_hostile_archive_runs_a_nested_repos_filter(project: Path) -> 
 
 def headless(stub: Stub, project: Path, *extra: str) -> object:
     from tests.conftest import MODEL
-    from tests.commands.test_cli import rhapsody
+    from tests.test_cli import rhapsody
 
     env = {"ANTHROPIC_API_KEY": "sk-ant-api03-redteam-0123456789abcdef", "ANTHROPIC_BASE_URL": stub.server.url}
     return rhapsody("-p", "go", "--cwd", str(project), "--model", MODEL, *extra, env=env)
@@ -117,7 +117,7 @@ def test_a_history_folder_link_sends_the_transcript_outside(stub: Stub, project:
 
 
 def test_memory_init_follows_a_dangling_link_outside(project: Path) -> None:
-    from tests.commands.test_cli import rhapsody
+    from tests.test_cli import rhapsody
 
     target = project.parent / "written-by-memory-init"
     memory = project / "docs" / "memory"
@@ -128,7 +128,7 @@ def test_memory_init_follows_a_dangling_link_outside(project: Path) -> None:
 
 
 def test_memory_init_through_a_linked_memory_folder(project: Path) -> None:
-    from tests.commands.test_cli import rhapsody
+    from tests.test_cli import rhapsody
 
     elsewhere = project.parent / "mem-elsewhere"
     elsewhere.mkdir()

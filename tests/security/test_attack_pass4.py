@@ -20,7 +20,7 @@ from rhapsody.loopback.script import call, say
 from rhapsody.tools.shell import parse
 
 from tests.conftest import MODEL, Stub, collect
-from tests.commands.test_cli import rhapsody
+from tests.test_cli import rhapsody
 
 HOSTILE_ID = "20261201-000000-abcdef"
 

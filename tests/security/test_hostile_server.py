@@ -26,7 +26,7 @@ from rhapsody.loopback.script import call, say
 from rhapsody.loopback.server import Fault
 
 from tests.conftest import MODEL, Stub, collect
-from tests.commands.test_cli import one_line_error, rhapsody
+from tests.test_cli import one_line_error, rhapsody
 
 STEP = "I will append a line to log.txt so each executed run of this tool call is visible on disk."
 NARRATION = "I will call the tool with arguments as the model produced them, to see what comes back."

@@ -21,7 +21,7 @@ from rhapsody.commands.trust import offer
 from rhapsody.wiring import permission_mode
 
 from tests.conftest import MODEL, Stub
-from tests.commands.test_cli import rhapsody
+from tests.test_cli import rhapsody
 from tests.frontends.test_start import Terminal, _env
 
 CRITICAL = """model = 7

@@ -100,7 +100,7 @@ def capped(text: str, cap: int = INLINE_CAP) -> tuple[str, str]:
 
 def page_html(records: list[dict[str, Any]], root: Path, sid: str) -> str:
     """The whole page: head, figures, both charts, the transcript; secrets masked."""
-    from rhapsody.commands.charts import session_charts
+    from rhapsody.commands.export_charts import session_charts
     from rhapsody.tools.sandbox import secret_values
 
     title, figures, billed = head(records, sid, per_request=True)

@@ -15,7 +15,7 @@ from typing import Any
 
 from rhapsody.core.errors import InputError
 from rhapsody.core.history import STATE_DIR, history_dir, new_session_id, read_plain, sessions, write_history
-from rhapsody.importer import build, claude_code, codex
+from rhapsody.importer import to_history as build, claude_code, codex
 from rhapsody.importer.transcript import Source, Turn, read_lines
 from rhapsody.tools.sandbox import secret_values
 

@@ -24,7 +24,7 @@ from rhapsody.core.errors import RhapsodyError
 from rhapsody.core.history import read_history, sessions, write_private
 from rhapsody.core.session import Session
 from rhapsody.tools import restore
-from rhapsody.tools.checkpoints import Change, Shadow
+from rhapsody.tools.shadow import Change, Shadow
 
 CHECKPOINTS_OFF = "checkpoints are off (checkpoints = false in the config): nothing to rewind to"
 BUSY = "wait for the turn to end before rewinding"

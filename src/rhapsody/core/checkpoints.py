@@ -1,7 +1,7 @@
 """Checkpoints as history records, and the conversation rewind.
 
 A `checkpoint` record names a commit of the shadow repository (taken by a `Checkpointer`,
-tools/checkpoints.py) and ties it to where it was taken: `at` is `turn` (before the human's
+tools/shadow.py) and ties it to where it was taken: `at` is `turn` (before the human's
 message, whose index in the conversation is `message`), `tool` (before a call that may
 write, `tool_use_id`), `end` (the end of a turn) or `rewind` (before files were restored,
 so the restore can itself be undone). A checkpoint that fails is a `checkpoint_failed`

@@ -1,7 +1,7 @@
 """Hooks: programs the user's settings run at fixed points of a turn (Claude Code's model).
 
 The core says *when* a hook fires and what its verdict does; running the programs is an
-adapter's job (rhapsody.hooks, wired in rhapsody.wiring), so the core starts no process.
+adapter's job (rhapsody.hook_runner, wired in rhapsody.wiring), so the core starts no process.
 
     PreToolUse        before a tool call is permitted: deny (the model sees the reason) or ask
     PostToolUse       after a call ran: a reason or context is added to the result the model sees

@@ -226,7 +226,7 @@ class Toolbox:
         self.checkpointer: Checkpointer | None = None
         """Records the working tree before each turn and each call that may write; None: no checkpoints."""
         self.hooks: Hooks = NoHooks()
-        """The user's hooks (rhapsody.hooks); the loop fires its own events through them too."""
+        """The user's hooks (rhapsody.hook_runner); the loop fires its own events through them too."""
         self._background: set[asyncio.Task[HookVerdict]] = set()
 
     def specs(self) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, Field
 
 from rhapsody.core import recall
-from rhapsody.core.failures import last_failure
+from rhapsody.core.last_failure import last_failure
 from rhapsody.core.handoff import stripped_index
 from rhapsody.core.handoff_state import NoteWritten
 from rhapsody.core.history import private_dir, state_dir, write_private

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
 from rhapsody.core.history import STATE_DIR
-from rhapsody.tools.checkpoints import Change
+from rhapsody.tools.shadow import Change
 
 TEMP = ".rhapsody-restore"
 """Suffix of the temporary file a restored file is written to before its rename."""

@@ -97,7 +97,7 @@ class Rewinder:
     async def open(self) -> None:
         """Show the points (or say why there are none)."""
         from rhapsody.commands.rewind import BUSY, CHECKPOINTS_OFF, turns
-        from rhapsody.tools.checkpoints import Shadow
+        from rhapsody.tools.shadow import Shadow
 
         store = self.app.agent.toolbox.checkpointer
         if not isinstance(store, Shadow):
@@ -123,7 +123,7 @@ class Rewinder:
     async def apply(self, turn: Turn, what: What, overwrite: bool) -> None:
         """Rewind; files changed outside rhapsody are asked about first."""
         from rhapsody.commands.rewind import BUSY, rewind
-        from rhapsody.tools.checkpoints import Shadow
+        from rhapsody.tools.shadow import Shadow
 
         store = self.app.agent.toolbox.checkpointer
         assert isinstance(store, Shadow)

@@ -22,7 +22,7 @@ from rhapsody.frontends.preview import plain_text, preview
 from rhapsody.wiring import build
 
 from tests.conftest import MODEL, Stub, collect, until
-from tests.commands.test_cli import one_line_error, rhapsody
+from tests.test_cli import one_line_error, rhapsody
 from tests.core.test_handoff_e2e import handoff_turn
 
 NARRATE = "I will run this command now because the task needs its output; I expect it to succeed."

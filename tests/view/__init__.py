@@ -1,0 +1,1 @@
+"""The one renderer: the lines every front end shows."""
