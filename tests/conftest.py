@@ -102,6 +102,10 @@ GATE = "for i in $(seq 1000); do [ -e go ] && break; sleep 0.01; done"
 test acts while the tool is in flight, however slow the machine, then lets it finish."""
 
 
+async def no_grace() -> None:
+    """A permission question's grace period where a test does not test it: over at once, not GRACE seconds."""
+
+
 async def until(condition: Callable[[], bool], within: float = 10.0,
                 pause: Callable[[float], Awaitable[Any]] = asyncio.sleep, step: float = 0.01) -> None:
     """Wait until `condition()` holds, checking every `step` seconds; fail after `within` seconds."""

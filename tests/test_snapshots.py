@@ -32,7 +32,7 @@ from rhapsody.tui.status import Liveness
 from rhapsody.tui.widgets import Foldable, PromptInput
 from rhapsody.wiring import policy
 
-from .conftest import SANDBOX, Stub
+from .conftest import SANDBOX, Stub, no_grace
 from .test_app_keys import asking, panel
 from .test_handoff_e2e import handoff_turn
 
@@ -66,7 +66,7 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def fixed_app(stub: Stub, root: Path, mode: str = "yolo") -> RhapsodyApp:
-    approver = HumanApprover()
+    approver = HumanApprover(grace=no_grace)
     toolbox = Toolbox(default_tools(SANDBOX), mode, Rules(parse=parse), clock=lambda: 0.0, approver=approver)
     spec = RequestSpec(model="claude-sonnet-5-5", system="You are a test agent.", tools=toolbox.specs())
     session = Session(root, HistoryWriter(history_dir(root) / "snapshot.jsonl"), spec, "snapshot")

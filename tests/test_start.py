@@ -26,7 +26,7 @@ from textual.worker import Worker, WorkerState
 from rhapsody.loopback.script import say
 from rhapsody.tui.app import RhapsodyApp
 from rhapsody.tui.widgets import PromptInput
-from tests.conftest import MODEL, Stub
+from tests.conftest import MODEL, Stub, until
 
 ANSI = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[@-Z\\-_]|[\x00-\x08\x0b-\x1f\x7f]")
 
@@ -142,8 +142,8 @@ def test_typed_ahead_of_the_first_frame_lands_in_the_prompt(project: Path, home:
         bodies = stub.bodies()
         assert len(bodies) == 1
         assert bodies[0]["messages"][0]["content"][0]["text"] == "say hello"
-        assert term.read_until(lambda s: "Ready when you are" in s)  # idle again: ctrl+c now quits (while working it stops)
-        time.sleep(0.3)
+        assert term.read_until(lambda s: "Ready when you are" in s)
+        assert term.read_until(lambda s: "idle" in s.rsplit("Ready when you are", 1)[-1])  # ctrl+c now quits (working, it stops)
         os.write(term.fd, b"\x03")
         assert term.read_until(lambda s: "again to quit" in s), term.seen[-1000:]  # the first ctrl+c landed
         os.write(term.fd, b"\x03")

@@ -13,7 +13,7 @@ from rhapsody.tui.app import RhapsodyApp
 from rhapsody.tui.confirm import ConfirmScreen
 from rhapsody.tui.widgets import Foldable, PromptInput
 
-from .conftest import GATE, Stub, until
+from .conftest import GATE, Stub, no_grace, until
 from .test_handoff_e2e import handoff_turn
 
 SLOW = "I will run a command that takes a moment, so there is time to type a hint while it runs."
@@ -188,7 +188,7 @@ async def test_ask_mode_shows_the_question_and_each_answer_takes_effect(stub: St
         call(narrate, "bash", command="rm once.txt"),
         say("done"),
     )
-    approver = HumanApprover()
+    approver = HumanApprover(grace=no_grace)
     wiring = stub.wire(project, approver=approver, permission_mode="ask")
     app = RhapsodyApp(wiring.agent, wiring.settings, approver)
 
@@ -217,7 +217,7 @@ async def test_the_dialog_offers_no_session_rule_for_a_command_no_rule_can_allow
 
     narrate = "I will loop over two numbers and print each one, to show what the loop does here."
     stub.script(call(narrate, "bash", command="for i in 1 2; do echo $i; done"), say("done"))
-    approver = HumanApprover()
+    approver = HumanApprover(grace=no_grace)
     wiring = stub.wire(project, approver=approver, permission_mode="ask")
     app = RhapsodyApp(wiring.agent, wiring.settings, approver)
     async with app.run_test(size=(100, 30)) as pilot:
