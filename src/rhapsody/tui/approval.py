@@ -119,7 +119,8 @@ class ApprovalPanel(Vertical, can_focus=True):
 
     async def _open_after_grace(self) -> None:
         await self.grace()
-        self.open()
+        if self.query("#reason"):  # none: the panel is being taken away
+            self.open()
 
     def on_resize(self) -> None:
         self.call_after_refresh(self.fit_preview)
@@ -129,8 +130,8 @@ class ApprovalPanel(Vertical, can_focus=True):
 
         The rest is measured from the other widgets' own heights, never from the preview's: after the
         terminal shrinks, the preview still holds the old size."""
-        view = self.query_one("#preview", VerticalScroll)
-        if not self.size.height:
+        view = next(iter(self.query("#preview").results(VerticalScroll)), None)
+        if view is None or not self.size.height:  # None: the panel is being taken away
             return
         height = self.app.size.height
         room = max(8, min(height - KEEP_ROWS, int(height * PANEL_SHARE)))
