@@ -32,7 +32,7 @@ from rhapsody.tui.status import Liveness
 from rhapsody.tui.widgets import Foldable, PromptInput
 from rhapsody.wiring import policy
 
-from .conftest import SANDBOX, Stub, no_grace
+from .conftest import GATE, SANDBOX, Stub, no_grace
 from .test_app_keys import asking, panel
 from .test_handoff_e2e import handoff_turn
 
@@ -202,7 +202,7 @@ def test_the_full_output_view(snap_compare: Any, stub: Stub, root: Path, size: t
 
 @pytest.mark.parametrize("size", SIZES)
 def test_mid_run_with_a_spinner_and_a_placed_hint(snap_compare: Any, stub: Stub, root: Path, size: tuple[int, int]) -> None:
-    stub.script(call(SLOW, "bash", command="sleep 0.3"), call(SLOW, "bash", command="sleep 30"), say("never"))
+    stub.script(call(SLOW, "bash", command=GATE), call(SLOW, "bash", command="sleep 30"), say("never"))
     app = fixed_app(stub, root)
     app.live = FrozenClock()
 
@@ -210,7 +210,8 @@ def test_mid_run_with_a_spinner_and_a_placed_hint(snap_compare: Any, stub: Stub,
         await git_read(pilot)
         app.start_turn("run the tests")
         await until(pilot, lambda: app.agent.in_flight)
-        await app.add_hint("only the parser tests, please", "steer")
+        await app.add_hint("only the parser tests, please", "steer")  # while the first command waits for `go`
+        (root / "go").touch()
         await until(pilot, lambda: len([e for e in app.transcript.entries if e.kind == "tool"]) == 2)
         await settle(pilot)
 
