@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from textual.widget import Widget
 from textual.widgets import Static
 
 from rhapsody.core.approval import HumanApprover
@@ -231,6 +232,13 @@ async def test_the_dialog_offers_no_session_rule_for_a_command_no_rule_can_allow
     assert wiring.agent.toolbox.rules.session_allow == []
 
 
+def laid_out_fence(widget: Widget) -> bool:
+    """Whether a streaming Markdown widget shows its code block, laid out (a height on screen)."""
+    from textual.widgets._markdown import MarkdownFence
+
+    return any(fence.outer_size.height > 0 for fence in widget.query(MarkdownFence))
+
+
 async def test_a_streamed_code_block_takes_the_same_lines_live_as_when_finished(stub: Stub, project: Path) -> None:
     from rhapsody.tui.widgets import Entry
 
@@ -240,11 +248,11 @@ async def test_a_streamed_code_block_takes_the_same_lines_live_as_when_finished(
         view = app.transcript
         await view.add(Entry("user", "› go"))
         await view.stream_text("Para one.\n\n```python\nx = 1\n```\n")
-        await pilot.pause(0.2)
+        await until(lambda: laid_out_fence(view.live), pause=pilot.pause)
         live = view.live.outer_size.height + view.live.styles.margin.bottom
         await view.end_text()
-        await pilot.pause(0.2)
         final = view.widgets[view.entries[-1]]
+        await until(lambda: final.outer_size.height > 0, pause=pilot.pause)  # one Static: laid out whole
         assert live <= final.outer_size.height + 1  # at most the live reply's one-line gap below it
 
 
