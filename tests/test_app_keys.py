@@ -653,14 +653,15 @@ async def test_sending_from_the_prompt_scrolls_the_transcript_to_the_bottom(stub
         await pilot.press("pageup", "pageup")
         await pilot.pause()
         assert view.scroll_y < view.max_scroll_y
-        for command in ("/stats", "/help"):
+        for command, said in (("/stats", "no seams yet"), ("/help", "/model")):
             await send(pilot, command)
-            await pilot.pause(0.1)
+            await until(pilot, lambda: said in app.transcript.entries[-1].text and app.transcript.entries[-1] in app.transcript.widgets)
             shown = app.transcript.widgets[app.transcript.entries[-1]]
             if command == "/stats":  # a short output: the bottom
-                assert view.scroll_y == view.max_scroll_y, command
+                await until(pilot, lambda: view.scroll_y == view.max_scroll_y)
             else:  # taller than the view: seen from its first line
-                assert view.region.y <= shown.region.y < view.region.y + 2 and view.scroll_y < view.max_scroll_y
+                await until(pilot, lambda: view.region.y <= shown.region.y < view.region.y + 2)
+                assert view.scroll_y < view.max_scroll_y
             await pilot.press("pageup")
             await pilot.pause()
 

@@ -191,10 +191,7 @@ async def test_the_first_frame_is_drawn_before_the_session_is_built(project: Pat
         assert not app.ready
         early = PromptInput.Submitted("say hello", queue=False)
         await app.submitted(early)  # Enter before the session exists: held, then sent once
-        for _ in range(100):
-            await pilot.pause(0.05)
-            if len(stub.bodies()) == 1 and not app.busy:
-                break
+        await until(lambda: len(stub.bodies()) == 1 and not app.busy, pause=pilot.pause)
         assert app.ready and shown and "model        …" in shown[0]
         welcome = [e for e in app.transcript.entries if e.kind == "welcome"]
         assert not welcome  # the session started: the welcome left
@@ -211,7 +208,7 @@ async def test_a_git_refresh_that_ends_while_the_app_closes_is_no_crash(project:
 
     app = RhapsodyApp(boot=boot, root=project)
     async with app.run_test() as pilot:
-        await pilot.pause(0.1)
+        await until(lambda: app.ready, pause=pilot.pause)
         worker = app.refresh_git()
     assert not app.screen_stack
     app.on_worker_state_changed(Worker.StateChanged(worker, WorkerState.SUCCESS))  # raised ScreenStackError
@@ -224,10 +221,8 @@ async def test_the_app_fills_in_its_welcome_once_the_session_exists(project: Pat
 
     app = RhapsodyApp(boot=boot, root=project)
     async with app.run_test() as pilot:
-        for _ in range(200):
-            await pilot.pause(0.05)
-            if app.ready and any(e.kind == "welcome" and MODEL in e.text for e in app.transcript.entries):
-                break
+        await until(lambda: app.ready and any(e.kind == "welcome" and MODEL in e.text for e in app.transcript.entries),
+                    pause=pilot.pause)
         welcome = next(e for e in app.transcript.entries if e.kind == "welcome")
         assert f"model        {MODEL}" in welcome.text
         assert "…" not in welcome.text.split("\n")[3]
@@ -241,10 +236,7 @@ async def test_a_boot_that_fails_ends_the_app_and_keeps_the_reason(project: Path
 
     app = RhapsodyApp(boot=boot, root=project)
     async with app.run_test() as pilot:
-        for _ in range(200):
-            await pilot.pause(0.05)
-            if app.boot_error is not None:
-                break
+        await until(lambda: app.boot_error is not None, pause=pilot.pause)
     assert isinstance(app.boot_error, ConfigError)
     assert app.return_code == 2
 
@@ -287,9 +279,6 @@ async def test_a_typed_ahead_message_replaces_the_suggested_one(project: Path, s
 
     app = RhapsodyApp(boot=boot, root=project, initial="The suggested task.", typed_ahead=("hello there",))
     async with app.run_test() as pilot:
-        for _ in range(200):
-            await pilot.pause(0.05)
-            if stub.bodies() and not app.busy:
-                break
+        await until(lambda: bool(stub.bodies()) and not app.busy, pause=pilot.pause)
         assert app.query_one(PromptInput).text == ""  # nothing left to send by accident
     assert [b["text"] for b in stub.bodies()[0]["messages"][0]["content"]] == ["hello there"]
