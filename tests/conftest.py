@@ -102,6 +102,19 @@ GATE = "for i in $(seq 1000); do [ -e go ] && break; sleep 0.01; done"
 test acts while the tool is in flight, however slow the machine, then lets it finish."""
 
 
+def no_wait(waited: list[float]) -> Callable[[float], Awaitable[None]]:
+    """A sleep that passes at once and keeps the seconds asked for: a test checks a wait without waiting it."""
+
+    async def sleep(seconds: float) -> None:
+        waited.append(seconds)
+
+    return sleep
+
+
+async def no_grace() -> None:
+    """A permission question's grace period where a test does not test it: over at once, not GRACE seconds."""
+
+
 async def until(condition: Callable[[], bool], within: float = 10.0,
                 pause: Callable[[float], Awaitable[Any]] = asyncio.sleep, step: float = 0.01) -> None:
     """Wait until `condition()` holds, checking every `step` seconds; fail after `within` seconds."""

@@ -38,6 +38,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
+    from rhapsody.core.permissions import MODES
+
     p = _Parser(
         prog="rhapsody",
         description="A terminal coding agent that narrates every step and keeps its own words across seams.",
@@ -50,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--provider", choices=("anthropic", "bedrock", "vertex", "openai"),
                    help="where the model runs (openai: any OpenAI-compatible endpoint at OPENAI_BASE_URL)")
     p.add_argument("--model", help="model id in the provider's form (default on anthropic: the newest Sonnet the SDK lists)")
-    p.add_argument("--permission-mode", choices=("read-only", "ask", "auto-edit", "yolo"),
+    p.add_argument("--permission-mode", choices=MODES,
                    help="read-only: no writes, bash in a read-only sandbox; ask: asks before writes and bash; "
                    "auto-edit: writes in the project and sandboxed bash run unasked; yolo: as auto-edit, and bash "
                    "with sandbox = \"off\" runs unasked too (bash stays sandboxed where the sandbox is on; leaving it "

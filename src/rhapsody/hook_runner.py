@@ -32,6 +32,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rhapsody.core.hooks import CLAUDE_NAMES, HookVerdict, combine
+from rhapsody.core.permissions import verdict_named
 from rhapsody.core.secrets import mask
 from rhapsody.core.session import Session
 from rhapsody.tools.procs import kill_group
@@ -202,13 +203,12 @@ def _from_json(event: str, answer: dict[str, Any]) -> tuple[HookVerdict, str]:
     """Claude Code's JSON output: the old `decision`/`reason`, `continue`, and `hookSpecificOutput`."""
     raw = answer.get("hookSpecificOutput")
     specific: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    decision = str(specific.get("permissionDecision") or "")
     old = str(answer.get("decision") or "")
-    decision = decision or {"approve": "allow", "block": "deny"}.get(old, old if old in ("allow", "deny", "ask") else "")
+    decision = verdict_named(specific.get("permissionDecision") or {"approve": "allow", "block": "deny"}.get(old, old))
     reason = str(specific.get("permissionDecisionReason") or answer.get("reason") or answer.get("stopReason") or "")
     blocked = old == "block" or (answer.get("continue") is False and event != "Stop")  # a Stop hook's false: just stop
     context = str(specific.get("additionalContext") or "")
-    verdict = HookVerdict(blocked, decision if decision in ("allow", "deny", "ask") else "", _cap(reason), _cap(context))
+    verdict = HookVerdict(blocked, decision, _cap(reason), _cap(context))
     outcome = "blocked" if blocked else verdict.decision or "ok"
     return verdict, outcome
 

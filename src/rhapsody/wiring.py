@@ -21,6 +21,7 @@ from rhapsody.core.history import find_session
 from rhapsody.core.loop import Agent
 from rhapsody.core.policy import Policy
 from rhapsody.core.model import Model
+from rhapsody.core.permissions import Mode
 from rhapsody.core.rolling import RollingPolicy
 from rhapsody.core.session import Session
 from rhapsody.core.tools import Approver, Toolbox
@@ -178,7 +179,7 @@ def new_spec(root: Path, settings: Settings, model_id: str, toolbox: Toolbox) ->
     )
 
 
-def permission_mode(settings: Settings, interactive: bool) -> str:
+def permission_mode(settings: Settings, interactive: bool) -> Mode:
     """The mode tools run under: the setting, else `ask` where a human can answer and `auto-edit` headless."""
     return settings.permission_mode or ("ask" if interactive else "auto-edit")
 

@@ -80,7 +80,7 @@ async def test_in_the_app_a_typed_denial_reason_reaches_the_request_after_a_seam
         call("I will clear the build folder so the next build starts from nothing.", "bash", command="rm -rf build"),
         say("Understood, build/ stays."), handoff_turn(), say("Noted."), say("build/ holds the benchmark data."),
     )
-    approver = HumanApprover()
+    approver = HumanApprover(grace=no_grace)
     wiring = stub.wire(project, approver=approver, permission_mode="ask")
     app = RhapsodyApp(wiring.agent, wiring.settings, approver)
     async with app.run_test(size=(100, 30)) as pilot:

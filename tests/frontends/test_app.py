@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from textual.widget import Widget
 from textual.widgets import Static
 
 from rhapsody.core.approval import HumanApprover
@@ -13,7 +14,7 @@ from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.frontends.app.confirm import ConfirmScreen
 from rhapsody.frontends.app.widgets import Foldable, PromptInput
 
-from tests.conftest import GATE, Stub, until
+from tests.conftest import GATE, Stub, no_grace, until
 from tests.core.test_handoff_e2e import handoff_turn
 
 SLOW = "I will run a command that takes a moment, so there is time to type a hint while it runs."
@@ -188,7 +189,7 @@ async def test_ask_mode_shows_the_question_and_each_answer_takes_effect(stub: St
         call(narrate, "bash", command="rm once.txt"),
         say("done"),
     )
-    approver = HumanApprover()
+    approver = HumanApprover(grace=no_grace)
     wiring = stub.wire(project, approver=approver, permission_mode="ask")
     app = RhapsodyApp(wiring.agent, wiring.settings, approver)
 
@@ -217,7 +218,7 @@ async def test_the_dialog_offers_no_session_rule_for_a_command_no_rule_can_allow
 
     narrate = "I will loop over two numbers and print each one, to show what the loop does here."
     stub.script(call(narrate, "bash", command="for i in 1 2; do echo $i; done"), say("done"))
-    approver = HumanApprover()
+    approver = HumanApprover(grace=no_grace)
     wiring = stub.wire(project, approver=approver, permission_mode="ask")
     app = RhapsodyApp(wiring.agent, wiring.settings, approver)
     async with app.run_test(size=(100, 30)) as pilot:
@@ -231,6 +232,13 @@ async def test_the_dialog_offers_no_session_rule_for_a_command_no_rule_can_allow
     assert wiring.agent.toolbox.rules.session_allow == []
 
 
+def laid_out_fence(widget: Widget) -> bool:
+    """Whether a streaming Markdown widget shows its code block, laid out (a height on screen)."""
+    from textual.widgets._markdown import MarkdownFence
+
+    return any(fence.outer_size.height > 0 for fence in widget.query(MarkdownFence))
+
+
 async def test_a_streamed_code_block_takes_the_same_lines_live_as_when_finished(stub: Stub, project: Path) -> None:
     from rhapsody.frontends.app.widgets import Entry
 
@@ -240,11 +248,11 @@ async def test_a_streamed_code_block_takes_the_same_lines_live_as_when_finished(
         view = app.transcript
         await view.add(Entry("user", "› go"))
         await view.stream_text("Para one.\n\n```python\nx = 1\n```\n")
-        await pilot.pause(0.2)
+        await until(lambda: laid_out_fence(view.live), pause=pilot.pause)
         live = view.live.outer_size.height + view.live.styles.margin.bottom
         await view.end_text()
-        await pilot.pause(0.2)
         final = view.widgets[view.entries[-1]]
+        await until(lambda: final.outer_size.height > 0, pause=pilot.pause)  # one Static: laid out whole
         assert live <= final.outer_size.height + 1  # at most the live reply's one-line gap below it
 
 

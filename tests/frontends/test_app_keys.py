@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 from textual.widgets import Static
 
-from rhapsody.core.approval import HumanApprover
+from rhapsody.core.approval import Grace, HumanApprover
 from rhapsody.loopback.script import call, say
 from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.frontends.app.approval import ApprovalPanel
@@ -19,7 +20,7 @@ from rhapsody.frontends.app.confirm import ConfirmScreen
 from rhapsody.frontends.app.fullview import FullView
 from rhapsody.frontends.app.widgets import Foldable, PromptInput
 
-from tests.conftest import GATE, Stub
+from tests.conftest import GATE, Stub, no_grace
 from tests.core.test_handoff_e2e import handoff_turn
 
 NARRATE = "I will run this command now because the task needs its output; I expect it to succeed."
@@ -54,8 +55,9 @@ def panel(app: RhapsodyApp) -> ApprovalPanel:
     return app.query_one(ApprovalPanel)
 
 
-def ask_app(stub: Stub, project: Path) -> RhapsodyApp:
-    approver = HumanApprover()
+def ask_app(stub: Stub, project: Path, grace: Grace = no_grace) -> RhapsodyApp:
+    """The app in ask mode; each question's grace period is `grace` (by default over at once)."""
+    approver = HumanApprover(grace)
     wiring = stub.wire(project, approver=approver, permission_mode="ask")
     return RhapsodyApp(wiring.agent, wiring.settings, approver)
 
@@ -131,12 +133,10 @@ async def test_lone_hotkeys_answer(stub: Stub, project: Path) -> None:
 
 
 async def test_keys_typed_as_the_question_opens_are_discarded_and_shown_never_left_in_the_prompt(
-        stub: Stub, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import rhapsody.frontends.app.approval
-
-    monkeypatch.setattr(rhapsody.frontends.app.approval, "GRACE", 3.0)  # four key presses fit in it on a loaded machine
+        stub: Stub, project: Path) -> None:
     stub.script(call(NARRATE, "bash", command="touch one.txt"), say("done"))
-    app = ask_app(stub, project)
+    over = asyncio.Event()  # the grace period lasts until the test ends it
+    app = ask_app(stub, project, over.wait)
     async with app.run_test(size=(80, 24)) as pilot:
         app.start_turn("go")
         await until(pilot, lambda: app.query(ApprovalPanel) and panel(app).has_focus)
@@ -145,6 +145,8 @@ async def test_keys_typed_as_the_question_opens_are_discarded_and_shown_never_le
         said = str(panel(app).query_one("#enter-does", Static).render())
         assert "wait" in said and "'a⏎y⏎'" in said  # where they went: shown
         assert app.query_one(PromptInput).text == ""
+        assert not (project / "one.txt").exists() and app.query(ApprovalPanel)  # no key answered the question
+        over.set()
         await until(pilot, lambda: asking(app))
         assert panel(app).query_one("#reason").value == ""
         await pilot.press("escape")
@@ -460,8 +462,7 @@ async def test_liveness_and_tool_lines_at_80_columns(stub: Stub, project: Path) 
         assert len(status) < 80 and not status.endswith("│")
         await send(pilot, "talk")
         await until(pilot, lambda: app.transcript.live is not None)
-        await pilot.pause(0.2)
-        assert "writing" in str(app.query_one("#status", Static).render())
+        await until(pilot, lambda: "writing" in str(app.query_one("#status", Static).render()))
         await idle(pilot)
         await send(pilot, "run")
         await until(pilot, lambda: app.calls)
@@ -471,10 +472,9 @@ async def test_liveness_and_tool_lines_at_80_columns(stub: Stub, project: Path) 
         assert shown.endswith("… running") and len(shown) <= 80
         (project / "go").touch()
         await idle(pilot)
-        await pilot.pause(0.1)  # the footer redraws its keys when the turn ends (ctrl+c: Interrupt, then Quit)
-        bar = app.query_one("Footer")
+        bar = app.query_one("Footer")  # it redraws its keys when the turn ends (ctrl+c: Interrupt, then Quit)
+        await until(pilot, lambda: max((key.region.right for key in bar.query("FooterKey")), default=0) > 0)
         assert all(key.region.right <= 80 for key in bar.query("FooterKey"))
-        assert max(key.region.right for key in bar.query("FooterKey")) > 0
 
 
 def contrast(a: Any, b: Any) -> float:
@@ -513,8 +513,7 @@ async def test_focused_lines_are_readable_and_keys_typed_while_focus_moves_land_
             assert contrast(*eight_bit(background, color)) >= 4.5, line.entry.kind  # as tmux's 256 colours show it
         for key, char in (("tab", None), ("a", "a"), ("b", "b"), ("c", "c"), ("home", None), ("X", "X")):
             app.post_message(events.Key(key, char))  # all queued at once, as a fast typist's keys arrive
-        await pilot.pause(0.2)
-        assert app.query_one(PromptInput).text.endswith("Xabc")
+        await until(pilot, lambda: app.query_one(PromptInput).text.endswith("Xabc"))
 
 
 async def test_command_outputs_survive_continue_in_place(stub: Stub, project: Path) -> None:
@@ -654,14 +653,15 @@ async def test_sending_from_the_prompt_scrolls_the_transcript_to_the_bottom(stub
         await pilot.press("pageup", "pageup")
         await pilot.pause()
         assert view.scroll_y < view.max_scroll_y
-        for command in ("/stats", "/help"):
+        for command, said in (("/stats", "no seams yet"), ("/help", "/model")):
             await send(pilot, command)
-            await pilot.pause(0.1)
+            await until(pilot, lambda: said in app.transcript.entries[-1].text and app.transcript.entries[-1] in app.transcript.widgets)
             shown = app.transcript.widgets[app.transcript.entries[-1]]
             if command == "/stats":  # a short output: the bottom
-                assert view.scroll_y == view.max_scroll_y, command
+                await until(pilot, lambda: view.scroll_y == view.max_scroll_y)
             else:  # taller than the view: seen from its first line
-                assert view.region.y <= shown.region.y < view.region.y + 2 and view.scroll_y < view.max_scroll_y
+                await until(pilot, lambda: view.region.y <= shown.region.y < view.region.y + 2)
+                assert view.scroll_y < view.max_scroll_y
             await pilot.press("pageup")
             await pilot.pause()
 

@@ -46,9 +46,7 @@ async def test_the_answer_area_stays_on_screen_after_every_resize(stub: Stub, pr
         screen = panel(app)
         for size in sizes[1:]:
             await pilot.resize_terminal(*size)
-            await pilot.pause(0.1)
-            await pilot.pause()
-            assert all(on_screen(w, size) for w in answer_area(screen)), size
+            await until(pilot, lambda: screen.region.width == size[0] and all(on_screen(w, size) for w in answer_area(screen)))
             preview = screen.query_one("#preview")
             assert preview.region.height >= 3 and on_screen(screen, size)
             assert app.transcript.region.height >= 4 and app.transcript.region.bottom <= screen.region.y

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 from pathlib import Path
 
@@ -76,19 +77,18 @@ async def test_a_slash_command_typed_in_the_question_runs_and_ctrl_n_queues_neve
 
 
 async def test_a_draft_queued_with_ctrl_n_as_the_question_opens_goes_to_the_queue(
-        stub: Stub, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import rhapsody.frontends.app.approval
-
-    monkeypatch.setattr(rhapsody.frontends.app.approval, "GRACE", 3.0)
+        stub: Stub, project: Path) -> None:
     stub.script(call(NARRATE, "bash", command="touch one.txt"), say("done"), say("ok"))
-    app = ask_app(stub, project)
+    over = asyncio.Event()  # the grace period lasts until the test ends it
+    app = ask_app(stub, project, over.wait)
     async with app.run_test(size=(80, 24)) as pilot:
         app.start_turn("go")
         app.query_one(PromptInput).text = "also update the readme"
         await until(pilot, lambda: app.query(ApprovalPanel) and panel(app).has_focus)
         await pilot.press("ctrl+n")  # meant for the prompt's draft, pressed as the question appeared
         await until(pilot, lambda: any(e.kind == "hint" for e in app.transcript.entries))
-        assert app.query_one(PromptInput).text == ""
+        assert app.query_one(PromptInput).text == "" and not panel(app).ready
+        over.set()
         await until(pilot, lambda: asking(app))
         assert panel(app).query_one("#reason").value == ""
         await pilot.press("escape")
@@ -252,11 +252,11 @@ async def test_help_taller_than_the_screen_opens_at_its_first_line_and_scrolls(s
     app = plain_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
         await send(pilot, "/help")
-        await pilot.pause(0.1)
+        await until(pilot, lambda: [w for w in app.transcript.query(Notice) if "/model" in w.entry.text])
         notice = [w for w in app.transcript.query(Notice) if "/model" in w.entry.text][-1]
         view = app.transcript.region
+        await until(pilot, lambda: view.y <= notice.region.y < view.y + 2)  # its first line is in view, at the top
         assert notice.region.height > view.height  # taller than the transcript at 80x24
-        assert view.y <= notice.region.y < view.y + 2  # its first line is in view, at the top
         top = app.transcript.scroll_y
         await pilot.press("pagedown")
         await pilot.pause()
@@ -341,7 +341,6 @@ async def test_ctrl_c_during_a_question_stops_the_turn_and_the_status_says_idle(
         await pilot.press("ctrl+c")
         await idle(pilot)
         await until(pilot, lambda: not app.query(ApprovalPanel))
-        await pilot.pause(0.1)
-        assert str(app.query_one("#status").render()).lstrip().startswith("idle")
+        await until(pilot, lambda: str(app.query_one("#status").render()).lstrip().startswith("idle"))
         assert any(e.kind == "interrupted" for e in app.transcript.entries)
     assert not (project / "one.txt").exists()

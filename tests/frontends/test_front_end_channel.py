@@ -200,7 +200,7 @@ async def test_headless_text_shows_the_harness_words_and_a_finished_edit_carries
 async def test_app_shows_each_harness_line_once_live_and_as_a_rebuild_shows_it(stub: Stub, project: Path) -> None:
     from rhapsody.frontends.app.app import RhapsodyApp
 
-    from .test_app_keys import idle, send, texts
+    from tests.frontends.test_app_keys import idle, send, texts
 
     stub.script(call(NARRATE, "bash", command="echo earlier"), handoff_turn(), say("Noted."), say("continued"))
     wiring = stub.wire(project)

@@ -50,12 +50,12 @@ async def test_plain_mode_runs_a_turn_takes_a_hint_and_slash_commands(stub: Stub
 async def test_plain_mode_asks_and_free_text_denies_with_those_words(stub: Stub, project: Path) -> None:
     stub.script(call(SLOW, "bash", command="touch denied.txt"), call(SLOW, "bash", command="touch approved.txt"),
                 say("Done."))
-    approver = HumanApprover()
+    over = asyncio.Event()  # the grace period ends when the test says so
+    approver = HumanApprover(grace=over.wait)
     wiring = stub.wire(project, approver=approver, permission_mode="ask")
     out = io.StringIO()
     with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        over = asyncio.Event()  # the grace period ends when the test says so
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, approver, out=out, grace=over.wait))
+        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, approver, out=out))
         pipe.send_text("make the file\r")
         await until(lambda: out.getvalue().count("? bash wants to run") == 1)
         await end_grace(over)  # what is typed sooner is not an answer
@@ -114,12 +114,12 @@ def last_user_text(stub: Stub) -> str:
 
 async def test_plain_mode_a_lone_y_entered_as_a_question_appears_never_approves(stub: Stub, project: Path) -> None:
     stub.script(call(SLOW, "bash", command="touch approved.txt"), say("Done."), say("Yes."))
-    approver = HumanApprover()
+    over = asyncio.Event()
+    approver = HumanApprover(grace=over.wait)
     wiring = stub.wire(project, approver=approver, permission_mode="ask")
     out = io.StringIO()
     with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        over = asyncio.Event()
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, approver, out=out, grace=over.wait))
+        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, approver, out=out))
         pipe.send_text("make the file\r")
         await until(lambda: "? bash wants to run" in out.getvalue())
         pipe.send_text("y\r")  # within the grace period: meant for the prompt, not the question
@@ -138,12 +138,12 @@ async def test_plain_mode_a_lone_y_entered_as_a_question_appears_never_approves(
 async def test_plain_mode_a_line_being_typed_as_a_question_appears_is_set_aside_not_taken(
         stub: Stub, project: Path) -> None:
     stub.script(call(SLOW, "bash", command="touch approved.txt"), say("Done."), say("It is."))
-    approver = HumanApprover()
+    over = asyncio.Event()
+    approver = HumanApprover(grace=over.wait)
     wiring = stub.wire(project, approver=approver, permission_mode="ask")
     out = io.StringIO()
     with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        over = asyncio.Event()
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, approver, out=out, grace=over.wait))
+        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, approver, out=out))
         pipe.send_text("make the file\r")
         await until(lambda: wiring.agent.busy)
         pipe.send_text("hmm, is th")  # a hint half typed when the question appears
@@ -229,12 +229,12 @@ async def test_plain_ctrl_c_stops_a_working_turn_and_idle_clears_a_typed_line_be
 async def test_plain_a_slash_command_or_ctrl_o_while_a_question_is_open_runs_and_never_denies(
         stub: Stub, project: Path) -> None:
     stub.script(call(SLOW, "bash", command="touch made.txt"), say("Done."))
-    approver = HumanApprover()
+    over = asyncio.Event()
+    approver = HumanApprover(grace=over.wait)
     wiring = stub.wire(project, approver=approver, permission_mode="ask")
     out = io.StringIO()
     with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        over = asyncio.Event()
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, approver, out=out, grace=over.wait))
+        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, approver, out=out))
         pipe.send_text("make the file\r")
         await until(lambda: "? bash wants to run" in out.getvalue())
         await end_grace(over)

@@ -32,7 +32,7 @@ from rhapsody.frontends.app.status import Liveness
 from rhapsody.frontends.app.widgets import Foldable, PromptInput
 from rhapsody.wiring import policy
 
-from tests.conftest import SANDBOX, Stub
+from tests.conftest import GATE, SANDBOX, Stub, no_grace
 from tests.frontends.test_app_keys import asking, panel
 from tests.core.test_handoff_e2e import handoff_turn
 
@@ -66,7 +66,7 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def fixed_app(stub: Stub, root: Path, mode: str = "yolo") -> RhapsodyApp:
-    approver = HumanApprover()
+    approver = HumanApprover(grace=no_grace)
     toolbox = Toolbox(default_tools(SANDBOX), mode, Rules(parse=parse), clock=lambda: 0.0, approver=approver)
     spec = RequestSpec(model="claude-sonnet-5-5", system="You are a test agent.", tools=toolbox.specs())
     session = Session(root, HistoryWriter(history_dir(root) / "snapshot.jsonl"), spec, "snapshot")
@@ -202,18 +202,16 @@ def test_the_full_output_view(snap_compare: Any, stub: Stub, root: Path, size: t
 
 @pytest.mark.parametrize("size", SIZES)
 def test_mid_run_with_a_spinner_and_a_placed_hint(snap_compare: Any, stub: Stub, root: Path, size: tuple[int, int]) -> None:
-    # the first call ends only once the hint is queued, however slow the machine: the hint lands after it
-    stub.script(call(SLOW, "bash", command="until [ -e .go ]; do sleep 0.05; done"),
-                call(SLOW, "bash", command="sleep 30"), say("never"))
+    stub.script(call(SLOW, "bash", command=GATE), call(SLOW, "bash", command="sleep 30"), say("never"))
     app = fixed_app(stub, root)
     app.live = FrozenClock()
 
     async def run_before(pilot: Any) -> None:
         await git_read(pilot)
         app.start_turn("run the tests")
-        await until(pilot, lambda: app.calls)  # the call is running
-        await app.add_hint("only the parser tests, please", "steer")
-        (root / ".go").touch()
+        await until(pilot, lambda: app.calls)
+        await app.add_hint("only the parser tests, please", "steer")  # while the first command waits for `go`
+        (root / "go").touch()
         await until(pilot, lambda: len([e for e in app.transcript.entries if e.kind == "tool"]) == 2)
         await settle(pilot)
 

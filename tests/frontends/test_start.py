@@ -142,8 +142,8 @@ def test_typed_ahead_of_the_first_frame_lands_in_the_prompt(project: Path, home:
         bodies = stub.bodies()
         assert len(bodies) == 1
         assert bodies[0]["messages"][0]["content"][0]["text"] == "say hello"
-        assert term.read_until(lambda s: "Ready when you are" in s)  # idle again: ctrl+c now quits (while working it stops)
-        time.sleep(0.3)
+        assert term.read_until(lambda s: "Ready when you are" in s)
+        assert term.read_until(lambda s: "idle" in s.rsplit("Ready when you are", 1)[-1])  # ctrl+c now quits (working, it stops)
         os.write(term.fd, b"\x03")
         assert term.read_until(lambda s: "again to quit" in s), term.seen[-1000:]  # the first ctrl+c landed
         os.write(term.fd, b"\x03")
@@ -208,7 +208,7 @@ async def test_a_git_refresh_that_ends_while_the_app_closes_is_no_crash(project:
 
     app = RhapsodyApp(boot=boot, root=project)
     async with app.run_test() as pilot:
-        await pilot.pause(0.1)
+        await until(lambda: app.ready, pause=pilot.pause)
         worker = app.refresh_git()
     assert not app.screen_stack
     app.on_worker_state_changed(Worker.StateChanged(worker, WorkerState.SUCCESS))  # raised ScreenStackError

@@ -25,7 +25,7 @@ from rhapsody.core.session_figures import figures
 from rhapsody.frontends.app.status import status_line
 from rhapsody.wiring import Wiring, build
 
-from tests.conftest import SANDBOX, Stub, collect
+from tests.conftest import SANDBOX, Stub, collect, no_wait
 from tests.test_cli import rhapsody
 from tests.core.test_handoff_e2e import handoff_turn, step
 
@@ -147,9 +147,12 @@ async def test_overload_and_a_cut_stream_are_retried_and_the_partial_answer_is_d
 async def test_a_retry_after_is_obeyed_and_counted_down_as_on_the_anthropic_provider(chat: ChatStub, project: Path) -> None:
     chat.script(say("Here after the wait."))
     chat.server.inject(Fault("status", status=429, retry_after=1.2))
-    events = await collect(chat.wire(project).agent.run("hi"))
+    wiring = chat.wire(project)
+    waited: list[float] = []
+    wiring.agent.model.sleep = no_wait(waited)  # type: ignore[attr-defined]
+    events = await collect(wiring.agent.run("hi"))
     retry = next(e for e in events if isinstance(e, Retrying))
-    assert (retry.delay, retry.asked) == (1.2, 1.2)
+    assert (retry.delay, retry.asked) == (1.2, 1.2) and waited == pytest.approx([0.2, 1.0])
     assert [e.remaining for e in events if isinstance(e, RetryCountdown)] == [1.2, 1.0]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from rhapsody.loopback.script import say
@@ -9,7 +10,7 @@ from rhapsody.providers.stream_assembly import Assembly
 from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.frontends.app.widgets import LIVE_SPLIT
 
-from tests.conftest import Stub
+from tests.conftest import Stub, until
 from tests.frontends.test_app import type_and_send, wait_idle
 
 PROSE = "".join(f"line {i}: the guard checks len before strip, so empty input passes\n" for i in range(120))
@@ -84,14 +85,23 @@ async def test_the_app_counts_a_retry_after_down_in_the_status_bar(stub: Stub, p
     stub.server.inject(Fault("status", status=429, retry_after=100000))
     wiring = stub.wire(project)
     wiring.agent.model.max_retry_after = 2.5  # type: ignore[attr-defined]  # production cap: 60 s
+    slept: list[float] = []
+    step = asyncio.Event()
+
+    async def by_hand(seconds: float) -> None:
+        """Each step of the wait ends when the test has seen the status bar count it."""
+        slept.append(seconds)
+        await step.wait()
+        step.clear()
+
+    wiring.agent.model.sleep = by_hand  # type: ignore[attr-defined]
     app = RhapsodyApp(wiring.agent, wiring.settings)
-    seen: set[str] = set()
     async with app.run_test(size=(100, 30)) as pilot:
         await type_and_send(pilot, "go")
-        while app.busy:
-            line = str(app.query_one("#status", Static).render())
-            seen.update(s for s in ("retry 1 in 3 s", "retry 1 in 2 s", "retry 1 in 1 s") if s in line)
-            await pilot.pause(0.05)
+        for steps, shown in ((1, "retry 1 in 2 s"), (2, "retry 1 in 2 s"), (3, "retry 1 in 1 s")):
+            await until(lambda: len(slept) == steps and shown in str(app.query_one("#status", Static).render()),
+                        pause=pilot.pause)
+            step.set()
         await wait_idle(pilot)
         assert any("↻ retry 1 in 2.5 s" in e.text for e in app.transcript.entries)
-    assert seen >= {"retry 1 in 2 s", "retry 1 in 1 s"}
+    assert slept == [0.5, 1.0, 1.0]

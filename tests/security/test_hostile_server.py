@@ -25,7 +25,7 @@ from rhapsody.view.render import print_event
 from rhapsody.loopback.script import call, say
 from rhapsody.loopback.server import Fault
 
-from tests.conftest import MODEL, Stub, collect
+from tests.conftest import MODEL, Stub, collect, no_wait
 from tests.test_cli import one_line_error, rhapsody
 
 STEP = "I will append a line to log.txt so each executed run of this tool call is visible on disk."
@@ -121,7 +121,10 @@ async def test_long_retry_after_is_capped_and_counted_down_in_events(stub: Stub,
     stub.server.inject(Fault("status", status=429, retry_after=100000))
     wiring = stub.wire(project)
     wiring.agent.model.max_retry_after = 1.5  # the production cap is 60 s; the test keeps the wait short
+    waited: list[float] = []
+    wiring.agent.model.sleep = no_wait(waited)
     events = await collect(wiring.agent.run("go"))
+    assert waited == [0.5, 1.0]  # the wait passed in the countdown's steps, on the test's clock
     assert isinstance(events[-1], TurnEnded)
     retry = next(e for e in events if isinstance(e, Retrying))
     assert (retry.delay, retry.asked) == (1.5, 100000.0)

@@ -27,6 +27,10 @@ PAGE = (f"<html><head><title>Docs</title><script>var token = 1;</script><style>p
         f"<body><h1>Options</h1><p>Use <code>--fast</code> for speed.</p><p>key {SECRET}</p></body></html>")
 
 
+HELD = threading.Event()
+"""Set as each test's site closes: the slow page's answer waits for it."""
+
+
 class Pages(BaseHTTPRequestHandler):
     """The local site: a page, redirects, a big page, a slow page, an image."""
 
@@ -40,7 +44,7 @@ class Pages(BaseHTTPRequestHandler):
             "/image": (200, "image/png", b"\x89PNG\r\n\x1a\n" + b"\0" * 100, {}),
         }
         if self.path == "/slow":
-            time.sleep(3)
+            HELD.wait(10)  # answers only once the test is over
         status, kind, body, headers = routes.get(self.path, (404, "text/plain", b"not here", {}))
         self.send_response(status)
         self.send_header("content-type", kind)
@@ -61,8 +65,10 @@ class Pages(BaseHTTPRequestHandler):
 def site() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Pages)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()  # shutdown waits one poll
+    HELD.clear()
     yield f"http://127.0.0.1:{server.server_address[1]}"
+    HELD.set()
     server.shutdown()
     server.server_close()
 
@@ -136,12 +142,12 @@ async def test_an_oversized_page_is_cut_and_a_non_text_page_refused(stub: Stub, 
 async def test_a_page_slower_than_the_limit_is_an_error_in_time(stub: Stub, project: Path, site: str) -> None:
     stub.script(call(FETCH, "web_fetch", url=f"{site}/slow"), say("Too slow."))
     wiring = stub.wire(project, allow=["web_fetch:127.0.0.1"])
-    wiring.agent.toolbox.tools["web_fetch"] = WebFetch(timeout=0.5)
+    wiring.agent.toolbox.tools["web_fetch"] = WebFetch(timeout=0.1)
     started = time.monotonic()
     events = await collect(wiring.agent.run("read"))
     assert time.monotonic() - started < 2.5
     [finished] = [e for e in events if isinstance(e, ToolFinished)]
-    assert finished.is_error and "no complete answer within 0.5 s" in finished.output
+    assert finished.is_error and "no complete answer within 0.1 s" in finished.output
 
 
 async def test_fetched_pages_leave_at_a_seam_and_stay_recallable(stub: Stub, project: Path, site: str) -> None:

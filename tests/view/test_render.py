@@ -21,7 +21,7 @@ from rhapsody.frontends.plain import PlainApprover
 from rhapsody.frontends.preview import plain_text, preview
 from rhapsody.wiring import build
 
-from tests.conftest import MODEL, Stub, collect, until
+from tests.conftest import MODEL, Stub, collect, no_grace, until
 from tests.test_cli import one_line_error, rhapsody
 from tests.core.test_handoff_e2e import handoff_turn
 
@@ -47,11 +47,11 @@ def test_previews_of_edits_and_new_files(tmp_path: Path) -> None:
 
 async def test_plain_approval_shows_the_command_escaped_and_only_a_lone_y_approves(tmp_path: Path) -> None:
     said: list[str] = []
-    approver = HumanApprover()
+    approver = HumanApprover(grace=no_grace)
     questions = PlainApprover(approver, said.append, tmp_path)
     serving = asyncio.create_task(questions.serve())
     task = asyncio.create_task(approver("bash", "x", "ask mode", {"command": "ls\r\x1b[2Krm -rf ~"}))
-    await until(lambda: bool(said) and questions.ready)  # past the grace period
+    await until(lambda: bool(said) and questions.ready)  # past the (test's empty) grace period
     assert "ls\\r\\x1b[2Krm -rf ~" in said[0] and "\x1b" not in said[0]
     assert "a = allow" not in said[0] and "no session rule can allow this call" in said[0]
     assert questions.answer("yes, but use stat instead")  # words: a denial, never a yes
@@ -68,11 +68,11 @@ async def test_plain_approval_shows_the_command_escaped_and_only_a_lone_y_approv
 async def test_plain_answers_as_the_app_does(tmp_path: Path, line: str, allow: bool, words: str,
                                              remember: tuple[str, ...]) -> None:
     said: list[str] = []
-    approver = HumanApprover()
+    approver = HumanApprover(grace=no_grace)
     questions = PlainApprover(approver, said.append, tmp_path)
     serving = asyncio.create_task(questions.serve())
     task = asyncio.create_task(approver("bash", "ls", "ask mode", {"command": "ls"}, ("bash:ls",)))
-    await until(lambda: bool(said) and questions.ready)  # past the grace period
+    await until(lambda: bool(said) and questions.ready)  # past the (test's empty) grace period
     assert "a = allow bash:ls for this session" in said[0]
     assert questions.answer(line)
     answer = await task
@@ -81,7 +81,7 @@ async def test_plain_answers_as_the_app_does(tmp_path: Path, line: str, allow: b
 
 
 async def test_plain_a_is_no_answer_of_its_own_when_no_rule_is_offered(tmp_path: Path) -> None:
-    approver = HumanApprover()
+    approver = HumanApprover(grace=no_grace)
     questions = PlainApprover(approver, [].append, tmp_path)
     serving = asyncio.create_task(questions.serve())
     task = asyncio.create_task(approver("bash", "for i in 1; do :; done", "no rule can allow this", {}))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rhapsody.core.handoff import undo_seam
 from rhapsody.core.loop import Agent
-from rhapsody.core.permissions import MODES
+from rhapsody.core.permissions import MODES, Mode, mode_named
 from rhapsody.core.session import Session
 from rhapsody.view.render import undo_text
 
@@ -246,17 +246,17 @@ def _known_models() -> tuple[str, ...]:
     return tuple(m for m in models if not (re.fullmatch(r".*-\d{8}", m) and m.rsplit("-", 1)[0] in models))
 
 
-CYCLE = ("ask", "auto-edit", "read-only")
+CYCLE: tuple[Mode, ...] = ("ask", "auto-edit", "read-only")
 """The modes shift+tab steps through in the app; yolo is never one of them (only a flag or /permissions yolo)."""
 
 
-def set_mode(agent: Agent, mode: str) -> None:
+def set_mode(agent: Agent, mode: Mode) -> None:
     """Switch the permission mode, on record so a resume keeps it."""
     agent.toolbox.permission_mode = mode
     agent.session.record("permission_mode", mode=mode)
 
 
-def next_mode(mode: str) -> str:
+def next_mode(mode: Mode) -> Mode:
     """The mode after `mode` in CYCLE; from yolo (or any mode outside it), ask."""
     return CYCLE[(CYCLE.index(mode) + 1) % len(CYCLE)] if mode in CYCLE else CYCLE[0]
 
@@ -264,9 +264,10 @@ def next_mode(mode: str) -> str:
 def _permissions(agent: Agent, arg: str) -> Outcome:
     box = agent.toolbox
     if arg:
-        if arg not in MODES:
+        mode = mode_named(arg)
+        if mode is None:
             return Outcome(f"unknown mode {arg}; choose one of {', '.join(MODES)}", error=True)
-        set_mode(agent, arg)
+        set_mode(agent, mode)
     warning = ["⚠ yolo: every call now runs without asking you, edits and commands alike; "
                "/permissions ask goes back"] if arg == "yolo" else []
     rules = box.rules

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rhapsody.config.files import project_config_path, read_config, user_config_path
 from rhapsody.core.errors import ConfigError
+from rhapsody.core.permissions import MODES, Mode, SandboxSetting
 from rhapsody.hook_runner import HookSettings
 
 
@@ -107,7 +108,7 @@ class Settings(BaseModel):
     """Allow several tool calls per message, one narration covering the batch."""
     thinking: bool = False
     """Ask for adaptive thinking with summarised display."""
-    permission_mode: Literal["read-only", "ask", "auto-edit", "yolo"] | None = None
+    permission_mode: Mode | None = None
     """What tools may do without asking; unset means `ask` in the app and plain mode, `auto-edit` headless."""
     allow: list[str] = Field(default_factory=list)
     """Rules that allow calls without asking, e.g. "bash:pytest*", "read_file:.env.example"."""
@@ -163,7 +164,7 @@ class Settings(BaseModel):
     """Seconds a turn must have run for its end to notify (with notify = "waiting")."""
     mcp_servers: dict[str, McpServer] = Field(default_factory=dict)
     """MCP servers whose tools the model gets as mcp__NAME__TOOL; a project's start only once it is trusted."""
-    sandbox: Literal["workspace-write", "read-only", "off"] = "workspace-write"
+    sandbox: SandboxSetting = "workspace-write"
     """Where bash and git run: bubblewrap with the project writable, read-only, or no sandbox (docs/security.md)."""
     sandbox_network: bool = False
     """Let sandboxed commands reach the network."""
@@ -187,7 +188,7 @@ class Settings(BaseModel):
     programs; read from the user config only."""
 
 
-MODE_RANK = {"read-only": 0, "ask": 1, "auto-edit": 2, "yolo": 3}
+MODE_RANK: dict[str, int] = {mode: rank for rank, mode in enumerate(MODES)}
 SANDBOX_STRICTNESS = {"off": 0, "workspace-write": 1, "read-only": 2}
 RAISING = ("mcp_servers", "mcp", "hooks")
 """Keys an untrusted project may never set (they start programs); ignored, named in the notice."""

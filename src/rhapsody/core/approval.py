@@ -3,6 +3,8 @@
 The CLI makes one `HumanApprover` and passes it both to the toolbox (which asks) and to
 the front end (which answers), so neither is patched into the other after construction.
 A question whose asker was cancelled (Esc during the question) is dropped unanswered.
+Each question carries its grace period as an awaitable (`Grace`), so a test ends it when it
+says, without waiting real time.
 
 Imports: stdlib and rhapsody.core only.
 """
@@ -10,14 +12,50 @@ Imports: stdlib and rhapsody.core only.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from rhapsody.core.tools import Approval
 
 GRACE = 0.6
 """Seconds after a question appears during which nothing typed answers it, in every front end:
 keys typed then were meant for the prompt, and a lone `y` among them must never approve."""
+
+Reply = Literal["allow", "allow_rule", "deny", "words"]
+"""What a line typed at a permission question does: allow the call once, allow the offered session rules,
+deny, or deny with the line's words as the reason the agent reads."""
+
+REPLIES: dict[str, Reply] = {"y": "allow", "a": "allow_rule", "n": "deny", "": "deny"}
+"""The lone hotkeys, the same in every front end; any other line is words."""
+
+
+def reply_to(typed: str, rules: tuple[str, ...]) -> Reply:
+    """What `typed` does at a question offering `rules`: a lone `a` is words when no rule is offered."""
+    reply = REPLIES.get(typed.strip().lower(), "words")
+    return "words" if reply == "allow_rule" and not rules else reply
+
+
+def approval_for(typed: str, rules: tuple[str, ...]) -> Approval:
+    """The answer `typed` gives a question offering `rules` (see reply_to); words are kept verbatim."""
+    match reply_to(typed, rules):
+        case "allow":
+            return Approval(True)
+        case "allow_rule":
+            return Approval(True, remember=rules)
+        case "deny":
+            return Approval(False)
+        case "words":
+            return Approval(False, words=typed)
+
+
+Grace = Callable[[], Awaitable[object]]
+"""Waits out one question's grace period; a front end takes no answer until it is over."""
+
+
+def wait_grace() -> Awaitable[object]:
+    """The grace period as the product has it: GRACE seconds of the event loop's clock."""
+    return asyncio.sleep(GRACE)
 
 
 @dataclass(frozen=True)
@@ -32,6 +70,8 @@ class Question:
     """The call's arguments, so the question can show the diff or the exact command."""
     rules: tuple[str, ...] = ()
     """The session rules an "allow for this session" would add; empty when no rule can allow the call."""
+    grace: Grace = wait_grace
+    """Waits out the question's grace period, during which nothing typed answers it."""
 
     @property
     def open(self) -> bool:
@@ -47,8 +87,10 @@ class Question:
 class HumanApprover:
     """An Approver whose questions a front end takes with `next_question` and answers."""
 
-    def __init__(self) -> None:
+    def __init__(self, grace: Grace = wait_grace) -> None:
         self._questions: asyncio.Queue[Question] | None = None
+        self.grace = grace
+        """The grace period each question gets (tests pass one they end by hand)."""
 
     @property
     def questions(self) -> asyncio.Queue[Question]:
@@ -60,7 +102,7 @@ class HumanApprover:
     async def __call__(self, tool: str, argument: str, why: str, args: dict[str, Any] | None = None,
                        rules: tuple[str, ...] = ()) -> Approval:
         question = Question(tool, argument, why, asyncio.get_running_loop().create_future(), dict(args or {}),
-                            tuple(rules))
+                            tuple(rules), self.grace)
         self.questions.put_nowait(question)
         return await question.reply
 

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from rhapsody.core.permissions import Mode, Verdict
+
 if TYPE_CHECKING:
     from rhapsody.core.session import Session
 
@@ -40,8 +42,8 @@ class HookVerdict:
 
     blocked: bool = False
     """Exit status 2, or a JSON `decision` of block/deny: the event's action does not happen."""
-    decision: str = ""
-    """PreToolUse's permission answer: allow, deny, ask, or '' for none."""
+    decision: Verdict | None = None
+    """PreToolUse's permission answer: allow, deny, ask, or None for none."""
     reason: str = ""
     """Why, for the model (stderr of exit 2, or the JSON reason)."""
     context: str = ""
@@ -82,8 +84,8 @@ class NoHooks:
 
 def combine(verdicts: list[HookVerdict]) -> HookVerdict:
     """Several hooks' verdicts as one: any block blocks, deny beats ask beats allow, texts joined."""
-    rank = {"": 0, "allow": 1, "ask": 2, "deny": 3}
-    decision = max((v.decision for v in verdicts), key=lambda d: rank.get(d, 0), default="")
+    rank: dict[Verdict | None, int] = {None: 0, "allow": 1, "ask": 2, "deny": 3}
+    decision = max((v.decision for v in verdicts), key=rank.__getitem__, default=None)
     return HookVerdict(
         blocked=any(v.blocked for v in verdicts),
         decision=decision,
@@ -92,7 +94,7 @@ def combine(verdicts: list[HookVerdict]) -> HookVerdict:
     )
 
 
-def payload(session: Session, event: str, mode: str = "", **fields: Any) -> dict[str, Any]:
+def payload(session: Session, event: str, mode: Mode, **fields: Any) -> dict[str, Any]:
     """The JSON a hook reads on standard input: Claude Code's common fields, then the event's own."""
     return {"session_id": session.id, "transcript_path": str(session.path), "cwd": str(session.root),
             "hook_event_name": event, "permission_mode": mode, **fields}

@@ -48,6 +48,12 @@ Mode = Literal["read-only", "ask", "auto-edit", "yolo"]
 """The permission modes, most restrictive first."""
 MODES: tuple[Mode, ...] = get_args(Mode)
 Verdict = Literal["allow", "deny", "ask"]
+"""A decision on one call: it runs, it is refused, or a human is asked."""
+VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
+DecidedBy = Literal["rules", "hook", "human", "mode"]
+"""Who decided a call: the rules and mode, a PreToolUse hook, the human, or the mode where no human can answer."""
+SandboxSetting = Literal["workspace-write", "read-only", "off"]
+"""The `sandbox` setting: where bash runs unless the mode narrows it (see tools.sandbox.effective_level)."""
 Confinement = Literal["", "workspace-write", "read-only", "off", "unavailable"]
 """Where a tool's process runs: a sandbox level, 'off' (sandbox = "off"), 'unavailable' (no bubblewrap);
 '' for a tool that runs inside rhapsody's own process."""
@@ -62,6 +68,16 @@ PROTECTED_READS = (".env", ".env.*", ".env-*", ".env_*", "*.env", ".envrc", "*.p
 """Secret-looking file names, matched case-insensitively against every part of the path. The one list:
 read_file refuses them, search and git leave them out, the sandbox binds an empty file over them."""
 SANDBOXED: tuple[Confinement, ...] = ("workspace-write", "read-only")
+
+
+def mode_named(text: object) -> Mode | None:
+    """The permission mode `text` names (a setting, a command's argument); None when it names none."""
+    return next((m for m in MODES if m == text), None)
+
+
+def verdict_named(text: object) -> Verdict | None:
+    """The verdict `text` names (a hook's JSON answer); None when it names none."""
+    return next((v for v in VERDICTS if v == text), None)
 _SPLIT = re.compile(r"&&|\|\||;|\||\n")
 
 
@@ -255,7 +271,7 @@ class Call:
             object.__setattr__(self, "keys", (self.argument,))
 
 
-def decide_call(mode: str, rules: Rules, call: Call) -> Decision:
+def decide_call(mode: Mode, rules: Rules, call: Call) -> Decision:
     """The decision for one described call."""
     if call.tool == "bash":
         return _decide_bash(mode, rules, call)
@@ -289,7 +305,7 @@ def fetch_host(url: str) -> str:
         return ""
 
 
-def _decide_fetch(mode: str, rules: Rules, call: Call) -> Decision:
+def _decide_fetch(mode: Mode, rules: Rules, call: Call) -> Decision:
     host = fetch_host(call.argument)
     for rule in rules.deny:
         if _matches(rule, "web_fetch", (host,)):
@@ -308,7 +324,7 @@ def _what(tool: str) -> str:
     return "writing files" if tool in FILE_WRITERS else "this call"
 
 
-def _decide_bash(mode: str, rules: Rules, call: Call) -> Decision:
+def _decide_bash(mode: Mode, rules: Rules, call: Call) -> Decision:
     shell = rules.parse(call.argument)
     denied = _shell_denied(rules.deny, call.argument, shell)
     if denied:
@@ -335,7 +351,7 @@ def _decide_bash(mode: str, rules: Rules, call: Call) -> Decision:
     return Decision("ask", f"{why}; {_ask_reason(mode, shell)}")
 
 
-def _outside(mode: str, allow: list[str], shell: ShellCommand) -> Decision:
+def _outside(mode: Mode, allow: list[str], shell: ShellCommand) -> Decision:
     if mode == "read-only":
         return Decision("deny", "read-only mode never runs commands outside the sandbox")
     ruled = _shell_allowed(allow, "unsandboxed", shell)
@@ -345,7 +361,7 @@ def _outside(mode: str, allow: list[str], shell: ShellCommand) -> Decision:
                            "'unsandboxed:' rule in the user's own config) can allow that")
 
 
-def _ask_reason(mode: str, shell: ShellCommand) -> str:
+def _ask_reason(mode: Mode, shell: ShellCommand) -> str:
     if shell.opaque:
         return f"{mode} mode asks: no rule can allow this command because {shell.opaque}"
     return f"{mode} mode asks before running commands"

@@ -29,6 +29,7 @@ from typing import Annotated, Any, Literal, Union, get_args
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from rhapsody.core.messages import Block, ToolResultBlock, ToolUseBlock
+from rhapsody.core.permissions import Confinement, DecidedBy, Mode, Verdict
 
 
 class InvalidRecord(ValueError):
@@ -192,17 +193,17 @@ class Permission(_Open):
     kind: Literal["permission"]
     tool: str = ""
     argument: str = ""
-    decision: str = ""
-    by: str = ""
+    decision: Verdict
+    by: DecidedBy
     reason: str = ""
-    confinement: str | None = None
+    confinement: Confinement | None = None
 
 
 class PermissionMode(_Record):
     """`/permissions MODE` changed the permission mode."""
 
     kind: Literal["permission_mode"]
-    mode: str
+    mode: Mode
 
 
 class Denial(_Record):

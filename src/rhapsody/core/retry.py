@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +28,8 @@ MAX_RETRY_AFTER = 60.0
 
 Attempt = Callable[[dict[str, Any]], AsyncIterator[ModelEvent]]
 Classify = Callable[[Exception], tuple[str, float | None]]
+Sleep = Callable[[float], Awaitable[object]]
+"""Waits a number of seconds (asyncio.sleep; a test passes one it drives by hand)."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,8 @@ class RetryPolicy:
     max_retry_after: float = MAX_RETRY_AFTER
     who: str = "the API"
     """How the failure message names the other side ("the API failed 3 times")."""
+    sleep: Sleep = asyncio.sleep
+    """How the wait before a retry passes."""
 
 
 async def retrying(once: Attempt, body: dict[str, Any], classify: Classify,
@@ -66,7 +70,7 @@ async def retrying(once: Attempt, body: dict[str, Any], classify: Classify,
                 raise ModelError(f"{policy.who} failed {times}; last error: {reason}") from None
             delay = retry_delay(retry_after, attempt, policy.base_delay, policy.max_retry_after)
             yield Retrying(attempt, reason, delay, retry_after)
-            async for tick in countdown(attempt, delay):
+            async for tick in countdown(attempt, delay, policy.sleep):
                 yield tick
 
 
@@ -88,13 +92,13 @@ def retry_delay(retry_after: float | None, attempt: int, base_delay: float, cap:
     return min(base_delay * 2.0 ** (attempt - 1), MAX_DELAY)
 
 
-async def countdown(attempt: int, delay: float) -> AsyncIterator[RetryCountdown]:
-    """Wait `delay` seconds, announcing the whole seconds left at each second."""
+async def countdown(attempt: int, delay: float, sleep: Sleep = asyncio.sleep) -> AsyncIterator[RetryCountdown]:
+    """Wait `delay` seconds with `sleep`, announcing the whole seconds left at each second."""
     remaining = delay
     while remaining > 0:
         step = remaining - math.floor(remaining - 1e-9) if remaining > 1 else remaining
         yield RetryCountdown(attempt, round(remaining, 1))
-        await asyncio.sleep(step)
+        await sleep(step)
         remaining = round(remaining - step, 6)
 
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from rhapsody.core.permissions import Call, Rules, decide_call, fetch_host
+from rhapsody.core.permissions import Call, Mode, Rules, decide_call, fetch_host
 
 
-def session_rules(mode: str, rules: Rules, call: Call) -> tuple[str, ...]:
+def session_rules(mode: Mode, rules: Rules, call: Call) -> tuple[str, ...]:
     """Rules that, allowed for the session, let this call (and calls like it) run; () when none can."""
     candidates = _candidates(rules, call)
     if not candidates:

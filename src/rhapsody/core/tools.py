@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ValidationError
 
@@ -26,7 +26,9 @@ from rhapsody.core.permissions import (
     SANDBOXED,
     Call,
     Confinement,
+    DecidedBy,
     Decision,
+    Mode,
     Rules,
     Verdict,
     decide_call,
@@ -110,7 +112,7 @@ class Tool:
         """What rules match and approval shows: by default the path the call names."""
         return self.path_of(args) or ""
 
-    def confinement(self, permission_mode: str) -> Confinement:
+    def confinement(self, permission_mode: Mode) -> Confinement:
         """Where the tool's process would run in this mode; '' for a tool that runs no process."""
         return ""
 
@@ -192,9 +194,6 @@ class ToolSource(Protocol):
         ...
 
 
-DecidedBy = Literal["rules", "hook", "human", "mode"]
-"""Who decided a call: the rules and mode, a PreToolUse hook, the human, or the mode where no human can answer."""
-
 MASK = "[masked secret]"
 """What a secret value becomes in tool output (the same text as core.secrets.MASK)."""
 
@@ -205,14 +204,14 @@ class Toolbox:
     def __init__(
         self,
         tools: list[Tool],
-        permission_mode: str = "yolo",
+        permission_mode: Mode = "yolo",
         rules: Rules | None = None,
         secrets: tuple[str, ...] = (),
         approver: Approver | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.tools = {t.name: t for t in tools}
-        self.permission_mode = permission_mode
+        self.permission_mode: Mode = permission_mode
         self.rules = rules or Rules()
         self.approver = approver
         """Who answers `ask` decisions; None where no human can answer (headless)."""

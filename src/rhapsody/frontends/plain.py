@@ -28,9 +28,8 @@ from typing import Any, TextIO
 from rhapsody.commands.slash import COMMANDS, PLAIN_KEYS, Outcome, is_command, run_command
 from rhapsody.config.settings import Settings
 from rhapsody.core import events as ev
-from rhapsody.core.approval import GRACE, HumanApprover, Question
+from rhapsody.core.approval import HumanApprover, Question, approval_for
 from rhapsody.core.loop import Agent
-from rhapsody.core.tools import Approval
 from rhapsody.frontends.preview import plain_text
 from rhapsody.frontends.prompt_aids import command_names
 from rhapsody.frontends.recap import recap_lines
@@ -38,20 +37,14 @@ from rhapsody.frontends.shell_mode import run_human_command, shell_command
 from rhapsody.view.render import print_event, visible
 
 
-ANSWERS = {"y": "allow", "a": "allow_rule", "n": "deny", "": "deny"}
-"""A lone hotkey's action, as in the app's dialog; any other line denies with its words."""
-
-
 class PlainApprover:
     """Shows the approver's questions on the line; the next line typed after the grace period is the answer."""
 
     def __init__(self, approver: HumanApprover, say: Callable[[str], None], root: Path,
-                 take_typed: Callable[[], str] = lambda: "", hidden: Callable[[], tuple[str, ...]] = tuple,
-                 grace: Callable[[], Awaitable[object]] = lambda: asyncio.sleep(GRACE)) -> None:
+                 take_typed: Callable[[], str] = lambda: "", hidden: Callable[[], tuple[str, ...]] = tuple) -> None:
         """`take_typed` empties the prompt's line and returns what it held; `hidden` gives the read deny
-        rules, whose files a question never shows; `grace` waits out each question's grace period."""
+        rules, whose files a question never shows."""
         self.approver = approver
-        self.grace = grace
         self.hidden = hidden
         self.say = say
         self.root = root
@@ -74,7 +67,7 @@ class PlainApprover:
             self.say(f"{plain_text(question.tool, question.args, self.root, question.why, self.hidden())}\n"
                      f"  y = allow once{rule}, n or Enter = deny; anything else denies, and the agent reads "
                      "your words")
-            grace = asyncio.ensure_future(self.grace())
+            grace = asyncio.ensure_future(question.grace())
             waits: list[asyncio.Future[Any]] = [question.reply, grace]
             try:  # answered, or dropped when the turn was interrupted
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
@@ -114,15 +107,7 @@ class PlainApprover:
             self.say("  that line came as the question appeared, so it is not the answer"
                      + ("; it comes back to the prompt once you answer" if line.strip() else ""))
             return True
-        action = ANSWERS.get(line.strip().lower(), "words")
-        if action == "allow":
-            self.pending.answer(Approval(True))
-        elif action == "allow_rule" and self.rules:
-            self.pending.answer(Approval(True, remember=self.rules))
-        elif action == "deny":
-            self.pending.answer(Approval(False))
-        else:
-            self.pending.answer(Approval(False, words=line))
+        self.pending.answer(approval_for(line, self.rules))
         return True
 
 
@@ -189,13 +174,12 @@ async def _confirmed(agent: Agent, asked: Outcome, ask: Callable[[str], Awaitabl
 
 
 async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | None = None,
-                    initial: str = "", out: TextIO | None = None,
-                    grace: Callable[[], Awaitable[object]] = lambda: asyncio.sleep(GRACE)) -> int:
+                    initial: str = "", out: TextIO | None = None) -> int:
     """Read lines until EOF or /quit; returns the exit status.
 
     `approver` is the one the agent's toolbox asks (None: questions are refused, as headless).
     Output goes to `out`, or to stdout as patched by prompt-toolkit so it prints above the
-    live prompt. `grace` waits out a question's grace period (GRACE seconds).
+    live prompt.
     """
     from prompt_toolkit import PromptSession
     from prompt_toolkit.completion import WordCompleter
@@ -241,7 +225,7 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
             return typed
 
         questions = PlainApprover(approver or HumanApprover(), say, agent.session.root, take_typed,
-                                  agent.toolbox.rules.read_denied, grace)
+                                  agent.toolbox.rules.read_denied)
         serving = asyncio.create_task(questions.serve())
         say(f"rhapsody {agent.session.id} in {agent.session.root}, model {agent.session.spec.model}, "
             f"permissions {agent.toolbox.permission_mode}\n"

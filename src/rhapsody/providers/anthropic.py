@@ -13,6 +13,7 @@ the SDK raises ends as a retry or as one `ModelError` line, never a traceback.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -27,6 +28,7 @@ from rhapsody.core.retry import (
     MAX_RETRY_AFTER,
     RETRY_STATUSES,
     RetryPolicy,
+    Sleep,
     connection_failed,
     error_message,
     one_line,
@@ -76,15 +78,18 @@ class AnthropicModel:
         base_delay: float = 0.5,
         timeout: float = 600.0,
         max_retry_after: float = MAX_RETRY_AFTER,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.client = client or anthropic.AsyncAnthropic(max_retries=0, timeout=timeout)
         self.retries = retries
         self.base_delay = base_delay
         self.max_retry_after = max_retry_after
+        self.sleep = sleep
+        """How the wait before a retry passes (a test drives it by hand)."""
 
     async def stream(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
         """Stream one request, retrying transient failures; ends with a ModelResponse."""
-        policy = RetryPolicy(self.retries, self.base_delay, self.max_retry_after, "the API")
+        policy = RetryPolicy(self.retries, self.base_delay, self.max_retry_after, "the API", self.sleep)
         async for event in retrying(self._once, body, _classify, policy):
             yield event
 

@@ -14,6 +14,7 @@ announced as a `Retrying` event and counted down, and a partial answer is never 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import uuid
@@ -27,8 +28,8 @@ from rhapsody.core.errors import ContextTooLong, ModelError
 from rhapsody.core.events import BlockStopped, ModelResponse, TextDelta, ThinkingDelta
 from rhapsody.core.messages import Message
 from rhapsody.core.model import ModelEvent
-from rhapsody.core.retry import (RETRY_STATUSES, RetryPolicy, connection_failed, error_message, retry_after_seconds,
-                                 retrying)
+from rhapsody.core.retry import (RETRY_STATUSES, RetryPolicy, Sleep, connection_failed, error_message,
+                                 retry_after_seconds, retrying)
 
 STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use", "length": "max_tokens",
                 "content_filter": "refusal"}
@@ -43,15 +44,17 @@ class OpenAIModel:
     """Streams requests to a chat-completions endpoint and retries what is meant to be retried."""
 
     def __init__(self, client: openai.AsyncOpenAI | None = None, *, retries: int = 4, base_delay: float = 0.5,
-                 timeout: float = 600.0) -> None:
+                 timeout: float = 600.0, sleep: Sleep = asyncio.sleep) -> None:
         self.client = client or openai.AsyncOpenAI(
             api_key=os.environ.get("OPENAI_API_KEY") or NO_KEY, max_retries=0, timeout=timeout)
         self.retries = retries
         self.base_delay = base_delay
+        self.sleep = sleep
+        """How the wait before a retry passes (a test drives it by hand)."""
 
     async def stream(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
         """Stream one request, retrying transient failures; ends with a ModelResponse."""
-        policy = RetryPolicy(self.retries, self.base_delay, who="the server")
+        policy = RetryPolicy(self.retries, self.base_delay, who="the server", sleep=self.sleep)
         async for event in retrying(self._once, body, _classify, policy):
             yield event
 

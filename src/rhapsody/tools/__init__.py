@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from rhapsody.core.permissions import Mode, SandboxSetting
 from rhapsody.core.tools import Approver, Tool, Toolbox
 
 
-def default_tools(sandbox: str = "workspace-write", network: bool = False) -> list[Tool]:
+def default_tools(sandbox: SandboxSetting = "workspace-write", network: bool = False) -> list[Tool]:
     """Every built-in tool, in the order the model sees them; bash and git run in the given sandbox."""
     from rhapsody.tools.bash import Bash
     from rhapsody.tools.files import EditFile, FindFiles, ReadFile, SearchText, WriteFile
@@ -17,9 +18,9 @@ def default_tools(sandbox: str = "workspace-write", network: bool = False) -> li
             Recall(), MicroHandoff(), WebFetch()]
 
 
-def default_toolbox(permission_mode: str = "yolo", allow: list[str] | None = None,
+def default_toolbox(permission_mode: Mode = "yolo", allow: list[str] | None = None,
                     deny: list[str] | None = None, approver: Approver | None = None,
-                    sandbox: str = "workspace-write", network: bool = False) -> Toolbox:
+                    sandbox: SandboxSetting = "workspace-write", network: bool = False) -> Toolbox:
     """The toolbox with every built-in tool; credentials in the environment are masked in output."""
     from rhapsody.core.permissions import Rules
     from rhapsody.tools.sandbox import secret_values

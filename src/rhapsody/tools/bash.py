@@ -14,7 +14,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field, model_validator
 
-from rhapsody.core.permissions import SANDBOXED, Confinement
+from rhapsody.core.permissions import SANDBOXED, Confinement, Mode, SandboxSetting
 from rhapsody.core.tools import Escape, Tool, ToolContext, ToolOutcome
 from rhapsody.prompts import load
 from rhapsody.tools import gitguard, lifeline, procs, sandbox
@@ -46,7 +46,7 @@ class Bash(Tool):
     writes: ClassVar[bool] = True
     reads_files: ClassVar[bool] = False
 
-    def __init__(self, setting: str = "workspace-write", network: bool = False, index: TreeIndex | None = None) -> None:
+    def __init__(self, setting: SandboxSetting = "workspace-write", network: bool = False, index: TreeIndex | None = None) -> None:
         self.setting = setting
         self.network = network
         self.index = index or sandbox.INDEX
@@ -55,7 +55,7 @@ class Bash(Tool):
         """The command line: rules match each of its simple commands."""
         return args.command
 
-    def confinement(self, permission_mode: str) -> Confinement:
+    def confinement(self, permission_mode: Mode) -> Confinement:
         """Where a command would run in this mode: a sandbox level, 'off' or 'unavailable'."""
         level = sandbox.effective_level(self.setting, permission_mode)
         if level == "off":

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, Field
 
 from rhapsody.core.credentials import is_credential, locations
-from rhapsody.core.permissions import PROTECTED_READS, SANDBOXED, Confinement
+from rhapsody.core.permissions import PROTECTED_READS, SANDBOXED, Confinement, Mode, SandboxSetting
 from rhapsody.core.tools import Tool, ToolContext, ToolFailure, ToolOutcome
 from rhapsody.prompts import load
 from rhapsody.tools import gitscope, lifeline, procs, sandbox
@@ -255,14 +255,14 @@ class Git(Tool):
     writes: ClassVar[bool] = False
     reads_files: ClassVar[bool] = True
 
-    def __init__(self, setting: str = "workspace-write") -> None:
+    def __init__(self, setting: SandboxSetting = "workspace-write") -> None:
         self.setting = setting
 
     def path_of(self, args: GitInput) -> str | None:
         """The path a diff or log is limited to."""
         return args.path
 
-    def confinement(self, permission_mode: str) -> Confinement:
+    def confinement(self, permission_mode: Mode) -> Confinement:
         """git only reads: the read-only sandbox whenever there is one."""
         if self.setting == "off":
             return "off"

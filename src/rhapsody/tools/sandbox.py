@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 from rhapsody.core.credentials import locations
+from rhapsody.core.permissions import Confinement, Mode, SandboxSetting
 from rhapsody.core.secrets import mask
 from rhapsody.tools import gitguard, lifeline, seccomp
 from rhapsody.tools.gitguard import git_redirects, hooks_path, undo_git_redirects
@@ -97,14 +98,14 @@ def _seccomp_works() -> bool:
     return bwrap is not None and fd is not None and _starts(bwrap, fd)
 
 
-def effective_level(setting: str, permission_mode: str) -> str:
+def effective_level(setting: SandboxSetting, permission_mode: Mode) -> SandboxSetting:
     """The sandbox a command gets: `read-only` permission mode always means a read-only project."""
     if setting == "off":
         return "off"
     return "read-only" if permission_mode == "read-only" else setting
 
 
-def status(setting: str) -> str:
+def status(setting: SandboxSetting) -> str:
     """One short line for a status bar or a headless notice."""
     if setting == "off":
         return "sandbox off (sandbox = \"off\")"
@@ -113,7 +114,7 @@ def status(setting: str) -> str:
     return f"sandbox {setting}"
 
 
-def wrap(argv: list[str], root: Path, level: str, network: bool = False, protected: tuple[str, ...] = (),
+def wrap(argv: list[str], root: Path, level: Confinement, network: bool = False, protected: tuple[str, ...] = (),
          walk: Walk | None = None) -> tuple[list[str], tuple[int, ...]]:
     """`argv` run inside the sandbox for `root` at `level`, and the descriptors the child must inherit
     (the caller closes them once it has started); `protected`: the user's own protected paths, mounted

@@ -543,7 +543,7 @@ class RhapsodyApp(App[int]):
         from rhapsody.frontends.app.approval import question as panel_for
 
         panel = panel_for(question.tool, question.argument, question.why, question.args, self.agent.session.root,
-                          question.rules, self.agent.toolbox.rules.read_denied())
+                          question.rules, self.agent.toolbox.rules.read_denied(), question.grace)
         panel.answered = question.answer
         await self.mount(panel, before=self.query_one("#completions"))
         self.transcript.scroll_end(animate=False)  # what led to the question stays in view above it

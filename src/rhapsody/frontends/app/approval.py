@@ -28,6 +28,7 @@ nothing lands unseen in the prompt or the answer; ctrl+n then still queues the p
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,11 +40,9 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Input, Static
 
-from rhapsody.core.approval import GRACE
+from rhapsody.core.approval import Grace, Reply, approval_for, reply_to, wait_grace
 from rhapsody.core.tools import Approval
 from rhapsody.frontends.preview import Preview
-
-ANSWERS = {"y": "allow", "a": "allow_rule", "n": "deny", "": "deny"}
 
 KEEP_ROWS = 10
 """Rows the panel leaves to the rest of the screen: the prompt, status bar, footer and a few of the transcript."""
@@ -77,8 +76,11 @@ class ApprovalPanel(Vertical, can_focus=True):
         Binding("down", "scroll('down')", show=False),
     ]
 
-    def __init__(self, tool: str, argument: str, why: str, shown: Preview, rules: tuple[str, ...] = ()) -> None:
+    def __init__(self, tool: str, argument: str, why: str, shown: Preview, rules: tuple[str, ...] = (),
+                 grace: Grace = wait_grace) -> None:
         super().__init__(id="approval")
+        self.grace = grace
+        self._opening: asyncio.Task[None] | None = None
         self.tool = tool
         self.argument = argument
         self.why = why
@@ -108,8 +110,17 @@ class ApprovalPanel(Vertical, can_focus=True):
 
     def on_mount(self) -> None:
         self.focus()  # keys typed from now on are the question's: held during the grace period, then the field's
-        self.set_timer(GRACE, self.open)
+        self._opening = asyncio.create_task(self._open_after_grace())
         self.set_timer(0.05, self.fit_preview)  # once laid out
+
+    def on_unmount(self) -> None:
+        if self._opening is not None:
+            self._opening.cancel()
+
+    async def _open_after_grace(self) -> None:
+        await self.grace()
+        if self.query("#reason"):  # none: the panel is being taken away
+            self.open()
 
     def on_resize(self) -> None:
         self.call_after_refresh(self.fit_preview)
@@ -119,8 +130,8 @@ class ApprovalPanel(Vertical, can_focus=True):
 
         The rest is measured from the other widgets' own heights, never from the preview's: after the
         terminal shrinks, the preview still holds the old size."""
-        view = self.query_one("#preview", VerticalScroll)
-        if not self.size.height:
+        view = next(iter(self.query("#preview").results(VerticalScroll)), None)
+        if view is None or not self.size.height:  # None: the panel is being taken away
             return
         height = self.app.size.height
         room = max(8, min(height - KEEP_ROWS, int(height * PANEL_SHARE)))
@@ -166,23 +177,13 @@ class ApprovalPanel(Vertical, can_focus=True):
                           background_color="default")
         return Text(self.shown.body)
 
-    def answer_for(self, typed: str) -> str:
-        """The action Enter takes for what the field holds."""
-        action = ANSWERS.get(typed.strip().lower(), "deny")
-        return "deny" if action == "allow_rule" and not self.rules else action
-
     def enter_does(self, typed: str) -> str:
         """What Enter will do, said under the field."""
         from rhapsody.commands.slash import is_command
 
         if is_command(typed):
             return "Enter: run the command (the question stays)"
-        action = self.answer_for(typed)
-        if action == "allow":
-            return "Enter: allow this call once"
-        if action == "allow_rule":
-            return f"Enter: allow {', '.join(self.rules)} for this session"
-        return "Enter: deny, and the agent reads your words" if typed.strip() and typed.strip().lower() != "n" else "Enter: deny"
+        return ENTER_DOES[reply_to(typed, self.rules)].format(rules=", ".join(self.rules))
 
     def on_input_changed(self, event: Input.Changed) -> None:
         self.say(self.enter_does(event.value))
@@ -194,13 +195,7 @@ class ApprovalPanel(Vertical, can_focus=True):
         if is_command(event.value):
             self.send(event.value, queue=False)
             return
-        action = self.answer_for(event.value)
-        if action != "deny":
-            getattr(self, f"action_{action}")()
-        elif event.value.strip().lower() == "n":
-            self.dismiss(Approval(False))
-        else:
-            self.action_deny()
+        self.dismiss(approval_for(event.value, self.rules))
 
     def send(self, text: str, queue: bool) -> None:
         """Hand the field's words to the app as if sent from the prompt; the field empties."""
@@ -252,6 +247,12 @@ class ApprovalPanel(Vertical, can_focus=True):
         self.dismiss(Approval(False, words=self.query_one("#reason", Input).value))
 
 
+ENTER_DOES: dict[Reply, str] = {
+    "allow": "Enter: allow this call once", "allow_rule": "Enter: allow {rules} for this session",
+    "deny": "Enter: deny", "words": "Enter: deny, and the agent reads your words"}
+"""The line under the field for each reply Enter would give."""
+
+
 DIFF_STYLES = (("+++", "bold #e6edf3"), ("---", "bold #e6edf3"), ("@@", "#79c0ff"), ("+", "#7ee787"),
                ("-", "#ff7b72"))
 """Colours with at least 4.5:1 contrast on the dialog's background."""
@@ -271,9 +272,9 @@ def diff_text(diff: str, headers: bool = True) -> Text:
 
 
 def question(tool: str, argument: str, why: str, args: dict[str, object], root: Path,
-             rules: tuple[str, ...] = (), hidden: tuple[str, ...] = ()) -> ApprovalPanel:
+             rules: tuple[str, ...] = (), hidden: tuple[str, ...] = (), grace: Grace = wait_grace) -> ApprovalPanel:
     """The panel for one call; `rules` are the session rules offered under "a" (none: no "a"); files
-    `hidden` rules name are not shown."""
+    `hidden` rules name are not shown; `grace` waits out its grace period."""
     from rhapsody.frontends.preview import preview
 
-    return ApprovalPanel(tool, argument, why, preview(tool, dict(args), root, hidden), rules)
+    return ApprovalPanel(tool, argument, why, preview(tool, dict(args), root, hidden), rules, grace)

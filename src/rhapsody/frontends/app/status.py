@@ -11,13 +11,14 @@ from rich.cells import cell_len
 
 if TYPE_CHECKING:  # the figures load after the first frame
     from rhapsody.core.session_figures import Figures
+    from rhapsody.core.permissions import Mode
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 MODEL_WAIT = "waiting for the model"
 """A request is out and nothing has streamed yet (the model is not said to think unless thinking streams)."""
 MODEL_STATES = (MODEL_WAIT, "thinking", "writing")
 CHARS_PER_TOKEN = 4
-DEFAULT_MODE = "ask"
+DEFAULT_MODE: Mode = "ask"
 
 
 class Liveness:
@@ -79,7 +80,7 @@ class Liveness:
         return f"{frame} {self.what} {elapsed:.1f} s{tokens}"
 
 
-def status_line(figures: Figures, session: Any, git: str, state: str, width: int, mode: str = "") -> str:
+def status_line(figures: Figures, session: Any, git: str, state: str, width: int, mode: Mode | None = None) -> str:
     """state · context · what a seam would do · cost · model · seams · git · cache · violations · cwd, cut to fit
     `width`.
 
