@@ -6,11 +6,13 @@ command line would and fails with their output.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,3 +45,27 @@ def test_what_the_first_frame_needs_imports_no_pydantic_and_no_core() -> None:
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_no_code_outside_the_type_check_names_something_undefined() -> None:
+    """mypy checks src/; the tests and the benches are checked for names that do not exist (a
+    name lost in a merge fails only when its test runs, which a skipped or rare path may never do)."""
+    from pyflakes.api import checkPath
+    from pyflakes.reporter import Reporter
+
+    found: list[str] = []
+
+    class Collect(Reporter):
+        def __init__(self) -> None:
+            super().__init__(io.StringIO(), io.StringIO())
+
+        def flake(self, message: Any) -> None:
+            if type(message).__name__ in ("UndefinedName", "UndefinedLocal", "UndefinedExport"):
+                found.append(str(message))
+
+        def syntaxError(self, filename: str, msg: str, lineno: int, offset: int | None, text: str | None) -> None:
+            found.append(f"{filename}:{lineno}: {msg}")
+
+    for path in sorted([*(REPO / "tests").rglob("*.py"), *(REPO / "bench").rglob("*.py")]):
+        checkPath(str(path), Collect())
+    assert not found, "\n".join(found)

@@ -72,7 +72,7 @@ async def test_in_the_app_a_typed_denial_reason_reaches_the_request_after_a_seam
 
     from tests.frontends.test_app_keys import asking, panel
 
-    from tests.conftest import until
+    from tests.conftest import no_grace, until
     from tests.frontends.test_app import wait_idle
 
     typed = "  not build/ — it holds Ana's benchmark data ✓  "

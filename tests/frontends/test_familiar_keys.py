@@ -160,8 +160,6 @@ async def test_escape_twice_clears_a_draft_that_up_brings_back_and_leaves_an_emp
 
 
 async def test_shift_tab_cycles_ask_auto_edit_read_only_and_never_into_yolo(stub: Stub, project: Path) -> None:
-    from rhapsody.frontends.app.status import status_line  # noqa: F401  (the status bar shows the mode)
-
     app = ask_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         seen = []

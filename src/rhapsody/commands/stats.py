@@ -12,7 +12,7 @@ from rhapsody.core.billing import seam_savings, served_by
 from rhapsody.core.errors import HistoryError
 from rhapsody.core.history import find_session, read_history
 from rhapsody.core.pricing import price_of, priced
-from rhapsody.core.session_figures import Figures, figures as fold_figures, reported_input
+from rhapsody.core.session_figures import figures as fold_figures, reported_input
 
 
 STATS_COLUMNS = ("seam", "context ~tokens", "note added", "strip took", "bytes", "tool calls",

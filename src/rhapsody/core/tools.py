@@ -32,7 +32,6 @@ from rhapsody.core.permissions import (
     Rules,
     Verdict,
     decide_call,
-    fetch_host,
     relative_keys,
 )
 from rhapsody.core.secrets import mask

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from rhapsody.commands.slash import COMMANDS, PLAIN_KEYS, Outcome, is_command, run_command
+from rhapsody.commands.slash import PLAIN_KEYS, Outcome, is_command, run_command
 from rhapsody.config.settings import Settings
 from rhapsody.core import events as ev
 from rhapsody.core.approval import HumanApprover, Question, approval_for
