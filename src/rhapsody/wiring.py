@@ -196,7 +196,7 @@ def start_checkpoints(session: Session, settings: Settings) -> Shadow:
     checkpoints are cleaned (at most daily)."""
     import time
 
-    from rhapsody.commands.rewind import clean, finish_interrupted
+    from rhapsody.tools.rewind import clean, finish_interrupted
 
     found = shadow(session.root, settings)
     try:

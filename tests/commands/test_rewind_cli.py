@@ -19,7 +19,7 @@ from rhapsody.tools.shadow import Shadow
 
 from tests.conftest import MODEL, Stub
 from tests.test_cli import one_line_error, rhapsody
-from tests.commands.test_rewind import first_turn, git_hashes, seed, tree
+from tests.tools.test_rewind import first_turn, git_hashes, seed, tree
 
 MANY = "mkdir -p many && for i in $(seq 1500); do echo $i > many/f$i.txt; done"
 

@@ -19,7 +19,7 @@ from rhapsody.frontends.app.rewind import OverwriteScreen, RewindScreen
 from rhapsody.frontends.app.widgets import PromptInput
 
 from tests.conftest import Stub, until
-from tests.commands.test_rewind import first_turn, git_hashes, second_turn, seed, tree
+from tests.tools.test_rewind import first_turn, git_hashes, second_turn, seed, tree
 from tests.frontends.test_app import type_and_send, wait_idle
 
 

@@ -19,7 +19,7 @@ from rhapsody.core.context import Conversation
 from rhapsody.core.errors import InputError
 from rhapsody.core.history import find_session, read_history
 from rhapsody.core.session import Session
-from rhapsody.commands.rewind import What, finish_interrupted, rewind, turns, turns_of
+from rhapsody.tools.rewind import What, finish_interrupted, rewind, turns, turns_of
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

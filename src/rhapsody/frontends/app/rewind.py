@@ -31,7 +31,7 @@ from textual.widgets.option_list import Option
 from rhapsody.core.errors import RhapsodyError
 
 if TYPE_CHECKING:  # the app's first frame needs none of these (tests/test_architecture.py)
-    from rhapsody.commands.rewind import Turn, What
+    from rhapsody.tools.rewind import Turn, What
     from rhapsody.frontends.app.app import RhapsodyApp
 
 KEYS = "enter/b both · f files · c conversation · esc cancel"
@@ -82,7 +82,7 @@ class OverwriteScreen(ModalScreen[bool]):
         self.paths = paths
 
     def compose(self) -> ComposeResult:
-        from rhapsody.commands.rewind import outside_text
+        from rhapsody.tools.rewind import outside_text
 
         with Vertical(id="rewind"):
             yield Static(Text(outside_text(list(self.paths)) + "\n\ny overwrites them · n or esc keeps everything"))
@@ -96,7 +96,8 @@ class Rewinder:
 
     async def open(self) -> None:
         """Show the points (or say why there are none)."""
-        from rhapsody.commands.rewind import BUSY, CHECKPOINTS_OFF, turns
+        from rhapsody.commands.rewind import BUSY, CHECKPOINTS_OFF
+        from rhapsody.tools.rewind import turns
         from rhapsody.tools.shadow import Shadow
 
         store = self.app.agent.toolbox.checkpointer
@@ -122,7 +123,8 @@ class Rewinder:
 
     async def apply(self, turn: Turn, what: What, overwrite: bool) -> None:
         """Rewind; files changed outside rhapsody are asked about first."""
-        from rhapsody.commands.rewind import BUSY, rewind
+        from rhapsody.commands.rewind import BUSY
+        from rhapsody.tools.rewind import rewind
         from rhapsody.tools.shadow import Shadow
 
         store = self.app.agent.toolbox.checkpointer

@@ -12,7 +12,7 @@ from rhapsody.core.checkpoints import points
 from rhapsody.core.history import read_history
 from rhapsody.core.session import Session
 from rhapsody.loopback.script import call, say
-from rhapsody.commands.rewind import clean, rewind, turns
+from rhapsody.tools.rewind import clean, rewind, turns
 from rhapsody.tools.shadow import Shadow
 from rhapsody.wiring import Wiring, shadow
 from rhapsody.commands.slash import run_command
