@@ -1,6 +1,6 @@
 """`rhapsody export` and `/export`: a session as one self-contained HTML page or as Markdown.
 
-The transcript is the one renderer's lines (render.typed_lines, as the app rebuilds it, plus
+The transcript is the one renderer's lines (render.record_lines, as the app rebuilds it, plus
 the human's approvals); the head and the charts are the figures `rhapsody stats` computes.
 The page fetches nothing: inline CSS, inline SVG, no script, and a Content-Security-Policy
 that forbids any load. Every credential shape or secret value is masked (core/secrets.py).
@@ -15,10 +15,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from rhapsody.core.context import Conversation
-from rhapsody.core.records import parse
 from rhapsody.core.secrets import mask
-from rhapsody.view.render import Line, typed_lines
+from rhapsody.view.render import Line, record_lines
 
 INLINE_CAP = 16_000
 """Characters of one folded body the page holds; the rest is named, not inlined."""
@@ -72,8 +70,7 @@ def write_export(root: Path, session_id: str | None, fmt: str, out: Path | None)
 
 def transcript(records: list[dict[str, Any]], root: Path, sid: str) -> list[Line]:
     """The session's lines as the app shows them, with the human's approvals."""
-    typed = [parse(record) for record in records]  # once, for the conversation and the lines
-    lines = typed_lines(typed, root, sid, Conversation.of(typed), approvals=True)
+    lines = record_lines(records, root, sid, approvals=True)  # the conversation folded from the same parse
     return [line for _, line in lines]
 
 

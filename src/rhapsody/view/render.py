@@ -24,6 +24,7 @@ from rhapsody.core.images import label as image_label
 from rhapsody.core import events as ev
 from rhapsody.core import records as rec
 from rhapsody.core.checkpoints import HARNESS_PREFIX
+from rhapsody.core.history import collector_paused
 from rhapsody.core.context import Conversation
 from rhapsody.core.output_caps import original_size
 from rhapsody.core.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
@@ -419,20 +420,21 @@ def plain(line: Line) -> str:
 
 
 def record_lines(records: list[dict[str, Any]], root: Path, session_id: str,
-                 conversation: Conversation, approvals: bool = False) -> list[tuple[int, Line]]:
-    """Every line of a recorded session (as read: each record is parsed into its type once), each with the
-    index of the record it came from; see `typed_lines`."""
-    return typed_lines([rec.parse(record) for record in records], root, session_id, conversation, approvals)
-
-
-def typed_lines(records: Sequence[rec.Record], root: Path, session_id: str,
-                conversation: Conversation, approvals: bool = False) -> list[tuple[int, Line]]:
+                 conversation: Conversation | None = None, approvals: bool = False) -> list[tuple[int, Line]]:
     """Every line of a recorded session, each with the index of the record it came from.
 
-    `conversation` is the session's own, folded from the same records: it knows what the
-    latest seam and the rolling cuts took out. `approvals`: also a line for each call the
-    human allowed (an export; the app showed the question itself when it was asked).
+    Each record is parsed into its type once. `conversation` is the session's own, folded from
+    the same records (folded here when not given): it knows what the latest seam and the
+    rolling cuts took out. `approvals`: also a line for each call the human allowed (an
+    export; the app showed the question itself when it was asked).
     """
+    with collector_paused():  # tens of thousands of typed records and no cycles (see core/history.py)
+        typed = [rec.parse(record) for record in records]
+        return _typed_lines(typed, root, session_id, conversation or Conversation.of(typed), approvals)
+
+
+def _typed_lines(records: Sequence[rec.Record], root: Path, session_id: str,
+                 conversation: Conversation, approvals: bool) -> list[tuple[int, Line]]:
     boundary, pruned, parsed = conversation.boundary(), conversation.pruned, conversation.messages
     hints = {r.id: r.text for r in records if isinstance(r, rec.Hint)}
     delivered: dict[int | None, list[tuple[str, str, str]]] = {}
@@ -512,7 +514,9 @@ def resumed_line(session_id: str, messages: int, last_ts: float) -> Line:
 
 
 def _other_lines(record: rec.Record, root: Path, hints: dict[str, str], landed: set[str]) -> list[Line]:
-    match record:
+    match record:  # the kinds a history holds most of come first: each case is an isinstance check
+        case rec.Request() | rec.Usage() | rec.ToolRun():
+            return []
         case rec.Seam():
             return [seam_entry(record, root)]
         case rec.Unseam():
@@ -546,11 +550,11 @@ def _other_lines(record: rec.Record, root: Path, hints: dict[str, str], landed: 
             return [] if record.id in landed else [hint_line(record.id, record.text)]
         case rec.Import() | rec.Compaction():
             return [imported_line(record)]
-        case (rec.Session() | rec.Message() | rec.Request() | rec.Usage() | rec.ToolRun() | rec.HintDelivered()
+        case (rec.Session() | rec.Message() | rec.HintDelivered()
               | rec.Permission() | rec.PermissionMode() | rec.Denial() | rec.MemoryReminder() | rec.Handoff()
               | rec.HandoffAsked() | rec.SeamTokens() | rec.ThinkingCut() | rec.SeamNote() | rec.Model() | rec.Tools()
               | rec.Resumed() | rec.Hook() | rec.Checkpoint() | rec.Aside() | rec.Limit() | rec.Other()):
-            return []  # no line of their own (messages, resumes and approvals are drawn by `typed_lines`)
+            return []  # no line of their own (messages, resumes and approvals are drawn by `_typed_lines`)
         case _:
             assert_never(record)
 
