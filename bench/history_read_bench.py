@@ -1,4 +1,5 @@
-"""Time reading a large history: `read_history` alone, and `Session.resume` (read and fold).
+"""Time reading a large history: `read_history` alone, `Session.resume` (read and fold), and
+`record_lines` (the transcript the app rebuilds from the resumed session's records).
 
     .venv/bin/python bench/history_read_bench.py [--mb 12] [--runs 5] [--source history/review-….jsonl]
 
@@ -27,6 +28,7 @@ from export_bench import SOURCE, tiled
 import rhapsody
 from rhapsody.core.history import read_history
 from rhapsody.core.session import Session
+from rhapsody.view.render import record_lines
 
 
 def timed(work: Callable[[], object], runs: int, prepare: Callable[[], object] = lambda: None,
@@ -66,6 +68,11 @@ def main() -> None:
         copy = root / "copy.jsonl"
         fresh = lambda: shutil.copyfile(history, copy)  # noqa: E731
         print(line("Session.resume", *timed(lambda: Session.resume(root, copy).writer.close(), args.runs, fresh)))
+        fresh()
+        session = Session.resume(root, copy)
+        session.writer.close()
+        rebuild = lambda: record_lines(session.records, root, session.id, session.conversation)  # noqa: E731
+        print(line("record_lines", *timed(rebuild, args.runs)))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from typing import Any
 from rhapsody.view import render
 from rhapsody.core.events import Event, SeamCommitted, TextDelta, ToolFinished
 from rhapsody.core.messages import ToolUseBlock
+from rhapsody.core.records import Seam
 from rhapsody.core.tools import Approval
 from rhapsody.demo import DEMO_ALLOW, DEMO_TASK, SAMPLE, DemoResponder, prepare_project
 from rhapsody.core.session_figures import figures
@@ -159,7 +160,7 @@ async def test_the_seam_divider_starts_from_the_figure_shown_when_the_handoff_wa
     seam = [e for e in await collect(wiring.agent.run()) if isinstance(e, SeamCommitted)][0].record
     shown_after = figures(wiring.session.records).context
     before, after = seam["before"]["est_tokens"], seam["after"]["est_tokens"]
-    line = render.seam_line(seam)
+    line = render.seam_line(Seam.model_validate(seam))
     assert seam["asked_est_tokens"] == shown_before and after == shown_after
     assert line.startswith(f"seam 1: context ~{shown_before:,} → ~{shown_after:,} tokens (the handoff and its note "
                            f"added ~{before - shown_before:,}, the strip took ~{before - after:,}; ")
@@ -186,7 +187,7 @@ async def test_after_the_allowed_run_the_seam_shrinks_the_context_it_was_asked_f
     wiring.agent.request_handoff()
     seam = [e for e in await collect(wiring.agent.run()) if isinstance(e, SeamCommitted)][0].record
     assert seam["asked_est_tokens"] == shown_before
-    assert seam["after"]["est_tokens"] < 0.6 * shown_before, render.seam_line(seam)
+    assert seam["after"]["est_tokens"] < 0.6 * shown_before, render.seam_line(Seam.model_validate(seam))
 
 
 

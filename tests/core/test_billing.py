@@ -120,10 +120,11 @@ async def test_stats_labels_the_context_cut_apart_from_the_api_input(
     assert "note added" in out and "strip took" in out and "reduction" not in out
     assert "API input: before → after" in out
     assert "it can be higher than before: it is not the context." in out
+    from rhapsody.core.records import Seam
     from rhapsody.view import render
 
     seam = next(r for r in wiring.session.records if r["kind"] == "seam")
-    shown = render.seam_line(seam).split("context ", 1)[1].split(" tokens", 1)[0]  # "~A → ~B", as the divider says
+    shown = render.seam_line(Seam.model_validate(seam)).split("context ", 1)[1].split(" tokens", 1)[0]  # "~A → ~B", as the divider says
     assert shown in out
 
 

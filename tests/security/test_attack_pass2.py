@@ -162,6 +162,7 @@ async def test_the_user_config_under_xdg_config_home_reads_empty_in_the_sandbox(
 
 
 def test_a_resumed_history_cannot_show_a_file_outside_the_project_as_a_note(project: Path) -> None:
+    from rhapsody.core.records import Seam
     from rhapsody.view.render import seam_entry
 
     outside = project.parent / "outside-secret.txt"
@@ -169,7 +170,7 @@ def test_a_resumed_history_cannot_show_a_file_outside_the_project_as_a_note(proj
     (project / "linked-note.md").symlink_to(outside)
     figures = {"est_tokens": 10, "request_bytes": 100, "tool_use": 1, "text_blocks": 1}
     for note_path in ("../outside-secret.txt", str(outside), "linked-note.md"):
-        record = {"seam": 1, "before": figures, "after": figures, "note_path": note_path}  # a committed history
+        record = Seam(kind="seam", seam=1, boundary=1, before=figures, after=figures, note_path=note_path)  # committed
         assert "hunter2-redteam" not in seam_entry(record, project).body
 
 

@@ -146,6 +146,7 @@ def test_own_files_boundary_a_seam_record_shows_only_a_field_note_never_a_secret
     `.env` (created after cloning) unmasked into the resumed view and into `rhapsody export`'s page,
     the file meant for sharing. A note is now read only from `.rhapsody/notes/`."""
     from rhapsody.commands.export import page_html
+    from rhapsody.core.records import Seam
     from rhapsody.view.render import seam_entry
 
     (project / ".env").write_text("STRIPE=sk_live_hunter2abcdefghijkl\nhunter2-plain\n")
@@ -155,7 +156,7 @@ def test_own_files_boundary_a_seam_record_shows_only_a_field_note_never_a_secret
     for note_path in (".env", "private/plan.txt", ".rhapsody/notes/../../.env"):
         record = {"v": 1, "seq": 2, "ts": 3.0, "kind": "seam", "seam": 1, "boundary": 1, "before": figures,
                   "after": figures, "asked_est_tokens": 10, "note_path": note_path}
-        assert "hunter2" not in seam_entry(record, project).body, note_path
+        assert "hunter2" not in seam_entry(Seam.model_validate(record), project).body, note_path
         head = {"v": 1, "seq": 0, "ts": 1.0, "kind": "session", "session": HOSTILE_ID, "model": MODEL,
                 "system": "s", "tools": []}
         message = {"v": 1, "seq": 1, "ts": 2.0, "kind": "message", "role": "user",
@@ -164,8 +165,9 @@ def test_own_files_boundary_a_seam_record_shows_only_a_field_note_never_a_secret
     notes = project / ".rhapsody" / "notes"
     notes.mkdir(parents=True)
     (notes / f"{HOSTILE_ID}-seam1.md").write_text("# Field note\nthe real note\n")
-    record = {"seam": 1, "before": figures, "after": figures, "note_path": f".rhapsody/notes/{HOSTILE_ID}-seam1.md"}
-    assert "the real note" in seam_entry(record, project).body
+    record = {"kind": "seam", "seam": 1, "boundary": 1, "before": figures, "after": figures,
+              "note_path": f".rhapsody/notes/{HOSTILE_ID}-seam1.md"}
+    assert "the real note" in seam_entry(Seam.model_validate(record), project).body
 
 
 # Programs whose arguments name a program to run, where the program may be missing on the test machine

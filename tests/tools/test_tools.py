@@ -147,12 +147,14 @@ async def test_broken_tool_arguments_from_the_model_do_not_crash_the_loop(stub: 
 
 
 async def test_counts_of_one_are_said_in_the_singular(ctx: ToolContext) -> None:
+    from rhapsody.core.records import Unseam
     from rhapsody.view.render import resumed_line, undo_text, violation_line
 
     assert "✗ bash not run: 1 word of narration, 8 required" in violation_line("bash", 1, 8).text
     assert "0 words of narration" in violation_line("bash", 0, 8).text
-    assert "(1 message," in resumed_line("S", 1, {"ts": 0}).text
-    undone = undo_text({"seam": 1, "returned_calls": 1, "verified": True, "returned_sha256": "ab" * 32})
+    assert "(1 message," in resumed_line("S", 1, 0.0).text
+    undone = undo_text(Unseam(kind="unseam", seam=1, boundary=1, returned_calls=1, verified=True,
+                                returned_sha256="ab" * 32))
     assert "the 1 call put back hashes to the SHA-256" in undone
     (ctx.root / "one.txt").write_text("only line\n")
     assert "one.txt has 1 line;" in (await run(ctx, "read_file", path="one.txt", start_line=5)).content

@@ -15,7 +15,6 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from rhapsody.core.context import Conversation
 from rhapsody.core.secrets import mask
 from rhapsody.view.render import Line, record_lines
 
@@ -71,7 +70,7 @@ def write_export(root: Path, session_id: str | None, fmt: str, out: Path | None)
 
 def transcript(records: list[dict[str, Any]], root: Path, sid: str) -> list[Line]:
     """The session's lines as the app shows them, with the human's approvals."""
-    lines = record_lines(records, root, sid, Conversation.from_records(records), approvals=True)
+    lines = record_lines(records, root, sid, approvals=True)  # the conversation folded from the same parse
     return [line for _, line in lines]
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from rhapsody.core.handoff import undo_seam
 from rhapsody.core.loop import Agent
 from rhapsody.core.permissions import MODES, Mode, mode_named
+from rhapsody.core.records import Unseam
 from rhapsody.core.session import Session
 from rhapsody.view.render import undo_text
 
@@ -178,7 +179,9 @@ def _unhandoff(agent: Agent) -> Outcome:
     if agent.busy:
         return Outcome("wait for the turn to end before undoing a seam", error=True)
     record = undo_seam(agent.session)
-    return Outcome(undo_text(record), reload=True, in_history=True) if record else Outcome("no seam to undo", error=True)
+    if record is None:
+        return Outcome("no seam to undo", error=True)
+    return Outcome(undo_text(Unseam.model_validate(record)), reload=True, in_history=True)
 
 
 def _export(agent: Agent, arg: str) -> Outcome:

@@ -148,10 +148,11 @@ def _print_seams(console: Any, path: Path, rows: list[dict[str, Any]]) -> None:
 def stats_lines(records: list[dict[str, Any]], figures_billed: dict[str, Any] | None = None) -> list[str]:
     """Seams and counters of a session as plain lines (/stats, and the head of an export);
     `figures_billed`: `billing(records)` when the caller has it already."""
+    from rhapsody.core.records import Seam
     from rhapsody.view.render import seam_line
 
     rows = seam_rows(records)
-    lines = [seam_line(r) + (" (undone)" if r["undone"] else "") for r in rows] or ["no seams yet"]
+    lines = [seam_line(Seam.model_validate(r)) + (" (undone)" if r["undone"] else "") for r in rows] or ["no seams yet"]
     f = fold_figures(records)
     lines.append(f"requests {f.requests}, tool calls {f.tool_calls}, narration violations {f.violations}, "
                  f"{f.seams_text()}, context ~{f.context:,} tokens, cost {f.cost_text()}")

@@ -13,6 +13,7 @@ Imports: stdlib and rhapsody.core only.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
@@ -121,9 +122,14 @@ class Conversation:
     @classmethod
     def from_records(cls, records: list[dict[str, Any]]) -> Conversation:
         """Rebuild from history records (as read: each is parsed into its type)."""
+        return cls.of(rec.parse(record) for record in records)
+
+    @classmethod
+    def of(cls, records: Iterable[rec.Record]) -> Conversation:
+        """Rebuild from history records already parsed into their types."""
         conv = cls()
         for record in records:
-            conv.apply(rec.parse(record))
+            conv.apply(record)
         return conv
 
 

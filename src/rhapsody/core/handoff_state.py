@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, assert_never
+from typing import TYPE_CHECKING, assert_never
 
 from rhapsody.core import records as rec
 from rhapsody.core.tools import ToolOutcome
@@ -170,7 +170,6 @@ def give_up(session: Session, reason: str = NO_NOTE) -> None:
     session.record("handoff_failed", reason=reason)
 
 
-def failed_reason(record: dict[str, Any]) -> str:
+def failed_reason(reason: str) -> str:
     """A `handoff_failed` record's reason as the live event said it (older histories worded it shorter)."""
-    reason = str(record.get("reason", ""))
     return NO_NOTE if reason == OLD_NO_NOTE else reason

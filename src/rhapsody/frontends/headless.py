@@ -16,12 +16,15 @@ import dataclasses
 import json
 import re
 import sys
+from collections.abc import Sequence
 from contextlib import aclosing
 from typing import Any, TextIO
 
 from rhapsody.commands.slash import run_command
 from rhapsody.core import events as ev
+from rhapsody.core import records as rec
 from rhapsody.core.loop import Agent
+from rhapsody.core.messages import ToolResultBlock
 from rhapsody.view.render import limit_line, print_event
 
 
@@ -57,7 +60,7 @@ async def run_headless(agent: Agent, task: str, output: str = "text", out: TextI
                 err.write(f"rhapsody: {limit_line(event)}\n")
                 status = 3
             out.flush()
-    records = written_since(agent, start)
+    records = [rec.parse(record) for record in written_since(agent, start)]  # the run's records, typed once
     unanswered = unanswered_refusals(records)
     if unanswered and status == 0:
         status = REFUSED_STATUS
@@ -95,14 +98,14 @@ REFUSED_STATUS = 4
 human and none can answer headless: the task may be half done, so a script must not read it as success."""
 
 
-def unanswered_refusals(records: list[dict[str, Any]]) -> int:
+def unanswered_refusals(records: Sequence[rec.Record]) -> int:
     """Calls refused because they would have asked a human (the `mode` refused them, not a rule)."""
-    return sum(1 for r in records if r["kind"] == "permission" and r.get("decision") == "deny" and r.get("by") == "mode")
+    return sum(1 for r in records if isinstance(r, rec.Permission) and r.decision == "deny" and r.by == "mode")
 
 
-def narration_refusals(records: list[dict[str, Any]]) -> int:
+def narration_refusals(records: Sequence[rec.Record]) -> int:
     """Calls the narration rule refused (too few words of narration before them): refused, never run."""
-    return sum(1 for r in records if r["kind"] == "violation")
+    return sum(1 for r in records if isinstance(r, rec.Violation))
 
 
 def refusal_summary(refused: int, unanswered: int) -> str:
@@ -129,12 +132,14 @@ def session_event(agent: Agent) -> dict[str, Any]:
             "permission_mode": agent.toolbox.permission_mode}
 
 
-def result_event(agent: Agent, status: int, records: list[dict[str, Any]],
+def result_event(agent: Agent, status: int, records: Sequence[rec.Record],
                  denials: list[ev.ToolFinished] | None = None) -> dict[str, Any]:
-    """The last jsonl line: how the run ended, what it cost, and every call refused."""
+    """The last jsonl line: how the run ended, what it cost, and every call refused (`records`: the run's)."""
     from rhapsody.core.session_figures import Figures
 
-    figures = Figures(model=agent.session.spec.model).fold(records)
+    figures = Figures(model=agent.session.spec.model)
+    for record in records:
+        figures.add(record)
     usage = figures.usage
     refused = [{"tool_name": d.call.name, "tool_use_id": d.call.id, "tool_input": d.call.input, "reason": d.refused}
                for d in denials or []]
@@ -146,11 +151,11 @@ def result_event(agent: Agent, status: int, records: list[dict[str, Any]],
             "seams": figures.seams, "usage": usage, "cost_usd": round(figures.cost, 6)}
 
 
-def turns(records: list[dict[str, Any]]) -> int:
+def turns(records: Sequence[rec.Record]) -> int:
     """Turns opened: user messages that start an exchange (the task, and each one the harness added
     itself: a handoff's ask, the word to go on after a seam, a reminder), not those carrying tool results."""
-    return sum(1 for r in records if r["kind"] == "message" and r.get("role") == "user"
-               and not any(b.get("type") == "tool_result" for b in r.get("content", [])))
+    return sum(1 for r in records if isinstance(r, rec.Message) and r.role == "user"
+               and not any(isinstance(b, ToolResultBlock) for b in r.content))
 
 
 def snake(name: str) -> str:

@@ -15,13 +15,16 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, assert_never
 
 from rhapsody.core.images import label as image_label
 from rhapsody.core import events as ev
+from rhapsody.core import records as rec
 from rhapsody.core.checkpoints import HARNESS_PREFIX
+from rhapsody.core.history import collector_paused
 from rhapsody.core.context import Conversation
 from rhapsody.core.output_caps import original_size
 from rhapsody.core.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
@@ -238,37 +241,37 @@ def _state(is_error: bool, exit_code: int | None) -> str:
 # -- seams and cuts -----------------------------------------------------------------------
 
 
-def seam_line(record: dict[str, Any]) -> str:
+def seam_line(record: rec.Seam) -> str:
     """The before → after figures of a seam (context in the one definition: estimated tokens).
 
     When the seam knows the figure at the moment the handoff was asked, it leads: a small
     session's context can rise across a seam (the field note and its index outweigh the
     stripped traffic), and the figures the status bar showed must add up with the divider's.
     """
-    before, after = record["before"], record["after"]
-    reduction = 1 - after["request_bytes"] / before["request_bytes"] if before["request_bytes"] else 0.0
-    size = f"{before['request_bytes']:,} → {after['request_bytes']:,} bytes, −{reduction:.0%}"
-    asked = record.get("asked_est_tokens")
-    if isinstance(asked, int):  # the status bar's figures before the key and after the seam, then the two steps
-        figures = (f"context ~{asked:,} → ~{after['est_tokens']:,} tokens (the handoff and its note added "
-                   f"~{before['est_tokens'] - asked:,}, the strip took ~{before['est_tokens'] - after['est_tokens']:,}; "
+    before, after = record.before, record.after
+    reduction = 1 - after.request_bytes / before.request_bytes if before.request_bytes else 0.0
+    size = f"{before.request_bytes:,} → {after.request_bytes:,} bytes, −{reduction:.0%}"
+    asked = record.asked_est_tokens
+    if asked is not None:  # the status bar's figures before the key and after the seam, then the two steps
+        figures = (f"context ~{asked:,} → ~{after.est_tokens:,} tokens (the handoff and its note added "
+                   f"~{before.est_tokens - asked:,}, the strip took ~{before.est_tokens - after.est_tokens:,}; "
                    f"{size})")
     else:
-        figures = f"context ~{before['est_tokens']:,} → ~{after['est_tokens']:,} tokens ({size})"
-    window = "at the window, stripped first (the note follows): " if record.get("window") else ""
-    return (f"seam {record['seam']}: {window}{figures}, "
-            f"tool calls {before['tool_use']} → {after['tool_use']}, text blocks kept {after['text_blocks']}")
+        figures = f"context ~{before.est_tokens:,} → ~{after.est_tokens:,} tokens ({size})"
+    window = "at the window, stripped first (the note follows): " if record.window else ""
+    return (f"seam {record.seam}: {window}{figures}, "
+            f"tool calls {before.tool_use} → {after.tool_use}, text blocks kept {after.text_blocks}")
 
 
-def seam_entry(record: dict[str, Any], root: Path) -> Line:
+def seam_entry(record: rec.Seam, root: Path) -> Line:
     """A divider carrying the seam's figures; its body is the field note."""
     note = ""
-    if record.get("note_path"):
-        path = root / str(record["note_path"])
+    if record.note_path:
+        path = root / record.note_path
         # a history can be committed by a cloned repository: a note of rhapsody's own folder only (`.env` is not one)
-        text = read_own(root, path) if _note_place(str(record["note_path"])) else None
+        text = read_own(root, path) if _note_place(record.note_path) else None
         note = text if text is not None else f"(note {path} is missing)"
-    return Line("seam", f"──── {seam_line(record)} ────", body=note, key=str(record["seam"]))
+    return Line("seam", f"──── {seam_line(record)} ────", body=note, key=str(record.seam))
 
 
 def _note_place(note_path: str) -> bool:
@@ -277,27 +280,27 @@ def _note_place(note_path: str) -> bool:
     return len(parts) == 3 and parts[:2] == [".rhapsody", "notes"] and parts[2].endswith(".md") and ".." not in parts
 
 
-def cut_line(record: dict[str, Any]) -> Line:
+def cut_line(record: rec.Prune) -> Line:
     """A rolling cut: how many calls left and what the context went to."""
-    b, a = record["before"], record["after"]
-    return Line("notice", f"── rolling cut: {counted(len(record['ids']), 'older call')} left the context "
-                          f"(~{b['est_tokens']:,} → ~{a['est_tokens']:,} tokens)")
+    b, a = record.before, record.after
+    return Line("notice", f"── rolling cut: {counted(len(record.ids), 'older call')} left the context "
+                          f"(~{b.est_tokens:,} → ~{a.est_tokens:,} tokens)")
 
 
-def undo_text(record: dict[str, Any]) -> str:
+def undo_text(record: rec.Unseam) -> str:
     """What `/unhandoff` says: the seam undone, and whether what came back is exactly what left."""
-    head = f"seam {record['seam']} undone: its tool traffic is back in context"
-    n = record.get("returned_calls", 0)
-    if record.get("verified") is None:
+    head = f"seam {record.seam} undone: its tool traffic is back in context"
+    n = record.returned_calls or 0
+    if record.verified is None:
         return f"{head} ({counted(n, 'call')}; not verified: the seam recorded no hash of what it stripped)"
-    if record["verified"]:
-        return f"{head}; verified: the {counted(n, 'call')} put back {'hashes' if n == 1 else 'hash'} to the SHA-256 the seam recorded ({record['returned_sha256'][:12]}…)"
+    if record.verified:
+        return f"{head}; verified: the {counted(n, 'call')} put back {'hashes' if n == 1 else 'hash'} to the SHA-256 the seam recorded ({(record.returned_sha256 or '')[:12]}…)"
     return f"{head}; NOT VERIFIED: the {counted(n, 'call')} put back {'does' if n == 1 else 'do'} not hash to what the seam recorded"
 
 
-def unseam_line(record: dict[str, Any]) -> Line:
+def unseam_line(record: rec.Unseam) -> Line:
     """A seam put back by /unhandoff."""
-    return Line("notice", undo_text(record), key=str(record["seam"]), state="undone")
+    return Line("notice", undo_text(record), key=str(record.seam), state="undone")
 
 
 # -- hints ------------------------------------------------------------------------------
@@ -336,7 +339,7 @@ def event_lines(event: ev.Event) -> list[Line]:
         asked = f" (server asked {event.asked:g} s)" if event.asked is not None and event.asked > event.delay else ""
         return [retry_line(event.attempt, event.delay, event.reason, asked)]
     if isinstance(event, ev.ContextPruned):
-        return [cut_line(event.record)]
+        return [cut_line(rec.Prune.model_validate(event.record))]
     if isinstance(event, ev.HandoffFailed):
         return [handoff_failed_line(event.reason)]
     if isinstance(event, ev.Failed):
@@ -397,7 +400,7 @@ def print_event(event: ev.Event, out: TextIO) -> None:
     elif isinstance(event, ev.BlockStopped) and event.kind == "text":
         out.write("\n")
     elif isinstance(event, ev.SeamCommitted):
-        out.write(f"  {seam_line(event.record)}\n")
+        out.write(f"  {seam_line(rec.Seam.model_validate(event.record))}\n")
     elif isinstance(event, ev.HintDelivered):
         noun = "hint" if len(event.hint_ids) == 1 else "hints"
         out.write(f"  ✓ {noun} {', '.join(event.hint_ids)} delivered ({event.where})\n")
@@ -417,38 +420,46 @@ def plain(line: Line) -> str:
 
 
 def record_lines(records: list[dict[str, Any]], root: Path, session_id: str,
-                 conversation: Conversation, approvals: bool = False) -> list[tuple[int, Line]]:
+                 conversation: Conversation | None = None, approvals: bool = False) -> list[tuple[int, Line]]:
     """Every line of a recorded session, each with the index of the record it came from.
 
-    `conversation` is the session's own, folded from the same records: it knows what the
-    latest seam and the rolling cuts took out. `approvals`: also a line for each call the
-    human allowed (an export; the app showed the question itself when it was asked).
+    Each record is parsed into its type once. `conversation` is the session's own, folded from
+    the same records (folded here when not given): it knows what the latest seam and the
+    rolling cuts took out. `approvals`: also a line for each call the human allowed (an
+    export; the app showed the question itself when it was asked).
     """
+    with collector_paused():  # tens of thousands of typed records and no cycles (see core/history.py)
+        typed = [rec.parse(record) for record in records]
+        return _typed_lines(typed, root, session_id, conversation or Conversation.of(typed), approvals)
+
+
+def _typed_lines(records: Sequence[rec.Record], root: Path, session_id: str,
+                 conversation: Conversation, approvals: bool) -> list[tuple[int, Line]]:
     boundary, pruned, parsed = conversation.boundary(), conversation.pruned, conversation.messages
-    hints = {r["id"]: r["text"] for r in records if r["kind"] == "hint"}
-    delivered: dict[int, list[tuple[str, str, str]]] = {}
+    hints = {r.id: r.text for r in records if isinstance(r, rec.Hint)}
+    delivered: dict[int | None, list[tuple[str, str, str]]] = {}
     for r in records:
-        if r["kind"] == "hint_delivered":
-            delivered.setdefault(r["message_seq"], []).extend((i, hints.get(i, ""), r.get("where", "")) for i in r["ids"])
+        if isinstance(r, rec.HintDelivered):
+            delivered.setdefault(r.message_seq, []).extend((i, hints.get(i, ""), r.where) for i in r.ids)
     landed = {i for d in delivered.values() for i, _, _ in d}
     calls = _call_views(records, parsed)
     out: list[tuple[int, Line]] = []
     index = 0
     for n, record in enumerate(records):
-        kind = record["kind"]
-        if kind == "message":
-            gone = index < boundary
-            lines = _message_lines(parsed[index], delivered.get(record["seq"], []), calls, session_id, gone, pruned)
-            if index in conversation.abandoned:
-                lines = rewound_lines(lines)
-            out += [(n, line) for line in lines]
-            index += 1
-        elif kind == "resumed":
-            out.append((n, resumed_line(session_id, index, records[n - 1] if n else record)))
-        elif kind == "permission":
-            out += [(n, approval_line(record))] if approvals and _approved(record) else []
-        else:
-            out += [(n, line) for line in _other_lines(record, root, hints, landed)]
+        match record:
+            case rec.Message():
+                lines = _message_lines(parsed[index], delivered.get(record.seq, []), calls, session_id,
+                                       index < boundary, pruned)
+                if index in conversation.abandoned:
+                    lines = rewound_lines(lines)
+                out += [(n, line) for line in lines]
+                index += 1
+            case rec.Resumed():
+                out.append((n, resumed_line(session_id, index, records[n - 1].ts if n else record.ts)))
+            case rec.Permission():
+                out += [(n, approval_line(record))] if approvals and _approved(record) else []
+            case _:
+                out += [(n, line) for line in _other_lines(record, root, hints, landed)]
     return out
 
 
@@ -459,94 +470,110 @@ def rewound_lines(lines: list[Line]) -> list[Line]:
     return [Line("rewound", f"↶ {one_line(lines[0].text, 200)}", body="\n".join(plain(line).strip() for line in lines))]
 
 
-def rewind_line(record: dict[str, Any]) -> Line:
+def rewind_line(record: rec.Rewind | rec.Restore) -> Line:
     """A `rewind` record (the conversation went back) or a finished `restore` (files went back)."""
-    if record["kind"] == "rewind":
-        return Line("notice", f"↶ conversation rewound to before › {one_line(str(record.get('text', '')), 120)}; "
+    if isinstance(record, rec.Rewind):
+        return Line("notice", f"↶ conversation rewound to before › {one_line(str(_fact(record, 'text', '')), 120)}; "
                               "what followed stays in the history (dimmed above) and in recall")
-    return Line("notice", f"↶ files restored to a checkpoint ({counted(int(record.get('changed', 0)), 'path')} changed)")
+    return Line("notice", f"↶ files restored to a checkpoint ({counted(int(_fact(record, 'changed', 0)), 'path')} changed)")
 
 
-def notice_line(record: dict[str, Any]) -> Line:
+def _fact(record: rec.Record, name: str, default: Any) -> Any:
+    """A fact an open kind carries without declaring it (a tool's `diff`, an import's `source_session`)."""
+    return (record.model_extra or {}).get(name, default)
+
+
+def notice_line(record: rec.Notice) -> Line:
     """A `notice` record: the slash command the human typed, a command's output, or a note of the app's own."""
-    text = str(record.get("text", ""))
-    if record.get("command"):  # echoed above its output, so scrolling back tells which query gave which hits
+    text = record.text
+    if record.command:  # echoed above its output, so scrolling back tells which query gave which hits
         return Line("user", f"› {text}", body=text)
-    if record.get("shown") == "as is":
-        return Line("error" if record.get("error") else "notice", text)
+    if record.shown == "as is":
+        return Line("error" if record.error else "notice", text)
     return Line("notice", f"! {text}")
 
 
-def approval_line(record: dict[str, Any]) -> Line:
+def approval_line(record: rec.Permission) -> Line:
     """A call the human allowed when asked (a `permission` record), with what they allowed for the session."""
-    reason = str(record.get("reason", ""))
-    head = f"✓ {record.get('tool', '')} {one_line(visible(str(record.get('argument', ''))), 90)}".rstrip()
+    reason = record.reason
+    head = f"✓ {record.tool} {one_line(visible(record.argument), 90)}".rstrip()
     return Line("approval", f"{head}: {reason}", body=reason, state="allowed")
 
 
-def _approved(record: dict[str, Any]) -> bool:
-    return record.get("by") == "human" and record.get("decision") == "allow"
+def _approved(record: rec.Permission) -> bool:
+    return record.by == "human" and record.decision == "allow"
 
 
-def resumed_line(session_id: str, messages: int, last: dict[str, Any]) -> Line:
-    """Where a session was resumed (`--continue`, `--resume`): the `resumed` record each resume writes."""
+def resumed_line(session_id: str, messages: int, last_ts: float) -> Line:
+    """Where a session was resumed (`--continue`, `--resume`): the `resumed` record each resume writes;
+    `last_ts`: the time of the record before it."""
     import time
 
-    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(last.get("ts") or 0)))
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(last_ts))
     return Line("notice", f"· resumed session {session_id} ({counted(messages, 'message')}, last active {when})")
 
 
-def _other_lines(record: dict[str, Any], root: Path, hints: dict[str, str], landed: set[str]) -> list[Line]:
-    kind = record["kind"]
-    if kind == "seam":
-        return [seam_entry(record, root)]
-    if kind == "unseam":
-        return [unseam_line(record)]
-    if kind == "prune":
-        return [cut_line(record)]
-    if kind == "violation":
-        return [violation_line(record["name"], record["words"], record["required"])]
-    if kind == "interrupted":
-        return [Line("interrupted", INTERRUPTED_TEXT)]
-    if kind == "retry":
-        return [retry_line(record["attempt"], record["delay"], record["reason"])]
-    if kind == "handoff_failed":
-        from rhapsody.core.handoff_state import failed_reason
+def _other_lines(record: rec.Record, root: Path, hints: dict[str, str], landed: set[str]) -> list[Line]:
+    match record:  # the kinds a history holds most of come first: each case is an isinstance check
+        case rec.Request() | rec.Usage() | rec.ToolRun():
+            return []
+        case rec.Seam():
+            return [seam_entry(record, root)]
+        case rec.Unseam():
+            return [unseam_line(record)]
+        case rec.Prune():
+            return [cut_line(record)]
+        case rec.Violation():
+            return [violation_line(record.name, record.words, record.required)]
+        case rec.Interrupted():
+            return [Line("interrupted", INTERRUPTED_TEXT)]
+        case rec.Retry():
+            return [retry_line(record.attempt, record.delay, record.reason)]
+        case rec.HandoffFailed():
+            from rhapsody.core.handoff_state import failed_reason
 
-        return [handoff_failed_line(failed_reason(record))]
-    if kind == "error":
-        return [error_line(str(record.get("message", "")))]
-    if kind == "notice":
-        return [notice_line(record)]
-    if kind == "rewind" or (kind == "restore" and record.get("state") == "done"):
-        return [rewind_line(record)]
-    if kind == "checkpoint_failed":
-        return [error_line(f"checkpoint not taken: {record.get('reason', '')}")]
-    if kind == "seam_failed":
-        reason = str(record.get("reason", ""))
-        old = not reason.startswith(("strip abandoned", "rolling cut abandoned"))  # histories before the live wording
-        return [handoff_failed_line(f"{'strip abandoned, context unchanged: ' if old else ''}{reason}")]
-    if kind == "hint" and record["id"] not in landed:
-        return [hint_line(record["id"], record["text"])]
-    if kind in ("import", "compaction"):
-        return [imported_line(record)]
-    return []
+            return [handoff_failed_line(failed_reason(record.reason))]
+        case rec.Error():
+            return [error_line(record.message)]
+        case rec.Notice():
+            return [notice_line(record)]
+        case rec.Rewind():
+            return [rewind_line(record)]
+        case rec.Restore():
+            return [rewind_line(record)] if record.state == "done" else []
+        case rec.CheckpointFailed():
+            return [error_line(f"checkpoint not taken: {record.reason}")]
+        case rec.SeamFailed():
+            old = not record.reason.startswith(("strip abandoned", "rolling cut abandoned"))  # before the live wording
+            return [handoff_failed_line(f"{'strip abandoned, context unchanged: ' if old else ''}{record.reason}")]
+        case rec.Hint():
+            return [] if record.id in landed else [hint_line(record.id, record.text)]
+        case rec.Import() | rec.Compaction():
+            return [imported_line(record)]
+        case (rec.Session() | rec.Message() | rec.HintDelivered()
+              | rec.Permission() | rec.PermissionMode() | rec.Denial() | rec.MemoryReminder() | rec.Handoff()
+              | rec.HandoffAsked() | rec.SeamTokens() | rec.ThinkingCut() | rec.SeamNote() | rec.Model() | rec.Tools()
+              | rec.Resumed() | rec.Hook() | rec.Checkpoint() | rec.Aside() | rec.Limit() | rec.Other()):
+            return []  # no line of their own (messages, resumes and approvals are drawn by `_typed_lines`)
+        case _:
+            assert_never(record)
 
 
-def imported_line(record: dict[str, Any]) -> Line:
+def imported_line(record: rec.Import | rec.Compaction) -> Line:
     """Where an imported session came from (`import`), and where its source compacted (`compaction`)."""
-    if record["kind"] == "import":
-        return Line("notice", f"· imported {record['format']} session {record.get('source_session', '')} "
-                              f"from {record['source']}")
-    how = f", {record['trigger']}" if record.get("trigger") else ""
+    if isinstance(record, rec.Import):
+        return Line("notice", f"· imported {record.format} session {_fact(record, 'source_session', '')} "
+                              f"from {record.source}")
+    trigger = _fact(record, "trigger", None)
+    how = f", {trigger}" if trigger else ""
     return Line("notice", f"· the source compacted its context here{how}: its model saw only the summary below "
                           "and what follows (what came before stays recallable)")
 
 
-def _call_views(records: list[dict[str, Any]], parsed: list[Message]) -> dict[str, ToolView]:
-    runs = {r["tool_use_id"]: r for r in records if r["kind"] == "tool_run"}
-    interrupted = {i for r in records if r["kind"] == "interrupted" for i in r.get("open", [])}
-    unrun = {r["tool_use_id"] for r in records if r["kind"] == "violation"}
+def _call_views(records: Sequence[rec.Record], parsed: list[Message]) -> dict[str, ToolView]:
+    runs = {r.tool_use_id: r for r in records if isinstance(r, rec.ToolRun)}
+    interrupted = {i for r in records if isinstance(r, rec.Interrupted) for i in r.open}
+    unrun = {r.tool_use_id for r in records if isinstance(r, rec.Violation)}
     results = {b.tool_use_id: b for m in parsed if m.role == "user" for b in m.content if isinstance(b, ToolResultBlock)}
     views: dict[str, ToolView] = {}
     for message in parsed:
@@ -556,17 +583,16 @@ def _call_views(records: list[dict[str, Any]], parsed: list[Message]) -> dict[st
     return views
 
 
-def _call_view(call: ToolUseBlock, run: dict[str, Any] | None, result: ToolResultBlock | None,
+def _call_view(call: ToolUseBlock, run: rec.ToolRun | None, result: ToolResultBlock | None,
                interrupted: bool) -> ToolView:
     output = result.text() if result else "(no result)"
     if interrupted or run is None:
         state = "interrupted" if interrupted or result is None or result.is_error else "ok"
         return ToolView(call, state, 0, None, output)
-    if run.get("refused"):
-        return ToolView(call, "denied", 0, None, str(run["refused"]), proposed=str(run.get("proposed_diff") or ""))
-    state = _state(bool(result and result.is_error), run.get("exit_code"))
-    return ToolView(call, state, run.get("duration_ms", 0), run.get("exit_code"),
-                    with_diff(output, str(run.get("diff") or "")))
+    if run.refused:
+        return ToolView(call, "denied", 0, None, run.refused, proposed=str(_fact(run, "proposed_diff", None) or ""))
+    state = _state(bool(result and result.is_error), run.exit_code)
+    return ToolView(call, state, run.duration_ms, run.exit_code, with_diff(output, str(_fact(run, "diff", None) or "")))
 
 
 def _message_lines(message: Message, hints: list[tuple[str, str, str]], calls: dict[str, ToolView],

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from rhapsody.view import render
     from rhapsody.config.settings import Settings
     from rhapsody.core import events as ev
+    from rhapsody.core import records as rec
     from rhapsody.core.approval import HumanApprover, Question
     from rhapsody.core.loop import Agent
     from rhapsody.core.messages import ToolUseBlock
@@ -60,6 +61,7 @@ else:  # loaded on first use, after the first frame (pydantic and the core are m
     commands = lazy("rhapsody.commands.slash")
     render = lazy("rhapsody.view.render")
     ev = lazy("rhapsody.core.events")
+    rec = lazy("rhapsody.core.records")
 
 ESC_TWICE = 0.8
 """Seconds within which a second Esc clears the input."""
@@ -306,7 +308,8 @@ class RhapsodyApp(App[int]):
             self._held.append(fields)
         else:
             self.agent.session.record("notice", **fields)
-        return await self.transcript.add(Entry.of(render.notice_line(fields)), pin=self._replying)
+        line = render.notice_line(rec.Notice(kind="notice", **fields))
+        return await self.transcript.add(Entry.of(line), pin=self._replying)
 
     def record_held(self) -> None:
         """Notices said while a reply streamed are recorded after it."""
