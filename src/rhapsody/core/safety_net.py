@@ -34,7 +34,6 @@ from rhapsody.core.messages import TextBlock
 from rhapsody.core.policy import Policy
 from rhapsody.core.session import Session
 from rhapsody.core.turn_end import ABANDONED, HandoffThreshold, said
-from rhapsody.core.window import after_last_seam
 
 
 @dataclass(frozen=True)
@@ -55,7 +54,7 @@ def request_failed(session: Session, policy: Policy, threshold: HandoffThreshold
         return _refused_again(session, str(failure))
     netted = _strip_first(session, policy, str(failure))
     if netted.go_on:
-        threshold.rearm(after_last_seam(session.records))
+        threshold.rearm(session.figures.after_last_seam)
     return netted
 
 

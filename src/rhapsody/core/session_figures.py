@@ -55,6 +55,8 @@ class Figures:
     last_request_tokens: int = 0
     """The estimate of the last request sent (a seam does not change it)."""
     seam_after: dict[int, tuple[int, int]] = field(default_factory=dict)
+    after_last_seam: int = 0
+    """The estimated context the latest seam left (0 with no seam): where a window share is measured from."""
     folded: int = 0
 
     @property
@@ -97,6 +99,7 @@ class Figures:
                 self.context = record.after.est_tokens
                 self.seams += 1
                 self.seam_after[record.seam] = (record.before.est_tokens, record.after.est_tokens)
+                self.after_last_seam = record.after.est_tokens
             case rec.Prune():
                 self.context = record.after.est_tokens
             case rec.Unseam():

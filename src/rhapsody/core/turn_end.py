@@ -36,7 +36,7 @@ from rhapsody.core.messages import Block, TextBlock
 from rhapsody.core.model import Model
 from rhapsody.core.policy import Policy
 from rhapsody.core.session import Hint, Session
-from rhapsody.core.window import after_last_seam, context_window, share_limit
+from rhapsody.core.window import context_window, share_limit
 
 ABANDONED = "strip abandoned, context unchanged: "
 """How a failed seam audit begins, live and on resume."""
@@ -65,7 +65,7 @@ class HandoffThreshold:
         if self.every or not self.share:
             return self.armed_at
         size = context_window(session.spec.model, self.window)
-        return share_limit(self.share, size, after_last_seam(session.records))
+        return share_limit(self.share, size, session.figures.after_last_seam)
 
     def check(self, session: Session) -> None:
         """Request a handoff when the context has reached the armed size and none is pending."""

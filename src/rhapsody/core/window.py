@@ -46,14 +46,6 @@ def share_limit(share: float, window: int, after_last_seam: int) -> int:
     return after_last_seam + int(share * (window - after_last_seam))
 
 
-def after_last_seam(records: list[dict[str, Any]]) -> int:
-    """The estimated context the latest seam left (0 with no seam)."""
-    for record in reversed(records):
-        if record["kind"] == "seam":
-            return int(record["after"]["est_tokens"])
-    return 0
-
-
 def expected_tokens(records: list[dict[str, Any]], estimate: int) -> int:
     """`estimate` calibrated by the last request whose usage was reported (as is when none was)."""
     reported, estimated = 0, 0
