@@ -134,9 +134,9 @@ def _context_after(session: Session, to: int) -> int:
     import copy
 
     from rhapsody.core.context import measure_messages
-    from rhapsody.core.records import parse
+    from rhapsody.core.records import Rewind
 
     probe = copy.copy(session.conversation)  # the containers a rewind changes are copied, the messages shared
-    probe.abandoned, probe.seams, probe.rewound = set(probe.abandoned), list(probe.seams), list(probe.rewound)
-    probe.apply(parse({"kind": "rewind", "to": to}))
+    probe.abandoned, probe.seams = set(probe.abandoned), list(probe.seams)
+    probe.apply(Rewind(kind="rewind", to=to))
     return measure_messages(session.spec, probe.active())[1]

@@ -38,8 +38,6 @@ class Conversation:
     """Messages before this index left the source's context at a compaction (imported sessions)."""
     abandoned: set[int] = field(default_factory=set)
     """Indexes of messages a conversation rewind left behind: in the history, out of the view."""
-    rewound: list[rec.Seam] = field(default_factory=list)
-    """Seams a conversation rewind went back across (their strip no longer applies)."""
     _view: list[Message] | None = field(default=None, repr=False)
 
     def apply(self, record: rec.Record) -> None:
@@ -84,7 +82,7 @@ class Conversation:
         self._view = None
         self.abandoned.update(range(to, len(self.messages)))
         while self.seams and self.seams[-1].boundary > to:
-            self.rewound.append(self.seams.pop())
+            self.seams.pop()
 
     def _add(self, message: Message) -> None:
         self.messages.append(message)

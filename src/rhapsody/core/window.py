@@ -24,12 +24,12 @@ import re
 from typing import Any
 
 from rhapsody.core.pricing import price_of, priced
+from rhapsody.core.session_figures import reported_input
 
 OTHER_WINDOW = 128_000
 """The window assumed for a model the table does not know; set `context_window` for yours."""
 ONE_MILLION = 1_000_000
 _ONE_M = re.compile(r"(?:\[1m\]|[-_:]1m)(?:$|[-_@\]])", re.IGNORECASE)
-INPUT_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
 
 def context_window(model: str, override: int | None = None) -> int:
@@ -51,7 +51,7 @@ def expected_tokens(records: list[dict[str, Any]], estimate: int) -> int:
     reported, estimated = 0, 0
     for record in reversed(records):
         if record["kind"] == "usage" and not reported:
-            reported = sum(int(record.get(k) or 0) for k in INPUT_KEYS)
+            reported = reported_input(record)
         elif record["kind"] == "request" and reported:
             estimated = int(record.get("est_tokens") or 0)
             break
