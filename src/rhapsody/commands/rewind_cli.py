@@ -45,8 +45,8 @@ def main(root: Path, settings: Settings, ns: argparse.Namespace) -> int:
     path = find_session(root, ns.session)
     store = shadow(root, settings)
     if ns.list:
-        records = read_history(path).records
-        listed = turns_of(records, Conversation.from_records(records).abandoned, store)
+        read = read_history(path, typed=True)  # parsed once, for the records and the conversation
+        listed = turns_of(read.records, Conversation.of(read.typed).abandoned, store)
         _print({"session": path.stem, "points": [t.json() for t in listed]} if ns.json else None,
                [t.line() for t in listed] or ["no checkpoints in this session"])
         return 0

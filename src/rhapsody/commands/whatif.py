@@ -10,7 +10,8 @@ from typing import Any
 
 from rhapsody.core import whatif
 from rhapsody.core.errors import HistoryError, InputError
-from rhapsody.core.history import find_session, read_history, sessions
+from rhapsody.commands.stats import session_records
+from rhapsody.core.history import read_history, sessions
 from rhapsody.core.pricing import price_of, priced
 
 COLUMNS = ("policy", "requests", "seams", "billed input", "vs no seams", "$ input+notes", "peak context")
@@ -22,11 +23,7 @@ def main(root: Path, session_id: str | None, what: str, as_json: bool = False, r
         policies = [whatif.parse_policy(p) for p in (whatif.SWEEP if what == "sweep" else what.split(","))]
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    given = Path(session_id) if session_id else None
-    path = given if given is not None and given.is_file() else find_session(root, session_id)
-    records = read_history(path).records
-    if not records or records[0]["kind"] != "session":
-        raise HistoryError(f"{path} is not a rhapsody history file (no session record first)")
+    path, records = session_records(root, session_id)
     report = figures(records, policies, _note(root, path, records), read_mult)
     print(json.dumps({"session": path.stem, **report}) if as_json else render(path.stem, report))
     return 0

@@ -167,7 +167,7 @@ def search(history: Path, query: str, limit: int = 10, stripped_only: bool = Tru
 def _gone(history: Path) -> tuple[int, set[str]]:
     """What left the context: messages before the latest seam, calls pruned by the rolling policy, and
     calls of messages a conversation rewind left behind."""
-    conv = Conversation.from_records(read_history(history).records)
+    conv = Conversation.of(read_history(history, typed=True).typed)  # parsed once
     left = {call.id for i in conv.abandoned for call in conv.messages[i].tool_uses()}
     return conv.boundary(), conv.pruned | left
 
