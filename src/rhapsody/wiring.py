@@ -194,8 +194,6 @@ def shadow(root: Path, settings: Settings) -> Shadow:
 def start_checkpoints(session: Session, settings: Settings) -> Shadow:
     """The checkpointer for a session: a restore a kill cut short is finished (said in a notice), old
     checkpoints are cleaned (at most daily)."""
-    import time
-
     from rhapsody.tools.rewind import clean, finish_interrupted
 
     found = shadow(session.root, settings)

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from rhapsody.core.errors import StorageError
 from rhapsody.core.history import STATE_DIR, private_dir, read_plain, state_dir, write_private
+from rhapsody.tools import lifeline
 from rhapsody.tools.git import STATIC, hardened_env
 
 CONFIG = ("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = false\n"
@@ -274,8 +275,8 @@ class Shadow:
         if not bare:  # `bare`: `git init` of a folder the arguments name
             env.update(GIT_DIR=str(self.git_dir), GIT_WORK_TREE=str(self.root), GIT_INDEX_FILE=str(self.index))
         try:
-            done = subprocess.run(["git", "--no-pager", *args], cwd=self.root, env=env, input=stdin,
-                                  capture_output=True, timeout=TIMEOUT)
+            done = lifeline.run(["git", "--no-pager", *args], cwd=self.root, env=env, input=stdin,
+                                capture_output=True, timeout=TIMEOUT)  # dies with rhapsody, as every git call
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise CheckpointError(f"checkpoint: git {args[0]}: {exc}") from None
         if done.returncode != 0:
