@@ -364,7 +364,7 @@ def print_recap(session: Any) -> None:
     """The app's screen is gone when it ends: a short recap stays in the scrollback."""
     from rhapsody.frontends.recap import recap_text
 
-    print(recap_text(session.records, session.id), end="")
+    print(recap_text(session.records, session.id, session.figures), end="")
 
 
 def _ask_fresh(question: str) -> str:

@@ -285,4 +285,4 @@ def stats_text(session: Session) -> str:
     """Seams and counters of a session as plain lines."""
     from rhapsody.commands.stats import stats_lines
 
-    return "\n".join(stats_lines(session.records))
+    return "\n".join(stats_lines(session.records, folded=session.figures))

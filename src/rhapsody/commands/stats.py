@@ -12,7 +12,7 @@ from rhapsody.core.billing import seam_savings, served_by
 from rhapsody.core.errors import HistoryError
 from rhapsody.core.history import find_session, read_history
 from rhapsody.core.pricing import price_of, priced
-from rhapsody.core.session_figures import figures as fold_figures, reported_input
+from rhapsody.core.session_figures import Figures, figures as fold_figures, reported_input
 
 
 STATS_COLUMNS = ("seam", "context ~tokens", "note added", "strip took", "bytes", "tool calls",
@@ -145,15 +145,16 @@ def _print_seams(console: Any, path: Path, rows: list[dict[str, Any]]) -> None:
     console.print(STATS_NOTE)
 
 
-def stats_lines(records: list[dict[str, Any]], figures_billed: dict[str, Any] | None = None) -> list[str]:
+def stats_lines(records: list[dict[str, Any]], figures_billed: dict[str, Any] | None = None,
+                folded: Figures | None = None) -> list[str]:
     """Seams and counters of a session as plain lines (/stats, and the head of an export);
-    `figures_billed`: `billing(records)` when the caller has it already."""
+    `figures_billed`: `billing(records)` when the caller has it already; `folded`: the session's own figures."""
     from rhapsody.core.records import Seam
     from rhapsody.view.render import seam_line
 
     rows = seam_rows(records)
     lines = [seam_line(Seam.model_validate(r)) + (" (undone)" if r["undone"] else "") for r in rows] or ["no seams yet"]
-    f = fold_figures(records)
+    f = folded or fold_figures(records)
     lines.append(f"requests {f.requests}, tool calls {f.tool_calls}, narration violations {f.violations}, "
                  f"{f.seams_text()}, context ~{f.context:,} tokens, cost {f.cost_text()}")
     if f.requests:

@@ -156,7 +156,7 @@ def resumed_recap(agent: Agent) -> str:
     records = agent.session.records
     if not any(r["kind"] == "message" for r in records):
         return ""
-    return "\n".join(["resumed; where it was left:", *recap_lines(records)])
+    return "\n".join(["resumed; where it was left:", *recap_lines(records, agent.session.figures)])
 
 
 async def _confirmed(agent: Agent, asked: Outcome, ask: Callable[[str], Awaitable[str]],

@@ -6,10 +6,13 @@ changed, the seams, the cost and how to come back; every figure is read from the
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rhapsody.core.counts import counted
 from rhapsody.view.render import dollars, one_line
+
+if TYPE_CHECKING:
+    from rhapsody.core.session_figures import Figures
 
 WIDTH = 100
 """Columns a recap line is cut to, at most (a narrower terminal: its width)."""
@@ -58,8 +61,8 @@ def changed_files(records: list[dict[str, Any]]) -> list[str]:
     return list(dict.fromkeys(paths))
 
 
-def recap_lines(records: list[dict[str, Any]]) -> list[str]:
-    """The recap, one fact per line."""
+def recap_lines(records: list[dict[str, Any]], folded: Figures | None = None) -> list[str]:
+    """The recap, one fact per line; `folded`: the session's own figures, when it has them (else folded here)."""
     from rhapsody.core.session_figures import figures
 
     asked, said = last_exchange(records)
@@ -69,14 +72,14 @@ def recap_lines(records: list[dict[str, Any]]) -> list[str]:
     files = changed_files(records)
     if files:
         lines.append(f"  files changed: {one_line(', '.join(files), width - 17)}")
-    f = figures(records)
+    f = folded or figures(records)
     cost = dollars(f.cost) if f.priced else "unknown (a model without a price)"
     lines.append(f"  {counted(f.requests, 'request')}, {counted(f.tool_calls, 'tool call')}, seams {f.seams}, cost {cost}")
     return lines
 
 
-def recap_text(records: list[dict[str, Any]], session_id: str) -> str:
+def recap_text(records: list[dict[str, Any]], session_id: str, folded: Figures | None = None) -> str:
     """The recap printed to the scrollback when the app ends; '' for a session without a message."""
     if not any(r["kind"] == "message" for r in records):
         return ""
-    return "\n".join([f"rhapsody session {session_id}:", *recap_lines(records)]) + "\n"
+    return "\n".join([f"rhapsody session {session_id}:", *recap_lines(records, folded)]) + "\n"
