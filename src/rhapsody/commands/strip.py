@@ -62,8 +62,8 @@ def strip_report(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     problems = validity_problems(after_msgs)
     report = {
         "source": kind,
-        "before": before.as_dict(),
-        "after": after.as_dict(),
+        "before": before.model_dump(),
+        "after": after.model_dump(),
         "authored_sha256_before": authored_sha256(before_msgs),
         "authored_sha256_after": authored_sha256(after_msgs),
         "authored_chars": sum(len(t) for t in authored_texts(before_msgs)),

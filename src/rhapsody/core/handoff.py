@@ -61,8 +61,8 @@ def commit_seam(session: Session, note_path: str = "", window: dict[str, Any] | 
         note_path=note_path,
         authored_sha256=sha,
         **fields(left(before, after)),
-        before=shape(before, *measure(body_before)).as_dict(),
-        after=shape(after, *measure(body_after)).as_dict(),
+        before=shape(before, *measure(body_before)).model_dump(),
+        after=shape(after, *measure(body_after)).model_dump(),
         reported_input_before=reported_input(session.figures.last_usage),
         **({"window": window} if window else _when_asked(session.records)),
     )
@@ -94,8 +94,8 @@ def prune(session: Session, ids: list[str], reason: str) -> dict[str, Any]:
     audit(before, after)
     return session.record(
         "prune", ids=ids, reason=reason, **fields(left(before, after)),
-        before=shape(before, *measure(build_request(session.spec, before))).as_dict(),
-        after=shape(after, *measure(build_request(session.spec, after))).as_dict(),
+        before=shape(before, *measure(build_request(session.spec, before))).model_dump(),
+        after=shape(after, *measure(build_request(session.spec, after))).model_dump(),
     )
 
 

@@ -14,8 +14,8 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 
+from rhapsody.core.records import Shape
 from rhapsody.core.messages import (
     THINKING_TYPES,
     Block,
@@ -171,22 +171,6 @@ def _pairing_problems(messages: Sequence[Message], i: int) -> list[str]:
         problems.append(f"message {i}: tool_use {missing[0]} is not answered in the next message")
     return problems
 
-
-@dataclass(frozen=True)
-class Shape:
-    """Block counts and size of one conversation, as the strip contract reports them."""
-
-    messages: int
-    text_blocks: int
-    tool_use: int
-    tool_result: int
-    thinking: int
-    request_bytes: int
-    est_tokens: int
-
-    def as_dict(self) -> dict[str, int]:
-        """The fields as a plain dict."""
-        return dict(self.__dict__)
 
 
 def shape(messages: Sequence[Message], body_bytes: int, est_tokens: int) -> Shape:
