@@ -5,7 +5,8 @@
 Fires a PreToolUse hook through rhapsody's own runner (bash starting a trivial command, the
 JSON payload on stdin, the `hook` record appended with fsync), 30 times each for `true`, a
 `python3 -c` one-liner and a `jq` call (when installed), and prints the median and the 90th
-percentile. Then prints the bytes of the `web_fetch` definition in the compact `tools` array.
+percentile. Then times what a tool call pays for hooks when none is configured (`Toolbox.run` of a
+`write_file` with a 256 KB body and a `read_file` of a 30 KB answer, 200 runs each, median), and prints the bytes of the `web_fetch` definition in the compact `tools` array.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from rhapsody.core.context import RequestSpec
 from rhapsody.core.hooks import payload
 from rhapsody.core.messages import compact_json
 from rhapsody.core.session import Session
+from rhapsody.core.tools import ToolContext
 from rhapsody.hook_runner import HookCommand, HookMatcher, HookRunner
 from rhapsody.tools import default_toolbox
 
@@ -42,6 +44,25 @@ async def timings(root: Path, command: str) -> list[float]:
     return out
 
 
+CALLS = 200
+BODY = "".join(f"    result_{i} = compute(value_{i}, limit={i})  # line {i} of the body\n" for i in range(4500))[:256_000]
+
+
+async def unhooked(root: Path) -> dict[str, float]:
+    """Median milliseconds of `Toolbox.run` per call with no hooks configured: a big write, a capped read."""
+    session = Session.start(root, RequestSpec(model="bench", system="", tools=[], max_tokens=1))
+    toolbox, ctx = default_toolbox("yolo", sandbox="off"), ToolContext(root, session)
+    out = {}
+    for name, args in (("write_file", {"path": "big.py", "content": BODY}), ("read_file", {"path": "big.py"})):
+        ms = []
+        for _ in range(CALLS):
+            start = time.perf_counter()
+            await toolbox.run(name, args, ctx)
+            ms.append((time.perf_counter() - start) * 1000)
+        out[name] = statistics.median(ms)
+    return out
+
+
 def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         for name, command in COMMANDS.items():
@@ -49,6 +70,9 @@ def main() -> None:
                 continue
             ms = sorted(asyncio.run(timings(Path(folder), command)))
             print(f"hook {name:8} median {statistics.median(ms):6.1f} ms  p90 {ms[int(len(ms) * 0.9)]:6.1f} ms")
+    with tempfile.TemporaryDirectory() as folder:
+        for name, median in asyncio.run(unhooked(Path(folder))).items():
+            print(f"no hooks: {name:10} median {median:6.3f} ms per call")
     spec = next(s for s in default_toolbox().specs() if s["name"] == "web_fetch")
     print(f"web_fetch definition: {len(compact_json(spec).encode())} bytes of every request's tools array")
 

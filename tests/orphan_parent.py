@@ -10,6 +10,7 @@ from pathlib import Path
 from rhapsody.core.context import RequestSpec
 from rhapsody.core.session import Session
 from rhapsody.core.tools import ToolContext
+from rhapsody.hook_runner import HookCommand, HookMatcher, HookRunner
 from rhapsody.tools import default_toolbox
 from rhapsody.tools.git import run_git
 
@@ -22,6 +23,12 @@ async def tool(root: Path, name: str, args: dict[str, object], sandbox: str) -> 
     await default_toolbox("yolo", sandbox=sandbox).run(name, args, ctx)
 
 
+async def hook(root: Path, command: str) -> None:
+    session = Session.start(root, RequestSpec(model="m", system="s", tools=[]))
+    runner = HookRunner({"Stop": [HookMatcher(hooks=[HookCommand(command=command, timeout=300)])]}, root)
+    await runner.fire(session, "Stop", {})
+
+
 def main(kind: str, root: Path) -> None:
     bash = f"{SLEEPER} {root} & {SLEEPER} {root}"  # one in the background, one in the foreground
     if kind == "git":
@@ -32,6 +39,8 @@ def main(kind: str, root: Path) -> None:
         asyncio.run(tool(root, "bash", {"command": bash}, "off"))
     elif kind == "bash-sandboxed":
         asyncio.run(tool(root, "bash", {"command": bash}, "workspace-write"))
+    elif kind == "hook":
+        asyncio.run(hook(root, f"exec {SLEEPER} {root}"))
     else:
         raise SystemExit(f"unknown kind {kind}")
 

@@ -2,7 +2,7 @@
 
 A hook is a shell command (`bash -c`) run in the project root, outside the sandbox, with
 the event's JSON on standard input and `CLAUDE_PROJECT_DIR`/`RHAPSODY_PROJECT_DIR` set.
-It runs in its own process group with the parent-death signal set, as an asyncio
+It runs in its own process group with the parent-death signal set (`tools/lifeline.py`), as an asyncio
 subprocess (the interface keeps drawing); on timeout the group is killed. Exit status:
 
     0      ok; standard output may be JSON (`decision`, `reason`, `continue`, `systemMessage`,
@@ -19,12 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import json
 import os
 import re
-import signal
-import sys
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -35,6 +32,7 @@ from rhapsody.core.hooks import CLAUDE_NAMES, HookVerdict, combine
 from rhapsody.core.permissions import verdict_named
 from rhapsody.core.secrets import mask
 from rhapsody.core.session import Session
+from rhapsody.tools import lifeline
 from rhapsody.tools.procs import kill_group
 
 OUTPUT_CAP = 64_000
@@ -99,14 +97,22 @@ class HookRunner:
         self.secrets = secrets
         self._notices: list[str] = []
 
+    def wants(self, event: str, subject: str = "") -> bool:
+        """Whether a hook of `event` takes `subject`."""
+        return bool(self._commands(event, subject))
+
     async def fire(self, session: Session, event: str, payload: dict[str, Any], subject: str = "") -> HookVerdict:
         """Run every matching hook of `event` at once; their combined verdict."""
-        commands = [h for m in self.config.get(event, []) if m.takes(subject) for h in m.hooks]  # type: ignore[call-overload]
+        commands = self._commands(event, subject)
         if not commands:
             return HookVerdict()
         data = json.dumps(payload, ensure_ascii=False).encode()
         runs = await asyncio.gather(*(self._run_one(session, event, h, data) for h in commands))
         return combine(list(runs))
+
+    def _commands(self, event: str, subject: str) -> list[HookCommand]:
+        """The hooks of `event` whose matcher takes `subject`."""
+        return [h for m in self.config.get(event, []) if m.takes(subject) for h in m.hooks]  # type: ignore[call-overload]
 
     def notices(self) -> list[str]:
         """The failure lines not yet shown."""
@@ -117,9 +123,10 @@ class HookRunner:
         start = time.perf_counter()
         code, out, err = await self._spawn(hook, data)
         ms = int((time.perf_counter() - start) * 1000)
-        verdict, outcome = _verdict(event, code, out, err)
+        answer = _json(out) if code == 0 else None
+        verdict, outcome = _verdict(event, code, out, err, answer)
         shown = _last_line(err) or _last_line(out)  # a traceback's last line names the error
-        message = (_json(out) or {}).get("systemMessage") if code == 0 else None
+        message = (answer or {}).get("systemMessage")
         if isinstance(message, str) and message.strip():
             self._notices.append(self._masked(f"hook {event}: {_first_line(message)}"))
         if outcome in ("error", "timeout"):
@@ -138,7 +145,7 @@ class HookRunner:
             proc = await asyncio.create_subprocess_exec(
                 "bash", "-c", hook.command, cwd=self.root, env=env, stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-                preexec_fn=_die_with_parent)
+                preexec_fn=lifeline.preexec())
         except OSError as exc:
             return 127, "", f"cannot start: {exc}"
         try:
@@ -178,21 +185,15 @@ async def _bounded(stream: asyncio.StreamReader) -> bytes:
     return bytes(kept)
 
 
-def _die_with_parent() -> None:
-    """In the child: SIGKILL when rhapsody dies, so a hook never outlives it (Linux prctl)."""
-    if sys.platform == "linux":
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-
-
-def _verdict(event: str, code: int | None, out: str, err: str) -> tuple[HookVerdict, str]:
-    """What one run decided, and its outcome word for the record."""
+def _verdict(event: str, code: int | None, out: str, err: str,
+             answer: dict[str, Any] | None) -> tuple[HookVerdict, str]:
+    """What one run decided, and its outcome word for the record (`answer`: its output as JSON, if it is)."""
     if code is None:
         return HookVerdict(), "timeout"
     if code == 2:
         return HookVerdict(blocked=True, decision="deny", reason=_cap(err.strip() or out.strip())), "blocked"
     if code != 0:
         return HookVerdict(), "error"
-    answer = _json(out)
     if answer is None:
         plain = out.strip() if event in ("UserPromptSubmit", "PreHandoff") else ""
         return HookVerdict(context=_cap(plain)), "ok"

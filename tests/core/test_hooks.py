@@ -163,6 +163,29 @@ async def test_post_tool_use_context_and_exit_2_reach_the_model_in_the_result(
     assert (project / "notes.txt").exists()
 
 
+async def test_tool_hooks_and_the_model_see_secrets_masked_and_a_hook_on_another_tool_is_not_run(
+        stub: Stub, project: Path, tmp_path: Path) -> None:
+    token = "ghp_" + "a1B2" * 9  # a credential shape: masked whatever its source
+    said = "hunter2-mcp-header-value"  # a value made secret after start-up (an MCP server's): the runner knows not
+    pre, post = tmp_path / "pre.json", tmp_path / "post.json"
+    save = script(tmp_path, "save.sh", f"#!/bin/bash\ncat > {pre}\n")
+    lint = script(tmp_path, "lint.sh", f"#!/bin/bash\ncat > {post}\necho 'lint saw {said}' >&2\nexit 2\n")
+    stub.script(call(WRITE, "write_file", path="notes.txt", content=token),
+                call("I will read notes.txt back to check that the summary landed as written.", "read_file",
+                     path="notes.txt"), say("Checked."))
+    wiring = stub.wire(project, hooks={**hook("PreToolUse", save, matcher="write_file"),
+                                       **hook("PostToolUse", lint, matcher="read_file")})
+    wiring.agent.toolbox.add_secrets([said])
+    await collect(wiring.agent.run("write and check notes"))
+    assert (project / "notes.txt").read_text() == token
+    assert json.loads(pre.read_text())["tool_input"]["content"] == "[masked secret]"
+    assert "[masked secret]" in json.loads(post.read_text())["tool_response"]["output"]
+    content = result_of(stub, 2)["content"]
+    assert token not in content and said not in content
+    assert content.endswith("[PostToolUse hook] lint saw [masked secret]")
+    assert [r["event"] for r in hook_records(wiring.session.path)] == ["PreToolUse", "PostToolUse"]
+
+
 async def test_user_prompt_submit_adds_context_or_blocks_the_prompt(stub: Stub, project: Path, tmp_path: Path) -> None:
     context = script(tmp_path, "ctx.sh", "#!/bin/bash\necho 'Sprint goal: ship 2.0'\n")
     stub.script(say("Noted."))

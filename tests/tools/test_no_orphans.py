@@ -94,6 +94,11 @@ def test_sandboxed_bash_and_what_it_backgrounds_die_with_their_parent(root: Path
     kill_parent_and_watch("bash-sandboxed", root, expected=3)
 
 
+def test_a_hook_dies_with_its_parent(root: Path) -> None:
+    """A Stop hook that runs long, started by rhapsody's hook runner, outside the sandbox."""
+    kill_parent_and_watch("hook", root, expected=1)
+
+
 def test_mcp_server_dies_with_rhapsody(root: Path, tmp_path: Path) -> None:
     """rhapsody itself (`rhapsody mcp list`) starts a stdio server that never answers, and is killed."""
     config = tmp_path / "xdg" / "rhapsody" / "config.toml"

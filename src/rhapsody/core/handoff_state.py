@@ -76,6 +76,8 @@ class NoteWritten(ToolOutcome):
 
     note_path: str = ""
     seam: int = 0
+    note: str = ""
+    """The note as saved (PostHandoff hooks get it)."""
 
 
 def fold(state: HandoffState, record: rec.Record) -> HandoffState:

@@ -61,6 +61,10 @@ NOTHING = HookVerdict()
 class Hooks(Protocol):
     """Runs the configured hooks of an event; every run is a `hook` history record."""
 
+    def wants(self, event: str, subject: str = "") -> bool:
+        """Whether any hook of `event` takes `subject` (a tool name): its payload is built only then."""
+        ...
+
     async def fire(self, session: Session, event: str, payload: dict[str, Any], subject: str = "") -> HookVerdict:
         """Run the hooks of `event` whose matcher takes `subject` (a tool name); their combined verdict."""
         ...
@@ -72,6 +76,10 @@ class Hooks(Protocol):
 
 class NoHooks:
     """No hooks configured: nothing runs."""
+
+    def wants(self, event: str, subject: str = "") -> bool:
+        """Never."""
+        return False
 
     async def fire(self, session: Session, event: str, payload: dict[str, Any], subject: str = "") -> HookVerdict:
         """Always nothing."""

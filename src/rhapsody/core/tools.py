@@ -269,39 +269,46 @@ class Toolbox:
         return notices
 
     async def run(self, name: str, raw_input: Any, ctx: ToolContext) -> tuple[ToolOutcome, int]:
-        """Run one call; returns the outcome and how long the tool itself ran, in milliseconds."""
+        """Run one call; returns the outcome (secrets masked) and how long the tool itself ran, in milliseconds."""
         outcome, started = await self._run(name, raw_input, ctx)
-        return self._mask(outcome), int((self.clock() - started) * 1000)
+        return outcome, int((self.clock() - started) * 1000)
 
     async def _run(self, name: str, raw_input: Any, ctx: ToolContext) -> tuple[ToolOutcome, float]:
-        """The outcome, and when the tool itself started (after any question to the human)."""
+        """The outcome, masked, and when the tool itself started (after any question to the human)."""
         started = self.clock()
-        tool = self.tools.get(name)
-        if tool is None:
-            return ToolOutcome(_unknown_tool(name, list(self.tools)), is_error=True), started
-        if isinstance(raw_input, dict) and UNPARSED_KEY in raw_input:
-            return ToolOutcome(_unparsed_reason(name, raw_input), is_error=True), started
-        try:
-            args = tool.Input.model_validate(raw_input if isinstance(raw_input, dict) else {})
-        except ValidationError as exc:
-            return ToolOutcome(f"Invalid arguments for {name}: {_first_error(exc)}", is_error=True), started
+        checked = self._checked(name, raw_input)
+        if isinstance(checked, ToolOutcome):
+            return self._mask(checked), started
+        tool, args = checked
         call = self._describe(tool, args, ctx)
-        fields = tool_fields(name, args.model_dump(), ctx.root)
-        hook = await self.hooks.fire(ctx.session, "PreToolUse", self._hook_input(ctx, "PreToolUse", fields), name)
+        hooked = self.hooks.wants("PreToolUse", name) or self.hooks.wants("PostToolUse", name)
+        fields = tool_fields(name, args.model_dump(), ctx.root) if hooked else {}
+        hook = await self._tool_hook(ctx, "PreToolUse", name, fields)
         refusal = await self._permit(tool, call, ctx, args, hook)
         if refusal:
-            return refusal, started
+            return self._mask(refusal), started
         if tool.writes and (call.leave_sandbox or call.confinement != "read-only"):
             await checkpoint(ctx.session, self.checkpointer, "tool", tool_use_id=ctx.call_id, name=tool.name)
         started = self.clock()  # the duration is the tool's, not the human's time to answer
         ctx = dataclasses.replace(ctx, confinement="off" if call.leave_sandbox else call.confinement,
                                   read_deny=self.rules.read_denied(), read_only=self.permission_mode == "read-only",
                                   protected=self.protected)
-        outcome = await self._execute(tool, args, ctx)
-        response = {"output": self._masked(outcome.content), "is_error": outcome.is_error, "exit_code": outcome.exit_code}
-        after = await self.hooks.fire(ctx.session, "PostToolUse",
-                                      self._hook_input(ctx, "PostToolUse", fields, tool_response=response), name)
-        return _with_hook_words(outcome, after), started
+        outcome = self._mask(await self._execute(tool, args, ctx))
+        response = {"output": outcome.content, "is_error": outcome.is_error, "exit_code": outcome.exit_code}
+        after = await self._tool_hook(ctx, "PostToolUse", name, fields, tool_response=response)
+        return _with_hook_words(outcome, after, self._masked), started
+
+    def _checked(self, name: str, raw_input: Any) -> tuple[Tool, BaseModel] | ToolOutcome:
+        """The tool a call names and its validated arguments, or why it cannot run (unknown, unparsed, invalid)."""
+        tool = self.tools.get(name)
+        if tool is None:
+            return ToolOutcome(_unknown_tool(name, list(self.tools)), is_error=True)
+        if isinstance(raw_input, dict) and UNPARSED_KEY in raw_input:
+            return ToolOutcome(_unparsed_reason(name, raw_input), is_error=True)
+        try:
+            return tool, tool.Input.model_validate(raw_input if isinstance(raw_input, dict) else {})
+        except ValidationError as exc:
+            return ToolOutcome(f"Invalid arguments for {name}: {_first_error(exc)}", is_error=True)
 
     async def _execute(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> ToolOutcome:
         try:
@@ -311,11 +318,16 @@ class Toolbox:
         except Exception as exc:  # noqa: BLE001 - a tool bug must not end the session
             return ToolOutcome(f"{tool.name} failed: {type(exc).__name__}: {exc}", is_error=True)
 
-    def _hook_input(self, ctx: ToolContext, event: str, fields: dict[str, Any], **more: Any) -> dict[str, Any]:
-        """A tool event's payload, its arguments masked like everything else that leaves."""
+    async def _tool_hook(self, ctx: ToolContext, event: str, name: str, fields: dict[str, Any],
+                         **more: Any) -> HookVerdict:
+        """Fire a tool event's hooks; its payload (the arguments masked like everything else that leaves) is
+        built only when a hook takes the tool."""
+        if not self.hooks.wants(event, name):
+            return NOTHING
         masked = {**fields, "tool_input": {k: self._masked(v) if isinstance(v, str) else v
                                            for k, v in fields["tool_input"].items()}}
-        return payload(ctx.session, event, self.permission_mode, **masked, tool_use_id=ctx.call_id, **more)
+        event_input = payload(ctx.session, event, self.permission_mode, **masked, tool_use_id=ctx.call_id, **more)
+        return await self.hooks.fire(ctx.session, event, event_input, name)
 
     async def _permit(self, tool: Tool, call: Call, ctx: ToolContext, args: BaseModel,
                       hook: HookVerdict = NOTHING) -> ToolOutcome | None:
@@ -377,6 +389,8 @@ class Toolbox:
 
     def _notify(self, ctx: ToolContext, message: str) -> None:
         """Fire the Notification hooks without waiting: the question is shown at once."""
+        if not self.hooks.wants("Notification"):
+            return
         event = payload(ctx.session, "Notification", self.permission_mode, message=self._masked(message),
                         title="rhapsody")
         task = asyncio.ensure_future(self.hooks.fire(ctx.session, "Notification", event))
@@ -421,12 +435,12 @@ def _hooked(decision: Decision, hook: HookVerdict) -> tuple[Decision, DecidedBy]
     return decision, "rules"
 
 
-def _with_hook_words(outcome: ToolOutcome, hook: HookVerdict) -> ToolOutcome:
-    """The result with what PostToolUse hooks said to the model appended (exit 2, a block reason, context)."""
+def _with_hook_words(outcome: ToolOutcome, hook: HookVerdict, masked: Callable[[str], str]) -> ToolOutcome:
+    """The result with what PostToolUse hooks said to the model appended (exit 2, a block reason, context), masked."""
     said = "\n".join(t for t in (hook.reason, hook.context) if t)
     if not said:
         return outcome
-    note = f"\n[PostToolUse hook] {said}"
+    note = f"\n[PostToolUse hook] {masked(said)}"
     blocks = outcome.blocks and [*outcome.blocks, {"type": "text", "text": note.strip()}]
     return dataclasses.replace(outcome, content=outcome.content + note, blocks=blocks)
 

@@ -1,6 +1,7 @@
 """The hooks the loop fires within a turn, and the notices hooks leave for the front ends.
 
-PreHandoff and PostHandoff are fired here, and each hook with the session's payload (`fire`);
+PreHandoff and PostHandoff are fired here, and each hook with the session's payload (`fire`, which builds
+it only when a hook listens);
 the tool events (PreToolUse, PostToolUse, Notification) are the toolbox's (core/tools.py).
 
 Imports: stdlib and rhapsody.core only.
@@ -8,19 +9,19 @@ Imports: stdlib and rhapsody.core only.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from rhapsody.core import handoff_state
 from rhapsody.core.events import Notice
 from rhapsody.core.handoff_state import NoteWritten
-from rhapsody.core.hooks import HookVerdict, payload
+from rhapsody.core.hooks import NOTHING, HookVerdict, payload
 from rhapsody.core.messages import Block, TextBlock
 from rhapsody.core.session import Session
 from rhapsody.core.tools import Toolbox
 
 
 async def fire(session: Session, toolbox: Toolbox, event: str, **fields: object) -> HookVerdict:
-    """Run the user's hooks for `event`, with the session's payload."""
+    """Run the user's hooks for `event`, with the session's payload (none listening: nothing is built)."""
+    if not toolbox.hooks.wants(event):
+        return NOTHING
     return await toolbox.hooks.fire(session, event, payload(session, event, toolbox.permission_mode, **fields))
 
 
@@ -41,12 +42,4 @@ async def note_written(session: Session, toolbox: Toolbox, outcome: NoteWritten)
     """The field note is saved: the handoff moves on, and PostHandoff hooks get the note."""
     handoff_state.noted(session, outcome)
     path = session.root / outcome.note_path
-    await fire(session, toolbox, "PostHandoff", note_path=str(path), note=_note_text(path), seam=outcome.seam)
-
-
-def _note_text(path: Path) -> str:
-    """The saved field note, for the PostHandoff hooks ('' if it cannot be read)."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return ""
+    await fire(session, toolbox, "PostHandoff", note_path=str(path), note=outcome.note, seam=outcome.seam)

@@ -70,7 +70,7 @@ class MicroHandoff(Tool):
         else:
             index = stripped_index(session)
             content = f"{note}\n## What the seam strips (fetch any with recall by id)\n\n{index}\n\n{load('handoff_done')}"
-        return NoteWritten(content, note_path=str(path.relative_to(ctx.root)), seam=number)
+        return NoteWritten(content, note_path=str(path.relative_to(ctx.root)), seam=number, note=note)
 
 
 def _bullets(items: list[str]) -> str:
