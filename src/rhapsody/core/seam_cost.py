@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody.core.context import Conversation, RequestSpec, measure_messages
-from rhapsody.core.history import STATE_DIR
+from rhapsody.core.history import read_plain, sessions
 from rhapsody.core.session import Session
 
 DEFAULT_NOTE_TOKENS = 2_500
@@ -83,10 +83,7 @@ def note_costs(records: list[dict[str, Any]]) -> list[int]:
 
 def project_note_costs(root: Path, but: str = "") -> list[int]:
     """Note costs from the project's newest other histories (session `but` left out)."""
-    folder = root / STATE_DIR / "history"
-    if not folder.is_dir():
-        return []
-    files = sorted((p for p in folder.glob("*.jsonl") if p.stem != but), key=lambda p: p.stat().st_mtime)
+    files = sorted((p for p in sessions(root) if p.stem != but), key=lambda p: p.stat().st_mtime)
     costs: list[int] = []
     for path in files[-PROJECT_FILES:]:
         costs += note_costs(_seam_records(path))
@@ -96,15 +93,15 @@ def project_note_costs(root: Path, but: str = "") -> list[int]:
 def _seam_records(path: Path) -> list[dict[str, Any]]:
     out: list[Any] = []
     try:
-        with path.open(encoding="utf-8", errors="replace") as lines:
-            for line in lines:
-                if '"kind":"seam"' in line or '"kind": "seam"' in line:
-                    try:
-                        out.append(json.loads(line))
-                    except ValueError:
-                        continue  # a torn line: the reader tolerates it, so does this
+        text = read_plain(path).decode("utf-8", errors="replace")  # never a link, never waiting on a pipe
     except OSError:
         return []
+    for line in text.splitlines():
+        if '"kind":"seam"' in line or '"kind": "seam"' in line:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue  # a torn line: the reader tolerates it, so does this
     return [r for r in out if isinstance(r, dict) and isinstance(r.get("before"), dict)]
 
 
@@ -118,4 +115,6 @@ def _notes(n: int) -> str:
 
 def of_session(session: Session) -> SeamEstimate:
     """What a seam of `session` would take and add now, the project's other notes counted when it has none."""
-    return estimate(session.spec, session.conversation, session.records, project_note_costs(session.root, session.id))
+    own = note_costs(session.records)  # with notes of its own, the project's are not read
+    return estimate(session.spec, session.conversation, session.records,
+                    () if own else project_note_costs(session.root, session.id))
