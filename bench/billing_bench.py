@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from export_bench import SOURCE, tiled  # noqa: E402
+from export_bench import SOURCE, tiled
 
-from rhapsody.core.billing import seam_savings  # noqa: E402
+from rhapsody.core.billing import seam_savings
 
 
 def main() -> None:

@@ -50,7 +50,7 @@ DATA = REPO / "bench" / "seam_eval"
 DOCS = REPO / "docs" / "performance.md"
 sys.path.insert(0, str(REPO / "bench"))
 
-from seam_eval_record import record_all  # noqa: E402
+from seam_eval_record import drain, loopback_model, record_all  # noqa: E402
 from seam_eval_reader import Reader  # noqa: E402
 
 from rhapsody.config.settings import Settings  # noqa: E402
@@ -95,19 +95,6 @@ def identity_problem(reply: str) -> str:
 
 # -- the three arms -----------------------------------------------------------------------
 
-def _client(url: str) -> Any:
-    import anthropic
-
-    from rhapsody.providers.anthropic import AnthropicModel
-
-    return AnthropicModel(anthropic.AsyncAnthropic(base_url=url, api_key="loopback", max_retries=0), base_delay=0.0)
-
-
-async def _drain(events: Any) -> None:
-    async for _ in events:
-        pass
-
-
 def _arm_session(root: Path, source: Path, arm: str, model: str | None) -> Session:
     records = read_history(source).records
     if arm == "full":  # as if no handoff had happened: no seam, and no handoff state to resume into
@@ -132,7 +119,7 @@ async def ask(history: str, question: dict[str, Any], arm: str, model: Any, mode
         start, first = len(session.records), len(session.conversation.messages)
         tools = " (you may search and fetch the stripped tool output with `recall`; nothing else runs)" \
             if arm == "seam+recall" else " (no tools run in this arm)"
-        await _drain(agent.run(ASK.format(question=question["question"], tools=tools)))
+        await drain(agent.run(ASK.format(question=question["question"], tools=tools)))
         session.writer.close()
     return _scored(session, start, first, question["answer"])
 
@@ -223,7 +210,7 @@ def loopback_run(only: list[str]) -> dict[str, Any]:
     reader = Reader()
     server = LoopbackServer(reader).start()
     try:
-        return asyncio.run(evaluate(_client(server.url), None, only, reader=reader))
+        return asyncio.run(evaluate(loopback_model(server.url), None, only, reader=reader))
     finally:
         server.stop()
 

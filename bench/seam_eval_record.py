@@ -57,15 +57,22 @@ def _project(root: Path, task: dict[str, Any]) -> None:
         git("commit", "-qam", subject)
 
 
-async def _drain(events: Any) -> None:
+def loopback_model(url: str) -> Any:
+    """The real model adapter on the loopback server at `url`, no retries, no backoff."""
+    import anthropic
+
+    from rhapsody.providers.anthropic import AnthropicModel
+
+    return AnthropicModel(anthropic.AsyncAnthropic(base_url=url, api_key="loopback", max_retries=0), base_delay=0.0)
+
+
+async def drain(events: Any) -> None:
+    """Run a turn to its end, its events unread."""
     async for _ in events:
         pass
 
 
 async def _record_one(task: dict[str, Any], out: Path) -> Path:
-    import anthropic
-
-    from rhapsody.providers.anthropic import AnthropicModel
     from rhapsody.wiring import build
 
     turns = [call(s["narration"], s["tool"], **s["input"]) for s in task["steps"]]
@@ -79,11 +86,10 @@ async def _record_one(task: dict[str, Any], out: Path) -> Path:
         _project(root, task)
         server = LoopbackServer(ScriptedResponder(turns)).start()
         try:
-            client = anthropic.AsyncAnthropic(base_url=server.url, api_key="loopback", max_retries=0)
-            wiring = build(root, Settings(permission_mode="yolo"), AnthropicModel(client, base_delay=0.0), MODEL)
-            await _drain(wiring.agent.run("Look into this task's files and tell me when you have read them."))
+            wiring = build(root, Settings(permission_mode="yolo"), loopback_model(server.url), MODEL)
+            await drain(wiring.agent.run("Look into this task's files and tell me when you have read them."))
             wiring.agent.request_handoff()
-            await _drain(wiring.agent.run())
+            await drain(wiring.agent.run())
         finally:
             server.stop()
         target = out / f"{task['name']}.jsonl"

@@ -116,7 +116,7 @@ def test_a_priced_run_stops_before_a_question_that_would_pass_the_dollar_cap(cap
     reader = Reader()
     server = LoopbackServer(reader).start()
     try:  # the loopback server stands in for the provider; the model id gives the run a price
-        result = asyncio.run(seam_eval.evaluate(seam_eval._client(server.url), "claude-sonnet-5-5",
+        result = asyncio.run(seam_eval.evaluate(seam_eval.loopback_model(server.url), "claude-sonnet-5-5",
                                                 ["parser-refactor"], cap=cap, reader=reader))
     finally:
         server.stop()
@@ -144,7 +144,7 @@ def test_a_model_error_stops_the_run_keeps_what_was_answered_and_writes_no_table
     reader = FailsLater()
     server = LoopbackServer(reader).start()
     try:
-        result = asyncio.run(seam_eval.evaluate(seam_eval._client(server.url), None, ["parser-refactor"], reader=reader))
+        result = asyncio.run(seam_eval.evaluate(seam_eval.loopback_model(server.url), None, ["parser-refactor"], reader=reader))
     finally:
         server.stop()
     assert [r["question"] for r in result["rows"]] == ["definition-line"] and "400" in result["error"]

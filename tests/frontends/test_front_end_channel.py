@@ -27,6 +27,7 @@ from rhapsody.frontends.plain import run_plain
 
 from tests.conftest import GATE, Stub, until
 from tests.core.test_handoff_e2e import handoff_turn
+from tests.frontends.test_app_keys import NARRATE
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "rhapsody"
 FRONT_ENDS = [*sorted((SRC / "frontends").rglob("*.py"))]
@@ -45,7 +46,6 @@ REBUILDS = {
 }
 """Functions of the front ends allowed to read history records, and why none of them draws live lines."""
 
-NARRATE = "I will run this command now because the task needs its output; I expect it to succeed."
 TALK = {"content": [{"type": "text", "text": "A long answer with no tool call at all. " * 60}], "delay": 0.05}
 REQUESTED = "⚙ [rhapsody] Micro-handoff requested"
 

@@ -24,8 +24,8 @@ from rhapsody.wiring import build
 from tests.conftest import MODEL, Stub, collect, no_grace, until
 from tests.test_cli import one_line_error, rhapsody
 from tests.core.test_handoff_e2e import handoff_turn
+from tests.frontends.test_app_keys import NARRATE
 
-NARRATE = "I will run this command now because the task needs its output; I expect it to succeed."
 
 
 def test_control_characters_are_made_visible() -> None:
