@@ -8,13 +8,12 @@ from pathlib import Path
 from textual.widget import Widget
 from textual.widgets import Static
 
-from rhapsody.core.approval import HumanApprover
 from rhapsody.loopback.script import call, say
 from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.frontends.app.confirm import ConfirmScreen
 from rhapsody.frontends.app.widgets import Foldable, PromptInput
 
-from tests.conftest import GATE, Stub, no_grace, until
+from tests.conftest import GATE, Stub, until
 from tests.core.test_handoff_e2e import handoff_turn
 
 SLOW = "I will run a command that takes a moment, so there is time to type a hint while it runs."
@@ -179,7 +178,7 @@ async def test_ctrl_c_twice_quits_and_the_picker_returns_a_session(stub: Stub, p
 
 
 async def test_ask_mode_shows_the_question_and_each_answer_takes_effect(stub: Stub, project: Path) -> None:
-    from tests.frontends.test_app_keys import asking
+    from tests.frontends.test_app_keys import ask_app, asking, records
 
     narrate = "I will create a marker file with touch so the effect of the permission answer is visible."
     stub.script(
@@ -189,9 +188,7 @@ async def test_ask_mode_shows_the_question_and_each_answer_takes_effect(stub: St
         call(narrate, "bash", command="rm once.txt"),
         say("done"),
     )
-    approver = HumanApprover(grace=no_grace)
-    wiring = stub.wire(project, approver=approver, permission_mode="ask")
-    app = RhapsodyApp(wiring.agent, wiring.settings, approver)
+    app = ask_app(stub, project)
 
     async def answer(*keys: str) -> None:
         await until(lambda: asking(app), pause=pilot.pause)
@@ -206,21 +203,18 @@ async def test_ask_mode_shows_the_question_and_each_answer_takes_effect(stub: St
     assert (project / "once.txt").exists() and (project / "rule.txt").exists() and (project / "again.txt").exists()
     denied, words = stub.bodies()[-1]["messages"][-1]["content"]
     assert denied["is_error"] and words["text"] == "do not delete anything"
-    decisions = [json.loads(line) for line in wiring.session.path.read_text().splitlines()]
-    by = [(r["decision"], r["by"]) for r in decisions if r["kind"] == "permission"]
+    by = [(r["decision"], r["by"]) for r in records(app) if r["kind"] == "permission"]
     assert by == [("allow", "human"), ("allow", "human"), ("allow", "rules"), ("deny", "human")]
 
 
 async def test_the_dialog_offers_no_session_rule_for_a_command_no_rule_can_allow(stub: Stub, project: Path) -> None:
     from rhapsody.frontends.app.approval import Choice
 
-    from tests.frontends.test_app_keys import asking, panel
+    from tests.frontends.test_app_keys import ask_app, asking, panel
 
     narrate = "I will loop over two numbers and print each one, to show what the loop does here."
     stub.script(call(narrate, "bash", command="for i in 1 2; do echo $i; done"), say("done"))
-    approver = HumanApprover(grace=no_grace)
-    wiring = stub.wire(project, approver=approver, permission_mode="ask")
-    app = RhapsodyApp(wiring.agent, wiring.settings, approver)
+    app = ask_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("go")
         await until(lambda: asking(app), pause=pilot.pause)
@@ -229,7 +223,7 @@ async def test_the_dialog_offers_no_session_rule_for_a_command_no_rule_can_allow
         assert "no rule can allow this command" in screen.why
         await pilot.press("a", "enter")
         await wait_idle(pilot)
-    assert wiring.agent.toolbox.rules.session_allow == []
+    assert app.agent.toolbox.rules.session_allow == []
 
 
 def laid_out_fence(widget: Widget) -> bool:
