@@ -150,3 +150,28 @@ async def test_plain_mode_sends_a_custom_command_and_help_lists_it(stub: Stub, p
     assert last_user_text(stub) == "Summarise what we did."
     page = (project / ".rhapsody" / "exports" / f"{wiring.session.id}.md").read_text()
     assert "> › Summarise what we did." in page and "We did little." in page
+
+
+async def test_command_files_are_read_once_an_input_and_once_a_palette_opening(stub: Stub, project: Path) -> None:
+    wiring = stub.wire(project)
+    app = RhapsodyApp(wiring.agent, wiring.settings)
+    async with app.run_test(size=(100, 30)) as pilot:
+        box = app.query_one("#completions", Static)
+        await pilot.press("slash", "l")
+        write(project / ".rhapsody" / "commands" / "late.md", "Added while typing.")
+        await pilot.press("a")
+        await pilot.pause()
+        assert "/late" not in str(box.render())  # read at the input's first `/`, not on every key
+        await pilot.press("ctrl+c", "slash", "l", "a")  # the next input reads them afresh
+        await pilot.pause()
+        assert "/late" in str(box.render())
+        await pilot.press("ctrl+c", "ctrl+p")
+        await until(lambda: app.screen is not app.screen_stack[0], pause=pilot.pause)
+        write(project / ".rhapsody" / "commands" / "later.md", "Added while the palette is open.")
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert "/late" in titles and "/later" not in titles  # read once an opening, though it asks on every key
+        await pilot.press("escape")
+        await until(lambda: app.screen is app.screen_stack[0], pause=pilot.pause)
+        await pilot.press("ctrl+p")
+        await until(lambda: app.screen is not app.screen_stack[0], pause=pilot.pause)
+        assert "/later" in [c.title for c in app.get_system_commands(app.screen)]

@@ -262,7 +262,7 @@ def _read_lines(path: Path, lines: list[bytes], result: HistoryRead, keep: bool)
     for i, raw in enumerate(lines):
         if not raw.strip():
             continue
-        record = _parse_line(raw)
+        record = parse_line(raw)
         if record is None:
             if i == last:
                 result.torn_tail = True
@@ -299,7 +299,8 @@ def collector_paused() -> Iterator[None]:
         gc.enable()
 
 
-def _parse_line(raw: bytes) -> dict[str, Any] | None:
+def parse_line(raw: bytes) -> dict[str, Any] | None:
+    """One line of a history file as a record (a dict with a string `kind`), or None when it is none."""
     try:
         record = json.loads(raw.decode().removeprefix("\ufeff"))  # decoded here: json.loads sniffs each line's encoding
     except (ValueError, UnicodeDecodeError):
@@ -353,7 +354,7 @@ def has_turns(path: Path) -> bool:
         return False
     for raw in data.split(b"\n"):
         if b"message" in raw:
-            record = _parse_line(raw)
+            record = parse_line(raw)
             if record is not None and record["kind"] == "message":
                 return True
     return False

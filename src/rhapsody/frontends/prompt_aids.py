@@ -99,10 +99,11 @@ def _read(path: Path) -> list[str]:
     return lines
 
 
-def command_matches(text: str, root: Path | None = None) -> list[str]:
-    """Slash commands that start with what was typed (with `root`, the custom commands too)."""
+def command_matches(text: str, root: Path | None = None, names: list[str] | None = None) -> list[str]:
+    """Slash commands that start with what was typed (with `root`, the custom commands too), out of
+    `names` when given (`command_names` read once by the caller)."""
     word = text.split(" ", 1)[0]
-    return [name for name in command_names(root) if name.startswith(word)]
+    return [name for name in (command_names(root) if names is None else names) if name.startswith(word)]
 
 
 def command_names(root: Path | None) -> list[str]:

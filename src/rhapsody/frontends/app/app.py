@@ -27,6 +27,7 @@ import asyncio
 import signal
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import aclosing
 from pathlib import Path
@@ -50,6 +51,7 @@ from rhapsody.frontends.app.widgets import Entry, Foldable, PromptInput, StatusB
 
 if TYPE_CHECKING:
     from rhapsody.commands import slash as commands
+    from rhapsody.commands.custom import CustomCommand
     from rhapsody.view import render
     from rhapsody.config.settings import Settings
     from rhapsody.core import events as ev
@@ -139,6 +141,8 @@ class RhapsodyApp(App[int]):
         self._held: list[dict[str, Any]] = []
         self._git = ""
         self.rewinder = Rewinder(self)
+        self._palette_custom: tuple[weakref.ref[Screen[Any]], list[CustomCommand]] | None = None
+        """The custom commands as read for the screen on top (the open palette, which asks on every key)."""
 
     def compose(self) -> ComposeResult:
         yield TranscriptView(id="transcript")
@@ -236,14 +240,23 @@ class RhapsodyApp(App[int]):
 
     def custom_commands(self) -> Iterator[SystemCommand]:
         """The palette's entries for custom commands: one that takes arguments goes into the prompt to finish."""
-        from rhapsody.commands.custom import load
-
-        for command in load(self.root, tuple(commands.COMMANDS))[0].values():
+        for command in self.palette_custom():
             takes = bool(command.argument_hint) or "$" in command.prompt
             run = (lambda n=command.name: self.to_prompt(f"{n} ")) if takes else (
                 lambda n=command.name: self.run_worker(self.command(n)))
             yield SystemCommand(command.name, self.palette_line(command.description or f"custom command ({command.origin})"),
                                 run)
+
+    def palette_custom(self) -> list[CustomCommand]:
+        """The custom commands, read once per opening of the palette (the screen on top while it is open), though
+        it asks for its entries on every key: a command file added while it is closed is in the next one."""
+        held = self._palette_custom
+        if held is None or held[0]() is not self.screen:
+            from rhapsody.commands.custom import load
+
+            held = (weakref.ref(self.screen), list(load(self.root, tuple(commands.COMMANDS))[0].values()))
+            self._palette_custom = held
+        return held[1]
 
     def to_prompt(self, text: str) -> None:
         """Put a command that needs an argument into the prompt."""

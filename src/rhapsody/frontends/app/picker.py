@@ -14,9 +14,9 @@ the files changed, requests, seams and cost, as the recap printed on leaving say
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from textual.app import App, ComposeResult
 from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from rhapsody.core.history import has_turns, sessions
+from rhapsody.core.history import has_turns, parse_line, read_plain, sessions
 from rhapsody.frontends.prompt_aids import fuzzy
 
 SHOWN = 100
@@ -42,7 +42,7 @@ def age(seconds: float) -> str:
 
 @dataclass(frozen=True)
 class Summary:
-    """What the picker says of one session."""
+    """What the picker says of one session; each part worked out once, on first use."""
 
     path: Path
     records: list[dict[str, Any]]
@@ -50,41 +50,44 @@ class Summary:
     size: int
 
     @classmethod
-    def read(cls, path: Path) -> Summary:
-        """Read a history file leniently (a bad line is skipped, as the history reader does)."""
-        records = []
-        for raw in path.read_bytes().splitlines():
-            try:
-                record = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(record, dict) and "kind" in record:
-                records.append(record)
-        info = path.stat()
+    def read(cls, path: Path) -> Summary | None:
+        """Read a history file leniently (a bad line is skipped, as the history reader does); None when it cannot
+        be read (a link, a pipe: see `read_plain`)."""
+        try:
+            data = read_plain(path)
+            info = path.stat()
+        except OSError:
+            return None
+        records = [record for record in map(parse_line, data.split(b"\n")) if record is not None]
         return cls(path, records, info.st_mtime, info.st_size)
 
-    @property
+    @cached_property
+    def turns(self) -> bool:
+        """Whether it holds a message (as `has_turns` says): an empty session is nothing to resume."""
+        return any(r["kind"] == "message" for r in self.records)
+
+    @cached_property
     def first(self) -> str:
         """The first message the human typed."""
         from rhapsody.frontends.recap import first_typed
 
         return first_typed(self.records)
 
-    @property
+    @cached_property
     def last(self) -> str:
         """The last message the human typed."""
         from rhapsody.frontends.recap import last_exchange
 
         return last_exchange(self.records)[0]
 
-    @property
+    @cached_property
     def branch(self) -> str:
         """The git branch the session started on (an imported one: its source's); "" when not recorded."""
         head = self.records[0] if self.records else {}
         imported = next((r for r in self.records[:3] if r["kind"] == "import"), {})
         return str(head.get("branch") or imported.get("git_branch") or "") if head.get("kind") == "session" else ""
 
-    @property
+    @cached_property
     def seams(self) -> int:
         return sum(1 for r in self.records if r["kind"] == "seam")
 
@@ -97,6 +100,7 @@ class Summary:
         return (f"{age(now - self.modified):>11}  {self.size / 1024:>6.1f} KB  seams {self.seams}  {branch}"
                 f"{one_line(self.first, 50) or '(no request yet)'}{last}")
 
+    @cached_property
     def preview(self) -> str:
         """The highlighted session's recap."""
         from rhapsody.frontends.recap import recap_lines
@@ -119,8 +123,9 @@ class SessionPicker(App[str | None]):
         super().__init__()
         self.root = root
         newest = list(reversed(list(sessions(root))))[:SHOWN]
-        self.paths = [p for p in newest if has_turns(p)]  # an empty session is nothing to resume
-        self.summaries = {p.stem: Summary.read(p) for p in self.paths}
+        read = (Summary.read(p) for p in newest)
+        self.summaries = {s.path.stem: s for s in read if s is not None and s.turns}
+        self.paths = [s.path for s in self.summaries.values()]
 
     def compose(self) -> ComposeResult:
         yield Static(Text(f"Resume a session in {self.root}: type to search, Enter resumes, Esc cancels"), id="title")
@@ -164,7 +169,7 @@ class SessionPicker(App[str | None]):
     def show_preview(self) -> None:
         listing = self.query_one(OptionList)
         index = listing.highlighted
-        shown = self.summaries[listing.get_option_at_index(index).id or ""].preview() if index is not None else ""
+        shown = self.summaries[listing.get_option_at_index(index).id or ""].preview if index is not None else ""
         self.query_one("#preview", Static).update(Text(shown or "no session matches"))
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
@@ -178,6 +183,7 @@ def pick_session(root: Path) -> str | None:
     """Run the picker; None when cancelled."""
     from rhapsody.core.errors import HistoryError
 
-    if not any(has_turns(p) for p in sessions(root)):
+    picker = SessionPicker(root)
+    if not picker.summaries and not any(has_turns(p) for p in sessions(root)):  # beyond the newest SHOWN, only then
         raise HistoryError(f"no sessions with a turn to resume in {root}")
-    return SessionPicker(root).run()
+    return picker.run()

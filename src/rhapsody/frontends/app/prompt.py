@@ -20,7 +20,7 @@ from textual import events
 from textual.message import Message
 from textual.widgets import TextArea
 
-from rhapsody.frontends.prompt_aids import InputHistory, at_token, command_matches, fuzzy, project_files
+from rhapsody.frontends.prompt_aids import InputHistory, at_token, command_matches, command_names, fuzzy, project_files
 
 SCROLLS = {"pageup": "page_up", "pagedown": "page_down", "ctrl+home": "home", "ctrl+end": "end"}
 
@@ -39,6 +39,9 @@ class PromptInput(TextArea):
     inputs: InputHistory | None = None
     files: list[str] | None = None
     root: Path | None = None
+    names: list[str] | None = None
+    """The commands `/` completes to, read at the input's first `/` and dropped when it is sent or cleared:
+    the custom command files are read once an input, not on every key, and one added before the next input is offered."""
 
     async def _on_key(self, event: events.Key) -> None:
         handled = self._send(event.key) or self._scroll(event.key) or self._walk(event.key) or self._complete(event.key)
@@ -61,6 +64,7 @@ class PromptInput(TextArea):
         """Send what the prompt holds (`queue`: for the end of the turn); nothing when it is empty."""
         text = self.text.strip()
         if text:
+            self.names = None
             self.clear()
             if self.inputs is not None:
                 self.inputs.add(text)
@@ -71,6 +75,7 @@ class PromptInput(TextArea):
         text = self.text
         if self.inputs is not None:
             self.inputs.keep(text)
+        self.names = None
         self.clear()
         return text
 
@@ -117,8 +122,12 @@ class PromptInput(TextArea):
     def suggestions(self) -> list[str]:
         """What Tab would complete to: commands after `/`, project files after `@`."""
         text = self.text
-        if text.startswith("/") and " " not in text:
-            return command_matches(text, self.root)
+        if not text.startswith("/"):
+            self.names = None  # cleared or rewritten: the next `/` reads the commands afresh
+        elif " " not in text:
+            if self.names is None:
+                self.names = command_names(self.root)
+            return command_matches(text, names=self.names)
         word = at_token(text)
         if word is None or self.root is None:
             return []
