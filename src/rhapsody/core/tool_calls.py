@@ -38,7 +38,7 @@ async def run_calls(ctx: ToolContext, toolbox: Toolbox, policy: Policy, current:
     blocks += [TextBlock(text=h.text) for h in hints]
     asked: list[Block] = []
     if session.handoff.phase == Phase.WANTED:
-        asked = await ask_handoff(session, toolbox, policy.handoff_request, interrupted_work=True)
+        asked = await ask_handoff(session, toolbox, policy.handoff_request, interrupted_work=True, joins=blocks)
         blocks += asked
         yield HandoffAsked()
     record = session.append_message("user", blocks)
