@@ -119,6 +119,10 @@ class Settings(BaseModel):
     handoff_at_share: Annotated[float, Field(gt=0, lt=1)] | Literal["off"] = 0.4
     """Trigger a micro-handoff when the context reaches this share of the model's window ("off": never);
     `handoff_at_tokens` replaces it when set. A request that does not fit is stripped first either way."""
+    seam_policy: Literal["checkpoint", "threshold"] = "checkpoint"
+    """Where the automatic seam goes: `checkpoint`, at the first natural pause (a turn's end, the human's
+    message, a commit, tests passing after failures) once it pays by the cache's arithmetic; `threshold`, only at
+    `handoff_at_share` / `handoff_at_tokens`, which stay the hard net either way."""
     context_window: int | None = Field(None, ge=1000)
     """The model's context window in tokens; unset: rhapsody's table (200K or 1M for Claude, 128K otherwise)."""
     bash_timeout: float = Field(120.0, gt=0)
@@ -353,7 +357,7 @@ ORDER: dict[str, str] = {
     "max_cost_usd": "higher", "handoff_at_tokens": "higher", "rolling_short": "higher", "rolling_working": "higher",
     "rolling_batch": "higher", "memory.map_cap": "higher", "retry_base_delay": "free", "parallel_tools": "on",
     "thinking": "on", "exact_tokens": "on", "sandbox_network": "on", "memory.commit": "on", "context": "free",
-    "memory.stale_days": "free", "protected_paths": "free",
+    "memory.stale_days": "free", "protected_paths": "free", "seam_policy": "free",
 }
 """How each setting an untrusted project may change compares: `higher` (a bigger number widens; a number
 where the user has no limit lowers), `lower` (a smaller number widens), `on` (true widens), `rank` (a looser mode or

@@ -116,11 +116,12 @@ def _moved(state: HandoffState, record: rec.Handoff) -> HandoffState:
                                after_strip=after_strip)
 
 
-def want(session: Session) -> bool:
-    """Ask for a handoff; False (nothing recorded) when one is already under way."""
+def want(session: Session, **why: object) -> bool:
+    """Ask for a handoff (`why`: what the automatic seam judged, e.g. the boundary `at` and the figures); False
+    (nothing recorded) when one is already under way."""
     if session.handoff.pending:
         return False
-    session.record("handoff", state=Phase.WANTED.value)
+    session.record("handoff", state=Phase.WANTED.value, **why)
     return True
 
 

@@ -21,6 +21,7 @@ from contextlib import aclosing
 from rhapsody.core.checkpoints import end_checkpoint
 from rhapsody.core.events import Event, TurnEnded
 from rhapsody.core.model import Model
+from rhapsody.core.natural_seam import Boundary, CheckpointSeam
 from rhapsody.core.observers import Observer, Observers
 from rhapsody.core.policy import Policy, limit_reached
 from rhapsody.core.request import stream_request
@@ -50,6 +51,7 @@ class Agent:
         self.ctx = ToolContext(session.root, session, policy.bash_timeout, policy.output_cap)
         self.busy = False
         self._threshold = HandoffThreshold(policy.handoff_at_tokens, policy.handoff_at_share, policy.context_window)
+        self._checkpoint = CheckpointSeam() if policy.checkpoint_seams else None
         self.unsaid: list[Event] = []
         """What a turn closed by its consumer could not say (see `take_unsaid`)."""
 
@@ -57,6 +59,10 @@ class Agent:
         """One turn: the human's text (plus any pending hints), then the tool loop; then, when a handoff is still
         wanted, the turn that asks for it (core/turn_end.py `handoff_left`), so every front end ends ctrl+o in a seam."""
         self.unsaid = []
+        if text and text.strip() and self._at_boundary(Boundary.HUMAN):  # the seam before the human's words
+            async with aclosing(self._one_turn(None)) as turn:
+                async for event in turn:
+                    yield event
         async with aclosing(self._one_turn(text)) as turn:
             async for event in turn:
                 yield event
@@ -137,14 +143,21 @@ class Agent:
         response = current.answered(self.session)
         self._threshold.check(self.session)
         if not current.calls:
+            self._at_boundary()  # the model ended its turn
             async for event in model_ended(self.session, self.toolbox, self.policy, self.model, self._threshold,
                                            turn, response):
                 yield event
             return
         # aclosing: a consumer that closes the turn here closes the calls before the round is settled.
-        async with aclosing(run_calls(self.ctx, self.toolbox, self.policy, current, response.message)) as running:
+        async with aclosing(run_calls(self.ctx, self.toolbox, self.policy, current, response.message,
+                                      self._at_boundary)) as running:
             async for event in running:
                 yield event
+
+    def _at_boundary(self, boundary: Boundary | None = None) -> bool:
+        """The `checkpoint` policy judges the boundary just reached (None: what the records show); True when
+        it asked for a seam there."""
+        return self._checkpoint is not None and self._checkpoint.check(self.session, boundary)
 
     def _observed(self, event: Event) -> Event:
         self.observers.put(self.session, event)

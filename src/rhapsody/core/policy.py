@@ -27,6 +27,9 @@ class Policy:
     handoff_at_tokens: int | None = None
     handoff_at_share: float | None = None
     """Ask for a seam when the context reaches this share of the window (core/window.py); None: off."""
+    checkpoint_seams: bool = True
+    """The `checkpoint` policy: a seam at the first natural pause once it pays (core/natural_seam.py); the
+    share or token threshold stays the hard net. False: only the threshold."""
     context_window: int | None = None
     """The model's window in tokens, when the table's figure is not the one to use."""
     bash_timeout: float = 120.0

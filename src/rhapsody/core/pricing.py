@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 
 WRITE_5M_MULT = 1.25
+WRITE_1H_MULT = 2.0
+"""A 1-hour cache write, per base input token (FACTS: 1h write = 2×)."""
 
 
 @dataclass(frozen=True)
