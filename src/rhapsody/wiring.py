@@ -91,6 +91,7 @@ def policy(settings: Settings, root: Path | None = None) -> Policy:
         handoff_reminder=load("handoff_reminder").strip(),
         continue_after_handoff=load("continue").strip(),
         window_request=load("window").strip(),
+        window_note=load("window_note").strip(),
         narration_min_words=settings.narration_min_words,
         parallel_tools=settings.parallel_tools,
         handoff_at_tokens=settings.handoff_at_tokens,

@@ -22,6 +22,9 @@ class Policy:
     continue_after_handoff: str
     window_request: str
     """What the agent is told after a strip at the window (str.format: reason, seam, index)."""
+    window_note: str = "{reason}\n{index}"
+    """What the agent is told when the oldest calls left to make room for its note at the window (str.format:
+    reason, index)."""
     narration_min_words: int = 8
     parallel_tools: bool = False
     handoff_at_tokens: int | None = None
