@@ -98,6 +98,7 @@ def policy(settings: Settings, root: Path | None = None) -> Policy:
         handoff_at_share=None if settings.handoff_at_share == "off" else settings.handoff_at_share,
         context_window=settings.context_window,
         checkpoint_seams=settings.seam_policy == "checkpoint",
+        cache_ttl=settings.cache_ttl,
         bash_timeout=settings.bash_timeout,
         output_cap=settings.output_cap,
         exact_tokens=settings.exact_tokens,

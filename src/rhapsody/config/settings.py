@@ -123,6 +123,9 @@ class Settings(BaseModel):
     """Where the automatic seam goes: `checkpoint`, at the first natural pause (a turn's end, the human's
     message, a commit, tests passing after failures) once it pays by the cache's arithmetic; `threshold`, only at
     `handoff_at_share` / `handoff_at_tokens`, which stay the hard net either way."""
+    cache_ttl: Literal["auto", "5m", "1h"] = "auto"
+    """The prompt cache's lifetime: `auto` uses the 1-hour cache once, priced over this session's requests so
+    far, it would have billed less than the 5-minute one (pauses between turns past five minutes); `5m`, `1h`."""
     context_window: int | None = Field(None, ge=1000)
     """The model's context window in tokens; unset: rhapsody's table (200K or 1M for Claude, 128K otherwise)."""
     bash_timeout: float = Field(120.0, gt=0)
@@ -357,7 +360,7 @@ ORDER: dict[str, str] = {
     "max_cost_usd": "higher", "handoff_at_tokens": "higher", "rolling_short": "higher", "rolling_working": "higher",
     "rolling_batch": "higher", "memory.map_cap": "higher", "retry_base_delay": "free", "parallel_tools": "on",
     "thinking": "on", "exact_tokens": "on", "sandbox_network": "on", "memory.commit": "on", "context": "free",
-    "memory.stale_days": "free", "protected_paths": "free", "seam_policy": "free",
+    "memory.stale_days": "free", "protected_paths": "free", "seam_policy": "free", "cache_ttl": "free",
 }
 """How each setting an untrusted project may change compares: `higher` (a bigger number widens; a number
 where the user has no limit lowers), `lower` (a smaller number widens), `on` (true widens), `rank` (a looser mode or

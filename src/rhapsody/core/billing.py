@@ -27,7 +27,7 @@ from typing import Any
 
 from rhapsody.core.context import Conversation
 from rhapsody.core.messages import Message, compact_json
-from rhapsody.core.pricing import WRITE_5M_MULT, Price
+from rhapsody.core.pricing import WRITE_1H_MULT, WRITE_5M_MULT, Price
 from rhapsody.core.records import parse
 
 TTL = 300.0
@@ -91,9 +91,11 @@ class CacheModel:
             self._totals.append(total)
         self._head = len(head)
 
-    def price(self, ts: float, messages: list[Message], read_mult: float | None = None) -> tuple[int, float]:
+    def price(self, ts: float, messages: list[Message], read_mult: float | None = None,
+              ttl: float = TTL) -> tuple[int, float]:
         """(input tokens, billed equivalents) of one request sent at `ts`, its cache reads at `read_mult`
-        (the model's rate of the request; the model's default when None)."""
+        (the model's rate of the request; the model's default when None), its breakpoints written with a
+        lifetime of `ttl` seconds (past 5 minutes: the 1-hour cache, its writes at 2×)."""
         same = _shared(self._prev, messages)
         runs, totals = self._runs[: self._head + same], self._totals[: self._head + same]
         for message in messages[same:]:
@@ -102,12 +104,12 @@ class CacheModel:
             totals.append(totals[-1] + tokens)
         self._prev, self._runs, self._totals = list(messages), runs, totals
         read = next((totals[i] for i in range(len(runs) - 1, -1, -1)
-                     if self._cache.get(runs[i], -1e18) + TTL >= ts), 0)
+                     if self._cache.get(runs[i], -1e18) >= ts), 0)
         for i in {self._head - 1, len(runs) - 1}:  # the breakpoints: after system, on the newest message
-            self._cache[runs[i]] = ts
+            self._cache[runs[i]] = ts + ttl  # when the entry expires
         written = totals[-1] - read
         mult = self.read_mult if read_mult is None else read_mult
-        return totals[-1], written * WRITE_5M_MULT + read * mult
+        return totals[-1], written * (WRITE_1H_MULT if ttl > TTL else WRITE_5M_MULT) + read * mult
 
     def _part(self, message: Message) -> tuple[str, int]:
         found = self._memo.get(id(message))

@@ -20,7 +20,9 @@ from contextlib import aclosing
 
 from rhapsody.core.checkpoints import end_checkpoint
 from rhapsody.core.events import Event, TurnEnded
+from rhapsody.core.cache_ttl import TtlChoice
 from rhapsody.core.model import Model
+from rhapsody.core.pricing import price_of
 from rhapsody.core.natural_seam import Boundary, CheckpointSeam
 from rhapsody.core.observers import Observer, Observers
 from rhapsody.core.policy import Policy, limit_reached
@@ -51,7 +53,7 @@ class Agent:
         self.ctx = ToolContext(session.root, session, policy.bash_timeout, policy.output_cap)
         self.busy = False
         self._threshold = HandoffThreshold(policy.handoff_at_tokens, policy.handoff_at_share, policy.context_window)
-        self._checkpoint = CheckpointSeam() if policy.checkpoint_seams else None
+        self._folds(session)
         self.unsaid: list[Event] = []
         """What a turn closed by its consumer could not say (see `take_unsaid`)."""
 
@@ -131,7 +133,8 @@ class Agent:
     async def _round(self, turn: Turn) -> AsyncGenerator[Event, None]:
         """One request and what its answer asks for: the calls run, the end of the turn, or the failure."""
         current = turn.next_round()
-        async for event in stream_request(self.session, self.model, self.policy.context_window, current):
+        ttl = self._ttl.ttl(self.session.records)
+        async for event in stream_request(self.session, self.model, self.policy.context_window, current, ttl):
             yield event
         if current.failure is not None:
             netted = request_failed(self.session, self.policy, self._threshold, current.failure, turn.refused)
@@ -167,6 +170,13 @@ class Agent:
         """Continue with another session (``/clear``); only between turns."""
         self.session = session
         self.ctx = ToolContext(session.root, session, self.policy.bash_timeout, self.policy.output_cap)
+        self._folds(session)
+
+    def _folds(self, session: Session) -> None:
+        """The folds over the session's records the loop keeps: the cache lifetime and the checkpoint policy."""
+        self._ttl = TtlChoice(self.policy.cache_ttl, price_of(session.spec.model)[0].read_mult)
+        self._checkpoint = (CheckpointSeam(lambda s: self._ttl.seconds(s.records)) if self.policy.checkpoint_seams
+                            else None)
 
     def request_handoff(self) -> bool:
         """The one trigger every front end uses: key, /handoff or token threshold.

@@ -33,6 +33,8 @@ class Policy:
     checkpoint_seams: bool = True
     """The `checkpoint` policy: a seam at the first natural pause once it pays (core/natural_seam.py); the
     share or token threshold stays the hard net. False: only the threshold."""
+    cache_ttl: str = "auto"
+    """The prompt cache's lifetime: "auto" (the one that pays, core/cache_ttl.py), "5m" or "1h"."""
     context_window: int | None = None
     """The model's window in tokens, when the table's figure is not the one to use."""
     bash_timeout: float = 120.0

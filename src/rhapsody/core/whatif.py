@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rhapsody.core.billing import SEAM_KINDS, TTL, CacheModel, Sent, priced, replay
+from rhapsody.core.cache_ttl import ONE_HOUR, SECONDS, Ledger
 from rhapsody.core.context import Conversation
 from rhapsody.core.messages import Message, compact_json
 from rhapsody.core.natural_seam import Boundaries, Boundary, cold_share
@@ -131,6 +132,11 @@ class Arm:
     billed_input_tokens: int
     peak_context: int
     note_output_tokens: int = 0
+    billed_ttl_choice: int = 0
+    """The same requests with rhapsody's choice of cache lifetime (core/cache_ttl.py: the hour once the
+    pauses so far make it cheaper), in place of the 5-minute cache throughout."""
+    one_hour_requests: int = 0
+    """Of those, the requests that went with the 1-hour cache."""
 
 
 @dataclass(frozen=True)
@@ -161,9 +167,24 @@ def run(records: list[dict[str, Any]], policy: Policy | None, note: NoteCost, wi
     sent, seams = _plan(records, policy, note, window, fit, read_mult)
     model = CacheModel(fit.head, read_mult)
     priced_ = [model.price(s.ts, s.messages) for s in sent]
+    chosen, hours = _with_ttl_choice(sent, fit, read_mult)
     return Arm(policy.label if policy else "no seams", len(sent), seams,
                round(sum(t for t, _ in priced_) * fit.scale), round(sum(c for _, c in priced_) * fit.scale),
-               round(max((t for t, _ in priced_), default=0) * fit.scale), seams * note.output)
+               round(max((t for t, _ in priced_), default=0) * fit.scale), seams * note.output,
+               round(chosen * fit.scale), hours)
+
+
+def _with_ttl_choice(sent: list[Sent], fit: Calibration, read_mult: float) -> tuple[float, int]:
+    """Billed equivalents of these requests with the cache lifetime chosen before each as rhapsody chooses it
+    live (over the requests before it), and how many went with the hour."""
+    model, ledger = CacheModel(fit.head, read_mult), Ledger(read_mult)
+    total, hours = 0.0, 0
+    for request in sent:
+        ttl = ledger.cheaper()
+        tokens, cost = model.price(request.ts, request.messages, ttl=SECONDS[ttl])
+        ledger.add(request.ts, tokens)
+        total, hours = total + cost, hours + (ttl == ONE_HOUR)
+    return total, hours
 
 
 def as_happened(records: list[dict[str, Any]], read_mult: float, fit: Calibration) -> Arm:

@@ -46,7 +46,14 @@ from rhapsody.frontends.app.deferred import lazy, load_all
 from rhapsody.frontends.prompt_aids import InputHistory
 from rhapsody.frontends.shell_mode import shell_command
 from rhapsody.frontends.app.rewind import Rewinder
-from rhapsody.frontends.app.status import MODEL_WAIT, Liveness, starting_text, status_line, welcome_text
+from rhapsody.frontends.app.status import (
+    MODEL_WAIT,
+    Liveness,
+    cache_cold,
+    starting_text,
+    status_line,
+    welcome_text,
+)
 from rhapsody.frontends.app.widgets import Entry, Foldable, PromptInput, StatusBar, TranscriptView
 
 if TYPE_CHECKING:
@@ -140,6 +147,8 @@ class RhapsodyApp(App[int]):
         self._replying = False
         self._held: list[dict[str, Any]] = []
         self._git = ""
+        self._cold = False
+        """The status bar last showed the cache cold (repainted when it goes cold while idle)."""
         self.rewinder = Rewinder(self)
         self._palette_custom: tuple[weakref.ref[Screen[Any]], list[CustomCommand]] | None = None
         """The custom commands as read for the screen on top (the open palette, which asks on every key)."""
@@ -721,8 +730,10 @@ class RhapsodyApp(App[int]):
         self.call_after_refresh(self.refresh_status)
 
     def tick(self) -> None:
-        """The spinner's beat: only repaint while something runs."""
-        if self.live.active:
+        """The spinner's beat: only repaint while something runs, or when the cache has just gone cold."""
+        cold = not self.live.active and self.ready and cache_cold(self.agent.session)
+        if self.live.active or cold != self._cold:
+            self._cold = cold
             self.refresh_status()
 
     @work(thread=True, exclusive=True, group="git", exit_on_error=False)
