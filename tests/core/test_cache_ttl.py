@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from rhapsody.core.cache_ttl import billed, choose, cold
+from rhapsody.core.cache_ttl import billed, choose
+from rhapsody.core.session_figures import figures
 from rhapsody.core.history import read_history
 from rhapsody.config.settings import Settings
 from rhapsody.frontends.app.app import RhapsodyApp
@@ -43,9 +44,10 @@ def test_the_rule_prices_both_lifetimes_over_the_requests_so_far() -> None:
 
 
 def test_cold_means_past_the_lifetime_the_last_request_was_sent_with() -> None:
-    records = [{"kind": "request", "ts": 1000.0}]
-    assert not cold(records, 1299.0) and cold(records, 1301.0)
-    assert not cold([{"kind": "request", "ts": 1000.0, "cache_ttl": "1h"}], 1301.0) and not cold([], 5000.0)
+    five = figures([{"kind": "request", "ts": 1000.0}])
+    assert not five.cache_cold(1299.0) and five.cache_cold(1301.0)
+    assert not figures([{"kind": "request", "ts": 1000.0, "cache_ttl": "1h"}]).cache_cold(1301.0)
+    assert not figures([]).cache_cold(5000.0)
 
 
 async def test_a_session_with_long_pauses_goes_out_with_the_1_hour_cache(stub: Stub, project: Path,

@@ -161,7 +161,10 @@ async def test_a_long_imported_session_resumes_headless_then_hands_off_with_slas
     records = imported(project, source)
     session_id = records[0]["session"]
     stub.script(say("I have read the imported session and will go on from where it stopped."))
+    # the threshold policy: with the checkpoint policy a seam that pays comes before the human's words, and
+    # this request is to carry every imported call in view (tests/core/test_checkpoint_seams.py has that seam)
     resumed = rhapsody("-p", "go on", "--resume", session_id, "--cwd", str(project), "--model", MODEL,
+                       "--seam-policy", "threshold",
                        cwd=project, env={"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": stub.server.url})
     assert resumed.returncode == 0, resumed.stderr
     (first,) = stub.bodies()

@@ -96,16 +96,3 @@ class TtlChoice:
         """The lifetime for the next request, in seconds."""
         return SECONDS[self.ttl(records)]
 
-
-def in_effect(records: list[dict[str, Any]]) -> tuple[float, float] | None:
-    """(when the last request went, its cache lifetime in seconds); None before any request."""
-    for record in reversed(records):
-        if record["kind"] == "request":
-            return float(record.get("ts", 0.0)), SECONDS.get(str(record.get("cache_ttl")), SECONDS[FIVE_MINUTES])
-    return None
-
-
-def cold(records: list[dict[str, Any]], now: float) -> bool:
-    """Whether the cache the last request left has expired by `now` (the next request writes it all again)."""
-    last = in_effect(records)
-    return last is not None and now - last[0] > last[1]

@@ -49,7 +49,6 @@ from rhapsody.frontends.app.rewind import Rewinder
 from rhapsody.frontends.app.status import (
     MODEL_WAIT,
     Liveness,
-    cache_cold,
     starting_text,
     status_line,
     welcome_text,
@@ -731,7 +730,7 @@ class RhapsodyApp(App[int]):
 
     def tick(self) -> None:
         """The spinner's beat: only repaint while something runs, or when the cache has just gone cold."""
-        cold = not self.live.active and self.ready and cache_cold(self.agent.session)
+        cold = not self.live.active and self.ready and self.agent.session.figures.cache_cold(time.time())
         if self.live.active or cold != self._cold:
             self._cold = cold
             self.refresh_status()

@@ -98,7 +98,8 @@ def status_line(figures: Figures, session: Any, git: str, state: str, width: int
         (3, session.spec.model),
         (2, figures.seams_text()),
         (5, git),
-        (2, "cache cold") if cache_cold(session) else (6, f"cache {cache:.0%}" if cache is not None else "cache —"),
+        (2, "cache cold") if figures.cache_cold(time.time()) else (6, f"cache {cache:.0%}" if cache is not None
+                                                                  else "cache —"),
         (7, f"violations {figures.violations}"),
         (8, cwd),
     ]
@@ -107,13 +108,6 @@ def status_line(figures: Figures, session: Any, git: str, state: str, width: int
         fields.remove(max(fields, key=lambda f: f[0]))
     line = " " + " │ ".join(text for _, text in fields)
     return line if cell_len(line) < width else line[: max(1, width - 2)] + "…"  # never a cut field or a dangling │
-
-
-def cache_cold(session: Any, now: float | None = None) -> bool:
-    """Whether the prompt cache the last request left has expired: the next request writes it all again."""
-    from rhapsody.core.cache_ttl import cold
-
-    return cold(session.records, time.time() if now is None else now)
 
 
 def seam_text(session: Any) -> str:
