@@ -155,3 +155,27 @@ def test_the_payoff_counts_the_requests_ahead_and_the_cold_restarts() -> None:
     paused = payoff(60_000, 50_000, 2_500, ahead=3, cold=0.5, read=0.1, write=1.25, output_ratio=5)
     assert paused.pays  # a human who pauses past the TTL makes each of the few requests ahead a re-write
     assert cold_share([0, 10, 400, 410, 2000], 300) == 0.5
+
+
+async def test_in_the_app_the_seam_before_the_humans_message_shows_before_it(stub: Stub, project: Path) -> None:
+    from rhapsody.frontends.app.app import RhapsodyApp
+    from tests.frontends.test_app import wait_idle
+
+    stub.script(*[big(n) for n in range(1, 13)], say("Read them."))
+    first = stub.wire(project, handoff_at_share="off", seam_policy="threshold")
+    await collect(first.agent.run("read twelve blocks"))
+    stub.script(handoff_turn(), say("Noted."), say("Here is the summary."))
+    wiring = build(project, Settings(permission_mode="yolo", sandbox=SANDBOX, handoff_at_share="off"), stub.model(),
+                   None, resume=first.session.id)
+    app = RhapsodyApp(wiring.agent, wiring.settings)
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.start_turn("summarise what you read")
+        await wait_idle(pilot)
+        kinds = [(e.kind, e.text) for e in app.transcript.entries]
+    seam_at = next(i for i, (kind, _) in enumerate(kinds) if kind == "seam")
+    answer_at = next(i for i, (_, text) in enumerate(kinds) if text == "Here is the summary.")
+    assert seam_at < answer_at and kinds[seam_at + 1] == ("user", "› summarise what you read")  # after the seam
+    last = stub.bodies()[-1]["messages"]
+    assert last[-1]["content"][-1]["text"] == "summarise what you read"  # and sent after the seam
+    assert not any(b.get("type") == "tool_use" and b["name"] == "bash" for m in last if isinstance(m["content"], list)
+                   for b in m["content"])

@@ -147,6 +147,7 @@ class RhapsodyApp(App[int]):
         self._held: list[dict[str, Any]] = []
         self._git = ""
         self._cold = False
+        self._typed: str | None = None
         """The status bar last showed the cache cold (repainted when it goes cold while idle)."""
         self.rewinder = Rewinder(self)
         self._palette_custom: tuple[weakref.ref[Screen[Any]], list[CustomCommand]] | None = None
@@ -307,6 +308,8 @@ class RhapsodyApp(App[int]):
         if not entries:
             entries = [Entry("welcome", welcome_text(self.agent, self.settings, self.welcome))]
         self._rebuilt_to = session.records[-1].get("seq", 0) if session.records else 0
+        if self._typed:  # typed and shown, its turn not yet begun: the checkpoint's seam came first
+            entries.append(Entry("user", f"› {self._typed}"))
         await self.transcript.load(entries)
         self.hints = {e.key: e for e in entries if e.kind == "hint" and e.state == "pending"}
 
@@ -424,6 +427,7 @@ class RhapsodyApp(App[int]):
         await self.drop_welcome()
         if text:
             await self.transcript.add(Entry("user", f"› {text}"))
+        self._typed = text  # shown, not yet in the history while a seam goes first (a rebuild keeps it)
         self._said_interrupted = False
         began = time.monotonic()
         self.live.start("working")
@@ -507,6 +511,8 @@ class RhapsodyApp(App[int]):
             await t.end_text()
             await self.reload()
             return self.refresh_status()
+        elif isinstance(event, ev.TurnStarted) and event.user_text:
+            self._typed = None  # the human's words are in the history now; nothing to draw, the status below
         elif isinstance(event, (ev.TurnEnded, ev.Failed)):
             await t.end_text()
         for line in render.event_lines(event):
