@@ -360,7 +360,7 @@ ORDER: dict[str, str] = {
     "max_cost_usd": "higher", "handoff_at_tokens": "higher", "rolling_short": "higher", "rolling_working": "higher",
     "rolling_batch": "higher", "memory.map_cap": "higher", "retry_base_delay": "free", "parallel_tools": "on",
     "thinking": "on", "exact_tokens": "on", "sandbox_network": "on", "memory.commit": "on", "context": "free",
-    "memory.stale_days": "free", "protected_paths": "free", "seam_policy": "free", "cache_ttl": "free",
+    "memory.stale_days": "free", "protected_paths": "free",
 }
 """How each setting an untrusted project may change compares: `higher` (a bigger number widens; a number
 where the user has no limit lowers), `lower` (a smaller number widens), `on` (true widens), `rank` (a looser mode or
