@@ -120,6 +120,11 @@ async def test_an_overloaded_answer_is_retried_with_the_same_bytes(stub: Stub) -
     assert (overloaded.status, answered.status) == (529, 200)
     assert overloaded.raw == answered.raw == (await sdk_request(stub, body)).raw
     assert model.prepared.serialised == 0  # the retry reused the first attempt's bytes
+    longer = {**body, "messages": [*body["messages"], {"role": "assistant", "content": "hi"},
+                                   {"role": "user", "content": "again"}]}
+    stub.script(say("Again."))
+    assert isinstance([e async for e in model.stream(longer)][-1], ModelResponse)
+    assert model.prepared.serialised == 2  # the first message's bytes were kept from the retried request
 
 
 async def test_a_refusal_for_length_and_an_unknown_model_end_as_they_did() -> None:
@@ -130,10 +135,10 @@ async def test_a_refusal_for_length_and_an_unknown_model_end_as_they_did() -> No
         long = {"model": "claude-known", "max_tokens": 10, "messages": [{"role": "user", "content": "word " * 400}]}
         with pytest.raises(ContextTooLong, match="prompt is too long"):
             [e async for e in model.stream(long)]
-        unknown = {**long, "model": "claude-unknown", "messages": [{"role": "user", "content": "hi"}]}
+        assert model.prepared.serialised == 1
         with pytest.raises(ModelError, match="unknown model"):
-            [e async for e in model.stream(unknown)]
+            [e async for e in model.stream({**long, "model": "claude-unknown"})]
+        assert model.prepared.serialised == 0  # it went as prepared bytes, the message's kept from the refusal
         assert [r.status for r in server.requests] == [400, 404]  # neither was retried
-        assert model.prepared.serialised == 1  # each went as prepared bytes
     finally:
         server.stop()

@@ -133,7 +133,8 @@ class AnthropicModel:
         client = self.client
         content = self.prepared.encode({**body, "stream": True}) if isinstance(client, anthropic.AsyncAnthropic) else None
         if content is None:
-            return await client.messages.create(**body, stream=True)
+            stream: anthropic.AsyncStream[RawMessageStreamEvent] = await client.messages.create(**body, stream=True)
+            return stream
         return await client.post("/v1/messages", cast_to=ApiMessage, content=content, stream=True,
                                  stream_cls=anthropic.AsyncStream[RawMessageStreamEvent])
 
