@@ -1,0 +1,136 @@
+"""The checkpoint repository is rhapsody's own state: a cloned project cannot plant it, and git is pinned to it.
+
+The attack: a project ships `.rhapsody/checkpoints/` exactly as rhapsody writes it, plus a `commondir`
+naming a folder whose config defines a clean filter and whose `info/attributes` applies it to every
+file. Before the shadow moved to the user's state folder, the first checkpoint of a read-only,
+untrusted session ran that filter outside the sandbox, with rhapsody's environment (the API key)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rhapsody.core.errors import RhapsodyError
+from rhapsody.loopback.script import say
+from rhapsody.tools.gitguard import FOLLOWED
+from rhapsody.tools.shadow import ATTRIBUTES, CONFIG, EXCLUDE, Shadow
+
+from tests.conftest import MODEL, Stub
+from tests.test_cli import rhapsody
+
+KEY = "sk-ant-test-key-0123456789"
+
+
+def bare(folder: Path, config: str, attributes: str) -> Path:
+    """A git directory as `git init --bare --template=` makes it, with this config and info/attributes."""
+    subprocess.run(["git", "init", "-q", "--bare", "--template=", str(folder)], check=True, capture_output=True)
+    (folder / "config").write_text(config)
+    (folder / "info").mkdir()
+    (folder / "info" / "exclude").write_text(EXCLUDE)
+    (folder / "info" / "attributes").write_text(attributes)
+    return folder
+
+
+def hostile_common(folder: Path, marker: Path) -> Path:
+    """A git directory whose config names a clean filter that writes the environment to `marker`, applied to all."""
+    evil = CONFIG + f'[filter "x"]\n\tclean = "env > {marker}; cat"\n\tsmudge = "env > {marker}; cat"\n'
+    return bare(folder, evil, "* filter=x\n")
+
+
+def test_checkpoint_boundary_a_cloned_projects_shadow_never_runs_its_filter(
+        project: Path, tmp_path: Path, stub: Stub) -> None:
+    """The exact attack, through the real CLI in read-only mode: the planted shadow is never read, the
+    filter never runs, and the checkpoints are taken in the user's state folder all the same."""
+    marker = tmp_path / "ran-the-filter"
+    planted = bare(project / ".rhapsody" / "checkpoints", CONFIG, ATTRIBUTES)
+    common = hostile_common(project / "vendor" / "cache", marker)
+    (planted / "commondir").write_text(f"{common}\n")
+    stub.script(say("Nothing to change."))
+    env = {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": stub.server.url}
+    result = rhapsody("-p", "look around", "--cwd", str(project), "--model", MODEL, "--permission-mode", "read-only",
+                      env=env)
+    assert result.returncode == 0, result.stderr
+    assert not marker.exists(), "the project's filter ran outside the sandbox"
+    history = next((project / ".rhapsody" / "history").glob("*.jsonl"))
+    records = [json.loads(line) for line in history.read_text().splitlines()]
+    commits = [r["commit"] for r in records if r["kind"] == "checkpoint"]
+    assert commits and not [r for r in records if r["kind"] == "checkpoint_failed"]
+    store = Shadow(project)
+    state = Path(os.environ["XDG_STATE_HOME"])
+    assert state in store.git_dir.parents and all(store.has(c) for c in commits)
+    assert sorted(p.name for p in planted.iterdir()) == ["HEAD", "commondir", "config", "info", "objects", "refs"]
+
+
+PLANTED = {
+    "commondir": lambda common: f"{common}\n",
+    "config.worktree": lambda common: (common / "config").read_text(),
+    "gitdir": lambda common: f"{common}\n",
+    "objects/info/alternates": lambda common: f"{common / 'objects'}\n",
+    "objects/info/http-alternates": lambda common: "http://127.0.0.1:9/objects\n",
+    "info/grafts": lambda common: "4b825dc642cb6eb9a060e54bf8d69288fbee4904\n",
+    "shallow": lambda common: "4b825dc642cb6eb9a060e54bf8d69288fbee4904\n",
+}
+"""What each file git follows holds when planted: the hostile common dir, its objects, or a commit."""
+FOLDERS = ("refs/replace", "worktrees", "modules", "branches", "remotes")
+
+
+def test_every_file_git_follows_is_planted_by_a_test() -> None:
+    assert set(PLANTED) | set(FOLDERS) == set(FOLLOWED)
+
+
+@pytest.mark.parametrize("name", [*PLANTED, *FOLDERS])
+def test_checkpoint_boundary_a_shadow_holding_a_file_git_follows_is_refused(
+        name: str, project: Path, tmp_path: Path) -> None:
+    """Planted one by one in the shadow itself (wherever it lives): the next checkpoint is refused in one line
+    naming the file, before any git call reads the shadow; no filter of the hostile common dir runs."""
+    marker = tmp_path / "ran-the-filter"
+    common = hostile_common(tmp_path / "common", marker)
+    store = Shadow(project)
+    store.take("before")
+    planted = store.git_dir / name
+    planted.parent.mkdir(parents=True, exist_ok=True)
+    if name in PLANTED:
+        planted.write_text(PLANTED[name](common))
+    else:
+        planted.mkdir()
+    (project / "app.py").write_text("changed\n")
+    with pytest.raises(RhapsodyError) as refused:
+        Shadow(project).take("after")
+    assert f"holds {name}" in str(refused.value) and "\n" not in str(refused.value)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("name", ["objects", "info", "config", "refs"])
+def test_checkpoint_boundary_a_link_in_the_shadow_is_refused(name: str, project: Path, tmp_path: Path) -> None:
+    """A link where git looks (objects elsewhere, a config or info folder elsewhere) refuses the shadow."""
+    store = Shadow(project)
+    store.take("before")
+    moved = tmp_path / f"moved-{name}"
+    (store.git_dir / name).rename(moved)
+    (store.git_dir / name).symlink_to(moved)
+    with pytest.raises(RhapsodyError, match=f"its {name} is a symbolic link"):
+        Shadow(project).take("after")
+
+
+def test_checkpoint_boundary_an_unknown_file_in_the_shadow_is_refused(project: Path) -> None:
+    """A file rhapsody never writes there (one a later git might follow) refuses the shadow too."""
+    store = Shadow(project)
+    store.take("before")
+    (store.git_dir / "objects" / "info" / "commit-graphs").mkdir()
+    with pytest.raises(RhapsodyError, match="holds objects/info/commit-graphs, which rhapsody never writes there"):
+        Shadow(project).take("after")
+
+
+def test_checkpoint_boundary_git_reads_the_shadows_objects_even_past_a_commondir(project: Path, tmp_path: Path) -> None:
+    """GIT_COMMON_DIR and GIT_OBJECT_DIRECTORY are pinned: a commondir that appears after the shadow was
+    checked is not followed (the checkpoint stays readable; git would otherwise look in the other store)."""
+    store = Shadow(project)
+    commit, _ = store.take("before")
+    common = hostile_common(tmp_path / "common", tmp_path / "marker")
+    (store.git_dir / "commondir").write_text(f"{common}\n")
+    assert store.has(commit) and store.existing([commit]) == {commit}
+    assert [c.path for c in store.changes("", commit)] == ["app.py"]
