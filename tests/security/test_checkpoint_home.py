@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from rhapsody.core.errors import RhapsodyError
-from rhapsody.loopback.script import say
+from rhapsody.loopback.script import call, say
 from rhapsody.tools.gitguard import FOLLOWED
+from rhapsody.tools.sandbox import bwrap_path
 from rhapsody.tools.shadow import ATTRIBUTES, CONFIG, EXCLUDE, Shadow
 
 from tests.conftest import MODEL, Stub
@@ -134,3 +135,48 @@ def test_checkpoint_boundary_git_reads_the_shadows_objects_even_past_a_commondir
     (store.git_dir / "commondir").write_text(f"{common}\n")
     assert store.has(commit) and store.existing([commit]) == {commit}
     assert [c.path for c in store.changes("", commit)] == ["app.py"]
+
+
+def test_an_older_rhapsodys_checkpoints_in_the_project_are_listed_unavailable_and_never_read(
+        stub: Stub, project: Path) -> None:
+    """Checkpoints an older rhapsody kept in `.rhapsody/checkpoints/` are not read: `--list` marks them
+    unavailable, a files rewind to one is refused in one line saying why, and new checkpoints rewind."""
+    from tests.commands.test_rewind_cli import headless, two_runs
+    from tests.tools.test_rewind import tree
+
+    two_runs(stub, project)
+    store = Shadow(project)
+    store.git_dir.rename(project / ".rhapsody" / "checkpoints")  # where an older rhapsody kept them
+    before = tree(project)
+    listed = rhapsody("rewind", "--list", "--json", "--cwd", str(project))
+    assert listed.returncode == 0, listed.stderr
+    assert [p["kept"] for p in json.loads(listed.stdout)["points"]] == [False, False]
+    assert "files unavailable" in rhapsody("rewind", "--list", "--cwd", str(project)).stdout
+    refused = rhapsody("rewind", "--to", "1", "--files", "--force", "--cwd", str(project))
+    assert refused.returncode == 1 and ".rhapsody/checkpoints/, which is never read" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and tree(project) == before
+    stub.script(call("I will add a line to the notes, expecting notes.txt to grow by one line.", "bash",
+                     command="echo four >> notes.txt"), say("Done."))
+    headless(stub, project, "a third step", "--continue")
+    points = json.loads(rhapsody("rewind", "--list", "--json", "--cwd", str(project)).stdout)["points"]
+    assert [p["kept"] for p in points] == [False, False, True]
+    assert rhapsody("rewind", "--to", "3", "--files", "--cwd", str(project)).returncode == 0
+    assert tree(project) == before
+
+
+@pytest.mark.skipif(bwrap_path() is None, reason="bubblewrap is not installed (.ci/run installs it)")
+async def test_checkpoint_boundary_a_sandboxed_command_cannot_plant_the_shadow_when_the_state_folder_is_in_the_project(
+        stub: Stub, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """rhapsody run in the home folder: the state folder lies in the project, so the sandbox binds it read-only
+    (a command cannot write the shadow's commondir) and checkpoints leave it out."""
+    from tests.tools.test_sandbox import bash_results
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(project / ".local" / "state"))
+    store = Shadow(project)
+    planted = store.git_dir / "commondir"
+    made, plant = await bash_results(stub, project, "echo made > made.txt",
+                                     f"mkdir -p {store.git_dir} && echo /tmp > {planted}")
+    assert not made.get("is_error") and (project / "made.txt").exists()
+    assert plant.get("is_error") and not planted.exists() and store.git_dir.is_dir()
+    commit, _ = store.take("after")
+    assert {c.path for c in store.changes("", commit)} == {"app.py", "made.txt"}
