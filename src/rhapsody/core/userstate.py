@@ -1,11 +1,12 @@
-"""Where rhapsody keeps, per project, the state it later trusts as its own: in the user's state folder.
+"""Where rhapsody keeps the state it later trusts as its own: in the user's state folder, never the project.
 
 A project's `.rhapsody/` arrives with a clone or an archive, so nothing rhapsody reads back
-as its own (the checkpoint repository, its index and lock) may live there: a cloned
-project could plant it. It lives under `$XDG_STATE_HOME/rhapsody/projects/` (else
-`~/.local/state/rhapsody/projects/`), one folder per project named after the resolved
-project root and keyed by a hash of it; a `root` file in it names the root for a person
-looking. A project that moves or is renamed gets a fresh folder.
+as its own (the checkpoint repository, its index and lock; recall indexes) may live there:
+a cloned project could plant it. It lives under `$XDG_STATE_HOME/rhapsody/` (else
+`~/.local/state/rhapsody/`): `projects/NAME-KEY/` per project, named after the resolved
+project root and keyed by a hash of it (a `root` file in it names the root for a person
+looking; a project that moves gets a fresh folder), and `recall/` for the indexes of
+history files, keyed the same way by the history's resolved path.
 
 Stdlib only.
 """
@@ -44,3 +45,10 @@ def project_state(root: Path) -> Path:
     if not os.path.lexists(note):
         write_private(note, f"{root.resolve()}\n")
     return folder
+
+
+def keyed_path(folder: str, path: Path, suffix: str) -> Path:
+    """A file of rhapsody's state folder standing for `path` (not created): `folder/STEM-KEY{suffix}`."""
+    resolved = path.resolve()
+    key = hashlib.sha256(os.fsencode(resolved)).hexdigest()[:20]
+    return state_home() / folder / f"{_UNSAFE.sub('_', resolved.stem)[:60]}-{key}{suffix}"
