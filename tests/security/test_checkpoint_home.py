@@ -208,3 +208,24 @@ async def test_own_state_boundary_a_recall_index_in_the_project_is_never_trusted
     assert search(history, "planted-99", stripped_only=False) == []
     [hit] = search(history, "real-77", stripped_only=False)
     assert hit.tool == "bash" and state_home() in index_path(history).parents
+
+
+async def test_checkpoint_boundary_file_tools_never_write_the_state_folder_when_it_is_in_the_project(
+        stub: Stub, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """rhapsody run in the home folder: write_file into the state folder (the shadow's commondir) is refused,
+    while a write beside it goes through."""
+    from tests.conftest import collect
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(project / ".local" / "state"))
+    planted = Shadow(project).git_dir / "commondir"
+    where = planted.relative_to(project).as_posix()
+    stub.script(call("I will write the note file now, expecting it to be created.", "write_file",
+                     path="note.txt", content="hi\n"),
+                call("I will write the state file now, expecting it to be refused.", "write_file",
+                     path=where, content="/tmp\n"), say("Done."))
+    wiring = stub.wire(project, permission_mode="auto-edit")
+    await collect(wiring.agent.run("write them"))
+    results = [b for body in stub.bodies() for m in body["messages"] if isinstance(m["content"], list)
+               for b in m["content"] if b.get("type") == "tool_result"]
+    assert (project / "note.txt").read_text() == "hi\n" and not planted.exists()
+    assert "holds rhapsody's own checkpoints" in json.dumps(results)
