@@ -123,7 +123,7 @@ def test_importing_the_same_file_twice_names_the_session_it_became(project: Path
     again = rhapsody("import", str(CLAUDE), cwd=project)
     session_id = first.stdout.split(f"{CLAUDE}: imported as ")[1].split()[0]
     assert again.returncode == 0 and f"already imported as {session_id}" in again.stdout
-    assert len(list((project / ".rhapsody" / "history").glob("*.jsonl"))) == 2
+    assert len(list((project / ".rhapsody" / "history").glob("*.jsonl"))) == 3  # two Claude Code files, one Codex
     grown = tmp_path / CLAUDE.name  # the session went on in Claude Code after the first import
     grown.write_text(CLAUDE.read_text() + json.dumps({"type": "summary", "summary": "later", "leafUuid": "x"}) + "\n")
     later = rhapsody("import", str(grown), cwd=project)

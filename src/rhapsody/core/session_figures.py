@@ -27,6 +27,8 @@ from rhapsody.core.pricing import cost, price_of, priced
 
 USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 """The usage the API reports per request; the first three together are the request's input."""
+WRITE_1H_KEY = "cache_creation_1h_input_tokens"
+"""The part of `cache_creation_input_tokens` written with the 1-hour TTL (`cache_creation.ephemeral_1h_input_tokens`)."""
 
 
 def reported_input(usage: dict[str, Any]) -> int:

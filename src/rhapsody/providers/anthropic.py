@@ -22,7 +22,7 @@ import httpx2
 
 from rhapsody.core.errors import ContextTooLong, ModelError
 from rhapsody.core.events import ModelResponse
-from rhapsody.core.session_figures import USAGE_KEYS
+from rhapsody.core.session_figures import USAGE_KEYS, WRITE_1H_KEY
 from rhapsody.core.model import ModelEvent
 from rhapsody.core.retry import (
     MAX_RETRY_AFTER,
@@ -113,6 +113,8 @@ class AnthropicModel:
                     yield shown
         message = assembly.message()
         usage = {key: assembly.usage.get(key, 0) for key in USAGE_KEYS}
+        if assembly.usage.get(WRITE_1H_KEY):
+            usage[WRITE_1H_KEY] = assembly.usage[WRITE_1H_KEY]
         yield ModelResponse(message, assembly.stop_reason, usage)
 
 
