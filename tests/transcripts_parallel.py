@@ -162,7 +162,7 @@ def claude_parallel() -> list[dict[str, Any]]:
                     "subtype": "compact_boundary", "content": "Conversation compacted", "level": "info",
                     "compactMetadata": {"trigger": "auto", "preTokens": PRE_TOKENS}, "uuid": c.uid(),
                     "timestamp": c.clock.tick(), "sessionId": PARALLEL_SESSION, "cwd": "/home/ana/proj"})
-    c.chars, c.cached = 0, 0
+    c.chars, c.cached = 0, CLAUDE_HEAD - 3  # the system prompt and tools stay cached across the compaction
     at = c.lines[-1]["uuid"]
     summary = c.line("user", at, message={"role": "user", "content": (
         "This session is being continued from a previous conversation that ran out of context. Summary: the "

@@ -115,3 +115,12 @@ def test_a_codex_count_written_after_its_calls_outputs_is_kept_and_exit_codes_co
     assert len(kinds(records, "usage")) == 5  # four calls and the closing answer, none dropped
     runs = kinds(records, "tool_run")
     assert len(runs) == 4 and all(r["exit_code"] == 0 for r in runs)  # `metadata.exit_code` of each output
+
+
+def test_the_replay_of_the_parallel_import_as_it_happened_is_its_reported_bill(project: Path) -> None:
+    imported(project, SOURCE)
+    result = rhapsody("stats", "--what-if", "every=5", "--json", cwd=project)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert abs(report["replay_error"]) < 0.02
+    assert report["replay"]["reported"]["write_5m"] == 0 and report["replay"]["replayed"]["write_5m"] == 0  # all 1-hour

@@ -39,20 +39,16 @@ def seam_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def billing(records: list[dict[str, Any]], read_mult: float | None = None, per_request: bool = False) -> dict[str, Any]:
-    """What the seams saved in billed input; dollars price each request at the model that served it
-    (`per_request`: each request's figures too, as core.billing.seam_savings gives them)."""
+    """What the seams saved in billed input; each request is priced at the model that served it, its cache
+    reads at that model's rate unless `read_mult` is given (`per_request`: each request's figures too, as
+    core.billing.seam_savings gives them)."""
     head = records[0] if records and records[0].get("kind") == "session" else {}
     models = [r["model"] for r in records if r["kind"] == "model"]
     model = models[-1] if models else str(head.get("model", ""))
-    price, _ = price_of(model)
     served = served_by(records)
-    # A model without a price gets null, not a guess.
+    # A model without a price gets null dollars, not a guess.
     prices = [price_of(m)[0] for m in served] if all(priced(m) for m in served) and priced(model) else None
-    if prices is not None and read_mult is not None:
-        prices = [dataclasses.replace(p, read_mult=read_mult) for p in prices]
-    # Each request's cache reads at the rate of the model that served it (a /model switch reprices nothing).
-    mults: float | list[float] = read_mult if read_mult is not None else [price_of(m)[0].read_mult for m in served]
-    figures = seam_savings(records, mults if mults != [] else price.read_mult, prices, per_request)
+    figures = seam_savings(records, read_mult, prices, per_request)
     return {"model": model, "billed_input_usd": None, "billed_input_usd_without_seams": None, **figures}
 
 
@@ -60,7 +56,9 @@ def saving_line(figures: dict[str, Any]) -> str:
     """One line: billed input with the seams beside without them; with no seam, only the billed input."""
     mult = figures["cache_read_multiplier"]
     reads = f"cache reads {mult}×" if mult is not None else "cache reads at each request's model rate"
-    head = f"billed input ({reads}, writes {figures['cache_write_multiplier']}×): {figures['billed_input_tokens']:,}"
+    hour = f", 1-hour writes {figures['cache_write_1h_multiplier']}×" if figures.get("cache_write_1h_tokens") else ""
+    writes = f"writes {figures['cache_write_multiplier']}×{hour}"
+    head = f"billed input ({reads}, {writes}): {figures['billed_input_tokens']:,}"
     if not figures["seams"]:
         return f"{head}; no seams yet, so nothing saved"
     saving = figures["saving"]

@@ -44,7 +44,8 @@ def _note(root: Path, path: Path, records: list[dict[str, Any]]) -> whatif.NoteC
 
 def figures(records: list[dict[str, Any]], policies: list[whatif.Policy], note: whatif.NoteCost,
             read_mult: float | None) -> dict[str, Any]:
-    """Every arm priced: as it happened, without seams, one per policy."""
+    """Every arm priced: as it happened, without seams, one per policy; each request at the model that
+    answered it, and the replay as it happened against the reported usage (`replay_error`)."""
     model = next((r["model"] for r in reversed(records) if r["kind"] == "model"), str(records[0].get("model", "")))
     price = price_of(model)[0] if priced(model) else None
     mult = read_mult if read_mult is not None else (price.read_mult if price else 0.1)
@@ -52,15 +53,18 @@ def figures(records: list[dict[str, Any]], policies: list[whatif.Policy], note: 
                   price.window if price else None)
     if any(p.kind == "share" for p in policies) and not window:
         raise InputError(f"the context window of {model} is unknown: use at=TOKENS instead of share=")
-    fit = whatif.calibrate(records, mult)
-    base = whatif.run(records, None, note, window, mult, fit)
-    arms = [whatif.run(records, p, note, window, mult, fit) for p in policies]
+    fit = whatif.calibrate(records, read_mult)
+    base = whatif.run(records, None, note, window, read_mult, fit)
+    arms = [whatif.run(records, p, note, window, read_mult, fit) for p in policies]
+    happened, rebuilt = whatif.as_happened(records, read_mult, fit), whatif.replayed(records, read_mult, fit)
     prefix = fit.head[2]["prefix"] if len(fit.head) > 2 else ""
     return {
         "model": model, "window": window, "cache_read_multiplier": mult,
         "note": dataclasses.asdict(note),
         "calibration": {"prefix_tokens": round(len(prefix) / 4), "scale": round(fit.scale, 4)},
-        "as_happened": _row(whatif.as_happened(records, mult, fit), price, None),
+        "replay_error": whatif.replay_error(happened, rebuilt),
+        "replay": {"reported": happened.split.as_dict(), "replayed": rebuilt.split.as_dict()},
+        "as_happened": _row(happened, price, None),
         "without_seams": _row(base, price, None),
         "policies": [_row(arm, price, base) for arm in arms],
     }
@@ -68,8 +72,9 @@ def figures(records: list[dict[str, Any]], policies: list[whatif.Policy], note: 
 
 def _row(arm: whatif.Arm, price: Any, base: whatif.Arm | None) -> dict[str, Any]:
     row: dict[str, Any] = dataclasses.asdict(arm)
-    row["usd"] = (round(arm.billed_input_tokens * price.input / 1e6 + arm.note_output_tokens * price.output / 1e6, 4)
-                  if price else None)
+    row["split"] = arm.split.as_dict()
+    row["usd"] = (round(arm.input_usd + arm.note_output_tokens * price.output / 1e6, 4)
+                  if price and arm.input_usd is not None else None)
     if base is not None:
         row["saving"] = round(1 - arm.billed_input_tokens / base.billed_input_tokens, 4) if base.billed_input_tokens else 0.0
     return row
@@ -85,12 +90,20 @@ def render(session: str, report: dict[str, Any]) -> str:
     window = f"{report['window']:,}" if report["window"] else "unknown"
     return "\n".join([
         f"what-if seams for session {session} ({report['model']}, window {window}, cache reads "
-        f"{report['cache_read_multiplier']}×, writes 1.25×)", *table,
+        f"{report['cache_read_multiplier']}×, writes 1.25× (1-hour 2×), each request at the model that answered it)",
+        *table,
         f"note: {report['note']['basis']}.",
         f"replayed requests are rhapsody's rebuild of each request, with ~{cal['prefix_tokens']:,} tokens the history "
         f"does not hold (the first request's reported input minus the rebuild: a source's own system prompt and "
         f"tools) and scaled ×{cal['scale']} to the reported input; 'vs no seams' compares with the replay without seams.",
+        f"the replay as it happened bills {report['replay_error']:+.1%} against the usage the API reported "
+        f"(uncached, 5-minute and 1-hour writes, reads: {_split(report['replay']['replayed'])} replayed, "
+        f"{_split(report['replay']['reported'])} reported): that is how far to trust the rows above.",
     ])
+
+
+def _split(split: dict[str, int]) -> str:
+    return " / ".join(f"{split[k]:,}" for k in ("uncached", "write_5m", "write_1h", "read"))
 
 
 def _cells(row: dict[str, Any]) -> tuple[str, ...]:

@@ -23,12 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 from rhapsody.core import records as rec
-from rhapsody.core.pricing import cost, price_of, priced
+from rhapsody.core.pricing import WRITE_1H_KEY, cost, price_of, priced
 
 USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 """The usage the API reports per request; the first three together are the request's input."""
-WRITE_1H_KEY = "cache_creation_1h_input_tokens"
-"""The part of `cache_creation_input_tokens` written with the 1-hour TTL (`cache_creation.ephemeral_1h_input_tokens`)."""
 
 
 def reported_input(usage: dict[str, Any]) -> int:
@@ -60,6 +58,8 @@ class Figures:
     after_last_seam: int = 0
     """The estimated context the latest seam left (0 with no seam): where a window share is measured from."""
     folded: int = 0
+    answering: str = ""
+    """The model the latest request went to: its usage is priced at that model (an imported session mixes them)."""
 
     @property
     def window(self) -> int:
@@ -91,8 +91,15 @@ class Figures:
             case rec.Request():
                 self.requests += 1
                 self.context = self.last_request_tokens = record.est_tokens
+                self.answering = record.model or self.model
+                if self.answering != self.model:  # a request to another model than the session's (imported)
+                    self.exact_price = self.exact_price and price_of(self.answering)[1]
+                    self.priced = self.priced and priced(self.answering)
             case rec.Usage():
-                self._used({k: getattr(record, k) for k in USAGE_KEYS})
+                used = {k: getattr(record, k) for k in USAGE_KEYS}
+                if record.cache_creation_1h_input_tokens:  # billed at 2x, not 1.25x
+                    used[WRITE_1H_KEY] = record.cache_creation_1h_input_tokens
+                self._used(used)
             case rec.ToolRun():
                 self.tool_calls += 1
             case rec.Session() | rec.Model():
@@ -126,15 +133,15 @@ class Figures:
                 assert_never(record)
 
     def _priced_at(self, model: str) -> None:
-        self.model = model
+        self.model, self.answering = model, ""
         self.exact_price = self.exact_price and price_of(model)[1]
         self.priced = self.priced and priced(model)
 
     def _used(self, usage: dict[str, int]) -> None:
-        self.cost += cost(self.model, usage)
+        self.cost += cost(self.answering or self.model, usage)
         self.last_usage = usage
         for key, value in usage.items():
-            self.usage[key] += value
+            self.usage[key] = self.usage.get(key, 0) + value
 
     def seams_text(self) -> str:
         """"seams 2" or "seams 2 (1 undone)"."""

@@ -28,7 +28,8 @@ from rhapsody.core.errors import InputError
 from rhapsody.core.messages import THINKING_TYPES, Message
 from rhapsody.core.records import parse
 from rhapsody.core.secrets import mask
-from rhapsody.core.session_figures import USAGE_KEYS, WRITE_1H_KEY
+from rhapsody.core.pricing import WRITE_1H_KEY
+from rhapsody.core.session_figures import USAGE_KEYS
 from rhapsody.importer.transcript import Aside, Compacted, Item, Queued, Source, Turn
 
 INTERRUPTED = ("No result in the imported transcript: the call was interrupted or its output was lost. "

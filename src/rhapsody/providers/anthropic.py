@@ -22,7 +22,8 @@ import httpx2
 
 from rhapsody.core.errors import ContextTooLong, ModelError
 from rhapsody.core.events import ModelResponse
-from rhapsody.core.session_figures import USAGE_KEYS, WRITE_1H_KEY
+from rhapsody.core.pricing import WRITE_1H_KEY
+from rhapsody.core.session_figures import USAGE_KEYS
 from rhapsody.core.model import ModelEvent
 from rhapsody.core.retry import (
     MAX_RETRY_AFTER,

@@ -21,7 +21,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from rhapsody.core.session_figures import USAGE_KEYS, WRITE_1H_KEY
+from rhapsody.core.pricing import WRITE_1H_KEY
+from rhapsody.core.session_figures import USAGE_KEYS
 from rhapsody.core.events import BlockStopped, TextDelta, ThinkingDelta
 from rhapsody.core.messages import INVALID_KEY, UNPARSED_KEY, Message
 from rhapsody.core.retry import encodable, valid_text
