@@ -3,16 +3,17 @@ the billed input with and without the seams (core/billing.py)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from rhapsody.core.billing import seam_savings, served_by
-from rhapsody.core.errors import HistoryError
+from rhapsody.core.errors import HistoryError, InputError
 from rhapsody.core.history import find_session, read_history
 from rhapsody.core.pricing import price_of, priced
 from rhapsody.core.session_figures import Figures, figures as fold_figures, reported_input
+from rhapsody.core.window import Window, history_window
 
 
 STATS_COLUMNS = ("seam", "context ~tokens", "note added", "strip took", "bytes", "tool calls",
@@ -67,6 +68,21 @@ def saving_line(figures: dict[str, Any]) -> str:
             + f"; each further request saves ~{figures['saving_per_further_request']:,})")
 
 
+def window_of(records: list[dict[str, Any]], model: str, flag: int | None = None) -> Window:
+    """The window the session ran in: `--context-window`, else RHAPSODY_CONTEXT_WINDOW, else what the
+    history shows (core/window.py); a setting that is not a number of tokens is an InputError."""
+    if flag is not None:
+        if flag < 1000:
+            raise InputError(f"--context-window {flag}: a window is at least 1,000 tokens")
+        return history_window(records, model, flag, "--context-window")
+    raw = os.environ.get("RHAPSODY_CONTEXT_WINDOW", "").strip()
+    if raw:
+        if not raw.isdigit() or int(raw) < 1000:
+            raise InputError(f"RHAPSODY_CONTEXT_WINDOW={raw!r}: not a window in tokens (at least 1000)")
+        return history_window(records, model, int(raw), "RHAPSODY_CONTEXT_WINDOW")
+    return history_window(records, model)
+
+
 def session_records(root: Path, session_id: str | None) -> tuple[Path, list[dict[str, Any]]]:
     """The history a command names (an id or prefix, a .jsonl file, or the latest) and its records."""
     given = Path(session_id) if session_id else None
@@ -77,10 +93,12 @@ def session_records(root: Path, session_id: str | None) -> tuple[Path, list[dict
     return path, records
 
 
-def print_stats(root: Path, session_id: str | None, as_json: bool = False, read_mult: float | None = None) -> int:
+def print_stats(root: Path, session_id: str | None, as_json: bool = False, read_mult: float | None = None,
+                window: int | None = None) -> int:
     """Print the seam table and the billed input with and without seams; returns the exit status."""
     path, records = session_records(root, session_id)
     figures = billing(records, read_mult)
+    found = window_of(records, figures["model"], window)
     folded = fold_figures(records)
     totals = folded.usage
     counts = {"request": folded.requests, "tool_run": folded.tool_calls, "violation": folded.violations,
@@ -90,11 +108,14 @@ def print_stats(root: Path, session_id: str | None, as_json: bool = False, read_
                                       "undone", "stripped_calls", "stripped_sha256")} for r in seam_rows(records)]
         # One definition of "requests", as the text line and headless: every request sent, answered or not.
         print(json.dumps({"session": path.stem, **figures, "requests": counts["request"], "usage": totals,
+                          "window": {"tokens": found.tokens, "source": found.source},
                           "cost_usd": round(folded.cost, 6) if folded.priced else None,
                           "counts": counts, "seam_rows": rows}))
         return 0
     _print_table(path, records, totals, counts)
     print(f"cost {folded.cost_text()} (each request at the model that served it)")
+    share = f" (context ~{folded.context:,}, {folded.context / found.tokens:.1%} of it)" if found.tokens else ""
+    print(f"window {found.tokens:,} tokens: {found.source}{share}")
     print(saving_line(figures))
     return 0
 

@@ -24,6 +24,7 @@ from typing import Any, assert_never
 
 from rhapsody.core import records as rec
 from rhapsody.core.pricing import WRITE_1H_KEY, cost, price_of, priced
+from rhapsody.core.window import Evidence, Window, session_window
 
 USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 """The usage the API reports per request; the first three together are the request's input."""
@@ -60,11 +61,19 @@ class Figures:
     folded: int = 0
     answering: str = ""
     """The model the latest request went to: its usage is priced at that model (an imported session mixes them)."""
+    evidence: Evidence = field(default_factory=Evidence)
+    """What the history says about the window it runs in (core/window.py)."""
+    window_setting: int | None = None
+    """The `context_window` setting, when the session has one (the loop sets it)."""
 
     @property
     def window(self) -> int:
-        """The model's context window."""
-        return price_of(self.model)[0].window
+        """The context window the session runs in (core/window.py)."""
+        return self.window_found().tokens
+
+    def window_found(self) -> Window:
+        """The window the session runs in, with where the figure came from."""
+        return session_window(self.model, self.evidence, self.window_setting)
 
     @property
     def cache_ratio(self) -> float | None:
@@ -100,6 +109,7 @@ class Figures:
                 if record.cache_creation_1h_input_tokens:  # billed at 2x, not 1.25x
                     used[WRITE_1H_KEY] = record.cache_creation_1h_input_tokens
                 self._used(used)
+                self.evidence.add({"kind": "usage", **used})
             case rec.ToolRun():
                 self.tool_calls += 1
             case rec.Session() | rec.Model():
@@ -126,9 +136,10 @@ class Figures:
                   | rec.Denial() | rec.MemoryReminder() | rec.Handoff() | rec.HandoffAsked() | rec.SeamTokens()
                   | rec.SeamFailed() | rec.HandoffFailed() | rec.ThinkingCut() | rec.SeamNote() | rec.Tools()
                   | rec.Notice() | rec.Interrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook()
-                  | rec.Checkpoint() | rec.CheckpointFailed() | rec.Restore() | rec.Import()
-                  | rec.Aside() | rec.Compaction() | rec.Other()):
+                  | rec.Checkpoint() | rec.CheckpointFailed() | rec.Restore() | rec.Aside() | rec.Other()):
                 pass
+            case rec.Import() | rec.Compaction():
+                self.evidence.add(record.model_dump())
             case _:
                 assert_never(record)
 
@@ -148,8 +159,9 @@ class Figures:
         return f"seams {self.seams}" + (f" ({self.undone} undone)" if self.undone else "")
 
     def context_text(self) -> str:
-        """"ctx ~4,592 (0.5%)"; no share for a model whose window the price table does not know."""
-        share = f" ({self.context / self.window:.1%})" if self.priced else ""
+        """"ctx ~4,592 (2.3%)" of the window the session runs in; no share for a model whose window is unknown
+        (not in the price table, and no setting)."""
+        share = f" ({self.context / self.window:.1%})" if self.priced or self.window_setting else ""
         return f"ctx ~{self.context:,}{share}"
 
     def cost_text(self) -> str:

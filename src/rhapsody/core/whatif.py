@@ -27,8 +27,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from rhapsody.core.billing import (SEAM_KINDS, Fit, Sent, Split, bill, fit as fit_replay, input_equivalents, replay,
-                                   reported, request_rates, served_by, session_head, size, split_of, total, usd)
+from rhapsody.core.billing import (SEAM_KINDS, Fit, Sent, Split, bill, fit as fit_replay, replay, reported,
+                                   request_rates, served_by, session_head, size, split_of, total, usd)
+from rhapsody.core.pricing import input_equivalents
 from rhapsody.core.context import Conversation
 from rhapsody.core.messages import Message, compact_json
 from rhapsody.core.records import parse
