@@ -167,9 +167,25 @@ def fit(records: list[dict[str, Any]], actual: list[Sent] | None = None) -> Fit:
             missing = reported(sent.usage) - size(base, sent.messages)
             heads[sent.model] = [*base, {"prefix": "x" * (4 * missing - 20)}] if missing > 0 else base
     first = heads[actual[0].model] if actual else base
-    rebuilt = sum(size(heads[s.model], s.messages) for s in actual)
+    rebuilt = sum(sum(_tokens(p) for p in heads[s.model]) + n for s, n in zip(actual, _message_tokens(actual)))
     total = sum(reported(s.usage) for s in actual)
     return Fit(first, total / rebuilt if rebuilt else 1.0, {m: h for m, h in heads.items() if h is not first})
+
+
+def _message_tokens(sent: list[Sent]) -> list[int]:
+    """The messages' tokens of each request, as `size` counts them, each new message counted once (consecutive
+    requests share most of theirs)."""
+    prev: list[Message] = []
+    running: list[int] = [0]
+    out = []
+    for request in sent:
+        same = _shared(prev, request.messages)
+        running = running[: same + 1]
+        for message in request.messages[same:]:
+            running.append(running[-1] + max(1, -(-message.api_size[1] // 4)))
+        prev = request.messages
+        out.append(running[-1])
+    return out
 
 
 def size(head: list[Any], messages: list[Message]) -> int:
