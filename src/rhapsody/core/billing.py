@@ -265,12 +265,14 @@ class CacheModel:
             self._cache[runs[i]] = (ts, max(life, kept[1]) if kept and kept[0] + kept[1] >= ts else life)
         return totals[-1], read, written
 
-    def price(self, ts: float, messages: list[Message], read_mult: float | None = None) -> tuple[int, float]:
-        """(input tokens, billed equivalents) of one request sent at `ts` with 5-minute writes, its cache reads
-        at `read_mult` (the model's rate of the request; the model's default when None)."""
-        tokens, read, written = self.split(ts, messages)
+    def price(self, ts: float, messages: list[Message], read_mult: float | None = None,
+              ttl: float = TTL) -> tuple[int, float]:
+        """(input tokens, billed equivalents) of one request sent at `ts`, its cache reads at `read_mult` (the
+        model's rate of the request; the model's default when None), both breakpoints written with a lifetime
+        of `ttl` seconds (past 5 minutes: the 1-hour cache, its writes at 2x)."""
+        tokens, read, written = self.split(ts, messages, (ttl, ttl))
         mult = self.read_mult if read_mult is None else read_mult
-        return tokens, sum(written.values()) * WRITE_5M_MULT + read * mult
+        return tokens, sum(written.values()) * (WRITE_1H_MULT if ttl > TTL else WRITE_5M_MULT) + read * mult
 
     def _alive(self, digest: str, ts: float) -> bool:
         entry = self._cache.get(digest)
