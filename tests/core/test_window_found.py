@@ -44,7 +44,7 @@ def test_a_claude_code_session_that_compacted_ran_in_200k_whatever_the_model_tab
     session = imported(project, claude_session(300, model=OPUS_46), tmp_path)
     report = what_if(project, session)
     assert report["window"]["tokens"] == 200_000
-    assert report["window"]["source"].startswith("the source compacted at ") and "a 200k window" in report["window"]["source"]
+    assert report["window"]["source"].startswith("the source compacted on its own at ") and "a 200k window" in report["window"]["source"]
     (share,) = report["policies"]
     assert share["seams"] > 0  # 0.4 of 200k is reached; of 1M it never was
     wider = what_if(project, session, "--context-window", "1000000")
@@ -52,7 +52,7 @@ def test_a_claude_code_session_that_compacted_ran_in_200k_whatever_the_model_tab
     env = what_if(project, session, RHAPSODY_CONTEXT_WINDOW="400000")
     assert env["window"] == {"tokens": 400_000, "source": "RHAPSODY_CONTEXT_WINDOW"}
     text = rhapsody("stats", session, cwd=project)
-    assert "window 200,000 tokens: the source compacted at " in text.stdout
+    assert "window 200,000 tokens: the source compacted on its own at " in text.stdout
 
 
 def test_a_session_whose_requests_passed_200k_ran_in_the_1m_window(project: Path, tmp_path: Path) -> None:
@@ -66,6 +66,9 @@ def test_a_session_whose_requests_passed_200k_ran_in_the_1m_window(project: Path
 
 def test_without_a_sign_the_window_is_the_standard_one_and_says_so() -> None:
     claude_code = Evidence(imported="claude-code", peak=40_000)
+    manual = Evidence(imported="claude-code")
+    manual.add({"kind": "compaction", "boundary": 3, "trigger": "manual", "pre_tokens": 16_000})
+    assert "Claude Code's standard window" in session_window(OPUS_46, manual).source  # a /compact says nothing
     assert session_window(OPUS_46, claude_code).tokens == 200_000
     assert "Claude Code's standard window" in session_window(OPUS_46, claude_code).source
     assert session_window(f"{OPUS_46}[1m]", claude_code).tokens == 1_000_000

@@ -124,3 +124,10 @@ def test_the_replay_of_the_parallel_import_as_it_happened_is_its_reported_bill(p
     report = json.loads(result.stdout)
     assert abs(report["replay_error"]) < 0.02
     assert report["replay"]["reported"]["write_5m"] == 0 and report["replay"]["replayed"]["write_5m"] == 0  # all 1-hour
+
+
+def test_the_import_line_says_how_many_calls_have_no_result_and_the_window(project: Path) -> None:
+    result = rhapsody("import", str(SOURCE), cwd=project)
+    assert result.returncode == 0, result.stderr
+    assert "14 tool calls (1 without a result in the file)" in result.stdout
+    assert "window 200,000: the source compacted on its own at 167,117 tokens" in result.stdout

@@ -8,8 +8,9 @@ the what-if (`session_window`), found in this order and stated with its source:
 2. the window the source reported (a Codex rollout's `model_context_window`);
 3. a model id that names the 1M context (`…[1m]`, `…-1m`);
 4. a request whose reported input passed 200k: the 1M context was on;
-5. a compaction (an imported Claude Code `compact_boundary`): the window it compacted in,
-   200k for `preTokens` up to 200k (Claude Code compacts at about 167k of 200k);
+5. an automatic compaction (an imported Claude Code `compact_boundary`, trigger not
+   `manual`): the window it compacted in, 200k for `preTokens` up to 200k (Claude Code
+   compacts on its own at about 167k of 200k);
 6. an imported Claude Code session: 200k, Claude Code's standard window for Claude models
    unless the 1M context is turned on (which 3-5 would show);
 7. the model table (core/pricing.py: Claude models 1M, the 4.5 generation 200K), else
@@ -76,7 +77,8 @@ class Evidence:
             self.imported = str(record.get("format", ""))
             window = record.get("context_window")
             self.reported = window if isinstance(window, int) and not isinstance(window, bool) else 0
-        elif kind == "compaction" and isinstance(record.get("pre_tokens"), int):
+        elif kind == "compaction" and isinstance(record.get("pre_tokens"), int) and record.get("trigger") != "manual":
+            # a compaction the source made on its own came near its window; one a person asked for says nothing
             self.compacted_at = max(self.compacted_at, int(record["pre_tokens"]))
 
 
@@ -96,8 +98,8 @@ def session_window(model: str, evidence: Evidence, setting: int | None = None,
         return Window(ONE_MILLION, f"a request of {evidence.peak:,} tokens: more than 200k, so the 1M context was on")
     if evidence.compacted_at:
         size = STANDARD if evidence.compacted_at <= STANDARD else ONE_MILLION
-        return Window(size, f"the source compacted at {evidence.compacted_at:,} tokens (compaction preTokens): "
-                            f"a {size // 1000:,}k window")
+        return Window(size, f"the source compacted on its own at {evidence.compacted_at:,} tokens (compaction "
+                            f"preTokens): a {size // 1000:,}k window")
     if evidence.imported == "claude-code" and "claude" in model:
         return Window(STANDARD, "Claude Code's standard window for Claude models (no sign of the 1M context)")
     if priced(model):
