@@ -57,7 +57,9 @@ def last_failure(runs: list[dict[str, Any]], outputs: dict[str, str]) -> str:
     run = failures[-1]
     output = outputs.get(run.get("tool_use_id", ""), "")
     later_ok = any(r.get("command") == run["command"] and not failed(r) for r in runs[runs.index(run) + 1:])
-    lines = [f"### Last failing command (exit {run.get('exit_code')}; verbatim)", f"`{run['command']}`"]
+    code = run.get("exit_code")
+    status = f"exit {code}; verbatim" if code is not None else "verbatim; its source states no exit status"
+    lines = [f"### Last failing command ({status})", f"`{run['command']}`"]
     if later_ok:
         lines.append("(a later run of the same command succeeded)")
     text = tail(output)

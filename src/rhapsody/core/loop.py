@@ -50,6 +50,7 @@ class Agent:
         self.ctx = ToolContext(session.root, session, policy.bash_timeout, policy.output_cap)
         self.busy = False
         self._threshold = HandoffThreshold(policy.handoff_at_tokens, policy.handoff_at_share, policy.context_window)
+        session.figures.window_setting = policy.context_window  # the status bar's share, of the same window
         self.unsaid: list[Event] = []
         """What a turn closed by its consumer could not say (see `take_unsaid`)."""
 

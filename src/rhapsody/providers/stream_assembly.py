@@ -21,6 +21,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from rhapsody.core.pricing import WRITE_1H_KEY
 from rhapsody.core.session_figures import USAGE_KEYS
 from rhapsody.core.events import BlockStopped, TextDelta, ThinkingDelta
 from rhapsody.core.messages import INVALID_KEY, UNPARSED_KEY, Message
@@ -109,6 +110,9 @@ class Assembly:
             value = getattr(usage, key, None)
             if value is not None:
                 self.usage[key] = int(value)
+        hour = getattr(getattr(usage, "cache_creation", None), "ephemeral_1h_input_tokens", None)
+        if isinstance(hour, int) and hour > 0:  # 1-hour writes bill at 2x, not 1.25x
+            self.usage[WRITE_1H_KEY] = hour
 
     def message(self) -> Message:
         """The assembled message; raises MalformedStream when the stream was incomplete."""
