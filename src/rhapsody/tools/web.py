@@ -8,6 +8,12 @@ with the new address, so fetching it goes through the permission check again (wh
 host unless a `web_fetch:HOST` rule allows it; core.permissions). Secrets in the page are
 masked by the toolbox like every tool result.
 
+Addresses, not text: the host is resolved once per call (a literal in any spelling is read,
+never looked up), every address is decided (`decide_addresses`: off the public internet only
+when a rule names it), and the connection goes to the address that was decided, the URL's host
+kept in the Host header and the TLS server name, so a second lookup cannot swap it. Every
+redirect hop is decided again.
+
 The only importer of httpx2 outside the model adapters (pyproject's contracts).
 """
 
@@ -15,12 +21,16 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
+from collections.abc import Awaitable, Callable
 from typing import ClassVar
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin, urlsplit, urlunsplit
 
 import httpx2
 from pydantic import BaseModel, Field
 
+from rhapsody.core.addresses import IP, literal
+from rhapsody.core.permissions import Rules, decide_addresses, fetch_refusal
 from rhapsody.core.tools import Tool, ToolContext, ToolFailure, ToolOutcome
 from rhapsody.prompts import load
 
@@ -32,6 +42,14 @@ MAX_REDIRECTS = 5
 TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml+xml", "application/javascript",
               "application/x-yaml", "application/yaml", "application/toml")
 USER_AGENT = "rhapsody-web-fetch (+https://github.com/rhapsody)"
+Resolver = Callable[[str, int], Awaitable[list[str]]]
+"""Resolves a host name and port to its addresses (text); the system's resolver unless a test points it elsewhere."""
+
+
+async def system_resolver(host: str, port: int) -> list[str]:
+    """The addresses the system's resolver gives for `host`."""
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [str(info[4][0]) for info in infos]
 
 
 class FetchInput(BaseModel):
@@ -47,9 +65,11 @@ class WebFetch(Tool):
     writes: ClassVar[bool] = False
     reads_files: ClassVar[bool] = False
 
-    def __init__(self, max_bytes: int = MAX_BYTES, timeout: float = TIMEOUT) -> None:
+    def __init__(self, max_bytes: int = MAX_BYTES, timeout: float = TIMEOUT,
+                 resolver: Resolver = system_resolver) -> None:
         self.max_bytes = max_bytes
         self.timeout = timeout
+        self.resolver = resolver
 
     def argument_of(self, args: FetchInput) -> str:
         """The URL: permissions read its host."""
@@ -59,26 +79,51 @@ class WebFetch(Tool):
         """Fetch, convert, cap."""
         checked(args.url)
         try:
-            return await asyncio.wait_for(self._fetch(args.url, ctx.output_cap), self.timeout)
+            return await asyncio.wait_for(self._fetch(args.url, ctx), self.timeout)
         except TimeoutError:
             raise ToolFailure(f"{args.url}: no complete answer within {self.timeout:g} s") from None
         except httpx2.HTTPError as exc:
             raise ToolFailure(f"{args.url}: {type(exc).__name__}: {exc or 'request failed'}") from None
 
-    async def _fetch(self, url: str, cap: int) -> ToolOutcome:
+    async def _fetch(self, url: str, ctx: ToolContext) -> ToolOutcome:
         async with httpx2.AsyncClient(follow_redirects=False, timeout=self.timeout, trust_env=False,
                                       headers={"user-agent": USER_AGENT}) as client:
+            pinned: dict[str, tuple[IP, ...]] = {}
             for _ in range(MAX_REDIRECTS + 1):
-                async with client.stream("GET", url) as response:
+                parts = urlsplit(url)
+                address = await self._decided(parts.hostname or "", parts.port or _PORTS[parts.scheme], ctx.rules,
+                                              pinned)
+                async with client.stream("GET", _at(url, address), headers={"host": parts.netloc},
+                                         extensions=_server_name(parts.hostname or "")) as response:
                     target = _redirect(url, response)
                     if target is None:
-                        return await self._answer(url, response, cap)
-                if urlsplit(target).hostname != urlsplit(url).hostname:
-                    return ToolOutcome(f"{url} redirects to another site: {target}\nFetch that address if you "
-                                       "still need it (the human is asked again for the new site).",
-                                       facts={"url": url, "redirect": target})
+                        return await self._answer(url, response, ctx.output_cap)
+                if urlsplit(target).hostname != parts.hostname:
+                    return _elsewhere(url, target, ctx.rules)
                 url = checked(target)
         raise ToolFailure(f"{url}: more than {MAX_REDIRECTS} redirects")
+
+    async def _decided(self, host: str, port: int, rules: Rules, pinned: dict[str, tuple[IP, ...]]) -> IP:
+        """The address to connect to: the host resolved once per call, each address decided on every hop."""
+        if host not in pinned:
+            pinned[host] = await self._addresses(host, port)
+        decision = decide_addresses(rules, host, pinned[host])
+        if decision.verdict == "deny":
+            raise ToolFailure(f"Not fetched: {decision.reason}")
+        return pinned[host][0]
+
+    async def _addresses(self, host: str, port: int) -> tuple[IP, ...]:
+        address = literal(host)
+        if address is not None:
+            return (address,)
+        try:
+            found = await self.resolver(host, port)
+        except (OSError, UnicodeError) as exc:
+            raise ToolFailure(f"{host}: the name does not resolve ({exc})") from None
+        addresses = tuple(dict.fromkeys(a for a in map(literal, found) if a is not None))
+        if not addresses:
+            raise ToolFailure(f"{host}: the name resolves to no address")
+        return addresses
 
     async def _answer(self, url: str, response: httpx2.Response, cap: int) -> ToolOutcome:
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -103,9 +148,40 @@ def checked(url: str) -> str:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ToolFailure(f"{url!r} is not an http or https address with a host")
+    try:
+        parts.port
+    except ValueError:
+        raise ToolFailure(f"{url!r} names a port that is not a number from 0 to 65535") from None
     if parts.username or parts.password:
         raise ToolFailure("addresses with a user name or password are refused (nothing secret leaves)")
     return url
+
+
+_PORTS = {"http": 80, "https": 443}
+
+
+def _at(url: str, address: IP) -> str:
+    """The URL with its host replaced by the decided address, so the connection goes nowhere else."""
+    parts = urlsplit(url)
+    host = f"[{address}]" if address.version == 6 else str(address)
+    return urlunsplit((parts.scheme, f"{host}:{parts.port or _PORTS[parts.scheme]}", parts.path or "/",
+                       parts.query, ""))
+
+
+def _server_name(host: str) -> dict[str, object]:
+    """The TLS server name (and the name certificates are checked against): the URL's host, when a name."""
+    return {} if literal(host) is not None else {"sni_hostname": host}
+
+
+def _elsewhere(url: str, target: str, rules: Rules) -> ToolOutcome:
+    """A redirect to another host: its address goes back to the model, or the refusal when rules refuse it."""
+    refused = fetch_refusal(rules, target)
+    if refused is not None:
+        return ToolOutcome(f"{url} redirects to {target}, which is not fetched: {refused.reason}", is_error=True,
+                           facts={"url": url, "redirect": target})
+    return ToolOutcome(f"{url} redirects to another site: {target}\nFetch that address if you "
+                       "still need it (the human is asked again for the new site).",
+                       facts={"url": url, "redirect": target})
 
 
 def _redirect(url: str, response: httpx2.Response) -> str | None:
