@@ -2,7 +2,8 @@
 
 The sandbox has no network, rightly; this tool is the one door, and it is narrow: http and
 https only, a GET with no cookies or credentials, a time limit for the whole fetch, a byte
-limit on what is read, text content types only (HTML becomes Markdown through markdownify),
+limit on what is read, text content types only (HTML becomes Markdown through markdownify, in
+a worker process the time limit ends: tools/web_page.py),
 and redirects followed only within the same host. A redirect to another host ends the call
 with the new address, so fetching it goes through the permission check again (which asks per
 host unless a `web_fetch:HOST` rule allows it; core.permissions). Secrets in the page are
@@ -20,9 +21,10 @@ The only importer of httpx2 outside the model adapters (pyproject's contracts).
 from __future__ import annotations
 
 import asyncio
-import re
 import socket
+import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import ClassVar
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
@@ -33,6 +35,7 @@ from rhapsody.core.addresses import IP, literal
 from rhapsody.core.permissions import Rules, decide_addresses, fetch_refusal
 from rhapsody.core.tools import Tool, ToolContext, ToolFailure, ToolOutcome
 from rhapsody.prompts import load
+from rhapsody.tools import web_page
 
 MAX_BYTES = 2_000_000
 """Bytes of a response body read; the rest is not downloaded."""
@@ -133,7 +136,7 @@ class WebFetch(Tool):
             raise ToolFailure(f"{url} is not text ({kind}, {size} bytes): web_fetch reads text pages only")
         body, whole = await _read(response, self.max_bytes)
         text = body.decode(response.encoding or "utf-8", errors="replace")
-        page = to_markdown(text) if kind in ("text/html", "application/xhtml+xml") or (not kind and "<html" in text[:500].lower()) else text
+        page = await to_markdown(text) if kind in ("text/html", "application/xhtml+xml") or (not kind and "<html" in text[:500].lower()) else text
         notes = [] if whole else [f"[download stopped at {self.max_bytes:,} bytes]"]
         if len(page) > cap:
             notes.append(f"[page cut at {cap:,} of {len(page):,} characters]")
@@ -201,18 +204,20 @@ async def _read(response: httpx2.Response, limit: int) -> tuple[bytes, bool]:
     return bytes(body), True
 
 
-_FURNITURE = re.compile(r"<(script|style|noscript|iframe|svg|template)\b.*?</\1\s*>", re.IGNORECASE | re.DOTALL)
+async def to_markdown(html: str) -> str:
+    """HTML as Markdown, converted in a worker process (tools/web_page.py) that ends with the fetch's time.
 
-
-def to_markdown(html: str) -> str:
-    """HTML as Markdown, scripts, styles and page furniture left out, blank runs collapsed."""
-    from markdownify import markdownify
-
-    html = _FURNITURE.sub("", html)
-    text = markdownify(html, heading_style="ATX", strip=["img"])
-    lines = [line.rstrip() for line in text.splitlines()]
-    out: list[str] = []
-    for line in lines:
-        if line or (out and out[-1]):
-            out.append(line)
-    return "\n".join(out).strip()
+    Cancelling the caller (web_fetch's time limit) kills the worker: no parse outlives the call."""
+    worker = await asyncio.create_subprocess_exec(
+        sys.executable, "-I", str(Path(web_page.__file__)), stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={}, start_new_session=True)
+    try:
+        page, why = await worker.communicate(html.encode("utf-8", errors="replace"))
+    finally:
+        if worker.returncode is None:
+            worker.kill()
+            await worker.wait()
+    if worker.returncode != 0:
+        reason = why.decode(errors="replace").strip().splitlines()[-1:] or [f"exit {worker.returncode}"]
+        raise ToolFailure(f"the page could not be converted to Markdown: {reason[0]}")
+    return page.decode("utf-8", errors="replace")
