@@ -36,6 +36,8 @@ class Service:
     address: str
     port: int
     seen: list[str] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
+    """The Host header of each request."""
 
 
 def serve(address: str, port: int, body: str, redirect_to: str = "") -> tuple[ThreadingHTTPServer, Service]:
@@ -44,6 +46,7 @@ def serve(address: str, port: int, body: str, redirect_to: str = "") -> tuple[Th
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             service.seen.append(self.path)
+            service.hosts.append(self.headers.get("host", ""))
             location = redirect_to if self.path == "/hop" else "/page" if self.path == "/same" else ""
             self.send_response(302 if location else 200)
             if location:
@@ -192,3 +195,16 @@ async def test_a_name_resolving_to_the_loopback_is_refused_after_the_human_allow
     assert asked[0] == "ask mode asks before fetching from status.example"
     assert asked[1] == "ask mode asks before fetching from 0x08080808 (0x08080808 is 8.8.8.8)"
     assert len(asked) == 2 and private.seen == [] and SECRET_BODY not in str(results(stub))
+
+
+async def test_the_name_travels_in_the_host_header_while_the_connection_goes_to_the_decided_address(
+        stub: Stub, project: Path, services: tuple[Service, Service]) -> None:
+    _, public = services
+    resolver = Resolver("127.0.0.2")
+    stub.script(*fetches([f"http://Bücher.example:{public.port}/page"]), say("Read."))
+    wiring = stub.wire(project, permission_mode="yolo", allow=["web_fetch:127.0.0.2"])
+    wiring.agent.toolbox.tools["web_fetch"] = WebFetch(resolver=resolver)
+    await collect(wiring.agent.run("read the docs"))
+    [answer] = results(stub)
+    assert PUBLIC_BODY in answer["content"]
+    assert resolver.asked == ["xn--bcher-kva.example"] and public.hosts == [f"xn--bcher-kva.example:{public.port}"]

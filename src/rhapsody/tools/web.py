@@ -94,10 +94,11 @@ class WebFetch(Tool):
             pinned: dict[str, tuple[IP, ...]] = {}
             for _ in range(MAX_REDIRECTS + 1):
                 parts = urlsplit(url)
-                address = await self._decided(parts.hostname or "", parts.port or _PORTS[parts.scheme], ctx.rules,
-                                              pinned)
-                async with client.stream("GET", _at(url, address), headers={"host": parts.netloc},
-                                         extensions=_server_name(parts.hostname or "")) as response:
+                name = _wire_name(parts.hostname or "")
+                address = await self._decided(name, parts.port or _PORTS[parts.scheme], ctx.rules, pinned)
+                host = (f"[{name}]" if ":" in name else name) + (f":{parts.port}" if parts.port is not None else "")
+                async with client.stream("GET", _at(url, address), headers={"host": host},
+                                         extensions=_server_name(name)) as response:
                     target = _redirect(url, response)
                     if target is None:
                         return await self._answer(url, response, ctx.output_cap)
@@ -169,6 +170,16 @@ def _at(url: str, address: IP) -> str:
     host = f"[{address}]" if address.version == 6 else str(address)
     return urlunsplit((parts.scheme, f"{host}:{parts.port or _PORTS[parts.scheme]}", parts.path or "/",
                        parts.query, ""))
+
+
+def _wire_name(host: str) -> str:
+    """The host as it goes on the wire and to the resolver: IDNA for a name that is not ASCII."""
+    if host.isascii():
+        return host
+    try:
+        return httpx2.URL(f"http://{host}/").raw_host.decode("ascii")
+    except (httpx2.InvalidURL, UnicodeError):
+        raise ToolFailure(f"{host!r} is not a valid host name") from None
 
 
 def _server_name(host: str) -> dict[str, object]:
