@@ -6,6 +6,9 @@ plays the allowed public site (names reach it through a resolver the test points
 
 from __future__ import annotations
 
+import shutil
+import ssl
+import subprocess
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -40,7 +43,8 @@ class Service:
     """The Host header of each request."""
 
 
-def serve(address: str, port: int, body: str, redirect_to: str = "") -> tuple[ThreadingHTTPServer, Service]:
+def serve(address: str, port: int, body: str, redirect_to: str = "",
+          tls: ssl.SSLContext | None = None) -> tuple[ThreadingHTTPServer, Service]:
     service = Service(address, port)
 
     class Handler(BaseHTTPRequestHandler):
@@ -61,6 +65,8 @@ def serve(address: str, port: int, body: str, redirect_to: str = "") -> tuple[Th
 
     server = ThreadingHTTPServer((address, port), Handler)
     server.daemon_threads = True
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
     service.port = server.server_address[1]
     threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
     return server, service
@@ -208,3 +214,38 @@ async def test_the_name_travels_in_the_host_header_while_the_connection_goes_to_
     [answer] = results(stub)
     assert PUBLIC_BODY in answer["content"]
     assert resolver.asked == ["xn--bcher-kva.example"] and public.hosts == [f"xn--bcher-kva.example:{public.port}"]
+
+
+def certificate(folder: Path, name: str) -> tuple[Path, Path]:
+    """A self-signed certificate for `name` (the openssl command), and its key."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed (apt-get install openssl)")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", f"/CN={name}", "-addext", f"subjectAltName=DNS:{name}"],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+async def test_over_https_the_certificate_is_checked_against_the_name_not_the_decided_address(
+        stub: Stub, project: Path, tmp_path: Path) -> None:
+    cert, key = certificate(tmp_path, "docs.example")
+    names: list[str | None] = []
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    tls.sni_callback = lambda sock, name, context: names.append(name)
+    server, public = serve("127.0.0.2", 0, PUBLIC_BODY, tls=tls)
+    try:
+        stub.script(*fetches([f"https://docs.example:{public.port}/page", f"https://mirror.example:{public.port}/page"]),
+                    say("One answered."))
+        wiring = stub.wire(project, permission_mode="yolo", allow=["web_fetch:127.0.0.2"])
+        trusting = ssl.create_default_context(cafile=str(cert))
+        wiring.agent.toolbox.tools["web_fetch"] = WebFetch(resolver=Resolver("127.0.0.2"), verify=trusting)
+        await collect(wiring.agent.run("read the docs"))
+    finally:
+        server.shutdown()
+        server.server_close()
+    named, other = results(stub)
+    assert PUBLIC_BODY in named["content"] and public.hosts == [f"docs.example:{public.port}"]
+    assert other["is_error"] is True and "certificate" in other["content"].lower()
+    assert names[:2] == ["docs.example", "mirror.example"] and public.seen == ["/page"]

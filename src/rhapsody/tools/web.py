@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -69,10 +70,12 @@ class WebFetch(Tool):
     reads_files: ClassVar[bool] = False
 
     def __init__(self, max_bytes: int = MAX_BYTES, timeout: float = TIMEOUT,
-                 resolver: Resolver = system_resolver) -> None:
+                 resolver: Resolver = system_resolver, verify: ssl.SSLContext | bool = True) -> None:
         self.max_bytes = max_bytes
         self.timeout = timeout
         self.resolver = resolver
+        self.verify = verify
+        """How https certificates are checked: the system's trust store unless given a context (a local CA)."""
 
     def argument_of(self, args: FetchInput) -> str:
         """The URL: permissions read its host."""
@@ -90,7 +93,7 @@ class WebFetch(Tool):
 
     async def _fetch(self, url: str, ctx: ToolContext) -> ToolOutcome:
         async with httpx2.AsyncClient(follow_redirects=False, timeout=self.timeout, trust_env=False,
-                                      headers={"user-agent": USER_AGENT}) as client:
+                                      headers={"user-agent": USER_AGENT}, verify=self.verify) as client:
             pinned: dict[str, tuple[IP, ...]] = {}
             for _ in range(MAX_REDIRECTS + 1):
                 parts = urlsplit(url)
