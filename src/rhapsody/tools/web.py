@@ -36,7 +36,7 @@ from rhapsody.core.addresses import IP, literal
 from rhapsody.core.permissions import Rules, decide_addresses, fetch_refusal
 from rhapsody.core.tools import Tool, ToolContext, ToolFailure, ToolOutcome
 from rhapsody.prompts import load
-from rhapsody.tools import web_page
+from rhapsody.tools import procs, web_page
 
 MAX_BYTES = 2_000_000
 """Bytes of a response body read; the rest is not downloaded."""
@@ -222,16 +222,9 @@ async def to_markdown(html: str) -> str:
     """HTML as Markdown, converted in a worker process (tools/web_page.py) that ends with the fetch's time.
 
     Cancelling the caller (web_fetch's time limit) kills the worker: no parse outlives the call."""
-    worker = await asyncio.create_subprocess_exec(
-        sys.executable, "-I", str(Path(web_page.__file__)), stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={}, start_new_session=True)
-    try:
-        page, why = await worker.communicate(html.encode("utf-8", errors="replace"))
-    finally:
-        if worker.returncode is None:
-            worker.kill()
-            await worker.wait()
-    if worker.returncode != 0:
-        reason = why.decode(errors="replace").strip().splitlines()[-1:] or [f"exit {worker.returncode}"]
+    status, page, why = await procs.piped([sys.executable, "-I", str(Path(web_page.__file__))],
+                                          html.encode("utf-8", errors="replace"), env={})
+    if status != 0:
+        reason = why.decode(errors="replace").strip().splitlines()[-1:] or [f"exit {status}"]
         raise ToolFailure(f"the page could not be converted to Markdown: {reason[0]}")
     return page.decode("utf-8", errors="replace")
