@@ -15,7 +15,9 @@ import pytest
 from markdown_it import MarkdownIt
 
 from rhapsody.cli import main
+from rhapsody.commands.export import md_line
 from rhapsody.commands.md_escape import escaped_markdown, fenced, inert, plain, unsafe
+from rhapsody.view.render import Line
 from rhapsody.loopback.script import call, say
 
 from tests.conftest import Stub, collect
@@ -78,3 +80,9 @@ def test_every_text_made_inert_or_plain_renders_no_html_image_or_link() -> None:
         assert not any(unsafe(fenced(text))), repr(text)
         escaped_alone_held += not any(unsafe(escaped_markdown(text)))
     assert escaped_alone_held > 2500  # the readable form is the usual one; fencing whole is the exception
+
+
+def test_a_folded_line_whose_title_spans_lines_stays_one_html_block() -> None:
+    title = "⊘ bash echo a\n\n![x](https://beacon.example/t.png)\n\n<img src=x>"
+    folded = md_line(Line("tool", title, body="out"))
+    assert foreign(folded) == [] and folded.startswith("<details><summary>⊘ bash echo a ![x]")

@@ -178,6 +178,7 @@ def _md_folded(summary: str, body: str) -> str:
     shown, note = capped(body, MD_CAP)
     fence = "`" * max(3, _longest_backticks(shown) + 1)
     tail = f"\n\n_{note}_" if note else ""
+    summary = " ".join(part for part in summary.splitlines() if part.strip())  # one line: a blank one would end the HTML block early
     return (f"<details><summary>{escape(summary)}</summary>\n\n{fence}text\n{shown}\n{fence}{tail}\n\n</details>")
 
 
