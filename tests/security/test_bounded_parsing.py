@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from rhapsody.cli import main
 from rhapsody.core.history import read_history
 from rhapsody.core.last_failure import failed_tests
 from rhapsody.loopback.script import call, say
@@ -164,3 +165,20 @@ def test_a_memory_file_built_to_backtrack_is_audited_in_linear_time(project: Pat
     findings = audit(project, "memory")
     assert time.monotonic() - started < 2
     assert [f.message for f in findings] == ["link to gone.md that no longer exists"]
+
+
+def test_a_history_line_nested_without_end_is_a_skipped_line_not_an_internal_error(
+        project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    records = [{"v": 1, "seq": 0, "ts": 1.0, "kind": "session", "session": "s1", "model": "claude-sonnet-4-5",
+                "system": ""},
+               {"v": 1, "seq": 1, "ts": 1.0, "kind": "message", "role": "user",
+                "content": [{"type": "text", "text": "go"}]}]
+    deep = '{"kind": "notice", "text": ' + "[" * 200_000 + "]" * 200_000 + "}"
+    history = tmp_path / "deep.jsonl"
+    history.write_text("\n".join([json.dumps(records[0]), deep, json.dumps(records[1])]) + "\n")
+    started = time.monotonic()
+    assert read_history(history).skipped == 1
+    assert main(["stats", str(history), "--cwd", str(project)]) == 0
+    assert time.monotonic() - started < 5
+    out, err = capsys.readouterr()
+    assert "internal error" not in out + err and "cost $0.00" in out
