@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from rhapsody.cli import main
+from rhapsody.core.events import TurnEnded
 from rhapsody.core.history import read_history
 from rhapsody.core.last_failure import failed_tests
 from rhapsody.loopback.script import call, say
@@ -28,6 +29,7 @@ from rhapsody.memory.audit import audit
 from rhapsody.tools.web import TIMEOUT, WebFetch
 
 from tests.conftest import Stub, collect
+from tests.core.test_hooks import WRITE, hook, script
 
 UNCLOSED_SCRIPTS = "<html><body><h1>Release notes</h1>" + "<script>" * 125_000  # 1 MB
 DEEP = "<html><body>" + "<div>" * 6_000 + "deep" + "</div>" * 6_000  # markdownify's time grows with depth squared
@@ -182,3 +184,13 @@ def test_a_history_line_nested_without_end_is_a_skipped_line_not_an_internal_err
     assert time.monotonic() - started < 5
     out, err = capsys.readouterr()
     assert "internal error" not in out + err and "cost $0.00" in out
+
+
+async def test_a_hook_answering_json_nested_without_end_is_plain_output_and_the_call_runs(
+        stub: Stub, project: Path, tmp_path: Path) -> None:
+    deep = script(tmp_path, "deep.py", "#!/usr/bin/env python3\n"
+                  "print('{\"hookSpecificOutput\": ' + '[' * 200000 + ']' * 200000 + '}')\n")
+    stub.script(call(WRITE, "write_file", path="notes.txt", content="hi"), say("Written."))
+    wiring = stub.wire(project, hooks=hook("PreToolUse", deep))
+    events = await collect(wiring.agent.run("write notes"))
+    assert (project / "notes.txt").read_text() == "hi" and isinstance(events[-1], TurnEnded)
