@@ -249,3 +249,31 @@ async def test_over_https_the_certificate_is_checked_against_the_name_not_the_de
     assert PUBLIC_BODY in named["content"] and public.hosts == [f"docs.example:{public.port}"]
     assert other["is_error"] is True and "certificate" in other["content"].lower()
     assert names[:2] == ["docs.example", "mirror.example"] and public.seen == ["/page"]
+
+
+
+async def two_addresses(host: str, port: int) -> list[str]:
+    return ["127.0.0.3", "127.0.0.2"]  # nothing listens on the first
+
+
+async def test_a_name_with_several_addresses_is_fetched_from_the_first_decided_one_that_answers(
+        stub: Stub, project: Path, services: tuple[Service, Service]) -> None:
+    private, public = services
+    stub.script(*fetches([f"http://docs.example:{public.port}/page"]), say("Read."))
+    wiring = stub.wire(project, permission_mode="yolo", allow=["web_fetch:127.0.0.2", "web_fetch:127.0.0.3"])
+    wiring.agent.toolbox.tools["web_fetch"] = WebFetch(resolver=two_addresses)
+    await collect(wiring.agent.run("read the docs"))
+    [answer] = results(stub)
+    assert PUBLIC_BODY in answer["content"] and public.seen == ["/page"] and private.seen == []
+
+
+async def test_every_address_a_name_resolves_to_is_decided_not_only_the_first(
+        stub: Stub, project: Path, services: tuple[Service, Service]) -> None:
+    _, public = services
+    stub.script(*fetches([f"http://docs.example:{public.port}/page"]), say("Refused."))
+    wiring = stub.wire(project, permission_mode="yolo", allow=["web_fetch:127.0.0.2"])
+    wiring.agent.toolbox.tools["web_fetch"] = WebFetch(resolver=two_addresses)
+    await collect(wiring.agent.run("read the docs"))
+    [answer] = results(stub)
+    assert answer["is_error"] is True and "docs.example is 127.0.0.3, this machine" in answer["content"]
+    assert public.seen == []

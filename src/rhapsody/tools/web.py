@@ -98,26 +98,28 @@ class WebFetch(Tool):
             for _ in range(MAX_REDIRECTS + 1):
                 parts = urlsplit(url)
                 name = _wire_name(parts.hostname or "")
-                address = await self._decided(name, parts.port or _PORTS[parts.scheme], ctx.rules, pinned)
-                host = (f"[{name}]" if ":" in name else name) + (f":{parts.port}" if parts.port is not None else "")
-                async with client.stream("GET", _at(url, address), headers={"host": host},
-                                         extensions=_server_name(name)) as response:
+                addresses = await self._decided(name, parts.port or _PORTS[parts.scheme], ctx.rules, pinned)
+                response = await _send(client, url, name, addresses)
+                try:
                     target = _redirect(url, response)
                     if target is None:
                         return await self._answer(url, response, ctx.output_cap)
+                finally:
+                    await response.aclose()
                 if urlsplit(target).hostname != parts.hostname:
                     return _elsewhere(url, target, ctx.rules)
                 url = checked(target)
         raise ToolFailure(f"{url}: more than {MAX_REDIRECTS} redirects")
 
-    async def _decided(self, host: str, port: int, rules: Rules, pinned: dict[str, tuple[IP, ...]]) -> IP:
-        """The address to connect to: the host resolved once per call, each address decided on every hop."""
+    async def _decided(self, host: str, port: int, rules: Rules,
+                       pinned: dict[str, tuple[IP, ...]]) -> tuple[IP, ...]:
+        """The addresses to connect to: the host resolved once per call, every address decided on every hop."""
         if host not in pinned:
             pinned[host] = await self._addresses(host, port)
         decision = decide_addresses(rules, host, pinned[host])
         if decision.verdict == "deny":
             raise ToolFailure(f"Not fetched: {decision.reason}")
-        return pinned[host][0]
+        return pinned[host]
 
     async def _addresses(self, host: str, port: int) -> tuple[IP, ...]:
         address = literal(host)
@@ -165,6 +167,20 @@ def checked(url: str) -> str:
 
 
 _PORTS = {"http": 80, "https": 443}
+
+
+async def _send(client: httpx2.AsyncClient, url: str, name: str, addresses: tuple[IP, ...]) -> httpx2.Response:
+    """GET `url` from the first decided address that accepts a connection, the name in the Host header."""
+    parts = urlsplit(url)
+    host = (f"[{name}]" if ":" in name else name) + (f":{parts.port}" if parts.port is not None else "")
+    for n, address in enumerate(addresses):
+        request = client.build_request("GET", _at(url, address), headers={"host": host}, extensions=_server_name(name))
+        try:
+            return await client.send(request, stream=True)
+        except httpx2.ConnectError:
+            if n == len(addresses) - 1:
+                raise
+    raise ToolFailure(f"{name}: no address to connect to")
 
 
 def _at(url: str, address: IP) -> str:
