@@ -86,12 +86,13 @@ def _kind(address: IP) -> str:
 
 
 def spoken(host: str, address: IP) -> str:
-    """`host` as a person should read it: '2130706433 is 127.0.0.1, this machine'."""
+    """`host` as a person should read it: '2130706433 is 127.0.0.1, this machine'; an IPv6 address that carries
+    an IPv4 one says which ('2002:7f00:1:: (carrying 127.0.0.1), this machine')."""
+    carried = next((each for each in embedded(address) if _kind(each)), address)
+    shown = str(address) if carried == address else f"{address} (carrying {carried})"
     named = kind(address)
-    same = host.strip("[]").lower() == str(address)
-    if same:
-        return f"{address}, {named}" if named else str(address)
-    return f"{host} is {address}, {named}" if named else f"{host} is {address}"
+    said = f"{shown}, {named}" if named else shown
+    return said if host.strip("[]").lower() == str(address) else f"{host} is {said}"
 
 
 def network_of(pattern: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
