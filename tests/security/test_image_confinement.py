@@ -17,6 +17,7 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
 from rhapsody.core.events import ImagesAttached, Notice
+from rhapsody.core.images import images_dir
 from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.frontends.app.widgets import PromptInput
 from rhapsody.frontends.plain import run_plain
@@ -29,8 +30,8 @@ OUTSIDE = "outside the project"
 
 
 def stored(project: Path) -> list[str]:
-    folder = project / ".rhapsody" / "images"
-    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    """The images rhapsody keeps for the project (wherever its store lives)."""
+    return sorted(p.name for p in images_dir(project).iterdir())
 
 
 def notices(events: list[Any]) -> list[str]:
