@@ -176,53 +176,79 @@ def main(argv: list[str] | None = None) -> int:
     keep_absolute()  # a project's own `./git` is never found through an empty or relative PATH entry
 
     try:
-        if args[:1] == ["strip"]:
-            from rhapsody.commands import strip
+        if args[:1] in SUBCOMMANDS:
+            from rhapsody.view.sink import terminal
 
-            ns = _strip_parser().parse_args(args[1:])
-            return strip.main(ns.file, ns.out, ns.json)
-        if args[:1] == ["import"]:
-            from rhapsody.commands import import_sessions
-
-            ns = _import_parser().parse_args(args[1:])
-            return import_sessions.main(_root(ns.cwd), ns.paths)
-        if args[:1] == ["memory"]:
-            return _memory(_memory_parser().parse_args(args[1:]))
-        if args[:1] == ["trust"]:
-            return _trust(args[1:])
-        if args[:1] == ["mcp"]:
-            return _mcp(_mcp_parser().parse_args(args[1:]))
-        if args[:1] == ["export"]:
-            return _export(_export_parser().parse_args(args[1:]))
-        if args[:1] == ["rewind"]:
-            return _rewind(args[1:])
-        if args[:1] == ["stats"]:
-            from rhapsody.commands.stats import print_stats
-
-            ns = _stats_parser().parse_args(args[1:])
-            if ns.what_if:
-                from rhapsody.commands import whatif
-
-                return whatif.main(_root(ns.cwd), ns.session, ns.what_if, ns.json, ns.cache_read_mult)
-            return print_stats(_root(ns.cwd), ns.session, ns.json, ns.cache_read_mult)
+            with terminal():  # what a subcommand prints carries file contents: it passes the one sink
+                return _subcommand(args)
         return _run(_parser().parse_args(args))
     except RhapsodyError as exc:
-        print(f"rhapsody: {exc}", file=sys.stderr)
+        _error(f"rhapsody: {exc}")
         return 2
     except KeyboardInterrupt:
-        print("rhapsody: interrupted", file=sys.stderr)
+        _error("rhapsody: interrupted")
         return 130
     except OSError as exc:  # a file or folder the user named, or the disk, refused
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"rhapsody: {where}{exc.strerror or exc}", file=sys.stderr)
+        _error(f"rhapsody: {where}{exc.strerror or exc}")
         return 2
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, never a traceback
         if os.environ.get("RHAPSODY_DEBUG"):
             raise
         text = " ".join(str(exc).split())[:300]
-        print(f"rhapsody: internal error: {type(exc).__name__}: {text} (RHAPSODY_DEBUG=1 shows the traceback)",
-              file=sys.stderr)
+        _error(f"rhapsody: internal error: {type(exc).__name__}: {text} (RHAPSODY_DEBUG=1 shows the traceback)")
         return 1
+
+
+SUBCOMMANDS = (["strip"], ["import"], ["memory"], ["trust"], ["mcp"], ["export"], ["rewind"], ["stats"])
+
+
+def _error(line: str) -> None:
+    """One line on stderr through the sink (it names files and values a project chose)."""
+    from rhapsody.view.render import visible
+
+    print(visible(line), file=sys.stderr)
+
+
+def _say(text: str) -> None:
+    """Text on stdout through the sink, after a front end has given the terminal back (a recap quotes the model)."""
+    from rhapsody.view.render import visible
+
+    sys.stdout.write(visible(text))
+
+
+def _subcommand(args: list[str]) -> int:
+    """Run the subcommand `args` names (one of SUBCOMMANDS)."""
+    if args[:1] == ["strip"]:
+        from rhapsody.commands import strip
+
+        ns = _strip_parser().parse_args(args[1:])
+        return strip.main(ns.file, ns.out, ns.json)
+    if args[:1] == ["import"]:
+        from rhapsody.commands import import_sessions
+
+        ns = _import_parser().parse_args(args[1:])
+        return import_sessions.main(_root(ns.cwd), ns.paths)
+    if args[:1] == ["memory"]:
+        return _memory(_memory_parser().parse_args(args[1:]))
+    if args[:1] == ["trust"]:
+        return _trust(args[1:])
+    if args[:1] == ["mcp"]:
+        return _mcp(_mcp_parser().parse_args(args[1:]))
+    if args[:1] == ["export"]:
+        return _export(_export_parser().parse_args(args[1:]))
+    if args[:1] == ["rewind"]:
+        return _rewind(args[1:])
+    if args[:1] == ["stats"]:
+        from rhapsody.commands.stats import print_stats
+
+        ns = _stats_parser().parse_args(args[1:])
+        if ns.what_if:
+            from rhapsody.commands import whatif
+
+            return whatif.main(_root(ns.cwd), ns.session, ns.what_if, ns.json, ns.cache_read_mult)
+        return print_stats(_root(ns.cwd), ns.session, ns.json, ns.cache_read_mult)
+    raise AssertionError(args[0])
 
 
 def _rewind(args: list[str]) -> int:
@@ -250,7 +276,7 @@ def _dropped(root: Path) -> None:
     from rhapsody.commands.trust import dropped_notices
 
     for line in dropped_notices(root):
-        print(line, file=sys.stderr)
+        _error(line)
 
 
 def _flags(ns: argparse.Namespace) -> dict[str, Any]:
@@ -356,7 +382,7 @@ def _app(ns: argparse.Namespace, root: Path, parts: Callable[[], tuple[Any, Any]
         print_recap(wired[0].agent.session)
     parting = parting_line(wired[0].session, root, demo) if wired else ""
     if parting:
-        print(parting)
+        _say(parting + "\n")
     return app.return_code or 0
 
 
@@ -364,7 +390,7 @@ def print_recap(session: Any) -> None:
     """The app's screen is gone when it ends: a short recap stays in the scrollback."""
     from rhapsody.frontends.recap import recap_text
 
-    print(recap_text(session.records, session.id, session.figures), end="")
+    _say(recap_text(session.records, session.id, session.figures))
 
 
 def _ask_fresh(question: str) -> str:
@@ -411,9 +437,9 @@ def _notices(root: Path, settings: Any) -> None:
 
     notice = untrusted_notice(root)
     if notice:
-        print(notice, file=sys.stderr)
+        _error(notice)
     if settings.sandbox == "off" or bwrap_path() is None:
-        print(f"rhapsody: {status(settings.sandbox)}", file=sys.stderr)
+        _error(f"rhapsody: {status(settings.sandbox)}")
 
 
 def _picked(ns: argparse.Namespace, root: Path) -> bool:
@@ -476,7 +502,7 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
         print_recap(wiring.agent.session)
     parting = parting_line(wiring.session, root, demo)
     if parting:
-        print(parting)
+        _say(parting + "\n")
     return status
 
 

@@ -9,7 +9,6 @@ JSON object. A usage error (no such point, no such session) is one line and exit
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from rhapsody.core.context import Conversation
 from rhapsody.core.errors import InputError
 from rhapsody.core.history import find_session, read_history
 from rhapsody.core.session import Session
+from rhapsody.view.sink import json_line
 from rhapsody.tools.rewind import What, finish_interrupted, rewind, turns, turns_of
 
 
@@ -69,4 +69,4 @@ def main(root: Path, settings: Settings, ns: argparse.Namespace) -> int:
 
 
 def _print(as_json: dict[str, Any] | None, lines: list[str]) -> None:
-    print(json.dumps(as_json, ensure_ascii=False) if as_json is not None else "\n".join(lines))
+    print(json_line(as_json) if as_json is not None else "\n".join(lines))

@@ -27,6 +27,7 @@ from textual.widgets.option_list import Option
 
 from rhapsody.core.history import has_turns, parse_line, read_plain, sessions
 from rhapsody.frontends.prompt_aids import fuzzy
+from rhapsody.view.sink import visible
 
 SHOWN = 100
 """Newest sessions the picker reads."""
@@ -128,7 +129,7 @@ class SessionPicker(App[str | None]):
         self.paths = [s.path for s in self.summaries.values()]
 
     def compose(self) -> ComposeResult:
-        yield Static(Text(f"Resume a session in {self.root}: type to search, Enter resumes, Esc cancels"), id="title")
+        yield Static(Text(visible(f"Resume a session in {self.root}: type to search, Enter resumes, Esc cancels")), id="title")
         yield Input(placeholder="search the first and last messages", id="search")
         yield OptionList(*self.options(""))
         yield Static("", id="preview")
@@ -139,7 +140,8 @@ class SessionPicker(App[str | None]):
         now = time.time()
         keys = {s: f"{self.summaries[s].first} {self.summaries[s].last}" for s in self.summaries}
         matched = set(fuzzy(query, list(keys.values()), len(keys))) if query.strip() else set(keys.values())
-        return [Option(self.summaries[s].line(now), id=s) for s in self.summaries if keys[s] in matched]
+        # Text, not a string: a string is read as markup, and a history's words are not rhapsody's
+        return [Option(Text(visible(self.summaries[s].line(now))), id=s) for s in self.summaries if keys[s] in matched]
 
     def on_mount(self) -> None:
         self.show_preview()
@@ -170,7 +172,7 @@ class SessionPicker(App[str | None]):
         listing = self.query_one(OptionList)
         index = listing.highlighted
         shown = self.summaries[listing.get_option_at_index(index).id or ""].preview if index is not None else ""
-        self.query_one("#preview", Static).update(Text(shown or "no session matches"))
+        self.query_one("#preview", Static).update(Text(visible(shown) or "no session matches"))
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.exit(event.option.id)
