@@ -140,7 +140,7 @@ class Figures:
 
     def context_text(self) -> str:
         """"ctx ~4,592 (0.5%)"; no share for a model whose window the price table does not know."""
-        share = f" ({self.context / self.window:.1%})" if self.priced else ""
+        share = f" ({self.context / self.window:.1%})" if self.priced and self.window else ""
         return f"ctx ~{self.context:,}{share}"
 
     def cost_text(self) -> str:

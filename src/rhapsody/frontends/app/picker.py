@@ -25,7 +25,7 @@ from textual.app import App, ComposeResult
 from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from rhapsody.core.history import has_turns, parse_line, read_plain, sessions
+from rhapsody.core.history import HistoryRead, has_turns, not_history, parse_line, read_plain, sessions
 from rhapsody.frontends.prompt_aids import fuzzy
 from rhapsody.view.sink import visible
 
@@ -49,6 +49,8 @@ class Summary:
     records: list[dict[str, Any]]
     modified: float
     size: int
+    problem: str = ""
+    """Why the file is no rhapsody history ('' when it is one): the picker says so rather than skip it unseen."""
 
     @classmethod
     def read(cls, path: Path) -> Summary | None:
@@ -59,8 +61,12 @@ class Summary:
             info = path.stat()
         except OSError:
             return None
-        records = [record for record in map(parse_line, data.split(b"\n")) if record is not None]
-        return cls(path, records, info.st_mtime, info.st_size)
+        lines = data.split(b"\n")
+        parsed = [(n, parse_line(raw)) for n, raw in enumerate(lines, 1) if raw.strip()]
+        read = HistoryRead([r for _, r in parsed if r is not None], lines=[n for n, r in parsed if r is not None],
+                           first_skipped=next((n for n, r in parsed if r is None and n < len(lines)), 0),
+                           torn_tail=bool(parsed) and parsed[-1][1] is None and parsed[-1][0] == len(lines))
+        return cls(path, read.records, info.st_mtime, info.st_size, not_history(read))
 
     @cached_property
     def turns(self) -> bool:
@@ -115,6 +121,7 @@ class SessionPicker(App[str | None]):
     BINDINGS = [("escape", "cancel", "Cancel")]
     CSS = """
     #title { height: 1; text-style: bold; padding: 0 1; }
+    #problems { height: auto; max-height: 4; padding: 0 1; color: $warning; }
     #search { margin: 0 1; }
     OptionList { height: 1fr; }
     #preview { height: auto; max-height: 8; padding: 0 1; color: $text-muted; border-top: solid $panel; }
@@ -124,12 +131,17 @@ class SessionPicker(App[str | None]):
         super().__init__()
         self.root = root
         newest = list(reversed(list(sessions(root))))[:SHOWN]
-        read = (Summary.read(p) for p in newest)
-        self.summaries = {s.path.stem: s for s in read if s is not None and s.turns}
+        read = [s for s in (Summary.read(p) for p in newest) if s is not None]
+        self.summaries = {s.path.stem: s for s in read if s.turns and not s.problem}
         self.paths = [s.path for s in self.summaries.values()]
+        self.problems = [f"{s.path} is not a rhapsody history file ({s.problem})" for s in read if s.problem]
+        """One line per file set aside, shown above the list."""
+        self.set_aside = {s.path for s in read if s.problem}
 
     def compose(self) -> ComposeResult:
         yield Static(Text(visible(f"Resume a session in {self.root}: type to search, Enter resumes, Esc cancels")), id="title")
+        if self.problems:
+            yield Static(Text(visible(set_aside(self.problems))), id="problems")
         yield Input(placeholder="search the first and last messages", id="search")
         yield OptionList(*self.options(""))
         yield Static("", id="preview")
@@ -181,11 +193,18 @@ class SessionPicker(App[str | None]):
         self.exit(None)
 
 
+def set_aside(problems: list[str], shown: int = 3) -> str:
+    """The notice for files the picker could not list: one line each, the first few."""
+    more = len(problems) - shown
+    return "\n".join(problems[:shown] + ([f"… and {more} more not listed"] if more > 0 else []))
+
+
 def pick_session(root: Path) -> str | None:
     """Run the picker; None when cancelled."""
     from rhapsody.core.errors import HistoryError
 
     picker = SessionPicker(root)
-    if not picker.summaries and not any(has_turns(p) for p in sessions(root)):  # beyond the newest SHOWN, only then
-        raise HistoryError(f"no sessions with a turn to resume in {root}")
+    if not picker.summaries and not any(has_turns(p) for p in sessions(root) if p not in picker.set_aside):
+        why = f"; {picker.problems[0]}" + (f" (and {len(picker.problems) - 1} more)" if picker.problems[1:] else "")
+        raise HistoryError(f"no sessions with a turn to resume in {root}" + (why if picker.problems else ""))
     return picker.run()
