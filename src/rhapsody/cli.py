@@ -205,14 +205,14 @@ SUBCOMMANDS = (["strip"], ["import"], ["memory"], ["trust"], ["mcp"], ["export"]
 
 def _error(line: str) -> None:
     """One line on stderr through the sink (it names files and values a project chose)."""
-    from rhapsody.view.render import visible
+    from rhapsody.view.sink import visible
 
     print(visible(line), file=sys.stderr)
 
 
 def _say(text: str) -> None:
     """Text on stdout through the sink, after a front end has given the terminal back (a recap quotes the model)."""
-    from rhapsody.view.render import visible
+    from rhapsody.view.sink import visible
 
     sys.stdout.write(visible(text))
 

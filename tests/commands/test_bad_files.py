@@ -163,3 +163,14 @@ def test_with_only_a_bad_history_resume_names_it(project: Path) -> None:
     (folder / "20260101-000000-abcdef.jsonl").write_bytes(b'{"kind": "message", "role": "user", "content": "x"}\n')
     with pytest.raises(HistoryError, match="20260101-000000-abcdef.jsonl is not a rhapsody history file"):
         pick_session(project)
+
+
+def test_a_negative_token_count_in_a_history_is_one_line_naming_its_line(stub: Stub, project: Path) -> None:
+    path = zero_usage_session(stub, project)
+    rows = path.read_text(encoding="utf-8").splitlines()
+    line = next(n for n, row in enumerate(rows, 1) if json.loads(row)["kind"] == "usage")
+    path.write_text(path.read_text(encoding="utf-8").replace('"input_tokens": 0', '"input_tokens": -5', 1),
+                    encoding="utf-8")
+    for args in (["stats", path.stem], ["export", path.stem, "--md", "-o", "-"], ["rewind", path.stem, "--list"]):
+        one_line(rhapsody(*args, cwd=project), 2, f"{path.name} line {line}: usage record: 'input_tokens' is int, "
+                 "expected a count of 0 or more")

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from rhapsody.config.files import user_config_path
 from rhapsody.core.own_files import own_files, read_own
-from rhapsody.view.render import visible
+from rhapsody.view.sink import visible
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(:[A-Za-z0-9][A-Za-z0-9_.\-]*)*$")
 GRANTING = ("allowed-tools", "allowed_tools", "tools", "permissions", "permission-mode")

@@ -34,8 +34,8 @@ from rhapsody.frontends.preview import plain_text
 from rhapsody.frontends.prompt_aids import command_names
 from rhapsody.frontends.recap import recap_lines
 from rhapsody.frontends.shell_mode import run_human_command, shell_command
-from rhapsody.view.render import print_event, visible
-from rhapsody.view.sink import safe_stream
+from rhapsody.view.render import print_event
+from rhapsody.view.sink import safe_stream, visible
 
 
 class PlainApprover:

@@ -29,7 +29,7 @@ from rhapsody.core.output_caps import original_size
 from rhapsody.core.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.core.own_files import read_own
 from rhapsody.core.counts import counted
-from rhapsody.view.sink import visible  # the one function every byte for a terminal passes; re-exported
+from rhapsody.view.sink import visible as visible  # the one function every byte for a terminal passes
 
 KEY_ARGUMENTS = ("command", "path", "pattern", "query", "id", "action")
 INTERRUPTED_TEXT = "⏹ interrupted: what streamed so far is kept"
