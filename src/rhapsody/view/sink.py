@@ -25,6 +25,8 @@ def visible(text: str) -> str:
     The one function every byte for a terminal passes; what it returns passes it unchanged."""
     if text.replace("\n", "").replace("\t", "").isprintable():  # the common case, at C speed: nothing to escape
         return text
+    if "\n" in text:  # only the lines that hold something to escape take the slow path (a long export, a log)
+        return "\n".join(visible(line) for line in text.split("\n"))
     out = []
     for ch in text:
         code = ord(ch)
