@@ -21,8 +21,11 @@ CODEX = next((FIXTURES / "codex").rglob("rollout-*.jsonl"))
 
 
 def rhapsody(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    # A key and an address nothing listens on: a bad file must stop the run before any request.
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(cwd), "ANTHROPIC_API_KEY": "sk-test-key",
+           "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
     return subprocess.run([sys.executable, "-m", "rhapsody", *args], capture_output=True, text=True, cwd=cwd,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(cwd)}, timeout=120)
+                          env=env, timeout=120)
 
 
 def one_line(ran: subprocess.CompletedProcess[str], status: int, *said: str) -> str:
@@ -114,7 +117,7 @@ def test_a_session_whose_usage_is_all_zeros_has_stats_and_an_export(stub: Stub, 
      "line 1 is a 'message' record; a history starts"),
     (b"", "it is empty"),
 ])
-def test_a_bad_history_is_the_same_one_line_from_stats_export_and_rewind(project: Path, content: bytes,
+def test_a_bad_history_is_the_same_one_line_from_stats_export_rewind_and_resume(project: Path, content: bytes,
                                                                           why: str) -> None:
     folder = project / ".rhapsody" / "history"
     folder.mkdir(parents=True)
@@ -122,7 +125,8 @@ def test_a_bad_history_is_the_same_one_line_from_stats_export_and_rewind(project
     bad.write_bytes(content)
     answers = set()
     for args in (["stats", bad.stem], ["stats", str(bad)], ["export", bad.stem, "--md", "-o", "-"],
-                 ["rewind", bad.stem, "--list"], ["rewind", str(bad), "--list"], ["rewind", bad.stem, "--to", "1"]):
+                 ["rewind", bad.stem, "--list"], ["rewind", str(bad), "--list"], ["rewind", bad.stem, "--to", "1"],
+                 ["--resume", bad.stem, "-p", "go on"]):
         answers.add(one_line(rhapsody(*args, cwd=project), 2, str(bad), "is not a rhapsody history file", why))
     assert len(answers) == 1  # one answer, word for word, whichever command read it
 
