@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn, TypeVar
@@ -175,12 +176,41 @@ def main(argv: list[str] | None = None) -> int:
 
     keep_absolute()  # a project's own `./git` is never found through an empty or relative PATH entry
 
-    try:
-        if args[:1] in SUBCOMMANDS:
-            from rhapsody.view.sink import terminal
+    sink = ExitStack()
+    if args[:1] in SUBCOMMANDS:  # what a subcommand prints carries file contents: it passes the one sink
+        from rhapsody.view.sink import terminal
 
-            with terminal():  # what a subcommand prints carries file contents: it passes the one sink
-                return _subcommand(args)
+        sink.enter_context(terminal())
+    try:
+        if args[:1] == ["strip"]:
+            from rhapsody.commands import strip
+
+            ns = _strip_parser().parse_args(args[1:])
+            return strip.main(ns.file, ns.out, ns.json)
+        if args[:1] == ["import"]:
+            from rhapsody.commands import import_sessions
+
+            ns = _import_parser().parse_args(args[1:])
+            return import_sessions.main(_root(ns.cwd), ns.paths)
+        if args[:1] == ["memory"]:
+            return _memory(_memory_parser().parse_args(args[1:]))
+        if args[:1] == ["trust"]:
+            return _trust(args[1:])
+        if args[:1] == ["mcp"]:
+            return _mcp(_mcp_parser().parse_args(args[1:]))
+        if args[:1] == ["export"]:
+            return _export(_export_parser().parse_args(args[1:]))
+        if args[:1] == ["rewind"]:
+            return _rewind(args[1:])
+        if args[:1] == ["stats"]:
+            from rhapsody.commands.stats import print_stats
+
+            ns = _stats_parser().parse_args(args[1:])
+            if ns.what_if:
+                from rhapsody.commands import whatif
+
+                return whatif.main(_root(ns.cwd), ns.session, ns.what_if, ns.json, ns.cache_read_mult)
+            return print_stats(_root(ns.cwd), ns.session, ns.json, ns.cache_read_mult)
         return _run(_parser().parse_args(args))
     except RhapsodyError as exc:
         _error(f"rhapsody: {exc}")
@@ -198,57 +228,25 @@ def main(argv: list[str] | None = None) -> int:
         text = " ".join(str(exc).split())[:300]
         _error(f"rhapsody: internal error: {type(exc).__name__}: {text} (RHAPSODY_DEBUG=1 shows the traceback)")
         return 1
+    finally:
+        sink.close()
 
 
 SUBCOMMANDS = (["strip"], ["import"], ["memory"], ["trust"], ["mcp"], ["export"], ["rewind"], ["stats"])
 
 
 def _error(line: str) -> None:
-    """One line on stderr through the sink (it names files and values a project chose)."""
+    """One line on stderr through the sink's function (it names files and values a project chose)."""
     from rhapsody.view.sink import visible
 
     print(visible(line), file=sys.stderr)
 
 
 def _say(text: str) -> None:
-    """Text on stdout through the sink, after a front end has given the terminal back (a recap quotes the model)."""
+    """Text on stdout through the sink's function once a front end gave the terminal back (a recap quotes the model)."""
     from rhapsody.view.sink import visible
 
     sys.stdout.write(visible(text))
-
-
-def _subcommand(args: list[str]) -> int:
-    """Run the subcommand `args` names (one of SUBCOMMANDS)."""
-    if args[:1] == ["strip"]:
-        from rhapsody.commands import strip
-
-        ns = _strip_parser().parse_args(args[1:])
-        return strip.main(ns.file, ns.out, ns.json)
-    if args[:1] == ["import"]:
-        from rhapsody.commands import import_sessions
-
-        ns = _import_parser().parse_args(args[1:])
-        return import_sessions.main(_root(ns.cwd), ns.paths)
-    if args[:1] == ["memory"]:
-        return _memory(_memory_parser().parse_args(args[1:]))
-    if args[:1] == ["trust"]:
-        return _trust(args[1:])
-    if args[:1] == ["mcp"]:
-        return _mcp(_mcp_parser().parse_args(args[1:]))
-    if args[:1] == ["export"]:
-        return _export(_export_parser().parse_args(args[1:]))
-    if args[:1] == ["rewind"]:
-        return _rewind(args[1:])
-    if args[:1] == ["stats"]:
-        from rhapsody.commands.stats import print_stats
-
-        ns = _stats_parser().parse_args(args[1:])
-        if ns.what_if:
-            from rhapsody.commands import whatif
-
-            return whatif.main(_root(ns.cwd), ns.session, ns.what_if, ns.json, ns.cache_read_mult)
-        return print_stats(_root(ns.cwd), ns.session, ns.json, ns.cache_read_mult)
-    raise AssertionError(args[0])
 
 
 def _rewind(args: list[str]) -> int:

@@ -138,6 +138,8 @@ def test_mcp_list_with_a_malformed_mcp_json_names_the_file_and_fails(project: Pa
     assert "no MCP servers configured" not in ran.stdout
     (project / ".mcp.json").write_text('{"mcpServers": {"docs": {"command": ["not", "a", "string"]}}}', encoding="utf-8")
     one_line(rhapsody("mcp", "list", cwd=project), 2, str(project / ".mcp.json"), "'docs' command")
+    (project / ".mcp.json").write_text('{"mcpServers": {"docs": {"type": ["stdio"], "command": "x"}}}', encoding="utf-8")
+    one_line(rhapsody("mcp", "list", cwd=project), 2, str(project / ".mcp.json"), "'docs': 'type' is [\"stdio\"]")
 
 
 async def test_the_picker_says_which_files_it_set_aside(stub: Stub, project: Path) -> None:

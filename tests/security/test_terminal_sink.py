@@ -54,7 +54,9 @@ def plant(project: Path, bad: str) -> None:
 def assert_clean(text: str, *marks: str) -> None:
     """No byte that drives a terminal, and every visible mark arrived."""
     found = UNSAFE.search(text)
-    assert found is None, f"{found.group()!r} reached the terminal at {found.start()}: {text[max(0, found.start() - 60):found.start() + 20]!r}"
+    if found is not None:
+        around = text[max(0, found.start() - 60):found.start() + 20]
+        raise AssertionError(f"{found.group()!r} reached the terminal at {found.start()}: {around!r}")
     for mark in marks:
         assert mark in text, (mark, text[-2000:])
 
