@@ -27,6 +27,7 @@ from rhapsody.frontends.plain import run_plain
 from rhapsody.loopback.script import call, say
 
 from tests.conftest import Stub
+from tests.core.test_handoff_e2e import handoff_turn
 
 NARRATE = "I will print the notes file now because the task needs to see what it holds."
 SEQUENCES = ["\x1b]52;c;b3duZWQ=\x07", "\x1b]52;c;b3duZWQ=\x1b\\", "\x1b]0;owned\x07", "\x1b[2J", "\x1b[H\x1b[31m",
@@ -61,12 +62,13 @@ def assert_clean(text: str, *marks: str) -> None:
         assert mark in text, (mark, text[-2000:])
 
 
-@PROPERTY
+@settings(PROPERTY, max_examples=8)
 @example(bad=EVERY)
 @given(bad=hostile)
 def test_plain_mode_writes_no_control_sequence_of_a_hostile_project(stub: Stub, project: Path, bad: str) -> None:
     plant(project, bad)
-    stub.script(say(f"reply-MARK {bad} reply-END"))
+    stub.script(call(NARRATE, "bash", command="cat notes.txt"), say(f"reply-MARK {bad} reply-END"), handoff_turn(),
+                say("Noted."))
     wiring = stub.wire(project, deny=[f"bash:rm {bad}"])
 
     async def scenario() -> str:
@@ -79,13 +81,20 @@ def test_plain_mode_writes_no_control_sequence_of_a_hostile_project(stub: Stub, 
             pipe.send_text("hello\r")
             while "reply-END" not in out.getvalue():
                 await asyncio.sleep(0.01)
+            pipe.send_text("/handoff anyway\r")  # the call's result leaves the context: /recall finds it
+            while "seam 1:" not in out.getvalue():
+                await asyncio.sleep(0.01)
+            pipe.send_text("/recall note-MARK\r")  # the hit quotes what the call printed
+            while "narration before:" not in out.getvalue():
+                await asyncio.sleep(0.01)
             pipe.send_text("/quit\r")
             assert await asyncio.wait_for(task, 20) == 0
         await wiring.close()
         return out.getvalue()
 
     text = asyncio.run(asyncio.wait_for(scenario(), 40))
-    assert_clean(text, "desc-MARK", "bad name", "deny: bash:rm", "note-MARK", "note-END", "reply-MARK", "reply-END")
+    assert_clean(text, "desc-MARK", "bad name", "deny: bash:rm", "note-MARK", "note-END", "reply-MARK", "reply-END",
+                 "result: note-MARK")  # /help, /permissions, !cat, the reply, a /recall hit
 
 
 @PROPERTY
