@@ -63,10 +63,11 @@ class Summary:
             return None
         lines = data.split(b"\n")
         parsed = [(n, parse_line(raw)) for n, raw in enumerate(lines, 1) if raw.strip()]
-        read = HistoryRead([r for _, r in parsed if r is not None], lines=[n for n, r in parsed if r is not None],
-                           first_skipped=next((n for n, r in parsed if r is None and n < len(lines)), 0),
-                           torn_tail=bool(parsed) and parsed[-1][1] is None and parsed[-1][0] == len(lines))
-        return cls(path, read.records, info.st_mtime, info.st_size, not_history(read))
+        records = [r for _, r in parsed if r is not None]
+        problem = not_history(HistoryRead(records, lines=[n for n, r in parsed if r is not None],
+                                          first_skipped=next((n for n, r in parsed if r is None and n < len(lines)), 0),
+                                          torn_tail=bool(parsed) and parsed[-1][1] is None and parsed[-1][0] == len(lines)))
+        return cls(path, records, info.st_mtime, info.st_size, problem)
 
     @cached_property
     def turns(self) -> bool:
