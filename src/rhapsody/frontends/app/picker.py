@@ -2,7 +2,9 @@
 
 A title, a search field (fuzzy, over the first and last messages), one line per session (age,
 size, seams, the git branch it started on, first message, last message) and a preview of the highlighted one: its last exchange,
-the files changed, requests, seams and cost, as the recap printed on leaving says them.
+the files changed, requests, seams and cost, as the recap printed on leaving says them. A file in
+the history folder that is no rhapsody history is not listed, and a line above the list says which
+and why, in the words every command uses for a bad file.
 
 | Key | Action |
 | :- | :- |
