@@ -18,8 +18,8 @@ from rhapsody.core.context import Conversation
 from rhapsody.core.errors import InputError
 from rhapsody.core.history import named_session, read_session, sessions
 from rhapsody.core.session import Session
-from rhapsody.view.sink import json_line
 from rhapsody.tools.rewind import What, finish_interrupted, rewind, turns, turns_of
+from rhapsody.view.sink import json_line
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -214,7 +214,8 @@ def seam_savings(records: list[dict[str, Any]], read_mult: float | list[float],
         "billed_input_tokens_without_seams": round(free_billed * scale),
         "billed_input_tokens_simulated": round(sim_billed * scale),
         "token_scale": round(scale, 4),
-        "saving": round(1 - billed / (free_billed * scale), 4) if free_billed * scale else 0.0,  # all-zero usage: no saving
+        # A session whose usage is all zeros has a scale of 0: nothing billed, nothing saved.
+        "saving": round(1 - billed / (free_billed * scale), 4) if free_billed * scale else 0.0,
         "saving_per_further_request": round(further),
     }
 

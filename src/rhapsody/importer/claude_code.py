@@ -10,7 +10,7 @@ are merged back here. The main conversation is the chain of parents from the las
 records off that chain (abandoned branches), `isSidechain` records and the subagent files
 in `<session-uuid>/subagents/` become asides. See docs/history-format.md, "Imported sessions".
 
-Imports: stdlib, rhapsody.core and rhapsody.importer only (schemas.py brings pydantic).
+Imports: stdlib, rhapsody.core.errors and rhapsody.importer only.
 """
 
 from __future__ import annotations

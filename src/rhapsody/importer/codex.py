@@ -11,7 +11,7 @@ reasoning_output_tokens) for the request just answered and the model's context w
 `turn_context` names the model; `compacted` replaces the context with its `message`.
 See docs/history-format.md, "Imported sessions".
 
-Imports: stdlib, rhapsody.core.errors and rhapsody.importer only (schemas.py brings pydantic).
+Imports: stdlib, rhapsody.core.errors and rhapsody.importer only.
 """
 
 from __future__ import annotations

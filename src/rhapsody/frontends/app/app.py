@@ -37,9 +37,9 @@ from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Static
-from textual.notifications import SeverityLevel
 from textual.widget import Widget
 from textual.worker import Worker
 
