@@ -92,9 +92,14 @@ class CodexTokens(_Record):
 
 
 class CodexEvent(_Record):
-    """An `event_msg` payload."""
+    """An `event_msg` payload (only a `token_count` event's `info` is read)."""
 
     type: str | None = None
+
+
+class CodexTokenCount(CodexEvent):
+    """A `token_count` event: the usage of the request just answered."""
+
     info: CodexTokens | None = None
 
 
@@ -150,6 +155,8 @@ def check_codex(path: Path, records: Lines) -> Lines:
         _check(path, line, record, CodexLine)
         schema = CODEX_PAYLOADS.get(str(record.get("type")))
         payload = record.get("payload")
+        if schema is CodexEvent and isinstance(payload, dict) and payload.get("type") == "token_count":
+            schema = CodexTokenCount
         if schema is not None and isinstance(payload, dict):
             _check(path, line, payload, schema, "payload.")
     return records
