@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody.core.billing import seam_savings, served_by
-from rhapsody.core.errors import HistoryError, InputError
-from rhapsody.core.history import find_session, read_history
+from rhapsody.core.errors import InputError
+from rhapsody.core.history import named_session, read_session
 from rhapsody.core.pricing import price_of, priced
 from rhapsody.core.session_figures import Figures, figures as fold_figures, reported_input
 from rhapsody.core.window import Window, history_window
@@ -85,12 +85,8 @@ def window_of(records: list[dict[str, Any]], model: str, flag: int | None = None
 
 def session_records(root: Path, session_id: str | None) -> tuple[Path, list[dict[str, Any]]]:
     """The history a command names (an id or prefix, a .jsonl file, or the latest) and its records."""
-    given = Path(session_id) if session_id else None
-    path = given if given is not None and given.is_file() else find_session(root, session_id)
-    records = read_history(path).records
-    if not records or records[0]["kind"] != "session":
-        raise HistoryError(f"{path} is not a rhapsody history file (no session record first)")
-    return path, records
+    path = named_session(root, session_id)
+    return path, read_session(path).records
 
 
 def print_stats(root: Path, session_id: str | None, as_json: bool = False, read_mult: float | None = None,

@@ -161,7 +161,7 @@ class Figures:
     def context_text(self) -> str:
         """"ctx ~4,592 (2.3%)" of the window the session runs in; no share for a model whose window is unknown
         (not in the price table, and no setting)."""
-        share = f" ({self.context / self.window:.1%})" if self.priced or self.window_setting else ""
+        share = f" ({self.context / self.window:.1%})" if (self.priced or self.window_setting) and self.window else ""
         return f"ctx ~{self.context:,}{share}"
 
     def cost_text(self) -> str:

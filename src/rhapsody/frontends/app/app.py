@@ -37,6 +37,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Static
 from textual.widget import Widget
@@ -48,6 +49,7 @@ from rhapsody.frontends.shell_mode import shell_command
 from rhapsody.frontends.app.rewind import Rewinder
 from rhapsody.frontends.app.status import MODEL_WAIT, Liveness, starting_text, status_line, welcome_text
 from rhapsody.frontends.app.widgets import Entry, Foldable, PromptInput, StatusBar, TranscriptView
+from rhapsody.view.sink import visible
 
 if TYPE_CHECKING:
     from rhapsody.commands import slash as commands
@@ -218,6 +220,11 @@ class RhapsodyApp(App[int]):
     def busy(self) -> bool:
         """Whether a turn is running."""
         return self.ready and self.agent.busy or (self.worker is not None and not self.worker.is_finished)
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = False) -> None:
+        """A toast, its words through the one sink's function and never read as markup (an error names a path)."""
+        super().notify(visible(message), title=visible(title), severity=severity, timeout=timeout, markup=markup)
 
     def get_system_commands(self, screen: Screen[Any]) -> Any:
         """The command palette lists rhapsody's own commands first."""
@@ -746,4 +753,4 @@ class RhapsodyApp(App[int]):
         bar = self.query_one(StatusBar)
         state = self.live.text() if self.live.active else bar.state
         mode = self.agent.toolbox.permission_mode
-        bar.update(Text(status_line(session.figures, session, self._git, state, self.size.width, mode)))
+        bar.update(Text(visible(status_line(session.figures, session, self._git, state, self.size.width, mode))))
