@@ -117,7 +117,7 @@ def test_the_what_if_prices_each_policy_with_the_lifetime_rhapsody_would_choose(
     report = json.loads(rhapsody("stats", "--what-if", "checkpoint", "--json", cwd=project).stdout)
     base, (check,) = report["without_seams"], report["policies"]
     assert base["one_hour_requests"] > 0 and base["billed_ttl_choice"] < base["billed_input_tokens"]
-    assert check["billed_ttl_choice"] <= check["billed_input_tokens"] and check["ttl_choice_usd"] is not None
+    assert check["billed_ttl_choice"] <= check["billed_input_tokens"] and check["one_hour_requests"] > 0
     steady = tmp_path / "steady"
     steady.mkdir()
     assert rhapsody("import", str(dump(claude_session(60), tmp_path / "steady.jsonl")), cwd=steady).returncode == 0

@@ -38,7 +38,7 @@ from rhapsody.core.model import Model
 from rhapsody.core.policy import Policy
 from rhapsody.core.session import Hint, Session
 from rhapsody.core.seam_cost import DEFAULT_NOTE_TOKENS, note_costs
-from rhapsody.core.window import context_window, share_limit
+from rhapsody.core.window import session_window, share_limit
 from rhapsody.core.window_room import HEADROOM
 
 ABANDONED = "strip abandoned, context unchanged: "
@@ -66,7 +66,7 @@ class HandoffThreshold:
     def limit(self, session: Session) -> int | None:
         """The context size at which the next handoff is asked for (None: never), at the latest the window less
         room for the handoff's own note (`note_room`), so the automatic seam never needs the safety net."""
-        size = context_window(session.spec.model, self.window)
+        size = session_window(session.spec.model, session.figures.evidence, self.window).tokens
         if self.every or not self.share:
             return None if self.armed_at is None else min(self.armed_at, size - note_room(session.records))
         return min(share_limit(self.share, size, session.figures.after_last_seam), size - note_room(session.records))

@@ -26,7 +26,7 @@ from rhapsody.core.context import measure_messages
 from rhapsody.core.messages import Message, TextBlock, ToolUseBlock
 from rhapsody.core.session import Session
 from rhapsody.core.strip import HANDOFF_TOOL
-from rhapsody.core.window import context_window, expected_tokens
+from rhapsody.core.window import expected_tokens, session_window
 
 _ANTHROPIC = re.compile(r"(\d+) tokens > (\d+) maximum")
 _OPENAI = re.compile(r"maximum context length is (\d+) tokens(?:.*?resulted in (\d+) tokens)?", re.DOTALL)
@@ -60,7 +60,7 @@ def room_for_note(session: Session, ask: str, adds: int, window_setting: int | N
     """The oldest calls whose leaving makes room for the note (None: no cut between rounds does)."""
     conv = session.conversation
     tokens, window = refusal_figures(refusal)
-    window = window or context_window(session.spec.model, window_setting)
+    window = window or session_window(session.spec.model, session.figures.evidence, window_setting).tokens
     now = measure_messages(session.spec, conv.active())[1]
     scale = tokens / now if tokens and now else None
     cuts = _cuts(conv.messages, conv.boundary(), conv.abandoned)

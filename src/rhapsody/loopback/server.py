@@ -69,6 +69,8 @@ class Recorded:
     size: int
     path: str
     headers: dict[str, str] = field(default_factory=dict)
+    raw: bytes = b""
+    """The body's bytes as they came."""
 
 
 class LoopbackServer:
@@ -223,7 +225,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _record(self, status: int, raw: bytes, body: Any) -> None:
         headers = {k.lower(): v for k, v in self.headers.items()}
-        self.loopback.requests.append(Recorded(body, status, len(raw), self.path, headers))
+        self.loopback.requests.append(Recorded(body, status, len(raw), self.path, headers, raw))
 
     def _json(self, status: int, payload: Any, raw: bytes, body: Any, headers: dict[str, str] | None = None) -> None:
         self._record(status, raw, body)

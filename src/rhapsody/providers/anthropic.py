@@ -9,19 +9,27 @@ A server's `retry-after` is obeyed up to MAX_RETRY_AFTER seconds, counted down b
 `RetryCountdown` events. The raw event stream is assembled by `stream_assembly` (linear
 time; the SDK's `MessageStream` is quadratic in the reply's size). Whatever the server or
 the SDK raises ends as a retry or as one `ModelError` line, never a traceback.
+
+To the Anthropic API itself the body goes as the bytes `prepared` built, each unchanged
+message serialised once, through the client's own `post` with the same path, stream class
+and error mapping as `messages.create`: the SDK then has no parameters to deep-copy. Bedrock
+and Vertex rewrite the body's fields into their own paths, so they are given the parameters.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import AsyncIterator
 from typing import Any
 
 import anthropic
 import httpx2
+from anthropic.types import Message as ApiMessage, RawMessageStreamEvent
 
 from rhapsody.core.errors import ContextTooLong, ModelError
 from rhapsody.core.events import ModelResponse
+from rhapsody.core.pricing import WRITE_1H_KEY
 from rhapsody.core.session_figures import USAGE_KEYS
 from rhapsody.core.model import ModelEvent
 from rhapsody.core.retry import (
@@ -35,7 +43,11 @@ from rhapsody.core.retry import (
     retry_after_seconds,
     retrying,
 )
+from rhapsody.providers.prepared import PreparedBodies
 from rhapsody.providers.stream_assembly import Assembly, MalformedStream
+
+_NOT_BODY = frozenset({"self", "user_profile_id", "workspace_id", "extra_headers", "extra_query", "extra_body", "timeout"})
+"""Parameters of `messages.create` that are not fields of the body it sends (headers, options)."""
 
 
 def default_model() -> str:
@@ -86,6 +98,8 @@ class AnthropicModel:
         self.max_retry_after = max_retry_after
         self.sleep = sleep
         """How the wait before a retry passes (a test drives it by hand)."""
+        self.prepared = PreparedBodies(_body_fields())
+        """The request bodies as bytes, each message serialised once (the Anthropic API's client only)."""
 
     async def stream(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
         """Stream one request, retrying transient failures; ends with a ModelResponse."""
@@ -104,7 +118,7 @@ class AnthropicModel:
 
     async def _once(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
         assembly = Assembly()
-        stream = await self.client.messages.create(**body, stream=True)
+        stream = await self._open(body)
         async with stream:
             _require_event_stream(stream.response)
             async for event in stream:
@@ -113,9 +127,26 @@ class AnthropicModel:
                     yield shown
         message = assembly.message()
         usage = {key: assembly.usage.get(key, 0) for key in USAGE_KEYS}
+        if assembly.usage.get(WRITE_1H_KEY):
+            usage[WRITE_1H_KEY] = assembly.usage[WRITE_1H_KEY]
         yield ModelResponse(message, assembly.stop_reason, usage)
 
+    async def _open(self, body: dict[str, Any]) -> anthropic.AsyncStream[RawMessageStreamEvent]:
+        """The event stream of one request: prepared bytes where the body goes as it is, else the parameters."""
+        client = self.client
+        content = self.prepared.encode({**body, "stream": True}) if isinstance(client, anthropic.AsyncAnthropic) else None
+        if content is None:
+            stream: anthropic.AsyncStream[RawMessageStreamEvent] = await client.messages.create(**body, stream=True)
+            return stream
+        return await client.post("/v1/messages", cast_to=ApiMessage, content=content, stream=True,
+                                 stream_cls=anthropic.AsyncStream[RawMessageStreamEvent])
 
+
+def _body_fields() -> tuple[str, ...]:
+    """The fields of the body `messages.create` sends, in its order (the order of its parameters)."""
+    from anthropic.resources.messages import AsyncMessages
+
+    return tuple(name for name in inspect.signature(AsyncMessages.create).parameters if name not in _NOT_BODY)
 
 
 def _require_event_stream(response: httpx2.Response) -> None:
