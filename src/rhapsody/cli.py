@@ -64,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--plain", action="store_true", help="line-based interface instead of the full-screen app")
     p.add_argument("--handoff-at-tokens", type=int, metavar="N", help="micro-handoff when context passes N tokens")
     p.add_argument("--handoff-at-share", metavar="S", help="micro-handoff at this share of the window (default 0.4; off)")
+    p.add_argument("--seam-policy", choices=("checkpoint", "threshold"),
+                   help="checkpoint (default): the automatic seam at the first natural pause once it pays; "
+                   "threshold: only at --handoff-at-share/--handoff-at-tokens (the net either way)")
     p.add_argument("--context-window", type=int, metavar="N", help="the model's context window in tokens")
     p.add_argument("--thinking", action="store_true", default=None, help="ask for adaptive thinking")
     p.add_argument("--parallel-tools", action="store_true", default=None, help="allow parallel tool calls")
@@ -287,6 +290,7 @@ def _flags(ns: argparse.Namespace) -> dict[str, Any]:
         "handoff_at_tokens": ns.handoff_at_tokens,
         "handoff_at_share": ns.handoff_at_share,
         "context_window": ns.context_window,
+        "seam_policy": ns.seam_policy,
         "thinking": ns.thinking,
         "parallel_tools": ns.parallel_tools,
         "narration_min_words": ns.narration_min_words,

@@ -125,6 +125,8 @@ class Request(_Record):
     est_tokens: int = 0
     messages: int = 0
     model: str = ""
+    cache_ttl: Literal["5m", "1h"] | None = None
+    """The lifetime of the request's cache entries when it was not the default 5 minutes (core/cache_ttl.py)."""
 
 
 Count = Annotated[int, Field(ge=0)]

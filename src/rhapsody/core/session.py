@@ -165,14 +165,16 @@ class Session:
         """The active context: what the model sees now."""
         return self.conversation.active()
 
-    def request_and_size(self) -> tuple[dict[str, Any], int, int]:
-        """The next request body with its compact size in bytes and estimated tokens."""
+    def request_and_size(self, ttl: str = "5m") -> tuple[dict[str, Any], int, int]:
+        """The next request body (its cache entries of lifetime `ttl`) with its compact size in bytes and
+        estimated tokens."""
         messages = self.messages()
         if not has_images(messages):
-            return build_request(self.spec, messages), *measure_messages(self.spec, messages)
+            return build_request(self.spec, messages, ttl), *measure_messages(self.spec, messages)
         sent = for_request(messages, self.root)  # stored images as base64 blocks
         size = measure_messages(self.spec, sent)[0]  # the wire's bytes; tokens by image area, not base64 length
-        return build_request(self.spec, sent), size, measure_messages(self.spec, messages)[1] + image_tokens(messages)
+        return (build_request(self.spec, sent, ttl), size,
+                measure_messages(self.spec, messages)[1] + image_tokens(messages))
 
     def switch_model(self, model: str) -> None:
         """Use another model from now on; earlier thinking leaves the view (it is bound to the old one)."""

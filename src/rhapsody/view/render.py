@@ -264,9 +264,11 @@ def _note_place(note_path: str) -> bool:
 
 
 def cut_line(record: rec.Prune) -> Line:
-    """A rolling cut: how many calls left and what the context went to."""
+    """A rolling cut, or the room made for the note at the window: how many calls left and what the context
+    went to."""
     b, a = record.before, record.after
-    return Line("notice", f"── rolling cut: {counted(len(record.ids), 'older call')} left the context "
+    what = "at the window, room for the field note" if record.reason.startswith("at the window") else "rolling cut"
+    return Line("notice", f"── {what}: {counted(len(record.ids), 'older call')} left the context "
                           f"(~{b.est_tokens:,} → ~{a.est_tokens:,} tokens)")
 
 

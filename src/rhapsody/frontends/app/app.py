@@ -47,7 +47,13 @@ from rhapsody.frontends.app.deferred import lazy, load_all
 from rhapsody.frontends.prompt_aids import InputHistory
 from rhapsody.frontends.shell_mode import shell_command
 from rhapsody.frontends.app.rewind import Rewinder
-from rhapsody.frontends.app.status import MODEL_WAIT, Liveness, starting_text, status_line, welcome_text
+from rhapsody.frontends.app.status import (
+    MODEL_WAIT,
+    Liveness,
+    starting_text,
+    status_line,
+    welcome_text,
+)
 from rhapsody.frontends.app.widgets import Entry, Foldable, PromptInput, StatusBar, TranscriptView
 from rhapsody.view.sink import visible
 
@@ -142,6 +148,9 @@ class RhapsodyApp(App[int]):
         self._replying = False
         self._held: list[dict[str, Any]] = []
         self._git = ""
+        self._cold = False
+        self._typed: str | None = None
+        """The status bar last showed the cache cold (repainted when it goes cold while idle)."""
         self.rewinder = Rewinder(self)
         self._palette_custom: tuple[weakref.ref[Screen[Any]], list[CustomCommand]] | None = None
         """The custom commands as read for the screen on top (the open palette, which asks on every key)."""
@@ -306,6 +315,8 @@ class RhapsodyApp(App[int]):
         if not entries:
             entries = [Entry("welcome", welcome_text(self.agent, self.settings, self.welcome))]
         self._rebuilt_to = session.records[-1].get("seq", 0) if session.records else 0
+        if self._typed:  # typed and shown, its turn not yet begun: the checkpoint's seam came first
+            entries.append(Entry("user", f"› {self._typed}"))
         await self.transcript.load(entries)
         self.hints = {e.key: e for e in entries if e.kind == "hint" and e.state == "pending"}
 
@@ -423,6 +434,7 @@ class RhapsodyApp(App[int]):
         await self.drop_welcome()
         if text:
             await self.transcript.add(Entry("user", f"› {text}"))
+        self._typed = text  # shown, not yet in the history while a seam goes first (a rebuild keeps it)
         self._said_interrupted = False
         began = time.monotonic()
         self.live.start("working")
@@ -506,6 +518,8 @@ class RhapsodyApp(App[int]):
             await t.end_text()
             await self.reload()
             return self.refresh_status()
+        elif isinstance(event, ev.TurnStarted) and event.user_text:
+            self._typed = None  # the human's words are in the history now; nothing to draw, the status below
         elif isinstance(event, (ev.TurnEnded, ev.Failed)):
             await t.end_text()
         for line in render.event_lines(event):
@@ -728,8 +742,10 @@ class RhapsodyApp(App[int]):
         self.call_after_refresh(self.refresh_status)
 
     def tick(self) -> None:
-        """The spinner's beat: only repaint while something runs."""
-        if self.live.active:
+        """The spinner's beat: only repaint while something runs, or when the cache has just gone cold."""
+        cold = not self.live.active and self.ready and self.agent.session.figures.cache_cold(time.time())
+        if self.live.active or cold != self._cold:
+            self._cold = cold
             self.refresh_status()
 
     @work(thread=True, exclusive=True, group="git", exit_on_error=False)
