@@ -69,6 +69,7 @@ async def run_headless(agent: Agent, task: str, output: str = "text", out: TextI
         out.flush()
     elif denials:
         err.write(f"rhapsody: {refusal_summary(len(denials), unanswered)}\n")
+    await asyncio.to_thread(settle, agent.session)  # a first checkpoint still hashing the tree is recorded
     return status
 
 
