@@ -12,6 +12,7 @@ a call was refused because it would have asked a human (the reason is on stderr)
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import re
@@ -23,6 +24,7 @@ from typing import Any, TextIO
 from rhapsody.commands.slash import run_command
 from rhapsody.core import events as ev
 from rhapsody.core import records as rec
+from rhapsody.core.checkpoints import settle
 from rhapsody.core.loop import Agent
 from rhapsody.core.messages import ToolResultBlock
 from rhapsody.view.render import limit_line, print_event
