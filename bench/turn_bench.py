@@ -9,7 +9,8 @@ sandbox, `auto-edit`), whose model is scripted: each turn it calls bash twice (`
 then append a line to `notes.txt`), then answers. One turn is the wall time of `Agent.run`
 to its last event: the turn's checkpoint, both calls with their checkpoints and git checks,
 the end checkpoint, three requests. A warm-up turn in each project comes first (the first
-checkpoint of the large tree hashes every file; its time is printed apart), then the
+checkpoint of the large tree hashes every file; its time is printed apart) and a pause of the
+settle time (2 s: a folder or git file changed more recently is checked again), then the
 projects take turns `--turns` times. Prints the median per project and the difference.
 
 To time another checkout, run this file with `PYTHONPATH=OTHER/src`: it prints which
@@ -38,6 +39,9 @@ from rhapsody.loopback.script import call, say
 from rhapsody.loopback.server import LoopbackServer
 from rhapsody.providers.anthropic import AnthropicModel
 from rhapsody.wiring import build
+
+SETTLE_NS = 2_000_000_000
+"""tools/gitscope.py's and tools/tree_index.py's settle time: a stamp this recent is checked again."""
 
 MODEL = "claude-sonnet-4-5"
 GIT = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b",
@@ -91,6 +95,7 @@ async def run(roots: list[Path], url: str, turns: int) -> tuple[list[float], lis
     agents = [build(r, Settings(permission_mode="auto-edit", sandbox="workspace-write"),
                     AnthropicModel(client, retries=0), MODEL).agent for r in roots]
     warm = [await one_turn(agent) for agent in agents]
+    await asyncio.sleep(SETTLE_NS / 1e9 + 0.2)  # the warm-up wrote notes.txt: a stamp that recent is not trusted
     times: list[list[float]] = [[] for _ in roots]
     for _ in range(turns):
         for agent, out in zip(agents, times):

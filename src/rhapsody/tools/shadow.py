@@ -17,7 +17,9 @@ conversion so a blob is the file's bytes.
 
 Speed: the private index is kept between checkpoints, so git's stat cache lists only the
 files that changed (`ls-files --modified --others --deleted`); those are re-hashed with
-`update-index`, then `write-tree` and `commit-tree`. Objects are shared by every
+`update-index`, then `write-tree` and `commit-tree`. When nothing changed and the index file
+is the one the last checkpoint left, that checkpoint's commit is taken again (one git process
+in all). Objects are shared by every
 checkpoint. Files over the size limit, nested repositories and special files are left out
 and named. Commits have no parents and no refs: the history records name them, and
 `clean` keeps those still wanted (`git prune` with them as heads).
@@ -98,6 +100,9 @@ class Shadow:
         self.index = self.git_dir / "rhapsody-index"
         self.exclude = _exclude(root)
         self._checked = False
+        self._last: tuple[tuple[int, ...] | None, str] | None = None
+        """The index file's stamp after the last checkpoint, and its commit: the next one that finds nothing
+        changed and the same index file takes that commit again."""
 
     # -- setup --------------------------------------------------------------------------
 
@@ -169,14 +174,18 @@ class Shadow:
             os.close(fd)
 
     def _snapshot(self, message: str) -> Snapshot:
-        listed = self._git("ls-files", "-z", "--others", "--modified", "--deleted", "--exclude-standard")
-        update, drop, left_out = self._sort(dict.fromkeys(p for p in listed.split(b"\0") if p))
+        found = self._git("ls-files", "-z", "--others", "--modified", "--deleted", "--exclude-standard")
+        listed = [p for p in found.split(b"\0") if p]
+        if not listed and self._last is not None and self._last[0] == _stamp(self.index):
+            return Snapshot(self._last[1])  # the index is the tree, and it is the one the last commit holds
+        update, drop, left_out = self._sort(dict.fromkeys(listed))
         if update:
             self._git("update-index", "--add", "--remove", "-z", "--stdin", stdin=b"\0".join(update) + b"\0")
         if drop:
             self._git("update-index", "--force-remove", "-z", "--stdin", stdin=b"\0".join(drop) + b"\0")
         tree = self._git("write-tree").decode().strip()
         commit = self._git("commit-tree", tree, "-m", message, extra=AUTHOR).decode().strip()
+        self._last = (_stamp(self.index), commit)
         return Snapshot(commit, left_out)
 
     def _sort(self, paths: dict[bytes, None]) -> tuple[list[bytes], list[bytes], list[LeftOut]]:
@@ -304,6 +313,14 @@ class Shadow:
             lines = done.stderr.decode("utf-8", errors="replace").strip().splitlines()
             raise CheckpointError(f"checkpoint: git {args[0]}: {lines[-1] if lines else 'failed'}")
         return done.stdout
+
+
+def _stamp(path: Path) -> tuple[int, ...] | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size
 
 
 def _mode(text: str) -> str:
