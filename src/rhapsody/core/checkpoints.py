@@ -35,8 +35,9 @@ HARNESS_PREFIX = "[rhapsody]"
 class Checkpointer(Protocol):
     """Records the working tree; raises a RhapsodyError (one line) when it cannot."""
 
-    def take(self, label: str) -> tuple[str, list[tuple[str, int, str, int]]]:
-        """The commit of the tree now, and what was left out (path, size, why, modification time in ns)."""
+    def take(self, label: str, thorough: bool = True) -> tuple[str, list[tuple[str, int, str, int]]]:
+        """The commit of the tree now, and what was left out (path, size, why, modification time in ns); not
+        `thorough`, it may look only where it knows the tree changed since its last checkpoint."""
         ...
 
 
@@ -112,14 +113,16 @@ def _queue(session: Session) -> _Queue:
 def _submit(session: Session, checkpointer: Checkpointer, at: str, tied: dict[str, Any]) -> _Queued:
     tied = {"message": len(session.conversation.messages), **tied}  # the message it precedes: now, not when done
     queue = _queue(session)
-    queued = _Queued(queue.worker.submit(_timed, checkpointer, f"rhapsody {session.id} {at}"), at, tied)
+    label = f"rhapsody {session.id} {at}"
+    queued = _Queued(queue.worker.submit(_timed, checkpointer, label, at != "turn"), at, tied)
     queue.waiting.append(queued)
     return queued
 
 
-def _timed(checkpointer: Checkpointer, label: str) -> tuple[str, list[tuple[str, int, str, int]], int]:
+def _timed(checkpointer: Checkpointer, label: str, between: bool) -> tuple[str, list[tuple[str, int, str, int]], int]:
+    """Take one; `between` a turn's calls (`tool`, `end`) it need not be thorough: each turn's own is."""
     start = time.perf_counter()
-    commit, left_out = checkpointer.take(label)
+    commit, left_out = checkpointer.take(label, thorough=not between)
     return commit, left_out, int((time.perf_counter() - start) * 1000)
 
 
