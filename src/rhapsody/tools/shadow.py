@@ -167,7 +167,11 @@ class Shadow:
             stale = self.index.with_name(self.index.name + ".lock")
             if stale.exists():
                 stale.unlink()
-            return self._snapshot(message, thorough)
+            try:
+                return self._snapshot(message, thorough)
+            except BaseException:
+                self._watch, self._last = None, None  # the events it drained are not in the index: scan all next
+                raise
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
