@@ -111,3 +111,17 @@ def test_a_checkpoint_needs_no_check_of_the_project_repository(project: Path, tm
     commit = shadow.snapshot("first").commit  # the shadow pins its own git directory: the project's is never read
     assert shadow.has(commit)
     assert refusal(project, gitscope.Verdicts(settle_ns=0)) is not None
+
+
+def test_an_included_link_retargeted_outside_between_two_calls_is_refused(project: Path, tmp_path: Path) -> None:
+    (project / "safe.config").write_text("[core]\n\tbare = false\n")
+    (project / "links").mkdir()
+    (project / "links" / "inc.config").symlink_to(project / "safe.config")
+    with (project / ".git" / "config").open("a") as f:
+        f.write("[include]\n\tpath = ../links/inc.config\n")
+    verdicts = kept(project)
+    (tmp_path / "evil.config").write_text("[core]\n\tbare = false\n")
+    (project / "links" / "inc.config").unlink()
+    (project / "links" / "inc.config").symlink_to(tmp_path / "evil.config")
+    assert "config includes" in (refusal(project, verdicts) or "")
+    assert verdicts.checks == 2

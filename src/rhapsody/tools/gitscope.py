@@ -155,8 +155,8 @@ def _includes(config: Path) -> list[Path]:
         return []
     out = []
     for match in _INCLUDE.finditer(text):
-        path = (config.parent / os.path.expanduser(match.group(1).strip('"'))).resolve()
-        out += [path, path.parent]
+        named = config.parent / os.path.expanduser(match.group(1).strip('"'))
+        out += [named, named.parent, named.resolve(), named.resolve().parent]  # a link, and what it names now
     return out
 
 
