@@ -1,6 +1,6 @@
 """Time a whole headless turn with two sandboxed bash calls in a 10-file and a 20,000-file git project.
 
-    .venv/bin/python bench/turn_bench.py [--turns 5] [--files 20000]
+    .venv/bin/python bench/turn_bench.py [--turns 5] [--files 20000] [--headless]
 
 Both projects are git repositories (every file committed) built in a temp folder, with a
 state folder of their own (XDG_STATE_HOME, where the checkpoints' shadow lives). Each
@@ -12,6 +12,9 @@ the end checkpoint, three requests. A warm-up turn in each project comes first (
 checkpoint of the large tree hashes every file; its time is printed apart) and a pause of the
 settle time (2 s: a folder or git file changed more recently is checked again), then the
 projects take turns `--turns` times. Prints the median per project and the difference.
+
+With `--headless` each turn is a `rhapsody -p ... --continue` process instead (its start-up,
+the same in both projects, included): nothing is kept in memory from one turn to the next.
 
 To time another checkout, run this file with `PYTHONPATH=OTHER/src`: it prints which
 rhapsody it imported. docs/performance.md quotes it.
@@ -25,6 +28,7 @@ import io
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -103,10 +107,33 @@ async def run(roots: list[Path], url: str, turns: int) -> tuple[list[float], lis
     return warm, times
 
 
+def headless_turn(root: Path, url: str, first: bool) -> float:
+    """Wall seconds of one `rhapsody -p` run in `root` (continuing its session after the first)."""
+    env = {**os.environ, "ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": url}
+    argv = [sys.executable, "-m", "rhapsody", "-p", "append a step to the notes", "--cwd", str(root), "--model", MODEL]
+    start = time.perf_counter()
+    done = subprocess.run([*argv, *([] if first else ["--continue"])], env=env, capture_output=True, text=True)
+    took = time.perf_counter() - start
+    if done.returncode != 0 or "Done." not in done.stdout:
+        raise SystemExit(f"the turn did not finish: {done.stderr[-2000:]}")
+    return took
+
+
+def run_headless(roots: list[Path], url: str, turns: int) -> tuple[list[float], list[list[float]]]:
+    warm = [headless_turn(root, url, True) for root in roots]
+    time.sleep(SETTLE_NS / 1e9 + 0.2)
+    times: list[list[float]] = [[] for _ in roots]
+    for _ in range(turns):
+        for root, out in zip(roots, times):
+            out.append(headless_turn(root, url, False))
+    return warm, times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--files", type=int, default=20000)
+    parser.add_argument("--headless", action="store_true", help="each turn a `rhapsody -p` process")
     ns = parser.parse_args()
     print(f"rhapsody from {Path(rhapsody.__file__).parent}")
     with tempfile.TemporaryDirectory(prefix="turn-bench-") as tmp:
@@ -114,12 +141,16 @@ def main() -> None:
         roots = [project(Path(tmp) / "small", 10), project(Path(tmp) / "large", ns.files)]
         server = LoopbackServer(Looped()).start()
         try:
-            warm, times = asyncio.run(run(roots, server.url, ns.turns))
+            if ns.headless:
+                warm, times = run_headless(roots, server.url, ns.turns)
+            else:
+                warm, times = asyncio.run(run(roots, server.url, ns.turns))
         finally:
             server.stop()
     small, large = (statistics.median(t) for t in times)
     print(f"first turn (first checkpoint): 10 files {warm[0]:.2f} s, {ns.files} files {warm[1]:.2f} s")
-    print(f"turn with two sandboxed bash calls, median of {ns.turns} (alternated):")
+    kind = "`rhapsody -p` processes" if ns.headless else "turns of one session each"
+    print(f"turn with two sandboxed bash calls, median of {ns.turns} (alternated, {kind}):")
     print(f"  10 files      {small:6.3f} s")
     print(f"  {ns.files} files {large:6.3f} s")
     print(f"  difference    {large - small:6.3f} s")
