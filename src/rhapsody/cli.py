@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn, TypeVar
@@ -93,6 +94,8 @@ def _stats_parser() -> argparse.ArgumentParser:
                    "(default: the model's rate from the price table)")
     p.add_argument("--what-if", metavar="POLICY", help="replay the session with seams every=N tool calls, at=TOKENS "
                    "of context or share=S of the window (comma-separated), or sweep: a curve over several")
+    p.add_argument("--context-window", type=int, metavar="N", help="the window the session ran in, in tokens "
+                   "(default: RHAPSODY_CONTEXT_WINDOW, else what the history shows, else the model's standard window)")
     return p
 
 
@@ -175,6 +178,11 @@ def main(argv: list[str] | None = None) -> int:
 
     keep_absolute()  # a project's own `./git` is never found through an empty or relative PATH entry
 
+    sink = ExitStack()
+    if args[:1] in SUBCOMMANDS:  # what a subcommand prints carries file contents: it passes the one sink
+        from rhapsody.view.sink import terminal
+
+        sink.enter_context(terminal())
     try:
         if args[:1] == ["strip"]:
             from rhapsody.commands import strip
@@ -203,26 +211,44 @@ def main(argv: list[str] | None = None) -> int:
             if ns.what_if:
                 from rhapsody.commands import whatif
 
-                return whatif.main(_root(ns.cwd), ns.session, ns.what_if, ns.json, ns.cache_read_mult)
-            return print_stats(_root(ns.cwd), ns.session, ns.json, ns.cache_read_mult)
+                return whatif.main(_root(ns.cwd), ns.session, ns.what_if, ns.json, ns.cache_read_mult, ns.context_window)
+            return print_stats(_root(ns.cwd), ns.session, ns.json, ns.cache_read_mult, ns.context_window)
         return _run(_parser().parse_args(args))
     except RhapsodyError as exc:
-        print(f"rhapsody: {exc}", file=sys.stderr)
+        _error(f"rhapsody: {exc}")
         return 2
     except KeyboardInterrupt:
-        print("rhapsody: interrupted", file=sys.stderr)
+        _error("rhapsody: interrupted")
         return 130
     except OSError as exc:  # a file or folder the user named, or the disk, refused
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"rhapsody: {where}{exc.strerror or exc}", file=sys.stderr)
+        _error(f"rhapsody: {where}{exc.strerror or exc}")
         return 2
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, never a traceback
         if os.environ.get("RHAPSODY_DEBUG"):
             raise
         text = " ".join(str(exc).split())[:300]
-        print(f"rhapsody: internal error: {type(exc).__name__}: {text} (RHAPSODY_DEBUG=1 shows the traceback)",
-              file=sys.stderr)
+        _error(f"rhapsody: internal error: {type(exc).__name__}: {text} (RHAPSODY_DEBUG=1 shows the traceback)")
         return 1
+    finally:
+        sink.close()
+
+
+SUBCOMMANDS = (["strip"], ["import"], ["memory"], ["trust"], ["mcp"], ["export"], ["rewind"], ["stats"])
+
+
+def _error(line: str) -> None:
+    """One line on stderr through the sink's function (it names files and values a project chose)."""
+    from rhapsody.view.sink import visible
+
+    print(visible(line), file=sys.stderr)
+
+
+def _say(text: str) -> None:
+    """Text on stdout through the sink's function once a front end gave the terminal back (a recap quotes the model)."""
+    from rhapsody.view.sink import visible
+
+    sys.stdout.write(visible(text))
 
 
 def _rewind(args: list[str]) -> int:
@@ -250,7 +276,7 @@ def _dropped(root: Path) -> None:
     from rhapsody.commands.trust import dropped_notices
 
     for line in dropped_notices(root):
-        print(line, file=sys.stderr)
+        _error(line)
 
 
 def _flags(ns: argparse.Namespace) -> dict[str, Any]:
@@ -356,7 +382,7 @@ def _app(ns: argparse.Namespace, root: Path, parts: Callable[[], tuple[Any, Any]
         print_recap(wired[0].agent.session)
     parting = parting_line(wired[0].session, root, demo) if wired else ""
     if parting:
-        print(parting)
+        _say(parting + "\n")
     return app.return_code or 0
 
 
@@ -364,7 +390,7 @@ def print_recap(session: Any) -> None:
     """The app's screen is gone when it ends: a short recap stays in the scrollback."""
     from rhapsody.frontends.recap import recap_text
 
-    print(recap_text(session.records, session.id, session.figures), end="")
+    _say(recap_text(session.records, session.id, session.figures))
 
 
 def _ask_fresh(question: str) -> str:
@@ -411,9 +437,9 @@ def _notices(root: Path, settings: Any) -> None:
 
     notice = untrusted_notice(root)
     if notice:
-        print(notice, file=sys.stderr)
+        _error(notice)
     if settings.sandbox == "off" or bwrap_path() is None:
-        print(f"rhapsody: {status(settings.sandbox)}", file=sys.stderr)
+        _error(f"rhapsody: {status(settings.sandbox)}")
 
 
 def _picked(ns: argparse.Namespace, root: Path) -> bool:
@@ -476,7 +502,7 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
         print_recap(wiring.agent.session)
     parting = parting_line(wiring.session, root, demo)
     if parting:
-        print(parting)
+        _say(parting + "\n")
     return status
 
 

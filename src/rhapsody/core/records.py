@@ -127,15 +127,21 @@ class Request(_Record):
     model: str = ""
 
 
+Count = Annotated[int, Field(ge=0)]
+"""A token count: a whole number, never negative (a negative one would turn every ratio over it)."""
+
+
 class Usage(_Record):
     """What the API reported for a request, and why it stopped."""
 
     kind: Literal["usage"]
     stop_reason: str | None = None
-    input_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
-    output_tokens: int = 0
+    input_tokens: Count = 0
+    cache_creation_input_tokens: Count = 0
+    cache_read_input_tokens: Count = 0
+    output_tokens: Count = 0
+    cache_creation_1h_input_tokens: Count = 0
+    """The part of the cache writes made with the 1-hour TTL (billed 2x base, the rest 1.25x)."""
 
 
 class Retry(_Record):
@@ -486,7 +492,8 @@ def parse(record: dict[str, Any]) -> Record:
 
 
 _EXPECTED = {"int_type": "int", "float_type": "float", "string_type": "str", "bool_type": "bool",
-             "list_type": "list", "dict_type": "dict", "model_type": "an object", "model_attributes_type": "an object"}
+             "list_type": "list", "dict_type": "dict", "model_type": "an object", "model_attributes_type": "an object",
+             "greater_than_equal": "a count of 0 or more"}
 
 
 def _describe(kind: str, error: Mapping[str, Any]) -> str:

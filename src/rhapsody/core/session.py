@@ -25,7 +25,7 @@ from rhapsody.core.session_figures import Figures
 from rhapsody.core.handoff_state import HandoffState
 from rhapsody.core.images import for_request, has_images, image_tokens
 from rhapsody.core.history import (HistoryRead, HistoryWriter, collector_paused, history_dir, new_session_id,
-                                   read_history)
+                                   not_history, read_history)
 from rhapsody.core.messages import Block, Message, ToolResultBlock
 
 @dataclass(frozen=True)
@@ -87,8 +87,9 @@ class Session:
     @classmethod
     def _opened(cls, root: Path, path: Path, read: HistoryRead) -> Session:
         """The session a history's header record describes, with nothing folded yet."""
-        if not read.records or read.records[0].get("kind") != "session":
-            raise HistoryError(f"{path.name} does not start with a session record")
+        why = not_history(read)
+        if why:  # the words every command uses for a bad file
+            raise HistoryError(f"{path} is not a rhapsody history file ({why})")
         head = read.records[0]
         missing = [key for key in ("session", "model", "system", "tools") if key not in head]
         if missing:

@@ -34,7 +34,8 @@ from rhapsody.frontends.preview import plain_text
 from rhapsody.frontends.prompt_aids import command_names
 from rhapsody.frontends.recap import recap_lines
 from rhapsody.frontends.shell_mode import run_human_command, shell_command
-from rhapsody.view.render import print_event, visible
+from rhapsody.view.render import print_event
+from rhapsody.view.sink import safe_stream, visible
 
 
 class PlainApprover:
@@ -131,11 +132,11 @@ class Unmarked:
         return held
 
 
-async def _consume(agent: Agent, text: str | None, out: TextIO) -> None:
+async def _consume(agent: Agent, text: str | None, out: TextIO, typed: str | None = None) -> None:
     said = False
     unmarked = Unmarked()
     try:
-        async with aclosing(agent.run(text)) as stream:
+        async with aclosing(agent.run(text, typed)) as stream:
             async for event in stream:
                 if isinstance(event, ev.TextDelta):
                     out.write(visible(unmarked.feed(event.text)))
@@ -214,7 +215,7 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
     task: asyncio.Task[None] | None = None
     ctrl_c_at = 0.0
     with patch_stdout(raw=True):
-        sink = out or sys.stdout
+        sink = safe_stream(out or sys.stdout)  # every byte of plain mode passes the one sink
 
         def say(text: str) -> None:
             sink.write(text + "\n")
@@ -286,7 +287,7 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
                 if outcome.prompt and busy:  # a custom command's prompt, typed while the agent works
                     say(f"[{agent.session.hint(outcome.prompt, mode='queue').id} pending: end of turn]")
                 elif outcome.prompt:
-                    task = asyncio.create_task(_consume(agent, outcome.prompt, sink))
+                    task = asyncio.create_task(_consume(agent, outcome.prompt, sink, outcome.typed))
             elif line.strip() and busy:
                 queued = line.startswith(">>")
                 hint = agent.session.hint(line.removeprefix(">>").strip(), mode="queue" if queued else "steer")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -30,6 +29,7 @@ from rhapsody.core.output_caps import original_size
 from rhapsody.core.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.core.own_files import read_own
 from rhapsody.core.counts import counted
+from rhapsody.view.sink import visible as visible  # the one function every byte for a terminal passes
 
 KEY_ARGUMENTS = ("command", "path", "pattern", "query", "id", "action")
 INTERRUPTED_TEXT = "⏹ interrupted: what streamed so far is kept"
@@ -96,23 +96,6 @@ def hanging(text: str, width: int) -> str:
         indent = indent if indent <= width // 2 else 0
         out += textwrap.wrap(line, width, subsequent_indent=" " * indent, break_on_hyphens=False) or [line]
     return "\n".join(out)
-
-
-def visible(text: str) -> str:
-    r"""`text` with control characters shown escaped (\r, \x1b...), so nothing can redraw it; \n and \t stay."""
-    out = []
-    for ch in text:
-        code = ord(ch)
-        if ch in "\n\t":
-            out.append(ch)
-        elif ch == "\r":
-            out.append("\\r")
-        elif code < 32 or code == 127 or 0x80 <= code < 0xA0 or ch in "\u2028\u2029" or unicodedata.category(ch) == "Cf":
-            # Cf: bidi controls, zero-width and tag characters, which reorder or hide what a person approves
-            out.append(f"\\x{code:02x}" if code < 256 else (f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"))
-        else:
-            out.append(ch)
-    return "".join(out)
 
 
 def key_argument(call: ToolUseBlock) -> str:

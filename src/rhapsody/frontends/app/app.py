@@ -37,6 +37,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Static
 from textual.widget import Widget
@@ -48,6 +49,7 @@ from rhapsody.frontends.shell_mode import shell_command
 from rhapsody.frontends.app.rewind import Rewinder
 from rhapsody.frontends.app.status import MODEL_WAIT, Liveness, starting_text, status_line, welcome_text
 from rhapsody.frontends.app.widgets import Entry, Foldable, PromptInput, StatusBar, TranscriptView
+from rhapsody.view.sink import visible
 
 if TYPE_CHECKING:
     from rhapsody.commands import slash as commands
@@ -219,6 +221,11 @@ class RhapsodyApp(App[int]):
         """Whether a turn is running."""
         return self.ready and self.agent.busy or (self.worker is not None and not self.worker.is_finished)
 
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = False) -> None:
+        """A toast, its words through the one sink's function and never read as markup (an error names a path)."""
+        super().notify(visible(message), title=visible(title), severity=severity, timeout=timeout, markup=markup)
+
     def get_system_commands(self, screen: Screen[Any]) -> Any:
         """The command palette lists rhapsody's own commands first."""
         for name, help_text in commands.COMMANDS.items():
@@ -389,7 +396,7 @@ class RhapsodyApp(App[int]):
         elif outcome.prompt and self.busy:  # a custom command's prompt, typed while the agent works
             await self.add_hint(outcome.prompt, "queue")
         elif outcome.prompt:
-            self.start_turn(outcome.prompt)
+            self.start_turn(outcome.prompt, outcome.typed)
         self.refresh_status()
 
     def confirm(self, outcome: commands.Outcome) -> None:
@@ -406,12 +413,12 @@ class RhapsodyApp(App[int]):
 
     # -- the agent worker ----------------------------------------------------------------
 
-    def start_turn(self, text: str | None) -> None:
-        """Run one turn in the agent worker."""
-        self.worker = self.run_agent(text)
+    def start_turn(self, text: str | None, typed: str | None = None) -> None:
+        """Run one turn in the agent worker (`typed`: the words of a custom command's prompt the human typed)."""
+        self.worker = self.run_agent(text, typed)
 
     @work(exclusive=True, group="agent", exit_on_error=False)
-    async def run_agent(self, text: str | None) -> None:
+    async def run_agent(self, text: str | None, typed: str | None = None) -> None:
         """Drive the loop and apply each event to the transcript."""
         await self.drop_welcome()
         if text:
@@ -421,7 +428,7 @@ class RhapsodyApp(App[int]):
         self.live.start("working")
         self.set_state("working")
         try:
-            async with aclosing(self.agent.run(text)) as stream:
+            async with aclosing(self.agent.run(text, typed)) as stream:
                 async for event in stream:
                     await self.apply(event)
             if time.monotonic() - began > self.settings.notify_after:
@@ -746,4 +753,4 @@ class RhapsodyApp(App[int]):
         bar = self.query_one(StatusBar)
         state = self.live.text() if self.live.active else bar.state
         mode = self.agent.toolbox.permission_mode
-        bar.update(Text(status_line(session.figures, session, self._git, state, self.size.width, mode)))
+        bar.update(Text(visible(status_line(session.figures, session, self._git, state, self.size.width, mode))))
