@@ -197,15 +197,19 @@ def test_closed_while_booting_it_ends(project: Path, home: Path, stub: Stub, how
         assert read_history(path).skipped == 0
 
 
-@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("how,deaf", [("sighup", False), ("vanished", False), ("sighup", True)])
 async def test_closed_with_the_editor_open_the_editor_goes_too(project: Path, home: Path, stub: Stub,
-                                                               tmp_path: Path, how: str) -> None:
+                                                               tmp_path: Path, how: str, deaf: bool) -> None:
+    """`deaf`: an editor that ignores SIGHUP keeps the app's loop blocked on it; the deadline ends both."""
     editor = tmp_path / "editor.sh"
     pid_file = tmp_path / "editor.pid"
-    editor.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 300.0133\n")
+    ignore = "trap '' HUP\n" if deaf else ""
+    editor.write_text(f"#!/bin/sh\n{ignore}echo $$ > {pid_file}\nexec sleep 300.0133\n")
     editor.chmod(0o755)
     stub.script(say("Ready when you are."))
-    term = _start(project, home, stub, EDITOR=str(editor), VISUAL=str(editor), how=how)
+    drafts = tmp_path / "tmp"
+    drafts.mkdir()
+    term = _start(project, home, stub, EDITOR=str(editor), VISUAL=str(editor), TMPDIR=str(drafts), how=how)
     try:
         assert term.read_until(lambda s: f"model        {MODEL}" in s), term.seen[-2000:]
         os.write(term.fd, b"say hello\r")
@@ -213,10 +217,12 @@ async def test_closed_with_the_editor_open_the_editor_goes_too(project: Path, ho
         os.write(term.fd, b"\x07")  # ctrl+g
         assert waited(lambda: pid_file.exists() and pid_file.read_text().strip().isdigit(), 20)
         editor_pid = int(pid_file.read_text())
+        assert [p.name[:16] for p in drafts.iterdir()] == ["rhapsody-prompt-"]  # the draft, open in the editor
         _closed(term)
         assert waited(lambda: not _alive(editor_pid), 5), "the editor outlived rhapsody"
     finally:
         term.close()
+    assert not list(drafts.iterdir())  # the draft's private file is removed, however it ended
     assert "message" in _kinds(project)
     await _resumes(stub, project)
 

@@ -15,7 +15,8 @@ EPIPE. Any of them `fire`s the same path, once:
   (the `$EDITOR`), a stop that never returns: none of them keeps the process alive past it.
 
 A child that holds the terminal (the editor) is registered in `foreground`; it gets SIGHUP as a
-shell would give it, and SIGKILL at the deadline.
+shell would give it, and SIGKILL at the deadline. A private file that a hard exit would leave
+behind (the editor's draft) is registered in `leftovers` and removed first.
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ STATUS = 128 + signal.SIGHUP
 
 foreground: set[int] = set()
 """Pids of children that hold the terminal while they run (the editor)."""
+
+leftovers: set[str] = set()
+"""Private files to remove were the process to end hard (the editor's draft)."""
 
 
 class Hangup:
@@ -186,6 +190,11 @@ class Hangup:
         for pid in list(foreground):
             _signal(pid, signal.SIGKILL)
         procs.kill_all()
+        for path in list(leftovers):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
         os._exit(STATUS)
 
 

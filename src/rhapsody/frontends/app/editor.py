@@ -30,6 +30,7 @@ def edit_in_editor(app: App[Any], draft: str) -> str:
     """The draft after the person edited it; raises OSError when the editor cannot start."""
     fd, name = tempfile.mkstemp(prefix="rhapsody-prompt-", suffix=".md")
     path = Path(name)
+    hangup.leftovers.add(name)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(draft)
@@ -42,6 +43,7 @@ def edit_in_editor(app: App[Any], draft: str) -> str:
         return path.read_text(encoding="utf-8").rstrip("\n")
     finally:
         path.unlink(missing_ok=True)
+        hangup.leftovers.discard(name)
 
 
 def run_editor(argv: list[str], **kwargs: Any) -> None:
