@@ -26,6 +26,7 @@ import os
 import select
 import signal
 import stat
+import sys
 import termios
 import threading
 import time
@@ -33,7 +34,7 @@ from collections.abc import Awaitable, Callable
 from types import FrameType
 from typing import Any, TypeVar
 
-from rhapsody.tools import procs
+# Standard library only: the app imports this before its first frame, which must not wait for the core.
 
 T = TypeVar("T")
 
@@ -189,7 +190,9 @@ class Hangup:
         """Kill every child rhapsody started and exit now, with the status of a hangup."""
         for pid in list(foreground):
             _signal(pid, signal.SIGKILL)
-        procs.kill_all()
+        procs = sys.modules.get("rhapsody.tools.procs")  # not imported: rhapsody started no command yet
+        if procs is not None:
+            procs.kill_all()
         for path in list(leftovers):
             try:
                 os.unlink(path)
