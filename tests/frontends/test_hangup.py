@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 import struct
 import subprocess
 import sys
@@ -274,3 +275,24 @@ async def test_plain_and_headless_stop_save_and_exit(project: Path, home: Path, 
     assert "interrupted" in _kinds(project)
     await _resumes(stub, project)
 
+
+
+async def test_headless_output_whose_reader_left_stops_the_run(project: Path, home: Path, stub: Stub) -> None:
+    """`rhapsody -p … | head -1`: once the pipe's reader is gone, the run stops as a closed terminal stops it."""
+    marker = "300.0139"
+    stub.script(call(NARRATE, "bash", command=f"sleep {marker}"))
+    env = _env(home, ANTHROPIC_BASE_URL=stub.server.url, ANTHROPIC_API_KEY="sk-ant-test", RHAPSODY_MODEL=MODEL)
+    proc = subprocess.Popen([sys.executable, "-m", "rhapsody", "-p", "run the build"], cwd=project, env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert waited(lambda: bool(_pids_running(marker)), 30)
+        [sleeper] = _pids_running(marker)
+        assert proc.stdout is not None
+        proc.stdout.close()  # the reader leaves
+        assert proc.wait(GONE_WITHIN) == 128 + signal.SIGHUP
+        assert waited(lambda: not _alive(sleeper), 5), "the command outlived rhapsody"
+    finally:
+        proc.kill()
+        proc.wait()
+    assert "interrupted" in _kinds(project)
+    await _resumes(stub, project)
