@@ -17,16 +17,19 @@ import struct
 import subprocess
 import sys
 import termios
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rhapsody.config.settings import Settings
 from rhapsody.core.history import read_history
+from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.loopback.script import call, say
 from rhapsody.wiring import build
-from tests.conftest import MODEL, SANDBOX, Stub, collect, waited
+from tests.conftest import MODEL, SANDBOX, Stub, collect, until, waited
 from tests.frontends.test_start import Terminal, _env
 
 GONE_WITHIN = 5.0
@@ -296,3 +299,36 @@ async def test_headless_output_whose_reader_left_stops_the_run(project: Path, ho
         proc.wait()
     assert "interrupted" in _kinds(project)
     await _resumes(stub, project)
+
+
+def _waiting_threads() -> list[str]:
+    """What each thread other than this one is in the middle of: reading git, or waiting for the event loop."""
+    frames = []
+    for ident, frame in sys._current_frames().items():
+        if ident == threading.get_ident():
+            continue
+        names = []
+        while frame is not None:
+            names.append(frame.f_code.co_name)
+            frame = frame.f_back
+        frames += [n for n in names if n in ("git_facts", "call_from_thread")]
+    return frames
+
+
+async def test_the_branch_is_read_by_a_thread_that_never_waits_for_the_loop(project: Path, stub: Stub) -> None:
+    """A loop held by the app's shutdown never answers a thread that waits for it, and then the thread holds
+    the exit: the thread that reads the branch hands its result over and ends, whatever the loop does."""
+
+    def boot() -> tuple[Any, Any, Any]:
+        wiring = stub.wire(project)
+        return wiring.agent, wiring.settings, None
+
+    app = RhapsodyApp(boot=boot, root=project)
+    async with app.run_test() as pilot:
+        await until(lambda: app.ready and "master" in app._git, within=30, pause=pilot.pause)
+        app._git = ""
+        app.refresh_git()
+        await until(lambda: "git_facts" in _waiting_threads(), within=10, step=0.001)  # it reads (a few git calls)
+        held = waited(lambda: not _waiting_threads(), 10)  # the loop held here, as a shutdown would hold it
+        assert held, _waiting_threads()
+        await until(lambda: "master" in app._git, within=10, pause=pilot.pause)  # and the branch arrived
