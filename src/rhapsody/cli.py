@@ -12,7 +12,10 @@ import os
 import sys
 from pathlib import Path
 from collections.abc import Awaitable, Callable
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+if TYPE_CHECKING:
+    from rhapsody.frontends.hangup import Hangup
 
 T = TypeVar("T")
 
@@ -292,7 +295,7 @@ def _run(ns: argparse.Namespace) -> int:
     return launch(ns, root, *_settings_and_model(ns, root))
 
 
-def _hangup() -> Any:
+def _hangup() -> Hangup:
     """What a front end does when its terminal goes: stop, save, exit within 2 s (frontends/hangup.py)."""
     from rhapsody.frontends.hangup import Hangup
 

@@ -66,7 +66,7 @@ class Hangup:
         self.fired_at = 0.0
         self._fired = threading.Event()
         self._saved = threading.Event()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # reentrant: the SIGHUP handler may interrupt its own thread holding it
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: Callable[[], Awaitable[None]] | None = None
         self.stopper: asyncio.Task[Any] | None = None

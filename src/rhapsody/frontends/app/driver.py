@@ -10,6 +10,7 @@ dropping what it is given, and the app's own shutdown goes through.
 
 from __future__ import annotations
 
+import errno
 import io
 import sys
 from typing import IO, Any, cast
@@ -17,6 +18,10 @@ from typing import IO, Any, cast
 from textual.drivers.linux_driver import LinuxDriver
 
 from rhapsody.frontends.hangup import Hangup
+
+
+GONE = (errno.EIO, errno.EPIPE, errno.ENXIO, errno.EBADF)
+"""The errors of a write to a terminal that is no longer there."""
 
 
 class _Guarded(io.TextIOBase):
@@ -46,6 +51,8 @@ class _Guarded(io.TextIOBase):
                 self._fail(exc)
 
     def _fail(self, exc: OSError) -> None:
+        if exc.errno not in GONE:  # a write refused for now (EAGAIN, EINTR): that text is lost, not the terminal
+            return
         self._failed = True
         self._hangup.fire(f"a write to the terminal failed: {exc.strerror or exc}")
 
