@@ -171,6 +171,25 @@ async def test_closed_while_a_reply_streams_what_streamed_is_kept_interrupted(pr
 
 
 @pytest.mark.parametrize("how", HOW)
+async def test_closed_right_after_an_interrupt_it_ends(project: Path, home: Path, stub: Stub, how: str) -> None:
+    """Esc, then the window closed at once: the turn's end (the branch read again, the footer redrawn) is under way."""
+    words = " ".join(f"word{i}" for i in range(400))
+    stub.script({"content": [{"type": "text", "text": words}], "delay": 0.02})
+    term = _start(project, home, stub, how=how)
+    try:
+        assert term.read_until(lambda s: f"model        {MODEL}" in s), term.seen[-2000:]
+        os.write(term.fd, b"tell me a story\r")
+        assert term.read_until(lambda s: "word30" in s, 30), term.seen[-2000:]
+        os.write(term.fd, b"\x1b")
+        assert term.read_until(lambda s: "interrupted" in s, 30), term.seen[-2000:]
+        _closed(term)
+    finally:
+        term.close()
+    assert _kinds(project).count("interrupted") == 1
+    await _resumes(stub, project)
+
+
+@pytest.mark.parametrize("how", HOW)
 async def test_closed_with_a_question_open_the_question_goes_and_the_session_resumes(
         project: Path, home: Path, stub: Stub, how: str) -> None:
     stub.script(call(NARRATE, "bash", command="sleep 300.0132", sandbox=False, justification="it needs the host"))
@@ -254,6 +273,22 @@ async def test_closed_during_a_seam_the_handoff_is_cancelled_and_the_session_res
     assert "interrupted" in kinds and "handoff_failed" in kinds and "seam" not in kinds  # cancelled, not committed
     states = [r["state"] for r in read_history(_history(project)).records if r["kind"] == "handoff"]
     assert "asked" in states and "noted" not in states
+    await _resumes(stub, project)
+
+
+@pytest.mark.parametrize("how", HOW)
+async def test_plain_mode_closed_with_a_question_open_ends(project: Path, home: Path, stub: Stub, how: str) -> None:
+    stub.script(call(NARRATE, "bash", command="sleep 300.0136", sandbox=False, justification="it needs the host"))
+    term = _start(project, home, stub, "--plain", "--permission-mode", "ask", how=how)
+    try:
+        assert term.read_until(lambda s: "›" in s, 30), term.seen[-2000:]
+        os.write(term.fd, b"run the build\r")
+        assert term.read_until(lambda s: "y = allow once" in s, 30), term.seen[-2000:]
+        _closed(term)
+    finally:
+        term.close()
+    assert not _pids_running("300.0136")  # never allowed, never run
+    assert "interrupted" in _kinds(project)
     await _resumes(stub, project)
 
 
