@@ -29,7 +29,7 @@ from rhapsody.core.history import read_history
 from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.loopback.script import call, say
 from rhapsody.wiring import build
-from tests.conftest import MODEL, SANDBOX, Stub, collect, until, waited
+from tests.conftest import GATE, MODEL, SANDBOX, Stub, collect, until, waited
 from tests.frontends.test_start import Terminal, _env
 
 GONE_WITHIN = 5.0
@@ -367,3 +367,27 @@ async def test_the_branch_is_read_by_a_thread_that_never_waits_for_the_loop(proj
         held = waited(lambda: not _waiting_threads(), 10)  # the loop held here, as a shutdown would hold it
         assert held, _waiting_threads()
         await until(lambda: "master" in app._git, within=10, pause=pilot.pause)  # and the branch arrived
+
+
+def test_under_nohup_a_hangup_leaves_the_run_alone(project: Path, home: Path, stub: Stub) -> None:
+    """SIGHUP ignored when rhapsody starts (`nohup rhapsody -p …`): the run was meant to outlive its terminal."""
+    stub.script(call(NARRATE, "bash", command=GATE), say("finished"))
+    env = _env(home, ANTHROPIC_BASE_URL=stub.server.url, ANTHROPIC_API_KEY="sk-ant-test", RHAPSODY_MODEL=MODEL)
+    proc = subprocess.Popen([sys.executable, "-m", "rhapsody", "-p", "run the build"], cwd=project, env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    try:
+        assert waited(lambda: '"kind":"permission","tool":"bash"' in _text(project), 30)  # the command runs
+        proc.send_signal(signal.SIGHUP)
+        (project / "go").touch()
+        assert proc.wait(30) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+    assert "interrupted" not in _kinds(project)
+    assert read_history(_history(project)).records[-1]["kind"] != "interrupted"
+
+
+def _text(project: Path) -> str:
+    files = list((project / ".rhapsody" / "history").glob("*.jsonl")) if (project / ".rhapsody").exists() else []
+    return files[0].read_text() if files else ""

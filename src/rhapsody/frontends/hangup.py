@@ -81,7 +81,10 @@ class Hangup:
         return self._fired.is_set()
 
     def __enter__(self) -> Hangup:
-        """Take SIGHUP (a plain handler, so it runs even while the event loop is stuck) and watch the terminal."""
+        """Take SIGHUP (a plain handler, so it runs even while the event loop is stuck) and watch the terminal;
+        under `nohup` (SIGHUP ignored) neither: the person asked for the run to outlive its terminal."""
+        if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN:
+            return self
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGHUP, self._on_signal)
         if self._fds:
