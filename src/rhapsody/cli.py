@@ -363,6 +363,7 @@ def _app(ns: argparse.Namespace, root: Path, parts: Callable[[], tuple[Any, Any]
                           hangup=hangup)
         asyncio.run(run())
     if hangup.fired:  # nobody reads a recap now; the history says where it stopped
+        hangup.ended()
         return int(app.return_code or hangup.status)
     if app.boot_error is not None:
         raise app.boot_error  # one line from main(), now that the screen is restored
@@ -479,8 +480,11 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
             from rhapsody.frontends.headless import run_headless
 
             _notices(root, settings)
-            return asyncio.run(_closing(wiring, until_hangup(hangup, run_headless(wiring.agent, ns.task,
-                                                                                    ns.output_format))))
+            status = asyncio.run(_closing(wiring, until_hangup(hangup, run_headless(wiring.agent, ns.task,
+                                                                                      ns.output_format))))
+            if hangup.fired:
+                hangup.ended()
+            return status
         if ns.plain:
             from rhapsody.frontends.plain import run_plain
 
@@ -493,6 +497,7 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
             asyncio.run(_closing(wiring, app.run_async()))
             status = app.return_code or 0
     if hangup.fired:
+        hangup.ended()
         return status or hangup.status
     if not ns.plain:
         print_recap(wiring.agent.session)

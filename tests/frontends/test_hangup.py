@@ -119,7 +119,12 @@ class Detached(Terminal):
         proc = subprocess.Popen([sys.executable, "-m", "rhapsody", *args], cwd=root, env=env, stdin=slave,
                                 stdout=slave, stderr=slave, start_new_session=True)
         os.close(slave)
-        self.pid = proc.pid
+        self.proc, self.pid = proc, proc.pid
+
+    def close(self) -> None:
+        self.proc.kill()  # gone already, once its status was read: a no-op
+        self.proc.wait()
+        os.close(self.fd)
 
 
 HOW = ["sighup", "vanished"]

@@ -189,6 +189,12 @@ class Hangup:
             time.sleep(min(0.05, self._left()))
         self.end()
 
+    def ended(self) -> None:
+        """The front end has ended after the hangup: with the terminal gone, exit now (what is left, a flush of
+        output into the dead terminal, would only fail); with it still open, return to the normal exit."""
+        if self.terminal_gone():
+            self.end()
+
     def end(self) -> None:
         """Kill every child rhapsody started and exit now, with the status of a hangup."""
         for pid in list(foreground):
