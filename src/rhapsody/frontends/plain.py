@@ -183,7 +183,7 @@ async def _confirmed(agent: Agent, asked: Outcome, ask: Callable[[str], Awaitabl
         answer = ""
     if answer.strip().lower() in ("y", "yes"):
         return run_command(agent, asked.then, PLAIN_KEYS)
-    return Outcome("not handed off: the context stays as it is")
+    return Outcome(asked.declined)
 
 
 async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | None = None,

@@ -366,6 +366,9 @@ class RhapsodyApp(App[int]):
         if text.strip() == "/rewind":  # the list to pick from; with arguments it runs as in plain mode
             await self.rewinder.open()
             return
+        if text.strip() == "/resume" and not self.busy:  # the picker; with an id it runs as in plain mode
+            self.pick_session()
+            return
         session = self.agent.session
         if echo:
             await self.note(text.strip(), "command")
@@ -392,6 +395,16 @@ class RhapsodyApp(App[int]):
             self.start_turn(outcome.prompt)
         self.refresh_status()
 
+    def pick_session(self) -> None:
+        """`/resume`: the project's other sessions to pick from; the one picked continues here."""
+        from rhapsody.frontends.app.picker import PickerScreen
+
+        async def picked(session: str | None) -> None:
+            if session:
+                await self.command(f"/resume {session}")
+
+        self.push_screen(PickerScreen(self.agent.session.root, exclude=self.agent.session.id), callback=picked)
+
     def confirm(self, outcome: commands.Outcome) -> None:
         """Ask the outcome's question; yes runs the command it names."""
         from rhapsody.frontends.app.confirm import ConfirmScreen
@@ -400,7 +413,7 @@ class RhapsodyApp(App[int]):
             if yes:
                 await self.command(outcome.then, echo=False)
             else:
-                await self.note("not handed off: the context stays as it is", "notice")
+                await self.note(outcome.declined, "notice")
 
         self.push_screen(ConfirmScreen(outcome.text, outcome.confirm), callback=answered)
 
