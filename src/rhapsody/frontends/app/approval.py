@@ -118,7 +118,7 @@ class ApprovalPanel(Vertical, can_focus=True):
         for number, reply in enumerate(choices(self.rules), 1):
             yield Choice(number, reply, self.rules)
         numbers = "1, 2 or 3" if self.rules else "1 or 2"  # only the answers offered above
-        yield Input(placeholder=f"Enter: 1 · {numbers}, or tell the agent what to do instead", id="reason",
+        yield Input(placeholder=f"{numbers}, or tell the agent what to do instead; then Enter", id="reason",
                     disabled=True)
         yield Static(Text("wait… keys typed now answer nothing"), id="enter-does")
 
@@ -205,7 +205,7 @@ class ApprovalPanel(Vertical, can_focus=True):
         if is_command(typed):
             return "Enter: run the command (the question stays)"
         if not typed.strip():
-            return "Enter: allow this call once (the highlighted 1); a number picks its answer at once"
+            return "Enter: allow this call once (the highlighted 1); a digit picks at once"
         return ENTER_DOES[reply_to(typed, self.rules)].format(rules=", ".join(self.rules))
 
     def on_input_changed(self, event: Input.Changed) -> None:
