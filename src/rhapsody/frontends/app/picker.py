@@ -18,10 +18,11 @@ import time
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.binding import BindingType
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
@@ -112,8 +113,8 @@ class Summary:
 class Picking:
     """What the picker does, as an app of its own (`--resume`) or a screen of the app (`/resume`)."""
 
-    BINDINGS = [("escape", "cancel", "Cancel")]
-    CSS = """
+    BINDINGS: ClassVar[list[BindingType]] = [("escape", "cancel", "Cancel")]
+    CSS: ClassVar[str] = """
     #title { height: 1; text-style: bold; padding: 0 1; }
     #search { margin: 0 1; }
     OptionList { height: 1fr; }
