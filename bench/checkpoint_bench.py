@@ -53,7 +53,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
+        os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")  # the shadow lives there: not the user's own
+        root = Path(tmp) / "project"
+        root.mkdir()
         make_project(root, args.files)
         shadow = Shadow(root)
         cold = timed(lambda: shadow.snapshot("first"))

@@ -55,12 +55,14 @@ class _Claude:
     """Writes Claude Code records: a parent chain, one line per content block, usage per API message."""
 
     def __init__(self, seed: int = 7, model: str = "claude-opus-4-5-20251101",
-                 autocompact: int | None = CLAUDE_AUTOCOMPACT, session: str | None = None) -> None:
+                 autocompact: int | None = CLAUDE_AUTOCOMPACT, session: str | None = None,
+                 version: str = "2.0.42") -> None:
         self.rng = random.Random(seed)
         self.model = model
         self.autocompact = autocompact
         self.session = session or str(uuid.UUID(int=random.Random(f"{seed}{model}").getrandbits(128), version=4))
         self.clock = _Clock()
+        self.version = version
         self.lines: list[dict[str, Any]] = []
         self.parent: str | None = None
         self.chars = 0
@@ -71,7 +73,7 @@ class _Claude:
 
     def _base(self, kind: str, **extra: Any) -> dict[str, Any]:
         record = {"parentUuid": self.parent, "isSidechain": False, "userType": "external", "cwd": "/home/ana/proj",
-                  "sessionId": self.session, "version": "2.0.42", "gitBranch": "main", "type": kind, "uuid": self.uid(),
+                  "sessionId": self.session, "version": self.version, "gitBranch": "main", "type": kind, "uuid": self.uid(),
                   "timestamp": self.clock.tick(), **extra}
         self.parent = record["uuid"]
         return record
@@ -344,8 +346,11 @@ def main() -> None:
         for path in long_sessions(Path(sys.argv[2])):
             print(path)
         return
+    from tests.transcripts_parallel import PARALLEL_SESSION, claude_parallel
+
     main_lines, sub = claude_small()
     dump(main_lines, FIXTURES / "claude" / f"{SESSION}.jsonl")
+    dump(claude_parallel(), FIXTURES / "claude-2.1" / f"{PARALLEL_SESSION}.jsonl")
     dump(sub, FIXTURES / "claude" / SESSION / "subagents" / "agent-e5f6a7b8.jsonl")
     dump(codex_small(), FIXTURES / "codex" / "2025" / "11" / "20" / f"rollout-2025-11-20T10-00-00-{CODEX_SESSION}.jsonl")
 

@@ -99,6 +99,8 @@ def _stats_parser() -> argparse.ArgumentParser:
                    "(default: the model's rate from the price table)")
     p.add_argument("--what-if", metavar="POLICY", help="replay the session with seams every=N tool calls, at=TOKENS "
                    "of context or share=S of the window (comma-separated), or sweep: a curve over several")
+    p.add_argument("--context-window", type=int, metavar="N", help="the window the session ran in, in tokens "
+                   "(default: RHAPSODY_CONTEXT_WINDOW, else what the history shows, else the model's standard window)")
     return p
 
 
@@ -209,8 +211,8 @@ def main(argv: list[str] | None = None) -> int:
             if ns.what_if:
                 from rhapsody.commands import whatif
 
-                return whatif.main(_root(ns.cwd), ns.session, ns.what_if, ns.json, ns.cache_read_mult)
-            return print_stats(_root(ns.cwd), ns.session, ns.json, ns.cache_read_mult)
+                return whatif.main(_root(ns.cwd), ns.session, ns.what_if, ns.json, ns.cache_read_mult, ns.context_window)
+            return print_stats(_root(ns.cwd), ns.session, ns.json, ns.cache_read_mult, ns.context_window)
         return _run(_parser().parse_args(args))
     except RhapsodyError as exc:
         print(f"rhapsody: {exc}", file=sys.stderr)

@@ -220,7 +220,7 @@ def _json(out: str) -> dict[str, Any] | None:
         return None
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
         return None
     return value if isinstance(value, dict) else None
 

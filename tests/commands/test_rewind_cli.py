@@ -98,7 +98,7 @@ def test_kill_9_during_a_checkpoint_leaves_history_and_shadow_usable(stub: Stub,
     two_runs(stub, project)
     subprocess.run(["bash", "-c", MANY], cwd=project, check=True)  # new files to hash: a slow checkpoint
     git_before = tree(project), git_hashes(project)
-    lock = project / ".rhapsody" / "checkpoints" / "rhapsody-index.lock"
+    lock = Shadow(project).index.with_name("rhapsody-index.lock")
     proc = start(project)
     kill_when(proc, lock.exists)
     records = read_history(find_session(project, None)).records  # readable: a torn tail at most
@@ -149,7 +149,7 @@ def test_kill_9_of_a_headless_turn_during_a_tool_checkpoint_resumes_and_rewinds(
     proc = subprocess.Popen([sys.executable, "-m", "rhapsody", "-p", "make many", "--cwd", str(project),
                              "--model", MODEL], env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    lock = project / ".rhapsody" / "checkpoints" / "rhapsody-index.lock"
+    lock = Shadow(project).index.with_name("rhapsody-index.lock")
     kill_when(proc, lambda: (project / "many").is_dir() and lock.exists())  # the checkpoint before write_file
     assert not (project / "summary.txt").exists()
     headless(stub, project, "go on", "--continue")

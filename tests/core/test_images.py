@@ -66,8 +66,8 @@ async def test_an_at_image_reaches_the_model_as_base64_and_the_history_keeps_onl
     assert "  [image shot.png 3x2]" in lines
 
 
-async def test_a_pasted_quoted_path_attaches_by_content_not_by_name(stub: Stub, project: Path, tmp_path: Path) -> None:
-    folder = tmp_path / "My Shots"
+async def test_a_pasted_quoted_path_attaches_by_content_not_by_name(stub: Stub, project: Path) -> None:
+    folder = project / "My Shots"
     folder.mkdir()
     (folder / "diagram.gif").write_bytes(GIF)
     (folder / "photo.webp").write_bytes(JPEG)  # a JPEG under another name

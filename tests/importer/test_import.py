@@ -123,7 +123,7 @@ def test_importing_the_same_file_twice_names_the_session_it_became(project: Path
     again = rhapsody("import", str(CLAUDE), cwd=project)
     session_id = first.stdout.split(f"{CLAUDE}: imported as ")[1].split()[0]
     assert again.returncode == 0 and f"already imported as {session_id}" in again.stdout
-    assert len(list((project / ".rhapsody" / "history").glob("*.jsonl"))) == 2
+    assert len(list((project / ".rhapsody" / "history").glob("*.jsonl"))) == 3  # two Claude Code files, one Codex
     grown = tmp_path / CLAUDE.name  # the session went on in Claude Code after the first import
     grown.write_text(CLAUDE.read_text() + json.dumps({"type": "summary", "summary": "later", "leafUuid": "x"}) + "\n")
     later = rhapsody("import", str(grown), cwd=project)
@@ -161,7 +161,10 @@ async def test_a_long_imported_session_resumes_headless_then_hands_off_with_slas
     records = imported(project, source)
     session_id = records[0]["session"]
     stub.script(say("I have read the imported session and will go on from where it stopped."))
+    # The context is past 0.4 of the window the source ran in (Codex's 272k): the automatic seam would come
+    # first, and this test is about /handoff.
     resumed = rhapsody("-p", "go on", "--resume", session_id, "--cwd", str(project), "--model", MODEL,
+                       "--handoff-at-share", "off",
                        cwd=project, env={"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": stub.server.url})
     assert resumed.returncode == 0, resumed.stderr
     (first,) = stub.bodies()
@@ -173,7 +176,8 @@ async def test_a_long_imported_session_resumes_headless_then_hands_off_with_slas
     assert not any(b["type"] == "thinking" for b in sent)
 
     stub.script(handoff_turn(), say("Noted."), say("Going on from my note."))
-    wiring = build(project, Settings(permission_mode="yolo", sandbox=SANDBOX), stub.model(), MODEL, resume=session_id)
+    wiring = build(project, Settings(permission_mode="yolo", sandbox=SANDBOX, handoff_at_share="off"), stub.model(), MODEL,
+                   resume=session_id)
     out = io.StringIO()
     with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
         task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))

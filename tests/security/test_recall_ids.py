@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from rhapsody.core.recall import RecallIdError, fetch, history_of
+from rhapsody.core.userstate import state_home
 from rhapsody.loopback.script import call, say
 
 from tests.conftest import Stub, collect
@@ -34,7 +35,8 @@ def text_of(block: dict[str, Any]) -> str:
 
 
 def sqlite_files(*folders: Path) -> list[Path]:
-    return [p for folder in folders for p in folder.rglob("*.recall.sqlite*")]
+    """Recall indexes under `folders` and in rhapsody's state folder (where indexes live)."""
+    return [p for folder in (*folders, state_home()) for p in folder.rglob("*.recall.sqlite*")]
 
 
 def outside_history(tmp_path: Path) -> Path:

@@ -357,8 +357,8 @@ def test_a_shadow_half_built_when_killed_is_built_again_and_planted_links_are_no
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     (elsewhere / "keep.txt").write_text("keep\n")
-    state = project / ".rhapsody"
-    state.mkdir()
+    state = Shadow(project).home
+    state.mkdir(parents=True)
     (state / "checkpoints.new").symlink_to(elsewhere)  # as if planted, or a half-built shadow
     commit, _ = Shadow(project).take("first")
     assert Shadow(project).has(commit) and (elsewhere / "keep.txt").read_text() == "keep\n"

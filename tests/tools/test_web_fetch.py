@@ -39,7 +39,7 @@ class Pages(BaseHTTPRequestHandler):
         routes: dict[str, tuple[int, str, bytes, dict[str, str]]] = {
             "/page": (200, "text/html; charset=utf-8", PAGE.encode(), {}),
             "/same": (302, "text/plain", b"", {"location": "/page"}),
-            "/other": (302, "text/plain", b"", {"location": f"http://localhost:{port}/page"}),
+            "/other": (302, "text/plain", b"", {"location": f"http://mirror.example:{port}/page"}),
             "/big": (200, "text/plain", b"x" * 3_000_000, {}),
             "/image": (200, "image/png", b"\x89PNG\r\n\x1a\n" + b"\0" * 100, {}),
         }
@@ -73,6 +73,11 @@ def site() -> Iterator[str]:
     server.server_close()
 
 
+async def to_loopback(host: str, port: int) -> list[str]:
+    """A resolver that puts every name on the test's site (127.0.0.1): no test reaches real DNS."""
+    return ["127.0.0.1"]
+
+
 def results(stub: Stub) -> list[dict[str, Any]]:
     return [b for body in stub.bodies() for b in body["messages"][-1]["content"] if b.get("type") == "tool_result"]
 
@@ -99,19 +104,20 @@ async def test_each_site_is_asked_for_and_a_redirect_to_another_site_asks_again(
         return Approval(True, remember=rules)
 
     port = site.rsplit(":", 1)[1]
-    stub.script(call(FETCH, "web_fetch", url=f"{site}/other"),
-                call("The page moved to localhost; I will fetch it there as the result says.", "web_fetch",
-                     url=f"http://localhost:{port}/page"),
+    stub.script(call(FETCH, "web_fetch", url=f"http://docs.example:{port}/other"),
+                call("The page moved to mirror.example; I will fetch it there as the result says.", "web_fetch",
+                     url=f"http://mirror.example:{port}/page"),
                 call("I will fetch the same site once more, which the session rule now allows.", "web_fetch",
-                     url=f"http://localhost:{port}/page"),
+                     url=f"http://mirror.example:{port}/page"),
                 say("Read it."))
-    wiring = stub.wire(project, permission_mode="ask")
+    wiring = stub.wire(project, permission_mode="ask", allow=["web_fetch:127.0.0.1"])  # the address, not the names
+    wiring.agent.toolbox.tools["web_fetch"] = WebFetch(resolver=to_loopback)
     wiring.agent.toolbox.approver = allow_for_session
     await collect(wiring.agent.run("read the docs"))
-    assert asked == [("ask mode asks before fetching from 127.0.0.1", ("web_fetch:127.0.0.1",)),
-                     ("ask mode asks before fetching from localhost", ("web_fetch:localhost",))]
+    assert asked == [("ask mode asks before fetching from docs.example", ("web_fetch:docs.example",)),
+                     ("ask mode asks before fetching from mirror.example", ("web_fetch:mirror.example",))]
     first, second, third = results(stub)
-    assert f"redirects to another site: http://localhost:{port}/page" in first["content"]
+    assert f"redirects to another site: http://mirror.example:{port}/page" in first["content"]
     assert "# Options" not in first["content"] and "# Options" in second["content"] and "# Options" in third["content"]
 
 

@@ -9,12 +9,15 @@ A long output is folded and cut to INLINE_CAP characters with a note: the histor
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from html import escape
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
+from rhapsody.commands.md_escape import fenced, inert, plain, unsafe
 from rhapsody.core.secrets import mask
 from rhapsody.view.render import Line, record_lines
 
@@ -135,30 +138,47 @@ def _folded(summary: str, body: str, css: str) -> str:
 
 
 def page_markdown(records: list[dict[str, Any]], root: Path, sid: str) -> str:
-    """The transcript as Markdown for an issue: calls folded in <details>, seams as rules; secrets masked."""
+    """The transcript as Markdown for an issue: calls folded in <details>, seams as rules; secrets masked, and
+    transcript text inert (commands/md_escape.py): no HTML, image or link it did not already show as text."""
     from rhapsody.tools.sandbox import secret_values
 
+    secrets = secret_values()
     title, figures, _ = head(records, sid, per_request=False)
-    parts = [f"# {title}", "\n".join(f"- {line}" for line in figures)]
-    parts += [md_line(line) for line in transcript(records, root, sid)]
-    return mask("\n\n".join(parts) + "\n", secret_values())
+    # masked before any escaping: the mask's own brackets must not meet a `(` left after it
+    lines = [dataclasses.replace(line, text=mask(line.text, secrets), full=mask(line.full, secrets),
+                                 body=mask(line.body, secrets)) for line in transcript(records, root, sid)]
+    parts = [f"# {plain(mask(title, secrets))}", "\n".join(f"- {plain(mask(line, secrets))}" for line in figures)]
+    for text_of in (inert, fenced):
+        page = "\n\n".join(parts + [md_line(line, text_of) for line in lines]) + "\n"
+        if not any(not _own_html(token) for token in unsafe(page)):
+            break  # else a part is inert alone but not beside the others: fence every part of the model's
+    return page
 
 
-def md_line(line: Line) -> str:
-    """One transcript line as Markdown."""
+_OWN_HTML = re.compile(r"<details><summary>[^<]*</summary>|</details>")
+"""The only HTML the Markdown export writes itself (its summary text escaped)."""
+
+
+def _own_html(token: Any) -> bool:
+    return token.type == "html_block" and _OWN_HTML.fullmatch(token.content.strip()) is not None
+
+
+def md_line(line: Line, text_of: Callable[[str], str] = inert) -> str:
+    """One transcript line as Markdown: the model's text made inert by `text_of`, every other line plain."""
     if line.kind == "seam":
-        return f"---\n\n**{line.text.strip('─ ')}**\n\n{_md_folded('field note', line.body)}\n\n---"
+        return f"---\n\n**{plain(line.text.strip('─ '))}**\n\n{_md_folded('field note', line.body)}\n\n---"
     if line.kind in ("tool", "thinking", "harness") and line.body:
         return _md_folded(line.full or line.text, line.body)
     if line.kind == "assistant":
-        return line.text
-    return "> " + (line.full or line.text).replace("\n", "\n> ")
+        return text_of(line.text)
+    return "> " + plain(line.full or line.text).replace("\n", "\n> ")
 
 
 def _md_folded(summary: str, body: str) -> str:
     shown, note = capped(body, MD_CAP)
     fence = "`" * max(3, _longest_backticks(shown) + 1)
     tail = f"\n\n_{note}_" if note else ""
+    summary = " ".join(part for part in summary.splitlines() if part.strip())  # one line: a blank one would end the HTML block early
     return (f"<details><summary>{escape(summary)}</summary>\n\n{fence}text\n{shown}\n{fence}{tail}\n\n</details>")
 
 

@@ -16,6 +16,8 @@ from typing import Any
 from rhapsody.core.errors import InputError
 from rhapsody.core.history import STATE_DIR, history_dir, new_session_id, read_plain, sessions, write_history
 from rhapsody.importer import to_history as build, claude_code, codex
+from rhapsody.core.window import history_window
+from rhapsody.importer.to_history import INTERRUPTED
 from rhapsody.importer.transcript import Source, Turn, read_lines
 from rhapsody.tools.sandbox import secret_values
 
@@ -134,8 +136,13 @@ def _spec_maker(root: Path) -> Any:
 
 def _summary(records: list[dict[str, Any]]) -> str:
     count = {k: sum(1 for r in records if r["kind"] == k) for k in ("message", "tool_run", "request", "aside")}
-    return (f"{count['message']} messages, {count['tool_run']} tool calls, {count['request']} requests with usage, "
-            f"{count['aside']} records kept aside")
+    missing = sum(1 for r in records if r["kind"] == "message" for b in r["content"]
+                  if b.get("type") == "tool_result" and b.get("content") == INTERRUPTED)
+    window = history_window(records, str(records[0].get("model", "")))
+    return (f"{count['message']} messages, {count['tool_run']} tool calls"
+            + (f" ({missing} without a result in the file)" if missing else "")
+            + f", {count['request']} requests with usage, {count['aside']} records kept aside; "
+            f"window {window.tokens:,}: {window.source}")
 
 
 def _how_to_resume(made: list[str], sources: list[Source]) -> None:

@@ -45,6 +45,9 @@ class Outcome:
     error: bool = False
     prompt: str = ""
     """What to send as the human's message (a custom command's prompt); queued when a turn runs."""
+    typed: str = ""
+    """What the human typed with the command (its arguments): only these words attach images, never the
+    command file's own text."""
     confirm: str = ""
     """A question for the human (the app asks it, plain mode asks y/N, headless refuses): yes runs `then`."""
     then: str = ""
@@ -150,7 +153,7 @@ def _custom(agent: Agent, name: str, arg: str) -> Outcome:
     command = load(agent.session.root, tuple(COMMANDS))[0].get(name)
     if command is None:
         return Outcome(f"unknown command {name}; /help lists the commands", error=True)
-    return Outcome(granting_notice(command, agent.session.root), prompt=command.expand(arg))
+    return Outcome(granting_notice(command, agent.session.root), prompt=command.expand(arg), typed=arg)
 
 
 def custom_help(root: Path) -> list[str]:

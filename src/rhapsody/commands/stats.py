@@ -3,16 +3,17 @@ the billed input with and without the seams (core/billing.py)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from rhapsody.core.billing import seam_savings, served_by
-from rhapsody.core.errors import HistoryError
+from rhapsody.core.errors import HistoryError, InputError
 from rhapsody.core.history import find_session, read_history
 from rhapsody.core.pricing import price_of, priced
 from rhapsody.core.session_figures import Figures, figures as fold_figures, reported_input
+from rhapsody.core.window import Window, history_window
 
 
 STATS_COLUMNS = ("seam", "context ~tokens", "note added", "strip took", "bytes", "tool calls",
@@ -39,20 +40,16 @@ def seam_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def billing(records: list[dict[str, Any]], read_mult: float | None = None, per_request: bool = False) -> dict[str, Any]:
-    """What the seams saved in billed input; dollars price each request at the model that served it
-    (`per_request`: each request's figures too, as core.billing.seam_savings gives them)."""
+    """What the seams saved in billed input; each request is priced at the model that served it, its cache
+    reads at that model's rate unless `read_mult` is given (`per_request`: each request's figures too, as
+    core.billing.seam_savings gives them)."""
     head = records[0] if records and records[0].get("kind") == "session" else {}
     models = [r["model"] for r in records if r["kind"] == "model"]
     model = models[-1] if models else str(head.get("model", ""))
-    price, _ = price_of(model)
     served = served_by(records)
-    # A model without a price gets null, not a guess.
+    # A model without a price gets null dollars, not a guess.
     prices = [price_of(m)[0] for m in served] if all(priced(m) for m in served) and priced(model) else None
-    if prices is not None and read_mult is not None:
-        prices = [dataclasses.replace(p, read_mult=read_mult) for p in prices]
-    # Each request's cache reads at the rate of the model that served it (a /model switch reprices nothing).
-    mults: float | list[float] = read_mult if read_mult is not None else [price_of(m)[0].read_mult for m in served]
-    figures = seam_savings(records, mults if mults != [] else price.read_mult, prices, per_request)
+    figures = seam_savings(records, read_mult, prices, per_request)
     return {"model": model, "billed_input_usd": None, "billed_input_usd_without_seams": None, **figures}
 
 
@@ -60,13 +57,30 @@ def saving_line(figures: dict[str, Any]) -> str:
     """One line: billed input with the seams beside without them; with no seam, only the billed input."""
     mult = figures["cache_read_multiplier"]
     reads = f"cache reads {mult}×" if mult is not None else "cache reads at each request's model rate"
-    head = f"billed input ({reads}, writes {figures['cache_write_multiplier']}×): {figures['billed_input_tokens']:,}"
+    hour = f", 1-hour writes {figures['cache_write_1h_multiplier']}×" if figures.get("cache_write_1h_tokens") else ""
+    writes = f"writes {figures['cache_write_multiplier']}×{hour}"
+    head = f"billed input ({reads}, {writes}): {figures['billed_input_tokens']:,}"
     if not figures["seams"]:
         return f"{head}; no seams yet, so nothing saved"
     saving = figures["saving"]
     return (f"{head} with seams, {figures['billed_input_tokens_without_seams']:,} without ("
             + (f"saved {saving:.1%}" if saving >= 0 else f"{-saving:.1%} more so far")
             + f"; each further request saves ~{figures['saving_per_further_request']:,})")
+
+
+def window_of(records: list[dict[str, Any]], model: str, flag: int | None = None) -> Window:
+    """The window the session ran in: `--context-window`, else RHAPSODY_CONTEXT_WINDOW, else what the
+    history shows (core/window.py); a setting that is not a number of tokens is an InputError."""
+    if flag is not None:
+        if flag < 1000:
+            raise InputError(f"--context-window {flag}: a window is at least 1,000 tokens")
+        return history_window(records, model, flag, "--context-window")
+    raw = os.environ.get("RHAPSODY_CONTEXT_WINDOW", "").strip()
+    if raw:
+        if not raw.isdigit() or int(raw) < 1000:
+            raise InputError(f"RHAPSODY_CONTEXT_WINDOW={raw!r}: not a window in tokens (at least 1000)")
+        return history_window(records, model, int(raw), "RHAPSODY_CONTEXT_WINDOW")
+    return history_window(records, model)
 
 
 def session_records(root: Path, session_id: str | None) -> tuple[Path, list[dict[str, Any]]]:
@@ -79,10 +93,12 @@ def session_records(root: Path, session_id: str | None) -> tuple[Path, list[dict
     return path, records
 
 
-def print_stats(root: Path, session_id: str | None, as_json: bool = False, read_mult: float | None = None) -> int:
+def print_stats(root: Path, session_id: str | None, as_json: bool = False, read_mult: float | None = None,
+                window: int | None = None) -> int:
     """Print the seam table and the billed input with and without seams; returns the exit status."""
     path, records = session_records(root, session_id)
     figures = billing(records, read_mult)
+    found = window_of(records, figures["model"], window)
     folded = fold_figures(records)
     totals = folded.usage
     counts = {"request": folded.requests, "tool_run": folded.tool_calls, "violation": folded.violations,
@@ -92,11 +108,14 @@ def print_stats(root: Path, session_id: str | None, as_json: bool = False, read_
                                       "undone", "stripped_calls", "stripped_sha256")} for r in seam_rows(records)]
         # One definition of "requests", as the text line and headless: every request sent, answered or not.
         print(json.dumps({"session": path.stem, **figures, "requests": counts["request"], "usage": totals,
+                          "window": {"tokens": found.tokens, "source": found.source},
                           "cost_usd": round(folded.cost, 6) if folded.priced else None,
                           "counts": counts, "seam_rows": rows}))
         return 0
     _print_table(path, records, totals, counts)
     print(f"cost {folded.cost_text()} (each request at the model that served it)")
+    share = f" (context ~{folded.context:,}, {folded.context / found.tokens:.1%} of it)" if found.tokens else ""
+    print(f"window {found.tokens:,} tokens: {found.source}{share}")
     print(saving_line(figures))
     return 0
 

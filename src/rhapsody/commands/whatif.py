@@ -10,21 +10,24 @@ from typing import Any
 
 from rhapsody.core import whatif
 from rhapsody.core.errors import HistoryError, InputError
-from rhapsody.commands.stats import session_records
+from rhapsody.commands.stats import session_records, window_of
 from rhapsody.core.history import read_history, sessions
 from rhapsody.core.pricing import price_of, priced
+from rhapsody.core.window import Window, history_window
 
 COLUMNS = ("policy", "requests", "seams", "billed input", "vs no seams", "$ input+notes", "peak context")
 
 
-def main(root: Path, session_id: str | None, what: str, as_json: bool = False, read_mult: float | None = None) -> int:
-    """Print the what-if table (or one JSON object); returns the exit status."""
+def main(root: Path, session_id: str | None, what: str, as_json: bool = False, read_mult: float | None = None,
+         window: int | None = None) -> int:
+    """Print the what-if table (or one JSON object); returns the exit status. `window`: --context-window."""
     try:
         policies = [whatif.parse_policy(p) for p in (whatif.SWEEP if what == "sweep" else what.split(","))]
     except ValueError as exc:
         raise InputError(str(exc)) from None
     path, records = session_records(root, session_id)
-    report = figures(records, policies, _note(root, path, records), read_mult)
+    model = _model(records)
+    report = figures(records, policies, _note(root, path, records), read_mult, window_of(records, model, window))
     print(json.dumps({"session": path.stem, **report}) if as_json else render(path.stem, report))
     return 0
 
@@ -42,25 +45,35 @@ def _note(root: Path, path: Path, records: list[dict[str, Any]]) -> whatif.NoteC
     return whatif.note_cost(histories)
 
 
+def _model(records: list[dict[str, Any]]) -> str:
+    return next((r["model"] for r in reversed(records) if r["kind"] == "model"), str(records[0].get("model", "")))
+
+
 def figures(records: list[dict[str, Any]], policies: list[whatif.Policy], note: whatif.NoteCost,
-            read_mult: float | None) -> dict[str, Any]:
-    """Every arm priced: as it happened, without seams, one per policy."""
-    model = next((r["model"] for r in reversed(records) if r["kind"] == "model"), str(records[0].get("model", "")))
+            read_mult: float | None, found: Window | None = None) -> dict[str, Any]:
+    """Every arm priced: as it happened, without seams, one per policy; each request at the model that
+    answered it, and the replay as it happened against the reported usage (`replay_error`). `found`: the
+    window the session ran in (core/window.py; what the history shows when None)."""
+    model = _model(records)
     price = price_of(model)[0] if priced(model) else None
     mult = read_mult if read_mult is not None else (price.read_mult if price else 0.1)
-    window = next((r.get("context_window") for r in records if r["kind"] == "import" and r.get("context_window")),
-                  price.window if price else None)
-    if any(p.kind == "share" for p in policies) and not window:
-        raise InputError(f"the context window of {model} is unknown: use at=TOKENS instead of share=")
-    fit = whatif.calibrate(records, mult)
-    base = whatif.run(records, None, note, window, mult, fit)
-    arms = [whatif.run(records, p, note, window, mult, fit) for p in policies]
+    found = found or history_window(records, model)
+    if any(p.kind == "share" for p in policies) and found.assumed:
+        raise InputError(f"the context window of {model} is unknown: use at=TOKENS instead of share=, "
+                         "or give it with --context-window N")
+    window = found.tokens
+    fit = whatif.calibrate(records, read_mult)
+    base = whatif.run(records, None, note, window, read_mult, fit)
+    arms = [whatif.run(records, p, note, window, read_mult, fit) for p in policies]
+    happened, rebuilt = whatif.as_happened(records, read_mult, fit), whatif.replayed(records, read_mult, fit)
     prefix = fit.head[2]["prefix"] if len(fit.head) > 2 else ""
     return {
-        "model": model, "window": window, "cache_read_multiplier": mult,
+        "model": model, "window": {"tokens": window, "source": found.source}, "cache_read_multiplier": mult,
         "note": dataclasses.asdict(note),
         "calibration": {"prefix_tokens": round(len(prefix) / 4), "scale": round(fit.scale, 4)},
-        "as_happened": _row(whatif.as_happened(records, mult, fit), price, None),
+        "replay_error": whatif.replay_error(happened, rebuilt),
+        "replay": {"reported": happened.split.as_dict(), "replayed": rebuilt.split.as_dict()},
+        "as_happened": _row(happened, price, None),
         "without_seams": _row(base, price, None),
         "policies": [_row(arm, price, base) for arm in arms],
     }
@@ -68,8 +81,9 @@ def figures(records: list[dict[str, Any]], policies: list[whatif.Policy], note: 
 
 def _row(arm: whatif.Arm, price: Any, base: whatif.Arm | None) -> dict[str, Any]:
     row: dict[str, Any] = dataclasses.asdict(arm)
-    row["usd"] = (round(arm.billed_input_tokens * price.input / 1e6 + arm.note_output_tokens * price.output / 1e6, 4)
-                  if price else None)
+    row["split"] = arm.split.as_dict()
+    row["usd"] = (round(arm.input_usd + arm.note_output_tokens * price.output / 1e6, 4)
+                  if price and arm.input_usd is not None else None)
     if base is not None:
         row["saving"] = round(1 - arm.billed_input_tokens / base.billed_input_tokens, 4) if base.billed_input_tokens else 0.0
     return row
@@ -82,15 +96,25 @@ def render(session: str, report: dict[str, Any]) -> str:
     widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS))]
     table = ["  ".join(c[i].rjust(widths[i]) if i else c[i].ljust(widths[i]) for i in range(len(c))) for c in cells]
     cal = report["calibration"]
-    window = f"{report['window']:,}" if report["window"] else "unknown"
+    window = f"{report['window']['tokens']:,}"
+    writes = "writes 1.25× (1-hour 2×)" if report["as_happened"]["usd"] is not None else "no write premium (not Claude)"
     return "\n".join([
+        f"window {window} tokens: {report['window']['source']}.",
         f"what-if seams for session {session} ({report['model']}, window {window}, cache reads "
-        f"{report['cache_read_multiplier']}×, writes 1.25×)", *table,
+        f"{report['cache_read_multiplier']}×, {writes}, each request at the model that answered it)",
+        *table,
         f"note: {report['note']['basis']}.",
         f"replayed requests are rhapsody's rebuild of each request, with ~{cal['prefix_tokens']:,} tokens the history "
         f"does not hold (the first request's reported input minus the rebuild: a source's own system prompt and "
         f"tools) and scaled ×{cal['scale']} to the reported input; 'vs no seams' compares with the replay without seams.",
+        f"the replay as it happened bills {report['replay_error']:+.1%} against the usage the API reported "
+        f"(uncached, 5-minute and 1-hour writes, reads: {_split(report['replay']['replayed'])} replayed, "
+        f"{_split(report['replay']['reported'])} reported): that is how far to trust the rows above.",
     ])
+
+
+def _split(split: dict[str, int]) -> str:
+    return " / ".join(f"{split[k]:,}" for k in ("uncached", "write_5m", "write_1h", "read"))
 
 
 def _cells(row: dict[str, Any]) -> tuple[str, ...]:

@@ -303,7 +303,7 @@ def parse_line(raw: bytes) -> dict[str, Any] | None:
     """One line of a history file as a record (a dict with a string `kind`), or None when it is none."""
     try:
         record = json.loads(raw.decode().removeprefix("\ufeff"))  # decoded here: json.loads sniffs each line's encoding
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested deeper than the parser goes
         return None
     if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
         return None

@@ -16,21 +16,23 @@ TAIL_LINES = 20
 TAIL_CHARS = 2000
 MAX_TESTS = 30
 
-_TEST_PATTERNS = (
-    re.compile(r"^(?:FAILED|ERROR) (\S+::\S+)", re.M),  # pytest short summary
-    re.compile(r"^(\S+::\S+) (?:FAILED|ERROR)\b", re.M),  # pytest -v
+_TEST_PATTERNS = (  # linear time over any output: one start per line, no scan past the line's end
+    re.compile(r"^(?:FAILED|ERROR) (\S+)", re.M),  # pytest short summary (names with '::', checked after)
+    re.compile(r"^(\S+) (?:FAILED|ERROR)\b", re.M),  # pytest -v (likewise)
     re.compile(r"^(?:FAIL|ERROR): (\w+ \([\w.]+\))", re.M),  # unittest
-    re.compile(r"^\s*--- FAIL: (\S+)", re.M),  # go test
+    re.compile(r"^[ \t]*--- FAIL: (\S+)", re.M),  # go test
     re.compile(r"^test (\S+) \.\.\. FAILED$", re.M),  # cargo test
-    re.compile(r"^\s*[✕×] (.+?)(?: \(\d+ ?m?s\))?$", re.M),  # jest / vitest
+    re.compile(r"^[ \t]*[✕×] (.+?)(?: \(\d+ ?m?s\))?$", re.M),  # jest / vitest
 )
+_PYTEST = _TEST_PATTERNS[:2]
 
 
 def failed_tests(output: str) -> list[str]:
     """Names of failed tests in a test runner's output, in order of appearance, at most MAX_TESTS."""
     found: list[tuple[int, str]] = []
     for pattern in _TEST_PATTERNS:
-        found += [(m.start(), m.group(1).strip()) for m in pattern.finditer(output)]
+        found += [(m.start(), m.group(1).strip()) for m in pattern.finditer(output)
+                  if pattern not in _PYTEST or "::" in m.group(1)]
     names = list(dict.fromkeys(name for _, name in sorted(found)))
     return names[:MAX_TESTS]
 
@@ -57,7 +59,9 @@ def last_failure(runs: list[dict[str, Any]], outputs: dict[str, str]) -> str:
     run = failures[-1]
     output = outputs.get(run.get("tool_use_id", ""), "")
     later_ok = any(r.get("command") == run["command"] and not failed(r) for r in runs[runs.index(run) + 1:])
-    lines = [f"### Last failing command (exit {run.get('exit_code')}; verbatim)", f"`{run['command']}`"]
+    code = run.get("exit_code")
+    status = f"exit {code}; verbatim" if code is not None else "verbatim; its source states no exit status"
+    lines = [f"### Last failing command ({status})", f"`{run['command']}`"]
     if later_ok:
         lines.append("(a later run of the same command succeeded)")
     text = tail(output)

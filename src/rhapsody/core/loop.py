@@ -50,14 +50,16 @@ class Agent:
         self.ctx = ToolContext(session.root, session, policy.bash_timeout, policy.output_cap)
         self.busy = False
         self._threshold = HandoffThreshold(policy.handoff_at_tokens, policy.handoff_at_share, policy.context_window)
+        session.figures.window_setting = policy.context_window  # the status bar's share, of the same window
         self.unsaid: list[Event] = []
         """What a turn closed by its consumer could not say (see `take_unsaid`)."""
 
-    async def run(self, text: str | None = None) -> AsyncGenerator[Event, None]:
+    async def run(self, text: str | None = None, typed: str | None = None) -> AsyncGenerator[Event, None]:
         """One turn: the human's text (plus any pending hints), then the tool loop; then, when a handoff is still
-        wanted, the turn that asks for it (core/turn_end.py `handoff_left`), so every front end ends ctrl+o in a seam."""
+        wanted, the turn that asks for it (core/turn_end.py `handoff_left`), so every front end ends ctrl+o in a seam.
+        `typed`: what the human typed when `text` holds more (a custom command's prompt): only its images attach."""
         self.unsaid = []
-        async with aclosing(self._one_turn(text)) as turn:
+        async with aclosing(self._one_turn(text, typed)) as turn:
             async for event in turn:
                 yield event
         handoff, events = handoff_left(self.session)
@@ -76,9 +78,9 @@ class Agent:
         unsaid, self.unsaid = self.unsaid, []
         return unsaid
 
-    async def _one_turn(self, text: str | None) -> AsyncGenerator[Event, None]:
+    async def _one_turn(self, text: str | None, typed: str | None = None) -> AsyncGenerator[Event, None]:
         """One turn, as `run` describes it, without what follows it."""
-        opened = await opening(self.session, self.toolbox, self.policy.handoff_request, text)
+        opened = await opening(self.session, self.toolbox, self.policy.handoff_request, text, typed)
         for notice in opened.notices:
             yield notice
         if not opened.blocks:

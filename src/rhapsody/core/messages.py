@@ -22,6 +22,20 @@ UNPARSED_KEY = "_unparsed"
 """Tool-use `input` key holding arguments that could not be read as a JSON object, verbatim."""
 INVALID_KEY = "_invalid"
 """Tool-use `input` key saying why the arguments under UNPARSED_KEY were refused."""
+MAX_NESTING = 64
+"""How deep a tool call's arguments may nest; deeper ones are refused, not walked by every reader after."""
+
+
+def nested_within(value: Any, limit: int = MAX_NESTING) -> bool:
+    """Whether JSON-shaped `value` nests no deeper than `limit` (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return False
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return True
 
 
 class _Block(BaseModel):

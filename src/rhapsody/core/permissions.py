@@ -27,15 +27,19 @@ the command line (words unquoted, joined by one space). Order of decision:
    cannot know what a server does): they ask in `auto-edit` too, unless a rule such as
    `mcp__time` (every tool of that server) or `mcp__time__get_current_time` allows them.
 
-`web_fetch` (rhapsody's own process, not the sandbox) is matched on the URL's host:
-`web_fetch:docs.python.org`, `web_fetch:*.python.org`. A deny rule refuses; an allow rule
-(or `yolo`) allows; otherwise it asks, in every mode, once per host when the human allows
-it for the session.
+`web_fetch` (rhapsody's own process, not the sandbox) is matched on the URL's host and on
+the address it is (core.addresses: every spelling canonical): `web_fetch:docs.python.org`,
+`web_fetch:*.python.org`, `web_fetch:127.0.0.1`, `web_fetch:10.0.0.0/8`. An address off the
+public internet (this machine, private, link-local, ...) is refused in every mode unless a
+rule names that address; a deny rule refuses; an allow rule (or `yolo`) allows; otherwise
+it asks, in every mode, once per host when the human allows it for the session. A name's
+addresses are decided once it is resolved (`decide_addresses`), after the name was allowed,
+so no lookup sends out a name the rules or the human did not let through.
 
 An allow rule runs a bash command only when every simple command matches and the
 command is not opaque (see `ShellCommand`).
 
-Imports: stdlib only.
+Imports: stdlib and rhapsody.core.addresses only.
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
 from urllib.parse import urlsplit
+
+from rhapsody.core.addresses import IP, kind, literal, names, spoken
 
 Mode = Literal["read-only", "ask", "auto-edit", "yolo"]
 """The permission modes, most restrictive first."""
@@ -354,16 +360,59 @@ def fetch_host(url: str) -> str:
 
 
 def _decide_fetch(mode: Mode, rules: Rules, call: Call) -> Decision:
+    refused = fetch_refusal(rules, call.argument)
+    if refused:
+        return refused
     host = fetch_host(call.argument)
-    for rule in rules.deny:
-        if _matches(rule, "web_fetch", (host,)):
-            return Decision("deny", f"denied by rule {rule!r}", rule)
-    allowed = next((r for r in [*rules.allow, *rules.session_allow] if _matches(r, "web_fetch", (host,))), "")
+    address = literal(host)
+    keys = (host, str(address)) if address else (host,)
+    allowed = next((r for r in [*rules.allow, *rules.session_allow] if _fetch_rule_covers(r, keys, address)), "")
     if allowed and host:
         return Decision("allow", f"allowed by rule {allowed!r}", allowed)
     if mode == "yolo":
         return Decision("allow", "yolo mode allows everything")
-    return Decision("ask", f"{mode} mode asks before fetching from {host or 'an address without a host'}")
+    shown = f" ({spoken(host, address)})" if address and host != str(address) else ""
+    return Decision("ask", f"{mode} mode asks before fetching from {host or 'an address without a host'}{shown}")
+
+
+def fetch_refusal(rules: Rules, url: str) -> Decision | None:
+    """The refusal of a URL before any lookup, in every mode: a deny rule on its host, or the address its host
+    spells refused (`decide_addresses`); None when nothing refuses it yet."""
+    host = fetch_host(url)
+    address = literal(host)
+    refused = decide_addresses(rules, host, (address,) if address else ())
+    if refused.verdict == "deny":
+        return refused
+    rule = next((r for r in rules.deny if _matches(r, "web_fetch", (host,))), "")
+    return Decision("deny", f"denied by rule {rule!r}", rule) if rule else None
+
+
+def _fetch_rule_covers(rule: str, keys: tuple[str, ...], address: IP | None) -> bool:
+    """A web_fetch rule matches the host, the canonical address (as a glob), or names the address."""
+    name, _, pattern = rule.partition(":")
+    if name != "web_fetch":
+        return False
+    return _matches(rule, "web_fetch", keys) or (address is not None and bool(pattern) and names(pattern, address))
+
+
+def decide_addresses(rules: Rules, host: str, addresses: tuple[IP, ...]) -> Decision:
+    """The decision on the addresses a host is (its literal, or every address it resolved to): a deny rule
+    matching one refuses; an address off the public internet is refused, in every mode, unless an allow
+    rule names that address or its network (`web_fetch:127.0.0.1`, `web_fetch:10.0.0.0/8`)."""
+    for address in addresses:
+        for rule in rules.deny:
+            if _fetch_rule_covers(rule, (str(address),), address):
+                return Decision("deny", f"denied by rule {rule!r}: {spoken(host, address)}", rule)
+    allow = [*rules.allow, *rules.session_allow]
+    for address in addresses:
+        if not kind(address):
+            continue
+        named = next((r for r in allow if r.startswith("web_fetch:") and names(r.partition(":")[2], address)), "")
+        if not named:
+            rule = f"web_fetch:[{address}]" if address.version == 6 else f"web_fetch:{address}"
+            return Decision("deny", f"{spoken(host, address)}: web_fetch refuses addresses off the public "
+                                    f"internet unless a rule names the address, such as allow = [\"{rule}\"]")
+    return Decision("allow", "every address is allowed")
 
 
 def _what(tool: str) -> str:

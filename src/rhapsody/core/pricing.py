@@ -1,8 +1,10 @@
 """Model prices and context windows, in one table, and the cost of reported usage.
 
 Prices in USD per million tokens, from the Claude platform's pricing and model pages
-(read 2026-11-29). Cache writes (5-minute TTL) cost 1.25x base input; cache reads cost
-`read_mult` x base input, which differs on the newest models. A model missing from the
+(read 2026-11-29). Cache writes cost 1.25x base input with the 5-minute TTL and 2x with the
+1-hour one (usage names the 1-hour part `cache_creation_1h_input_tokens`); cache reads cost
+`read_mult` x base input, which differs on the newest models. A model that is not Claude
+bills no write premium (OpenAI caches on its own: what is not read is plain input). A model missing from the
 table is priced by the first prefix that matches, and said to be an estimate. Bedrock
 (`us.anthropic.claude-...-v1:0`) and Vertex (`claude-...@20250929`) ids are read in their
 Claude API form. A model that is not Claude at all (a local model behind the openai
@@ -17,6 +19,8 @@ import re
 from dataclasses import dataclass
 
 WRITE_5M_MULT = 1.25
+WRITE_1H_MULT = 2.0
+WRITE_1H_KEY = "cache_creation_1h_input_tokens"
 
 
 @dataclass(frozen=True)
@@ -79,13 +83,34 @@ def price_of(model: str) -> tuple[Price, bool]:
     return PRICES["claude-sonnet-5-5"], False
 
 
+@dataclass(frozen=True)
+class Rates:
+    """What one request's input tokens cost, as multiples of base input, and base input in dollars per token."""
+
+    read: float
+    write_5m: float = WRITE_5M_MULT
+    write_1h: float = WRITE_1H_MULT
+    usd_per_token: float | None = None
+    """None for a model the table has no price for."""
+
+
+def rates_of(model: str, read_mult: float | None = None) -> Rates:
+    """The rates of `model`'s requests; `read_mult` overrides its cache-read rate."""
+    if not priced(model):
+        return Rates(0.1 if read_mult is None else read_mult, 1.0, 1.0)
+    price = price_of(model)[0]
+    return Rates(price.read_mult if read_mult is None else read_mult, usd_per_token=price.input / 1e6)
+
+
+def input_equivalents(usage: dict[str, int], rates: Rates) -> float:
+    """Base-input-token equivalents of one request's reported input (or a sum of them)."""
+    hour = min(usage.get(WRITE_1H_KEY, 0), usage.get("cache_creation_input_tokens", 0))
+    return (usage.get("input_tokens", 0) + (usage.get("cache_creation_input_tokens", 0) - hour) * rates.write_5m
+            + hour * rates.write_1h + usage.get("cache_read_input_tokens", 0) * rates.read)
+
+
 def cost(model: str, usage: dict[str, int]) -> float:
     """Dollars for one usage record (or a sum of them)."""
     price, _ = price_of(model)
-    per = price.input / 1e6
-    return (
-        usage.get("input_tokens", 0) * per
-        + usage.get("cache_creation_input_tokens", 0) * per * WRITE_5M_MULT
-        + usage.get("cache_read_input_tokens", 0) * per * price.read_mult
-        + usage.get("output_tokens", 0) * price.output / 1e6
-    )
+    rates = Rates(price.read_mult)
+    return input_equivalents(usage, rates) * price.input / 1e6 + usage.get("output_tokens", 0) * price.output / 1e6

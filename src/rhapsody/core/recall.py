@@ -1,6 +1,8 @@
-"""Recall: a full-text index of a session's tool calls and results, beside its history.
+"""Recall: a full-text index of a session's tool calls and results, in rhapsody's state folder.
 
-The index is an sqlite3 FTS5 database `<session>.recall.sqlite`, rebuilt from the
+The index is an sqlite3 FTS5 database `recall/<session>-KEY.recall.sqlite` in the user's state
+folder (core/userstate.py; never beside the history, where a cloned project could plant one
+that a search would trust), rebuilt from the
 history whenever it is missing or older than the history (it stores the history's size in
 bytes when it was built, so checking costs a stat, not a read). Ids are permanent: `<session id>:<tool_use id>`. Within the current session only
 calls a seam stripped are searched (the rest are still in context); earlier sessions are
@@ -23,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody.core.context import Conversation
-from rhapsody.core.history import read_history, sessions
+from rhapsody.core.history import private_dir, read_history, sessions
 from rhapsody.core.own_files import own_files, read_own
 from rhapsody.core.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.core.traffic_digest import cut_of
+from rhapsody.core.userstate import keyed_path
 
 NARRATION_TAIL = 300
 """How much of the narration before a call a hit carries: its last characters."""
@@ -58,8 +61,8 @@ class Hit:
 
 
 def index_path(history: Path) -> Path:
-    """Where the index of one history file lives."""
-    return history.with_suffix(".recall.sqlite")
+    """Where the index of one history file lives (keyed by its resolved path)."""
+    return keyed_path("recall", history, ".recall.sqlite")
 
 
 def open_index(history: Path, write: bool = True) -> sqlite3.Connection:
@@ -73,6 +76,7 @@ def open_index(history: Path, write: bool = True) -> sqlite3.Connection:
     if db is not None:
         db.close()
     if write:
+        private_dir(path.parent)
         path.unlink(missing_ok=True)
     db = sqlite3.connect(path if write else ":memory:")
     db.executescript(SCHEMA)

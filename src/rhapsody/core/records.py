@@ -136,6 +136,8 @@ class Usage(_Record):
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
     output_tokens: int = 0
+    cache_creation_1h_input_tokens: int = 0
+    """The part of the cache writes made with the 1-hour TTL (billed 2x base, the rest 1.25x)."""
 
 
 class Retry(_Record):

@@ -17,7 +17,7 @@ from rhapsody.core.events import Event, ModelResponse, RequestSent, Retrying, Te
 from rhapsody.core.model import Model
 from rhapsody.core.round import Round
 from rhapsody.core.session import Session
-from rhapsody.core.window import context_window, expected_tokens, too_long
+from rhapsody.core.window import expected_tokens, session_window, too_long
 
 
 async def stream_request(session: Session, model: Model, window_setting: int | None,
@@ -26,7 +26,7 @@ async def stream_request(session: Session, model: Model, window_setting: int | N
     the answer (or why the request failed) is kept in the round."""
     try:
         body, size, est = session.request_and_size()
-        window = context_window(session.spec.model, window_setting)
+        window = session_window(session.spec.model, session.figures.evidence, window_setting).tokens
         expected = expected_tokens(session.records, est)
         if expected > window:
             raise ContextTooLong(too_long(expected, window))

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 from rhapsody.core import records as rec
-from rhapsody.core.pricing import cost, price_of, priced
+from rhapsody.core.pricing import WRITE_1H_KEY, cost, price_of, priced
+from rhapsody.core.window import Evidence, Window, session_window
 
 USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 """The usage the API reports per request; the first three together are the request's input."""
@@ -58,11 +59,21 @@ class Figures:
     after_last_seam: int = 0
     """The estimated context the latest seam left (0 with no seam): where a window share is measured from."""
     folded: int = 0
+    answering: str = ""
+    """The model the latest request went to: its usage is priced at that model (an imported session mixes them)."""
+    evidence: Evidence = field(default_factory=Evidence)
+    """What the history says about the window it runs in (core/window.py)."""
+    window_setting: int | None = None
+    """The `context_window` setting, when the session has one (the loop sets it)."""
 
     @property
     def window(self) -> int:
-        """The model's context window."""
-        return price_of(self.model)[0].window
+        """The context window the session runs in (core/window.py)."""
+        return self.window_found().tokens
+
+    def window_found(self) -> Window:
+        """The window the session runs in, with where the figure came from."""
+        return session_window(self.model, self.evidence, self.window_setting)
 
     @property
     def cache_ratio(self) -> float | None:
@@ -89,8 +100,16 @@ class Figures:
             case rec.Request():
                 self.requests += 1
                 self.context = self.last_request_tokens = record.est_tokens
+                self.answering = record.model or self.model
+                if self.answering != self.model:  # a request to another model than the session's (imported)
+                    self.exact_price = self.exact_price and price_of(self.answering)[1]
+                    self.priced = self.priced and priced(self.answering)
             case rec.Usage():
-                self._used({k: getattr(record, k) for k in USAGE_KEYS})
+                used = {k: getattr(record, k) for k in USAGE_KEYS}
+                if record.cache_creation_1h_input_tokens:  # billed at 2x, not 1.25x
+                    used[WRITE_1H_KEY] = record.cache_creation_1h_input_tokens
+                self._used(used)
+                self.evidence.add({"kind": "usage", **used})
             case rec.ToolRun():
                 self.tool_calls += 1
             case rec.Session() | rec.Model():
@@ -117,30 +136,32 @@ class Figures:
                   | rec.Denial() | rec.MemoryReminder() | rec.Handoff() | rec.HandoffAsked() | rec.SeamTokens()
                   | rec.SeamFailed() | rec.HandoffFailed() | rec.ThinkingCut() | rec.SeamNote() | rec.Tools()
                   | rec.Notice() | rec.Interrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook()
-                  | rec.Checkpoint() | rec.CheckpointFailed() | rec.Restore() | rec.Import()
-                  | rec.Aside() | rec.Compaction() | rec.Other()):
+                  | rec.Checkpoint() | rec.CheckpointFailed() | rec.Restore() | rec.Aside() | rec.Other()):
                 pass
+            case rec.Import() | rec.Compaction():
+                self.evidence.add(record.model_dump())
             case _:
                 assert_never(record)
 
     def _priced_at(self, model: str) -> None:
-        self.model = model
+        self.model, self.answering = model, ""
         self.exact_price = self.exact_price and price_of(model)[1]
         self.priced = self.priced and priced(model)
 
     def _used(self, usage: dict[str, int]) -> None:
-        self.cost += cost(self.model, usage)
+        self.cost += cost(self.answering or self.model, usage)
         self.last_usage = usage
         for key, value in usage.items():
-            self.usage[key] += value
+            self.usage[key] = self.usage.get(key, 0) + value
 
     def seams_text(self) -> str:
         """"seams 2" or "seams 2 (1 undone)"."""
         return f"seams {self.seams}" + (f" ({self.undone} undone)" if self.undone else "")
 
     def context_text(self) -> str:
-        """"ctx ~4,592 (0.5%)"; no share for a model whose window the price table does not know."""
-        share = f" ({self.context / self.window:.1%})" if self.priced else ""
+        """"ctx ~4,592 (2.3%)" of the window the session runs in; no share for a model whose window is unknown
+        (not in the price table, and no setting)."""
+        share = f" ({self.context / self.window:.1%})" if self.priced or self.window_setting else ""
         return f"ctx ~{self.context:,}{share}"
 
     def cost_text(self) -> str:

@@ -83,6 +83,8 @@ class ToolContext:
     """The user's `protected_paths` (absolute): no tool reads or writes them, the sandbox hides them."""
     call_id: str = ""
     """The tool_use id of the call being run (its checkpoint names it; hooks get it)."""
+    rules: Rules = field(default_factory=Rules)
+    """The permission rules (set per call by the toolbox): web_fetch decides on each address it resolves."""
     read_outside: bool = False
     """This call's read outside the project was permitted (asked and allowed, or by a rule): the tool may read
     there, credential locations still refused."""
@@ -297,7 +299,8 @@ class Toolbox:
         started = self.clock()  # the duration is the tool's, not the human's time to answer
         ctx = dataclasses.replace(ctx, confinement="off" if call.leave_sandbox else call.confinement,
                                   read_deny=self.rules.read_denied(), read_only=self.permission_mode == "read-only",
-                                  protected=self.protected, read_outside=bool(outside(call.keys)) and call.reads_files)
+                                  protected=self.protected, rules=self.rules,
+                                  read_outside=bool(outside(call.keys)) and call.reads_files)
         outcome = self._mask(await self._execute(tool, args, ctx))
         response = {"output": outcome.content, "is_error": outcome.is_error, "exit_code": outcome.exit_code}
         after = await self._tool_hook(ctx, "PostToolUse", name, fields, tool_response=response)

@@ -63,8 +63,10 @@ class Opening:
     notices: list[Notice]
 
 
-async def opening(session: Session, toolbox: Toolbox, handoff_request: str, text: str | None) -> Opening:
-    """The first message of a turn on the human's text (None or blank: only what is pending)."""
+async def opening(session: Session, toolbox: Toolbox, handoff_request: str, text: str | None,
+                  typed: str | None = None) -> Opening:
+    """The first message of a turn on the human's text (None or blank: only what is pending); `typed`: the
+    words the human typed when `text` holds more (a custom command's prompt), the only ones that attach images."""
     if not (text and text.strip()):
         return await _pending_only(session, toolbox, handoff_request)
     verdict = await fire(session, toolbox, "UserPromptSubmit", prompt=text)
@@ -73,7 +75,7 @@ async def opening(session: Session, toolbox: Toolbox, handoff_request: str, text
         why = verdict.reason or "no reason given"
         return Opening([], [], [], [*notices, Notice(f"prompt not sent: a UserPromptSubmit hook blocked it: {why}")])
     added = [TextBlock(text=verdict.context)] if verdict.context.strip() else []
-    images, refused = attach(text, session.root)
+    images, refused = attach(text if typed is None else typed, session.root, toolbox.protected)
     hints = session.take_hints()
     blocks: list[Block] = [*(TextBlock(text=h.text) for h in hints), TextBlock(text=text),
                            *(i.block() for i in images), *added]

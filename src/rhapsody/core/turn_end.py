@@ -36,7 +36,7 @@ from rhapsody.core.messages import Block, TextBlock
 from rhapsody.core.model import Model
 from rhapsody.core.policy import Policy
 from rhapsody.core.session import Hint, Session
-from rhapsody.core.window import context_window, share_limit
+from rhapsody.core.window import session_window, share_limit
 
 ABANDONED = "strip abandoned, context unchanged: "
 """How a failed seam audit begins, live and on resume."""
@@ -64,7 +64,7 @@ class HandoffThreshold:
         """The context size at which the next handoff is asked for (None: never)."""
         if self.every or not self.share:
             return self.armed_at
-        size = context_window(session.spec.model, self.window)
+        size = session_window(session.spec.model, session.figures.evidence, self.window).tokens
         return share_limit(self.share, size, session.figures.after_last_seam)
 
     def check(self, session: Session) -> None:

@@ -6,12 +6,17 @@ before the request that finds it due: `every=N` tool calls since the last seam, 
 tokens of context, `share=S` of the model's window. A seam costs what a real one costs: two
 requests over the whole context (the one asking for the note, the one that returns it), the
 note's output tokens, and the note with its index left in the context (the `micro_handoff`
-pair, which the strip keeps). Every request is then priced by billing's cache model.
+pair, which the strip keeps). Every request is then priced by billing's cache model, at the
+model that answered it, with the cache TTL its usage shows (a seam's two requests: the TTL
+of the request they precede), cache entries expiring by the request timestamps.
 
-Calibration, so the figures are in the API's tokens: the first answered request's reported
-input minus rhapsody's rebuild of it is a prefix the history does not hold (an imported
-session's source system prompt and tools); it is kept, cached, in every replayed request.
-Then one scale makes the rebuilt requests as they happened add up to the reported input.
+Calibration (core/billing.py `fit`), so the figures are in the API's tokens: in an imported
+history, each model's first request's reported input minus rhapsody's rebuild of it is a
+prefix the history does not hold (the source's system prompt and tools); it is kept,
+cached, in every replayed request of that model. Then one scale makes the rebuilt requests
+as they happened add up to the reported input. `replayed` is that replay of the session as
+it happened, to set beside the usage the API reported (its error says how far to trust the
+other rows).
 
 Imports: stdlib and rhapsody.core only.
 """
@@ -22,7 +27,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from rhapsody.core.billing import SEAM_KINDS, CacheModel, Sent, priced, replay
+from rhapsody.core.billing import (SEAM_KINDS, Fit, Sent, Split, bill, fit as fit_replay, replay, reported,
+                                   request_rates, served_by, session_head, size, split_of, total, usd)
+from rhapsody.core.pricing import input_equivalents
 from rhapsody.core.context import Conversation
 from rhapsody.core.messages import Message, compact_json
 from rhapsody.core.records import parse
@@ -113,47 +120,69 @@ class Arm:
     billed_input_tokens: int
     peak_context: int
     note_output_tokens: int = 0
+    input_usd: float | None = None
+    """The input in dollars, each request at the model that answered it (None: a model without a price)."""
+    split: Split = Split()
+    """The input tokens as billed: uncached, 5-minute and 1-hour writes, reads."""
 
 
-@dataclass(frozen=True)
-class Calibration:
-    """The prefix the history does not hold, and the scale from rebuilt tokens to reported ones."""
-
-    head: list[Any]
-    scale: float
+Calibration = Fit
+"""The prefix the history does not hold, and the scale from rebuilt tokens to reported ones (core/billing.py)."""
 
 
-def calibrate(records: list[dict[str, Any]], read_mult: float) -> Calibration:
+def calibrate(records: list[dict[str, Any]], read_mult: float | None = None) -> Calibration:
     """Fit the rebuilt requests as they happened to what the API reported (module docstring)."""
-    head = _head(records)
-    actual = replay(records, seams=True)
-    if not actual:
-        return Calibration(head, 1.0)
-    first = sum(actual[0].usage.values()) - _size(head, actual[0].messages)
-    if first > 0:
-        head = [*head, {"prefix": "x" * (4 * first - 20)}]
-    rebuilt = sum(_size(head, s.messages) for s in actual)
-    reported = sum(sum(s.usage.values()) for s in actual)
-    return Calibration(head, reported / rebuilt if rebuilt else 1.0)
+    return fit_replay(records)
 
 
 def run(records: list[dict[str, Any]], policy: Policy | None, note: NoteCost, window: int | None,
-        read_mult: float, fit: Calibration) -> Arm:
-    """The session with seams placed by `policy` (None: no seam at all), priced."""
+        read_mult: float | None, fit: Calibration) -> Arm:
+    """The session with seams placed by `policy` (None: no seam at all), priced; `read_mult` overrides
+    every model's cache-read rate."""
     sent, seams = _plan(records, policy, note, window, fit)
-    model = CacheModel(fit.head, read_mult)
-    priced_ = [model.price(s.ts, s.messages) for s in sent]
-    return Arm(policy.label if policy else "no seams", len(sent), seams,
-               round(sum(t for t, _ in priced_) * fit.scale), round(sum(c for _, c in priced_) * fit.scale),
-               round(max((t for t, _ in priced_), default=0) * fit.scale), seams * note.output)
+    return _priced(policy.label if policy else "no seams", _served(sent, records), seams, fit, read_mult, seams * note.output)
 
 
-def as_happened(records: list[dict[str, Any]], read_mult: float, fit: Calibration) -> Arm:
-    """The session as the API reported it (the seams it really had)."""
+def _served(sent: list[Sent], records: list[dict[str, Any]]) -> list[Sent]:
+    """The planned requests with the model of each: a real one's own, a seam's that of the request before."""
+    models, model, out = iter(served_by(records)), "", []
+    for request in sent:
+        model = next(models, model) if request.usage else model  # a seam's requests have no usage
+        out.append(dataclasses.replace(request, model=model))
+    return out
+
+
+def replayed(records: list[dict[str, Any]], read_mult: float | None, fit: Calibration) -> Arm:
+    """The replay of the session as it happened (its own seams in place), to set beside the reported usage."""
+    return _priced("replayed as it happened", replay(records, seams=True),
+                   sum(1 for r in records if r["kind"] == "seam"), fit, read_mult, 0)
+
+
+def _priced(label: str, sent: list[Sent], seams: int, fit: Calibration, read_mult: float | None,
+            note_output: int) -> Arm:
+    splits, rates = bill(sent, fit), request_rates(sent, read_mult)
+    cost = usd(splits, rates)
+    return Arm(label, len(sent), seams, round(sum(s.tokens for s in splits)),
+               round(sum(s.billed(r) for s, r in zip(splits, rates))), round(max((s.tokens for s in splits), default=0)),
+               note_output, cost, total(splits))
+
+
+def as_happened(records: list[dict[str, Any]], read_mult: float | None, fit: Calibration) -> Arm:
+    """The session as the API reported it (the seams it really had), each request at its own model."""
     actual = replay(records, seams=True)
+    rates = request_rates(actual, read_mult)
+    splits = [split_of(s.usage) for s in actual]
+    cost = usd(splits, rates)
     return Arm("as it happened", len(actual), sum(1 for r in records if r["kind"] == "seam"),
-               sum(sum(s.usage.values()) for s in actual), round(sum(priced(s.usage, read_mult) for s in actual)),
-               max((sum(s.usage.values()) for s in actual), default=0))
+               sum(reported(s.usage) for s in actual), round(sum(input_equivalents(s.usage, r) for s, r in zip(actual, rates))),
+               max((reported(s.usage) for s in actual), default=0), 0, cost, total(splits))
+
+
+def replay_error(happened: Arm, rebuilt: Arm) -> float:
+    """How far the replay as it happened is from the reported bill, as a share (dollars where priced)."""
+    if happened.input_usd and rebuilt.input_usd is not None:
+        return round(rebuilt.input_usd / happened.input_usd - 1, 4)
+    return round(rebuilt.billed_input_tokens / happened.billed_input_tokens - 1, 4) if happened.billed_input_tokens else 0.0
 
 
 def _plan(records: list[dict[str, Any]], policy: Policy | None, note: NoteCost, window: int | None,
@@ -176,7 +205,7 @@ def _plan(records: list[dict[str, Any]], policy: Policy | None, note: NoteCost, 
                 view = conv.active()
             pending = Sent(float(record.get("ts", 0.0)), view, {})
         elif kind == "usage" and pending is not None:
-            sent.append(pending)
+            sent.append(dataclasses.replace(pending, usage=_usage(record)))
             pending = None
         elif kind not in SEAM_KINDS:
             if kind in ("thinking_cut", "compaction"):  # their boundary counts the real messages only
@@ -202,13 +231,18 @@ def _seam(conv: Conversation, ts: float, note: NoteCost, number: int) -> list[Se
 
 
 def _head(records: list[dict[str, Any]]) -> list[Any]:
-    head = records[0] if records and records[0].get("kind") == "session" else {}
-    return [head.get("tools", []), [{"type": "text", "text": head.get("system", "")}]]
+    return session_head(records)
 
 
 def _size(head: list[Any], messages: list[Message]) -> int:
     """Tokens of a request as the cache model counts them (each message's size is cached on it)."""
-    return sum(_tokens(part) for part in head) + sum(max(1, -(-m.api_size[1] // 4)) for m in messages)
+    return size(head, messages)
+
+
+def _usage(record: dict[str, Any]) -> dict[str, int]:
+    """A usage record's input figures, as billing's replay keeps them."""
+    return {k: int(record.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens",
+                                                  "cache_read_input_tokens", "cache_creation_1h_input_tokens")}
 
 
 def _tokens(part: Any) -> int:

@@ -144,11 +144,11 @@ class Unmarked:
         return held
 
 
-async def _consume(agent: Agent, text: str | None, out: TextIO) -> None:
+async def _consume(agent: Agent, text: str | None, out: TextIO, typed: str | None = None) -> None:
     said = False
     unmarked = Unmarked()
     try:
-        async with aclosing(agent.run(text)) as stream:
+        async with aclosing(agent.run(text, typed)) as stream:
             async for event in stream:
                 if isinstance(event, ev.TextDelta):
                     out.write(visible(unmarked.feed(event.text)))
@@ -318,7 +318,7 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
                 if outcome.prompt and busy:  # a custom command's prompt, typed while the agent works
                     say(f"[{agent.session.hint(outcome.prompt, mode='queue').id} pending: end of turn]")
                 elif outcome.prompt:
-                    task = asyncio.create_task(_consume(agent, outcome.prompt, sink))
+                    task = asyncio.create_task(_consume(agent, outcome.prompt, sink, outcome.typed))
             elif line.strip() and busy:
                 queued = line.startswith(">>")
                 hint = agent.session.hint(line.removeprefix(">>").strip(), mode="queue" if queued else "steer")

@@ -128,7 +128,7 @@ def _read(path: Path) -> list[str]:
     for item in raw[-HISTORY_KEEP:]:
         try:
             value = json.loads(item)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
             continue
         if isinstance(value, str):
             lines.append(value)

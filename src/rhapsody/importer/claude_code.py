@@ -6,9 +6,15 @@ Each line is a record with a `type`: `user` and `assistant` records carry a Mess
 it); `summary` records title a branch; `queue-operation` records mark messages the human
 queued; `file-history-snapshot` and `progress` records are UI bookkeeping. One assistant
 API message is written as several lines sharing `message.id`, one per content block; they
-are merged back here. The main conversation is the chain of parents from the last message;
-records off that chain (abandoned branches), `isSidechain` records and the subagent files
-in `<session-uuid>/subagents/` become asides. See docs/history-format.md, "Imported sessions".
+are merged back here, whatever was written between them (parallel calls: each call's line
+hangs off the progress/hook records of the one before, each result off its own call).
+
+The main conversation is the chain of parents from the last message, widened by what that
+chain alone misses: every line of an API message the chain passes through (by `message.id`),
+and every tool result that answers a call of the conversation (by `tool_use_id`, wherever
+its line sits in the file). What is left off (abandoned branches: a rewind or an edited
+message), `isSidechain` records and the subagent files in `<session-uuid>/subagents/` become
+asides. See docs/history-format.md, "Imported sessions".
 
 Imports: stdlib, rhapsody.core.errors and rhapsody.importer only.
 """
@@ -19,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody.core.errors import InputError
+from rhapsody.core.pricing import WRITE_1H_KEY
 from rhapsody.core.session_figures import USAGE_KEYS
 from rhapsody.importer.transcript import (Aside, Compacted, Item, Queued, Source, Turn, as_dict, digest, expect,
                                           read_lines, text_block, timestamp)
@@ -40,7 +47,7 @@ def looks_like(first: dict[str, Any]) -> bool:
 def parse(path: Path, data: bytes, subagents: list[tuple[Path, bytes]]) -> Source:
     """The session in `data` (the file at `path`), its subagents' transcripts as sidechain asides."""
     records = list(read_lines(path, data))
-    on_path = _main_chain(records)
+    on_path = _main_conversation(records)
     head = next((r for _, r in records if r.get("sessionId")), {})
     reader = _Reader(path)
     for line, record in records:
@@ -53,6 +60,38 @@ def parse(path: Path, data: bytes, subagents: list[tuple[Path, bytes]]) -> Sourc
              "subagent_files": [str(p) for p, _ in subagents]}
     return Source(FORMAT, path, str(head.get("sessionId") or path.stem), digest(data), len(records), reader.items,
                   cwd=str(head.get("cwd", "")), model=reader.model, extra=extra)
+
+
+def _main_conversation(records: list[tuple[int, dict[str, Any]]]) -> set[str]:
+    """The uuids of the main conversation's user and assistant lines (module docstring)."""
+    chain = _main_chain(records)
+    lines = [r for _, r in records if r.get("type") in ("user", "assistant") and not r.get("isSidechain")
+             and isinstance(r.get("uuid"), str)]
+    ids = {_message_id(r) for r in lines if r["uuid"] in chain and r["type"] == "assistant"} - {None}
+    members = chain | {r["uuid"] for r in lines if r["type"] == "assistant" and _message_id(r) in ids}
+    calls = {b.get("id") for r in lines if r["uuid"] in members for b in _blocks_of(r) if b.get("type") == "tool_use"}
+    answered = {b.get("tool_use_id") for r in lines if r["uuid"] in members for b in _blocks_of(r)
+                if b.get("type") == "tool_result"}
+    for record in lines:
+        results = [b.get("tool_use_id") for b in _blocks_of(record) if b.get("type") == "tool_result"]
+        if (record["type"] == "user" and record["uuid"] not in members and results
+                and all(r in calls and r not in answered for r in results)):
+            members.add(record["uuid"])  # a parallel call's result, on its own call's branch
+            answered.update(results)
+    return members
+
+
+def _message_id(record: dict[str, Any]) -> str | None:
+    message = record.get("message")
+    value = message.get("id") if isinstance(message, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _blocks_of(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The blocks of a line's message, leniently (the strict reading, with its errors, comes after)."""
+    message = record.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
 
 
 def _main_chain(records: list[tuple[int, dict[str, Any]]]) -> set[str]:
@@ -80,8 +119,8 @@ class _Reader:
         self.items: list[Item] = []
         self.model = ""
         self.now = 0.0
-        self._open: Turn | None = None
-        """The assistant turn whose API message (`source_id`) may still get blocks."""
+        self._turns: dict[str, Turn] = {}
+        """Assistant turns by API message id: a later line of the message adds its blocks there."""
 
     def take(self, line: int, record: dict[str, Any], on_path: set[str]) -> None:
         kind = record.get("type")
@@ -133,8 +172,8 @@ class _Reader:
         content = blocks(self.path, line, message.get("content"))
         message_id = message.get("id")
         usage = _usage(message, self.now)
-        turn = self._open
-        if turn is not None and message_id and turn.flags.get("source_id") == message_id and self._only_results_since(turn):
+        turn = self._turns.get(message_id) if isinstance(message_id, str) else None
+        if turn is not None:  # usage repeats on every line of a message: one request, the output as it grew
             turn.content.extend(content)
             if usage and turn.usages:
                 turn.usages[-1] = {**usage, "output_tokens": max(usage["output_tokens"], turn.usages[-1]["output_tokens"]),
@@ -144,14 +183,9 @@ class _Reader:
             self.model = str(message["model"])
         turn = Turn("assistant", content, self.now, usages=[usage] if usage else [], flags={"source_id": message_id},
                     line=line)
-        self._open = turn
+        if isinstance(message_id, str):
+            self._turns[message_id] = turn
         self.items.append(turn)
-
-    def _only_results_since(self, turn: Turn) -> bool:
-        """Parallel calls: a later block of the same API message may follow the results of earlier ones."""
-        after = self.items[next(i for i in range(len(self.items) - 1, -1, -1) if self.items[i] is turn) + 1:]
-        return all(isinstance(i, Turn) and i.role == "user" and all(b.get("type") == "tool_result" for b in i.content)
-                   for i in after if not isinstance(i, Aside))
 
 
 def _usage(message: dict[str, Any], ts: float) -> dict[str, Any] | None:
@@ -159,6 +193,9 @@ def _usage(message: dict[str, Any], ts: float) -> dict[str, Any] | None:
     if not isinstance(usage, dict) or message.get("model") == SYNTHETIC:
         return None
     figures = {k: usage[k] if isinstance(usage.get(k), int) else 0 for k in USAGE_KEYS}
+    hour = as_dict(usage.get("cache_creation")).get("ephemeral_1h_input_tokens")
+    if isinstance(hour, int) and hour > 0:  # billed at 2x base, the 5-minute rest at 1.25x
+        figures[WRITE_1H_KEY] = min(hour, figures["cache_creation_input_tokens"])
     return {**figures, "model": str(message.get("model", "")), "stop_reason": message.get("stop_reason"), "ts": ts}
 
 

@@ -143,8 +143,8 @@ class _Reader:
         if isinstance(info.get("model_context_window"), int):
             self.window = info["model_context_window"]
         last, total = info.get("last_token_usage"), info.get("total_token_usage")
-        turn = next((i for i in reversed(self.items) if isinstance(i, Turn)), None)
-        if not isinstance(last, dict) or total == self._last_total or turn is None or turn.role != "assistant":
+        turn = self._answered()
+        if not isinstance(last, dict) or total == self._last_total or turn is None:
             return  # Codex repeats a token_count when only the rate limits changed
         self._last_total = total
         cached = _int(last.get("cached_input_tokens"))
@@ -152,6 +152,16 @@ class _Reader:
                             "cache_creation_input_tokens": 0, "cache_read_input_tokens": cached,
                             "output_tokens": _int(last.get("output_tokens")), "model": self.model,
                             "stop_reason": None, "ts": self.now})
+
+    def _answered(self) -> Turn | None:
+        """The assistant turn a token count is for: the latest, past any outputs of its calls (they may be
+        written before the count comes), but never past a message the user wrote after it."""
+        for item in reversed(self.items):
+            if isinstance(item, Turn) and item.role == "assistant":
+                return item
+            if isinstance(item, Turn) and any(b.get("type") != "tool_result" for b in item.content):
+                return None
+        return None
 
 
 def _int(value: Any) -> int:

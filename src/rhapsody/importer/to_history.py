@@ -15,6 +15,8 @@ carry. See docs/history-format.md, "Imported sessions".
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from typing import Any
 
@@ -26,6 +28,8 @@ from rhapsody.core.errors import InputError
 from rhapsody.core.messages import THINKING_TYPES, Message
 from rhapsody.core.records import parse
 from rhapsody.core.secrets import mask
+from rhapsody.core.pricing import WRITE_1H_KEY
+from rhapsody.core.session_figures import USAGE_KEYS
 from rhapsody.importer.transcript import Aside, Compacted, Item, Queued, Source, Turn
 
 INTERRUPTED = ("No result in the imported transcript: the call was interrupted or its output was lost. "
@@ -72,8 +76,9 @@ def _merged(items: list[Item]) -> list[Item]:
 def _paired(items: list[Item]) -> list[Item]:
     out: list[Item] = []
     calls: list[str] = []
-    for item in items:
+    for at, item in enumerate(items):
         if isinstance(item, Turn) and item.role == "user":
+            item.content = _found(item.content, calls, items[at + 1:]) if calls else item.content
             item.content, orphans = _answered(item.content, calls, item.ts)
             out.append(item)
             out += [Aside("orphan_result", item.ts, {"block": b}) for b in orphans]
@@ -88,6 +93,22 @@ def _paired(items: list[Item]) -> list[Item]:
     if calls:
         out.append(Turn("user", [_interrupted(c) for c in calls], out[-1].ts))
     return out
+
+
+def _found(content: list[dict[str, Any]], calls: list[str], later: list[Item]) -> list[dict[str, Any]]:
+    """`content` with the results of `calls` it lacks taken from later user turns: a result is matched to
+    its call by `tool_use_id`, wherever the source wrote it (before the source compacted again)."""
+    missing = set(calls) - {b.get("tool_use_id") for b in content if b.get("type") == "tool_result"}
+    taken: list[dict[str, Any]] = []
+    for item in later:
+        if not missing or isinstance(item, Compacted):
+            break
+        if isinstance(item, Turn) and item.role == "user":
+            mine = [b for b in item.content if b.get("type") == "tool_result" and b.get("tool_use_id") in missing]
+            item.content = [b for b in item.content if not any(b is m for m in mine)]
+            missing -= {b.get("tool_use_id") for b in mine}
+            taken += mine
+    return taken + content
 
 
 def _answered(content: list[dict[str, Any]], calls: list[str],
@@ -152,8 +173,7 @@ class _Writer:
             model = usage.get("model") or self.source.model
             self.add(usage["ts"], "request", bytes=size, est_tokens=tokens, messages=len(view), model=model)
             self.add(usage["ts"], "usage", stop_reason=usage.get("stop_reason"),
-                     **{k: usage[k] for k in ("input_tokens", "cache_creation_input_tokens",
-                                              "cache_read_input_tokens", "output_tokens")})
+                     **{k: usage[k] for k in (*USAGE_KEYS, WRITE_1H_KEY) if k in usage})
 
     def _masked(self, block: dict[str, Any]) -> dict[str, Any]:
         """A tool result with credentials masked, as rhapsody masks its own tools' output."""
@@ -178,6 +198,9 @@ class _Writer:
             command = _command(self.names[call_id], self.inputs.get(call_id))
             if command:
                 fields["command"] = command
+                code = exit_code(block.get("content"))
+                if code is not None:  # only where the source says it: a result without one shows none
+                    fields["exit_code"] = code
             self.add(turn.ts, "tool_run", **fields)
 
     def queued(self, item: Queued) -> None:
@@ -202,6 +225,27 @@ class _Writer:
                      where="never delivered in the source session")
         if any(b.type in THINKING_TYPES for m in self.conv.messages for b in m.content):
             self.add(ts, "thinking_cut", boundary=len(self.conv.messages), reason=THINKING_CUT)
+
+
+_EXIT = re.compile(r"^(?:Exit code:? |Process exited with code )(-?\d+)\b")
+"""How the sources state a command's exit status: Claude Code's failed Bash results begin `Exit code N`,
+Codex's newer outputs `Exit code: N` (or `Process exited with code N`)."""
+
+
+def exit_code(content: Any) -> int | None:
+    """The exit status a shell call's result states, or None where the source does not state one (Claude
+    Code says nothing for a command that succeeded); Codex's JSON outputs carry `metadata.exit_code`."""
+    text = content if isinstance(content, str) else "".join(
+        str(c.get("text", "")) for c in content if isinstance(c, dict)) if isinstance(content, list) else ""
+    if text.startswith("{"):
+        try:
+            meta = json.loads(text).get("metadata")
+        except (ValueError, AttributeError):
+            meta = None
+        code = meta.get("exit_code") if isinstance(meta, dict) else None
+        return code if isinstance(code, int) and not isinstance(code, bool) else None
+    found = _EXIT.match(text)
+    return int(found.group(1)) if found else None
 
 
 def _command(name: str, arguments: Any) -> str:

@@ -24,8 +24,10 @@ from pydantic import ValidationError
 from rhapsody.config.settings import McpServer, is_trusted
 from rhapsody.config.files import MCP_JSON, project_config_path, read_config, user_config_path
 from rhapsody.core.errors import ConfigError
+from rhapsody.core.messages import MAX_NESTING, nested_within
 
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-((?:[^}$]|\$(?!\{))*))?\}")
+"""`${NAME}` or `${NAME:-default}`; a default stops at the next `${`, so a value of unclosed ones is linear time."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,10 @@ def _mcp_json(path: Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    except RecursionError:  # deeper than the parser goes
+        raise ConfigError(f"{path}: nested deeper than {MAX_NESTING} levels") from None
+    if not nested_within(data):
+        raise ConfigError(f"{path}: nested deeper than {MAX_NESTING} levels")
     servers = data.get("mcpServers", {}) if isinstance(data, dict) else None
     if not isinstance(servers, dict):
         raise ConfigError(f"{path}: expected {{\"mcpServers\": {{...}}}}")

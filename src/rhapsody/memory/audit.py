@@ -9,8 +9,10 @@ from pathlib import Path
 
 from rhapsody.tools.git import last_commit_time
 
-COMMENT = re.compile(r"<!--.*?-->")
-LINK = re.compile(r"\[[^\]]*\]\(([^)#\s]+)(?:#[^)]*)?\)")
+COMMENT = re.compile(r"<!--(?:[^<-]|-(?!->)|<(?!!--))*-->")
+"""An HTML comment; its body stops at the next `<!--`, so a line of unclosed ones is linear time."""
+LINK = re.compile(r"\[[^\]\[]*\]\(([^)#\s\[]+)(?:#[^)\s\[]*)?\)")
+"""A Markdown link's target; no part crosses a `[`, so a line of unclosed links is linear time."""
 CODE_PATH = re.compile(r"`([\w./-]+/[\w.-]+\.\w+)`")
 FILE_REF = re.compile(r"`([\w./-]+\.\w+)`")
 REGISTER = re.compile(r"^\s*[-*]\s*\[([^\]]+)\]\((decisions/[^)]+)\)")

@@ -29,6 +29,7 @@ from anthropic.types import Message as ApiMessage, RawMessageStreamEvent
 
 from rhapsody.core.errors import ContextTooLong, ModelError
 from rhapsody.core.events import ModelResponse
+from rhapsody.core.pricing import WRITE_1H_KEY
 from rhapsody.core.session_figures import USAGE_KEYS
 from rhapsody.core.model import ModelEvent
 from rhapsody.core.retry import (
@@ -126,6 +127,8 @@ class AnthropicModel:
                     yield shown
         message = assembly.message()
         usage = {key: assembly.usage.get(key, 0) for key in USAGE_KEYS}
+        if assembly.usage.get(WRITE_1H_KEY):
+            usage[WRITE_1H_KEY] = assembly.usage[WRITE_1H_KEY]
         yield ModelResponse(message, assembly.stop_reason, usage)
 
     async def _open(self, body: dict[str, Any]) -> anthropic.AsyncStream[RawMessageStreamEvent]:

@@ -26,7 +26,7 @@ import openai
 
 from rhapsody.core.errors import ContextTooLong, ModelError
 from rhapsody.core.events import BlockStopped, ModelResponse, TextDelta, ThinkingDelta
-from rhapsody.core.messages import Message
+from rhapsody.core.messages import Message, nested_within
 from rhapsody.core.model import ModelEvent
 from rhapsody.core.retry import (RETRY_STATUSES, RetryPolicy, Sleep, connection_failed, error_message,
                                  retry_after_seconds, retrying)
@@ -245,9 +245,9 @@ def _arguments(raw: str) -> Any:
         return {}
     try:
         value = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return {"_unparsed": raw}
-    return value if isinstance(value, dict) else {"_unparsed": raw}
+    return value if isinstance(value, dict) and nested_within(value) else {"_unparsed": raw}
 
 
 def _usage(usage: Any) -> dict[str, int]:

@@ -21,9 +21,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from rhapsody.core.pricing import WRITE_1H_KEY
 from rhapsody.core.session_figures import USAGE_KEYS
 from rhapsody.core.events import BlockStopped, TextDelta, ThinkingDelta
-from rhapsody.core.messages import INVALID_KEY, UNPARSED_KEY, Message
+from rhapsody.core.messages import INVALID_KEY, MAX_NESTING, UNPARSED_KEY, Message, nested_within
 from rhapsody.core.retry import encodable, valid_text
 
 PIECE_KEYS = {"text_delta": ("text", "text"), "thinking_delta": ("thinking", "thinking"),
@@ -109,6 +110,9 @@ class Assembly:
             value = getattr(usage, key, None)
             if value is not None:
                 self.usage[key] = int(value)
+        hour = getattr(getattr(usage, "cache_creation", None), "ephemeral_1h_input_tokens", None)
+        if isinstance(hour, int) and hour > 0:  # 1-hour writes bill at 2x, not 1.25x
+            self.usage[WRITE_1H_KEY] = hour
 
     def message(self) -> Message:
         """The assembled message; raises MalformedStream when the stream was incomplete."""
@@ -139,6 +143,10 @@ def tool_input(raw: str, opening: Any) -> dict[str, Any]:
         value = json.loads(raw)
     except ValueError as exc:
         return {UNPARSED_KEY: kept, INVALID_KEY: f"not valid JSON ({exc})"}
+    except RecursionError:  # deeper than the parser goes: deeper than any tool takes
+        return {UNPARSED_KEY: kept, INVALID_KEY: f"nested deeper than {MAX_NESTING} levels"}
+    if not nested_within(value):
+        return {UNPARSED_KEY: kept, INVALID_KEY: f"nested deeper than {MAX_NESTING} levels"}
     if not isinstance(value, dict):
         return {UNPARSED_KEY: kept, INVALID_KEY: f"a JSON {type(value).__name__}, not an object"}
     if not encodable(json.dumps(value, ensure_ascii=False)):

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from rhapsody.core.tools import Tool, ToolContext, ToolFailure, ToolOutcome
 from rhapsody.core.counts import counted
+from rhapsody.core.userstate import state_home
 from rhapsody.prompts import load
 from rhapsody.tools import gitguard, procs, search
 from rhapsody.tools.git import git_blob, gitlinks
@@ -151,6 +152,9 @@ def _refuse_state(root: Path, path: Path) -> None:
     if first == ".rhapsody":
         raise ToolFailure("refused: .rhapsody/ holds rhapsody's own history and notes; tools never write there")
     base = root.resolve()
+    own = state_home().resolve()
+    if path.resolve() == own or own in path.resolve().parents:  # rhapsody run in the home folder
+        raise ToolFailure(f"refused: {shown(root, own)}/ holds rhapsody's own checkpoints; tools never write there")
     if ".git" in (p.lower() for p in parts) or gitguard.guarded(base, path, [base / p / ".git" for p in gitlinks(base)]):
         raise ToolFailure("refused: tools never write inside a .git/ folder (nested ones too) or the hooks folder (git config and hooks run "
                           "programs); use bash for git commands")

@@ -152,10 +152,49 @@ def _included_configs(root: Path, git_dir: Path) -> list[Path]:
     return out
 
 
-GUARDED = {".git/commondir": "it would point git at another config",
-           ".git/config.worktree": "it would give git a config of its own",
+FOLLOWED = {
+    "commondir": "it would point git at another config, attributes, objects and refs",
+    "config.worktree": "it would give git a config of its own",
+    "gitdir": "it would tie the repository to a working tree elsewhere",
+    "objects/info/alternates": "it would make git borrow objects from another store",
+    "objects/info/http-alternates": "it would make git borrow objects from another store",
+    "info/grafts": "it would give commits other parents",
+    "shallow": "it would cut the history git sees",
+    "refs/replace": "it would make git read other objects in place of these",
+    "worktrees": "it would make git follow other working trees' files",
+    "modules": "it would hold other repositories",
+    "branches": "it would name remotes",
+    "remotes": "it would name remotes",
+}
+"""Files in a git directory that make git read something outside it, or read its own objects as others
+(gitrepository-layout(5)); a git directory rhapsody keeps for itself holds none of them."""
+GUARDED = {".git/commondir": FOLLOWED["commondir"],
+           ".git/config.worktree": FOLLOWED["config.worktree"],
            ".mcp.json": "it would make rhapsody start programs (MCP servers) in a trusted project"}
 """Files that must not appear during a command: created, they would run code later outside the sandbox."""
+
+
+def store_refusal(git_dir: Path, own: dict[str, frozenset[str]]) -> str | None:
+    """Why a git directory rhapsody keeps for itself must not be used (one line), None when it may: it is a
+    link, holds a FOLLOWED file, or holds in a folder `own` lists (relative, '' the top) a link or an entry
+    rhapsody never writes there (a later git may follow a file this list does not know)."""
+    if os.path.islink(git_dir):
+        return f"refusing {git_dir}: a symbolic link"
+    for name, why in FOLLOWED.items():
+        if os.path.lexists(git_dir / name):
+            return f"refusing {git_dir}: it holds {name}, which rhapsody never writes ({why})"
+    for folder, names in own.items():
+        try:
+            entries = sorted(os.scandir(git_dir / folder), key=lambda e: e.name)
+        except OSError as exc:
+            return f"refusing {git_dir}: cannot list {folder or 'it'}: {exc.strerror}"
+        for entry in entries:
+            shown = f"{folder}/{entry.name}" if folder else entry.name
+            if entry.is_symlink():
+                return f"refusing {git_dir}: its {shown} is a symbolic link"
+            if entry.name not in names:
+                return f"refusing {git_dir}: it holds {shown}, which rhapsody never writes there"
+    return None
 
 
 def git_redirects(root: Path) -> set[str]:

@@ -135,14 +135,14 @@ def _since_last_seam(records: list[dict[str, Any]], note_of: int = 0) -> list[di
 
 def _commands(runs: list[dict[str, Any]]) -> str:
     """Commands run, newest first, repeats folded, at most MAX_COMMANDS or MAX_COMMAND_CHARS."""
-    folded: dict[tuple[str, Any], int] = {}
+    folded: dict[tuple[str, str], int] = {}
     for run in reversed([r for r in runs if r.get("command")]):
-        key = (run["command"], run.get("exit_code"))
+        key = (run["command"], _outcome(run))
         folded[key] = folded.get(key, 0) + 1
     out = ["### Commands run since the last seam (newest first, verbatim)"]
     used = 0
-    for n, ((command, code), times) in enumerate(folded.items()):
-        line = f"- `{command}` → exit {code}" + (f" (×{times})" if times > 1 else "")
+    for n, ((command, outcome), times) in enumerate(folded.items()):
+        line = f"- `{command}` → {outcome}" + (f" (×{times})" if times > 1 else "")
         if n >= MAX_COMMANDS or used + len(line) > MAX_COMMAND_CHARS:
             out.append(f"- … {len(folded) - n} more distinct commands cut (limit {MAX_COMMANDS} or {MAX_COMMAND_CHARS} chars)")
             break
@@ -151,6 +151,15 @@ def _commands(runs: list[dict[str, Any]]) -> str:
     if len(out) == 1:
         out.append("- none")
     return "\n".join(out)
+
+
+def _outcome(run: dict[str, Any]) -> str:
+    """`exit N` where the run has an exit status; an imported command whose source stated none says only
+    whether it failed."""
+    code = run.get("exit_code")
+    if code is not None:
+        return f"exit {code}"
+    return "error" if run.get("is_error") else "ok"
 
 
 class RecallInput(BaseModel):

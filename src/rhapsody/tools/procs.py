@@ -151,3 +151,20 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     kill_all()
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
+
+
+async def piped(argv: list[str], data: bytes, env: dict[str, str]) -> tuple[int | None, bytes, bytes]:
+    """Run one of rhapsody's own workers: `data` on its stdin, its stdout and stderr read whole (the worker
+    bounds them), in its own group that dies with rhapsody and is killed when the caller is cancelled."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv, env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, start_new_session=True, preexec_fn=lifeline.preexec())
+    _LIVE.add(proc.pid)
+    try:
+        out, err = await proc.communicate(data)
+    finally:
+        kill_group(proc.pid)
+        if proc.returncode is None:
+            await proc.wait()
+        _LIVE.discard(proc.pid)
+    return proc.returncode, out, err

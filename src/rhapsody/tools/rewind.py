@@ -21,10 +21,10 @@ from typing import Any, Literal
 
 from rhapsody.core.checkpoints import Point, points, rewind_conversation, take
 from rhapsody.core.errors import RhapsodyError
-from rhapsody.core.history import read_history, sessions, write_private
+from rhapsody.core.history import STATE_DIR, read_history, sessions, write_private
 from rhapsody.core.session import Session
 from rhapsody.tools import restore
-from rhapsody.tools.shadow import Change, Shadow
+from rhapsody.tools.shadow import Change, Shadow, legacy
 
 What = Literal["files", "conversation", "both"]
 WHATS: tuple[What, ...] = ("files", "conversation", "both")
@@ -36,6 +36,8 @@ class Turn:
 
     point: Point
     files: list[tuple[str, int, int]] = field(default_factory=list)
+    kept: bool = True
+    """Whether the point's checkpoint is in the shadow (not cleaned away, not an older rhapsody's in the project)."""
 
     @property
     def added(self) -> int:
@@ -49,18 +51,20 @@ class Turn:
 
     def line(self) -> str:
         """The point as one line of a list."""
+        gone = "" if self.kept else "  (files unavailable: checkpoint not kept)"
         if self.point.kind == "rewind":
             when = time.strftime("%H:%M", time.localtime(self.point.ts))
-            return f"{self.point.number:>3}  ↶ the files as they were before the restore at {when} (undoes it)"
+            return f"{self.point.number:>3}  ↶ the files as they were before the restore at {when} (undoes it){gone}"
         first = " ".join(self.point.text.split())
         first = first if len(first) <= 60 else first[:59] + "…"
         changed = f"{len(self.files)} file{'s' if len(self.files) != 1 else ''} +{self.added} -{self.removed}"
-        return f"{self.point.number:>3}  {first}  ({changed})"
+        return f"{self.point.number:>3}  {first}  " + (f"({changed})" if self.kept else gone.strip())
 
     def json(self) -> dict[str, Any]:
         """The point for `--json`."""
         return {"n": self.point.number, "kind": self.point.kind, "message": self.point.message, "text": self.point.text,
-                "commit": self.point.commit, "ts": self.point.ts, "added": self.added, "removed": self.removed,
+                "commit": self.point.commit, "ts": self.point.ts, "kept": self.kept, "added": self.added,
+                "removed": self.removed,
                 "files": [{"path": p, "added": a, "removed": r} for p, a, r in self.files]}
 
 
@@ -78,7 +82,7 @@ def turns_of(records: list[dict[str, Any]], abandoned: set[int], shadow: Shadow)
     for point in found:
         after = next((commit for seq, at, commit in marks if seq > point.seq and at in ("end", "turn", "rewind")), "")
         counted = point.kind == "turn" and {point.commit, after} <= kept
-        out.append(Turn(point, shadow.line_counts(point.commit, after) if counted else []))
+        out.append(Turn(point, shadow.line_counts(point.commit, after) if counted else [], point.commit in kept))
     return out
 
 
@@ -109,8 +113,8 @@ class FilesPlan:
 def plan_files(session: Session, shadow: Shadow, point: Point) -> FilesPlan:
     """Take the undo checkpoint, then work out what restoring `point` changes, and whether it can."""
     if not shadow.has(point.commit):
-        return FilesPlan(point.commit, "", [], [], f"checkpoint {point.number} is no longer kept "
-                                                   "(checkpoints_keep_days, checkpoints_max_mb); nothing was changed")
+        return FilesPlan(point.commit, "", [], [], f"checkpoint {point.number} is not kept: {_why_gone(shadow)}; "
+                                                   "nothing was changed")
     record = take(session, shadow, "rewind")
     if record is None:
         return FilesPlan(point.commit, "", [], [], f"{session.records[-1].get('reason')}; nothing was changed")
@@ -120,6 +124,15 @@ def plan_files(session: Session, shadow: Shadow, point: Point) -> FilesPlan:
     touched = {c.path for c in changes}
     outside = sorted(p for p in _outside(session.records, shadow, point.seq) if p in touched)
     return FilesPlan(point.commit, now, changes, outside, refused)
+
+
+def _why_gone(shadow: Shadow) -> str:
+    """Why a checkpoint a history names is not in the shadow."""
+    cleaned = "cleaned away (checkpoints_keep_days, checkpoints_max_mb)"
+    if not legacy(shadow.root):
+        return cleaned
+    return (f"{cleaned}, or taken by an older rhapsody into the project's {STATE_DIR}/checkpoints/, which is never "
+            "read (a cloned project could plant one there)")
 
 
 def _left_out(records: list[dict[str, Any]], point: Point, now: dict[str, Any]) -> str:

@@ -26,6 +26,7 @@ from pathlib import Path
 from rhapsody.core.credentials import locations
 from rhapsody.core.permissions import Confinement, Mode, SandboxSetting
 from rhapsody.core.secrets import mask
+from rhapsody.core.userstate import state_home
 from rhapsody.tools import gitguard, lifeline, seccomp
 from rhapsody.tools.gitguard import git_redirects, hooks_path, undo_git_redirects
 from rhapsody.tools.tree_index import TreeIndex, Walk
@@ -43,6 +44,19 @@ _SECRET_NAME = re.compile(r"(KEYS?($|_)|TOKEN|SECRET|PASSW(OR)?D|(^|_)PASS($|_)|
                           r"|(^|_)DSN($|_)|SIGNATURE|(^|_)PAT($|_)|PRIVATE|SESSION|BEARER|OTP)", re.IGNORECASE)
 """Variable names treated as credentials: any name ending in KEY (or with a KEY_ part), TOKEN, SECRET..."""
 _KEEP_ENV = {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "SHELL", "TZ", "PWD"}
+
+
+def _own_state(root: Path) -> list[str]:
+    """rhapsody's state folder (checkpoints), read-only when it lies in the project (rhapsody run in the home
+    folder): a command must not plant the shadow repository a checkpoint outside the sandbox would drive."""
+    home = state_home().resolve()
+    if root not in home.parents:
+        return []
+    try:
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError:
+        return []
+    return ["--ro-bind", str(home), str(home)]
 
 
 def scrubbed_env() -> dict[str, str]:
@@ -136,6 +150,7 @@ def wrap(argv: list[str], root: Path, level: Confinement, network: bool = False,
         if not os.path.lexists(state):
             state.mkdir(mode=0o700)
         cmd += ["--bind", str(root), str(root), "--ro-bind", str(state), str(state), *gitguard.binds(root, walk.nested)]
+        cmd += _own_state(root)
     else:
         cmd += ["--ro-bind", str(root), str(root)]
     cmd += _home_masks(root, protected)  # after the project's bind, so a home inside the project is masked too

@@ -1,11 +1,19 @@
-"""Checkpoints of the working tree in a private shadow git repository under `.rhapsody/checkpoints/`.
+"""Checkpoints of the working tree in a private shadow git repository in the user's state folder.
 
-Every git call runs with GIT_DIR naming the shadow, GIT_WORK_TREE the project root and a
-private index file, so the user's `.git` (index, stash, refs, hooks, config) is never opened.
-No system or global config is read, hooks point at /dev/null and the hardened overrides of
-tools/git.py apply; the shadow's own config must be the exact text rhapsody writes (a cloned
-project could ship a `.rhapsody/checkpoints/config` naming programs), and its
-`info/attributes` unsets every conversion so a blob is the file's bytes.
+The shadow lives in `core/userstate.py`'s folder for the project (`~/.local/state/rhapsody/
+projects/NAME-KEY/checkpoints/`), never in the project: a cloned project can ship a
+`.rhapsody/checkpoints/` whose `commondir` points git at a config naming a filter, and git
+would run it outside the sandbox. A `.rhapsody/checkpoints/` an older rhapsody left in the
+project is never read (`legacy`); the checkpoints it held are listed as unavailable.
+
+Every git call pins GIT_DIR and GIT_COMMON_DIR to the shadow, GIT_OBJECT_DIRECTORY to its
+objects, GIT_WORK_TREE to the project root and a private index file, so the user's `.git`
+(index, stash, refs, hooks, config) is never opened and no `commondir` is followed. No
+system or global config or attributes file is read, hooks point at /dev/null and the
+hardened overrides of tools/git.py apply. Before any call the shadow must hold only what
+rhapsody writes (`gitguard.store_refusal`: no file git would follow out of it, no link),
+its config must be the exact text rhapsody writes, and its `info/attributes` unsets every
+conversion so a blob is the file's bytes.
 
 Speed: the private index is kept between checkpoints, so git's stat cache lists only the
 files that changed (`ls-files --modified --others --deleted`); those are re-hashed with
@@ -30,9 +38,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rhapsody.core.errors import StorageError
-from rhapsody.core.history import STATE_DIR, private_dir, read_plain, state_dir, write_private
+from rhapsody.core.history import STATE_DIR, private_dir, write_private
+from rhapsody.core.userstate import project_state, project_state_path, state_home
 from rhapsody.tools import lifeline
 from rhapsody.tools.git import STATIC, hardened_env
+from rhapsody.tools.gitguard import store_refusal
 
 CONFIG = ("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = false\n"
           "\tautocrlf = false\n\tsymlinks = true\n\tpreloadindex = true\n[gc]\n\tauto = 0\n")
@@ -44,6 +54,11 @@ AUTHOR = {"GIT_AUTHOR_NAME": "rhapsody", "GIT_AUTHOR_EMAIL": "rhapsody@localhost
           "GIT_COMMITTER_NAME": "rhapsody", "GIT_COMMITTER_EMAIL": "rhapsody@localhost"}
 TIMEOUT = 300.0
 EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+OWN = {"": frozenset({"HEAD", "config", "objects", "refs", "info", "rhapsody-index", "rhapsody-index.lock",
+                      "rhapsody-cleaned"}),
+       "info": frozenset({"exclude", "attributes"}), "objects/info": frozenset()}
+"""Everything rhapsody writes in those folders of the shadow (objects/ and refs/ aside): anything else refuses it."""
+PINNED = [*STATIC, ("core.bare", "false"), ("core.attributesFile", os.devnull)]
 
 
 class CheckpointError(StorageError):
@@ -78,8 +93,10 @@ class Shadow:
     def __init__(self, root: Path, max_file_bytes: int = 5 * 1024 * 1024) -> None:
         self.root = root
         self.max_file_bytes = max_file_bytes
-        self.git_dir = root / STATE_DIR / "checkpoints"
+        self.home = project_state_path(root)
+        self.git_dir = self.home / "checkpoints"
         self.index = self.git_dir / "rhapsody-index"
+        self.exclude = _exclude(root)
         self._checked = False
 
     # -- setup --------------------------------------------------------------------------
@@ -92,10 +109,12 @@ class Shadow:
     def _ensure(self) -> None:
         if not os.path.lexists(self.git_dir):
             self._create()
-        for name, text in (("config", CONFIG), ("info/exclude", EXCLUDE), ("info/attributes", ATTRIBUTES)):
-            if self._own_file(name) != text.encode():
-                raise CheckpointError(f"refusing {self.git_dir}: its {name} is not the one rhapsody writes "
-                                      "(remove that folder to start checkpoints afresh)")
+        why = store_refusal(self.git_dir, OWN)
+        for name, text in (("config", CONFIG), ("info/exclude", self.exclude), ("info/attributes", ATTRIBUTES)):
+            if why is None and self._own_file(name) != text.encode():
+                why = f"refusing {self.git_dir}: its {name} is not the one rhapsody writes"
+        if why is not None:
+            raise CheckpointError(f"{why} (remove that folder to start checkpoints afresh)")
         self._checked = True
 
     def _create(self) -> None:
@@ -109,15 +128,17 @@ class Shadow:
         self._git("init", "-q", "--bare", "--template=", str(building), bare=True)
         write_private(building / "config", CONFIG)
         private_dir(building / "info")
-        write_private(building / "info" / "exclude", EXCLUDE)
+        write_private(building / "info" / "exclude", self.exclude)
         write_private(building / "info" / "attributes", ATTRIBUTES)
         os.rename(building, self.git_dir)
 
     def _own_file(self, name: str) -> bytes:
         try:
-            return read_plain(self.git_dir / name)
+            fd = os.open(self.git_dir / name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError:
             return b""
+        with os.fdopen(fd, "rb") as f:
+            return f.read(len(CONFIG) + len(self.exclude) + 1) if stat.S_ISREG(os.fstat(f.fileno()).st_mode) else b""
 
     # -- checkpoint ---------------------------------------------------------------------
 
@@ -136,8 +157,8 @@ class Shadow:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         """One rhapsody at a time creates the shadow or takes a checkpoint (threads and processes alike)."""
-        lock = state_dir(self.root) / "checkpoints.lock"
         try:
+            lock = project_state(self.root) / "checkpoints.lock"
             fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         except OSError as exc:
             raise CheckpointError(f"checkpoint: cannot lock {self.git_dir}: {exc.strerror}") from None
@@ -269,14 +290,14 @@ class Shadow:
              bare: bool = False) -> bytes:
         if not bare and not self._checked:
             self.ensure()  # no git call reads a shadow whose config could name a program
-        pairs = [*STATIC, ("core.bare", "false")] if not bare else list(STATIC)
-        env = hardened_env(pairs)
-        env.update(GIT_CONFIG_GLOBAL=os.devnull, **(extra or {}))
-        if not bare:  # `bare`: `git init` of a folder the arguments name
-            env.update(GIT_DIR=str(self.git_dir), GIT_WORK_TREE=str(self.root), GIT_INDEX_FILE=str(self.index))
+        env = hardened_env(PINNED if not bare else list(STATIC))
+        env.update(GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_SYSTEM=os.devnull, GIT_ATTR_NOSYSTEM="1", **(extra or {}))
+        if not bare:  # `bare`: `git init` of a folder the arguments name, run from the state folder
+            env.update(GIT_DIR=str(self.git_dir), GIT_COMMON_DIR=str(self.git_dir), GIT_WORK_TREE=str(self.root),
+                       GIT_OBJECT_DIRECTORY=str(self.git_dir / "objects"), GIT_INDEX_FILE=str(self.index))
         try:
-            done = lifeline.run(["git", "--no-pager", *args], cwd=self.root, env=env, input=stdin,
-                                capture_output=True, timeout=TIMEOUT)  # dies with rhapsody, as every git call
+            done = lifeline.run(["git", "--no-pager", *args], cwd=self.root if not bare else self.home, env=env,
+                                input=stdin, capture_output=True, timeout=TIMEOUT)  # dies with rhapsody, as every git call
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise CheckpointError(f"checkpoint: git {args[0]}: {exc}") from None
         if done.returncode != 0:
@@ -287,3 +308,16 @@ class Shadow:
 
 def _mode(text: str) -> str:
     return "" if set(text) == {"0"} else text
+
+
+def _exclude(root: Path) -> str:
+    """The shadow's info/exclude: the project's `.rhapsody/`, and the state folder when it lies in the project
+    (rhapsody run in the home folder)."""
+    home, resolved = state_home().resolve(), root.resolve()
+    inside = resolved in home.parents
+    return EXCLUDE + (f"/{home.relative_to(resolved).as_posix()}/\n" if inside else "")
+
+
+def legacy(root: Path) -> bool:
+    """Whether the project holds a `.rhapsody/checkpoints/` (an older rhapsody's, or planted): never read."""
+    return os.path.lexists(root / STATE_DIR / "checkpoints")

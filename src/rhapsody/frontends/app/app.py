@@ -397,7 +397,7 @@ class RhapsodyApp(App[int]):
         elif outcome.prompt and self.busy:  # a custom command's prompt, typed while the agent works
             await self.add_hint(outcome.prompt, "queue")
         elif outcome.prompt:
-            self.start_turn(outcome.prompt)
+            self.start_turn(outcome.prompt, outcome.typed)
         self.refresh_status()
 
     def pick_session(self) -> None:
@@ -424,12 +424,12 @@ class RhapsodyApp(App[int]):
 
     # -- the agent worker ----------------------------------------------------------------
 
-    def start_turn(self, text: str | None) -> None:
-        """Run one turn in the agent worker."""
-        self.worker = self.run_agent(text)
+    def start_turn(self, text: str | None, typed: str | None = None) -> None:
+        """Run one turn in the agent worker (`typed`: the words of a custom command's prompt the human typed)."""
+        self.worker = self.run_agent(text, typed)
 
     @work(exclusive=True, group="agent", exit_on_error=False)
-    async def run_agent(self, text: str | None) -> None:
+    async def run_agent(self, text: str | None, typed: str | None = None) -> None:
         """Drive the loop and apply each event to the transcript."""
         await self.drop_welcome()
         if text:
@@ -439,7 +439,7 @@ class RhapsodyApp(App[int]):
         self.live.start("working")
         self.set_state("working")
         try:
-            async with aclosing(self.agent.run(text)) as stream:
+            async with aclosing(self.agent.run(text, typed)) as stream:
                 async for event in stream:
                     await self.apply(event)
             if time.monotonic() - began > self.settings.notify_after:
