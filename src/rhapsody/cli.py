@@ -283,8 +283,9 @@ def _run(ns: argparse.Namespace) -> int:
 
         print(f"rhapsody {__version__}")
         return 0
+    ns.typed = None
     if ns.task is not None:
-        ns.task = headless_task(ns.task, ns.prompt, _root(ns.cwd))
+        ns.task, ns.typed = headless_task(ns.task, ns.prompt, _root(ns.cwd))
     if ns.demo:
         return _demo(ns)
     root = _root(ns.cwd)
@@ -303,20 +304,24 @@ PIPE_WAIT = 3.0
 inherited from a parent is not the human's input); with no task it waits as long as it takes."""
 
 
-def headless_task(task: str, prompt: str | None, root: Path) -> str:
-    """The task -p runs: piped standard input first, then TASK (or PROMPT); a custom command expanded."""
+def headless_task(task: str, prompt: str | None, root: Path) -> tuple[str, str | None]:
+    """The task -p runs: piped standard input first, then TASK (or PROMPT), a custom command expanded; and
+    what the human wrote of it when a command's prompt holds more (None: all of it)."""
     from rhapsody.core.errors import InputError
 
     if task and prompt:
         raise InputError("give the task once: either -p TASK or a PROMPT, not both")
     task = task or prompt or ""
-    piped = _piped(PIPE_WAIT if task.strip() else None)
-    if task.strip():
-        task = _expanded(task.strip(), root)
-    full = "\n\n".join(part for part in (piped.strip("\n"), task) if part.strip())
+    piped = _piped(PIPE_WAIT if task.strip() else None).strip("\n")
+    expanded, typed = _expanded(task.strip(), root) if task.strip() else ("", None)
+    full = _joined(piped, expanded)
     if not full.strip():
         raise InputError("the task given with -p is empty (give TASK, or pipe text to standard input)")
-    return full
+    return full, None if typed is None else _joined(piped, typed)
+
+
+def _joined(*parts: str) -> str:
+    return "\n\n".join(part for part in parts if part.strip())
 
 
 def _piped(wait: float | None) -> str:
@@ -335,14 +340,15 @@ def _piped(wait: float | None) -> str:
         raise InputError(f"standard input could not be read as text: {exc}") from exc
 
 
-def _expanded(task: str, root: Path) -> str:
-    """A task that is a slash command: a custom command's prompt, `/handoff` as it is; others refused."""
+def _expanded(task: str, root: Path) -> tuple[str, str | None]:
+    """A task that is a slash command: a custom command's prompt and its arguments (the words the human
+    typed), `/handoff` and other tasks as they are (None); other commands refused."""
     from rhapsody.commands.custom import granting_notice, load
     from rhapsody.commands.slash import COMMANDS, is_command
     from rhapsody.core.errors import InputError
 
     if not is_command(task) or task.split(maxsplit=1)[0] == "/handoff":
-        return task
+        return task, None
     name, _, arguments = task.partition(" ")
     command = load(root, tuple(COMMANDS))[0].get(name)
     if name in COMMANDS:
@@ -352,7 +358,7 @@ def _expanded(task: str, root: Path) -> str:
     notice = granting_notice(command, root)
     if notice:
         print(f"rhapsody: {notice}", file=sys.stderr)
-    return command.expand(arguments.strip())
+    return command.expand(arguments.strip()), arguments.strip()
 
 
 def _demo(ns: argparse.Namespace) -> int:
@@ -527,7 +533,8 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
         from rhapsody.frontends.headless import run_headless
 
         _notices(root, settings)
-        return asyncio.run(_closing(wiring, run_headless(wiring.agent, ns.task, ns.output_format)))
+        return asyncio.run(_closing(wiring, run_headless(wiring.agent, ns.task, ns.output_format,
+                                                            typed=getattr(ns, "typed", None))))
     if ns.plain:
         from rhapsody.frontends.plain import run_plain
 

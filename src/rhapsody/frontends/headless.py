@@ -29,8 +29,9 @@ from rhapsody.view.render import limit_line, print_event
 
 
 async def run_headless(agent: Agent, task: str, output: str = "text", out: TextIO | None = None,
-                       err: TextIO | None = None) -> int:
-    """Run one turn to its end; returns the exit status."""
+                       err: TextIO | None = None, typed: str | None = None) -> int:
+    """Run one turn to its end; returns the exit status. `typed`: what the human wrote when `task` holds
+    more (a custom command's prompt): only its words attach images, as in the app."""
     out = out or sys.stdout
     err = err or sys.stderr
     status = 0
@@ -45,7 +46,7 @@ async def run_headless(agent: Agent, task: str, output: str = "text", out: TextI
                 _json(out, result_event(agent, refused, []))
             return refused
         task = ""
-    async with aclosing(agent.run(task)) as stream:
+    async with aclosing(agent.run(task, typed)) as stream:
         async for event in stream:
             if output == "jsonl":
                 _json(out, event_dict(event))
