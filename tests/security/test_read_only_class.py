@@ -81,6 +81,15 @@ async def test_a_hostile_model_cannot_pass_a_write_off_as_a_read_only_command(st
     assert [(r["decision"], r["by"]) for r in records] == [("deny", "human")]
 
 
+@needs_sandbox
+@pytest.mark.parametrize("command", ["cat /etc/hosts", "ls ../", "grep -r root ~/", "grep --file=/etc/hosts x"])
+async def test_a_read_only_command_that_names_a_path_outside_the_project_asks(stub: Stub, project: Path,
+                                                                             command: str) -> None:
+    asked, _ = await run_in_ask(stub, project, command)
+    assert [q[1] for q in asked.questions] == [command]
+    assert "permission denied" in results(stub)[0]  # not run: the human said no
+
+
 async def test_a_read_outside_the_project_asks_and_runs_once_allowed(stub: Stub, project: Path, tmp_path: Path) -> None:
     outside = tmp_path / "notes.txt"
     outside.write_text("the outside notes\n")

@@ -261,16 +261,24 @@ def _flags_match(pattern: str, words: tuple[str, ...]) -> bool:
 
 
 def read_only_command(shell: ShellCommand) -> bool:
-    """Whether a parsed command line only reads: not opaque (no redirection to a file, no substitution,
-    no option that runs a program or writes), and every simple command a bare name from READ_ONLY_PROGRAMS
-    (a path such as `./ls` is the project's own program) or `git` with a READ_ONLY_GIT subcommand."""
+    """Whether a parsed command line only reads, and only the project: not opaque (no redirection to a file,
+    no substitution, no option that runs a program or writes), every simple command a bare name from
+    READ_ONLY_PROGRAMS (a path such as `./ls` is the project's own program) or `git` with a READ_ONLY_GIT
+    subcommand, and no word a path outside the project (`/etc/hosts`, `~/x`, `../x`)."""
     if shell.opaque or not shell.commands:
         return False
     return all(_reads_only(words) for words in shell.commands)
 
 
+_OUTSIDE_WORD = re.compile(r"(^|[=:,]|^-[A-Za-z]*)[/~]|(^|/)\.\.(/|$)")
+"""A word that names a path outside the project: absolute, from the home folder or through `..`, also as an
+option's value (`--file=/etc/x`, `-f/etc/x`)."""
+
+
 def _reads_only(words: tuple[str, ...]) -> bool:
     if not words or "/" in words[0] or "\\" in words[0]:
+        return False
+    if any(_OUTSIDE_WORD.search(word) for word in words[1:]):  # outside reads ask, as read_file's do
         return False
     if words[0] == "git":
         return len(words) > 1 and words[1] in READ_ONLY_GIT
