@@ -120,8 +120,9 @@ PLAIN_CHOICES = {"allow": "allow once (y, or Enter)", "allow_rule": "allow {rule
 
 def numbered(rules: tuple[str, ...]) -> str:
     """The answers as the question lists them, numbered as a lone digit picks them."""
-    return ", ".join(f"{n} = " + PLAIN_CHOICES[reply].format(rules=", ".join(rules))
-                     for n, reply in enumerate(choices(rules), 1))
+    listed = ", ".join(f"{n} = " + PLAIN_CHOICES[reply].format(rules=", ".join(rules))
+                       for n, reply in enumerate(choices(rules), 1))
+    return listed if rules else f"{listed} (no session rule can allow this call)"
 
 
 class Unmarked:
