@@ -328,10 +328,14 @@ def _piped(wait: float | None) -> str:
     """Standard input's text when it is not a terminal ('' when it is, or says nothing within `wait`)."""
     import select
 
-    if sys.stdin is None or sys.stdin.isatty():
+    try:
+        fd = sys.stdin.fileno()
+    except (AttributeError, OSError, ValueError):  # no standard input (closed, or a stand-in without a descriptor)
+        return ""
+    if os.isatty(fd):
         return ""
     try:
-        if wait is not None and not select.select([sys.stdin], [], [], wait)[0]:
+        if wait is not None and not select.select([fd], [], [], wait)[0]:
             return ""
         return sys.stdin.read()
     except (OSError, ValueError, UnicodeDecodeError) as exc:
