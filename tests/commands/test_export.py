@@ -38,7 +38,8 @@ async def answer(tool: str, argument: str, why: str, args: object = None, rules:
 async def two_seam_session(stub: Stub, project: Path) -> Path:
     """A session through the real loop and tools: calls, a hint, an approval, a denial, two seams."""
     stub.script(
-        call("I will print a marker, to see the shell answers as expected.", "bash", command="printf marker-1"),  # printf: not a read-only command, so it asks
+        # printf, not echo: a read-only command would run without the question this test answers
+        call("I will print a marker, to see the shell answers as expected.", "bash", command="printf marker-1"),
         call("I will clear build/ so the next build starts from nothing.", "bash", command="rm -rf build"),
         say("Understood, build/ stays."),
         handoff_turn(), say("Note written."),
