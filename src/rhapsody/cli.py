@@ -30,7 +30,9 @@ USAGE_EPILOG = """commands:
   rhapsody import PATH...                    Claude Code / Codex sessions as rhapsody sessions
   rhapsody rewind [SESSION] --list|--to N    go back to a checkpoint: --files, --conversation or --both
 
-Without -p, rhapsody opens the full-screen app in the current directory."""
+Without -p, rhapsody opens the full-screen app in the current directory; `rhapsody "PROMPT"` opens it
+with PROMPT sent. With -p, text piped to standard input comes first, then TASK:
+`git diff | rhapsody -p "review this"`; `-p "/NAME ARGS"` runs the custom command NAME."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -50,8 +52,12 @@ def _parser() -> argparse.ArgumentParser:
         epilog=USAGE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("-p", "--print", metavar="TASK", dest="task", help="run TASK headless and exit: status 0 done, 2 failed, 3 a limit "
-                   "ended it, 4 done but a call was refused because no human could be asked")
+    p.add_argument("prompt", nargs="?", metavar="PROMPT", help="the first message, sent as the app opens "
+                   "(with -p and no TASK: the task)")
+    p.add_argument("-p", "--print", metavar="TASK", dest="task", nargs="?", const="",
+                   help="run TASK headless and exit: status 0 done, 2 failed, 3 a limit "
+                   "ended it, 4 done but a call was refused because no human could be asked; piped standard "
+                   "input comes before TASK; /NAME ARGS expands the custom command NAME")
     p.add_argument("--output-format", choices=("text", "jsonl"), default="text", help="headless output")
     p.add_argument("--provider", choices=("anthropic", "bedrock", "vertex", "openai"),
                    help="where the model runs (openai: any OpenAI-compatible endpoint at OPENAI_BASE_URL)")
@@ -61,8 +67,8 @@ def _parser() -> argparse.ArgumentParser:
                    "auto-edit: writes in the project and sandboxed bash run unasked; yolo: as auto-edit, and bash "
                    "with sandbox = \"off\" runs unasked too (bash stays sandboxed where the sandbox is on; leaving it "
                    "always asks) (default: ask; auto-edit with -p, where what would ask is refused)")
-    p.add_argument("--continue", dest="continue_last", action="store_true", help="resume the latest session")
-    p.add_argument("--resume", nargs="?", const="", metavar="ID", help="resume session ID (picker without ID)")
+    p.add_argument("-c", "--continue", dest="continue_last", action="store_true", help="resume the latest session")
+    p.add_argument("-r", "--resume", nargs="?", const="", metavar="ID", help="resume session ID (picker without ID)")
     p.add_argument("--demo", action="store_true", help="offline demo on a fresh sample project (not --cwd), no key needed")
     p.add_argument("--plain", action="store_true", help="line-based interface instead of the full-screen app")
     p.add_argument("--handoff-at-tokens", type=int, metavar="N", help="micro-handoff when context passes N tokens")
@@ -308,10 +314,9 @@ def _run(ns: argparse.Namespace) -> int:
 
         print(f"rhapsody {__version__}")
         return 0
-    if ns.task is not None and not ns.task.strip():
-        from rhapsody.core.errors import InputError
-
-        raise InputError("the task given with -p is empty")
+    ns.typed = None
+    if ns.task is not None:
+        ns.task, ns.typed = headless_task(ns.task, ns.prompt, _root(ns.cwd))
     if ns.demo:
         return _demo(ns)
     root = _root(ns.cwd)
@@ -321,8 +326,74 @@ def _run(ns: argparse.Namespace) -> int:
 
         offer(root, _ask_fresh)  # before the settings are read, so a yes applies at once
     if not ns.task and not ns.plain:
-        return _app(ns, root)
-    return launch(ns, root, *_settings_and_model(ns, root))
+        return _app(ns, root, first=ns.prompt or "")
+    return launch(ns, root, *_settings_and_model(ns, root), first=ns.prompt or "")
+
+
+PIPE_WAIT = 3.0
+"""Seconds -p waits for piped standard input to say something when a task is given (an idle pipe
+inherited from a parent is not the human's input); with no task it waits as long as it takes."""
+
+
+def headless_task(task: str, prompt: str | None, root: Path) -> tuple[str, str | None]:
+    """The task -p runs: piped standard input first, then TASK (or PROMPT), a custom command expanded; and
+    what the human wrote of it when a command's prompt holds more (None: all of it)."""
+    from rhapsody.core.errors import InputError
+
+    if task and prompt:
+        raise InputError("give the task once: either -p TASK or a PROMPT, not both")
+    task = task or prompt or ""
+    piped = _piped(PIPE_WAIT if task.strip() else None).strip("\n")
+    expanded, typed = _expanded(task.strip(), root) if task.strip() else ("", None)
+    full = _joined(piped, expanded)
+    if not full.strip():
+        raise InputError("the task given with -p is empty (give TASK, or pipe text to standard input)")
+    return full, None if typed is None else _joined(piped, typed)
+
+
+def _joined(*parts: str) -> str:
+    return "\n\n".join(part for part in parts if part.strip())
+
+
+def _piped(wait: float | None) -> str:
+    """Standard input's text when it is not a terminal ('' when it is, or says nothing within `wait`)."""
+    import select
+
+    try:
+        fd = sys.stdin.fileno()
+    except (AttributeError, OSError, ValueError):  # no standard input (closed, or a stand-in without a descriptor)
+        return ""
+    if os.isatty(fd):
+        return ""
+    try:
+        if wait is not None and not select.select([fd], [], [], wait)[0]:
+            return ""
+        return sys.stdin.read()
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        from rhapsody.core.errors import InputError
+
+        raise InputError(f"standard input could not be read as text: {exc}") from exc
+
+
+def _expanded(task: str, root: Path) -> tuple[str, str | None]:
+    """A task that is a slash command: a custom command's prompt and its arguments (the words the human
+    typed), `/handoff` and other tasks as they are (None); other commands refused."""
+    from rhapsody.commands.custom import granting_notice, load
+    from rhapsody.commands.slash import COMMANDS, is_command
+    from rhapsody.core.errors import InputError
+
+    if not is_command(task) or task.split(maxsplit=1)[0] == "/handoff":
+        return task, None
+    name, _, arguments = task.partition(" ")
+    command = load(root, tuple(COMMANDS))[0].get(name)
+    if name in COMMANDS:
+        raise InputError(f"{name} is a command of the app and plain mode; -p runs a task, /handoff or a custom command")
+    if command is None:
+        raise InputError(f"unknown command {name} (no prompt file for it in .rhapsody/commands or .claude/commands)")
+    notice = granting_notice(command, root)
+    if notice:
+        print(f"rhapsody: {notice}", file=sys.stderr)
+    return command.expand(arguments.strip()), arguments.strip()
 
 
 def _hangup() -> Hangup:
@@ -360,9 +431,10 @@ def _settings_and_model(ns: argparse.Namespace, root: Path) -> tuple[Any, Any]:
 
 
 def _app(ns: argparse.Namespace, root: Path, parts: Callable[[], tuple[Any, Any]] | None = None,
-         initial: str = "", welcome: str = "", demo: bool = False) -> int:
+         initial: str = "", welcome: str = "", demo: bool = False, first: str = "") -> int:
     """The app paints its first frame, then builds the agent (`RhapsodyApp` boot) from `parts()`: the
-    settings and the model (default: the project's settings and the model of their provider)."""
+    settings and the model (default: the project's settings and the model of their provider). `first`
+    is sent as the first message, with any lines typed ahead after it."""
     import asyncio
 
     if not _picked(ns, root):
@@ -388,8 +460,9 @@ def _app(ns: argparse.Namespace, root: Path, parts: Callable[[], tuple[Any, Any]
             if wired:
                 await wired[0].close()
 
+    sent = ((first,) if first.strip() else ()) + typed_ahead()
     with _hangup() as hangup:
-        app = RhapsodyApp(boot=boot, root=root, initial=initial, welcome=welcome, typed_ahead=typed_ahead(),
+        app = RhapsodyApp(boot=boot, root=root, initial=initial, welcome=welcome, typed_ahead=sent,
                           hangup=hangup)
         asyncio.run(run())
     if hangup.fired:  # nobody reads a recap now; the history says where it stopped
@@ -496,8 +569,8 @@ def wire(ns: argparse.Namespace, root: Path, settings: Any, model: Any) -> tuple
 
 
 def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initial: str = "", welcome: str = "",
-           demo: bool = False) -> int:
-    """Wire the agent and hand it to the chosen front end."""
+           demo: bool = False, first: str = "") -> int:
+    """Wire the agent and hand it to the chosen front end; `first` is sent as the first message."""
     import asyncio
 
     if not _picked(ns, root):
@@ -510,8 +583,8 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
             from rhapsody.frontends.headless import run_headless
 
             _notices(root, settings)
-            status = asyncio.run(_closing(wiring, until_hangup(hangup, run_headless(wiring.agent, ns.task,
-                                                                                      ns.output_format))))
+            status = asyncio.run(_closing(wiring, until_hangup(hangup, run_headless(
+                wiring.agent, ns.task, ns.output_format, typed=getattr(ns, "typed", None)))))
             if hangup.fired:
                 hangup.ended()
             return status
@@ -519,11 +592,12 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
             from rhapsody.frontends.plain import run_plain
 
             status = asyncio.run(_closing(wiring, until_hangup(hangup, run_plain(wiring.agent, settings, approver,
-                                                                                   initial))))
+                                                                                   initial, first=first))))
         else:
             from rhapsody.frontends.app.app import RhapsodyApp
 
-            app = RhapsodyApp(wiring.agent, settings, approver, initial=initial, welcome=welcome, hangup=hangup)
+            app = RhapsodyApp(wiring.agent, settings, approver, initial=initial, welcome=welcome,
+                              typed_ahead=(first,) if first.strip() else (), hangup=hangup)
             asyncio.run(_closing(wiring, app.run_async()))
             status = app.return_code or 0
     if hangup.fired:

@@ -360,9 +360,9 @@ DEMO_FOLDER = "rhapsody-demo"
 SAMPLE = Path(__file__).parent / "demo_project"
 """The sample project's source, copied for each demo."""
 WELCOME = ("Demo: a scripted agent on a sample project, no key. Enter sends the task.\n"
-           f"While the tests run ({PAUSE} s), type a hint + Enter: it lands after the result.\n"
-           "Next a question shows the edit's diff: y allows, n denies, and words\n"
-           "typed there are your reason to deny. When it is done: ctrl+o.")
+           f"While the tests run ({PAUSE} s), type a hint and Enter: it lands after them.\n"
+           "At the edit's diff, Enter allows; n or your words deny. Then ctrl+o.")
+"""Three lines of at most 74 columns: with the welcome's own, they fit an 80x24 terminal whole."""
 
 
 def demo_root() -> Path:

@@ -38,11 +38,12 @@ async def answer(tool: str, argument: str, why: str, args: object = None, rules:
 async def two_seam_session(stub: Stub, project: Path) -> Path:
     """A session through the real loop and tools: calls, a hint, an approval, a denial, two seams."""
     stub.script(
-        call("I will print a marker, to see the shell answers as expected.", "bash", command="echo marker-1"),
+        # printf, not echo: a read-only command would run without the question this test answers
+        call("I will print a marker, to see the shell answers as expected.", "bash", command="printf marker-1"),
         call("I will clear build/ so the next build starts from nothing.", "bash", command="rm -rf build"),
         say("Understood, build/ stays."),
         handoff_turn(), say("Note written."),
-        call("I will print a second marker, to check the shell after the seam.", "bash", command="echo marker-2"),
+        call("I will print a second marker, to check the shell after the seam.", "bash", command="printf marker-2"),
         say("Second marker printed."),
         handoff_turn(), say("Second note written."),
     )
@@ -65,9 +66,9 @@ async def test_html_export_shows_seams_notes_hints_approvals_and_both_charts(stu
     assert sid == path.stem
     assert page.count('<section class="seam" id="seam-') == 2 and "fixed add() in app.py" in page  # the field notes
     assert re.search(rf"✎ h1 \[delivered · after the bash result\] {HINT}", page)  # the hint, where it landed
-    assert "✓ bash echo marker-1: allowed by the human" in page
+    assert "✓ bash printf marker-1: allowed by the human" in page
     assert f"denied by the human: {REASON}" in page
-    assert re.search(r'<details class="line tool exit[^"]*stripped"><summary>⊘ bash echo marker-1', page)
+    assert re.search(r'<details class="line tool exit[^"]*stripped"><summary>⊘ bash printf marker-1', page)
     for chart in ("chart-context", "chart-billed"):
         svg = page[page.index(f'<svg id="{chart}"'):]
         svg = svg[: svg.index("</svg>")]
@@ -105,7 +106,7 @@ async def test_markdown_export_folds_calls_and_marks_the_seams(stub: Stub, proje
     assert main(["export", str(path), "--md", "-o", "-", "--cwd", str(project)]) == 0
     text = capsys.readouterr().out
     assert text.startswith(f"# rhapsody session {path.stem}")
-    assert text.count("**seam ") == 2 and "<details><summary>⊘ bash echo marker-1" in text
+    assert text.count("**seam ") == 2 and "<details><summary>⊘ bash printf marker-1" in text
     assert "> › print markers" in text and REASON in text
 
 

@@ -65,7 +65,9 @@ def test_a_permission_record_outside_the_closed_sets_is_refused(record: dict[str
 
 @pytest.mark.parametrize("typed,rules,allow,remember,words", [
     ("y", (), True, (), ""), (" A ", ("bash:ls",), True, ("bash:ls",), ""), ("a", (), False, (), "a"),
-    ("n", (), False, (), ""), ("", (), False, (), ""), ("yes", (), False, (), "yes"),
+    ("n", (), False, (), ""), ("", (), True, (), ""), ("yes", (), False, (), "yes"),
+    ("1", (), True, (), ""), ("2", (), False, (), ""), ("3", (), False, (), "3"),
+    ("2", ("bash:ls",), True, ("bash:ls",), ""), ("3", ("bash:ls",), False, (), ""), ("12", (), False, (), "12"),
 ])
 def test_one_table_of_replies_serves_every_front_end(typed: str, rules: tuple[str, ...], allow: bool,
                                                      remember: tuple[str, ...], words: str) -> None:

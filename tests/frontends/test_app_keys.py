@@ -81,7 +81,7 @@ async def send(pilot: Any, text: str) -> None:
 
 
 async def test_typing_a_denial_never_approves_and_enter_denies_with_it(stub: Stub, project: Path) -> None:
-    stub.script(call(NARRATE, "bash", command="wc -c app.py"), say("ok, I will use stat"))
+    stub.script(call(NARRATE, "bash", command="wc -c app.py > size.txt"), say("ok, I will use stat"))
     app = ask_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
         app.start_turn("size?")

@@ -288,7 +288,7 @@ async def test_plain_mode_closed_with_a_question_open_ends(project: Path, home: 
     try:
         assert term.read_until(lambda s: "›" in s, 30), term.seen[-2000:]
         os.write(term.fd, b"run the build\r")
-        assert term.read_until(lambda s: "y = allow once" in s, 30), term.seen[-2000:]
+        assert term.read_until(lambda s: "allow once (y, or Enter)" in s, 30), term.seen[-2000:]
         _closed(term)
     finally:
         term.close()

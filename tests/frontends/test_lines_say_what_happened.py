@@ -15,14 +15,14 @@ NARRATE = "I will write the greeting into a file with a redirect so the result i
 
 
 async def test_headless_refusal_suggests_only_a_rule_that_could_allow_the_call(stub: Stub, project: Path) -> None:
-    stub.script(call(NARRATE, "bash", command="echo hi > out.txt"), call(NARRATE, "bash", command="ls -la"), say("ok"))
+    stub.script(call(NARRATE, "bash", command="echo hi > out.txt"), call(NARRATE, "bash", command="touch made.txt"), say("ok"))
     wiring = stub.wire(project, permission_mode="ask")
     out = io.StringIO()
     await run_headless(wiring.agent, "greet", "jsonl", out, io.StringIO())
     result = json.loads(out.getvalue().splitlines()[-1])
     redirect, listing = (d["reason"] for d in result["permission_denials"])
     assert "bash:echo" not in redirect and "no allow rule can allow this call (it redirects output to a file)" in redirect
-    assert 'allow = ["bash:ls *"]' in listing
+    assert 'allow = ["bash:touch *"]' in listing
     assert not (project / "out.txt").exists()
 
 

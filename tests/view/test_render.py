@@ -53,7 +53,7 @@ async def test_plain_approval_shows_the_command_escaped_and_only_a_lone_y_approv
     task = asyncio.create_task(approver("bash", "x", "ask mode", {"command": "ls\r\x1b[2Krm -rf ~"}))
     await until(lambda: bool(said) and questions.ready)  # past the (test's empty) grace period
     assert "ls\\r\\x1b[2Krm -rf ~" in said[0] and "\x1b" not in said[0]
-    assert "a = allow" not in said[0] and "no session rule can allow this call" in said[0]
+    assert "for this session" not in said[0] and "no session rule can allow this call" in said[0]
     assert questions.answer("yes, but use stat instead")  # words: a denial, never a yes
     answer = await task
     serving.cancel()
@@ -62,7 +62,8 @@ async def test_plain_approval_shows_the_command_escaped_and_only_a_lone_y_approv
 
 @pytest.mark.parametrize("line,allow,words,remember", [
     ("y", True, "", ()), (" Y ", True, "", ()), ("a", True, "", ("bash:ls",)), ("n", False, "", ()),
-    ("", False, "", ()), ("n please add a test first", False, "n please add a test first", ()),
+    ("", True, "", ()), ("1", True, "", ()), ("2", True, "", ("bash:ls",)), ("3", False, "", ()),
+    ("n please add a test first", False, "n please add a test first", ()),
     ("any way, add a test first", False, "any way, add a test first", ()), ("yes", False, "yes", ()),
 ])
 async def test_plain_answers_as_the_app_does(tmp_path: Path, line: str, allow: bool, words: str,
@@ -73,7 +74,7 @@ async def test_plain_answers_as_the_app_does(tmp_path: Path, line: str, allow: b
     serving = asyncio.create_task(questions.serve())
     task = asyncio.create_task(approver("bash", "ls", "ask mode", {"command": "ls"}, ("bash:ls",)))
     await until(lambda: bool(said) and questions.ready)  # past the (test's empty) grace period
-    assert "a = allow bash:ls for this session" in said[0]
+    assert "2 = allow bash:ls for this session (a)" in said[0]
     assert questions.answer(line)
     answer = await task
     serving.cancel()

@@ -24,6 +24,8 @@ COMMANDS = {
     "/export": "[--md] [FILE]: this session as one HTML page with its charts (or Markdown)",
     "/rewind": "[N [files|conversation|both] [force]]: go back to before message N (no N: the list)",
     "/clear": "start a new session",
+    "/resume": "[ID]: continue another session of this project (no ID in the app: the picker)",
+    "/init": "write a starting AGENTS.md from what the project shows (asks before replacing one)",
     "/help": "list the commands and keys",
     "/quit": "leave rhapsody",
 }
@@ -49,6 +51,8 @@ class Outcome:
     confirm: str = ""
     """A question for the human (the app asks it, plain mode asks y/N, headless refuses): yes runs `then`."""
     then: str = ""
+    declined: str = "not handed off: the context stays as it is"
+    """What is said when the human answers the question no."""
     refill: str = ""
     """Text to put back in the prompt (a rewound message, to edit and send again)."""
 
@@ -100,11 +104,46 @@ def run_command(agent: Agent, line: str, keys: tuple[tuple[str, str], ...] | Non
         agent.toolbox.rules.session_allow.clear()  # "for this session" means the one that just ended
         said = f"; rules allowed for the last session no longer apply ({', '.join(forgotten)})" if forgotten else ""
         return Outcome(f"new session {agent.session.id}{said}", reload=True)
+    if name == "/resume":
+        return _resume(agent, arg)
+    if name == "/init":
+        return _init(agent, arg)
     if name == "/quit":
         return Outcome(quit=True)
     listed = KEYS if keys is None else keys
     return Outcome("\n".join([f"{k:<13} {v}" for k, v in COMMANDS.items()] + custom_help(agent.session.root) + [""]
                              + [f"{k:<13} {v}" for k, v in listed]))
+
+
+def _resume(agent: Agent, arg: str) -> Outcome:
+    """Continue session `arg` of this project in place of the current one, between turns."""
+    from rhapsody.core.errors import HistoryError
+    from rhapsody.core.history import find_session
+
+    if agent.busy:
+        return Outcome("wait for the turn to end before resuming another session", error=True)
+    if not arg:
+        return Outcome("/resume needs a session id here (`rhapsody -r` lists them)", error=True)
+    try:
+        path = find_session(agent.session.root, arg)
+        if path == agent.session.path:
+            return Outcome(f"session {agent.session.id} is the one open", error=True)
+        session = Session.resume(agent.session.root, path)
+    except HistoryError as exc:
+        return Outcome(str(exc), error=True)
+    agent.replace_session(session)
+    agent.toolbox.rules.session_allow.clear()  # "for this session" meant the one left
+    return Outcome(f"resumed session {session.id}", reload=True)
+
+
+def _init(agent: Agent, arg: str) -> Outcome:
+    """Write a starting AGENTS.md; one already there is replaced only after a yes."""
+    from rhapsody.commands.init import init
+
+    said, asks = init(agent.session.root, overwrite=arg == "overwrite")
+    if asks:
+        return Outcome(said, confirm="replace AGENTS.md?", then="/init overwrite", declined="AGENTS.md left as it was")
+    return Outcome(said, error=said.endswith("not written"))
 
 
 def _custom(agent: Agent, name: str, arg: str) -> Outcome:

@@ -26,13 +26,30 @@ Reply = Literal["allow", "allow_rule", "deny", "words"]
 """What a line typed at a permission question does: allow the call once, allow the offered session rules,
 deny, or deny with the line's words as the reason the agent reads."""
 
-REPLIES: dict[str, Reply] = {"y": "allow", "a": "allow_rule", "n": "deny", "": "deny"}
-"""The lone hotkeys, the same in every front end; any other line is words."""
+REPLIES: dict[str, Reply] = {"y": "allow", "a": "allow_rule", "n": "deny", "": "allow"}
+"""The lone hotkeys, the same in every front end; any other line is words. Nothing (Enter alone) takes
+the highlighted default, allow once: the grace period keeps an Enter meant for the prompt from giving it."""
+
+
+def choices(rules: tuple[str, ...]) -> tuple[Reply, ...]:
+    """The answers in the order they are numbered on screen, from 1: allow once, the session rules
+    (only when offered), deny."""
+    return ("allow", "allow_rule", "deny") if rules else ("allow", "deny")
+
+
+def picked(typed: str, rules: tuple[str, ...]) -> Reply | None:
+    """The answer a lone digit picks as numbered on screen (`1` is allow once); None for anything else."""
+    key = typed.strip()
+    offered = choices(rules)
+    if len(key) == 1 and key.isdigit() and 1 <= int(key) <= len(offered):
+        return offered[int(key) - 1]
+    return None
 
 
 def reply_to(typed: str, rules: tuple[str, ...]) -> Reply:
-    """What `typed` does at a question offering `rules`: a lone `a` is words when no rule is offered."""
-    reply = REPLIES.get(typed.strip().lower(), "words")
+    """What `typed` does at a question offering `rules`: a lone digit picks as numbered on screen, a lone
+    `a` is words when no rule is offered."""
+    reply = picked(typed, rules) or REPLIES.get(typed.strip().lower(), "words")
     return "words" if reply == "allow_rule" and not rules else reply
 
 

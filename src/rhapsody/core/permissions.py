@@ -11,13 +11,18 @@ the command line (words unquoted, joined by one space). Order of decision:
    every mode;
 2. a protected read (secret-looking files, case-insensitive, the link's target too, and
    `.rhapsody/`) → deny unless an allow rule names it;
-3. reads → allow;
-4. bash: a command that asks to leave the sandbox always asks (refused in `read-only`),
+3. a `read_file` outside the project (the path as given or its resolved target) → deny in
+   `read-only`, allow by an allow rule, else ask, in every other mode, `yolo` too (the tool still
+   refuses credential locations, `core/credentials.py`);
+4. reads → allow;
+5. bash: a command that asks to leave the sandbox always asks (refused in `read-only`),
    unless an `unsandboxed:pattern` rule from the user's own config allows it; a
    sandboxed command runs in `read-only` (read-only sandbox), `auto-edit` and `yolo`, and
-   in `ask` only by an allow rule; with no sandbox, `read-only` refuses, `yolo` allows
+   in `ask` by an allow rule, or unasked when it is a read-only command (`read_only_command`:
+   every simple command a program of `READ_ONLY_PROGRAMS`, `git` only as `git status|log|diff|show`,
+   nothing opaque) that the toolbox runs in the read-only sandbox; with no sandbox, `read-only` refuses, `yolo` allows
    only when `sandbox = "off"` was chosen, and otherwise an allow rule or the human;
-5. other writes: `yolo` → allow; `read-only` → deny (no rule raises it); an allow rule →
+6. other writes: `yolo` → allow; `read-only` → deny (no rule raises it); an allow rule →
    allow; `auto-edit` allows file writes; else ask. MCP tools count as writes (rhapsody
    cannot know what a server does): they ask in `auto-edit` too, unless a rule such as
    `mcp__time` (every tool of that server) or `mcp__time__get_current_time` allows them.
@@ -74,6 +79,14 @@ PROTECTED_READS = (".env", ".env.*", ".env-*", ".env_*", "*.env", ".envrc", "*.p
 """Secret-looking file names, matched case-insensitively against every part of the path. The one list:
 read_file refuses them, search and git leave them out, the sandbox binds an empty file over them."""
 SANDBOXED: tuple[Confinement, ...] = ("workspace-write", "read-only")
+READ_ONLY_PROGRAMS = frozenset({"ls", "cat", "head", "tail", "wc", "grep", "egrep", "fgrep", "rg", "find", "pwd",
+                                "stat", "du", "diff", "cut", "sort", "basename", "dirname", "realpath", "echo"})
+"""Programs that read and print: in `ask` mode a command made only of these runs unasked, in the read-only
+sandbox. Their options that run another program or write a file (`find -exec`/`-delete`/`-fprint`,
+`sort -o`, `rg --pre`) make the parse opaque (tools/shell.py), and opaque never qualifies; programs whose
+plain operands can name an output file (`uniq IN OUT`, `tree -o`, `file -C`, `tee`) are not listed."""
+READ_ONLY_GIT = frozenset({"status", "log", "diff", "show"})
+"""The git subcommands of a read-only command, written right after `git` (no global option such as `-c`)."""
 
 
 def mode_named(text: object) -> Mode | None:
@@ -247,10 +260,40 @@ def _flags_match(pattern: str, words: tuple[str, ...]) -> bool:
     return _flag_letters(flags) <= _flag_letters(words[1:]) and all(o in words[1:] for o in others)
 
 
+def read_only_command(shell: ShellCommand) -> bool:
+    """Whether a parsed command line only reads, and only the project: not opaque (no redirection to a file,
+    no substitution, no option that runs a program or writes), every simple command a bare name from
+    READ_ONLY_PROGRAMS (a path such as `./ls` is the project's own program) or `git` with a READ_ONLY_GIT
+    subcommand, and no word a path outside the project (`/etc/hosts`, `~/x`, `../x`)."""
+    if shell.opaque or not shell.commands:
+        return False
+    return all(_reads_only(words) for words in shell.commands)
+
+
+_OUTSIDE_WORD = re.compile(r"(^|[=:,]|^-[A-Za-z]*)[/~]|(^|/)\.\.(/|$)")
+"""A word that names a path outside the project: absolute, from the home folder or through `..`, also as an
+option's value (`--file=/etc/x`, `-f/etc/x`)."""
+
+
+def _reads_only(words: tuple[str, ...]) -> bool:
+    if not words or "/" in words[0] or "\\" in words[0]:
+        return False
+    if any(_OUTSIDE_WORD.search(word) for word in words[1:]):  # outside reads ask, as read_file's do
+        return False
+    if words[0] == "git":
+        return len(words) > 1 and words[1] in READ_ONLY_GIT
+    return words[0] in READ_ONLY_PROGRAMS
+
+
+def outside(keys: tuple[str, ...]) -> str:
+    """The first key that lies outside the project ('' for none): relative_keys leaves those absolute."""
+    return next((k for k in keys if k.startswith("/")), "")
+
+
 def protected(path: str) -> bool:
     """Whether reading `path` (relative to the project) exposes secrets or rhapsody's own state."""
     parts = [p for p in path.replace("\\", "/").lower().split("/") if p not in ("", ".")]
-    if parts[:1] == [".rhapsody"]:
+    if parts[:1] == [".rhapsody"] or path.startswith("/") and ".rhapsody" in parts:  # another project's too
         return True
     return any(fnmatch.fnmatchcase(p, pat) for p in parts for pat in PROTECTED_READS)
 
@@ -290,6 +333,8 @@ def decide_call(mode: Mode, rules: Rules, call: Call) -> Decision:
     if call.reads_files and call.argument and any(protected(k) for k in call.keys) and not allowed:
         return Decision("deny", f"{call.argument} may hold secrets or rhapsody's own state; an allow rule "
                                 f"'{call.tool}:{call.keys[0]}' would permit it")
+    if call.reads_files and call.tool == "read_file" and outside(call.keys):
+        return _decide_outside(mode, call, allowed)
     if not call.writes:
         return Decision("allow", "reads are allowed", allowed)
     if mode == "yolo":
@@ -301,6 +346,17 @@ def decide_call(mode: Mode, rules: Rules, call: Call) -> Decision:
     if mode == "auto-edit" and call.tool in FILE_WRITERS:
         return Decision("allow", "auto-edit mode allows file writes inside the project")
     return Decision("ask", f"{mode} mode asks before {_what(call.tool)}")
+
+
+def _decide_outside(mode: Mode, call: Call, allowed: str) -> Decision:
+    """A read outside the project: asked for unless a rule allows it; never in read-only."""
+    where = outside(call.keys)
+    if mode == "read-only":
+        return Decision("deny", f"read-only mode reads only inside the project; {call.argument} is {where}")
+    if allowed:
+        return Decision("allow", f"allowed by rule {allowed!r} (outside the project)", allowed)
+    shown = call.argument if call.argument == where else f"{call.argument}, which resolves to {where}"
+    return Decision("ask", f"reading outside the project root asks first, in every mode: {shown}")
 
 
 def fetch_host(url: str) -> str:
@@ -389,6 +445,9 @@ def _decide_bash(mode: Mode, rules: Rules, call: Call) -> Decision:
             return Decision("allow", f"runs in the {call.confinement} sandbox", ruled)
         if ruled:
             return Decision("allow", f"allowed by rule {ruled!r} (in the sandbox)", ruled)
+        if call.confinement == "read-only" and read_only_command(shell):
+            return Decision("allow", "a read-only command (every program only reads) runs unasked, in the read-only "
+                                     "sandbox")
         return Decision("ask", _ask_reason(mode, shell))
     if mode == "read-only":
         return Decision("deny", "read-only mode runs commands only in the sandbox, and none is available")

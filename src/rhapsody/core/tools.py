@@ -32,6 +32,8 @@ from rhapsody.core.permissions import (
     Rules,
     Verdict,
     decide_call,
+    outside,
+    read_only_command,
     relative_keys,
 )
 from rhapsody.core.secrets import mask
@@ -83,6 +85,9 @@ class ToolContext:
     """The tool_use id of the call being run (its checkpoint names it; hooks get it)."""
     rules: Rules = field(default_factory=Rules)
     """The permission rules (set per call by the toolbox): web_fetch decides on each address it resolves."""
+    read_outside: bool = False
+    """This call's read outside the project was permitted (asked and allowed, or by a rule): the tool may read
+    there, credential locations still refused."""
 
 
 class Tool:
@@ -294,7 +299,8 @@ class Toolbox:
         started = self.clock()  # the duration is the tool's, not the human's time to answer
         ctx = dataclasses.replace(ctx, confinement="off" if call.leave_sandbox else call.confinement,
                                   read_deny=self.rules.read_denied(), read_only=self.permission_mode == "read-only",
-                                  protected=self.protected, rules=self.rules)
+                                  protected=self.protected, rules=self.rules,
+                                  read_outside=bool(outside(call.keys)) and call.reads_files)
         outcome = self._mask(await self._execute(tool, args, ctx))
         response = {"output": outcome.content, "is_error": outcome.is_error, "exit_code": outcome.exit_code}
         after = await self._tool_hook(ctx, "PostToolUse", name, fields, tool_response=response)
@@ -372,6 +378,9 @@ class Toolbox:
             keys = ()
         confinement = tool.confinement(self.permission_mode)
         escape = tool.escape(args) or Escape(False)
+        if (tool.name == "bash" and self.permission_mode == "ask" and confinement == "workspace-write"
+                and not escape.asked and read_only_command(self.rules.parse(tool.argument_of(args)))):
+            confinement = "read-only"  # it runs unasked only where it cannot write, whatever the parse missed
         return Call(tool.name, tool.argument_of(args), tool.writes, tool.reads_files, keys,
                     confinement, confinement in SANDBOXED and escape.asked, escape.justification)
 

@@ -31,8 +31,9 @@ from rhapsody.view.sink import json_line, safe_stream
 
 
 async def run_headless(agent: Agent, task: str, output: str = "text", out: TextIO | None = None,
-                       err: TextIO | None = None) -> int:
-    """Run one turn to its end; returns the exit status."""
+                       err: TextIO | None = None, typed: str | None = None) -> int:
+    """Run one turn to its end; returns the exit status. `typed`: what the human wrote when `task` holds
+    more (a custom command's prompt): only its words attach images, as in the app."""
     out = safe_stream(out or sys.stdout)  # text and JSON lines alike pass the one sink
     err = safe_stream(err or sys.stderr)
     status = 0
@@ -47,7 +48,7 @@ async def run_headless(agent: Agent, task: str, output: str = "text", out: TextI
                 _json(out, result_event(agent, refused, []))
             return refused
         task = ""
-    async with aclosing(agent.run(task)) as stream:
+    async with aclosing(agent.run(task, typed)) as stream:
         async for event in stream:
             if output == "jsonl":
                 _json(out, event_dict(event))

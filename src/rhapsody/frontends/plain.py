@@ -4,9 +4,10 @@ For terminals and screen readers where a full-screen app is unwelcome. The promp
 live while the agent works: a typed line is a hint for the next tool boundary (prefix it
 with `>>` to queue it for the end of the turn instead). Ctrl+C interrupts a running turn (the line
 being typed stays); while idle it clears a line being typed, and on an empty line, twice within 2 s quits;
-Ctrl+D quits; Ctrl+O requests the micro-handoff as `/handoff` does (a line being typed stays). A permission question is answered as in the app: a lone `y` allows once, a
-lone `a` allows the offered session rules, a lone `n` or an empty line denies, and any other
-line denies with its words, verbatim, as the reason. As in the app, nothing typed in the
+Ctrl+D quits; Ctrl+O requests the micro-handoff as `/handoff` does (a line being typed stays). A permission question is answered as in the app: its answers are numbered, and
+a digit typed on the empty line picks one at once (`1` allows once); an empty line takes the default,
+allow once; a lone `y` allows once, a lone `a` allows the offered session rules, a lone `n` denies, and
+any other line denies with its words, verbatim, as the reason. As in the app, nothing typed in the
 first `GRACE` seconds after a question appears answers it: a line entered then, and the
 unfinished line being typed when the grace period ends, are set aside (with a line saying
 so) and come back to the prompt once the question is answered. They were meant for the
@@ -28,10 +29,10 @@ from typing import Any, TextIO
 from rhapsody.commands.slash import PLAIN_KEYS, Outcome, is_command, run_command
 from rhapsody.config.settings import Settings
 from rhapsody.core import events as ev
-from rhapsody.core.approval import HumanApprover, Question, approval_for
+from rhapsody.core.approval import HumanApprover, Question, approval_for, choices, picked
 from rhapsody.core.loop import Agent
 from rhapsody.frontends.preview import plain_text
-from rhapsody.frontends.prompt_aids import command_names
+from rhapsody.frontends.prompt_aids import InputHistory, command_names
 from rhapsody.frontends.recap import recap_lines
 from rhapsody.frontends.shell_mode import run_human_command, shell_command
 from rhapsody.view.render import print_event
@@ -63,11 +64,8 @@ class PlainApprover:
             question = await self.approver.next_question()
             self.rules = question.rules
             self.pending, self.ready = question, False
-            rule = (f", a = allow {', '.join(self.rules)} for this session" if self.rules
-                    else " (no session rule can allow this call)")
             self.say(f"{plain_text(question.tool, question.args, self.root, question.why, self.hidden())}\n"
-                     f"  y = allow once{rule}, n or Enter = deny; anything else denies, and the agent reads "
-                     "your words")
+                     f"  {numbered(self.rules)}; anything else denies, and the agent reads your words")
             grace = asyncio.ensure_future(question.grace())
             waits: list[asyncio.Future[Any]] = [question.reply, grace]
             try:  # answered, or dropped when the turn was interrupted
@@ -89,6 +87,10 @@ class PlainApprover:
             self.say("  your unfinished line is set aside, not taken as the answer; it comes back to the prompt "
                      "once you answer")
 
+    def picking(self, typed: str) -> bool:
+        """Whether a key typed now on a line holding `typed` may pick an answer by its number."""
+        return self.ready and not typed and self.pending is not None and self.pending.open
+
     def take_kept(self) -> str:
         """The lines set aside, for the prompt (once the question is answered or dropped)."""
         kept, self.kept = " ".join(self.kept), []
@@ -96,7 +98,8 @@ class PlainApprover:
 
     def answer(self, line: str) -> bool:
         """Answer the pending question from a typed line as the app's dialog does: a lone `y` allows once,
-        a lone `a` allows the offered rules (only when offered), a lone `n` or an empty line denies, any
+        a lone `a` allows the offered rules (only when offered), a lone `n` denies, an empty line or a lone
+        digit takes the answer so numbered (empty: 1, allow once), any
         other text denies with that text, verbatim, as the reason. A line entered within the grace period
         answers nothing and is set aside. False when no question is open, or for a slash command (it runs
         as the command; the question stays open)."""
@@ -110,6 +113,17 @@ class PlainApprover:
             return True
         self.pending.answer(approval_for(line, self.rules))
         return True
+
+
+PLAIN_CHOICES = {"allow": "allow once (y, or Enter)", "allow_rule": "allow {rules} for this session (a)",
+                 "deny": "deny (n)"}
+
+
+def numbered(rules: tuple[str, ...]) -> str:
+    """The answers as the question lists them, numbered as a lone digit picks them."""
+    listed = ", ".join(f"{n} = " + PLAIN_CHOICES[reply].format(rules=", ".join(rules))
+                       for n, reply in enumerate(choices(rules), 1))
+    return listed if rules else f"{listed} (no session rule can allow this call)"
 
 
 class Unmarked:
@@ -171,19 +185,21 @@ async def _confirmed(agent: Agent, asked: Outcome, ask: Callable[[str], Awaitabl
         answer = ""
     if answer.strip().lower() in ("y", "yes"):
         return run_command(agent, asked.then, PLAIN_KEYS)
-    return Outcome("not handed off: the context stays as it is")
+    return Outcome(asked.declined)
 
 
 async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | None = None,
-                    initial: str = "", out: TextIO | None = None) -> int:
+                    initial: str = "", out: TextIO | None = None, first: str = "") -> int:
     """Read lines until EOF or /quit; returns the exit status.
 
     `approver` is the one the agent's toolbox asks (None: questions are refused, as headless).
     Output goes to `out`, or to stdout as patched by prompt-toolkit so it prints above the
-    live prompt.
+    live prompt. `first` (`rhapsody --plain "PROMPT"`) is sent as the first message.
     """
     from prompt_toolkit import PromptSession
     from prompt_toolkit.completion import WordCompleter
+    from prompt_toolkit.filters import Condition
+    from prompt_toolkit.history import InMemoryHistory
     from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
     from prompt_toolkit.patch_stdout import patch_stdout
 
@@ -207,11 +223,25 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
             return
         event.app.exit(exception=KeyboardInterrupt())
 
+    def _pick(event: KeyPressEvent) -> None:
+        """A digit typed on the empty line at an open question picks the answer so numbered at once."""
+        if picked(event.data, questions.rules):
+            event.app.exit(result=event.data)
+        else:
+            event.current_buffer.insert_text(event.data)
+
+    picking = Condition(lambda: questions.picking(prompt.default_buffer.text))
+    for digit in "123456789":
+        keys.add(digit, filter=picking)(_pick)
+
     def working() -> bool:
         return task is not None and not task.done()
 
     names = command_names(agent.session.root)  # the custom commands as they were when plain mode started
-    prompt: PromptSession[str] = PromptSession(completer=WordCompleter(names, sentence=True), key_bindings=keys)
+    # Up and ctrl+r (prompt-toolkit's reverse-i-search) reach the lines typed in the app here too
+    earlier = InMemoryHistory(InputHistory(agent.session.root).lines)
+    prompt: PromptSession[str] = PromptSession(completer=WordCompleter(names, sentence=True), key_bindings=keys,
+                                               history=earlier)
     task: asyncio.Task[None] | None = None
     ctrl_c_at = 0.0
     with patch_stdout(raw=True):
@@ -237,6 +267,9 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
             say(recap)
         for notice in agent.toolbox.start_sources():  # MCP servers start in the background
             say(f"  ! {notice}")
+        if first.strip():
+            say(f"› {first}")
+            task = asyncio.create_task(_consume(agent, first, sink))
         while True:
             try:
                 line = await prompt.prompt_async("› ", default=initial)

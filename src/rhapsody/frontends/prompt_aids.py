@@ -72,6 +72,42 @@ class InputHistory:
         return self.draft if self.position == len(self.lines) else self.lines[self.position]
 
 
+class HistorySearch:
+    """ctrl+r over the input history, as a shell's reverse-i-search: the newest line holding the query,
+    ctrl+r again for an older one; the draft comes back when the search is abandoned."""
+
+    def __init__(self, lines: list[str], draft: str) -> None:
+        self.lines = lines
+        self.draft = draft
+        self.query = ""
+        self.found: int | None = None
+        """The index of the line shown (None: no line holds the query)."""
+
+    def match(self) -> str:
+        """The line the search shows: the match, else the draft."""
+        return self.draft if self.found is None else self.lines[self.found]
+
+    def type(self, query: str) -> str:
+        """A new query: the newest line holding it."""
+        self.query = query
+        self.found = self._find(len(self.lines))
+        return self.match()
+
+    def older(self) -> str:
+        """The next older line holding the query (stays on the oldest)."""
+        start = len(self.lines) if self.found is None else self.found
+        self.found = self._find(start) if self._find(start) is not None else self.found
+        return self.match()
+
+    def _find(self, before: int) -> int | None:
+        return next((i for i in range(before - 1, -1, -1) if self.query.lower() in self.lines[i].lower()), None)
+
+    def title(self) -> str:
+        """What the prompt's border says while searching."""
+        state = "" if self.found is not None or not self.query else " (no match)"
+        return f"reverse-i-search `{self.query}`{state} · ctrl+r older · enter keep · esc back"
+
+
 def _append(path: Path, text: str) -> None:
     """Append to a regular file of rhapsody's own, never through a link (a cloned repository may
     carry `.rhapsody/prompt_history` as a link to a file outside, such as a shell start-up file)."""

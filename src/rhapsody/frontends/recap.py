@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rhapsody.core.counts import counted
-from rhapsody.view.render import dollars, one_line
+from rhapsody.view.render import dollars, one_line, spoken_by
 
 if TYPE_CHECKING:
     from rhapsody.core.session_figures import Figures
@@ -25,7 +25,11 @@ def _width() -> int:
 
 
 def _texts(record: dict[str, Any]) -> str:
-    return " ".join(b.get("text", "") for b in record.get("content", []) if b.get("type") == "text").strip()
+    """The message's words; of a user message, only those the human wrote (never rhapsody's own
+    `[rhapsody] …` messages or an imported tool's, `render.spoken_by`)."""
+    human = record.get("role") != "user"
+    return " ".join(b.get("text", "") for b in record.get("content", []) if b.get("type") == "text"
+                    and (human or spoken_by(b.get("text", "")) == "human")).strip()
 
 
 def last_exchange(records: list[dict[str, Any]]) -> tuple[str, str]:

@@ -50,7 +50,7 @@ class ReadFile(Tool):
         return args.path
 
     async def run(self, args: ReadInput, ctx: ToolContext) -> ToolOutcome:
-        path = confine(ctx.root, args.path, ctx.protected)
+        path = confine(ctx.root, args.path, ctx.protected, outside=ctx.read_outside)
         text, blob = await asyncio.to_thread(_read_with_blob, path, args.path)
         lines = text.splitlines()
         first = args.start_line or 1

@@ -9,17 +9,20 @@ from rhapsody.core.output_caps import marker
 from rhapsody.core.tools import ToolFailure
 
 
-def confine(root: Path, given: str, protected: tuple[str, ...] = ()) -> Path:
-    """Resolve `given` under `root`; refuse anything that lands outside, symlinks included, and credential
-    locations (`core/credentials.py`, with the user's `protected` paths) even inside."""
+def confine(root: Path, given: str, protected: tuple[str, ...] = (), outside: bool = False) -> Path:
+    """Resolve `given` under `root`; refuse anything that lands outside, symlinks included (unless
+    `outside`: the human or a rule allowed this read there), and credential locations
+    (`core/credentials.py`, with the user's `protected` paths, and the system's own secrets) even inside."""
+    from rhapsody.tools.sandbox import SYSTEM_SECRETS
+
     if not given or "\x00" in given:
         raise ToolFailure("path is empty or contains a NUL byte")
     base = root.resolve()
     candidate = Path(given)
     target = (candidate if candidate.is_absolute() else base / candidate).resolve()
-    if target != base and base not in target.parents:
+    if target != base and base not in target.parents and not outside:
         raise ToolFailure(f"refused: {given!r} resolves outside the project root {base}")
-    if is_credential(target, protected, resolved=True):
+    if is_credential(target, (*protected, *SYSTEM_SECRETS), resolved=True):
         raise ToolFailure(f"refused: {given!r} is a credential location (a protected read, see docs/security.md)")
     return target
 

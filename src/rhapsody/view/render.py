@@ -31,7 +31,19 @@ from rhapsody.core.own_files import read_own
 from rhapsody.core.counts import counted
 from rhapsody.view.sink import visible as visible  # the one function every byte for a terminal passes
 
-KEY_ARGUMENTS = ("command", "path", "pattern", "query", "id", "action")
+KEY_ARGUMENTS = ("command", "path", "file_path", "notebook_path", "url", "pattern", "query", "id", "action",
+                 "description", "subagent_type")
+"""The argument that says what a call does, first found first: rhapsody's own tools' names, then those of
+Claude Code's and Codex's tools in an imported session (`Read`'s `file_path`, `WebFetch`'s `url`, `Task`'s
+`description`), so every call gets one readable line, never its arguments as JSON."""
+SHELLS = ("bash", "sh", "zsh")
+TOOL_TAGS = ("<task-notification>", "<command-name>", "<command-message>", "<command-args>",
+             "<local-command-stdout>", "<local-command-stderr>", "<system-reminder>", "<bash-stdout>",
+             "<bash-stderr>", "<user-prompt-submit-hook>", "<environment_context>", "<user_instructions>",
+             "<turn_aborted>")
+"""How the text an imported session's own tool put in a user message begins (Claude Code's notifications,
+its slash commands' echo and output, system reminders; Codex's context blocks): the tool's words, not the
+human's."""
 INTERRUPTED_TEXT = "⏹ interrupted: what streamed so far is kept"
 STRIPPED = " · stripped · recall "
 """Joins a stripped call's line and its recall id (`⊘ bash ls → ok (0.1 s) · stripped · recall S:ID`)."""
@@ -105,8 +117,29 @@ def key_argument(call: ToolUseBlock) -> str:
         return f"field note ({len(args.get('done') or [])} done, {len(args.get('open') or [])} open)"
     for key in KEY_ARGUMENTS:
         if key in args and args[key]:
-            return one_line(visible(str(args[key])), 90)
+            return one_line(visible(_argument_text(args[key])), 90)
+    if isinstance(args.get("todos"), list):  # Claude Code's TodoWrite
+        return counted(len(args["todos"]), "todo")
     return one_line(visible(json.dumps(args, ensure_ascii=False)), 90) if args else ""
+
+
+def _argument_text(value: object) -> str:
+    """An argument as one string: a Codex command list as the line it runs (`["bash", "-lc", "ls"]` is `ls`)."""
+    if not isinstance(value, list):
+        return str(value)
+    words = [str(w) for w in value]
+    if len(words) == 3 and words[0].rsplit("/", 1)[-1] in SHELLS and words[1] in ("-c", "-lc"):
+        return words[2]
+    return " ".join(words)
+
+
+def spoken_by(text: str) -> str:
+    """Who wrote a text block of a user message: "rhapsody" (its own `[rhapsody] …` messages), "tool" (an
+    imported session's tool, see TOOL_TAGS) or "human"."""
+    head = text.lstrip()
+    if head.startswith(HARNESS_PREFIX):
+        return "rhapsody"
+    return "tool" if head.startswith(TOOL_TAGS) else "human"
 
 
 def first_line(text: str, width: int = 160) -> str:
@@ -606,7 +639,7 @@ def _user_text(text: str, hints: dict[str, tuple[str, str]]) -> Line:
     if text in hints:
         hint_id, where = hints[text]
         return hint_line(hint_id, text, where or "delivered")
-    if text.startswith(HARNESS_PREFIX):
+    if spoken_by(text) != "human":
         return harness_line(text)
     return Line("user", f"› {text}")
 

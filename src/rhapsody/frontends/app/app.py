@@ -279,14 +279,19 @@ class RhapsodyApp(App[int]):
         for name, help_text in commands.COMMANDS.items():
             head, _, rest = help_text.partition(": ")
             takes = bool(rest) and head.split()[0].strip("[]").isupper()
-            short = rest if takes else help_text
-            short = self.palette_line(short)
+            short = rest if takes else f"{head} {rest}" if rest else help_text  # "[anyway] write…", no colon
+            short = self.palette_line(short).replace("[", "\\[")  # the palette reads markup: `[FILE]` would vanish
             if takes and not head.startswith("["):  # a required argument: into the prompt to finish
                 yield SystemCommand(name, short, lambda n=name: self.to_prompt(f"{n} "))
                 continue
             yield SystemCommand(name, short, lambda n=name: self.run_worker(self.command(n)))
         yield from self.custom_commands()
         yield from super().get_system_commands(screen)
+
+    def toast(self, message: str, **options: Any) -> None:
+        """A short notice over the transcript's corner; it replaces the one before, so notices never stack."""
+        self.clear_notifications()
+        self.notify(message, **options)
 
     def palette_line(self, text: str) -> str:
         """`text` cut to one line of the command palette, as wide as it is."""
@@ -299,8 +304,8 @@ class RhapsodyApp(App[int]):
             takes = bool(command.argument_hint) or "$" in command.prompt
             run = (lambda n=command.name: self.to_prompt(f"{n} ")) if takes else (
                 lambda n=command.name: self.run_worker(self.command(n)))
-            yield SystemCommand(command.name, self.palette_line(command.description or f"custom command ({command.origin})"),
-                                run)
+            shown = self.palette_line(command.description or f"custom command ({command.origin})")
+            yield SystemCommand(command.name, shown.replace("[", "\\["), run)
 
     def palette_custom(self) -> list[CustomCommand]:
         """The custom commands, read once per opening of the palette (the screen on top while it is open), though
@@ -423,6 +428,9 @@ class RhapsodyApp(App[int]):
         if text.strip() == "/rewind":  # the list to pick from; with arguments it runs as in plain mode
             await self.rewinder.open()
             return
+        if text.strip() == "/resume" and not self.busy:  # the picker; with an id it runs as in plain mode
+            self.pick_session()
+            return
         session = self.agent.session
         if echo:
             await self.note(text.strip(), "command")
@@ -449,6 +457,16 @@ class RhapsodyApp(App[int]):
             self.start_turn(outcome.prompt, outcome.typed)
         self.refresh_status()
 
+    def pick_session(self) -> None:
+        """`/resume`: the project's other sessions to pick from; the one picked continues here."""
+        from rhapsody.frontends.app.picker import PickerScreen
+
+        async def picked(session: str | None) -> None:
+            if session:
+                await self.command(f"/resume {session}")
+
+        self.push_screen(PickerScreen(self.agent.session.root, exclude=self.agent.session.id), callback=picked)
+
     def confirm(self, outcome: commands.Outcome) -> None:
         """Ask the outcome's question; yes runs the command it names."""
         from rhapsody.frontends.app.confirm import ConfirmScreen
@@ -457,7 +475,7 @@ class RhapsodyApp(App[int]):
             if yes:
                 await self.command(outcome.then, echo=False)
             else:
-                await self.note("not handed off: the context stays as it is", "notice")
+                await self.note(outcome.declined, "notice")
 
         self.push_screen(ConfirmScreen(outcome.text, outcome.confirm), callback=answered)
 
@@ -688,7 +706,7 @@ class RhapsodyApp(App[int]):
         prompt = self.query_one(PromptInput)
         if not twice:
             if prompt.text.strip():
-                self.notify("Esc again clears the input", timeout=ESC_TWICE)
+                self.toast("Esc again clears the input", timeout=ESC_TWICE)
             return
         self._esc_at = 0.0
         if prompt.text.strip():
@@ -708,7 +726,7 @@ class RhapsodyApp(App[int]):
         mode = commands.next_mode(self.agent.toolbox.permission_mode)
         commands.set_mode(self.agent, mode)
         self.refresh_status()
-        self.notify(f"permissions: {mode} (shift+tab cycles ask, auto-edit, read-only)", timeout=2)
+        self.toast(f"permissions: {mode} (shift+tab cycles ask, auto-edit, read-only)", timeout=2)
 
     def action_edit_prompt(self) -> None:
         """ctrl+g: edit the draft in $VISUAL or $EDITOR; what the editor saves becomes the draft."""
@@ -718,7 +736,7 @@ class RhapsodyApp(App[int]):
         try:
             text = edit_in_editor(self, prompt.text)
         except OSError as exc:
-            self.notify(f"the editor did not start: {exc}", severity="error", timeout=4)
+            self.toast(f"the editor did not start: {exc}", severity="error", timeout=4)
             return
         prompt.text = text
         prompt.move_cursor(prompt.document.end)
@@ -768,7 +786,7 @@ class RhapsodyApp(App[int]):
             self.exit(0)
             return
         self._ctrl_c_at = now
-        self.notify("Press ctrl+c again to quit", timeout=2)
+        self.toast("Press ctrl+c again to quit", timeout=2)
 
     # -- status ---------------------------------------------------------------------------
 

@@ -2,19 +2,22 @@
 the session, or deny. The transcript stays in view above it (scroll it with the mouse or PageUp/PageDown
 while the diff fits), and the status bar below.
 
-Typing never approves. Once open, the focus is in the "tell the agent what to do instead" field and
-every key is text for it; Enter answers from what the field holds: a lone `y` allows the call
-once, a lone `a` allows the suggested rule for the session, a lone `n` (or nothing) denies, and
-anything else denies with those words as the reason the agent reads. So "add a test first" is a
-denial with a reason, never an "a". The line under the field says what Enter will do. A line that
-is a slash command (`/handoff`) runs as the command and the question stays open; ctrl+n queues the
-field's words as a message for the end of the turn, as it does in the prompt.
+The answers are numbered as Claude Code numbers them, and the one Enter would give is highlighted:
+on the empty field that is 1, allow once. Once open, the focus is in the "tell the agent what to do
+instead" field and every key is text for it, except a digit typed into the empty field, which picks
+the answer numbered so at once (`1` allows once; the session rule, when offered, is 2, deny the last).
+Enter answers from what the field holds: nothing or a lone digit as above, a lone `y` allows the call
+once, a lone `a` allows the suggested rule for the session, a lone `n` denies, and anything else denies
+with those words as the reason the agent reads. So "add a test first" is a denial with a reason, never
+an "a", and `1` is never a reason. The line under the field says what Enter will do. A line that is a
+slash command (`/handoff`) runs as the command and the question stays open; ctrl+n queues the field's
+words as a message for the end of the turn, as it does in the prompt.
 
 | Key | Action |
 | :- | :- |
-| y enter | Allow this call once. |
-| a enter | Allow the suggested rule for the rest of the session. |
-| n enter, enter, escape | Deny. |
+| enter (empty field), 1, y enter | Allow this call once. |
+| 2 (when a rule is offered), a enter | Allow the suggested rule for the rest of the session. |
+| the last number, n enter, escape | Deny. |
 | (words) enter | Deny, with the words as the reason. |
 | /command enter | Run the command; the question stays. |
 | ctrl+n | Queue the field's words for the end of the turn. |
@@ -40,7 +43,7 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Input, Static
 
-from rhapsody.core.approval import Grace, Reply, approval_for, reply_to, wait_grace
+from rhapsody.core.approval import Grace, Reply, approval_for, choices, picked, reply_to, wait_grace
 from rhapsody.core.tools import Approval
 from rhapsody.frontends.preview import Preview
 
@@ -51,12 +54,23 @@ PANEL_SHARE = 0.6
 """The most of the screen's height the panel takes on a tall terminal."""
 
 
-class Choice(Static):
-    """One clickable answer line."""
+CHOICES: dict[Reply, str] = {"allow": "allow once · y", "allow_rule": "allow {rules} for this session · a",
+                             "deny": "deny · n or esc", "words": ""}
+"""Each answer's line, after its number."""
 
-    def __init__(self, text: str, action: str) -> None:
-        super().__init__(Text(text), classes="choice")
+
+class Choice(Static):
+    """One clickable answer line, numbered; the one Enter would give is highlighted."""
+
+    def __init__(self, number: int, action: Reply, rules: tuple[str, ...]) -> None:
+        self.label = f"{number}. " + CHOICES[action].format(rules=", ".join(rules))
+        super().__init__(Text("  " + self.label), classes="choice")
         self.action = action
+
+    def mark(self, on: bool) -> None:
+        """Highlight this line as the answer Enter gives (or not)."""
+        self.set_class(on, "-enter")
+        self.update(Text(("❯ " if on else "  ") + self.label))
 
     def on_click(self) -> None:
         panel = next((a for a in self.ancestors if isinstance(a, ApprovalPanel)), None)
@@ -89,6 +103,8 @@ class ApprovalPanel(Vertical, can_focus=True):
         self.ready = False
         self.discarded = ""
         """What was typed during the grace period: shown, never used."""
+        self.typed = ""
+        """The field's value before its latest change: a digit picks only when typed into the empty field."""
         self.answered: Callable[[Approval], None] = lambda _: None
         """Where the answer goes (the question's future)."""
 
@@ -99,12 +115,10 @@ class ApprovalPanel(Vertical, can_focus=True):
         yield Static(Text(self.shown.heading + ":"), classes="heading")
         with VerticalScroll(id="preview", can_focus=False):
             yield Static(self._body(), classes="body")
-        yield Choice("y ⏎  allow once", "allow")
-        if self.rules:
-            yield Choice(f"a ⏎  allow {', '.join(self.rules)} for this session", "allow_rule")
-        yield Choice("n ⏎  deny (or esc)", "deny")
-        options = "y, a or n" if self.rules else "y or n"  # only the answers offered above
-        yield Input(placeholder=f"{options}, or tell the agent what to do instead; then Enter", id="reason",
+        for number, reply in enumerate(choices(self.rules), 1):
+            yield Choice(number, reply, self.rules)
+        numbers = "1, 2 or 3" if self.rules else "1 or 2"  # only the answers offered above
+        yield Input(placeholder=f"{numbers}, or tell the agent what to do instead; then Enter", id="reason",
                     disabled=True)
         yield Static(Text("wait… keys typed now answer nothing"), id="enter-does")
 
@@ -150,6 +164,13 @@ class ApprovalPanel(Vertical, can_focus=True):
         field.disabled = False
         field.focus()
         self.say(self.enter_does(field.value))
+        self.highlight(field.value)
+
+    def highlight(self, typed: str) -> None:
+        """Highlight the answer Enter would give for what the field holds (words deny)."""
+        reply = reply_to(typed, self.rules)
+        for choice in self.query(Choice):
+            choice.mark(choice.action == ("deny" if reply == "words" else reply))
 
     def say(self, text: str) -> None:
         """The line under the field: what Enter does, and what was discarded."""
@@ -183,10 +204,17 @@ class ApprovalPanel(Vertical, can_focus=True):
 
         if is_command(typed):
             return "Enter: run the command (the question stays)"
+        if not typed.strip():
+            return "Enter: allow this call once (the highlighted 1); a digit picks at once"
         return ENTER_DOES[reply_to(typed, self.rules)].format(rules=", ".join(self.rules))
 
     def on_input_changed(self, event: Input.Changed) -> None:
+        before, self.typed = self.typed, event.value
+        if self.ready and not before and picked(event.value, self.rules):  # `1` alone, as numbered on screen
+            self.dismiss(approval_for(event.value, self.rules))
+            return
         self.say(self.enter_does(event.value))
+        self.highlight(event.value)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         from rhapsody.commands.slash import is_command

@@ -1,4 +1,4 @@
-"""The session picker for `rhapsody --resume` without an id.
+"""The session picker for `rhapsody --resume` without an id, and for `/resume` inside the app.
 
 A title, a search field (fuzzy, over the first and last messages), one line per session (age,
 size, seams, the git branch it started on, first message, last message) and a preview of the highlighted one: its last exchange,
@@ -20,10 +20,12 @@ import time
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.binding import BindingType
+from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
@@ -118,28 +120,34 @@ class Summary:
         return "\n".join([f"session {self.path.stem}", *recap_lines(self.records)])
 
 
-class SessionPicker(App[str | None]):
-    """Pick one of the project's sessions, newest first; typing searches."""
+class Picking:
+    """What the picker does, as an app of its own (`--resume`) or a screen of the app (`/resume`)."""
 
-    BINDINGS = [("escape", "cancel", "Cancel")]
-    CSS = """
+    BINDINGS: ClassVar[list[BindingType]] = [("escape", "cancel", "Cancel")]
+    CSS: ClassVar[str] = """
     #title { height: 1; text-style: bold; padding: 0 1; }
     #problems { height: auto; max-height: 4; padding: 0 1; color: $warning; }
     #search { margin: 0 1; }
     OptionList { height: 1fr; }
     #preview { height: auto; max-height: 8; padding: 0 1; color: $text-muted; border-top: solid $panel; }
     """
+    query_one: Any
+    query: Any
 
-    def __init__(self, root: Path) -> None:
-        super().__init__()
+    def setup(self, root: Path, exclude: str = "") -> None:
+        """Read the newest sessions with a turn (`exclude`: the one already open)."""
         self.root = root
         newest = list(reversed(list(sessions(root))))[:SHOWN]
-        read = [s for s in (Summary.read(p) for p in newest) if s is not None]
+        read = [s for s in (Summary.read(p) for p in newest if p.stem != exclude) if s is not None]
         self.summaries = {s.path.stem: s for s in read if s.turns and not s.problem}
         self.paths = [s.path for s in self.summaries.values()]
         self.problems = [f"{s.path} is not a rhapsody history file ({s.problem})" for s in read if s.problem]
         """One line per file set aside, shown above the list."""
         self.set_aside = {s.path for s in read if s.problem}
+
+    def done(self, session: str | None) -> None:
+        """End with the session picked (None: cancelled)."""
+        raise NotImplementedError
 
     def compose(self) -> ComposeResult:
         yield Static(Text(visible(f"Resume a session in {self.root}: type to search, Enter resumes, Esc cancels")), id="title")
@@ -171,11 +179,13 @@ class SessionPicker(App[str | None]):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         listing = self.query_one(OptionList)
         if listing.highlighted is not None:
-            self.exit(listing.get_option_at_index(listing.highlighted).id)
+            self.done(listing.get_option_at_index(listing.highlighted).id)
 
     def on_key(self, event: Any) -> None:
         """Up and Down move through the sessions while the search field has the focus."""
-        listing = self.query_one(OptionList)
+        listing = next(iter(self.query(OptionList)), None)
+        if listing is None:  # no session to pick
+            return
         if event.key in ("up", "down") and not listing.has_focus:
             (listing.action_cursor_up if event.key == "up" else listing.action_cursor_down)()
             event.stop()
@@ -190,10 +200,56 @@ class SessionPicker(App[str | None]):
         self.query_one("#preview", Static).update(Text(visible(shown) or "no session matches"))
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        self.exit(event.option.id)
+        self.done(event.option.id)
 
     def action_cancel(self) -> None:
-        self.exit(None)
+        self.done(None)
+
+
+class SessionPicker(Picking, App[str | None]):
+    """Pick one of the project's sessions, newest first; typing searches."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__()
+        self.setup(root)
+
+    def done(self, session: str | None) -> None:
+        """End the picker's app with the session picked."""
+        self.exit(session)
+
+
+class PickerScreen(Picking, ModalScreen[str | None]):
+    """`/resume` in the app: the picker over the app's screen, without the session already open."""
+
+    CSS = ""  # the app's picker styles, scoped to this screen below: the app has a #preview of its own
+    DEFAULT_CSS = """
+    PickerScreen { background: $background; }
+    PickerScreen #title { height: 1; text-style: bold; padding: 0 1; }
+    PickerScreen #problems { height: auto; max-height: 4; padding: 0 1; color: $warning; }
+    PickerScreen #search { margin: 0 1; }
+    PickerScreen OptionList { height: 1fr; }
+    PickerScreen #preview { height: auto; max-height: 8; padding: 0 1; color: $text-muted; border-top: solid $panel; }
+    """
+
+    def __init__(self, root: Path, exclude: str = "") -> None:
+        super().__init__()
+        self.setup(root, exclude)
+
+    def compose(self) -> ComposeResult:
+        if not self.summaries:
+            yield Static(Text(f"no other session with a turn in {self.root}; Esc goes back"), id="title")
+            yield Footer()
+            return
+        yield from super().compose()
+
+    def on_mount(self) -> None:
+        if self.summaries:
+            self.show_preview()
+            self.query_one("#search", Input).focus()  # typing searches at once, as in `rhapsody -r`
+
+    def done(self, session: str | None) -> None:
+        """Close the screen with the session picked."""
+        self.dismiss(session)
 
 
 def set_aside(problems: list[str], shown: int = 3) -> str:

@@ -4,7 +4,8 @@
 | :- | :- |
 | enter | Send (a hint while the agent works, a new turn while idle). |
 | ctrl+n | Queue for the end of the turn instead of steering now. |
-| ctrl+j | New line. |
+| ctrl+j, \\ enter | New line (a `\\` at the end of the line before Enter is taken away). |
+| ctrl+r | Search the input history, newest first (again: older); Enter keeps the match to edit, Esc goes back. |
 | tab | Complete a `/command` or an `@path`. |
 | up, down | Walk the project's input history (on the first or last line). |
 | pageup, pagedown | Scroll the transcript. |
@@ -20,7 +21,8 @@ from textual import events
 from textual.message import Message
 from textual.widgets import TextArea
 
-from rhapsody.frontends.prompt_aids import InputHistory, at_token, command_matches, command_names, fuzzy, project_files
+from rhapsody.frontends.prompt_aids import (HistorySearch, InputHistory, at_token, command_matches, command_names,
+                                            fuzzy, project_files)
 
 SCROLLS = {"pageup": "page_up", "pagedown": "page_down", "ctrl+home": "home", "ctrl+end": "end"}
 
@@ -43,8 +45,12 @@ class PromptInput(TextArea):
     """The commands `/` completes to, read at the input's first `/` and dropped when it is sent or cleared:
     the custom command files are read once an input, not on every key, and one added before the next input is offered."""
 
+    search: HistorySearch | None = None
+    """The ctrl+r search under way, if any."""
+
     async def _on_key(self, event: events.Key) -> None:
-        handled = self._send(event.key) or self._scroll(event.key) or self._walk(event.key) or self._complete(event.key)
+        handled = (self._search(event) or self._send(event.key) or self._scroll(event.key) or self._walk(event.key)
+                   or self._complete(event.key))
         if handled:
             event.stop()
             event.prevent_default()
@@ -57,6 +63,11 @@ class PromptInput(TextArea):
             return True
         if key not in ("enter", "ctrl+n"):
             return False
+        row, column = self.cursor_location
+        if key == "enter" and column and self.document.get_line(row)[column - 1] == "\\":  # `\` Enter: a new line
+            self.delete((row, column - 1), (row, column))
+            self.insert("\n")
+            return True
         self.send(queue=key == "ctrl+n")
         return True
 
@@ -78,6 +89,37 @@ class PromptInput(TextArea):
         self.names = None
         self.clear()
         return text
+
+    def _search(self, event: events.Key) -> bool:
+        """ctrl+r starts or steps a history search; while one runs, typed keys are its query."""
+        if self.search is None:
+            if event.key != "ctrl+r" or self.inputs is None:
+                return False
+            self.search = HistorySearch(self.inputs.lines, self.text)
+            self._show(self.search.type(""))
+            return True
+        search = self.search
+        if event.key == "ctrl+r":
+            self._show(search.older())
+        elif event.key == "backspace":
+            self._show(search.type(search.query[:-1]))
+        elif event.is_printable and event.character:
+            self._show(search.type(search.query + event.character))
+        else:
+            self.end_search(keep=event.key not in ("escape", "ctrl+g"))
+            return event.key in ("enter", "escape", "ctrl+g")  # other keys act on the line kept
+        return True
+
+    def _show(self, line: str) -> None:
+        self.text = line
+        self.move_cursor(self.document.end)
+        self.border_title = self.search.title() if self.search else None
+
+    def end_search(self, keep: bool) -> None:
+        """Leave the search with its match in the prompt (`keep`), or with the draft it started from."""
+        search, self.search = self.search, None
+        if search is not None:
+            self._show(search.match() if keep else search.draft)
 
     def _scroll(self, key: str) -> bool:
         if key in ("home", "end") and self.text:  # at once, not as a binding: a key queued behind it stays behind it

@@ -182,6 +182,6 @@ def _welcome(root: Path, facts: tuple[str, str, str], extra: str) -> str:
         "  ctrl+c  idle: clear the input; twice on an empty one quits",
         "  /help   commands and keys · ctrl+p palette",
     ]
-    if extra:
-        lines += ["", extra]
+    if extra:  # the demo's lines: its ctrl+c line goes (the footer says ^c Quit), so it all fits 80x24
+        lines = [line for line in lines if not line.startswith("  ctrl+c")] + ["", extra]
     return "\n".join(lines)
