@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO, assert_never
@@ -28,6 +28,7 @@ from rhapsody.core.history import collector_paused
 from rhapsody.core.context import Conversation
 from rhapsody.core.output_caps import original_size
 from rhapsody.core.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
+from rhapsody.core import todo
 from rhapsody.core.own_files import read_own
 from rhapsody.core.counts import counted
 
@@ -356,7 +357,16 @@ def event_lines(event: ev.Event) -> list[Line]:
         return [harness_line(event.text)]
     if isinstance(event, ev.ImagesAttached):
         return [Line("user", f"  {text}") for text in event.labels]
+    if isinstance(event, ev.TodoUpdated):
+        return [todo_line(event.items)]
     return []
+
+
+def todo_line(items: Sequence[Mapping[str, str]]) -> Line:
+    """The todo list as the agent left it: a head with the count, then one line per item (live and on resume)."""
+    typed = [rec.TodoItem.model_validate(i) for i in items]
+    shown = [visible(one_line(text, 100)) for text in todo.lines(typed)]
+    return Line("todo", "\n".join([f"☰ {todo.summary(typed)}", *(f"  {text}" for text in shown)]))
 
 
 def retry_line(attempt: int, delay: float, reason: str, asked: str = "") -> Line:
@@ -550,6 +560,8 @@ def _other_lines(record: rec.Record, root: Path, hints: dict[str, str], landed: 
             return [] if record.id in landed else [hint_line(record.id, record.text)]
         case rec.Import() | rec.Compaction():
             return [imported_line(record)]
+        case rec.Todo():
+            return [todo_line([i.model_dump() for i in record.items])]
         case (rec.Session() | rec.Message() | rec.HintDelivered()
               | rec.Permission() | rec.PermissionMode() | rec.Denial() | rec.MemoryReminder() | rec.Handoff()
               | rec.HandoffAsked() | rec.SeamTokens() | rec.ThinkingCut() | rec.SeamNote() | rec.Model() | rec.Tools()

@@ -12,7 +12,7 @@ boundary, ctrl+n queues a message for the end of the turn.
 | ctrl+o | Micro-handoff |
 | escape, ctrl+c | Interrupt the working agent (what streamed stays, marked interrupted) |
 | escape escape | Idle: clear the prompt (Up brings it back); on an empty prompt, rewind (as `/rewind`) |
-| shift+tab | Cycle the permission mode: ask, auto-edit, read-only (never into yolo) |
+| shift+tab | Cycle the permission mode: ask, auto-edit, read-only, plan (never into yolo) |
 | ctrl+t | Move into the transcript (tab comes back) |
 | ctrl+g | Edit the prompt in $VISUAL or $EDITOR |
 | pageup, pagedown | Scroll the transcript |
@@ -640,13 +640,13 @@ class RhapsodyApp(App[int]):
             self.run_worker(self.rewinder.open())
 
     def action_cycle_mode(self) -> None:
-        """shift+tab: the next permission mode of ask, auto-edit and read-only; yolo only by flag or /permissions."""
+        """shift+tab: the next permission mode of ask, auto-edit, read-only and plan; yolo only by flag or /permissions."""
         if not self.ready:
             return
         mode = commands.next_mode(self.agent.toolbox.permission_mode)
         commands.set_mode(self.agent, mode)
         self.refresh_status()
-        self.notify(f"permissions: {mode} (shift+tab cycles ask, auto-edit, read-only)", timeout=2)
+        self.notify(f"permissions: {mode} (shift+tab cycles ask, auto-edit, read-only, plan)", timeout=2)
 
     def action_edit_prompt(self) -> None:
         """ctrl+g: edit the draft in $VISUAL or $EDITOR; what the editor saves becomes the draft."""
