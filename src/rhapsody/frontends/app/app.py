@@ -37,6 +37,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Static
 from textual.widget import Widget
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
     from rhapsody.core.approval import HumanApprover, Question
     from rhapsody.core.loop import Agent
     from rhapsody.core.messages import ToolUseBlock
+    from rhapsody.core.tools import PlanReview
 else:  # loaded on first use, after the first frame (pydantic and the core are most of the start-up)
     commands = lazy("rhapsody.commands.slash")
     render = lazy("rhapsody.view.render")
@@ -145,7 +147,9 @@ class RhapsodyApp(App[int]):
         """The custom commands as read for the screen on top (the open palette, which asks on every key)."""
 
     def compose(self) -> ComposeResult:
-        yield TranscriptView(id="transcript")
+        with Horizontal(id="main"):
+            yield TranscriptView(id="transcript")
+            yield Static("", id="todo", classes="hidden")
         yield Static("", id="completions", classes="hidden")
         yield PromptInput(self.initial, id="prompt", soft_wrap=True, show_line_numbers=False)
         yield StatusBar("", id="status")
@@ -191,6 +195,7 @@ class RhapsodyApp(App[int]):
         load_all()  # the rest of the lazy modules, here rather than on the SDK's import thread
         if self.approver is not None:
             self._questions = asyncio.create_task(self.serve_questions(self.approver))
+            self.agent.toolbox.reviewer = self.review_plan
         if self.settings.keymap:
             self.set_keymap(self.settings.keymap)
         await self.reload()
@@ -295,7 +300,8 @@ class RhapsodyApp(App[int]):
         """Rebuild the transcript from history (the one renderer); command outputs are `notice` records, kept in place."""
         session = self.agent.session
         lines = render.record_lines(session.records, session.root, session.id, session.conversation)
-        entries = [Entry.of(line) for _, line in lines]
+        entries = [Entry.of(line) for _, line in lines if line.kind != "todo"]  # the list has its panel
+        self.show_todos([i.model_dump() for i in session.todos.items()])
         if not entries:
             entries = [Entry("welcome", welcome_text(self.agent, self.settings, self.welcome))]
         self._rebuilt_to = session.records[-1].get("seq", 0) if session.records else 0
@@ -501,9 +507,36 @@ class RhapsodyApp(App[int]):
             return self.refresh_status()
         elif isinstance(event, (ev.TurnEnded, ev.Failed)):
             await t.end_text()
+        elif isinstance(event, ev.TodoUpdated):
+            return self.show_todos(list(event.items))
         for line in render.event_lines(event):
             await t.add(Entry.of(line))
         self.refresh_status()
+
+    def show_todos(self, items: list[dict[str, str]]) -> None:
+        """The todo list in its panel beside the transcript; hidden while the list is empty."""
+        panel = self.query_one("#todo", Static)
+        panel.update(Text(render.todo_line(items).text) if items else Text(""))
+        panel.set_class(not items, "hidden")
+
+    async def review_plan(self, plan: str) -> PlanReview:
+        """The plan exit_plan proposes, for the human to approve (as edited), or reject with a reason."""
+        from rhapsody.core.tools import PlanReview
+        from rhapsody.frontends.app.plan_review import PlanScreen
+
+        answered: asyncio.Future[PlanReview] = asyncio.get_running_loop().create_future()
+        self.set_state("waiting for you")
+        self.signal("approval", "rhapsody: a plan waits for your answer")
+
+        def settle(review: PlanReview | None) -> None:
+            if not answered.done():
+                answered.set_result(review if review is not None else PlanReview(False))
+
+        self.push_screen(PlanScreen(plan), callback=settle)
+        try:
+            return await answered
+        finally:
+            self.set_state("working" if self.agent.busy else "idle")
 
     async def stream_thinking(self, text: str) -> None:
         """Thinking gathers into one folded line per block."""
