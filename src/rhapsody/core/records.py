@@ -223,8 +223,8 @@ class TodoItem(BaseModel):
 
     model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
 
-    content: str = Field(min_length=1, description="What the step is, in a few words.")
-    status: Literal["pending", "in_progress", "done"] = Field(description="pending, in_progress or done.")
+    content: str = Field(min_length=1)
+    status: Literal["pending", "in_progress", "done"]
 
 
 class Todo(_Record):

@@ -27,7 +27,7 @@ NO_HUMAN = ("No human can approve a plan here (headless): nothing was approved a
 
 
 class PlanInput(BaseModel):
-    plan: str = Field(min_length=1, description="The plan in Markdown: the steps, the files each touches, the checks.")
+    plan: str = Field(min_length=1)
 
 
 class ExitPlan(Tool):
@@ -67,7 +67,7 @@ def _rejected(plan: str, reason: str) -> ToolOutcome:
 
 
 class TodoInput(BaseModel):
-    todos: list[TodoItem] = Field(description="The whole list, in order; an empty list clears it.")
+    todos: list[TodoItem] = Field(description="Every item, in order.")
 
 
 class TodoWrite(Tool):

@@ -70,6 +70,9 @@ else:  # loaded on first use, after the first frame (pydantic and the core are m
 ESC_TWICE = 0.8
 """Seconds within which a second Esc clears the input."""
 
+TODO_WIDTH = 26
+"""Columns of the todo panel beside the transcript (app.tcss `#todo`): 54 stay for the transcript at 80."""
+
 PALETTE_MARGIN = 6
 """Columns of the command palette's width that its descriptions cannot use (padding, scrollbar)."""
 
@@ -515,8 +518,13 @@ class RhapsodyApp(App[int]):
 
     def show_todos(self, items: list[dict[str, str]]) -> None:
         """The todo list in its panel beside the transcript; hidden while the list is empty."""
+        import textwrap
+
         panel = self.query_one("#todo", Static)
-        panel.update(Text(render.todo_line(items).text) if items else Text(""))
+        head, *rows = render.todo_line(items).text.split("\n")
+        width = TODO_WIDTH - 3  # the panel's padding and its border
+        wrapped = [textwrap.fill(r.strip(), width, subsequent_indent="    ") for r in rows]
+        panel.update(Text("\n".join([head, *wrapped])) if items else Text(""))
         panel.set_class(not items, "hidden")
 
     async def review_plan(self, plan: str) -> PlanReview:
