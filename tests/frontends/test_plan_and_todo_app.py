@@ -77,7 +77,7 @@ async def test_the_todo_panel_shows_the_list_beside_the_transcript_at_80x24(stub
         assert "hidden" in panel.classes  # no list yet
         app.start_turn("fix add")
         await wait_idle(pilot)
-        shown = str(panel.render())
+        shown = " ".join(str(panel.render()).split())  # an item longer than the panel wraps under its mark
         assert "todo 1/3 done" in shown and "[>] Fix the operator in add" in shown and "[ ] Run the tests" in shown
         assert "hidden" not in panel.classes and panel.region.width > 0
         transcript = app.query_one("#transcript")
