@@ -115,7 +115,9 @@ async def ask(history: str, question: dict[str, Any], arm: str, model: Any, mode
 
     with tempfile.TemporaryDirectory() as tmp:
         session = _arm_session(Path(tmp), DATA / history, arm, model_id)
-        agent = Agent(session, model, Toolbox([Recall()] if arm == "seam+recall" else [], "yolo"), policy(Settings()))
+        # each arm answers over the context it was given: no automatic seam at the question
+        agent = Agent(session, model, Toolbox([Recall()] if arm == "seam+recall" else [], "yolo"),
+                      policy(Settings(seam_policy="threshold")))
         start, first = len(session.records), len(session.conversation.messages)
         tools = " (you may search and fetch the stripped tool output with `recall`; nothing else runs)" \
             if arm == "seam+recall" else " (no tools run in this arm)"

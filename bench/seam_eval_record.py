@@ -86,7 +86,7 @@ async def _record_one(task: dict[str, Any], out: Path) -> Path:
         _project(root, task)
         server = LoopbackServer(ScriptedResponder(turns)).start()
         try:
-            wiring = build(root, Settings(permission_mode="yolo"), loopback_model(server.url), MODEL)
+            wiring = build(root, Settings(permission_mode="yolo", seam_policy="threshold"), loopback_model(server.url), MODEL)
             await drain(wiring.agent.run("Look into this task's files and tell me when you have read them."))
             wiring.agent.request_handoff()
             await drain(wiring.agent.run())

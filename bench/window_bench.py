@@ -73,7 +73,7 @@ async def run(calls: int, chars: int, window: int, **settings: Any) -> dict[str,
         git.Repo.init(root)
         client = anthropic.AsyncAnthropic(base_url=server.url, api_key="bench", max_retries=0, timeout=30)
         sandbox = "workspace-write" if bwrap_path() else "off"
-        wiring = build(root, Settings(permission_mode="yolo", sandbox=sandbox, **settings),
+        wiring = build(root, Settings(permission_mode="yolo", sandbox=sandbox, seam_policy="threshold", **settings),
                        AnthropicModel(client, retries=0), "claude-sonnet-5-5")
         async for _ in wiring.agent.run("print every block"):
             pass
@@ -88,9 +88,10 @@ def figures(server: LoopbackServer, records: list[dict[str, Any]]) -> dict[str, 
     billed = sum(u["input_tokens"] + 1.25 * u["cache_creation_input_tokens"] + 0.1 * u["cache_read_input_tokens"]
                  for u in usage)
     seams = [r for r in records if r["kind"] == "seam"]
-    at_window = [s for s in seams if s.get("window")]
+    room = [r for r in records if r["kind"] == "prune" and str(r.get("reason", "")).startswith("at the window")]
+    at_window = [s for s in seams if s.get("window")] + room  # a strip first, or room made for the note first
     answered = [server.prompt_tokens(r.body) for r in server.requests if r.status == 200]
-    first = at_window[0] if at_window else None
+    first = min(at_window, key=lambda r: r["seq"]) if at_window else None
     return {"requests": len(server.requests), "refused": sum(r.status == 400 for r in server.requests),
             "seams": len(seams), "at_window": len(at_window), "peak": max(answered), "billed": round(billed),
             "calls": sum(r["kind"] == "tool_run" and r["name"] == "bash" for r in records),
@@ -109,7 +110,7 @@ def main() -> None:
     runs += [(f"share {s}", {"handoff_at_share": s, "context_window": ns.window}) for s in (0.4, 0.5, 0.6, 0.7, 0.8)]
     print(f"{ns.calls} calls of {ns.chars:,} characters, window {ns.window:,} tokens (loopback count)")
     print("| run | calls | requests | refused (400) | seams (at the window) | peak request | billed input | "
-          "first strip at the window (est. tokens) |")
+          "first cut at the window (est. tokens) |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, settings in runs:
         f = asyncio.run(run(ns.calls, ns.chars, ns.window, **settings))

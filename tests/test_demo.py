@@ -15,6 +15,7 @@ from rhapsody.core.records import Seam
 from rhapsody.core.tools import Approval
 from rhapsody.demo import DEMO_ALLOW, DEMO_TASK, SAMPLE, DemoResponder, prepare_project
 from rhapsody.core.session_figures import figures
+from rhapsody.core.turn_hooks import context_with
 from rhapsody.wiring import Wiring
 
 from .conftest import Stub, collect
@@ -155,7 +156,10 @@ async def test_the_seam_divider_starts_from_the_figure_shown_when_the_handoff_wa
         stub: Stub, tmp_path: Path) -> None:
     wiring, _, _ = demo(stub, tmp_path)
     await collect(wiring.agent.run(DEMO_TASK))
-    shown_before = figures(wiring.session.records).context  # what the status bar shows at ctrl+o
+    shown_at_key = figures(wiring.session.records).context  # what the status bar shows at ctrl+o
+    # the context the ask joins: the last request's figure plus the agent's closing answer, which is not the handoff's
+    shown_before = context_with(wiring.session, [])
+    assert shown_at_key < shown_before < shown_at_key + 400
     wiring.agent.request_handoff()
     seam = [e for e in await collect(wiring.agent.run()) if isinstance(e, SeamCommitted)][0].record
     shown_after = figures(wiring.session.records).context
@@ -183,7 +187,7 @@ async def test_after_the_allowed_run_the_seam_shrinks_the_context_it_was_asked_f
     spoken = said(events)
     assert "Measured: 6 of 13 tests fail; one says “1 != 0”" in spoken
     assert "I expect all 13 to pass." in spoken and "Done. [measured] All 13 tests pass" in spoken
-    shown_before = figures(wiring.session.records).context
+    shown_before = context_with(wiring.session, [])  # the context the ask joins
     wiring.agent.request_handoff()
     seam = [e for e in await collect(wiring.agent.run()) if isinstance(e, SeamCommitted)][0].record
     assert seam["asked_est_tokens"] == shown_before

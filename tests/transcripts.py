@@ -145,6 +145,34 @@ def claude_session(calls: int, seed: int = 7, model: str = "claude-opus-4-5-2025
     return c.lines
 
 
+def claude_paused_session(turns: int = 12, calls: int = 20, seed: int = 11) -> list[dict[str, Any]]:
+    """A Claude Code session of `turns` human turns of `calls` tool calls each, with the pauses a person takes
+    between turns (8 to 40 minutes: every one longer than the 5-minute cache), a test run every few calls that
+    fails until the turn's fix and then passes, and a commit at the end of each turn."""
+    c = _Claude(seed)
+    c.lines.append({"type": "summary", "summary": "Fix the parser one value at a time", "leafUuid": c.uid()})
+    i = 0
+    for turn in range(turns):
+        c.user(f"Turn {turn}: fix the next batch of values in the parser, run the tests, commit.")
+        for n in range(calls):
+            if n % 6 == 5:  # a test run: failing until the turn's last third, then passing
+                run = c.call(i, command="pytest -q", description="run the tests")
+                c.assistant([{"type": "text", "text": f"Step {i}: I will run the tests to see if the fix holds."}, run])
+                passing = n > calls * 2 // 3
+                c.result(run, "12 passed" if passing else "1 failed, 11 passed: test_value", error=not passing)
+            else:
+                c.step(i)
+            i += 1
+        commit = c.call(i, command=f"git commit -qam 'parser: batch {turn}'", description="commit")
+        c.assistant([{"type": "text", "text": "I will commit the batch so the work has a point to return to."}, commit])
+        c.result(commit, f"[main {c.rng.getrandbits(28):07x}] parser: batch {turn}")
+        i += 1
+        c.assistant([{"type": "text", "text": f"Batch {turn} is fixed, tested and committed."}], stop="end_turn")
+        c.clock.tick(c.rng.randint(8 * 60, 40 * 60))  # the person reads, thinks, comes back
+        c.cached = 0  # to a cache that expired meanwhile: the next request writes the whole context again
+    return c.lines
+
+
 def claude_session_1m(calls: int) -> list[dict[str, Any]]:
     """A long session on a model with a 1M-token window: Claude Code never compacts it."""
     return claude_session(calls, model="claude-opus-4-6", autocompact=None)
@@ -334,9 +362,10 @@ def dump(lines: list[dict[str, Any]], path: Path) -> Path:
 
 def long_sessions(folder: Path, calls: int = 400) -> list[Path]:
     """The long sessions docs/performance.md measures: Claude Code on a 200k window (it compacts on its
-    own), on a 1M window (it never does), and Codex."""
+    own), on a 1M window (it never does), with long human pauses, commits and test runs, and Codex."""
     return [dump(claude_session(calls), folder / "claude-200k.jsonl"),
             dump(claude_session_1m(calls), folder / "claude-1m.jsonl"),
+            dump(claude_paused_session(), folder / "claude-paused.jsonl"),
             dump(codex_rollout(calls), folder / "codex" / f"rollout-2025-11-20T10-00-00-{CODEX_SESSION}.jsonl")]
 
 

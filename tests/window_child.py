@@ -27,7 +27,16 @@ from rhapsody.wiring import build
 
 from tests.core.test_window import WINDOW, long_session
 
+def _pruned(s: Session) -> bool:
+    return any(r["kind"] == "prune" for r in s.records)
+
+
 STEPS: dict[str, Callable[[Session], bool]] = {
+    # room for the note first (no thinking): the oldest calls out, the note asked over what is left
+    "room_asked": lambda s: s.handoff.phase == Phase.ASKED and _pruned(s),
+    "room_noted": lambda s: s.handoff.phase == Phase.NOTED and _pruned(s),
+    "room_committed": lambda s: _pruned(s) and any(r["kind"] == "seam" for r in s.records),
+    # with thinking on, a strip first, the note asked after it
     "asked": lambda s: s.handoff.phase == Phase.ASKED and bool(s.handoff.after_strip),
     "noted": lambda s: s.handoff.phase == Phase.NOTED and bool(s.handoff.after_strip),
     "attached": lambda s: any(r["kind"] == "seam_note" for r in s.records),
@@ -36,10 +45,11 @@ STEPS: dict[str, Callable[[Session], bool]] = {
 
 async def drive(project: Path, step: str, conn: Connection) -> None:
     """Drive a new session of `project` past the window until it reaches `step`, say so, block."""
-    server = LoopbackServer(ScriptedResponder(long_session()), window=WINDOW).start()
+    thinking = not step.startswith("room_")
+    server = LoopbackServer(ScriptedResponder(long_session(thinking)), window=WINDOW).start()
     client = anthropic.AsyncAnthropic(base_url=server.url, api_key="sk-test-key", max_retries=0, timeout=5.0)
     settings = Settings(permission_mode="yolo", sandbox="workspace-write" if bwrap_path() else "off",
-                        handoff_at_share="off")
+                        handoff_at_share="off", thinking=thinking)
     wiring = build(project, settings, AnthropicModel(client, retries=0), "claude-sonnet-5-5")
     events = wiring.agent.run("fill the window")
     reached = STEPS[step]

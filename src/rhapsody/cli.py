@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn, TypeVar
@@ -64,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--plain", action="store_true", help="line-based interface instead of the full-screen app")
     p.add_argument("--handoff-at-tokens", type=int, metavar="N", help="micro-handoff when context passes N tokens")
     p.add_argument("--handoff-at-share", metavar="S", help="micro-handoff at this share of the window (default 0.4; off)")
+    p.add_argument("--seam-policy", choices=("checkpoint", "threshold"),
+                   help="checkpoint (default): the automatic seam at the first natural pause once it pays; "
+                   "threshold: only at --handoff-at-share/--handoff-at-tokens (the net either way)")
     p.add_argument("--context-window", type=int, metavar="N", help="the model's context window in tokens")
     p.add_argument("--thinking", action="store_true", default=None, help="ask for adaptive thinking")
     p.add_argument("--parallel-tools", action="store_true", default=None, help="allow parallel tool calls")
@@ -178,6 +182,11 @@ def main(argv: list[str] | None = None) -> int:
 
     keep_absolute()  # a project's own `./git` is never found through an empty or relative PATH entry
 
+    sink = ExitStack()
+    if args[:1] in SUBCOMMANDS:  # what a subcommand prints carries file contents: it passes the one sink
+        from rhapsody.view.sink import terminal
+
+        sink.enter_context(terminal())
     try:
         if args[:1] == ["strip"]:
             from rhapsody.commands import strip
@@ -210,22 +219,40 @@ def main(argv: list[str] | None = None) -> int:
             return print_stats(_root(ns.cwd), ns.session, ns.json, ns.cache_read_mult, ns.context_window)
         return _run(_parser().parse_args(args))
     except RhapsodyError as exc:
-        print(f"rhapsody: {exc}", file=sys.stderr)
+        _error(f"rhapsody: {exc}")
         return 2
     except KeyboardInterrupt:
-        print("rhapsody: interrupted", file=sys.stderr)
+        _error("rhapsody: interrupted")
         return 130
     except OSError as exc:  # a file or folder the user named, or the disk, refused
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"rhapsody: {where}{exc.strerror or exc}", file=sys.stderr)
+        _error(f"rhapsody: {where}{exc.strerror or exc}")
         return 2
     except Exception as exc:  # noqa: BLE001 - the last line of defence: one line, never a traceback
         if os.environ.get("RHAPSODY_DEBUG"):
             raise
         text = " ".join(str(exc).split())[:300]
-        print(f"rhapsody: internal error: {type(exc).__name__}: {text} (RHAPSODY_DEBUG=1 shows the traceback)",
-              file=sys.stderr)
+        _error(f"rhapsody: internal error: {type(exc).__name__}: {text} (RHAPSODY_DEBUG=1 shows the traceback)")
         return 1
+    finally:
+        sink.close()
+
+
+SUBCOMMANDS = (["strip"], ["import"], ["memory"], ["trust"], ["mcp"], ["export"], ["rewind"], ["stats"])
+
+
+def _error(line: str) -> None:
+    """One line on stderr through the sink's function (it names files and values a project chose)."""
+    from rhapsody.view.sink import visible
+
+    print(visible(line), file=sys.stderr)
+
+
+def _say(text: str) -> None:
+    """Text on stdout through the sink's function once a front end gave the terminal back (a recap quotes the model)."""
+    from rhapsody.view.sink import visible
+
+    sys.stdout.write(visible(text))
 
 
 def _rewind(args: list[str]) -> int:
@@ -253,7 +280,7 @@ def _dropped(root: Path) -> None:
     from rhapsody.commands.trust import dropped_notices
 
     for line in dropped_notices(root):
-        print(line, file=sys.stderr)
+        _error(line)
 
 
 def _flags(ns: argparse.Namespace) -> dict[str, Any]:
@@ -264,6 +291,7 @@ def _flags(ns: argparse.Namespace) -> dict[str, Any]:
         "handoff_at_tokens": ns.handoff_at_tokens,
         "handoff_at_share": ns.handoff_at_share,
         "context_window": ns.context_window,
+        "seam_policy": ns.seam_policy,
         "thinking": ns.thinking,
         "parallel_tools": ns.parallel_tools,
         "narration_min_words": ns.narration_min_words,
@@ -359,7 +387,7 @@ def _app(ns: argparse.Namespace, root: Path, parts: Callable[[], tuple[Any, Any]
         print_recap(wired[0].agent.session)
     parting = parting_line(wired[0].session, root, demo) if wired else ""
     if parting:
-        print(parting)
+        _say(parting + "\n")
     return app.return_code or 0
 
 
@@ -367,7 +395,7 @@ def print_recap(session: Any) -> None:
     """The app's screen is gone when it ends: a short recap stays in the scrollback."""
     from rhapsody.frontends.recap import recap_text
 
-    print(recap_text(session.records, session.id, session.figures), end="")
+    _say(recap_text(session.records, session.id, session.figures))
 
 
 def _ask_fresh(question: str) -> str:
@@ -414,9 +442,9 @@ def _notices(root: Path, settings: Any) -> None:
 
     notice = untrusted_notice(root)
     if notice:
-        print(notice, file=sys.stderr)
+        _error(notice)
     if settings.sandbox == "off" or bwrap_path() is None:
-        print(f"rhapsody: {status(settings.sandbox)}", file=sys.stderr)
+        _error(f"rhapsody: {status(settings.sandbox)}")
 
 
 def _picked(ns: argparse.Namespace, root: Path) -> bool:
@@ -479,7 +507,7 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
         print_recap(wiring.agent.session)
     parting = parting_line(wiring.session, root, demo)
     if parting:
-        print(parting)
+        _say(parting + "\n")
     return status
 
 

@@ -2,9 +2,11 @@
 enforces a window the way each API does.
 
 A long session is driven to and past the limit: the request that does not fit is refused (the
-server's 400, or rhapsody's estimate before sending), rhapsody strips first with no model call,
-asks for the field note over the stripped context, and the turn goes on to its end. One notice,
-every request the server answered valid, the history valid and resumable.
+server's 400, or rhapsody's estimate before sending), rhapsody takes the oldest calls out first,
+only as many as the request for the note needs, with no model call, asks for the field note over
+what is left (the latest results included), strips the rest after the note, and the turn goes on
+to its end (with thinking on, or when no cut makes room, it strips everything first, as before).
+One notice, every request the server answered valid, the history valid and resumable.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from prompt_toolkit.output import DummyOutput
 
 from rhapsody.config.settings import Settings
 from rhapsody.core.errors import ContextTooLong
-from rhapsody.core.events import Failed, SeamCommitted, ToolStarted, TurnEnded
+from rhapsody.core.events import ContextPruned, Failed, SeamCommitted, ToolStarted, TurnEnded
+from rhapsody.core.safety_net import WINDOW_REASON
 from rhapsody.core.session import Session
 from rhapsody.core.strip import validity_problems
 from rhapsody.core.window import OTHER_WINDOW, context_window, expected_tokens, share_limit
@@ -41,6 +44,8 @@ from tests.core.test_handoff_e2e import handoff_turn
 from tests.providers.test_openai import ChatStub, chat  # noqa: F401 - the fixture
 from tests.frontends.test_app import wait_idle
 
+ROOM = "at the window, room for the field note: "
+"""How the line of the cut that makes room for the note at the window begins, in every front end."""
 WINDOW = 20_000
 """The loopback's window in its own count (one token per four characters of each part's JSON)."""
 CALLS = 4
@@ -68,15 +73,27 @@ def window_stub(stub: Stub) -> Stub:
     return stub
 
 
-def assert_netted(session_path: Path, root: Path, server: Any, refused: int) -> dict[str, Any]:
-    """The run went past the limit and on: one seam at the window with its note attached, `refused`
-    requests answered 400, nothing lost, the history valid and resumable. Returns the seam record."""
+def refused_for_length(text: str) -> bool:
+    return "prompt is too long: " in text or "maximum context length is 20000" in text
+
+
+def assert_netted(session_path: Path, root: Path, server: Any, refused: int, room: bool = True) -> dict[str, Any]:
+    """The run went past the limit and on: room made for the note (`room`: a window prune, then one seam with
+    its note) or a strip first (one seam at the window with its note attached), `refused` requests answered
+    400, nothing lost, the history valid and resumable. Returns the seam record."""
     records = [json.loads(line) for line in session_path.read_text().splitlines()]
     seams = [r for r in records if r["kind"] == "seam"]
-    assert len(seams) == 1 and ("prompt is too long: " in seams[0]["window"]["refusal"]
-                                or "maximum context length is 20000" in seams[0]["window"]["refusal"])
-    assert [r["seam"] for r in records if r["kind"] == "seam_note"] == [1]
-    note = next(r for r in records if r["kind"] == "seam_note")["note_path"]
+    prunes = [r for r in records if r["kind"] == "prune"]
+    assert len(seams) == 1
+    if room:
+        assert len(prunes) == 1 and prunes[0]["reason"].startswith(WINDOW_REASON)
+        assert refused_for_length(prunes[0]["reason"]) and "window" not in seams[0]
+        assert records.index(prunes[0]) < records.index(seams[0])
+        note = seams[0]["note_path"]
+    else:
+        assert prunes == [] and refused_for_length(seams[0]["window"]["refusal"])
+        assert [r["seam"] for r in records if r["kind"] == "seam_note"] == [1]
+        note = next(r for r in records if r["kind"] == "seam_note")["note_path"]
     assert "Field note, seam 1" in (root / note).read_text()
     statuses = [r.status for r in server.requests]
     assert statuses.count(400) == refused and statuses[-1] == 200
@@ -149,26 +166,39 @@ async def test_the_chat_endpoint_refuses_with_context_length_exceeded_and_the_ad
 # -- the loop past the limit -----------------------------------------------------------------------
 
 
-async def test_a_request_the_api_refuses_for_length_is_stripped_first_and_the_turn_goes_on(
+def output(n: int) -> str:
+    """What big(n) printed, as it appears in a request body's JSON."""
+    return f"{n}{n}{n}{n}\\n" * 100
+
+
+async def test_a_request_the_api_refuses_for_length_makes_room_and_the_note_sees_the_latest_results(
         stub: Stub, project: Path) -> None:
     wiring = window_stub(stub).wire(project, handoff_at_share="off")
     events = await collect(wiring.agent.run("fill the window"))
     assert sum(isinstance(e, SeamCommitted) for e in events) == 1 and not any(isinstance(e, Failed) for e in events)
+    assert sum(isinstance(e, ContextPruned) for e in events) == 1
     assert isinstance(events[-1], TurnEnded) and events[-1].stop_reason == "end_turn"
     seam = assert_netted(wiring.session.path, project, stub.server, refused=1)
-    assert seam["before"]["tool_use"] == CALLS and seam["after"]["tool_use"] == 0
-    ask = stub.bodies()[CALLS]["messages"][-1]["content"][-1]["text"]  # the first request after the strip
+    prune = next(r for r in wiring.session.records if r["kind"] == "prune")
+    calls = [r["tool_use_id"] for r in wiring.session.records if r["kind"] == "tool_run"]
+    assert prune["ids"] == calls[:len(prune["ids"])] and 0 < len(prune["ids"]) < CALLS  # the oldest, only as many as needed
+    assert [r.status for r in stub.server.requests][:CALLS + 1] == [200] * CALLS + [400]
+    note_request = json.dumps(stub.server.requests[CALLS + 1].body)  # the first request after the refusal
+    assert output(CALLS) in note_request and output(1) not in note_request  # the latest result is there, the oldest is not
+    ask = stub.bodies()[CALLS]["messages"][-1]["content"][-1]["text"]
     assert ask.startswith("[rhapsody] The context reached the model's window (") and "prompt is too long: " in ask
-    assert f"{wiring.session.id}:" in ask and "bash" in ask  # the stripped calls, by recall id
-    assert stub.server.prompt_tokens(stub.bodies()[CALLS]) < WINDOW // 4
+    assert f"{wiring.session.id}:{calls[0]}" in ask and f"{wiring.session.id}:{calls[-1]}" not in ask  # what left, by id
+    assert stub.server.prompt_tokens(stub.bodies()[CALLS]) <= WINDOW
+    assert seam["before"]["tool_use"] == CALLS - len(prune["ids"]) + 1 and seam["after"]["tool_use"] == 1  # the rest
 
 
 async def test_rhapsodys_own_estimate_strips_before_sending_so_the_api_never_refuses(stub: Stub, project: Path) -> None:
     wiring = window_stub(stub).wire(project, handoff_at_share="off", context_window=WINDOW)
     events = await collect(wiring.agent.run("fill the window"))
     assert sum(isinstance(e, SeamCommitted) for e in events) == 1 and isinstance(events[-1], TurnEnded)
-    seam = assert_netted(wiring.session.path, project, stub.server, refused=0)
-    assert "rhapsody's estimate; not sent" in seam["window"]["refusal"]
+    assert_netted(wiring.session.path, project, stub.server, refused=0)
+    prune = next(r for r in wiring.session.records if r["kind"] == "prune")
+    assert "rhapsody's estimate; not sent" in prune["reason"]
 
 
 async def test_with_thinking_the_strip_mid_turn_keeps_every_request_valid(stub: Stub, project: Path) -> None:
@@ -177,7 +207,7 @@ async def test_with_thinking_the_strip_mid_turn_keeps_every_request_valid(stub: 
     wiring = stub.wire(project, handoff_at_share="off", thinking=True)
     events = await collect(wiring.agent.run("fill the window"))
     assert isinstance(events[-1], TurnEnded) and not any(isinstance(e, Failed) for e in events)
-    assert_netted(wiring.session.path, project, stub.server, refused=1)
+    assert_netted(wiring.session.path, project, stub.server, refused=1, room=False)  # a cut would unbind the thinking
     after = stub.bodies()[CALLS]["messages"]
     assert not any(b.get("type") == "thinking" for m in after if isinstance(m["content"], list) for b in m["content"])
 
@@ -233,7 +263,7 @@ def test_headless_run_past_the_window_completes_with_one_seam_line(stub: Stub, p
     result = rhapsody("-p", "fill the window", "--cwd", str(project), "--permission-mode", "yolo",
                       "--handoff-at-share", "off", env=env)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.count("seam 1: at the window, stripped first (the note follows)") == 1
+    assert result.stdout.count(ROOM) == 1 and result.stdout.count("seam 1: ") == 1
     assert "All done." in result.stdout and "Traceback" not in result.stderr
     history = next((project / ".rhapsody" / "history").glob("*.jsonl"))
     assert_netted(history, project, stub.server, refused=1)
@@ -248,7 +278,7 @@ async def test_plain_mode_run_past_the_window_completes_with_one_seam_line(stub:
         await until(lambda: "All done." in out.getvalue() and not wiring.agent.busy, within=30)
         pipe.send_text("/quit\r")
         assert await asyncio.wait_for(task, 10) == 0
-    assert out.getvalue().count("seam 1: at the window, stripped first") == 1
+    assert out.getvalue().count(ROOM) == 1 and out.getvalue().count("seam 1: ") == 1
     assert_netted(wiring.session.path, project, stub.server, refused=0)
 
 
@@ -259,25 +289,31 @@ async def test_the_app_run_past_the_window_completes_with_one_seam_divider(stub:
         app.start_turn("fill the window")
         await wait_idle(pilot)
         seams = [e for e in app.transcript.entries if e.kind == "seam"]
-        assert len(seams) == 1 and "at the window, stripped first" in seams[0].text
+        assert len(seams) == 1 and any(ROOM in e.text for e in app.transcript.entries)
         assert any("All done." in e.text for e in app.transcript.entries)
         assert "seams 1" in str(app.query_one("#status").render())
     assert_netted(wiring.session.path, project, stub.server, refused=1)
 
 
-async def test_a_crash_between_the_strip_and_the_ask_resumes_valid_and_goes_on(stub: Stub, project: Path) -> None:
-    """The strip and the ask are two records written one after the other; a history cut after the
-    first (what a kill between the two appends leaves, each being one fsynced write) resumes valid."""
-    wiring = window_stub(stub).wire(project, handoff_at_share="off")
+@pytest.mark.parametrize("thinking, cut_after, phase", [(False, "prune", "idle"), (True, "seam", "committed")])
+async def test_a_crash_between_the_cut_and_the_ask_resumes_valid_and_goes_on(
+        stub: Stub, project: Path, thinking: bool, cut_after: str, phase: str) -> None:
+    """The cut (room for the note, or with thinking the strip) and the ask are two records written one after
+    the other; a history cut after the first (what a kill between the two appends leaves, each being one
+    fsynced write) resumes valid."""
+    stub.server.window = WINDOW
+    stub.script(*long_session(thinking))
+    wiring = stub.wire(project, handoff_at_share="off", thinking=thinking)
     await collect(wiring.agent.run("fill the window"))
     lines = wiring.session.path.read_text().splitlines(keepends=True)
-    cut = next(i for i, line in enumerate(lines) if json.loads(line)["kind"] == "seam") + 1
+    cut = next(i for i, line in enumerate(lines) if json.loads(line)["kind"] in ("prune", "seam")) + 1
+    assert json.loads(lines[cut - 1])["kind"] == cut_after
     copy = wiring.session.path.with_name("20990101-000000-abcdef.jsonl")
     copy.write_text("".join(lines[:cut]))
     resumed = Session.resume(project, copy)
-    assert resumed.handoff.phase.value == "committed" and validity_problems(resumed.messages()) == []
+    assert resumed.handoff.phase.value == phase and validity_problems(resumed.messages()) == []
     stub.script(say("Going on from what I still see."))
-    settings = Settings(permission_mode="yolo", sandbox=SANDBOX, handoff_at_share="off")
+    settings = Settings(permission_mode="yolo", sandbox=SANDBOX, handoff_at_share="off", thinking=thinking)
     again = build(project, settings, stub.model(), None, resume=copy.stem)
     events = await collect(again.agent.run("go on"))
     assert isinstance(events[-1], TurnEnded)
@@ -307,3 +343,18 @@ async def test_a_note_written_before_the_refusal_is_kept_and_the_work_goes_on(st
     assert len(seams) == 1 and seams[0]["window"] and seams[0]["note_path"]  # the note it had, no second ask
     assert [r.status for r in stub.server.requests].count(400) == 1 and isinstance(events[-1], TurnEnded)
     assert stub.bodies()[-1]["messages"][-1]["content"][-1]["text"].startswith("[rhapsody] The micro-handoff is done")
+
+
+async def test_the_automatic_seam_leaves_room_for_its_own_note_so_the_window_never_refuses(
+        stub: Stub, project: Path) -> None:
+    """A share so high that the window would come first: the seam is asked once the context leaves less
+    than the note's room, so the request for the note fits and nothing is refused."""
+    stub.server.window = WINDOW
+    stub.script(big(1), big(2), big(3), handoff_turn(), say("Noted."), say("All done."))
+    wiring = stub.wire(project, handoff_at_share=0.99, context_window=WINDOW)
+    events = await collect(wiring.agent.run("fill the window"))
+    seams = [e.record for e in events if isinstance(e, SeamCommitted)]
+    assert len(seams) == 1 and "window" not in seams[0] and seams[0]["note_path"]
+    assert all(r.status == 200 for r in stub.server.requests)
+    assert not any(r["kind"] == "prune" for r in wiring.session.records)
+    assert max(stub.server.prompt_tokens(b) for b in stub.bodies()) <= WINDOW

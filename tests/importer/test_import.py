@@ -162,9 +162,10 @@ async def test_a_long_imported_session_resumes_headless_then_hands_off_with_slas
     session_id = records[0]["session"]
     stub.script(say("I have read the imported session and will go on from where it stopped."))
     # The context is past 0.4 of the window the source ran in (Codex's 272k): the automatic seam would come
-    # first, and this test is about /handoff.
+    # first, and this test is about /handoff; with the checkpoint policy a seam that pays comes before the
+    # human's words too (tests/core/test_checkpoint_seams.py has that seam)
     resumed = rhapsody("-p", "go on", "--resume", session_id, "--cwd", str(project), "--model", MODEL,
-                       "--handoff-at-share", "off",
+                       "--handoff-at-share", "off", "--seam-policy", "threshold",
                        cwd=project, env={"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": stub.server.url})
     assert resumed.returncode == 0, resumed.stderr
     (first,) = stub.bodies()

@@ -134,7 +134,7 @@ ON_WIDENS = ("parallel_tools", "thinking", "exact_tokens", "sandbox_network", "m
 MUST_EQUAL = ("provider", "model", "keymap", "mcp_servers", "hooks", "trusted_projects", "memory.path")
 NO_DIRECTION = ("context", "retry_base_delay", "memory.stale_days", "handoff_at_share", "context_window", "checkpoints",
                 "checkpoint_max_file_mb", "checkpoints_keep_days", "checkpoints_max_mb", "notify",
-                "notify_with", "notify_after", "result_lines", "diff_lines")
+                "notify_with", "notify_after", "result_lines", "diff_lines", "seam_policy", "cache_ttl")
 SPECIAL = ("permission_mode", "sandbox", "allow", "deny", "narration_min_words", "protected_paths")
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from rhapsody.config.files import user_config_path
 from rhapsody.core.own_files import own_files, read_own
+from rhapsody.view.sink import visible
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(:[A-Za-z0-9][A-Za-z0-9_.\-]*)*$")
 GRANTING = ("allowed-tools", "allowed_tools", "tools", "permissions", "permission-mode")
@@ -52,7 +53,7 @@ class CustomCommand:
     def help_line(self) -> str:
         """`/name [hint]  description (project)`, as /help lists it."""
         head = f"{self.name} {self.argument_hint}".rstrip()
-        return f"{head:<12}  {self.description or '(no description)'} ({self.origin}: {self.path.name})"
+        return f"{head:<12}  {self.description or '(no description)'} ({self.origin}: {visible(self.path.name)})"
 
     def expand(self, arguments: str) -> str:
         """The prompt with `$ARGUMENTS` and `$1`… filled in from what followed the command's name."""
@@ -85,9 +86,9 @@ def load(root: Path, builtin: tuple[str, ...] = ()) -> tuple[dict[str, CustomCom
         for path in own_files(base, folder, "**/*.md")[:MAX_COMMANDS]:
             name = "/" + ":".join(path.relative_to(folder).with_suffix("").parts)
             if name in builtin:
-                notes.append(f"{path}: not a command, {name} is built in")
+                notes.append(visible(f"{path}: not a command, {name} is built in"))
             elif not NAME.match(name[1:]):
-                notes.append(f"{path}: not a command name (letters, digits, . _ - only)")
+                notes.append(visible(f"{path}: not a command name (letters, digits, . _ - only)"))
             elif name not in found:
                 text = read_own(base, path, MAX_BYTES)
                 if text is not None:
@@ -106,8 +107,14 @@ def parse(name: str, text: str, origin: str, path: Path) -> CustomCommand:
             meta = dict(_field(line) for line in lines[1:end] if ":" in line)
             body = "".join(lines[end + 1:])
     granting = tuple(k for k in GRANTING if k in meta)
-    return CustomCommand(name, body.strip("\n"), meta.get("description", ""), meta.get("argument-hint", ""),
-                         origin, path, granting)
+    # What completion, the palette and /help show is made safe here, once: a project chose it.
+    return CustomCommand(name, body.strip("\n"), _shown(meta.get("description", "")),
+                         _shown(meta.get("argument-hint", "")), origin, path, granting)
+
+
+def _shown(value: str) -> str:
+    """A front matter value as it is shown: one line, every control and format character escaped."""
+    return visible(value).replace("\n", " ").replace("\t", " ")
 
 
 def _field(line: str) -> tuple[str, str]:
@@ -124,9 +131,9 @@ def granting_notice(command: CustomCommand, root: Path) -> str:
         return ""
     keys = ", ".join(command.granting)
     if command.origin == "project" and not _trusted(root):
-        return (f"{command.name}: {keys} in {command.path.name} ignored: this project is not trusted, and its "
+        return (f"{command.name}: {keys} in {visible(command.path.name)} ignored: this project is not trusted, and its "
                 "commands are prompt text only")
-    return (f"{command.name}: {keys} in {command.path.name} not applied: a command is prompt text; permissions "
+    return (f"{command.name}: {keys} in {visible(command.path.name)} not applied: a command is prompt text; permissions "
             "come from the allow rules in your config")
 
 

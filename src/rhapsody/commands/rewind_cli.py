@@ -9,7 +9,6 @@ JSON object. A usage error (no such point, no such session) is one line and exit
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,14 +16,15 @@ from typing import Any
 from rhapsody.config.settings import Settings
 from rhapsody.core.context import Conversation
 from rhapsody.core.errors import InputError
-from rhapsody.core.history import find_session, read_history
+from rhapsody.core.history import named_session, read_session, sessions
 from rhapsody.core.session import Session
 from rhapsody.tools.rewind import What, finish_interrupted, rewind, turns, turns_of
+from rhapsody.view.sink import json_line
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The command's arguments."""
-    p.add_argument("session", nargs="?", help="session id or prefix (default: the latest)")
+    p.add_argument("session", nargs="?", help="session id or prefix, or a history .jsonl file (default: the latest)")
     p.add_argument("--cwd", metavar="DIR", help="project directory")
     act = p.add_mutually_exclusive_group(required=True)
     act.add_argument("--list", action="store_true", help="the points to rewind to: each human message, its files "
@@ -42,14 +42,16 @@ def main(root: Path, settings: Settings, ns: argparse.Namespace) -> int:
     """Run the command; returns the exit status."""
     from rhapsody.wiring import shadow
 
-    path = find_session(root, ns.session)
+    path = named_session(root, ns.session)
+    read = read_session(path, typed=ns.list)  # a bad file is one line naming it, as stats and export say it
     store = shadow(root, settings)
-    if ns.list:
-        read = read_history(path, typed=True)  # parsed once, for the records and the conversation
+    if ns.list:  # parsed once, for the records and the conversation
         listed = turns_of(read.records, Conversation.of(read.typed).abandoned, store)
         _print({"session": path.stem, "points": [t.json() for t in listed]} if ns.json else None,
                [t.line() for t in listed] or ["no checkpoints in this session"])
         return 0
+    if path.resolve() not in {p.resolve() for p in sessions(root)}:  # a file named from elsewhere: read, never rewound
+        raise InputError(f"{path} is not a session of this project: --to rewinds one of its own (--list reads any)")
     session = Session.resume(root, path)
     finished = finish_interrupted(session, store)
     listed = turns(session, store)
@@ -69,4 +71,4 @@ def main(root: Path, settings: Settings, ns: argparse.Namespace) -> int:
 
 
 def _print(as_json: dict[str, Any] | None, lines: list[str]) -> None:
-    print(json.dumps(as_json, ensure_ascii=False) if as_json is not None else "\n".join(lines))
+    print(json_line(as_json) if as_json is not None else "\n".join(lines))

@@ -9,18 +9,20 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody.core.billing import seam_savings, served_by
-from rhapsody.core.errors import HistoryError, InputError
-from rhapsody.core.history import find_session, read_history
+from rhapsody.core.errors import InputError
+from rhapsody.core.history import named_session, read_session
 from rhapsody.core.pricing import price_of, priced
 from rhapsody.core.session_figures import Figures, figures as fold_figures, reported_input
 from rhapsody.core.window import Window, history_window
 
 
-STATS_COLUMNS = ("seam", "context ~tokens", "note added", "strip took", "bytes", "tool calls",
+STATS_COLUMNS = ("seam", "context ~tokens", "note added", "note bytes", "strip took", "bytes", "tool calls",
                  "API input: before → after")
 STATS_NOTE = ("context: rhapsody's estimate of the request it would send (the figure the status bar and the seam "
               "divider show), when the handoff was asked → just after the strip. note added: what the request for "
-              "the note, the note and its index added before the strip; strip took: what the strip removed, and its "
+              "the note, the note and its index added before the strip (the handoff's own blocks only: tool "
+              "results that came in while it waited are counted before it); note bytes: the field note as "
+              "saved; strip took: what the strip removed, and its "
               "share of the context just before it. API input: what the API reported for the last request before "
               "the seam and the first one after it, which also carries the field note and every message since, so "
               "it can be higher than before: it is not the context. Messages and thinking blocks: --json.")
@@ -35,8 +37,17 @@ def seam_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         after_usage = next((r for r in records[i + 1 :] if r["kind"] == "usage"), None)
         reported_after = reported_input(after_usage) if after_usage else None
         undone = any(r["kind"] == "unseam" and r.get("seam") == record["seam"] for r in records[i + 1 :])
-        rows.append({**record, "reported_input_after": reported_after, "undone": undone})
+        rows.append({**record, "reported_input_after": reported_after, "undone": undone,
+                     "note_bytes": note_bytes(records, record["seam"])})
     return rows
+
+
+def note_bytes(records: list[dict[str, Any]], seam: int) -> int | None:
+    """The size of seam `seam`'s field note as saved (its `noted` record says; None: no note, or a history
+    written before the figure was recorded)."""
+    sizes = [r["note_bytes"] for r in records if r["kind"] == "handoff" and r.get("state") == "noted"
+             and r.get("seam") == seam and isinstance(r.get("note_bytes"), int)]
+    return sizes[-1] if sizes else None
 
 
 def billing(records: list[dict[str, Any]], read_mult: float | None = None, per_request: bool = False) -> dict[str, Any]:
@@ -85,12 +96,8 @@ def window_of(records: list[dict[str, Any]], model: str, flag: int | None = None
 
 def session_records(root: Path, session_id: str | None) -> tuple[Path, list[dict[str, Any]]]:
     """The history a command names (an id or prefix, a .jsonl file, or the latest) and its records."""
-    given = Path(session_id) if session_id else None
-    path = given if given is not None and given.is_file() else find_session(root, session_id)
-    records = read_history(path).records
-    if not records or records[0]["kind"] != "session":
-        raise HistoryError(f"{path} is not a rhapsody history file (no session record first)")
-    return path, records
+    path = named_session(root, session_id)
+    return path, read_session(path).records
 
 
 def print_stats(root: Path, session_id: str | None, as_json: bool = False, read_mult: float | None = None,
@@ -105,7 +112,8 @@ def print_stats(root: Path, session_id: str | None, as_json: bool = False, read_
               "hint": folded.hints}
     if as_json:
         rows = [{k: r.get(k) for k in ("seam", "before", "after", "reported_input_before", "reported_input_after",
-                                      "undone", "stripped_calls", "stripped_sha256")} for r in seam_rows(records)]
+                                      "undone", "stripped_calls", "stripped_sha256", "asked_est_tokens", "note_bytes")}
+                for r in seam_rows(records)]
         # One definition of "requests", as the text line and headless: every request sent, answered or not.
         print(json.dumps({"session": path.stem, **figures, "requests": counts["request"], "usage": totals,
                           "window": {"tokens": found.tokens, "source": found.source},
@@ -155,6 +163,7 @@ def _print_seams(console: Any, path: Path, rows: list[dict[str, Any]]) -> None:
             f"{row['seam']}{' (undone)' if row['undone'] else ''}",
             f"~{start:,} → ~{a['est_tokens']:,}",
             f"~{b['est_tokens'] - asked:,}" if isinstance(asked, int) else "—",
+            "—" if row["note_bytes"] is None else f"{row['note_bytes']:,}",
             f"~{took:,} ({took / b['est_tokens'] if b['est_tokens'] else 0:.0%})",
             f"{b['request_bytes']:,} → {a['request_bytes']:,}",
             f"{b['tool_use']} → {a['tool_use']}",
@@ -172,7 +181,8 @@ def stats_lines(records: list[dict[str, Any]], figures_billed: dict[str, Any] | 
     from rhapsody.view.render import seam_line
 
     rows = seam_rows(records)
-    lines = [seam_line(Seam.model_validate(r)) + (" (undone)" if r["undone"] else "") for r in rows] or ["no seams yet"]
+    lines = [seam_line(Seam.model_validate(r)) + ("" if r["note_bytes"] is None else f", note {r['note_bytes']:,} bytes")
+             + (" (undone)" if r["undone"] else "") for r in rows] or ["no seams yet"]
     f = folded or fold_figures(records)
     lines.append(f"requests {f.requests}, tool calls {f.tool_calls}, narration violations {f.violations}, "
                  f"{f.seams_text()}, context ~{f.context:,} tokens, cost {f.cost_text()}")

@@ -15,7 +15,8 @@ from rhapsody.core.history import read_history, sessions
 from rhapsody.core.pricing import price_of, priced
 from rhapsody.core.window import Window, history_window
 
-COLUMNS = ("policy", "requests", "seams", "billed input", "vs no seams", "$ input+notes", "peak context")
+COLUMNS = ("policy", "requests", "seams", "billed input", "vs no seams", "$ input+notes", "1h cache where it pays",
+           "peak context")
 
 
 def main(root: Path, session_id: str | None, what: str, as_json: bool = False, read_mult: float | None = None,
@@ -107,6 +108,9 @@ def render(session: str, report: dict[str, Any]) -> str:
         f"replayed requests are rhapsody's rebuild of each request, with ~{cal['prefix_tokens']:,} tokens the history "
         f"does not hold (the first request's reported input minus the rebuild: a source's own system prompt and "
         f"tools) and scaled ×{cal['scale']} to the reported input; 'vs no seams' compares with the replay without seams.",
+        "'1h cache where it pays': the same requests' billed input with rhapsody's choice of cache lifetime "
+        "(the 1-hour cache, writes 2×, from the request on which the pauses so far make it cheaper; "
+        "requests that went with it in brackets).",
         f"the replay as it happened bills {report['replay_error']:+.1%} against the usage the API reported "
         f"(uncached, 5-minute and 1-hour writes, reads: {_split(report['replay']['replayed'])} replayed, "
         f"{_split(report['replay']['reported'])} reported): that is how far to trust the rows above.",
@@ -121,4 +125,11 @@ def _cells(row: dict[str, Any]) -> tuple[str, ...]:
     saving = row.get("saving")
     return (row["label"], f"{row['requests']:,}", f"{row['seams']:,}", f"{row['billed_input_tokens']:,}",
             "" if saving is None else f"{-saving:+.0%}", "—" if row["usd"] is None else f"${row['usd']:,.2f}",
-            f"{row['peak_context']:,}")
+            _ttl_cell(row), f"{row['peak_context']:,}")
+
+
+def _ttl_cell(row: dict[str, Any]) -> str:
+    """"1,803,311 (212)": billed input with the cache lifetime rhapsody chooses; "" for the row as it happened."""
+    if row["label"] == "as it happened":
+        return ""
+    return f"{row['billed_ttl_choice']:,} ({row['one_hour_requests']:,})"

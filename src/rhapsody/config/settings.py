@@ -119,6 +119,13 @@ class Settings(BaseModel):
     handoff_at_share: Annotated[float, Field(gt=0, lt=1)] | Literal["off"] = 0.4
     """Trigger a micro-handoff when the context reaches this share of the model's window ("off": never);
     `handoff_at_tokens` replaces it when set. A request that does not fit is stripped first either way."""
+    seam_policy: Literal["checkpoint", "threshold"] = "checkpoint"
+    """Where the automatic seam goes: `checkpoint`, at the first natural pause (a turn's end, the human's
+    message, a commit, tests passing after failures) once it pays by the cache's arithmetic; `threshold`, only at
+    `handoff_at_share` / `handoff_at_tokens`, which stay the hard net either way."""
+    cache_ttl: Literal["auto", "5m", "1h"] = "auto"
+    """The prompt cache's lifetime: `auto` uses the 1-hour cache once, priced over this session's requests so
+    far, it would have billed less than the 5-minute one (pauses between turns past five minutes); `5m`, `1h`."""
     context_window: int | None = Field(None, ge=1000)
     """The model's context window in tokens; unset: rhapsody's table (200K or 1M for Claude, 128K otherwise)."""
     bash_timeout: float = Field(120.0, gt=0)

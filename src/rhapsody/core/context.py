@@ -161,10 +161,12 @@ def spec_from_record(head: dict[str, Any]) -> RequestSpec:
     )
 
 
-def build_request(spec: RequestSpec, messages: list[Message]) -> dict[str, Any]:
-    """The Messages API body, with cache breakpoints after system and on the newest message."""
+def build_request(spec: RequestSpec, messages: list[Message], ttl: str = "5m") -> dict[str, Any]:
+    """The Messages API body, with cache breakpoints after system and on the newest message (`ttl`: their
+    lifetime, "5m" or "1h": core/cache_ttl.py)."""
+    control = EPHEMERAL if ttl == "5m" else {**EPHEMERAL, "ttl": ttl}
     body: dict[str, Any] = {"model": spec.model, "max_tokens": spec.max_tokens}
-    body["system"] = [{"type": "text", "text": spec.system, "cache_control": EPHEMERAL}]
+    body["system"] = [{"type": "text", "text": spec.system, "cache_control": control}]
     if spec.tools:
         body["tools"] = spec.tools
         body["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": not spec.parallel_tools}
@@ -172,12 +174,12 @@ def build_request(spec: RequestSpec, messages: list[Message]) -> dict[str, Any]:
         body["thinking"] = spec.thinking
     api = [m.api for m in messages]
     if api:
-        api[-1] = _with_breakpoint(api[-1])
+        api[-1] = _with_breakpoint(api[-1], control)
     body["messages"] = api
     return body
 
 
-def _with_breakpoint(message: dict[str, Any]) -> dict[str, Any]:
+def _with_breakpoint(message: dict[str, Any], control: dict[str, Any] = EPHEMERAL) -> dict[str, Any]:
     msg = copy.copy(message)
     content = msg["content"]
     if isinstance(content, str):
@@ -186,7 +188,7 @@ def _with_breakpoint(message: dict[str, Any]) -> dict[str, Any]:
         content = list(content)
     for i in range(len(content) - 1, -1, -1):
         if content[i].get("type") not in ("thinking", "redacted_thinking"):
-            content[i] = {**content[i], "cache_control": EPHEMERAL}
+            content[i] = {**content[i], "cache_control": control}
             break
     msg["content"] = content
     return msg

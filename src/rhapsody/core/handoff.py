@@ -71,19 +71,37 @@ def commit_seam(session: Session, note_path: str = "", window: dict[str, Any] | 
 def _when_asked(records: list[dict[str, Any]]) -> dict[str, int]:
     """The context figure when the handoff was asked for: `{"asked_est_tokens": N}`, or {} when unknown.
 
-    That is the last request's estimate before the `wanted` record, the figure the status bar
-    showed when the human pressed the key. The seam's "before" figure also holds the handoff's
-    own request, the field note and its index, which can outweigh what a short session strips;
-    the divider names both so the figures a person saw tell one story. When a seam, cut or undo
-    moved the figure after that request, no figure is claimed.
+    That is the context the request for the note joined, recorded by the `asked` record: every
+    tool result that came in while the handoff was wanted is in it, so the seam's "before"
+    figure minus it is the handoff's own part only (the request, the agent's note call and its
+    result with the index, its closing line). Histories written before the `asked` record held
+    the figure fall back to the last request before the `wanted` record. When a seam, cut or
+    undo moved the figure after that, no figure is claimed.
     """
+    asked = _last_asked(records)
+    if asked is not None and isinstance(asked.get("est_tokens"), int):
+        return {"asked_est_tokens": int(asked["est_tokens"])}
     wanted = max((i for i, r in enumerate(records) if r["kind"] == "handoff" and r.get("state") == "wanted"), default=None)
-    for record in reversed(records[:wanted or 0]):
+    if wanted is None:
+        return {}
+    for record in reversed(records[:wanted]):
         if record["kind"] == "request":
             return {"asked_est_tokens": int(record.get("est_tokens", 0))}
         if record["kind"] in ("seam", "prune", "unseam"):
             return {}
     return {}
+
+
+def _last_asked(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The `asked` record of the handoff under way (None: none since the last seam or undo)."""
+    for record in reversed(records):
+        kind: str = record["kind"]
+        if kind == "handoff" and record.get("state") == "asked":
+            found: dict[str, Any] = record
+            return found
+        if kind in ("seam", "unseam"):
+            return None
+    return None
 
 
 def prune(session: Session, ids: list[str], reason: str) -> dict[str, Any]:
@@ -170,10 +188,11 @@ def arg_digest(value: Any, width: int = 60) -> str:
     return f"{text[: width - 12]}…#{digest}"
 
 
-def stripped_index(session: Session) -> str:
-    """One line per call the seam strips: recall id, tool, argument digest, size, outcome."""
+def stripped_index(session: Session, only: set[str] | None = None) -> str:
+    """One line per call the seam strips (`only`: of these calls): recall id, tool, argument digest, size,
+    outcome."""
     lines: list[str] = []
-    calls = stripped_calls(session)
+    calls = [(c, r) for c, r in stripped_calls(session) if only is None or c.id in only]
     used = 0
     for call, result in calls:
         size = len(result.text()) if result else 0

@@ -116,18 +116,22 @@ def _moved(state: HandoffState, record: rec.Handoff) -> HandoffState:
                                after_strip=after_strip)
 
 
-def want(session: Session) -> bool:
-    """Ask for a handoff; False (nothing recorded) when one is already under way."""
+def want(session: Session, **why: object) -> bool:
+    """Ask for a handoff (`why`: what the automatic seam judged, e.g. the boundary `at` and the figures); False
+    (nothing recorded) when one is already under way."""
     if session.handoff.pending:
         return False
-    session.record("handoff", state=Phase.WANTED.value)
+    session.record("handoff", state=Phase.WANTED.value, **why)
     return True
 
 
-def ask(session: Session, interrupted_work: bool, after_strip: int = 0) -> None:
-    """The request for a field note went to the agent (`after_strip`: for this seam, made at the window)."""
+def ask(session: Session, interrupted_work: bool, after_strip: int = 0, est_tokens: int | None = None) -> None:
+    """The request for a field note went to the agent (`after_strip`: for this seam, made at the window;
+    `est_tokens`: the context the request joins, without the request itself: what the handoff adds is
+    counted from there)."""
     session.record("handoff", state=Phase.ASKED.value, interrupted_work=interrupted_work,
-                   **({"after_strip": after_strip} if after_strip else {}))
+                   **({"after_strip": after_strip} if after_strip else {}),
+                   **({"est_tokens": est_tokens} if est_tokens is not None else {}))
 
 
 def remind(session: Session) -> None:
@@ -137,7 +141,8 @@ def remind(session: Session) -> None:
 
 def noted(session: Session, note: NoteWritten) -> None:
     """The field note is written; the seam commits when the agent ends its turn."""
-    session.record("handoff", state=Phase.NOTED.value, note_path=note.note_path, seam=note.seam)
+    session.record("handoff", state=Phase.NOTED.value, note_path=note.note_path, seam=note.seam,
+                   note_bytes=len(note.note.encode("utf-8", "surrogatepass")))
 
 
 def cancel(session: Session, reason: str = "") -> bool:

@@ -234,6 +234,8 @@ class HistoryRead:
     lines: list[int] = field(default_factory=list)
     """The line number (from 1) of each record, for errors that name it."""
     skipped: int = 0
+    first_skipped: int = 0
+    """The line number of the first line skipped (0: none)."""
     torn_tail: bool = False
 
 
@@ -268,6 +270,7 @@ def _read_lines(path: Path, lines: list[bytes], result: HistoryRead, keep: bool)
                 result.torn_tail = True
             else:
                 result.skipped += 1
+                result.first_skipped = result.first_skipped or i + 1
             continue
         version = record.get("v", 1)
         if isinstance(version, int) and version > VERSION:
@@ -308,6 +311,33 @@ def parse_line(raw: bytes) -> dict[str, Any] | None:
     if not isinstance(record, dict) or not isinstance(record.get("kind"), str):
         return None
     return record
+
+
+def named_session(root: Path, session_id: str | None) -> Path:
+    """The history a command names: a .jsonl file, else a session id or prefix, else the latest with a turn."""
+    given = Path(session_id) if session_id else None
+    return given if given is not None and given.is_file() else find_session(root, session_id)
+
+
+def read_session(path: Path, typed: bool = False) -> HistoryRead:
+    """A history file a command reads whole; HistoryError, one line naming the file and what is wrong, when it is
+    not a rhapsody history (every command answers a bad file with this line: stats, export, rewind, the picker)."""
+    read = read_history(path, typed)
+    why = not_history(read)
+    if why:
+        raise HistoryError(f"{path} is not a rhapsody history file ({why})")
+    return read
+
+
+def not_history(read: HistoryRead) -> str:
+    """What makes a read file no rhapsody history ('' when it is one): no record, or no session record first."""
+    if read.records and read.records[0]["kind"] == "session":
+        return ""
+    if read.records:
+        return f"line {read.lines[0]} is a {read.records[0]['kind']!r} record; a history starts with its session record"
+    if read.first_skipped:
+        return f"line {read.first_skipped} is not a JSON record with a 'kind'"
+    return "a partial line only" if read.torn_tail else "it is empty"
 
 
 def sessions(root: Path) -> Iterator[Path]:

@@ -20,7 +20,10 @@ from contextlib import aclosing
 
 from rhapsody.core.checkpoints import end_checkpoint
 from rhapsody.core.events import Event, TurnEnded
+from rhapsody.core.cache_ttl import TtlChoice
 from rhapsody.core.model import Model
+from rhapsody.core.pricing import price_of
+from rhapsody.core.natural_seam import Boundary, CheckpointSeam
 from rhapsody.core.observers import Observer, Observers
 from rhapsody.core.policy import Policy, limit_reached
 from rhapsody.core.request import stream_request
@@ -50,6 +53,7 @@ class Agent:
         self.ctx = ToolContext(session.root, session, policy.bash_timeout, policy.output_cap)
         self.busy = False
         self._threshold = HandoffThreshold(policy.handoff_at_tokens, policy.handoff_at_share, policy.context_window)
+        self._folds(session)
         session.figures.window_setting = policy.context_window  # the status bar's share, of the same window
         self.unsaid: list[Event] = []
         """What a turn closed by its consumer could not say (see `take_unsaid`)."""
@@ -59,6 +63,10 @@ class Agent:
         wanted, the turn that asks for it (core/turn_end.py `handoff_left`), so every front end ends ctrl+o in a seam.
         `typed`: what the human typed when `text` holds more (a custom command's prompt): only its images attach."""
         self.unsaid = []
+        if text and text.strip() and self._at_boundary(Boundary.HUMAN):  # the seam before the human's words
+            async with aclosing(self._one_turn(None)) as turn:
+                async for event in turn:
+                    yield event
         async with aclosing(self._one_turn(text, typed)) as turn:
             async for event in turn:
                 yield event
@@ -127,7 +135,8 @@ class Agent:
     async def _round(self, turn: Turn) -> AsyncGenerator[Event, None]:
         """One request and what its answer asks for: the calls run, the end of the turn, or the failure."""
         current = turn.next_round()
-        async for event in stream_request(self.session, self.model, self.policy.context_window, current):
+        ttl = self._ttl.ttl(self.session.records)
+        async for event in stream_request(self.session, self.model, self.policy.context_window, current, ttl):
             yield event
         if current.failure is not None:
             netted = request_failed(self.session, self.policy, self._threshold, current.failure, turn.refused)
@@ -139,14 +148,21 @@ class Agent:
         response = current.answered(self.session)
         self._threshold.check(self.session)
         if not current.calls:
+            self._at_boundary()  # the model ended its turn
             async for event in model_ended(self.session, self.toolbox, self.policy, self.model, self._threshold,
                                            turn, response):
                 yield event
             return
         # aclosing: a consumer that closes the turn here closes the calls before the round is settled.
-        async with aclosing(run_calls(self.ctx, self.toolbox, self.policy, current, response.message)) as running:
+        async with aclosing(run_calls(self.ctx, self.toolbox, self.policy, current, response.message,
+                                      self._at_boundary)) as running:
             async for event in running:
                 yield event
+
+    def _at_boundary(self, boundary: Boundary | None = None) -> bool:
+        """The `checkpoint` policy judges the boundary just reached (None: what the records show); True when
+        it asked for a seam there."""
+        return self._checkpoint is not None and self._checkpoint.check(self.session, boundary)
 
     def _observed(self, event: Event) -> Event:
         self.observers.put(self.session, event)
@@ -156,6 +172,13 @@ class Agent:
         """Continue with another session (``/clear``); only between turns."""
         self.session = session
         self.ctx = ToolContext(session.root, session, self.policy.bash_timeout, self.policy.output_cap)
+        self._folds(session)
+
+    def _folds(self, session: Session) -> None:
+        """The folds over the session's records the loop keeps: the cache lifetime and the checkpoint policy."""
+        self._ttl = TtlChoice(self.policy.cache_ttl, price_of(session.spec.model)[0].read_mult)
+        self._checkpoint = (CheckpointSeam(lambda s: self._ttl.seconds(s.records)) if self.policy.checkpoint_seams
+                            else None)
 
     def request_handoff(self) -> bool:
         """The one trigger every front end uses: key, /handoff or token threshold.

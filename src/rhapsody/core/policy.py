@@ -22,11 +22,19 @@ class Policy:
     continue_after_handoff: str
     window_request: str
     """What the agent is told after a strip at the window (str.format: reason, seam, index)."""
+    window_note: str = "{reason}\n{index}"
+    """What the agent is told when the oldest calls left to make room for its note at the window (str.format:
+    reason, index)."""
     narration_min_words: int = 8
     parallel_tools: bool = False
     handoff_at_tokens: int | None = None
     handoff_at_share: float | None = None
     """Ask for a seam when the context reaches this share of the window (core/window.py); None: off."""
+    checkpoint_seams: bool = True
+    """The `checkpoint` policy: a seam at the first natural pause once it pays (core/natural_seam.py); the
+    share or token threshold stays the hard net. False: only the threshold."""
+    cache_ttl: str = "auto"
+    """The prompt cache's lifetime: "auto" (the one that pays, core/cache_ttl.py), "5m" or "1h"."""
     context_window: int | None = None
     """The model's window in tokens, when the table's figure is not the one to use."""
     bash_timeout: float = 120.0

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 WRITE_5M_MULT = 1.25
 WRITE_1H_MULT = 2.0
 WRITE_1H_KEY = "cache_creation_1h_input_tokens"
+"""A 1-hour cache write, per base input token (FACTS: 1h write = 2×)."""
 
 
 @dataclass(frozen=True)

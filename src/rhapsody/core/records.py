@@ -125,6 +125,12 @@ class Request(_Record):
     est_tokens: int = 0
     messages: int = 0
     model: str = ""
+    cache_ttl: Literal["5m", "1h"] | None = None
+    """The lifetime of the request's cache entries when it was not the default 5 minutes (core/cache_ttl.py)."""
+
+
+Count = Annotated[int, Field(ge=0)]
+"""A token count: a whole number, never negative (a negative one would turn every ratio over it)."""
 
 
 class Usage(_Record):
@@ -132,11 +138,11 @@ class Usage(_Record):
 
     kind: Literal["usage"]
     stop_reason: str | None = None
-    input_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_1h_input_tokens: int = 0
+    input_tokens: Count = 0
+    cache_creation_input_tokens: Count = 0
+    cache_read_input_tokens: Count = 0
+    output_tokens: Count = 0
+    cache_creation_1h_input_tokens: Count = 0
     """The part of the cache writes made with the 1-hour TTL (billed 2x base, the rest 1.25x)."""
 
 
@@ -507,7 +513,8 @@ def parse(record: dict[str, Any]) -> Record:
 
 
 _EXPECTED = {"int_type": "int", "float_type": "float", "string_type": "str", "bool_type": "bool",
-             "list_type": "list", "dict_type": "dict", "model_type": "an object", "model_attributes_type": "an object"}
+             "list_type": "list", "dict_type": "dict", "model_type": "an object", "model_attributes_type": "an object",
+             "greater_than_equal": "a count of 0 or more"}
 
 
 def _describe(kind: str, error: Mapping[str, Any]) -> str:

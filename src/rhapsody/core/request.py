@@ -21,17 +21,17 @@ from rhapsody.core.window import expected_tokens, session_window, too_long
 
 
 async def stream_request(session: Session, model: Model, window_setting: int | None,
-                         current: Round) -> AsyncGenerator[Event, None]:
-    """Send the active context and yield the answer's events; every request, retry and usage is recorded, and
-    the answer (or why the request failed) is kept in the round."""
+                         current: Round, ttl: str = "5m") -> AsyncGenerator[Event, None]:
+    """Send the active context (its cache entries of lifetime `ttl`) and yield the answer's events; every
+    request, retry and usage is recorded, and the answer (or why the request failed) is kept in the round."""
     try:
-        body, size, est = session.request_and_size()
+        body, size, est = session.request_and_size(ttl)
         window = session_window(session.spec.model, session.figures.evidence, window_setting).tokens
         expected = expected_tokens(session.records, est)
         if expected > window:
             raise ContextTooLong(too_long(expected, window))
         session.record("request", bytes=size, est_tokens=est, messages=len(body["messages"]),
-                       model=str(body.get("model", "")))
+                       model=str(body.get("model", "")), **({"cache_ttl": ttl} if ttl != "5m" else {}))
         yield RequestSent(size, est, len(body["messages"]))
         async for event in model.stream(body):
             if isinstance(event, TextDelta):

@@ -113,6 +113,44 @@ def _notes(n: int) -> str:
     return f"{n} note{'s' if n != 1 else ''}"
 
 
+NOTE_OUTPUT_TOKENS = 600
+"""The output tokens a field note is assumed to take (the what-if pricing's default too)."""
+
+
+@dataclass(frozen=True)
+class Payoff:
+    """What a seam now would save over the requests expected before the next one, against what it costs,
+    in base-input-token equivalents (`payoff` says how each is counted)."""
+
+    saves: float
+    costs: float
+
+    @property
+    def pays(self) -> bool:
+        """Whether the seam saves more than it costs."""
+        return self.saves > self.costs
+
+    def fields(self) -> dict[str, int]:
+        """The figures as a record holds them."""
+        return {"saves": round(self.saves), "costs": round(self.costs)}
+
+
+def payoff(context: int, takes: int, adds: int, ahead: float, cold: float, read: float, write: float,
+           output_ratio: float, note_output: int = NOTE_OUTPUT_TOKENS) -> Payoff:
+    """Whether a seam now pays, by the cache's arithmetic over the `ahead` requests expected before the next seam.
+
+    Without the seam each of those requests reads the `context` (C) from the cache; with it the handoff's two
+    requests read C, the next request writes the stripped context and the note (S + N) once at `write`, and
+    every later one reads S + N. So the seam saves (ahead − 1) × (takes − adds) at the read rate, and a
+    request that finds the cache cold (a `cold` share of them: the human paused past its TTL) would have
+    re-written C instead of S + N, saving (takes − adds) × (write − read) more; it costs C × read (the one
+    extra request over C), (S + N) × write and the note's output at `output_ratio` × input.
+    """
+    stripped = context - takes + adds
+    per_request = (takes - adds) * (read + cold * (write - read))
+    return Payoff(max(0.0, ahead - 1) * per_request, context * read + stripped * write + note_output * output_ratio)
+
+
 def of_session(session: Session) -> SeamEstimate:
     """What a seam of `session` would take and add now, the project's other notes counted when it has none."""
     own = note_costs(session.records)  # with notes of its own, the project's are not read

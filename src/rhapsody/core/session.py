@@ -25,7 +25,7 @@ from rhapsody.core.session_figures import Figures
 from rhapsody.core.handoff_state import HandoffState
 from rhapsody.core.images import for_request, has_images, image_tokens
 from rhapsody.core.history import (HistoryRead, HistoryWriter, collector_paused, history_dir, new_session_id,
-                                   read_history)
+                                   not_history, read_history)
 from rhapsody.core.messages import Block, Message, ToolResultBlock
 from rhapsody.core.todo import TodoList
 
@@ -90,8 +90,9 @@ class Session:
     @classmethod
     def _opened(cls, root: Path, path: Path, read: HistoryRead) -> Session:
         """The session a history's header record describes, with nothing folded yet."""
-        if not read.records or read.records[0].get("kind") != "session":
-            raise HistoryError(f"{path.name} does not start with a session record")
+        why = not_history(read)
+        if why:  # the words every command uses for a bad file
+            raise HistoryError(f"{path} is not a rhapsody history file ({why})")
         head = read.records[0]
         missing = [key for key in ("session", "model", "system", "tools") if key not in head]
         if missing:
@@ -171,14 +172,16 @@ class Session:
         """The active context: what the model sees now."""
         return self.conversation.active()
 
-    def request_and_size(self) -> tuple[dict[str, Any], int, int]:
-        """The next request body with its compact size in bytes and estimated tokens."""
+    def request_and_size(self, ttl: str = "5m") -> tuple[dict[str, Any], int, int]:
+        """The next request body (its cache entries of lifetime `ttl`) with its compact size in bytes and
+        estimated tokens."""
         messages = self.messages()
         if not has_images(messages):
-            return build_request(self.spec, messages), *measure_messages(self.spec, messages)
+            return build_request(self.spec, messages, ttl), *measure_messages(self.spec, messages)
         sent = for_request(messages, self.root)  # stored images as base64 blocks
         size = measure_messages(self.spec, sent)[0]  # the wire's bytes; tokens by image area, not base64 length
-        return build_request(self.spec, sent), size, measure_messages(self.spec, messages)[1] + image_tokens(messages)
+        return (build_request(self.spec, sent, ttl), size,
+                measure_messages(self.spec, messages)[1] + image_tokens(messages))
 
     def switch_model(self, model: str) -> None:
         """Use another model from now on; earlier thinking leaves the view (it is bound to the old one)."""

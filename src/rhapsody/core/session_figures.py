@@ -55,6 +55,10 @@ class Figures:
     last_usage: dict[str, int] = field(default_factory=dict)
     last_request_tokens: int = 0
     """The estimate of the last request sent (a seam does not change it)."""
+    last_request_at: float = 0.0
+    """When the last request went (0: none yet)."""
+    cache_lifetime: float = 300.0
+    """Seconds the cache entries of the last request live: 300, or 3600 when it went with the 1-hour cache."""
     seam_after: dict[int, tuple[int, int]] = field(default_factory=dict)
     after_last_seam: int = 0
     """The estimated context the latest seam left (0 with no seam): where a window share is measured from."""
@@ -81,6 +85,10 @@ class Figures:
         reported = reported_input(self.last_usage)
         return self.last_usage.get("cache_read_input_tokens", 0) / reported if reported else None
 
+    def cache_cold(self, now: float) -> bool:
+        """Whether the prompt cache the last request left has expired by `now` (the next request writes it again)."""
+        return bool(self.requests) and now - self.last_request_at > self.cache_lifetime
+
     def context_tokens(self) -> int:
         """The best figure for the active context: API-reported when fresh, else estimated."""
         return reported_input(self.last_usage) or self.last_request_tokens
@@ -100,6 +108,7 @@ class Figures:
             case rec.Request():
                 self.requests += 1
                 self.context = self.last_request_tokens = record.est_tokens
+                self.last_request_at, self.cache_lifetime = record.ts, 3600.0 if record.cache_ttl == "1h" else 300.0
                 self.answering = record.model or self.model
                 if self.answering != self.model:  # a request to another model than the session's (imported)
                     self.exact_price = self.exact_price and price_of(self.answering)[1]
@@ -161,7 +170,7 @@ class Figures:
     def context_text(self) -> str:
         """"ctx ~4,592 (2.3%)" of the window the session runs in; no share for a model whose window is unknown
         (not in the price table, and no setting)."""
-        share = f" ({self.context / self.window:.1%})" if self.priced or self.window_setting else ""
+        share = f" ({self.context / self.window:.1%})" if (self.priced or self.window_setting) and self.window else ""
         return f"ctx ~{self.context:,}{share}"
 
     def cost_text(self) -> str:

@@ -11,7 +11,7 @@ Imports: stdlib and rhapsody.core only.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 
 from rhapsody.core.events import Event, HandoffAsked, TodoUpdated, ToolFinished, ToolStarted
 from rhapsody.core.handoff_state import NoteWritten, Phase
@@ -25,21 +25,24 @@ from rhapsody.core.turn_end import delivered, rolled, said
 from rhapsody.core.turn_hooks import ask_handoff, hook_notices, note_written
 
 
-async def run_calls(ctx: ToolContext, toolbox: Toolbox, policy: Policy, current: Round,
-                    message: Message) -> AsyncGenerator[Event, None]:
-    """Run the round's calls of `message`, then send their results as one user message."""
+async def run_calls(ctx: ToolContext, toolbox: Toolbox, policy: Policy, current: Round, message: Message,
+                    at_boundary: Callable[[], object] = lambda: None) -> AsyncGenerator[Event, None]:
+    """Run the round's calls of `message`, then send their results as one user message; `at_boundary` judges
+    the boundary the calls made (a commit, tests passing) before the message is built, so a seam it asks for
+    is asked in it."""
     session, calls = ctx.session, list(current.calls)
     words = narration_words(message, policy.parallel_tools)
     for call in calls:
         async for event in _run_one(ctx, toolbox, policy, current, call, words.get(call.id, 0)):
             yield event
         current.calls.pop(0)
+    at_boundary()
     blocks = current.blocks()
     hints = session.take_hints(("steer",))
     blocks += [TextBlock(text=h.text) for h in hints]
     asked: list[Block] = []
     if session.handoff.phase == Phase.WANTED:
-        asked = await ask_handoff(session, toolbox, policy.handoff_request, interrupted_work=True)
+        asked = await ask_handoff(session, toolbox, policy.handoff_request, interrupted_work=True, joins=blocks)
         blocks += asked
         yield HandoffAsked()
     record = session.append_message("user", blocks)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rhapsody.core import handoff_state
 from rhapsody.core.checkpoints import HARNESS_PREFIX
@@ -36,7 +37,9 @@ from rhapsody.core.messages import Block, TextBlock
 from rhapsody.core.model import Model
 from rhapsody.core.policy import Policy
 from rhapsody.core.session import Hint, Session
+from rhapsody.core.seam_cost import DEFAULT_NOTE_TOKENS, note_costs
 from rhapsody.core.window import session_window, share_limit
+from rhapsody.core.window_room import HEADROOM
 
 ABANDONED = "strip abandoned, context unchanged: "
 """How a failed seam audit begins, live and on resume."""
@@ -61,11 +64,12 @@ class HandoffThreshold:
         self.window = window
 
     def limit(self, session: Session) -> int | None:
-        """The context size at which the next handoff is asked for (None: never)."""
-        if self.every or not self.share:
-            return self.armed_at
+        """The context size at which the next handoff is asked for (None: never), at the latest the window less
+        room for the handoff's own note (`note_room`), so the automatic seam never needs the safety net."""
         size = session_window(session.spec.model, session.figures.evidence, self.window).tokens
-        return share_limit(self.share, size, session.figures.after_last_seam)
+        if self.every or not self.share:
+            return None if self.armed_at is None else min(self.armed_at, size - note_room(session.records))
+        return min(share_limit(self.share, size, session.figures.after_last_seam), size - note_room(session.records))
 
     def check(self, session: Session) -> None:
         """Request a handoff when the context has reached the armed size and none is pending."""
@@ -77,6 +81,13 @@ class HandoffThreshold:
         """Count the next threshold from the context a seam left."""
         if self.every:
             self.armed_at = tokens_after_seam + self.every
+
+
+def note_room(records: list[dict[str, Any]]) -> int:
+    """The room the handoff's own requests need in the window: what this session's notes added (else the
+    default), with a quarter more, as the safety net keeps for the note (core/window_room.py)."""
+    costs = note_costs(records)
+    return round(HEADROOM * (sum(costs) / len(costs) if costs else DEFAULT_NOTE_TOKENS))
 
 
 async def end_of_turn(session: Session, policy: Policy, model: Model, threshold: HandoffThreshold,

@@ -9,11 +9,14 @@ Imports: stdlib and rhapsody.core only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rhapsody.core import handoff_state
+from rhapsody.core.context import measure_messages
 from rhapsody.core.events import Notice
 from rhapsody.core.handoff_state import NoteWritten
 from rhapsody.core.hooks import NOTHING, HookVerdict, payload
-from rhapsody.core.messages import Block, TextBlock
+from rhapsody.core.messages import Block, Message, TextBlock
 from rhapsody.core.session import Session
 from rhapsody.core.tools import Toolbox
 
@@ -30,12 +33,22 @@ def hook_notices(toolbox: Toolbox) -> list[Notice]:
     return [Notice(line) for line in toolbox.hooks.notices()]
 
 
-async def ask_handoff(session: Session, toolbox: Toolbox, request: str, interrupted_work: bool) -> list[Block]:
-    """Ask the model for its field note: the request, and what PreHandoff hooks add."""
-    handoff_state.ask(session, interrupted_work)
+async def ask_handoff(session: Session, toolbox: Toolbox, request: str, interrupted_work: bool,
+                      joins: Sequence[Block] = ()) -> list[Block]:
+    """Ask the model for its field note: the request, and what PreHandoff hooks add; `joins`: the blocks the
+    request follows in the same user message (tool results, hints), counted in the context it was asked in."""
+    handoff_state.ask(session, interrupted_work, est_tokens=context_with(session, joins))
     verdict = await fire(session, toolbox, "PreHandoff", interrupted_work=interrupted_work)
     extra: list[Block] = [TextBlock(text=verdict.context)] if verdict.context.strip() else []
     return [TextBlock(text=request), *extra]
+
+
+def context_with(session: Session, blocks: Sequence[Block]) -> int:
+    """The estimated context once `blocks` join it as the next user message (none: the context as it is)."""
+    messages = session.messages()
+    if blocks:
+        messages = [*messages, Message(role="user", content=list(blocks))]
+    return measure_messages(session.spec, messages)[1]
 
 
 async def note_written(session: Session, toolbox: Toolbox, outcome: NoteWritten) -> None:

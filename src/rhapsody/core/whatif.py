@@ -3,7 +3,9 @@
 The replay folds the history as the session happened (messages, compactions, thinking and
 rolling cuts) but leaves out its own seams, and puts a seam wherever the policy says, just
 before the request that finds it due: `every=N` tool calls since the last seam, `at=T`
-tokens of context, `share=S` of the model's window. A seam costs what a real one costs: two
+tokens of context, `share=S` of the model's window, or `checkpoint` (rhapsody's default: at the
+first natural boundary where the seam pays, core/natural_seam.py, with `share=0.4` as the net;
+`checkpoint=S` for another net). A seam costs what a real one costs: two
 requests over the whole context (the one asking for the note, the one that returns it), the
 note's output tokens, and the note with its index left in the context (the `micro_handoff`
 pair, which the strip keeps). Every request is then priced by billing's cache model, at the
@@ -29,32 +31,47 @@ from typing import Any
 
 from rhapsody.core.billing import (SEAM_KINDS, Fit, Sent, Split, bill, fit as fit_replay, replay, reported,
                                    request_rates, served_by, session_head, size, split_of, total, usd)
-from rhapsody.core.pricing import input_equivalents
+from rhapsody.core.cache_ttl import ONE_HOUR, Ledger
+from rhapsody.core.pricing import WRITE_1H_KEY, WRITE_5M_MULT, input_equivalents
 from rhapsody.core.context import Conversation
 from rhapsody.core.messages import Message, compact_json
+from rhapsody.core.natural_seam import Boundaries, Boundary, cold_share
+from rhapsody.core.seam_cost import payoff
 from rhapsody.core.records import parse
 from rhapsody.core.strip import HANDOFF_TOOL
 
-KINDS = ("every", "at", "share")
-SWEEP = ("every=10", "every=25", "every=50", "every=100", "share=0.4", "share=0.6", "share=0.8")
+KINDS = ("every", "at", "share", "checkpoint")
+SWEEP = ("every=10", "every=25", "every=50", "every=100", "share=0.4", "share=0.6", "share=0.8", "checkpoint")
+CHECKPOINT_NET = 0.4
+"""The net of the `checkpoint` policy: the share of the window at which a seam comes wherever the work is (the
+live default, `handoff_at_share`)."""
+OUTPUT_RATIO = 5.0
+"""Output price over input price: 5 on every Claude model of the table; what the note's output costs."""
+TTL = 300.0
+"""The 5-minute cache the checkpoint policy's payoff is judged with in the replay."""
 DEFAULT_NOTE_ADDED = 2500
 DEFAULT_NOTE_OUTPUT = 600
 
 
 @dataclass(frozen=True)
 class Policy:
-    """Where seams go: `every` N tool calls, `at` T tokens of context, or a `share` of the window."""
+    """Where seams go: `every` N tool calls, `at` T tokens of context, a `share` of the window, or at a
+    `checkpoint` that pays (value: its net, a share of the window)."""
 
     kind: str
     value: float
 
     @property
     def label(self) -> str:
-        """The policy as written (`every=50`)."""
+        """The policy as written (`every=50`; `checkpoint` with its default net)."""
+        if self.kind == "checkpoint" and self.value == CHECKPOINT_NET:
+            return "checkpoint"
         return f"{self.kind}={self.value:g}"
 
     def threshold(self, window: int | None) -> float:
-        """Context tokens at which a seam is due (`at`, `share`)."""
+        """Context tokens at which a seam is due (`at`, `share`; a checkpoint's net, none on an unknown window)."""
+        if self.kind == "checkpoint":
+            return self.value * window if window else float("inf")
         if self.kind == "share":
             if not window:
                 raise ValueError("the model's context window is unknown: use at=TOKENS instead of share=")
@@ -63,15 +80,18 @@ class Policy:
 
 
 def parse_policy(text: str) -> Policy:
-    """`every=N`, `at=TOKENS` or `share=0.6`; ValueError with one line otherwise."""
+    """`every=N`, `at=TOKENS`, `share=0.6` or `checkpoint[=NET]`; ValueError with one line otherwise."""
+    if text == "checkpoint":
+        return Policy("checkpoint", CHECKPOINT_NET)
     kind, _, value = text.partition("=")
     try:
         number = float(value)
     except ValueError:
         number = -1.0
-    if kind not in KINDS or number <= 0 or (kind == "share" and number >= 1) or (kind != "share" and number < 1):
-        raise ValueError(f"what-if policy {text!r}: expected every=N (tool calls), at=TOKENS or share=S "
-                         "(0 < S < 1 of the window), or sweep")
+    shares = ("share", "checkpoint")
+    if kind not in KINDS or number <= 0 or (kind in shares and number >= 1) or (kind not in shares and number < 1):
+        raise ValueError(f"what-if policy {text!r}: expected every=N (tool calls), at=TOKENS, share=S "
+                         "(0 < S < 1 of the window), checkpoint or checkpoint=S (its net), or sweep")
     return Policy(kind, number)
 
 
@@ -124,6 +144,11 @@ class Arm:
     """The input in dollars, each request at the model that answered it (None: a model without a price)."""
     split: Split = Split()
     """The input tokens as billed: uncached, 5-minute and 1-hour writes, reads."""
+    billed_ttl_choice: int = 0
+    """The same requests with rhapsody's choice of cache lifetime (core/cache_ttl.py: the hour once the
+    pauses so far make it cheaper), in place of the lifetime each request's usage shows."""
+    one_hour_requests: int = 0
+    """Of those, the requests that went with the 1-hour cache."""
 
 
 Calibration = Fit
@@ -139,8 +164,26 @@ def run(records: list[dict[str, Any]], policy: Policy | None, note: NoteCost, wi
         read_mult: float | None, fit: Calibration) -> Arm:
     """The session with seams placed by `policy` (None: no seam at all), priced; `read_mult` overrides
     every model's cache-read rate."""
-    sent, seams = _plan(records, policy, note, window, fit)
-    return _priced(policy.label if policy else "no seams", _served(sent, records), seams, fit, read_mult, seams * note.output)
+    sent, seams = _plan(records, policy, note, window, fit, read_mult)
+    served = _served(sent, records)
+    arm = _priced(policy.label if policy else "no seams", served, seams, fit, read_mult, seams * note.output)
+    chosen, hours = _with_ttl_choice(served, seams, fit, read_mult)
+    return dataclasses.replace(arm, billed_ttl_choice=chosen, one_hour_requests=hours)
+
+
+def _with_ttl_choice(sent: list[Sent], seams: int, fit: Calibration, read_mult: float | None) -> tuple[int, int]:
+    """Billed input of these requests with the cache lifetime chosen before each as rhapsody chooses it live
+    (over the requests before it), and how many went with the hour: each request's usage is steered to say
+    that lifetime, as the API's would."""
+    ledger, steered, hours = Ledger(0.1 if read_mult is None else read_mult), [], 0
+    for request in sent:
+        hour = ledger.cheaper() == ONE_HOUR
+        ledger.add(request.ts, round(_size(fit.head_of(request.model), request.messages) * fit.scale))
+        written = max(1, int(request.usage.get("cache_creation_input_tokens", 0)))
+        usage = {**request.usage, "cache_creation_input_tokens": written, WRITE_1H_KEY: written if hour else 0}
+        steered.append(dataclasses.replace(request, usage=usage))
+        hours += hour
+    return _priced("", steered, seams, fit, read_mult, 0).billed_input_tokens, hours
 
 
 def _served(sent: list[Sent], records: list[dict[str, Any]]) -> list[Sent]:
@@ -186,23 +229,29 @@ def replay_error(happened: Arm, rebuilt: Arm) -> float:
 
 
 def _plan(records: list[dict[str, Any]], policy: Policy | None, note: NoteCost, window: int | None,
-          fit: Calibration) -> tuple[list[Sent], int]:
+          fit: Calibration, read_mult: float | None = None) -> tuple[list[Sent], int]:
     conv = Conversation()
     sent: list[Sent] = []
     pending: Sent | None = None
     calls = seams = added = 0
     limit = policy.threshold(window) if policy and policy.kind != "every" else None
+    checkpoints = (_Checkpoints(note, fit, 0.1 if read_mult is None else read_mult)
+                   if policy and policy.kind == "checkpoint" else None)
     for record in records:
         kind = record["kind"]
         if kind == "request":
             view = conv.active()
             due = policy is not None and (calls >= policy.value if limit is None
                                           else _size(fit.head, view) * fit.scale >= limit)
+            if checkpoints is not None:
+                due = checkpoints.due(conv, view, float(record.get("ts", 0.0)), len(sent)) or due
             if due and calls:
                 ts = float(record.get("ts", 0.0))
                 sent += _seam(conv, ts, note, seams)
                 calls, seams, added = 0, seams + 1, added + 2
                 view = conv.active()
+                if checkpoints is not None:
+                    checkpoints.last_seam = len(sent)
             pending = Sent(float(record.get("ts", 0.0)), view, {})
         elif kind == "usage" and pending is not None:
             sent.append(dataclasses.replace(pending, usage=_usage(record)))
@@ -211,9 +260,40 @@ def _plan(records: list[dict[str, Any]], policy: Policy | None, note: NoteCost, 
             if kind in ("thinking_cut", "compaction"):  # their boundary counts the real messages only
                 record = {**record, "boundary": record["boundary"] + added}
             conv.apply(parse(record))
+            if checkpoints is not None:
+                checkpoints.see(record)
             if kind == "message" and record["role"] == "assistant":
                 calls += sum(1 for b in record["content"] if isinstance(b, dict) and b.get("type") == "tool_use")
     return sent, seams
+
+
+class _Checkpoints:
+    """The `checkpoint` policy in the replay: the live policy's boundaries and payoff (core/natural_seam.py),
+    judged before each request over the replayed sizes."""
+
+    def __init__(self, note: NoteCost, fit: Calibration, read_mult: float) -> None:
+        self.note, self.fit, self.read_mult = note, fit, read_mult
+        self.fold = Boundaries()
+        self.boundary: Boundary | None = None
+        self.times: list[float] = []
+        self.last_seam = 0
+        """Requests replayed when the last seam was placed."""
+
+    def see(self, record: dict[str, Any]) -> None:
+        """Fold one record of the session as it happened."""
+        self.boundary = self.fold.see(record) or self.boundary
+
+    def due(self, conv: Conversation, view: list[Message], ts: float, requests: int) -> bool:
+        """Whether the boundary reached since the last request (if any) pays a seam now; it is judged once."""
+        self.times.append(ts)
+        reached, self.boundary = self.boundary, None
+        if reached is None:
+            return False
+        context = _size(self.fit.head, view) * self.fit.scale
+        stripped = _size(self.fit.head, conv.view(len(conv.messages))) * self.fit.scale
+        worth = payoff(round(context), round(context - stripped), self.note.added, requests - self.last_seam,
+                       cold_share(self.times, TTL), self.read_mult, WRITE_5M_MULT, OUTPUT_RATIO, self.note.output)
+        return worth.pays
 
 
 def _seam(conv: Conversation, ts: float, note: NoteCost, number: int) -> list[Sent]:

@@ -13,7 +13,6 @@ a call was refused because it would have asked a human (the reason is on stderr)
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import sys
 from collections.abc import Sequence
@@ -26,13 +25,14 @@ from rhapsody.core import records as rec
 from rhapsody.core.loop import Agent
 from rhapsody.core.messages import ToolResultBlock
 from rhapsody.view.render import limit_line, print_event
+from rhapsody.view.sink import json_line, safe_stream
 
 
 async def run_headless(agent: Agent, task: str, output: str = "text", out: TextIO | None = None,
                        err: TextIO | None = None) -> int:
     """Run one turn to its end; returns the exit status."""
-    out = out or sys.stdout
-    err = err or sys.stderr
+    out = safe_stream(out or sys.stdout)  # text and JSON lines alike pass the one sink
+    err = safe_stream(err or sys.stderr)
     status = 0
     start = history_length(agent)
     denials: list[ev.ToolFinished] = []
@@ -122,7 +122,7 @@ def refusal_summary(refused: int, unanswered: int) -> str:
 
 
 def _json(out: TextIO, data: dict[str, Any]) -> None:
-    out.write(json.dumps(data, ensure_ascii=False) + "\n")
+    out.write(json_line(data) + "\n")
 
 
 def session_event(agent: Agent) -> dict[str, Any]:

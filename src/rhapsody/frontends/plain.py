@@ -35,7 +35,8 @@ from rhapsody.frontends.preview import plain_text
 from rhapsody.frontends.prompt_aids import command_names
 from rhapsody.frontends.recap import recap_lines
 from rhapsody.frontends.shell_mode import run_human_command, shell_command
-from rhapsody.view.render import print_event, visible
+from rhapsody.view.render import print_event
+from rhapsody.view.sink import safe_stream, visible
 
 
 class PlainApprover:
@@ -243,7 +244,7 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
     task: asyncio.Task[None] | None = None
     ctrl_c_at = 0.0
     with patch_stdout(raw=True):
-        sink = out or sys.stdout
+        sink = safe_stream(out or sys.stdout)  # every byte of plain mode passes the one sink
 
         def say(text: str) -> None:
             sink.write(text + "\n")

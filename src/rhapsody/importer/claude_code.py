@@ -27,6 +27,7 @@ from typing import Any
 from rhapsody.core.errors import InputError
 from rhapsody.core.pricing import WRITE_1H_KEY
 from rhapsody.core.session_figures import USAGE_KEYS
+from rhapsody.importer.schemas import check_claude
 from rhapsody.importer.transcript import (Aside, Compacted, Item, Queued, Source, Turn, as_dict, digest, expect,
                                           read_lines, text_block, timestamp)
 
@@ -46,14 +47,14 @@ def looks_like(first: dict[str, Any]) -> bool:
 
 def parse(path: Path, data: bytes, subagents: list[tuple[Path, bytes]]) -> Source:
     """The session in `data` (the file at `path`), its subagents' transcripts as sidechain asides."""
-    records = list(read_lines(path, data))
+    records = check_claude(path, list(read_lines(path, data)))  # typed at the boundary: the walk trusts the fields
     on_path = _main_conversation(records)
     head = next((r for _, r in records if r.get("sessionId")), {})
     reader = _Reader(path)
     for line, record in records:
         reader.take(line, record, on_path)
     for sub_path, sub_data in subagents:
-        for line, record in read_lines(sub_path, sub_data):
+        for line, record in check_claude(sub_path, list(read_lines(sub_path, sub_data))):
             if record.get("type") in ("user", "assistant"):
                 reader.items.append(_sidechain(sub_path, line, record, reader.now))
     extra = {"git_branch": head.get("gitBranch", ""), "source_version": head.get("version", ""),

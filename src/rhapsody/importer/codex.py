@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody.core.errors import InputError
+from rhapsody.importer.schemas import check_codex
 from rhapsody.importer.transcript import (Aside, Compacted, Item, Source, Turn, as_dict, digest, expect, read_lines,
                                           text_block, timestamp)
 
@@ -44,6 +45,7 @@ def parse(path: Path, data: bytes) -> Source:
     records = list(read_lines(path, data))
     if records and _legacy(records[0][1]):
         records = _unwrapped(records)
+    check_codex(path, records)  # typed at the boundary: the walk trusts the fields
     meta = as_dict(records[0][1].get("payload")) if records else {}
     reader = _Reader(path)
     for line, record in records[1:]:

@@ -110,6 +110,8 @@ def _from_claude(name: str, entry: Any, path: Path) -> dict[str, Any]:
     if not isinstance(entry, dict):
         raise ConfigError(f"{path}: MCP server {name!r} must be an object")
     kind = entry.get("type", "http" if "url" in entry else "stdio")
+    if kind not in ("stdio", "http", "sse"):  # Claude Code's three; anything else would be read as http unseen
+        raise ConfigError(f"{path}: MCP server {name!r}: 'type' is {json.dumps(kind)[:40]}, not stdio or http")
     if kind == "sse":
         raise ConfigError(f"{path}: MCP server {name!r}: the SSE transport is not supported; use streamable HTTP")
     keys = ("command", "args", "env", "cwd") if kind == "stdio" else ("url", "headers")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,6 +30,7 @@ from rhapsody.core.messages import Message, TextBlock, ThinkingBlock, ToolResult
 from rhapsody.core import todo
 from rhapsody.core.own_files import read_own
 from rhapsody.core.counts import counted
+from rhapsody.view.sink import visible as visible  # the one function every byte for a terminal passes
 
 KEY_ARGUMENTS = ("command", "path", "pattern", "query", "id", "action")
 INTERRUPTED_TEXT = "⏹ interrupted: what streamed so far is kept"
@@ -97,23 +97,6 @@ def hanging(text: str, width: int) -> str:
         indent = indent if indent <= width // 2 else 0
         out += textwrap.wrap(line, width, subsequent_indent=" " * indent, break_on_hyphens=False) or [line]
     return "\n".join(out)
-
-
-def visible(text: str) -> str:
-    r"""`text` with control characters shown escaped (\r, \x1b...), so nothing can redraw it; \n and \t stay."""
-    out = []
-    for ch in text:
-        code = ord(ch)
-        if ch in "\n\t":
-            out.append(ch)
-        elif ch == "\r":
-            out.append("\\r")
-        elif code < 32 or code == 127 or 0x80 <= code < 0xA0 or ch in "\u2028\u2029" or unicodedata.category(ch) == "Cf":
-            # Cf: bidi controls, zero-width and tag characters, which reorder or hide what a person approves
-            out.append(f"\\x{code:02x}" if code < 256 else (f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"))
-        else:
-            out.append(ch)
-    return "".join(out)
 
 
 def key_argument(call: ToolUseBlock) -> str:
@@ -282,9 +265,11 @@ def _note_place(note_path: str) -> bool:
 
 
 def cut_line(record: rec.Prune) -> Line:
-    """A rolling cut: how many calls left and what the context went to."""
+    """A rolling cut, or the room made for the note at the window: how many calls left and what the context
+    went to."""
     b, a = record.before, record.after
-    return Line("notice", f"── rolling cut: {counted(len(record.ids), 'older call')} left the context "
+    what = "at the window, room for the field note" if record.reason.startswith("at the window") else "rolling cut"
+    return Line("notice", f"── {what}: {counted(len(record.ids), 'older call')} left the context "
                           f"(~{b.est_tokens:,} → ~{a.est_tokens:,} tokens)")
 
 

@@ -38,6 +38,7 @@ from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Static
 from textual.widget import Widget
@@ -47,8 +48,15 @@ from rhapsody.frontends.app.deferred import lazy, load_all
 from rhapsody.frontends.prompt_aids import InputHistory
 from rhapsody.frontends.shell_mode import shell_command
 from rhapsody.frontends.app.rewind import Rewinder
-from rhapsody.frontends.app.status import MODEL_WAIT, Liveness, starting_text, status_line, welcome_text
+from rhapsody.frontends.app.status import (
+    MODEL_WAIT,
+    Liveness,
+    starting_text,
+    status_line,
+    welcome_text,
+)
 from rhapsody.frontends.app.widgets import Entry, Foldable, PromptInput, StatusBar, TranscriptView
+from rhapsody.view.sink import visible
 
 if TYPE_CHECKING:
     from rhapsody.commands import slash as commands
@@ -145,6 +153,9 @@ class RhapsodyApp(App[int]):
         self._replying = False
         self._held: list[dict[str, Any]] = []
         self._git = ""
+        self._cold = False
+        self._typed: str | None = None
+        """The status bar last showed the cache cold (repainted when it goes cold while idle)."""
         self.rewinder = Rewinder(self)
         self._palette_custom: tuple[weakref.ref[Screen[Any]], list[CustomCommand]] | None = None
         """The custom commands as read for the screen on top (the open palette, which asks on every key)."""
@@ -227,6 +238,11 @@ class RhapsodyApp(App[int]):
         """Whether a turn is running."""
         return self.ready and self.agent.busy or (self.worker is not None and not self.worker.is_finished)
 
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = False) -> None:
+        """A toast, its words through the one sink's function and never read as markup (an error names a path)."""
+        super().notify(visible(message), title=visible(title), severity=severity, timeout=timeout, markup=markup)
+
     def get_system_commands(self, screen: Screen[Any]) -> Any:
         """The command palette lists rhapsody's own commands first."""
         for name, help_text in commands.COMMANDS.items():
@@ -308,6 +324,8 @@ class RhapsodyApp(App[int]):
         if not entries:
             entries = [Entry("welcome", welcome_text(self.agent, self.settings, self.welcome))]
         self._rebuilt_to = session.records[-1].get("seq", 0) if session.records else 0
+        if self._typed:  # typed and shown, its turn not yet begun: the checkpoint's seam came first
+            entries.append(Entry("user", f"› {self._typed}"))
         await self.transcript.load(entries)
         self.hints = {e.key: e for e in entries if e.kind == "hint" and e.state == "pending"}
 
@@ -425,6 +443,7 @@ class RhapsodyApp(App[int]):
         await self.drop_welcome()
         if text:
             await self.transcript.add(Entry("user", f"› {text}"))
+        self._typed = text  # shown, not yet in the history while a seam goes first (a rebuild keeps it)
         self._said_interrupted = False
         began = time.monotonic()
         self.live.start("working")
@@ -508,6 +527,8 @@ class RhapsodyApp(App[int]):
             await t.end_text()
             await self.reload()
             return self.refresh_status()
+        elif isinstance(event, ev.TurnStarted) and event.user_text:
+            self._typed = None  # the human's words are in the history now; nothing to draw, the status below
         elif isinstance(event, (ev.TurnEnded, ev.Failed)):
             await t.end_text()
         elif isinstance(event, ev.TodoUpdated):
@@ -762,8 +783,10 @@ class RhapsodyApp(App[int]):
         self.call_after_refresh(self.refresh_status)
 
     def tick(self) -> None:
-        """The spinner's beat: only repaint while something runs."""
-        if self.live.active:
+        """The spinner's beat: only repaint while something runs, or when the cache has just gone cold."""
+        cold = not self.live.active and self.ready and self.agent.session.figures.cache_cold(time.time())
+        if self.live.active or cold != self._cold:
+            self._cold = cold
             self.refresh_status()
 
     @work(thread=True, exclusive=True, group="git", exit_on_error=False)
@@ -787,4 +810,4 @@ class RhapsodyApp(App[int]):
         bar = self.query_one(StatusBar)
         state = self.live.text() if self.live.active else bar.state
         mode = self.agent.toolbox.permission_mode
-        bar.update(Text(status_line(session.figures, session, self._git, state, self.size.width, mode)))
+        bar.update(Text(visible(status_line(session.figures, session, self._git, state, self.size.width, mode))))

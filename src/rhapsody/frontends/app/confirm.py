@@ -19,6 +19,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from rhapsody.view.sink import visible
+
 
 class ConfirmScreen(ModalScreen[bool]):
     """Show `text` and ask `question`; dismissed with True only on y."""
@@ -37,7 +39,7 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm"):
-            yield Static(Text(self.text))
+            yield Static(Text(visible(self.text)))
             yield Static(Text(f"{self.question}  y yes · n, Enter or Esc no"), classes="why")
 
     def action_answer(self, yes: bool) -> None:

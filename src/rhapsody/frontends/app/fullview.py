@@ -23,6 +23,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Static, TextArea
 from textual.widgets.text_area import Selection
 
+from rhapsody.view.sink import visible
+
 
 class FullView(ModalScreen[None]):
     """A read-only, searchable view of a long text."""
@@ -47,7 +49,7 @@ class FullView(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="fullview"):
-            yield Static(Text(f"{self.title_text}  ({self.size_said()}; Esc closes)"), classes="why")
+            yield Static(Text(visible(f"{self.title_text}  ({self.size_said()}; Esc closes)")), classes="why")
             yield TextArea(self.text, read_only=True, id="fulltext", soft_wrap=True, show_line_numbers=False)
             yield Input(placeholder="search (Enter: next match)", id="search")
             yield Static("", id="found")

@@ -2,7 +2,9 @@
 
 A title, a search field (fuzzy, over the first and last messages), one line per session (age,
 size, seams, the git branch it started on, first message, last message) and a preview of the highlighted one: its last exchange,
-the files changed, requests, seams and cost, as the recap printed on leaving says them.
+the files changed, requests, seams and cost, as the recap printed on leaving says them. A file in
+the history folder that is no rhapsody history is not listed, and a line above the list says which
+and why, in the words every command uses for a bad file.
 
 | Key | Action |
 | :- | :- |
@@ -25,8 +27,9 @@ from textual.app import App, ComposeResult
 from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from rhapsody.core.history import has_turns, parse_line, read_plain, sessions
+from rhapsody.core.history import HistoryRead, has_turns, not_history, parse_line, read_plain, sessions
 from rhapsody.frontends.prompt_aids import fuzzy
+from rhapsody.view.sink import visible
 
 SHOWN = 100
 """Newest sessions the picker reads."""
@@ -48,6 +51,8 @@ class Summary:
     records: list[dict[str, Any]]
     modified: float
     size: int
+    problem: str = ""
+    """Why the file is no rhapsody history ('' when it is one): the picker says so rather than skip it unseen."""
 
     @classmethod
     def read(cls, path: Path) -> Summary | None:
@@ -58,8 +63,13 @@ class Summary:
             info = path.stat()
         except OSError:
             return None
-        records = [record for record in map(parse_line, data.split(b"\n")) if record is not None]
-        return cls(path, records, info.st_mtime, info.st_size)
+        lines = data.split(b"\n")
+        parsed = [(n, parse_line(raw)) for n, raw in enumerate(lines, 1) if raw.strip()]
+        records = [r for _, r in parsed if r is not None]
+        problem = not_history(HistoryRead(records, lines=[n for n, r in parsed if r is not None],
+                                          first_skipped=next((n for n, r in parsed if r is None and n < len(lines)), 0),
+                                          torn_tail=bool(parsed) and parsed[-1][1] is None and parsed[-1][0] == len(lines)))
+        return cls(path, records, info.st_mtime, info.st_size, problem)
 
     @cached_property
     def turns(self) -> bool:
@@ -114,6 +124,7 @@ class SessionPicker(App[str | None]):
     BINDINGS = [("escape", "cancel", "Cancel")]
     CSS = """
     #title { height: 1; text-style: bold; padding: 0 1; }
+    #problems { height: auto; max-height: 4; padding: 0 1; color: $warning; }
     #search { margin: 0 1; }
     OptionList { height: 1fr; }
     #preview { height: auto; max-height: 8; padding: 0 1; color: $text-muted; border-top: solid $panel; }
@@ -123,12 +134,17 @@ class SessionPicker(App[str | None]):
         super().__init__()
         self.root = root
         newest = list(reversed(list(sessions(root))))[:SHOWN]
-        read = (Summary.read(p) for p in newest)
-        self.summaries = {s.path.stem: s for s in read if s is not None and s.turns}
+        read = [s for s in (Summary.read(p) for p in newest) if s is not None]
+        self.summaries = {s.path.stem: s for s in read if s.turns and not s.problem}
         self.paths = [s.path for s in self.summaries.values()]
+        self.problems = [f"{s.path} is not a rhapsody history file ({s.problem})" for s in read if s.problem]
+        """One line per file set aside, shown above the list."""
+        self.set_aside = {s.path for s in read if s.problem}
 
     def compose(self) -> ComposeResult:
-        yield Static(Text(f"Resume a session in {self.root}: type to search, Enter resumes, Esc cancels"), id="title")
+        yield Static(Text(visible(f"Resume a session in {self.root}: type to search, Enter resumes, Esc cancels")), id="title")
+        if self.problems:
+            yield Static(Text(visible(set_aside(self.problems))), id="problems")
         yield Input(placeholder="search the first and last messages", id="search")
         yield OptionList(*self.options(""))
         yield Static("", id="preview")
@@ -139,7 +155,8 @@ class SessionPicker(App[str | None]):
         now = time.time()
         keys = {s: f"{self.summaries[s].first} {self.summaries[s].last}" for s in self.summaries}
         matched = set(fuzzy(query, list(keys.values()), len(keys))) if query.strip() else set(keys.values())
-        return [Option(self.summaries[s].line(now), id=s) for s in self.summaries if keys[s] in matched]
+        # Text, not a string: a string is read as markup, and a history's words are not rhapsody's
+        return [Option(Text(visible(self.summaries[s].line(now))), id=s) for s in self.summaries if keys[s] in matched]
 
     def on_mount(self) -> None:
         self.show_preview()
@@ -170,7 +187,7 @@ class SessionPicker(App[str | None]):
         listing = self.query_one(OptionList)
         index = listing.highlighted
         shown = self.summaries[listing.get_option_at_index(index).id or ""].preview if index is not None else ""
-        self.query_one("#preview", Static).update(Text(shown or "no session matches"))
+        self.query_one("#preview", Static).update(Text(visible(shown) or "no session matches"))
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.exit(event.option.id)
@@ -179,11 +196,18 @@ class SessionPicker(App[str | None]):
         self.exit(None)
 
 
+def set_aside(problems: list[str], shown: int = 3) -> str:
+    """The notice for files the picker could not list: one line each, the first few."""
+    more = len(problems) - shown
+    return "\n".join(problems[:shown] + ([f"… and {more} more not listed"] if more > 0 else []))
+
+
 def pick_session(root: Path) -> str | None:
     """Run the picker; None when cancelled."""
     from rhapsody.core.errors import HistoryError
 
     picker = SessionPicker(root)
-    if not picker.summaries and not any(has_turns(p) for p in sessions(root)):  # beyond the newest SHOWN, only then
-        raise HistoryError(f"no sessions with a turn to resume in {root}")
+    if not picker.summaries and not any(has_turns(p) for p in sessions(root) if p not in picker.set_aside):
+        why = f"; {picker.problems[0]}" + (f" (and {len(picker.problems) - 1} more)" if picker.problems[1:] else "")
+        raise HistoryError(f"no sessions with a turn to resume in {root}" + (why if picker.problems else ""))
     return picker.run()

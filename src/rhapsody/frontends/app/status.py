@@ -98,7 +98,8 @@ def status_line(figures: Figures, session: Any, git: str, state: str, width: int
         (3, session.spec.model),
         (2, figures.seams_text()),
         (5, git),
-        (6, f"cache {cache:.0%}" if cache is not None else "cache —"),
+        (2, "cache cold") if figures.cache_cold(time.time()) else (6, f"cache {cache:.0%}" if cache is not None
+                                                                  else "cache —"),
         (7, f"violations {figures.violations}"),
         (8, cwd),
     ]

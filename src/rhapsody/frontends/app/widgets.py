@@ -21,6 +21,8 @@ from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import Button, Static
 
+from rhapsody.view.sink import visible
+
 if TYPE_CHECKING:  # the renderer loads after the first frame
     from rhapsody.view.render import Line
 
@@ -47,6 +49,10 @@ class Entry:
     body: str = ""
     key: str = ""
     state: str = ""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Every word the transcript draws passes the one sink's function, however the entry got it.
+        super().__setattr__(name, visible(value) if name in ("text", "body") else value)
 
     @classmethod
     def of(cls, line: Line) -> Entry:
@@ -439,6 +445,7 @@ class TranscriptView(VerticalScroll):
             self.live_text = []
             await self.mount(self.live, before=self._pinned_widget())
             self.live_stream = Markdown.get_stream(self.live)
+        text = visible(text)  # the model's words never drive the terminal
         self.live_text.append(text)
         await self.live_stream.write(text)
 
