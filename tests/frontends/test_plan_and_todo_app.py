@@ -44,6 +44,9 @@ async def test_the_plan_is_edited_in_the_app_and_approved_into_ask_mode(stub: St
         await pilot.press("ctrl+r")
         await wait_idle(pilot)
         assert wiring.agent.toolbox.permission_mode == "ask"
+        said = [e.text for e in app.transcript.entries if e.kind == "user"]
+        assert any("I approve this plan" in t and "3. Add a test for negatives." in t for t in said)  # live
+        assert "plan (2 lines)" in " ".join(e.text for e in app.transcript.entries)  # the call's line
     assert any("3. Add a test for negatives." in t for t in texts_of(stub.bodies()[1]))
 
 

@@ -148,9 +148,9 @@ class HarnessSaid:
 
 @dataclass(frozen=True)
 class DenialDelivered:
-    """The human denied a call with a reason; their words reached the model verbatim.
+    """The human denied a call with a reason (or approved a plan); their words reached the model verbatim.
 
-    `text` is exactly what the human typed: front ends show it as the human's words.
+    `text` is exactly what the model got as the human's message: front ends show it as the human's words.
     """
 
     call: ToolUseBlock

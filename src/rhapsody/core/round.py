@@ -94,7 +94,8 @@ class Round:
         """The results went out in message `seq`: record each denial delivered; nothing is left to settle."""
         events = []
         for call, words in self.denials:
-            if call.id in self.approvals:
+            if call.id in self.approvals:  # shown as the human's words, not recorded as a denial
+                events.append(DenialDelivered(call, words))
                 continue
             session.record("denial", tool_use_id=call.id, name=call.name, text=words, message_seq=seq)
             events.append(DenialDelivered(call, words))

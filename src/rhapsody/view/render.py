@@ -104,6 +104,12 @@ def key_argument(call: ToolUseBlock) -> str:
     args: Any = call.input if isinstance(call.input, dict) else {}
     if call.name == "micro_handoff":
         return f"field note ({len(args.get('done') or [])} done, {len(args.get('open') or [])} open)"
+    if call.name == "todo_write" and isinstance(args.get("todos"), list):
+        items = args["todos"]
+        done = sum(1 for i in items if isinstance(i, dict) and i.get("status") == "done")
+        return f"({done}/{len(items)} done)"
+    if call.name == "exit_plan":
+        return f"plan ({counted(len(str(args.get('plan') or '').splitlines()), 'line')})"
     for key in KEY_ARGUMENTS:
         if key in args and args[key]:
             return one_line(visible(str(args[key])), 90)

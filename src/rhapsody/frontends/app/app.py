@@ -556,6 +556,7 @@ class RhapsodyApp(App[int]):
         answered: asyncio.Future[PlanReview] = asyncio.get_running_loop().create_future()
         self.set_state("waiting for you")
         self.signal("approval", "rhapsody: a plan waits for your answer")
+        self.live.pause()
 
         def settle(review: PlanReview | None) -> None:
             if not answered.done():
@@ -565,6 +566,7 @@ class RhapsodyApp(App[int]):
         try:
             return await answered
         finally:
+            self.live.resume()
             self.set_state("working" if self.agent.busy else "idle")
 
     async def stream_thinking(self, text: str) -> None:
