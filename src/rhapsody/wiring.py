@@ -110,6 +110,7 @@ def policy(settings: Settings, root: Path | None = None) -> Policy:
         memory_reminder=render("memory_reminder", path=settings.memory.path).strip()
         if root is not None and (root / settings.memory.path).is_dir() else None,
         memory_path=settings.memory.path,
+        plan_note=load("plan_mode"),
     )
 
 

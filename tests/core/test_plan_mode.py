@@ -98,3 +98,22 @@ async def test_without_a_human_the_plan_is_not_approved(stub: Stub, project: Pat
     result = stub.bodies()[1]["messages"][-1]["content"][0]
     assert result["is_error"] and "No human can approve" in result["content"]
     assert wiring.agent.toolbox.permission_mode == "plan"
+
+
+async def test_a_session_switched_into_plan_mode_is_told_once_with_the_next_message(stub: Stub, project: Path) -> None:
+    from rhapsody.commands.slash import run_command
+
+    stub.script(say("Planning first."), say("Still planning."))
+    wiring = stub.wire(project, permission_mode="ask")
+    assert "## Plan mode" not in stub_system(wiring)
+    run_command(wiring.agent, "/permissions plan")
+    await collect(wiring.agent.run("fix add"))
+    await collect(wiring.agent.run("and the tests?"))
+    first, second = (b["messages"] for b in stub.bodies())
+    opened = [b["text"] for b in first[0]["content"]]
+    assert opened[0].startswith("[rhapsody] ## Plan mode") and opened[1] == "fix add"
+    assert [b["text"] for b in second[-1]["content"]] == ["and the tests?"]  # once, not every turn
+
+
+def stub_system(wiring: object) -> str:
+    return str(wiring.session.spec.system)  # type: ignore[attr-defined]
