@@ -13,6 +13,7 @@ from rhapsody.core.history import read_history
 from rhapsody.core.session import Session
 from rhapsody.frontends.headless import event_dict
 from rhapsody.loopback.script import call, say
+from rhapsody.tools.handoff import harness_facts
 from rhapsody.tools.rewind import rewind, turns
 from rhapsody.wiring import shadow
 
@@ -51,6 +52,9 @@ async def test_a_todo_list_written_updated_resumed_rewound_and_exported(stub: St
     runs = [r for r in read_history(wiring.session.path).records if r["kind"] == "tool_run"]
     assert [bool(r.get("todo_completed")) for r in runs] == [False, True, True]  # each call that finished an item
     assert "Todo list saved: todo 1/2 done." in str(stub.bodies()[2]["messages"][-1]["content"][0]["content"])
+
+    facts = harness_facts(project, wiring.session)  # the field note re-states the list the harness recorded
+    assert "### Todo list (todo 2/2 done)\n- [x] read app.py\n- [x] fix add" in facts
 
     resumed = Session.resume(project, wiring.session.path)
     assert states(resumed.todos.items()) == states(THIRD)
