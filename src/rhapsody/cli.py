@@ -13,7 +13,10 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 from collections.abc import Awaitable, Callable
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+if TYPE_CHECKING:
+    from rhapsody.frontends.hangup import Hangup
 
 T = TypeVar("T")
 
@@ -323,6 +326,13 @@ def _run(ns: argparse.Namespace) -> int:
     return launch(ns, root, *_settings_and_model(ns, root))
 
 
+def _hangup() -> Hangup:
+    """What a front end does when its terminal goes: stop, save, exit within 2 s (frontends/hangup.py)."""
+    from rhapsody.frontends.hangup import Hangup
+
+    return Hangup()
+
+
 def _demo(ns: argparse.Namespace) -> int:
     """`--demo`: the sample project and the loopback server live as long as the front end."""
     from contextlib import ExitStack
@@ -379,8 +389,13 @@ def _app(ns: argparse.Namespace, root: Path, parts: Callable[[], tuple[Any, Any]
             if wired:
                 await wired[0].close()
 
-    app = RhapsodyApp(boot=boot, root=root, initial=initial, welcome=welcome, typed_ahead=typed_ahead())
-    asyncio.run(run())
+    with _hangup() as hangup:
+        app = RhapsodyApp(boot=boot, root=root, initial=initial, welcome=welcome, typed_ahead=typed_ahead(),
+                          hangup=hangup)
+        asyncio.run(run())
+    if hangup.fired:  # nobody reads a recap now; the history says where it stopped
+        hangup.ended()
+        return int(app.return_code or hangup.status)
     if app.boot_error is not None:
         raise app.boot_error  # one line from main(), now that the screen is restored
     if wired:
@@ -488,22 +503,34 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
 
     if not _picked(ns, root):
         return 0
-    wiring, approver = wire(ns, root, settings, model)
-    if ns.task:
-        from rhapsody.frontends.headless import run_headless
+    from rhapsody.frontends.hangup import until_hangup
 
-        _notices(root, settings)
-        return asyncio.run(_closing(wiring, run_headless(wiring.agent, ns.task, ns.output_format)))
-    if ns.plain:
-        from rhapsody.frontends.plain import run_plain
+    with _hangup() as hangup:
+        wiring, approver = wire(ns, root, settings, model)
+        if ns.task:
+            from rhapsody.frontends.headless import run_headless
 
-        status = asyncio.run(_closing(wiring, run_plain(wiring.agent, settings, approver, initial)))
-    else:
-        from rhapsody.frontends.app.app import RhapsodyApp
+            _notices(root, settings)
+            status = asyncio.run(_closing(wiring, until_hangup(hangup, run_headless(wiring.agent, ns.task,
+                                                                                      ns.output_format))))
+            if hangup.fired:
+                hangup.ended()
+            return status
+        if ns.plain:
+            from rhapsody.frontends.plain import run_plain
 
-        app = RhapsodyApp(wiring.agent, settings, approver, initial=initial, welcome=welcome)
-        asyncio.run(_closing(wiring, app.run_async()))
-        status = 0
+            status = asyncio.run(_closing(wiring, until_hangup(hangup, run_plain(wiring.agent, settings, approver,
+                                                                                   initial))))
+        else:
+            from rhapsody.frontends.app.app import RhapsodyApp
+
+            app = RhapsodyApp(wiring.agent, settings, approver, initial=initial, welcome=welcome, hangup=hangup)
+            asyncio.run(_closing(wiring, app.run_async()))
+            status = app.return_code or 0
+    if hangup.fired:
+        hangup.ended()
+        return status or hangup.status
+    if not ns.plain:
         print_recap(wiring.agent.session)
     parting = parting_line(wiring.session, root, demo)
     if parting:

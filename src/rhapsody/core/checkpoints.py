@@ -16,8 +16,10 @@ Imports: stdlib and rhapsody.core only.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -33,23 +35,112 @@ HARNESS_PREFIX = "[rhapsody]"
 class Checkpointer(Protocol):
     """Records the working tree; raises a RhapsodyError (one line) when it cannot."""
 
-    def take(self, label: str) -> tuple[str, list[tuple[str, int, str, int]]]:
-        """The commit of the tree now, and what was left out (path, size, why, modification time in ns)."""
+    def take(self, label: str, thorough: bool = True) -> tuple[str, list[tuple[str, int, str, int]]]:
+        """The commit of the tree now, and what was left out (path, size, why, modification time in ns); not
+        `thorough`, it may look only where it knows the tree changed since its last checkpoint."""
         ...
 
 
+FIRST_WAIT = 0.25
+"""Seconds a turn's checkpoint is waited for before the turn goes on without it (the first checkpoint of a
+large tree hashes every file)."""
+
+
+@dataclass
+class _Queued:
+    """One checkpoint handed to the session's checkpoint thread, recorded in order once it is done."""
+
+    future: Future[tuple[str, list[tuple[str, int, str, int]], int]]
+    at: str
+    tied: dict[str, Any]
+
+
+@dataclass
+class _Queue:
+    worker: ThreadPoolExecutor
+    waiting: list[_Queued]
+
+
+_QUEUES: dict[str, _Queue] = {}
+"""Each session's checkpoints in the order they were asked for; one thread takes them one after another."""
+
+
 async def checkpoint(session: Session, checkpointer: Checkpointer | None, at: str, **tied: Any) -> None:
-    """Take a checkpoint off the event loop and record it (or record why it failed)."""
-    if checkpointer is not None:
-        await asyncio.to_thread(take, session, checkpointer, at, **tied)
+    """Take a checkpoint off the event loop and record it (or record why it failed).
+
+    Checkpoints are taken in the order they are asked for. A `turn` checkpoint still running after
+    FIRST_WAIT (the first of a large tree) does not hold the turn up: it is recorded, with the message
+    it precedes, as soon as it is done and the loop next touches checkpoints. Every other checkpoint is
+    waited for, with all those before it: a call that may write must not start while the tree it changes
+    is being hashed, or the rewind point would hold half of its write."""
+    if checkpointer is None:
+        return
+    queued = _submit(session, checkpointer, at, tied)
+    if at == "turn":
+        await asyncio.to_thread(concurrent.futures.wait, [queued.future], FIRST_WAIT)
+    else:
+        await asyncio.to_thread(concurrent.futures.wait, [q.future for q in _queue(session).waiting])
+    _flush(session)
 
 
 def end_checkpoint(session: Session, checkpointer: Checkpointer | None) -> None:
     """The tree as a turn left it, also a cancelled one (a sync call cannot be cancelled). A history that cannot
-    be written (a full disk) must not hide the error that ended the turn: the next append says it."""
-    if checkpointer is not None:
-        with contextlib.suppress(StorageError):
-            take(session, checkpointer, "end")
+    be written (a full disk) must not hide the error that ended the turn: the next append says it. Behind a
+    checkpoint still running it is queued, not waited for (the turn made no write meanwhile: writes wait)."""
+    if checkpointer is None:
+        return
+    behind = bool(_queue(session).waiting)
+    queued = _submit(session, checkpointer, "end", {})
+    if not behind:
+        concurrent.futures.wait([queued.future])
+    with contextlib.suppress(StorageError):
+        _flush(session)
+
+
+def settle(session: Session) -> None:
+    """Wait for every queued checkpoint of the session and record it (before a process that took them exits)."""
+    concurrent.futures.wait([q.future for q in _queue(session).waiting])
+    with contextlib.suppress(StorageError):
+        _flush(session)
+
+
+def _queue(session: Session) -> _Queue:
+    if session.id not in _QUEUES:
+        _QUEUES[session.id] = _Queue(ThreadPoolExecutor(1, thread_name_prefix="checkpoint"), [])
+    return _QUEUES[session.id]
+
+
+def _submit(session: Session, checkpointer: Checkpointer, at: str, tied: dict[str, Any]) -> _Queued:
+    tied = {"message": len(session.conversation.messages), **tied}  # the message it precedes: now, not when done
+    queue = _queue(session)
+    label = f"rhapsody {session.id} {at}"
+    queued = _Queued(queue.worker.submit(_timed, checkpointer, label, at != "turn"), at, tied)
+    queue.waiting.append(queued)
+    return queued
+
+
+def _timed(checkpointer: Checkpointer, label: str, between: bool) -> tuple[str, list[tuple[str, int, str, int]], int]:
+    """Take one; `between` a turn's calls (`tool`, `end`) it need not be thorough: each turn's own is."""
+    start = time.perf_counter()
+    commit, left_out = checkpointer.take(label, thorough=not between)
+    return commit, left_out, int((time.perf_counter() - start) * 1000)
+
+
+def _flush(session: Session) -> None:
+    """Record the queued checkpoints that are done, oldest first, up to the first still running."""
+    queue = _queue(session)
+    while queue.waiting and queue.waiting[0].future.done():
+        queued = queue.waiting.pop(0)
+        try:
+            commit, left_out, ms = queued.future.result()
+        except RhapsodyError as exc:
+            session.record("checkpoint_failed", at=queued.at, reason=str(exc), **queued.tied)
+            continue
+        session.record("checkpoint", at=queued.at, commit=commit, ms=ms, left_out=[list(x) for x in left_out],
+                       **queued.tied)
+    if not queue.waiting:  # the thread goes with the last one; the next checkpoint starts another
+        queue.worker.shutdown(wait=False)
+        del _QUEUES[session.id]
 
 
 def take(session: Session, checkpointer: Checkpointer, at: str, **tied: Any) -> dict[str, Any] | None:

@@ -12,6 +12,7 @@ a call was refused because it would have asked a human (the reason is on stderr)
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import re
 import sys
@@ -22,6 +23,7 @@ from typing import Any, TextIO
 from rhapsody.commands.slash import run_command
 from rhapsody.core import events as ev
 from rhapsody.core import records as rec
+from rhapsody.core.checkpoints import settle
 from rhapsody.core.loop import Agent
 from rhapsody.core.messages import ToolResultBlock
 from rhapsody.view.render import limit_line, print_event
@@ -69,6 +71,7 @@ async def run_headless(agent: Agent, task: str, output: str = "text", out: TextI
         out.flush()
     elif denials:
         err.write(f"rhapsody: {refusal_summary(len(denials), unanswered)}\n")
+    await asyncio.to_thread(settle, agent.session)  # a first checkpoint still hashing the tree is recorded
     return status
 
 

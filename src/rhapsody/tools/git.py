@@ -17,6 +17,7 @@ import asyncio
 import hashlib
 import re
 import subprocess
+import time
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -93,10 +94,11 @@ def git_argv(pairs: list[tuple[str, str]], *args: str) -> list[str]:
     return [*argv, *args]
 
 
-def run_git(root: Path, *args: str, check: bool = True, pairs: list[tuple[str, str]] | None = None) -> str:
+def run_git(root: Path, *args: str, check: bool = True, pairs: list[tuple[str, str]] | None = None,
+            verdicts: gitscope.Verdicts | None = None) -> str:
     """Run one hardened git command in `root` on rhapsody's own account; stdout, or '' when it fails and not check.
     A repository that reaches outside the project is refused (GitError with the reason when check)."""
-    why = refusal(root)
+    why = refusal(root, verdicts)
     if why is not None:
         if check:
             raise GitError(why)
@@ -104,9 +106,14 @@ def run_git(root: Path, *args: str, check: bool = True, pairs: list[tuple[str, s
     return _git(root, *args, check=check, pairs=pairs)
 
 
-def refusal(root: Path) -> str | None:
-    """Why the repository git finds for `root` must not be used (one line), None when it is the project's own."""
-    return gitscope.refusal(root, lambda *args: _git(root, *args, check=False, pairs=list(STATIC)))
+VERDICTS = gitscope.Verdicts()
+"""The repository checks of this process, each bound to the stamps of what it read (tools/gitscope.py)."""
+
+
+def refusal(root: Path, verdicts: gitscope.Verdicts | None = None) -> str | None:
+    """Why the repository git finds for `root` must not be used (one line), None when it is the project's own.
+    The whole check runs again whenever anything it read has changed since it last ran."""
+    return (verdicts or VERDICTS).refusal(root, lambda *args: _git(root, *args, check=False, pairs=list(STATIC)))
 
 
 def _git(root: Path, *args: str, check: bool = True, pairs: list[tuple[str, str]] | None = None) -> str:
@@ -137,13 +144,38 @@ def repo_root(root: Path, checked: bool = False) -> Path | None:
     return Path(top) if top else None
 
 
-def gitlinks(root: Path) -> list[str]:
-    """Paths the index records as submodules (mode 160000): where a user's `git status` recurses."""
+_LINKS: dict[Path, tuple[tuple[gitscope.Stamp, ...], list[str]]] = {}
+"""Each root's submodule paths, with the stamps (the check's and the index file's) they were read under."""
+
+
+def gitlinks(root: Path, verdicts: gitscope.Verdicts | None = None) -> list[str]:
+    """Paths the index records as submodules (mode 160000): where a user's `git status` recurses. Listed again
+    only when the repository check's stamps or the index file's changed since (a large index lists slowly)."""
+    verdicts = verdicts or VERDICTS
+    key = root.resolve()
+    found = verdicts.kept(key) or verdicts.check(key, lambda *args: _git(key, *args, check=False, pairs=list(STATIC)))
+    index = _index_file(found)
+    if found.verdict is not None or index is None:
+        return []  # refused, or no repository
+    before = gitscope.stamps((index,))
+    known = _LINKS.get(key)
+    if known is not None and known[0] == (*found.stamps, *before):
+        return list(known[1])
+    started = time.time_ns()
     try:
-        listed = run_git(root, "ls-files", "--stage", "-z", check=False, pairs=list(STATIC))
+        listed = _git(key, "ls-files", "--stage", "-z", check=False, pairs=list(STATIC))
     except GitError:
         return []
-    return [entry.split("\t", 1)[1] for entry in listed.split("\0") if entry.startswith("160000 ") and "\t" in entry]
+    links = [entry.split("\t", 1)[1] for entry in listed.split("\0") if entry.startswith("160000 ") and "\t" in entry]
+    if verdicts.kept(key) is found and gitscope.stamps((index,)) == before and verdicts.settled(before, started):
+        _LINKS[key] = ((*found.stamps, *before), links)
+    return links
+
+
+def _index_file(found: gitscope.Verdict) -> Path | None:
+    """The index file of the repository the check found (the git directory's, a worktree's own), None for none."""
+    heads = [p for p in found.paths if p.name == "HEAD"]
+    return heads[0].parent / "index" if heads else None
 
 
 def head_branch(root: Path) -> str:

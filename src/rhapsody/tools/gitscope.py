@@ -14,13 +14,28 @@ must all lie inside it. One exception is checked, not assumed: a worktree made b
 file pointing back at this `.git` (a folder outside the project cannot be made to point
 back by the project's own files); its common directory then belongs to the area too.
 
+The verdict is kept (`Verdicts`) bound to what the check read: the stat identity (device,
+inode, mtime, ctime, size; None for a missing one) of every folder from the root up to the
+anchor, the `.git` entry, the git and common directories and every file in them git or the
+check reads for discovery (HEAD, config, config.worktree, commondir, gitdir, the
+alternates chain), every config file the listing names and every `path =` an include in
+them names (found or not). The next call stats those (no git process) and runs the check
+again when any differs: a command that plants a `commondir`, rewrites a config or adds a
+`.git` between two calls changes the stamp of the file or of the folder that holds it, and
+ctime cannot be set back. A stamp within `settle_ns` of the check's start is not trusted
+(a file system clock can be coarse), so such a verdict is not kept.
+
 Stdlib only; the git calls themselves are the caller's (`tools/git.py`).
 """
 
 from __future__ import annotations
 
 import os
+import re
+import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from rhapsody.tools.gitguard import SMALL_CAP, small_bytes
@@ -33,7 +48,13 @@ SCOPES = ("local", "worktree")
 
 def refusal(root: Path, git: Git) -> str | None:
     """Why git must not be used for `root` (one line), or None when the repository is its own or there is none."""
+    return checked(root, git, [])
+
+
+def checked(root: Path, git: Git, read: list[Path]) -> str | None:
+    """`refusal`, adding to `read` every path whose change could change the verdict."""
     root = root.resolve()
+    read += [root, *root.parents]  # discovery looks for `.git` in each (the anchor's part is trimmed below)
     found = git("rev-parse", "--path-format=absolute", "--show-toplevel", "--absolute-git-dir", "--git-common-dir")
     if len(found.splitlines()) != 3:
         if git("rev-parse", "--git-dir").strip():  # a repository without a working tree: `git log` still reads it
@@ -43,13 +64,25 @@ def refusal(root: Path, git: Git) -> str | None:
     anchor = _anchor(root)
     if anchor is None:
         return f"refused: git finds the repository {git_dir} without a .git entry in or above {root}"
+    del read[read.index(anchor) + 1:]
+    read += [anchor / ".git", *_git_files(git_dir), *_git_files(common)]
     area = [anchor, *_linked_common(anchor, git_dir, common)]
     for what, path in (("working tree", top), ("git directory", git_dir), ("common directory", common)):
         if not _within(path, area):
             return f"refused: the repository's {what} {path} lies outside {anchor}"
     if top != anchor:
         return f"refused: the repository's working tree is {top}, not {anchor} (core.worktree)"
-    return _alternates(common, area) or _configs(root, git, area)
+    return _alternates(common, area, read) or _configs(root, git, area, read)
+
+
+_READ = ("", "HEAD", "config", "config.worktree", "commondir", "gitdir", "objects", "objects/info",
+         "objects/info/alternates")
+"""What git reads in a git directory to find the repository and its config (and the folders holding them)."""
+_INCLUDE = re.compile(r"^\s*path\s*=\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
+
+
+def _git_files(git_dir: Path) -> list[Path]:
+    return [git_dir / name if name else git_dir for name in _READ]
 
 
 def _anchor(root: Path) -> Path | None:
@@ -75,7 +108,7 @@ def _within(path: Path, area: list[Path]) -> bool:
     return any(path == a or a in path.parents for a in area)
 
 
-def _alternates(common: Path, area: list[Path]) -> str | None:
+def _alternates(common: Path, area: list[Path], read: list[Path]) -> str | None:
     """Object stores the repository borrows from (`objects/info/alternates`, followed recursively by git)."""
     pending, seen = [common / "objects"], set()
     while pending:
@@ -83,6 +116,7 @@ def _alternates(common: Path, area: list[Path]) -> str | None:
         if objects in seen:
             continue
         seen.add(objects)
+        read += [objects, objects / "info", objects / "info" / "alternates"]
         try:
             text = small_bytes(objects / "info" / "alternates").decode("utf-8", errors="replace")
         except OSError:
@@ -98,7 +132,7 @@ def _alternates(common: Path, area: list[Path]) -> str | None:
     return None
 
 
-def _configs(root: Path, git: Git, area: list[Path]) -> str | None:
+def _configs(root: Path, git: Git, area: list[Path], read: list[Path]) -> str | None:
     """Config files of the repository's own scopes (with every include git follows) lie inside the area.
     (git names a config found from the working directory relatively: `file:.git/config`.)"""
     listed = git("config", "--list", "--show-origin", "--show-scope", "-z")
@@ -109,4 +143,88 @@ def _configs(root: Path, git: Git, area: list[Path]) -> str | None:
         path = (root / origin[5:]).resolve()
         if not _within(path, area):
             return f"refused: the repository's config includes {path}, outside {area[0]}"
+        read += [path, path.parent, *_includes(path)]
     return None
+
+
+def _includes(config: Path) -> list[Path]:
+    """Every file an include in `config` names, and its folder (a missing one counts once it appears)."""
+    try:
+        text = small_bytes(config).decode("utf-8", errors="replace")
+    except OSError:
+        return []
+    out = []
+    for match in _INCLUDE.finditer(text):
+        named = config.parent / os.path.expanduser(match.group(1).strip('"'))
+        out += [named, named.parent, named.resolve(), named.resolve().parent]  # a link, and what it names now
+    return out
+
+
+Stamp = tuple[int, int, int, int, int] | None
+SETTLE_NS = 2_000_000_000
+"""A stamp this close to the check's start is not trusted (coarse file system clocks: 2 s on FAT)."""
+
+
+def stamps(paths: tuple[Path, ...]) -> tuple[Stamp, ...]:
+    """The stat identity of each path (the entry itself, a link not followed), None where it is missing."""
+    out: list[Stamp] = []
+    for path in paths:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            out.append(None)
+            continue
+        out.append((st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One check's verdict and what it was bound to."""
+
+    verdict: str | None
+    paths: tuple[Path, ...]
+    stamps: tuple[Stamp, ...]
+
+
+class Verdicts:
+    """Each root's last verdict, kept while nothing the check read has changed; `checks` counts full checks."""
+
+    def __init__(self, clock: Callable[[], int] = time.time_ns, settle_ns: int = SETTLE_NS) -> None:
+        self._clock = clock
+        self._settle_ns = settle_ns
+        self._kept: dict[Path, Verdict] = {}
+        self._lock = threading.Lock()
+        self.checks = 0
+
+    def refusal(self, root: Path, git: Git) -> str | None:
+        """`refusal(root, git)`, from the kept verdict when every path it read has the stamp it had."""
+        key = root.resolve()
+        kept = self._kept.get(key)
+        if kept is not None and stamps(kept.paths) == kept.stamps:
+            return kept.verdict
+        return self.check(key, git).verdict
+
+    def check(self, root: Path, git: Git) -> Verdict:
+        """Run the whole check now; the verdict is kept unless something it read changed too recently."""
+        started = self._clock()
+        read: list[Path] = []
+        verdict = checked(root, git, read)
+        paths = tuple(dict.fromkeys(read))
+        found = Verdict(verdict, paths, stamps(paths))
+        with self._lock:
+            self.checks += 1
+            if self.settled(found.stamps, started):
+                self._kept[root] = found
+            else:
+                self._kept.pop(root, None)
+        return found
+
+    def settled(self, found: tuple[Stamp, ...], started: int) -> bool:
+        """Whether every stamp is older than `started` (a clock reading) by the settle time: trusted to show a change."""
+        return all(s is None or max(s[2], s[3]) < started - self._settle_ns for s in found)
+
+    def kept(self, root: Path) -> Verdict | None:
+        """The verdict kept for `root` if it still holds (its stamps unchanged), else None."""
+        kept = self._kept.get(root.resolve())
+        return kept if kept is not None and stamps(kept.paths) == kept.stamps else None

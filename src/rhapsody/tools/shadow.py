@@ -17,7 +17,11 @@ conversion so a blob is the file's bytes.
 
 Speed: the private index is kept between checkpoints, so git's stat cache lists only the
 files that changed (`ls-files --modified --others --deleted`); those are re-hashed with
-`update-index`, then `write-tree` and `commit-tree`. Objects are shared by every
+`update-index`, then `write-tree` and `commit-tree`. When nothing changed and the index file
+is the one the last checkpoint left, that checkpoint's commit is taken again (one git process
+in all). In a tree of WATCH_FROM files or more, the checkpoints between a turn's calls (`tool`,
+`end`; not `thorough`) look only at the paths tools/treewatch.py's events name, so they cost
+what changed; each turn's checkpoint, and any the events cannot vouch for, scan it all. Objects are shared by every
 checkpoint. Files over the size limit, nested repositories and special files are left out
 and named. Commits have no parents and no refs: the history records name them, and
 `clean` keeps those still wanted (`git prune` with them as heads).
@@ -43,6 +47,7 @@ from rhapsody.core.userstate import project_state, project_state_path, state_hom
 from rhapsody.tools import lifeline
 from rhapsody.tools.git import STATIC, hardened_env
 from rhapsody.tools.gitguard import store_refusal
+from rhapsody.tools.treewatch import TreeWatch
 
 CONFIG = ("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = false\n"
           "\tautocrlf = false\n\tsymlinks = true\n\tpreloadindex = true\n[gc]\n\tauto = 0\n")
@@ -58,6 +63,10 @@ OWN = {"": frozenset({"HEAD", "config", "objects", "refs", "info", "rhapsody-ind
                       "rhapsody-cleaned"}),
        "info": frozenset({"exclude", "attributes"}), "objects/info": frozenset()}
 """Everything rhapsody writes in those folders of the shadow (objects/ and refs/ aside): anything else refuses it."""
+WATCH_FROM = 2_000
+"""Files in the index from which the checkpoints between a turn's calls look only where the tree's events say."""
+MAX_PATHS = 500
+"""Changed paths passed to git at most; more and the tree is scanned whole."""
 PINNED = [*STATIC, ("core.bare", "false"), ("core.attributesFile", os.devnull)]
 
 
@@ -98,6 +107,12 @@ class Shadow:
         self.index = self.git_dir / "rhapsody-index"
         self.exclude = _exclude(root)
         self._checked = False
+        self._watch: TreeWatch | None = None
+        self._left: list[LeftOut] = []
+        """What the last checkpoint left out (a scan limited to the changed paths keeps the rest)."""
+        self._last: tuple[tuple[int, ...] | None, str] | None = None
+        """The index file's stamp after the last checkpoint, and its commit: the next one that finds nothing
+        changed and the same index file takes that commit again."""
 
     # -- setup --------------------------------------------------------------------------
 
@@ -142,7 +157,7 @@ class Shadow:
 
     # -- checkpoint ---------------------------------------------------------------------
 
-    def snapshot(self, message: str) -> Snapshot:
+    def snapshot(self, message: str, thorough: bool = True) -> Snapshot:
         """Record the working tree now (tracked and untracked files that are not ignored).
 
         One snapshot at a time per project (a lock every rhapsody process takes), so an
@@ -152,7 +167,11 @@ class Shadow:
             stale = self.index.with_name(self.index.name + ".lock")
             if stale.exists():
                 stale.unlink()
-            return self._snapshot(message)
+            try:
+                return self._snapshot(message, thorough)
+            except BaseException:
+                self._watch, self._last = None, None  # the events it drained are not in the index: scan all next
+                raise
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -168,16 +187,39 @@ class Shadow:
         finally:
             os.close(fd)
 
-    def _snapshot(self, message: str) -> Snapshot:
-        listed = self._git("ls-files", "-z", "--others", "--modified", "--deleted", "--exclude-standard")
-        update, drop, left_out = self._sort(dict.fromkeys(p for p in listed.split(b"\0") if p))
+    def _snapshot(self, message: str, thorough: bool) -> Snapshot:
+        listed, partial = self._listed(thorough)
+        if not listed and self._last is not None and self._last[0] == _stamp(self.index):
+            return Snapshot(self._last[1], list(self._left))  # the index is the tree the last commit holds
+        update, drop, left_out = self._sort(dict.fromkeys(listed))
+        if partial is not None:  # what was left out elsewhere still is
+            left_out = [x for x in self._left if not _under(x[0], partial)] + left_out
         if update:
             self._git("update-index", "--add", "--remove", "-z", "--stdin", stdin=b"\0".join(update) + b"\0")
         if drop:
             self._git("update-index", "--force-remove", "-z", "--stdin", stdin=b"\0".join(drop) + b"\0")
         tree = self._git("write-tree").decode().strip()
         commit = self._git("commit-tree", tree, "-m", message, extra=AUTHOR).decode().strip()
+        self._last, self._left = (_stamp(self.index), commit), left_out
         return Snapshot(commit, left_out)
+
+    def _listed(self, thorough: bool) -> tuple[list[bytes], set[str] | None]:
+        """What the index may not hold as it is in the tree; with the changed paths it was limited to, or None
+        when the whole tree was scanned (`thorough`, no watch, or a change the watch cannot vouch for)."""
+        paths = self._watch.changed() if self._watch is not None else None
+        scoped = paths is not None and "" not in paths and len(paths) <= MAX_PATHS and not any(
+            p.rsplit("/", 1)[-1] == ".gitignore" for p in paths)
+        if thorough or paths is None or not scoped:
+            if paths is None:
+                self._watch = TreeWatch.start(self.root) if _entries(self.index) >= WATCH_FROM else None
+            found = self._git("ls-files", "-z", "--others", "--modified", "--deleted", "--exclude-standard")
+            return [p for p in found.split(b"\0") if p], None
+        assert paths is not None
+        if not paths:
+            return [], set()
+        found = self._git("ls-files", "-z", "--others", "--modified", "--deleted", "--exclude-standard", "--",
+                          *sorted(paths))
+        return [p for p in found.split(b"\0") if p], paths
 
     def _sort(self, paths: dict[bytes, None]) -> tuple[list[bytes], list[bytes], list[LeftOut]]:
         """Paths to (re)hash, paths to take out of the index, and what is left out and why."""
@@ -201,10 +243,10 @@ class Shadow:
                 update.append(raw)
         return update, drop, left_out
 
-    def take(self, label: str) -> tuple[str, list[LeftOut]]:
+    def take(self, label: str, thorough: bool = True) -> tuple[str, list[LeftOut]]:
         """The Checkpointer protocol (core/checkpoints.py): the commit and what was left out."""
         try:
-            snap = self.snapshot(label)
+            snap = self.snapshot(label, thorough)
         except OSError as exc:
             raise CheckpointError(f"checkpoint: {exc.filename or self.git_dir}: {exc.strerror or exc}") from None
         return snap.commit, snap.left_out
@@ -304,6 +346,28 @@ class Shadow:
             lines = done.stderr.decode("utf-8", errors="replace").strip().splitlines()
             raise CheckpointError(f"checkpoint: git {args[0]}: {lines[-1] if lines else 'failed'}")
         return done.stdout
+
+
+def _under(path: str, changed: set[str]) -> bool:
+    return any(path == p or path.startswith(p + "/") for p in changed)
+
+
+def _entries(index: Path) -> int:
+    """How many entries the index file's header counts (0 for none or a header it cannot read)."""
+    try:
+        with open(index, "rb") as f:
+            head = f.read(12)
+    except OSError:
+        return 0
+    return int.from_bytes(head[8:12], "big") if len(head) == 12 and head[:4] == b"DIRC" else 0
+
+
+def _stamp(path: Path) -> tuple[int, ...] | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size
 
 
 def _mode(text: str) -> str:

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import aclosing
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from rich.text import Text
 from textual import on, work
@@ -45,6 +46,7 @@ from textual.widget import Widget
 from textual.worker import Worker
 
 from rhapsody.frontends.app.deferred import lazy, load_all
+from rhapsody.frontends.hangup import STATUS as HANGUP_STATUS, Hangup
 from rhapsody.frontends.prompt_aids import InputHistory
 from rhapsody.frontends.shell_mode import shell_command
 from rhapsody.frontends.app.rewind import Rewinder
@@ -74,6 +76,8 @@ else:  # loaded on first use, after the first frame (pydantic and the core are m
     render = lazy("rhapsody.view.render")
     ev = lazy("rhapsody.core.events")
     rec = lazy("rhapsody.core.records")
+
+T = TypeVar("T")
 
 ESC_TWICE = 0.8
 """Seconds within which a second Esc clears the input."""
@@ -111,13 +115,21 @@ class RhapsodyApp(App[int]):
 
     def __init__(self, agent: Agent | None = None, settings: Settings | None = None,
                  approver: HumanApprover | None = None, initial: str = "", welcome: str = "", *,
-                 boot: Boot | None = None, root: Path | None = None, typed_ahead: tuple[str, ...] = ()) -> None:
+                 boot: Boot | None = None, root: Path | None = None, typed_ahead: tuple[str, ...] = (),
+                 hangup: Hangup | None = None) -> None:
         """Either `agent` and `settings`, ready; or `boot` and `root`: the app paints first and calls `boot`
         right after its first frame. `approver` is the one the agent's toolbox asks (None: questions are
         refused, as headless). A `boot` that raises ends the app; the exception is kept in `boot_error`.
         `typed_ahead`: lines the person typed and sent with Enter before the app started; they are sent
-        once the session exists, together, as the first message."""
-        super().__init__()
+        once the session exists, together, as the first message. `hangup`: what to do when the terminal goes
+        (frontends/hangup.py); the app then writes through a driver that a dead terminal cannot wedge."""
+        if hangup is not None and sys.platform != "win32":
+            from rhapsody.frontends.app.driver import GuardedDriver
+
+            super().__init__(driver_class=GuardedDriver)
+        else:
+            super().__init__()
+        self.hangup = hangup
         self.agent: Agent
         self.settings: Settings
         if agent is not None and settings is not None:
@@ -172,7 +184,10 @@ class RhapsodyApp(App[int]):
     async def on_mount(self) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGHUP):  # leave as ctrl+c does: the terminal restored, history closed
-            loop.add_signal_handler(sig, self.terminated, sig)
+            if sig != signal.SIGHUP or self.hangup is None:  # the hangup's own handler runs even on a stuck loop
+                loop.add_signal_handler(sig, self.terminated, sig)
+        if self.hangup is not None:
+            self.hangup.arm(loop, self.hang_up)
         prompt = self.query_one(PromptInput)
         prompt.inputs = InputHistory(self.root)
         prompt.root = self.root
@@ -189,14 +204,38 @@ class RhapsodyApp(App[int]):
         """SIGTERM or SIGHUP: end as ctrl+c does, with the shell's status for a signal."""
         self.exit(return_code=128 + sig)
 
+    async def hang_up(self) -> None:
+        """The terminal is gone (frontends/hangup.py): the turn stops as Esc stops it, which records what was
+        interrupted, an open question goes with it, and the app ends; nothing new starts."""
+        from textual.worker import WorkerCancelled, WorkerFailed
+
+        self.workers.cancel_group(self, "shell")  # a `!command` of the human's: its group is killed
+        worker = self.worker
+        if worker is not None and not worker.is_finished:
+            self.workers.cancel_group(self, "agent")
+            try:
+                await worker.wait()
+            except (WorkerCancelled, WorkerFailed):
+                pass
+        self.exit(return_code=HANGUP_STATUS)
+
+    @property
+    def hung_up(self) -> bool:
+        """Whether the terminal went away."""
+        return self.hangup is not None and self.hangup.fired
+
     async def run_boot(self) -> None:
         """Build the agent (keys typed meanwhile wait in the queue), then start as a ready app would."""
         assert self._boot is not None
+        if self.hung_up:  # gone before the session was built: build none
+            return
         try:
             self.agent, self.settings, self.approver = self._boot()
         except Exception as exc:  # noqa: BLE001 - the CLI prints it as its one line once the screen is restored
             self.boot_error = exc
             self.exit(return_code=2)
+            return
+        if self.hung_up:  # gone while it was built: the session exists, and nothing starts in it
             return
         self.ready = True
         await self.started()
@@ -434,8 +473,10 @@ class RhapsodyApp(App[int]):
     # -- the agent worker ----------------------------------------------------------------
 
     def start_turn(self, text: str | None, typed: str | None = None) -> None:
-        """Run one turn in the agent worker (`typed`: the words of a custom command's prompt the human typed)."""
-        self.worker = self.run_agent(text, typed)
+        """Run one turn in the agent worker (`typed`: the words of a custom command's prompt the human typed;
+        none once the terminal is gone)."""
+        if not self.hung_up:
+            self.worker = self.run_agent(text, typed)
 
     @work(exclusive=True, group="agent", exit_on_error=False)
     async def run_agent(self, text: str | None, typed: str | None = None) -> None:
@@ -791,14 +832,14 @@ class RhapsodyApp(App[int]):
             self._cold = cold
             self.refresh_status()
 
-    @work(thread=True, exclusive=True, group="git", exit_on_error=False)
-    def refresh_git(self) -> None:
-        """Read branch and dirty-file count off the event loop."""
+    @work(exclusive=True, group="git", exit_on_error=False)
+    async def refresh_git(self) -> None:
+        """Read branch and dirty-file count off the event loop. The thread that reads them never waits for the
+        loop (`call_from_thread` would: a loop held by the app's shutdown then holds the thread, and the exit)."""
         from rhapsody.tools.git import git_facts
 
-        facts = git_facts(self.root)
-        text = f"{facts['branch']} ±{len(facts['dirty'])}" if facts.get("git_root") else "no git"
-        self.call_from_thread(self._set_git, text)
+        facts = await off_loop(lambda: git_facts(self.root))
+        self._set_git(f"{facts['branch']} ±{len(facts['dirty'])}" if facts.get("git_root") else "no git")
 
     def _set_git(self, text: str) -> None:
         self._git = text
@@ -813,3 +854,31 @@ class RhapsodyApp(App[int]):
         state = self.live.text() if self.live.active else bar.state
         mode = self.agent.toolbox.permission_mode
         bar.update(Text(visible(status_line(session.figures, session, self._git, state, self.size.width, mode))))
+
+
+async def off_loop(read: Callable[[], T]) -> T:
+    """`read()` in a daemon thread, awaited: the thread hands its result over without waiting for the loop, and
+    a process that ends meanwhile does not wait for it (as `asyncio.to_thread`'s executor would)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[T] = loop.create_future()
+
+    def settle(result: T | None, error: BaseException | None) -> None:
+        if done.done():
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(cast(T, result))
+
+    def run() -> None:
+        try:
+            result, error = read(), None
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
+            result, error = None, exc
+        try:
+            loop.call_soon_threadsafe(settle, result, error)
+        except RuntimeError:  # the loop has closed: nobody waits for it any more
+            pass
+
+    threading.Thread(target=run, name="rhapsody-off-loop", daemon=True).start()
+    return await done

@@ -1,0 +1,127 @@
+"""The repository check's kept verdict (tools/gitscope.py `Verdicts`): bound to the stamps of what it read.
+
+Each attack lets a first call check and keep a clean verdict, then plants, as a hostile command
+outside the sandbox would, what would point git elsewhere or name a program; the second call
+must run the check again (the count of checks rises) and no planted program may run."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rhapsody.tools import gitscope
+from rhapsody.tools.git import GitError, gitlinks, refusal, run_git
+from rhapsody.tools.shadow import Shadow
+
+from tests.security.test_git_hostile import hostile
+
+
+def kept(project: Path) -> gitscope.Verdicts:
+    """Verdicts whose first check of `project` is kept (no settle time: the test's files are new)."""
+    verdicts = gitscope.Verdicts(settle_ns=0)
+    assert run_git(project, "rev-parse", "HEAD", verdicts=verdicts).strip()
+    assert verdicts.checks == 1
+    return verdicts
+
+
+def outside_repo(tmp_path: Path) -> Path:
+    other = tmp_path / "elsewhere"
+    subprocess.run(["git", "init", "-q", str(other)], check=True)
+    return other
+
+
+def test_an_unchanged_repository_is_checked_once_and_a_settling_one_every_time(project: Path) -> None:
+    verdicts = kept(project)
+    for _ in range(3):
+        assert refusal(project, verdicts) is None
+        assert gitlinks(project, verdicts) == []
+    assert verdicts.checks == 1
+    fresh = gitscope.Verdicts()  # the default settle time: everything here was written just now
+    refusal(project, fresh)
+    refusal(project, fresh)
+    assert fresh.checks == 2
+
+
+def test_a_commondir_planted_between_two_calls_is_refused(project: Path, tmp_path: Path) -> None:
+    verdicts = kept(project)
+    other = outside_repo(tmp_path)
+    (project / ".git" / "commondir").write_text(str(other / ".git") + "\n")
+    with pytest.raises(GitError, match="outside"):
+        run_git(project, "status", verdicts=verdicts)
+    assert verdicts.checks == 2
+    assert gitlinks(project, verdicts) == []  # the submodule listing asks the same check
+
+
+def test_an_include_outside_planted_in_the_config_is_refused_and_its_fsmonitor_never_runs(
+        project: Path, tmp_path: Path) -> None:
+    verdicts = kept(project)
+    marker = tmp_path / "fsmonitor-ran"
+    evil = tmp_path / "evil.config"
+    evil.write_text(f'[core]\n\tfsmonitor = "touch {marker}; false"\n')
+    with (project / ".git" / "config").open("a") as f:
+        f.write(f"[include]\n\tpath = {evil}\n")
+    with pytest.raises(GitError, match="config includes"):
+        run_git(project, "status", verdicts=verdicts)
+    assert verdicts.checks == 2
+    assert not marker.exists()
+
+
+def test_an_include_of_a_missing_file_is_watched_until_it_appears(project: Path, tmp_path: Path) -> None:
+    evil = tmp_path / "later.config"
+    with (project / ".git" / "config").open("a") as f:
+        f.write(f"[include]\n\tpath = {evil}\n")
+    verdicts = kept(project)  # git skips a missing include: clean, and kept
+    evil.write_text("[core]\n\tbare = false\n")
+    assert refusal(project, verdicts) is not None
+    assert verdicts.checks == 2
+
+
+def test_fsmonitor_and_hooks_planted_between_two_calls_are_checked_again_and_never_run(
+        project: Path, tmp_path: Path) -> None:
+    verdicts = kept(project)
+    marker = tmp_path / "a-program-ran"
+    hostile(project, marker)
+    run_git(project, "status", verdicts=verdicts)
+    assert verdicts.checks == 2  # the config changed: checked again
+    run_git(project, "add", "app.py", verdicts=verdicts)
+    run_git(project, "commit", "-q", "-m", "x", verdicts=verdicts)
+    assert "x" in run_git(project, "log", "-1", "--format=%s", verdicts=verdicts)  # the commit was made
+    assert not marker.exists()
+
+
+def test_a_git_file_planted_in_a_subfolder_between_two_calls_moves_the_check(project: Path, tmp_path: Path) -> None:
+    sub = project / "sub"
+    sub.mkdir()
+    verdicts = gitscope.Verdicts(settle_ns=0)
+    assert refusal(sub, verdicts) is None
+    other = outside_repo(tmp_path)
+    (sub / ".git").write_text(f"gitdir: {other / '.git'}\n")
+    assert "outside" in (refusal(sub, verdicts) or "")
+    assert verdicts.checks == 2
+
+
+def test_a_checkpoint_needs_no_check_of_the_project_repository(project: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    other = outside_repo(tmp_path)
+    (project / ".git" / "commondir").write_text(str(other / ".git") + "\n")
+    shadow = Shadow(project)
+    commit = shadow.snapshot("first").commit  # the shadow pins its own git directory: the project's is never read
+    assert shadow.has(commit)
+    assert refusal(project, gitscope.Verdicts(settle_ns=0)) is not None
+
+
+def test_an_included_link_retargeted_outside_between_two_calls_is_refused(project: Path, tmp_path: Path) -> None:
+    (project / "safe.config").write_text("[core]\n\tbare = false\n")
+    (project / "links").mkdir()
+    (project / "links" / "inc.config").symlink_to(project / "safe.config")
+    with (project / ".git" / "config").open("a") as f:
+        f.write("[include]\n\tpath = ../links/inc.config\n")
+    verdicts = kept(project)
+    (tmp_path / "evil.config").write_text("[core]\n\tbare = false\n")
+    (project / "links" / "inc.config").unlink()
+    (project / "links" / "inc.config").symlink_to(tmp_path / "evil.config")
+    assert "config includes" in (refusal(project, verdicts) or "")
+    assert verdicts.checks == 2
