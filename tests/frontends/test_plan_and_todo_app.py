@@ -25,7 +25,9 @@ def plan_call() -> dict[str, object]:
 
 
 def open_plan(app: RhapsodyApp) -> PlanScreen | None:
-    return app.screen if isinstance(app.screen, PlanScreen) else None
+    """The plan screen once it is up and its text area has the focus."""
+    screen = app.screen
+    return screen if isinstance(screen, PlanScreen) and isinstance(screen.focused, TextArea) else None
 
 
 async def test_the_plan_is_edited_in_the_app_and_approved_into_ask_mode(stub: Stub, project: Path) -> None:

@@ -31,6 +31,8 @@ KEYS = "ctrl+s approve → auto-edit · ctrl+r approve → ask · ctrl+g $EDITOR
 class PlanScreen(ModalScreen[PlanReview]):
     """The proposed plan, editable; dismissed with the human's review."""
 
+    AUTO_FOCUS = "#plan-text"
+
     BINDINGS = [
         Binding("ctrl+s", "approve('auto-edit')", "Approve, auto-edit", priority=True),
         Binding("ctrl+r", "approve('ask')", "Approve, ask", priority=True),
@@ -48,9 +50,6 @@ class PlanScreen(ModalScreen[PlanReview]):
             yield TextArea(self.plan, id="plan-text", soft_wrap=True, show_line_numbers=False)
             yield Input(placeholder="reason to reject (Enter rejects)", id="plan-reason")
             yield Static(Text(KEYS), classes="keys")
-
-    def on_mount(self) -> None:
-        self.query_one("#plan-text", TextArea).focus()
 
     def action_approve(self, mode: str) -> None:
         """Approve the plan as the text area holds it."""
