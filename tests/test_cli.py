@@ -153,8 +153,8 @@ def test_help_and_version(tmp_path: Path) -> None:
     result = rhapsody("--help")
     assert result.returncode == 0 and "rhapsody strip FILE" in result.stdout
     text = " ".join(result.stdout.split())
-    permission = text.split("--permission-mode {read-only,ask,auto-edit,yolo} ", 1)[1].split(" --continue")[0]
-    for mode in ("read-only:", "ask:", "auto-edit:", "yolo:", "default: ask; auto-edit with -p"):
+    permission = text.split("--permission-mode {read-only,plan,ask,auto-edit,yolo} ", 1)[1].split(" --continue")[0]
+    for mode in ("read-only:", "plan:", "ask:", "auto-edit:", "yolo:", "default: ask; auto-edit with -p"):
         assert mode in permission, permission
     context = text.split("--context {manual,rolling} ", 1)[1].split(" --exact-tokens")[0]
     assert "seed" not in context and "manual (default)" in context and "rolling: old tool results leave" in context

@@ -63,7 +63,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="where the model runs (openai: any OpenAI-compatible endpoint at OPENAI_BASE_URL)")
     p.add_argument("--model", help="model id in the provider's form (default on anthropic: the newest Sonnet the SDK lists)")
     p.add_argument("--permission-mode", choices=MODES,
-                   help="read-only: no writes, bash in a read-only sandbox; ask: asks before writes and bash; "
+                   help="read-only: no writes, bash in a read-only sandbox; plan: as read-only, until you approve "
+                   "the plan the agent proposes (then the mode you pick); ask: asks before writes and bash; "
                    "auto-edit: writes in the project and sandboxed bash run unasked; yolo: as auto-edit, and bash "
                    "with sandbox = \"off\" runs unasked too (bash stays sandboxed where the sandbox is on; leaving it "
                    "always asks) (default: ask; auto-edit with -p, where what would ask is refused)")

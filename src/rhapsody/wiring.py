@@ -21,7 +21,7 @@ from rhapsody.core.history import find_session
 from rhapsody.core.loop import Agent
 from rhapsody.core.policy import Policy
 from rhapsody.core.model import Model
-from rhapsody.core.permissions import Mode
+from rhapsody.core.permissions import Mode, writes_nothing
 from rhapsody.core.rolling import RollingPolicy
 from rhapsody.core.session import Session
 from rhapsody.core.tools import Approver, Toolbox
@@ -60,7 +60,8 @@ def system_prompt(root: Path, settings: Settings) -> str:
         date=time.strftime("%Y-%m-%d"),
         instructions=project_instructions(root, settings.instructions_cap),
         memory=(render("memory", path=path, map=map_text) if (root / path).is_dir() else "")
-        + (rolling_prompt(root) if settings.context == "rolling" else ""),
+        + (rolling_prompt(root) if settings.context == "rolling" else "")
+        + (f"\n{load('plan_mode')}" if settings.permission_mode == "plan" else ""),
     )
 
 
@@ -109,6 +110,7 @@ def policy(settings: Settings, root: Path | None = None) -> Policy:
         memory_reminder=render("memory_reminder", path=settings.memory.path).strip()
         if root is not None and (root / settings.memory.path).is_dir() else None,
         memory_path=settings.memory.path,
+        plan_note=load("plan_mode"),
     )
 
 
@@ -231,5 +233,5 @@ def build(root: Path, settings: Settings, model: Model, model_id: str | None,
     if settings.checkpoints:
         toolbox.checkpointer = start_checkpoints(session, settings)
     # read-only writes nothing into the project: no dialog log (rhapsody's own .rhapsody/ state aside).
-    observers = [] if mode == "read-only" else [DialogRecorder(settings.memory.path, settings.memory.commit)]
+    observers = [] if writes_nothing(mode) else [DialogRecorder(settings.memory.path, settings.memory.commit)]
     return Wiring(Agent(session, model, toolbox, policy(settings, root), observers=observers), settings)

@@ -159,14 +159,14 @@ async def test_escape_twice_clears_a_draft_that_up_brings_back_and_leaves_an_emp
         assert calls == ["empty"] and app.is_running
 
 
-async def test_shift_tab_cycles_ask_auto_edit_read_only_and_never_into_yolo(stub: Stub, project: Path) -> None:
+async def test_shift_tab_cycles_ask_auto_edit_read_only_plan_and_never_into_yolo(stub: Stub, project: Path) -> None:
     app = ask_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         seen = []
-        for _ in range(6):
+        for _ in range(8):
             await pilot.press("shift+tab")
             seen.append(app.agent.toolbox.permission_mode)
-        assert seen == ["auto-edit", "read-only", "ask"] * 2
+        assert seen == ["auto-edit", "read-only", "plan", "ask"] * 2
         await pilot.press("shift+tab")
         await pilot.pause()
         assert "auto-edit" in str(app.query_one("#status").render())
@@ -174,7 +174,7 @@ async def test_shift_tab_cycles_ask_auto_edit_read_only_and_never_into_yolo(stub
         await pilot.press("shift+tab")  # out of yolo, to ask: lowering is always one key
         assert app.agent.toolbox.permission_mode == "ask"
     modes = [r["mode"] for r in records(app) if r["kind"] == "permission_mode"]
-    assert modes == ["auto-edit", "read-only", "ask"] * 2 + ["auto-edit", "yolo", "ask"]
+    assert modes == ["auto-edit", "read-only", "plan", "ask"] * 2 + ["auto-edit", "yolo", "ask"]
 
 
 async def test_a_bang_command_runs_in_the_sandbox_is_shown_and_reaches_the_agent_as_the_humans_words(

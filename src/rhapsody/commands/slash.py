@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rhapsody.core.handoff import undo_seam
 from rhapsody.core.loop import Agent
-from rhapsody.core.permissions import MODES, Mode, mode_named
+from rhapsody.core.permissions import MODES, Mode, mode_named, writes_nothing
 from rhapsody.core.records import Unseam
 from rhapsody.core.session import Session
 from rhapsody.view.render import undo_text
@@ -174,7 +174,7 @@ KEYS = (("enter", "send; while the agent works, a hint for its next step"),
         ("esc", "interrupt the turn"),
         ("up, down", "walk earlier inputs"),
         ("tab", "complete a /command or an @path"),
-        ("shift+tab", "cycle the permission mode: ask, auto-edit, read-only (never yolo)"),
+        ("shift+tab", "cycle the permission mode: ask, auto-edit, read-only, plan (never yolo)"),
         ("ctrl+t", "move into the transcript (tab comes back, enter unfolds)"),
         ("esc esc", "clear the input (up brings it back); on an empty one, rewind (as /rewind)"),
         ("ctrl+g", "edit the input in $VISUAL or $EDITOR"),
@@ -253,7 +253,7 @@ def _recall(agent: Agent, arg: str) -> str:
     if not query:
         return "usage: /recall [--all] QUERY"
     return recall_text(agent.session.root, agent.session, query, all_sessions=wide, for_human=True,
-                       write=agent.toolbox.permission_mode != "read-only")
+                       write=not writes_nothing(agent.toolbox.permission_mode))
 
 
 def _switch_model(agent: Agent, arg: str) -> Outcome:
@@ -291,7 +291,7 @@ def _known_models() -> tuple[str, ...]:
     return tuple(m for m in models if not (re.fullmatch(r".*-\d{8}", m) and m.rsplit("-", 1)[0] in models))
 
 
-CYCLE: tuple[Mode, ...] = ("ask", "auto-edit", "read-only")
+CYCLE: tuple[Mode, ...] = ("ask", "auto-edit", "read-only", "plan")
 """The modes shift+tab steps through in the app; yolo is never one of them (only a flag or /permissions yolo)."""
 
 

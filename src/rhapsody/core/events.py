@@ -12,7 +12,7 @@ Imports: stdlib and rhapsody.core only.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from rhapsody.core.messages import Message, ToolUseBlock
 
@@ -148,9 +148,9 @@ class HarnessSaid:
 
 @dataclass(frozen=True)
 class DenialDelivered:
-    """The human denied a call with a reason; their words reached the model verbatim.
+    """The human denied a call with a reason (or approved a plan); their words reached the model verbatim.
 
-    `text` is exactly what the human typed: front ends show it as the human's words.
+    `text` is exactly what the model got as the human's message: front ends show it as the human's words.
     """
 
     call: ToolUseBlock
@@ -239,6 +239,15 @@ class TurnEnded:
 
 
 @dataclass(frozen=True)
+class TodoUpdated:
+    """The agent wrote its todo list (whole): each item's text and state (pending, in_progress, done)."""
+
+    json_name: ClassVar[str] = "todo_list"
+    """The event's public name in headless JSONL (kept when the class is renamed)."""
+    items: tuple[dict[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class Failed:
     """The turn stopped on an error the loop cannot recover from."""
 
@@ -269,6 +278,7 @@ Event = (
     | Interrupted
     | Notice
     | ImagesAttached
+    | TodoUpdated
     | LimitsExceeded
     | TurnEnded
     | Failed

@@ -88,7 +88,8 @@ class Agent:
 
     async def _one_turn(self, text: str | None, typed: str | None = None) -> AsyncGenerator[Event, None]:
         """One turn, as `run` describes it, without what follows it."""
-        opened = await opening(self.session, self.toolbox, self.policy.handoff_request, text, typed)
+        opened = await opening(self.session, self.toolbox, self.policy.handoff_request, text, typed,
+                               plan_note=self.policy.plan_note)
         for notice in opened.notices:
             yield notice
         if not opened.blocks:

@@ -22,7 +22,7 @@ the command line (words unquoted, joined by one space). Order of decision:
    every simple command a program of `READ_ONLY_PROGRAMS`, `git` only as `git status|log|diff|show`,
    nothing opaque) that the toolbox runs in the read-only sandbox; with no sandbox, `read-only` refuses, `yolo` allows
    only when `sandbox = "off"` was chosen, and otherwise an allow rule or the human;
-6. other writes: `yolo` → allow; `read-only` → deny (no rule raises it); an allow rule →
+6. other writes: `yolo` → allow; `read-only` and `plan` → deny (no rule raises it); an allow rule →
    allow; `auto-edit` allows file writes; else ask. MCP tools count as writes (rhapsody
    cannot know what a server does): they ask in `auto-edit` too, unless a rule such as
    `mcp__time` (every tool of that server) or `mcp__time__get_current_time` allows them.
@@ -55,9 +55,17 @@ from urllib.parse import urlsplit
 
 from rhapsody.core.addresses import IP, kind, literal, names, spoken
 
-Mode = Literal["read-only", "ask", "auto-edit", "yolo"]
-"""The permission modes, most restrictive first."""
+Mode = Literal["read-only", "plan", "ask", "auto-edit", "yolo"]
+"""The permission modes, most restrictive first; `plan` enforces what `read-only` does (see `writes_nothing`)
+and ends with a plan the human approves (tools/plan.py)."""
 MODES: tuple[Mode, ...] = get_args(Mode)
+READ_ONLY_MODES: tuple[Mode, ...] = ("read-only", "plan")
+"""The modes in which nothing writes: reads, searches and commands in the read-only sandbox only."""
+
+
+def writes_nothing(mode: Mode) -> bool:
+    """Whether `mode` refuses every write (read-only and plan mode)."""
+    return mode in READ_ONLY_MODES
 Verdict = Literal["allow", "deny", "ask"]
 """A decision on one call: it runs, it is refused, or a human is asked."""
 VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
@@ -70,6 +78,8 @@ Confinement = Literal["", "workspace-write", "read-only", "off", "unavailable"]
 '' for a tool that runs inside rhapsody's own process."""
 
 FILE_WRITERS = ("write_file", "edit_file")
+PLAN_HINT = "; read and search, then propose your plan with exit_plan"
+"""What a refusal in plan mode adds: the way out of the mode."""
 PROTECTED_READS = (".env", ".env.*", ".env-*", ".env_*", "*.env", ".envrc", "*.pem", "*.key", "*.p12", "*.pfx",
                    "id_rsa*", "id_ed25519*", "id_ecdsa*", "id_dsa*", ".netrc", ".git-credentials", ".pgpass", ".npmrc",
                    ".pypirc", "credentials.json", "*.keystore", "*.jks", "*.tfvars", "*.tfstate", "*.tfstate.*",
@@ -339,8 +349,8 @@ def decide_call(mode: Mode, rules: Rules, call: Call) -> Decision:
         return Decision("allow", "reads are allowed", allowed)
     if mode == "yolo":
         return Decision("allow", "yolo mode allows everything")
-    if mode == "read-only":
-        return Decision("deny", "read-only mode: no writes")
+    if writes_nothing(mode):
+        return Decision("deny", f"{mode} mode: no writes" + (PLAN_HINT if mode == "plan" else ""))
     if allowed:
         return Decision("allow", f"allowed by rule {allowed!r}", allowed)
     if mode == "auto-edit" and call.tool in FILE_WRITERS:
@@ -441,7 +451,7 @@ def _decide_bash(mode: Mode, rules: Rules, call: Call) -> Decision:
     if shell.opaque and any(r.partition(":")[0] == "bash" for r in rules.deny):
         return Decision("ask", f"deny rules cannot judge this command ({shell.opaque})")
     if call.confinement in SANDBOXED:
-        if mode in ("read-only", "auto-edit", "yolo"):
+        if mode in (*READ_ONLY_MODES, "auto-edit", "yolo"):
             return Decision("allow", f"runs in the {call.confinement} sandbox", ruled)
         if ruled:
             return Decision("allow", f"allowed by rule {ruled!r} (in the sandbox)", ruled)
@@ -449,8 +459,8 @@ def _decide_bash(mode: Mode, rules: Rules, call: Call) -> Decision:
             return Decision("allow", "a read-only command (every program only reads) runs unasked, in the read-only "
                                      "sandbox")
         return Decision("ask", _ask_reason(mode, shell))
-    if mode == "read-only":
-        return Decision("deny", "read-only mode runs commands only in the sandbox, and none is available")
+    if writes_nothing(mode):
+        return Decision("deny", f"{mode} mode runs commands only in the sandbox, and none is available")
     if mode == "yolo" and call.confinement == "off":
         return Decision("allow", "yolo mode with sandbox = \"off\" allows everything")
     if ruled:
@@ -460,8 +470,8 @@ def _decide_bash(mode: Mode, rules: Rules, call: Call) -> Decision:
 
 
 def _outside(mode: Mode, allow: list[str], shell: ShellCommand) -> Decision:
-    if mode == "read-only":
-        return Decision("deny", "read-only mode never runs commands outside the sandbox")
+    if writes_nothing(mode):
+        return Decision("deny", f"{mode} mode never runs commands outside the sandbox")
     ruled = _shell_allowed(allow, "unsandboxed", shell)
     if ruled:
         return Decision("allow", f"allowed outside the sandbox by rule {ruled!r}", ruled)

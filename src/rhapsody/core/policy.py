@@ -49,6 +49,9 @@ class Policy:
     """Sent once at the end of a task that used tools, when project memory is on (seed 001)."""
     memory_path: str = "docs/memory"
     """The memory folder: a task that already wrote there is not reminded."""
+    plan_note: str = ""
+    """What plan mode asks of the agent (prompts/plan_mode.md): sent once, with the human's next message, after
+    the session is switched into plan mode (a session started in it has it in its system prompt)."""
 
 
 def limit_reached(policy: Policy, session: Session, steps: int) -> LimitsExceeded | None:

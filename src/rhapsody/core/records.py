@@ -224,6 +224,25 @@ class Denial(_Record):
     message_seq: int | None = None
 
 
+class TodoItem(BaseModel):
+    """One item of the agent's todo list."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+
+    content: str = Field(min_length=1)
+    status: Literal["pending", "in_progress", "done"]
+
+
+class Todo(_Record):
+    """The agent's todo list, whole, as a `todo_write` call (or an imported list call) left it."""
+
+    kind: Literal["todo"]
+    items: list[TodoItem]
+    at: int = 0
+    """How many messages the conversation held when it was written: a rewind to before them takes it back."""
+    tool_use_id: str = ""
+
+
 class MemoryReminder(_Record):
     """The harness sent its one project-memory reminder."""
 
@@ -463,7 +482,7 @@ class Other(_Open):
 Known = Annotated[
     Union[
         Session, Message, Request, Usage, Retry, ToolRun, Violation, Hint, HintDelivered, Permission,
-        PermissionMode, Denial, MemoryReminder, Handoff, HandoffAsked, Seam, Prune, SeamTokens, SeamFailed,
+        PermissionMode, Denial, Todo, MemoryReminder, Handoff, HandoffAsked, Seam, Prune, SeamTokens, SeamFailed,
         HandoffFailed, Unseam, ThinkingCut, SeamNote, Model, Tools, Notice, Interrupted, Limit, Error, Resumed,
         Hook, Checkpoint, CheckpointFailed, Rewind, Restore, Import, Aside, Compaction,
     ],

@@ -43,6 +43,8 @@ class Round:
     """Denial reasons typed by the human: sent after the results, as their own text."""
     unrun: set[str] = field(default_factory=set)
     """Calls refused before running (by the narration rule or a permission): they have no result to follow."""
+    approvals: set[str] = field(default_factory=set)
+    """Calls refused before running (by the narration rule or a permission): they have no result to follow."""
 
     def answered(self, session: Session) -> ModelResponse:
         """The whole answer goes into the history; its calls are the ones now to run."""
@@ -63,6 +65,8 @@ class Round:
             self.unrun.add(call.id)
         if outcome.words:
             self.denials.append((call, outcome.words))
+            if not outcome.is_error:  # the human's words with a call that ran: an approved plan, not a denial
+                self.approvals.add(call.id)
 
     def unnarrated(self, session: Session, call: ToolUseBlock, words: int, required: int,
                    rule: str) -> NarrationViolation:
@@ -90,9 +94,12 @@ class Round:
         """The results went out in message `seq`: record each denial delivered; nothing is left to settle."""
         events = []
         for call, words in self.denials:
+            if call.id in self.approvals:  # shown as the human's words, not recorded as a denial
+                events.append(DenialDelivered(call, words))
+                continue
             session.record("denial", tool_use_id=call.id, name=call.name, text=words, message_seq=seq)
             events.append(DenialDelivered(call, words))
-        self.calls, self.results, self.denials = [], [], []
+        self.calls, self.results, self.denials, self.approvals = [], [], [], set()
         return events
 
 

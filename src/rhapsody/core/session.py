@@ -2,7 +2,7 @@
 
 Every change goes through `record`, which appends to the history first and then folds the
 record into memory, so what is in memory is always what a resume would rebuild: the
-conversation, pending hints, figures (core/session_figures.py) and the micro-handoff's state (`handoff`, see
+conversation, pending hints, the todo list (core/todo.py), figures (core/session_figures.py) and the micro-handoff's state (`handoff`, see
 core/handoff_state.py).
 
 Imports: stdlib and rhapsody.core only.
@@ -27,6 +27,7 @@ from rhapsody.core.images import for_request, has_images, image_tokens
 from rhapsody.core.history import (HistoryRead, HistoryWriter, collector_paused, history_dir, new_session_id,
                                    not_history, read_history)
 from rhapsody.core.messages import Block, Message, ToolResultBlock
+from rhapsody.core.todo import TodoList
 
 @dataclass(frozen=True)
 class Hint:
@@ -53,6 +54,8 @@ class Session:
         self.pending: list[Hint] = []
         self._hint_ids = itertools.count(1)
         self.handoff = HandoffState()
+        self.todos = TodoList()
+        """The agent's todo list (core/todo.py), rewound with the conversation."""
         self.records: list[dict[str, Any]] = []
 
     @property
@@ -130,11 +133,15 @@ class Session:
                 self.spec = dataclasses.replace(self.spec, model=record.model)
             case rec.Tools():
                 self.spec = dataclasses.replace(self.spec, tools=record.tools)
+            case rec.Todo():
+                self.todos.add(record)
+            case rec.Rewind():
+                self.todos.rewind(record.to)
             case (rec.Session() | rec.Retry() | rec.Violation() | rec.Permission() | rec.PermissionMode() | rec.Denial() | rec.MemoryReminder()
                   | rec.Handoff() | rec.HandoffAsked() | rec.Seam() | rec.Prune() | rec.SeamTokens()
                   | rec.SeamFailed() | rec.HandoffFailed() | rec.Unseam() | rec.ThinkingCut() | rec.SeamNote()
                   | rec.Notice() | rec.Interrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook()
-                  | rec.Checkpoint() | rec.CheckpointFailed() | rec.Rewind() | rec.Restore() | rec.Import()
+                  | rec.Checkpoint() | rec.CheckpointFailed() | rec.Restore() | rec.Import()
                   | rec.Aside() | rec.Compaction() | rec.Other()):
                 pass
             case _:

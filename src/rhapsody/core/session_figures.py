@@ -142,7 +142,7 @@ class Figures:
             case rec.Hint():
                 self.hints += 1
             case (rec.Retry() | rec.HintDelivered() | rec.Permission() | rec.PermissionMode()
-                  | rec.Denial() | rec.MemoryReminder() | rec.Handoff() | rec.HandoffAsked() | rec.SeamTokens()
+                  | rec.Denial() | rec.Todo() | rec.MemoryReminder() | rec.Handoff() | rec.HandoffAsked() | rec.SeamTokens()
                   | rec.SeamFailed() | rec.HandoffFailed() | rec.ThinkingCut() | rec.SeamNote() | rec.Tools()
                   | rec.Notice() | rec.Interrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook()
                   | rec.Checkpoint() | rec.CheckpointFailed() | rec.Restore() | rec.Aside() | rec.Other()):

@@ -13,12 +13,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncGenerator, Callable
 
-from rhapsody.core.events import Event, HandoffAsked, ToolFinished, ToolStarted
+from rhapsody.core.events import Event, HandoffAsked, TodoUpdated, ToolFinished, ToolStarted
 from rhapsody.core.handoff_state import NoteWritten, Phase
 from rhapsody.core.messages import Block, Message, TextBlock, ToolUseBlock
 from rhapsody.core.narration import narration_words
 from rhapsody.core.policy import Policy
 from rhapsody.core.round import Round
+from rhapsody.core.todo import TodoWritten
 from rhapsody.core.tools import ToolContext, Toolbox
 from rhapsody.core.turn_end import delivered, rolled, said
 from rhapsody.core.turn_hooks import ask_handoff, hook_notices, note_written
@@ -71,5 +72,7 @@ async def _run_one(ctx: ToolContext, toolbox: Toolbox, policy: Policy, current: 
     yield ToolFinished(call, outcome.content, outcome.is_error, 0 if outcome.refused else ms, outcome.exit_code,
                        outcome.refused, str(outcome.facts.get("diff") or ""),
                        str(outcome.facts.get("proposed_diff") or ""))
+    if isinstance(outcome, TodoWritten) and not outcome.is_error:
+        yield TodoUpdated(tuple(i.model_dump() for i in outcome.items))
     for notice in hook_notices(toolbox):
         yield notice

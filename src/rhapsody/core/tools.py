@@ -35,6 +35,7 @@ from rhapsody.core.permissions import (
     outside,
     read_only_command,
     relative_keys,
+    writes_nothing,
 )
 from rhapsody.core.secrets import mask
 from rhapsody.core.rule_suggestions import session_rules
@@ -59,6 +60,8 @@ class ToolOutcome:
     is then its text form for front ends."""
     refused: str = ""
     """Why the call was not run (a permission refusal); empty when it ran."""
+    mode: Mode | None = None
+    """The permission mode the call leaves the session in (an approved plan picks it); None: unchanged."""
 
 
 class ToolFailure(Exception):
@@ -88,6 +91,10 @@ class ToolContext:
     read_outside: bool = False
     """This call's read outside the project was permitted (asked and allowed, or by a rule): the tool may read
     there, credential locations still refused."""
+    mode: Mode = "yolo"
+    """The permission mode the call runs in (set per call by the toolbox)."""
+    reviewer: PlanReviewer | None = None
+    """Who reviews a proposed plan (the toolbox's); None where no human can answer."""
 
 
 class Tool:
@@ -176,6 +183,27 @@ class Approver(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class PlanReview:
+    """The human's answer to a proposed plan: approved (as edited, then this mode) or rejected with a reason."""
+
+    approved: bool
+    plan: str = ""
+    """The plan as the human approved it (their edits included)."""
+    mode: Mode = "auto-edit"
+    """The permission mode the work goes on in once approved."""
+    reason: str = ""
+    """Why the human rejected it, in their own words ('' for none given)."""
+
+
+class PlanReviewer(Protocol):
+    """Shows the human a proposed plan (Markdown) and returns their answer (the app and plain mode provide one)."""
+
+    async def __call__(self, plan: str) -> PlanReview:
+        """The human's answer."""
+        ...
+
+
 class ToolSource(Protocol):
     """Tools that arrive after start-up (MCP servers): started in the background, waited for per turn."""
 
@@ -221,6 +249,8 @@ class Toolbox:
         self.rules = rules or Rules()
         self.approver = approver
         """Who answers `ask` decisions; None where no human can answer (headless)."""
+        self.reviewer: PlanReviewer | None = None
+        """Who answers a plan `exit_plan` proposes; None where no human can answer (headless)."""
         self.clock = clock
         """Times tool runs (seconds); a fixed clock pins durations in layout snapshots."""
         self.secrets = tuple(s for s in secrets if len(s) >= 8)
@@ -298,10 +328,13 @@ class Toolbox:
             await checkpoint(ctx.session, self.checkpointer, "tool", tool_use_id=ctx.call_id, name=tool.name)
         started = self.clock()  # the duration is the tool's, not the human's time to answer
         ctx = dataclasses.replace(ctx, confinement="off" if call.leave_sandbox else call.confinement,
-                                  read_deny=self.rules.read_denied(), read_only=self.permission_mode == "read-only",
-                                  protected=self.protected, rules=self.rules,
-                                  read_outside=bool(outside(call.keys)) and call.reads_files)
+                                  read_deny=self.rules.read_denied(), read_only=writes_nothing(self.permission_mode),
+                                  protected=self.protected, rules=self.rules, mode=self.permission_mode,
+                                  reviewer=self.reviewer, read_outside=bool(outside(call.keys)) and call.reads_files)
         outcome = self._mask(await self._execute(tool, args, ctx))
+        if outcome.mode is not None and outcome.mode != self.permission_mode:
+            self.permission_mode = outcome.mode
+            ctx.session.record("permission_mode", mode=outcome.mode)
         response = {"output": outcome.content, "is_error": outcome.is_error, "exit_code": outcome.exit_code}
         after = await self._tool_hook(ctx, "PostToolUse", name, fields, tool_response=response)
         return _with_hook_words(outcome, after, self._masked), started

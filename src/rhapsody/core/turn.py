@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
-from rhapsody.core.checkpoints import checkpoint
+from rhapsody.core.checkpoints import HARNESS_PREFIX, checkpoint
 from rhapsody.core.events import Event, ImagesAttached, ModelResponse, Notice, TurnEnded, TurnStarted
 from rhapsody.core.handoff_state import Phase
 from rhapsody.core.hooks import STOP_CONTINUES
@@ -64,9 +64,10 @@ class Opening:
 
 
 async def opening(session: Session, toolbox: Toolbox, handoff_request: str, text: str | None,
-                  typed: str | None = None) -> Opening:
+                  typed: str | None = None, plan_note: str = "") -> Opening:
     """The first message of a turn on the human's text (None or blank: only what is pending); `typed`: the
-    words the human typed when `text` holds more (a custom command's prompt), the only ones that attach images."""
+    words the human typed when `text` holds more (a custom command's prompt), the only ones that attach images;
+    `plan_note`: what plan mode asks, sent before the human's text when the session was switched into it."""
     if not (text and text.strip()):
         return await _pending_only(session, toolbox, handoff_request)
     verdict = await fire(session, toolbox, "UserPromptSubmit", prompt=text)
@@ -77,7 +78,8 @@ async def opening(session: Session, toolbox: Toolbox, handoff_request: str, text
     added = [TextBlock(text=verdict.context)] if verdict.context.strip() else []
     images, refused = attach(text if typed is None else typed, session.root, toolbox.protected)
     hints = session.take_hints()
-    blocks: list[Block] = [*(TextBlock(text=h.text) for h in hints), TextBlock(text=text),
+    blocks: list[Block] = [*(TextBlock(text=h.text) for h in hints), *_plan_note(session, toolbox, plan_note),
+                           TextBlock(text=text),
                            *(i.block() for i in images), *added]
     return Opening(blocks, hints, images, [*notices, *(Notice(line) for line in refused)])
 
@@ -97,6 +99,18 @@ async def begin(session: Session, toolbox: Toolbox, opened: Opening, text: str |
         yield ImagesAttached(tuple(label(i.block().dump()) for i in opened.images))
     async for notice in sync_tools(session, toolbox):
         yield notice
+
+
+def _plan_note(session: Session, toolbox: Toolbox, note: str) -> list[Block]:
+    """Plan mode's instructions as the harness's words, once after a switch into plan mode; none when the
+    system prompt has them (the session started in plan mode) or a message since the switch carried them."""
+    note = note.strip()
+    if toolbox.permission_mode != "plan" or not note or note in session.spec.system:
+        return []
+    since = max((i for i, r in enumerate(session.records) if r["kind"] == "permission_mode"), default=0)
+    sent = any(isinstance(b, dict) and note in str(b.get("text", "")) for r in session.records[since:]
+               if r["kind"] == "message" for b in r["content"])
+    return [] if sent else [TextBlock(text=f"{HARNESS_PREFIX} {note}")]
 
 
 async def _pending_only(session: Session, toolbox: Toolbox, handoff_request: str) -> Opening:

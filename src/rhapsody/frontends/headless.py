@@ -170,7 +170,7 @@ def snake(name: str) -> str:
 
 def event_dict(event: ev.Event) -> dict[str, Any]:
     """An event as a JSON-ready dict with its type name."""
-    data: dict[str, Any] = {"event": snake(type(event).__name__)}
+    data: dict[str, Any] = {"event": getattr(event, "json_name", "") or snake(type(event).__name__)}
     for field in dataclasses.fields(event):
         value = getattr(event, field.name)
         if hasattr(value, "dump"):

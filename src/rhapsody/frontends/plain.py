@@ -31,6 +31,7 @@ from rhapsody.config.settings import Settings
 from rhapsody.core import events as ev
 from rhapsody.core.approval import HumanApprover, Question, approval_for, choices, picked
 from rhapsody.core.loop import Agent
+from rhapsody.core.tools import PlanReview
 from rhapsody.frontends.preview import plain_text
 from rhapsody.frontends.prompt_aids import InputHistory, command_names
 from rhapsody.frontends.recap import recap_lines
@@ -57,6 +58,18 @@ class PlainApprover:
         """Whether the grace period of the pending question is over, so a typed line answers it."""
         self.kept: list[str] = []
         """What was typed for the prompt as the question appeared; it goes back there once answered."""
+        self.plan_reply: asyncio.Future[PlanReview] | None = None
+        """The answer to a plan exit_plan proposed, while one is open."""
+
+    async def review_plan(self, plan: str) -> PlanReview:
+        """exit_plan's plan on the line; the next line typed answers it (see `plan_review`)."""
+        shown = "\n".join(f"  │ {line}" for line in visible(plan).splitlines())
+        self.say(f"  the agent proposes this plan:\n{shown}\n  {PLAN_KEYS}")
+        self.plan_reply = asyncio.get_running_loop().create_future()
+        try:
+            return await self.plan_reply
+        finally:
+            self.plan_reply = None
 
     async def serve(self) -> None:
         """Ask each question as it comes, one at a time, until cancelled."""
@@ -103,6 +116,9 @@ class PlainApprover:
         other text denies with that text, verbatim, as the reason. A line entered within the grace period
         answers nothing and is set aside. False when no question is open, or for a slash command (it runs
         as the command; the question stays open)."""
+        if self.plan_reply is not None and not self.plan_reply.done() and not is_command(line):
+            self.plan_reply.set_result(plan_review(line))
+            return True
         if self.pending is None or not self.pending.open or is_command(line):
             return False
         if not self.ready:  # typed before the question could be read: never its answer
@@ -124,6 +140,19 @@ def numbered(rules: tuple[str, ...]) -> str:
     listed = ", ".join(f"{n} = " + PLAIN_CHOICES[reply].format(rules=", ".join(rules))
                        for n, reply in enumerate(choices(rules), 1))
     return listed if rules else f"{listed} (no session rule can allow this call)"
+
+
+PLAN_KEYS = ("y = approve, then auto-edit · a = approve, then ask (each write asked) · any other line rejects "
+             "the plan and the agent reads your words (say what to change)")
+
+
+def plan_review(line: str) -> PlanReview:
+    """A typed line as the answer to a plan: a lone `y` or `a` approves it as proposed, anything else rejects it
+    with the line, verbatim, as the reason."""
+    word = line.strip().lower()
+    if word in ("y", "a"):
+        return PlanReview(True, mode="auto-edit" if word == "y" else "ask")
+    return PlanReview(False, reason=line)
 
 
 class Unmarked:
@@ -257,6 +286,7 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
 
         questions = PlainApprover(approver or HumanApprover(), say, agent.session.root, take_typed,
                                   agent.toolbox.rules.read_denied)
+        agent.toolbox.reviewer = questions.review_plan
         serving = asyncio.create_task(questions.serve())
         say(f"rhapsody {agent.session.id} in {agent.session.root}, model {agent.session.spec.model}, "
             f"permissions {agent.toolbox.permission_mode}\n"
@@ -288,8 +318,8 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
             by_key = bool(typed)  # ctrl+o: a key, not a typed command, so nothing to echo
             initial = typed.pop() if typed else ""
             busy = task is not None and not task.done()
-            if questions.pending is not None and questions.answer(line):
-                initial = "" if questions.pending.open else questions.take_kept()
+            if (questions.pending is not None or questions.plan_reply is not None) and questions.answer(line):
+                initial = "" if questions.pending is not None and questions.pending.open else questions.take_kept()
                 continue
             command = shell_command(line)
             if command is not None:  # the human's own command, in the agent's sandbox

@@ -28,6 +28,7 @@ from rhapsody.core.errors import InputError
 from rhapsody.core.messages import THINKING_TYPES, Message
 from rhapsody.core.records import parse
 from rhapsody.core.secrets import mask
+from rhapsody.core.todo import from_imported
 from rhapsody.core.pricing import WRITE_1H_KEY
 from rhapsody.core.session_figures import USAGE_KEYS
 from rhapsody.importer.transcript import Aside, Compacted, Item, Queued, Source, Turn
@@ -126,6 +127,9 @@ def _interrupted(call_id: str) -> dict[str, Any]:
     return {"type": "tool_result", "tool_use_id": call_id, "content": INTERRUPTED, "is_error": True}
 
 
+TODO_CALLS = ("TodoWrite", "update_plan", "todo_write")
+"""The sources' todo list tools, whose lists become `todo` records (core/todo.py)."""
+
 class _Writer:
     """Collects records and folds messages, so each request record measures the view it had."""
 
@@ -202,6 +206,16 @@ class _Writer:
                 if code is not None:  # only where the source says it: a result without one shows none
                     fields["exit_code"] = code
             self.add(turn.ts, "tool_run", **fields)
+            self._todo(turn.ts, call_id, block)
+
+    def _todo(self, ts: float, call_id: str, result: dict[str, Any]) -> None:
+        """A todo list call that ran (Claude Code's TodoWrite, Codex's update_plan) becomes rhapsody's list."""
+        if self.names[call_id] not in TODO_CALLS or result.get("is_error"):
+            return
+        items = from_imported(self.inputs.get(call_id))
+        if items is not None:
+            self.add(ts, "todo", items=[i.model_dump() for i in items], at=len(self.conv.messages),
+                     tool_use_id=call_id)
 
     def queued(self, item: Queued) -> None:
         self.hints += 1

@@ -12,10 +12,11 @@ def default_tools(sandbox: SandboxSetting = "workspace-write", network: bool = F
     from rhapsody.tools.files import EditFile, FindFiles, ReadFile, SearchText, WriteFile
     from rhapsody.tools.git import Git
     from rhapsody.tools.handoff import MicroHandoff, Recall
+    from rhapsody.tools.plan import ExitPlan, TodoWrite
     from rhapsody.tools.web import WebFetch
 
     return [ReadFile(), WriteFile(), EditFile(), Bash(sandbox, network), FindFiles(), SearchText(), Git(sandbox),
-            Recall(), MicroHandoff(), WebFetch()]
+            Recall(), MicroHandoff(), WebFetch(), TodoWrite(), ExitPlan()]
 
 
 def default_toolbox(permission_mode: Mode = "yolo", allow: list[str] | None = None,

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
-from rhapsody.core import recall
+from rhapsody.core import recall, todo
 from rhapsody.core.last_failure import last_failure
 from rhapsody.core.handoff import stripped_index
 from rhapsody.core.handoff_state import NoteWritten
@@ -111,11 +111,20 @@ def harness_facts(root: Path, session: Session) -> str:
         lines.append(f"- git {git['refused']}" if git.get("refused") else f"- {root} is not in a git repository")
     lines.append(f"- files read ({len(reads)}): " + (", ".join(reads[:60]) or "none"))
     lines.append(f"- files written ({len(writes)}): " + (", ".join(writes[:60]) or "none"))
+    lines.append(_todo_facts(session))
     lines.append(_commands(since))
     failure = last_failure(since, _outputs(session))
     if failure:
         lines.append(failure)
     return "\n".join(lines)
+
+
+def _todo_facts(session: Session) -> str:
+    """The todo list as the agent last wrote it (the harness's record, not the agent's memory of it)."""
+    items = session.todos.items()
+    if not items:
+        return "- todo list: none written"
+    return "\n".join([f"### Todo list ({todo.summary(items)})", *(f"- {line}" for line in todo.lines(items))])
 
 
 def _outputs(session: Session) -> dict[str, str]:

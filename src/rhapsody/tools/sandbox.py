@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 from rhapsody.core.credentials import locations
-from rhapsody.core.permissions import Confinement, Mode, SandboxSetting
+from rhapsody.core.permissions import Confinement, Mode, SandboxSetting, writes_nothing
 from rhapsody.core.secrets import mask
 from rhapsody.core.userstate import state_home
 from rhapsody.tools import gitguard, lifeline, seccomp
@@ -116,7 +116,7 @@ def effective_level(setting: SandboxSetting, permission_mode: Mode) -> SandboxSe
     """The sandbox a command gets: `read-only` permission mode always means a read-only project."""
     if setting == "off":
         return "off"
-    return "read-only" if permission_mode == "read-only" else setting
+    return "read-only" if writes_nothing(permission_mode) else setting
 
 
 def status(setting: SandboxSetting) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO, assert_never
@@ -27,6 +27,7 @@ from rhapsody.core.history import collector_paused
 from rhapsody.core.context import Conversation
 from rhapsody.core.output_caps import original_size
 from rhapsody.core.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
+from rhapsody.core import todo
 from rhapsody.core.own_files import read_own
 from rhapsody.core.counts import counted
 from rhapsody.view.sink import visible as visible  # the one function every byte for a terminal passes
@@ -115,6 +116,12 @@ def key_argument(call: ToolUseBlock) -> str:
     args: Any = call.input if isinstance(call.input, dict) else {}
     if call.name == "micro_handoff":
         return f"field note ({len(args.get('done') or [])} done, {len(args.get('open') or [])} open)"
+    if call.name == "todo_write" and isinstance(args.get("todos"), list):
+        items = args["todos"]
+        done = sum(1 for i in items if isinstance(i, dict) and i.get("status") == "done")
+        return f"({done}/{len(items)} done)"
+    if call.name == "exit_plan":
+        return f"plan ({counted(len(str(args.get('plan') or '').splitlines()), 'line')})"
     for key in KEY_ARGUMENTS:
         if key in args and args[key]:
             return one_line(visible(_argument_text(args[key])), 90)
@@ -374,7 +381,16 @@ def event_lines(event: ev.Event) -> list[Line]:
         return [harness_line(event.text)]
     if isinstance(event, ev.ImagesAttached):
         return [Line("user", f"  {text}") for text in event.labels]
+    if isinstance(event, ev.TodoUpdated):
+        return [todo_line(event.items)]
     return []
+
+
+def todo_line(items: Sequence[Mapping[str, str]]) -> Line:
+    """The todo list as the agent left it: a head with the count, then one line per item (live and on resume)."""
+    typed = [rec.TodoItem.model_validate(i) for i in items]
+    shown = [visible(one_line(text, 100)) for text in todo.lines(typed)]
+    return Line("todo", "\n".join([f"☰ {todo.summary(typed)}", *(f"  {text}" for text in shown)]))
 
 
 def retry_line(attempt: int, delay: float, reason: str, asked: str = "") -> Line:
@@ -568,6 +584,8 @@ def _other_lines(record: rec.Record, root: Path, hints: dict[str, str], landed: 
             return [] if record.id in landed else [hint_line(record.id, record.text)]
         case rec.Import() | rec.Compaction():
             return [imported_line(record)]
+        case rec.Todo():
+            return [todo_line([i.model_dump() for i in record.items])]
         case (rec.Session() | rec.Message() | rec.HintDelivered()
               | rec.Permission() | rec.PermissionMode() | rec.Denial() | rec.MemoryReminder() | rec.Handoff()
               | rec.HandoffAsked() | rec.SeamTokens() | rec.ThinkingCut() | rec.SeamNote() | rec.Model() | rec.Tools()

@@ -12,7 +12,7 @@ boundary, ctrl+n queues a message for the end of the turn.
 | ctrl+o | Micro-handoff |
 | escape, ctrl+c | Interrupt the working agent (what streamed stays, marked interrupted) |
 | escape escape | Idle: clear the prompt (Up brings it back); on an empty prompt, rewind (as `/rewind`) |
-| shift+tab | Cycle the permission mode: ask, auto-edit, read-only (never into yolo) |
+| shift+tab | Cycle the permission mode: ask, auto-edit, read-only, plan (never into yolo) |
 | ctrl+t | Move into the transcript (tab comes back) |
 | ctrl+g | Edit the prompt in $VISUAL or $EDITOR |
 | pageup, pagedown | Scroll the transcript |
@@ -38,6 +38,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.containers import Horizontal
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Static
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
     from rhapsody.core.approval import HumanApprover, Question
     from rhapsody.core.loop import Agent
     from rhapsody.core.messages import ToolUseBlock
+    from rhapsody.core.tools import PlanReview
 else:  # loaded on first use, after the first frame (pydantic and the core are most of the start-up)
     commands = lazy("rhapsody.commands.slash")
     render = lazy("rhapsody.view.render")
@@ -79,6 +81,9 @@ T = TypeVar("T")
 
 ESC_TWICE = 0.8
 """Seconds within which a second Esc clears the input."""
+
+TODO_WIDTH = 26
+"""Columns of the todo panel beside the transcript (app.tcss `#todo`): 54 stay for the transcript at 80."""
 
 PALETTE_MARGIN = 6
 """Columns of the command palette's width that its descriptions cannot use (padding, scrollbar)."""
@@ -168,7 +173,9 @@ class RhapsodyApp(App[int]):
         """The custom commands as read for the screen on top (the open palette, which asks on every key)."""
 
     def compose(self) -> ComposeResult:
-        yield TranscriptView(id="transcript")
+        with Horizontal(id="main"):
+            yield TranscriptView(id="transcript")
+            yield Static("", id="todo", classes="hidden")
         yield Static("", id="completions", classes="hidden")
         yield PromptInput(self.initial, id="prompt", soft_wrap=True, show_line_numbers=False)
         yield StatusBar("", id="status")
@@ -241,6 +248,7 @@ class RhapsodyApp(App[int]):
         load_all()  # the rest of the lazy modules, here rather than on the SDK's import thread
         if self.approver is not None:
             self._questions = asyncio.create_task(self.serve_questions(self.approver))
+            self.agent.toolbox.reviewer = self.review_plan
         if self.settings.keymap:
             self.set_keymap(self.settings.keymap)
         await self.reload()
@@ -355,7 +363,8 @@ class RhapsodyApp(App[int]):
         """Rebuild the transcript from history (the one renderer); command outputs are `notice` records, kept in place."""
         session = self.agent.session
         lines = render.record_lines(session.records, session.root, session.id, session.conversation)
-        entries = [Entry.of(line) for _, line in lines]
+        entries = [Entry.of(line) for _, line in lines if line.kind != "todo"]  # the list has its panel
+        self.show_todos([i.model_dump() for i in session.todos.items()])
         if not entries:
             entries = [Entry("welcome", welcome_text(self.agent, self.settings, self.welcome))]
         self._rebuilt_to = session.records[-1].get("seq", 0) if session.records else 0
@@ -581,9 +590,43 @@ class RhapsodyApp(App[int]):
             self._typed = None  # the human's words are in the history now; nothing to draw, the status below
         elif isinstance(event, (ev.TurnEnded, ev.Failed)):
             await t.end_text()
+        elif isinstance(event, ev.TodoUpdated):
+            return self.show_todos(list(event.items))
         for line in render.event_lines(event):
             await t.add(Entry.of(line))
         self.refresh_status()
+
+    def show_todos(self, items: list[dict[str, str]]) -> None:
+        """The todo list in its panel beside the transcript; hidden while the list is empty."""
+        import textwrap
+
+        panel = self.query_one("#todo", Static)
+        head, *rows = render.todo_line(items).text.split("\n")
+        width = TODO_WIDTH - 3  # the panel's padding and its border
+        wrapped = [textwrap.fill(r.strip(), width, subsequent_indent="    ") for r in rows]
+        panel.update(Text("\n".join([head, *wrapped])) if items else Text(""))
+        panel.set_class(not items, "hidden")
+
+    async def review_plan(self, plan: str) -> PlanReview:
+        """The plan exit_plan proposes, for the human to approve (as edited), or reject with a reason."""
+        from rhapsody.core.tools import PlanReview
+        from rhapsody.frontends.app.plan_review import PlanScreen
+
+        answered: asyncio.Future[PlanReview] = asyncio.get_running_loop().create_future()
+        self.set_state("waiting for you")
+        self.signal("approval", "rhapsody: a plan waits for your answer")
+        self.live.pause()
+
+        def settle(review: PlanReview | None) -> None:
+            if not answered.done():
+                answered.set_result(review if review is not None else PlanReview(False))
+
+        self.push_screen(PlanScreen(plan), callback=settle)
+        try:
+            return await answered
+        finally:
+            self.live.resume()
+            self.set_state("working" if self.agent.busy else "idle")
 
     async def stream_thinking(self, text: str) -> None:
         """Thinking gathers into one folded line per block."""
@@ -720,13 +763,13 @@ class RhapsodyApp(App[int]):
             self.run_worker(self.rewinder.open())
 
     def action_cycle_mode(self) -> None:
-        """shift+tab: the next permission mode of ask, auto-edit and read-only; yolo only by flag or /permissions."""
+        """shift+tab: the next permission mode of ask, auto-edit, read-only and plan; yolo only by flag or /permissions."""
         if not self.ready:
             return
         mode = commands.next_mode(self.agent.toolbox.permission_mode)
         commands.set_mode(self.agent, mode)
         self.refresh_status()
-        self.toast(f"permissions: {mode} (shift+tab cycles ask, auto-edit, read-only)", timeout=2)
+        self.toast(f"permissions: {mode} (shift+tab cycles ask, auto-edit, read-only, plan)", timeout=2)
 
     def action_edit_prompt(self) -> None:
         """ctrl+g: edit the draft in $VISUAL or $EDITOR; what the editor saves becomes the draft."""
