@@ -232,6 +232,14 @@ class ImagesAttached:
 
 
 @dataclass(frozen=True)
+class FilesAttached:
+    """Files and folders the human's `@` words named went with the prompt, each as its block's text
+    (core/attachments.py reads one back)."""
+
+    texts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class TurnEnded:
     """The agent ended its turn."""
 
@@ -269,6 +277,7 @@ Event = (
     | Interrupted
     | Notice
     | ImagesAttached
+    | FilesAttached
     | LimitsExceeded
     | TurnEnded
     | Failed

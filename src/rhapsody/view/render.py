@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO, assert_never
 
+from rhapsody.core.attachments import shown as attachment
 from rhapsody.core.images import label as image_label
 from rhapsody.core import events as ev
 from rhapsody.core import records as rec
@@ -341,7 +342,15 @@ def event_lines(event: ev.Event) -> list[Line]:
         return [harness_line(event.text)]
     if isinstance(event, ev.ImagesAttached):
         return [Line("user", f"  {text}") for text in event.labels]
+    if isinstance(event, ev.FilesAttached):
+        return [line for text in event.texts if (line := attached_line(text))]
     return []
+
+
+def attached_line(text: str) -> Line | None:
+    """A file or folder the human attached: one folded line (`attached README.md (1.2 KB)`), its text the body."""
+    found = attachment(text)
+    return Line("attached", f"  {found.label()}", body=found.body) if found else None
 
 
 def retry_line(attempt: int, delay: float, reason: str, asked: str = "") -> Line:
@@ -586,7 +595,7 @@ def _message_lines(message: Message, hints: list[tuple[str, str, str]], calls: d
     hint_texts = {text: (i, where) for i, text, where in hints}
     for block in message.content:
         if isinstance(block, TextBlock) and message.role == "user":
-            out.append(_user_text(block.text, hint_texts))
+            out.append(attached_line(block.text) or _user_text(block.text, hint_texts))
         elif isinstance(block, TextBlock):
             out.append(Line("assistant", block.text))
         elif isinstance(block, ThinkingBlock):
