@@ -12,11 +12,13 @@ from prompt_toolkit.application import create_app_session
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
+from rhapsody.commands.export import page_html, page_markdown
 from rhapsody.core.events import FilesAttached, Notice
 from rhapsody.core.history import read_history
 from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.frontends.app.widgets import Foldable, PromptInput
 from rhapsody.frontends.plain import run_plain
+from rhapsody.frontends.recap import last_exchange
 from rhapsody.loopback.script import say
 from rhapsody.view.render import record_lines
 from rhapsody.wiring import build
@@ -49,6 +51,8 @@ async def test_an_at_file_reaches_the_model_as_its_content_after_the_human_words
     lines = [line.text.strip() for _, line in record_lines(read_history(wiring.session.path).records, project,
                                                            wiring.session.id)]
     assert "attached README.md (32 B)" in lines and not any("ZEBRA" in line for line in lines if "›" in line)
+    assert last_exchange(read_history(wiring.session.path).records) == ("what does @README.md say?",
+                                                                        "The marker is ZEBRA-42.")
 
 
 async def test_a_large_file_is_cut_in_the_middle_with_a_line_saying_so(stub: Stub, project: Path) -> None:
@@ -129,3 +133,16 @@ async def test_the_app_folds_the_attachment_and_unfolds_its_text(stub: Stub, pro
         folds[0].expanded = True
         assert "ZEBRA-42" in str(folds[0].render())
     assert "ZEBRA-42" in json.dumps(stub.bodies()[0])
+
+
+async def test_the_export_folds_the_attachment_under_its_line(stub: Stub, project: Path) -> None:
+    (project / "README.md").write_text(README, encoding="utf-8")
+    stub.script(say("Seen."))
+    wiring = stub.wire(project)
+    await collect(wiring.agent.run("look at @README.md"))
+    records = read_history(wiring.session.path).records
+    html = page_html(records, project, wiring.session.id)
+    assert "<summary>attached README.md (32 B)</summary><pre># Demo" in html
+    markdown = page_markdown(records, project, wiring.session.id)
+    assert "<details><summary>attached README.md (32 B)</summary>" in markdown and "ZEBRA-42" in markdown
+    assert "<file path" not in html and "<file path" not in markdown

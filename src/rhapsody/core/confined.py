@@ -80,7 +80,7 @@ class _opened:
         try:
             self.fd = _open_down(self.base, self.parts, self.file)
         except FileNotFoundError:
-            raise ValueError("no such file or folder") from None
+            raise ValueError("no such file" if self.file else "no such folder") from None
         except NotADirectoryError:
             raise ValueError("not a folder" if not self.file else "no such file") from None
         except OSError as exc:

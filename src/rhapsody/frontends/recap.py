@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rhapsody.core.attachments import shown as attachment
 from rhapsody.core.counts import counted
 from rhapsody.view.render import dollars, one_line
 
@@ -25,7 +26,9 @@ def _width() -> int:
 
 
 def _texts(record: dict[str, Any]) -> str:
-    return " ".join(b.get("text", "") for b in record.get("content", []) if b.get("type") == "text").strip()
+    """The message's words: its text blocks but an attached file's or folder's (the human's words name it)."""
+    return " ".join(text for b in record.get("content", []) if b.get("type") == "text"
+                    and attachment(text := str(b.get("text", ""))) is None).strip()
 
 
 def last_exchange(records: list[dict[str, Any]]) -> tuple[str, str]:

@@ -350,7 +350,7 @@ def event_lines(event: ev.Event) -> list[Line]:
 def attached_line(text: str) -> Line | None:
     """A file or folder the human attached: one folded line (`attached README.md (1.2 KB)`), its text the body."""
     found = attachment(text)
-    return Line("attached", f"  {found.label()}", body=found.body) if found else None
+    return Line("attached", found.label(), body=found.body) if found else None
 
 
 def retry_line(attempt: int, delay: float, reason: str, asked: str = "") -> Line:
