@@ -122,7 +122,7 @@ def html_line(line: Line) -> str:
     if line.kind == "seam":
         return (f'<section class="seam" id="seam-{escape(line.key)}"><div>{escape(line.text)}</div>'
                 f"{_folded('field note', line.body, 'note')}</section>")
-    if line.kind in ("tool", "thinking", "harness") and line.body:
+    if line.kind in ("tool", "thinking", "harness", "attached") and line.body:
         css = f"line {kind} {escape(line.state)}" + (" stripped" if "· stripped" in line.text else "")
         return _folded(line.full or line.text, line.body, css)
     return f'<div class="line {kind}">{escape(line.full or line.text)}</div>'
@@ -167,7 +167,7 @@ def md_line(line: Line, text_of: Callable[[str], str] = inert) -> str:
     """One transcript line as Markdown: the model's text made inert by `text_of`, every other line plain."""
     if line.kind == "seam":
         return f"---\n\n**{plain(line.text.strip('─ '))}**\n\n{_md_folded('field note', line.body)}\n\n---"
-    if line.kind in ("tool", "thinking", "harness") and line.body:
+    if line.kind in ("tool", "thinking", "harness", "attached") and line.body:
         return _md_folded(line.full or line.text, line.body)
     if line.kind == "assistant":
         return text_of(line.text)

@@ -232,6 +232,14 @@ class ImagesAttached:
 
 
 @dataclass(frozen=True)
+class FilesAttached:
+    """Files and folders the human's `@` words named went with the prompt, each as its block's text
+    (core/attachments.py reads one back)."""
+
+    texts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class TurnEnded:
     """The agent ended its turn."""
 
@@ -279,6 +287,7 @@ Event = (
     | Notice
     | ImagesAttached
     | TodoUpdated
+    | FilesAttached
     | LimitsExceeded
     | TurnEnded
     | Failed

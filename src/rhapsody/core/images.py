@@ -7,7 +7,7 @@ the provider, so it is confined as the file tools' reads are: resolved inside th
 (an absolute or `~` path outside it, or a link to outside, is refused), never a protected path
 (secret-looking names, `.rhapsody/`, credential locations, the user's `protected_paths`), and
 read through descriptors opened component by component without following a link, so a link
-swapped in after the check is refused, not followed. Only the words the human typed attach:
+swapped in after the check is refused, not followed (core/confined.py, as attached files are). Only the words the human typed attach:
 a custom command's own text (a project's file) attaches nothing. The bytes are stored once
 under `.rhapsody/images/SHA256.EXT` (mode 0600), and the message record holds a reference
 block, so the history does not grow by the image at every resume:
@@ -27,19 +27,16 @@ import base64
 import functools
 import hashlib
 import math
-import os
 import shlex
-import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rhapsody.core.credentials import is_credential
+from rhapsody.core import confined
 from rhapsody.core.errors import StorageError
 from rhapsody.core.history import STATE_DIR, private_dir, state_dir, write_private_bytes
 from rhapsody.core.messages import Message, OtherBlock
-from rhapsody.core.permissions import protected as protected_read
 
 MAX_BYTES = 5 * 1024 * 1024
 """The Messages API's limit for one image."""
@@ -170,45 +167,7 @@ def store(root: Path, path: Path, protected: tuple[str, ...] = ()) -> Attached:
 
 def read_confined(root: Path, path: Path, protected: tuple[str, ...] = ()) -> bytes:
     """The bytes of the image file at `path`, confined as the file tools' reads are; ValueError says why not."""
-    base = root.resolve()
-    target = path.resolve()
-    if target != base and base not in target.parents:
-        raise ValueError(f"it is outside the project ({base}), or a link to outside it; images are attached "
-                         "from inside the project")
-    parts = target.relative_to(base).parts
-    if protected_read("/".join(parts)) or is_credential(target, protected, resolved=True):
-        raise ValueError("it is a protected path (secret-looking, rhapsody's own state, or a credential location)")
-    try:
-        return _read_without_links(base, parts)
-    except FileNotFoundError:
-        raise ValueError("no such file") from None
-    except OSError as exc:
-        raise ValueError(exc.strerror or str(exc)) from None
-
-
-_OPEN = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-
-
-def _read_without_links(base: Path, parts: tuple[str, ...]) -> bytes:
-    """A regular file's bytes, each folder from `base` down and the file itself opened without following a link."""
-    if not parts:
-        raise ValueError("no such file")
-    folder = os.open(base, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
-    try:
-        for part in parts[:-1]:
-            inner = os.open(part, _OPEN | os.O_DIRECTORY, dir_fd=folder)
-            os.close(folder)
-            folder = inner
-        fd = os.open(parts[-1], _OPEN | os.O_NONBLOCK, dir_fd=folder)
-    finally:
-        os.close(folder)
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ValueError("not a regular file")
-        if info.st_size > MAX_BYTES:
-            raise ValueError(f"{info.st_size:,} bytes is over the {MAX_BYTES:,}-byte limit for one image")
-        return f.read(MAX_BYTES)
+    return confined.read_confined(root, path, protected, MAX_BYTES, "images", "one image")
 
 
 def images_dir(root: Path) -> Path:

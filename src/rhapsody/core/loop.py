@@ -61,7 +61,7 @@ class Agent:
     async def run(self, text: str | None = None, typed: str | None = None) -> AsyncGenerator[Event, None]:
         """One turn: the human's text (plus any pending hints), then the tool loop; then, when a handoff is still
         wanted, the turn that asks for it (core/turn_end.py `handoff_left`), so every front end ends ctrl+o in a seam.
-        `typed`: what the human typed when `text` holds more (a custom command's prompt): only its images attach."""
+        `typed`: what the human typed when `text` holds more (a custom command's prompt): only its images and files attach."""
         self.unsaid = []
         if text and text.strip() and self._at_boundary(Boundary.HUMAN):  # the seam before the human's words
             async with aclosing(self._one_turn(None)) as turn:
@@ -89,7 +89,7 @@ class Agent:
     async def _one_turn(self, text: str | None, typed: str | None = None) -> AsyncGenerator[Event, None]:
         """One turn, as `run` describes it, without what follows it."""
         opened = await opening(self.session, self.toolbox, self.policy.handoff_request, text, typed,
-                               plan_note=self.policy.plan_note)
+                               cap=self.policy.output_cap, plan_note=self.policy.plan_note)
         for notice in opened.notices:
             yield notice
         if not opened.blocks:

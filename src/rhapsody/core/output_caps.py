@@ -35,3 +35,12 @@ def original_size(text: str) -> Original | None:
     """How long the output was before a cap cut it; None when `text` holds no cut marker."""
     found = _MARKER.search(text)
     return Original(int(found.group(2).replace(",", "")), found.group(1)) if found else None
+
+
+def cap_text(text: str, limit: int) -> str:
+    """Keep the head and tail of `text` within `limit` characters, saying what was cut."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    cut = len(text) - 2 * half
+    return f"{text[:half]}{marker(cut, len(text), 'characters')}{text[-half:]}"

@@ -1,7 +1,7 @@
 """What opens and closes a turn, and the turn's own state: its counters and the round under way.
 
 The first user message of a turn carries the pending hints first, then the human's text, the
-images it names and what UserPromptSubmit hooks add; with no words of the human, a wanted
+images, files and folders it names (core/attachments.py) and what UserPromptSubmit hooks add; with no words of the human, a wanted
 micro-handoff is asked for instead. A hook may refuse the prompt: then nothing is sent. Once
 the message is written, a checkpoint is taken and tool sources' new tools are taken in. When
 the model ends its turn, the turn is over unless what the end of a turn sends (a seam's
@@ -17,7 +17,8 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
 from rhapsody.core.checkpoints import HARNESS_PREFIX, checkpoint
-from rhapsody.core.events import Event, ImagesAttached, ModelResponse, Notice, TurnEnded, TurnStarted
+from rhapsody.core.attachments import Attachment, attach as attach_files
+from rhapsody.core.events import Event, FilesAttached, ImagesAttached, ModelResponse, Notice, TurnEnded, TurnStarted
 from rhapsody.core.handoff_state import Phase
 from rhapsody.core.hooks import STOP_CONTINUES
 from rhapsody.core.images import Attached, attach, label
@@ -61,13 +62,15 @@ class Opening:
     hints: list[Hint]
     images: list[Attached]
     notices: list[Notice]
+    files: tuple[Attachment, ...] = ()
 
 
 async def opening(session: Session, toolbox: Toolbox, handoff_request: str, text: str | None,
-                  typed: str | None = None, plan_note: str = "") -> Opening:
+                  typed: str | None = None, cap: int = 30_000, plan_note: str = "") -> Opening:
     """The first message of a turn on the human's text (None or blank: only what is pending); `typed`: the
-    words the human typed when `text` holds more (a custom command's prompt), the only ones that attach images;
-    `plan_note`: what plan mode asks, sent before the human's text when the session was switched into it."""
+    words the human typed when `text` holds more (a custom command's prompt), the only ones that attach images
+    and files; `cap`: the most characters of one attached file (the tools' output cap); `plan_note`: what plan
+    mode asks, sent before the human's text when the session was switched into it."""
     if not (text and text.strip()):
         return await _pending_only(session, toolbox, handoff_request)
     verdict = await fire(session, toolbox, "UserPromptSubmit", prompt=text)
@@ -76,12 +79,14 @@ async def opening(session: Session, toolbox: Toolbox, handoff_request: str, text
         why = verdict.reason or "no reason given"
         return Opening([], [], [], [*notices, Notice(f"prompt not sent: a UserPromptSubmit hook blocked it: {why}")])
     added = [TextBlock(text=verdict.context)] if verdict.context.strip() else []
-    images, refused = attach(text if typed is None else typed, session.root, toolbox.protected)
+    source = text if typed is None else typed
+    images, refused = attach(source, session.root, toolbox.protected)
+    files, unread = attach_files(source, session.root, toolbox.protected, cap)
     hints = session.take_hints()
     blocks: list[Block] = [*(TextBlock(text=h.text) for h in hints), *_plan_note(session, toolbox, plan_note),
                            TextBlock(text=text),
-                           *(i.block() for i in images), *added]
-    return Opening(blocks, hints, images, [*notices, *(Notice(line) for line in refused)])
+                           *(i.block() for i in images), *(f.block() for f in files), *added]
+    return Opening(blocks, hints, images, [*notices, *(Notice(line) for line in [*refused, *unread])], tuple(files))
 
 
 async def begin(session: Session, toolbox: Toolbox, opened: Opening, text: str | None) -> AsyncGenerator[Event, None]:
@@ -97,6 +102,8 @@ async def begin(session: Session, toolbox: Toolbox, opened: Opening, text: str |
         yield said_now
     if opened.images:
         yield ImagesAttached(tuple(label(i.block().dump()) for i in opened.images))
+    if opened.files:
+        yield FilesAttached(tuple(f.text for f in opened.files))
     async for notice in sync_tools(session, toolbox):
         yield notice
 

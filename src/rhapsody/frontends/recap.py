@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rhapsody.core.attachments import shown as attachment
 from rhapsody.core.counts import counted
 from rhapsody.view.render import dollars, one_line, spoken_by
 
@@ -26,10 +27,11 @@ def _width() -> int:
 
 def _texts(record: dict[str, Any]) -> str:
     """The message's words; of a user message, only those the human wrote (never rhapsody's own
-    `[rhapsody] …` messages or an imported tool's, `render.spoken_by`)."""
+    `[rhapsody] …` messages or an imported tool's, `render.spoken_by`), and never an attached file's or
+    folder's text (the human's words name it)."""
     human = record.get("role") != "user"
-    return " ".join(b.get("text", "") for b in record.get("content", []) if b.get("type") == "text"
-                    and (human or spoken_by(b.get("text", "")) == "human")).strip()
+    texts = [str(b.get("text", "")) for b in record.get("content", []) if b.get("type") == "text"]
+    return " ".join(t for t in texts if (human or spoken_by(t) == "human") and attachment(t) is None).strip()
 
 
 def last_exchange(records: list[dict[str, Any]]) -> tuple[str, str]:

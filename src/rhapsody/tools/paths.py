@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rhapsody.core.credentials import is_credential
-from rhapsody.core.output_caps import marker
+from rhapsody.core.output_caps import cap_text as cap_text  # one cut for tools and attached files
 from rhapsody.core.tools import ToolFailure
 
 
@@ -33,12 +33,3 @@ def shown(root: Path, path: Path) -> str:
         return str(path.relative_to(root.resolve())) or "."
     except ValueError:
         return str(path)
-
-
-def cap_text(text: str, limit: int) -> str:
-    """Keep the head and tail of `text` within `limit` characters, saying what was cut."""
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    cut = len(text) - 2 * half
-    return f"{text[:half]}{marker(cut, len(text), 'characters')}{text[-half:]}"

@@ -25,10 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from rhapsody.core.confined import SKIP_WALK as SKIP_WALK  # one list: the walks and the attached listings
 from rhapsody.core.permissions import PROTECTED_READS
 
-SKIP_WALK = frozenset({".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache", ".pytest_cache",
-                       ".rhapsody"})
 WALK_LIMIT = 50_000
 """Entries examined when looking for secret files; past it the walk stops (docs/security.md)."""
 SETTLE_NS = 2_000_000_000

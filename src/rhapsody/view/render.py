@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO, assert_never
 
+from rhapsody.core.attachments import shown as attachment
 from rhapsody.core.images import label as image_label
 from rhapsody.core import events as ev
 from rhapsody.core import records as rec
@@ -383,6 +384,8 @@ def event_lines(event: ev.Event) -> list[Line]:
         return [Line("user", f"  {text}") for text in event.labels]
     if isinstance(event, ev.TodoUpdated):
         return [todo_line(event.items)]
+    if isinstance(event, ev.FilesAttached):
+        return [line for text in event.texts if (line := attached_line(text))]
     return []
 
 
@@ -391,6 +394,12 @@ def todo_line(items: Sequence[Mapping[str, str]]) -> Line:
     typed = [rec.TodoItem.model_validate(i) for i in items]
     shown = [visible(one_line(text, 100)) for text in todo.lines(typed)]
     return Line("todo", "\n".join([f"☰ {todo.summary(typed)}", *(f"  {text}" for text in shown)]))
+
+
+def attached_line(text: str) -> Line | None:
+    """A file or folder the human attached: one folded line (`attached README.md (1.2 KB)`), its text the body."""
+    found = attachment(text)
+    return Line("attached", found.label(), body=found.body) if found else None
 
 
 def retry_line(attempt: int, delay: float, reason: str, asked: str = "") -> Line:
@@ -637,7 +646,7 @@ def _message_lines(message: Message, hints: list[tuple[str, str, str]], calls: d
     hint_texts = {text: (i, where) for i, text, where in hints}
     for block in message.content:
         if isinstance(block, TextBlock) and message.role == "user":
-            out.append(_user_text(block.text, hint_texts))
+            out.append(attached_line(block.text) or _user_text(block.text, hint_texts))
         elif isinstance(block, TextBlock):
             out.append(Line("assistant", block.text))
         elif isinstance(block, ThinkingBlock):
