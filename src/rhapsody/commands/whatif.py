@@ -8,13 +8,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rhapsody.core import whatif
+from rhapsody.core import whatif, whatif_rows
+from rhapsody.core.context import RequestSpec, build_request, measure
 from rhapsody.core.errors import HistoryError, InputError
 from rhapsody.commands.stats import session_records
 from rhapsody.core.history import read_history, sessions
 from rhapsody.core.pricing import price_of, priced
 
-COLUMNS = ("policy", "requests", "seams", "billed input", "vs no seams", "$ input+notes", "peak context")
+COLUMNS = ("policy", "requests", "seams", "billed input", "vs no seams", "$ input+notes", "peak context",
+           "rhapsody's prompt", "vs no seams")
 
 
 def main(root: Path, session_id: str | None, what: str, as_json: bool = False, read_mult: float | None = None) -> int:
@@ -24,7 +26,7 @@ def main(root: Path, session_id: str | None, what: str, as_json: bool = False, r
     except ValueError as exc:
         raise InputError(str(exc)) from None
     path, records = session_records(root, session_id)
-    report = figures(records, policies, _note(root, path, records), read_mult)
+    report = figures(records, policies, _note(root, path, records), read_mult, own_spec(root, _model(records)))
     print(json.dumps({"session": path.stem, **report}) if as_json else render(path.stem, report))
     return 0
 
@@ -42,10 +44,27 @@ def _note(root: Path, path: Path, records: list[dict[str, Any]]) -> whatif.NoteC
     return whatif.note_cost(histories)
 
 
+def own_spec(root: Path, model: str) -> RequestSpec:
+    """rhapsody's own system prompt and tool definitions for this project, built as a new session's are
+    (the first request's head, before any message), in the parts the what-if counts."""
+    from rhapsody.config.settings import load_settings
+    from rhapsody.tools import default_toolbox
+    from rhapsody.wiring import new_spec
+
+    settings = load_settings(root)
+    toolbox = default_toolbox(settings.permission_mode or "auto-edit", sandbox=settings.sandbox)
+    return new_spec(root, settings, model or "unknown", toolbox)
+
+
+def _model(records: list[dict[str, Any]]) -> str:
+    return next((r["model"] for r in reversed(records) if r["kind"] == "model"), str(records[0].get("model", "")))
+
+
 def figures(records: list[dict[str, Any]], policies: list[whatif.Policy], note: whatif.NoteCost,
-            read_mult: float | None) -> dict[str, Any]:
-    """Every arm priced: as it happened, without seams, one per policy."""
-    model = next((r["model"] for r in reversed(records) if r["kind"] == "model"), str(records[0].get("model", "")))
+            read_mult: float | None, spec: RequestSpec | None = None) -> dict[str, Any]:
+    """Every arm priced: as it happened, without seams, one per policy (with `own`, rhapsody's own prompt
+    and tools: each policy again with them in place of the source's prefix), and the two alternatives."""
+    model = _model(records)
     price = price_of(model)[0] if priced(model) else None
     mult = read_mult if read_mult is not None else (price.read_mult if price else 0.1)
     window = next((r.get("context_window") for r in records if r["kind"] == "import" and r.get("context_window")),
@@ -56,14 +75,35 @@ def figures(records: list[dict[str, Any]], policies: list[whatif.Policy], note: 
     base = whatif.run(records, None, note, window, mult, fit)
     arms = [whatif.run(records, p, note, window, mult, fit) for p in policies]
     prefix = fit.head[2]["prefix"] if len(fit.head) > 2 else ""
+    own = whatif.prompt_head(spec.system, spec.tools) if spec is not None else None
+    clearing = whatif_rows.Clearing()
+    others = [whatif_rows.compaction_arm(records, mult, fit), whatif_rows.clearing_arm(records, mult, fit, clearing)]
+    without = _row(base, price, None)
+    rows = [_row(arm, price, base) for arm in arms]
+    alternatives = [_row(arm, price, base) for arm in others]
+    if own is not None:
+        _own(without, whatif.run(records, None, note, window, mult, fit, own), price, base)
+        for row, p in zip(rows, policies):
+            _own(row, whatif.run(records, p, note, window, mult, fit, own), price, base)
+        _own(alternatives[1], whatif_rows.clearing_arm(records, mult, fit, clearing, own), price, base)
+    head_bytes, head_tokens = measure(build_request(spec, [])) if spec is not None else (0, 0)
     return {
         "model": model, "window": window, "cache_read_multiplier": mult,
         "note": dataclasses.asdict(note),
         "calibration": {"prefix_tokens": round(len(prefix) / 4), "scale": round(fit.scale, 4)},
+        "own_prompt": {"request_bytes": head_bytes, "est_tokens": head_tokens,
+                       "tokens": round(sum(whatif.tokens(part) for part in own) * fit.scale) if own else None},
+        "clearing": {"trigger_input_tokens": clearing.trigger, "keep_tool_uses": clearing.keep},
         "as_happened": _row(whatif.as_happened(records, mult, fit), price, None),
-        "without_seams": _row(base, price, None),
-        "policies": [_row(arm, price, base) for arm in arms],
+        "without_seams": without, "policies": rows, "alternatives": alternatives,
     }
+
+
+def _own(row: dict[str, Any], arm: whatif.Arm, price: Any, base: whatif.Arm) -> None:
+    """The same arm with rhapsody's own prompt, beside the row and never in its fields."""
+    own = _row(arm, price, base)
+    row["own_prompt"] = {"billed_input_tokens": arm.billed_input_tokens, "usd": own["usd"],
+                         "saving": own.get("saving")}
 
 
 def _row(arm: whatif.Arm, price: Any, base: whatif.Arm | None) -> dict[str, Any]:
@@ -76,12 +116,13 @@ def _row(arm: whatif.Arm, price: Any, base: whatif.Arm | None) -> dict[str, Any]
 
 
 def render(session: str, report: dict[str, Any]) -> str:
-    """The table a person reads, with the note estimate and the calibration said plainly."""
+    """The table a person reads, with the note estimate, the calibration and rhapsody's own prompt said plainly."""
     rows = [report["as_happened"], report["without_seams"], *report["policies"]]
-    cells = [COLUMNS] + [_cells(row) for row in rows]
+    cells = [COLUMNS] + [_cells(row) for row in rows] + [_cells(row) for row in report["alternatives"]]
     widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS))]
     table = ["  ".join(c[i].rjust(widths[i]) if i else c[i].ljust(widths[i]) for i in range(len(c))) for c in cells]
-    cal = report["calibration"]
+    table.insert(len(rows) + 1, "instead of seams (no seams; the source's prefix):")
+    cal, own, clear = report["calibration"], report["own_prompt"], report["clearing"]
     window = f"{report['window']:,}" if report["window"] else "unknown"
     return "\n".join([
         f"what-if seams for session {session} ({report['model']}, window {window}, cache reads "
@@ -90,11 +131,20 @@ def render(session: str, report: dict[str, Any]) -> str:
         f"replayed requests are rhapsody's rebuild of each request, with ~{cal['prefix_tokens']:,} tokens the history "
         f"does not hold (the first request's reported input minus the rebuild: a source's own system prompt and "
         f"tools) and scaled ×{cal['scale']} to the reported input; 'vs no seams' compares with the replay without seams.",
+        f"the first 'vs no seams' is the seams alone (the source's prefix); 'rhapsody's prompt' is the same row with "
+        f"rhapsody's own system prompt and tools ({own['request_bytes']:,} bytes, ~{own['tokens'] or 0:,} tokens) in "
+        "place of that prefix, also against the replay without seams with the source's prefix.",
+        "a source compaction the session had happens in a seam row only where that row's context grew as large; "
+        "there rhapsody seams instead. 'source's compaction' adds each compaction's own request and summary, "
+        f"which the transcript does not report; 'clear tool results' is the API's clearing of all tool results but "
+        f"the newest {clear['keep_tool_uses']} once a request reaches {clear['trigger_input_tokens']:,} input tokens.",
     ])
 
 
 def _cells(row: dict[str, Any]) -> tuple[str, ...]:
     saving = row.get("saving")
+    own = row.get("own_prompt")
     return (row["label"], f"{row['requests']:,}", f"{row['seams']:,}", f"{row['billed_input_tokens']:,}",
             "" if saving is None else f"{-saving:+.0%}", "—" if row["usd"] is None else f"${row['usd']:,.2f}",
-            f"{row['peak_context']:,}")
+            f"{row['peak_context']:,}", "" if own is None else f"{own['billed_input_tokens']:,}",
+            "" if own is None or own["saving"] is None else f"{-own['saving']:+.0%}")

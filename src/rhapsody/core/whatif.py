@@ -86,7 +86,7 @@ def note_cost(histories: list[list[dict[str, Any]]]) -> NoteCost:
     context, measured instead."""
     blocks = [b for h in histories for r in h if r["kind"] == "message" for b in r["content"] if isinstance(b, dict)]
     calls = {b.get("id"): b for b in blocks if b.get("type") == "tool_use" and b.get("name") == HANDOFF_TOOL}
-    pairs = [_tokens(calls[b.get("tool_use_id")]) + _tokens(b) for b in blocks
+    pairs = [tokens(calls[b.get("tool_use_id")]) + tokens(b) for b in blocks
              if b.get("type") == "tool_result" and b.get("tool_use_id") in calls]
     measured = [r["before"]["est_tokens"] - r["asked_est_tokens"] for h in histories for r in h
                 if r["kind"] == "seam" and isinstance(r.get("asked_est_tokens"), int)]
@@ -96,7 +96,7 @@ def note_cost(histories: list[list[dict[str, Any]]]) -> NoteCost:
                         f"no field note written in this project yet: default {DEFAULT_NOTE_ADDED:,} tokens added to the "
                         f"context and {DEFAULT_NOTE_OUTPUT:,} output tokens per seam")
     mean = round(sum(added) / len(added))
-    outputs = [_tokens(c.get("input", {})) for c in calls.values()]
+    outputs = [tokens(c.get("input", {})) for c in calls.values()]
     out = round(sum(outputs) / len(outputs)) if outputs else DEFAULT_NOTE_OUTPUT
     return NoteCost(mean, out, f"estimated from {len(added)} {how} in this project's histories: ~{mean:,} tokens "
                                f"added to the context and ~{out:,} output tokens per seam")
@@ -121,6 +121,9 @@ class Calibration:
 
     head: list[Any]
     scale: float
+    compacted_at: dict[int, float] = dataclasses.field(default_factory=dict)
+    """Context tokens (scaled) of the replay as it happened where each source compaction fired, by its seq:
+    another arm compacts (or seams) there only where its own context has grown as large."""
 
 
 def calibrate(records: list[dict[str, Any]], read_mult: float) -> Calibration:
@@ -129,17 +132,30 @@ def calibrate(records: list[dict[str, Any]], read_mult: float) -> Calibration:
     actual = replay(records, seams=True)
     if not actual:
         return Calibration(head, 1.0)
-    first = sum(actual[0].usage.values()) - _size(head, actual[0].messages)
+    first = sum(actual[0].usage.values()) - context_tokens(head, actual[0].messages)
     if first > 0:
         head = [*head, {"prefix": "x" * (4 * first - 20)}]
-    rebuilt = sum(_size(head, s.messages) for s in actual)
+    rebuilt = sum(context_tokens(head, s.messages) for s in actual)
     reported = sum(sum(s.usage.values()) for s in actual)
-    return Calibration(head, reported / rebuilt if rebuilt else 1.0)
+    scale = reported / rebuilt if rebuilt else 1.0
+    return Calibration(head, scale, _compaction_points(records, head, scale))
+
+
+def _compaction_points(records: list[dict[str, Any]], head: list[Any], scale: float) -> dict[int, float]:
+    conv, points = Conversation(), {}
+    for record in records:
+        if record["kind"] == "compaction":
+            points[int(record.get("seq", -1))] = context_tokens(head, conv.active()) * scale
+        if record["kind"] not in SEAM_KINDS:
+            conv.apply(parse(record))
+    return points
 
 
 def run(records: list[dict[str, Any]], policy: Policy | None, note: NoteCost, window: int | None,
-        read_mult: float, fit: Calibration) -> Arm:
-    """The session with seams placed by `policy` (None: no seam at all), priced."""
+        read_mult: float, fit: Calibration, head: list[Any] | None = None) -> Arm:
+    """The session with seams placed by `policy` (None: no seam at all), priced; with `head`, every request
+    carries that system prompt and those tools instead of the source's (`own_head`)."""
+    fit = fit if head is None else dataclasses.replace(fit, head=head)
     sent, seams = _plan(records, policy, note, window, fit)
     model = CacheModel(fit.head, read_mult)
     priced_ = [model.price(s.ts, s.messages) for s in sent]
@@ -163,21 +179,29 @@ def _plan(records: list[dict[str, Any]], policy: Policy | None, note: NoteCost, 
     pending: Sent | None = None
     calls = seams = added = 0
     limit = policy.threshold(window) if policy and policy.kind != "every" else None
+    full = skip_summary = False
     for record in records:
         kind = record["kind"]
         if kind == "request":
             view = conv.active()
-            due = policy is not None and (calls >= policy.value if limit is None
-                                          else _size(fit.head, view) * fit.scale >= limit)
+            due = policy is not None and (full or (calls >= policy.value if limit is None
+                                                   else context_tokens(fit.head, view) * fit.scale >= limit))
             if due and calls:
                 ts = float(record.get("ts", 0.0))
                 sent += _seam(conv, ts, note, seams)
-                calls, seams, added = 0, seams + 1, added + 2
+                calls, seams, added, full = 0, seams + 1, added + 2, False
                 view = conv.active()
             pending = Sent(float(record.get("ts", 0.0)), view, {})
         elif kind == "usage" and pending is not None:
             sent.append(pending)
             pending = None
+        elif kind == "compaction" and policy is not None:
+            # Seams instead of the source's compaction: where this arm's context reached the source's, the
+            # window would have been full here too, and rhapsody seams (its window net) rather than compact.
+            full = full or reached(fit, fit.head, conv.active(), record)
+            skip_summary = True
+        elif kind == "message" and skip_summary and record.get("compact_summary"):
+            skip_summary = False  # the summary of a compaction this arm did not make
         elif kind not in SEAM_KINDS:
             if kind in ("thinking_cut", "compaction"):  # their boundary counts the real messages only
                 record = {**record, "boundary": record["boundary"] + added}
@@ -201,15 +225,27 @@ def _seam(conv: Conversation, ts: float, note: NoteCost, number: int) -> list[Se
     return [asked, answered]
 
 
+def reached(fit: Calibration, head: list[Any], view: list[Message], compaction: dict[str, Any]) -> bool:
+    """Whether this context has grown as large as the source's had where it compacted (`compaction`)."""
+    at = fit.compacted_at.get(int(compaction.get("seq", -1)), float("inf"))
+    return context_tokens(head, view) * fit.scale >= at
+
+
 def _head(records: list[dict[str, Any]]) -> list[Any]:
     head = records[0] if records and records[0].get("kind") == "session" else {}
-    return [head.get("tools", []), [{"type": "text", "text": head.get("system", "")}]]
+    return prompt_head(head.get("system", ""), head.get("tools", []))
 
 
-def _size(head: list[Any], messages: list[Message]) -> int:
+def prompt_head(system: str, tools: list[Any]) -> list[Any]:
+    """A system prompt and tool definitions as the parts of a request the what-if counts and caches."""
+    return [tools, [{"type": "text", "text": system}]]
+
+
+def context_tokens(head: list[Any], messages: list[Message]) -> int:
     """Tokens of a request as the cache model counts them (each message's size is cached on it)."""
-    return sum(_tokens(part) for part in head) + sum(max(1, -(-m.api_size[1] // 4)) for m in messages)
+    return sum(tokens(part) for part in head) + sum(max(1, -(-m.api_size[1] // 4)) for m in messages)
 
 
-def _tokens(part: Any) -> int:
+def tokens(part: Any) -> int:
+    """Tokens of one part of a request as the what-if counts them (compact JSON characters / 4)."""
     return max(1, -(-len(compact_json(part)) // 4))
