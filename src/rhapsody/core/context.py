@@ -25,6 +25,21 @@ from rhapsody.core.tokens import estimate_chars
 EPHEMERAL = {"type": "ephemeral"}
 
 
+@dataclass(frozen=True)
+class Shelf:
+    """The second window: the words of messages before `boundary` left the view, and their field notes
+    before `notes_boundary` (0: every note stays); `notice` stands first in the view in their place."""
+
+    boundary: int
+    notice: Message
+    notes_boundary: int = 0
+
+
+def notice(text: str) -> Message:
+    """The harness's notice that opens a shelved view (a user message)."""
+    return Message(role="user", content=[TextBlock(text=text)])
+
+
 @dataclass
 class Conversation:
     """Messages and the seams over them, rebuilt from history records in order."""
@@ -38,9 +53,8 @@ class Conversation:
     """Messages before this index left the source's context at a compaction (imported sessions)."""
     abandoned: set[int] = field(default_factory=set)
     """Indexes of messages a conversation rewind left behind: in the history, out of the view."""
-    shelf: tuple[int, Message] | None = None
-    """The second window (core/shelf.py): messages before this index keep only their field notes, after
-    this notice (a user message the model reads in place of their words)."""
+    shelf: Shelf | None = None
+    """The second window (core/shelf.py): what left the view, and the notice that stands in its place."""
     _view: list[Message] | None = field(default=None, repr=False)
 
     def apply(self, record: rec.Record) -> None:
@@ -69,7 +83,7 @@ class Conversation:
                 self.compacted = max(self.compacted, record.boundary)
             case rec.Shelve():
                 self._view = None
-                self.shelf = notice(record.boundary, record.text)
+                self.shelf = Shelf(record.boundary, notice(record.text), record.notes_boundary)
             case rec.Rewind():
                 self._rewind(record.to)
             case (rec.Session() | rec.Retry() | rec.Violation()
@@ -89,7 +103,7 @@ class Conversation:
         self.abandoned.update(range(to, len(self.messages)))
         while self.seams and self.seams[-1].boundary > to:
             self.seams.pop()
-        if self.shelf is not None and self.shelf[0] > to:  # the words come back with the point they lead to
+        if self.shelf is not None and self.shelf.boundary > to:  # the words come back with the point they lead to
             self.shelf = None
 
     def _add(self, message: Message) -> None:
@@ -111,10 +125,9 @@ class Conversation:
             self._view = self.view(self.boundary())
         return list(self._view)
 
-    def view(self, boundary: int, pruned: set[str] | None = None,
-             shelf: tuple[int, Message] | None = None) -> list[Message]:
-        """The messages the model would see with a seam at `boundary` (and these calls pruned, and the words
-        before `shelf`'s index shelved; the conversation's own shelf when None)."""
+    def view(self, boundary: int, pruned: set[str] | None = None, shelf: Shelf | None = None) -> list[Message]:
+        """The messages the model would see with a seam at `boundary` (and these calls pruned, and `shelf`
+        taken out: the conversation's own when None)."""
         msgs: list[Message] = list(self.messages)
         ids = self.pruned if pruned is None else pruned
         if ids:
@@ -127,7 +140,7 @@ class Conversation:
             msgs = drop_messages(msgs, self.abandoned)
         shelf = self.shelf if shelf is None else shelf
         if shelf is not None:
-            return compact([shelf[1], *shelve_blocks(msgs, shelf[0])[self.compacted:]])
+            return compact([shelf.notice, *shelve_blocks(msgs, shelf.boundary, shelf.notes_boundary)[self.compacted:]])
         return compact(msgs[self.compacted:])
 
     @classmethod
@@ -143,10 +156,6 @@ class Conversation:
             conv.apply(record)
         return conv
 
-
-def notice(boundary: int, text: str) -> tuple[int, Message]:
-    """A shelf: its index, and the harness's notice that stands first in the view in place of the words."""
-    return boundary, Message(role="user", content=[TextBlock(text=text)])
 
 
 @dataclass(frozen=True)

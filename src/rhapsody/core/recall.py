@@ -183,7 +183,7 @@ def _gone(history: Path) -> tuple[int, set[str]]:
 def _shelved(history: Path) -> int:
     """How many messages' words the second window moved out of the context (0: none)."""
     shelf = Conversation.of(read_history(history, typed=True).typed).shelf
-    return shelf[0] if shelf else 0
+    return shelf.boundary if shelf else 0
 
 
 def search_project(root: Path, current: Path, query: str, limit: int = 10, write: bool = True) -> list[Hit]:
@@ -271,7 +271,7 @@ def _verify_words(history: Path, words_id: str, text: str) -> str:
     same = "\n".join(b.text for b in conv.messages[index].content if isinstance(b, TextBlock) and b.text.strip()) == text
     if not same:
         return "NOT VERIFIED: the recall index differs from the history for these words"
-    where = "moved out of the context by the second window" if conv.shelf and index < conv.shelf[0] else \
+    where = "moved out of the context by the second window" if conv.shelf and index < conv.shelf.boundary else \
         "still in its session's context"
     return f"verified: message {index}'s words, verbatim from the history, {where}"
 

@@ -274,13 +274,16 @@ class Prune(_Record):
 
 class Shelve(_Record):
     """The second window: the words of the oldest seams left the view; messages before `boundary` keep
-    only their field notes (the `micro_handoff` pairs), after `text`, the notice the model reads."""
+    only their field notes (the `micro_handoff` pairs), those before `notes_boundary` not even those,
+    after `text`, the notice the model reads."""
 
     kind: Literal["shelve"]
     boundary: int
     seams: int
     text: str
     messages: int = 0
+    notes_boundary: int = 0
+    notes_seams: int = 0
     before_tokens: int = 0
     after_tokens: int = 0
 

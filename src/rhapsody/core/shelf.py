@@ -6,7 +6,9 @@ active context as whole segments (a segment: the messages up to a seam's boundar
 `shelve` record:
 
 - the words stay in the history, verbatim, and `recall` finds and fetches them (core/recall.py);
-- the field notes (the `micro_handoff` calls and their results) stay where they are;
+- the field notes (the `micro_handoff` calls and their results) stay where they are, until the
+  notes alone fill more than `SHELF_AT` of the window: then the oldest notes leave as well (each
+  is on disk in `.rhapsody/notes/` and in the history, and `recall` finds it);
 - the view opens with one harness notice saying what left and how to get it back;
 - the words of the newest `KEEP_SEAMS` seams always stay;
 - nothing is summarised: the notes are the agent's own.
@@ -22,10 +24,12 @@ Imports: stdlib and rhapsody.core only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+from rhapsody.core import records as rec
 from rhapsody.core.checkpoints import HARNESS_PREFIX
-from rhapsody.core.context import measure_messages, notice
+from rhapsody.core.context import Shelf, measure_messages, notice
 from rhapsody.core.messages import Message
 from rhapsody.core.session import Session
 from rhapsody.core.strip import authored_texts, validity_problems
@@ -45,24 +49,53 @@ def shelve_after_seam(session: Session, window: int) -> dict[str, Any] | None:
     size = measure_messages(session.spec, before)[1]
     if size <= SHELF_AT * window:
         return None
-    done = conv.shelf[0] if conv.shelf else 0
-    segments = [s for s in conv.seams[: max(0, len(conv.seams) - KEEP_SEAMS)] if s.boundary > done]
-    plan: tuple[int, int, str, list[Message]] | None = None
-    for seam in segments:
-        text = _notice_text(seam.seam, seam.boundary)
-        after = conv.view(conv.boundary(), shelf=notice(seam.boundary, text))
-        plan = (seam.seam, seam.boundary, text, after)
-        if measure_messages(session.spec, after)[1] <= SHELF_TO * window:
-            break
-    if plan is None:
+    done = conv.shelf or Shelf(0, notice(""))
+    segments = [s for s in conv.seams[: max(0, len(conv.seams) - KEEP_SEAMS)] if s.boundary > done.boundary]
+    if not segments:
+        segments = [s for s in conv.seams if s.boundary == done.boundary]  # the notes may still have to go
+    words = _fewest(session, segments, lambda seam: Shelf(seam.boundary, notice(""), done.notes_boundary), window)
+    if words is None:
         return None
-    number, boundary, text, after = plan
+    notes: tuple[rec.Seam, Shelf, int] | None = None
+    if words[2] > SHELF_AT * window:  # the notes alone fill the window: the oldest leave too (still on disk)
+        kept = [s for s in conv.seams if done.notes_boundary < s.boundary <= words[0].boundary]
+        notes = _fewest(session, kept, lambda seam: Shelf(words[0].boundary, notice(""), seam.boundary), window)
+    return _record(session, before, size, words[0], notes[0] if notes else None, done)
+
+
+def _fewest(session: Session, segments: list[rec.Seam], shelf_at: Callable[[rec.Seam], Shelf],
+            window: int) -> tuple[rec.Seam, Shelf, int] | None:
+    """The oldest segments that bring the context to SHELF_TO of the window (all of them when none does):
+    the last seam they take, the shelf, and the context's estimate with it."""
+    found = None
+    conv = session.conversation
+    for seam in segments:
+        shelf = shelf_at(seam)
+        found = (seam, shelf, measure_messages(session.spec, conv.view(conv.boundary(), shelf=shelf))[1])
+        if found[2] <= SHELF_TO * window:
+            break
+    return found
+
+
+def _record(session: Session, before: list[Message], size: int, words: rec.Seam, notes: rec.Seam | None,
+            done: Shelf) -> dict[str, Any] | None:
+    """Audit the shelf and write its record (None, and a `seam_failed`, when the audit fails)."""
+    conv = session.conversation
+    notes_boundary = notes.boundary if notes else done.notes_boundary
+    notes_seams = notes.seam if notes else _seam_at(conv.seams, done.notes_boundary)
+    text = _notice_text(words.seam, words.boundary, notes_seams)
+    after = conv.view(conv.boundary(), shelf=Shelf(words.boundary, notice(text), notes_boundary))
     problem = _audit(before, after, text)
     if problem:
         session.record("seam_failed", reason=f"second window abandoned, context unchanged: {problem}")
         return None
-    return session.record("shelve", boundary=boundary, seams=number, text=text, messages=boundary,
-                          before_tokens=size, after_tokens=measure_messages(session.spec, after)[1])
+    return session.record("shelve", boundary=words.boundary, seams=words.seam, text=text, messages=words.boundary,
+                          notes_boundary=notes_boundary, notes_seams=notes_seams, before_tokens=size,
+                          after_tokens=measure_messages(session.spec, after)[1])
+
+
+def _seam_at(seams: list[rec.Seam], boundary: int) -> int:
+    return next((s.seam for s in seams if s.boundary == boundary), 0)
 
 
 def one_line(seams: int, messages: int, tokens: int) -> str:
@@ -71,11 +104,14 @@ def one_line(seams: int, messages: int, tokens: int) -> str:
             "context, verbatim on disk and recallable; their field notes stay")
 
 
-def _notice_text(seams: int, messages: int) -> str:
+def _notice_text(seams: int, messages: int, notes_seams: int) -> str:
+    notes = ("Their field notes follow here, in place" if not notes_seams else
+             f"The field notes of seams 1–{notes_seams} left too (the notes alone filled the window; `recall` finds "
+             "them as well); the later notes follow here, in place")
     return (f"{HARNESS_PREFIX} Second window: so that the context stays under the model's window, the words of "
             f"seams 1–{seams} (the first {messages} messages) left your context. They are on disk verbatim: "
-            "`recall` with a query finds them (and any tool call of theirs), and fetches one by its id. Their field "
-            "notes follow here, in place; the words after them are all still in your context.")
+            f"`recall` with a query finds them (and any tool call of theirs), and fetches one by its id. {notes}; "
+            "the words after them are all still in your context.")
 
 
 def _audit(before: list[Message], after: list[Message], text: str) -> str:

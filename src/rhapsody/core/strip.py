@@ -51,10 +51,11 @@ def strip_blocks(
     return _filter_head(messages, cut, lambda b: _survives(b, keep, kept_ids))
 
 
-def shelve_blocks(messages: Sequence[Message], boundary: int) -> list[Message]:
+def shelve_blocks(messages: Sequence[Message], boundary: int, notes_boundary: int = 0) -> list[Message]:
     """The second window: of `messages[:boundary]` only the `micro_handoff` calls and their results (the
-    field notes) stay; same length, messages left empty."""
-    notes = {b.id for m in messages[:boundary] for b in m.content if isinstance(b, ToolUseBlock) and b.name == HANDOFF_TOOL}
+    field notes) stay, those from `notes_boundary` on; same length, messages left empty."""
+    notes = {b.id for m in messages[notes_boundary:boundary] for b in m.content
+             if isinstance(b, ToolUseBlock) and b.name == HANDOFF_TOOL}
 
     def keep(block: Block) -> bool:
         if isinstance(block, ToolUseBlock):
