@@ -10,6 +10,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from rhapsody.core.events import Failed, SeamCommitted
 from rhapsody.core.recall import search
 from rhapsody.core.shelf import KEEP_SEAMS
@@ -35,11 +37,18 @@ class Worker:
     """An agent that works without end: each turn a few narrated reads, then an answer that repeats the human's
     word; it writes its field note when asked (by the handoff request or at the window), then ends its turn."""
 
-    def __init__(self) -> None:
+    def __init__(self, thinking: bool = False) -> None:
         self.lock = threading.Lock()
         self.calls = 0
+        self.thinking = thinking
 
     def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        turn = self._turn(body)
+        if self.thinking:  # signed by the loopback, which refuses a request that changed what one was bound to
+            turn = {**turn, "content": [{"type": "thinking", "thinking": "what next"}, *turn["content"]]}
+        return turn
+
+    def _turn(self, body: dict[str, Any]) -> dict[str, Any]:
         with self.lock:
             last = body["messages"][-1]
             blocks = last["content"] if isinstance(last["content"], list) else [{"type": "text", "text": last["content"]}]
@@ -60,11 +69,12 @@ class Worker:
                         "the same two lines as before.", "read_file", path="app.py")
 
 
-async def test_a_session_longer_than_the_window_goes_on_and_recalls_its_first_words(stub: Stub,
-                                                                                     project: Path) -> None:
+@pytest.mark.parametrize("thinking", [False, True])
+async def test_a_session_longer_than_the_window_goes_on_and_recalls_its_first_words(stub: Stub, project: Path,
+                                                                                     thinking: bool) -> None:
     stub.server.window = WINDOW
-    stub.responder = Worker()
-    wiring = stub.wire(project, context_window=WINDOW)
+    stub.responder = Worker(thinking)
+    wiring = stub.wire(project, context_window=WINDOW, thinking=thinking)
     events = []
     for turn in range(1, TURNS + 1):
         events += await collect(wiring.agent.run(f"Turn {turn}: read app.py and remember the word {word(turn)}. "
@@ -78,6 +88,7 @@ async def test_a_session_longer_than_the_window_goes_on_and_recalls_its_first_wo
     assert any(isinstance(e, SeamCommitted) and e.shelved for e in events)
     bodies = stub.bodies()
     assert all(stub.server.prompt_tokens(b) <= WINDOW for b in bodies)  # none refused: every request fitted
+    assert thinking == any('"type": "thinking"' in json.dumps(b["messages"]) for b in bodies)  # and sent back
     assert len({json.dumps([b["system"], b.get("tools")]) for b in bodies}) == 1  # system and tools byte-identical
     latest = bodies[-1]
     assert latest["messages"][0]["content"][0]["text"].startswith("[rhapsody] Second window:")

@@ -31,7 +31,8 @@ from rhapsody.core.pricing import WRITE_5M_MULT, Price
 from rhapsody.core.records import parse
 
 TTL = 300.0
-SEAM_KINDS = ("seam", "unseam")
+SEAM_KINDS = ("seam", "unseam", "shelve")
+"""Records a replay without seams leaves out (a `shelve` follows from the seams before it)."""
 
 
 @dataclass(frozen=True)
