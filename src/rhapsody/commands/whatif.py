@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +63,8 @@ def _model(records: list[dict[str, Any]]) -> str:
 
 def figures(records: list[dict[str, Any]], policies: list[whatif.Policy], note: whatif.NoteCost,
             read_mult: float | None, spec: RequestSpec | None = None) -> dict[str, Any]:
-    """Every arm priced: as it happened, without seams, one per policy (with `own`, rhapsody's own prompt
-    and tools: each policy again with them in place of the source's prefix), and the two alternatives."""
+    """Every arm priced: as it happened, without seams, one per policy, and the two alternatives; with
+    `spec` (rhapsody's own request head), each again with its prompt and tools in place of the source's."""
     model = _model(records)
     price = price_of(model)[0] if priced(model) else None
     mult = read_mult if read_mult is not None else (price.read_mult if price else 0.1)
@@ -75,35 +76,61 @@ def figures(records: list[dict[str, Any]], policies: list[whatif.Policy], note: 
     base = whatif.run(records, None, note, window, mult, fit)
     arms = [whatif.run(records, p, note, window, mult, fit) for p in policies]
     prefix = fit.head[2]["prefix"] if len(fit.head) > 2 else ""
-    own = whatif.prompt_head(spec.system, spec.tools) if spec is not None else None
-    clearing = whatif_rows.Clearing()
-    others = [whatif_rows.compaction_arm(records, mult, fit), whatif_rows.clearing_arm(records, mult, fit, clearing)]
-    without = _row(base, price, None)
-    rows = [_row(arm, price, base) for arm in arms]
-    alternatives = [_row(arm, price, base) for arm in others]
-    if own is not None:
-        _own(without, whatif.run(records, None, note, window, mult, fit, own), price, base)
-        for row, p in zip(rows, policies):
-            _own(row, whatif.run(records, p, note, window, mult, fit, own), price, base)
-        _own(alternatives[1], whatif_rows.clearing_arm(records, mult, fit, clearing, own), price, base)
-    head_bytes, head_tokens = measure(build_request(spec, [])) if spec is not None else (0, 0)
-    return {
+    replay = _Replay(records, note, window, mult, fit, price, base)
+    report = {
         "model": model, "window": window, "cache_read_multiplier": mult,
         "note": dataclasses.asdict(note),
         "calibration": {"prefix_tokens": round(len(prefix) / 4), "scale": round(fit.scale, 4)},
-        "own_prompt": {"request_bytes": head_bytes, "est_tokens": head_tokens,
-                       "tokens": round(sum(whatif.tokens(part) for part in own) * fit.scale) if own else None},
-        "clearing": {"trigger_input_tokens": clearing.trigger, "keep_tool_uses": clearing.keep},
+        "clearing": {"trigger_input_tokens": CLEARING.trigger, "keep_tool_uses": CLEARING.keep},
         "as_happened": _row(whatif.as_happened(records, mult, fit), price, None),
-        "without_seams": without, "policies": rows, "alternatives": alternatives,
+        "without_seams": _row(base, price, None),
+        "policies": [_row(arm, price, base) for arm in arms],
+        "alternatives": [replay.row(whatif_rows.compaction_arm(records, mult, fit)),
+                         replay.row(whatif_rows.clearing_arm(records, mult, fit, CLEARING))],
     }
+    report["own_prompt"] = _own_prompt(replay, spec, policies, report) if spec is not None else None
+    return report
 
 
-def _own(row: dict[str, Any], arm: whatif.Arm, price: Any, base: whatif.Arm) -> None:
-    """The same arm with rhapsody's own prompt, beside the row and never in its fields."""
-    own = _row(arm, price, base)
-    row["own_prompt"] = {"billed_input_tokens": arm.billed_input_tokens, "usd": own["usd"],
-                         "saving": own.get("saving")}
+CLEARING = whatif_rows.Clearing()
+"""The server-side clearing the alternatives row prices (the API's defaults)."""
+
+
+@dataclass(frozen=True)
+class _Replay:
+    """What every arm of one report shares."""
+
+    records: list[dict[str, Any]]
+    note: whatif.NoteCost
+    window: int | None
+    mult: float
+    fit: whatif.Calibration
+    price: Any
+    base: whatif.Arm
+
+    def row(self, arm: whatif.Arm) -> dict[str, Any]:
+        """The arm as a row, compared with the replay without seams."""
+        return _row(arm, self.price, self.base)
+
+    def own(self, arm: whatif.Arm) -> dict[str, Any]:
+        """The arm with rhapsody's own prompt, as a row's `own_prompt`."""
+        row = self.row(arm)
+        return {"billed_input_tokens": arm.billed_input_tokens, "usd": row["usd"], "saving": row.get("saving")}
+
+
+def _own_prompt(replay: _Replay, spec: RequestSpec, policies: list[whatif.Policy],
+                report: dict[str, Any]) -> dict[str, Any]:
+    """Each row again with rhapsody's own prompt and tools in place of the source's prefix, put beside the
+    row (`own_prompt`, never in its fields); returns what that prompt weighs."""
+    own = whatif.prompt_head(spec.system, spec.tools)
+    r = replay
+    report["without_seams"]["own_prompt"] = r.own(whatif.run(r.records, None, r.note, r.window, r.mult, r.fit, own))
+    for row, policy in zip(report["policies"], policies):
+        row["own_prompt"] = r.own(whatif.run(r.records, policy, r.note, r.window, r.mult, r.fit, own))
+    report["alternatives"][1]["own_prompt"] = r.own(whatif_rows.clearing_arm(r.records, r.mult, r.fit, CLEARING, own))
+    request_bytes, est_tokens = measure(build_request(spec, []))
+    return {"request_bytes": request_bytes, "est_tokens": est_tokens,
+            "tokens": round(sum(whatif.tokens(part) for part in own) * r.fit.scale)}
 
 
 def _row(arm: whatif.Arm, price: Any, base: whatif.Arm | None) -> dict[str, Any]:
@@ -131,9 +158,10 @@ def render(session: str, report: dict[str, Any]) -> str:
         f"replayed requests are rhapsody's rebuild of each request, with ~{cal['prefix_tokens']:,} tokens the history "
         f"does not hold (the first request's reported input minus the rebuild: a source's own system prompt and "
         f"tools) and scaled ×{cal['scale']} to the reported input; 'vs no seams' compares with the replay without seams.",
-        f"the first 'vs no seams' is the seams alone (the source's prefix); 'rhapsody's prompt' is the same row with "
-        f"rhapsody's own system prompt and tools ({own['request_bytes']:,} bytes, ~{own['tokens'] or 0:,} tokens) in "
-        "place of that prefix, also against the replay without seams with the source's prefix.",
+        *([] if own is None else [
+            f"the first 'vs no seams' is the seams alone (the source's prefix); 'rhapsody's prompt' is the same row "
+            f"with rhapsody's own system prompt and tools ({own['request_bytes']:,} bytes, ~{own['tokens']:,} tokens) "
+            "in place of that prefix, also against the replay without seams with the source's prefix."]),
         "a source compaction the session had happens in a seam row only where that row's context grew as large; "
         "there rhapsody seams instead. 'source's compaction' adds each compaction's own request and summary, "
         f"which the transcript does not report; 'clear tool results' is the API's clearing of all tool results but "
