@@ -13,6 +13,7 @@ from rhapsody.core.recall import fetch, search
 from rhapsody.core.session import Session
 from rhapsody.core.shelf import KEEP_SEAMS, SHELF_AT, shelve_after_seam
 from rhapsody.core.strip import authored_texts, validity_problems
+from rhapsody.view.render import plain, record_lines
 
 
 def segment(session: Session, n: int, words: int, note: int) -> None:
@@ -59,6 +60,8 @@ def test_the_oldest_seams_words_leave_as_whole_segments_and_the_notes_stay(proje
     hit = search(session.path, "wombat1x")[0]
     assert hit.id == f"{session.id}:words-0" and "wombat1x" in (fetch(project, hit.id) or "")
     assert "verified: message 0's words, verbatim from the history, moved out" in (fetch(project, hit.id) or "")
+    shown = [plain(line) for _, line in record_lines(session.records, project, session.id)]
+    assert sum(1 for line in shown if "! second window: the words of seams 1–" in line) == len(shelved)
     resumed = Session.resume(project, session.path)
     assert build_request(resumed.spec, resumed.conversation.active()) == build_request(
         session.spec, session.conversation.active())
