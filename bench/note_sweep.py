@@ -44,7 +44,8 @@ def sweep(records: list[dict[str, Any]], root: Path) -> list[list[float]]:
     spec = own_spec(root, model)
     own = whatif.prompt_head(spec.system, spec.tools)
     fit = whatif.calibrate(records, price.read_mult)
-    window = next((r.get("context_window") for r in records if r["kind"] == "import"), None)
+    window = next((r.get("context_window") for r in records if r["kind"] == "import" and r.get("context_window")),
+                  price.window)  # as `rhapsody stats --what-if` finds it
     base = dollars(whatif.run(records, None, whatif.NoteCost(0, 0, ""), window, price.read_mult, fit, own), price)
     table = []
     for added in NOTES:

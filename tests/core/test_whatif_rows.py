@@ -105,3 +105,29 @@ def test_what_if_shows_rhapsodys_own_prompt_and_the_two_alternatives_beside_the_
     assert clearing["label"].startswith("clear tool results") and clearing["peak_context"] <= 100_000 * 1.05
     text = rhapsody("stats", "--what-if", "every=50", cwd=project).stdout
     assert "rhapsody's prompt" in text and "source's compaction" in text and "clear tool results" in text
+
+
+def words_session(calls: int) -> list[dict[str, Any]]:
+    """A user message, then `calls` narrated calls whose answers each carry 400 characters of words."""
+    records = small_session()[:3]  # the session head, the user message, its request
+    for n in range(1, calls + 1):
+        ts = 10.0 * n
+        records.append({"v": 1, "seq": 0, "ts": ts, "kind": "message", "role": "assistant", "content": [
+            {"type": "text", "text": "w" * 400},
+            {"type": "tool_use", "id": f"t{n}", "name": "bash", "input": {"c": "c" * 300}}]})
+        records.append({"v": 1, "seq": 0, "ts": ts, "kind": "message", "role": "user",
+                        "content": [{"type": "tool_result", "tool_use_id": f"t{n}", "content": "r" * 300}]})
+        records.append({"v": 1, "seq": 0, "ts": ts, "kind": "request", "bytes": 0, "est_tokens": 0})
+        records.append({"v": 1, "seq": 0, "ts": ts, "kind": "usage", "input_tokens": 100 + 300 * n,
+                        "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0})
+    return [{**r, "seq": i} for i, r in enumerate(records)]
+
+
+def test_a_seam_row_moves_the_oldest_words_out_as_rhapsody_would_once_a_seam_leaves_half_the_window() -> None:
+    records = words_session(12)
+    fit = calibrate(records, 0.1)
+    unbounded = run(records, parse_policy("every=1"), NOTE, None, 0.1, fit)  # no window known: nothing moves
+    held = run(records, parse_policy("every=1"), NOTE, 2000, 0.1, fit)
+    assert unbounded.shelves == 0 and held.shelves >= 1
+    assert held.peak_context < unbounded.peak_context and held.seams == unbounded.seams
+    assert held.peak_context <= 2000  # what the seams keep never outgrows the window

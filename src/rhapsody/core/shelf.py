@@ -83,7 +83,7 @@ def _record(session: Session, before: list[Message], size: int, words: rec.Seam,
     conv = session.conversation
     notes_boundary = notes.boundary if notes else done.notes_boundary
     notes_seams = notes.seam if notes else _seam_at(conv.seams, done.notes_boundary)
-    text = _notice_text(words.seam, words.boundary, notes_seams)
+    text = notice_text(words.seam, words.boundary, notes_seams)
     after = conv.view(conv.boundary(), shelf=Shelf(words.boundary, notice(text), notes_boundary))
     problem = _audit(before, after, text)
     if problem:
@@ -104,7 +104,8 @@ def one_line(seams: int, messages: int, tokens: int) -> str:
             "context, verbatim on disk and recallable; their field notes stay")
 
 
-def _notice_text(seams: int, messages: int, notes_seams: int) -> str:
+def notice_text(seams: int, messages: int, notes_seams: int) -> str:
+    """The harness's notice that stands in the view in place of the words that left."""
     notes = ("Their field notes follow here, in place" if not notes_seams else
              f"The field notes of seams 1–{notes_seams} left too (the notes alone filled the window; `recall` finds "
              "them as well); the later notes follow here, in place")

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rhapsody.core.billing import SEAM_KINDS, CacheModel, Sent, priced, replay
-from rhapsody.core.context import Conversation
+from rhapsody.core import shelf
+from rhapsody.core.context import Conversation, Shelf, notice
 from rhapsody.core.messages import Message, compact_json
 from rhapsody.core.records import parse
 from rhapsody.core.strip import HANDOFF_TOOL
@@ -113,6 +114,8 @@ class Arm:
     billed_input_tokens: int
     peak_context: int
     note_output_tokens: int = 0
+    shelves: int = 0
+    """Times the second window moved the oldest seams' words out (core/shelf.py)."""
 
 
 @dataclass(frozen=True)
@@ -156,12 +159,12 @@ def run(records: list[dict[str, Any]], policy: Policy | None, note: NoteCost, wi
     """The session with seams placed by `policy` (None: no seam at all), priced; with `head`, every request
     carries that system prompt and those tools instead of the source's (`own_head`)."""
     fit = fit if head is None else dataclasses.replace(fit, head=head)
-    sent, seams = _plan(records, policy, note, window, fit)
+    sent, seams, shelves = _plan(records, policy, note, window, fit)
     model = CacheModel(fit.head, read_mult)
     priced_ = [model.price(s.ts, s.messages) for s in sent]
     return Arm(policy.label if policy else "no seams", len(sent), seams,
                round(sum(t for t, _ in priced_) * fit.scale), round(sum(c for _, c in priced_) * fit.scale),
-               round(max((t for t, _ in priced_), default=0) * fit.scale), seams * note.output)
+               round(max((t for t, _ in priced_), default=0) * fit.scale), seams * note.output, shelves)
 
 
 def as_happened(records: list[dict[str, Any]], read_mult: float, fit: Calibration) -> Arm:
@@ -173,11 +176,11 @@ def as_happened(records: list[dict[str, Any]], read_mult: float, fit: Calibratio
 
 
 def _plan(records: list[dict[str, Any]], policy: Policy | None, note: NoteCost, window: int | None,
-          fit: Calibration) -> tuple[list[Sent], int]:
+          fit: Calibration) -> tuple[list[Sent], int, int]:
     conv = Conversation()
     sent: list[Sent] = []
     pending: Sent | None = None
-    calls = seams = added = 0
+    calls = seams = added = shelves = 0
     limit = policy.threshold(window) if policy and policy.kind != "every" else None
     full = skip_summary = False
     for record in records:
@@ -190,6 +193,7 @@ def _plan(records: list[dict[str, Any]], policy: Policy | None, note: NoteCost, 
                 ts = float(record.get("ts", 0.0))
                 sent += _seam(conv, ts, note, seams)
                 calls, seams, added, full = 0, seams + 1, added + 2, False
+                shelves += second_window(conv, fit, window)
                 view = conv.active()
             pending = Sent(float(record.get("ts", 0.0)), view, {})
         elif kind == "usage" and pending is not None:
@@ -208,7 +212,26 @@ def _plan(records: list[dict[str, Any]], policy: Policy | None, note: NoteCost, 
             conv.apply(parse(record))
             if kind == "message" and record["role"] == "assistant":
                 calls += sum(1 for b in record["content"] if isinstance(b, dict) and b.get("type") == "tool_use")
-    return sent, seams
+    return sent, seams, shelves
+
+
+def second_window(conv: Conversation, fit: Calibration, window: int | None) -> int:
+    """rhapsody's second window after a replayed seam (core/shelf.py's rule, in the replay's units): 1 when
+    the oldest seams' words left, else 0. The notes stay (the rule for notes alone filling half the window
+    is not replayed)."""
+    if not window or context_tokens(fit.head, conv.active()) * fit.scale <= shelf.SHELF_AT * window:
+        return 0
+    done = conv.shelf.boundary if conv.shelf else 0
+    found = None
+    for seam in conv.seams[: max(0, len(conv.seams) - shelf.KEEP_SEAMS)]:
+        if seam.boundary > done:
+            found = Shelf(seam.boundary, notice(shelf.notice_text(seam.seam, seam.boundary, 0)))
+            if context_tokens(fit.head, conv.view(conv.boundary(), shelf=found)) * fit.scale <= shelf.SHELF_TO * window:
+                break
+    if found is None:
+        return 0
+    conv.apply(parse({"kind": "shelve", "boundary": found.boundary, "seams": 0, "text": found.notice.texts()[0]}))
+    return 1
 
 
 def _seam(conv: Conversation, ts: float, note: NoteCost, number: int) -> list[Sent]:
