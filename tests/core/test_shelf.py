@@ -87,3 +87,14 @@ def test_nothing_leaves_while_the_words_fit(project: Path) -> None:
         assert shelve_after_seam(session, 200_000) is None
     assert "wombat1x" in texts(session) and session.conversation.shelf is None
     assert search(session.path, "wombat1x") == []  # words still in the context are not recalled
+
+
+def test_when_nothing_more_may_leave_nothing_is_recorded(project: Path) -> None:
+    session = Session.start(project, RequestSpec(model="m", system="s", tools=[]))
+    for n in range(1, 4):  # the words of the two newest seams always stay: only seam 1's may leave
+        segment(session, n, words=6000, note=100)
+        shelve_after_seam(session, 4000)
+    shelves = [r for r in session.records if r["kind"] == "shelve"]
+    assert len(shelves) == 1 and shelves[0]["seams"] == 1
+    assert shelve_after_seam(session, 4000) is None  # asked again: still nothing more, and no record
+    assert sum(1 for r in session.records if r["kind"] == "shelve") == 1

@@ -6,9 +6,10 @@ active context as whole segments (a segment: the messages up to a seam's boundar
 `shelve` record:
 
 - the words stay in the history, verbatim, and `recall` finds and fetches them (core/recall.py);
-- the field notes (the `micro_handoff` calls and their results) stay where they are, until the
-  notes alone fill more than `SHELF_AT` of the window: then the oldest notes leave as well (each
-  is on disk in `.rhapsody/notes/` and in the history, and `recall` finds it);
+- the field notes (the `micro_handoff` calls and their results) stay where they are, unless what
+  is kept is still over `SHELF_AT` and the notes alone take more than `SHELF_TO` of the window:
+  then the oldest notes leave as well (each is on disk in `.rhapsody/notes/` and in the history,
+  and `recall` finds it);
 - the view opens with one harness notice saying what left and how to get it back;
 - the words of the newest `KEEP_SEAMS` seams always stay;
 - nothing is summarised: the notes are the agent's own.
@@ -57,10 +58,19 @@ def shelve_after_seam(session: Session, window: int) -> dict[str, Any] | None:
     if words is None:
         return None
     notes: tuple[rec.Seam, Shelf, int] | None = None
-    if words[2] > SHELF_AT * window:  # the notes alone fill the window: the oldest leave too (still on disk)
+    if words[2] > SHELF_AT * window and _notes_fill(session, words[0].boundary, words[2], window):
         kept = [s for s in conv.seams if done.notes_boundary < s.boundary <= words[0].boundary]
         notes = _fewest(session, kept, lambda seam: Shelf(words[0].boundary, notice(""), seam.boundary), window)
+    if words[0].boundary == done.boundary and (notes is None or notes[0].boundary <= done.notes_boundary):
+        return None  # nothing more may leave
     return _record(session, before, size, words[0], notes[0] if notes else None, done)
+
+
+def _notes_fill(session: Session, boundary: int, size: int, window: int) -> bool:
+    """Whether the notes before `boundary` alone take more than SHELF_TO of the window (then the oldest go)."""
+    conv = session.conversation
+    bare = measure_messages(session.spec, conv.view(conv.boundary(), shelf=Shelf(boundary, notice(""), boundary)))[1]
+    return size - bare > SHELF_TO * window
 
 
 def _fewest(session: Session, segments: list[rec.Seam], shelf_at: Callable[[rec.Seam], Shelf],
@@ -107,8 +117,8 @@ def one_line(seams: int, messages: int, tokens: int) -> str:
 def notice_text(seams: int, messages: int, notes_seams: int) -> str:
     """The harness's notice that stands in the view in place of the words that left."""
     notes = ("Their field notes follow here, in place" if not notes_seams else
-             f"The field notes of seams 1–{notes_seams} left too (the notes alone filled the window; `recall` finds "
-             "them as well); the later notes follow here, in place")
+             f"The field notes of seams 1–{notes_seams} left too (the notes alone filled a quarter of the window; "
+             "`recall` finds them as well); the later notes follow here, in place")
     return (f"{HARNESS_PREFIX} Second window: so that the context stays under the model's window, the words of "
             f"seams 1–{seams} (the first {messages} messages) left your context. They are on disk verbatim: "
             f"`recall` with a query finds them (and any tool call of theirs), and fetches one by its id. {notes}; "
