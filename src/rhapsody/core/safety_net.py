@@ -33,7 +33,9 @@ from rhapsody.core.handoff_state import Phase
 from rhapsody.core.messages import TextBlock
 from rhapsody.core.policy import Policy
 from rhapsody.core.session import Session
+from rhapsody.core.shelf import shelve_after_seam
 from rhapsody.core.turn_end import ABANDONED, HandoffThreshold, said
+from rhapsody.core.window import context_window
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,7 @@ def _strip_first(session: Session, policy: Policy, refusal: str) -> Netted:
         reason = f"{ABANDONED}{exc}"
         session.record("seam_failed", reason=reason)
         return Netted([HandoffFailed(reason), *_fail(session, refusal).events], False)
-    events: list[Event] = [SeamCommitted(record)]
+    events: list[Event] = [SeamCommitted(record, shelve_after_seam(session, _window(session, policy)))]
     if state.phase == Phase.NOTED and state.interrupted_work:  # the seam the note was for is made: go on
         events += _tell(session, policy.continue_after_handoff)
     elif state.phase != Phase.NOTED:
@@ -79,6 +81,10 @@ def _strip_first(session: Session, policy: Policy, refusal: str) -> Netted:
         events += _tell(session, policy.window_request.format(reason=refusal, seam=record["seam"], index=index))
         events.append(HandoffAsked())
     return Netted(events, True)
+
+
+def _window(session: Session, policy: Policy) -> int:
+    return context_window(session.spec.model, policy.context_window)
 
 
 def _tell(session: Session, text: str) -> list[HarnessSaid]:
