@@ -39,8 +39,8 @@ def with_compaction() -> list[dict[str, Any]]:
     """small_session with the source compacting after r2: m0..m2 leave, a 100-token summary comes in, and r3
     reported over [S m3 m4] (308), so the calibration still adds no prefix and scales by 1."""
     records = small_session()
-    records[-2]["input_tokens"] = 308
-    at = next(i for i, r in enumerate(records) if r["kind"] == "usage" and r["input_tokens"] == 308) + 1
+    records[-2]["cache_creation_input_tokens"] = 308
+    at = next(i for i, r in enumerate(records) if r["kind"] == "usage" and r["cache_creation_input_tokens"] == 308) + 1
     summary = {"kind": "message", "role": "user", "compact_summary": True,
                "content": [{"type": "text", "text": "s" * 347}]}  # 400 characters, like every message here
     records[at:at] = [{"kind": "compaction", "boundary": 3, "pre_tokens": 308}, summary]
