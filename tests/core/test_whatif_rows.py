@@ -131,3 +131,26 @@ def test_a_seam_row_moves_the_oldest_words_out_as_rhapsody_would_once_a_seam_lea
     assert unbounded.shelves == 0 and held.shelves >= 1
     assert held.peak_context < unbounded.peak_context and held.seams == unbounded.seams
     assert held.peak_context <= 2000  # what the seams keep never outgrows the window
+
+
+def test_own_prompt_replaces_every_models_prefix(project: Path, tmp_path: Path) -> None:
+    # The two-model session of test_replay_bill: Opus's first request shows a 20k-token prefix, Haiku's 8k;
+    # with rhapsody's own prompt every request of both models carries that prompt instead, nothing else changes.
+    from rhapsody.core.billing import replay
+    from rhapsody.core.history import read_history
+
+    from tests.core.test_replay_bill import HAIKU, OPUS, PLAN, session
+    source, _ = session(tmp_path)
+    assert rhapsody("import", str(source), cwd=project).returncode == 0
+    records = read_history(next((project / ".rhapsody" / "history").glob("*.jsonl"))).records
+    fit = calibrate(records)
+    weight = {m: sum(whatif.tokens(p) for p in fit.head_of(m)) for m in (OPUS, HAIKU)}
+    assert weight[OPUS] > weight[HAIKU] + 10_000  # two prefixes, one per model
+    own = prompt_head("s" * 4000, [])
+    mine = sum(whatif.tokens(p) for p in own)
+    assert all(fit.own(own).head_of(m) is own for m in (OPUS, HAIKU))
+    base, swapped = run(records, None, NOTE, None, None, fit), run(records, None, NOTE, None, None, fit, own)
+    assert len(replay(records)) == base.requests == swapped.requests == len(PLAN)
+    expected = base.input_tokens - fit.scale * sum(weight[m] - mine for m, _ in PLAN)
+    assert abs(swapped.input_tokens - expected) <= 2
+    assert swapped.input_usd is not None and base.input_usd is not None and swapped.input_usd < base.input_usd
