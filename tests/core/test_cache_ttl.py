@@ -123,3 +123,25 @@ def test_the_what_if_prices_each_policy_with_the_lifetime_rhapsody_would_choose(
     assert rhapsody("import", str(dump(claude_session(60), tmp_path / "steady.jsonl")), cwd=steady).returncode == 0
     flat = json.loads(rhapsody("stats", "--what-if", "every=25", "--json", cwd=steady).stdout)["without_seams"]
     assert flat["one_hour_requests"] == 0 and flat["billed_ttl_choice"] == flat["billed_input_tokens"]
+
+
+def test_one_report_holds_the_checkpoint_with_its_lifetime_choice_its_own_prompt_and_the_alternatives(
+        project: Path, tmp_path: Path) -> None:
+    import json
+
+    paused = dump(claude_paused_session(turns=4, calls=12), tmp_path / "paused.jsonl")
+    assert rhapsody("import", str(paused), cwd=project).returncode == 0
+    report = json.loads(rhapsody("stats", "--what-if", "checkpoint", "--json", cwd=project).stdout)
+    (check,) = report["policies"]
+    assert check["label"] == "checkpoint" and check["seams"] > 0 and check["shelves"] == 0
+    assert check["one_hour_requests"] > 0 and check["billed_ttl_choice"] < check["billed_input_tokens"]
+    assert check["own_prompt"]["billed_input_tokens"] < check["billed_input_tokens"]  # the source's prefix is larger
+    compaction, clearing = report["alternatives"]
+    assert compaction["label"] == "source's compaction" and clearing["own_prompt"]["billed_input_tokens"] > 0
+    assert not {"billed_ttl_choice", "one_hour_requests"} & (set(compaction) | set(clearing))  # seam rows only
+    text = rhapsody("stats", "--what-if", "checkpoint", cwd=project).stdout
+    header = next(line for line in text.splitlines() if line.startswith("policy"))
+    assert header.index("1h cache where it pays") < header.index("rhapsody's prompt")
+    row = next(line for line in text.splitlines() if line.startswith("checkpoint"))
+    assert f"{check['billed_ttl_choice']:,} ({check['one_hour_requests']:,})" in row
+    assert f"{check['own_prompt']['billed_input_tokens']:,}" in row

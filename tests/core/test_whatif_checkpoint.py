@@ -41,7 +41,7 @@ def test_checkpoint_seams_fall_only_at_boundaries_and_bill_less_than_every_fixed
         project: Path, tmp_path: Path) -> None:
     records = imported(project, tmp_path, claude_paused_session(turns=6, calls=20))
     fit = calibrate(records, 0.1)
-    sent, seams = whatif._plan(records, parse_policy("checkpoint"), NOTE, 200_000, fit, 0.1)
+    sent, seams, _ = whatif._plan(records, parse_policy("checkpoint"), NOTE, 200_000, fit, 0.1)
     asked = [s.ts for s, nxt in zip(sent, sent[1:]) if nxt.ts == s.ts + 1]  # a seam's two requests: ts, ts + 1
     assert seams == len(asked) >= 3
     assert set(asked) <= boundary_requests(records)  # never mid-task

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rhapsody.core import whatif
+from rhapsody.core import whatif, whatif_rows
+from rhapsody.core.context import RequestSpec, build_request, measure
 from rhapsody.core.errors import HistoryError, InputError
 from rhapsody.commands.stats import session_records, window_of
 from rhapsody.core.history import read_history, sessions
@@ -16,7 +18,7 @@ from rhapsody.core.pricing import price_of, priced
 from rhapsody.core.window import Window, history_window
 
 COLUMNS = ("policy", "requests", "seams", "billed input", "vs no seams", "$ input+notes", "1h cache where it pays",
-           "peak context")
+           "peak context", "rhapsody's prompt", "vs no seams")
 
 
 def main(root: Path, session_id: str | None, what: str, as_json: bool = False, read_mult: float | None = None,
@@ -28,7 +30,8 @@ def main(root: Path, session_id: str | None, what: str, as_json: bool = False, r
         raise InputError(str(exc)) from None
     path, records = session_records(root, session_id)
     model = _model(records)
-    report = figures(records, policies, _note(root, path, records), read_mult, window_of(records, model, window))
+    report = figures(records, policies, _note(root, path, records), read_mult, window_of(records, model, window),
+                     own_spec(root, model))
     print(json.dumps({"session": path.stem, **report}) if as_json else render(path.stem, report))
     return 0
 
@@ -46,15 +49,29 @@ def _note(root: Path, path: Path, records: list[dict[str, Any]]) -> whatif.NoteC
     return whatif.note_cost(histories)
 
 
+def own_spec(root: Path, model: str) -> RequestSpec:
+    """rhapsody's own system prompt and tool definitions for this project, built as a new session's are
+    (the first request's head, before any message), in the parts the what-if counts."""
+    from rhapsody.config.settings import load_settings
+    from rhapsody.tools import default_toolbox
+    from rhapsody.wiring import new_spec
+
+    settings = load_settings(root)
+    toolbox = default_toolbox(settings.permission_mode or "auto-edit", sandbox=settings.sandbox)
+    return new_spec(root, settings, model or "unknown", toolbox)
+
+
 def _model(records: list[dict[str, Any]]) -> str:
     return next((r["model"] for r in reversed(records) if r["kind"] == "model"), str(records[0].get("model", "")))
 
 
 def figures(records: list[dict[str, Any]], policies: list[whatif.Policy], note: whatif.NoteCost,
-            read_mult: float | None, found: Window | None = None) -> dict[str, Any]:
-    """Every arm priced: as it happened, without seams, one per policy; each request at the model that
-    answered it, and the replay as it happened against the reported usage (`replay_error`). `found`: the
-    window the session ran in (core/window.py; what the history shows when None)."""
+            read_mult: float | None, found: Window | None = None, spec: RequestSpec | None = None) -> dict[str, Any]:
+    """Every arm priced: as it happened, without seams, one per policy, and the two alternatives; each
+    request at the model that answered it, and the replay as it happened against the reported usage
+    (`replay_error`). `found`: the window the session ran in (core/window.py; what the history shows when
+    None). With `spec` (rhapsody's own request head), each row again with its prompt and tools in place of
+    the source's."""
     model = _model(records)
     price = price_of(model)[0] if priced(model) else None
     mult = read_mult if read_mult is not None else (price.read_mult if price else 0.1)
@@ -68,16 +85,69 @@ def figures(records: list[dict[str, Any]], policies: list[whatif.Policy], note: 
     arms = [whatif.run(records, p, note, window, read_mult, fit) for p in policies]
     happened, rebuilt = whatif.as_happened(records, read_mult, fit), whatif.replayed(records, read_mult, fit)
     prefix = fit.head[2]["prefix"] if len(fit.head) > 2 else ""
-    return {
+    replay = _Replay(records, note, window, read_mult, fit, price, base)
+    report = {
         "model": model, "window": {"tokens": window, "source": found.source}, "cache_read_multiplier": mult,
         "note": dataclasses.asdict(note),
         "calibration": {"prefix_tokens": round(len(prefix) / 4), "scale": round(fit.scale, 4)},
         "replay_error": whatif.replay_error(happened, rebuilt),
         "replay": {"reported": happened.split.as_dict(), "replayed": rebuilt.split.as_dict()},
+        "clearing": {"trigger_input_tokens": CLEARING.trigger, "keep_tool_uses": CLEARING.keep},
         "as_happened": _row(happened, price, None),
         "without_seams": _row(base, price, None),
         "policies": [_row(arm, price, base) for arm in arms],
+        "alternatives": [_alternative(replay.row(whatif_rows.compaction_arm(records, read_mult, fit))),
+                         _alternative(replay.row(whatif_rows.clearing_arm(records, read_mult, fit, CLEARING)))],
     }
+    report["own_prompt"] = _own_prompt(replay, spec, policies, report) if spec is not None else None
+    return report
+
+
+def _alternative(row: dict[str, Any]) -> dict[str, Any]:
+    """A row instead of seams: the cache lifetime choice is priced for seam rows only, so it is left out."""
+    return {k: v for k, v in row.items() if k not in ("billed_ttl_choice", "one_hour_requests")}
+
+
+CLEARING = whatif_rows.Clearing()
+"""The server-side clearing the alternatives row prices (the API's defaults)."""
+
+
+@dataclass(frozen=True)
+class _Replay:
+    """What every arm of one report shares."""
+
+    records: list[dict[str, Any]]
+    note: whatif.NoteCost
+    window: int | None
+    mult: float | None
+    """The cache-read rate given on the command line (None: each model's own)."""
+    fit: whatif.Calibration
+    price: Any
+    base: whatif.Arm
+
+    def row(self, arm: whatif.Arm) -> dict[str, Any]:
+        """The arm as a row, compared with the replay without seams."""
+        return _row(arm, self.price, self.base)
+
+    def own(self, arm: whatif.Arm) -> dict[str, Any]:
+        """The arm with rhapsody's own prompt, as a row's `own_prompt`."""
+        row = self.row(arm)
+        return {"billed_input_tokens": arm.billed_input_tokens, "usd": row["usd"], "saving": row.get("saving")}
+
+
+def _own_prompt(replay: _Replay, spec: RequestSpec, policies: list[whatif.Policy],
+                report: dict[str, Any]) -> dict[str, Any]:
+    """Each row again with rhapsody's own prompt and tools in place of the source's prefix, put beside the
+    row (`own_prompt`, never in its fields); returns what that prompt weighs."""
+    own = whatif.prompt_head(spec.system, spec.tools)
+    r = replay
+    report["without_seams"]["own_prompt"] = r.own(whatif.run(r.records, None, r.note, r.window, r.mult, r.fit, own))
+    for row, policy in zip(report["policies"], policies):
+        row["own_prompt"] = r.own(whatif.run(r.records, policy, r.note, r.window, r.mult, r.fit, own))
+    report["alternatives"][1]["own_prompt"] = r.own(whatif_rows.clearing_arm(r.records, r.mult, r.fit, CLEARING, own))
+    request_bytes, est_tokens = measure(build_request(spec, []))
+    return {"request_bytes": request_bytes, "est_tokens": est_tokens,
+            "tokens": round(sum(whatif.tokens(part) for part in own) * r.fit.scale)}
 
 
 def _row(arm: whatif.Arm, price: Any, base: whatif.Arm | None) -> dict[str, Any]:
@@ -91,12 +161,13 @@ def _row(arm: whatif.Arm, price: Any, base: whatif.Arm | None) -> dict[str, Any]
 
 
 def render(session: str, report: dict[str, Any]) -> str:
-    """The table a person reads, with the note estimate and the calibration said plainly."""
+    """The table a person reads, with the note estimate, the calibration and rhapsody's own prompt said plainly."""
     rows = [report["as_happened"], report["without_seams"], *report["policies"]]
-    cells = [COLUMNS] + [_cells(row) for row in rows]
+    cells = [COLUMNS] + [_cells(row) for row in rows] + [_cells(row) for row in report["alternatives"]]
     widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS))]
     table = ["  ".join(c[i].rjust(widths[i]) if i else c[i].ljust(widths[i]) for i in range(len(c))) for c in cells]
-    cal = report["calibration"]
+    table.insert(len(rows) + 1, "instead of seams (no seams; the source's prefix):")
+    cal, own, clear = report["calibration"], report["own_prompt"], report["clearing"]
     window = f"{report['window']['tokens']:,}"
     writes = "writes 1.25× (1-hour 2×)" if report["as_happened"]["usd"] is not None else "no write premium (not Claude)"
     return "\n".join([
@@ -114,6 +185,14 @@ def render(session: str, report: dict[str, Any]) -> str:
         f"the replay as it happened bills {report['replay_error']:+.1%} against the usage the API reported "
         f"(uncached, 5-minute and 1-hour writes, reads: {_split(report['replay']['replayed'])} replayed, "
         f"{_split(report['replay']['reported'])} reported): that is how far to trust the rows above.",
+        *([] if own is None else [
+            f"the first 'vs no seams' is the seams alone (the source's prefix); 'rhapsody's prompt' is the same row "
+            f"with rhapsody's own system prompt and tools ({own['request_bytes']:,} bytes, ~{own['tokens']:,} tokens) "
+            "in place of that prefix, also against the replay without seams with the source's prefix."]),
+        "a source compaction the session had happens in a seam row only where that row's context grew as large; "
+        "there rhapsody seams instead. 'source's compaction' adds each compaction's own request and summary, "
+        f"which the transcript does not report; 'clear tool results' is the API's clearing of all tool results but "
+        f"the newest {clear['keep_tool_uses']} once a request reaches {clear['trigger_input_tokens']:,} input tokens.",
     ])
 
 
@@ -123,13 +202,15 @@ def _split(split: dict[str, int]) -> str:
 
 def _cells(row: dict[str, Any]) -> tuple[str, ...]:
     saving = row.get("saving")
+    own = row.get("own_prompt")
     return (row["label"], f"{row['requests']:,}", f"{row['seams']:,}", f"{row['billed_input_tokens']:,}",
             "" if saving is None else f"{-saving:+.0%}", "—" if row["usd"] is None else f"${row['usd']:,.2f}",
-            _ttl_cell(row), f"{row['peak_context']:,}")
+            _ttl_cell(row), f"{row['peak_context']:,}", "" if own is None else f"{own['billed_input_tokens']:,}",
+            "" if own is None or own["saving"] is None else f"{-own['saving']:+.0%}")
 
 
 def _ttl_cell(row: dict[str, Any]) -> str:
-    """"1,803,311 (212)": billed input with the cache lifetime rhapsody chooses; "" for the row as it happened."""
-    if row["label"] == "as it happened":
+    """"1,803,311 (212)": billed input with the cache lifetime rhapsody chooses; "" for a row without one."""
+    if "billed_ttl_choice" not in row or row["label"] == "as it happened":
         return ""
     return f"{row['billed_ttl_choice']:,} ({row['one_hour_requests']:,})"

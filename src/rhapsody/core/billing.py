@@ -42,7 +42,8 @@ from rhapsody.core.records import parse
 TTL_5M = 300.0
 TTL_1H = 3600.0
 TTL = TTL_5M
-SEAM_KINDS = ("seam", "unseam")
+SEAM_KINDS = ("seam", "unseam", "shelve")
+"""Records a replay without seams leaves out (a `shelve` follows from the seams before it)."""
 INPUT_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
 

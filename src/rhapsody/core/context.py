@@ -18,11 +18,26 @@ from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 from rhapsody.core import records as rec
-from rhapsody.core.messages import Message, compact_json
-from rhapsody.core.strip import compact, drop_messages, drop_thinking_blocks, drop_tool_ids, strip_blocks
+from rhapsody.core.messages import Message, TextBlock, compact_json
+from rhapsody.core.strip import compact, drop_messages, drop_thinking_blocks, drop_tool_ids, shelve_blocks, strip_blocks
 from rhapsody.core.tokens import estimate_chars
 
 EPHEMERAL = {"type": "ephemeral"}
+
+
+@dataclass(frozen=True)
+class Shelf:
+    """The second window: the words of messages before `boundary` left the view, and their field notes
+    before `notes_boundary` (0: every note stays); `notice` stands first in the view in their place."""
+
+    boundary: int
+    notice: Message
+    notes_boundary: int = 0
+
+
+def notice(text: str) -> Message:
+    """The harness's notice that opens a shelved view (a user message)."""
+    return Message(role="user", content=[TextBlock(text=text)])
 
 
 @dataclass
@@ -38,6 +53,8 @@ class Conversation:
     """Messages before this index left the source's context at a compaction (imported sessions)."""
     abandoned: set[int] = field(default_factory=set)
     """Indexes of messages a conversation rewind left behind: in the history, out of the view."""
+    shelf: Shelf | None = None
+    """The second window (core/shelf.py): what left the view, and the notice that stands in its place."""
     _view: list[Message] | None = field(default=None, repr=False)
 
     def apply(self, record: rec.Record) -> None:
@@ -64,6 +81,9 @@ class Conversation:
             case rec.Compaction():
                 self._view = None
                 self.compacted = max(self.compacted, record.boundary)
+            case rec.Shelve():
+                self._view = None
+                self.shelf = Shelf(record.boundary, notice(record.text), record.notes_boundary)
             case rec.Rewind():
                 self._rewind(record.to)
             case (rec.Session() | rec.Retry() | rec.Violation()
@@ -83,6 +103,8 @@ class Conversation:
         self.abandoned.update(range(to, len(self.messages)))
         while self.seams and self.seams[-1].boundary > to:
             self.seams.pop()
+        if self.shelf is not None and self.shelf.boundary > to:  # the words come back with the point they lead to
+            self.shelf = None
 
     def _add(self, message: Message) -> None:
         self.messages.append(message)
@@ -103,8 +125,9 @@ class Conversation:
             self._view = self.view(self.boundary())
         return list(self._view)
 
-    def view(self, boundary: int, pruned: set[str] | None = None) -> list[Message]:
-        """The messages the model would see with a seam at `boundary` (and these calls pruned)."""
+    def view(self, boundary: int, pruned: set[str] | None = None, shelf: Shelf | None = None) -> list[Message]:
+        """The messages the model would see with a seam at `boundary` (and these calls pruned, and `shelf`
+        taken out: the conversation's own when None)."""
         msgs: list[Message] = list(self.messages)
         ids = self.pruned if pruned is None else pruned
         if ids:
@@ -115,6 +138,9 @@ class Conversation:
             msgs = strip_blocks(msgs, boundary)
         if self.abandoned:
             msgs = drop_messages(msgs, self.abandoned)
+        shelf = self.shelf if shelf is None else shelf
+        if shelf is not None:
+            return compact([shelf.notice, *shelve_blocks(msgs, shelf.boundary, shelf.notes_boundary)[self.compacted:]])
         return compact(msgs[self.compacted:])
 
     @classmethod
@@ -129,6 +155,7 @@ class Conversation:
         for record in records:
             conv.apply(record)
         return conv
+
 
 
 @dataclass(frozen=True)

@@ -171,9 +171,11 @@ class HandoffAsked:
 
 @dataclass(frozen=True)
 class SeamCommitted:
-    """A micro-handoff seam was applied; the record holds its measurements."""
+    """A micro-handoff seam was applied; the record holds its measurements (`shelved`: the second window's
+    `shelve` record, when the oldest seams' words left the context with it)."""
 
     record: dict[str, Any]
+    shelved: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ from rhapsody.core.session import Session
 from rhapsody.core.strip import HANDOFF_TOOL, authored_sha256, shape, validity_problems
 from rhapsody.core.traffic_digest import fields, left, traffic_sha256
 
-INDEX_LINES = 60
-INDEX_CHARS = 4000
+INDEX_LINES = 30
+INDEX_CHARS = 1800
 
 
 class AuditFailed(Exception):

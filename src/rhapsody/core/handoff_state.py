@@ -99,7 +99,7 @@ def fold(state: HandoffState, record: rec.Record) -> HandoffState:
               | rec.PermissionMode() | rec.Denial() | rec.Todo() | rec.MemoryReminder() | rec.Prune() | rec.SeamTokens()
               | rec.ThinkingCut() | rec.Model() | rec.Tools() | rec.Notice() | rec.Interrupted() | rec.Limit()
               | rec.Error() | rec.Resumed() | rec.Hook() | rec.Checkpoint() | rec.CheckpointFailed() | rec.Rewind()
-              | rec.Restore() | rec.Import() | rec.Aside() | rec.Compaction() | rec.Other()):
+              | rec.Restore() | rec.Import() | rec.Aside() | rec.Compaction() | rec.Shelve() | rec.Other()):
             return state
         case _:
             assert_never(record)

@@ -48,10 +48,12 @@ def failed(run: dict[str, Any]) -> bool:
     return bool(run.get("command")) and (run.get("exit_code") not in (0, None) or bool(run.get("is_error")))
 
 
-def last_failure(runs: list[dict[str, Any]], outputs: dict[str, str]) -> str:
+def last_failure(runs: list[dict[str, Any]], outputs: dict[str, str], tail_chars: int = TAIL_CHARS,
+                 command_chars: int | None = None) -> str:
     """Markdown for the newest failed command among `runs` (tool_run records, oldest first); '' if none.
 
-    `outputs` maps tool_use ids to the text of their results.
+    `outputs` maps tool_use ids to the text of their results; the output's tail is at most `tail_chars`,
+    and the command, with `command_chars`, is cut there (saying how long it was).
     """
     failures = [r for r in runs if failed(r)]
     if not failures:
@@ -59,15 +61,23 @@ def last_failure(runs: list[dict[str, Any]], outputs: dict[str, str]) -> str:
     run = failures[-1]
     output = outputs.get(run.get("tool_use_id", ""), "")
     later_ok = any(r.get("command") == run["command"] and not failed(r) for r in runs[runs.index(run) + 1:])
+    command = str(run["command"])
+    if command_chars is not None and len(command) > command_chars:
+        command = f"{command[:command_chars]}` … (cut: {len(command):,} characters; recall the call for all of it)"
+    else:
+        command += "`"
     code = run.get("exit_code")
     status = f"exit {code}; verbatim" if code is not None else "verbatim; its source states no exit status"
-    lines = [f"### Last failing command ({status})", f"`{run['command']}`"]
+    lines = [f"### Last failing command ({status})", f"`{command}"]
     if later_ok:
         lines.append("(a later run of the same command succeeded)")
-    text = tail(output)
+    text = tail(output, chars=tail_chars)
     fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
     lines.append(f"Final lines of its output:\n{fence}\n{text}\n{fence}")
     tests = failed_tests(output)
     if tests:
-        lines.append(f"Failed tests ({len(tests)}{'+' if len(tests) >= MAX_TESTS else ''}): " + ", ".join(tests))
+        shown = ", ".join(tests)
+        if command_chars is not None and len(shown) > 2 * command_chars:  # bounded like the command
+            shown = shown[: shown.rfind(", ", 0, 2 * command_chars)] + ", …"
+        lines.append(f"Failed tests ({len(tests)}{'+' if len(tests) >= MAX_TESTS else ''}): " + shown)
     return "\n".join(lines)

@@ -36,6 +36,9 @@ NARRATION_TAIL = 300
 PAGE = 8000
 SESSION_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{6}")
 """The shape of a session id (`core.history.new_session_id`)."""
+WORDS, WORDS_TOOL = "words-", "(words)"
+"""A message's words in the index: id `<session>:words-<message index>`, its role as the input; no tool
+can have that name (the API's tool names are letters, digits, `_` and `-`)."""
 NOTE_NAME = re.compile(r"\d{8}-\d{6}-[0-9a-f]{6}[\w.-]*\.md")
 SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
@@ -115,6 +118,9 @@ def _rows(session: str, records: list[dict[str, Any]]) -> Any:
         if record["kind"] == "message":
             messages.append((Message(role=record["role"], content=record["content"]), record.get("ts", 0.0)))
     for i, (message, ts) in enumerate(messages):
+        words = "\n".join(b.text for b in message.content if isinstance(b, TextBlock) and b.text.strip())
+        if words:  # found only once the second window shelved them (`search`)
+            yield f"{session}:{WORDS}{i}", WORDS_TOOL, message.role, words, "", i, 0, ts
         if message.role != "assistant":
             continue
         results = _results_after(messages, i)
@@ -154,11 +160,13 @@ def search(history: Path, query: str, limit: int = 10, stripped_only: bool = Tru
     sql = (
         "SELECT id, tool, snippet(calls, 3, '[', ']', '…', 16), narration, msg_index, ts, "
         "snippet(calls, 2, '[', ']', '…', 16), snippet(calls, 3, '', '', '…', 16), "
-        "snippet(calls, 2, '', '', '…', 16) FROM calls WHERE calls MATCH ? ORDER BY rank LIMIT ?"
+        "snippet(calls, 2, '', '', '…', 16) FROM calls WHERE calls MATCH ? "
+        "AND NOT (tool = ? AND msg_index >= ?) ORDER BY rank LIMIT ?"
     )
     hits = []
-    for row in db.execute(sql, (_fts_query(query), limit * 4)):
-        if gone is not None and row[4] >= gone[0] and row[0].split(":", 1)[1] not in gone[1]:
+    # A message's words are recalled only once the second window shelved them: before, they are in context.
+    for row in db.execute(sql, (_fts_query(query), WORDS_TOOL, _shelved(history), limit * 4)):
+        if row[1] != WORDS_TOOL and gone is not None and row[4] >= gone[0] and row[0].split(":", 1)[1] not in gone[1]:
             continue
         snippet = row[2] if "[" in row[2] else row[6]
         in_result = row[2] != row[7] or row[6] == row[8]
@@ -174,6 +182,12 @@ def _gone(history: Path) -> tuple[int, set[str]]:
     conv = Conversation.of(read_history(history, typed=True).typed)  # parsed once
     left = {call.id for i in conv.abandoned for call in conv.messages[i].tool_uses()}
     return conv.boundary(), conv.pruned | left
+
+
+def _shelved(history: Path) -> int:
+    """How many messages' words the second window moved out of the context (0: none)."""
+    shelf = Conversation.of(read_history(history, typed=True).typed).shelf
+    return shelf.boundary if shelf else 0
 
 
 def search_project(root: Path, current: Path, query: str, limit: int = 10, write: bool = True) -> list[Hit]:
@@ -233,6 +247,8 @@ def fetch(root: Path, call_id: str, page: int = 1, write: bool = True) -> str | 
     if row is None:
         return None
     tool, args, result, narration, is_error = row
+    if tool == WORDS_TOOL and call_id.split(":", 1)[1].startswith(WORDS):
+        return f"{_verify_words(history, call_id, result)}\n{_page(f'{args} words {call_id}:{chr(10)}{result}', page)}"
     check = verify(history, call_id.split(":", 1)[1], args, result)
     full = f"call {call_id}: {tool} {args}\nnarration before it: {narration}\n{'error ' if is_error else ''}result:\n{result}"
     return f"{check}\n{_page(full, page)}"
@@ -248,6 +264,20 @@ def verify(history: Path, tool_use_id: str, args: str, result: str) -> str:
     if not same:
         return "NOT VERIFIED: the recall index differs from the history for this call"
     return cut.verdict()
+
+
+def _verify_words(history: Path, words_id: str, text: str) -> str:
+    """One line: whether these words are the message's, verbatim, and the second window moved them out."""
+    index = int(words_id.rsplit("-", 1)[1]) if words_id.rsplit("-", 1)[1].isdigit() else -1
+    conv = Conversation.of(read_history(history, typed=True).typed)
+    if not 0 <= index < len(conv.messages):
+        return "NOT VERIFIED: no such message in the history"
+    same = "\n".join(b.text for b in conv.messages[index].content if isinstance(b, TextBlock) and b.text.strip()) == text
+    if not same:
+        return "NOT VERIFIED: the recall index differs from the history for these words"
+    where = "moved out of the context by the second window" if conv.shelf and index < conv.shelf.boundary else \
+        "still in its session's context"
+    return f"verified: message {index}'s words, verbatim from the history, {where}"
 
 
 def _page(full: str, page: int) -> str:

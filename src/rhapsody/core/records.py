@@ -299,6 +299,22 @@ class Prune(_Record):
     after: Shape
 
 
+class Shelve(_Record):
+    """The second window: the words of the oldest seams left the view; messages before `boundary` keep
+    only their field notes (the `micro_handoff` pairs), those before `notes_boundary` not even those,
+    after `text`, the notice the model reads."""
+
+    kind: Literal["shelve"]
+    boundary: int
+    seams: int
+    text: str
+    messages: int = 0
+    notes_boundary: int = 0
+    notes_seams: int = 0
+    before_tokens: int = 0
+    after_tokens: int = 0
+
+
 class SeamTokens(_Record):
     """count_tokens figures for both sides of a seam."""
 
@@ -482,7 +498,8 @@ class Other(_Open):
 Known = Annotated[
     Union[
         Session, Message, Request, Usage, Retry, ToolRun, Violation, Hint, HintDelivered, Permission,
-        PermissionMode, Denial, Todo, MemoryReminder, Handoff, HandoffAsked, Seam, Prune, SeamTokens, SeamFailed,
+        PermissionMode, Denial, Todo, MemoryReminder, Handoff, HandoffAsked, Seam, Prune, Shelve, SeamTokens,
+        SeamFailed,
         HandoffFailed, Unseam, ThinkingCut, SeamNote, Model, Tools, Notice, Interrupted, Limit, Error, Resumed,
         Hook, Checkpoint, CheckpointFailed, Rewind, Restore, Import, Aside, Compaction,
     ],

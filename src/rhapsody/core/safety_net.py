@@ -11,7 +11,8 @@ API's 400, or rhapsody's own estimate before sending), `request_failed` makes ro
 2. the agent is asked for its field note over what is left (`prompts/window_note.md`, with
    the list of what left, each call recallable by id);
 3. the note is written and the seam strips the rest at the end of that turn, as every seam
-   does (core/turn_end.py), and the agent is told to go on.
+   does (core/turn_end.py: the second window then shelves the oldest seams' words where the
+   seam left more than half the window, core/shelf.py), and the agent is told to go on.
 
 A handoff already asked for is not asked again: the prune makes room for the request already
 in the context. A note already written (phase `noted`) is not asked again: its seam is
@@ -20,9 +21,10 @@ room, where thinking is on (a cut changes the prefix the latest thinking is boun
 must go back unchanged in a tool loop), or where the request for the note is refused as
 well, rhapsody strips first as before: a `seam` record strips every message so far, the
 current round included, then asks for the note over the stripped context, and the note
-attaches to that seam (`seam_note`). When stripping would take nothing, or the stripped
-request is refused again, the turn fails with one line, as on any other failed request; the
-history is valid at every step, since each step is one record.
+attaches to that seam (`seam_note`); the second window's shelving follows that seam too. When
+stripping would take nothing, or the stripped request is refused again, the turn fails with one
+line, as on any other failed request; the history is valid at every step, since each step is one
+record.
 
 Imports: stdlib and rhapsody.core only.
 """
@@ -49,8 +51,10 @@ from rhapsody.core.messages import TextBlock
 from rhapsody.core.policy import Policy
 from rhapsody.core.seam_cost import of_session
 from rhapsody.core.session import Session
+from rhapsody.core.shelf import shelve_after_seam
 from rhapsody.core.turn_end import ABANDONED, HandoffThreshold, said
 from rhapsody.core.turn_hooks import context_with
+from rhapsody.core.window import session_window
 from rhapsody.core.window_room import room_for_note
 
 WINDOW_REASON = "at the window, room for the field note: "
@@ -131,7 +135,7 @@ def _strip_first(session: Session, policy: Policy, refusal: str) -> Netted:
         reason = f"{ABANDONED}{exc}"
         session.record("seam_failed", reason=reason)
         return Netted([HandoffFailed(reason), *_fail(session, refusal).events], False)
-    events: list[Event] = [SeamCommitted(record)]
+    events: list[Event] = [SeamCommitted(record, shelve_after_seam(session, _window(session, policy)))]
     if state.phase == Phase.NOTED and state.interrupted_work:  # the seam the note was for is made: go on
         events += _tell(session, policy.continue_after_handoff)
     elif state.phase != Phase.NOTED:
@@ -139,6 +143,11 @@ def _strip_first(session: Session, policy: Policy, refusal: str) -> Netted:
         events += _tell(session, policy.window_request.format(reason=refusal, seam=record["seam"], index=index))
         events.append(HandoffAsked())
     return Netted(events, True)
+
+
+def _window(session: Session, policy: Policy) -> int:
+    """The window the second window is sized by: the one the session runs in, as at every seam."""
+    return session_window(session.spec.model, session.figures.evidence, policy.context_window).tokens
 
 
 def _tell(session: Session, text: str) -> list[HarnessSaid]:

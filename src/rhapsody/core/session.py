@@ -142,7 +142,7 @@ class Session:
                   | rec.SeamFailed() | rec.HandoffFailed() | rec.Unseam() | rec.ThinkingCut() | rec.SeamNote()
                   | rec.Notice() | rec.Interrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook()
                   | rec.Checkpoint() | rec.CheckpointFailed() | rec.Restore() | rec.Import()
-                  | rec.Aside() | rec.Compaction() | rec.Other()):
+                  | rec.Aside() | rec.Compaction() | rec.Shelve() | rec.Other()):
                 pass
             case _:
                 assert_never(record)

@@ -130,6 +130,8 @@ class Figures:
                 self.after_last_seam = record.after.est_tokens
             case rec.Prune():
                 self.context = record.after.est_tokens
+            case rec.Shelve():  # the second window: what the latest seam left is now smaller
+                self.context = self.after_last_seam = record.after_tokens
             case rec.Unseam():
                 self.undone += 1
                 before, after = self.seam_after.get(record.seam, (0, 0))

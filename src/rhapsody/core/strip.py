@@ -51,6 +51,20 @@ def strip_blocks(
     return _filter_head(messages, cut, lambda b: _survives(b, keep, kept_ids))
 
 
+def shelve_blocks(messages: Sequence[Message], boundary: int, notes_boundary: int = 0) -> list[Message]:
+    """The second window: of `messages[:boundary]` only the `micro_handoff` calls and their results (the
+    field notes) stay, those from `notes_boundary` on; same length, messages left empty."""
+    notes = {b.id for m in messages[notes_boundary:boundary] for b in m.content
+             if isinstance(b, ToolUseBlock) and b.name == HANDOFF_TOOL}
+
+    def keep(block: Block) -> bool:
+        if isinstance(block, ToolUseBlock):
+            return block.id in notes
+        return isinstance(block, ToolResultBlock) and block.tool_use_id in notes
+
+    return _filter_head(messages, boundary, keep)
+
+
 def drop_tool_ids(messages: Sequence[Message], ids: set[str]) -> list[Message]:
     """Remove the tool_use and tool_result blocks of the given calls, wherever they are."""
     def keep(block: Block) -> bool:

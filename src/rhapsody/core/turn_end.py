@@ -38,6 +38,7 @@ from rhapsody.core.model import Model
 from rhapsody.core.policy import Policy
 from rhapsody.core.session import Hint, Session
 from rhapsody.core.seam_cost import DEFAULT_NOTE_TOKENS, note_costs
+from rhapsody.core.shelf import shelve_after_seam
 from rhapsody.core.window import session_window, share_limit
 from rhapsody.core.window_room import HEADROOM
 
@@ -186,7 +187,9 @@ async def _commit_seam(session: Session, policy: Policy, model: Model,
         reason = f"{ABANDONED}{exc}"
         session.record("seam_failed", reason=reason)  # in the words the live line says, for a resume to show
         return HandoffFailed(reason), False
-    threshold.rearm(record["after"]["est_tokens"])
+    window = session_window(session.spec.model, session.figures.evidence, policy.context_window).tokens
+    shelved = shelve_after_seam(session, window)
+    threshold.rearm(shelved["after_tokens"] if shelved else record["after"]["est_tokens"])
     if policy.exact_tokens:
         await count_seam_tokens(session, model, record["seam"])
-    return SeamCommitted(record), state.interrupted_work
+    return SeamCommitted(record, shelved), state.interrupted_work

@@ -26,8 +26,17 @@ from rhapsody.core.tools import Tool, ToolContext, ToolFailure, ToolOutcome
 from rhapsody.prompts import load
 from rhapsody.tools.git import git_facts
 
-MAX_COMMANDS = 40
-MAX_COMMAND_CHARS = 4000
+MAX_COMMANDS = 20
+MAX_COMMAND_CHARS = 900
+COMMAND_LINE_CHARS = 240
+"""One command in the list at most this long (the whole of it stays recallable)."""
+LIST_CHARS = 300
+"""Each list of paths (dirty, read, written) at most this long; its count is always given."""
+FAILURE_TAIL_CHARS = 700
+FAILURE_COMMAND_CHARS = 300
+FACTS_CHARS = 2600
+"""The harness facts in all (about 650 tokens): every note stays in the context for good, so its size
+is paid on every later request (docs/performance.md, "The size a field note aims at")."""
 
 
 class FieldNote(BaseModel):
@@ -104,19 +113,36 @@ def harness_facts(root: Path, session: Session) -> str:
     writes = sorted({r["path"] for r in since if r.get("op") == "write" and r.get("path")})
     lines = ["## Harness facts (measured by rhapsody, not written by the agent)"]
     if git.get("git_root"):
-        dirty = git["dirty"]
         lines.append(f"- git root: {git['git_root']}; branch {git['branch']}; HEAD {git['head']}")
-        lines.append(f"- dirty files ({len(dirty)}): " + (", ".join(d.strip() for d in dirty[:30]) or "none"))
+        lines.append(_listed("dirty files", [d.strip() for d in git["dirty"]]))
     else:
         lines.append(f"- git {git['refused']}" if git.get("refused") else f"- {root} is not in a git repository")
-    lines.append(f"- files read ({len(reads)}): " + (", ".join(reads[:60]) or "none"))
-    lines.append(f"- files written ({len(writes)}): " + (", ".join(writes[:60]) or "none"))
+    lines.append(_listed("files written", writes))
+    lines.append(_listed("files read", reads))
     lines.append(_todo_facts(session))
-    lines.append(_commands(since))
-    failure = last_failure(since, _outputs(session))
+    failure = last_failure(since, _outputs(session), FAILURE_TAIL_CHARS, FAILURE_COMMAND_CHARS)
     if failure:
         lines.append(failure)
-    return "\n".join(lines)
+    lines.append(_commands(since))  # last: where the net cuts, it cuts whole command lines
+    return _bounded("\n".join(lines))
+
+
+def _listed(label: str, items: list[str], chars: int = LIST_CHARS) -> str:
+    """`- label (N): a, b, …`, cut at `chars` with how many were left out."""
+    shown: list[str] = []
+    for item in items:
+        if sum(len(s) + 2 for s in shown) + len(item) > chars:
+            return f"- {label} ({len(items)}): " + ", ".join(shown) + f", … {len(items) - len(shown)} more"
+        shown.append(item)
+    return f"- {label} ({len(items)}): " + (", ".join(shown) or "none")
+
+
+def _bounded(text: str, chars: int = FACTS_CHARS) -> str:
+    """The facts at most `chars` long, cut at a line and saying so (each part is bounded: this is the net)."""
+    if len(text) <= chars:
+        return text
+    cut = text[: text.rfind("\n", 0, chars - 60)]
+    return f"{cut}\n- … harness facts cut at {chars:,} characters"
 
 
 def _todo_facts(session: Session) -> str:
@@ -148,10 +174,11 @@ def _commands(runs: list[dict[str, Any]]) -> str:
     for run in reversed([r for r in runs if r.get("command")]):
         key = (run["command"], _outcome(run))
         folded[key] = folded.get(key, 0) + 1
-    out = ["### Commands run since the last seam (newest first, verbatim)"]
+    out = ["### Commands run since the last seam (newest first, verbatim; a long one cut at …)"]
     used = 0
     for n, ((command, outcome), times) in enumerate(folded.items()):
-        line = f"- `{command}` → {outcome}" + (f" (×{times})" if times > 1 else "")
+        shown = command if len(command) <= COMMAND_LINE_CHARS else command[:COMMAND_LINE_CHARS] + " …"
+        line = f"- `{shown}` → {outcome}" + (f" (×{times})" if times > 1 else "")
         if n >= MAX_COMMANDS or used + len(line) > MAX_COMMAND_CHARS:
             out.append(f"- … {len(folded) - n} more distinct commands cut (limit {MAX_COMMANDS} or {MAX_COMMAND_CHARS} chars)")
             break

@@ -444,6 +444,8 @@ def print_event(event: ev.Event, out: TextIO) -> None:
         out.write("\n")
     elif isinstance(event, ev.SeamCommitted):
         out.write(f"  {seam_line(rec.Seam.model_validate(event.record))}\n")
+        if event.shelved:
+            out.write(plain(_other_lines(rec.Shelve.model_validate(event.shelved), Path("."), {}, set())[0]) + "\n")
     elif isinstance(event, ev.HintDelivered):
         noun = "hint" if len(event.hint_ids) == 1 else "hints"
         out.write(f"  ✓ {noun} {', '.join(event.hint_ids)} delivered ({event.where})\n")
@@ -595,6 +597,10 @@ def _other_lines(record: rec.Record, root: Path, hints: dict[str, str], landed: 
             return [imported_line(record)]
         case rec.Todo():
             return [todo_line([i.model_dump() for i in record.items])]
+        case rec.Shelve():
+            from rhapsody.core.shelf import one_line
+
+            return [Line("notice", f"! {one_line(record.seams, record.messages, record.before_tokens - record.after_tokens)}")]
         case (rec.Session() | rec.Message() | rec.HintDelivered()
               | rec.Permission() | rec.PermissionMode() | rec.Denial() | rec.MemoryReminder() | rec.Handoff()
               | rec.HandoffAsked() | rec.SeamTokens() | rec.ThinkingCut() | rec.SeamNote() | rec.Model() | rec.Tools()
