@@ -56,7 +56,7 @@ def test_an_invalid_project_key_is_dropped_and_a_flag_does_not_let_the_rest_thro
     problems = project_problems(project)
     assert len(problems) == 2 and all(p.startswith(f"ignored in {path}: bad setting ") for p in problems)
     assert "'model': Input should be a valid string" in problems[0]
-    assert "'permission_mode': Input should be 'read-only', 'ask', 'auto-edit' or 'yolo'" in problems[1]
+    assert "'permission_mode': Input should be 'read-only', 'plan', 'ask', 'auto-edit' or 'yolo'" in problems[1]
 
 
 def test_a_trusted_project_keeps_its_valid_keys_and_drops_only_the_bad_one(project: Path) -> None:

@@ -75,8 +75,16 @@ def serve(address: str, port: int, body: str, redirect_to: str = "",
 @pytest.fixture
 def services() -> Iterator[tuple[Service, Service]]:
     """The private service on 127.0.0.1 and the 'public' site on 127.0.0.2, on the same port."""
-    public_server, public = serve("127.0.0.2", 0, PUBLIC_BODY)
-    private_server, private = serve("127.0.0.1", public.port, SECRET_BODY)
+    for _ in range(50):  # the port is free on 127.0.0.2; another process may hold it on 127.0.0.1: try another
+        public_server, public = serve("127.0.0.2", 0, PUBLIC_BODY)
+        try:
+            private_server, private = serve("127.0.0.1", public.port, SECRET_BODY)
+            break
+        except OSError:
+            public_server.shutdown()
+            public_server.server_close()
+    else:
+        raise RuntimeError("no port was free on both 127.0.0.1 and 127.0.0.2")
     yield private, public
     for server in (public_server, private_server):
         server.shutdown()
