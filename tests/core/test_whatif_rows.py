@@ -93,7 +93,8 @@ def test_what_if_shows_rhapsodys_own_prompt_and_the_two_alternatives_beside_the_
     (every,) = report["policies"]
     head = json.loads((project / ".rhapsody" / "history").glob("*.jsonl").__next__().read_text().splitlines()[0])
     own_tokens = sum(whatif.tokens(p) for p in prompt_head(head["system"], head["tools"]))
-    assert report["own_prompt"]["tokens"] == round(own_tokens * report["calibration"]["scale"])
+    # the report's scale is rounded to 4 places, the figure is computed with the whole one: one token apart at most
+    assert abs(report["own_prompt"]["tokens"] - own_tokens * report["calibration"]["scale"]) <= 1
     assert 4_000 < report["own_prompt"]["request_bytes"] < 20_000  # the first request's head, without messages
     assert report["calibration"]["prefix_tokens"] > 10_000  # the source's own prompt, far larger than rhapsody's
     own = every["own_prompt"]
