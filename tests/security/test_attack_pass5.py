@@ -1,0 +1,41 @@
+"""The fifth attack pass: what this round added (the state folder, web_fetch's addresses, the sink, schemas).
+
+Each test is named after the boundary it guards, attacks it through the real agent or CLI against the
+loopback model, and checks both that the attack failed and that the step it rode on ran."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rhapsody.tools.sandbox import bwrap_path
+from rhapsody.tools.shadow import Shadow
+
+from tests.conftest import Stub
+
+
+@pytest.mark.skipif(bwrap_path() is None, reason="bubblewrap is not installed (.ci/run installs it)")
+async def test_checkpoint_boundary_a_sandboxed_command_cannot_move_the_state_folder_aside_and_plant_a_fresh_one(
+        stub: Stub, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """rhapsody run in the home folder: the state folder is bound read-only, but the folders above it were
+    not, so `mv .local elsewhere` carried the mount away and a fresh state folder (a planted shadow, planted
+    recall indexes) took its place. Every folder between the project and the state folder is now a mount
+    point of its own, which cannot be renamed."""
+    from tests.tools.test_sandbox import bash_results
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(project / ".local" / "state"))
+    store = Shadow(project)
+    first, _ = store.take("before")
+    planted = store.git_dir / "planted"
+    made, *moves = await bash_results(
+        stub, project, "echo made > made.txt",
+        f"mv .local .local-moved; mkdir -p {store.git_dir} && echo x > {planted}",
+        f"mv .local/state .local/state-moved; mkdir -p {store.git_dir} && echo x > {planted}",
+        f"mv .local/state/rhapsody .local/state/r2; mkdir -p {store.git_dir} && echo x > {planted}")
+    assert not made.get("is_error") and (project / "made.txt").read_text() == "made\n"
+    assert all(m.get("is_error") for m in moves) and not planted.exists()
+    assert not (project / ".local-moved").exists() and not (project / ".local" / "state-moved").exists()
+    assert store.has(first), "the checkpoint taken before the command is gone"
+    commit, _ = Shadow(project).take("after")
+    assert "made.txt" in {c.path for c in store.changes(first, commit)}
