@@ -39,3 +39,33 @@ async def test_checkpoint_boundary_a_sandboxed_command_cannot_move_the_state_fol
     assert store.has(first), "the checkpoint taken before the command is gone"
     commit, _ = Shadow(project).take("after")
     assert "made.txt" in {c.path for c in store.changes(first, commit)}
+
+
+async def test_terminal_sink_boundary_the_rewind_list_shows_a_message_as_text_never_as_markup(
+        stub: Stub, project: Path) -> None:
+    """The rewind list's lines quote the human's messages (an imported or resumed history's too) and went
+    to the option list as strings, which Textual reads as markup: `[/x]` ended the app in a MarkupError and
+    `[@click=...]` made a link that runs an app action. They are Text now, through the sink's function."""
+    from rich.text import Text
+    from textual.widgets import OptionList
+
+    from rhapsody.frontends.app.app import RhapsodyApp
+    from rhapsody.frontends.app.rewind import RewindScreen
+    from rhapsody.loopback.script import say
+    from tests.conftest import until
+    from tests.frontends.test_app import type_and_send, wait_idle
+
+    message = "what does [/x] mean, [@click=app.quit]here[/] \x1b]0;owned\x07"
+    stub.script(say("It closes a tag."))
+    wiring = stub.wire(project)
+    app = RhapsodyApp(wiring.agent, wiring.settings)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await type_and_send(pilot, message)
+        await wait_idle(pilot)
+        await type_and_send(pilot, "/rewind")
+        await until(lambda: isinstance(app.screen, RewindScreen), pause=pilot.pause)
+        listing = app.screen.query_one(OptionList)
+        prompt = listing.get_option_at_index(0).prompt
+        assert isinstance(prompt, Text)
+        assert "what does [/x] mean, [@click=app.quit]here[/] \\x1b]0;owned\\x07" in prompt.plain
+        assert "\x1b" not in prompt.plain and "[/x]" in listing.render_line(0).text
