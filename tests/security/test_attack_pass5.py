@@ -69,3 +69,31 @@ async def test_terminal_sink_boundary_the_rewind_list_shows_a_message_as_text_ne
         assert isinstance(prompt, Text)
         assert "what does [/x] mean, [@click=app.quit]here[/] \\x1b]0;owned\\x07" in prompt.plain
         assert "\x1b" not in prompt.plain and "[/x]" in listing.render_line(0).text
+
+
+async def test_terminal_sink_boundary_the_apps_completions_and_rewind_question_escape_a_hostile_file_name(
+        stub: Stub, project: Path) -> None:
+    """Textual writes a Text's escape characters to the terminal as they are: a project file named with
+    an OSC sequence reached it raw from the `@` completions and from the rewind's overwrite question. Both
+    pass the sink's function now; the completion is still offered and the question still asked."""
+    from rich.text import Text
+    from textual.widgets import Static
+
+    from rhapsody.frontends.app.app import RhapsodyApp
+    from rhapsody.frontends.app.rewind import OverwriteScreen
+    from rhapsody.frontends.app.widgets import PromptInput
+    from tests.conftest import until
+
+    name = "ev\x1b]0;owned\x1b\\il.txt"
+    (project / name).write_text("x\n")
+    wiring = stub.wire(project)
+    app = RhapsodyApp(wiring.agent, wiring.settings)
+    async with app.run_test(size=(120, 30)) as pilot:
+        app.query_one(PromptInput).text = "@evil"
+        box = app.query_one("#completions", Static)
+        await until(lambda: "il.txt" in box.render_line(0).text, pause=pilot.pause)
+        assert "\x1b" not in box.render_line(0).text and "\\x1b]0;owned" in box.render_line(0).text
+        app.push_screen(OverwriteScreen((name,)))
+        await until(lambda: isinstance(app.screen, OverwriteScreen) and bool(app.screen.query(Static)), pause=pilot.pause)
+        [shown] = [s.content for s in app.screen.query(Static) if "overwrite" in str(s.content)]
+        assert isinstance(shown, Text) and "\\x1b]0;owned" in shown.plain and "\x1b" not in shown.plain

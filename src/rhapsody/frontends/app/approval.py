@@ -43,6 +43,7 @@ from textual.widgets import Input, Static
 from rhapsody.core.approval import Grace, Reply, approval_for, reply_to, wait_grace
 from rhapsody.core.tools import Approval
 from rhapsody.frontends.preview import Preview
+from rhapsody.view.sink import visible
 
 KEEP_ROWS = 10
 """Rows the panel leaves to the rest of the screen: the prompt, status bar, footer and a few of the transcript."""
@@ -93,15 +94,15 @@ class ApprovalPanel(Vertical, can_focus=True):
         """Where the answer goes (the question's future)."""
 
     def compose(self) -> ComposeResult:
-        yield Static(Text(f"{self.tool} wants to run ({self.why})"), classes="why")
+        yield Static(Text(visible(f"{self.tool} wants to run ({self.why})")), classes="why")  # a host, a path
         if self.shown.warning:
-            yield Static(Text(self.shown.warning), classes="warning")
-        yield Static(Text(self.shown.heading + ":"), classes="heading")
+            yield Static(Text(visible(self.shown.warning)), classes="warning")
+        yield Static(Text(visible(self.shown.heading) + ":"), classes="heading")
         with VerticalScroll(id="preview", can_focus=False):
             yield Static(self._body(), classes="body")
         yield Choice("y ⏎  allow once", "allow")
         if self.rules:
-            yield Choice(f"a ⏎  allow {', '.join(self.rules)} for this session", "allow_rule")
+            yield Choice(visible(f"a ⏎  allow {', '.join(self.rules)} for this session"), "allow_rule")
         yield Choice("n ⏎  deny (or esc)", "deny")
         options = "y, a or n" if self.rules else "y or n"  # only the answers offered above
         yield Input(placeholder=f"{options}, or tell the agent what to do instead; then Enter", id="reason",

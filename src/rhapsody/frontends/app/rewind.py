@@ -88,7 +88,7 @@ class OverwriteScreen(ModalScreen[bool]):
         from rhapsody.tools.rewind import outside_text
 
         with Vertical(id="rewind"):
-            yield Static(Text(outside_text(list(self.paths)) + "\n\ny overwrites them · n or esc keeps everything"))
+            yield Static(Text(visible(outside_text(list(self.paths))) + "\n\ny overwrites them · n or esc keeps everything"))
 
 
 class Rewinder:
