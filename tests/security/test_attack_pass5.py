@@ -97,3 +97,27 @@ async def test_terminal_sink_boundary_the_apps_completions_and_rewind_question_e
         await until(lambda: isinstance(app.screen, OverwriteScreen) and bool(app.screen.query(Static)), pause=pilot.pause)
         [shown] = [s.content for s in app.screen.query(Static) if "overwrite" in str(s.content)]
         assert isinstance(shown, Text) and "\\x1b]0;owned" in shown.plain and "\x1b" not in shown.plain
+
+
+def test_typed_schema_boundary_a_transcript_nested_past_the_parser_is_one_line_naming_file_and_line(
+        project: Path, tmp_path: Path) -> None:
+    """A Claude Code line nested 100,000 deep ended `import` in an internal RecursionError; now it is one
+    line naming the file and line, exit 2. A Codex call whose arguments nest that deep is kept verbatim
+    (as any arguments that do not parse) and the rollout imports."""
+    import json
+
+    from tests.importer.test_import import imported, rhapsody
+    from tests.transcripts import claude_session, codex_rollout, dump
+
+    lines = claude_session(2)
+    deep = dump(lines, tmp_path / "deep.jsonl")
+    with deep.open("a") as f:
+        f.write('{"type":"user","uuid":"u9","message":{"role":"user","content":' + "[" * 100_000 + "]" * 100_000 + "}}\n")
+    result = rhapsody("import", str(deep), cwd=project)
+    assert result.returncode == 2 and "Traceback" not in result.stderr and "internal error" not in result.stderr
+    assert result.stderr.strip() == f"rhapsody: {deep} line {len(lines) + 1}: nested too deeply to read"
+    rollout = codex_rollout(2)
+    call = next(r for r in rollout if r.get("payload", {}).get("type") == "function_call")
+    call["payload"]["arguments"] = "[" * 100_000 + "]" * 100_000
+    records = imported(project, dump(rollout, tmp_path / "rollout-deep.jsonl"))
+    assert '"_unparsed": "[[[[' in json.dumps(records) and "value_" in json.dumps(records)

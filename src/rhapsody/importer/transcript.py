@@ -92,6 +92,8 @@ def read_lines(path: Path, data: bytes) -> Iterator[tuple[int, dict[str, Any]]]:
             continue
         try:
             value = json.loads(raw)
+        except RecursionError:  # nested deeper than the parser goes: the line, not an internal error
+            raise InputError(f"{path} line {number}: nested too deeply to read") from None
         except (ValueError, UnicodeDecodeError):
             torn = " (a partial last line: is the session still being written?)" if number == len(lines) else ""
             raise InputError(f"{path} line {number}: not a JSON object{torn}") from None
