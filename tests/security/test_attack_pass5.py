@@ -121,3 +121,55 @@ def test_typed_schema_boundary_a_transcript_nested_past_the_parser_is_one_line_n
     call["payload"]["arguments"] = "[" * 100_000 + "]" * 100_000
     records = imported(project, dump(rollout, tmp_path / "rollout-deep.jsonl"))
     assert '"_unparsed": "[[[[' in json.dumps(records) and "value_" in json.dumps(records)
+
+
+def plant_deep_seam_history(project: Path) -> Path:
+    """A cloned project's `.rhapsody/history/` holding a history whose seam line nests 100,000 deep."""
+    import json
+
+    folder = project / ".rhapsody" / "history"
+    folder.mkdir(parents=True, exist_ok=True)
+    planted = folder / "20200101-000000-abcdef.jsonl"
+    head = json.dumps({"v": 1, "kind": "session", "session": "20200101-000000-abcdef", "ts": 1.0})
+    planted.write_text(head + '\n{"kind":"seam","x":' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    return planted
+
+
+async def test_typed_schema_boundary_a_planted_history_nested_past_the_parser_does_not_end_the_app(
+        stub: Stub, project: Path) -> None:
+    """The seam estimate reads the note costs of the project's other histories, and a cloned project can
+    ship one whose seam line nests past the JSON parser: the RecursionError ended the app at its first
+    status line. Such a line is skipped as a torn one is; the turn runs and the status bar shows."""
+    from rhapsody.frontends.app.app import RhapsodyApp
+    from rhapsody.frontends.app.widgets import StatusBar
+    from rhapsody.loopback.script import say
+    from tests.frontends.test_app import type_and_send, wait_idle
+
+    plant_deep_seam_history(project)
+    stub.script(say("The answer is 42."))
+    wiring = stub.wire(project)
+    app = RhapsodyApp(wiring.agent, wiring.settings)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await type_and_send(pilot, "what is the answer")
+        await wait_idle(pilot)
+        assert any("The answer is 42." in e.text for e in app.transcript.entries)
+        assert app.query_one(StatusBar).render_line(0).text.strip()
+    assert app.return_code in (None, 0)
+
+
+def test_typed_schema_boundary_strip_of_a_file_nested_past_the_parser_is_one_line_exit_2(tmp_path: Path) -> None:
+    """`rhapsody strip` of a body nested 100,000 deep ended in an internal error (exit 1); the contract is one
+    line naming the problem and exit 2. A well-formed body beside it still strips."""
+    import json
+
+    from tests.importer.test_import import rhapsody
+
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    result = rhapsody("strip", str(deep), cwd=tmp_path)
+    assert result.returncode == 2 and "internal error" not in result.stderr and "Traceback" not in result.stderr
+    assert result.stderr.strip() == f"rhapsody: {deep} is not a request body: nested deeper than the JSON parser goes"
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}))
+    done = rhapsody("strip", str(good), "--json", cwd=tmp_path)
+    assert done.returncode == 0 and json.loads(done.stdout)["valid"] is True
