@@ -173,3 +173,25 @@ def test_typed_schema_boundary_strip_of_a_file_nested_past_the_parser_is_one_lin
     good.write_text(json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}))
     done = rhapsody("strip", str(good), "--json", cwd=tmp_path)
     assert done.returncode == 0 and json.loads(done.stdout)["valid"] is True
+
+
+def test_project_config_boundary_a_config_nested_past_the_parser_is_one_line_naming_it(
+        project: Path, stub: Stub) -> None:
+    """A cloned project's `.rhapsody/config.toml` nesting an array 100,000 deep ended every command in an
+    internal RecursionError. It is now a malformed file like any other: one line naming it, exit 2, and
+    once the file is fixed the turn runs."""
+    from rhapsody.loopback.script import say
+    from tests.conftest import MODEL
+    from tests.test_cli import rhapsody
+
+    (project / ".rhapsody").mkdir(exist_ok=True)
+    config = project / ".rhapsody" / "config.toml"
+    config.write_text("x = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    stub.script(say("Opened fine."))
+    env = {"ANTHROPIC_API_KEY": "sk-ant-test-key-0123456789", "ANTHROPIC_BASE_URL": stub.server.url}
+    result = rhapsody("-p", "hello", "--cwd", str(project), "--model", MODEL, env=env)
+    assert result.returncode == 2 and "internal error" not in result.stderr and "Traceback" not in result.stderr
+    assert result.stderr.strip() == f"rhapsody: {config}: nested deeper than the TOML parser goes"
+    config.write_text("max_steps_per_turn = 5\n")
+    again = rhapsody("-p", "hello", "--cwd", str(project), "--model", MODEL, env=env)
+    assert again.returncode == 0 and "Opened fine." in again.stdout
