@@ -116,6 +116,13 @@ def test_typed_schema_boundary_a_transcript_nested_past_the_parser_is_one_line_n
     result = rhapsody("import", str(deep), cwd=project)
     assert result.returncode == 2 and "Traceback" not in result.stderr and "internal error" not in result.stderr
     assert result.stderr.strip() == f"rhapsody: {deep} line {len(lines) + 1}: nested too deeply to read"
+    lines[-1]["message"]["content"] = [{"type": "tool_use", "id": "t9", "name": "Bash", "input": {"command": "x"}}]
+    raw = json.dumps(lines[-1]).replace('"x"', "[" * 960 + '"x"' + "]" * 960)  # parses, but no writer takes it
+    near = tmp_path / "near.jsonl"
+    near.write_text("".join(json.dumps(line) + "\n" for line in lines[:-1]) + raw + "\n")
+    result = rhapsody("import", str(near), cwd=project)
+    assert result.returncode == 2 and "internal error" not in result.stderr
+    assert result.stderr.strip() == f"rhapsody: {near} line {len(lines)}: nested deeper than 128 levels"
     rollout = codex_rollout(2)
     call = next(r for r in rollout if r.get("payload", {}).get("type") == "function_call")
     call["payload"]["arguments"] = "[" * 100_000 + "]" * 100_000
