@@ -202,3 +202,21 @@ def test_project_config_boundary_a_config_nested_past_the_parser_is_one_line_nam
     config.write_text("max_steps_per_turn = 5\n")
     again = rhapsody("-p", "hello", "--cwd", str(project), "--model", MODEL, env=env)
     assert again.returncode == 0 and "Opened fine." in again.stdout
+
+
+def test_typed_schema_boundary_a_blocks_ids_of_the_wrong_type_are_one_line_naming_file_and_line(
+        project: Path, tmp_path: Path) -> None:
+    """The conversation's shape is read before the parser's strict reading of each block, and it hashes a
+    result's `tool_use_id`: an object there ended `import` in an internal TypeError. Each block's ids are
+    now typed at the boundary; the same transcript with string ids imports."""
+    from tests.importer.test_import import imported, rhapsody
+    from tests.transcripts import claude_session, dump
+
+    lines = claude_session(2)
+    lines[-1]["message"]["content"] = [{"type": "tool_result", "tool_use_id": {"a": 1}, "content": "x"}]
+    bad = dump(lines, tmp_path / "bad.jsonl")
+    result = rhapsody("import", str(bad), cwd=project)
+    assert result.returncode == 2 and "internal error" not in result.stderr and "Traceback" not in result.stderr
+    assert result.stderr.strip() == (f"rhapsody: {bad} line {len(lines)}: 'message.content.0.tool_use_id' "
+                                     "is not a string (an object)")
+    assert imported(project, dump(claude_session(2), tmp_path / "good.jsonl"))
