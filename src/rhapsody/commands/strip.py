@@ -27,11 +27,13 @@ def load_input(path: Path) -> tuple[str, Any]:
         raise InputError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
     try:
         return "request", json.loads(text)
+    except RecursionError:  # deeper than the parser goes: a malformed file, one line
+        raise InputError(f"{path} is not a request body: nested deeper than the JSON parser goes") from None
     except ValueError as whole_error:
         first = text.lstrip().split("\n", 1)[0]
         try:
             head = json.loads(first)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise InputError(f"{path} is not JSON: {whole_error}") from None
         if isinstance(head, dict) and "kind" in head:
             try:

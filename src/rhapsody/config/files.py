@@ -37,4 +37,6 @@ def read_config(path: Path) -> dict[str, Any]:
             data = tomllib.load(f)
     except (tomllib.TOMLDecodeError, OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: {exc}") from None
+    except RecursionError:  # arrays or tables nested deeper than the parser goes (a cloned project's file)
+        raise ConfigError(f"{path}: nested deeper than the TOML parser goes") from None
     return data

@@ -100,8 +100,8 @@ def _seam_records(path: Path) -> list[dict[str, Any]]:
         if '"kind":"seam"' in line or '"kind": "seam"' in line:
             try:
                 out.append(json.loads(line))
-            except ValueError:
-                continue  # a torn line: the reader tolerates it, so does this
+            except (ValueError, RecursionError):  # a torn line, or one a cloned project nested past the parser
+                continue  # the reader tolerates it, so does this
     return [r for r in out if isinstance(r, dict) and isinstance(r.get("before"), dict)]
 
 

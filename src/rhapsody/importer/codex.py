@@ -203,7 +203,7 @@ def _call(path: Path, line: int, payload: dict[str, Any]) -> dict[str, Any]:
     raw = payload.get("arguments", "")
     try:
         arguments = json.loads(raw) if isinstance(raw, str) else raw
-    except ValueError:
+    except (ValueError, RecursionError):  # kept verbatim, as any arguments that do not parse
         arguments = None
     return {"type": "tool_use", "id": call_id, "name": name,
             "input": arguments if isinstance(arguments, dict) else {"_unparsed": str(raw)}}

@@ -38,8 +38,17 @@ class Usage(_Record):
     output_tokens: Count | None = None
 
 
+class ClaudeBlock(_Record):
+    """One content block, typed where the conversation's shape is read before the parser's strict reading
+    (a call's id and the call a result answers are compared and hashed)."""
+
+    type: str | None = None
+    id: str | None = None
+    tool_use_id: str | None = None
+
+
 class ClaudeMessage(_Record):
-    """The API message of a `user` or `assistant` record (`content` is checked block by block by the parser)."""
+    """The API message of a `user` or `assistant` record (each block is checked as a ClaudeBlock, then by the parser)."""
 
     id: str | None = None
     model: str | None = None
@@ -146,6 +155,11 @@ def check_claude(path: Path, records: Lines) -> Lines:
     """`records` (from read_lines) when each has the types its fields must have, else InputError."""
     for line, record in records:
         _check(path, line, record, ClaudeTurn if record.get("type") in ("user", "assistant") else ClaudeRecord)
+        message = record.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        for n, block in enumerate(content if isinstance(content, list) else []):
+            if isinstance(block, dict):
+                _check(path, line, block, ClaudeBlock, f"message.content.{n}.")
     return records
 
 

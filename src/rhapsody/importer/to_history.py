@@ -254,7 +254,7 @@ def exit_code(content: Any) -> int | None:
     if text.startswith("{"):
         try:
             meta = json.loads(text).get("metadata")
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             meta = None
         code = meta.get("exit_code") if isinstance(meta, dict) else None
         return code if isinstance(code, int) and not isinstance(code, bool) else None

@@ -21,6 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody.core.errors import InputError
+from rhapsody.core.messages import MAX_NESTING, nested_within
+
+LINE_NESTING = 2 * MAX_NESTING
+"""How deep one transcript line may nest: a tool call's arguments may nest MAX_NESTING deep, below the record's own levels."""
 
 
 @dataclass
@@ -92,11 +96,15 @@ def read_lines(path: Path, data: bytes) -> Iterator[tuple[int, dict[str, Any]]]:
             continue
         try:
             value = json.loads(raw)
+        except RecursionError:  # nested deeper than the parser goes: the line, not an internal error
+            raise InputError(f"{path} line {number}: nested too deeply to read") from None
         except (ValueError, UnicodeDecodeError):
             torn = " (a partial last line: is the session still being written?)" if number == len(lines) else ""
             raise InputError(f"{path} line {number}: not a JSON object{torn}") from None
         if not isinstance(value, dict):
             raise InputError(f"{path} line {number}: not a JSON object")
+        if not nested_within(value, LINE_NESTING):  # every later reader and writer would walk it, and fail
+            raise InputError(f"{path} line {number}: nested deeper than {LINE_NESTING} levels")
         yield number, value
 
 

@@ -48,7 +48,9 @@ _KEEP_ENV = {"PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "T
 
 def _own_state(root: Path) -> list[str]:
     """rhapsody's state folder (checkpoints), read-only when it lies in the project (rhapsody run in the home
-    folder): a command must not plant the shadow repository a checkpoint outside the sandbox would drive."""
+    folder): a command must not plant the shadow repository a checkpoint outside the sandbox would drive.
+    Each folder between the project and it is bound onto itself (still writable): a mount point cannot be
+    renamed, so `mv .local aside` cannot carry the read-only state folder away and leave room for a fresh one."""
     home = state_home().resolve()
     if root not in home.parents:
         return []
@@ -56,7 +58,8 @@ def _own_state(root: Path) -> list[str]:
         home.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError:
         return []
-    return ["--ro-bind", str(home), str(home)]
+    between = [p for p in reversed(home.parents) if root in p.parents]
+    return [*(arg for p in between for arg in ("--bind", str(p), str(p))), "--ro-bind", str(home), str(home)]
 
 
 def scrubbed_env() -> dict[str, str]:

@@ -356,7 +356,7 @@ class RhapsodyApp(App[int]):
         box = self.query_one("#completions", Static)
         prompt = self.query_one(PromptInput)
         matches = prompt.suggestions()
-        box.update(Text("  ".join(matches) + ("   (tab completes)" if matches else "")))
+        box.update(Text(visible("  ".join(matches)) + ("   (tab completes)" if matches else "")))  # project file names
         box.set_class(not matches, "hidden")
 
     async def reload(self) -> None:

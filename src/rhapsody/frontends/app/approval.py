@@ -46,6 +46,7 @@ from textual.widgets import Input, Static
 from rhapsody.core.approval import Grace, Reply, approval_for, choices, picked, reply_to, wait_grace
 from rhapsody.core.tools import Approval
 from rhapsody.frontends.preview import Preview
+from rhapsody.view.sink import visible
 
 KEEP_ROWS = 10
 """Rows the panel leaves to the rest of the screen: the prompt, status bar, footer and a few of the transcript."""
@@ -63,7 +64,7 @@ class Choice(Static):
     """One clickable answer line, numbered; the one Enter would give is highlighted."""
 
     def __init__(self, number: int, action: Reply, rules: tuple[str, ...]) -> None:
-        self.label = f"{number}. " + CHOICES[action].format(rules=", ".join(rules))
+        self.label = visible(f"{number}. " + CHOICES[action].format(rules=", ".join(rules)))
         super().__init__(Text("  " + self.label), classes="choice")
         self.action = action
 
@@ -109,10 +110,10 @@ class ApprovalPanel(Vertical, can_focus=True):
         """Where the answer goes (the question's future)."""
 
     def compose(self) -> ComposeResult:
-        yield Static(Text(f"{self.tool} wants to run ({self.why})"), classes="why")
+        yield Static(Text(visible(f"{self.tool} wants to run ({self.why})")), classes="why")  # a host, a path
         if self.shown.warning:
-            yield Static(Text(self.shown.warning), classes="warning")
-        yield Static(Text(self.shown.heading + ":"), classes="heading")
+            yield Static(Text(visible(self.shown.warning)), classes="warning")
+        yield Static(Text(visible(self.shown.heading) + ":"), classes="heading")
         with VerticalScroll(id="preview", can_focus=False):
             yield Static(self._body(), classes="body")
         for number, reply in enumerate(choices(self.rules), 1):

@@ -29,6 +29,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from rhapsody.core.errors import RhapsodyError
+from rhapsody.view.sink import visible
 
 if TYPE_CHECKING:  # the app's first frame needs none of these (tests/test_architecture.py)
     from rhapsody.tools.rewind import Turn, What
@@ -54,7 +55,9 @@ class RewindScreen(ModalScreen["tuple[Turn, What] | None"]):
     def compose(self) -> ComposeResult:
         with Vertical(id="rewind"):
             yield Static(Text(f"Rewind to before which message?  {KEYS}"))
-            yield OptionList(*[Option(t.line(), id=str(i)) for i, t in enumerate(self.listed)], id="points")
+            # Text through the sink's function: a string is read as markup, and the line quotes a message
+            yield OptionList(*[Option(Text(visible(t.line())), id=str(i)) for i, t in enumerate(self.listed)],
+                             id="points")
 
     def on_mount(self) -> None:
         points = self.query_one(OptionList)
@@ -85,7 +88,7 @@ class OverwriteScreen(ModalScreen[bool]):
         from rhapsody.tools.rewind import outside_text
 
         with Vertical(id="rewind"):
-            yield Static(Text(outside_text(list(self.paths)) + "\n\ny overwrites them · n or esc keeps everything"))
+            yield Static(Text(visible(outside_text(list(self.paths))) + "\n\ny overwrites them · n or esc keeps everything"))
 
 
 class Rewinder:
