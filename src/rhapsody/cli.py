@@ -361,36 +361,30 @@ def _settings_and_model(ns: argparse.Namespace, root: Path) -> tuple[Any, Any]:
 
 def _app(ns: argparse.Namespace, root: Path, parts: Callable[[], tuple[Any, Any]] | None = None,
          initial: str = "", welcome: str = "", demo: bool = False) -> int:
-    """The app paints its first frame, then builds the agent (`RhapsodyApp` boot) from `parts()`: the
-    settings and the model (default: the project's settings and the model of their provider)."""
-    import asyncio
-
+    """The first frame, then the agent built from `parts()` (the settings and the model; default: the
+    project's settings and the model of their provider), then the app on that frame."""
     if not _picked(ns, root):
         return 0
     if ns.continue_last or ns.resume:  # nothing to resume: one line, without opening the screen first
         from rhapsody.core.history import find_session
 
         find_session(root, ns.resume or None)
+    wiring, settings, approver = _built(ns, root, parts, welcome, early=not (ns.continue_last or ns.resume))
+    import asyncio
+
     from rhapsody.frontends.app.app import RhapsodyApp
 
-    wired: list[Any] = []
-
-    def boot() -> tuple[Any, Any, Any]:
-        settings, model = parts() if parts else _settings_and_model(ns, root)
-        wiring, approver = wire(ns, root, settings, model)
-        wired.append(wiring)
-        return wiring.agent, settings, approver
+    wired: list[Any] = [wiring]
 
     async def run() -> None:
         try:
             await app.run_async()
         finally:
-            if wired:
-                await wired[0].close()
+            await wiring.close()
 
     with _hangup() as hangup:
-        app = RhapsodyApp(boot=boot, root=root, initial=initial, welcome=welcome, typed_ahead=typed_ahead(),
-                          hangup=hangup)
+        app = RhapsodyApp(wiring.agent, settings, approver, initial=initial, welcome=welcome,
+                          typed_ahead=typed_ahead(), hangup=hangup)
         asyncio.run(run())
     if hangup.fired:  # nobody reads a recap now; the history says where it stopped
         hangup.ended()
@@ -403,6 +397,25 @@ def _app(ns: argparse.Namespace, root: Path, parts: Callable[[], tuple[Any, Any]
     if parting:
         _say(parting + "\n")
     return app.return_code or 0
+
+
+def _built(ns: argparse.Namespace, root: Path, parts: Callable[[], tuple[Any, Any]] | None,
+           welcome: str, early: bool) -> tuple[Any, Any, Any]:
+    """The session, built behind the app's first screen written straight to the terminal
+    (frontends/first_frame.py): Textual is imported after, and its first paint lands on the same cells."""
+    from rhapsody.frontends.app.status import starting_text, welcome_text
+    from rhapsody.frontends.first_frame import EarlyFrame
+
+    frame = EarlyFrame(starting_text(root, welcome) if early else "")
+    try:
+        settings, model = parts() if parts else _settings_and_model(ns, root)
+        wiring, approver = wire(ns, root, settings, model)
+    except BaseException:
+        frame.hand_over(leave=True)  # the error's one line goes to the screen the shell had
+        raise
+    frame.fill(welcome_text(wiring.agent, settings, welcome))
+    frame.hand_over()
+    return wiring, settings, approver
 
 
 def print_recap(session: Any) -> None:

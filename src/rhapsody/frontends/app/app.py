@@ -188,6 +188,7 @@ class RhapsodyApp(App[int]):
         prompt.focus()
         if self._boot is None:
             await self.started()
+            await self.send_early()
             return
         await self.transcript.load([Entry("welcome", starting_text(self.root))])
         self.query_one(StatusBar).update(Text(" starting…"))
@@ -232,7 +233,11 @@ class RhapsodyApp(App[int]):
             return
         self.ready = True
         await self.started()
-        for message in self._early:  # sent before the agent existed: in the order typed
+        await self.send_early()
+
+    async def send_early(self) -> None:
+        """What was typed ahead of the session, sent now: in the order typed."""
+        for message in self._early:
             await self.submitted(message)
         self._early = []
 
