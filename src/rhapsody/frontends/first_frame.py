@@ -41,7 +41,7 @@ def welcome_rows(lines: list[str], cols: int, rows: int) -> dict[int, str]:
     top = rows - LOW - (len(lines) + 2)
     out = {top: _cell(BACK, " ") + _cell(BOX, "╭" + "─" * (cols - 4) + "╮") + _cell(BACK, " ")}
     for i, line in enumerate(lines, start=1):
-        out[top + i] = (_cell(BACK, " ") + _cell(BOX, "│") + _cell(BACK, " ") + _cell(TEXT, line.ljust(inner))
+        out[top + i] = (_cell(BACK, " ") + _cell(BOX, "│") + _cell(BACK, " ") + _cell(TEXT, line) + _cell(BACK, " " * (inner - len(line)))
                         + _cell(BACK, " ") + _cell(BOX, "│") + _cell(BACK, " "))
     out[top + len(lines) + 1] = _cell(BACK, " ") + _cell(BOX, "╰" + "─" * (cols - 4) + "╯") + _cell(BACK, " ")
     return out

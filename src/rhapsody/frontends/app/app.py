@@ -136,6 +136,8 @@ class RhapsodyApp(App[int]):
             raise ValueError("RhapsodyApp needs agent and settings, or boot and root")
         self._boot = boot if agent is None else None
         self.ready = self._boot is None
+        if self.ready:  # no paint until the session shows: the first one lands on the early frame's cells (cli.py)
+            self._begin_batch()
         self.boot_error: Exception | None = None
         self._early = [PromptInput.Submitted("\n".join(typed_ahead), queue=False)] if typed_ahead else []
         if typed_ahead:  # what was typed ahead is the first message: a suggested one (the demo's task) steps aside
@@ -188,6 +190,7 @@ class RhapsodyApp(App[int]):
         prompt.focus()
         if self._boot is None:
             await self.started()
+            self.call_after_refresh(self.show_first)
             await self.send_early()
             return
         await self.transcript.load([Entry("welcome", starting_text(self.root))])
@@ -234,6 +237,11 @@ class RhapsodyApp(App[int]):
         self.ready = True
         await self.started()
         await self.send_early()
+
+    def show_first(self) -> None:
+        """The session is laid out: paint, for the first time."""
+        self._end_batch()
+        self.screen.refresh()
 
     async def send_early(self) -> None:
         """What was typed ahead of the session, sent now: in the order typed."""
