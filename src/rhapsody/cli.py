@@ -362,29 +362,40 @@ def _settings_and_model(ns: argparse.Namespace, root: Path) -> tuple[Any, Any]:
 def _app(ns: argparse.Namespace, root: Path, parts: Callable[[], tuple[Any, Any]] | None = None,
          initial: str = "", welcome: str = "", demo: bool = False) -> int:
     """The first frame, then the agent built from `parts()` (the settings and the model; default: the
-    project's settings and the model of their provider), then the app on that frame."""
+    project's settings and the model of their provider), then the app on that frame (resuming: the app's
+    first frame, then the agent, as `RhapsodyApp` boot)."""
     if not _picked(ns, root):
         return 0
     if ns.continue_last or ns.resume:  # nothing to resume: one line, without opening the screen first
         from rhapsody.core.history import find_session
 
         find_session(root, ns.resume or None)
-    wiring, settings, approver = _built(ns, root, parts, welcome, early=not (ns.continue_last or ns.resume))
+    # A new session is built behind the early frame; a resumed one behind the app's own first frame, which
+    # draws the transcript as it loads
+    built = None if ns.continue_last or ns.resume else _built(ns, root, parts, welcome)
     import asyncio
 
     from rhapsody.frontends.app.app import RhapsodyApp
 
-    wired: list[Any] = [wiring]
+    wired: list[Any] = [built[0]] if built else []
+
+    def boot() -> tuple[Any, Any, Any]:
+        settings, model = parts() if parts else _settings_and_model(ns, root)
+        wiring, approver = wire(ns, root, settings, model)
+        wired.append(wiring)
+        return wiring.agent, settings, approver
 
     async def run() -> None:
         try:
             await app.run_async()
         finally:
-            await wiring.close()
+            if wired:
+                await wired[0].close()
 
     with _hangup() as hangup:
-        app = RhapsodyApp(wiring.agent, settings, approver, initial=initial, welcome=welcome,
-                          typed_ahead=typed_ahead(), hangup=hangup)
+        given: dict[str, Any] = ({"agent": built[0].agent, "settings": built[1], "approver": built[2]} if built
+                                 else {"boot": boot, "root": root})
+        app = RhapsodyApp(**given, initial=initial, welcome=welcome, typed_ahead=typed_ahead(), hangup=hangup)
         asyncio.run(run())
     if hangup.fired:  # nobody reads a recap now; the history says where it stopped
         hangup.ended()
@@ -400,13 +411,13 @@ def _app(ns: argparse.Namespace, root: Path, parts: Callable[[], tuple[Any, Any]
 
 
 def _built(ns: argparse.Namespace, root: Path, parts: Callable[[], tuple[Any, Any]] | None,
-           welcome: str, early: bool) -> tuple[Any, Any, Any]:
+           welcome: str) -> tuple[Any, Any, Any]:
     """The session, built behind the app's first screen written straight to the terminal
     (frontends/first_frame.py): Textual is imported after, and its first paint lands on the same cells."""
     from rhapsody.frontends.app.status import starting_text, welcome_text
     from rhapsody.frontends.first_frame import EarlyFrame
 
-    frame = EarlyFrame(starting_text(root, welcome) if early else "")
+    frame = EarlyFrame(starting_text(root, welcome))
     try:
         settings, model = parts() if parts else _settings_and_model(ns, root)
         wiring, approver = wire(ns, root, settings, model)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 import termios
-from pathlib import Path
+from typing import Any
 
 ENTER = "\x1b[?1049h\x1b[?25l\x1b[?7l"
 """The alternate screen, the cursor hidden, no autowrap: what the app's driver sets first."""
@@ -69,7 +69,8 @@ class EarlyFrame:
     an error) or handed to the app."""
 
     def __init__(self, welcome: str) -> None:
-        self.cols, self.rows, self.drawn, self._attrs = 0, 0, False, None
+        self.cols, self.rows, self.drawn = 0, 0, False
+        self._attrs: list[Any] | None = None
         self._lines = len(welcome.split("\n"))
         if not welcome or os.environ.get("TERM", "dumb") == "dumb" or not (sys.stdin.isatty() and sys.stdout.isatty()):
             return
