@@ -14,7 +14,8 @@ outside the repository with
 
     npm install --prefix /tmp/cc @anthropic-ai/claude-code@2.1.332
 
-and it is skipped (said so) when it is not there. Prints the median and range of each.
+and it is skipped (said so) when it is not there. The two run alternated, each run in a fresh
+project; prints the median and range of each and the ratio of the medians.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from pathlib import Path
 ANSI = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[@-Z\\-_]|[\x00-\x1f\x7f]")
 VISIBLE = 40
 TIMEOUT = 20.0
+READY = b"model        claude-"
 
 
 def first_frame(argv: list[str], cwd: Path, env: dict[str, str], ready: bytes = b"") -> tuple[float, float] | None:
@@ -84,23 +86,28 @@ def project() -> Path:
     return root
 
 
-def measure(name: str, argv: list[str], runs: int, env: dict[str, str], ready: bytes = b"") -> None:
-    times, readies = [], []
-    for _ in range(runs):
-        root = project()
-        t = first_frame(argv, root, env, ready)
+def once(argv: list[str], env: dict[str, str], ready: bytes = b"") -> tuple[float, float] | None:
+    """One start in a fresh project."""
+    root = project()
+    try:
+        return first_frame(argv, root, env, ready)
+    finally:
         shutil.rmtree(root, ignore_errors=True)
-        if t is not None:
-            times.append(t[0])
-            readies.append(t[1])
-    if not times:
+
+
+def report(name: str, times: list[tuple[float, float] | None], ready: bool = False) -> float | None:
+    """Print the median and range of the first frames (and of the session ready); the first frames' median."""
+    got = [t for t in times if t is not None]
+    if not got:
         print(f"{name:<12} no frame within {TIMEOUT:.0f} s")
-        return
-    print(f"{name:<12} median {statistics.median(times):.3f} s  (min {min(times):.3f}, max {max(times):.3f}, "
-          f"{len(times)}/{runs} runs)")
+        return None
+    frames, readies = [t[0] for t in got], [t[1] for t in got]
+    print(f"{name:<12} median {statistics.median(frames):.3f} s  (min {min(frames):.3f}, max {max(frames):.3f}, "
+          f"{len(got)}/{len(times)} runs)")
     if ready:
         print(f"{'':<12} session ready (the welcome names the model): median {statistics.median(readies):.3f} s "
               f"(min {min(readies):.3f}, max {max(readies):.3f})")
+    return statistics.median(frames)
 
 
 def main() -> int:
@@ -119,12 +126,18 @@ def main() -> int:
     # An installed package starts from bytecode; where PYTHONDONTWRITEBYTECODE is set, an
     # editable install would otherwise compile its changed modules at every start.
     compileall.compile_dir(str(Path(package.__file__).parent), quiet=1)
-    measure("rhapsody", [rhapsody], ns.runs, env, ready=b"model        claude-")
     claude = ns.claude or str(Path(os.environ.get("CLAUDE_CODE_DIR", "/tmp/cc")) / "node_modules/.bin/claude")
-    if Path(claude).exists():
-        measure("claude code", [claude], ns.runs, env)
-    else:
+    ours: list[tuple[float, float] | None] = []
+    theirs: list[tuple[float, float] | None] = []
+    for _ in range(ns.runs):  # alternated, so a change in the machine's load falls on both
+        ours.append(once([rhapsody], env, READY))
+        if Path(claude).exists():
+            theirs.append(once([claude], env))
+    mine = report("rhapsody", ours, ready=True)
+    if not theirs:
         print(f"claude code  not installed at {claude}: skipped")
+    elif (anchor := report("claude code", theirs)) and mine:
+        print(f"ratio        {mine / anchor:.2f}x Claude Code's first frame (medians)")
     shutil.rmtree(home, ignore_errors=True)
     return 0
 

@@ -47,6 +47,20 @@ def test_what_the_first_frame_needs_imports_no_pydantic_and_no_core() -> None:
     assert out.stdout.strip() == "[]", out.stdout
 
 
+def test_what_runs_before_the_early_frame_imports_no_textual_no_asyncio_and_no_pydantic() -> None:
+    """The command line draws the app's first screen before it imports anything heavy (docs/performance.md):
+    what `rhapsody` imports on the way to that frame (the parser, the trust check, the welcome's words) must
+    load neither Textual, nor asyncio, nor pydantic; a module of `rhapsody.tools` pulling in the toolbox did."""
+    probe = ("import sys, rhapsody.cli as cli; from rhapsody.tools.exec_path import keep_absolute; "
+             "import rhapsody.commands.trust, rhapsody.frontends.first_frame; cli._parser(); "
+             "from rhapsody.frontends.app.status import starting_text; "
+             "heavy = sorted(m for m in ('textual', 'asyncio', 'pydantic', 'anthropic', 'rhapsody.core.tools') "
+             "if m in sys.modules); print(heavy)")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout
+
+
 def test_no_code_outside_the_type_check_names_something_undefined() -> None:
     """mypy checks src/; the tests and the benches are checked for names that do not exist (a
     name lost in a merge fails only when its test runs, which a skipped or rare path may never do)."""

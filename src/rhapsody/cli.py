@@ -433,20 +433,24 @@ def _settings_and_model(ns: argparse.Namespace, root: Path) -> tuple[Any, Any]:
 
 def _app(ns: argparse.Namespace, root: Path, parts: Callable[[], tuple[Any, Any]] | None = None,
          initial: str = "", welcome: str = "", demo: bool = False, first: str = "") -> int:
-    """The app paints its first frame, then builds the agent (`RhapsodyApp` boot) from `parts()`: the
-    settings and the model (default: the project's settings and the model of their provider). `first`
-    is sent as the first message, with any lines typed ahead after it."""
-    import asyncio
-
+    """The first frame, then the agent built from `parts()` (the settings and the model; default: the
+    project's settings and the model of their provider), then the app on that frame (resuming: the app's
+    first frame, then the agent, as `RhapsodyApp` boot). `first` is sent as the first message, with any
+    lines typed ahead after it."""
     if not _picked(ns, root):
         return 0
     if ns.continue_last or ns.resume:  # nothing to resume: one line, without opening the screen first
         from rhapsody.core.history import find_session
 
         find_session(root, ns.resume or None)
+    # A new session is built behind the early frame; a resumed one behind the app's own first frame, which
+    # draws the transcript as it loads
+    built = None if ns.continue_last or ns.resume else _built(ns, root, parts, welcome)
+    import asyncio
+
     from rhapsody.frontends.app.app import RhapsodyApp
 
-    wired: list[Any] = []
+    wired: list[Any] = [built[0]] if built else []
 
     def boot() -> tuple[Any, Any, Any]:
         settings, model = parts() if parts else _settings_and_model(ns, root)
@@ -463,8 +467,9 @@ def _app(ns: argparse.Namespace, root: Path, parts: Callable[[], tuple[Any, Any]
 
     sent = ((first,) if first.strip() else ()) + typed_ahead()
     with _hangup() as hangup:
-        app = RhapsodyApp(boot=boot, root=root, initial=initial, welcome=welcome, typed_ahead=sent,
-                          hangup=hangup)
+        given: dict[str, Any] = ({"agent": built[0].agent, "settings": built[1], "approver": built[2]} if built
+                                 else {"boot": boot, "root": root})
+        app = RhapsodyApp(**given, initial=initial, welcome=welcome, typed_ahead=sent, hangup=hangup)
         asyncio.run(run())
     if hangup.fired:  # nobody reads a recap now; the history says where it stopped
         hangup.ended()
@@ -477,6 +482,25 @@ def _app(ns: argparse.Namespace, root: Path, parts: Callable[[], tuple[Any, Any]
     if parting:
         _say(parting + "\n")
     return app.return_code or 0
+
+
+def _built(ns: argparse.Namespace, root: Path, parts: Callable[[], tuple[Any, Any]] | None,
+           welcome: str) -> tuple[Any, Any, Any]:
+    """The session, built behind the app's first screen written straight to the terminal
+    (frontends/first_frame.py): Textual is imported after, and its first paint lands on the same cells."""
+    from rhapsody.frontends.app.status import starting_text, welcome_text
+    from rhapsody.frontends.first_frame import EarlyFrame
+
+    frame = EarlyFrame(starting_text(root, welcome))
+    try:
+        settings, model = parts() if parts else _settings_and_model(ns, root)
+        wiring, approver = wire(ns, root, settings, model)
+    except BaseException:
+        frame.hand_over(leave=True)  # the error's one line goes to the screen the shell had
+        raise
+    frame.fill(welcome_text(wiring.agent, settings, welcome))
+    frame.hand_over()
+    return wiring, settings, approver
 
 
 def print_recap(session: Any) -> None:

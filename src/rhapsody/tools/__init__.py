@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from rhapsody.core.permissions import Mode, SandboxSetting
-from rhapsody.core.tools import Approver, Tool, Toolbox
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the command line imports a module of this package before its first frame: no pydantic here
+    from rhapsody.core.permissions import Mode, SandboxSetting
+    from rhapsody.core.tools import Approver, Tool, Toolbox
 
 
 def default_tools(sandbox: SandboxSetting = "workspace-write", network: bool = False) -> list[Tool]:
@@ -24,6 +27,7 @@ def default_toolbox(permission_mode: Mode = "yolo", allow: list[str] | None = No
                     sandbox: SandboxSetting = "workspace-write", network: bool = False) -> Toolbox:
     """The toolbox with every built-in tool; credentials in the environment are masked in output."""
     from rhapsody.core.permissions import Rules
+    from rhapsody.core.tools import Toolbox
     from rhapsody.tools.sandbox import secret_values
     from rhapsody.tools.shell import parse
 

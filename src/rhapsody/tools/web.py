@@ -26,10 +26,9 @@ import ssl
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
-import httpx2
 from pydantic import BaseModel, Field
 
 from rhapsody.core.addresses import IP, literal
@@ -37,6 +36,9 @@ from rhapsody.core.permissions import Rules, decide_addresses, fetch_refusal
 from rhapsody.core.tools import Tool, ToolContext, ToolFailure, ToolOutcome
 from rhapsody.prompts import load
 from rhapsody.tools import procs, web_page
+
+if TYPE_CHECKING:  # imported where a fetch runs: the toolbox is built before the first request, on every start
+    import httpx2
 
 MAX_BYTES = 2_000_000
 """Bytes of a response body read; the rest is not downloaded."""
@@ -83,6 +85,8 @@ class WebFetch(Tool):
 
     async def run(self, args: FetchInput, ctx: ToolContext) -> ToolOutcome:
         """Fetch, convert, cap."""
+        import httpx2
+
         checked(args.url)
         try:
             return await asyncio.wait_for(self._fetch(args.url, ctx), self.timeout)
@@ -92,6 +96,8 @@ class WebFetch(Tool):
             raise ToolFailure(f"{args.url}: {type(exc).__name__}: {exc or 'request failed'}") from None
 
     async def _fetch(self, url: str, ctx: ToolContext) -> ToolOutcome:
+        import httpx2
+
         async with httpx2.AsyncClient(follow_redirects=False, timeout=self.timeout, trust_env=False,
                                       headers={"user-agent": USER_AGENT}, verify=self.verify) as client:
             pinned: dict[str, tuple[IP, ...]] = {}
@@ -171,6 +177,8 @@ _PORTS = {"http": 80, "https": 443}
 
 async def _send(client: httpx2.AsyncClient, url: str, name: str, addresses: tuple[IP, ...]) -> httpx2.Response:
     """GET `url` from the first decided address that accepts a connection, the name in the Host header."""
+    import httpx2
+
     parts = urlsplit(url)
     host = (f"[{name}]" if ":" in name else name) + (f":{parts.port}" if parts.port is not None else "")
     for n, address in enumerate(addresses):
@@ -193,6 +201,8 @@ def _at(url: str, address: IP) -> str:
 
 def _wire_name(host: str) -> str:
     """The host as it goes on the wire and to the resolver: IDNA for a name that is not ASCII."""
+    import httpx2
+
     if host.isascii():
         return host
     try:

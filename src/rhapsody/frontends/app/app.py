@@ -141,6 +141,8 @@ class RhapsodyApp(App[int]):
             raise ValueError("RhapsodyApp needs agent and settings, or boot and root")
         self._boot = boot if agent is None else None
         self.ready = self._boot is None
+        if self.ready:  # no paint until the session shows: the first one lands on the early frame's cells (cli.py)
+            self._begin_batch()
         self.boot_error: Exception | None = None
         self._early = [PromptInput.Submitted("\n".join(typed_ahead), queue=False)] if typed_ahead else []
         if typed_ahead:  # what was typed ahead is the first message: a suggested one (the demo's task) steps aside
@@ -195,6 +197,8 @@ class RhapsodyApp(App[int]):
         prompt.focus()
         if self._boot is None:
             await self.started()
+            self.call_after_refresh(self.show_first)
+            await self.send_early()
             return
         await self.transcript.load([Entry("welcome", starting_text(self.root))])
         self.query_one(StatusBar).update(Text(" starting…"))
@@ -239,7 +243,16 @@ class RhapsodyApp(App[int]):
             return
         self.ready = True
         await self.started()
-        for message in self._early:  # sent before the agent existed: in the order typed
+        await self.send_early()
+
+    def show_first(self) -> None:
+        """The session is laid out: paint, for the first time."""
+        self._end_batch()
+        self.screen.refresh()
+
+    async def send_early(self) -> None:
+        """What was typed ahead of the session, sent now: in the order typed."""
+        for message in self._early:
             await self.submitted(message)
         self._early = []
 

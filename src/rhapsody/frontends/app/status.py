@@ -161,9 +161,9 @@ def welcome_text(agent: Any, settings: Any, extra: str = "") -> str:
     return _welcome(agent.session.root, facts, extra)
 
 
-def starting_text(root: Path) -> str:
+def starting_text(root: Path, extra: str = "") -> str:
     """The welcome of the first frame, drawn before the settings are read and the session opens."""
-    return _welcome(root, ("…", "…", "…"), "")
+    return _welcome(root, ("…", "…", "…"), extra)
 
 
 def _welcome(root: Path, facts: tuple[str, str, str], extra: str) -> str:
