@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
-import io
+from tests.frontends.test_plain import plain_exchange
 import json
 from pathlib import Path
 from typing import Any
 
-from prompt_toolkit.application import create_app_session
-from prompt_toolkit.input import create_pipe_input
-from prompt_toolkit.output import DummyOutput
 
 from rhapsody.commands.export import page_html, page_markdown
 from rhapsody.core.events import FilesAttached, Notice
 from rhapsody.core.history import read_history
 from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.frontends.app.widgets import Foldable, PromptInput
-from rhapsody.frontends.plain import run_plain
 from rhapsody.frontends.recap import last_exchange
 from rhapsody.loopback.script import say
 from rhapsody.view.render import record_lines
@@ -106,14 +101,8 @@ async def test_plain_mode_shows_one_folded_line(stub: Stub, project: Path) -> No
     (project / "README.md").write_text(README, encoding="utf-8")
     stub.script(say("Seen."))
     wiring = stub.wire(project)
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
-        pipe.send_text("look at @README.md\r")
-        await until(lambda: "Seen." in out.getvalue())
-        pipe.send_text("/quit\r")
-        assert await asyncio.wait_for(task, 10) == 0
-    shown = out.getvalue()
+    printed = await plain_exchange(wiring, "look at @README.md", "Seen.")
+    shown = printed
     assert "attached README.md (32 B)" in shown and "ZEBRA-42" not in shown.split("Seen.")[0]
     assert "ZEBRA-42" in json.dumps(stub.bodies()[0])
 

@@ -15,6 +15,7 @@ from rhapsody.loopback.script import call, say
 from rhapsody.core.approval import HumanApprover
 from rhapsody.frontends.plain import run_plain
 
+from rhapsody.wiring import Wiring
 from tests.conftest import GATE, Stub, until
 
 SLOW = "I will run a short command so there is a moment to type a hint while it runs."
@@ -107,6 +108,18 @@ async def end_grace(over: asyncio.Event) -> None:
     over.set()
     for _ in range(10):
         await asyncio.sleep(0)
+
+
+async def plain_exchange(wiring: Wiring, line: str, answer: str) -> str:
+    """Type `line` into plain mode, wait until `answer` is printed, quit; what plain mode printed."""
+    out = io.StringIO()
+    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
+        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+        pipe.send_text(line + "\r")
+        await until(lambda: answer in out.getvalue())
+        pipe.send_text("/quit\r")
+        assert await asyncio.wait_for(task, 10) == 0
+    return out.getvalue()
 
 
 def last_user_text(stub: Stub) -> str:

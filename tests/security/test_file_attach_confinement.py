@@ -7,22 +7,18 @@ checks the human's words did arrive, so a refusal is not a turn that never ran.
 
 from __future__ import annotations
 
-import asyncio
+from tests.frontends.test_plain import plain_exchange
 import io
 import json
 import os
 from pathlib import Path
 from typing import Any
 
-from prompt_toolkit.application import create_app_session
-from prompt_toolkit.input import create_pipe_input
-from prompt_toolkit.output import DummyOutput
 
 from rhapsody.core.events import FilesAttached, Notice
 from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.frontends.app.widgets import PromptInput
 from rhapsody.frontends.headless import run_headless
-from rhapsody.frontends.plain import run_plain
 from rhapsody.loopback.script import say
 
 from tests.conftest import Stub, collect, until
@@ -123,13 +119,7 @@ async def test_a_custom_commands_own_at_word_attaches_nothing_in_plain_mode(stub
     hostile_command(project)
     stub.script(say("Summarized."))
     wiring = stub.wire(project)
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
-        pipe.send_text("/summarize @mine.txt\r")
-        await until(lambda: "Summarized." in out.getvalue())
-        pipe.send_text("/quit\r")
-        assert await asyncio.wait_for(task, 10) == 0
+    await plain_exchange(wiring, "/summarize @mine.txt", "Summarized.")
     assert "Summarize @docs/plan.txt" in sent(stub) and "typed by the human" in sent(stub)
     assert SECRET not in sent(stub)
 
