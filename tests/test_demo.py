@@ -4,6 +4,7 @@ seam divider's figures add up with the status bar's."""
 
 from __future__ import annotations
 
+from rhapsody.core.records import dumped
 import re
 from pathlib import Path
 from typing import Any
@@ -111,7 +112,7 @@ async def test_the_field_note_after_a_denied_edit_says_what_happened(stub: Stub,
 
 
 def note_path(wiring: Wiring) -> str:
-    seam = [r for r in wiring.session.records if r["kind"] == "seam"][-1]
+    seam = [r for r in dumped(wiring.session.records) if r["kind"] == "seam"][-1]
     return str(seam["note_path"])
 
 

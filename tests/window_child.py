@@ -9,6 +9,7 @@ a clean stop would write (an `interrupted` record) reaches the history: it is as
 
 from __future__ import annotations
 
+from rhapsody.core.records import dumped
 import asyncio
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -28,18 +29,18 @@ from rhapsody.wiring import build
 from tests.core.test_window import WINDOW, long_session
 
 def _pruned(s: Session) -> bool:
-    return any(r["kind"] == "prune" for r in s.records)
+    return any(r["kind"] == "prune" for r in dumped(s.records))
 
 
 STEPS: dict[str, Callable[[Session], bool]] = {
     # room for the note first (no thinking): the oldest calls out, the note asked over what is left
     "room_asked": lambda s: s.handoff.phase == Phase.ASKED and _pruned(s),
     "room_noted": lambda s: s.handoff.phase == Phase.NOTED and _pruned(s),
-    "room_committed": lambda s: _pruned(s) and any(r["kind"] == "seam" for r in s.records),
+    "room_committed": lambda s: _pruned(s) and any(r["kind"] == "seam" for r in dumped(s.records)),
     # with thinking on, a strip first, the note asked after it
     "asked": lambda s: s.handoff.phase == Phase.ASKED and bool(s.handoff.after_strip),
     "noted": lambda s: s.handoff.phase == Phase.NOTED and bool(s.handoff.after_strip),
-    "attached": lambda s: any(r["kind"] == "seam_note" for r in s.records),
+    "attached": lambda s: any(r["kind"] == "seam_note" for r in dumped(s.records)),
 }
 
 

@@ -34,6 +34,7 @@ from rhapsody.core.secrets import mask
 from rhapsody.core.session import Session
 from rhapsody.tools import lifeline
 from rhapsody.tools.procs import kill_group
+from rhapsody.core import records as rec
 
 OUTPUT_CAP = 64_000
 """Bytes of a hook's stdout or stderr read; the rest is dropped (a reason is for reading, not a log)."""
@@ -133,9 +134,8 @@ class HookRunner:
             what = f"timed out after {hook.timeout:g}s (killed)" if code is None else f"exited {code}"
             self._notices.append(self._masked(f"hook {event} `{_short(hook.command)}` {what}"
                                               + (f": {shown}" if shown and code is not None else "")))
-        session.record("hook", event=event, command=self._masked(_short(hook.command, 200)), exit_code=code,
-                       duration_ms=ms, outcome=outcome,
-                       **({"reason": self._masked(verdict.reason)} if verdict.reason else {}))
+        session.append(rec.Hook(event=event, command=self._masked(_short(hook.command, 200)), exit_code=code,
+                                duration_ms=ms, outcome=outcome, reason=self._masked(verdict.reason) or None))
         return HookVerdict(verdict.blocked, verdict.decision, self._masked(verdict.reason), self._masked(verdict.context))
 
     async def _spawn(self, hook: HookCommand, data: bytes) -> tuple[int | None, str, str]:

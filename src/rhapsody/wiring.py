@@ -27,6 +27,7 @@ from rhapsody.core.session import Session
 from rhapsody.core.tools import Approver, Toolbox
 from rhapsody.prompts import load, render
 from rhapsody.tools import default_toolbox
+from rhapsody.core import records as rec
 
 if TYPE_CHECKING:
     from rhapsody.tools.shadow import Shadow
@@ -208,7 +209,7 @@ def start_checkpoints(session: Session, settings: Settings) -> Shadow:
     except (RhapsodyError, OSError) as exc:
         finished = f"checkpoints: {exc}"
     if finished:
-        session.record("notice", text=finished, shown="as is")
+        session.append(rec.Notice(text=finished, shown="as is"))
     if not found.index.exists():  # the first checkpoint hashes every file: begin while the person types
         threading.Thread(target=_warm_up, args=(found,), daemon=True).start()
     return found

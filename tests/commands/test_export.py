@@ -4,6 +4,7 @@ headless Chromium."""
 
 from __future__ import annotations
 
+from rhapsody.core.records import dumped
 import json
 import re
 import shutil
@@ -56,7 +57,7 @@ async def two_seam_session(stub: Stub, project: Path) -> Path:
         if task is None:
             wiring.agent.request_handoff()
         await collect(wiring.agent.run(task))
-    assert sum(1 for r in wiring.session.records if r["kind"] == "seam") == 2
+    assert sum(1 for r in dumped(wiring.session.records) if r["kind"] == "seam") == 2
     return wiring.session.path
 
 

@@ -3,6 +3,7 @@ in the request records, and the status bar saying when the cache has gone cold."
 
 from __future__ import annotations
 
+from rhapsody.core.records import dumped
 import time
 from pathlib import Path
 from typing import Any
@@ -70,7 +71,7 @@ async def test_a_steady_session_keeps_the_5_minute_cache_and_a_setting_fixes_the
     wiring = stub.wire(project)
     await collect(wiring.agent.run("print a marker"))
     assert all("ttl" not in c for b in stub.bodies() for c in controls(b)) and len(stub.bodies()) == 2
-    assert not any("cache_ttl" in r for r in wiring.session.records if r["kind"] == "request")
+    assert not any("cache_ttl" in r for r in dumped(wiring.session.records) if r["kind"] == "request")
     stub.server.requests.clear()
     stub.script(say("Hello."))
     fixed = stub.wire(project, cache_ttl="1h")
@@ -93,7 +94,7 @@ async def test_the_status_bar_says_when_the_cache_has_gone_cold(stub: Stub, proj
         await wait_idle(pilot)
         status = str(app.query_one("#status").render())
         assert "cache cold" not in status and "cache " in status
-    assert time.time() - wiring.session.records[-1]["ts"] < 60
+    assert time.time() - dumped(wiring.session.records[-1])["ts"] < 60
 
 
 def test_the_cache_model_keeps_a_1_hour_entry_past_five_minutes_and_bills_its_write_at_2x() -> None:

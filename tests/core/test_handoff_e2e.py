@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rhapsody.core.records import dumped
 import json
 from contextlib import aclosing
 from pathlib import Path
@@ -257,7 +258,7 @@ async def test_a_field_note_nobody_asked_for_is_refused_and_strips_nothing(stub:
     assert len(refused) == 1 and refused[0].is_error and "No micro-handoff is requested" in refused[0].output
     assert not (project / ".rhapsody" / "notes").exists() or not list((project / ".rhapsody" / "notes").iterdir())
     assert wiring.session.handoff.phase.value == "failed"  # the cancel, unchanged by the call
-    assert not [r for r in wiring.session.records if r["kind"] == "seam"]
+    assert not [r for r in dumped(wiring.session.records) if r["kind"] == "seam"]
 
 
 async def test_nothing_to_hand_off_says_yet_before_any_seam_and_since_the_last_seam_after_one(

@@ -11,6 +11,7 @@ One notice, every request the server answered valid, the history valid and resum
 
 from __future__ import annotations
 
+from rhapsody.core.records import dumped
 import asyncio
 import io
 import json
@@ -179,8 +180,8 @@ async def test_a_request_the_api_refuses_for_length_makes_room_and_the_note_sees
     assert sum(isinstance(e, ContextPruned) for e in events) == 1
     assert isinstance(events[-1], TurnEnded) and events[-1].stop_reason == "end_turn"
     seam = assert_netted(wiring.session.path, project, stub.server, refused=1)
-    prune = next(r for r in wiring.session.records if r["kind"] == "prune")
-    calls = [r["tool_use_id"] for r in wiring.session.records if r["kind"] == "tool_run"]
+    prune = next(r for r in dumped(wiring.session.records) if r["kind"] == "prune")
+    calls = [r["tool_use_id"] for r in dumped(wiring.session.records) if r["kind"] == "tool_run"]
     assert prune["ids"] == calls[:len(prune["ids"])] and 0 < len(prune["ids"]) < CALLS  # the oldest, only as many as needed
     assert [r.status for r in stub.server.requests][:CALLS + 1] == [200] * CALLS + [400]
     note_request = json.dumps(stub.server.requests[CALLS + 1].body)  # the first request after the refusal
@@ -197,7 +198,7 @@ async def test_rhapsodys_own_estimate_strips_before_sending_so_the_api_never_ref
     events = await collect(wiring.agent.run("fill the window"))
     assert sum(isinstance(e, SeamCommitted) for e in events) == 1 and isinstance(events[-1], TurnEnded)
     assert_netted(wiring.session.path, project, stub.server, refused=0)
-    prune = next(r for r in wiring.session.records if r["kind"] == "prune")
+    prune = next(r for r in dumped(wiring.session.records) if r["kind"] == "prune")
     assert "rhapsody's estimate; not sent" in prune["reason"]
 
 
@@ -228,7 +229,7 @@ async def test_a_context_that_stripping_cannot_shrink_fails_with_one_line(stub: 
     events = await collect(wiring.agent.run("a message longer than the whole window"))
     failed = [e for e in events if isinstance(e, Failed)]
     assert len(failed) == 1 and "stripping tool traffic would take nothing" in failed[0].message
-    assert not any(r["kind"] == "seam" for r in wiring.session.records)
+    assert not any(r["kind"] == "seam" for r in dumped(wiring.session.records))
 
 
 async def test_the_stripped_request_refused_again_ends_the_turn_once(stub: Stub, project: Path) -> None:
@@ -241,7 +242,7 @@ async def test_the_stripped_request_refused_again_ends_the_turn_once(stub: Stub,
     failed = [e for e in events if isinstance(e, Failed)]
     assert len(failed) == 1 and "after the strip at the window" in failed[0].message
     assert [r.status for r in stub.server.requests][-2:] == [400, 400]
-    assert [r["kind"] for r in wiring.session.records].count("seam") == 1  # the strip stays: nothing is lost by it
+    assert [r["kind"] for r in dumped(wiring.session.records)].count("seam") == 1  # the strip stays: nothing is lost by it
 
 
 async def test_the_share_asks_for_a_seam_before_the_window_is_reached(stub: Stub, project: Path) -> None:
@@ -356,5 +357,5 @@ async def test_the_automatic_seam_leaves_room_for_its_own_note_so_the_window_nev
     seams = [e.record for e in events if isinstance(e, SeamCommitted)]
     assert len(seams) == 1 and "window" not in seams[0] and seams[0]["note_path"]
     assert all(r.status == 200 for r in stub.server.requests)
-    assert not any(r["kind"] == "prune" for r in wiring.session.records)
+    assert not any(r["kind"] == "prune" for r in dumped(wiring.session.records))
     assert max(stub.server.prompt_tokens(b) for b in stub.bodies()) <= WINDOW

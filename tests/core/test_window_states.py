@@ -9,6 +9,7 @@ with no await between them, is tested by cutting the history there: tests/core/t
 
 from __future__ import annotations
 
+from rhapsody.core.records import dumped
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -87,7 +88,7 @@ async def test_killed_after_the_seam_over_the_room_made_resumes_at_rest_and_goes
 
 
 def notes_attached(wiring: Wiring) -> list[int]:
-    return [r["seam"] for r in wiring.session.records if r["kind"] == "seam_note"]
+    return [r["seam"] for r in dumped(wiring.session.records) if r["kind"] == "seam_note"]
 
 
 async def test_killed_when_the_note_was_asked_resumes_asking_and_the_note_attaches_to_the_strip(

@@ -3,6 +3,7 @@ hand off and recall through the real loop on the loopback server."""
 
 from __future__ import annotations
 
+from rhapsody.core.records import dumped
 import asyncio
 import io
 import json
@@ -188,7 +189,7 @@ async def test_a_long_imported_session_resumes_headless_then_hands_off_with_slas
         await until(lambda: len(stub.server.requests) == 4 and not wiring.agent.busy, within=60)
         pipe.send_text("/quit\r")
         assert await asyncio.wait_for(task, 30) == 0
-    (seam,) = [r for r in wiring.session.records if r["kind"] == "seam"]
+    (seam,) = [r for r in dumped(wiring.session.records) if r["kind"] == "seam"]
     assert seam["before"]["tool_use"] == len(in_view) + 1 and seam["after"]["tool_use"] == 1
     after = stub.bodies()[-1]
     names = [b["name"] for m in after["messages"] if isinstance(m["content"], list) for b in m["content"]

@@ -14,6 +14,7 @@ import pytest
 from rhapsody.cli import main
 from rhapsody.core.events import TurnEnded
 from rhapsody.loopback.script import say
+from rhapsody.core import records as rec
 
 from tests.conftest import MODEL, Stub, collect
 
@@ -154,10 +155,10 @@ def test_a_full_disk_under_the_history_writer_is_one_line_and_stops_appending(tm
     (tmp_path / "h.jsonl").symlink_to("/dev/full")
     writer = HistoryWriter(tmp_path / "h.jsonl")
     with pytest.raises(StorageError, match="No space left on device") as first:
-        writer.append("hint", id="h1", text="x")
+        writer.append(rec.Hint(id="h1", text="x"))
     assert "\n" not in str(first.value) and "--continue" in str(first.value)
     with pytest.raises(StorageError, match="closed after an earlier failure"):
-        writer.append("hint", id="h2", text="y")
+        writer.append(rec.Hint(id="h2", text="y"))
 
 
 @pytest.mark.parametrize("blocked", [".rhapsody", ".rhapsody/history"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rhapsody.core.records import dumped
 import asyncio
 import io
 import json
@@ -238,7 +239,7 @@ def test_each_resume_shows_one_line_saying_which_session_and_how_much_it_held(st
     stub.script(say("first"), say("second"))
     wiring = stub.wire(project)
     asyncio.run(collect(wiring.agent.run("go")))
-    last = wiring.session.records[-1]["ts"]
+    last = dumped(wiring.session.records[-1])["ts"]
     for _ in range(2):
         resumed = build(project, Settings(permission_mode="yolo"), stub.model(), None, continue_last=True).session
     lines = [line.text for _, line in render.record_lines(resumed.records, project, resumed.id, resumed.conversation)]

@@ -3,6 +3,7 @@ text as the human's, and imported calls read as one line like rhapsody's own."""
 
 from __future__ import annotations
 
+from rhapsody.core.records import dumped
 from pathlib import Path
 
 from rhapsody.commands.export import export_text
@@ -13,6 +14,7 @@ from rhapsody.frontends.app.picker import Summary
 from rhapsody.frontends.recap import recap_lines
 from rhapsody.prompts import load
 from rhapsody.view import render
+from rhapsody.core import records as rec
 
 from tests.importer.test_import import imported
 from tests.transcripts import _Claude, dump
@@ -27,17 +29,17 @@ def text(words: str) -> list[dict[str, str]]:
 def native_session(project: Path) -> Session:
     """A session whose last user messages are rhapsody's own, as a handoff leaves them."""
     session = Session.start(project, RequestSpec(model="m", system="s", tools=[]))
-    session.record("message", role="user", content=text(HUMAN))
-    session.record("message", role="assistant", content=text("Fixed: 13 passed."))
-    session.record("message", role="user", content=text(load("handoff").strip()))
-    session.record("message", role="assistant", content=text("Field note written."))
-    session.record("message", role="user", content=text(load("continue").strip()))
+    session.append(rec.Message(role="user", content=text(HUMAN)))
+    session.append(rec.Message(role="assistant", content=text("Fixed: 13 passed.")))
+    session.append(rec.Message(role="user", content=text(load("handoff").strip())))
+    session.append(rec.Message(role="assistant", content=text("Field note written.")))
+    session.append(rec.Message(role="user", content=text(load("continue").strip())))
     return session
 
 
 def test_the_recap_and_the_pickers_preview_give_the_humans_words_not_rhapsodys(project: Path) -> None:
     session = native_session(project)
-    assert session.records[-1]["content"][0]["text"].startswith("[rhapsody]")  # what the old recap showed
+    assert dumped(session.records[-1])["content"][0]["text"].startswith("[rhapsody]")  # what the old recap showed
     recap = recap_lines(session.records)
     assert recap[0] == f"  you: {HUMAN}" and not any("[rhapsody]" in line for line in recap)
     summary = Summary.read(session.path)

@@ -12,6 +12,7 @@ from rhapsody.core.permissions import MODES, Mode, mode_named, writes_nothing
 from rhapsody.core.records import Unseam
 from rhapsody.core.session import Session
 from rhapsody.view.render import undo_text
+from rhapsody.core import records as rec
 
 COMMANDS = {
     "/handoff": "[anyway]: write a field note, then strip tool traffic (asks first when it would not pay)",
@@ -298,7 +299,7 @@ CYCLE: tuple[Mode, ...] = ("ask", "auto-edit", "read-only", "plan")
 def set_mode(agent: Agent, mode: Mode) -> None:
     """Switch the permission mode, on record so a resume keeps it."""
     agent.toolbox.permission_mode = mode
-    agent.session.record("permission_mode", mode=mode)
+    agent.session.append(rec.PermissionMode(mode=mode))
 
 
 def next_mode(mode: Mode) -> Mode:

@@ -3,16 +3,20 @@ cost, beside the session as it happened (the replay is core/whatif.py; nothing c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rhapsody.core import records as rec
 from rhapsody.core import whatif, whatif_rows
 from rhapsody.core.context import RequestSpec, build_request, measure
 from rhapsody.core.errors import HistoryError, InputError
 from rhapsody.commands.stats import session_records, window_of
+from rhapsody.core.billing import head_of
 from rhapsody.core.history import read_history, sessions
 from rhapsody.core.pricing import price_of, priced
 from rhapsody.core.window import Window, history_window
@@ -36,14 +40,14 @@ def main(root: Path, session_id: str | None, what: str, as_json: bool = False, r
     return 0
 
 
-def _note(root: Path, path: Path, records: list[dict[str, Any]]) -> whatif.NoteCost:
+def _note(root: Path, path: Path, records: Sequence[rec.Record]) -> whatif.NoteCost:
     """The note cost from every history of the project, the replayed session's included."""
     histories = [records]
     for history in sessions(root):
         if history.resolve() == path.resolve():
             continue
         try:
-            histories.append(read_history(history).records)
+            histories.append(read_history(history, typed=True).typed)
         except HistoryError:
             continue
     return whatif.note_cost(histories)
@@ -61,11 +65,12 @@ def own_spec(root: Path, model: str) -> RequestSpec:
     return new_spec(root, settings, model or "unknown", toolbox)
 
 
-def _model(records: list[dict[str, Any]]) -> str:
-    return next((r["model"] for r in reversed(records) if r["kind"] == "model"), str(records[0].get("model", "")))
+def _model(records: Sequence[rec.Record]) -> str:
+    switched = rec.last(records, rec.Model)
+    return switched.model if switched else head_of(records).model
 
 
-def figures(records: list[dict[str, Any]], policies: list[whatif.Policy], note: whatif.NoteCost,
+def figures(records: Sequence[rec.Record], policies: list[whatif.Policy], note: whatif.NoteCost,
             read_mult: float | None, found: Window | None = None, spec: RequestSpec | None = None) -> dict[str, Any]:
     """Every arm priced: as it happened, without seams, one per policy, and the two alternatives; each
     request at the model that answered it, and the replay as it happened against the reported usage
@@ -116,7 +121,7 @@ CLEARING = whatif_rows.Clearing()
 class _Replay:
     """What every arm of one report shares."""
 
-    records: list[dict[str, Any]]
+    records: Sequence[rec.Record]
     note: whatif.NoteCost
     window: int | None
     mult: float | None

@@ -176,16 +176,10 @@ def spec_fields(spec: RequestSpec) -> dict[str, Any]:
             "parallel_tools": spec.parallel_tools, "thinking": spec.thinking}
 
 
-def spec_from_record(head: dict[str, Any]) -> RequestSpec:
+def spec_from_record(head: rec.Session) -> RequestSpec:
     """The spec a `session` record was written from (missing optional fields take their defaults)."""
-    return RequestSpec(
-        model=head.get("model", ""),
-        system=head.get("system", ""),
-        tools=head.get("tools", []),
-        max_tokens=head.get("max_tokens", 16000),
-        parallel_tools=head.get("parallel_tools", False),
-        thinking=head.get("thinking"),
-    )
+    return RequestSpec(model=head.model, system=head.system, tools=list(head.tools), max_tokens=head.max_tokens,
+                       parallel_tools=head.parallel_tools, thinking=head.thinking)
 
 
 def build_request(spec: RequestSpec, messages: list[Message], ttl: str = "5m") -> dict[str, Any]:

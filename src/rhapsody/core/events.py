@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from rhapsody.core import records as rec
 from rhapsody.core.messages import Message, ToolUseBlock
 
 
@@ -174,15 +175,15 @@ class SeamCommitted:
     """A micro-handoff seam was applied; the record holds its measurements (`shelved`: the second window's
     `shelve` record, when the oldest seams' words left the context with it)."""
 
-    record: dict[str, Any]
-    shelved: dict[str, Any] | None = None
+    record: rec.Seam
+    shelved: rec.Shelve | None = None
 
 
 @dataclass(frozen=True)
 class ContextPruned:
     """The rolling policy took tool traffic of old rounds out of the context."""
 
-    record: dict[str, Any]
+    record: rec.Prune
 
 
 @dataclass(frozen=True)

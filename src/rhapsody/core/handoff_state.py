@@ -116,12 +116,12 @@ def _moved(state: HandoffState, record: rec.Handoff) -> HandoffState:
                                after_strip=after_strip)
 
 
-def want(session: Session, **why: object) -> bool:
+def want(session: Session, at: str | None = None, saves: int | None = None, costs: int | None = None) -> bool:
     """Ask for a handoff (`why`: what the automatic seam judged, e.g. the boundary `at` and the figures); False
     (nothing recorded) when one is already under way."""
     if session.handoff.pending:
         return False
-    session.record("handoff", state=Phase.WANTED.value, **why)
+    session.append(rec.Handoff(state=Phase.WANTED.value, at=at, saves=saves, costs=costs))
     return True
 
 
@@ -129,20 +129,19 @@ def ask(session: Session, interrupted_work: bool, after_strip: int = 0, est_toke
     """The request for a field note went to the agent (`after_strip`: for this seam, made at the window;
     `est_tokens`: the context the request joins, without the request itself: what the handoff adds is
     counted from there)."""
-    session.record("handoff", state=Phase.ASKED.value, interrupted_work=interrupted_work,
-                   **({"after_strip": after_strip} if after_strip else {}),
-                   **({"est_tokens": est_tokens} if est_tokens is not None else {}))
+    session.append(rec.Handoff(state=Phase.ASKED.value, interrupted_work=interrupted_work,
+                               after_strip=after_strip or None, est_tokens=est_tokens))
 
 
 def remind(session: Session) -> None:
     """The agent ended its turn without a note; it was reminded once."""
-    session.record("handoff", state=Phase.REMINDED.value)
+    session.append(rec.Handoff(state=Phase.REMINDED.value))
 
 
 def noted(session: Session, note: NoteWritten) -> None:
     """The field note is written; the seam commits when the agent ends its turn."""
-    session.record("handoff", state=Phase.NOTED.value, note_path=note.note_path, seam=note.seam,
-                   note_bytes=len(note.note.encode("utf-8", "surrogatepass")))
+    session.append(rec.Handoff(state=Phase.NOTED.value, note_path=note.note_path, seam=note.seam,
+                   note_bytes=len(note.note.encode("utf-8", "surrogatepass"))))
 
 
 def cancel(session: Session, reason: str = "") -> bool:
@@ -163,7 +162,7 @@ NOTHING_YET = "nothing to hand off: no tool calls yet"
 
 def nothing(session: Session) -> str:
     """Why a handoff has nothing to strip: no calls since the last seam, or none at all when there was no seam."""
-    return NOTHING if any(r["kind"] == "seam" for r in session.records) else NOTHING_YET
+    return NOTHING if rec.first(session.records, rec.Seam) else NOTHING_YET
 
 
 NO_NOTE = "the agent ended its turn twice without calling micro_handoff; nothing was stripped"
@@ -174,7 +173,7 @@ OLD_NO_NOTE = "the agent did not call micro_handoff"
 
 def give_up(session: Session, reason: str = NO_NOTE) -> None:
     """The request ends without a note (the agent ended its turn twice, Esc, nothing to strip); nothing is stripped."""
-    session.record("handoff_failed", reason=reason)
+    session.append(rec.HandoffFailed(reason=reason))
 
 
 def failed_reason(reason: str) -> str:

@@ -34,6 +34,7 @@ from rhapsody.core.tool_calls import run_calls
 from rhapsody.core.tools import ToolContext, Toolbox
 from rhapsody.core.turn import Opening, Turn, begin, model_ended, opening
 from rhapsody.core.turn_end import HandoffThreshold, handoff_left
+from rhapsody.core import records as rec
 
 
 class Agent:
@@ -131,7 +132,7 @@ class Agent:
     async def _drain_observers(self) -> None:
         """The observers have seen every event so far; an observer's error is recorded, never raised."""
         for error in await self.observers.drain():
-            self.session.record("error", message=f"observer: {error}")
+            self.session.append(rec.Error(message=f"observer: {error}"))
 
     async def _round(self, turn: Turn) -> AsyncGenerator[Event, None]:
         """One request and what its answer asks for: the calls run, the end of the turn, or the failure."""

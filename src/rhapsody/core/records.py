@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import re
 
-from collections.abc import Mapping
-from typing import Annotated, Any, Literal, Union, get_args
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, overload
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
@@ -76,7 +76,7 @@ SESSION_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 class Session(_Open):
     """Always first: what every request of the session is built from."""
 
-    kind: Literal["session"]
+    kind: Literal["session"] = "session"
     session: str = ""
     cwd: str = ""
     branch: str = ""
@@ -101,7 +101,7 @@ class Session(_Open):
 class Message(_Open):
     """One conversation message, in the Messages API's block shapes (imports add flags: open)."""
 
-    kind: Literal["message"]
+    kind: Literal["message"] = "message"
     role: Literal["user", "assistant"]
     content: list[Block]
 
@@ -120,7 +120,7 @@ class Message(_Open):
 class Request(_Record):
     """A request went out: its compact size and estimated tokens."""
 
-    kind: Literal["request"]
+    kind: Literal["request"] = "request"
     bytes: int = 0
     est_tokens: int = 0
     messages: int = 0
@@ -136,7 +136,7 @@ Count = Annotated[int, Field(ge=0)]
 class Usage(_Record):
     """What the API reported for a request, and why it stopped."""
 
-    kind: Literal["usage"]
+    kind: Literal["usage"] = "usage"
     stop_reason: str | None = None
     input_tokens: Count = 0
     cache_creation_input_tokens: Count = 0
@@ -149,28 +149,99 @@ class Usage(_Record):
 class Retry(_Record):
     """A request failed and is retried."""
 
-    kind: Literal["retry"]
+    kind: Literal["retry"] = "retry"
     attempt: int = 0
     reason: str = ""
     delay: float = 0.0
 
 
-class ToolRun(_Open):
-    """A tool call ran (or was refused); each tool adds facts of its own (`path`, `command`, `diff`…)."""
+class _Facts(BaseModel):
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
 
-    kind: Literal["tool_run"]
+
+class FileFacts(_Facts):
+    """What `read_file`, `write_file` and `edit_file` did: the path as shown, and the diff a write made."""
+
+    path: str
+    op: Literal["read", "write"]
+    blob: str | None = None
+    """`read`: the git blob hash of what was read (a later write compares against it)."""
+    diff: str | None = None
+
+
+class ShellFacts(_Facts):
+    """What `bash` ran, and where (`sandbox workspace-write`, `no sandbox`)."""
+
+    command: str
+    confinement: str
+
+
+class WebFacts(_Facts):
+    """What `web_fetch` fetched: the URL, its status and type, or the redirect it refused to follow."""
+
+    url: str
+    status: int | None = None
+    content_type: str | None = None
+    chars: int | None = None
+    redirect: str | None = None
+
+
+class PlanFacts(_Facts):
+    """What became of a plan the agent proposed (`approved`, `rejected`, `unanswered`)."""
+
+    plan: str
+    plan_verdict: Literal["approved", "rejected", "unanswered"]
+    plan_edited: bool | None = None
+
+
+class TodoFacts(_Facts):
+    """A `todo_write` call that completed an item."""
+
+    todo_completed: bool
+
+
+class ProposalFacts(_Facts):
+    """The diff a write or edit the human denied would have made."""
+
+    proposed_diff: str
+
+
+ToolFacts = Union[FileFacts, ShellFacts, WebFacts, PlanFacts, TodoFacts, ProposalFacts]
+"""Each tool's facts: written into its `tool_run` record, flat, beside the run's own fields."""
+
+
+class ToolRun(_Open):
+    """A tool call ran (or was refused), with its tool's facts (`ToolFacts`, flat: `path`, `command`, `diff`…)."""
+
+    kind: Literal["tool_run"] = "tool_run"
     tool_use_id: str
     name: str
     is_error: bool = False
     exit_code: int | None = None
     duration_ms: int = 0
     refused: str | None = None
+    path: str | None = None
+    op: str | None = None
+    blob: str | None = None
+    diff: str | None = None
+    command: str | None = None
+    confinement: str | None = None
+    url: str | None = None
+    status: int | None = None
+    content_type: str | None = None
+    chars: int | None = None
+    redirect: str | None = None
+    plan: str | None = None
+    plan_verdict: str | None = None
+    plan_edited: bool | None = None
+    todo_completed: bool | None = None
+    proposed_diff: str | None = None
 
 
 class Violation(_Record):
     """A call came without enough narration and was not run."""
 
-    kind: Literal["violation"]
+    kind: Literal["violation"] = "violation"
     tool_use_id: str = ""
     name: str = ""
     words: int = 0
@@ -180,7 +251,7 @@ class Violation(_Record):
 class Hint(_Record):
     """The human typed while the agent worked."""
 
-    kind: Literal["hint"]
+    kind: Literal["hint"] = "hint"
     id: str
     text: str
     mode: str = "steer"
@@ -189,7 +260,7 @@ class Hint(_Record):
 class HintDelivered(_Record):
     """Hints reached the model in message record `message_seq`."""
 
-    kind: Literal["hint_delivered"]
+    kind: Literal["hint_delivered"] = "hint_delivered"
     ids: list[str]
     message_seq: int | None = None
     where: str = ""
@@ -198,7 +269,7 @@ class HintDelivered(_Record):
 class Permission(_Open):
     """A permission decision (other deciders add fields: open)."""
 
-    kind: Literal["permission"]
+    kind: Literal["permission"] = "permission"
     tool: str = ""
     argument: str = ""
     decision: Verdict
@@ -210,14 +281,14 @@ class Permission(_Open):
 class PermissionMode(_Record):
     """`/permissions MODE` changed the permission mode."""
 
-    kind: Literal["permission_mode"]
+    kind: Literal["permission_mode"] = "permission_mode"
     mode: Mode
 
 
 class Denial(_Record):
     """The human typed a reason with a denial."""
 
-    kind: Literal["denial"]
+    kind: Literal["denial"] = "denial"
     tool_use_id: str = ""
     name: str = ""
     text: str = ""
@@ -236,7 +307,7 @@ class TodoItem(BaseModel):
 class Todo(_Record):
     """The agent's todo list, whole, as a `todo_write` call (or an imported list call) left it."""
 
-    kind: Literal["todo"]
+    kind: Literal["todo"] = "todo"
     items: list[TodoItem]
     at: int = 0
     """How many messages the conversation held when it was written: a rewind to before them takes it back."""
@@ -246,7 +317,7 @@ class Todo(_Record):
 class MemoryReminder(_Record):
     """The harness sent its one project-memory reminder."""
 
-    kind: Literal["memory_reminder"]
+    kind: Literal["memory_reminder"] = "memory_reminder"
 
 
 # -- the micro-handoff, seams and cuts ---------------------------------------------------
@@ -255,25 +326,31 @@ class MemoryReminder(_Record):
 class Handoff(_Open):
     """The micro-handoff moved to `state` (its fields are still moving: open)."""
 
-    kind: Literal["handoff"]
+    kind: Literal["handoff"] = "handoff"
     state: str
     interrupted_work: bool | None = None
     note_path: str | None = None
     seam: int | None = None
     after_strip: int | None = None
+    note_bytes: int | None = None
+    est_tokens: int | None = None
+    at: str | None = None
+    """`wanted` by the automatic seam: the boundary it judged, with `saves` and `costs` (core/seam_cost.py)."""
+    saves: int | None = None
+    costs: int | None = None
 
 
 class HandoffAsked(_Record):
     """Written before the `handoff` record existed; read as `asked`."""
 
-    kind: Literal["handoff_asked"]
+    kind: Literal["handoff_asked"] = "handoff_asked"
     interrupted_work: bool = False
 
 
 class Seam(_Open):
     """A strip was committed, with its audit hashes and measurements (a seam at the window adds `window`: open)."""
 
-    kind: Literal["seam"]
+    kind: Literal["seam"] = "seam"
     seam: int = 0
     boundary: int
     note_path: str = ""
@@ -290,7 +367,7 @@ class Seam(_Open):
 class Prune(_Record):
     """The rolling context policy took these calls out of the view."""
 
-    kind: Literal["prune"]
+    kind: Literal["prune"] = "prune"
     ids: list[str]
     reason: str = ""
     stripped_sha256: str | None = None
@@ -304,7 +381,7 @@ class Shelve(_Record):
     only their field notes (the `micro_handoff` pairs), those before `notes_boundary` not even those,
     after `text`, the notice the model reads."""
 
-    kind: Literal["shelve"]
+    kind: Literal["shelve"] = "shelve"
     boundary: int
     seams: int
     text: str
@@ -318,7 +395,7 @@ class Shelve(_Record):
 class SeamTokens(_Record):
     """count_tokens figures for both sides of a seam."""
 
-    kind: Literal["seam_tokens"]
+    kind: Literal["seam_tokens"] = "seam_tokens"
     seam: int = 0
     before: int = 0
     after: int = 0
@@ -327,21 +404,21 @@ class SeamTokens(_Record):
 class SeamFailed(_Record):
     """The audit failed; nothing was stripped."""
 
-    kind: Literal["seam_failed"]
+    kind: Literal["seam_failed"] = "seam_failed"
     reason: str = ""
 
 
 class HandoffFailed(_Record):
     """The handoff ended without a note; nothing was stripped."""
 
-    kind: Literal["handoff_failed"]
+    kind: Literal["handoff_failed"] = "handoff_failed"
     reason: str = ""
 
 
 class Unseam(_Record):
     """`/unhandoff` undid seam `seam`."""
 
-    kind: Literal["unseam"]
+    kind: Literal["unseam"] = "unseam"
     seam: int = 0
     boundary: int
     returned_sha256: str | None = None
@@ -352,7 +429,7 @@ class Unseam(_Record):
 class ThinkingCut(_Record):
     """Thinking blocks before `boundary` leave the view."""
 
-    kind: Literal["thinking_cut"]
+    kind: Literal["thinking_cut"] = "thinking_cut"
     boundary: int
     reason: str = ""
 
@@ -360,7 +437,7 @@ class ThinkingCut(_Record):
 class SeamNote(_Open):
     """The note asked for after a seam at the window was written (fields still moving: open)."""
 
-    kind: Literal["seam_note"]
+    kind: Literal["seam_note"] = "seam_note"
     seam: int = 0
     note_path: str = ""
 
@@ -371,21 +448,21 @@ class SeamNote(_Open):
 class Model(_Record):
     """The model was switched."""
 
-    kind: Literal["model"]
+    kind: Literal["model"] = "model"
     model: str
 
 
 class Tools(_Record):
     """The tool definitions changed."""
 
-    kind: Literal["tools"]
+    kind: Literal["tools"] = "tools"
     tools: list[dict[str, Any]]
 
 
 class Notice(_Open):
     """A status line shown to the human (front ends add fields of their own: open)."""
 
-    kind: Literal["notice"]
+    kind: Literal["notice"] = "notice"
     text: str = ""
     shown: str | None = None
     error: bool | None = None
@@ -395,7 +472,7 @@ class Notice(_Open):
 class Interrupted(_Record):
     """Esc stopped a turn."""
 
-    kind: Literal["interrupted"]
+    kind: Literal["interrupted"] = "interrupted"
     partial_text: str = ""
     during: str = ""
     open: list[str] = Field(default_factory=list)
@@ -404,7 +481,7 @@ class Interrupted(_Record):
 class Limit(_Record):
     """A limit ended the turn before its next request."""
 
-    kind: Literal["limit"]
+    kind: Literal["limit"] = "limit"
     limit: str = ""
     value: float = 0.0
     maximum: float = 0.0
@@ -413,14 +490,14 @@ class Limit(_Record):
 class Error(_Record):
     """The turn stopped on an error, or an observer failed."""
 
-    kind: Literal["error"]
+    kind: Literal["error"] = "error"
     message: str = ""
 
 
 class Resumed(_Record):
     """The session was reopened."""
 
-    kind: Literal["resumed"]
+    kind: Literal["resumed"] = "resumed"
     skipped_lines: int = 0
     torn_tail: bool = False
 
@@ -428,32 +505,47 @@ class Resumed(_Record):
 class Hook(_Open):
     """A hook program ran (fields still moving: open)."""
 
-    kind: Literal["hook"]
+    kind: Literal["hook"] = "hook"
     event: str = ""
     outcome: str = ""
+    command: str = ""
+    exit_code: int | None = None
+    duration_ms: int = 0
+    reason: str | None = None
 
 
 class Checkpoint(_Open):
     """The working tree was recorded in the shadow repository (fields still moving: open)."""
 
-    kind: Literal["checkpoint"]
+    kind: Literal["checkpoint"] = "checkpoint"
     at: str = ""
     commit: str = ""
+    ms: int = 0
+    left_out: list[list[Any]] = Field(default_factory=list)
+    message: int | None = None
+    """The index of the message the checkpoint precedes."""
+    tool_use_id: str | None = None
+    name: str | None = None
 
 
 class CheckpointFailed(_Open):
     """A checkpoint could not be taken (fields still moving: open)."""
 
-    kind: Literal["checkpoint_failed"]
+    kind: Literal["checkpoint_failed"] = "checkpoint_failed"
     at: str = ""
     reason: str = ""
+    message: int | None = None
+    tool_use_id: str | None = None
+    name: str | None = None
 
 
 class Rewind(_Open):
     """The conversation went back to before message `to` (fields still moving: open)."""
 
-    kind: Literal["rewind"]
+    kind: Literal["rewind"] = "rewind"
     to: int
+    checkpoint_seq: int | None = None
+    text: str = ""
     est_tokens: int | None = None
     """The estimated request the rewound context makes (written since the figures follow a rewind)."""
 
@@ -461,15 +553,19 @@ class Rewind(_Open):
 class Restore(_Open):
     """Files went back to a checkpoint (fields still moving: open)."""
 
-    kind: Literal["restore"]
+    kind: Literal["restore"] = "restore"
     state: str = ""
     target: str = ""
+    before: str | None = None
+    """`started`: the commit the files were at."""
+    changed: int | None = None
+    """`done`: how many paths changed."""
 
 
 class Import(_Open):
     """Where an imported history came from (fields still moving: open)."""
 
-    kind: Literal["import"]
+    kind: Literal["import"] = "import"
     source: str
     format: str
     sha256: str
@@ -478,14 +574,14 @@ class Import(_Open):
 class Aside(_Open):
     """An imported source record kept outside the model's context (fields vary with `what`: open)."""
 
-    kind: Literal["aside"]
+    kind: Literal["aside"] = "aside"
     what: str
 
 
 class Compaction(_Open):
     """An imported source compacted its context here (fields still moving: open)."""
 
-    kind: Literal["compaction"]
+    kind: Literal["compaction"] = "compaction"
     boundary: int
 
 
@@ -516,6 +612,77 @@ MODELS: dict[str, type[_Record]] = {
 """Each known kind's model, by kind."""
 
 _KNOWN: TypeAdapter[Known] = TypeAdapter(Known)
+
+
+R = TypeVar("R", bound=BaseModel)
+R2 = TypeVar("R2", bound=BaseModel)
+R3 = TypeVar("R3", bound=BaseModel)
+
+ENVELOPE = ("v", "seq", "ts", "kind")
+
+
+@overload
+def of(records: Iterable[BaseModel], kind: type[R], /) -> Iterator[R]: ...
+@overload
+def of(records: Iterable[BaseModel], kind: type[R], kind2: type[R2], /) -> Iterator[R | R2]: ...
+@overload
+def of(records: Iterable[BaseModel], kind: type[R], kind2: type[R2], kind3: type[R3], /) -> Iterator[R | R2 | R3]: ...
+def of(records: Iterable[BaseModel], *kinds: type[BaseModel]) -> Iterator[BaseModel]:
+    """The records of the given kinds (`of(session.records, rec.Seam)`), in order: the one way to pick records
+    by kind, instead of comparing `kind` strings."""
+    return (record for record in records if isinstance(record, kinds))
+
+
+@overload
+def last(records: Sequence[BaseModel], kind: type[R], /) -> R | None: ...
+@overload
+def last(records: Sequence[BaseModel], kind: type[R], kind2: type[R2], /) -> R | R2 | None: ...
+@overload
+def last(records: Sequence[BaseModel], kind: type[R], kind2: type[R2], kind3: type[R3], /) -> R | R2 | R3 | None: ...
+def last(records: Sequence[BaseModel], *kinds: type[BaseModel]) -> BaseModel | None:
+    """The newest record of the given kinds, or None (searched from the end)."""
+    return next((record for record in reversed(records) if isinstance(record, kinds)), None)
+
+
+@overload
+def first(records: Iterable[BaseModel], kind: type[R], /) -> R | None: ...
+@overload
+def first(records: Iterable[BaseModel], kind: type[R], kind2: type[R2], /) -> R | R2 | None: ...
+@overload
+def first(records: Iterable[BaseModel], kind: type[R], kind2: type[R2], kind3: type[R3], /) -> R | R2 | R3 | None: ...
+def first(records: Iterable[BaseModel], *kinds: type[BaseModel]) -> BaseModel | None:
+    """The oldest record of the given kinds, or None."""
+    return next((record for record in records if isinstance(record, kinds)), None)
+
+
+def extra(record: BaseModel, name: str, default: Any = None) -> Any:
+    """A field an open kind keeps without declaring it (a tool's own fact, a front end's flag)."""
+    return (record.model_extra or {}).get(name, default)
+
+
+def stamped(record: R, v: int, seq: int, ts: float) -> R:
+    """The record with its envelope set (the writer numbers and dates it)."""
+    return record.model_copy(update={"v": v, "seq": seq, "ts": ts})
+
+
+def dump(record: BaseModel) -> dict[str, Any]:
+    """The record as its JSON line holds it: the envelope and kind first, then only the fields that were set,
+    less optional ones left None (absent and None read the same; a message's blocks as the Messages API
+    expects them)."""
+    head = {name: getattr(record, name) for name in ENVELOPE}
+    body = record.model_dump(mode="json", exclude_unset=True, exclude=set(ENVELOPE))
+    fields = type(record).model_fields
+    for name in [n for n, value in body.items() if value is None and n in fields]:
+        if fields[name].default is None:
+            del body[name]
+    if isinstance(record, Message):
+        body["content"] = [block.dump() for block in record.content]
+    return {**head, **body}
+
+
+def dumped(records: Iterable[BaseModel]) -> list[dict[str, Any]]:
+    """The records as the history file holds them (`dump` of each): for output that is JSON anyway."""
+    return [dump(record) for record in records]
 
 
 def parse(record: dict[str, Any]) -> Record:

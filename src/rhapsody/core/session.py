@@ -1,6 +1,6 @@
 """The session: one history file, the conversation folded from it, hints and figures.
 
-Every change goes through `record`, which appends to the history first and then folds the
+Every change goes through `append(model)`, which appends to the history first and then folds the
 record into memory, so what is in memory is always what a resume would rebuild: the
 conversation, pending hints, the todo list (core/todo.py), figures (core/session_figures.py) and the micro-handoff's state (`handoff`, see
 core/handoff_state.py).
@@ -14,7 +14,7 @@ import dataclasses
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, assert_never
+from typing import Any, Literal, TypeVar, assert_never
 
 from rhapsody import __version__
 from rhapsody.core.context import Conversation, RequestSpec, build_request, measure_messages, spec_fields, spec_from_record
@@ -29,17 +29,7 @@ from rhapsody.core.history import (HistoryRead, HistoryWriter, collector_paused,
 from rhapsody.core.messages import Block, Message, ToolResultBlock
 from rhapsody.core.todo import TodoList
 
-@dataclass(frozen=True)
-class Hint:
-    """Text the human typed while the agent worked.
-
-    mode "steer" lands at the next tool boundary; "queue" waits for the end of the turn.
-    """
-
-    id: str
-    text: str
-    mode: str = "steer"
-
+R = TypeVar("R", bound=rec.Known)
 
 class Session:
     """A session's history, conversation view, pending hints and figures."""
@@ -51,12 +41,15 @@ class Session:
         self.id = session_id
         self.conversation = Conversation()
         self.figures = Figures()
-        self.pending: list[Hint] = []
+        self.pending: list[rec.Hint] = []
+        """Hints typed while the agent worked, not yet delivered: mode "steer" lands at the next tool boundary,
+        "queue" waits for the end of the turn."""
         self._hint_ids = itertools.count(1)
         self.handoff = HandoffState()
         self.todos = TodoList()
         """The agent's todo list (core/todo.py), rewound with the conversation."""
-        self.records: list[dict[str, Any]] = []
+        self.records: list[rec.Record] = []
+        """Every record of the history, typed, in order (pick by kind with `rec.of(session.records, rec.Seam)`)."""
 
     @property
     def path(self) -> Path:
@@ -69,8 +62,10 @@ class Session:
         session_id = new_session_id()
         writer = HistoryWriter(history_dir(root) / f"{session_id}.jsonl")
         session = cls(root, writer, spec, session_id)
-        session.record("session", session=session_id, cwd=str(root), version=__version__, **spec_fields(spec),
-                       **({"branch": branch} if branch else {}))
+        session.append(rec.Session(session=session_id, cwd=str(root), version=__version__, model=spec.model,
+                                   system=spec.system, tools=spec.tools, max_tokens=spec.max_tokens,
+                                   parallel_tools=spec.parallel_tools, thinking=spec.thinking,
+                                   branch=branch))
         return session
 
     @classmethod
@@ -79,9 +74,9 @@ class Session:
         with collector_paused():  # read and fold in one pause; the typed records are gone before it ends
             read = read_history(path, typed=True)
             session = cls._opened(root, path, read)
+            read.records.clear()  # the typed records are the session's from here on
             session._replay(read, path)
-            read.typed.clear()
-        session.record("resumed", skipped_lines=read.skipped, torn_tail=read.torn_tail)
+        session.append(rec.Resumed(skipped_lines=read.skipped, torn_tail=read.torn_tail))
         session._answer_orphan_calls()
         if model and model != session.spec.model:
             session.switch_model(model)
@@ -93,30 +88,31 @@ class Session:
         why = not_history(read)
         if why:  # the words every command uses for a bad file
             raise HistoryError(f"{path} is not a rhapsody history file ({why})")
-        head = read.records[0]
-        missing = [key for key in ("session", "model", "system", "tools") if key not in head]
+        head = read.typed[0]
+        assert isinstance(head, rec.Session)  # not_history: a history starts with its session record
+        missing = [key for key in ("session", "model", "system", "tools") if key not in head.model_fields_set]
         if missing:
             raise HistoryError(f"{path.name}: the session record lacks {', '.join(missing)}")
-        spec = spec_from_record(head)
-        writer = HistoryWriter(path, next_seq=read.records[-1].get("seq", len(read.records)) + 1)
-        return cls(root, writer, spec, head["session"])
+        last_seq = read.typed[-1].seq if "seq" in read.typed[-1].model_fields_set else len(read.typed)
+        return cls(root, HistoryWriter(path, next_seq=last_seq + 1), spec_from_record(head), head.session)
 
     def _replay(self, read: HistoryRead, path: Path) -> None:
-        for raw, record, line in zip(read.records, read.typed, read.lines):
+        for record, line in zip(read.typed, read.lines):
             try:
-                self._fold(raw, record)
+                self._fold(record)
             except (KeyError, TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
                 reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 raise HistoryError(f"{path.name} line {line}: {record.kind} record cannot be read: {reason}") from None
 
-    def record(self, kind: str, **fields: Any) -> dict[str, Any]:
-        """Append one event to history, then fold it into memory."""
-        entry = self.writer.append(kind, **fields)
-        self._fold(entry.raw, entry.record)
-        return entry.raw
+    def append(self, record: R) -> R:
+        """Append one record to the history (`session.append(rec.Seam(...))`), then fold it into memory;
+        returns it as written (numbered and dated)."""
+        written = self.writer.append(record)
+        self._fold(written)
+        return written
 
-    def _fold(self, raw: dict[str, Any], record: rec.Record) -> None:
-        self.records.append(raw)
+    def _fold(self, record: rec.Record) -> None:
+        self.records.append(record)
         self.conversation.apply(record)
         self.handoff = handoff_state.fold(self.handoff, record)
         self.figures.add(record)
@@ -124,7 +120,7 @@ class Session:
             case rec.Message() | rec.Request() | rec.Usage() | rec.ToolRun():
                 pass
             case rec.Hint():
-                self.pending.append(Hint(record.id, record.text, record.mode))
+                self.pending.append(record)
                 self._bump_hint_ids(record.id)
             case rec.HintDelivered():
                 delivered = set(record.ids)
@@ -163,10 +159,9 @@ class Session:
 
     # -- conversation ------------------------------------------------------------------
 
-    def append_message(self, role: Literal["user", "assistant"], content: list[Block]) -> dict[str, Any]:
+    def append_message(self, role: Literal["user", "assistant"], content: list[Block]) -> rec.Message:
         """Append a message to the conversation (and the history)."""
-        message = Message(role=role, content=content)
-        return self.record("message", role=role, content=[b.dump() for b in message.content])
+        return self.append(rec.Message(role=role, content=list(content)))
 
     def messages(self) -> list[Message]:
         """The active context: what the model sees now."""
@@ -185,7 +180,7 @@ class Session:
 
     def switch_model(self, model: str) -> None:
         """Use another model from now on; earlier thinking leaves the view (it is bound to the old one)."""
-        self.record("model", model=model)
+        self.append(rec.Model(model=model))
         self.cut_thinking("model switched")
 
     def set_tools(self, tools: list[dict[str, Any]]) -> None:
@@ -194,26 +189,24 @@ class Session:
         Thinking blocks are bound to the tools they were written under, so earlier ones leave.
         """
         had_messages = bool(self.conversation.messages)
-        self.record("tools", tools=tools)
+        self.append(rec.Tools(tools=tools))
         if self.spec.thinking and had_messages:
             self.cut_thinking("tools changed")
 
     def cut_thinking(self, reason: str) -> None:
         """Drop every thinking block so far from the view (their prefix no longer holds)."""
-        self.record("thinking_cut", boundary=len(self.conversation.messages), reason=reason)
+        self.append(rec.ThinkingCut(boundary=len(self.conversation.messages), reason=reason))
 
     # -- hints ---------------------------------------------------------------------------
 
-    def hint(self, text: str, mode: str = "steer") -> Hint:
+    def hint(self, text: str, mode: str = "steer") -> rec.Hint:
         """Queue a hint; it is on disk before this returns."""
-        hint_id = f"h{next(self._hint_ids)}"
-        self.record("hint", id=hint_id, text=text, mode=mode)
-        return self.pending[-1]
+        return self.append(rec.Hint(id=f"h{next(self._hint_ids)}", text=text, mode=mode))
 
-    def take_hints(self, modes: tuple[str, ...] = ("steer", "queue")) -> list[Hint]:
-        """The pending hints of the given modes, oldest first; a `hint_delivered` record removes them."""
-        taken = [h for h in self.pending if h.mode in modes]
-        return taken
+    def pending_hints(self, modes: tuple[str, ...] = ("steer", "queue")) -> list[rec.Hint]:
+        """The pending hints of the given modes, oldest first; they stay pending until a `hint_delivered`
+        record names them (a request that fails leaves them to be sent again)."""
+        return [h for h in self.pending if h.mode in modes]
 
     def context_tokens(self) -> int:
         """The best figure for the active context: API-reported when fresh, else estimated."""

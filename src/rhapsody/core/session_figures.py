@@ -19,6 +19,7 @@ Imports: stdlib and rhapsody.core only.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
@@ -30,9 +31,14 @@ USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_t
 """The usage the API reports per request; the first three together are the request's input."""
 
 
-def reported_input(usage: dict[str, Any]) -> int:
+def reported_input(usage: Mapping[str, int]) -> int:
     """The input tokens a usage report counts (uncached, cache writes and cache reads)."""
     return sum(int(usage.get(k) or 0) for k in USAGE_KEYS[:3])
+
+
+def usage_input(record: rec.Usage) -> int:
+    """`reported_input` of a usage record."""
+    return record.input_tokens + record.cache_creation_input_tokens + record.cache_read_input_tokens
 
 
 @dataclass
@@ -93,10 +99,10 @@ class Figures:
         """The best figure for the active context: API-reported when fresh, else estimated."""
         return reported_input(self.last_usage) or self.last_request_tokens
 
-    def fold(self, records: list[dict[str, Any]]) -> Figures:
-        """Fold the records not seen yet (records only ever grow; each is parsed into its type)."""
+    def fold(self, records: Sequence[rec.Record]) -> Figures:
+        """Fold the records not seen yet (records only ever grow)."""
         for record in records[self.folded:]:
-            self.add(rec.parse(record))
+            self.add(record)
         return self
 
     def add(self, record: rec.Record) -> None:
@@ -118,7 +124,7 @@ class Figures:
                 if record.cache_creation_1h_input_tokens:  # billed at 2x, not 1.25x
                     used[WRITE_1H_KEY] = record.cache_creation_1h_input_tokens
                 self._used(used)
-                self.evidence.add({"kind": "usage", **used})
+                self.evidence.add(record)
             case rec.ToolRun():
                 self.tool_calls += 1
             case rec.Session() | rec.Model():
@@ -150,7 +156,7 @@ class Figures:
                   | rec.Checkpoint() | rec.CheckpointFailed() | rec.Restore() | rec.Aside() | rec.Other()):
                 pass
             case rec.Import() | rec.Compaction():
-                self.evidence.add(record.model_dump())
+                self.evidence.add(record)
             case _:
                 assert_never(record)
 
@@ -182,6 +188,6 @@ class Figures:
         return f"${self.cost:.2f}" + ("" if self.exact_price else "?")
 
 
-def figures(records: list[dict[str, Any]]) -> Figures:
+def figures(records: Sequence[rec.Record]) -> Figures:
     """The figures of a whole history."""
     return Figures().fold(records)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncGenerator, Callable
 
+from rhapsody.core import records as rec
 from rhapsody.core.events import Event, HandoffAsked, TodoUpdated, ToolFinished, ToolStarted
 from rhapsody.core.handoff_state import NoteWritten, Phase
 from rhapsody.core.messages import Block, Message, TextBlock, ToolUseBlock
@@ -38,7 +39,7 @@ async def run_calls(ctx: ToolContext, toolbox: Toolbox, policy: Policy, current:
         current.calls.pop(0)
     at_boundary()
     blocks = current.blocks()
-    hints = session.take_hints(("steer",))
+    hints = session.pending_hints(("steer",))
     blocks += [TextBlock(text=h.text) for h in hints]
     asked: list[Block] = []
     if session.handoff.phase == Phase.WANTED:
@@ -46,15 +47,15 @@ async def run_calls(ctx: ToolContext, toolbox: Toolbox, policy: Policy, current:
         blocks += asked
         yield HandoffAsked()
     record = session.append_message("user", blocks)
-    for event in current.delivered(session, record["seq"]):
+    for event in current.delivered(session, record.seq):
         yield event
     if policy.rolling and not session.spec.thinking:
         pruned = rolled(session, policy)
         if pruned is not None:
             yield pruned
     if hints:
-        yield delivered(session, hints, record["seq"], current.landed(calls))
-    for event in said(asked, record["seq"]):  # last, as the request comes last in the message
+        yield delivered(session, hints, record.seq, current.landed(calls))
+    for event in said(asked, record.seq):  # last, as the request comes last in the message
         yield event
 
 
@@ -70,9 +71,18 @@ async def _run_one(ctx: ToolContext, toolbox: Toolbox, policy: Policy, current: 
     if isinstance(outcome, NoteWritten) and not outcome.is_error:
         await note_written(session, toolbox, outcome)
     yield ToolFinished(call, outcome.content, outcome.is_error, 0 if outcome.refused else ms, outcome.exit_code,
-                       outcome.refused, str(outcome.facts.get("diff") or ""),
-                       str(outcome.facts.get("proposed_diff") or ""))
+                       outcome.refused, _diff(outcome.facts), _proposed(outcome.facts))
     if isinstance(outcome, TodoWritten) and not outcome.is_error:
         yield TodoUpdated(tuple(i.model_dump() for i in outcome.items))
     for notice in hook_notices(toolbox):
         yield notice
+
+
+def _diff(facts: rec.ToolFacts | None) -> str:
+    """The diff a write made ('' for any other call)."""
+    return (facts.diff or "") if isinstance(facts, rec.FileFacts) else ""
+
+
+def _proposed(facts: rec.ToolFacts | None) -> str:
+    """The diff a denied write would have made ('' for any other call)."""
+    return facts.proposed_diff if isinstance(facts, rec.ProposalFacts) else ""

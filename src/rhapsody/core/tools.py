@@ -39,6 +39,7 @@ from rhapsody.core.permissions import (
 )
 from rhapsody.core.secrets import mask
 from rhapsody.core.rule_suggestions import session_rules
+from rhapsody.core import records as rec
 
 if TYPE_CHECKING:
     from rhapsody.core.session import Session
@@ -51,7 +52,7 @@ class ToolOutcome:
     content: str
     is_error: bool = False
     exit_code: int | None = None
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: rec.ToolFacts | None = None
     words: str = ""
     """The human's own words about this call (a typed denial reason). The loop delivers
     them verbatim as a text block after the tool results, like a hint, so a seam keeps them."""
@@ -334,7 +335,7 @@ class Toolbox:
         outcome = self._mask(await self._execute(tool, args, ctx))
         if outcome.mode is not None and outcome.mode != self.permission_mode:
             self.permission_mode = outcome.mode
-            ctx.session.record("permission_mode", mode=outcome.mode)
+            ctx.session.append(rec.PermissionMode(mode=outcome.mode))
         response = {"output": outcome.content, "is_error": outcome.is_error, "exit_code": outcome.exit_code}
         after = await self._tool_hook(ctx, "PostToolUse", name, fields, tool_response=response)
         return _with_hook_words(outcome, after, self._masked), started
@@ -385,22 +386,22 @@ class Toolbox:
             answer = await self._ask(call, why, args.model_dump(), ctx)
         verdict, reason, by, words = answer.verdict, answer.reason, answer.by, answer.words
         if tool.writes or verdict != "allow" or decision.rule:  # plain reads are not worth a record
-            ctx.session.record("permission", tool=tool.name, argument=call.argument, decision=verdict, by=by,
-                               reason=reason, **({"confinement": call.confinement} if call.confinement else {}))
+            ctx.session.append(rec.Permission(tool=tool.name, argument=call.argument, decision=verdict, by=by,
+                               reason=reason, confinement=call.confinement or None))
         if verdict == "allow":
             return None
         shown = f"denied by the human: {words}" if words else reason
         if words:
             reason = "denied by the human; their reason follows the tool results, in their own words"
-        facts = await self._proposal(tool, args, ctx) if by == "human" else {}
+        facts = await self._proposal(tool, args, ctx) if by == "human" else None
         return ToolOutcome(f"Not run: permission denied for {tool.name} {call.argument!r}: {reason}", is_error=True,
                            words=words, refused=shown, facts=facts)
 
-    async def _proposal(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> dict[str, Any]:
+    async def _proposal(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> rec.ProposalFacts | None:
         """The diff a denied write or edit proposed, for its record (the tool's `proposal`)."""
         ctx = dataclasses.replace(ctx, read_deny=self.rules.read_denied(), protected=self.protected)
         diff = await asyncio.to_thread(tool.proposal, args, ctx)
-        return {"proposed_diff": self._masked(diff)} if diff else {}
+        return rec.ProposalFacts(proposed_diff=self._masked(diff)) if diff else None
 
     def _describe(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> Call:
         """What the permission check needs: the argument, resolved path keys, where a command would run."""

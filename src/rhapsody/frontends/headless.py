@@ -63,7 +63,7 @@ async def run_headless(agent: Agent, task: str, output: str = "text", out: TextI
                 err.write(f"rhapsody: {limit_line(event)}\n")
                 status = 3
             out.flush()
-    records = [rec.parse(record) for record in written_since(agent, start)]  # the run's records, typed once
+    records = written_since(agent, start)
     unanswered = unanswered_refusals(records)
     if unanswered and status == 0:
         status = REFUSED_STATUS
@@ -81,7 +81,7 @@ def history_length(agent: Agent) -> int:
     return len(agent.session.records)
 
 
-def written_since(agent: Agent, start: int) -> list[dict[str, Any]]:
+def written_since(agent: Agent, start: int) -> list[rec.Record]:
     """The records this run wrote, folded once it is over into its exit status and `result` summary."""
     return agent.session.records[start:]
 
@@ -177,5 +177,7 @@ def event_dict(event: ev.Event) -> dict[str, Any]:
             value = value.dump()
         elif hasattr(value, "to_api"):
             value = value.to_api()
+        elif hasattr(value, "model_dump"):  # a record the event carries, as the history holds it
+            value = rec.dump(value)
         data[field.name] = value
     return data

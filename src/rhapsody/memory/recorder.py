@@ -35,8 +35,8 @@ class DialogRecorder:
         elif isinstance(event, ev.MemoryReminded) and self.result is None:
             self.result = self.answer
         elif isinstance(event, ev.SeamCommitted):
-            note = event.record.get("note_path", "")
-            self._write(session, "micro-handoff", f"seam {event.record['seam']}; field note {note}", "context stripped")
+            note = event.record.note_path
+            self._write(session, "micro-handoff", f"seam {event.record.seam}; field note {note}", "context stripped")
         elif isinstance(event, ev.TurnEnded) and self.calls:
             result = (self.answer if self.result is None else self.result) or "(no final answer)"
             self._write(session, self.request, "\n".join(f"- {c}" for c in self.calls[-40:]), result)

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
 from rhapsody.core import recall, todo
+from rhapsody.core import records as rec
 from rhapsody.core.last_failure import last_failure
 from rhapsody.core.handoff import stripped_index
 from rhapsody.core.handoff_state import NoteWritten
@@ -109,8 +111,8 @@ def harness_facts(root: Path, session: Session) -> str:
     """Facts measured by the harness since the last seam, bounded in size."""
     git = git_facts(root)
     since = _since_last_seam(session.records, session.handoff.after_strip)
-    reads = sorted({r["path"] for r in since if r.get("op") == "read" and r.get("path")})
-    writes = sorted({r["path"] for r in since if r.get("op") == "write" and r.get("path")})
+    reads = sorted({r.path for r in since if r.op == "read" and r.path})
+    writes = sorted({r.path for r in since if r.op == "write" and r.path})
     lines = ["## Harness facts (measured by rhapsody, not written by the agent)"]
     if git.get("git_root"):
         lines.append(f"- git root: {git['git_root']}; branch {git['branch']}; HEAD {git['head']}")
@@ -159,20 +161,22 @@ def _outputs(session: Session) -> dict[str, str]:
             if isinstance(b, ToolResultBlock)}
 
 
-def _since_last_seam(records: list[dict[str, Any]], note_of: int = 0) -> list[dict[str, Any]]:
+def _since_last_seam(records: Sequence[rec.Record], note_of: int = 0) -> list[rec.ToolRun]:
     """Tool runs since the latest seam; `note_of`: the seam this note is for, made before it (at the window)."""
     start = 0
     for i, record in enumerate(records):
-        if record["kind"] == "seam" and record["seam"] != note_of:
+        if isinstance(record, rec.Seam) and record.seam != note_of:
             start = i + 1
-    return [r for r in records[start:] if r["kind"] == "tool_run"]
+    return list(rec.of(records[start:], rec.ToolRun))
 
 
-def _commands(runs: list[dict[str, Any]]) -> str:
+def _commands(runs: list[rec.ToolRun]) -> str:
     """Commands run, newest first, repeats folded, at most MAX_COMMANDS or MAX_COMMAND_CHARS."""
     folded: dict[tuple[str, str], int] = {}
-    for run in reversed([r for r in runs if r.get("command")]):
-        key = (run["command"], _outcome(run))
+    for run in reversed(runs):
+        if not run.command:
+            continue
+        key = (run.command, _outcome(run))
         folded[key] = folded.get(key, 0) + 1
     out = ["### Commands run since the last seam (newest first, verbatim; a long one cut at …)"]
     used = 0
@@ -189,13 +193,12 @@ def _commands(runs: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def _outcome(run: dict[str, Any]) -> str:
+def _outcome(run: rec.ToolRun) -> str:
     """`exit N` where the run has an exit status; an imported command whose source stated none says only
     whether it failed."""
-    code = run.get("exit_code")
-    if code is not None:
-        return f"exit {code}"
-    return "error" if run.get("is_error") else "ok"
+    if run.exit_code is not None:
+        return f"exit {run.exit_code}"
+    return "error" if run.is_error else "ok"
 
 
 class RecallInput(BaseModel):

@@ -36,6 +36,7 @@ from rhapsody.core.permissions import Rules, decide_addresses, fetch_refusal
 from rhapsody.core.tools import Tool, ToolContext, ToolFailure, ToolOutcome
 from rhapsody.prompts import load
 from rhapsody.tools import procs, web_page
+from rhapsody.core import records as rec
 
 if TYPE_CHECKING:  # imported where a fetch runs: the toolbox is built before the first request, on every start
     import httpx2
@@ -142,7 +143,6 @@ class WebFetch(Tool):
 
     async def _answer(self, url: str, response: httpx2.Response, cap: int) -> ToolOutcome:
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
-        facts = {"url": url, "status": response.status_code, "content_type": kind}
         if kind and not kind.startswith(TEXT_TYPES) and not kind.endswith(("+json", "+xml")):
             size = response.headers.get("content-length", "unknown")
             raise ToolFailure(f"{url} is not text ({kind}, {size} bytes): web_fetch reads text pages only")
@@ -155,7 +155,7 @@ class WebFetch(Tool):
             page = page[:cap]
         head = f"{url} ({response.status_code}, {kind or 'no content type'})\n\n"
         outcome = head + page + ("\n" + "\n".join(notes) if notes else "")
-        return ToolOutcome(outcome, is_error=response.status_code >= 400, facts={**facts, "chars": len(page)})
+        return ToolOutcome(outcome, is_error=response.status_code >= 400, facts=rec.WebFacts(url=url, status=response.status_code, content_type=kind, chars=len(page)))
 
 
 def checked(url: str) -> str:
@@ -221,10 +221,10 @@ def _elsewhere(url: str, target: str, rules: Rules) -> ToolOutcome:
     refused = fetch_refusal(rules, target)
     if refused is not None:
         return ToolOutcome(f"{url} redirects to {target}, which is not fetched: {refused.reason}", is_error=True,
-                           facts={"url": url, "redirect": target})
+                           facts=rec.WebFacts(url=url, redirect=target))
     return ToolOutcome(f"{url} redirects to another site: {target}\nFetch that address if you "
                        "still need it (the human is asked again for the new site).",
-                       facts={"url": url, "redirect": target})
+                       facts=rec.WebFacts(url=url, redirect=target))
 
 
 def _redirect(url: str, response: httpx2.Response) -> str | None:

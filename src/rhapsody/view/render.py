@@ -365,7 +365,7 @@ def event_lines(event: ev.Event) -> list[Line]:
         asked = f" (server asked {event.asked:g} s)" if event.asked is not None and event.asked > event.delay else ""
         return [retry_line(event.attempt, event.delay, event.reason, asked)]
     if isinstance(event, ev.ContextPruned):
-        return [cut_line(rec.Prune.model_validate(event.record))]
+        return [cut_line(event.record)]
     if isinstance(event, ev.HandoffFailed):
         return [handoff_failed_line(event.reason)]
     if isinstance(event, ev.Failed):
@@ -443,9 +443,9 @@ def print_event(event: ev.Event, out: TextIO) -> None:
     elif isinstance(event, ev.BlockStopped) and event.kind == "text":
         out.write("\n")
     elif isinstance(event, ev.SeamCommitted):
-        out.write(f"  {seam_line(rec.Seam.model_validate(event.record))}\n")
+        out.write(f"  {seam_line(event.record)}\n")
         if event.shelved:
-            out.write(plain(_other_lines(rec.Shelve.model_validate(event.shelved), Path("."), {}, set())[0]) + "\n")
+            out.write(plain(_other_lines(event.shelved, Path("."), {}, set())[0]) + "\n")
     elif isinstance(event, ev.HintDelivered):
         noun = "hint" if len(event.hint_ids) == 1 else "hints"
         out.write(f"  ✓ {noun} {', '.join(event.hint_ids)} delivered ({event.where})\n")
@@ -464,18 +464,17 @@ def plain(line: Line) -> str:
 # -- history -------------------------------------------------------------------------------
 
 
-def record_lines(records: list[dict[str, Any]], root: Path, session_id: str,
+def record_lines(records: Sequence[rec.Record], root: Path, session_id: str,
                  conversation: Conversation | None = None, approvals: bool = False) -> list[tuple[int, Line]]:
     """Every line of a recorded session, each with the index of the record it came from.
 
-    Each record is parsed into its type once. `conversation` is the session's own, folded from
+    The records are typed already (read once, never parsed again here). `conversation` is the session's own, folded from
     the same records (folded here when not given): it knows what the latest seam and the
     rolling cuts took out. `approvals`: also a line for each call the human allowed (an
     export; the app showed the question itself when it was asked).
     """
-    with collector_paused():  # tens of thousands of typed records and no cycles (see core/history.py)
-        typed = [rec.parse(record) for record in records]
-        return _typed_lines(typed, root, session_id, conversation or Conversation.of(typed), approvals)
+    with collector_paused():  # tens of thousands of lines and no cycles (see core/history.py)
+        return _typed_lines(records, root, session_id, conversation or Conversation.of(records), approvals)
 
 
 def _typed_lines(records: Sequence[rec.Record], root: Path, session_id: str,
@@ -682,12 +681,10 @@ def harness_line(text: str) -> Line:
     return Line("harness", f"⚙ {one_line(text, 240)}", body=text)
 
 
-def full_result(records: list[dict[str, Any]], tool_use_id: str) -> str | None:
+def full_result(records: Sequence[rec.Record], tool_use_id: str) -> str | None:
     """The whole result of one call as the history holds it."""
-    for record in records:
-        if record["kind"] != "message" or record.get("role") != "user":
-            continue
-        for block in record.get("content", []):
-            if isinstance(block, dict) and block.get("tool_use_id") == tool_use_id:
-                return ToolResultBlock.model_validate(block).text()
+    for record in rec.of(records, rec.Message):
+        for block in record.content if record.role == "user" else []:
+            if isinstance(block, ToolResultBlock) and block.tool_use_id == tool_use_id:
+                return block.text()
     return None

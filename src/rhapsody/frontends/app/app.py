@@ -380,7 +380,7 @@ class RhapsodyApp(App[int]):
         self.show_todos([i.model_dump() for i in session.todos.items()])
         if not entries:
             entries = [Entry("welcome", welcome_text(self.agent, self.settings, self.welcome))]
-        self._rebuilt_to = session.records[-1].get("seq", 0) if session.records else 0
+        self._rebuilt_to = session.records[-1].seq if session.records else 0
         if self._typed:  # typed and shown, its turn not yet begun: the checkpoint's seam came first
             entries.append(Entry("user", f"› {self._typed}"))
         await self.transcript.load(entries)
@@ -404,7 +404,7 @@ class RhapsodyApp(App[int]):
         if self._replying:
             self._held.append(fields)
         else:
-            self.agent.session.record("notice", **fields)
+            self.agent.session.append(rec.Notice(**fields))
         line = render.notice_line(rec.Notice(kind="notice", **fields))
         return await self.transcript.add(Entry.of(line), pin=self._replying)
 
@@ -412,7 +412,7 @@ class RhapsodyApp(App[int]):
         """Notices said while a reply streamed are recorded after it."""
         self._replying = False
         for fields in self._held:
-            self.agent.session.record("notice", **fields)
+            self.agent.session.append(rec.Notice(**fields))
         self._held = []
 
     def top_in_view(self, widget: Widget) -> None:
@@ -461,7 +461,7 @@ class RhapsodyApp(App[int]):
             self.exit(0)
             return
         if echo and self.agent.session is not session:  # /clear: the new session begins with the command that made it
-            self.agent.session.record("notice", text=text.strip(), shown="as is", command=True)
+            self.agent.session.append(rec.Notice(text=text.strip(), shown="as is", command=True))
         if outcome.reload:
             await self.reload()
         if outcome.text and not outcome.in_history:
