@@ -36,11 +36,11 @@ import anthropic
 import rhapsody
 from rhapsody.providers.anthropic import AnthropicModel
 from rhapsody.config.settings import Settings
-from rhapsody.core.history import HistoryWriter
-from rhapsody.core.messages import TextBlock, ToolResultBlock, ToolUseBlock
+from rhapsody.core.session.history import HistoryWriter
+from rhapsody.core.session.messages import TextBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.loopback.server import LoopbackServer
 from rhapsody.wiring import build
-from rhapsody.core import records as rec
+from rhapsody.core.session import records as rec
 
 NARRATION = "I will list the files matching a pattern to check the layout before the next change."
 TURN = {"content": [{"type": "text", "text": NARRATION}, {"type": "tool_use", "name": "find_files", "input": {"pattern": "*.none"}}]}

@@ -3,15 +3,15 @@ cannot pass a write off as one; a read outside the project asks, and credentials
 
 from __future__ import annotations
 
-from rhapsody.core.records import dumped
+from rhapsody.core.session.records import dumped
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rhapsody.core.tools import Approval
+from rhapsody.core.toolbox.tools import Approval
 from rhapsody.loopback.script import call, say
-from rhapsody.tools.sandbox import bwrap_path
+from rhapsody.sandbox.bwrap import bwrap_path
 
 from tests.conftest import Stub, collect
 

@@ -3,18 +3,18 @@ text as the human's, and imported calls read as one line like rhapsody's own."""
 
 from __future__ import annotations
 
-from rhapsody.core.records import dumped
+from rhapsody.core.session.records import dumped
 from pathlib import Path
 
 from rhapsody.commands.export import export_text
-from rhapsody.core.messages import ToolUseBlock
-from rhapsody.core.context import RequestSpec
-from rhapsody.core.session import Session
+from rhapsody.core.session.messages import ToolUseBlock
+from rhapsody.core.session.context import RequestSpec
+from rhapsody.core.session.session import Session
 from rhapsody.frontends.app.picker import Summary
 from rhapsody.frontends.recap import recap_lines
 from rhapsody.prompts import load
 from rhapsody.view import render
-from rhapsody.core import records as rec
+from rhapsody.core.session import records as rec
 
 from tests.importer.test_import import imported
 from tests.transcripts import _Claude, dump

@@ -17,7 +17,7 @@ from pathlib import Path
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rhapsody.core import records as rec
+from rhapsody.core.session import records as rec
 from rhapsody.commands.md_escape import fenced, inert, plain, unsafe
 from rhapsody.core.secrets import mask
 from rhapsody.view.render import Line, record_lines
@@ -54,7 +54,7 @@ POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 def export_text(root: Path, session_id: str | None, fmt: str) -> tuple[str, str]:
     """(session id, the page) of the session `session_id` names (see stats.session_records)."""
     from rhapsody.commands.stats import session_records
-    from rhapsody.core.billing import head_of
+    from rhapsody.core.accounting.billing import head_of
 
     _, records = session_records(root, session_id)
     sid = head_of(records).session
@@ -64,7 +64,7 @@ def export_text(root: Path, session_id: str | None, fmt: str) -> tuple[str, str]
 
 def write_export(root: Path, session_id: str | None, fmt: str, out: Path | None) -> Path:
     """Write the export to `out`, or to `.rhapsody/exports/SESSION.html|md` (mode 0600); returns the path."""
-    from rhapsody.core.history import private_dir, state_dir, write_private
+    from rhapsody.core.session.history import private_dir, state_dir, write_private
 
     sid, page = export_text(root, session_id, fmt)
     if out is None:
@@ -82,7 +82,7 @@ def transcript(records: Sequence[rec.Record], root: Path, sid: str) -> list[Line
 def head(records: Sequence[rec.Record], sid: str, per_request: bool) -> tuple[str, list[str], dict[str, Any]]:
     """The page's title, the figures `rhapsody stats` prints, and the billing figures behind them."""
     from rhapsody.commands.stats import billing, stats_lines
-    from rhapsody.core.billing import head_of
+    from rhapsody.core.accounting.billing import head_of
 
     first = head_of(records)
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(records[0].ts if records else 0))
@@ -106,7 +106,7 @@ def capped(text: str, cap: int = INLINE_CAP) -> tuple[str, str]:
 def page_html(records: Sequence[rec.Record], root: Path, sid: str) -> str:
     """The whole page: head, figures, both charts, the transcript; secrets masked."""
     from rhapsody.commands.export_charts import session_charts
-    from rhapsody.tools.sandbox import secret_values
+    from rhapsody.sandbox.bwrap import secret_values
 
     title, figures, billed = head(records, sid, per_request=True)
     body = "".join(html_line(line) for line in transcript(records, root, sid))
@@ -143,7 +143,7 @@ def _folded(summary: str, body: str, css: str) -> str:
 def page_markdown(records: Sequence[rec.Record], root: Path, sid: str) -> str:
     """The transcript as Markdown for an issue: calls folded in <details>, seams as rules; secrets masked, and
     transcript text inert (commands/md_escape.py): no HTML, image or link it did not already show as text."""
-    from rhapsody.tools.sandbox import secret_values
+    from rhapsody.sandbox.bwrap import secret_values
 
     secrets = secret_values()
     title, figures, _ = head(records, sid, per_request=False)

@@ -13,16 +13,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rhapsody.core import records as rec
-from rhapsody.core.billing import head_of
-from rhapsody.core.messages import ToolResultBlock
+from rhapsody.core.session import records as rec
+from rhapsody.core.accounting.billing import head_of
+from rhapsody.core.session.messages import ToolResultBlock
 from rhapsody.core.errors import InputError
-from rhapsody.core.history import STATE_DIR, history_dir, new_session_id, read_plain, sessions, write_history
+from rhapsody.core.session.history import STATE_DIR, history_dir, new_session_id, read_plain, sessions, write_history
 from rhapsody.importer import to_history as build, claude_code, codex
-from rhapsody.core.window import history_window
+from rhapsody.core.accounting.window import history_window
 from rhapsody.importer.to_history import INTERRUPTED
 from rhapsody.importer.transcript import Source, Turn, read_lines
-from rhapsody.tools.sandbox import secret_values
+from rhapsody.sandbox.bwrap import secret_values
 
 
 def main(root: Path, paths: list[Path]) -> int:

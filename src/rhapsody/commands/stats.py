@@ -1,5 +1,5 @@
 """`rhapsody stats [SESSION] [--json]`: every seam of a session as a table, with session totals and
-the billed input with and without the seams (core/billing.py)."""
+the billed input with and without the seams (core/accounting/billing.py)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from typing import Any
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rhapsody.core import records as rec
-from rhapsody.core.billing import head_of, seam_savings, served_by
+from rhapsody.core.session import records as rec
+from rhapsody.core.accounting.billing import head_of, seam_savings, served_by
 from rhapsody.core.errors import InputError
-from rhapsody.core.history import named_session, read_session
-from rhapsody.core.pricing import price_of, priced
-from rhapsody.core.session_figures import Figures, figures as fold_figures, usage_input
-from rhapsody.core.window import Window, history_window
+from rhapsody.core.session.history import named_session, read_session
+from rhapsody.core.accounting.pricing import price_of, priced
+from rhapsody.core.accounting.session_figures import Figures, figures as fold_figures, usage_input
+from rhapsody.core.accounting.window import Window, history_window
 
 
 STATS_COLUMNS = ("seam", "context ~tokens", "note added", "note bytes", "strip took", "bytes", "tool calls",
@@ -66,7 +66,7 @@ def note_bytes(records: Sequence[rec.Record], seam: int) -> int | None:
 def billing(records: Sequence[rec.Record], read_mult: float | None = None, per_request: bool = False) -> dict[str, Any]:
     """What the seams saved in billed input; each request is priced at the model that served it, its cache
     reads at that model's rate unless `read_mult` is given (`per_request`: each request's figures too, as
-    core.billing.seam_savings gives them)."""
+    core.accounting.billing.seam_savings gives them)."""
     switched = rec.last(records, rec.Model)
     model = switched.model if switched else head_of(records).model
     served = served_by(records)
@@ -93,7 +93,7 @@ def saving_line(figures: dict[str, Any]) -> str:
 
 def window_of(records: Sequence[rec.Record], model: str, flag: int | None = None) -> Window:
     """The window the session ran in: `--context-window`, else RHAPSODY_CONTEXT_WINDOW, else what the
-    history shows (core/window.py); a setting that is not a number of tokens is an InputError."""
+    history shows (core/accounting/window.py); a setting that is not a number of tokens is an InputError."""
     if flag is not None:
         if flag < 1000:
             raise InputError(f"--context-window {flag}: a window is at least 1,000 tokens")
@@ -167,7 +167,7 @@ def _print_seams(console: Any, path: Path, rows: list[tuple[rec.Seam, SeamRow]])
     from rich.table import Table
 
     table = Table(title=f"seams of session {path.stem}")
-    # "context" is the one figure the status bar, the seam divider and /stats show (rhapsody/core/session_figures.py);
+    # "context" is the one figure the status bar, the seam divider and /stats show (rhapsody/core/accounting/session_figures.py);
     # the API's reported input is the request before the seam and the next one, which also holds new messages.
     for column in STATS_COLUMNS:
         table.add_column(column, justify="right", no_wrap=column == "seam")

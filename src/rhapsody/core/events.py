@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from rhapsody.core import records as rec
-from rhapsody.core.messages import Message, ToolUseBlock
+from rhapsody.core.session import records as rec
+from rhapsody.core.session.messages import Message, ToolUseBlock
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ The harness quotes them verbatim so the note never depends on the model having c
 error correctly: the final lines of the newest command that failed, and the names of the
 tests its output reports as failed (pytest, unittest, go test, cargo test, jest/vitest).
 
-Imports: stdlib and rhapsody.core.records only.
+Imports: stdlib and rhapsody.core.session.records only.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rhapsody.core import records as rec
+from rhapsody.core.session import records as rec
 
 TAIL_LINES = 20
 TAIL_CHARS = 2000

@@ -29,16 +29,16 @@ from typing import Any, TextIO
 from rhapsody.commands.slash import PLAIN_KEYS, Outcome, is_command, run_command
 from rhapsody.config.settings import Settings
 from rhapsody.core import events as ev
-from rhapsody.core.approval import HumanApprover, Question, approval_for, choices, picked
-from rhapsody.core.loop import Agent
-from rhapsody.core.tools import PlanReview
+from rhapsody.core.toolbox.approval import HumanApprover, Question, approval_for, choices, picked
+from rhapsody.core.agent.loop import Agent
+from rhapsody.core.toolbox.tools import PlanReview
 from rhapsody.frontends.preview import plain_text
 from rhapsody.frontends.prompt_aids import InputHistory, command_names
 from rhapsody.frontends.recap import recap_lines
 from rhapsody.frontends.shell_mode import run_human_command, shell_command
 from rhapsody.view.render import print_event
 from rhapsody.view.sink import safe_stream, visible
-from rhapsody.core import records as rec
+from rhapsody.core.session import records as rec
 
 
 class PlainApprover:

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rhapsody.core import records as rec
-from rhapsody.core.messages import ToolResultBlock, ToolUseBlock
-from rhapsody.core.history import read_history, sessions
+from rhapsody.core.session import records as rec
+from rhapsody.core.session.messages import ToolResultBlock, ToolUseBlock
+from rhapsody.core.session.history import read_history, sessions
 from rhapsody.core.counts import counted
 from rhapsody.tools.git import path_sizes
 

@@ -29,8 +29,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from rhapsody.core import records as rec
-from rhapsody.core.history import has_turns, not_history, read_leniently, read_plain, sessions
+from rhapsody.core.session import records as rec
+from rhapsody.core.session.history import has_turns, not_history, read_leniently, read_plain, sessions
 from rhapsody.frontends.prompt_aids import fuzzy
 from rhapsody.view.sink import visible
 
