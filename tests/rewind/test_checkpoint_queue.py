@@ -62,7 +62,7 @@ async def test_a_writing_call_waits_for_the_checkpoint_so_the_point_is_the_tree_
         await asyncio.sleep(0.2)
         assert not turn.done() and not (project / "notes.txt").exists()
     await asyncio.wait_for(turn, timeout=60)
-    records = wiring.agent.session.records
+    records = dumped(wiring.agent.session.records)
     tool = next(r for r in records if r["kind"] == "checkpoint" and r["at"] == "tool")
     turn_point = next(r for r in records if r["kind"] == "checkpoint" and r["at"] == "turn")
     assert turn_point["seq"] < tool["seq"]  # in the order they were asked for

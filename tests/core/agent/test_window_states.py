@@ -42,7 +42,7 @@ def resumed(stub: Stub, child: Child) -> Wiring:
     settings = Settings(permission_mode="yolo", sandbox=SANDBOX, handoff_at_share="off", thinking=not room)
     wiring = build(child.project, settings, stub.model(), None, resume=history.stem)
     assert validity_problems(wiring.session.messages()) == []
-    records = wiring.session.records
+    records = dumped(wiring.session.records)
     if room:  # the room was made before the kill: the oldest calls are out, the latest still in
         assert [r["kind"] for r in records].count("prune") == 1
         still = any(b.type == "tool_result" and "4444\n4444\n" in str(b.content) for m in wiring.session.messages()

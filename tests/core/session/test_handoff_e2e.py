@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rhapsody.core.session.records import dumped
+from rhapsody.core.session.records import dump, dumped, parse
 import json
 from contextlib import aclosing
 from pathlib import Path
@@ -81,7 +81,7 @@ async def test_two_seams_with_a_hint_strip_tool_traffic_and_keep_every_word(stub
                  for t in authored_texts([Message(role=r["role"], content=r["content"])])]
     assert texts_of(final) == all_texts[:-1]
     assert final["system"] == bodies[0]["system"] and final["tools"] == bodies[0]["tools"]
-    record = seams[0].record
+    record = dump(seams[0].record)
     assert record["after"]["request_bytes"] < record["before"]["request_bytes"]
     assert record["before"]["tool_use"] == 3 and record["after"]["tool_use"] == 1
     note = (project / record["note_path"]).read_text()
@@ -140,7 +140,7 @@ async def test_model_that_ignores_the_request_gets_one_reminder_then_no_strip(st
     live = event_lines(HandoffFailed(reason))[0].text
     assert live == f"✗ handoff: {reason}" and resumed.count(live) == 1  # one wording, live and on resume
     old = {"kind": "handoff_failed", "reason": "the agent did not call micro_handoff"}  # an older history's words
-    assert [line.text for _, line in record_lines([old], session.root, session.id, type(session.conversation)())] == [live]
+    assert [line.text for _, line in record_lines([parse(old)], session.root, session.id, type(session.conversation)())] == [live]
     assert "Reminder" in json.dumps(stub.bodies()[-1]["messages"][-1])
     assert wiring.session.conversation.seams == []
 

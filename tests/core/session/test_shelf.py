@@ -4,7 +4,7 @@ alone fill the window; the view stays valid and reads the same after a resume.""
 
 from __future__ import annotations
 
-from rhapsody.core.session.records import dumped
+from rhapsody.core.session.records import dump, dumped
 from pathlib import Path
 
 from rhapsody.core.session.context import RequestSpec, build_request, measure_messages
@@ -45,7 +45,7 @@ def test_the_oldest_seams_words_leave_as_whole_segments_and_the_notes_stay(proje
         segment(session, n, words=3000, note=400)
         record = shelve_after_seam(session, window)
         if record:
-            shelved.append(record)
+            shelved.append(dump(record))
     assert shelved, "the words kept outgrew half the window"
     assert [r["seams"] for r in shelved] == sorted(r["seams"] for r in shelved)  # the shelf only moves on
     last = shelved[-1]
