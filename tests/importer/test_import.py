@@ -3,6 +3,7 @@ hand off and recall through the real loop on the loopback server."""
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import parsed
 from rhapsody.core.session.records import dumped
 import asyncio
 import io
@@ -204,7 +205,7 @@ def test_the_transcript_says_where_the_session_came_from_and_where_the_source_co
     from rhapsody.view.render import record_lines
 
     records = imported(project, CLAUDE)
-    lines = [line.text for _, line in record_lines(records, project, records[0]["session"],
+    lines = [line.text for _, line in record_lines(parsed(records), project, records[0]["session"],
                                                    Conversation.from_records(records))]
     assert any(t.startswith(f"· imported claude-code session {CLAUDE.stem} from ") for t in lines)
     compacted = next(i for i, t in enumerate(lines) if t.startswith("· the source compacted its context here, manual"))

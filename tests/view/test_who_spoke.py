@@ -3,6 +3,7 @@ text as the human's, and imported calls read as one line like rhapsody's own."""
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import parsed
 from rhapsody.core.session.records import dumped
 from pathlib import Path
 
@@ -39,7 +40,7 @@ def native_session(project: Path) -> Session:
 
 def test_the_recap_and_the_pickers_preview_give_the_humans_words_not_rhapsodys(project: Path) -> None:
     session = native_session(project)
-    assert dumped(session.records[-1])["content"][0]["text"].startswith("[rhapsody]")  # what the old recap showed
+    assert dumped(session.records)[-1]["content"][0]["text"].startswith("[rhapsody]")  # what the old recap showed
     recap = recap_lines(session.records)
     assert recap[0] == f"  you: {HUMAN}" and not any("[rhapsody]" in line for line in recap)
     summary = Summary.read(session.path)
@@ -77,7 +78,7 @@ def test_an_imported_tools_own_text_is_never_the_humans_and_its_calls_read_as_on
     assert tools[0].startswith("Read /home/ana/proj/src/parser.py → ok")
     assert tools[1].startswith("WebFetch https://docs.python.org/3/library/re.html → ok")
     assert not any("{" in t for t in tools)  # no arguments as JSON
-    assert recap_lines(records)[0] == f"  you: {HUMAN}"
+    assert recap_lines(parsed(records))[0] == f"  you: {HUMAN}"
     markdown = export_text(project, session_id, "md")[1]
     assert f"> › {HUMAN}" in markdown and "> › <" not in markdown  # no tool text quoted as the human's
 

@@ -44,7 +44,7 @@ async def test_a_model_switch_leaves_every_cost_figure_equal_and_the_limit_count
     assert session.figures.cost == pytest.approx(by_hand)
     assert shown in status_line(session.figures, session, "", "idle", 200)
     assert f"cost {shown}" in stats_text(session)
-    assert result_event(wiring.agent, 0, [rec.parse(r) for r in session.records])["cost_usd"] == pytest.approx(by_hand, abs=1e-6)
+    assert result_event(wiring.agent, 0, session.records)["cost_usd"] == pytest.approx(by_hand, abs=1e-6)
     print_stats(project, session.id, as_json=True)
     assert json.loads(capsys.readouterr().out)["cost_usd"] == pytest.approx(by_hand, abs=1e-6)
 

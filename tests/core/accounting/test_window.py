@@ -11,6 +11,8 @@ One notice, every request the server answered valid, the history valid and resum
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dump
+from rhapsody.core.session.records import parsed
 from rhapsody.core.session.records import dumped
 import asyncio
 import io
@@ -131,7 +133,7 @@ def test_the_share_arms_at_its_share_of_the_room_the_last_seam_left() -> None:
 def test_the_estimate_is_calibrated_by_the_last_reported_usage() -> None:
     records = [{"kind": "request", "est_tokens": 1000}, {"kind": "usage", "input_tokens": 100,
                "cache_creation_input_tokens": 300, "cache_read_input_tokens": 400, "output_tokens": 50}]
-    assert expected_tokens(records, 2000) == 1600
+    assert expected_tokens(parsed(records), 2000) == 1600
     assert expected_tokens([], 2000) == 2000
 
 
@@ -250,7 +252,7 @@ async def test_the_share_asks_for_a_seam_before_the_window_is_reached(stub: Stub
     stub.script(big(1), big(2), big(3), handoff_turn(), say("Noted."), say("All done."))
     wiring = stub.wire(project, handoff_at_share=0.5, context_window=WINDOW)
     events = await collect(wiring.agent.run("fill half the window"))
-    seams = [e.record for e in events if isinstance(e, SeamCommitted)]
+    seams = [dump(e.record) for e in events if isinstance(e, SeamCommitted)]
     assert len(seams) == 1 and "window" not in seams[0] and seams[0]["note_path"]  # an ordinary seam, note first
     assert all(r.status == 200 for r in stub.server.requests)
 
@@ -340,7 +342,7 @@ async def test_a_note_written_before_the_refusal_is_kept_and_the_work_goes_on(st
     stub.server.requests.clear()
     root = make_project(tmp_path / "proj")
     events = await noted_then_refused(stub, root, (asked + noted) // 2)
-    seams = [e.record for e in events if isinstance(e, SeamCommitted)]
+    seams = [dump(e.record) for e in events if isinstance(e, SeamCommitted)]
     assert len(seams) == 1 and seams[0]["window"] and seams[0]["note_path"]  # the note it had, no second ask
     assert [r.status for r in stub.server.requests].count(400) == 1 and isinstance(events[-1], TurnEnded)
     assert stub.bodies()[-1]["messages"][-1]["content"][-1]["text"].startswith("[rhapsody] The micro-handoff is done")
@@ -354,7 +356,7 @@ async def test_the_automatic_seam_leaves_room_for_its_own_note_so_the_window_nev
     stub.script(big(1), big(2), big(3), handoff_turn(), say("Noted."), say("All done."))
     wiring = stub.wire(project, handoff_at_share=0.99, context_window=WINDOW)
     events = await collect(wiring.agent.run("fill the window"))
-    seams = [e.record for e in events if isinstance(e, SeamCommitted)]
+    seams = [dump(e.record) for e in events if isinstance(e, SeamCommitted)]
     assert len(seams) == 1 and "window" not in seams[0] and seams[0]["note_path"]
     assert all(r.status == 200 for r in stub.server.requests)
     assert not any(r["kind"] == "prune" for r in dumped(wiring.session.records))

@@ -9,6 +9,7 @@ with no await between them, is tested by cutting the history there: tests/core/a
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dump
 from rhapsody.core.session.records import dumped
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,7 +63,7 @@ async def test_killed_when_the_note_was_asked_over_the_room_made_resumes_asking_
     note["content"][-1]["id"] = "toolu_note_after_resume"  # this server's ids would start again at the pruned ones'
     stub.script(note, say("Note written."), say("Going on."))
     events = await collect(wiring.agent.run("go on"))
-    seams = [e.record for e in events if isinstance(e, SeamCommitted)]
+    seams = [dump(e.record) for e in events if isinstance(e, SeamCommitted)]
     assert len(seams) == 1 and seams[0]["note_path"] and seams[0]["after"]["tool_use"] == 1  # the note call stays
     assert isinstance(events[-1], TurnEnded) and validity_problems(wiring.session.messages()) == []
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Annotated, Any, Literal, TypeVar, Union, get_args, overload
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, Union, get_args, overload
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
@@ -44,6 +44,10 @@ class _Record(BaseModel):
     v: int = 1
     seq: int = -1
     ts: float = 0.0
+
+    absent_when_none: ClassVar[frozenset[str]] = frozenset()
+    """Fields a writer leaves out of the line when they are None (an optional fact not there), where the
+    others are written as set, null included."""
 
 
 class _Open(_Record):
@@ -126,6 +130,7 @@ class Request(_Record):
     messages: int = 0
     model: str = ""
     cache_ttl: Literal["5m", "1h"] | None = None
+    absent_when_none: ClassVar[frozenset[str]] = frozenset({"cache_ttl"})
     """The lifetime of the request's cache entries when it was not the default 5 minutes (core/accounting/cache_ttl.py)."""
 
 
@@ -220,6 +225,7 @@ class ToolRun(_Open):
     exit_code: int | None = None
     duration_ms: int = 0
     refused: str | None = None
+    absent_when_none: ClassVar[frozenset[str]] = frozenset({"refused"})
     path: str | None = None
     op: str | None = None
     blob: str | None = None
@@ -276,6 +282,7 @@ class Permission(_Open):
     by: DecidedBy
     reason: str = ""
     confinement: Confinement | None = None
+    absent_when_none: ClassVar[frozenset[str]] = frozenset({"confinement"})
 
 
 class PermissionMode(_Record):
@@ -338,6 +345,7 @@ class Handoff(_Open):
     """`wanted` by the automatic seam: the boundary it judged, with `saves` and `costs` (core/accounting/seam_cost.py)."""
     saves: int | None = None
     costs: int | None = None
+    absent_when_none: ClassVar[frozenset[str]] = frozenset({"after_strip", "est_tokens", "at", "saves", "costs"})
 
 
 class HandoffAsked(_Record):
@@ -362,6 +370,7 @@ class Seam(_Open):
     reported_input_before: int | None = None
     asked_est_tokens: int | None = None
     window: dict[str, Any] | None = None
+    absent_when_none: ClassVar[frozenset[str]] = frozenset({"window", "asked_est_tokens"})
 
 
 class Prune(_Record):
@@ -467,6 +476,7 @@ class Notice(_Open):
     shown: str | None = None
     error: bool | None = None
     command: bool | None = None
+    absent_when_none: ClassVar[frozenset[str]] = frozenset({"error", "command"})
 
 
 class Interrupted(_Record):
@@ -512,6 +522,7 @@ class Hook(_Open):
     exit_code: int | None = None
     duration_ms: int = 0
     reason: str | None = None
+    absent_when_none: ClassVar[frozenset[str]] = frozenset({"reason"})
 
 
 class Checkpoint(_Open):
@@ -667,14 +678,12 @@ def stamped(record: R, v: int, seq: int, ts: float) -> R:
 
 def dump(record: BaseModel) -> dict[str, Any]:
     """The record as its JSON line holds it: the envelope and kind first, then only the fields that were set,
-    less optional ones left None (absent and None read the same; a message's blocks as the Messages API
-    expects them)."""
+    less those of `absent_when_none` left None (a message's blocks as the Messages API expects them)."""
     head = {name: getattr(record, name) for name in ENVELOPE}
     body = record.model_dump(mode="json", exclude_unset=True, exclude=set(ENVELOPE))
-    fields = type(record).model_fields
-    for name in [n for n, value in body.items() if value is None and n in fields]:
-        if fields[name].default is None:
-            del body[name]
+    omitted = getattr(record, "absent_when_none", frozenset())
+    for name in [n for n, value in body.items() if value is None and n in omitted]:
+        del body[name]
     if isinstance(record, Message):
         body["content"] = [block.dump() for block in record.content]
     return {**head, **body}
@@ -683,6 +692,11 @@ def dump(record: BaseModel) -> dict[str, Any]:
 def dumped(records: Iterable[BaseModel]) -> list[dict[str, Any]]:
     """The records as the history file holds them (`dump` of each): for output that is JSON anyway."""
     return [dump(record) for record in records]
+
+
+def parsed(records: Iterable[dict[str, Any]]) -> list[Record]:
+    """Decoded JSON records as their types (`parse` of each; InvalidRecord at the first of the wrong shape)."""
+    return [parse(record) for record in records]
 
 
 def parse(record: dict[str, Any]) -> Record:
