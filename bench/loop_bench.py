@@ -118,7 +118,7 @@ def append_cost(n: int = 500) -> float:
     record = {"role": "assistant", "content": [{"type": "text", "text": NARRATION * 3}]}
     t0 = time.perf_counter()
     for _ in range(n):
-        writer.append(rec.Message(**record))
+        writer.append(rec.MessageAdded(**record))
     writer.close()
     return (time.perf_counter() - t0) / n * 1000
 

@@ -209,7 +209,7 @@ def start_checkpoints(session: Session, settings: Settings) -> Shadow:
     except (RhapsodyError, OSError) as exc:
         finished = f"checkpoints: {exc}"
     if finished:
-        session.append(rec.Notice(text=finished, shown="as is"))
+        session.append(rec.NoticeShown(text=finished, shown="as is"))
     if not found.index.exists():  # the first checkpoint hashes every file: begin while the person types
         threading.Thread(target=_warm_up, args=(found,), daemon=True).start()
     return found

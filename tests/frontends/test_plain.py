@@ -43,7 +43,7 @@ async def test_plain_mode_runs_a_turn_takes_a_hint_and_slash_commands(stub: Stub
     assert "h1 pending: next tool boundary" in text and "no seams yet" in text
     assert "✓ hint h1 delivered (" in text and "hints h1" not in text
     assert stub.bodies()[1]["messages"][-1]["content"][1]["text"] == "shorter please"
-    from rhapsody.core.session.records import Notice
+    from rhapsody.core.session.records import NoticeShown as Notice
     from rhapsody.view import render
 
     notices = [render.notice_line(Notice.model_validate(r)).text for r in dumped(wiring.session.records) if r["kind"] == "notice"]

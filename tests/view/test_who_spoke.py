@@ -30,11 +30,11 @@ def text(words: str) -> list[dict[str, str]]:
 def native_session(project: Path) -> Session:
     """A session whose last user messages are rhapsody's own, as a handoff leaves them."""
     session = Session.start(project, RequestSpec(model="m", system="s", tools=[]))
-    session.append(rec.Message(role="user", content=text(HUMAN)))
-    session.append(rec.Message(role="assistant", content=text("Fixed: 13 passed.")))
-    session.append(rec.Message(role="user", content=text(load("handoff").strip())))
-    session.append(rec.Message(role="assistant", content=text("Field note written.")))
-    session.append(rec.Message(role="user", content=text(load("continue").strip())))
+    session.append(rec.MessageAdded(role="user", content=text(HUMAN)))
+    session.append(rec.MessageAdded(role="assistant", content=text("Fixed: 13 passed.")))
+    session.append(rec.MessageAdded(role="user", content=text(load("handoff").strip())))
+    session.append(rec.MessageAdded(role="assistant", content=text("Field note written.")))
+    session.append(rec.MessageAdded(role="user", content=text(load("continue").strip())))
     return session
 
 

@@ -42,11 +42,11 @@ def series(records: Sequence[rec.Record]) -> Series:
     for record in records:
         seen.append(record)
         figures.fold(seen)
-        if isinstance(record, rec.Request):
+        if isinstance(record, rec.RequestMade):
             out.requests += 1
             out.context.append((out.requests, figures.context))
             pending = True
-        elif isinstance(record, rec.Usage) and pending:
+        elif isinstance(record, rec.UsageRecorded) and pending:
             answered, pending = answered + 1, False
         elif isinstance(record, (rec.Seam, rec.Prune)):  # the drop itself, as the status bar showed it
             out.context += [(out.requests + 0.5, record.before.est_tokens), (out.requests + 0.5, figures.context)]

@@ -138,8 +138,8 @@ def _spec_maker(root: Path) -> Any:
 
 
 def _summary(records: list[rec.Record]) -> str:
-    count = {k.__name__: sum(1 for _ in rec.of(records, k)) for k in (rec.Message, rec.ToolRun, rec.Request, rec.Aside)}
-    missing = sum(1 for r in rec.of(records, rec.Message) for b in r.content
+    count = {k.__name__: sum(1 for _ in rec.of(records, k)) for k in (rec.MessageAdded, rec.ToolRun, rec.RequestMade, rec.Aside)}
+    missing = sum(1 for r in rec.of(records, rec.MessageAdded) for b in r.content
                   if isinstance(b, ToolResultBlock) and b.content == INTERRUPTED)
     window = history_window(records, head_of(records).model)
     return (f"{count['Message']} messages, {count['ToolRun']} tool calls"

@@ -39,7 +39,7 @@ def seam_rows(records: Sequence[rec.Record]) -> list[tuple[rec.Seam, SeamRow]]:
     for i, record in enumerate(records):
         if not isinstance(record, rec.Seam):
             continue
-        after_usage = rec.first(records[i + 1 :], rec.Usage)
+        after_usage = rec.first(records[i + 1 :], rec.UsageRecorded)
         undone = any(r.seam == record.seam for r in rec.of(records[i + 1 :], rec.Unseam))
         rows.append((record, SeamRow(usage_input(after_usage) if after_usage else None, undone,
                                      note_bytes(records, record.seam))))
@@ -67,7 +67,7 @@ def billing(records: Sequence[rec.Record], read_mult: float | None = None, per_r
     """What the seams saved in billed input; each request is priced at the model that served it, its cache
     reads at that model's rate unless `read_mult` is given (`per_request`: each request's figures too, as
     core.accounting.billing.seam_savings gives them)."""
-    switched = rec.last(records, rec.Model)
+    switched = rec.last(records, rec.ModelSwitched)
     model = switched.model if switched else head_of(records).model
     served = served_by(records)
     # A model without a price gets null dollars, not a guess.

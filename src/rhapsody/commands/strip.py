@@ -79,7 +79,7 @@ def strip_report(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def _from_history(records: list[rec.Record], path: Path) -> Any:
     head = records[0] if records else None
-    if not isinstance(head, rec.Session):
+    if not isinstance(head, rec.SessionStarted):
         raise InputError(f"{path} is not a rhapsody history file (no session record first)")
     spec = spec_from_record(head)
     try:

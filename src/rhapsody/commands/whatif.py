@@ -66,7 +66,7 @@ def own_spec(root: Path, model: str) -> RequestSpec:
 
 
 def _model(records: Sequence[rec.Record]) -> str:
-    switched = rec.last(records, rec.Model)
+    switched = rec.last(records, rec.ModelSwitched)
     return switched.model if switched else head_of(records).model
 
 

@@ -158,7 +158,7 @@ def result_event(agent: Agent, status: int, records: Sequence[rec.Record],
 def turns(records: Sequence[rec.Record]) -> int:
     """Turns opened: user messages that start an exchange (the task, and each one the harness added
     itself: a handoff's ask, the word to go on after a seam, a reminder), not those carrying tool results."""
-    return sum(1 for r in records if isinstance(r, rec.Message) and r.role == "user"
+    return sum(1 for r in records if isinstance(r, rec.MessageAdded) and r.role == "user"
                and not any(isinstance(b, ToolResultBlock) for b in r.content))
 
 

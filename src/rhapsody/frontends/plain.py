@@ -199,7 +199,7 @@ async def _consume(agent: Agent, text: str | None, out: TextIO, typed: str | Non
 def resumed_recap(agent: Agent) -> str:
     """Where a resumed session was left, rebuilt from its history ('' for a new session)."""
     records = agent.session.records
-    if rec.first(records, rec.Message) is None:
+    if rec.first(records, rec.MessageAdded) is None:
         return ""
     return "\n".join(["resumed; where it was left:", *recap_lines(records, agent.session.figures)])
 
@@ -208,7 +208,7 @@ async def _confirmed(agent: Agent, asked: Outcome, ask: Callable[[str], Awaitabl
                      say: Callable[[str], None]) -> Outcome:
     """Show a command's figures and ask its y/N question; yes runs the command it names."""
     say(asked.text)
-    agent.session.append(rec.Notice(text=asked.text, shown="as is"))
+    agent.session.append(rec.NoticeShown(text=asked.text, shown="as is"))
     try:
         answer = await ask(f"{asked.confirm} [y/N] ")
     except (KeyboardInterrupt, EOFError):
@@ -329,7 +329,7 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
                     f"  [{run.hint_id} queued: the agent reads it with your next message]")
             elif is_command(line):
                 if not by_key:  # as the app records a typed command: --continue in either front end shows it
-                    agent.session.append(rec.Notice(text=line.strip(), shown="as is", command=True))
+                    agent.session.append(rec.NoticeShown(text=line.strip(), shown="as is", command=True))
                 outcome = run_command(agent, line, PLAIN_KEYS)
                 if outcome.confirm and questions.pending is not None and questions.pending.open:
                     # one question at a time: the y/N would take the answer meant for the one above
@@ -339,7 +339,7 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
                 if outcome.text:
                     say(outcome.text)
                 if outcome.text and not outcome.in_history and not outcome.quit:
-                    agent.session.append(rec.Notice(text=outcome.text, shown="as is",
+                    agent.session.append(rec.NoticeShown(text=outcome.text, shown="as is",
                                                     error=True if outcome.error else None))
                 if outcome.quit:
                     break

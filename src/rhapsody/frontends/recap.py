@@ -28,7 +28,7 @@ def _width() -> int:
     return min(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns - 1)
 
 
-def _texts(record: rec.Message) -> str:
+def _texts(record: rec.MessageAdded) -> str:
     """The message's words; of a user message, only those the human wrote (never rhapsody's own
     `[rhapsody] …` messages or an imported tool's, `render.spoken_by`), and never an attached file's or
     folder's text (the human's words name it)."""
@@ -40,7 +40,7 @@ def _texts(record: rec.Message) -> str:
 def last_exchange(records: Sequence[rec.Record]) -> tuple[str, str]:
     """The human's last typed message and the agent's last words after it ('' when none)."""
     asked, said = "", ""
-    for record in rec.of(records, rec.Message):
+    for record in rec.of(records, rec.MessageAdded):
         text = _texts(record)
         if typed(record) and text:
             asked, said = text, ""
@@ -51,10 +51,10 @@ def last_exchange(records: Sequence[rec.Record]) -> tuple[str, str]:
 
 def first_typed(records: Sequence[rec.Record]) -> str:
     """The first message the human typed ('' when none)."""
-    return next((text for r in rec.of(records, rec.Message) if typed(r) and (text := _texts(r))), "")
+    return next((text for r in rec.of(records, rec.MessageAdded) if typed(r) and (text := _texts(r))), "")
 
 
-def typed(record: rec.Message) -> bool:
+def typed(record: rec.MessageAdded) -> bool:
     """Whether a message record is one the human typed: a user message without tool results, and not one an
     imported session marks as its tool's own (Claude Code's meta messages, a compaction's summary)."""
     return (record.role == "user" and not rec.extra(record, "meta") and not rec.extra(record, "compact_summary")
@@ -87,6 +87,6 @@ def recap_lines(records: Sequence[rec.Record], folded: Figures | None = None) ->
 
 def recap_text(records: Sequence[rec.Record], session_id: str, folded: Figures | None = None) -> str:
     """The recap printed to the scrollback when the app ends; '' for a session without a message."""
-    if rec.first(records, rec.Message) is None:
+    if rec.first(records, rec.MessageAdded) is None:
         return ""
     return "\n".join([f"rhapsody session {session_id}:", *recap_lines(records, folded)]) + "\n"

@@ -60,7 +60,7 @@ def _session_accesses(session: str, records: Sequence[rec.Record], path: str) ->
     started = records[0].ts
     head = records[0]
     out = [Access(session, started, started, file, "read", "map", chars)
-           for file, chars in _map_sections(head.system if isinstance(head, rec.Session) else "", path)]
+           for file, chars in _map_sections(head.system if isinstance(head, rec.SessionStarted) else "", path)]
     inputs, outputs = _calls(records)
     for r in rec.of(records, rec.ToolRun):
         ts, name, output = r.ts, r.name, outputs.get(r.tool_use_id, "")
@@ -85,7 +85,7 @@ def _calls(records: Sequence[rec.Record]) -> tuple[dict[str, str], dict[str, str
     """Tool inputs (as JSON) and result texts by tool_use id."""
     inputs: dict[str, str] = {}
     outputs: dict[str, str] = {}
-    for r in rec.of(records, rec.Message):
+    for r in rec.of(records, rec.MessageAdded):
         for block in r.content:
             if isinstance(block, ToolUseBlock):
                 inputs[block.id] = json.dumps(block.input, ensure_ascii=False)
@@ -186,14 +186,14 @@ def reminders(root: Path, path: str) -> dict[str, int]:
             sent += 1
             after: list[rec.Record] = []
             for later in records[i + 2:]:  # i + 1 is the reminder's own message
-                if isinstance(later, rec.Message) and later.role == "user" and _typed(later):
+                if isinstance(later, rec.MessageAdded) and later.role == "user" and _typed(later):
                     break
                 after.append(later)
             followed += any(a.op == "write" and (a.path or "").startswith(path + "/") for a in rec.of(after, rec.ToolRun))
     return {"memory_reminders": sent, "memory_reminders_followed_by_update": followed}
 
 
-def _typed(message: rec.Message) -> bool:
+def _typed(message: rec.MessageAdded) -> bool:
     """Whether a user message starts a new turn (text of its own, no tool results)."""
     return not any(isinstance(b, ToolResultBlock) for b in message.content)
 

@@ -483,7 +483,7 @@ def _typed_lines(records: Sequence[rec.Record], root: Path, session_id: str,
     hints = {r.id: r.text for r in records if isinstance(r, rec.Hint)}
     delivered: dict[int | None, list[tuple[str, str, str]]] = {}
     for r in records:
-        if isinstance(r, rec.HintDelivered):
+        if isinstance(r, rec.HintsDelivered):
             delivered.setdefault(r.message_seq, []).extend((i, hints.get(i, ""), r.where) for i in r.ids)
     landed = {i for d in delivered.values() for i, _, _ in d}
     calls = _call_views(records, parsed)
@@ -491,7 +491,7 @@ def _typed_lines(records: Sequence[rec.Record], root: Path, session_id: str,
     index = 0
     for n, record in enumerate(records):
         match record:
-            case rec.Message():
+            case rec.MessageAdded():
                 lines = _message_lines(parsed[index], delivered.get(record.seq, []), calls, session_id,
                                        index < boundary, pruned)
                 if index in conversation.abandoned:
@@ -527,7 +527,7 @@ def _fact(record: rec.Record, name: str, default: Any) -> Any:
     return (record.model_extra or {}).get(name, default)
 
 
-def notice_line(record: rec.Notice) -> Line:
+def notice_line(record: rec.NoticeShown) -> Line:
     """A `notice` record: the slash command the human typed, a command's output, or a note of the app's own."""
     text = record.text
     if record.command:  # echoed above its output, so scrolling back tells which query gave which hits
@@ -559,7 +559,7 @@ def resumed_line(session_id: str, messages: int, last_ts: float) -> Line:
 
 def _other_lines(record: rec.Record, root: Path, hints: dict[str, str], landed: set[str]) -> list[Line]:
     match record:  # the kinds a history holds most of come first: each case is an isinstance check
-        case rec.Request() | rec.Usage() | rec.ToolRun():
+        case rec.RequestMade() | rec.UsageRecorded() | rec.ToolRun():
             return []
         case rec.Seam():
             return [seam_entry(record, root)]
@@ -569,17 +569,17 @@ def _other_lines(record: rec.Record, root: Path, hints: dict[str, str], landed: 
             return [cut_line(record)]
         case rec.Violation():
             return [violation_line(record.name, record.words, record.required)]
-        case rec.Interrupted():
+        case rec.TurnInterrupted():
             return [Line("interrupted", INTERRUPTED_TEXT)]
         case rec.Retry():
             return [retry_line(record.attempt, record.delay, record.reason)]
-        case rec.HandoffFailed():
+        case rec.HandoffAbandoned():
             from rhapsody.core.session.handoff_state import failed_reason
 
             return [handoff_failed_line(failed_reason(record.reason))]
         case rec.Error():
             return [error_line(record.message)]
-        case rec.Notice():
+        case rec.NoticeShown():
             return [notice_line(record)]
         case rec.Rewind():
             return [rewind_line(record)]
@@ -600,9 +600,9 @@ def _other_lines(record: rec.Record, root: Path, hints: dict[str, str], landed: 
             from rhapsody.core.session.shelf import one_line
 
             return [Line("notice", f"! {one_line(record.seams, record.messages, record.before_tokens - record.after_tokens)}")]
-        case (rec.Session() | rec.Message() | rec.HintDelivered()
+        case (rec.SessionStarted() | rec.MessageAdded() | rec.HintsDelivered()
               | rec.Permission() | rec.PermissionMode() | rec.Denial() | rec.MemoryReminder() | rec.Handoff()
-              | rec.HandoffAsked() | rec.SeamTokens() | rec.ThinkingCut() | rec.SeamNote() | rec.Model() | rec.Tools()
+              | rec.LegacyHandoffAsked() | rec.SeamTokens() | rec.ThinkingCut() | rec.SeamNote() | rec.ModelSwitched() | rec.Tools()
               | rec.Resumed() | rec.Hook() | rec.Checkpoint() | rec.Aside() | rec.Limit() | rec.Other()):
             return []  # no line of their own (messages, resumes and approvals are drawn by `_typed_lines`)
         case _:
@@ -622,7 +622,7 @@ def imported_line(record: rec.Import | rec.Compaction) -> Line:
 
 def _call_views(records: Sequence[rec.Record], parsed: list[Message]) -> dict[str, ToolView]:
     runs = {r.tool_use_id: r for r in records if isinstance(r, rec.ToolRun)}
-    interrupted = {i for r in records if isinstance(r, rec.Interrupted) for i in r.open}
+    interrupted = {i for r in records if isinstance(r, rec.TurnInterrupted) for i in r.open}
     unrun = {r.tool_use_id for r in records if isinstance(r, rec.Violation)}
     results = {b.tool_use_id: b for m in parsed if m.role == "user" for b in m.content if isinstance(b, ToolResultBlock)}
     views: dict[str, ToolView] = {}
@@ -683,7 +683,7 @@ def harness_line(text: str) -> Line:
 
 def full_result(records: Sequence[rec.Record], tool_use_id: str) -> str | None:
     """The whole result of one call as the history holds it."""
-    for record in rec.of(records, rec.Message):
+    for record in rec.of(records, rec.MessageAdded):
         for block in record.content if record.role == "user" else []:
             if isinstance(block, ToolResultBlock) and block.tool_use_id == tool_use_id:
                 return block.text()

@@ -27,7 +27,7 @@ def test_history_is_private_ignored_by_git_and_tolerates_a_torn_tail(tmp_path: P
 
     folder = history_dir(tmp_path)
     writer = HistoryWriter(folder / "s.jsonl")
-    writer.append(rec.Message(role="user", content=[{"type": "text", "text": "hi"}]))
+    writer.append(rec.MessageAdded(role="user", content=[{"type": "text", "text": "hi"}]))
     writer.close()
     path = folder / "s.jsonl"
     assert oct(path.stat().st_mode & 0o777) == "0o600"
@@ -119,7 +119,7 @@ def later_session(root: Path, like: Session, stamp: str) -> Session:
     from rhapsody.core.session.context import spec_fields
 
     session = Session(root, HistoryWriter(history_dir(root) / f"{stamp}.jsonl"), like.spec, stamp)
-    session.append(rec.Session(session=stamp, cwd=str(root), version="0", **spec_fields(like.spec)))
+    session.append(rec.SessionStarted(session=stamp, cwd=str(root), version="0", **spec_fields(like.spec)))
     return session
 
 

@@ -88,13 +88,13 @@ def test_a_record_of_the_wrong_shape_is_refused_when_built_so_the_writer_never_s
     with pytest.raises(ValidationError, match="boundary"):
         writer.append(rec.Seam.model_validate({"seam": 1, "before": {}, "after": {}}))
     with pytest.raises(ValidationError, match="ids"):
-        writer.append(rec.HintDelivered.model_validate({"ids": [1], "message_seq": 0}))
+        writer.append(rec.HintsDelivered.model_validate({"ids": [1], "message_seq": 0}))
     assert path.stat().st_size == size, "nothing of a refused record is written"
-    written = writer.append(rec.Model(model="claude-opus-4-5"))
+    written = writer.append(rec.ModelSwitched(model="claude-opus-4-5"))
     assert written.seq == 1, "a refused record takes no sequence number"
-    assert isinstance(written, rec.Model) and written.model == "claude-opus-4-5" and written.ts > 0
+    assert isinstance(written, rec.ModelSwitched) and written.model == "claude-opus-4-5" and written.ts > 0
     read = read_history(path, typed=True)
-    assert [type(r) for r in read.typed] == [rec.Hint, rec.Model] and read.records[1] == rec.dump(written)
+    assert [type(r) for r in read.typed] == [rec.Hint, rec.ModelSwitched] and read.records[1] == rec.dump(written)
 
 
 def test_append_writes_the_model_it_is_given_and_returns_it_numbered_as_session_records_hold_it(
@@ -105,8 +105,8 @@ def test_append_writes_the_model_it_is_given_and_returns_it_numbered_as_session_
     from rhapsody.core.session.session import Session
 
     session = Session.start(tmp_path, RequestSpec(model="claude-opus-4-5", system="s", tools=[]))
-    returned = session.append(rec.Notice(text="hello", shown="as is", error=None))
-    assert isinstance(returned, rec.Notice) and session.records[-1] is returned
+    returned = session.append(rec.NoticeShown(text="hello", shown="as is", error=None))
+    assert isinstance(returned, rec.NoticeShown) and session.records[-1] is returned
     assert returned.seq == len(session.records) - 1
     line = json.loads(session.path.read_bytes().splitlines()[-1])
     assert list(line)[:4] == ["v", "seq", "ts", "kind"]
@@ -114,7 +114,7 @@ def test_append_writes_the_model_it_is_given_and_returns_it_numbered_as_session_
     hint = session.hint("shorter")
     assert session.pending_hints() == [hint] and session.pending_hints() == [hint], "looking takes nothing"
     resumed = Session.resume(tmp_path, session.path)
-    assert [type(r) for r in resumed.records[:3]] == [rec.Session, rec.Notice, rec.Hint]
+    assert [type(r) for r in resumed.records[:3]] == [rec.SessionStarted, rec.NoticeShown, rec.Hint]
     assert resumed.records[1] == returned and resumed.pending_hints()[0].text == "shorter"
 
 

@@ -70,26 +70,26 @@ def replay(records: Sequence[rec.Record], seams: bool = True) -> list[Sent]:
     pending: tuple[float, list[Message], str] | None = None
     model = head_of(records).model
     for record in records:
-        if isinstance(record, rec.Request):
+        if isinstance(record, rec.RequestMade):
             pending = (record.ts, conv.active(), record.model or model)
-        elif isinstance(record, rec.Usage):
+        elif isinstance(record, rec.UsageRecorded):
             if pending is not None:
                 sent.append(Sent(pending[0], pending[1], usage_of(record), pending[2]))
             pending = None
-        elif isinstance(record, rec.Model):
+        elif isinstance(record, rec.ModelSwitched):
             model = record.model or model
         elif seams or not isinstance(record, SEAM_RECORDS):
             conv.apply(record)
     return sent
 
 
-def head_of(records: Sequence[rec.Record]) -> rec.Session:
+def head_of(records: Sequence[rec.Record]) -> rec.SessionStarted:
     """A history's session record (an empty one when the history does not start with it)."""
     head = records[0] if records else None
-    return head if isinstance(head, rec.Session) else rec.Session.model_construct()
+    return head if isinstance(head, rec.SessionStarted) else rec.SessionStarted.model_construct()
 
 
-def usage_of(record: rec.Usage) -> dict[str, int]:
+def usage_of(record: rec.UsageRecorded) -> dict[str, int]:
     """A usage record as the figures count it: the input kinds and the 1-hour writes."""
     return {k: getattr(record, k) for k in (*INPUT_KEYS, WRITE_1H_KEY)}
 
@@ -324,10 +324,10 @@ def served_by(records: Sequence[rec.Record]) -> list[str]:
     of that request (its head, or the latest `model` switch before it) is the one.
     """
     current, pending, served = head_of(records).model, None, []
-    for record in rec.of(records, rec.Model, rec.Request, rec.Usage):
-        if isinstance(record, rec.Model):
+    for record in rec.of(records, rec.ModelSwitched, rec.RequestMade, rec.UsageRecorded):
+        if isinstance(record, rec.ModelSwitched):
             current = record.model
-        elif isinstance(record, rec.Request):
+        elif isinstance(record, rec.RequestMade):
             pending = record.model or current
         elif pending is not None:
             served.append(pending)

@@ -84,8 +84,8 @@ class TtlChoice:
         """The lifetime for the next request (the setting when it fixes one)."""
         if self.setting in SECONDS:
             return self.setting
-        for record in rec.of(records[self._seen:], rec.Request, rec.Usage):  # answered requests, at the input
-            if isinstance(record, rec.Request):                               # the API reported where it did
+        for record in rec.of(records[self._seen:], rec.RequestMade, rec.UsageRecorded):  # answered requests, at the input
+            if isinstance(record, rec.RequestMade):                               # the API reported where it did
                 self._pending = (record.ts, record.est_tokens)
             elif self._pending is not None:
                 self.ledger.add(self._pending[0], usage_input(record) or self._pending[1])

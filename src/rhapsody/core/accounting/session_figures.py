@@ -36,7 +36,7 @@ def reported_input(usage: Mapping[str, int]) -> int:
     return sum(int(usage.get(k) or 0) for k in USAGE_KEYS[:3])
 
 
-def usage_input(record: rec.Usage) -> int:
+def usage_input(record: rec.UsageRecorded) -> int:
     """`reported_input` of a usage record."""
     return record.input_tokens + record.cache_creation_input_tokens + record.cache_read_input_tokens
 
@@ -109,9 +109,9 @@ class Figures:
         """Fold one more record."""
         self.folded += 1
         match record:  # the kinds a history holds most of come first: each case is an isinstance check
-            case rec.Message():
+            case rec.MessageAdded():
                 pass
-            case rec.Request():
+            case rec.RequestMade():
                 self.requests += 1
                 self.context = self.last_request_tokens = record.est_tokens
                 self.last_request_at, self.cache_lifetime = record.ts, 3600.0 if record.cache_ttl == "1h" else 300.0
@@ -119,7 +119,7 @@ class Figures:
                 if self.answering != self.model:  # a request to another model than the session's (imported)
                     self.exact_price = self.exact_price and price_of(self.answering)[1]
                     self.priced = self.priced and priced(self.answering)
-            case rec.Usage():
+            case rec.UsageRecorded():
                 used = {k: getattr(record, k) for k in USAGE_KEYS}
                 if record.cache_creation_1h_input_tokens:  # billed at 2x, not 1.25x
                     used[WRITE_1H_KEY] = record.cache_creation_1h_input_tokens
@@ -127,7 +127,7 @@ class Figures:
                 self.evidence.add(record)
             case rec.ToolRun():
                 self.tool_calls += 1
-            case rec.Session() | rec.Model():
+            case rec.SessionStarted() | rec.ModelSwitched():
                 self._priced_at(record.model or self.model)
             case rec.Seam():
                 self.context = record.after.est_tokens
@@ -149,10 +149,10 @@ class Figures:
                 self.violations += 1
             case rec.Hint():
                 self.hints += 1
-            case (rec.Retry() | rec.HintDelivered() | rec.Permission() | rec.PermissionMode()
-                  | rec.Denial() | rec.Todo() | rec.MemoryReminder() | rec.Handoff() | rec.HandoffAsked() | rec.SeamTokens()
-                  | rec.SeamFailed() | rec.HandoffFailed() | rec.ThinkingCut() | rec.SeamNote() | rec.Tools()
-                  | rec.Notice() | rec.Interrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook()
+            case (rec.Retry() | rec.HintsDelivered() | rec.Permission() | rec.PermissionMode()
+                  | rec.Denial() | rec.Todo() | rec.MemoryReminder() | rec.Handoff() | rec.LegacyHandoffAsked() | rec.SeamTokens()
+                  | rec.SeamFailed() | rec.HandoffAbandoned() | rec.ThinkingCut() | rec.SeamNote() | rec.Tools()
+                  | rec.NoticeShown() | rec.TurnInterrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook()
                   | rec.Checkpoint() | rec.CheckpointFailed() | rec.Restore() | rec.Aside() | rec.Other()):
                 pass
             case rec.Import() | rec.Compaction():

@@ -119,7 +119,7 @@ def note_cost(histories: Sequence[Sequence[rec.Record]]) -> NoteCost:
     What a note added is best read off a seam that measured it (`before` minus `asked_est_tokens`);
     seams written before that field have the `micro_handoff` call and its result, which stay in the
     context, measured instead."""
-    blocks = [b for h in histories for r in rec.of(h, rec.Message) for b in r.content]
+    blocks = [b for h in histories for r in rec.of(h, rec.MessageAdded) for b in r.content]
     calls = {b.id: b for b in blocks if isinstance(b, ToolUseBlock) and b.name == HANDOFF_TOOL}
     pairs = [tokens(calls[b.tool_use_id].dump()) + tokens(b.dump()) for b in blocks
              if isinstance(b, ToolResultBlock) and b.tool_use_id in calls]
@@ -198,7 +198,7 @@ def session_model(records: Sequence[rec.Record]) -> str:
 
 def model_of(record: rec.Record, current: str) -> str:
     """The model the next request goes to after `record` (a request names its own; a `model` record switches)."""
-    return (record.model or current) if isinstance(record, (rec.Model, rec.Request)) else current
+    return (record.model or current) if isinstance(record, (rec.ModelSwitched, rec.RequestMade)) else current
 
 
 def run(records: Sequence[rec.Record], policy: Policy | None, note: NoteCost, window: int | None,
@@ -286,7 +286,7 @@ def _plan(records: Sequence[rec.Record], policy: Policy | None, note: NoteCost, 
     for record in records:
         model = model_of(record, model)
         head = fit.head_of(model)
-        if isinstance(record, rec.Request):
+        if isinstance(record, rec.RequestMade):
             view = conv.active()
             due = policy is not None and (full or (calls >= policy.value if limit is None
                                                    else context_tokens(head, view) * fit.scale >= limit))
@@ -301,7 +301,7 @@ def _plan(records: Sequence[rec.Record], policy: Policy | None, note: NoteCost, 
                 if checkpoints is not None:
                     checkpoints.last_seam = len(sent)
             pending = Sent(record.ts, view, {})
-        elif isinstance(record, rec.Usage):
+        elif isinstance(record, rec.UsageRecorded):
             if pending is not None:
                 sent.append(dataclasses.replace(pending, usage=usage_of(record)))
             pending = None
@@ -310,7 +310,7 @@ def _plan(records: Sequence[rec.Record], policy: Policy | None, note: NoteCost, 
             # window would have been full here too, and rhapsody seams (its window net) rather than compact.
             full = full or reached(fit, head, conv.active(), record)
             skip_summary = True
-        elif isinstance(record, rec.Message) and skip_summary and rec.extra(record, "compact_summary"):
+        elif isinstance(record, rec.MessageAdded) and skip_summary and rec.extra(record, "compact_summary"):
             skip_summary = False  # the summary of a compaction this arm did not make
         elif not isinstance(record, SEAM_RECORDS):
             if isinstance(record, (rec.ThinkingCut, rec.Compaction)):  # their boundary counts the real messages only
@@ -318,7 +318,7 @@ def _plan(records: Sequence[rec.Record], policy: Policy | None, note: NoteCost, 
             conv.apply(record)
             if checkpoints is not None:
                 checkpoints.see(record)
-            if isinstance(record, rec.Message) and record.role == "assistant":
+            if isinstance(record, rec.MessageAdded) and record.role == "assistant":
                 calls += sum(1 for b in record.content if isinstance(b, ToolUseBlock))
     return sent, seams, shelves
 
@@ -377,8 +377,8 @@ def _seam(conv: Conversation, ts: float, note: NoteCost, number: int) -> list[Se
     call_id = f"toolu_whatif_{number}"
     call = ToolUseBlock(id=call_id, name=HANDOFF_TOOL, input={"note": "n" * (4 * note.output)})
     result = ToolResultBlock(tool_use_id=call_id, content="r" * (4 * max(0, note.added - note.output)))
-    conv.apply(rec.Message(role="assistant", content=[call]))
-    conv.apply(rec.Message(role="user", content=[result]))
+    conv.apply(rec.MessageAdded(role="assistant", content=[call]))
+    conv.apply(rec.MessageAdded(role="user", content=[result]))
     asked = Sent(ts, before, {})
     answered = dataclasses.replace(asked, ts=ts + 1, messages=conv.active())
     conv.apply(rec.Seam(boundary=len(conv.messages), before=rec.Shape(), after=rec.Shape()))
@@ -401,7 +401,7 @@ def context_tokens(head: list[Any], messages: list[Message]) -> int:
     return size(head, messages)
 
 
-def usage_of(record: rec.Usage) -> dict[str, int]:
+def usage_of(record: rec.UsageRecorded) -> dict[str, int]:
     """A usage record's input figures, as billing's replay keeps them."""
     return billing_usage_of(record)
 

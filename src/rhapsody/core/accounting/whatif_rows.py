@@ -67,9 +67,9 @@ def compaction_arm(records: Sequence[rec.Record], read_mult: float | None, fit: 
     compactions = summary = 0
     awaiting = False
     for record in records:
-        if isinstance(record, rec.Request):
+        if isinstance(record, rec.RequestMade):
             pending = Sent(record.ts, conv.active(), {})
-        elif isinstance(record, rec.Usage):
+        elif isinstance(record, rec.UsageRecorded):
             if pending is not None:
                 sent.append(dataclasses.replace(pending, usage=usage_of(record)))
             pending = None
@@ -77,7 +77,7 @@ def compaction_arm(records: Sequence[rec.Record], read_mult: float | None, fit: 
             if isinstance(record, rec.Compaction):
                 sent.append(Sent(record.ts, conv.active(), {}))  # the summarising request
                 compactions, awaiting = compactions + 1, True
-            elif isinstance(record, rec.Message) and awaiting and rec.extra(record, "compact_summary"):
+            elif isinstance(record, rec.MessageAdded) and awaiting and rec.extra(record, "compact_summary"):
                 summary, awaiting = summary + tokens([b.dump() for b in record.content]), False
             conv.apply(record)
     return priced_arm("source's compaction", with_models(sent, records), compactions, fit, read_mult,
@@ -96,12 +96,12 @@ def clearing_arm(records: Sequence[rec.Record], read_mult: float | None, fit: Ca
     for record in records:
         model = model_of(record, model)
         head = fit.head_of(model)
-        if isinstance(record, rec.Request):
+        if isinstance(record, rec.RequestMade):
             view = conv.active()
             if context_tokens(head, view) * fit.scale >= how.trigger:
                 view, cleared_once = _cleared(view, how.keep, memo), True
             pending = Sent(record.ts, view, {})
-        elif isinstance(record, rec.Usage):
+        elif isinstance(record, rec.UsageRecorded):
             if pending is not None:
                 sent.append(dataclasses.replace(pending, usage=usage_of(record)))
             pending = None
@@ -110,7 +110,7 @@ def clearing_arm(records: Sequence[rec.Record], read_mult: float | None, fit: Ca
             skip_summary = not reached(fit, head, edited, record)
             if not skip_summary:
                 conv.apply(record)
-        elif isinstance(record, rec.Message) and skip_summary and rec.extra(record, "compact_summary"):
+        elif isinstance(record, rec.MessageAdded) and skip_summary and rec.extra(record, "compact_summary"):
             skip_summary = False  # the summary of a compaction this arm did not make
         elif not isinstance(record, SEAM_RECORDS):
             conv.apply(record)

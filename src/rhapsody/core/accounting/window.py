@@ -72,7 +72,7 @@ class Evidence:
 
     def add(self, record: rec.Record) -> None:
         """Fold one record (the others say nothing of the window)."""
-        if isinstance(record, rec.Usage):
+        if isinstance(record, rec.UsageRecorded):
             self.peak = max(self.peak, record.input_tokens + record.cache_creation_input_tokens
                             + record.cache_read_input_tokens)
         elif isinstance(record, rec.Import):
@@ -138,10 +138,10 @@ def share_limit(share: float, window: int, after_last_seam: int) -> int:
 def expected_tokens(records: Sequence[rec.Record], estimate: int) -> int:
     """`estimate` calibrated by the last request whose usage was reported (as is when none was)."""
     reported, estimated = 0, 0
-    for record in rec.of(reversed(records), rec.Usage, rec.Request):
-        if isinstance(record, rec.Usage) and not reported:
+    for record in rec.of(reversed(records), rec.UsageRecorded, rec.RequestMade):
+        if isinstance(record, rec.UsageRecorded) and not reported:
             reported = record.input_tokens + record.cache_creation_input_tokens + record.cache_read_input_tokens
-        elif isinstance(record, rec.Request) and reported:
+        elif isinstance(record, rec.RequestMade) and reported:
             estimated = record.est_tokens
             break
     if not reported or not estimated:

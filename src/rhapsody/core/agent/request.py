@@ -31,7 +31,7 @@ async def stream_request(session: Session, model: Model, window_setting: int | N
         expected = expected_tokens(session.records, est)
         if expected > window:
             raise ContextTooLong(too_long(expected, window))
-        session.append(rec.Request(bytes=size, est_tokens=est, messages=len(body["messages"]),
+        session.append(rec.RequestMade(bytes=size, est_tokens=est, messages=len(body["messages"]),
                        model=str(body.get("model", "")), cache_ttl="1h" if ttl == "1h" else None))
         yield RequestSent(size, est, len(body["messages"]))
         async for event in model.stream(body):
@@ -42,7 +42,7 @@ async def stream_request(session: Session, model: Model, window_setting: int | N
                 session.append(rec.Retry(attempt=event.attempt, reason=event.reason, delay=event.delay))
             elif isinstance(event, ModelResponse):
                 current.response = event
-                session.append(rec.Usage.model_validate({"stop_reason": event.stop_reason, **event.usage}))
+                session.append(rec.UsageRecorded.model_validate({"stop_reason": event.stop_reason, **event.usage}))
                 yield UsageReported(event.usage)
             yield event
     except (ContextTooLong, ModelError) as exc:

@@ -120,7 +120,7 @@ def interrupt(session: Session, current: Round | None) -> Interrupted:
         return _keep_partial(session, current)
     if current is not None and (current.calls or current.results):
         return _answer_open_calls(session, current)
-    session.append(rec.Interrupted(partial_text="", during="turn"))  # between rounds: nothing is open
+    session.append(rec.TurnInterrupted(partial_text="", during="turn"))  # between rounds: nothing is open
     return Interrupted("", during="turn")
 
 
@@ -134,7 +134,7 @@ def _keep_partial(session: Session, current: Round) -> Interrupted:
     current.partial, current.streaming = [], False
     if text.strip():
         session.append_message("assistant", [TextBlock(text=text)])
-    session.append(rec.Interrupted(partial_text=text, during="stream"))
+    session.append(rec.TurnInterrupted(partial_text=text, during="stream"))
     return Interrupted(text, during="stream")
 
 
@@ -144,5 +144,5 @@ def _answer_open_calls(session: Session, current: Round) -> Interrupted:
     current.results += [ToolResultBlock(tool_use_id=c.id, content=INTERRUPTED, is_error=True) for c in still_open]
     record = session.append_message("user", current.blocks())
     current.delivered(session, record.seq)
-    session.append(rec.Interrupted(partial_text="", during="tools", open=[c.id for c in still_open]))
+    session.append(rec.TurnInterrupted(partial_text="", during="tools", open=[c.id for c in still_open]))
     return Interrupted("", during="tools", open_calls=tuple(c.id for c in still_open))

@@ -20,7 +20,7 @@ from rhapsody.core.session import records as rec
 async def sync_tools(session: Session, toolbox: Toolbox) -> AsyncGenerator[Notice, None]:
     """Take in tools that arrived since the last turn; the spec changes only when they did."""
     for text in await toolbox.refresh():
-        session.append(rec.Notice(text=text))
+        session.append(rec.NoticeShown(text=text))
         yield Notice(text)
     if toolbox.sources and toolbox.specs() != session.spec.tools:
         session.set_tools(toolbox.specs())

@@ -116,7 +116,7 @@ def _plan_note(session: Session, toolbox: Toolbox, note: str) -> list[Block]:
     if toolbox.permission_mode != "plan" or not note or note in session.spec.system:
         return []
     since = max((i for i, r in enumerate(session.records) if isinstance(r, rec.PermissionMode)), default=0)
-    sent = any(isinstance(b, TextBlock) and note in b.text for r in rec.of(session.records[since:], rec.Message)
+    sent = any(isinstance(b, TextBlock) and note in b.text for r in rec.of(session.records[since:], rec.MessageAdded)
                for b in r.content)
     return [] if sent else [TextBlock(text=f"{HARNESS_PREFIX} {note}")]
 

@@ -163,7 +163,7 @@ def rolled(session: Session, policy: Policy) -> ContextPruned | None:
 def delivered(session: Session, hints: list[rec.Hint], seq: int, where: str) -> HintDelivered:
     """Record that `hints` went out in message `seq`; the event that says where."""
     ids = tuple(h.id for h in hints)
-    session.append(rec.HintDelivered(ids=list(ids), message_seq=seq, where=where))
+    session.append(rec.HintsDelivered(ids=list(ids), message_seq=seq, where=where))
     return HintDelivered(ids, where)
 
 

@@ -199,7 +199,7 @@ def points(records: Sequence[rec.Record], abandoned: set[int]) -> list[Point]:
 def _human_texts(records: Sequence[rec.Record]) -> dict[int, str]:
     """The text of each user message that holds the human's text, by its index in the conversation."""
     texts: dict[int, str] = {}
-    for index, record in enumerate(rec.of(records, rec.Message)):
+    for index, record in enumerate(rec.of(records, rec.MessageAdded)):
         if record.role == "user":
             words = [b.text for b in record.content if isinstance(b, TextBlock)]
             words = [w for w in words if not w.startswith(HARNESS_PREFIX)]

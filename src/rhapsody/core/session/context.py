@@ -60,9 +60,9 @@ class Conversation:
     def apply(self, record: rec.Record) -> None:
         """Fold one history record into the conversation."""
         match record:  # the kinds a history holds most of come first: each case is an isinstance check
-            case rec.Message():
+            case rec.MessageAdded():
                 self._add(Message(role=record.role, content=record.content))  # blocks validated as read: not again
-            case rec.Request() | rec.Usage() | rec.ToolRun():
+            case rec.RequestMade() | rec.UsageRecorded() | rec.ToolRun():
                 pass
             case rec.Seam():
                 self._view = None
@@ -86,11 +86,11 @@ class Conversation:
                 self.shelf = Shelf(record.boundary, notice(record.text), record.notes_boundary)
             case rec.Rewind():
                 self._rewind(record.to)
-            case (rec.Session() | rec.Retry() | rec.Violation()
-                  | rec.Hint() | rec.HintDelivered() | rec.Permission() | rec.PermissionMode() | rec.Denial() | rec.Todo()
-                  | rec.MemoryReminder() | rec.Handoff() | rec.HandoffAsked() | rec.SeamTokens() | rec.SeamFailed()
-                  | rec.HandoffFailed() | rec.SeamNote() | rec.Model() | rec.Tools() | rec.Notice()
-                  | rec.Interrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook() | rec.Checkpoint()
+            case (rec.SessionStarted() | rec.Retry() | rec.Violation()
+                  | rec.Hint() | rec.HintsDelivered() | rec.Permission() | rec.PermissionMode() | rec.Denial() | rec.Todo()
+                  | rec.MemoryReminder() | rec.Handoff() | rec.LegacyHandoffAsked() | rec.SeamTokens() | rec.SeamFailed()
+                  | rec.HandoffAbandoned() | rec.SeamNote() | rec.ModelSwitched() | rec.Tools() | rec.NoticeShown()
+                  | rec.TurnInterrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook() | rec.Checkpoint()
                   | rec.CheckpointFailed() | rec.Restore() | rec.Import() | rec.Aside()
                   | rec.Other()):
                 pass
@@ -176,7 +176,7 @@ def spec_fields(spec: RequestSpec) -> dict[str, Any]:
             "parallel_tools": spec.parallel_tools, "thinking": spec.thinking}
 
 
-def spec_from_record(head: rec.Session) -> RequestSpec:
+def spec_from_record(head: rec.SessionStarted) -> RequestSpec:
     """The spec a `session` record was written from (missing optional fields take their defaults)."""
     return RequestSpec(model=head.model, system=head.system, tools=list(head.tools), max_tokens=head.max_tokens,
                        parallel_tools=head.parallel_tools, thinking=head.thinking)

@@ -90,7 +90,7 @@ def _when_asked(records: Sequence[rec.Record]) -> int | None:
     if wanted is None:
         return None
     for record in reversed(records[:wanted]):
-        if isinstance(record, rec.Request):
+        if isinstance(record, rec.RequestMade):
             return record.est_tokens
         if isinstance(record, (rec.Seam, rec.Prune, rec.Unseam)):
             return None

@@ -83,21 +83,21 @@ class NoteWritten(ToolOutcome):
 def fold(state: HandoffState, record: rec.Record) -> HandoffState:
     """The state after one history record (records of other kinds leave it as it is)."""
     match record:  # the kinds a history holds most of come first: each case is an isinstance check
-        case rec.Message() | rec.Request() | rec.Usage() | rec.ToolRun():
+        case rec.MessageAdded() | rec.RequestMade() | rec.UsageRecorded() | rec.ToolRun():
             return state
         case rec.Handoff():
             return _moved(state, record)
-        case rec.HandoffAsked():  # written by rhapsody before the `handoff` record existed
+        case rec.LegacyHandoffAsked():  # written by rhapsody before the `handoff` record existed
             return HandoffState(Phase.ASKED, interrupted_work=record.interrupted_work)
         case rec.Seam() | rec.SeamNote():
             return HandoffState(Phase.COMMITTED)
-        case rec.SeamFailed() | rec.HandoffFailed():
+        case rec.SeamFailed() | rec.HandoffAbandoned():
             return HandoffState(Phase.FAILED)
         case rec.Unseam():
             return HandoffState(Phase.UNDONE)
-        case (rec.Session() | rec.Retry() | rec.Violation() | rec.Hint() | rec.HintDelivered() | rec.Permission()
+        case (rec.SessionStarted() | rec.Retry() | rec.Violation() | rec.Hint() | rec.HintsDelivered() | rec.Permission()
               | rec.PermissionMode() | rec.Denial() | rec.Todo() | rec.MemoryReminder() | rec.Prune() | rec.SeamTokens()
-              | rec.ThinkingCut() | rec.Model() | rec.Tools() | rec.Notice() | rec.Interrupted() | rec.Limit()
+              | rec.ThinkingCut() | rec.ModelSwitched() | rec.Tools() | rec.NoticeShown() | rec.TurnInterrupted() | rec.Limit()
               | rec.Error() | rec.Resumed() | rec.Hook() | rec.Checkpoint() | rec.CheckpointFailed() | rec.Rewind()
               | rec.Restore() | rec.Import() | rec.Aside() | rec.Compaction() | rec.Shelve() | rec.Other()):
             return state
@@ -173,7 +173,7 @@ OLD_NO_NOTE = "the agent did not call micro_handoff"
 
 def give_up(session: Session, reason: str = NO_NOTE) -> None:
     """The request ends without a note (the agent ended its turn twice, Esc, nothing to strip); nothing is stripped."""
-    session.append(rec.HandoffFailed(reason=reason))
+    session.append(rec.HandoffAbandoned(reason=reason))
 
 
 def failed_reason(reason: str) -> str:

@@ -79,13 +79,13 @@ class Boundaries:
 
     def see(self, record: rec.Record) -> Boundary | None:
         """The boundary `record` makes, if any."""
-        if isinstance(record, rec.Message):
+        if isinstance(record, rec.MessageAdded):
             return self._message(record)
         if isinstance(record, rec.ToolRun):
             return self._run(record)
         return None
 
-    def _message(self, record: rec.Message) -> Boundary | None:
+    def _message(self, record: rec.MessageAdded) -> Boundary | None:
         blocks = record.content
         if record.role == "assistant":
             calls = [b for b in blocks if isinstance(b, ToolUseBlock)]
@@ -181,9 +181,9 @@ class CheckpointSeam:
     def payoff(self, session: Session) -> Payoff:
         """What a seam of `session` now would save and cost (core/accounting/seam_cost.py `payoff`)."""
         estimate = self._estimate(session)
-        requests = list(rec.of(session.records, rec.Request, rec.Seam))
+        requests = list(rec.of(session.records, rec.RequestMade, rec.Seam))
         last_seam = max((i for i, r in enumerate(requests) if isinstance(r, rec.Seam)), default=-1)
-        times = [r.ts for r in rec.of(requests, rec.Request)]
+        times = [r.ts for r in rec.of(requests, rec.RequestMade)]
         price = price_of(session.spec.model)[0]
         ttl = self.ttl(session)
         write = WRITE_1H_MULT if ttl > 300 else WRITE_5M_MULT

@@ -116,7 +116,7 @@ def _indexed(db: sqlite3.Connection) -> int:
 
 
 def _rows(session: str, records: Sequence[rec.Record]) -> Any:
-    messages = [(Message(role=record.role, content=record.content), record.ts) for record in rec.of(records, rec.Message)]
+    messages = [(Message(role=record.role, content=record.content), record.ts) for record in rec.of(records, rec.MessageAdded)]
     for i, (message, ts) in enumerate(messages):
         words = "\n".join(b.text for b in message.content if isinstance(b, TextBlock) and b.text.strip())
         if words:  # found only once the second window shelved them (`search`)

@@ -77,7 +77,7 @@ SESSION_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 """What a session record's `session` may be (the names of rhapsody's own files are made from it)."""
 
 
-class Session(_Open):
+class SessionStarted(_Open):
     """Always first: what every request of the session is built from."""
 
     kind: Literal["session"] = "session"
@@ -102,7 +102,7 @@ class Session(_Open):
         return value
 
 
-class Message(_Open):
+class MessageAdded(_Open):
     """One conversation message, in the Messages API's block shapes (imports add flags: open)."""
 
     kind: Literal["message"] = "message"
@@ -110,7 +110,7 @@ class Message(_Open):
     content: list[Block]
 
     @model_validator(mode="after")
-    def _api_shapes(self) -> Message:
+    def _api_shapes(self) -> MessageAdded:
         for i, block in enumerate(self.content):
             if isinstance(block, ToolUseBlock) and not isinstance(block.input, dict):
                 raise ValueError(f"content block {i} (tool_use) 'input' is {_name(block.input)}, expected dict")
@@ -121,7 +121,7 @@ class Message(_Open):
         return self
 
 
-class Request(_Record):
+class RequestMade(_Record):
     """A request went out: its compact size and estimated tokens."""
 
     kind: Literal["request"] = "request"
@@ -138,7 +138,7 @@ Count = Annotated[int, Field(ge=0)]
 """A token count: a whole number, never negative (a negative one would turn every ratio over it)."""
 
 
-class Usage(_Record):
+class UsageRecorded(_Record):
     """What the API reported for a request, and why it stopped."""
 
     kind: Literal["usage"] = "usage"
@@ -263,7 +263,7 @@ class Hint(_Record):
     mode: str = "steer"
 
 
-class HintDelivered(_Record):
+class HintsDelivered(_Record):
     """Hints reached the model in message record `message_seq`."""
 
     kind: Literal["hint_delivered"] = "hint_delivered"
@@ -348,7 +348,7 @@ class Handoff(_Open):
     absent_when_none: ClassVar[frozenset[str]] = frozenset({"after_strip", "est_tokens", "at", "saves", "costs"})
 
 
-class HandoffAsked(_Record):
+class LegacyHandoffAsked(_Record):
     """Written before the `handoff` record existed; read as `asked`."""
 
     kind: Literal["handoff_asked"] = "handoff_asked"
@@ -417,7 +417,7 @@ class SeamFailed(_Record):
     reason: str = ""
 
 
-class HandoffFailed(_Record):
+class HandoffAbandoned(_Record):
     """The handoff ended without a note; nothing was stripped."""
 
     kind: Literal["handoff_failed"] = "handoff_failed"
@@ -454,7 +454,7 @@ class SeamNote(_Open):
 # -- the session's course -----------------------------------------------------------------
 
 
-class Model(_Record):
+class ModelSwitched(_Record):
     """The model was switched."""
 
     kind: Literal["model"] = "model"
@@ -468,7 +468,7 @@ class Tools(_Record):
     tools: list[dict[str, Any]]
 
 
-class Notice(_Open):
+class NoticeShown(_Open):
     """A status line shown to the human (front ends add fields of their own: open)."""
 
     kind: Literal["notice"] = "notice"
@@ -479,7 +479,7 @@ class Notice(_Open):
     absent_when_none: ClassVar[frozenset[str]] = frozenset({"error", "command"})
 
 
-class Interrupted(_Record):
+class TurnInterrupted(_Record):
     """Esc stopped a turn."""
 
     kind: Literal["interrupted"] = "interrupted"
@@ -604,10 +604,10 @@ class Other(_Open):
 
 Known = Annotated[
     Union[
-        Session, Message, Request, Usage, Retry, ToolRun, Violation, Hint, HintDelivered, Permission,
-        PermissionMode, Denial, Todo, MemoryReminder, Handoff, HandoffAsked, Seam, Prune, Shelve, SeamTokens,
+        SessionStarted, MessageAdded, RequestMade, UsageRecorded, Retry, ToolRun, Violation, Hint, HintsDelivered, Permission,
+        PermissionMode, Denial, Todo, MemoryReminder, Handoff, LegacyHandoffAsked, Seam, Prune, Shelve, SeamTokens,
         SeamFailed,
-        HandoffFailed, Unseam, ThinkingCut, SeamNote, Model, Tools, Notice, Interrupted, Limit, Error, Resumed,
+        HandoffAbandoned, Unseam, ThinkingCut, SeamNote, ModelSwitched, Tools, NoticeShown, TurnInterrupted, Limit, Error, Resumed,
         Hook, Checkpoint, CheckpointFailed, Rewind, Restore, Import, Aside, Compaction,
     ],
     Field(discriminator="kind"),
@@ -681,10 +681,10 @@ def dump(record: BaseModel) -> dict[str, Any]:
     less those of `absent_when_none` left None (a message's blocks as the Messages API expects them)."""
     head = {name: getattr(record, name) for name in ENVELOPE}
     body = record.model_dump(mode="json", exclude_unset=True, exclude=set(ENVELOPE))
-    omitted = getattr(record, "absent_when_none", frozenset())
+    omitted: frozenset[str] = getattr(record, "absent_when_none", frozenset())
     for name in [n for n, value in body.items() if value is None and n in omitted]:
         del body[name]
-    if isinstance(record, Message):
+    if isinstance(record, MessageAdded):
         body["content"] = [block.dump() for block in record.content]
     return {**head, **body}
 

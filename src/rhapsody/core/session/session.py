@@ -62,7 +62,7 @@ class Session:
         session_id = new_session_id()
         writer = HistoryWriter(history_dir(root) / f"{session_id}.jsonl")
         session = cls(root, writer, spec, session_id)
-        session.append(rec.Session(session=session_id, cwd=str(root), version=__version__, model=spec.model,
+        session.append(rec.SessionStarted(session=session_id, cwd=str(root), version=__version__, model=spec.model,
                                    system=spec.system, tools=spec.tools, max_tokens=spec.max_tokens,
                                    parallel_tools=spec.parallel_tools, thinking=spec.thinking,
                                    branch=branch))
@@ -89,7 +89,7 @@ class Session:
         if why:  # the words every command uses for a bad file
             raise HistoryError(f"{path} is not a rhapsody history file ({why})")
         head = read.typed[0]
-        assert isinstance(head, rec.Session)  # not_history: a history starts with its session record
+        assert isinstance(head, rec.SessionStarted)  # not_history: a history starts with its session record
         missing = [key for key in ("session", "model", "system", "tools") if key not in head.model_fields_set]
         if missing:
             raise HistoryError(f"{path.name}: the session record lacks {', '.join(missing)}")
@@ -117,15 +117,15 @@ class Session:
         self.handoff = handoff_state.fold(self.handoff, record)
         self.figures.add(record)
         match record:  # the kinds a history holds most of come first: each case is an isinstance check
-            case rec.Message() | rec.Request() | rec.Usage() | rec.ToolRun():
+            case rec.MessageAdded() | rec.RequestMade() | rec.UsageRecorded() | rec.ToolRun():
                 pass
             case rec.Hint():
                 self.pending.append(record)
                 self._bump_hint_ids(record.id)
-            case rec.HintDelivered():
+            case rec.HintsDelivered():
                 delivered = set(record.ids)
                 self.pending = [h for h in self.pending if h.id not in delivered]
-            case rec.Model():
+            case rec.ModelSwitched():
                 self.spec = dataclasses.replace(self.spec, model=record.model)
             case rec.Tools():
                 self.spec = dataclasses.replace(self.spec, tools=record.tools)
@@ -133,10 +133,10 @@ class Session:
                 self.todos.add(record)
             case rec.Rewind():
                 self.todos.rewind(record.to)
-            case (rec.Session() | rec.Retry() | rec.Violation() | rec.Permission() | rec.PermissionMode() | rec.Denial() | rec.MemoryReminder()
-                  | rec.Handoff() | rec.HandoffAsked() | rec.Seam() | rec.Prune() | rec.SeamTokens()
-                  | rec.SeamFailed() | rec.HandoffFailed() | rec.Unseam() | rec.ThinkingCut() | rec.SeamNote()
-                  | rec.Notice() | rec.Interrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook()
+            case (rec.SessionStarted() | rec.Retry() | rec.Violation() | rec.Permission() | rec.PermissionMode() | rec.Denial() | rec.MemoryReminder()
+                  | rec.Handoff() | rec.LegacyHandoffAsked() | rec.Seam() | rec.Prune() | rec.SeamTokens()
+                  | rec.SeamFailed() | rec.HandoffAbandoned() | rec.Unseam() | rec.ThinkingCut() | rec.SeamNote()
+                  | rec.NoticeShown() | rec.TurnInterrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook()
                   | rec.Checkpoint() | rec.CheckpointFailed() | rec.Restore() | rec.Import()
                   | rec.Aside() | rec.Compaction() | rec.Shelve() | rec.Other()):
                 pass
@@ -159,9 +159,9 @@ class Session:
 
     # -- conversation ------------------------------------------------------------------
 
-    def append_message(self, role: Literal["user", "assistant"], content: list[Block]) -> rec.Message:
+    def append_message(self, role: Literal["user", "assistant"], content: list[Block]) -> rec.MessageAdded:
         """Append a message to the conversation (and the history)."""
-        return self.append(rec.Message(role=role, content=list(content)))
+        return self.append(rec.MessageAdded(role=role, content=list(content)))
 
     def messages(self) -> list[Message]:
         """The active context: what the model sees now."""
@@ -180,7 +180,7 @@ class Session:
 
     def switch_model(self, model: str) -> None:
         """Use another model from now on; earlier thinking leaves the view (it is bound to the old one)."""
-        self.append(rec.Model(model=model))
+        self.append(rec.ModelSwitched(model=model))
         self.cut_thinking("model switched")
 
     def set_tools(self, tools: list[dict[str, Any]]) -> None:

@@ -404,15 +404,15 @@ class RhapsodyApp(App[int]):
         if self._replying:
             self._held.append(fields)
         else:
-            self.agent.session.append(rec.Notice(**fields))
-        line = render.notice_line(rec.Notice(kind="notice", **fields))
+            self.agent.session.append(rec.NoticeShown(**fields))
+        line = render.notice_line(rec.NoticeShown(kind="notice", **fields))
         return await self.transcript.add(Entry.of(line), pin=self._replying)
 
     def record_held(self) -> None:
         """Notices said while a reply streamed are recorded after it."""
         self._replying = False
         for fields in self._held:
-            self.agent.session.append(rec.Notice(**fields))
+            self.agent.session.append(rec.NoticeShown(**fields))
         self._held = []
 
     def top_in_view(self, widget: Widget) -> None:
@@ -461,7 +461,7 @@ class RhapsodyApp(App[int]):
             self.exit(0)
             return
         if echo and self.agent.session is not session:  # /clear: the new session begins with the command that made it
-            self.agent.session.append(rec.Notice(text=text.strip(), shown="as is", command=True))
+            self.agent.session.append(rec.NoticeShown(text=text.strip(), shown="as is", command=True))
         if outcome.reload:
             await self.reload()
         if outcome.text and not outcome.in_history:

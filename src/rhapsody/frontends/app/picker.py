@@ -73,7 +73,7 @@ class Summary:
     @cached_property
     def turns(self) -> bool:
         """Whether it holds a message (as `has_turns` says): an empty session is nothing to resume."""
-        return rec.first(self.records, rec.Message) is not None
+        return rec.first(self.records, rec.MessageAdded) is not None
 
     @cached_property
     def first(self) -> str:
@@ -94,7 +94,7 @@ class Summary:
         """The git branch the session started on (an imported one: its source's); "" when not recorded."""
         head = self.records[0] if self.records else None
         imported = rec.first(self.records[:3], rec.Import)
-        if not isinstance(head, rec.Session):
+        if not isinstance(head, rec.SessionStarted):
             return ""
         return head.branch or str((rec.extra(imported, "git_branch") if imported else "") or "")
 
