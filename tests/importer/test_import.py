@@ -3,6 +3,7 @@ hand off and recall through the real loop on the loopback server."""
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import parse
 from rhapsody.core.session.records import parsed
 from rhapsody.core.session.records import dumped
 import asyncio
@@ -270,7 +271,7 @@ def test_imported_thinking_would_be_refused_so_it_leaves_the_view(project: Path)
     from rhapsody.loopback.validate import Invalid
 
     records = imported(project, CLAUDE)
-    spec = spec_from_record(records[0])
+    spec = spec_from_record(parse(records[0]))
     uncut = Conversation.from_records([r for r in records if r["kind"] not in ("thinking_cut", "compaction")])
     messages = uncut.active() + [Message(role="user", content=[{"type": "text", "text": "go on"}])]
     with pytest.raises(Invalid, match="signature"):  # its signature binds it to Claude Code's own prompt and tools

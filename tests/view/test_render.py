@@ -165,7 +165,7 @@ def test_one_context_figure_falls_after_a_seam_and_cost_follows_the_model() -> N
     f = figures(parsed(records))
     assert f.context == 3000 and f.seams_text() == "seams 1"
     assert round(f.cost, 2) == 5.0 + 1.0  # opus for the first request, haiku for the second
-    f.fold([*records, {"kind": "unseam", "seam": 1, "boundary": 2}])
+    f.fold(parsed([*records, {"kind": "unseam", "seam": 1, "boundary": 2}]))
     assert f.context == 5000 and f.seams_text() == "seams 1 (1 undone)"
 
 

@@ -69,7 +69,7 @@ def test_an_imported_tools_own_text_is_never_the_humans_and_its_calls_read_as_on
         project: Path, tmp_path: Path) -> None:
     records = imported(project, claude_transcript(tmp_path))
     session_id = str(records[0]["session"])
-    lines = [line for _, line in render.record_lines(records, project, session_id)]
+    lines = [line for _, line in render.record_lines(parsed(records), project, session_id)]
     users = [line.text for line in lines if line.kind == "user"]
     assert users == [f"› {HUMAN}"]  # the one message the human typed
     own = [line.text for line in lines if line.kind == "harness"]

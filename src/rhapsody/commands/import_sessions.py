@@ -138,13 +138,14 @@ def _spec_maker(root: Path) -> Any:
 
 
 def _summary(records: list[rec.Record]) -> str:
-    count = {k.__name__: sum(1 for _ in rec.of(records, k)) for k in (rec.MessageAdded, rec.ToolRun, rec.RequestMade, rec.Aside)}
+    kinds = {"message": rec.MessageAdded, "tool_run": rec.ToolRun, "request": rec.RequestMade, "aside": rec.Aside}
+    count = {name: sum(1 for _ in rec.of(records, kind)) for name, kind in kinds.items()}
     missing = sum(1 for r in rec.of(records, rec.MessageAdded) for b in r.content
                   if isinstance(b, ToolResultBlock) and b.content == INTERRUPTED)
     window = history_window(records, head_of(records).model)
-    return (f"{count['Message']} messages, {count['ToolRun']} tool calls"
+    return (f"{count['message']} messages, {count['tool_run']} tool calls"
             + (f" ({missing} without a result in the file)" if missing else "")
-            + f", {count['Request']} requests with usage, {count['Aside']} records kept aside; "
+            + f", {count['request']} requests with usage, {count['aside']} records kept aside; "
             f"window {window.tokens:,}: {window.source}")
 
 
