@@ -18,6 +18,7 @@ from rhapsody.core.session.history import named_session, read_session
 from rhapsody.core.accounting.pricing import price_of, priced
 from rhapsody.core.accounting.session_figures import Figures, figures as fold_figures, usage_input
 from rhapsody.core.accounting.window import Window, history_window
+from rhapsody.core.json_types import JsonObject
 
 
 STATS_COLUMNS = ("seam", "context ~tokens", "note added", "note bytes", "strip took", "bytes", "tool calls",
@@ -63,7 +64,7 @@ def note_bytes(records: Sequence[rec.Record], seam: int) -> int | None:
     return sizes[-1] if sizes else None
 
 
-def billing(records: Sequence[rec.Record], read_mult: float | None = None, per_request: bool = False) -> dict[str, Any]:
+def billing(records: Sequence[rec.Record], read_mult: float | None = None, per_request: bool = False) -> JsonObject:
     """What the seams saved in billed input; each request is priced at the model that served it, its cache
     reads at that model's rate unless `read_mult` is given (`per_request`: each request's figures too, as
     core.accounting.billing.seam_savings gives them)."""
@@ -76,7 +77,7 @@ def billing(records: Sequence[rec.Record], read_mult: float | None = None, per_r
     return {"model": model, "billed_input_usd": None, "billed_input_usd_without_seams": None, **figures}
 
 
-def saving_line(figures: dict[str, Any]) -> str:
+def saving_line(figures: JsonObject) -> str:
     """One line: billed input with the seams beside without them; with no seam, only the billed input."""
     mult = figures["cache_read_multiplier"]
     reads = f"cache reads {mult}×" if mult is not None else "cache reads at each request's model rate"
@@ -112,7 +113,7 @@ def session_records(root: Path, session_id: str | None) -> tuple[Path, list[rec.
     return path, read_session(path, typed=True).typed
 
 
-def _json_row(seam: rec.Seam, row: SeamRow) -> dict[str, Any]:
+def _json_row(seam: rec.Seam, row: SeamRow) -> JsonObject:
     """A seam's row for `--json`: its figures under the record's own field names."""
     return {"seam": seam.seam, "before": seam.before.model_dump(), "after": seam.after.model_dump(),
             "reported_input_before": seam.reported_input_before, "reported_input_after": row.reported_input_after,
@@ -191,7 +192,7 @@ def _print_seams(console: Any, path: Path, rows: list[tuple[rec.Seam, SeamRow]])
     console.print(STATS_NOTE)
 
 
-def stats_lines(records: Sequence[rec.Record], figures_billed: dict[str, Any] | None = None,
+def stats_lines(records: Sequence[rec.Record], figures_billed: JsonObject | None = None,
                 folded: Figures | None = None) -> list[str]:
     """Seams and counters of a session as plain lines (/stats, and the head of an export);
     `figures_billed`: `billing(records)` when the caller has it already; `folded`: the session's own figures."""

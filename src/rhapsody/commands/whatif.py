@@ -20,6 +20,7 @@ from rhapsody.core.accounting.billing import head_of
 from rhapsody.core.session.history import read_history, sessions
 from rhapsody.core.accounting.pricing import price_of, priced
 from rhapsody.core.accounting.window import Window, history_window
+from rhapsody.core.json_types import JsonObject
 
 COLUMNS = ("policy", "requests", "seams", "billed input", "vs no seams", "$ input+notes", "1h cache where it pays",
            "peak context", "rhapsody's prompt", "vs no seams")
@@ -71,7 +72,7 @@ def _model(records: Sequence[rec.Record]) -> str:
 
 
 def figures(records: Sequence[rec.Record], policies: list[whatif.Policy], note: whatif.NoteCost,
-            read_mult: float | None, found: Window | None = None, spec: RequestSpec | None = None) -> dict[str, Any]:
+            read_mult: float | None, found: Window | None = None, spec: RequestSpec | None = None) -> JsonObject:
     """Every arm priced: as it happened, without seams, one per policy, and the two alternatives; each
     request at the model that answered it, and the replay as it happened against the reported usage
     (`replay_error`). `found`: the window the session ran in (core/accounting/window.py; what the history shows when
@@ -108,7 +109,7 @@ def figures(records: Sequence[rec.Record], policies: list[whatif.Policy], note: 
     return report
 
 
-def _alternative(row: dict[str, Any]) -> dict[str, Any]:
+def _alternative(row: JsonObject) -> JsonObject:
     """A row instead of seams: the cache lifetime choice is priced for seam rows only, so it is left out."""
     return {k: v for k, v in row.items() if k not in ("billed_ttl_choice", "one_hour_requests")}
 
@@ -130,18 +131,18 @@ class _Replay:
     price: Any
     base: whatif.Arm
 
-    def row(self, arm: whatif.Arm) -> dict[str, Any]:
+    def row(self, arm: whatif.Arm) -> JsonObject:
         """The arm as a row, compared with the replay without seams."""
         return _row(arm, self.price, self.base)
 
-    def own(self, arm: whatif.Arm) -> dict[str, Any]:
+    def own(self, arm: whatif.Arm) -> JsonObject:
         """The arm with rhapsody's own prompt, as a row's `own_prompt`."""
         row = self.row(arm)
         return {"billed_input_tokens": arm.billed_input_tokens, "usd": row["usd"], "saving": row.get("saving")}
 
 
 def _own_prompt(replay: _Replay, spec: RequestSpec, policies: list[whatif.Policy],
-                report: dict[str, Any]) -> dict[str, Any]:
+                report: JsonObject) -> JsonObject:
     """Each row again with rhapsody's own prompt and tools in place of the source's prefix, put beside the
     row (`own_prompt`, never in its fields); returns what that prompt weighs."""
     own = whatif.prompt_head(spec.system, spec.tools)
@@ -155,8 +156,8 @@ def _own_prompt(replay: _Replay, spec: RequestSpec, policies: list[whatif.Policy
             "tokens": round(sum(whatif.tokens(part) for part in own) * r.fit.scale)}
 
 
-def _row(arm: whatif.Arm, price: Any, base: whatif.Arm | None) -> dict[str, Any]:
-    row: dict[str, Any] = dataclasses.asdict(arm)
+def _row(arm: whatif.Arm, price: Any, base: whatif.Arm | None) -> JsonObject:
+    row: JsonObject = dataclasses.asdict(arm)
     row["split"] = arm.split.as_dict()
     row["usd"] = (round(arm.input_usd + arm.note_output_tokens * price.output / 1e6, 4)
                   if price and arm.input_usd is not None else None)
@@ -165,7 +166,7 @@ def _row(arm: whatif.Arm, price: Any, base: whatif.Arm | None) -> dict[str, Any]
     return row
 
 
-def render(session: str, report: dict[str, Any]) -> str:
+def render(session: str, report: JsonObject) -> str:
     """The table a person reads, with the note estimate, the calibration and rhapsody's own prompt said plainly."""
     rows = [report["as_happened"], report["without_seams"], *report["policies"]]
     cells = [COLUMNS] + [_cells(row) for row in rows] + [_cells(row) for row in report["alternatives"]]
@@ -205,7 +206,7 @@ def _split(split: dict[str, int]) -> str:
     return " / ".join(f"{split[k]:,}" for k in ("uncached", "write_5m", "write_1h", "read"))
 
 
-def _cells(row: dict[str, Any]) -> tuple[str, ...]:
+def _cells(row: JsonObject) -> tuple[str, ...]:
     saving = row.get("saving")
     own = row.get("own_prompt")
     return (row["label"], f"{row['requests']:,}", f"{row['seams']:,}", f"{row['billed_input_tokens']:,}",
@@ -214,7 +215,7 @@ def _cells(row: dict[str, Any]) -> tuple[str, ...]:
             "" if own is None or own["saving"] is None else f"{-own['saving']:+.0%}")
 
 
-def _ttl_cell(row: dict[str, Any]) -> str:
+def _ttl_cell(row: JsonObject) -> str:
     """"1,803,311 (212)": billed input with the cache lifetime rhapsody chooses; "" for a row without one."""
     if "billed_ttl_choice" not in row or row["label"] == "as it happened":
         return ""

@@ -28,6 +28,7 @@ from rhapsody.core.agent.loop import Agent
 from rhapsody.core.session.messages import ToolResultBlock
 from rhapsody.view.render import limit_line, print_event
 from rhapsody.view.sink import json_line, safe_stream
+from rhapsody.core.json_types import JsonObject
 
 
 async def run_headless(agent: Agent, task: str, output: str = "text", out: TextIO | None = None,
@@ -125,11 +126,11 @@ def refusal_summary(refused: int, unanswered: int) -> str:
     return line + " by the permission mode or rules"
 
 
-def _json(out: TextIO, data: dict[str, Any]) -> None:
+def _json(out: TextIO, data: JsonObject) -> None:
     out.write(json_line(data) + "\n")
 
 
-def session_event(agent: Agent) -> dict[str, Any]:
+def session_event(agent: Agent) -> JsonObject:
     """The first jsonl line: which session, model, directory and permission mode."""
     s = agent.session
     return {"event": "session", "session_id": s.id, "model": s.spec.model, "cwd": str(s.root),
@@ -137,7 +138,7 @@ def session_event(agent: Agent) -> dict[str, Any]:
 
 
 def result_event(agent: Agent, status: int, records: Sequence[rec.Record],
-                 denials: list[ev.ToolFinished] | None = None) -> dict[str, Any]:
+                 denials: list[ev.ToolFinished] | None = None) -> JsonObject:
     """The last jsonl line: how the run ended, what it cost, and every call refused (`records`: the run's)."""
     from rhapsody.core.accounting.session_figures import Figures
 
@@ -168,9 +169,9 @@ def snake(name: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
 
 
-def event_dict(event: ev.Event) -> dict[str, Any]:
+def event_dict(event: ev.Event) -> JsonObject:
     """An event as a JSON-ready dict with its type name."""
-    data: dict[str, Any] = {"event": getattr(event, "json_name", "") or snake(type(event).__name__)}
+    data: JsonObject = {"event": getattr(event, "json_name", "") or snake(type(event).__name__)}
     for field in dataclasses.fields(event):
         value = getattr(event, field.name)
         if hasattr(value, "dump"):

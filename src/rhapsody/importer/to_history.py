@@ -32,6 +32,7 @@ from rhapsody.core.session.todo import from_imported
 from rhapsody.core.accounting.pricing import WRITE_1H_KEY
 from rhapsody.core.accounting.session_figures import USAGE_KEYS
 from rhapsody.importer.transcript import Aside, Compacted, Item, Queued, Source, Turn
+from rhapsody.core.json_types import JsonObject
 
 INTERRUPTED = ("No result in the imported transcript: the call was interrupted or its output was lost. "
                "Check its effects before running it again.")
@@ -96,11 +97,11 @@ def _paired(items: list[Item]) -> list[Item]:
     return out
 
 
-def _found(content: list[dict[str, Any]], calls: list[str], later: list[Item]) -> list[dict[str, Any]]:
+def _found(content: list[JsonObject], calls: list[str], later: list[Item]) -> list[JsonObject]:
     """`content` with the results of `calls` it lacks taken from later user turns: a result is matched to
     its call by `tool_use_id`, wherever the source wrote it (before the source compacted again)."""
     missing = set(calls) - {b.get("tool_use_id") for b in content if b.get("type") == "tool_result"}
-    taken: list[dict[str, Any]] = []
+    taken: list[JsonObject] = []
     for item in later:
         if not missing or isinstance(item, Compacted):
             break
@@ -112,8 +113,8 @@ def _found(content: list[dict[str, Any]], calls: list[str], later: list[Item]) -
     return taken + content
 
 
-def _answered(content: list[dict[str, Any]], calls: list[str],
-              ts: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _answered(content: list[JsonObject], calls: list[str],
+              ts: float) -> tuple[list[JsonObject], list[JsonObject]]:
     """(content with a result for every call first, results that answer no call)."""
     results = [b for b in content if b.get("type") == "tool_result"]
     kept = [b for b in results if b.get("tool_use_id") in calls]
@@ -123,7 +124,7 @@ def _answered(content: list[dict[str, Any]], calls: list[str],
     return missing + kept + [b for b in content if b.get("type") != "tool_result"], orphans
 
 
-def _interrupted(call_id: str) -> dict[str, Any]:
+def _interrupted(call_id: str) -> JsonObject:
     return {"type": "tool_result", "tool_use_id": call_id, "content": INTERRUPTED, "is_error": True}
 
 
@@ -137,10 +138,10 @@ class _Writer:
         self.source = source
         self.spec = spec
         self.known = known
-        self.records: list[dict[str, Any]] = []
+        self.records: list[JsonObject] = []
         self.conv = Conversation()
         self.names: dict[str, str] = {}
-        self.inputs: dict[str, Any] = {}
+        self.inputs: JsonObject = {}
         self.pending: list[tuple[str, str]] = []
         self.hints = 0
 
@@ -179,7 +180,7 @@ class _Writer:
             self.add(usage["ts"], "usage", stop_reason=usage.get("stop_reason"),
                      **{k: usage[k] for k in (*USAGE_KEYS, WRITE_1H_KEY) if k in usage})
 
-    def _masked(self, block: dict[str, Any]) -> dict[str, Any]:
+    def _masked(self, block: JsonObject) -> JsonObject:
         """A tool result with credentials masked, as rhapsody masks its own tools' output."""
         if block.get("type") != "tool_result":
             return block
@@ -197,7 +198,7 @@ class _Writer:
             call_id = block.get("tool_use_id")
             if block.get("type") != "tool_result" or call_id not in self.names:
                 continue
-            fields: dict[str, Any] = {"tool_use_id": call_id, "name": self.names[call_id],
+            fields: JsonObject = {"tool_use_id": call_id, "name": self.names[call_id],
                                       "is_error": bool(block.get("is_error")), "imported": True}
             command = _command(self.names[call_id], self.inputs.get(call_id))
             if command:
@@ -208,7 +209,7 @@ class _Writer:
             self.add(turn.ts, "tool_run", **fields)
             self._todo(turn.ts, call_id, block)
 
-    def _todo(self, ts: float, call_id: str, result: dict[str, Any]) -> None:
+    def _todo(self, ts: float, call_id: str, result: JsonObject) -> None:
         """A todo list call that ran (Claude Code's TodoWrite, Codex's update_plan) becomes rhapsody's list."""
         if self.names[call_id] not in TODO_CALLS or result.get("is_error"):
             return
@@ -273,7 +274,7 @@ def _command(name: str, arguments: Any) -> str:
 
 
 def records(source: Source, spec: RequestSpec, session_id: str, cwd: str,
-            known: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+            known: tuple[str, ...] = ()) -> list[JsonObject]:
     """Every record of the imported session's history, in order, without `v` and `seq`; tool results
     have `known` secret values and credential shapes masked."""
     items = normalize(source.items)

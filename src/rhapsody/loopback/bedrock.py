@@ -14,6 +14,7 @@ import re
 import zlib
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
+from rhapsody.core.json_types import JsonObject
 
 if TYPE_CHECKING:
     from rhapsody.loopback.server import _Handler
@@ -43,13 +44,13 @@ def frame(payload: bytes, headers: dict[str, str]) -> bytes:
     return message + zlib.crc32(message).to_bytes(4, "big")
 
 
-def chunk(event: dict[str, Any]) -> bytes:
+def chunk(event: JsonObject) -> bytes:
     """A Messages API stream event as a Bedrock `chunk` frame."""
     data = base64.b64encode(json.dumps(event).encode()).decode()
     return frame(json.dumps({"bytes": data}).encode(), CHUNK_HEADERS)
 
 
-def stream(handler: _Handler, events: list[tuple[str, dict[str, Any]]]) -> None:
+def stream(handler: _Handler, events: list[tuple[str, JsonObject]]) -> None:
     """Send a whole answer as event-stream frames."""
     handler.send_response(200)
     handler.send_header("content-type", "application/vnd.amazon.eventstream")

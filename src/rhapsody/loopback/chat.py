@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from rhapsody.loopback.validate import IMAGE_TYPES, check_image
 from rhapsody.loopback.validate import Invalid as ApiInvalid
+from rhapsody.core.json_types import JsonObject
 
 if TYPE_CHECKING:
     from rhapsody.loopback.server import Fault, LoopbackServer, _Handler
@@ -32,7 +33,7 @@ class Invalid(Exception):
     """A request an OpenAI-compatible server answers with 400."""
 
 
-def chat_bodies(server: LoopbackServer) -> list[dict[str, Any]]:
+def chat_bodies(server: LoopbackServer) -> list[JsonObject]:
     """The chat-completions request bodies that were answered 200."""
     return [r.body for r in server.requests if r.status == 200 and r.path.endswith(PATH)]
 
@@ -105,7 +106,7 @@ def _check_messages(messages: Any) -> None:
         raise Invalid("messages: the last message must be a user or tool message")
 
 
-def _check_tool(message: dict[str, Any], i: int, open_calls: list[str]) -> None:
+def _check_tool(message: JsonObject, i: int, open_calls: list[str]) -> None:
     call_id = message.get("tool_call_id")
     if call_id not in open_calls:
         raise Invalid(f"messages[{i}]: 'tool' message with tool_call_id {call_id} does not answer a tool call "
@@ -115,7 +116,7 @@ def _check_tool(message: dict[str, Any], i: int, open_calls: list[str]) -> None:
         raise Invalid(f"messages[{i}].content: a tool message's content must be a string")
 
 
-def _check_content(message: dict[str, Any], i: int) -> None:
+def _check_content(message: JsonObject, i: int) -> None:
     content = message.get("content")
     if message["role"] == "assistant" and content is None and message.get("tool_calls"):
         return
@@ -151,16 +152,16 @@ def _error(handler: _Handler, status: int, kind: str, message: str, raw: bytes, 
     handler._json(status, {"error": {"message": message, "type": kind, "code": code}}, raw, body, headers)
 
 
-def prompt_tokens(body: dict[str, Any]) -> int:
+def prompt_tokens(body: JsonObject) -> int:
     """The request's prompt tokens as the usage figures count them."""
     return sum(_tokens(json.dumps(part, sort_keys=True)) for part in [body.get("tools", []), *body["messages"]])
 
 
-def _lost_turn() -> dict[str, Any]:
+def _lost_turn() -> JsonObject:
     return {"content": [{"type": "text", "text": "This partial answer is lost to an injected fault and must not be kept."}]}
 
 
-def _stream(handler: _Handler, body: dict[str, Any], turn: dict[str, Any], fault: Fault | None) -> None:
+def _stream(handler: _Handler, body: JsonObject, turn: JsonObject, fault: Fault | None) -> None:
     chunks = list(_chunks(handler.loopback, body, turn))
     handler._open_event_stream(fault)
     for n, chunk in enumerate([*chunks, None]):
@@ -176,15 +177,15 @@ def _stream(handler: _Handler, body: dict[str, Any], turn: dict[str, Any], fault
             time.sleep(turn["delay"])
 
 
-def _send(handler: _Handler, data: dict[str, Any]) -> None:
+def _send(handler: _Handler, data: JsonObject) -> None:
     handler.wfile.write(f"data: {json.dumps(data)}\n\n".encode())
 
 
-def _chunks(lb: LoopbackServer, body: dict[str, Any], turn: dict[str, Any]) -> Any:
+def _chunks(lb: LoopbackServer, body: JsonObject, turn: JsonObject) -> Any:
     """The chunks of one streamed answer: role, content, tool calls, finish, then usage."""
     cid, model = lb.next_id("chatcmpl"), body["model"]
 
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    def chunk(delta: JsonObject, finish: str | None = None) -> JsonObject:
         return {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
@@ -204,7 +205,7 @@ def _chunks(lb: LoopbackServer, body: dict[str, Any], turn: dict[str, Any]) -> A
         yield {**chunk({}), "choices": [], "usage": _usage(lb, body, turn)}
 
 
-def _call_chunks(chunk: Any, index: int, block: dict[str, Any], call_id: str) -> Any:
+def _call_chunks(chunk: Any, index: int, block: JsonObject, call_id: str) -> Any:
     raw = block.get("raw_input")
     payload = raw if raw is not None else json.dumps(block.get("input", {}))
     opening = {"index": index, "id": block.get("id", call_id), "type": "function",
@@ -214,7 +215,7 @@ def _call_chunks(chunk: Any, index: int, block: dict[str, Any], call_id: str) ->
         yield chunk({"tool_calls": [{"index": index, "function": {"arguments": payload[cut:cut + 50]}}]})
 
 
-def _usage(lb: LoopbackServer, body: dict[str, Any], turn: dict[str, Any]) -> dict[str, Any]:
+def _usage(lb: LoopbackServer, body: JsonObject, turn: JsonObject) -> JsonObject:
     """Token figures with automatic prefix caching, as OpenAI-style servers report it."""
     prompt, cached, running = 0, 0, "chat"
     for part in [body.get("tools", []), *body["messages"]]:

@@ -21,6 +21,7 @@ from rhapsody.core.session import records as rec
 from rhapsody.core.session.messages import Message, TextBlock, compact_json
 from rhapsody.core.session.strip import compact, drop_messages, drop_thinking_blocks, drop_tool_ids, shelve_blocks, strip_blocks
 from rhapsody.core.accounting.tokens import estimate_chars
+from rhapsody.core.json_types import JsonObject
 
 EPHEMERAL = {"type": "ephemeral"}
 
@@ -144,7 +145,7 @@ class Conversation:
         return compact(msgs[self.compacted:])
 
     @classmethod
-    def from_records(cls, records: list[dict[str, Any]]) -> Conversation:
+    def from_records(cls, records: list[JsonObject]) -> Conversation:
         """Rebuild from history records (as read: each is parsed into its type)."""
         return cls.of(rec.parse(record) for record in records)
 
@@ -164,13 +165,13 @@ class RequestSpec:
 
     model: str
     system: str
-    tools: list[dict[str, Any]]
+    tools: list[JsonObject]
     max_tokens: int = 16000
     parallel_tools: bool = False
-    thinking: dict[str, Any] | None = None
+    thinking: JsonObject | None = None
 
 
-def spec_fields(spec: RequestSpec) -> dict[str, Any]:
+def spec_fields(spec: RequestSpec) -> JsonObject:
     """The spec as the fields of a history `session` record."""
     return {"model": spec.model, "system": spec.system, "tools": spec.tools, "max_tokens": spec.max_tokens,
             "parallel_tools": spec.parallel_tools, "thinking": spec.thinking}
@@ -182,11 +183,11 @@ def spec_from_record(head: rec.SessionStarted) -> RequestSpec:
                        parallel_tools=head.parallel_tools, thinking=head.thinking)
 
 
-def build_request(spec: RequestSpec, messages: list[Message], ttl: str = "5m") -> dict[str, Any]:
+def build_request(spec: RequestSpec, messages: list[Message], ttl: str = "5m") -> JsonObject:
     """The Messages API body, with cache breakpoints after system and on the newest message (`ttl`: their
     lifetime, "5m" or "1h": core/accounting/cache_ttl.py)."""
     control = EPHEMERAL if ttl == "5m" else {**EPHEMERAL, "ttl": ttl}
-    body: dict[str, Any] = {"model": spec.model, "max_tokens": spec.max_tokens}
+    body: JsonObject = {"model": spec.model, "max_tokens": spec.max_tokens}
     body["system"] = [{"type": "text", "text": spec.system, "cache_control": control}]
     if spec.tools:
         body["tools"] = spec.tools
@@ -200,7 +201,7 @@ def build_request(spec: RequestSpec, messages: list[Message], ttl: str = "5m") -
     return body
 
 
-def _with_breakpoint(message: dict[str, Any], control: dict[str, Any] = EPHEMERAL) -> dict[str, Any]:
+def _with_breakpoint(message: JsonObject, control: JsonObject = EPHEMERAL) -> JsonObject:
     msg = copy.copy(message)
     content = msg["content"]
     if isinstance(content, str):
@@ -215,7 +216,7 @@ def _with_breakpoint(message: dict[str, Any], control: dict[str, Any] = EPHEMERA
     return msg
 
 
-def measure(body: dict[str, Any]) -> tuple[int, int]:
+def measure(body: JsonObject) -> tuple[int, int]:
     """Request-body bytes and estimated tokens of a built request."""
     text = compact_json(body)
     return len(text.encode("utf-8", "surrogatepass")), estimate_chars(len(text))
