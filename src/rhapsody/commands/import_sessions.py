@@ -139,7 +139,7 @@ def _spec_maker(root: Path) -> Any:
 
 def _summary(records: list[rec.Record]) -> str:
     kinds: dict[str, type[rec.Known]] = {"message": rec.MessageAdded, "tool_run": rec.ToolRun, "request": rec.RequestMade,
-                                         "aside": rec.Aside}
+                                         "aside": rec.KeptAside}
     count = {name: sum(1 for r in records if isinstance(r, kind)) for name, kind in kinds.items()}
     missing = sum(1 for r in rec.of(records, rec.MessageAdded) for b in r.content
                   if isinstance(b, ToolResultBlock) and b.content == INTERRUPTED)

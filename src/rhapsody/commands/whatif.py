@@ -71,7 +71,7 @@ def _model(records: Sequence[rec.Record]) -> str:
     return switched.model if switched else head_of(records).model
 
 
-def figures(records: Sequence[rec.Record], policies: list[whatif.Policy], note: whatif.NoteCost,
+def figures(records: Sequence[rec.Record], policies: list[whatif.SeamPolicy], note: whatif.NoteCost,
             read_mult: float | None, found: Window | None = None, spec: RequestSpec | None = None) -> JsonObject:
     """Every arm priced: as it happened, without seams, one per policy, and the two alternatives; each
     request at the model that answered it, and the replay as it happened against the reported usage
@@ -141,7 +141,7 @@ class _Replay:
         return {"billed_input_tokens": arm.billed_input_tokens, "usd": row["usd"], "saving": row.get("saving")}
 
 
-def _own_prompt(replay: _Replay, spec: RequestSpec, policies: list[whatif.Policy],
+def _own_prompt(replay: _Replay, spec: RequestSpec, policies: list[whatif.SeamPolicy],
                 report: JsonObject) -> JsonObject:
     """Each row again with rhapsody's own prompt and tools in place of the source's prefix, put beside the
     row (`own_prompt`, never in its fields); returns what that prompt weighs."""

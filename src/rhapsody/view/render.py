@@ -603,7 +603,7 @@ def _other_lines(record: rec.Record, root: Path, hints: dict[str, str], landed: 
         case (rec.SessionStarted() | rec.MessageAdded() | rec.HintsDelivered()
               | rec.Permission() | rec.PermissionMode() | rec.Denial() | rec.MemoryReminder() | rec.Handoff()
               | rec.LegacyHandoffAsked() | rec.SeamTokens() | rec.ThinkingCut() | rec.SeamNote() | rec.ModelSwitched() | rec.Tools()
-              | rec.Resumed() | rec.Hook() | rec.Checkpoint() | rec.Aside() | rec.Limit() | rec.Other()):
+              | rec.Resumed() | rec.Hook() | rec.Checkpoint() | rec.KeptAside() | rec.Limit() | rec.Other()):
             return []  # no line of their own (messages, resumes and approvals are drawn by `_typed_lines`)
         case _:
             assert_never(record)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from rhapsody.core.accounting import whatif
-from rhapsody.core.accounting.whatif import NoteCost, Policy, calibrate, note_cost, parse_policy, run
+from rhapsody.core.accounting.whatif import NoteCost, SeamPolicy, calibrate, note_cost, parse_policy, run
 
 from tests.transcripts import claude_session, claude_session_1m, codex_rollout, dump
 
@@ -98,7 +98,7 @@ def test_as_it_happened_prices_the_reported_usage() -> None:
 def test_a_policy_that_is_not_one_is_refused(text: str) -> None:
     with pytest.raises(ValueError, match="expected every=N"):
         parse_policy(text)
-    assert parse_policy("share=0.6") == Policy("share", 0.6)
+    assert parse_policy("share=0.6") == SeamPolicy("share", 0.6)
 
 
 def test_note_cost_comes_from_the_notes_the_project_wrote_else_a_stated_default() -> None:

@@ -153,7 +153,7 @@ class Figures:
                   | rec.Denial() | rec.Todo() | rec.MemoryReminder() | rec.Handoff() | rec.LegacyHandoffAsked() | rec.SeamTokens()
                   | rec.SeamFailed() | rec.HandoffAbandoned() | rec.ThinkingCut() | rec.SeamNote() | rec.Tools()
                   | rec.NoticeShown() | rec.TurnInterrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook()
-                  | rec.Checkpoint() | rec.CheckpointFailed() | rec.Restore() | rec.Aside() | rec.Other()):
+                  | rec.Checkpoint() | rec.CheckpointFailed() | rec.Restore() | rec.KeptAside() | rec.Other()):
                 pass
             case rec.Import() | rec.Compaction():
                 self.evidence.add(record)

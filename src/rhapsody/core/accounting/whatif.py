@@ -62,7 +62,7 @@ DEFAULT_NOTE_OUTPUT = 600
 
 
 @dataclass(frozen=True)
-class Policy:
+class SeamPolicy:
     """Where seams go: `every` N tool calls, `at` T tokens of context, a `share` of the window, or at a
     `checkpoint` that pays (value: its net, a share of the window)."""
 
@@ -87,10 +87,10 @@ class Policy:
         return self.value
 
 
-def parse_policy(text: str) -> Policy:
+def parse_policy(text: str) -> SeamPolicy:
     """`every=N`, `at=TOKENS`, `share=0.6` or `checkpoint[=NET]`; ValueError with one line otherwise."""
     if text == "checkpoint":
-        return Policy("checkpoint", CHECKPOINT_NET)
+        return SeamPolicy("checkpoint", CHECKPOINT_NET)
     kind, _, value = text.partition("=")
     try:
         number = float(value)
@@ -100,7 +100,7 @@ def parse_policy(text: str) -> Policy:
     if kind not in KINDS or number <= 0 or (kind in shares and number >= 1) or (kind not in shares and number < 1):
         raise ValueError(f"what-if policy {text!r}: expected every=N (tool calls), at=TOKENS, share=S "
                          "(0 < S < 1 of the window), checkpoint or checkpoint=S (its net), or sweep")
-    return Policy(kind, number)
+    return SeamPolicy(kind, number)
 
 
 @dataclass(frozen=True)
@@ -201,7 +201,7 @@ def model_of(record: rec.Record, current: str) -> str:
     return (record.model or current) if isinstance(record, (rec.ModelSwitched, rec.RequestMade)) else current
 
 
-def run(records: Sequence[rec.Record], policy: Policy | None, note: NoteCost, window: int | None,
+def run(records: Sequence[rec.Record], policy: SeamPolicy | None, note: NoteCost, window: int | None,
         read_mult: float | None, fit: Calibration, head: list[Any] | None = None) -> Arm:
     """The session with seams placed by `policy` (None: no seam at all), priced; `read_mult` overrides
     every model's cache-read rate; with `head`, every request of every model carries that system prompt and
@@ -272,7 +272,7 @@ def replay_error(happened: Arm, rebuilt: Arm) -> float:
     return round(rebuilt.billed_input_tokens / happened.billed_input_tokens - 1, 4) if happened.billed_input_tokens else 0.0
 
 
-def _plan(records: Sequence[rec.Record], policy: Policy | None, note: NoteCost, window: int | None,
+def _plan(records: Sequence[rec.Record], policy: SeamPolicy | None, note: NoteCost, window: int | None,
           fit: Calibration, read_mult: float | None = None) -> tuple[list[Sent], int, int]:
     conv = Conversation()
     sent: list[Sent] = []

@@ -92,7 +92,7 @@ class Conversation:
                   | rec.MemoryReminder() | rec.Handoff() | rec.LegacyHandoffAsked() | rec.SeamTokens() | rec.SeamFailed()
                   | rec.HandoffAbandoned() | rec.SeamNote() | rec.ModelSwitched() | rec.Tools() | rec.NoticeShown()
                   | rec.TurnInterrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook() | rec.Checkpoint()
-                  | rec.CheckpointFailed() | rec.Restore() | rec.Import() | rec.Aside()
+                  | rec.CheckpointFailed() | rec.Restore() | rec.Import() | rec.KeptAside()
                   | rec.Other()):
                 pass
             case _:

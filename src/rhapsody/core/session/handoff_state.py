@@ -99,7 +99,7 @@ def fold(state: HandoffState, record: rec.Record) -> HandoffState:
               | rec.PermissionMode() | rec.Denial() | rec.Todo() | rec.MemoryReminder() | rec.Prune() | rec.SeamTokens()
               | rec.ThinkingCut() | rec.ModelSwitched() | rec.Tools() | rec.NoticeShown() | rec.TurnInterrupted() | rec.Limit()
               | rec.Error() | rec.Resumed() | rec.Hook() | rec.Checkpoint() | rec.CheckpointFailed() | rec.Rewind()
-              | rec.Restore() | rec.Import() | rec.Aside() | rec.Compaction() | rec.Shelve() | rec.Other()):
+              | rec.Restore() | rec.Import() | rec.KeptAside() | rec.Compaction() | rec.Shelve() | rec.Other()):
             return state
         case _:
             assert_never(record)

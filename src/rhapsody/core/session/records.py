@@ -582,7 +582,7 @@ class Import(_Open):
     sha256: str
 
 
-class Aside(_Open):
+class KeptAside(_Open):
     """An imported source record kept outside the model's context (fields vary with `what`: open)."""
 
     kind: Literal["aside"] = "aside"
@@ -608,7 +608,7 @@ Known = Annotated[
         PermissionMode, Denial, Todo, MemoryReminder, Handoff, LegacyHandoffAsked, Seam, Prune, Shelve, SeamTokens,
         SeamFailed,
         HandoffAbandoned, Unseam, ThinkingCut, SeamNote, ModelSwitched, Tools, NoticeShown, TurnInterrupted, Limit, Error, Resumed,
-        Hook, Checkpoint, CheckpointFailed, Rewind, Restore, Import, Aside, Compaction,
+        Hook, Checkpoint, CheckpointFailed, Rewind, Restore, Import, KeptAside, Compaction,
     ],
     Field(discriminator="kind"),
 ]

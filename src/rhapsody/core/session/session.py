@@ -138,7 +138,7 @@ class Session:
                   | rec.SeamFailed() | rec.HandoffAbandoned() | rec.Unseam() | rec.ThinkingCut() | rec.SeamNote()
                   | rec.NoticeShown() | rec.TurnInterrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook()
                   | rec.Checkpoint() | rec.CheckpointFailed() | rec.Restore() | rec.Import()
-                  | rec.Aside() | rec.Compaction() | rec.Shelve() | rec.Other()):
+                  | rec.KeptAside() | rec.Compaction() | rec.Shelve() | rec.Other()):
                 pass
             case _:
                 assert_never(record)
