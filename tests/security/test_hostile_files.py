@@ -137,7 +137,8 @@ def test_folders_rhapsody_creates_are_0700_under_umask_0(tmp_path: Path) -> None
 
     code = ("import os, sys; from pathlib import Path; os.umask(0)\n"
             "from rhapsody.core.session.history import HistoryWriter, history_dir, private_dir, state_dir\n"
-            "root = Path(sys.argv[1]); HistoryWriter(history_dir(root) / 's.jsonl').append('hint', id='h1', text='x')\n"
+            "from rhapsody.core.session.records import Hint\n"
+            "root = Path(sys.argv[1]); HistoryWriter(history_dir(root) / 's.jsonl').append(Hint(id='h1', text='x'))\n"
             "private_dir(state_dir(root) / 'notes' / 'deeper')\n")
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, timeout=60)
     state = tmp_path / ".rhapsody"
