@@ -517,9 +517,9 @@ def rewound_lines(lines: list[Line]) -> list[Line]:
 def rewind_line(record: rec.Rewind | rec.Restore) -> Line:
     """A `rewind` record (the conversation went back) or a finished `restore` (files went back)."""
     if isinstance(record, rec.Rewind):
-        return Line("notice", f"↶ conversation rewound to before › {one_line(str(_fact(record, 'text', '')), 120)}; "
+        return Line("notice", f"↶ conversation rewound to before › {one_line(record.text, 120)}; "
                               "what followed stays in the history (dimmed above) and in recall")
-    return Line("notice", f"↶ files restored to a checkpoint ({counted(int(_fact(record, 'changed', 0)), 'path')} changed)")
+    return Line("notice", f"↶ files restored to a checkpoint ({counted(record.changed or 0, 'path')} changed)")
 
 
 def _fact(record: rec.Record, name: str, default: Any) -> Any:
@@ -640,9 +640,9 @@ def _call_view(call: ToolUseBlock, run: rec.ToolRun | None, result: ToolResultBl
         state = "interrupted" if interrupted or result is None or result.is_error else "ok"
         return ToolView(call, state, 0, None, output)
     if run.refused:
-        return ToolView(call, "denied", 0, None, run.refused, proposed=str(_fact(run, "proposed_diff", None) or ""))
+        return ToolView(call, "denied", 0, None, run.refused, proposed=run.proposed_diff or "")
     state = _state(bool(result and result.is_error), run.exit_code)
-    return ToolView(call, state, run.duration_ms, run.exit_code, with_diff(output, str(_fact(run, "diff", None) or "")))
+    return ToolView(call, state, run.duration_ms, run.exit_code, with_diff(output, run.diff or ""))
 
 
 def _message_lines(message: Message, hints: list[tuple[str, str, str]], calls: dict[str, ToolView],
