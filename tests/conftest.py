@@ -116,9 +116,11 @@ async def no_grace() -> None:
     """A permission question's grace period where a test does not test it: over at once, not GRACE seconds."""
 
 
-async def until(condition: Callable[[], bool], within: float = 10.0,
+async def until(condition: Callable[[], object], within: float = 10.0,
                 pause: Callable[[float], Awaitable[Any]] = asyncio.sleep, step: float = 0.01) -> None:
-    """Wait until `condition()` holds, checking every `step` seconds; fail after `within` seconds."""
+    """Wait until `condition()` holds, checking every `step` seconds; fail after `within` seconds.
+
+    In the app, `pause=pilot.pause`: the app handles its queued messages between checks."""
     deadline = time.monotonic() + within
     while not condition():
         if time.monotonic() > deadline:
