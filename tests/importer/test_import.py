@@ -8,7 +8,6 @@ import io
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from rhapsody.loopback.validate import validate
 from rhapsody.frontends.plain import run_plain
 from rhapsody.wiring import build
 
+from tests import launch
 from tests.conftest import MODEL, SANDBOX, Stub, until
 from tests.core.test_handoff_e2e import handoff_turn
 from tests.transcripts import FIXTURES, claude_session, codex_rollout, dump
@@ -36,8 +36,7 @@ CODEX = next((FIXTURES / "codex").rglob("rollout-*.jsonl"))
 
 
 def rhapsody(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rhapsody", *args], capture_output=True, text=True, cwd=cwd,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(cwd), **(env or {})}, timeout=120)
+    return launch.run(list(args), cwd=cwd, env={"PATH": "/usr/bin:/bin", "HOME": str(cwd), **(env or {})}, timeout=120)
 
 
 def imported(project: Path, *paths: Path) -> list[dict[str, Any]]:

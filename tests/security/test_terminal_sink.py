@@ -11,8 +11,6 @@ import json
 import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, example, given, settings
@@ -26,6 +24,7 @@ from rhapsody.frontends.headless import run_headless
 from rhapsody.frontends.plain import run_plain
 from rhapsody.loopback.script import call, say
 
+from tests import launch
 from tests.conftest import Stub
 from tests.core.test_handoff_e2e import handoff_turn
 
@@ -133,7 +132,8 @@ def screen_text(app: RhapsodyApp) -> str:
 @example(bad=EVERY)
 @given(bad=hostile)
 def test_the_app_draws_no_control_sequence_of_a_hostile_project(stub: Stub, project: Path, bad: str) -> None:
-    from tests.frontends.test_app_keys import idle, send, until
+    from tests.conftest import until
+    from tests.frontends.test_app_keys import idle, send
 
     plant(project, bad)
     stub.script(say(f"reply-MARK {bad} reply-END"))
@@ -150,7 +150,7 @@ def test_the_app_draws_no_control_sequence_of_a_hostile_project(stub: Stub, proj
                 await idle(pilot)
                 seen.append(screen_text(app))
             await pilot.press("ctrl+g")  # the editor does not start: a toast names it
-            await until(pilot, lambda: "editor-MARK" in screen_text(app))
+            await until(lambda: "editor-MARK" in screen_text(app), pause=pilot.pause)
             seen.append(screen_text(app))
             shown.extend(f"{e.text}\n{e.body}" for e in app.transcript.entries)  # what scrolled off the frame too
         await wiring.close()
@@ -172,8 +172,7 @@ def test_a_subcommand_prints_no_control_sequence_of_a_hostile_file(project: Path
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
     shown = []
     for args in (["mcp", "list"], ["stats", str(history)], ["export", str(history), "--md", "-o", "-"]):
-        ran = subprocess.run([sys.executable, "-m", "rhapsody", *args, "--cwd", str(project)], capture_output=True,
-                             text=True, env=env, timeout=60)
+        ran = launch.run([*args, "--cwd", str(project)], env=env, timeout=60)
         assert "Traceback" not in ran.stderr
         shown.append(ran.stdout + ran.stderr)
     assert_clean("\n".join(shown), "srv", "not a rhapsody history file")
