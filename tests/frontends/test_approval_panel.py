@@ -112,7 +112,9 @@ async def test_a_write_to_a_secret_file_denied_keeps_no_diff_in_history(stub: St
 
     wiring.agent.toolbox.approver = deny
     await collect(wiring.agent.run("go"))
-    assert "abc123" not in wiring.session.path.read_text()
+    history = wiring.session.path.read_text()
+    assert '"write_file"' in history and (project / ".env").read_text() == "TOKEN=abc123\n"  # asked, denied
+    assert "abc123" not in history
 
 
 @pytest.mark.parametrize("width", [80, 160])
