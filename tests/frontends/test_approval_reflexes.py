@@ -4,19 +4,14 @@ default (allow once), a digit picks as numbered on screen, and the grace period 
 from __future__ import annotations
 
 import asyncio
-import io
 from pathlib import Path
 
-from prompt_toolkit.application import create_app_session
-from prompt_toolkit.input import create_pipe_input
-from prompt_toolkit.output import DummyOutput
 
 from rhapsody.core.toolbox.approval import HumanApprover
 from rhapsody.frontends.app.approval import ApprovalPanel, Choice
-from rhapsody.frontends.plain import run_plain
 from rhapsody.loopback.script import call, say
 
-from tests.conftest import Stub
+from tests.conftest import Stub, plain_mode
 from tests.conftest import until
 from tests.frontends.test_app_keys import NARRATE, ask_app, asking, idle, panel, records
 from tests.frontends.test_plain import end_grace
@@ -107,9 +102,7 @@ async def test_plain_mode_an_empty_line_allows_once_and_a_lone_digit_picks_at_on
     over = asyncio.Event()
     approver = HumanApprover(grace=over.wait)
     wiring = stub.wire(project, approver=approver, permission_mode="ask")
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, approver, out=out))
+    async with plain_mode(wiring, approver) as (pipe, out, task):
         pipe.send_text("make the files\r")
         await until(lambda: out.getvalue().count("? bash wants to run") == 1)
         pipe.send_text("\r")  # within the grace period: not the default answer

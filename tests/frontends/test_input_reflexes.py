@@ -4,21 +4,16 @@ history, /resume picking a session inside the app, /init writing a starting AGEN
 from __future__ import annotations
 
 import asyncio
-import io
 from pathlib import Path
 
-from prompt_toolkit.application import create_app_session
-from prompt_toolkit.input import create_pipe_input
-from prompt_toolkit.output import DummyOutput
 
 from rhapsody.frontends.app.confirm import ConfirmScreen
 from rhapsody.frontends.app.picker import PickerScreen
 from rhapsody.frontends.app.widgets import PromptInput
-from rhapsody.frontends.plain import run_plain
 from rhapsody.frontends.prompt_aids import InputHistory
 from rhapsody.loopback.script import say
 
-from tests.conftest import Stub, collect
+from tests.conftest import Stub, collect, plain_mode
 from tests.conftest import until
 from tests.frontends.test_app_keys import idle, plain_app, texts
 
@@ -65,9 +60,7 @@ async def test_plain_mode_ctrl_r_searches_the_projects_input_history(stub: Stub,
     InputHistory(project).add("explain the cache")
     stub.script(say("It caches."))
     wiring = stub.wire(project)
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+    async with plain_mode(wiring) as (pipe, out, task):
         await asyncio.sleep(0.1)
         pipe.send_text("\x12cache\r")  # ctrl+r, the query; Enter takes the match
         pipe.send_text("\r")

@@ -4,7 +4,6 @@ hand off and recall through the real loop on the loopback server."""
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 import shutil
 import subprocess
@@ -12,9 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prompt_toolkit.application import create_app_session
-from prompt_toolkit.input import create_pipe_input
-from prompt_toolkit.output import DummyOutput
 
 from rhapsody.config.settings import Settings
 from rhapsody.core.session.context import Conversation
@@ -23,11 +19,10 @@ from rhapsody.core.session.history import read_history
 from rhapsody.core.session.recall import search
 from rhapsody.loopback.script import say
 from rhapsody.loopback.validate import validate
-from rhapsody.frontends.plain import run_plain
 from rhapsody.wiring import build
 
 from tests import launch
-from tests.conftest import MODEL, SANDBOX, Stub, until
+from tests.conftest import MODEL, SANDBOX, Stub, plain_mode, until
 from tests.core.session.test_handoff_e2e import handoff_turn
 from tests.transcripts import FIXTURES, claude_session, codex_rollout, dump
 
@@ -178,9 +173,7 @@ async def test_a_long_imported_session_resumes_headless_then_hands_off_with_slas
     stub.script(handoff_turn(), say("Noted."), say("Going on from my note."))
     wiring = build(project, Settings(permission_mode="yolo", sandbox=SANDBOX, handoff_at_share="off"), stub.model(), MODEL,
                    resume=session_id)
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+    async with plain_mode(wiring) as (pipe, out, task):
         pipe.send_text("/handoff\r")  # as the human types it in plain mode (ctrl+o there and in the app)
         await until(lambda: bool(wiring.session.conversation.seams) and not wiring.agent.busy, within=60)
         pipe.send_text("what next?\r")

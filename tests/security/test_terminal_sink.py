@@ -15,17 +15,13 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
-from prompt_toolkit.application import create_app_session
-from prompt_toolkit.input import create_pipe_input
-from prompt_toolkit.output import DummyOutput
 
 from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.frontends.headless import run_headless
-from rhapsody.frontends.plain import run_plain
 from rhapsody.loopback.script import call, say
 
 from tests import launch
-from tests.conftest import Stub
+from tests.conftest import Stub, plain_mode
 from tests.core.session.test_handoff_e2e import handoff_turn
 
 NARRATE = "I will print the notes file now because the task needs to see what it holds."
@@ -71,9 +67,7 @@ def test_plain_mode_writes_no_control_sequence_of_a_hostile_project(stub: Stub, 
     wiring = stub.wire(project, deny=[f"bash:rm {bad}"])
 
     async def scenario() -> str:
-        out = io.StringIO()
-        with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-            task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+        async with plain_mode(wiring) as (pipe, out, task):
             pipe.send_text("/help\r/permissions\r!cat notes.txt\r")
             while "queued: the agent reads it" not in out.getvalue():
                 await asyncio.sleep(0.01)
