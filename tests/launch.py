@@ -7,6 +7,9 @@ as `-m` sets them; only the imports are done once per test worker, in a fork ser
 a script) that imports and never calls anything, so no cache or state of rhapsody is shared between
 runs. `RHAPSODY_TEST_EXEC=1` starts every run with a fresh interpreter instead, to compare.
 
+Its output goes to files, not pipes: `run` returns when the process exits, with what it had written,
+even if something it started still holds them open (`subprocess.run` would wait for that too).
+
 Tests of start-up itself (import time, the first frame, a terminal) start their process directly.
 """
 

@@ -64,6 +64,7 @@ def record_reads(path: Path) -> list[tuple[str, int]]:
 
 def test_front_ends_read_history_records_only_to_rebuild() -> None:
     reads = {str(p.relative_to(SRC)): record_reads(p) for p in FRONT_ENDS}
+    assert any(reads.values()), "the scan finds the rebuilds' reads"
     live = [f"{name}:{line} in {function}()" for name, found in reads.items() for function, line in found
             if function not in REBUILDS.get(name, {})]
     assert not live, "draw these from loop events (core/events.py), not session.records:\n" + "\n".join(live)
