@@ -152,10 +152,11 @@ _running: dict[int, _Server] = {}
 
 
 def _server() -> _Server:
-    """This process's server (a fork of a test process gets its own)."""
-    if os.getpid() not in _running:
-        _running[os.getpid()] = _Server()
-    return _running[os.getpid()]
+    """This process's server (a fork of a test process gets its own; one that died is started again)."""
+    server = _running.get(os.getpid())
+    if server is None or server.proc.poll() is not None:
+        server = _running[os.getpid()] = _Server()
+    return server
 
 
 # -- the server side ----------------------------------------------------------------------------------
