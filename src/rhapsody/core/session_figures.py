@@ -71,6 +71,11 @@ class Figures:
     """The `context_window` setting, when the session has one (the loop sets it)."""
 
     @property
+    def tokens_spent(self) -> int:
+        """Every token the session's requests used, as reported: input, cache writes and reads, output."""
+        return sum(int(self.usage.get(k) or 0) for k in USAGE_KEYS)
+
+    @property
     def window(self) -> int:
         """The context window the session runs in (core/window.py)."""
         return self.window_found().tokens
@@ -144,7 +149,7 @@ class Figures:
             case rec.Hint():
                 self.hints += 1
             case (rec.Retry() | rec.HintDelivered() | rec.Permission() | rec.PermissionMode()
-                  | rec.Denial() | rec.Todo() | rec.MemoryReminder() | rec.Handoff() | rec.HandoffAsked() | rec.SeamTokens()
+                  | rec.Denial() | rec.Todo() | rec.Subagent() | rec.MemoryReminder() | rec.Handoff() | rec.HandoffAsked() | rec.SeamTokens()
                   | rec.SeamFailed() | rec.HandoffFailed() | rec.ThinkingCut() | rec.SeamNote() | rec.Tools()
                   | rec.Notice() | rec.Interrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook()
                   | rec.Checkpoint() | rec.CheckpointFailed() | rec.Restore() | rec.Aside() | rec.Other()):
