@@ -23,6 +23,7 @@ from typing import Any
 
 from rhapsody.core import records as rec
 from rhapsody.core.context import RequestSpec
+from rhapsody.core.counts import counted
 from rhapsody.core.events import Event, Failed, HintDelivered, LimitsExceeded, SubagentEnded, SubagentStarted, SubagentStep
 from rhapsody.core.messages import ToolResultBlock, ToolUseBlock
 from rhapsody.core.model import Model
@@ -208,7 +209,7 @@ def figures_line(child: Session) -> str:
     f = child.figures
     tokens = f.tokens_spent
     cost = f"${f.cost:.4f}" if f.priced else "cost unknown"
-    return f"model {child.spec.model}, {f.tool_calls} tool calls, {tokens:,} tokens, {cost}"
+    return f"model {child.spec.model}, {counted(f.tool_calls, 'tool call')}, {tokens:,} tokens, {cost}"
 
 
 def touched(records: list[dict[str, Any]]) -> list[str]:
