@@ -56,7 +56,7 @@ async def test_the_parent_gets_the_final_text_and_what_it_touched_never_the_traf
     assert FOUND in result and "Files read: app.py" in result and "Files changed: none" in result
     assert "def add(a, b)" not in json.dumps(parent_next) and "read_file" not in json.dumps(parent_next["messages"])
     started = next(e for e in events if isinstance(e, SubagentStarted))
-    steps = [e.event for e in events if isinstance(e, SubagentStep) and e.id == started.id]
+    steps = [e.step for e in events if isinstance(e, SubagentStep) and e.id == started.id]
     assert [type(s).__name__ for s in steps if isinstance(s, (ToolStarted, ToolFinished))] == ["ToolStarted",
                                                                                                 "ToolFinished"]
     assert [(e.status) for e in events if isinstance(e, SubagentEnded)] == ["done"]
@@ -87,7 +87,7 @@ def delegating(stub: Stub, project: Path, **settings: Any) -> tuple[Any, list[An
 
 def running_call(events: list[Any]) -> bool:
     """The sub-agent's gated bash call has started."""
-    return any(isinstance(e, SubagentStep) and isinstance(e.event, ToolStarted) and e.event.call.name == "bash"
+    return any(isinstance(e, SubagentStep) and isinstance(e.step, ToolStarted) and e.step.call.name == "bash"
                for e in events)
 
 
@@ -193,7 +193,7 @@ async def test_read_only_sub_agents_called_together_run_at_the_same_time(stub: S
     wiring, events, task = delegating(stub, project, parallel_tools=True)
 
     def waiting() -> set[str]:
-        return {e.id for e in events if isinstance(e, SubagentStep) and isinstance(e.event, ToolStarted)}
+        return {e.id for e in events if isinstance(e, SubagentStep) and isinstance(e.step, ToolStarted)}
 
     await until(lambda: len(waiting()) == 2)  # in turn, the second would start only after `go`
     (project / "go").write_text("", encoding="utf-8")

@@ -276,7 +276,7 @@ class SubagentStep:
 
     json_name: ClassVar[str] = "subagent_step"
     id: str
-    event: Event
+    step: Event
 
 
 @dataclass(frozen=True)

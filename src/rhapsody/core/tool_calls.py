@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
+from typing import Any
 from contextlib import aclosing
 
 from rhapsody.core.events import Event, HandoffAsked, SubagentStarted, TodoUpdated, ToolFinished, ToolStarted
@@ -116,7 +117,7 @@ async def _run_streamed(ctx: ToolContext, toolbox: Toolbox, current: Round,
             yield event
 
 
-async def _drained(queue: asyncio.Queue[Event], tasks: list[asyncio.Future[tuple[ToolOutcome, int]]]
+async def _drained(queue: asyncio.Queue[Event], tasks: Sequence[asyncio.Future[tuple[ToolOutcome, int]]]
                    ) -> AsyncGenerator[Event, None]:
     """The queue's events until every task is done and the queue empty."""
     while True:
@@ -126,8 +127,9 @@ async def _drained(queue: asyncio.Queue[Event], tasks: list[asyncio.Future[tuple
         if not pending:
             return
         getter = asyncio.ensure_future(queue.get())
+        waited: list[asyncio.Future[Any]] = [*pending, getter]
         try:
-            await asyncio.wait([*pending, getter], return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
         finally:
             getter.cancel()
         if getter.done() and not getter.cancelled():

@@ -408,7 +408,7 @@ def subagent_started_line(sid: str, model: str, mode: str, task: str) -> Line:
 
 def step_lines(step: ev.SubagentStep) -> list[Line]:
     """A sub-agent's step as indented lines: its finished calls, its refusals and its words once each reply is whole."""
-    inner = step.event
+    inner = step.step
     if isinstance(inner, ev.ModelResponse):
         text = "\n".join(t for t in inner.message.texts() if t.strip())
         return [Line("subagent", SUBAGENT_INDENT + visible(one_line(text, 200)), body=text, key=step.id)] if text else []

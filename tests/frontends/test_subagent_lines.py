@@ -1,0 +1,44 @@
+"""A sub-agent at work in the line-based front ends: plain mode prints its steps as indented lines under the
+call, headless JSONL has its events carrying its id."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from rhapsody.frontends.headless import run_headless
+from rhapsody.view.render import SUBAGENT_INDENT
+
+from tests.conftest import Stub
+from tests.core.test_subagents import FOUND, child_read, delegate
+from tests.frontends.test_plain import plain_exchange
+from rhapsody.loopback.script import say
+
+
+async def test_plain_mode_prints_its_steps_indented_under_the_call(stub: Stub, project: Path) -> None:
+    stub.script(delegate(), child_read(), say(FOUND), say("The sub-agent found it."))
+    wiring = stub.wire(project)
+    text = await plain_exchange(wiring, "is add right?", "The sub-agent found it.")
+    lines = text.splitlines()
+    started = next(i for i, line in enumerate(lines) if "⤷ sub-agent sa1 (" in line)
+    ended = next(i for i, line in enumerate(lines) if "⤶ sub-agent sa1 done" in line)
+    steps = lines[started + 1:ended]
+    assert any(line.startswith(f"  {SUBAGENT_INDENT}⏺ read_file app.py") for line in steps)
+    assert any(line.startswith(f"  {SUBAGENT_INDENT}{FOUND}") for line in steps)
+    assert "I will read app.py" not in "\n".join(lines[:started])  # its words are its steps, not the parent's text
+
+
+async def test_headless_jsonl_carries_its_events_with_its_id(stub: Stub, project: Path) -> None:
+    stub.script(delegate(), child_read(), say(FOUND), say("Done."))
+    wiring = stub.wire(project)
+    out = io.StringIO()
+    assert await run_headless(wiring.agent, "is add right?", output="jsonl", out=out, err=io.StringIO()) == 0
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    (started,) = [e for e in events if e["event"] == "subagent_started"]
+    steps = [e for e in events if e["event"] == "subagent_step"]
+    assert started["id"] == "sa1" and started["mode"] == "read-only" and started["session"]
+    assert {s["id"] for s in steps} == {"sa1"}
+    finished = [s["step"] for s in steps if s["step"]["event"] == "tool_finished"]
+    assert [f["call"]["name"] for f in finished] == ["read_file"]
+    assert [e["status"] for e in events if e["event"] == "subagent_ended"] == ["done"]
