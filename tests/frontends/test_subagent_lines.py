@@ -42,3 +42,30 @@ async def test_headless_jsonl_carries_its_events_with_its_id(stub: Stub, project
     finished = [s["step"] for s in steps if s["step"]["event"] == "tool_finished"]
     assert [f["call"]["name"] for f in finished] == ["read_file"]
     assert [e["status"] for e in events if e["event"] == "subagent_ended"] == ["done"]
+
+
+async def test_the_app_shows_it_as_one_live_folded_line_that_unfolds_to_its_steps(stub: Stub, project: Path) -> None:
+    from rhapsody.core.approval import HumanApprover
+    from rhapsody.frontends.app.app import RhapsodyApp
+    from rhapsody.frontends.app.widgets import Foldable
+
+    from tests.conftest import no_grace, until
+    from tests.frontends.test_app import wait_idle
+
+    stub.script(delegate(), child_read(), say(FOUND), say("The sub-agent found it."))
+    approver = HumanApprover(grace=no_grace)
+    wiring = stub.wire(project, approver=approver)
+    app = RhapsodyApp(wiring.agent, wiring.settings, approver)
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.start_turn("is add right?")
+        await wait_idle(pilot)
+        (entry,) = [e for e in app.transcript.entries if e.kind == "subagent"]
+        assert entry.text.startswith("⤶ sub-agent sa1 done")
+        assert "⏺ read_file app.py" in entry.body and FOUND in entry.body
+        assert not [e for e in app.transcript.entries if e.kind == "tool" and "read_file" in e.text]  # folded in it
+        widget = app.transcript.widgets[entry]
+        assert isinstance(widget, Foldable) and not widget.expanded
+        widget.focus()
+        await pilot.press("enter")
+        await until(lambda: widget.expanded, pause=pilot.pause)
+        assert FOUND in str(widget.render())

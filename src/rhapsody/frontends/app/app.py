@@ -153,6 +153,8 @@ class RhapsodyApp(App[int]):
         self.welcome = welcome
         self.hints: dict[str, Entry] = {}
         self.calls: dict[str, tuple[ToolUseBlock, Entry]] = {}
+        self.subagents: dict[str, tuple[str, Entry]] = {}
+        """Running sub-agents by id: the line that started each, and its live entry."""
         self.worker: Worker[None] | None = None
         self.live = Liveness()
         self._rebuilt_to = 0
@@ -605,6 +607,9 @@ class RhapsodyApp(App[int]):
             await t.end_text()
         elif isinstance(event, ev.TodoUpdated):
             return self.show_todos(list(event.items))
+        elif isinstance(event, (ev.SubagentStarted, ev.SubagentStep, ev.SubagentEnded)):
+            await t.end_text()
+            return await self.subagent_event(event)
         for line in render.event_lines(event):
             await t.add(Entry.of(line))
         self.refresh_status()
@@ -664,6 +669,27 @@ class RhapsodyApp(App[int]):
             await self.transcript.add(entry)
         self.transcript.sync(entry)
         self.live.start("working")
+
+    async def subagent_event(self, event: ev.SubagentStarted | ev.SubagentStep | ev.SubagentEnded) -> None:
+        """A sub-agent is one folded line that stays live: its latest step on the line, every step unfolded."""
+        if isinstance(event, ev.SubagentStarted):
+            line = render.event_lines(event)[0]
+            entry = Entry("subagent", line.text, "", event.id, "running")
+            self.subagents[event.id] = (line.text, entry)
+            await self.transcript.add(entry)
+            return
+        if event.id not in self.subagents:
+            return
+        head, entry = self.subagents[event.id]
+        lines = render.event_lines(event)
+        if isinstance(event, ev.SubagentEnded):
+            entry.text, entry.state = lines[0].text, "error" if event.status in ("failed", "interrupted") else ""
+            self.subagents.pop(event.id, None)
+        elif lines:
+            entry.body = "\n".join([entry.body, *(line.text.removeprefix(render.SUBAGENT_INDENT) for line in lines)]).strip("\n")
+            steps = entry.body.count("\n") + 1
+            entry.text = f"{head} · {steps} steps · {render.one_line(lines[-1].text.strip(' │'), 80)}"
+        self.transcript.sync(entry)
 
     async def hints_delivered(self, event: ev.HintDelivered) -> None:
         """A delivered hint moves to where it landed: after the result it followed, or the turn's end."""
