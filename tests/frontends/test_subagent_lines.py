@@ -69,3 +69,23 @@ async def test_the_app_shows_it_as_one_live_folded_line_that_unfolds_to_its_step
         await pilot.press("enter")
         await until(lambda: widget.expanded, pause=pilot.pause)
         assert FOUND in str(widget.render())
+
+
+async def test_the_picker_lists_it_under_its_parent_and_continue_picks_the_parent(stub: Stub, project: Path) -> None:
+    from rhapsody.core.history import find_session
+    from rhapsody.frontends.app.picker import SessionPicker
+
+    from tests.conftest import collect
+
+    stub.script(delegate(), child_read(), say(FOUND), say("Found."))
+    wiring = stub.wire(project)
+    await collect(wiring.agent.run("is add right?"))
+    child = next(r["session"] for r in wiring.session.records if r["kind"] == "subagent")
+    assert find_session(project, None).stem == wiring.session.id  # never the child's, however the names sort
+    picker = SessionPicker(project)
+    async with picker.run_test(size=(120, 24)):
+        listing = picker.query_one("OptionList")
+        shown = [(listing.get_option_at_index(i).id, str(listing.get_option_at_index(i).prompt))
+                 for i in range(listing.option_count)]
+    assert [stem for stem, _ in shown] == [wiring.session.id, child]
+    assert shown[1][1].startswith("    ⤷ sa1 ") and "Find what add" in shown[1][1]
