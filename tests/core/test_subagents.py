@@ -204,3 +204,14 @@ async def test_read_only_sub_agents_called_together_run_at_the_same_time(stub: S
     assert [r["tool_use_id"] for r in results] == calls and all("Sub-agent sa" in r["content"] for r in results)
     assert [r["state"] for r in wiring.session.records if r["kind"] == "subagent"] == ["started", "started",
                                                                                        "done", "done"]
+
+
+async def test_recall_finds_its_traffic_from_the_parent(stub: Stub, project: Path) -> None:
+    stub.script(delegate(), child_read(), say(FOUND),
+                call("I will recall what the sub-agent read, to quote the line exactly.", "recall", query="return"),
+                say("Quoted."))
+    wiring = stub.wire(project)
+    events = await collect(wiring.agent.run("is add right?"))
+    child = next(e for e in events if isinstance(e, SubagentStarted)).session
+    found = traffic(stub.bodies()[-1])[-1]["content"]
+    assert f"{child}:toolu_" in found and "[return] a - b" in found

@@ -241,7 +241,8 @@ def recall_text(root: Path, session: Session, query: str, all_sessions: bool, fo
     if all_sessions:
         hits = recall.search_project(root, session.path, query, write=write)
     else:
-        hits = recall.search(session.path, query, write=write)
+        children = {str(r["session"]) for r in session.records if r["kind"] == "subagent"}
+        hits = recall.search_session(root, session.path, query, children, write=write)
     if not hits:
         return f"no stripped tool call matches {query!r}"
     out = ["snippets as written; … marks where one was cut"] if for_human else []
