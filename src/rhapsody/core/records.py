@@ -264,7 +264,8 @@ class Subagent(_Record):
     tool_use_id: str = ""
     state: Literal["started", "done", "limit", "failed", "interrupted"]
     model: str = ""
-    mode: Mode = "read-only"
+    mode: Mode | None = None
+    """The permission mode it ran in (None: an imported one, whose source does not say)."""
     task: str = ""
     tool_calls: int = 0
     requests: int = 0

@@ -421,7 +421,7 @@ def step_lines(step: ev.SubagentStep) -> list[Line]:
 def subagent_record_line(record: rec.Subagent) -> Line:
     """A sub-agent's `subagent` record in a rebuilt transcript: started, or how it ended with what it spent."""
     if record.state == "started":
-        return subagent_started_line(record.id, record.model, record.mode, record.task)
+        return subagent_started_line(record.id, record.model, record.mode or "imported", record.task)
     spent = dollars(record.cost_usd) if record.priced else "cost unknown"
     return Line("subagent", f"⤶ sub-agent {record.id} {record.state}: {counted(record.tool_calls, 'tool call')}, "
                             f"{spent}, ~{record.kept_out_tokens:,} tokens of traffic kept out · session {record.session}",
