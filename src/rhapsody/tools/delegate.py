@@ -20,9 +20,9 @@ NOT_HERE = "No sub-agents here: this agent was not given any to start (a sub-age
 
 
 class DelegateInput(BaseModel):
-    task: str = Field(min_length=1, description="The whole task, as the sub-agent's first message: it sees nothing else.")
+    task: str = Field(min_length=1)
     mode: Literal["read-only", "ask", "auto-edit", "yolo"] = "read-only"
-    model: str = Field("", description="The sub-agent's model; empty for the subagent_model setting.")
+    model: str = ""
     max_tool_calls: int | None = Field(None, ge=1)
     max_tokens: int | None = Field(None, ge=1)
     max_cost_usd: float | None = Field(None, gt=0)
