@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from rhapsody.cli import main
-from rhapsody.core.history import read_history
-from rhapsody.core.pricing import WRITE_5M_MULT, price_of
-from rhapsody.core.session_figures import figures
+from rhapsody.core.session.history import read_history
+from rhapsody.core.accounting.pricing import WRITE_5M_MULT, price_of
+from rhapsody.core.accounting.session_figures import figures
 from rhapsody.loopback.script import say
 
 from tests.conftest import MODEL, Stub, collect
-from tests.core.test_subagents import FOUND, child_read, delegate
+from tests.core.agent.test_subagents import FOUND, child_read, delegate
 
 CHEAP = "claude-haiku-4-5"
 

@@ -11,7 +11,7 @@ from rhapsody.frontends.headless import run_headless
 from rhapsody.view.render import SUBAGENT_INDENT
 
 from tests.conftest import Stub
-from tests.core.test_subagents import FOUND, child_read, delegate
+from tests.core.agent.test_subagents import FOUND, child_read, delegate
 from tests.frontends.test_plain import plain_exchange
 from rhapsody.loopback.script import say
 
@@ -45,7 +45,7 @@ async def test_headless_jsonl_carries_its_events_with_its_id(stub: Stub, project
 
 
 async def test_the_app_shows_it_as_one_live_folded_line_that_unfolds_to_its_steps(stub: Stub, project: Path) -> None:
-    from rhapsody.core.approval import HumanApprover
+    from rhapsody.core.toolbox.approval import HumanApprover
     from rhapsody.frontends.app.app import RhapsodyApp
     from rhapsody.frontends.app.widgets import Foldable
 
@@ -72,7 +72,7 @@ async def test_the_app_shows_it_as_one_live_folded_line_that_unfolds_to_its_step
 
 
 async def test_the_picker_lists_it_under_its_parent_and_continue_picks_the_parent(stub: Stub, project: Path) -> None:
-    from rhapsody.core.history import find_session
+    from rhapsody.core.session.history import find_session
     from rhapsody.frontends.app.picker import SessionPicker
 
     from tests.conftest import collect

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rhapsody.core.history import read_history
-from rhapsody.core.subagent_figures import spent
+from rhapsody.core.session.history import read_history
+from rhapsody.core.accounting.subagent_figures import spent
 
 from tests.importer.test_import import CLAUDE, imported, kinds
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from rhapsody.core.history import read_history
+from rhapsody.core.session.history import read_history
 from rhapsody.loopback.script import call, say
-from rhapsody.tools.sandbox import bwrap_path
+from rhapsody.sandbox.bwrap import bwrap_path
 
 from tests.conftest import Stub, collect
-from tests.core.test_subagents import delegate
+from tests.core.agent.test_subagents import delegate
 
 ORIGINAL = "def add(a, b):\n    return a - b\n"
 

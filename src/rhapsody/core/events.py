@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from rhapsody.core.messages import Message, ToolUseBlock
+from rhapsody.core.session.messages import Message, ToolUseBlock
 
 
 @dataclass(frozen=True)
@@ -259,7 +259,7 @@ class TodoUpdated:
 
 @dataclass(frozen=True)
 class SubagentStarted:
-    """The agent handed a task to a sub-agent (core/subagent.py): its own session, model and permission mode."""
+    """The agent handed a task to a sub-agent (core/agent/subagent.py): its own session, model and permission mode."""
 
     json_name: ClassVar[str] = "subagent_started"
     id: str

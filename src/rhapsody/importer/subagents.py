@@ -16,9 +16,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from rhapsody.core.context import RequestSpec
-from rhapsody.core.session_figures import USAGE_KEYS, figures
-from rhapsody.core.tokens import estimate_chars
+from rhapsody.core.session.context import RequestSpec
+from rhapsody.core.accounting.session_figures import USAGE_KEYS, figures
+from rhapsody.core.accounting.tokens import estimate_chars
 from rhapsody.importer.to_history import records as history_records
 from rhapsody.importer.transcript import Aside, Source, Turn
 

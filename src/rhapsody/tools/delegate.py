@@ -1,4 +1,4 @@
-"""The `delegate` tool: the agent hands a task to a sub-agent (core/subagent.py).
+"""The `delegate` tool: the agent hands a task to a sub-agent (core/agent/subagent.py).
 
 The sub-agent runs in a permission mode never wider than the parent's (read-only unless the call asks for
 more), on the call's model or the `subagent_model` setting, within a budget no larger than the settings'.
@@ -12,8 +12,8 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
-from rhapsody.core.subagent import Budget, Order, run_subagent, too_wide
-from rhapsody.core.tools import Tool, ToolContext, ToolOutcome
+from rhapsody.core.agent.subagent import Budget, Order, run_subagent, too_wide
+from rhapsody.core.toolbox.tools import Tool, ToolContext, ToolOutcome
 from rhapsody.prompts import load
 
 NOT_HERE = "No sub-agents here: this agent was not given any to start (a sub-agent starts none of its own)."
