@@ -89,3 +89,24 @@ async def test_the_picker_lists_it_under_its_parent_and_continue_picks_the_paren
                  for i in range(listing.option_count)]
     assert [stem for stem, _ in shown] == [wiring.session.id, child]
     assert shown[1][1].startswith("    ⤷ sa1 ") and "Find what add" in shown[1][1]
+
+
+async def test_esc_in_the_app_marks_the_running_sub_agent_interrupted(stub: Stub, project: Path) -> None:
+    from rhapsody.frontends.app.app import RhapsodyApp
+
+    from tests.conftest import until
+    from tests.core.agent.test_subagents import child_waits
+    from tests.frontends.test_app import wait_idle
+
+    stub.script(delegate(), child_waits(), say("never sent"))
+    wiring = stub.wire(project)
+    app = RhapsodyApp(wiring.agent, wiring.settings)
+    async with app.run_test(size=(100, 30)) as pilot:
+        app.start_turn("is add right?")
+        await until(lambda: bool(wiring.session.delegated) and any(
+            r["kind"] == "message" and r["role"] == "assistant" for r in wiring.session.delegated[0].records),
+            pause=pilot.pause)  # the sub-agent's call is under way
+        app.action_interrupt()
+        await wait_idle(pilot)
+        (entry,) = [e for e in app.transcript.entries if e.kind == "subagent"]
+        assert entry.text.startswith("⤶ sub-agent sa1 interrupted") and entry.state == "error"

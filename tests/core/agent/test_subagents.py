@@ -215,3 +215,14 @@ async def test_recall_finds_its_traffic_from_the_parent(stub: Stub, project: Pat
     child = next(e for e in events if isinstance(e, SubagentStarted)).session
     found = traffic(stub.bodies()[-1])[-1]["content"]
     assert f"{child}:toolu_" in found and "[return] a - b" in found
+
+
+async def test_a_token_or_dollar_budget_stops_it_before_its_next_request(stub: Stub, project: Path) -> None:
+    for limit, asked in (("max_tokens_spent", {"max_tokens": 100}), ("max_cost_usd", {"max_cost_usd": 0.000001})):
+        stub.script(delegate(**asked), child_read(), say("never sent"), say("Stopped early."))
+        wiring = stub.wire(project)
+        events = await collect(wiring.agent.run("is add right?"))
+        assert len(stub.bodies()) == 3  # the parent, the child's first request, the parent again
+        assert f"stopped at its budget: {limit} reached" in traffic(stub.bodies()[2])[-1]["content"]
+        assert [e.status for e in events if isinstance(e, SubagentEnded)] == ["limit"]
+        stub.server.requests.clear()

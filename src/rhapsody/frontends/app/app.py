@@ -548,6 +548,8 @@ class RhapsodyApp(App[int]):
             entry.text, entry.state = line.text, line.state
             self.transcript.sync(entry)
         self.calls = {}
+        for sid in list(self.subagents):  # Esc stopped them too: their end was never said
+            await self.subagent_event(ev.SubagentEnded(sid, "interrupted", "stopped by the human"))
         await self.transcript.add(Entry.of(render.event_lines(ev.Interrupted(""))[0]))
 
     async def apply(self, event: ev.Event) -> None:
