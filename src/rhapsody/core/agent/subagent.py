@@ -15,9 +15,9 @@ Imports: stdlib and rhapsody.core only.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,7 @@ from rhapsody.core.toolbox.permissions import MODES, Mode, Rules
 from rhapsody.core.agent.policy import Policy
 from rhapsody.core.session.session import Session
 from rhapsody.core.accounting.tokens import estimate_chars
+from rhapsody.core.toolbox.output_caps import cap_text
 from rhapsody.core.toolbox.tools import Approval, Approver, ToolContext, Toolbox
 
 NOT_LENT = ("delegate", "exit_plan")
@@ -122,14 +123,17 @@ async def run_subagent(delegation: Delegation, ctx: ToolContext, order: Order) -
             progress(_forwarded(sid, event))
             if isinstance(event, (LimitsExceeded, Failed)):
                 ending.append(event)
-    except BaseException:
+    except asyncio.CancelledError:
         _ended(parent, child, sid, "interrupted", ctx.call_id)
         progress(SubagentEnded(sid, "interrupted", "stopped by the human"))
+        raise
+    except Exception:
+        _ended(parent, child, sid, "failed", ctx.call_id)  # the toolbox turns it into the call's error
         raise
     finally:
         parent.delegated.remove(child)
     status, why = _status(ending)
-    text = report_text(sid, child, status, why)
+    text = cap_text(report_text(sid, child, status, why), ctx.output_cap)
     _ended(parent, child, sid, status, ctx.call_id)
     progress(SubagentEnded(sid, status, why or "done"))
     return Report(sid, status, text)
@@ -239,7 +243,3 @@ def final_text(child: Session) -> str:
             if text:
                 return text
     return ""
-
-
-Progress = Callable[[Event], None]
-"""Where a tool that reports as it runs puts its events (core/agent/tool_calls.py yields them)."""
