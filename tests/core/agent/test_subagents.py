@@ -226,3 +226,18 @@ async def test_a_token_or_dollar_budget_stops_it_before_its_next_request(stub: S
         assert f"stopped at its budget: {limit} reached" in traffic(stub.bodies()[2])[-1]["content"]
         assert [e.status for e in events if isinstance(e, SubagentEnded)] == ["limit"]
         stub.server.requests.clear()
+
+
+async def test_the_parents_cost_limit_counts_what_its_sub_agents_spent(stub: Stub, project: Path) -> None:
+    import dataclasses
+
+    from rhapsody.core.events import LimitsExceeded
+
+    stub.script(delegate(), child_read(), say(FOUND), say("Found."), say("never sent"))
+    wiring = stub.wire(project)
+    await collect(wiring.agent.run("is add right?"))
+    own, delegated = wiring.session.figures.cost, wiring.session.figures.delegated_cost
+    assert delegated > 0
+    wiring.agent.policy = dataclasses.replace(wiring.agent.policy, max_cost_usd=own + delegated / 2)
+    events = await collect(wiring.agent.run("and now?"))
+    assert [e.limit for e in events if isinstance(e, LimitsExceeded)] == ["max_cost_usd"] and len(stub.bodies()) == 4

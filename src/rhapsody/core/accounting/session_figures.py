@@ -69,6 +69,9 @@ class Figures:
     """What the history says about the window it runs in (core/accounting/window.py)."""
     window_setting: int | None = None
     """The `context_window` setting, when the session has one (the loop sets it)."""
+    delegated_cost: float = 0.0
+    """What the session's sub-agents spent, each at its own model (their `subagent` records): `max_cost_usd`
+    counts it with the session's own cost."""
 
     @property
     def tokens_spent(self) -> int:
@@ -126,6 +129,9 @@ class Figures:
                 self.evidence.add({"kind": "usage", **used})
             case rec.ToolRun():
                 self.tool_calls += 1
+            case rec.Subagent():
+                if record.state != "started":  # at its own model (0 for a model without a price)
+                    self.delegated_cost += record.cost_usd
             case rec.Session() | rec.Model():
                 self._priced_at(record.model or self.model)
             case rec.Seam():
@@ -149,7 +155,7 @@ class Figures:
             case rec.Hint():
                 self.hints += 1
             case (rec.Retry() | rec.HintDelivered() | rec.Permission() | rec.PermissionMode()
-                  | rec.Denial() | rec.Todo() | rec.Subagent() | rec.MemoryReminder() | rec.Handoff() | rec.HandoffAsked() | rec.SeamTokens()
+                  | rec.Denial() | rec.Todo() | rec.MemoryReminder() | rec.Handoff() | rec.HandoffAsked() | rec.SeamTokens()
                   | rec.SeamFailed() | rec.HandoffFailed() | rec.ThinkingCut() | rec.SeamNote() | rec.Tools()
                   | rec.Notice() | rec.Interrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook()
                   | rec.Checkpoint() | rec.CheckpointFailed() | rec.Restore() | rec.Aside() | rec.Other()):

@@ -44,7 +44,7 @@ class Policy:
     max_steps_per_turn: int | None = None
     """Requests one turn may send; the turn ends with LimitsExceeded before the next one."""
     max_cost_usd: float | None = None
-    """The session's estimated cost at which turns end with LimitsExceeded before a request."""
+    """The session's estimated cost, its sub-agents' included, at which turns end with LimitsExceeded before a request."""
     max_tool_calls: int | None = None
     """Tool calls the session may make; its turn ends with LimitsExceeded before the next request (a sub-agent's budget)."""
     max_tokens_spent: int | None = None
@@ -69,8 +69,9 @@ def limit_reached(policy: Policy, session: Session, steps: int) -> LimitsExceede
         return _limit(session, "max_tokens_spent", figures.tokens_spent, policy.max_tokens_spent)
     # each request priced at the model that served it, as the status bar does
     if policy.max_cost_usd is not None and figures.priced:  # no price, no guessed limit
-        if figures.cost >= policy.max_cost_usd:
-            return _limit(session, "max_cost_usd", round(figures.cost, 4), policy.max_cost_usd)
+        spent = figures.cost + figures.delegated_cost  # its sub-agents' spend counts too
+        if spent >= policy.max_cost_usd:
+            return _limit(session, "max_cost_usd", round(spent, 4), policy.max_cost_usd)
     return None
 
 
