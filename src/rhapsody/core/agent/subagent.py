@@ -135,7 +135,7 @@ async def run_subagent(delegation: Delegation, ctx: ToolContext, order: Order) -
     status, why = _status(ending)
     text = cap_text(report_text(sid, child, status, why), ctx.output_cap)
     _ended(parent, child, sid, status, ctx.call_id)
-    progress(SubagentEnded(sid, status, why or "done"))
+    progress(SubagentEnded(sid, status, f"{why}; {figures_line(child)}" if why else figures_line(child)))
     return Report(sid, status, text)
 
 

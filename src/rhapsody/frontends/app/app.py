@@ -679,18 +679,21 @@ class RhapsodyApp(App[int]):
             entry = Entry("subagent", line.text, "", event.id, "running")
             self.subagents[event.id] = (line.text, entry)
             await self.transcript.add(entry)
-            return
-        if event.id not in self.subagents:
-            return
-        head, entry = self.subagents[event.id]
+        elif event.id in self.subagents:
+            self.subagent_changed(event, *self.subagents[event.id])
+
+    def subagent_changed(self, event: ev.SubagentStep | ev.SubagentEnded, head: str, entry: Entry) -> None:
+        """A running sub-agent's line: the call under way, the step it just took, or how it ended."""
         lines = render.event_lines(event)
         if isinstance(event, ev.SubagentEnded):
             entry.text, entry.state = lines[0].text, "error" if event.status in ("failed", "interrupted") else ""
             self.subagents.pop(event.id, None)
+        elif isinstance(event.step, ev.ToolStarted):
+            entry.text = f"{head} · running {render.one_line(render.tool_line(render.ToolView(event.step.call)).text, 80)}"
         elif lines:
-            entry.body = "\n".join([entry.body, *(line.text.removeprefix(render.SUBAGENT_INDENT) for line in lines)]).strip("\n")
-            steps = entry.body.count("\n") + 1
-            entry.text = f"{head} · {steps} steps · {render.one_line(lines[-1].text.strip(' │'), 80)}"
+            taken = [line.text.removeprefix(render.SUBAGENT_INDENT) for line in lines]
+            entry.body = "\n".join([entry.body, *taken]).strip("\n")
+            entry.text = f"{head} · {entry.body.count(chr(10)) + 1} steps · {render.one_line(taken[-1], 80)}"
         self.transcript.sync(entry)
 
     async def hints_delivered(self, event: ev.HintDelivered) -> None:
