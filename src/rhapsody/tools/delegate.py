@@ -56,4 +56,5 @@ class Delegate(Tool):
         budget = Budget(args.max_tool_calls, args.max_tokens, args.max_cost_usd).within(ctx.delegation.budget)
         report = await run_subagent(ctx.delegation, ctx, Order(args.task, args.mode, args.model, budget))
         return ToolOutcome(report.text, is_error=report.status == "failed",
-                           facts={"subagent": report.id, "subagent_status": report.status})
+                           facts={"subagent": report.id, "subagent_status": report.status,
+                                  "subagent_session": report.session, "subagent_changed": list(report.changed)})

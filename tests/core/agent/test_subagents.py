@@ -241,3 +241,20 @@ async def test_the_parents_cost_limit_counts_what_its_sub_agents_spent(stub: Stu
     wiring.agent.policy = dataclasses.replace(wiring.agent.policy, max_cost_usd=own + delegated / 2)
     events = await collect(wiring.agent.run("and now?"))
     assert [e.limit for e in events if isinstance(e, LimitsExceeded)] == ["max_cost_usd"] and len(stub.bodies()) == 4
+
+
+async def test_the_field_note_names_the_sub_agents_and_what_they_changed(stub: Stub, project: Path) -> None:
+    from tests.core.session.test_handoff_e2e import handoff_turn
+
+    stub.script(delegate(mode="auto-edit"),
+                call("I will fix add in app.py by writing the corrected file.", "write_file", path="app.py",
+                     content="def add(a, b):\n    return a + b\n"),
+                say("Fixed add."), say("The sub-agent fixed it."), handoff_turn(), say("Noted."))
+    wiring = stub.wire(project)
+    await collect(wiring.agent.run("fix add"))
+    wiring.agent.request_handoff()
+    await collect(wiring.agent.run())
+    child = next(r["session"] for r in wiring.session.records if r["kind"] == "subagent")
+    note = traffic(stub.bodies()[-1])[-1]["content"]
+    assert f"- sub-agents (1): sa1 done (session {child}; changed app.py)" in note
+    assert "- files written (0): none" in note  # the parent wrote nothing itself

@@ -87,6 +87,9 @@ class Report:
     id: str
     status: str
     text: str
+    session: str = ""
+    changed: tuple[str, ...] = ()
+    """Files its calls wrote (for the parent's field note: its own runs do not show them)."""
 
 
 def too_wide(asked: Mode, parent: Mode) -> str:
@@ -136,7 +139,7 @@ async def run_subagent(delegation: Delegation, ctx: ToolContext, order: Order) -
     text = cap_text(report_text(sid, child, status, why), ctx.output_cap)
     _ended(parent, child, sid, status, ctx.call_id)
     progress(SubagentEnded(sid, status, f"{why}; {figures_line(child)}" if why else figures_line(child)))
-    return Report(sid, status, text)
+    return Report(sid, status, text, child.id, tuple(changed_files(child.records)))
 
 
 def _forwarded(sid: str, event: Event) -> Event:
@@ -220,9 +223,14 @@ def touched(records: list[dict[str, Any]]) -> list[str]:
     """What the sub-agent's calls touched, one line each: files read, files changed, commands with their exits."""
     runs = [r for r in records if r["kind"] == "tool_run"]
     reads = sorted({r["path"] for r in runs if r.get("op") == "read" and r.get("path")})
-    writes = sorted({r["path"] for r in runs if r.get("op") == "write" and r.get("path")})
+    writes = changed_files(records)
     commands = [f"`{_short(r['command'])}` (exit {r.get('exit_code')})" for r in runs if r.get("command")]
     return [f"Files read: {_listed(reads)}", f"Files changed: {_listed(writes)}", f"Commands: {_listed(commands)}"]
+
+
+def changed_files(records: list[dict[str, Any]]) -> list[str]:
+    """The files a session's calls wrote, sorted."""
+    return sorted({r["path"] for r in records if r["kind"] == "tool_run" and r.get("op") == "write" and r.get("path")})
 
 
 def _listed(items: list[str], most: int = 12) -> str:
