@@ -11,7 +11,7 @@ from rhapsody.frontends.headless import run_headless
 from rhapsody.view.render import SUBAGENT_INDENT
 
 from tests.conftest import Stub
-from tests.core.agent.test_subagents import FOUND, child_read, delegate
+from tests.core.agent.test_subagents import FOUND, TASK, child_read, delegate
 from tests.frontends.test_plain import plain_exchange
 from rhapsody.loopback.script import say
 
@@ -27,6 +27,7 @@ async def test_plain_mode_prints_its_steps_indented_under_the_call(stub: Stub, p
     assert any(line.startswith(f"  {SUBAGENT_INDENT}⏺ read_file app.py") for line in steps)
     assert any(line.startswith(f"  {SUBAGENT_INDENT}{FOUND}") for line in steps)
     assert "I will read app.py" not in "\n".join(lines[:started])  # its words are its steps, not the parent's text
+    assert f"⏺ delegate read-only: {TASK} → ok" in text
 
 
 async def test_headless_jsonl_carries_its_events_with_its_id(stub: Stub, project: Path) -> None:

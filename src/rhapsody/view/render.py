@@ -123,6 +123,8 @@ def key_argument(call: ToolUseBlock) -> str:
         return f"({done}/{len(items)} done)"
     if call.name == "exit_plan":
         return f"plan ({counted(len(str(args.get('plan') or '').splitlines()), 'line')})"
+    if call.name == "delegate":
+        return f"{args.get('mode') or 'read-only'}: {one_line(visible(str(args.get('task') or '')), 80)}"
     for key in KEY_ARGUMENTS:
         if key in args and args[key]:
             return one_line(visible(_argument_text(args[key])), 90)
