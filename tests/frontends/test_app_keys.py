@@ -505,6 +505,7 @@ async def test_focused_lines_are_readable_and_keys_typed_while_focus_moves_land_
         for key, char in (("tab", None), ("a", "a"), ("b", "b"), ("c", "c"), ("home", None), ("X", "X")):
             app.post_message(events.Key(key, char))  # all queued at once, as a fast typist's keys arrive
         await until(lambda: app.query_one(PromptInput).text.endswith("Xabc"), pause=pilot.pause)
+        await pilot.pause()  # what the keys queued (tab's completions) is handled before the app closes
 
 
 async def test_command_outputs_survive_continue_in_place(stub: Stub, project: Path) -> None:
