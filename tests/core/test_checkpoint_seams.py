@@ -12,7 +12,7 @@ import pytest
 
 from rhapsody.core.events import SeamCommitted, TurnEnded
 from rhapsody.core.natural_seam import GIT_COMMIT, TEST_RUNNER, Boundaries, Boundary, cold_share
-from rhapsody.core.seam_cost import payoff
+from rhapsody.core.seam_cost import NOTE_OUTPUT_TOKENS, payoff
 from rhapsody.core.strip import validity_problems
 from rhapsody.loopback.script import call, say
 
@@ -149,7 +149,7 @@ def test_a_todo_list_with_one_more_item_completed_is_a_boundary() -> None:
 def test_the_payoff_counts_the_requests_ahead_and_the_cold_restarts() -> None:
     warm = payoff(60_000, 50_000, 2_500, ahead=30, cold=0.0, read=0.1, write=1.25, output_ratio=5)
     assert warm.saves == pytest.approx(29 * 47_500 * 0.1)
-    assert warm.costs == pytest.approx(60_000 * 0.1 + 12_500 * 1.25 + 600 * 5)
+    assert warm.costs == pytest.approx(60_000 * 0.1 + 12_500 * 1.25 + NOTE_OUTPUT_TOKENS * 5)
     soon = payoff(60_000, 50_000, 2_500, ahead=3, cold=0.0, read=0.1, write=1.25, output_ratio=5)
     assert warm.pays and not soon.pays
     paused = payoff(60_000, 50_000, 2_500, ahead=3, cold=0.5, read=0.1, write=1.25, output_ratio=5)

@@ -24,12 +24,28 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody.core.context import Conversation, RequestSpec, measure_messages
+from rhapsody.core.handoff import INDEX_CHARS
 from rhapsody.core.history import read_plain, sessions
 from rhapsody.core.session import Session
 
-DEFAULT_NOTE_TOKENS = 2_500
-"""What a handoff is assumed to add when no note was written yet: the default the what-if pricing
-states too (docs/performance.md); the recorded session's one handoff added ~2,939, a short one ~1,136."""
+NOTE_AIM_CHARS = 1_000
+"""The field note the prompts ask for (prompts/handoff.md, prompts/tools/micro_handoff.md): about 1,000 characters."""
+FACTS_CAP_CHARS = 2_600
+"""The harness facts at most (tools/handoff.py `FACTS_CHARS` is this figure)."""
+ASK_CHARS = 1_200
+"""The handoff request, which stays in the context as text (prompts/handoff.md is shorter; a test holds it)."""
+ANSWER_CHARS = 200
+"""The agent's one-line answer after the note, and the closing line the tool's result ends with."""
+DEFAULT_NOTE_TOKENS = round((2 * NOTE_AIM_CHARS + FACTS_CAP_CHARS + INDEX_CHARS + ASK_CHARS + ANSWER_CHARS) / 4)
+"""What a handoff is assumed to add when no note was written yet (1,950 tokens), the what-if's default too: what
+the caps let one seam leave in the context, the note twice (the call's input and the tool's result), the facts
+and the index of what leaves at their caps, the ask and the answer. A ceiling: a quiet stretch's facts and
+index are shorter (docs/performance.md, "The size a field note aims at")."""
+NOTE_ROOM_TOKENS = 2_500
+"""The room the window keeps for a first note before any was measured (core/turn_end.py `note_room`): more than
+the priced default, since a note request the window refuses means stripping before the note is written."""
+NOTE_OUTPUT_TOKENS = round((NOTE_AIM_CHARS + ANSWER_CHARS) / 4)
+"""The output tokens a field note is assumed to take (300: the note and the answer), the what-if's default too."""
 SAMPLES = 5
 PROJECT_FILES = 20
 """The newest histories of the project read for note costs (the rest are older and slower to read)."""
@@ -111,10 +127,6 @@ def _mean(values: list[int]) -> int:
 
 def _notes(n: int) -> str:
     return f"{n} note{'s' if n != 1 else ''}"
-
-
-NOTE_OUTPUT_TOKENS = 600
-"""The output tokens a field note is assumed to take (the what-if pricing's default too)."""
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from rhapsody.core.context import Conversation, Shelf, notice
 from rhapsody.core.pricing import WRITE_1H_KEY, WRITE_5M_MULT, input_equivalents
 from rhapsody.core.messages import Message, compact_json
 from rhapsody.core.natural_seam import Boundaries, Boundary, cold_share
-from rhapsody.core.seam_cost import payoff
+from rhapsody.core.seam_cost import DEFAULT_NOTE_TOKENS, NOTE_AIM_CHARS, NOTE_OUTPUT_TOKENS, payoff
 from rhapsody.core.records import parse
 from rhapsody.core.strip import HANDOFF_TOOL
 
@@ -54,8 +54,8 @@ OUTPUT_RATIO = 5.0
 """Output price over input price: 5 on every Claude model of the table; what the note's output costs."""
 TTL = 300.0
 """The 5-minute cache the checkpoint policy's payoff is judged with in the replay."""
-DEFAULT_NOTE_ADDED = 2500
-DEFAULT_NOTE_OUTPUT = 600
+DEFAULT_NOTE_ADDED = DEFAULT_NOTE_TOKENS
+DEFAULT_NOTE_OUTPUT = NOTE_OUTPUT_TOKENS
 
 
 @dataclass(frozen=True)
@@ -110,6 +110,14 @@ class NoteCost:
     """Where the figures come from, said in the output."""
 
 
+def given_note(tokens_added: int) -> NoteCost:
+    """The note cost given on the command line (`--note-tokens`), a quarter of it written as output (the ratio
+    of bench/note_sweep.py)."""
+    return NoteCost(tokens_added, max(1, tokens_added // 4),
+                    f"given with --note-tokens: {tokens_added:,} tokens added to the context and "
+                    f"{max(1, tokens_added // 4):,} output tokens per seam")
+
+
 def note_cost(histories: list[list[dict[str, Any]]]) -> NoteCost:
     """The mean cost of the notes these histories hold; the stated default when there are none.
 
@@ -126,7 +134,9 @@ def note_cost(histories: list[list[dict[str, Any]]]) -> NoteCost:
     if not added:
         return NoteCost(DEFAULT_NOTE_ADDED, DEFAULT_NOTE_OUTPUT,
                         f"no field note written in this project yet: default {DEFAULT_NOTE_ADDED:,} tokens added to the "
-                        f"context and {DEFAULT_NOTE_OUTPUT:,} output tokens per seam")
+                        f"context (what the caps let a seam leave: the note of ~{NOTE_AIM_CHARS:,} characters the prompts "
+                        f"ask for, the harness facts and the index at their caps, the ask) and {DEFAULT_NOTE_OUTPUT:,} "
+                        "output tokens per seam; --note-tokens N for another")
     mean = round(sum(added) / len(added))
     outputs = [tokens(c.get("input", {})) for c in calls.values()]
     out = round(sum(outputs) / len(outputs)) if outputs else DEFAULT_NOTE_OUTPUT
