@@ -149,18 +149,34 @@ class Payoff:
 
 def payoff(context: int, takes: int, adds: int, ahead: float, cold: float, read: float, write: float,
            output_ratio: float, note_output: int = NOTE_OUTPUT_TOKENS) -> Payoff:
-    """Whether a seam now pays, by the cache's arithmetic over the `ahead` requests expected before the next seam.
+    """Whether a seam now pays, by the cache's arithmetic over a horizon of `ahead` requests (`horizon`).
 
     Without the seam each of those requests reads the `context` (C) from the cache; with it the handoff's two
     requests read C, the next request writes the stripped context and the note (S + N) once at `write`, and
-    every later one reads S + N. So the seam saves (ahead − 1) × (takes − adds) at the read rate, and a
-    request that finds the cache cold (a `cold` share of them: the human paused past its TTL) would have
-    re-written C instead of S + N, saving (takes − adds) × (write − read) more; it costs C × read (the one
-    extra request over C), (S + N) × write and the note's output at `output_ratio` × input.
+    every later one reads S + N. So the seam saves `ahead` × (takes − adds) at the read rate, and a request
+    that finds the cache cold (a `cold` share of them: the human paused past its TTL) would have re-written C
+    instead of S + N, saving (takes − adds) × (write − read) more; it costs C × read (the one extra request
+    over C), (S + N) × write and the note's output at `output_ratio` × input.
     """
     stripped = context - takes + adds
     per_request = (takes - adds) * (read + cold * (write - read))
-    return Payoff(max(0.0, ahead - 1) * per_request, context * read + stripped * write + note_output * output_ratio)
+    return Payoff(max(0.0, ahead) * per_request, context * read + stripped * write + note_output * output_ratio)
+
+
+def horizon(sizes: Sequence[float]) -> float:
+    """The requests a seam's saving is counted over: how many requests the traffic since the last seam has
+    already been carried, each weighted by its share of that traffic (`sizes`: the context of each request
+    since the last seam, the one about to go last; fewer than two, or none grown: 0).
+
+    This is rent-or-buy: the strip is bought once carrying what it would take has cost as much as the strip
+    does, which never spends more than twice what the best choice, made knowing the future, would, and
+    needs no guess of how many requests are still to come. Traffic that grew steadily over k requests counts
+    k / 2; one large result that came a request ago counts 1, so a turn end right after it does not seam for
+    requests that may never come; a large result that came right after the last seam counts for every request
+    since, so a boundary soon after it seams (docs/performance.md, "How the checkpoint policy judges")."""
+    if len(sizes) < 2 or sizes[-1] <= sizes[0]:
+        return 0.0
+    return sum(max(0.0, s - sizes[0]) for s in sizes[1:]) / (sizes[-1] - sizes[0])
 
 
 def of_session(session: Session) -> SeamEstimate:

@@ -41,7 +41,7 @@ from rhapsody.core.context import Conversation, Shelf, notice
 from rhapsody.core.pricing import WRITE_1H_KEY, WRITE_5M_MULT, input_equivalents
 from rhapsody.core.messages import Message, compact_json
 from rhapsody.core.natural_seam import Boundaries, Boundary, cold_share
-from rhapsody.core.seam_cost import DEFAULT_NOTE_TOKENS, NOTE_AIM_CHARS, NOTE_OUTPUT_TOKENS, payoff
+from rhapsody.core.seam_cost import DEFAULT_NOTE_TOKENS, NOTE_AIM_CHARS, NOTE_OUTPUT_TOKENS, horizon, payoff
 from rhapsody.core.records import parse
 from rhapsody.core.strip import HANDOFF_TOOL
 
@@ -298,7 +298,7 @@ def _plan(records: list[dict[str, Any]], policy: Policy | None, note: NoteCost, 
             due = policy is not None and (full or (calls >= policy.value if limit is None
                                                    else context_tokens(head, view) * fit.scale >= limit))
             if checkpoints is not None:
-                due = checkpoints.due(conv, view, head, float(record.get("ts", 0.0)), len(sent)) or due
+                due = checkpoints.due(conv, view, head, float(record.get("ts", 0.0))) or due
             if due and calls:
                 ts = float(record.get("ts", 0.0))
                 sent += _seam(conv, ts, note, seams)
@@ -306,7 +306,7 @@ def _plan(records: list[dict[str, Any]], policy: Policy | None, note: NoteCost, 
                 shelves += second_window(conv, head, fit.scale, window)
                 view = conv.active()
                 if checkpoints is not None:
-                    checkpoints.last_seam = len(sent)
+                    checkpoints.seamed(context_tokens(head, view) * fit.scale)
             pending = Sent(float(record.get("ts", 0.0)), view, {})
         elif kind == "usage" and pending is not None:
             sent.append(dataclasses.replace(pending, usage=usage_of(record)))
@@ -358,21 +358,29 @@ class _Checkpoints:
         self.boundary: Boundary | None = None
         self.times: list[float] = []
         self.last_seam = 0
-        """Requests replayed when the last seam was placed."""
+        """The index in `sizes` of the first request after the last seam."""
+        self.sizes: list[float] = []
+        """The context of each request judged so far, in the replay's tokens."""
+
+    def seamed(self, context: float) -> None:
+        """A seam was placed before the request just judged, which goes with `context` instead."""
+        self.sizes[-1], self.last_seam = context, len(self.sizes) - 1
 
     def see(self, record: dict[str, Any]) -> None:
         """Fold one record of the session as it happened."""
         self.boundary = self.fold.see(record) or self.boundary
 
-    def due(self, conv: Conversation, view: list[Message], head: list[Any], ts: float, requests: int) -> bool:
+    def due(self, conv: Conversation, view: list[Message], head: list[Any], ts: float) -> bool:
         """Whether the boundary reached since the last request (if any) pays a seam now; it is judged once."""
         self.times.append(ts)
+        self.sizes.append(context_tokens(head, view) * self.fit.scale)
         reached, self.boundary = self.boundary, None
         if reached is None:
             return False
         context = context_tokens(head, view) * self.fit.scale
         stripped = context_tokens(head, conv.view(len(conv.messages))) * self.fit.scale
-        worth = payoff(round(context), round(context - stripped), self.note.added, requests - self.last_seam,
+        since = self.sizes[self.last_seam:]
+        worth = payoff(round(context), round(context - stripped), self.note.added, horizon(since),
                        cold_share(self.times, TTL), self.read_mult, WRITE_5M_MULT, OUTPUT_RATIO, self.note.output)
         return worth.pays
 
