@@ -189,3 +189,18 @@ def test_the_default_note_cost_is_what_the_caps_let_a_seam_leave_and_note_tokens
     assert billed[3_000] > billed[300]
     bad = rhapsody("stats", "--what-if", "every=25", "--note-tokens", "0", cwd=project)
     assert bad.returncode != 0 and "--note-tokens 0" in bad.stderr and len(bad.stderr.splitlines()) == 1
+
+
+def test_a_seams_two_requests_write_with_the_lifetime_of_the_request_they_precede() -> None:
+    """As the module docstring says: the request before the seam wrote for five minutes, the one after for an
+    hour (rhapsody chose the hour across a pause): the seam's requests, sent at the later moment, write for the
+    hour; on the old code they took the five minutes of the request before."""
+    from rhapsody.core.accounting.billing import TTL_1H, TTL_5M, Sent, ttl_of
+    from rhapsody.core.accounting.pricing import WRITE_1H_KEY
+
+    five = {"input_tokens": 1, "cache_creation_input_tokens": 100, "cache_read_input_tokens": 0, WRITE_1H_KEY: 0}
+    hour = {**five, WRITE_1H_KEY: 100}
+    sent = [Sent(0.0, [], five), Sent(900.0, [], {}), Sent(901.0, [], {}), Sent(902.0, [], hour)]
+    given = whatif.with_ttls(sent)
+    assert [s.ttl for s in given] == [None, (TTL_1H, TTL_1H), (TTL_1H, TTL_1H), None]
+    assert ttl_of(five, (TTL_1H, TTL_1H)) == (TTL_5M, TTL_5M)  # without it the seam's requests took this one's

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rhapsody.core.session import shelf
-from rhapsody.core.accounting.billing import (SEAM_KINDS, Fit, Sent, Split, bill, fit as fit_replay, replay, reported,
-                                   request_rates, served_by, size, split_of, total, usd)
+from rhapsody.core.accounting.billing import (TTL_5M, SEAM_KINDS, Fit, Sent, Split, bill, fit as fit_replay, replay,
+                                              reported, request_rates, served_by, size, split_of, total, ttl_of, usd)
 from rhapsody.core.accounting.cache_ttl import ONE_HOUR, Ledger
 from rhapsody.core.session.context import Conversation, Shelf, notice
 from rhapsody.core.accounting.pricing import WRITE_1H_KEY, WRITE_5M_MULT, input_equivalents
@@ -215,7 +215,7 @@ def run(records: list[dict[str, Any]], policy: Policy | None, note: NoteCost, wi
     those tools instead of the source's (`prompt_head`)."""
     fit = fit.own(head)
     sent, seams, shelves = _plan(records, policy, note, window, fit, read_mult)
-    served = with_models(sent, records)
+    served = with_ttls(with_models(sent, records))
     arm = priced_arm(policy.label if policy else "no seams", served, seams, fit, read_mult, seams * note.output)
     chosen, hours = _with_ttl_choice(served, seams, fit, read_mult)
     return dataclasses.replace(arm, billed_ttl_choice=chosen, one_hour_requests=hours, shelves=shelves)
@@ -242,6 +242,22 @@ def with_models(sent: list[Sent], records: list[dict[str, Any]]) -> list[Sent]:
     for request in sent:
         model = next(models, model) if request.usage else model  # a seam's requests have no usage
         out.append(dataclasses.replace(request, model=model))
+    return out
+
+
+def with_ttls(sent: list[Sent]) -> list[Sent]:
+    """A seam's two requests given the cache lifetimes of the request they precede: they go out at its moment,
+    under the lifetime in effect then (the request before may be an hour earlier, across a pause)."""
+    ttls, ttl = [], (TTL_5M, TTL_5M)
+    for request in sent:
+        ttl = ttl_of(request.usage, ttl)
+        ttls.append(ttl)
+    out, after = list(sent), None
+    for k in reversed(range(len(sent))):
+        if sent[k].usage:
+            after = ttls[k]
+        elif after is not None:
+            out[k] = dataclasses.replace(sent[k], ttl=after)
     return out
 
 
