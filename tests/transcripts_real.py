@@ -13,8 +13,8 @@ compacted themselves once at about 167k tokens. This one copies their structure 
   parallel batches of two and three calls with hook progress lines between them (FACTS §6);
 - a test run that fails (`Exit code 1`, a traceback) until the fix lands, then passes; a
   `git commit` after most tasks; a few seconds to a minute between requests;
-- an `Explore` subagent answered by claude-haiku-4-5 (sidechain lines, with their usage);
-- the automatic compaction at about 167k tokens, once.
+- an `Explore` subagent answered by claude-haiku-4-5, twice (sidechain lines, with their usage);
+- the automatic compaction at about 167k tokens, once (at 167,449).
 
 Nothing here is tuned to a policy: the counts and sizes come from the description above and a
 fixed seed. `python -m tests.transcripts long DIR` writes it as `claude-real.jsonl`.
@@ -102,7 +102,7 @@ def _todos(items: list[str], done: int) -> dict[str, Any]:
 
 
 def claude_real_session() -> list[dict[str, Any]]:
-    """The session the module docstring describes (203 tool calls)."""
+    """The session the module docstring describes (222 tool calls)."""
     c = _Real()
     c.lines.append({"type": "file-history-snapshot", "messageId": c.uid(), "snapshot": {}, "isSnapshotUpdate": False})
     at: str = c.human(None, "The formatter, the tokenizer and the parser each have a bug from the issue list; "
@@ -113,7 +113,7 @@ def claude_real_session() -> list[dict[str, Any]]:
                  f"turn {turn}: run the suite and commit"]
         todo = c.call(i, "TodoWrite", **_todos(items, 0))
         at, i = c.batch(at, "I will write down the plan for this task.", [(todo, "Todos have been modified.", False)]), i + 1
-        start, failing = i, True
+        start, failing, explored = i, True, turn not in (1, 5)
         while i - start < calls:
             if not compacted and c.full():
                 at, compacted = c.compact_here(at), True
@@ -136,8 +136,8 @@ def claude_real_session() -> list[dict[str, Any]]:
             elif n % 4 == 1:
                 edit = c.call(i, "Edit", file_path=f"/home/ana/proj/src/mod_{i}.py", old_string="a", new_string="b")
                 at = c.batch(at, "I will make the edit.", [(edit, f"The file src/mod_{i}.py has been updated.", False)])
-            elif turn in (1, 5) and n == 3:
-                at = c.explore(at, i)
+            elif not explored and n >= 3:  # once in the second and the sixth task
+                at, explored = c.explore(at, i), True
             else:
                 call = c.bash(i, f"grep -rn step_{i} src")
                 at = c.batch(at, f"Step {i}: I will search where step_{i} is used.", [(call, _output(c.rng, i), False)])

@@ -97,6 +97,7 @@ def figures(records: list[dict[str, Any]], policies: list[whatif.Policy], note: 
         "replay_error": whatif.replay_error(happened, rebuilt),
         "replay": {"reported": happened.split.as_dict(), "replayed": rebuilt.split.as_dict()},
         "clearing": {"trigger_input_tokens": CLEARING.trigger, "keep_tool_uses": CLEARING.keep},
+        "subagents": whatif_rows.subagents(records, read_mult),
         "as_happened": _row(happened, price, None),
         "without_seams": _row(base, price, None),
         "policies": [_row(arm, price, base) for arm in arms],
@@ -196,11 +197,21 @@ def render(session: str, report: dict[str, Any]) -> str:
             f"the first 'vs no seams' is the seams alone (the source's prefix); 'rhapsody's prompt' is the same row "
             f"with rhapsody's own system prompt and tools ({own['request_bytes']:,} bytes, ~{own['tokens']:,} tokens) "
             "in place of that prefix, also against the replay without seams with the source's prefix."]),
+        *_subagent_line(report["subagents"]),
         "a source compaction the session had happens in a seam row only where that row's context grew as large; "
         "there rhapsody seams instead. 'source's compaction' adds each compaction's own request and summary, "
         f"which the transcript does not report; 'clear tool results' is the API's clearing of all tool results but "
         f"the newest {clear['keep_tool_uses']} once a request reaches {clear['trigger_input_tokens']:,} input tokens.",
     ])
+
+
+def _subagent_line(sub: dict[str, Any]) -> list[str]:
+    """What the session's subagents billed, said beside the rows (none: nothing said)."""
+    if not sub["requests"]:
+        return []
+    dollars = "" if sub["usd"] is None else f" (${sub['usd']:,.2f})"
+    return [f"its subagents (sidechains) sent {sub['requests']:,} requests the file reports, billing "
+            f"{sub['billed_input_tokens']:,} input tokens{dollars} as they happened: the same in every row, so not in them."]
 
 
 def _split(split: dict[str, int]) -> str:
