@@ -22,7 +22,8 @@ it happened, to set beside the usage the API reported (its error says how far to
 other rows). `Calibration` is that fit with where the source compacted (`compacted_at`); a
 row run with rhapsody's own prompt (`run(..., head=prompt_head(...))`) carries it in place of
 every model's prefix. After a replayed seam that leaves more than half the window, the
-oldest seams' words move out as rhapsody's second window moves them (core/session/shelf.py).
+oldest seams' words move out as rhapsody's second window moves them (core/session/shelf.py). What one seam
+costs (the note) is core/accounting/whatif_note.py, re-exported here.
 
 Imports: stdlib and rhapsody.core only.
 """
@@ -39,9 +40,15 @@ from rhapsody.core.accounting.billing import (TTL_5M, SEAM_KINDS, Fit, Sent, Spl
 from rhapsody.core.accounting.cache_ttl import ONE_HOUR, Ledger
 from rhapsody.core.session.context import Conversation, Shelf, notice
 from rhapsody.core.accounting.pricing import WRITE_1H_KEY, WRITE_5M_MULT, input_equivalents
-from rhapsody.core.session.messages import Message, compact_json
+from rhapsody.core.session.messages import Message
 from rhapsody.core.session.natural_seam import Boundaries, Boundary, cold_share
-from rhapsody.core.accounting.seam_cost import DEFAULT_NOTE_TOKENS, NOTE_AIM_CHARS, NOTE_OUTPUT_TOKENS, horizon, payoff
+from rhapsody.core.accounting.seam_cost import horizon, payoff
+from rhapsody.core.accounting.whatif_note import DEFAULT_NOTE_ADDED as DEFAULT_NOTE_ADDED
+from rhapsody.core.accounting.whatif_note import DEFAULT_NOTE_OUTPUT as DEFAULT_NOTE_OUTPUT
+from rhapsody.core.accounting.whatif_note import NoteCost as NoteCost
+from rhapsody.core.accounting.whatif_note import given_note as given_note
+from rhapsody.core.accounting.whatif_note import note_cost as note_cost
+from rhapsody.core.accounting.whatif_note import tokens as tokens
 from rhapsody.core.session.records import parse
 from rhapsody.core.session.strip import HANDOFF_TOOL
 
@@ -54,8 +61,6 @@ OUTPUT_RATIO = 5.0
 """Output price over input price: 5 on every Claude model of the table; what the note's output costs."""
 TTL = 300.0
 """The 5-minute cache the checkpoint policy's payoff is judged with in the replay."""
-DEFAULT_NOTE_ADDED = DEFAULT_NOTE_TOKENS
-DEFAULT_NOTE_OUTPUT = NOTE_OUTPUT_TOKENS
 
 
 @dataclass(frozen=True)
@@ -98,50 +103,6 @@ def parse_policy(text: str) -> Policy:
         raise ValueError(f"what-if policy {text!r}: expected every=N (tool calls), at=TOKENS, share=S "
                          "(0 < S < 1 of the window), checkpoint or checkpoint=S (its net), or sweep")
     return Policy(kind, number)
-
-
-@dataclass(frozen=True)
-class NoteCost:
-    """What one seam adds: context tokens (ask, note, index) and output tokens (writing the note)."""
-
-    added: int
-    output: int
-    basis: str
-    """Where the figures come from, said in the output."""
-
-
-def given_note(tokens_added: int) -> NoteCost:
-    """The note cost given on the command line (`--note-tokens`), a quarter of it written as output (the ratio
-    of bench/note_sweep.py)."""
-    return NoteCost(tokens_added, max(1, tokens_added // 4),
-                    f"given with --note-tokens: {tokens_added:,} tokens added to the context and "
-                    f"{max(1, tokens_added // 4):,} output tokens per seam")
-
-
-def note_cost(histories: list[list[dict[str, Any]]]) -> NoteCost:
-    """The mean cost of the notes these histories hold; the stated default when there are none.
-
-    What a note added is best read off a seam that measured it (`before` minus `asked_est_tokens`);
-    seams written before that field have the `micro_handoff` call and its result, which stay in the
-    context, measured instead."""
-    blocks = [b for h in histories for r in h if r["kind"] == "message" for b in r["content"] if isinstance(b, dict)]
-    calls = {b.get("id"): b for b in blocks if b.get("type") == "tool_use" and b.get("name") == HANDOFF_TOOL}
-    pairs = [tokens(calls[b.get("tool_use_id")]) + tokens(b) for b in blocks
-             if b.get("type") == "tool_result" and b.get("tool_use_id") in calls]
-    measured = [r["before"]["est_tokens"] - r["asked_est_tokens"] for h in histories for r in h
-                if r["kind"] == "seam" and isinstance(r.get("asked_est_tokens"), int)]
-    added, how = (measured, "seam(s) that measured it") if measured else (pairs, "field note(s) (the call and its result)")
-    if not added:
-        return NoteCost(DEFAULT_NOTE_ADDED, DEFAULT_NOTE_OUTPUT,
-                        f"no field note written in this project yet: default {DEFAULT_NOTE_ADDED:,} tokens added to the "
-                        f"context (what the caps let a seam leave: the note of ~{NOTE_AIM_CHARS:,} characters the prompts "
-                        f"ask for, the harness facts and the index at their caps, the ask) and {DEFAULT_NOTE_OUTPUT:,} "
-                        "output tokens per seam; --note-tokens N for another")
-    mean = round(sum(added) / len(added))
-    outputs = [tokens(c.get("input", {})) for c in calls.values()]
-    out = round(sum(outputs) / len(outputs)) if outputs else DEFAULT_NOTE_OUTPUT
-    return NoteCost(mean, out, f"estimated from {len(added)} {how} in this project's histories: ~{mean:,} tokens "
-                               f"added to the context and ~{out:,} output tokens per seam")
 
 
 @dataclass(frozen=True)
@@ -435,8 +396,3 @@ def usage_of(record: dict[str, Any]) -> dict[str, int]:
     """A usage record's input figures, as billing's replay keeps them."""
     return {k: int(record.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens",
                                                   "cache_read_input_tokens", "cache_creation_1h_input_tokens")}
-
-
-def tokens(part: Any) -> int:
-    """Tokens of one part of a request as the what-if counts them (compact JSON characters / 4)."""
-    return max(1, -(-len(compact_json(part)) // 4))
