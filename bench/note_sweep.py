@@ -71,7 +71,9 @@ def main() -> None:
         histories = sorted((project / ".rhapsody" / "history").glob("*.jsonl"))
         for history in histories:
             records = read_history(history).records
-            source = next(r["source"] for r in records if r["kind"] == "import")
+            source = next((r["source"] for r in records if r["kind"] == "import"), None)
+            if source is None:  # an imported sub-agent's own history: not one of the long sessions
+                continue
             print(f"\n{Path(source).name} (of {len(sources)}): dollars as a share of no seams")
             print("| note tokens | " + " | ".join(f"every={n}" for n in EVERY) + " |")
             print("| --- |" + " --- |" * len(EVERY))
