@@ -210,7 +210,7 @@ def _sidechain(path: Path, line: int, record: dict[str, Any], now: float) -> Asi
     message = record.get("message") or {}
     usage = _usage(message, now)
     if usage:
-        fields["usage"] = {k: usage[k] for k in USAGE_KEYS}
+        fields["usage"] = {k: usage[k] for k in (*USAGE_KEYS, WRITE_1H_KEY) if k in usage}
         fields["model"] = usage["model"]
     return Aside("sidechain", timestamp(record.get("timestamp"), now), {**fields, "agent_id": record.get("agentId")})
 

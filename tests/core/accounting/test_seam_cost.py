@@ -40,7 +40,7 @@ async def test_a_short_session_would_not_pay_and_handoff_shows_the_figures_and_a
     assert worth.takes == by_hand > 0 and worth.adds == DEFAULT_NOTE_TOKENS and not worth.pays
     outcome = run_command(wiring.agent, "/handoff")
     assert outcome.confirm == "hand off anyway?" and outcome.then == ANYWAY and not outcome.run_turn
-    assert f"the strip would take ~{worth.takes:,} tokens and the handoff add ~2,500" in outcome.text
+    assert f"the strip would take ~{worth.takes:,} tokens and the handoff add ~{DEFAULT_NOTE_TOKENS:,}" in outcome.text
     assert "no note yet: the default" in outcome.text and session.handoff.phase == Phase.IDLE
     assert run_command(wiring.agent, ANYWAY).run_turn and session.handoff.phase == Phase.WANTED
     status = status_line(figures(session.records), session, "main", "idle", 200)

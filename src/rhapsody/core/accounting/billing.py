@@ -55,6 +55,8 @@ class Sent:
     messages: list[Message]
     usage: dict[str, int]
     model: str = ""
+    ttl: tuple[float, float] | None = None
+    """The cache lifetimes it writes with, where its usage does not say (a replayed handoff's requests)."""
 
 
 def reported(usage: dict[str, int]) -> int:
@@ -199,7 +201,7 @@ def bill(sent: list[Sent], fitted: Fit) -> list[Split]:
     caches: dict[str, CacheModel] = {}
     ttl, model, out = (TTL_5M, TTL_5M), sent[0].model if sent else "", []
     for request in sent:
-        model, ttl = request.model or model, ttl_of(request.usage, ttl)
+        model, ttl = request.model or model, request.ttl or ttl_of(request.usage, ttl)
         cache = caches.get(model) or caches.setdefault(model, CacheModel(fitted.head_of(model)))
         _, read, written = cache.split(request.ts, request.messages, ttl)
         scale = fitted.scale

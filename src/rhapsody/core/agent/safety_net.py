@@ -16,9 +16,11 @@ API's 400, or rhapsody's own estimate before sending), `request_failed` makes ro
 
 A handoff already asked for is not asked again: the prune makes room for the request already
 in the context. A note already written (phase `noted`) is not asked again: its seam is
-committed now, and work the handoff interrupted goes on. Where no cut between rounds makes
-room, where thinking is on (a cut changes the prefix the latest thinking is bound to, which
-must go back unchanged in a tool loop), or where the request for the note is refused as
+committed now, and work the handoff interrupted goes on. With thinking on, the cut changes the
+prefix every thinking block so far is bound to (FACTS §1.3), so a `thinking_cut` record drops
+them all first, as the strip does (dropping thinking from the start of the history is valid;
+the next request thinks afresh), and then the prune: the note is still written over the latest
+results. Where no cut between rounds makes room, or where the request for the note is refused as
 well, rhapsody strips first as before: a `seam` record strips every message so far, the
 current round included, then asks for the note over the stripped context, and the note
 attaches to that seam (`seam_note`); the second window's shelving follows that seam too. When
@@ -77,7 +79,7 @@ def request_failed(session: Session, policy: Policy, threshold: HandoffThreshold
     refusal = str(failure)
     if refused_before and not _made_room(session):
         return _refused_again(session, refusal)
-    if not refused_before and not session.handoff.noted and not session.spec.thinking:
+    if not refused_before and not session.handoff.noted:
         made = _room_first(session, policy, refusal)
         if made is not None:
             return made
@@ -97,6 +99,8 @@ def _room_first(session: Session, policy: Policy, refusal: str) -> Netted | None
     if room is None:
         return None
     index = stripped_index(session, only=set(room.ids))
+    if session.spec.thinking:  # first, so a crash between the two leaves thinking dropped and nothing cut: valid
+        session.cut_thinking(f"{WINDOW_REASON}the cut changes the prefix every thinking block so far is bound to")
     try:
         record = prune(session, room.ids, f"{WINDOW_REASON}{refusal}")
     except AuditFailed as exc:

@@ -36,7 +36,7 @@ from rhapsody.core.session.messages import Block, TextBlock
 from rhapsody.core.model import Model
 from rhapsody.core.agent.policy import Policy
 from rhapsody.core.session.session import Hint, Session
-from rhapsody.core.accounting.seam_cost import DEFAULT_NOTE_TOKENS, note_costs
+from rhapsody.core.accounting.seam_cost import NOTE_ROOM_TOKENS, note_costs
 from rhapsody.core.session.shelf import shelve_after_seam
 from rhapsody.core.window import session_window, share_limit
 from rhapsody.core.accounting.window_room import HEADROOM
@@ -87,7 +87,7 @@ def note_room(records: list[dict[str, Any]]) -> int:
     """The room the handoff's own requests need in the window: what this session's notes added (else the
     default), with a quarter more, as the safety net keeps for the note (core/accounting/window_room.py)."""
     costs = note_costs(records)
-    return round(HEADROOM * (sum(costs) / len(costs) if costs else DEFAULT_NOTE_TOKENS))
+    return round(HEADROOM * (sum(costs) / len(costs) if costs else NOTE_ROOM_TOKENS))
 
 
 async def end_of_turn(session: Session, policy: Policy, model: Model, threshold: HandoffThreshold,
