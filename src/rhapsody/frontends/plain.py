@@ -31,7 +31,7 @@ from rhapsody.config.settings import Settings
 from rhapsody.core import events as ev
 from rhapsody.core.toolbox.approval import HumanApprover, Question, approval_for, choices, picked
 from rhapsody.core.agent.loop import Agent
-from rhapsody.core.toolbox.tools import PlanReview
+from rhapsody.core.toolbox.protocol import PlanReview
 from rhapsody.frontends.preview import plain_text
 from rhapsody.frontends.prompt_aids import InputHistory, command_names
 from rhapsody.frontends.recap import recap_lines

@@ -70,7 +70,7 @@ if TYPE_CHECKING:
     from rhapsody.core.toolbox.approval import HumanApprover, Question
     from rhapsody.core.agent.loop import Agent
     from rhapsody.core.session.messages import ToolUseBlock
-    from rhapsody.core.toolbox.tools import PlanReview
+    from rhapsody.core.toolbox.protocol import PlanReview
 else:  # loaded on first use, after the first frame (pydantic and the core are most of the start-up)
     commands = lazy("rhapsody.commands.slash")
     render = lazy("rhapsody.view.render")
@@ -629,7 +629,7 @@ class RhapsodyApp(App[int]):
 
     async def review_plan(self, plan: str) -> PlanReview:
         """The plan exit_plan proposes, for the human to approve (as edited), or reject with a reason."""
-        from rhapsody.core.toolbox.tools import PlanReview
+        from rhapsody.core.toolbox.protocol import PlanReview
         from rhapsody.frontends.app.plan_review import PlanScreen
 
         answered: asyncio.Future[PlanReview] = asyncio.get_running_loop().create_future()
