@@ -190,7 +190,9 @@ class Agent:
     async def _drain(self) -> AsyncIterator[Event]:
         """The queue's events up to and with `Idle`, each question answered by the callback on its way."""
         async for event in self._loop.events():
-            if isinstance(event, ApprovalAsked):  # the one place a question is told from the stream
+            # The documented place events are picked out with isinstance (tests/test_event_dispatch.py): two
+            # kinds are acted on here and every event is passed on whole.
+            if isinstance(event, ApprovalAsked):
                 await self._answer(event)
             yield event
             if isinstance(event, ev.Idle):

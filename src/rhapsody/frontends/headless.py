@@ -38,6 +38,7 @@ async def run_headless(agent: Agent, task: str, output: str = "text", out: TextI
     status = 0
     start = history_length(agent)
     denials: list[ev.ToolFinished] = []
+    text = output != "jsonl"
     if output == "jsonl":
         _json(out, session_event(agent))
     if task.split(maxsplit=1)[:1] == ["/handoff"]:  # a seam of a resumed session: the one command headless runs
@@ -49,18 +50,22 @@ async def run_headless(agent: Agent, task: str, output: str = "text", out: TextI
         task = ""
     async with aclosing(agent.run(task, typed)) as stream:
         async for event in stream:
-            if output == "jsonl":
+            if not text:
                 _json(out, as_json(event))
-            elif not isinstance(event, (ev.Failed, ev.LimitsExceeded)):  # said once, on stderr below
-                print_event(event, out)
-            if isinstance(event, ev.ToolFinished) and event.refused:
-                denials.append(event)
-            elif isinstance(event, ev.Failed):
-                err.write(f"rhapsody: {event.message}\n")
-                status = 2
-            elif isinstance(event, ev.LimitsExceeded):
-                err.write(f"rhapsody: {limit_line(event)}\n")
-                status = 3
+            match event:
+                case ev.Failed():  # said once, on stderr (and as its JSON line)
+                    err.write(f"rhapsody: {event.message}\n")
+                    status = 2
+                case ev.LimitsExceeded():
+                    err.write(f"rhapsody: {limit_line(event)}\n")
+                    status = 3
+                case ev.ToolFinished() if event.refused:
+                    denials.append(event)
+                    if text:
+                        print_event(event, out)
+                case _:
+                    if text:
+                        print_event(event, out)  # the shared renderer's own match is exhaustive
             out.flush()
     records = [rec.parse(record) for record in written_since(agent, start)]  # the run's records, typed once
     unanswered = unanswered_refusals(records)
