@@ -15,8 +15,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from rhapsody import Agent, Answer
-from rhapsody.api import ApprovalAsked, as_json, events
+from rhapsody.api import Agent, Answer, ApprovalAsked, as_json, events
 from rhapsody.loopback.script import ScriptedResponder, call, say
 from rhapsody.loopback.server import LoopbackServer
 

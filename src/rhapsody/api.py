@@ -1,6 +1,6 @@
 """rhapsody from Python: open a session in a project, send turns and hints, read the events.
 
-    from rhapsody import Agent, Answer
+    from rhapsody.api import Agent, Answer, as_json
 
     async with Agent.open("path/to/project", on_approval=lambda q: Answer.deny("not that file")) as agent:
         async for event in agent.send("fix the failing test"):
