@@ -121,6 +121,32 @@ async def test_a_refused_operation_says_why(wired: Stub, project: Path) -> None:
                 (project / "go").touch()
 
 
+async def test_a_failing_callback_denies_the_call_and_its_error_comes_out(wired: Stub, project: Path) -> None:
+    wired.script(call(STEP, "bash", command="echo run >> log.txt"), say("Understood."))
+
+    def on_approval(question: ev.ApprovalAsked) -> Answer:
+        raise LookupError("no policy for bash")
+
+    agent = open_agent(project, on_approval=on_approval)
+    with pytest.raises(LookupError):
+        await collect(agent.send("log a run"))
+    await agent.close()  # the turn, denied, is stopped or over: close does not wait on an open question
+    assert not agent.working and not (project / "log.txt").exists()
+    assert len(wired.bodies()) >= 1
+
+
+def test_bad_input_is_one_line_and_writes_nothing(wired: Stub, tmp_path: Path, project: Path) -> None:
+    from rhapsody.core.errors import RhapsodyError
+
+    with pytest.raises(RhapsodyError, match="is not a directory"):
+        Agent.open(tmp_path / "missing", model=MODEL)
+    assert not (tmp_path / "missing").exists()
+    with pytest.raises(RhapsodyError, match="permission_mode"):
+        Agent.open(project, model=MODEL, permission_mode="root")
+    with pytest.raises(RhapsodyError, match="no sessions"):
+        Agent.open(project, resume="nope")
+
+
 def test_the_headless_json_lines_are_the_apis_events(wired: Stub, project: Path) -> None:
     """One serialiser: `rhapsody -p --output-format jsonl` prints what `as_json` gives for the same turn."""
     wired.script(call(STEP, "bash", command="echo run >> log.txt"), say("Logged."),

@@ -103,15 +103,19 @@ class Agent:
         `flags` are the CLI's settings by name (`model`, `permission_mode`, `sandbox`, `context_window`, …),
         layered over the config files and environment as the CLI's flags are. With `on_approval` an unset
         permission mode is `ask` and every question goes to it; without, it is `auto-edit` and a call that
-        would ask is refused, as headless. Raises `rhapsody.core.errors.RhapsodyError` (a ConfigError) with
-        a one-line reason for bad settings or a session that cannot be found.
+        would ask is refused, as headless. Raises `rhapsody.core.errors.RhapsodyError` with a one-line reason
+        for a project that is not a folder, bad settings, or a session that cannot be found.
         """
         from rhapsody.config.settings import load_settings
         from rhapsody.core.toolbox.approval import HumanApprover
         from rhapsody.providers.pick import make_model
         from rhapsody.wiring import build
 
+        from rhapsody.core.errors import ConfigError
+
         root = Path(project).expanduser().resolve()
+        if not root.is_dir():  # as the CLI's --cwd: nothing is written for a folder that is not there
+            raise ConfigError(f"{root} is not a directory")
         settings = load_settings(root, flags)
         model_id = settings.model
         if model_id is None and resume is None:
@@ -200,8 +204,12 @@ class Agent:
 
     async def _answer(self, question: ApprovalAsked) -> None:
         assert self._on_approval is not None  # questions are asked only with a callback to answer them
-        given = self._on_approval(question)
-        answer = await given if inspect.isawaitable(given) else given
+        try:
+            given = self._on_approval(question)
+            answer = await given if inspect.isawaitable(given) else given
+        except BaseException:  # the question must not stay open: the turn would wait on it for ever
+            self._loop.submit(ops.ApprovalAnswer(id=question.id, decision="deny", reason="the approval callback failed"))
+            raise
         self._loop.submit(ops.ApprovalAnswer(id=question.id, decision=answer.decision, reason=answer.reason))
 
 
