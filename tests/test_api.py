@@ -111,6 +111,22 @@ async def test_a_handoff_then_resume_by_id(wired: Stub, project: Path) -> None:
     assert "go on" in sent and "print a marker" in sent  # the resumed context holds the first turn's words
 
 
+async def test_a_handoff_asked_during_a_turn_comes_through_send(wired: Stub, project: Path) -> None:
+    wired.script(call(STEP, "bash", command=f"{GATE}; echo run >> log.txt"), handoff_turn(), say("Going on."),
+                 say("Done."))
+    during: list[list[ev.Event]] = []
+    seen: list[ev.Event] = []
+    async with open_agent(project, permission_mode="yolo") as agent:
+        async for event in agent.send("log a run"):
+            seen.append(event)
+            if isinstance(event, ev.ToolStarted) and not during:
+                during.append(await collect(agent.handoff()))  # nothing of its own: the turn carries it
+                (project / "go").touch()
+        seams = agent.figures().seams
+    assert during == [[]] and seams == 1
+    assert [e for e in seen if isinstance(e, ev.SeamCommitted)] and (project / "log.txt").exists()
+
+
 async def test_a_refused_operation_says_why(wired: Stub, project: Path) -> None:
     wired.script(call(STEP, "bash", command=f"{GATE}; true"), say("Done."))
     async with open_agent(project, permission_mode="yolo") as agent:
