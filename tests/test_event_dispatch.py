@@ -84,6 +84,27 @@ def silent_matches(path: Path) -> list[str]:
     return found
 
 
+def unhandled(path: Path) -> dict[str, set[str]]:
+    """For each match that ends in `assert_never`: the events no case of it names (what mypy would report)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imported = _imported(tree)
+    found: dict[str, set[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Match) and "assert_never" in ast.dump(ast.Module(body=node.cases[-1].body,
+                                                                                   type_ignores=[])):
+            named = {n for case in node.cases for p in ast.walk(case.pattern) if isinstance(p, ast.MatchClass)
+                     for n in _event_refs(p.cls, imported)}
+            if named:
+                found[f"{path.name}:{node.lineno}"] = EVENT_NAMES - named
+    return found
+
+
+def test_every_exhaustive_match_names_every_event() -> None:
+    """The check mypy makes, made here too: a new event class fails until each dispatch has its case."""
+    found = {where: left for path in FRONT_ENDS if path.name not in APP for where, left in unhandled(path).items()}
+    assert len(found) >= 2 and {where: left for where, left in found.items() if left} == {}
+
+
 def test_no_front_end_tells_events_apart_with_isinstance() -> None:
     found = [hit for path in FRONT_ENDS if path.name not in APP for hit in isinstance_dispatch(path)]
     assert [hit for hit in found if (hit.split(":")[0], hit.split()[-1]) not in DOCUMENTED] == []
@@ -102,6 +123,10 @@ def test_the_check_catches_a_forgotten_event(tmp_path: Path) -> None:
     old.write_text("def show(event):\n    if isinstance(event, ev.TextDelta):\n        pass\n"
                    "    match event:\n        case ev.Idle():\n            pass\n        case _:\n            pass\n")
     assert isinstance_dispatch(old) == ["old.py:2 show"] and silent_matches(old) == ["old.py:4"]
+    forgot = tmp_path / "forgot.py"
+    forgot.write_text("def show(event):\n    match event:\n        case ev.Idle():\n            pass\n"
+                      "        case _:\n            assert_never(event)\n")
+    assert unhandled(forgot) == {"forgot.py:2": EVENT_NAMES - {"Idle"}}
 
 
 @pytest.mark.xfail(strict=True, reason="the app's dispatch becomes a match once RhapsodyApp is split onto the "
