@@ -41,13 +41,15 @@ PUBLIC = {
     "ApprovalAsked": "approval_asked",
     "ShellRan": "shell_ran",
     "Idle": "idle",}
-"""Class name → public name; a public name changes only with a note to every script that reads the lines."""
+"""The class that carried each public name when it was pinned → the name. A class may be renamed (the key is
+only a reference); a public name changes only with a note to every script that reads the lines."""
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "python-api.md"
 
 
 def test_every_event_declares_its_pinned_public_name() -> None:
-    assert {cls.__name__: cls.__dict__.get("json_name") for cls in EVENT_TYPES} == PUBLIC
+    assert [cls.__name__ for cls in EVENT_TYPES if "json_name" not in cls.__dict__] == []  # its own, not inherited
+    assert sorted(cls.__dict__["json_name"] for cls in EVENT_TYPES) == sorted(PUBLIC.values())
 
 
 def test_public_names_are_unique() -> None:
