@@ -71,6 +71,16 @@ def test_an_event_serialises_to_plain_json() -> None:
     assert line["event"] == "tool_finished" and line["call"]["name"] == "bash" and line["output"] == "a\n"
 
 
+def test_a_typed_record_an_event_carries_is_its_history_line() -> None:
+    """Events carry typed records (a seam's, a cut's): the JSON line holds each as the history file does."""
+    from rhapsody.core.session import records as rec
+
+    line = {"v": 1, "seq": 4, "ts": 1.0, "kind": "prune", "ids": ["t1"], "before": {"messages": 9},
+            "after": {"messages": 5}}
+    pruned = ev.ContextPruned(record=rec.parse(line))  # type: ignore[arg-type]
+    assert json.loads(json.dumps(as_json(pruned)))["record"] == line
+
+
 def test_the_docs_list_every_public_name() -> None:
     text = DOCS.read_text(encoding="utf-8")
     assert [name for name in PUBLIC.values() if f"`{name}`" not in text] == []

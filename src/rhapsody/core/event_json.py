@@ -3,13 +3,15 @@
 An event becomes `{"event": its json_name, field: value, …}`; a message or block becomes its API form
 and a typed record its history form, so the output is plain JSON whatever the fields hold.
 
-Imports: stdlib and rhapsody.core only.
+Imports: stdlib, pydantic and rhapsody.core only.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any, get_args
+
+from pydantic import BaseModel
 
 from rhapsody.core.events import Event
 
@@ -31,9 +33,12 @@ def as_json(event: Event) -> dict[str, Any]:
 
 
 def _plain(value: Any) -> Any:
-    """A field's value as JSON holds it: messages and blocks by their API form, typed records by their own."""
+    """A field's value as JSON holds it: messages and blocks by their API form, a typed record as its history
+    line holds it."""
     if hasattr(value, "dump"):
         return value.dump()
     if hasattr(value, "to_api"):
         return value.to_api()
+    if isinstance(value, BaseModel):  # only the fields the line had, as the history file holds them
+        return value.model_dump(mode="json", exclude_unset=True)
     return value
