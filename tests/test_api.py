@@ -189,6 +189,13 @@ def test_the_example_runs_offline(tmp_path: Path) -> None:
     assert "Resumed: log.txt still holds one run." in done.stdout
 
 
+def test_import_rhapsody_stays_light_until_the_api_is_asked_for() -> None:
+    code = ("import sys, rhapsody; light = 'rhapsody.api' not in sys.modules and 'anthropic' not in sys.modules; "
+            "rhapsody.Agent; print(light, 'rhapsody.api' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert done.stdout.split() == ["True", "True"], done.stderr
+
+
 def _env() -> dict[str, str]:
     import os
 
