@@ -4,7 +4,7 @@ while the agent works, or a new turn; and what a command's `Outcome` asks, done 
 The controller turns the line into operations (core/agent/ops.py) submitted to the agent, and into
 effects on the front end's `Surface`: what it shows and asks the human. Work an operation starts
 (a turn, the human's shell command) is read by the front end from the agent's one event queue
-until `Idle` (`Surface.started`).
+until `Idle` (`Surface.work_began`).
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ NoteKind = Literal["notice", "error", "command"]
 class Surface(Protocol):
     """What a front end does for the controller: show, ask, and read the work an operation started."""
 
-    async def note(self, text: str, kind: NoteKind) -> None:
+    async def note(self, text: str, kind: NoteKind) -> object:
         """Show a line for the human and keep it in the history (an `AddNotice`)."""
 
     async def hinted(self, receipt: ops.Receipt, text: str, mode: str) -> None:
         """Show a hint (or a queued message) now pending, as the receipt names it."""
 
-    async def started(self, op: ops.Op) -> None:
+    async def work_began(self, op: ops.Op) -> None:
         """Work began: read the agent's events until `Idle`."""
 
     async def reload(self) -> None:
@@ -74,13 +74,13 @@ class Controller:
         """A new turn on `text` (None: only what is pending)."""
         op = ops.UserTurn(text=text or "", typed=typed)
         if self.agent.submit(op).started:
-            await self.surface.started(op)
+            await self.surface.work_began(op)
 
     async def shell(self, command: str) -> None:
         """The human's `!command`; its output comes as a `ShellRan` event."""
         op = ops.ShellCommand(command=command)
         if self.agent.submit(op).started:
-            await self.surface.started(op)
+            await self.surface.work_began(op)
 
     async def command(self, text: str, echo: bool = True) -> None:
         """Run a slash command and act on its outcome (`echo`: typed or picked, not a key such as ctrl+o)."""

@@ -239,7 +239,7 @@ class PlainSurface:
     async def hinted(self, receipt: ops.Receipt, text: str, mode: str) -> None:
         self.say(receipt.text)
 
-    async def started(self, op: ops.Op) -> None:
+    async def work_began(self, op: ops.Op) -> None:
         self.task = asyncio.create_task(self.read())
 
     async def reload(self) -> None:

@@ -118,6 +118,11 @@ class Work:
             async for event in stream:
                 self.outbox.put(event)
 
+    async def settled(self) -> None:
+        """Wait until the task under way, if any, is over (cancelled, failed or done)."""
+        if self.task is not None:
+            await asyncio.wait([self.task])
+
     def cancel(self) -> bool:
         """Cancel the task under way; False when none is."""
         if not self.running:

@@ -76,6 +76,10 @@ class Agent:
         async for event in self.outbox:
             yield event
 
+    async def settled(self) -> None:
+        """Wait until the work under way (a turn, the human's command) is over, however it ends."""
+        await self.work.settled()
+
     @property
     def working(self) -> bool:
         """Whether a turn or the human's command is under way."""
