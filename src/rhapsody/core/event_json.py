@@ -35,6 +35,8 @@ def as_json(event: Event) -> dict[str, Any]:
 def _plain(value: Any) -> Any:
     """A field's value as JSON holds it: messages and blocks by their API form, a typed record as its history
     line holds it."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # a sub-agent's own event, whole
+        return as_json(value)  # type: ignore[arg-type]  # every dataclass a field holds is an event
     if hasattr(value, "dump"):
         return value.dump()
     if hasattr(value, "to_api"):
