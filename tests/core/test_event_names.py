@@ -40,7 +40,11 @@ PUBLIC = {
     "Failed": "failed",
     "ApprovalAsked": "approval_asked",
     "ShellRan": "shell_ran",
-    "Idle": "idle",}
+    "Idle": "idle",
+    "SubagentStarted": "subagent_started",
+    "SubagentStep": "subagent_step",
+    "SubagentEnded": "subagent_ended",
+}
 """The class that carried each public name when it was pinned → the name. A class may be renamed (the key is
 only a reference); a public name changes only with a note to every script that reads the lines."""
 
