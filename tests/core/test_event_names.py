@@ -88,3 +88,8 @@ def test_a_typed_record_an_event_carries_is_its_history_line() -> None:
 def test_the_docs_list_every_public_name() -> None:
     text = DOCS.read_text(encoding="utf-8")
     assert [name for name in PUBLIC.values() if f"`{name}`" not in text] == []
+
+
+def test_a_sub_agents_step_carries_its_own_event_by_its_public_name() -> None:
+    step = ev.SubagentStep(id="s1", step=ev.TextDelta(text="hi"))
+    assert as_json(step) == {"event": "subagent_step", "id": "s1", "step": {"event": "text_delta", "text": "hi"}}
