@@ -25,7 +25,7 @@ from rhapsody.loopback.server import LoopbackServer
 from rhapsody.sandbox.bwrap import bwrap_path
 from rhapsody.wiring import build
 
-from tests.core.accounting.test_window import WINDOW, long_session
+from tests.core.test_window import WINDOW, long_session
 
 def _pruned(s: Session) -> bool:
     return any(r["kind"] == "prune" for r in s.records)

@@ -44,7 +44,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from rhapsody.core.toolbox.permissions import MODES
+    from rhapsody.core.access.permissions import MODES
 
     p = _Parser(
         prog="rhapsody",

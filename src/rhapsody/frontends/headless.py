@@ -143,7 +143,7 @@ def session_event(agent: Agent) -> dict[str, Any]:
 def result_event(agent: Agent, status: int, records: Sequence[rec.Record],
                  denials: list[ev.ToolFinished] | None = None) -> dict[str, Any]:
     """The last jsonl line: how the run ended, what it cost, and every call refused (`records`: the run's)."""
-    from rhapsody.core.accounting.session_figures import Figures
+    from rhapsody.core.session.session_figures import Figures
 
     figures = Figures(model=agent.session.spec.model)
     for record in records:

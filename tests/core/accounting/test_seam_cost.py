@@ -15,7 +15,7 @@ from rhapsody.commands.slash import ANYWAY, run_command
 from rhapsody.core.session.context import measure_messages
 from rhapsody.core.session.handoff_state import Phase
 from rhapsody.core.accounting.seam_cost import DEFAULT_NOTE_TOKENS, of_session
-from rhapsody.core.accounting.session_figures import figures
+from rhapsody.core.session.session_figures import figures
 from rhapsody.loopback.script import call, say
 from rhapsody.frontends.plain import run_plain
 from rhapsody.frontends.app.status import status_line
@@ -23,7 +23,7 @@ from rhapsody.frontends.app.status import status_line
 from tests.conftest import SANDBOX, Stub, collect, until
 from tests.test_cli import rhapsody
 from tests.core.session.test_handoff_e2e import handoff_turn, step
-from tests.core.accounting.test_window import big
+from tests.core.test_window import big
 
 SHORT = "I will print a short marker to see that the shell works before anything else."
 

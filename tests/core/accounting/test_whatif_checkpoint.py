@@ -9,7 +9,7 @@ from typing import Any
 
 from rhapsody.core.accounting import whatif
 from rhapsody.core.session.history import read_history
-from rhapsody.core.session.natural_seam import Boundaries
+from rhapsody.core.accounting.natural_seam import Boundaries
 from rhapsody.core.accounting.whatif import NoteCost, calibrate, parse_policy
 
 from tests.core.accounting.test_whatif import rhapsody

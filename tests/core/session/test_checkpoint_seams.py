@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from rhapsody.core.events import SeamCommitted, TurnEnded
-from rhapsody.core.session.natural_seam import GIT_COMMIT, TEST_RUNNER, Boundaries, Boundary, cold_share
+from rhapsody.core.accounting.natural_seam import GIT_COMMIT, TEST_RUNNER, Boundaries, Boundary, cold_share
 from rhapsody.core.accounting.seam_cost import payoff
 from rhapsody.core.session.strip import validity_problems
 from rhapsody.loopback.script import call, say
@@ -21,7 +21,7 @@ from rhapsody.wiring import build
 
 from tests.conftest import SANDBOX, Stub, collect
 from tests.core.session.test_handoff_e2e import handoff_turn
-from tests.core.accounting.test_window import big
+from tests.core.test_window import big
 
 RUNNER = "#!/bin/sh\nif [ -f fixed ]; then echo '3 passed'; else echo '1 failed: test_add'; exit 1; fi\n"
 

@@ -3,7 +3,7 @@
 A seam is a model call (the ask, the agent's field note, the harness's facts and the index
 of what leaves, the agent's one-line answer) and a strip. On a short session the note can
 outweigh the tool traffic the strip takes, and the context grows. `estimate` compares the
-two in rhapsody's token estimate (core/accounting/tokens.py), before anything is asked:
+two in rhapsody's token estimate (core/session/tokens.py), before anything is asked:
 
 - takes: the active context's estimate minus that of the same context stripped now;
 - adds: the mean of what earlier handoffs added (a seam record's `before` minus the context

@@ -6,7 +6,7 @@ before the request that finds it due (a seam row is not given the source's compa
 its own context grows as large as the source's was when it compacted, it seams there instead):
 `every=N` tool calls since the last seam, `at=T` tokens of context, `share=S` of the model's
 window, or `checkpoint` (rhapsody's default: at the first natural boundary where the seam pays,
-core/session/natural_seam.py, with `share=0.4` as the net; `checkpoint=S` for another net). A seam costs what a real one costs: two
+core/accounting/natural_seam.py, with `share=0.4` as the net; `checkpoint=S` for another net). A seam costs what a real one costs: two
 requests over the whole context (the one asking for the note, the one that returns it), the
 note's output tokens, and the note with its index left in the context (the `micro_handoff`
 pair, which the strip keeps). Every request is then priced by billing's cache model, at the
@@ -38,9 +38,9 @@ from rhapsody.core.accounting.billing import (SEAM_KINDS, Fit, Sent, Split, bill
                                    request_rates, served_by, size, split_of, total, usd)
 from rhapsody.core.accounting.cache_ttl import ONE_HOUR, Ledger
 from rhapsody.core.session.context import Conversation, Shelf, notice
-from rhapsody.core.accounting.pricing import WRITE_1H_KEY, WRITE_5M_MULT, input_equivalents
+from rhapsody.core.pricing import WRITE_1H_KEY, WRITE_5M_MULT, input_equivalents
 from rhapsody.core.session.messages import Message, compact_json
-from rhapsody.core.session.natural_seam import Boundaries, Boundary, cold_share
+from rhapsody.core.accounting.natural_seam import Boundaries, Boundary, cold_share
 from rhapsody.core.accounting.seam_cost import payoff
 from rhapsody.core.session.records import parse
 from rhapsody.core.session.strip import HANDOFF_TOOL
@@ -339,7 +339,7 @@ def second_window(conv: Conversation, head: list[Any], scale: float, window: int
 
 
 class _Checkpoints:
-    """The `checkpoint` policy in the replay: the live policy's boundaries and payoff (core/session/natural_seam.py),
+    """The `checkpoint` policy in the replay: the live policy's boundaries and payoff (core/accounting/natural_seam.py),
     judged before each request over the replayed sizes."""
 
     def __init__(self, note: NoteCost, fit: Calibration, read_mult: float) -> None:

@@ -22,7 +22,7 @@ from rhapsody.core.agent.shell import run_human_command
 from rhapsody.core.events import Event, Idle, Interrupted
 from rhapsody.core.session.handoff import undo_seam
 from rhapsody.core.session.session import Session
-from rhapsody.core.toolbox.tools import Approval
+from rhapsody.core.toolbox.approval import Approval
 
 if TYPE_CHECKING:
     from rhapsody.core.agent.loop import Agent

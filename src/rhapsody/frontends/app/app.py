@@ -67,11 +67,11 @@ if TYPE_CHECKING:
     from rhapsody.core.session import records as rec
     from rhapsody.core.toolbox.approval import HumanApprover
     from rhapsody.core.agent import ops
-    from rhapsody.core.toolbox.tools import Approval
+    from rhapsody.core.toolbox.approval import Approval
     from rhapsody.core.agent.loop import Agent
     from rhapsody.frontends import controller as control
     from rhapsody.core.session.messages import ToolUseBlock
-    from rhapsody.core.toolbox.tools import PlanReview
+    from rhapsody.core.toolbox.protocol import PlanReview
 else:  # loaded on first use, after the first frame (pydantic and the core are most of the start-up)
     commands = lazy("rhapsody.commands.slash")
     render = lazy("rhapsody.view.render")
@@ -653,7 +653,7 @@ class RhapsodyApp(App[int]):
 
     async def review_plan(self, plan: str) -> PlanReview:
         """The plan exit_plan proposes, for the human to approve (as edited), or reject with a reason."""
-        from rhapsody.core.toolbox.tools import PlanReview
+        from rhapsody.core.toolbox.protocol import PlanReview
         from rhapsody.frontends.app.plan_review import PlanScreen
 
         answered: asyncio.Future[PlanReview] = asyncio.get_running_loop().create_future()
@@ -735,7 +735,8 @@ class RhapsodyApp(App[int]):
 
     async def ask(self, question: ev.ApprovalAsked) -> None:
         """Dock the question above the prompt; its answer goes back as an `ApprovalAnswer` op."""
-        from rhapsody.core.toolbox.approval import answer_of, wait_grace
+        from rhapsody.core.toolbox.approval import wait_grace
+        from rhapsody.frontends.controller import answer_of
         from rhapsody.frontends.app.approval import question as panel_for
 
         self.mark_calls(question.tool, "asking")

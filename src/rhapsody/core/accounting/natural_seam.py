@@ -39,7 +39,7 @@ from rhapsody.core.session import handoff_state
 from rhapsody.core.session.checkpoints import HARNESS_PREFIX
 from rhapsody.core.session.context import measure_messages
 from rhapsody.core.session.handoff import stripped_calls
-from rhapsody.core.accounting.pricing import WRITE_1H_MULT, WRITE_5M_MULT, price_of
+from rhapsody.core.pricing import WRITE_1H_MULT, WRITE_5M_MULT, price_of
 from rhapsody.core.accounting.seam_cost import Payoff, SeamEstimate, estimate, note_costs, payoff, project_note_costs
 from rhapsody.core.session.session import Session
 

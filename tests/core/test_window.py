@@ -30,7 +30,7 @@ from rhapsody.core.events import ContextPruned, Failed, SeamCommitted, ToolStart
 from rhapsody.core.agent.safety_net import WINDOW_REASON
 from rhapsody.core.session.session import Session
 from rhapsody.core.session.strip import validity_problems
-from rhapsody.core.accounting.window import OTHER_WINDOW, context_window, expected_tokens, share_limit
+from rhapsody.core.window import OTHER_WINDOW, context_window, expected_tokens, share_limit
 from rhapsody.loopback.chat import chat_bodies
 from rhapsody.loopback.script import call, say
 from rhapsody.providers.openai import OpenAIModel
