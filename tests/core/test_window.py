@@ -13,7 +13,6 @@ One notice, every request the server answered valid, the history valid and resum
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 from pathlib import Path
 from typing import Any
@@ -21,9 +20,6 @@ from typing import Any
 import anthropic
 import openai
 import pytest
-from prompt_toolkit.application import create_app_session
-from prompt_toolkit.input import create_pipe_input
-from prompt_toolkit.output import DummyOutput
 
 from rhapsody.config.settings import Settings
 from rhapsody.core.errors import ContextTooLong
@@ -35,11 +31,10 @@ from rhapsody.core.window import OTHER_WINDOW, context_window, expected_tokens, 
 from rhapsody.loopback.chat import chat_bodies
 from rhapsody.loopback.script import call, say
 from rhapsody.providers.openai import OpenAIModel
-from rhapsody.frontends.plain import run_plain
 from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.wiring import build
 
-from tests.conftest import SANDBOX, Stub, collect, make_project, until
+from tests.conftest import SANDBOX, Stub, collect, make_project, plain_mode, until
 from tests.test_cli import rhapsody
 from tests.core.session.test_handoff_e2e import handoff_turn
 from tests.providers.test_openai import ChatStub, chat  # noqa: F401 - the fixture
@@ -280,9 +275,7 @@ def test_headless_run_past_the_window_completes_with_one_seam_line(stub: Stub, p
 
 async def test_plain_mode_run_past_the_window_completes_with_one_seam_line(stub: Stub, project: Path) -> None:
     wiring = window_stub(stub).wire(project, handoff_at_share="off", context_window=WINDOW)
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+    async with plain_mode(wiring) as (pipe, out, task):
         pipe.send_text("fill the window\r")
         await until(lambda: "All done." in out.getvalue() and not wiring.agent.busy, within=30)
         pipe.send_text("/quit\r")

@@ -64,6 +64,7 @@ def test_the_write_preview_does_not_show_a_secret_file(tmp_path: Path) -> None:
     os.symlink(".env", tmp_path / "notes.txt")  # a link in a cloned repository
     for path in (".env", "notes.txt"):
         shown = preview("write_file", {"path": path, "content": "x\n"}, tmp_path)
+        assert "it replaces text that is not shown" in shown.heading, shown  # the preview was drawn, without it
         assert SECRET not in shown.body, path
         assert SECRET not in plain_text("write_file", {"path": path, "content": "x\n"}, tmp_path, "ask"), path
 

@@ -128,6 +128,7 @@ def test_a_session_rule_is_suggested_for_every_part_of_a_compound_command() -> N
 def test_no_session_rule_is_offered_for_a_command_no_rule_can_allow(command: str) -> None:
     assert offered("ask", Rules(parse=parse), "bash", command, confinement="workspace-write") == ()
     assert offered("ask", Rules(parse=parse), "bash", command, confinement="unavailable") == ()
+    assert offered("ask", Rules(parse=parse), "bash", "ls", confinement="workspace-write"), "a plain command gets one"
 
 
 def test_an_offered_session_rule_allows_the_same_command_next_time() -> None:
@@ -142,6 +143,9 @@ def test_an_offered_session_rule_allows_the_same_command_next_time() -> None:
 
 
 def test_leaving_the_sandbox_or_a_deny_rule_offers_no_session_rule() -> None:
+    assert offered("auto-edit", Rules(parse=parse), "bash", "pytest -q", confinement="workspace-write") == ("bash:pytest *",)
+    assert offered("ask", Rules(deny=["bash:git push*"], parse=parse), "bash", "git status",
+                   confinement="workspace-write") == ("bash:git *",), "a deny rule elsewhere takes nothing away"
     assert offered("auto-edit", Rules(parse=parse), "bash", "pytest -q", confinement="workspace-write",
                    leave_sandbox=True) == ()
     denied = Rules(deny=["bash:git push*"], parse=parse)

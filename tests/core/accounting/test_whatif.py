@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import pytest
 from rhapsody.core.accounting import whatif
 from rhapsody.core.accounting.whatif import NoteCost, Policy, calibrate, note_cost, parse_policy, run
 
+from tests import launch
 from tests.transcripts import claude_session, claude_session_1m, codex_rollout, dump
 
 
@@ -116,8 +116,7 @@ def test_note_cost_comes_from_the_notes_the_project_wrote_else_a_stated_default(
 
 
 def rhapsody(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rhapsody", *args], capture_output=True, text=True, cwd=cwd,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(cwd)}, timeout=300)
+    return launch.run(list(args), cwd=cwd, env={"PATH": "/usr/bin:/bin", "HOME": str(cwd)}, timeout=300)
 
 
 @pytest.mark.parametrize("make, alone, own", [(claude_session_1m, 0.5, 0.5), (codex_rollout, 0.6, 0.5),

@@ -29,6 +29,8 @@ from tests.window_child import hold
 
 STEPS = ["room_asked", "room_noted", "room_committed", "asked", "noted", "attached"]
 
+pytestmark = pytest.mark.xdist_group("window_states")  # one worker starts the module's children, once
+
 
 @pytest.fixture(scope="module")
 def children(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Child]]:
