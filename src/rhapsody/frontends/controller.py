@@ -14,7 +14,7 @@ from typing import Literal, Protocol
 
 from rhapsody.commands.slash import Outcome, is_command, run_command
 from rhapsody.core.agent import ops
-from rhapsody.core.loop import Agent
+from rhapsody.core.agent.loop import Agent
 from rhapsody.frontends.shell_mode import shell_command
 
 NoteKind = Literal["notice", "error", "command"]
@@ -105,7 +105,7 @@ class Controller:
             await self.surface.note(outcome.text, "error" if outcome.error else "notice")
         if outcome.refill:
             self.surface.refill(outcome.refill)
-        if outcome.run_turn and not self.agent.working:  # a running turn asks at its end (core/turn_end.py)
+        if outcome.run_turn and not self.agent.working:  # a running turn asks at its end (core/agent/turn_end.py)
             await self.turn(None)
         if outcome.confirm:
             await self.surface.confirm(outcome, lambda yes: self._confirmed(outcome, yes))

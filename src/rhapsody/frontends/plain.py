@@ -29,9 +29,9 @@ from rhapsody.commands.slash import PLAIN_KEYS, Outcome, is_command
 from rhapsody.config.settings import Settings
 from rhapsody.core import events as ev
 from rhapsody.core.agent import ops
-from rhapsody.core.approval import Grace, HumanApprover, answer_for, choices, picked
-from rhapsody.core.loop import Agent
-from rhapsody.core.tools import PlanReview
+from rhapsody.core.toolbox.approval import Grace, HumanApprover, answer_for, choices, picked
+from rhapsody.core.agent.loop import Agent
+from rhapsody.core.toolbox.tools import PlanReview
 from rhapsody.frontends.controller import Controller, NoteKind
 from rhapsody.frontends.preview import plain_text
 from rhapsody.frontends.prompt_aids import InputHistory, command_names
