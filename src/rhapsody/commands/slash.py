@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rhapsody.core.session.handoff import undo_seam
 from rhapsody.core.agent.loop import Agent
+from rhapsody.core.agent.ops import SetMode
 from rhapsody.core.toolbox.permissions import MODES, Mode, mode_named, writes_nothing
 from rhapsody.core.session.records import Unseam
 from rhapsody.core.session.session import Session
@@ -271,8 +272,7 @@ CYCLE: tuple[Mode, ...] = ("ask", "auto-edit", "read-only", "plan")
 
 def set_mode(agent: Agent, mode: Mode) -> None:
     """Switch the permission mode, on record so a resume keeps it."""
-    agent.toolbox.permission_mode = mode
-    agent.session.record("permission_mode", mode=mode)
+    agent.submit(SetMode(mode=mode))
 
 
 def next_mode(mode: Mode) -> Mode:

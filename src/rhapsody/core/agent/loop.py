@@ -75,9 +75,13 @@ class Agent:
     def submit(self, op: ops.Op) -> ops.Receipt:
         """The one way a front end changes the agent (core/agent/ops.py); what it starts says what it does on
         `events`."""
-        if isinstance(self.toolbox.approver, HumanApprover):
-            self.toolbox.approver.emit = self.outbox.put  # a front end that submits reads questions as events
         return handle(self, op)
+
+    def questions_as_events(self) -> None:
+        """From now on the human's approver puts its questions on the one queue (work was submitted: the front
+        end reads `events`)."""
+        if isinstance(self.toolbox.approver, HumanApprover):
+            self.toolbox.approver.emit = self.outbox.put
 
     async def events(self) -> AsyncGenerator[Event, None]:
         """Every event, in order, as `submit`'s work and the permission questions produce them; endless."""
