@@ -22,7 +22,7 @@ import pytest
 from rhapsody.providers.anthropic import AnthropicModel
 from rhapsody.config.settings import Settings
 from rhapsody.core.events import Event
-from rhapsody.core.toolbox.tools import Approver
+from rhapsody.core.toolbox.approval import Approver
 from rhapsody.loopback.script import ScriptedResponder
 from rhapsody.loopback.server import LoopbackServer
 from rhapsody.sandbox.bwrap import bwrap_path

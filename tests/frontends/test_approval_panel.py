@@ -12,7 +12,7 @@ from textual.widgets import Input, Static, TextArea
 
 from rhapsody.view import render
 from rhapsody.core.session.messages import ToolUseBlock
-from rhapsody.core.toolbox.tools import Approval
+from rhapsody.core.toolbox.approval import Approval
 from rhapsody.loopback.script import call, say
 from rhapsody.frontends.app.approval import ApprovalPanel
 from rhapsody.frontends.app.fullview import FullView

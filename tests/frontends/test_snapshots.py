@@ -21,10 +21,10 @@ from rhapsody.core.toolbox.approval import HumanApprover
 from rhapsody.core.session.context import RequestSpec
 from rhapsody.core.session.history import HistoryWriter, history_dir
 from rhapsody.core.agent.loop import Agent
-from rhapsody.core.toolbox.permissions import Rules
+from rhapsody.core.access.permissions import Rules
 from rhapsody.core.session.session import Session
 from rhapsody.loopback.script import call, say
-from rhapsody.core.toolbox.tools import Toolbox
+from rhapsody.core.toolbox.orchestrator import Toolbox
 from rhapsody.tools import default_tools
 from rhapsody.tools.shell import parse
 from rhapsody.frontends.app.app import RhapsodyApp

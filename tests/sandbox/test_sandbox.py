@@ -125,7 +125,7 @@ RUNNER = textwrap.dedent("""
     from pathlib import Path
     from rhapsody.core.session.context import RequestSpec
     from rhapsody.core.session.session import Session
-    from rhapsody.core.toolbox.tools import ToolContext
+    from rhapsody.core.toolbox.protocol import ToolContext
     from rhapsody.tools import default_toolbox
     from rhapsody.sandbox.procs import install_exit_cleanup
 

@@ -23,7 +23,7 @@ PLAN = [(OPUS, 0), (OPUS, 30), (HAIKU, 60), (HAIKU, 660), (OPUS, 690)]
 """(model, seconds from the start) of each request: ten minutes pass before the fourth."""
 IN = {OPUS: 5.0, HAIKU: 1.0}
 OUT = {OPUS: 25.0, HAIKU: 5.0}
-"""Dollars per million tokens (the price table, core/accounting/pricing.py)."""
+"""Dollars per million tokens (the price table, core/pricing.py)."""
 
 
 def session(tmp: Path) -> tuple[Path, list[dict[str, int]]]:

@@ -1,5 +1,5 @@
 """The window a session ran in, found where its history says and stated with where it came from: for the
-what-if, `rhapsody stats`, the status bar and the automatic seam alike (core/accounting/window.py)."""
+what-if, `rhapsody stats`, the status bar and the automatic seam alike (core/window.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from rhapsody.config.settings import Settings
-from rhapsody.core.accounting.window import Evidence, session_window, share_limit
+from rhapsody.core.window import Evidence, session_window, share_limit
 from rhapsody.wiring import build
 
 from tests.conftest import MODEL, SANDBOX, Stub

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from rhapsody.core.session.history import read_history
-from rhapsody.core.toolbox.permissions import Call, Rules, decide_call
+from rhapsody.core.access.permissions import Call, Rules, decide_call
 from rhapsody.loopback.script import call, say
 from rhapsody.tools.shell import parse
 
@@ -108,7 +108,7 @@ async def test_writes_into_rhapsody_state_are_refused_even_in_yolo(stub: Stub, p
 
 
 def offered(mode: str, rules: Rules, tool: str, argument: str, **call: Any) -> tuple[str, ...]:
-    from rhapsody.core.toolbox.permissions import Call
+    from rhapsody.core.access.permissions import Call
     from rhapsody.core.toolbox.rule_suggestions import session_rules
 
     return session_rules(mode, rules, Call(tool, argument, True, False, call.pop("keys", (argument,)), **call))
@@ -151,7 +151,7 @@ def test_leaving_the_sandbox_or_a_deny_rule_offers_no_session_rule() -> None:
 async def test_allowing_a_compound_command_for_the_session_runs_it_again_without_asking(
         stub: Stub, project: Path) -> None:
     from rhapsody.core.toolbox.approval import HumanApprover
-    from rhapsody.core.toolbox.tools import Approval
+    from rhapsody.core.toolbox.approval import Approval
 
     command = "printf one && printf two | wc -l"  # printf: not a read-only command, which would not ask
     stub.script(call(NARRATE, "bash", command=command), call(NARRATE, "bash", command=command), say("done"))
