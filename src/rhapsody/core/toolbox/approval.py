@@ -132,7 +132,9 @@ class Question:
 
 
 class HumanApprover:
-    """An Approver whose questions a front end takes with `next_question` and answers."""
+    """An Approver for a human: once a front end submits work to the agent, each question goes out as an
+    `ApprovalAsked` event and an `ApprovalAnswer` op answers it (`answer`); a caller that drives `Agent.run`
+    itself takes the questions with `next_question`."""
 
     def __init__(self, grace: Grace = wait_grace) -> None:
         self._questions: asyncio.Queue[Question] | None = None
