@@ -38,8 +38,8 @@ try:
     from rhapsody.core.session.history import read_history
     from rhapsody.core.session.session import Session
 except ImportError:  # a checkout from before core/ was grouped by role
-    from rhapsody.core.history import read_history  # type: ignore[no-redef]
-    from rhapsody.core.session import Session  # type: ignore[no-redef]
+    from rhapsody.core.session.history import read_history  # type: ignore[no-redef]
+    from rhapsody.core.session.session import Session  # type: ignore[no-redef]
 
 
 def timed(work: Callable[[], object], runs: int, prepare: Callable[[], object] = lambda: None,

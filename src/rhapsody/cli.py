@@ -44,7 +44,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from rhapsody.core.toolbox.permissions import MODES
+    from rhapsody.core.access.permissions import MODES
 
     p = _Parser(
         prog="rhapsody",
@@ -109,6 +109,8 @@ def _stats_parser() -> argparse.ArgumentParser:
                    "of context or share=S of the window (comma-separated), or sweep: a curve over several")
     p.add_argument("--context-window", type=int, metavar="N", help="the window the session ran in, in tokens "
                    "(default: RHAPSODY_CONTEXT_WINDOW, else what the history shows, else the model's standard window)")
+    p.add_argument("--note-tokens", type=int, metavar="N", help="with --what-if: what each seam leaves in the context "
+                   "(default: the project's notes as measured, else what the note caps allow)")
     return p
 
 
@@ -224,7 +226,8 @@ def main(argv: list[str] | None = None) -> int:
             if ns.what_if:
                 from rhapsody.commands import whatif
 
-                return whatif.main(_root(ns.cwd), ns.session, ns.what_if, ns.json, ns.cache_read_mult, ns.context_window)
+                return whatif.main(_root(ns.cwd), ns.session, ns.what_if, ns.json, ns.cache_read_mult, ns.context_window,
+                                   ns.note_tokens)
             return print_stats(_root(ns.cwd), ns.session, ns.json, ns.cache_read_mult, ns.context_window)
         return _run(_parser().parse_args(args))
     except RhapsodyError as exc:

@@ -15,16 +15,18 @@ from typing import TYPE_CHECKING, Any
 
 from rhapsody.config.settings import Settings
 from rhapsody.core.session.context import RequestSpec
-from rhapsody.core.toolbox.credentials import absolute
+from rhapsody.core.access.credentials import absolute
 from rhapsody.core.errors import RhapsodyError
 from rhapsody.core.session.history import find_session
 from rhapsody.core.agent.loop import Agent
 from rhapsody.core.agent.policy import Policy
-from rhapsody.core.agent.model import Model
-from rhapsody.core.toolbox.permissions import Mode, writes_nothing
+from rhapsody.core.model import Model
+from rhapsody.core.access.permissions import Mode, writes_nothing
 from rhapsody.core.session.rolling import RollingPolicy
 from rhapsody.core.session.session import Session
-from rhapsody.core.toolbox.tools import Approver, Toolbox
+from rhapsody.core.agent.delegation import Budget, Delegation
+from rhapsody.core.toolbox.approval import Approver
+from rhapsody.core.toolbox.orchestrator import Toolbox
 from rhapsody.prompts import load, render
 from rhapsody.tools import default_toolbox
 from rhapsody.core.session import records as rec
@@ -235,4 +237,12 @@ def build(root: Path, settings: Settings, model: Model, model_id: str | None,
         toolbox.checkpointer = start_checkpoints(session, settings)
     # read-only writes nothing into the project: no dialog log (rhapsody's own .rhapsody/ state aside).
     observers = [] if writes_nothing(mode) else [DialogRecorder(settings.memory.path, settings.memory.commit)]
-    return Wiring(Agent(session, model, toolbox, policy(settings, root), observers=observers), settings)
+    loop_policy = policy(settings, root)
+    return Wiring(Agent(session, model, toolbox, loop_policy, observers=observers,
+                        delegation=delegation(model, loop_policy, toolbox, settings)), settings)
+
+
+def delegation(model: Model, loop_policy: Policy, toolbox: Toolbox, settings: Settings) -> Delegation:
+    """What the agent lends its sub-agents: its model adapter, policy and toolbox, the settings' model and budget."""
+    budget = Budget(settings.subagent_max_tool_calls, settings.subagent_max_tokens, settings.subagent_max_cost_usd)
+    return Delegation(model, loop_policy, toolbox, load("subagent").strip(), settings.subagent_model, budget)

@@ -7,30 +7,25 @@ from rhapsody.core.session.records import parse
 from rhapsody.core.session.records import parsed
 from rhapsody.core.session.records import dumped
 import asyncio
-import io
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from prompt_toolkit.application import create_app_session
-from prompt_toolkit.input import create_pipe_input
-from prompt_toolkit.output import DummyOutput
 
 from rhapsody.config.settings import Settings
 from rhapsody.core.session.context import Conversation
 from rhapsody.core.session.messages import Message
-from rhapsody.core.session.history import read_history
+from rhapsody.core.session.history import read_history, started_by_another
 from rhapsody.core.session.recall import search
 from rhapsody.loopback.script import say
 from rhapsody.loopback.validate import validate
-from rhapsody.frontends.plain import run_plain
 from rhapsody.wiring import build
 
-from tests.conftest import MODEL, SANDBOX, Stub, until
+from tests import launch
+from tests.conftest import MODEL, SANDBOX, Stub, plain_mode, until
 from tests.core.session.test_handoff_e2e import handoff_turn
 from tests.transcripts import FIXTURES, claude_session, codex_rollout, dump
 
@@ -39,8 +34,7 @@ CODEX = next((FIXTURES / "codex").rglob("rollout-*.jsonl"))
 
 
 def rhapsody(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rhapsody", *args], capture_output=True, text=True, cwd=cwd,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(cwd), **(env or {})}, timeout=120)
+    return launch.run(list(args), cwd=cwd, env={"PATH": "/usr/bin:/bin", "HOME": str(cwd), **(env or {})}, timeout=120)
 
 
 def imported(project: Path, *paths: Path) -> list[dict[str, Any]]:
@@ -126,7 +120,9 @@ def test_importing_the_same_file_twice_names_the_session_it_became(project: Path
     again = rhapsody("import", str(CLAUDE), cwd=project)
     session_id = first.stdout.split(f"{CLAUDE}: imported as ")[1].split()[0]
     assert again.returncode == 0 and f"already imported as {session_id}" in again.stdout
-    assert len(list((project / ".rhapsody" / "history").glob("*.jsonl"))) == 3  # two Claude Code files, one Codex
+    files = list((project / ".rhapsody" / "history").glob("*.jsonl"))
+    assert len([p for p in files if not started_by_another(p)]) == 3  # two Claude Code files, one Codex
+    assert len(files) > 3  # and their Task sub-agents' sessions (tests/importer/test_import_subagents.py)
     grown = tmp_path / CLAUDE.name  # the session went on in Claude Code after the first import
     grown.write_text(CLAUDE.read_text() + json.dumps({"type": "summary", "summary": "later", "leafUuid": "x"}) + "\n")
     later = rhapsody("import", str(grown), cwd=project)
@@ -182,9 +178,7 @@ async def test_a_long_imported_session_resumes_headless_then_hands_off_with_slas
     stub.script(handoff_turn(), say("Noted."), say("Going on from my note."))
     wiring = build(project, Settings(permission_mode="yolo", sandbox=SANDBOX, handoff_at_share="off"), stub.model(), MODEL,
                    resume=session_id)
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+    async with plain_mode(wiring) as (pipe, out, task):
         pipe.send_text("/handoff\r")  # as the human types it in plain mode (ctrl+o there and in the app)
         await until(lambda: bool(wiring.session.conversation.seams) and not wiring.agent.busy, within=60)
         pipe.send_text("what next?\r")

@@ -15,9 +15,10 @@ from rhapsody.core.session import records as rec
 from rhapsody.core.accounting.billing import head_of, seam_savings, served_by
 from rhapsody.core.errors import InputError
 from rhapsody.core.session.history import named_session, read_session
-from rhapsody.core.accounting.pricing import price_of, priced
-from rhapsody.core.accounting.session_figures import Figures, figures as fold_figures, usage_input
-from rhapsody.core.accounting.window import Window, history_window
+from rhapsody.core.pricing import price_of, priced
+from rhapsody.core.session.session_figures import Figures, figures as fold_figures, usage_input
+from rhapsody.core.window import Window, history_window
+from rhapsody.core.accounting.subagent_figures import spent, spent_line
 from rhapsody.core.json_types import JsonObject
 
 
@@ -94,7 +95,7 @@ def saving_line(figures: JsonObject) -> str:
 
 def window_of(records: Sequence[rec.Record], model: str, flag: int | None = None) -> Window:
     """The window the session ran in: `--context-window`, else RHAPSODY_CONTEXT_WINDOW, else what the
-    history shows (core/accounting/window.py); a setting that is not a number of tokens is an InputError."""
+    history shows (core/window.py); a setting that is not a number of tokens is an InputError."""
     if flag is not None:
         if flag < 1000:
             raise InputError(f"--context-window {flag}: a window is at least 1,000 tokens")
@@ -137,13 +138,16 @@ def print_stats(root: Path, session_id: str | None, as_json: bool = False, read_
         print(json.dumps({"session": path.stem, **figures, "requests": counts["request"], "usage": totals,
                           "window": {"tokens": found.tokens, "source": found.source},
                           "cost_usd": round(folded.cost, 6) if folded.priced else None,
-                          "counts": counts, "seam_rows": rows}))
+                          "counts": counts, "seam_rows": rows, "subagents": spent(records).as_json()}))
         return 0
     _print_table(path, records, totals, counts)
     print(f"cost {folded.cost_text()} (each request at the model that served it)")
     share = f" (context ~{folded.context:,}, {folded.context / found.tokens:.1%} of it)" if found.tokens else ""
     print(f"window {found.tokens:,} tokens: {found.source}{share}")
     print(saving_line(figures))
+    delegated = spent_line(spent(records))
+    if delegated:
+        print(delegated)
     return 0
 
 
@@ -168,7 +172,7 @@ def _print_seams(console: Any, path: Path, rows: list[tuple[rec.Seam, SeamRow]])
     from rich.table import Table
 
     table = Table(title=f"seams of session {path.stem}")
-    # "context" is the one figure the status bar, the seam divider and /stats show (rhapsody/core/accounting/session_figures.py);
+    # "context" is the one figure the status bar, the seam divider and /stats show (rhapsody/core/session/session_figures.py);
     # the API's reported input is the request before the seam and the next one, which also holds new messages.
     for column in STATS_COLUMNS:
         table.add_column(column, justify="right", no_wrap=column == "seam")
@@ -206,4 +210,5 @@ def stats_lines(records: Sequence[rec.Record], figures_billed: JsonObject | None
                  f"{f.seams_text()}, context ~{f.context:,} tokens, cost {f.cost_text()}")
     if f.requests:
         lines.append(saving_line(figures_billed or billing(records)))
-    return lines
+    delegated = spent_line(spent(records))
+    return [*lines, delegated] if delegated else lines

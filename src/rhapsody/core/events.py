@@ -6,6 +6,10 @@ the model, seams, hints delivered) arrives as an event. A front end reads the hi
 only to rebuild a transcript (on resume, after a rewind or a seam) and for the full view of an
 old result, never to find what just happened (tests/frontends/test_front_end_channel.py holds them to it).
 
+Every event names itself in public: `json_name` is its `event` field in the headless JSON lines and
+the Python API's `as_json` (core/event_json.py), fixed here so that renaming a class never changes
+the output (tests/core/test_event_names.py pins every name; docs/python-api.md lists them).
+
 Imports: stdlib and rhapsody.core only.
 """
 
@@ -25,6 +29,7 @@ class TurnStarted:
     Emitted once per turn, before its first request; `RequestSent` marks each request.
     """
 
+    json_name: ClassVar[str] = "turn_started"
     user_text: str = ""
 
 
@@ -32,6 +37,7 @@ class TurnStarted:
 class TextDelta:
     """A piece of visible text as it streams."""
 
+    json_name: ClassVar[str] = "text_delta"
     text: str
 
 
@@ -39,6 +45,7 @@ class TextDelta:
 class ThinkingDelta:
     """A piece of thinking as it streams (shown dim, collapsed)."""
 
+    json_name: ClassVar[str] = "thinking_delta"
     text: str
 
 
@@ -46,6 +53,7 @@ class ThinkingDelta:
 class BlockStopped:
     """A streamed content block finished."""
 
+    json_name: ClassVar[str] = "block_stopped"
     kind: str
 
 
@@ -53,6 +61,7 @@ class BlockStopped:
 class Retrying:
     """The request failed and is retried; text streamed since the last request is void."""
 
+    json_name: ClassVar[str] = "retrying"
     attempt: int
     reason: str
     delay: float
@@ -64,6 +73,7 @@ class Retrying:
 class RetryCountdown:
     """A tick while waiting to retry: whole seconds left, so front ends can count down."""
 
+    json_name: ClassVar[str] = "retry_countdown"
     attempt: int
     remaining: float
 
@@ -72,6 +82,7 @@ class RetryCountdown:
 class ModelResponse:
     """The complete assistant message of one request, with usage."""
 
+    json_name: ClassVar[str] = "model_response"
     message: Message
     stop_reason: str | None
     usage: dict[str, int] = field(default_factory=dict)
@@ -81,6 +92,7 @@ class ModelResponse:
 class RequestSent:
     """A request body went out; its compact size and estimated tokens."""
 
+    json_name: ClassVar[str] = "request_sent"
     request_bytes: int
     est_tokens: int
     messages: int
@@ -90,6 +102,7 @@ class RequestSent:
 class UsageReported:
     """Usage the API reported for the last request."""
 
+    json_name: ClassVar[str] = "usage_reported"
     usage: dict[str, int]
 
 
@@ -97,6 +110,7 @@ class UsageReported:
 class ToolStarted:
     """A tool call is about to run."""
 
+    json_name: ClassVar[str] = "tool_started"
     call: ToolUseBlock
 
 
@@ -104,6 +118,7 @@ class ToolStarted:
 class ToolFinished:
     """A tool call finished (or was refused)."""
 
+    json_name: ClassVar[str] = "tool_finished"
     call: ToolUseBlock
     output: str
     is_error: bool
@@ -121,6 +136,7 @@ class ToolFinished:
 class NarrationViolation:
     """A tool call came without narration and was not run."""
 
+    json_name: ClassVar[str] = "narration_violation"
     call: ToolUseBlock
     words: int
     required: int
@@ -131,6 +147,7 @@ class NarrationViolation:
 class HintDelivered:
     """Pending hints reached the model in a user message."""
 
+    json_name: ClassVar[str] = "hint_delivered"
     hint_ids: tuple[str, ...]
     where: str
 
@@ -143,6 +160,7 @@ class HarnessSaid:
     transcript from the history up to that record or later shows it already.
     """
 
+    json_name: ClassVar[str] = "harness_said"
     text: str
     seq: int
 
@@ -154,6 +172,7 @@ class DenialDelivered:
     `text` is exactly what the model got as the human's message: front ends show it as the human's words.
     """
 
+    json_name: ClassVar[str] = "denial_delivered"
     call: ToolUseBlock
     text: str
 
@@ -162,11 +181,13 @@ class DenialDelivered:
 class MemoryReminded:
     """At the end of a task that used tools, the harness asked the agent to update project memory."""
 
+    json_name: ClassVar[str] = "memory_reminded"
 
 @dataclass(frozen=True)
 class HandoffAsked:
     """The harness asked the agent for a field note."""
 
+    json_name: ClassVar[str] = "handoff_asked"
     reminder: bool = False
 
 
@@ -175,6 +196,7 @@ class SeamCommitted:
     """A micro-handoff seam was applied; the record holds its measurements (`shelved`: the second window's
     `shelve` record, when the oldest seams' words left the context with it)."""
 
+    json_name: ClassVar[str] = "seam_committed"
     record: rec.Seam
     shelved: rec.Shelve | None = None
 
@@ -183,6 +205,7 @@ class SeamCommitted:
 class ContextPruned:
     """The rolling policy took tool traffic of old rounds out of the context."""
 
+    json_name: ClassVar[str] = "context_pruned"
     record: rec.Prune
 
 
@@ -190,6 +213,7 @@ class ContextPruned:
 class HandoffFailed:
     """The handoff did not happen; the context is unchanged."""
 
+    json_name: ClassVar[str] = "handoff_failed"
     reason: str
 
 
@@ -202,6 +226,7 @@ class Interrupted:
     The loop emits it as the last event of the turn, then lets the cancellation go on.
     """
 
+    json_name: ClassVar[str] = "interrupted"
     partial_text: str
     during: str = "stream"
     open_calls: tuple[str, ...] = ()
@@ -215,6 +240,7 @@ class LimitsExceeded:
     reached, `maximum` the setting.
     """
 
+    json_name: ClassVar[str] = "limits_exceeded"
     limit: str
     value: float
     maximum: float
@@ -224,6 +250,7 @@ class LimitsExceeded:
 class Notice:
     """A status line from outside the conversation (an MCP server failed, died or waits for trust)."""
 
+    json_name: ClassVar[str] = "notice"
     text: str
 
 
@@ -231,6 +258,7 @@ class Notice:
 class ImagesAttached:
     """Images the human's prompt named went with it, each as `[image NAME WxH]`."""
 
+    json_name: ClassVar[str] = "images_attached"
     labels: tuple[str, ...]
 
 
@@ -239,6 +267,7 @@ class FilesAttached:
     """Files and folders the human's `@` words named went with the prompt, each as its block's text
     (core/attachments.py reads one back)."""
 
+    json_name: ClassVar[str] = "files_attached"
     texts: tuple[str, ...]
 
 
@@ -246,6 +275,7 @@ class FilesAttached:
 class TurnEnded:
     """The agent ended its turn."""
 
+    json_name: ClassVar[str] = "turn_ended"
     stop_reason: str | None
 
 
@@ -254,16 +284,81 @@ class TodoUpdated:
     """The agent wrote its todo list (whole): each item's text and state (pending, in_progress, done)."""
 
     json_name: ClassVar[str] = "todo_list"
-    """The event's public name in headless JSONL (kept when the class is renamed)."""
     items: tuple[dict[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class SubagentStarted:
+    """The agent handed a task to a sub-agent (core/agent/subagent.py): its own session, model and permission mode."""
+
+    json_name: ClassVar[str] = "subagent_started"
+    id: str
+    call_id: str
+    task: str
+    model: str
+    mode: str
+    session: str
+
+
+@dataclass(frozen=True)
+class SubagentStep:
+    """One event of a running sub-agent, as its own loop emitted it: front ends show it folded under the call."""
+
+    json_name: ClassVar[str] = "subagent_step"
+    id: str
+    step: Event
+
+
+@dataclass(frozen=True)
+class SubagentEnded:
+    """A sub-agent stopped: `status` done, limit (its budget), failed or interrupted; `summary` what went back."""
+
+    json_name: ClassVar[str] = "subagent_ended"
+    id: str
+    status: str
+    summary: str
 
 
 @dataclass(frozen=True)
 class Failed:
     """The turn stopped on an error the loop cannot recover from."""
 
+    json_name: ClassVar[str] = "failed"
     message: str
 
+
+@dataclass(frozen=True)
+class ApprovalAsked:
+    """A permission question for the human; an `ApprovalAnswer` op with the same id answers it. A question
+    whose turn is interrupted is dropped (the `Interrupted` that follows says so)."""
+
+    json_name: ClassVar[str] = "approval_asked"
+    id: str
+    tool: str
+    argument: str
+    why: str
+    args: dict[str, Any] = field(default_factory=dict)
+    """The call's arguments, so the question can show the diff or the exact command."""
+    rules: tuple[str, ...] = ()
+    """The session rules an "allow always" would add; empty when no rule can allow the call."""
+
+
+@dataclass(frozen=True)
+class ShellRan:
+    """The human's own `!command` ran in the agent's sandbox; its output is queued as their words."""
+
+    json_name: ClassVar[str] = "shell_ran"
+    command: str
+    exit_code: int | None
+    output: str
+    hint_id: str
+
+
+@dataclass(frozen=True)
+class Idle:
+    """The agent's work on the last operation is over (a turn, a shell command): it waits for the next."""
+
+    json_name: ClassVar[str] = "idle"
 
 Event = (
     TurnStarted
@@ -293,7 +388,13 @@ Event = (
     | FilesAttached
     | LimitsExceeded
     | TurnEnded
+    | SubagentStarted
+    | SubagentStep
+    | SubagentEnded
     | Failed
+    | ApprovalAsked
+    | ShellRan
+    | Idle
 )
 
 

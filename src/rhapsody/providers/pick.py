@@ -14,7 +14,7 @@ from typing import Any
 
 from rhapsody.config.settings import Settings
 from rhapsody.core.errors import ConfigError
-from rhapsody.core.agent.model import Model
+from rhapsody.core.model import Model
 from rhapsody.core.json_types import JsonObject
 
 MODEL_FORMS = {

@@ -20,11 +20,12 @@ from rhapsody.core.session import recall, todo
 from rhapsody.core.session import records as rec
 from rhapsody.core.last_failure import last_failure
 from rhapsody.core.session.handoff import stripped_index
-from rhapsody.core.session.handoff_state import NoteWritten
+from rhapsody.core.accounting.seam_cost import FACTS_CAP_CHARS
+from rhapsody.core.toolbox.protocol import NoteWritten
 from rhapsody.core.session.history import private_dir, state_dir, write_private
 from rhapsody.core.session.messages import ToolResultBlock
 from rhapsody.core.session.session import Session
-from rhapsody.core.toolbox.tools import Tool, ToolContext, ToolFailure, ToolOutcome
+from rhapsody.core.toolbox.protocol import Tool, ToolContext, ToolFailure, ToolOutcome
 from rhapsody.prompts import load
 from rhapsody.tools.git import git_facts
 
@@ -36,7 +37,7 @@ LIST_CHARS = 300
 """Each list of paths (dirty, read, written) at most this long; its count is always given."""
 FAILURE_TAIL_CHARS = 700
 FAILURE_COMMAND_CHARS = 300
-FACTS_CHARS = 2600
+FACTS_CHARS = FACTS_CAP_CHARS
 """The harness facts in all (about 650 tokens): every note stays in the context for good, so its size
 is paid on every later request (docs/performance.md, "The size a field note aims at")."""
 
@@ -121,12 +122,22 @@ def harness_facts(root: Path, session: Session) -> str:
         lines.append(f"- git {git['refused']}" if git.get("refused") else f"- {root} is not in a git repository")
     lines.append(_listed("files written", writes))
     lines.append(_listed("files read", reads))
+    delegated = [_delegated(r) for r in since if r.subagent]
+    if delegated:  # their own calls are in their own histories: the note would not see what they changed
+        lines.append(_listed("sub-agents", delegated))
     lines.append(_todo_facts(session))
     failure = last_failure(since, _outputs(session), FAILURE_TAIL_CHARS, FAILURE_COMMAND_CHARS)
     if failure:
         lines.append(failure)
     lines.append(_commands(since))  # last: where the net cuts, it cuts whole command lines
     return _bounded("\n".join(lines))
+
+
+def _delegated(run: rec.ToolRun) -> str:
+    """A sub-agent run since the seam: `sa1 done (session ID; changed a.py)`."""
+    changed = run.subagent_changed or []
+    what = f"; changed {' '.join(changed)}" if changed else ""
+    return f"{run.subagent} {run.subagent_status or ''} (session {run.subagent_session or ''}{what})"
 
 
 def _listed(label: str, items: list[str], chars: int = LIST_CHARS) -> str:
@@ -244,7 +255,8 @@ def recall_text(root: Path, session: Session, query: str, all_sessions: bool, fo
     if all_sessions:
         hits = recall.search_project(root, session.path, query, write=write)
     else:
-        hits = recall.search(session.path, query, write=write)
+        children = {r.session for r in rec.of(session.records, rec.Subagent)}
+        hits = recall.search_session(root, session.path, query, children, write=write)
     if not hits:
         return f"no stripped tool call matches {query!r}"
     out = ["snippets as written; … marks where one was cut"] if for_human else []

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 
 from rhapsody.core.session import todo
 from rhapsody.core.session.records import TodoItem
-from rhapsody.core.toolbox.tools import Tool, ToolContext, ToolOutcome
+from rhapsody.core.toolbox.protocol import TodoWritten, Tool, ToolContext, ToolOutcome
 from rhapsody.prompts import load
 from rhapsody.core.session import records as rec
 
@@ -88,4 +88,4 @@ class TodoWrite(Tool):
         items = tuple(args.todos)
         text = "\n".join([f"Todo list saved: {todo.summary(items)}.", *todo.lines(items)])
         facts = rec.TodoFacts(todo_completed=True) if todo.done(items) > before else None
-        return todo.TodoWritten(text, facts=facts, items=items)
+        return TodoWritten(text, facts=facts, items=items)

@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from rhapsody.core.accounting.pricing import WRITE_1H_MULT, WRITE_5M_MULT
+from rhapsody.core.pricing import WRITE_1H_MULT, WRITE_5M_MULT
+from rhapsody.core.session.session_figures import usage_input
 from rhapsody.core.session import records as rec
-from rhapsody.core.accounting.session_figures import usage_input
 
 FIVE_MINUTES = "5m"
 ONE_HOUR = "1h"

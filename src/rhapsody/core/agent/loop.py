@@ -7,7 +7,7 @@ length strips first (core/agent/safety_net.py); the model's end of turn commits 
 delivers queued messages (core/agent/turn_end.py), and a handoff still wanted then gets a turn of its
 own, so ctrl+o ends in a seam in every front end. `_one_turn` holds the one cancellation path:
 `round.interrupt` keeps the history a valid conversation, and the `Interrupted` it returns is
-yielded, or kept for the front end (`take_unsaid`) when the consumer closed the stream.
+yielded, or put on the agent's one event queue (`events`) when the consumer closed the stream.
 
 Imports: stdlib and rhapsody.core only.
 """
@@ -17,13 +17,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
+from typing import TYPE_CHECKING
 
+from rhapsody.core.agent import ops
+from rhapsody.core.agent.inbox import Outbox, Rewinding, Work, handle
+from rhapsody.core.toolbox.approval import HumanApprover
 from rhapsody.core.session.checkpoints import end_checkpoint
 from rhapsody.core.events import Event, TurnEnded
 from rhapsody.core.accounting.cache_ttl import TtlChoice
-from rhapsody.core.agent.model import Model
-from rhapsody.core.accounting.pricing import price_of
-from rhapsody.core.session.natural_seam import Boundary, CheckpointSeam
+from rhapsody.core.model import Model
+from rhapsody.core.pricing import price_of
+from rhapsody.core.accounting.natural_seam import Boundary, CheckpointSeam
 from rhapsody.core.agent.observers import Observer, Observers
 from rhapsody.core.agent.policy import Policy, limit_reached
 from rhapsody.core.agent.request import stream_request
@@ -31,10 +35,16 @@ from rhapsody.core.agent.round import cancel_handoff, interrupt
 from rhapsody.core.agent.safety_net import request_failed
 from rhapsody.core.session.session import Session
 from rhapsody.core.agent.tool_calls import run_calls
-from rhapsody.core.toolbox.tools import ToolContext, Toolbox
+from rhapsody.core.toolbox.orchestrator import Toolbox
+from rhapsody.core.toolbox.protocol import ToolContext
+from rhapsody.core.access.permissions import Mode
+from rhapsody.core.toolbox.protocol import PlanReviewer
 from rhapsody.core.agent.turn import Opening, Turn, begin, model_ended, opening
 from rhapsody.core.agent.turn_end import HandoffThreshold, handoff_left
 from rhapsody.core.session import records as rec
+
+if TYPE_CHECKING:
+    from rhapsody.core.agent.delegation import Delegation
 
 
 class Agent:
@@ -45,25 +55,72 @@ class Agent:
     """
 
     def __init__(self, session: Session, model: Model, toolbox: Toolbox, policy: Policy,
-                 observers: Sequence[Observer] = ()) -> None:
+                 observers: Sequence[Observer] = (), rewinder: Rewinding | None = None,
+                 delegation: Delegation | None = None) -> None:
         self.session = session
+        self.delegation = delegation
+        """What the agent lends the sub-agents its calls start (core/agent/subagent.py); None: it starts none."""
         self.model = model
         self.toolbox = toolbox
         self.policy = policy
         self.observers = Observers(observers)
-        self.ctx = ToolContext(session.root, session, policy.bash_timeout, policy.output_cap)
+        self.ctx = ToolContext(session.root, session, policy.bash_timeout, policy.output_cap, delegation=delegation)
         self.busy = False
         self._threshold = HandoffThreshold(policy.handoff_at_tokens, policy.handoff_at_share, policy.context_window)
         self._folds(session)
         session.figures.window_setting = policy.context_window  # the status bar's share, of the same window
-        self.unsaid: list[Event] = []
-        """What a turn closed by its consumer could not say (see `take_unsaid`)."""
+        self.outbox = Outbox()
+        """The one queue every event leaves by, once a front end reads it (`events`)."""
+        self.work = Work(self.outbox)
+        self.rewinder = rewinder
+        """Goes back to before a message (None: checkpoints are off)."""
+
+    def submit(self, op: ops.Op) -> ops.Receipt:
+        """The one way a front end changes the agent (core/agent/ops.py); what it starts says what it does on
+        `events`."""
+        return handle(self, op)
+
+    def questions_as_events(self) -> None:
+        """From now on the human's approver puts its questions on the one queue (work was submitted: the front
+        end reads `events`)."""
+        if isinstance(self.toolbox.approver, HumanApprover):
+            self.toolbox.approver.emit = self.outbox.put
+
+    async def events(self) -> AsyncGenerator[Event, None]:
+        """Every event, in order, as `submit`'s work and the permission questions produce them; endless."""
+        async for event in self.outbox:
+            yield event
+
+    async def settled(self) -> None:
+        """Wait until the work under way (a turn, the human's command) is over, however it ends."""
+        await self.work.settled()
+
+    @property
+    def permission_mode(self) -> Mode:
+        """The permission mode calls are decided in now (`SetMode` switches it)."""
+        return self.toolbox.permission_mode
+
+    def read_denied(self) -> tuple[str, ...]:
+        """The read deny rules: files a question never shows."""
+        return self.toolbox.rules.read_denied()
+
+    def start_sources(self) -> list[str]:
+        """Start the tool sources (MCP servers) in the background; notices for the human."""
+        return list(self.toolbox.start_sources())
+
+    def review_plans_with(self, reviewer: PlanReviewer) -> None:
+        """Who answers a plan exit_plan proposes: the front end with a human."""
+        self.toolbox.reviewer = reviewer
+
+    @property
+    def working(self) -> bool:
+        """Whether a turn or the human's command is under way."""
+        return self.busy or self.work.running
 
     async def run(self, text: str | None = None, typed: str | None = None) -> AsyncGenerator[Event, None]:
         """One turn: the human's text (plus any pending hints), then the tool loop; then, when a handoff is still
         wanted, the turn that asks for it (core/agent/turn_end.py `handoff_left`), so every front end ends ctrl+o in a seam.
         `typed`: what the human typed when `text` holds more (a custom command's prompt): only its images and files attach."""
-        self.unsaid = []
         if text and text.strip() and self._at_boundary(Boundary.HUMAN):  # the seam before the human's words
             async with aclosing(self._one_turn(None)) as turn:
                 async for event in turn:
@@ -80,12 +137,6 @@ class Agent:
             async with aclosing(self._one_turn(None)) as turn:
                 async for event in turn:
                     yield event
-
-    def take_unsaid(self) -> list[Event]:
-        """What the last turn, closed by its consumer at a yield, could not say (`Interrupted`, a handoff
-        cancelled): the front end shows these itself."""
-        unsaid, self.unsaid = self.unsaid, []
-        return unsaid
 
     async def _one_turn(self, text: str | None, typed: str | None = None) -> AsyncGenerator[Event, None]:
         """One turn, as `run` describes it, without what follows it."""
@@ -104,8 +155,9 @@ class Agent:
         except (asyncio.CancelledError, GeneratorExit) as exc:
             # Cancelled at an await, or closed by the consumer at a yield: the one place a turn stops early.
             interruption: list[Event] = [interrupt(self.session, turn.round), *cancel_handoff(self.session)]
-            if not isinstance(exc, asyncio.CancelledError):  # a closed generator may not yield
-                self.unsaid = interruption
+            if not isinstance(exc, asyncio.CancelledError):  # a closed generator may not yield: the queue says it
+                for event in interruption:
+                    self.outbox.put(self._observed(event))
                 raise
             for event in interruption:
                 yield self._observed(event)
@@ -170,11 +222,16 @@ class Agent:
         self.observers.put(self.session, event)
         return event
 
-    def replace_session(self, session: Session) -> None:
-        """Continue with another session (``/clear``); only between turns."""
+    def replace_session(self, session: Session) -> list[str]:
+        """Continue with another session (``/clear``, ``/resume``); only between turns. Returns the rules allowed
+        "for this session", which no longer apply: they meant the one left."""
+        forgotten = self.toolbox.rules.session_allow[:]
+        self.toolbox.rules.session_allow.clear()
         self.session = session
-        self.ctx = ToolContext(session.root, session, self.policy.bash_timeout, self.policy.output_cap)
+        self.ctx = ToolContext(session.root, session, self.policy.bash_timeout, self.policy.output_cap,
+                               delegation=self.delegation)
         self._folds(session)
+        return forgotten
 
     def _folds(self, session: Session) -> None:
         """The folds over the session's records the loop keeps: the cache lifetime and the checkpoint policy."""

@@ -20,7 +20,7 @@ from typing import Any, assert_never
 from rhapsody.core.session import records as rec
 from rhapsody.core.session.messages import Message, TextBlock, compact_json
 from rhapsody.core.session.strip import compact, drop_messages, drop_thinking_blocks, drop_tool_ids, shelve_blocks, strip_blocks
-from rhapsody.core.accounting.tokens import estimate_chars
+from rhapsody.core.session.tokens import estimate_chars
 from rhapsody.core.json_types import JsonObject
 
 EPHEMERAL = {"type": "ephemeral"}
@@ -89,6 +89,7 @@ class Conversation:
                 self._rewind(record.to)
             case (rec.SessionStarted() | rec.Retry() | rec.Violation()
                   | rec.Hint() | rec.HintsDelivered() | rec.Permission() | rec.PermissionMode() | rec.Denial() | rec.Todo()
+                  | rec.Subagent()
                   | rec.MemoryReminder() | rec.Handoff() | rec.LegacyHandoffAsked() | rec.SeamTokens() | rec.SeamFailed()
                   | rec.HandoffAbandoned() | rec.SeamNote() | rec.ModelSwitched() | rec.Tools() | rec.NoticeShown()
                   | rec.TurnInterrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook() | rec.Checkpoint()

@@ -27,13 +27,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, assert_never
+from typing import Protocol, TypeVar, assert_never
 
 from rhapsody.core.session import records as rec
-from rhapsody.core.toolbox.tools import ToolOutcome
-
-if TYPE_CHECKING:
-    from rhapsody.core.session.session import Session
 
 
 class Phase(StrEnum):
@@ -69,15 +65,30 @@ class HandoffState:
         """Whether a handoff is under way (wanted, asked, reminded or noted)."""
         return self.phase not in AT_REST
 
+    @property
+    def wanted(self) -> bool:
+        """A handoff is wanted and the agent not asked for its note yet."""
+        return self.phase == Phase.WANTED
 
-@dataclass(frozen=True)
-class NoteWritten(ToolOutcome):
-    """What `micro_handoff` returns: the note is saved, and the seam is to be committed."""
+    @property
+    def asked(self) -> bool:
+        """The agent was asked for its note once, and has not written it."""
+        return self.phase == Phase.ASKED
 
-    note_path: str = ""
-    seam: int = 0
-    note: str = ""
-    """The note as saved (PostHandoff hooks get it)."""
+    @property
+    def reminded(self) -> bool:
+        """The agent was asked, ended its turn without the note, and was reminded."""
+        return self.phase == Phase.REMINDED
+
+    @property
+    def asking(self) -> bool:
+        """A request for the note is out (asked or reminded): it is not asked again."""
+        return self.phase in (Phase.ASKED, Phase.REMINDED)
+
+    @property
+    def noted(self) -> bool:
+        """The note is written; the seam commits when the agent ends its turn."""
+        return self.phase == Phase.NOTED
 
 
 def fold(state: HandoffState, record: rec.Record) -> HandoffState:
@@ -96,8 +107,9 @@ def fold(state: HandoffState, record: rec.Record) -> HandoffState:
         case rec.Unseam():
             return HandoffState(Phase.UNDONE)
         case (rec.SessionStarted() | rec.Retry() | rec.Violation() | rec.Hint() | rec.HintsDelivered() | rec.Permission()
-              | rec.PermissionMode() | rec.Denial() | rec.Todo() | rec.MemoryReminder() | rec.Prune() | rec.SeamTokens()
-              | rec.ThinkingCut() | rec.ModelSwitched() | rec.Tools() | rec.NoticeShown() | rec.TurnInterrupted() | rec.Limit()
+              | rec.PermissionMode() | rec.Denial() | rec.Todo() | rec.Subagent() | rec.MemoryReminder() | rec.Prune()
+              | rec.SeamTokens() | rec.ThinkingCut() | rec.ModelSwitched() | rec.Tools() | rec.NoticeShown()
+              | rec.TurnInterrupted() | rec.Limit()
               | rec.Error() | rec.Resumed() | rec.Hook() | rec.Checkpoint() | rec.CheckpointFailed() | rec.Rewind()
               | rec.Restore() | rec.Import() | rec.KeptAside() | rec.Compaction() | rec.Shelve() | rec.Other()):
             return state
@@ -114,6 +126,28 @@ def _moved(state: HandoffState, record: rec.Handoff) -> HandoffState:
     after_strip = state.after_strip if record.after_strip is None else record.after_strip
     return dataclasses.replace(state, phase=phase, interrupted_work=interrupted, note_path=note_path,
                                after_strip=after_strip)
+
+
+_R = TypeVar("_R", bound=rec.Known)
+
+
+class Session(Protocol):
+    """What a transition needs of the session (core/session/session.py, which folds this module's records):
+    the state it is in, its records, and the one way to add one. A protocol, so the two do not import each other."""
+
+    @property
+    def handoff(self) -> HandoffState:
+        """The state folded from the records so far."""
+        ...
+
+    @property
+    def records(self) -> list[rec.Record]:
+        """Every record of the session, in order."""
+        ...
+
+    def append(self, record: _R) -> _R:
+        """Append one record to the history and fold it in."""
+        ...
 
 
 def want(session: Session, at: str | None = None, saves: int | None = None, costs: int | None = None) -> bool:
@@ -138,10 +172,10 @@ def remind(session: Session) -> None:
     session.append(rec.Handoff(state=Phase.REMINDED.value))
 
 
-def noted(session: Session, note: NoteWritten) -> None:
+def noted(session: Session, note_path: str, seam: int, note: str) -> None:
     """The field note is written; the seam commits when the agent ends its turn."""
-    session.append(rec.Handoff(state=Phase.NOTED.value, note_path=note.note_path, seam=note.seam,
-                   note_bytes=len(note.note.encode("utf-8", "surrogatepass"))))
+    session.append(rec.Handoff(state=Phase.NOTED.value, note_path=note_path, seam=seam,
+                               note_bytes=len(note.encode("utf-8", "surrogatepass"))))
 
 
 def cancel(session: Session, reason: str = "") -> bool:
@@ -149,7 +183,7 @@ def cancel(session: Session, reason: str = "") -> bool:
 
     False (nothing recorded) when no request waits for a note.
     """
-    if session.handoff.phase not in (Phase.WANTED, Phase.ASKED, Phase.REMINDED):
+    if not (session.handoff.wanted or session.handoff.asking):
         return False
     give_up(session, reason or CANCELLED)
     return True

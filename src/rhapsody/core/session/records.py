@@ -29,7 +29,7 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar, Union, get_args, 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from rhapsody.core.session.messages import Block, ToolResultBlock, ToolUseBlock
-from rhapsody.core.toolbox.permissions import Confinement, DecidedBy, Mode, Verdict
+from rhapsody.core.access.permissions import Confinement, DecidedBy, Mode, Verdict
 
 
 class InvalidRecord(ValueError):
@@ -77,6 +77,16 @@ SESSION_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 """What a session record's `session` may be (the names of rhapsody's own files are made from it)."""
 
 
+class ParentLink(BaseModel):
+    """A sub-agent's session names the session and the call that started it (core/agent/subagent.py)."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+
+    session: str
+    tool_use_id: str
+    subagent: str
+
+
 class SessionStarted(_Open):
     """Always first: what every request of the session is built from."""
 
@@ -91,6 +101,9 @@ class SessionStarted(_Open):
     max_tokens: int = 16000
     parallel_tools: bool = False
     thinking: dict[str, Any] | None = None
+    parent: ParentLink | None = None
+    """Set in a sub-agent's session: the session and the `delegate` call that started it."""
+    absent_when_none: ClassVar[frozenset[str]] = frozenset({"parent"})
 
     @field_validator("session")
     @classmethod
@@ -211,7 +224,16 @@ class ProposalFacts(_Facts):
     proposed_diff: str
 
 
-ToolFacts = Union[FileFacts, ShellFacts, WebFacts, PlanFacts, TodoFacts, ProposalFacts]
+class DelegateFacts(_Facts):
+    """A `delegate` call's sub-agent: its id, how it ended, its session and the files it changed."""
+
+    subagent: str
+    subagent_status: str
+    subagent_session: str
+    subagent_changed: list[str] = Field(default_factory=list)
+
+
+ToolFacts = Union[FileFacts, ShellFacts, WebFacts, PlanFacts, TodoFacts, ProposalFacts, DelegateFacts]
 """Each tool's facts: written into its `tool_run` record, flat, beside the run's own fields."""
 
 
@@ -242,6 +264,10 @@ class ToolRun(_Open):
     plan_edited: bool | None = None
     todo_completed: bool | None = None
     proposed_diff: str | None = None
+    subagent: str | None = None
+    subagent_status: str | None = None
+    subagent_session: str | None = None
+    subagent_changed: list[str] | None = None
 
 
 class Violation(_Record):
@@ -319,6 +345,39 @@ class Todo(_Record):
     at: int = 0
     """How many messages the conversation held when it was written: a rewind to before them takes it back."""
     tool_use_id: str = ""
+
+
+SubagentState = Literal["started", "done", "limit", "failed", "interrupted"]
+"""Where a sub-agent stands: started, then how it ended."""
+
+
+class Subagent(_Record):
+    """A sub-agent the session started (core/agent/subagent.py): `started`, then how it ended, with its figures."""
+
+    kind: Literal["subagent"] = "subagent"
+    id: str
+    session: str
+    tool_use_id: str = ""
+    state: SubagentState
+    model: str = ""
+    mode: Mode | None = None
+    """The permission mode it ran in (None: an imported one, whose source does not say)."""
+    task: str = ""
+    tool_calls: int = 0
+    requests: int = 0
+    usage: dict[str, int] = Field(default_factory=dict)
+    cost_usd: float = 0.0
+    priced: bool = True
+    kept_out_tokens: int = 0
+    """Estimated tokens of its tool calls and results: what they would have added to this session's context."""
+
+    @field_validator("session")
+    @classmethod
+    def _a_session_id(cls, value: str) -> str:
+        """Its history file is named after it: no path may hide in it."""
+        if not SESSION_NAME.fullmatch(value):
+            raise ValueError(f"'session' {value[:40]!r} is not a session id")
+        return value
 
 
 class MemoryReminder(_Record):
@@ -605,7 +664,7 @@ class Other(_Open):
 Known = Annotated[
     Union[
         SessionStarted, MessageAdded, RequestMade, UsageRecorded, Retry, ToolRun, Violation, Hint, HintsDelivered, Permission,
-        PermissionMode, Denial, Todo, MemoryReminder, Handoff, LegacyHandoffAsked, Seam, Prune, Shelve, SeamTokens,
+        PermissionMode, Denial, Todo, Subagent, MemoryReminder, Handoff, LegacyHandoffAsked, Seam, Prune, Shelve, SeamTokens,
         SeamFailed,
         HandoffAbandoned, Unseam, ThinkingCut, SeamNote, ModelSwitched, Tools, NoticeShown, TurnInterrupted, Limit, Error, Resumed,
         Hook, Checkpoint, CheckpointFailed, Rewind, Restore, Import, KeptAside, Compaction,

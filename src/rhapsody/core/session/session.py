@@ -2,7 +2,7 @@
 
 Every change goes through `append(model)`, which appends to the history first and then folds the
 record into memory, so what is in memory is always what a resume would rebuild: the
-conversation, pending hints, the todo list (core/session/todo.py), figures (core/accounting/session_figures.py) and the micro-handoff's state (`handoff`, see
+conversation, pending hints, the todo list (core/session/todo.py), figures (core/session/session_figures.py) and the micro-handoff's state (`handoff`, see
 core/session/handoff_state.py).
 
 Imports: stdlib and rhapsody.core only.
@@ -21,7 +21,7 @@ from rhapsody.core.session.context import Conversation, RequestSpec, build_reque
 from rhapsody.core.session import handoff_state
 from rhapsody.core.session import records as rec
 from rhapsody.core.errors import HistoryError
-from rhapsody.core.accounting.session_figures import Figures
+from rhapsody.core.session.session_figures import Figures
 from rhapsody.core.session.handoff_state import HandoffState
 from rhapsody.core.session.images import for_request, has_images, image_tokens
 from rhapsody.core.session.history import (HistoryRead, HistoryWriter, collector_paused, history_dir, new_session_id,
@@ -50,6 +50,8 @@ class Session:
         """The agent's todo list (core/session/todo.py), rewound with the conversation."""
         self.records: list[rec.Record] = []
         """Every record of the history, typed, in order (pick by kind with `rec.of(session.records, rec.Seam)`)."""
+        self.delegated: list[Session] = []
+        """The sub-agents running now (core/agent/subagent.py): a steering hint goes to the latest."""
 
     @property
     def path(self) -> Path:
@@ -57,15 +59,16 @@ class Session:
         return self.writer.path
 
     @classmethod
-    def start(cls, root: Path, spec: RequestSpec, branch: str = "") -> Session:
-        """A new session with a new history file (`branch`: the git branch it started on, for the picker)."""
+    def start(cls, root: Path, spec: RequestSpec, branch: str = "", parent: rec.ParentLink | None = None) -> Session:
+        """A new session with a new history file (`branch`: the git branch it started on, for the picker;
+        `parent`: the session and call a sub-agent's session was started by)."""
         session_id = new_session_id()
         writer = HistoryWriter(history_dir(root) / f"{session_id}.jsonl")
         session = cls(root, writer, spec, session_id)
         session.append(rec.SessionStarted(session=session_id, cwd=str(root), version=__version__, model=spec.model,
-                                   system=spec.system, tools=spec.tools, max_tokens=spec.max_tokens,
-                                   parallel_tools=spec.parallel_tools, thinking=spec.thinking,
-                                   branch=branch))
+                                          system=spec.system, tools=spec.tools, max_tokens=spec.max_tokens,
+                                          parallel_tools=spec.parallel_tools, thinking=spec.thinking,
+                                          branch=branch, parent=parent))
         return session
 
     @classmethod
@@ -133,7 +136,8 @@ class Session:
                 self.todos.add(record)
             case rec.Rewind():
                 self.todos.rewind(record.to)
-            case (rec.SessionStarted() | rec.Retry() | rec.Violation() | rec.Permission() | rec.PermissionMode() | rec.Denial() | rec.MemoryReminder()
+            case (rec.SessionStarted() | rec.Subagent() | rec.Retry() | rec.Violation() | rec.Permission() | rec.PermissionMode()
+                  | rec.Denial() | rec.MemoryReminder()
                   | rec.Handoff() | rec.LegacyHandoffAsked() | rec.Seam() | rec.Prune() | rec.SeamTokens()
                   | rec.SeamFailed() | rec.HandoffAbandoned() | rec.Unseam() | rec.ThinkingCut() | rec.SeamNote()
                   | rec.NoticeShown() | rec.TurnInterrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook()
@@ -200,8 +204,10 @@ class Session:
     # -- hints ---------------------------------------------------------------------------
 
     def hint(self, text: str, mode: str = "steer") -> rec.Hint:
-        """Queue a hint; it is on disk before this returns."""
-        return self.append(rec.Hint(id=f"h{next(self._hint_ids)}", text=text, mode=mode))
+        """Queue a hint; it is on disk before this returns. A steering hint typed while a sub-agent runs is
+        the sub-agent's: it goes into its history and reaches it at its next tool boundary."""
+        target = self.delegated[-1] if mode == "steer" and self.delegated else self
+        return target.append(rec.Hint(id=f"h{next(self._hint_ids)}", text=text, mode=mode))
 
     def pending_hints(self, modes: tuple[str, ...] = ("steer", "queue")) -> list[rec.Hint]:
         """The pending hints of the given modes, oldest first; they stay pending until a `hint_delivered`

@@ -12,11 +12,39 @@ Imports: stdlib and rhapsody.core only.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from rhapsody.core.toolbox.tools import Approval
+from rhapsody.core.events import ApprovalAsked
+
+@dataclass(frozen=True)
+class Approval:
+    """The human's answer to a permission question.
+
+    `remember` holds rules (e.g. `bash:pytest *`) allowed for the rest of the session.
+    """
+
+    allow: bool
+    reason: str = ""
+    remember: tuple[str, ...] = ()
+    words: str = ""
+    """What the human typed with a denial, exactly; it reaches the model as the human's message."""
+
+
+class Approver(Protocol):
+    """Asks the human whether a call may run (the app and plain mode provide one).
+
+    `args` are the call's validated arguments, so the question can show a diff or the exact command;
+    `rules` are the session rules that would let it run (see core/toolbox/rule_suggestions.py), empty when no rule can.
+    """
+
+    async def __call__(self, tool: str, argument: str, why: str, args: dict[str, Any],
+                       rules: tuple[str, ...] = ()) -> Approval:
+        """The human's decision."""
+        ...
+
 
 GRACE = 0.6
 """Seconds after a question appears during which nothing typed answers it, in every front end:
@@ -89,6 +117,8 @@ class Question:
     """The session rules an "allow for this session" would add; empty when no rule can allow the call."""
     grace: Grace = wait_grace
     """Waits out the question's grace period, during which nothing typed answers it."""
+    id: str = ""
+    """What the `ApprovalAsked` event and the `ApprovalAnswer` op name it by."""
 
     @property
     def open(self) -> bool:
@@ -102,12 +132,28 @@ class Question:
 
 
 class HumanApprover:
-    """An Approver whose questions a front end takes with `next_question` and answers."""
+    """An Approver for a human: once a front end submits work to the agent, each question goes out as an
+    `ApprovalAsked` event and an `ApprovalAnswer` op answers it (`answer`); a caller that drives `Agent.run`
+    itself takes the questions with `next_question`."""
 
     def __init__(self, grace: Grace = wait_grace) -> None:
         self._questions: asyncio.Queue[Question] | None = None
         self.grace = grace
         """The grace period each question gets (tests pass one they end by hand)."""
+        self.emit: Callable[[ApprovalAsked], None] | None = None
+        """Where each question goes out as an event (the agent's one queue, set by the Agent); None: the
+        question queue `next_question` reads."""
+        self.asked: dict[str, Question] = {}
+        """The questions asked and not yet answered, by id."""
+        self._ids = itertools.count(1)
+
+    def answer(self, question_id: str, approval: Approval) -> bool:
+        """Answer the open question `question_id`; False when no such question is open (answered, dropped)."""
+        question = self.asked.pop(question_id, None)
+        if question is None or not question.open:
+            return False
+        question.answer(approval)
+        return True
 
     @property
     def questions(self) -> asyncio.Queue[Question]:
@@ -119,9 +165,16 @@ class HumanApprover:
     async def __call__(self, tool: str, argument: str, why: str, args: dict[str, Any] | None = None,
                        rules: tuple[str, ...] = ()) -> Approval:
         question = Question(tool, argument, why, asyncio.get_running_loop().create_future(), dict(args or {}),
-                            tuple(rules), self.grace)
-        self.questions.put_nowait(question)
-        return await question.reply
+                            tuple(rules), self.grace, f"q{next(self._ids)}")
+        if self.emit is None:
+            self.questions.put_nowait(question)
+            return await question.reply
+        self.asked[question.id] = question
+        self.emit(ApprovalAsked(question.id, tool, argument, why, dict(question.args), question.rules))
+        try:
+            return await question.reply
+        finally:
+            self.asked.pop(question.id, None)  # answered, or dropped by an interruption
 
     async def next_question(self) -> Question:
         """The next open question, waiting for one to be asked."""

@@ -29,10 +29,9 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
-from contextlib import aclosing
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, assert_never, cast
 
 from rich.text import Text
 from textual import on, work
@@ -48,7 +47,6 @@ from textual.worker import Worker
 from rhapsody.frontends.app.deferred import lazy, load_all
 from rhapsody.frontends.hangup import STATUS as HANGUP_STATUS, Hangup
 from rhapsody.frontends.prompt_aids import InputHistory
-from rhapsody.frontends.shell_mode import shell_command
 from rhapsody.frontends.app.rewind import Rewinder
 from rhapsody.frontends.app.status import (
     MODEL_WAIT,
@@ -67,15 +65,20 @@ if TYPE_CHECKING:
     from rhapsody.config.settings import Settings
     from rhapsody.core import events as ev
     from rhapsody.core.session import records as rec
-    from rhapsody.core.toolbox.approval import HumanApprover, Question
+    from rhapsody.core.toolbox.approval import HumanApprover
+    from rhapsody.core.agent import ops
+    from rhapsody.core.toolbox.approval import Approval
     from rhapsody.core.agent.loop import Agent
+    from rhapsody.frontends import controller as control
     from rhapsody.core.session.messages import ToolUseBlock
-    from rhapsody.core.toolbox.tools import PlanReview
+    from rhapsody.core.toolbox.protocol import PlanReview
 else:  # loaded on first use, after the first frame (pydantic and the core are most of the start-up)
     commands = lazy("rhapsody.commands.slash")
     render = lazy("rhapsody.view.render")
     ev = lazy("rhapsody.core.events")
     rec = lazy("rhapsody.core.session.records")
+    ops = lazy("rhapsody.core.agent.ops")
+    control = lazy("rhapsody.frontends.controller")
 
 T = TypeVar("T")
 
@@ -148,24 +151,30 @@ class RhapsodyApp(App[int]):
         if typed_ahead:  # what was typed ahead is the first message: a suggested one (the demo's task) steps aside
             initial = ""
         self.approver = approver
-        self._questions: asyncio.Task[None] | None = None
+        """The agent's approver; the app takes only its grace period from it (questions come as events)."""
+        self.asking: tuple[ev.ApprovalAsked, Widget] | None = None
+        """The question open in its panel, and the panel."""
+        self.controller: control.Controller | None = None
         self.initial = initial
         self.welcome = welcome
         self.hints: dict[str, Entry] = {}
         self.calls: dict[str, tuple[ToolUseBlock, Entry]] = {}
+        self.subagents: dict[str, tuple[str, Entry]] = {}
+        """Running sub-agents by id: the line that started each, and its live entry."""
         self.worker: Worker[None] | None = None
         self.live = Liveness()
         self._rebuilt_to = 0
         """The last history record the transcript was rebuilt from: what live events say of records up to it is drawn
         already."""
-        self._said_interrupted = False
+        self.shells: dict[str, Entry] = {}
+        """The human's `!command`s running, by command: their line changes in place once they ran."""
         self._thinking: Entry | None = None
         self._ctrl_c_at = 0.0
         self._esc_at = 0.0
         self.signalled: list[str] = []
         """What was written to the terminal to say the agent waits (the bell or a notification)."""
         self._replying = False
-        self._held: list[dict[str, Any]] = []
+        self._held: list[ops.AddNotice] = []
         self._git = ""
         self._cold = False
         self._typed: str | None = None
@@ -213,10 +222,10 @@ class RhapsodyApp(App[int]):
         interrupted, an open question goes with it, and the app ends; nothing new starts."""
         from textual.worker import WorkerCancelled, WorkerFailed
 
-        self.workers.cancel_group(self, "shell")  # a `!command` of the human's: its group is killed
         worker = self.worker
         if worker is not None and not worker.is_finished:
-            self.workers.cancel_group(self, "agent")
+            self.agent.submit(ops.Interrupt())
+            await self.agent.settled()  # the turn recorded what was interrupted; the worker reads it to Idle
             try:
                 await worker.wait()
             except (WorkerCancelled, WorkerFailed):
@@ -259,13 +268,13 @@ class RhapsodyApp(App[int]):
     async def started(self) -> None:
         """The agent exists: show the session, start the MCP servers, the status bar and the SDK import."""
         load_all()  # the rest of the lazy modules, here rather than on the SDK's import thread
+        self.controller = control.Controller(self.agent, self)
         if self.approver is not None:
-            self._questions = asyncio.create_task(self.serve_questions(self.approver))
-            self.agent.toolbox.reviewer = self.review_plan
+            self.agent.review_plans_with(self.review_plan)
         if self.settings.keymap:
             self.set_keymap(self.settings.keymap)
         await self.reload()
-        for notice in self.agent.toolbox.start_sources():  # MCP servers start now; the first paint does not wait
+        for notice in self.agent.start_sources():  # MCP servers start now; the first paint does not wait
             await self.note(f"! {notice}")
         self.refresh_status()
         self.refresh_git()
@@ -355,14 +364,11 @@ class RhapsodyApp(App[int]):
             self._early.append(message)
             return
         text = message.text
-        if shell_command(text) is not None:
-            self.run_worker(self.shell(text[1:].strip()), group="shell")
-        elif commands.is_command(text):
+        if commands.is_command(text):
             await self.command(text)
-        elif self.busy:
-            await self.add_hint(text, "queue" if message.queue else "steer")
         else:
-            self.start_turn(text)
+            assert self.controller is not None
+            await self.controller.line(text, queued=message.queue)
 
     @on(PromptInput.Changed)
     def show_completions(self, event: PromptInput.Changed) -> None:
@@ -401,18 +407,22 @@ class RhapsodyApp(App[int]):
         """
         fields: dict[str, Any] = {"text": text, "shown": "as is", **({"error": True} if kind == "error" else {}),
                                   **({"command": True} if kind == "command" else {})}
+        notice = ops.AddNotice(text=text, error=kind == "error", command=kind == "command")
         if self._replying:
-            self._held.append(fields)
+            self._held.append(notice)
         else:
-            self.agent.session.append(rec.NoticeShown(**fields))
-        line = render.notice_line(rec.NoticeShown(kind="notice", **fields))
-        return await self.transcript.add(Entry.of(line), pin=self._replying)
+            self.agent.submit(notice)
+        line = render.notice_line(rec.NoticeShown(**fields))
+        shown = await self.transcript.add(Entry.of(line), pin=self._replying)
+        if kind != "command":
+            self.call_after_refresh(self.top_in_view, shown)  # a long answer (/help at 80x24) from its first line
+        return shown
 
     def record_held(self) -> None:
         """Notices said while a reply streamed are recorded after it."""
         self._replying = False
-        for fields in self._held:
-            self.agent.session.append(rec.NoticeShown(**fields))
+        for notice in self._held:
+            self.agent.submit(notice)
         self._held = []
 
     def top_in_view(self, widget: Widget) -> None:
@@ -422,25 +432,33 @@ class RhapsodyApp(App[int]):
             view.anchor(False)  # the next message sent anchors it to the bottom again
             view.scroll_to_widget(widget, top=True, animate=False, immediate=True)
 
-    async def add_hint(self, text: str, mode: str) -> None:
-        """Queue a hint (on disk at once) and show it as pending."""
-        hint = self.agent.session.hint(text, mode)
-        entry = Entry.of(render.pending_hint(hint.id, text, mode))
+    async def hinted(self, receipt: ops.Receipt, text: str, mode: str) -> None:
+        """A hint (on disk already) shown as pending."""
+        entry = Entry.of(render.pending_hint(receipt.id, text, mode))
         await self.transcript.add(entry)
-        self.hints[hint.id] = entry
+        self.hints[receipt.id] = entry
 
-    async def shell(self, command: str) -> None:
-        """`!command`: run it in the agent's sandbox; its output is shown and queued as the human's own words."""
-        from rhapsody.frontends.shell_mode import run_human_command
-
+    async def shell_ran(self, run: ev.ShellRan) -> None:
+        """`!command` ran in the agent's sandbox: its output is shown, queued as the human's own words."""
         await self.drop_welcome()
-        entry = Entry("tool", f"! {command} … running (yours: the agent reads the output with your next message)")
-        await self.transcript.add(entry)
-        run = await run_human_command(self.agent, command)
+        entry = self.shells.pop(run.command, None) or Entry("tool", "")
         code = f"exit {run.exit_code}" if run.exit_code is not None else "error"
-        entry.text = f"! {command} → {code} · {run.hint_id} queued: the agent reads it with your next message"
+        entry.text = f"! {run.command} → {code} · {run.hint_id} queued: the agent reads it with your next message"
         entry.body, entry.key, entry.state = run.output, run.hint_id, "exit" if run.exit_code is not None else "error"
+        if entry not in self.transcript.entries:
+            await self.transcript.add(entry)
         self.transcript.sync(entry)
+
+    async def in_history(self, text: str) -> None:
+        """A command's answer on record: the reload that came with it drew it."""
+
+    def refill(self, text: str) -> None:
+        """Put a rewound message back in the prompt."""
+        self.to_prompt(text)
+
+    def quit(self) -> None:
+        """/quit."""
+        self.exit(0)
 
     async def command(self, text: str, echo: bool = True) -> None:
         """Run a slash command and show what it said, below the command itself (`echo`: typed or chosen in the
@@ -453,30 +471,8 @@ class RhapsodyApp(App[int]):
         if text.strip() == "/resume" and not self.busy:  # the picker; with an id it runs as in plain mode
             self.pick_session()
             return
-        session = self.agent.session
-        if echo:
-            await self.note(text.strip(), "command")
-        outcome = commands.run_command(self.agent, text)
-        if outcome.quit:
-            self.exit(0)
-            return
-        if echo and self.agent.session is not session:  # /clear: the new session begins with the command that made it
-            self.agent.session.append(rec.NoticeShown(text=text.strip(), shown="as is", command=True))
-        if outcome.reload:
-            await self.reload()
-        if outcome.text and not outcome.in_history:
-            shown = await self.note(outcome.text, "error" if outcome.error else "notice")
-            self.call_after_refresh(self.top_in_view, shown)
-        if outcome.refill:
-            self.to_prompt(outcome.refill)
-        if outcome.run_turn and not self.busy:  # a running turn asks at its end (core/agent/turn_end.py handoff_left)
-            self.start_turn(None)
-        if outcome.confirm:
-            self.confirm(outcome)
-        elif outcome.prompt and self.busy:  # a custom command's prompt, typed while the agent works
-            await self.add_hint(outcome.prompt, "queue")
-        elif outcome.prompt:
-            self.start_turn(outcome.prompt, outcome.typed)
+        assert self.controller is not None
+        await self.controller.command(text, echo)
         self.refresh_status()
 
     def pick_session(self) -> None:
@@ -489,49 +485,59 @@ class RhapsodyApp(App[int]):
 
         self.push_screen(PickerScreen(self.agent.session.root, exclude=self.agent.session.id), callback=picked)
 
-    def confirm(self, outcome: commands.Outcome) -> None:
-        """Ask the outcome's question; yes runs the command it names."""
+    async def confirm(self, outcome: commands.Outcome, then: Callable[[bool], Awaitable[None]]) -> None:
+        """Ask the outcome's question in its screen; `then` gets the answer."""
         from rhapsody.frontends.app.confirm import ConfirmScreen
 
         async def answered(yes: bool | None) -> None:
-            if yes:
-                await self.command(outcome.then, echo=False)
-            else:
-                await self.note(outcome.declined, "notice")
+            await then(bool(yes))
 
         self.push_screen(ConfirmScreen(outcome.text, outcome.confirm), callback=answered)
 
     # -- the agent worker ----------------------------------------------------------------
 
     def start_turn(self, text: str | None, typed: str | None = None) -> None:
-        """Run one turn in the agent worker (`typed`: the words of a custom command's prompt the human typed;
-        none once the terminal is gone)."""
+        """Start one turn and read it in the agent worker (`typed`: the words of a custom command's prompt the
+        human typed; none once the terminal is gone)."""
+        op = ops.UserTurn(text=text or "", typed=typed)
+        if not self.hung_up and self.agent.submit(op).started:
+            self.worker = self.run_agent(op)
+
+    async def work_began(self, op: ops.Op) -> None:
+        """Work began (the controller submitted it): read it in the agent worker."""
+        if isinstance(op, ops.ShellCommand):
+            await self.drop_welcome()
+            entry = Entry("tool", f"! {op.command} … running (yours: the agent reads the output with your next message)")
+            self.shells[op.command] = entry
+            await self.transcript.add(entry)
         if not self.hung_up:
-            self.worker = self.run_agent(text, typed)
+            self.worker = self.run_agent(op)
 
     @work(exclusive=True, group="agent", exit_on_error=False)
-    async def run_agent(self, text: str | None, typed: str | None = None) -> None:
-        """Drive the loop and apply each event to the transcript."""
+    async def run_agent(self, op: ops.Op) -> None:
+        """Apply each of the agent's events to the transcript until its work is over."""
+        text = op.text if isinstance(op, ops.UserTurn) and op.text else None
         await self.drop_welcome()
         if text:
             await self.transcript.add(Entry("user", f"› {text}"))
         self._typed = text  # shown, not yet in the history while a seam goes first (a rebuild keeps it)
-        self._said_interrupted = False
         began = time.monotonic()
         self.live.start("working")
         self.set_state("working")
         try:
-            async with aclosing(self.agent.run(text, typed)) as stream:
-                async for event in stream:
-                    await self.apply(event)
+            async for event in self.agent.events():
+                match event:
+                    case ev.Idle():
+                        break
+                    case _:
+                        await self.apply(event)  # apply shows it through `show`, whose match is exhaustive
             if time.monotonic() - began > self.settings.notify_after:
                 self.signal("turn_end", "rhapsody: the agent has finished and waits for you")
         except asyncio.CancelledError:
-            if not self._said_interrupted:  # cancelled before the loop could say so itself: what it would have said
-                for event in self.agent.take_unsaid() or [ev.Interrupted("")]:
-                    await self.show(event)
+            self.agent.submit(ops.Interrupt())  # the app is closing: its work stops with it
             raise
         finally:
+            await self.close_question()
             self.record_held()
             self.transcript.unpin()
             self.live.stop()
@@ -546,6 +552,8 @@ class RhapsodyApp(App[int]):
             entry.text, entry.state = line.text, line.state
             self.transcript.sync(entry)
         self.calls = {}
+        for sid in list(self.subagents):  # Esc stopped them too: their end was never said
+            self.subagent_changed(ev.SubagentEnded(sid, "interrupted", "stopped by the human"), *self.subagents[sid])
         await self.transcript.add(Entry.of(render.event_lines(ev.Interrupted(""))[0]))
 
     async def apply(self, event: ev.Event) -> None:
@@ -562,49 +570,72 @@ class RhapsodyApp(App[int]):
         self.transcript.unpin()
 
     async def show(self, event: ev.Event) -> None:
-        """Add the lines of one loop event."""
+        """Add the lines of one loop event: every event has its case, then the renderer's lines (none for most)."""
         t = self.transcript
-        if isinstance(event, ev.TextDelta):
-            self.live.writing()
-            self.live.streamed(len(event.text))
-            await t.stream_text(event.text)
-            return  # the status line repaints on the spinner's tick
-        if isinstance(event, ev.ThinkingDelta):
-            self.live.thinking()
-            self.live.streamed(len(event.text))
-            await self.stream_thinking(event.text)
-            return
-        if isinstance(event, ev.Interrupted):
-            self._said_interrupted = True
-            return await self.interrupted()
-        if isinstance(event, ev.BlockStopped):
-            await t.end_text()
-            self._thinking = None
-        elif isinstance(event, ev.RetryCountdown):  # the status bar counts the wait down
-            self.live.start(f"retry {event.attempt} in {event.remaining:.0f} s,")
-            return self.refresh_status()
-        elif isinstance(event, ev.Retrying):
-            await t.end_text(discard=True)
-        elif isinstance(event, ev.RequestSent):
-            self.live.start(MODEL_WAIT)
-            self._replying = True
-        elif isinstance(event, (ev.ToolStarted, ev.ToolFinished)):
-            await self.tool_event(event)
-            return self.refresh_status()
-        elif isinstance(event, ev.HintDelivered):
-            await self.hints_delivered(event)
-        elif isinstance(event, ev.HarnessSaid) and event.seq <= self._rebuilt_to:  # a rebuild drew it already
-            return
-        elif isinstance(event, (ev.SeamCommitted, ev.ContextPruned)):
-            await t.end_text()
-            await self.reload()
-            return self.refresh_status()
-        elif isinstance(event, ev.TurnStarted) and event.user_text:
-            self._typed = None  # the human's words are in the history now; nothing to draw, the status below
-        elif isinstance(event, (ev.TurnEnded, ev.Failed)):
-            await t.end_text()
-        elif isinstance(event, ev.TodoUpdated):
-            return self.show_todos(list(event.items))
+        match event:
+            case ev.TextDelta():
+                self.live.writing()
+                self.live.streamed(len(event.text))
+                await t.stream_text(event.text)
+                return  # the status line repaints on the spinner's tick
+            case ev.ThinkingDelta():
+                self.live.thinking()
+                self.live.streamed(len(event.text))
+                await self.stream_thinking(event.text)
+                return
+            case ev.Interrupted():
+                await self.close_question()
+                return await self.interrupted()
+            case ev.ApprovalAsked():
+                return await self.ask(event)
+            case ev.ShellRan():
+                return await self.shell_ran(event)
+            case ev.RetryCountdown():  # the status bar counts the wait down
+                self.live.start(f"retry {event.attempt} in {event.remaining:.0f} s,")
+                return self.refresh_status()
+            case ev.ToolStarted():
+                await self.tool_started(event)
+                return self.refresh_status()
+            case ev.ToolFinished():
+                await self.tool_finished(event)
+                return self.refresh_status()
+            case ev.HarnessSaid() if event.seq <= self._rebuilt_to:  # a rebuild drew it already
+                return
+            case ev.SeamCommitted() | ev.ContextPruned():
+                await t.end_text()
+                await self.reload()
+                return self.refresh_status()
+            case ev.TodoUpdated():
+                return self.show_todos(list(event.items))
+            case ev.SubagentStarted():
+                await t.end_text()
+                return await self.subagent_started(event)
+            case ev.SubagentStep() | ev.SubagentEnded():
+                await t.end_text()
+                if event.id in self.subagents:
+                    self.subagent_changed(event, *self.subagents[event.id])
+                return
+            case ev.BlockStopped():
+                await t.end_text()
+                self._thinking = None
+            case ev.Retrying():
+                await t.end_text(discard=True)
+            case ev.RequestSent():
+                self.live.start(MODEL_WAIT)
+                self._replying = True
+            case ev.HintDelivered():
+                await self.hints_delivered(event)
+            case ev.TurnStarted():
+                if event.user_text:
+                    self._typed = None  # the human's words are in the history now; nothing to draw, the status below
+            case ev.TurnEnded() | ev.Failed():
+                await t.end_text()
+            case (ev.UsageReported() | ev.ModelResponse() | ev.NarrationViolation() | ev.HarnessSaid()
+                  | ev.DenialDelivered() | ev.MemoryReminded() | ev.HandoffAsked() | ev.HandoffFailed()
+                  | ev.LimitsExceeded() | ev.Notice() | ev.ImagesAttached() | ev.FilesAttached() | ev.Idle()):
+                pass  # the renderer's lines below are all they show
+            case _:
+                assert_never(event)
         for line in render.event_lines(event):
             await t.add(Entry.of(line))
         self.refresh_status()
@@ -622,7 +653,7 @@ class RhapsodyApp(App[int]):
 
     async def review_plan(self, plan: str) -> PlanReview:
         """The plan exit_plan proposes, for the human to approve (as edited), or reject with a reason."""
-        from rhapsody.core.toolbox.tools import PlanReview
+        from rhapsody.core.toolbox.protocol import PlanReview
         from rhapsody.frontends.app.plan_review import PlanScreen
 
         answered: asyncio.Future[PlanReview] = asyncio.get_running_loop().create_future()
@@ -648,15 +679,17 @@ class RhapsodyApp(App[int]):
             await self.transcript.add(self._thinking)
         self._thinking.body += text
 
-    async def tool_event(self, event: ev.ToolStarted | ev.ToolFinished) -> None:
-        """A call's line appears when it starts and changes in place when it finishes."""
+    async def tool_started(self, event: ev.ToolStarted) -> None:
+        """A call's line appears when it starts (and changes in place when it finishes)."""
         await self.transcript.end_text()
-        if isinstance(event, ev.ToolStarted):
-            entry = Entry.of(render.event_lines(event)[0])
-            self.calls[event.call.id] = (event.call, entry)
-            self.live.start(f"{event.call.name}")
-            await self.transcript.add(entry)
-            return
+        entry = Entry.of(render.event_lines(event)[0])
+        self.calls[event.call.id] = (event.call, entry)
+        self.live.start(f"{event.call.name}")
+        await self.transcript.add(entry)
+
+    async def tool_finished(self, event: ev.ToolFinished) -> None:
+        """A finished call's line takes its state in place (added when its start was never drawn)."""
+        await self.transcript.end_text()
         line = render.tool_line(render.finished_view(event))
         entry = self.calls.pop(event.call.id, (event.call, Entry.of(line)))[1]
         entry.text, entry.body, entry.state = line.text, line.body, line.state
@@ -664,6 +697,31 @@ class RhapsodyApp(App[int]):
             await self.transcript.add(entry)
         self.transcript.sync(entry)
         self.live.start("working")
+
+    async def subagent_started(self, event: ev.SubagentStarted) -> None:
+        """A sub-agent is one folded line that stays live: its latest step on the line, every step unfolded."""
+        line = render.event_lines(event)[0]
+        entry = Entry("subagent", line.text, "", event.id, "running")
+        self.subagents[event.id] = (line.text, entry)
+        await self.transcript.add(entry)
+
+    def subagent_changed(self, event: ev.SubagentStep | ev.SubagentEnded, head: str, entry: Entry) -> None:
+        """A running sub-agent's line: the call under way, the step it just took, or how it ended."""
+        lines = render.event_lines(event)
+        match event:
+            case ev.SubagentEnded():
+                entry.text, entry.state = lines[0].text, "error" if event.status in ("failed", "interrupted") else ""
+                self.subagents.pop(event.id, None)
+            case ev.SubagentStep(step=ev.ToolStarted() as started):
+                entry.text = f"{head} · running {render.one_line(render.tool_line(render.ToolView(started.call)).text, 80)}"
+            case ev.SubagentStep():
+                if lines:
+                    taken = [line.text.removeprefix(render.SUBAGENT_INDENT) for line in lines]
+                    entry.body = "\n".join([entry.body, *taken]).strip("\n")
+                    entry.text = f"{head} · {entry.body.count(chr(10)) + 1} steps · {render.one_line(taken[-1], 80)}"
+            case _:
+                assert_never(event)
+        self.transcript.sync(entry)
 
     async def hints_delivered(self, event: ev.HintDelivered) -> None:
         """A delivered hint moves to where it landed: after the result it followed, or the turn's end."""
@@ -675,37 +733,42 @@ class RhapsodyApp(App[int]):
             entry.text, entry.state = line.text, line.state
             await self.transcript.move_to_end(entry)
 
-    async def serve_questions(self, approver: HumanApprover) -> None:
-        """Ask each permission question in a panel above the prompt, one at a time, for as long as the app runs."""
-        while True:
-            question = await approver.next_question()
-            self.mark_calls(question.tool, "asking")
-            self.set_state("waiting for you")
-            self.signal("approval", f"rhapsody: {question.tool} waits for your answer")
-            self.live.pause()
-            try:
-                await self.ask(question)
-            finally:
-                self.live.resume()
-                self.mark_calls(question.tool, "running")
-                self.set_state("working" if self.agent.busy else "idle")  # ctrl+c during the question ended the turn
-
-    async def ask(self, question: Question) -> None:
-        """Dock the question above the prompt until it is answered, or dropped when the turn was interrupted."""
+    async def ask(self, question: ev.ApprovalAsked) -> None:
+        """Dock the question above the prompt; its answer goes back as an `ApprovalAnswer` op."""
+        from rhapsody.core.toolbox.approval import wait_grace
+        from rhapsody.frontends.controller import answer_of
         from rhapsody.frontends.app.approval import question as panel_for
 
+        self.mark_calls(question.tool, "asking")
+        self.set_state("waiting for you")
+        self.signal("approval", f"rhapsody: {question.tool} waits for your answer")
+        self.live.pause()
+        grace = self.approver.grace if self.approver is not None else wait_grace
         panel = panel_for(question.tool, question.argument, question.why, question.args, self.agent.session.root,
-                          question.rules, self.agent.toolbox.rules.read_denied(), question.grace)
-        panel.answered = question.answer
+                          question.rules, self.agent.read_denied(), grace)
+
+        def answered(approval: Approval | None) -> None:
+            self.agent.submit(answer_of(question.id, approval))
+            self.run_worker(self.close_question())
+
+        panel.answered = answered
+        self.asking = (question, panel)
         await self.mount(panel, before=self.query_one("#completions"))
         self.transcript.scroll_end(animate=False)  # what led to the question stays in view above it
-        try:
-            await asyncio.wait([question.reply])
-        finally:
-            refocus = panel.has_focus or panel.has_focus_within
-            await panel.remove()
-            if refocus:
-                self.query_one(PromptInput).focus()
+
+    async def close_question(self) -> None:
+        """The open question is over: answered, or dropped when the turn was interrupted."""
+        if self.asking is None:
+            return
+        question, panel = self.asking
+        self.asking = None
+        refocus = panel.has_focus or panel.has_focus_within
+        await panel.remove()
+        if refocus:
+            self.query_one(PromptInput).focus()
+        self.live.resume()
+        self.mark_calls(question.tool, "running")
+        self.set_state("working" if self.agent.working else "idle")  # ctrl+c during the question ended the turn
 
     def signal(self, reason: str, message: str) -> None:
         """Tell a person who looks elsewhere that the agent waits for them, as `notify` and `notify_with` say."""
@@ -731,10 +794,6 @@ class RhapsodyApp(App[int]):
         if self.screen_stack:
             self.refresh_bindings()
 
-    def on_unmount(self) -> None:
-        if self._questions is not None:
-            self._questions.cancel()
-
     @on(Foldable.FullView)
     def full_view(self, message: Foldable.FullView) -> None:
         """Open the output as the history holds it, or the unfolded body when that holds more (an edit's diff)."""
@@ -753,7 +812,7 @@ class RhapsodyApp(App[int]):
     def action_interrupt(self) -> None:
         """Esc: cancel the running turn."""
         if self.busy:
-            self.workers.cancel_group(self, "agent")
+            self.agent.submit(ops.Interrupt())
 
     def action_escape_idle(self) -> None:
         """Esc while idle: a second Esc soon after clears the input (Up brings it back)."""
@@ -779,8 +838,8 @@ class RhapsodyApp(App[int]):
         """shift+tab: the next permission mode of ask, auto-edit, read-only and plan; yolo only by flag or /permissions."""
         if not self.ready:
             return
-        mode = commands.next_mode(self.agent.toolbox.permission_mode)
-        commands.set_mode(self.agent, mode)
+        mode = commands.next_mode(self.agent.permission_mode)
+        self.agent.submit(ops.SetMode(mode=mode))
         self.refresh_status()
         self.toast(f"permissions: {mode} (shift+tab cycles ask, auto-edit, read-only, plan)", timeout=2)
 
@@ -883,7 +942,7 @@ class RhapsodyApp(App[int]):
         session = self.agent.session
         bar = self.query_one(StatusBar)
         state = self.live.text() if self.live.active else bar.state
-        mode = self.agent.toolbox.permission_mode
+        mode = self.agent.permission_mode
         bar.update(Text(visible(status_line(session.figures, session, self._git, state, self.size.width, mode))))
 
 

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from rich.cells import cell_len
 
 if TYPE_CHECKING:  # the figures load after the first frame
-    from rhapsody.core.accounting.session_figures import Figures
-    from rhapsody.core.toolbox.permissions import Mode
+    from rhapsody.core.session.session_figures import Figures
+    from rhapsody.core.access.permissions import Mode
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 MODEL_WAIT = "waiting for the model"
@@ -156,7 +156,7 @@ def welcome_text(agent: Any, settings: Any, extra: str = "") -> str:
     from rhapsody.sandbox.bwrap import status
 
     sandbox_text = status(settings.sandbox).removeprefix("sandbox ")
-    facts = (agent.session.spec.model, f"{agent.toolbox.permission_mode} (/permissions to see or switch)",
+    facts = (agent.session.spec.model, f"{agent.permission_mode} (/permissions to see or switch)",
              f"{sandbox_text} (bash and git)")
     return _welcome(agent.session.root, facts, extra)
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 from rhapsody.core.session import records as rec
-from rhapsody.core.accounting.pricing import WRITE_1H_KEY, cost, price_of, priced
-from rhapsody.core.accounting.window import Evidence, Window, session_window
+from rhapsody.core.pricing import WRITE_1H_KEY, cost, price_of, priced
+from rhapsody.core.window import Evidence, Window, session_window
 
 USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 """The usage the API reports per request; the first three together are the request's input."""
@@ -72,13 +72,21 @@ class Figures:
     answering: str = ""
     """The model the latest request went to: its usage is priced at that model (an imported session mixes them)."""
     evidence: Evidence = field(default_factory=Evidence)
-    """What the history says about the window it runs in (core/accounting/window.py)."""
+    """What the history says about the window it runs in (core/window.py)."""
     window_setting: int | None = None
     """The `context_window` setting, when the session has one (the loop sets it)."""
+    delegated_cost: float = 0.0
+    """What the session's sub-agents spent, each at its own model (their `subagent` records): `max_cost_usd`
+    counts it with the session's own cost."""
+
+    @property
+    def tokens_spent(self) -> int:
+        """Every token the session's requests used, as reported: input, cache writes and reads, output."""
+        return sum(int(self.usage.get(k) or 0) for k in USAGE_KEYS)
 
     @property
     def window(self) -> int:
-        """The context window the session runs in (core/accounting/window.py)."""
+        """The context window the session runs in (core/window.py)."""
         return self.window_found().tokens
 
     def window_found(self) -> Window:
@@ -127,6 +135,9 @@ class Figures:
                 self.evidence.add(record)
             case rec.ToolRun():
                 self.tool_calls += 1
+            case rec.Subagent():
+                if record.state != "started":  # at its own model (0 for a model without a price)
+                    self.delegated_cost += record.cost_usd
             case rec.SessionStarted() | rec.ModelSwitched():
                 self._priced_at(record.model or self.model)
             case rec.Seam():

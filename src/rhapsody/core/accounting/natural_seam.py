@@ -40,8 +40,9 @@ from rhapsody.core.session import records as rec
 from rhapsody.core.session.checkpoints import HARNESS_PREFIX
 from rhapsody.core.session.context import measure_messages
 from rhapsody.core.session.handoff import stripped_calls
-from rhapsody.core.accounting.pricing import WRITE_1H_MULT, WRITE_5M_MULT, price_of
-from rhapsody.core.accounting.seam_cost import Payoff, SeamEstimate, estimate, note_costs, payoff, project_note_costs
+from rhapsody.core.pricing import WRITE_1H_MULT, WRITE_5M_MULT, price_of
+from rhapsody.core.accounting.seam_cost import (Payoff, SeamEstimate, estimate, horizon, note_costs, payoff,
+                                     project_note_costs)
 from rhapsody.core.session.messages import TextBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.core.session.session import Session
 
@@ -176,7 +177,7 @@ class CheckpointSeam:
         worth = self.payoff(session)
         if not worth.pays:
             return False
-        return handoff_state.want(session, reached.value, **worth.fields())
+        return handoff_state.want(session, at=reached.value, **worth.fields())
 
     def payoff(self, session: Session) -> Payoff:
         """What a seam of `session` now would save and cost (core/accounting/seam_cost.py `payoff`)."""
@@ -184,12 +185,13 @@ class CheckpointSeam:
         requests = list(rec.of(session.records, rec.RequestMade, rec.Seam))
         last_seam = max((i for i, r in enumerate(requests) if isinstance(r, rec.Seam)), default=-1)
         times = [r.ts for r in rec.of(requests, rec.RequestMade)]
+        context = measure_messages(session.spec, session.messages())[1]
+        sizes = [float(r.est_tokens) for r in rec.of(requests[last_seam + 1:], rec.RequestMade)] + [float(context)]
         price = price_of(session.spec.model)[0]
         ttl = self.ttl(session)
         write = WRITE_1H_MULT if ttl > 300 else WRITE_5M_MULT
-        return payoff(measure_messages(session.spec, session.messages())[1], estimate.takes, estimate.adds,
-                      len(requests) - last_seam - 1, cold_share(times, ttl), price.read_mult, write,
-                      price.output / price.input if price.input else 5.0)
+        return payoff(context, estimate.takes, estimate.adds, horizon(sizes), cold_share(times, ttl),
+                      price.read_mult, write, price.output / price.input if price.input else 5.0)
 
     def _estimate(self, session: Session) -> SeamEstimate:
         if note_costs(session.records):
