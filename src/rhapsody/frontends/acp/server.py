@@ -1,0 +1,322 @@
+"""The protocol's agent side: sessions, prompts, permission questions, cancel and modes.
+
+One `Live` per session: a rhapsody agent built by the CLI's opener (the settings, trust rules,
+sandbox, checkpoints and history exactly as the app gets them), its question queue served as
+`session/request_permission`, and the turn running, if any. The session id is rhapsody's own, so
+`session/load` with it resumes that history. Protocol choices where rhapsody asks more than the
+protocol carries are documented in docs/editors.md (a denial's reason, a prompt sent while a turn
+runs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from acp import PROTOCOL_VERSION, RequestError, text_block, tool_content, tool_diff_content
+from acp.helpers import update_available_commands, update_current_mode
+from acp.interfaces import Client
+from acp.schema import (AgentCapabilities, ClientCapabilities, Implementation, InitializeResponse,
+                        LoadSessionResponse, NewSessionResponse, PermissionOption, PromptCapabilities, PromptResponse,
+                        RequestPermissionResponse, SessionMode, SessionModeState, SetSessionModeResponse,
+                        StopReason, ToolCallUpdate)
+
+from rhapsody.commands.slash import Outcome, is_command, run_command, set_mode
+from rhapsody.config.settings import Settings
+from rhapsody.core import events as ev
+from rhapsody.core.approval import HumanApprover, Question
+from rhapsody.core.errors import RhapsodyError
+from rhapsody.core.loop import Agent
+from rhapsody.core.permissions import MODES, mode_named
+from rhapsody.core.tools import Approval, PlanReview
+from rhapsody.frontends.acp.prompts import available_commands, prompt_text
+from rhapsody.frontends.acp.updates import STOPS, CallBook, Update, event_updates, kind_of, old_text, proposed_text, replayed, said
+
+REASON_KEY = "reason"
+"""The `_meta` key of a permission answer that carries the human's words with a rejection (an extension:
+the protocol's answer names an option only)."""
+
+MODE_NAMES = {"read-only": "Read only", "plan": "Plan", "ask": "Ask", "auto-edit": "Auto-edit", "yolo": "Yolo"}
+
+
+class Opened(Protocol):
+    """A built agent, as the CLI's opener returns it (the wiring)."""
+
+    agent: Agent
+    settings: Settings
+
+    async def close(self) -> None:
+        """Stop what the agent's tool sources started."""
+
+
+Opener = Callable[[Path, "str | None", HumanApprover], Opened]
+"""Builds the agent for a project (a session id: resume it), asking its questions through the approver."""
+
+
+@dataclass
+class Live:
+    """One session: its agent, its questions, its running turn."""
+
+    opened: Opened
+    approver: HumanApprover
+    calls: CallBook
+    turn: asyncio.Task[StopReason] | None = None
+    serving: asyncio.Task[None] | None = None
+    open_calls: list[str] = field(default_factory=list)
+    """Ids of the calls started and not finished: a question is about the last of them."""
+
+    @property
+    def agent(self) -> Agent:
+        """The session's agent."""
+        return self.opened.agent
+
+    @property
+    def id(self) -> str:
+        """The session id, rhapsody's own."""
+        return self.agent.session.id
+
+
+class RhapsodyAcp:
+    """The protocol's `Agent`: every method the SDK routes to, on rhapsody's loop."""
+
+    def __init__(self, opener: Opener) -> None:
+        self.opener = opener
+        self.client: Client | None = None
+        self.capabilities = ClientCapabilities()
+        self.sessions: dict[str, Live] = {}
+
+    def on_connect(self, conn: Client) -> None:
+        """The connection to the client, for updates and questions."""
+        self.client = conn
+
+    async def initialize(self, protocol_version: int, client_capabilities: ClientCapabilities | None = None,
+                         client_info: Implementation | None = None, **kwargs: Any) -> InitializeResponse:
+        """Agree on the version; say what rhapsody offers."""
+        from rhapsody import __version__
+
+        self.capabilities = client_capabilities or ClientCapabilities()
+        capabilities = AgentCapabilities(load_session=True,
+                                         prompt_capabilities=PromptCapabilities(image=False, embedded_context=True))
+        return InitializeResponse(protocol_version=min(protocol_version, PROTOCOL_VERSION),
+                                  agent_capabilities=capabilities,
+                                  agent_info=Implementation(name="rhapsody", title="rhapsody", version=__version__))
+
+    async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any) -> NewSessionResponse:
+        """A new rhapsody session in the project at `cwd`."""
+        live = self._open(cwd, None)
+        return NewSessionResponse(session_id=live.id, modes=self._modes(live))
+
+    async def load_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
+                           **kwargs: Any) -> LoadSessionResponse:
+        """Resume a rhapsody session: its history replayed as updates, then the answer."""
+        live = self.sessions.get(session_id) or self._open(cwd, session_id)
+        for update in replayed(live.agent.session.records, live.agent.session.root):
+            await self._send(live, update)
+        return LoadSessionResponse(modes=self._modes(live))
+
+    async def set_session_mode(self, mode_id: str, session_id: str, **kwargs: Any) -> SetSessionModeResponse:
+        """The permission mode, as `/permissions MODE` sets it."""
+        live = self._live(session_id)
+        mode = mode_named(mode_id)
+        if mode is None:
+            raise RequestError.invalid_params({"modeId": mode_id, "modes": list(MODES)})
+        set_mode(live.agent, mode)
+        return SetSessionModeResponse()
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        """Stop the running turn as Esc does; its prompt answers `cancelled`."""
+        live = self.sessions.get(session_id)
+        if live is not None and live.turn is not None and not live.turn.done():
+            live.turn.cancel()
+
+    async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
+        """One turn (a slash command runs as in the app); a prompt sent while a turn runs is a hint for its
+        next tool boundary, answered when that turn ends, with its stop reason."""
+        live = self._live(session_id)
+        text = prompt_text(prompt, live.agent.session.root)
+        if live.turn is not None and not live.turn.done():
+            live.agent.session.hint(text, mode="steer")
+            await asyncio.wait([live.turn])
+            return PromptResponse(stop_reason="cancelled" if live.turn.cancelled() else live.turn.result())
+        if is_command(text):
+            return await self._command(live, text)
+        return PromptResponse(stop_reason=await self._turn(live, text))
+
+    async def _command(self, live: Live, line: str) -> PromptResponse:
+        """A slash command: its text as the agent's, then the turn it starts, if any."""
+        agent, mode = live.agent, live.agent.toolbox.permission_mode
+        agent.session.record("notice", text=line.strip(), shown="as is", command=True)
+        outcome = run_command(agent, line)
+        if outcome.confirm:  # no y/N dialog in the protocol: the figures, and how to go on anyway
+            outcome = Outcome(f"{outcome.text}\nnot handed off; `{outcome.then}` does it", error=True)
+        if outcome.text:
+            await self._send(live, said(outcome.text))
+            if not outcome.in_history:
+                agent.session.record("notice", text=outcome.text, shown="as is",
+                                     **({"error": True} if outcome.error else {}))
+        if agent.toolbox.permission_mode != mode:
+            await self._send(live, update_current_mode(agent.toolbox.permission_mode))
+        if outcome.run_turn or outcome.prompt:
+            return PromptResponse(stop_reason=await self._turn(live, outcome.prompt or None, outcome.typed or None))
+        return PromptResponse(stop_reason="end_turn")
+
+    async def _turn(self, live: Live, text: str | None, typed: str | None = None) -> StopReason:
+        live.turn = asyncio.create_task(self._drive(live, text, typed))
+        try:
+            await asyncio.wait([live.turn])
+            return "cancelled" if live.turn.cancelled() else live.turn.result()
+        finally:
+            live.turn = None
+
+    async def _drive(self, live: Live, text: str | None, typed: str | None) -> StopReason:
+        """Run the turn, sending each event's updates; the stop reason of the turn's end."""
+        stop: StopReason = "end_turn"
+        said_interrupt = False
+        try:
+            async with aclosing(live.agent.run(text, typed)) as stream:
+                async for event in stream:
+                    self._track(live, event)
+                    for update in event_updates(event, live.calls):
+                        await self._send(live, update)
+                    if isinstance(event, ev.TurnEnded):
+                        stop = STOPS.get(event.stop_reason or "end_turn", "end_turn")  # type: ignore[assignment]
+                    said_interrupt = said_interrupt or isinstance(event, ev.Interrupted)
+        except asyncio.CancelledError:
+            if not said_interrupt:
+                for event in live.agent.take_unsaid() or [ev.Interrupted("")]:
+                    for update in event_updates(event, live.calls):
+                        await self._send(live, update)
+            return "cancelled"
+        return stop
+
+    def _track(self, live: Live, event: ev.Event) -> None:
+        if isinstance(event, ev.ToolStarted):
+            live.open_calls.append(event.call.id)
+        elif isinstance(event, ev.ToolFinished) and event.call.id in live.open_calls:
+            live.open_calls.remove(event.call.id)
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    def _open(self, cwd: str, resume: str | None) -> Live:
+        root = Path(cwd).expanduser()
+        if not root.is_absolute() or not root.is_dir():
+            raise RequestError.invalid_params({"cwd": cwd, "reason": "not an absolute path to a directory"})
+        approver = HumanApprover()
+        try:
+            opened = self.opener(root.resolve(), resume, approver)
+        except RhapsodyError as exc:
+            if resume is not None:
+                raise RequestError.resource_not_found(resume) from None
+            raise RequestError.internal_error({"details": str(exc)}) from None
+        live = Live(opened, approver, CallBook(opened.agent.session.root))
+        self.sessions[live.id] = live
+        live.serving = asyncio.create_task(self._serve(live))
+        opened.agent.toolbox.reviewer = lambda plan: self._review(live, plan)
+        for notice in opened.agent.toolbox.start_sources():
+            asyncio.get_running_loop().call_soon(asyncio.ensure_future, self._send(live, said(f"! {notice}")))
+        asyncio.get_running_loop().call_soon(asyncio.ensure_future, self._send(
+            live, update_available_commands(available_commands(live.agent.session.root))))
+        return live
+
+    def _live(self, session_id: str) -> Live:
+        live = self.sessions.get(session_id)
+        if live is None:
+            raise RequestError.invalid_params({"sessionId": session_id, "reason": "no such session (new or load it first)"})
+        return live
+
+    def _modes(self, live: Live) -> SessionModeState:
+        return SessionModeState(current_mode_id=live.agent.toolbox.permission_mode,
+                                available_modes=[SessionMode(id=m, name=MODE_NAMES.get(m, m)) for m in MODES])
+
+    async def _send(self, live: Live, update: Update | Any) -> None:
+        assert self.client is not None
+        await self.client.session_update(session_id=live.id, update=update)
+
+    async def close(self) -> None:
+        """Stop every session's turn and questions, then what their tools started."""
+        for live in self.sessions.values():
+            for task in (live.turn, live.serving):
+                if task is not None:
+                    task.cancel()
+            await asyncio.gather(*(t for t in (live.turn, live.serving) if t), return_exceptions=True)
+            await live.opened.close()
+
+    # -- questions ---------------------------------------------------------------------------
+
+    async def _serve(self, live: Live) -> None:
+        """Ask the client every question the toolbox asks, one at a time."""
+        while True:
+            question = await live.approver.next_question()
+            asking = asyncio.ensure_future(self._ask(live, question))
+            await asyncio.wait([asking, question.reply], return_when=asyncio.FIRST_COMPLETED)
+            if not asking.done():  # the asker was cancelled (the turn was): the client's dialog is moot
+                asking.cancel()
+            elif asking.exception() is None:
+                question.answer(asking.result())
+            else:
+                question.answer(Approval(False, reason=f"the client did not answer: {asking.exception()}"))
+
+    async def _ask(self, live: Live, question: Question) -> Approval:
+        call_id = live.open_calls[-1] if live.open_calls else f"ask-{id(question)}"
+        before = old_text_for(question, live)
+        after = proposed_text(question.tool, question.args, before)
+        content: list[Any] = [tool_content(text_block(f"{question.why}"))]
+        if after is not None and isinstance(question.args.get("path"), str):
+            path = str((live.agent.session.root / question.args["path"]).resolve())
+            content.insert(0, tool_diff_content(path, after, before))
+        options = [PermissionOption(option_id="allow", name="Allow once", kind="allow_once")]
+        if question.rules:
+            options.append(PermissionOption(option_id="allow_rule", name=f"Always allow {', '.join(question.rules)}"
+                                            " this session", kind="allow_always"))
+        options.append(PermissionOption(option_id="deny", name="Reject", kind="reject_once"))
+        call = ToolCallUpdate(tool_call_id=call_id, title=f"{question.tool} {question.argument}".strip(),
+                              kind=kind_of(question.tool), status="pending", content=content)
+        assert self.client is not None
+        answer = await self.client.request_permission(session_id=live.id, tool_call=call, options=options)
+        return approval_of(answer, question.rules)
+
+    async def _review(self, live: Live, plan: str) -> PlanReview:
+        """exit_plan's plan as a permission question: approve (then auto-edit or ask) or reject."""
+        options = [PermissionOption(option_id="auto-edit", name="Approve, then auto-edit", kind="allow_once"),
+                   PermissionOption(option_id="ask", name="Approve, then ask before each write", kind="allow_once"),
+                   PermissionOption(option_id="reject", name="Reject the plan", kind="reject_once")]
+        call = ToolCallUpdate(tool_call_id=live.open_calls[-1] if live.open_calls else "plan", title="exit_plan: the plan",
+                              kind="switch_mode", status="pending", content=[tool_content(text_block(plan))])
+        assert self.client is not None
+        answer = await self.client.request_permission(session_id=live.id, tool_call=call, options=options)
+        chosen = getattr(answer.outcome, "option_id", "")
+        if chosen in ("auto-edit", "ask"):
+            await self._send(live, update_current_mode(chosen))
+            return PlanReview(True, plan=plan, mode="auto-edit" if chosen == "auto-edit" else "ask")
+        return PlanReview(False, reason=reason_of(answer))
+
+
+def old_text_for(question: Question, live: Live) -> str | None:
+    """The file an edit question is about, as it is now."""
+    from rhapsody.core.messages import ToolUseBlock
+
+    return old_text(ToolUseBlock(id="q", name=question.tool, input=question.args), live.agent.session.root)
+
+
+def reason_of(answer: RequestPermissionResponse) -> str:
+    """The human's words with a rejection, where the client sent them (`_meta.reason`, on the outcome or the
+    answer)."""
+    for meta in (getattr(answer.outcome, "field_meta", None), answer.field_meta):
+        if isinstance(meta, dict) and isinstance(meta.get(REASON_KEY), str) and meta[REASON_KEY].strip():
+            return str(meta[REASON_KEY])
+    return ""
+
+
+def approval_of(answer: RequestPermissionResponse, rules: tuple[str, ...]) -> Approval:
+    """The client's answer as rhapsody's: an option picked, or the dialog cancelled (a denial)."""
+    chosen = getattr(answer.outcome, "option_id", None)
+    if chosen == "allow":
+        return Approval(True)
+    if chosen == "allow_rule" and rules:
+        return Approval(True, remember=rules)
+    return Approval(False, words=reason_of(answer))
+
