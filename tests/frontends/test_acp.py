@@ -97,3 +97,109 @@ async def test_a_prompt_streams_narration_and_a_tool_call_with_title_kind_locati
     diff = updates[-1].content[0]
     assert diff.type == "diff" and diff.new_text == "hi\n" and diff.old_text is None
     assert "available_commands_update" in editor.kinds()
+
+
+async def test_a_question_answered_both_ways_carries_the_denial_reason_to_the_model(stub: Stub, project: Path) -> None:
+    stub.script(call(NARRATE, "write_file", path="hello.txt", content="hi\n"),
+                call("I will write greeting.txt instead, since the human asked for that name in their denial.",
+                     "write_file", path="greeting.txt", content="hi\n"),
+                say("Wrote greeting.txt."))
+    async with rhapsody_acp(stub, project, "--permission-mode", "ask") as (conn, editor, _):
+        session = await conn.new_session(cwd=str(project))
+        editor.answers = [("deny", "call it greeting.txt"), ("allow", "")]
+        reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("write a greeting")])
+    assert reply.stop_reason == "end_turn"
+    assert not (project / "hello.txt").exists() and (project / "greeting.txt").read_text() == "hi\n"
+    (first, options), (second, _) = editor.questions
+    starts = [u for u in editor.updates if u.session_update == "tool_call"]
+    assert [first.tool_call_id, second.tool_call_id] == [s.tool_call_id for s in starts]
+    assert [o.kind for o in options][0] == "allow_once" and options[-1].kind == "reject_once"
+    assert first.content[0].type == "diff" and first.content[0].new_text == "hi\n"  # the edit shown as it will happen
+    finals = [u.status for u in editor.updates if u.session_update == "tool_call_update" and u.status != "in_progress"]
+    assert finals == ["failed", "completed"]
+    denied = stub.bodies()[1]["messages"][-1]["content"]
+    assert denied[0]["type"] == "tool_result" and denied[0]["is_error"]
+    assert any(b.get("type") == "text" and "call it greeting.txt" in b["text"] for b in denied)
+
+
+async def test_cancel_stops_the_turn_as_esc_does_and_a_prompt_sent_while_it_runs_is_a_hint(
+        stub: Stub, project: Path) -> None:
+    stub.script(call("I will wait for the go file so the test can act while this command runs.", "bash",
+                     command=GATE),
+                say("Saw the hint."),
+                call("I will wait again for the go file, which the test never creates this time.", "bash",
+                     command="sleep 30"),
+                say("After the cancel."))
+    async with rhapsody_acp(stub, project, "--permission-mode", "auto-edit") as (conn, editor, _):
+        sid = (await conn.new_session(cwd=str(project))).session_id
+        turn = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("wait for go")]))
+        await until(lambda: "in_progress" in [getattr(u, "status", None) for u in editor.updates], within=30)
+        hint = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("also count the files")]))
+        await until(lambda: "h1" in json.dumps([r for r in _records(project)]), within=30)
+        (project / "go").write_text("")
+        assert (await turn).stop_reason == (await hint).stop_reason == "end_turn"
+        with_hint = stub.bodies()[1]["messages"][-1]["content"]
+        assert with_hint[0]["type"] == "tool_result" and "also count the files" in json.dumps(with_hint[1:])
+
+        turn = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("sleep now")]))
+        await until(lambda: [getattr(u, "status", None) for u in editor.updates].count("in_progress") == 2, within=30)
+        await conn.cancel(session_id=sid)
+        assert (await asyncio.wait_for(turn, 20)).stop_reason == "cancelled"
+        assert "interrupted" in editor.text()
+        again = await conn.prompt(session_id=sid, prompt=[text_block("go on")])
+    assert again.stop_reason == "end_turn"
+    last = stub.bodies()[-1]["messages"]
+    answered = [b for m in last for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result"]
+    assert "Interrupted by the human" in json.dumps(answered[-1])  # the cancelled call answered: a valid conversation
+
+
+def _records(project: Path) -> list[dict[str, Any]]:
+    folder = project / ".rhapsody" / "history"
+    return [json.loads(line) for path in folder.glob("*.jsonl") for line in path.read_text().splitlines() if line]
+
+
+async def test_handoff_replies_with_the_seams_figures_and_a_load_resumes_the_history(stub: Stub, project: Path) -> None:
+    from tests.core.test_handoff_e2e import handoff_turn
+
+    stub.script(call("I will list the project files first to see what the project holds.", "bash", command="ls"),
+                say("Listed."), handoff_turn(), say("Noted."), say("Resumed and answering."))
+    async with rhapsody_acp(stub, project, "--permission-mode", "auto-edit") as (conn, editor, _):
+        sid = (await conn.new_session(cwd=str(project))).session_id
+        await conn.prompt(session_id=sid, prompt=[text_block("list the files")])
+        names = [c.name for u in editor.updates if u.session_update == "available_commands_update"
+                 for c in u.available_commands]
+        assert "handoff" in names and "quit" not in names
+        reply = await conn.prompt(session_id=sid, prompt=[text_block("/handoff anyway")])
+    assert reply.stop_reason == "end_turn"
+    assert "seam 1: context ~" in editor.text() and "tool calls 2 → 1" in editor.text()
+    async with rhapsody_acp(stub, project) as (conn, editor, _):
+        await conn.load_session(cwd=str(project), session_id=sid)
+        replay = list(editor.updates)
+        reply = await conn.prompt(session_id=sid, prompt=[text_block("and now?")])
+    assert "list the files" in "".join(u.content.text for u in replay if u.session_update == "user_message_chunk")
+    assert [u.title for u in replay if u.session_update == "tool_call"][0] == "bash ls"
+    assert "Listed." in "".join(u.content.text for u in replay if u.session_update == "agent_message_chunk")
+    assert reply.stop_reason == "end_turn"
+    resumed = json.dumps(stub.bodies()[-1]["messages"])
+    assert "list the files" in resumed and "and now?" in resumed
+
+
+async def test_bad_input_gets_json_rpc_errors_and_stdout_holds_only_the_protocol(stub: Stub, project: Path) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "rhapsody", "acp", "--model", MODEL, stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=acp_env(stub), cwd=project)
+    lines = [b"this is not json\n", b"[1, 2]\n",
+             b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}\n',
+             b'{"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": "nope", "prompt": []}}\n',
+             b'{"jsonrpc": "2.0", "id": 3, "method": "session/load", "params": {"sessionId": "nope", "cwd": "%s", '
+             b'"mcpServers": []}}\n' % str(project).encode(),
+             b'{"jsonrpc": "2.0", "id": 4, "method": "no/such/method", "params": {}}\n',
+             b'{"jsonrpc": "2.0", "id": 5, "method": "session/new", "params": {"cwd": "relative", "mcpServers": []}}\n']
+    out, err = await asyncio.wait_for(proc.communicate(b"".join(lines)), 60)
+    replies = [json.loads(line) for line in out.decode().splitlines()]  # every line on stdout is a message
+    errors = {r.get("id"): r["error"]["code"] for r in replies if "error" in r}
+    assert [r["error"]["code"] for r in replies if r.get("id") is None] == [-32700, -32600]
+    assert next(r for r in replies if r.get("id") == 1)["result"]["agentCapabilities"]["loadSession"] is True
+    assert errors[2] == -32602 and errors[3] == -32002 and errors[4] == -32601 and errors[5] == -32602
+    assert "Traceback" not in out.decode() + err.decode()
+    assert proc.returncode == 0

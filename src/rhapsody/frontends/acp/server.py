@@ -138,10 +138,11 @@ class RhapsodyAcp:
         next tool boundary, answered when that turn ends, with its stop reason."""
         live = self._live(session_id)
         text = prompt_text(prompt, live.agent.session.root)
-        if live.turn is not None and not live.turn.done():
+        running = live.turn
+        if running is not None and not running.done():
             live.agent.session.hint(text, mode="steer")
-            await asyncio.wait([live.turn])
-            return PromptResponse(stop_reason="cancelled" if live.turn.cancelled() else live.turn.result())
+            await asyncio.wait([running])
+            return PromptResponse(stop_reason="cancelled" if running.cancelled() else running.result())
         if is_command(text):
             return await self._command(live, text)
         return PromptResponse(stop_reason=await self._turn(live, text))
@@ -165,10 +166,10 @@ class RhapsodyAcp:
         return PromptResponse(stop_reason="end_turn")
 
     async def _turn(self, live: Live, text: str | None, typed: str | None = None) -> StopReason:
-        live.turn = asyncio.create_task(self._drive(live, text, typed))
+        live.turn = running = asyncio.create_task(self._drive(live, text, typed))
         try:
-            await asyncio.wait([live.turn])
-            return "cancelled" if live.turn.cancelled() else live.turn.result()
+            await asyncio.wait([running])
+            return "cancelled" if running.cancelled() else running.result()
         finally:
             live.turn = None
 
