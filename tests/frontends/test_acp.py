@@ -203,3 +203,17 @@ async def test_bad_input_gets_json_rpc_errors_and_stdout_holds_only_the_protocol
     assert errors[2] == -32602 and errors[3] == -32002 and errors[4] == -32601 and errors[5] == -32602
     assert "Traceback" not in out.decode() + err.decode()
     assert proc.returncode == 0
+
+
+async def test_files_go_through_the_clients_filesystem_when_it_offers_one(stub: Stub, project: Path) -> None:
+    stub.script(call("I will read app.py first to see what the add function does right now.", "read_file",
+                     path="app.py"),
+                call(NARRATE, "write_file", path="hello.txt", content="hi\n"), say("Done."))
+    async with rhapsody_acp(stub, project, "--permission-mode", "auto-edit", fs=True) as (conn, editor, _):
+        editor.files[str(project / "app.py")] = "def add(a, b):\n    return a + b  # unsaved in the editor\n"
+        sid = (await conn.new_session(cwd=str(project))).session_id
+        await conn.prompt(session_id=sid, prompt=[text_block("read app.py, then write hello.txt")])
+    read = stub.bodies()[1]["messages"][-1]["content"][0]
+    assert "unsaved in the editor" in json.dumps(read)
+    assert editor.written == {str(project / "hello.txt"): "hi\n"}
+    assert not (project / "hello.txt").exists()  # the client wrote it (into its buffer), not rhapsody

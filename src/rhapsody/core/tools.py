@@ -95,6 +95,8 @@ class ToolContext:
     """The permission mode the call runs in (set per call by the toolbox)."""
     reviewer: PlanReviewer | None = None
     """Who reviews a proposed plan (the toolbox's); None where no human can answer."""
+    files: EditorFiles | None = None
+    """The editor's files, which file tools read and write through (the toolbox's); None: the disk itself."""
 
 
 class Tool:
@@ -204,6 +206,19 @@ class PlanReviewer(Protocol):
         ...
 
 
+class EditorFiles(Protocol):
+    """The files as the human's editor holds them (unsaved changes included), where a front end offers them
+    (an editor over the Agent Client Protocol). File tools still confine and check every path on disk first."""
+
+    async def read(self, path: Path) -> str:
+        """The text of `path` (absolute) as the editor has it."""
+        ...
+
+    async def write(self, path: Path, content: str) -> None:
+        """Write `content` to `path` (absolute) through the editor."""
+        ...
+
+
 class ToolSource(Protocol):
     """Tools that arrive after start-up (MCP servers): started in the background, waited for per turn."""
 
@@ -251,6 +266,8 @@ class Toolbox:
         """Who answers `ask` decisions; None where no human can answer (headless)."""
         self.reviewer: PlanReviewer | None = None
         """Who answers a plan `exit_plan` proposes; None where no human can answer (headless)."""
+        self.files: EditorFiles | None = None
+        """The editor's files, where the front end is an editor that offers them (see EditorFiles)."""
         self.clock = clock
         """Times tool runs (seconds); a fixed clock pins durations in layout snapshots."""
         self.secrets = tuple(s for s in secrets if len(s) >= 8)
@@ -330,7 +347,7 @@ class Toolbox:
         ctx = dataclasses.replace(ctx, confinement="off" if call.leave_sandbox else call.confinement,
                                   read_deny=self.rules.read_denied(), read_only=writes_nothing(self.permission_mode),
                                   protected=self.protected, rules=self.rules, mode=self.permission_mode,
-                                  reviewer=self.reviewer, read_outside=bool(outside(call.keys)) and call.reads_files)
+                                  reviewer=self.reviewer, files=self.files, read_outside=bool(outside(call.keys)) and call.reads_files)
         outcome = self._mask(await self._execute(tool, args, ctx))
         if outcome.mode is not None and outcome.mode != self.permission_mode:
             self.permission_mode = outcome.mode

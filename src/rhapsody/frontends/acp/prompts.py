@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from acp.schema import (AvailableCommand, EmbeddedResourceContentBlock, ResourceContentBlock, TextContentBlock,
+from acp.schema import (AvailableCommand, AvailableCommandInput, EmbeddedResourceContentBlock, ResourceContentBlock, TextContentBlock,
                         TextResourceContents, UnstructuredCommandInput)
 
 from rhapsody.commands.custom import load
@@ -53,7 +53,7 @@ def available_commands(root: Path) -> list[AvailableCommand]:
     own = [AvailableCommand(name=name[1:], description=_described(help_text),
                             input=_input(help_text)) for name, help_text in COMMANDS.items() if name not in LEFT_OUT]
     custom = [AvailableCommand(name=c.name.lstrip("/"), description=c.description or "(custom command)",
-                               input=UnstructuredCommandInput(hint=c.argument_hint) if c.argument_hint else None)
+                               input=hinted(c.argument_hint) if c.argument_hint else None)
               for c in load(root, tuple(COMMANDS))[0].values()]
     return own + custom
 
@@ -64,6 +64,11 @@ def _described(help_text: str) -> str:
     return rest if colon and (head.startswith("[") or head.isupper() or " " not in head) else help_text
 
 
-def _input(help_text: str) -> UnstructuredCommandInput | None:
+def _input(help_text: str) -> AvailableCommandInput | None:
     head, colon, _ = help_text.partition(": ")
-    return UnstructuredCommandInput(hint=head) if colon and _described(help_text) != help_text else None
+    return hinted(head) if colon and _described(help_text) != help_text else None
+
+
+def hinted(hint: str) -> AvailableCommandInput:
+    """A command's free-text argument, with the hint the client shows until it is typed."""
+    return AvailableCommandInput(root=UnstructuredCommandInput(hint=hint))

@@ -33,6 +33,7 @@ from rhapsody.core.errors import RhapsodyError
 from rhapsody.core.loop import Agent
 from rhapsody.core.permissions import MODES, mode_named
 from rhapsody.core.tools import Approval, PlanReview
+from rhapsody.frontends.acp.files import ClientFiles, offered
 from rhapsody.frontends.acp.prompts import available_commands, prompt_text
 from rhapsody.frontends.acp.updates import STOPS, CallBook, Update, event_updates, kind_of, old_text, proposed_text, replayed, said
 
@@ -217,6 +218,8 @@ class RhapsodyAcp:
         self.sessions[live.id] = live
         live.serving = asyncio.create_task(self._serve(live))
         opened.agent.toolbox.reviewer = lambda plan: self._review(live, plan)
+        if self.client is not None and offered(self.capabilities):
+            opened.agent.toolbox.files = ClientFiles(self.client, live.id)
         for notice in opened.agent.toolbox.start_sources():
             asyncio.get_running_loop().call_soon(asyncio.ensure_future, self._send(live, said(f"! {notice}")))
         asyncio.get_running_loop().call_soon(asyncio.ensure_future, self._send(

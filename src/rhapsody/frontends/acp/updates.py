@@ -16,7 +16,7 @@ from typing import Any, assert_never
 from acp import (plan_entry, start_tool_call, text_block, tool_content, tool_diff_content, update_agent_message_text,
                  update_agent_thought_text, update_plan, update_tool_call, update_user_message_text)
 from acp.schema import (AgentMessageChunk, AgentPlanUpdate, AgentThoughtChunk, ToolCallLocation, ToolCallProgress,
-                        ToolCallStart, ToolKind, UserMessageChunk)
+                        ToolCallStart, ToolCallStatus, ToolKind, UserMessageChunk)
 
 from rhapsody.core import events as ev
 from rhapsody.core import records as rec
@@ -104,11 +104,8 @@ class CallBook:
         call = event.call
         before = self.before.pop(call.id, None)
         content: list[Any] = [tool_content(text_block(event.refused or event.output[:OUTPUT_CAP]))]
-        if call.name in EDITS and event.diff and not event.is_error:
-            try:
-                after = (self.root / path_arg(call)).read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                after = None
+        if call.name in EDITS and not event.is_error and not event.refused and isinstance(call.input, dict):
+            after = proposed_text(call.name, call.input, before)  # the file may live in the client's buffer only
             if after is not None:
                 content.insert(0, tool_diff_content(str((self.root / path_arg(call)).resolve()), after, before))
         failed = event.is_error or bool(event.refused)
@@ -192,7 +189,7 @@ def _message_updates(record: rec.Message, root: Path, results: dict[str, ToolRes
             out.append(update_agent_thought_text(block.thinking))
         elif isinstance(block, ToolUseBlock):
             result = results.get(block.id)
-            status = "failed" if result is None or result.is_error else "completed"
+            status: ToolCallStatus = "failed" if result is None or result.is_error else "completed"
             text = result_text(result)
             out.append(start_tool_call(block.id, call_title(block), kind=kind_of(block.name), status=status,
                                        locations=locations(block, root), raw_input=block.input,
