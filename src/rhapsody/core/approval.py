@@ -12,10 +12,12 @@ Imports: stdlib and rhapsody.core only.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from rhapsody.core.events import ApprovalAsked
 from rhapsody.core.tools import Approval
 
 GRACE = 0.6
@@ -89,6 +91,8 @@ class Question:
     """The session rules an "allow for this session" would add; empty when no rule can allow the call."""
     grace: Grace = wait_grace
     """Waits out the question's grace period, during which nothing typed answers it."""
+    id: str = ""
+    """What the `ApprovalAsked` event and the `ApprovalAnswer` op name it by."""
 
     @property
     def open(self) -> bool:
@@ -108,6 +112,20 @@ class HumanApprover:
         self._questions: asyncio.Queue[Question] | None = None
         self.grace = grace
         """The grace period each question gets (tests pass one they end by hand)."""
+        self.emit: Callable[[ApprovalAsked], None] | None = None
+        """Where each question goes out as an event (the agent's one queue, set by the Agent); None: the
+        question queue `next_question` reads."""
+        self.asked: dict[str, Question] = {}
+        """The questions asked and not yet answered, by id."""
+        self._ids = itertools.count(1)
+
+    def answer(self, question_id: str, approval: Approval) -> bool:
+        """Answer the open question `question_id`; False when no such question is open (answered, dropped)."""
+        question = self.asked.pop(question_id, None)
+        if question is None or not question.open:
+            return False
+        question.answer(approval)
+        return True
 
     @property
     def questions(self) -> asyncio.Queue[Question]:
@@ -119,9 +137,16 @@ class HumanApprover:
     async def __call__(self, tool: str, argument: str, why: str, args: dict[str, Any] | None = None,
                        rules: tuple[str, ...] = ()) -> Approval:
         question = Question(tool, argument, why, asyncio.get_running_loop().create_future(), dict(args or {}),
-                            tuple(rules), self.grace)
-        self.questions.put_nowait(question)
-        return await question.reply
+                            tuple(rules), self.grace, f"q{next(self._ids)}")
+        if self.emit is None:
+            self.questions.put_nowait(question)
+            return await question.reply
+        self.asked[question.id] = question
+        self.emit(ApprovalAsked(question.id, tool, argument, why, dict(question.args), question.rules))
+        try:
+            return await question.reply
+        finally:
+            self.asked.pop(question.id, None)  # answered, or dropped by an interruption
 
     async def next_question(self) -> Question:
         """The next open question, waiting for one to be asked."""

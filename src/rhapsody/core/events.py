@@ -264,6 +264,36 @@ class Failed:
     message: str
 
 
+@dataclass(frozen=True)
+class ApprovalAsked:
+    """A permission question for the human; an `ApprovalAnswer` op with the same id answers it. A question
+    whose turn is interrupted is dropped (the `Interrupted` that follows says so)."""
+
+    id: str
+    tool: str
+    argument: str
+    why: str
+    args: dict[str, Any] = field(default_factory=dict)
+    """The call's arguments, so the question can show the diff or the exact command."""
+    rules: tuple[str, ...] = ()
+    """The session rules an "allow always" would add; empty when no rule can allow the call."""
+
+
+@dataclass(frozen=True)
+class ShellRan:
+    """The human's own `!command` ran in the agent's sandbox; its output is queued as their words."""
+
+    command: str
+    exit_code: int | None
+    output: str
+    hint_id: str
+
+
+@dataclass(frozen=True)
+class Idle:
+    """The agent's work on the last operation is over (a turn, a shell command): it waits for the next."""
+
+
 Event = (
     TurnStarted
     | TextDelta
@@ -293,6 +323,9 @@ Event = (
     | LimitsExceeded
     | TurnEnded
     | Failed
+    | ApprovalAsked
+    | ShellRan
+    | Idle
 )
 
 

@@ -18,6 +18,9 @@ import asyncio
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 
+from rhapsody.core.agent import ops
+from rhapsody.core.agent.inbox import Outbox, Rewinding, Work, handle
+from rhapsody.core.approval import HumanApprover
 from rhapsody.core.checkpoints import end_checkpoint
 from rhapsody.core.events import Event, TurnEnded
 from rhapsody.core.cache_ttl import TtlChoice
@@ -44,7 +47,7 @@ class Agent:
     """
 
     def __init__(self, session: Session, model: Model, toolbox: Toolbox, policy: Policy,
-                 observers: Sequence[Observer] = ()) -> None:
+                 observers: Sequence[Observer] = (), rewinder: Rewinding | None = None) -> None:
         self.session = session
         self.model = model
         self.toolbox = toolbox
@@ -57,6 +60,28 @@ class Agent:
         session.figures.window_setting = policy.context_window  # the status bar's share, of the same window
         self.unsaid: list[Event] = []
         """What a turn closed by its consumer could not say (see `take_unsaid`)."""
+        self.outbox = Outbox()
+        """The one queue every event leaves by, once a front end reads it (`events`)."""
+        self.work = Work(self.outbox)
+        self.rewinder = rewinder
+        """Goes back to before a message (None: checkpoints are off)."""
+
+    def submit(self, op: ops.Op) -> ops.Receipt:
+        """The one way a front end changes the agent (core/agent/ops.py); what it starts says what it does on
+        `events`."""
+        return handle(self, op)
+
+    async def events(self) -> AsyncGenerator[Event, None]:
+        """Every event, in order, as `submit`'s work and the permission questions produce them; endless."""
+        if isinstance(self.toolbox.approver, HumanApprover):
+            self.toolbox.approver.emit = self.outbox.put  # questions now go out as events
+        async for event in self.outbox:
+            yield event
+
+    @property
+    def working(self) -> bool:
+        """Whether a turn or the human's command is under way."""
+        return self.busy or self.work.running
 
     async def run(self, text: str | None = None, typed: str | None = None) -> AsyncGenerator[Event, None]:
         """One turn: the human's text (plus any pending hints), then the tool loop; then, when a handoff is still
