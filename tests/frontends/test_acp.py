@@ -106,7 +106,7 @@ async def test_a_question_answered_both_ways_carries_the_denial_reason_to_the_mo
                 say("Wrote greeting.txt."))
     async with rhapsody_acp(stub, project, "--permission-mode", "ask") as (conn, editor, _):
         session = await conn.new_session(cwd=str(project))
-        editor.answers = [("deny", "call it greeting.txt"), ("allow", "")]
+        editor.answers = [("deny", "call it greeting.txt"), ("once", "")]
         reply = await conn.prompt(session_id=session.session_id, prompt=[text_block("write a greeting")])
     assert reply.stop_reason == "end_turn"
     assert not (project / "hello.txt").exists() and (project / "greeting.txt").read_text() == "hi\n"

@@ -25,14 +25,16 @@ from acp.schema import (AgentCapabilities, ClientCapabilities, Implementation, I
                         RequestPermissionResponse, SessionMode, SessionModeState, SetSessionModeResponse,
                         StopReason, ToolCallUpdate)
 
-from rhapsody.commands.slash import Outcome, is_command, run_command, set_mode
+from rhapsody.commands.slash import Outcome, is_command, run_command
 from rhapsody.config.settings import Settings
 from rhapsody.core import events as ev
-from rhapsody.core.approval import HumanApprover, Question
+from rhapsody.core.agent import ops
+from rhapsody.core.approval import HumanApprover
 from rhapsody.core.errors import RhapsodyError
 from rhapsody.core.loop import Agent
 from rhapsody.core.permissions import MODES, mode_named
-from rhapsody.core.tools import Approval, PlanReview
+from rhapsody.core.messages import ToolUseBlock
+from rhapsody.core.tools import PlanReview
 from rhapsody.frontends.acp.files import ClientFiles, offered
 from rhapsody.frontends.acp.prompts import available_commands, prompt_text
 from rhapsody.frontends.acp.updates import STOPS, CallBook, Update, event_updates, kind_of, old_text, proposed_text, replayed, said
@@ -63,12 +65,17 @@ class Live:
     """One session: its agent, its questions, its running turn."""
 
     opened: Opened
-    approver: HumanApprover
     calls: CallBook
-    turn: asyncio.Task[StopReason] | None = None
-    serving: asyncio.Task[None] | None = None
+    pump: asyncio.Task[None] | None = None
+    """Reads the agent's one event queue for as long as the session lives."""
+    done: asyncio.Future[StopReason] | None = None
+    """Resolved with the stop reason when the agent's work under way goes idle."""
+    stop: StopReason = "end_turn"
+    """The stop reason of the work under way, so far."""
     open_calls: list[str] = field(default_factory=list)
     """Ids of the calls started and not finished: a question is about the last of them."""
+    asking: set[asyncio.Task[None]] = field(default_factory=set)
+    """The permission questions the client is answering now."""
 
     @property
     def agent(self) -> Agent:
@@ -125,81 +132,86 @@ class RhapsodyAcp:
         mode = mode_named(mode_id)
         if mode is None:
             raise RequestError.invalid_params({"modeId": mode_id, "modes": list(MODES)})
-        set_mode(live.agent, mode)
+        live.agent.submit(ops.SetMode(mode=mode))
         return SetSessionModeResponse()
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         """Stop the running turn as Esc does; its prompt answers `cancelled`."""
         live = self.sessions.get(session_id)
-        if live is not None and live.turn is not None and not live.turn.done():
-            live.turn.cancel()
+        if live is not None:
+            live.agent.submit(ops.Interrupt())
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
         """One turn (a slash command runs as in the app); a prompt sent while a turn runs is a hint for its
         next tool boundary, answered when that turn ends, with its stop reason."""
         live = self._live(session_id)
         text = prompt_text(prompt, live.agent.session.root)
-        running = live.turn
-        if running is not None and not running.done():
-            live.agent.session.hint(text, mode="steer")
-            await asyncio.wait([running])
-            return PromptResponse(stop_reason="cancelled" if running.cancelled() else running.result())
+        if live.agent.working and live.done is not None:
+            live.agent.submit(ops.AddHint(text=text, mode="steer"))
+            return PromptResponse(stop_reason=await asyncio.shield(live.done))
         if is_command(text):
             return await self._command(live, text)
-        return PromptResponse(stop_reason=await self._turn(live, text))
+        return PromptResponse(stop_reason=await self._turn(live, ops.UserTurn(text=text)))
 
     async def _command(self, live: Live, line: str) -> PromptResponse:
         """A slash command: its text as the agent's, then the turn it starts, if any."""
         agent, mode = live.agent, live.agent.toolbox.permission_mode
-        agent.session.record("notice", text=line.strip(), shown="as is", command=True)
+        agent.submit(ops.AddNotice(text=line.strip(), command=True))
         outcome = run_command(agent, line)
         if outcome.confirm:  # no y/N dialog in the protocol: the figures, and how to go on anyway
             outcome = Outcome(f"{outcome.text}\nnot handed off; `{outcome.then}` does it", error=True)
         if outcome.text:
             await self._send(live, said(outcome.text))
             if not outcome.in_history:
-                agent.session.record("notice", text=outcome.text, shown="as is",
-                                     **({"error": True} if outcome.error else {}))
+                agent.submit(ops.AddNotice(text=outcome.text, error=outcome.error))
         if agent.toolbox.permission_mode != mode:
             await self._send(live, update_current_mode(agent.toolbox.permission_mode))
         if outcome.run_turn or outcome.prompt:
-            return PromptResponse(stop_reason=await self._turn(live, outcome.prompt or None, outcome.typed or None))
+            turn = ops.UserTurn(text=outcome.prompt, typed=outcome.typed or None)
+            return PromptResponse(stop_reason=await self._turn(live, turn))
         return PromptResponse(stop_reason="end_turn")
 
-    async def _turn(self, live: Live, text: str | None, typed: str | None = None) -> StopReason:
-        live.turn = running = asyncio.create_task(self._drive(live, text, typed))
-        try:
-            await asyncio.wait([running])
-            return "cancelled" if running.cancelled() else running.result()
-        finally:
-            live.turn = None
+    async def _turn(self, live: Live, turn: ops.UserTurn) -> StopReason:
+        """Start the turn; its stop reason once the agent is idle again."""
+        live.done, live.stop = asyncio.get_running_loop().create_future(), "end_turn"
+        receipt = live.agent.submit(turn)
+        if not receipt.ok:
+            live.done = None
+            raise RequestError.invalid_request({"details": receipt.text})
+        return await asyncio.shield(live.done)
 
-    async def _drive(self, live: Live, text: str | None, typed: str | None) -> StopReason:
-        """Run the turn, sending each event's updates; the stop reason of the turn's end."""
-        stop: StopReason = "end_turn"
-        said_interrupt = False
-        try:
-            async with aclosing(live.agent.run(text, typed)) as stream:
-                async for event in stream:
-                    self._track(live, event)
-                    for update in event_updates(event, live.calls):
-                        await self._send(live, update)
-                    if isinstance(event, ev.TurnEnded):
-                        stop = STOPS.get(event.stop_reason or "end_turn", "end_turn")  # type: ignore[assignment]
-                    said_interrupt = said_interrupt or isinstance(event, ev.Interrupted)
-        except asyncio.CancelledError:
-            if not said_interrupt:
-                for event in live.agent.take_unsaid() or [ev.Interrupted("")]:
-                    for update in event_updates(event, live.calls):
-                        await self._send(live, update)
-            return "cancelled"
-        return stop
+    async def _pump(self, live: Live) -> None:
+        """Every event of the agent's one queue, as updates; a question as a permission request; `Idle` ends
+        the prompt that waits."""
+        async with aclosing(live.agent.events()) as events:
+            async for event in events:
+                self._track(live, event)
+                match event:
+                    case ev.ApprovalAsked():
+                        asking = asyncio.ensure_future(self._ask(live, event))
+                        live.asking.add(asking)
+                        asking.add_done_callback(live.asking.discard)
+                    case ev.Idle():
+                        if live.done is not None and not live.done.done():
+                            live.done.set_result(live.stop)
+                    case ev.ShellRan():
+                        await self._send(live, said(f"! {event.command} → exit {event.exit_code}\n{event.output}"))
+                    case _:
+                        for update in event_updates(event, live.calls):
+                            await self._send(live, update)
 
     def _track(self, live: Live, event: ev.Event) -> None:
+        """What the updates and the prompt's answer need: the calls open, how the work ended so far."""
         if isinstance(event, ev.ToolStarted):
             live.open_calls.append(event.call.id)
         elif isinstance(event, ev.ToolFinished) and event.call.id in live.open_calls:
             live.open_calls.remove(event.call.id)
+        elif isinstance(event, ev.TurnEnded):
+            live.stop = STOPS.get(event.stop_reason or "end_turn", "end_turn")  # type: ignore[assignment]
+        elif isinstance(event, ev.Interrupted):
+            live.stop = "cancelled"
+            for asking in live.asking:  # the question was dropped with the turn: the client's dialog is moot
+                asking.cancel()
 
     # -- sessions ----------------------------------------------------------------------------
 
@@ -207,16 +219,15 @@ class RhapsodyAcp:
         root = Path(cwd).expanduser()
         if not root.is_absolute() or not root.is_dir():
             raise RequestError.invalid_params({"cwd": cwd, "reason": "not an absolute path to a directory"})
-        approver = HumanApprover()
         try:
-            opened = self.opener(root.resolve(), resume, approver)
+            opened = self.opener(root.resolve(), resume, HumanApprover())
         except RhapsodyError as exc:
             if resume is not None:
                 raise RequestError.resource_not_found(resume) from None
             raise RequestError.internal_error({"details": str(exc)}) from None
-        live = Live(opened, approver, CallBook(opened.agent.session.root))
+        live = Live(opened, CallBook(opened.agent.session.root))
         self.sessions[live.id] = live
-        live.serving = asyncio.create_task(self._serve(live))
+        live.pump = asyncio.create_task(self._pump(live))
         opened.agent.toolbox.reviewer = lambda plan: self._review(live, plan)
         if self.client is not None and offered(self.capabilities):
             opened.agent.toolbox.files = ClientFiles(self.client, live.id)
@@ -243,45 +254,41 @@ class RhapsodyAcp:
     async def close(self) -> None:
         """Stop every session's turn and questions, then what their tools started."""
         for live in self.sessions.values():
-            for task in (live.turn, live.serving):
-                if task is not None:
-                    task.cancel()
-            await asyncio.gather(*(t for t in (live.turn, live.serving) if t), return_exceptions=True)
+            live.agent.submit(ops.Interrupt())
+            running = live.agent.work.task
+            if running is not None:
+                await asyncio.gather(running, return_exceptions=True)
+            if live.pump is not None:
+                live.pump.cancel()
+                await asyncio.gather(live.pump, return_exceptions=True)
             await live.opened.close()
 
     # -- questions ---------------------------------------------------------------------------
 
-    async def _serve(self, live: Live) -> None:
-        """Ask the client every question the toolbox asks, one at a time."""
-        while True:
-            question = await live.approver.next_question()
-            asking = asyncio.ensure_future(self._ask(live, question))
-            await asyncio.wait([asking, question.reply], return_when=asyncio.FIRST_COMPLETED)
-            if not asking.done():  # the asker was cancelled (the turn was): the client's dialog is moot
-                asking.cancel()
-            elif asking.exception() is None:
-                question.answer(asking.result())
-            else:
-                question.answer(Approval(False, reason=f"the client did not answer: {asking.exception()}"))
-
-    async def _ask(self, live: Live, question: Question) -> Approval:
-        call_id = live.open_calls[-1] if live.open_calls else f"ask-{id(question)}"
-        before = old_text_for(question, live)
+    async def _ask(self, live: Live, question: ev.ApprovalAsked) -> None:
+        """One question as `session/request_permission`; the client's answer back as an `ApprovalAnswer`."""
+        call_id = live.open_calls[-1] if live.open_calls else f"ask-{question.id}"
+        before = old_text(ToolUseBlock(id=call_id, name=question.tool, input=question.args), live.agent.session.root)
         after = proposed_text(question.tool, question.args, before)
-        content: list[Any] = [tool_content(text_block(f"{question.why}"))]
+        content: list[Any] = [tool_content(text_block(question.why))]
         if after is not None and isinstance(question.args.get("path"), str):
             path = str((live.agent.session.root / question.args["path"]).resolve())
             content.insert(0, tool_diff_content(path, after, before))
-        options = [PermissionOption(option_id="allow", name="Allow once", kind="allow_once")]
+        options = [PermissionOption(option_id="once", name="Allow once", kind="allow_once")]
         if question.rules:
-            options.append(PermissionOption(option_id="allow_rule", name=f"Always allow {', '.join(question.rules)}"
+            options.append(PermissionOption(option_id="always", name=f"Always allow {', '.join(question.rules)}"
                                             " this session", kind="allow_always"))
         options.append(PermissionOption(option_id="deny", name="Reject", kind="reject_once"))
         call = ToolCallUpdate(tool_call_id=call_id, title=f"{question.tool} {question.argument}".strip(),
                               kind=kind_of(question.tool), status="pending", content=content)
         assert self.client is not None
-        answer = await self.client.request_permission(session_id=live.id, tool_call=call, options=options)
-        return approval_of(answer, question.rules)
+        try:
+            answer = await self.client.request_permission(session_id=live.id, tool_call=call, options=options)
+        except RequestError as exc:  # a client that cannot answer: the call is denied, never run unasked
+            live.agent.submit(ops.ApprovalAnswer(id=question.id, decision="deny", reason=""))
+            await self._send(live, said(f"! the client did not answer the question: {exc}"))
+            return
+        live.agent.submit(answer_of(question.id, answer, question.rules))
 
     async def _review(self, live: Live, plan: str) -> PlanReview:
         """exit_plan's plan as a permission question: approve (then auto-edit or ask) or reject."""
@@ -299,13 +306,6 @@ class RhapsodyAcp:
         return PlanReview(False, reason=reason_of(answer))
 
 
-def old_text_for(question: Question, live: Live) -> str | None:
-    """The file an edit question is about, as it is now."""
-    from rhapsody.core.messages import ToolUseBlock
-
-    return old_text(ToolUseBlock(id="q", name=question.tool, input=question.args), live.agent.session.root)
-
-
 def reason_of(answer: RequestPermissionResponse) -> str:
     """The human's words with a rejection, where the client sent them (`_meta.reason`, on the outcome or the
     answer)."""
@@ -315,12 +315,9 @@ def reason_of(answer: RequestPermissionResponse) -> str:
     return ""
 
 
-def approval_of(answer: RequestPermissionResponse, rules: tuple[str, ...]) -> Approval:
-    """The client's answer as rhapsody's: an option picked, or the dialog cancelled (a denial)."""
+def answer_of(question_id: str, answer: RequestPermissionResponse, rules: tuple[str, ...]) -> ops.ApprovalAnswer:
+    """The client's answer as the agent's operation: an option picked, or the dialog cancelled (a denial)."""
     chosen = getattr(answer.outcome, "option_id", None)
-    if chosen == "allow":
-        return Approval(True)
-    if chosen == "allow_rule" and rules:
-        return Approval(True, remember=rules)
-    return Approval(False, words=reason_of(answer))
-
+    if chosen == "once" or (chosen == "always" and rules):
+        return ops.ApprovalAnswer(id=question_id, decision=chosen)
+    return ops.ApprovalAnswer(id=question_id, decision="deny", reason=reason_of(answer))

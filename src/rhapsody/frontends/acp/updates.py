@@ -152,8 +152,11 @@ def event_updates(event: ev.Event, calls: CallBook) -> list[Update]:
               | ev.LimitsExceeded() | ev.Notice() | ev.HarnessSaid() | ev.FilesAttached() | ev.ImagesAttached()):
             return [said(plain(line).strip()) for line in event_lines(event)]
         case (ev.TurnStarted() | ev.RetryCountdown() | ev.ModelResponse() | ev.RequestSent() | ev.UsageReported()
-              | ev.DenialDelivered() | ev.MemoryReminded() | ev.HandoffAsked() | ev.TurnEnded()):
-            return []  # a denial's words are the human's own, already in the client's dialog
+              | ev.DenialDelivered() | ev.MemoryReminded() | ev.HandoffAsked() | ev.TurnEnded()
+              | ev.ApprovalAsked() | ev.ShellRan() | ev.Idle()):
+            # a denial's words are the human's own, already in the client's dialog; questions, the human's
+            # commands and the end of the work are the server's to answer (server.py)
+            return []
         case _:
             assert_never(event)
 
