@@ -42,6 +42,8 @@ class Editor:
                                  **kwargs: Any) -> RequestPermissionResponse:
         self.questions.append((tool_call, options))
         option, reason = self.answers.pop(0) if self.answers else ("cancel", "")
+        if option == "wait":  # the human has not picked yet
+            await asyncio.Event().wait()
         if option == "cancel":
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         meta = {"reason": reason} if reason else None
@@ -217,3 +219,19 @@ async def test_files_go_through_the_clients_filesystem_when_it_offers_one(stub: 
     assert "unsaved in the editor" in json.dumps(read)
     assert editor.written == {str(project / "hello.txt"): "hi\n"}
     assert not (project / "hello.txt").exists()  # the client wrote it (into its buffer), not rhapsody
+
+
+async def test_a_cancel_while_a_question_is_open_drops_it_and_ends_the_turn_cancelled(stub: Stub, project: Path) -> None:
+    stub.script(call(NARRATE, "write_file", path="hello.txt", content="hi\n"), say("After the cancel."))
+    async with rhapsody_acp(stub, project, "--permission-mode", "ask") as (conn, editor, _):
+        sid = (await conn.new_session(cwd=str(project))).session_id
+        editor.answers = [("wait", "")]
+        turn = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("write hello.txt")]))
+        await until(lambda: bool(editor.questions), within=30)
+        await conn.cancel(session_id=sid)
+        assert (await asyncio.wait_for(turn, 20)).stop_reason == "cancelled"
+        again = await conn.prompt(session_id=sid, prompt=[text_block("go on")])
+    assert again.stop_reason == "end_turn" and not (project / "hello.txt").exists()
+    answered = [b for m in stub.bodies()[-1]["messages"] for b in m["content"]
+                if isinstance(b, dict) and b.get("type") == "tool_result"]
+    assert "Interrupted by the human" in json.dumps(answered[-1])

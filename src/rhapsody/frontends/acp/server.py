@@ -31,12 +31,14 @@ from rhapsody.core import events as ev
 from rhapsody.core.agent import ops
 from rhapsody.core.approval import HumanApprover
 from rhapsody.core.errors import RhapsodyError
+from rhapsody.core.history import discard_if_empty
 from rhapsody.core.loop import Agent
 from rhapsody.core.permissions import MODES, mode_named
 from rhapsody.core.messages import ToolUseBlock
 from rhapsody.core.tools import PlanReview
 from rhapsody.frontends.acp.files import ClientFiles, offered
 from rhapsody.frontends.acp.prompts import available_commands, prompt_text
+from rhapsody.view.render import call_title
 from rhapsody.frontends.acp.updates import STOPS, CallBook, Update, event_updates, kind_of, old_text, proposed_text, replayed, said
 
 REASON_KEY = "reason"
@@ -262,6 +264,10 @@ class RhapsodyAcp:
                 live.pump.cancel()
                 await asyncio.gather(live.pump, return_exceptions=True)
             await live.opened.close()
+            session = live.agent.session
+            if not any(r["kind"] == "message" for r in session.records):  # opened, never prompted: as the app
+                session.writer.close()
+                discard_if_empty(session.path)
 
     # -- questions ---------------------------------------------------------------------------
 
@@ -279,8 +285,9 @@ class RhapsodyAcp:
             options.append(PermissionOption(option_id="always", name=f"Always allow {', '.join(question.rules)}"
                                             " this session", kind="allow_always"))
         options.append(PermissionOption(option_id="deny", name="Reject", kind="reject_once"))
-        call = ToolCallUpdate(tool_call_id=call_id, title=f"{question.tool} {question.argument}".strip(),
-                              kind=kind_of(question.tool), status="pending", content=content)
+        title = call_title(ToolUseBlock(id=call_id, name=question.tool, input=question.args))
+        call = ToolCallUpdate(tool_call_id=call_id, title=title, kind=kind_of(question.tool), status="pending",
+                              content=content)
         assert self.client is not None
         try:
             answer = await self.client.request_permission(session_id=live.id, tool_call=call, options=options)
