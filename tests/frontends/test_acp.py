@@ -34,6 +34,7 @@ class Editor:
         self.questions: list[Any] = []
         self.files: dict[str, str] = {}
         self.written: dict[str, str] = {}
+        self.read: list[str] = []
 
     async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
         self.updates.append(update)
@@ -51,6 +52,7 @@ class Editor:
 
     async def read_text_file(self, session_id: str, path: str, line: int | None = None, limit: int | None = None,
                              **kwargs: Any) -> ReadTextFileResponse:
+        self.read.append(path)
         return ReadTextFileResponse(content=self.files.get(path, Path(path).read_text()))
 
     async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> WriteTextFileResponse:
@@ -208,9 +210,13 @@ async def test_bad_input_gets_json_rpc_errors_and_stdout_holds_only_the_protocol
 
 
 async def test_files_go_through_the_clients_filesystem_when_it_offers_one(stub: Stub, project: Path) -> None:
+    (project.parent / "outside.txt").write_text("not the project's\n")
     stub.script(call("I will read app.py first to see what the add function does right now.", "read_file",
                      path="app.py"),
-                call(NARRATE, "write_file", path="hello.txt", content="hi\n"), say("Done."))
+                call(NARRATE, "write_file", path="hello.txt", content="hi\n"),
+                call("I will try the file beside the project, which the confinement should refuse me.", "write_file",
+                     path="../outside.txt", content="overwritten\n"),
+                say("Done."))
     async with rhapsody_acp(stub, project, "--permission-mode", "auto-edit", fs=True) as (conn, editor, _):
         editor.files[str(project / "app.py")] = "def add(a, b):\n    return a + b  # unsaved in the editor\n"
         sid = (await conn.new_session(cwd=str(project))).session_id
@@ -219,6 +225,9 @@ async def test_files_go_through_the_clients_filesystem_when_it_offers_one(stub: 
     assert "unsaved in the editor" in json.dumps(read)
     assert editor.written == {str(project / "hello.txt"): "hi\n"}
     assert not (project / "hello.txt").exists()  # the client wrote it (into its buffer), not rhapsody
+    refused = stub.bodies()[3]["messages"][-1]["content"][0]
+    assert refused["is_error"] and editor.read == [str(project / "app.py")]  # confined before the client is asked
+    assert (project.parent / "outside.txt").read_text() == "not the project's\n"
 
 
 async def test_a_cancel_while_a_question_is_open_drops_it_and_ends_the_turn_cancelled(stub: Stub, project: Path) -> None:

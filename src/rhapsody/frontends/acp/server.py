@@ -250,8 +250,12 @@ class RhapsodyAcp:
                                 available_modes=[SessionMode(id=m, name=MODE_NAMES.get(m, m)) for m in MODES])
 
     async def _send(self, live: Live, update: Update | Any) -> None:
+        """One session update; dropped once the client is gone (nobody is left to tell, the history has it)."""
         assert self.client is not None
-        await self.client.session_update(session_id=live.id, update=update)
+        try:
+            await self.client.session_update(session_id=live.id, update=update)
+        except ConnectionError:
+            pass
 
     async def close(self) -> None:
         """Stop every session's turn and questions, then what their tools started."""
