@@ -20,12 +20,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from rhapsody.core.context import RequestSpec
-from rhapsody.core.session import Session
-from rhapsody.core.tools import ToolContext
+from rhapsody.core.session.context import RequestSpec
+from rhapsody.core.session.session import Session
+from rhapsody.core.toolbox.tools import ToolContext
 from rhapsody.tools.bash import Bash, BashInput
-from rhapsody.tools.sandbox import bwrap_path
-from rhapsody.tools.tree_index import SETTLE_NS
+from rhapsody.sandbox.bwrap import bwrap_path
+from rhapsody.sandbox.tree_index import SETTLE_NS
 
 
 def build(root: Path, files: int) -> Path:

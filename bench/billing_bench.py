@@ -3,7 +3,7 @@
     .venv/bin/python bench/billing_bench.py [--mb 12] [--runs 3]
 
 The history is the recorded review session tiled to the size asked (bench/export_bench.py's `tiled`);
-the bench prints the best CPU time of `core.billing.seam_savings` over the runs.
+the bench prints the best CPU time of `core.accounting.billing.seam_savings` over the runs.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import time
 
 from export_bench import SOURCE, tiled
 
-from rhapsody.core.billing import seam_savings
+from rhapsody.core.accounting.billing import seam_savings
 
 
 def main() -> None:

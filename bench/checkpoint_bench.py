@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from rhapsody.tools.shadow import Shadow
+from rhapsody.rewind.shadow import Shadow
 
 GIT = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b",
        "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@b"}

@@ -25,10 +25,10 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from rhapsody.core.history import read_history
-from rhapsody.core.messages import Message
-from rhapsody.core.rolling import RollingPolicy, plan_cut
-from rhapsody.core.strip import compact, drop_tool_ids, strip
+from rhapsody.core.session.history import read_history
+from rhapsody.core.session.messages import Message
+from rhapsody.core.session.rolling import RollingPolicy, plan_cut
+from rhapsody.core.session.strip import compact, drop_tool_ids, strip
 
 READ, WRITE = 0.1, 1.25
 REPO = Path(__file__).resolve().parent.parent

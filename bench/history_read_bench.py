@@ -26,8 +26,8 @@ from pathlib import Path
 from export_bench import SOURCE, tiled
 
 import rhapsody
-from rhapsody.core.history import read_history
-from rhapsody.core.session import Session
+from rhapsody.core.session.history import read_history
+from rhapsody.core.session.session import Session
 from rhapsody.view.render import record_lines
 
 

@@ -18,11 +18,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from rhapsody.core.context import RequestSpec
-from rhapsody.core.hooks import payload
-from rhapsody.core.messages import compact_json
-from rhapsody.core.session import Session
-from rhapsody.core.tools import ToolContext
+from rhapsody.core.session.context import RequestSpec
+from rhapsody.core.toolbox.hooks import payload
+from rhapsody.core.session.messages import compact_json
+from rhapsody.core.session.session import Session
+from rhapsody.core.toolbox.tools import ToolContext
 from rhapsody.hook_runner import HookCommand, HookMatcher, HookRunner
 from rhapsody.tools import default_toolbox
 

@@ -35,9 +35,9 @@ import anthropic
 
 from rhapsody.providers.anthropic import AnthropicModel
 from rhapsody.config.settings import Settings
-from rhapsody.core.history import read_history
-from rhapsody.core.loop import Agent
-from rhapsody.core.session import Session
+from rhapsody.core.session.history import read_history
+from rhapsody.core.agent.loop import Agent
+from rhapsody.core.session.session import Session
 from rhapsody.loopback.script import ScriptedResponder, call, say
 from rhapsody.loopback.server import LoopbackServer
 from rhapsody.tools import default_toolbox

@@ -36,8 +36,8 @@ import anthropic
 import rhapsody
 from rhapsody.providers.anthropic import AnthropicModel
 from rhapsody.config.settings import Settings
-from rhapsody.core.history import HistoryWriter
-from rhapsody.core.messages import TextBlock, ToolResultBlock, ToolUseBlock
+from rhapsody.core.session.history import HistoryWriter
+from rhapsody.core.session.messages import TextBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.loopback.server import LoopbackServer
 from rhapsody.wiring import build
 

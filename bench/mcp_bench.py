@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from rhapsody.config.settings import McpServer
-from rhapsody.core.messages import compact_json
+from rhapsody.core.session.messages import compact_json
 from rhapsody.mcp.config import McpPlan
 from rhapsody.mcp.tools import McpTools, definitions_size
 from rhapsody.tools import default_toolbox

@@ -25,10 +25,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from rhapsody.commands.whatif import own_spec  # noqa: E402
-from rhapsody.core import whatif  # noqa: E402
-from rhapsody.core.history import read_history  # noqa: E402
-from rhapsody.core.pricing import Price, price_of, priced  # noqa: E402
-from rhapsody.core.window import history_window  # noqa: E402
+from rhapsody.core.accounting import whatif  # noqa: E402
+from rhapsody.core.session.history import read_history  # noqa: E402
+from rhapsody.core.accounting.pricing import Price, price_of, priced  # noqa: E402
+from rhapsody.core.accounting.window import history_window  # noqa: E402
 from tests.transcripts import long_sessions  # noqa: E402
 
 NOTES = (300, 800, 1500, 2500)

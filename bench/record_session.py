@@ -59,7 +59,7 @@ class Reviewer:
                 plan.append(("look for imports that would break the core's isolation from the front ends",
                              "search_text", {"pattern": r"^(from|import) (textual|anthropic|rich|git)\b", "path": "src/rhapsody/core"}))
         plan.append(("run the strip's property tests once, to measure them rather than assume them",
-                     "bash", {"command": "python -m pytest -q -p no:cacheprovider tests/core/test_strip.py 2>&1 | tail -n 3"}))
+                     "bash", {"command": "python -m pytest -q -p no:cacheprovider tests/core/session/test_strip.py 2>&1 | tail -n 3"}))
         return plan
 
     def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -100,7 +100,7 @@ class Reviewer:
             "went_wrong": ["none so far"],
             "working_directory": "the copied source root, which is the git repository",
             "tool_quirks": ["search_text answers path:line:text; read_file numbers lines from 1"],
-            "recipes": ["python -m pytest -q -p no:cacheprovider tests/core/test_strip.py 2>&1 | tail -n 3",
+            "recipes": ["python -m pytest -q -p no:cacheprovider tests/core/session/test_strip.py 2>&1 | tail -n 3",
                         "wc -l FILE && python -m py_compile FILE && echo compiled"],
         }
 

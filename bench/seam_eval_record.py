@@ -23,7 +23,7 @@ from typing import Any
 from seam_eval_tasks import TASKS
 
 from rhapsody.config.settings import Settings
-from rhapsody.core.history import read_history
+from rhapsody.core.session.history import read_history
 from rhapsody.loopback.script import ScriptedResponder, call, say
 from rhapsody.loopback.server import LoopbackServer
 
@@ -99,7 +99,7 @@ async def _record_one(task: dict[str, Any], out: Path) -> Path:
 
 def check(task: dict[str, Any], records: list[dict[str, Any]], min_calls: int) -> dict[str, Any]:
     """The task's entry in tasks.json; raises SystemExit where the recording does not prove the test."""
-    from rhapsody.core.traffic_digest import cuts
+    from rhapsody.core.session.traffic_digest import cuts
 
     [seam] = cuts(records)
     stripped = [(u, r) for u, r in seam.calls.values()]
@@ -115,9 +115,9 @@ def check(task: dict[str, Any], records: list[dict[str, Any]], min_calls: int) -
 
 def _answer(task: dict[str, Any], question: dict[str, Any], records: list[dict[str, Any]]) -> str:
     """The recorded answer: UNKNOWN for a control, else the one value the stripped output holds."""
-    from rhapsody.core.context import Conversation
-    from rhapsody.core.strip import authored_texts
-    from rhapsody.core.traffic_digest import cuts
+    from rhapsody.core.session.context import Conversation
+    from rhapsody.core.session.strip import authored_texts
+    from rhapsody.core.session.traffic_digest import cuts
 
     name, pattern = f"{task['name']}/{question['id']}", question["pattern"]
     conversation = Conversation.from_records(records)
@@ -141,7 +141,7 @@ def _answer(task: dict[str, Any], question: dict[str, Any], records: list[dict[s
 
 def _text(messages: list[Any]) -> str:
     """Every text block and tool result of `messages`, one after another."""
-    from rhapsody.core.messages import TextBlock, ToolResultBlock
+    from rhapsody.core.session.messages import TextBlock, ToolResultBlock
 
     return "\n".join(b.text if isinstance(b, TextBlock) else b.text() for m in messages for b in m.content
                      if isinstance(b, (TextBlock, ToolResultBlock)))

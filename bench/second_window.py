@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/second_window.py [--calls 3000] [--window 40000] [--file-kb 2]
 
-The agent of tests/core/test_second_window.py (`Worker`: each turn the human gives a word, the agent
+The agent of tests/core/session/test_second_window.py (`Worker`: each turn the human gives a word, the agent
 reads a file three times and answers with the word; it writes its field note when asked) works for
 `--calls` tool calls against a loopback server that refuses any request over `--window` tokens, with
 rhapsody's own `context_window` set to the same. The bench prints the turns, seams and shelves, the
@@ -24,10 +24,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from rhapsody.core.events import Failed  # noqa: E402
-from rhapsody.core.recall import search  # noqa: E402
+from rhapsody.core.session.recall import search  # noqa: E402
 
 from tests.conftest import Stub, collect, make_project  # noqa: E402
-from tests.core import test_second_window as fixture  # noqa: E402
+from tests.core.session import test_second_window as fixture  # noqa: E402
 
 
 async def run(calls: int, window: int, file_kb: int) -> dict[str, object]:

@@ -23,7 +23,7 @@ from pathlib import Path
 import anthropic  # noqa: F401  (a process of rhapsody's size: forking copies its page tables)
 import textual.app  # noqa: F401
 
-from rhapsody.tools import lifeline
+from rhapsody.sandbox import lifeline
 from rhapsody.tools.git import git_facts, run_git
 
 RUNS = 30

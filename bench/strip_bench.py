@@ -16,8 +16,8 @@ import time
 
 from common import conversation
 
-from rhapsody.core.messages import Request
-from rhapsody.core.strip import authored_sha256, strip, validity_problems
+from rhapsody.core.session.messages import Request
+from rhapsody.core.session.strip import authored_sha256, strip, validity_problems
 
 
 def bench(tool_calls: int, result_chars: int, frozen: bool) -> tuple[int, float, float]:

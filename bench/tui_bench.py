@@ -22,7 +22,7 @@ import anthropic
 
 from rhapsody.providers.anthropic import AnthropicModel
 from rhapsody.config.settings import Settings
-from rhapsody.core.messages import TextBlock, ToolResultBlock, ToolUseBlock
+from rhapsody.core.session.messages import TextBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.loopback.server import LoopbackServer
 from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.frontends.app.widgets import PromptInput

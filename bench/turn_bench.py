@@ -45,7 +45,7 @@ from rhapsody.providers.anthropic import AnthropicModel
 from rhapsody.wiring import build
 
 SETTLE_NS = 2_000_000_000
-"""tools/gitscope.py's and tools/tree_index.py's settle time: a stamp this recent is checked again."""
+"""tools/gitscope.py's and sandbox/tree_index.py's settle time: a stamp this recent is checked again."""
 
 MODEL = "claude-sonnet-4-5"
 GIT = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b",

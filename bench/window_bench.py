@@ -29,7 +29,7 @@ import anthropic
 from rhapsody.providers.anthropic import AnthropicModel
 from rhapsody.config.settings import Settings
 from rhapsody.loopback.server import LoopbackServer
-from rhapsody.tools.sandbox import bwrap_path
+from rhapsody.sandbox.bwrap import bwrap_path
 from rhapsody.wiring import build
 
 ASKS = ("Micro-handoff requested", "The context reached the model's window")

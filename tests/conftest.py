@@ -22,13 +22,13 @@ import pytest
 from rhapsody.providers.anthropic import AnthropicModel
 from rhapsody.config.settings import Settings
 from rhapsody.core.events import Event
-from rhapsody.core.tools import Approver
+from rhapsody.core.toolbox.tools import Approver
 from rhapsody.loopback.script import ScriptedResponder
 from rhapsody.loopback.server import LoopbackServer
-from rhapsody.tools.sandbox import bwrap_path
+from rhapsody.sandbox.bwrap import bwrap_path
 from rhapsody.wiring import Wiring, build
 
-from . import type_checks
+from tests import type_checks
 
 MODEL = "claude-sonnet-5-5"
 SANDBOX = "workspace-write" if bwrap_path() else "off"

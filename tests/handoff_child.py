@@ -1,6 +1,6 @@
 """A rhapsody session driven to one handoff state, then held there until killed.
 
-`hold(project, state, conn)` runs in a child process (tests/core/test_handoff_states.py starts
+`hold(project, state, conn)` runs in a child process (tests/core/session/test_handoff_states.py starts
 it from a fork server that imported this module once): it runs the loop against its own
 loopback server, stops consuming events as soon as the session's handoff reaches `state`,
 sends the history path and the phase it holds, and blocks on `conn` until the test kills
@@ -20,13 +20,13 @@ import anthropic
 from rhapsody.providers.anthropic import AnthropicModel
 from rhapsody.config.settings import Settings
 from rhapsody.core.events import Event
-from rhapsody.core.handoff import undo_seam
-from rhapsody.core.loop import Agent
+from rhapsody.core.session.handoff import undo_seam
+from rhapsody.core.agent.loop import Agent
 from rhapsody.loopback.script import ScriptedResponder, say
 from rhapsody.loopback.server import LoopbackServer
 from rhapsody.wiring import build
 
-from tests.core.test_handoff_e2e import handoff_turn
+from tests.core.session.test_handoff_e2e import handoff_turn
 
 SCRIPTS: dict[str, list[dict[str, Any]]] = {
     "wanted": [],

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import make_project
+from tests.conftest import make_project
 
 READY_WITHIN = 60.0
 

@@ -1,4 +1,4 @@
-"""A real parent for tests/tools/test_no_orphans.py: starts one kind of child through rhapsody's own code
+"""A real parent for tests/sandbox/test_no_orphans.py: starts one kind of child through rhapsody's own code
 (`python -m tests.orphan_parent KIND ROOT`), then blocks until the test kills it with SIGKILL."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import asyncio
 import sys
 from pathlib import Path
 
-from rhapsody.core.context import RequestSpec
-from rhapsody.core.session import Session
-from rhapsody.core.tools import ToolContext
+from rhapsody.core.session.context import RequestSpec
+from rhapsody.core.session.session import Session
+from rhapsody.core.toolbox.tools import ToolContext
 from rhapsody.hook_runner import HookCommand, HookMatcher, HookRunner
 from rhapsody.tools import default_toolbox
 from rhapsody.tools.git import run_git

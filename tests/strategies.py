@@ -6,7 +6,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from rhapsody.core.messages import Message
+from rhapsody.core.session.messages import Message
 
 words = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=0, max_size=30)
 nonblank = words.filter(lambda s: s.strip() != "")

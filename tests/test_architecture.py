@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from . import type_checks
-from .conftest import waited
+from tests import type_checks
+from tests.conftest import waited
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -39,7 +39,7 @@ def test_what_the_first_frame_needs_imports_no_pydantic_and_no_core() -> None:
     the first frame must not import pydantic, the SDK or the loop. A heavy import added at the top
     of one of them would slow every start without failing anything else."""
     probe = ("import sys, rhapsody.cli, rhapsody.commands.trust, rhapsody.demo, rhapsody.frontends.app.app; "
-             "heavy = sorted(m for m in ('pydantic', 'anthropic', 'rhapsody.core.loop', 'rhapsody.config.settings', "
+             "heavy = sorted(m for m in ('pydantic', 'anthropic', 'rhapsody.core.agent.loop', 'rhapsody.config.settings', "
              "'rhapsody.view.render', 'rhapsody.core.events', 'rhapsody.wiring') "
              "if m in sys.modules and type(sys.modules[m]).__name__ != '_LazyModule'); print(heavy)")
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
@@ -51,10 +51,10 @@ def test_what_runs_before_the_early_frame_imports_no_textual_no_asyncio_and_no_p
     """The command line draws the app's first screen before it imports anything heavy (docs/performance.md):
     what `rhapsody` imports on the way to that frame (the parser, the trust check, the welcome's words) must
     load neither Textual, nor asyncio, nor pydantic; a module of `rhapsody.tools` pulling in the toolbox did."""
-    probe = ("import sys, rhapsody.cli as cli; from rhapsody.tools.exec_path import keep_absolute; "
+    probe = ("import sys, rhapsody.cli as cli; from rhapsody.sandbox.exec_path import keep_absolute; "
              "import rhapsody.commands.trust, rhapsody.frontends.first_frame; cli._parser(); "
              "from rhapsody.frontends.app.status import starting_text; "
-             "heavy = sorted(m for m in ('textual', 'asyncio', 'pydantic', 'anthropic', 'rhapsody.core.tools') "
+             "heavy = sorted(m for m in ('textual', 'asyncio', 'pydantic', 'anthropic', 'rhapsody.core.toolbox.tools') "
              "if m in sys.modules); print(heavy)")
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

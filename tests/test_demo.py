@@ -10,15 +10,15 @@ from typing import Any
 
 from rhapsody.view import render
 from rhapsody.core.events import Event, SeamCommitted, TextDelta, ToolFinished
-from rhapsody.core.messages import ToolUseBlock
-from rhapsody.core.records import Seam
-from rhapsody.core.tools import Approval
+from rhapsody.core.session.messages import ToolUseBlock
+from rhapsody.core.session.records import Seam
+from rhapsody.core.toolbox.tools import Approval
 from rhapsody.demo import DEMO_ALLOW, DEMO_TASK, SAMPLE, DemoResponder, prepare_project
-from rhapsody.core.session_figures import figures
-from rhapsody.core.turn_hooks import context_with
+from rhapsody.core.accounting.session_figures import figures
+from rhapsody.core.agent.turn_hooks import context_with
 from rhapsody.wiring import Wiring
 
-from .conftest import Stub, collect
+from tests.conftest import Stub, collect
 
 REASON = "please add a test first"
 

@@ -13,13 +13,15 @@ from rhapsody.config.settings import load_settings, user_config_path
 from rhapsody.core.errors import ConfigError
 from rhapsody.wiring import project_instructions, system_prompt
 
-CORE = sorted(p.stem for p in (Path(__file__).parent.parent / "src/rhapsody/core").glob("*.py") if p.stem != "__init__")
+CORE_DIR = Path(__file__).parent.parent / "src/rhapsody/core"
+CORE = sorted(".".join(p.relative_to(CORE_DIR).with_suffix("").parts).removesuffix(".__init__")
+              for p in CORE_DIR.rglob("*.py") if p.name != "__init__.py" or p.parent != CORE_DIR)
 PYDANTIC = {"pydantic", "pydantic_core", "typing_extensions", "annotated_types", "typing_inspection"}
 """pydantic and the packages it imports itself."""
 
 
 def test_core_imports_only_the_stdlib_pydantic_and_itself() -> None:
-    assert {"loop", "session", "handoff_state", "messages"} <= set(CORE)
+    assert {"agent.loop", "session.session", "session.handoff_state", "session.messages"} <= set(CORE)
     code = "\n".join([
         "import sys",
         "before = set(sys.modules)",

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from rhapsody.core.history import read_history
+from rhapsody.core.session.history import read_history
 from rhapsody.loopback.server import LoopbackServer
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"

@@ -1,6 +1,6 @@
 """A session driven past a loopback window, held at one step of the safety net until killed.
 
-`hold(project, step, conn)` runs in a child process (tests/core/test_window_states.py starts it from
+`hold(project, step, conn)` runs in a child process (tests/core/agent/test_window_states.py starts it from
 a fork server that imported this module once): it drives the loop against its own window-mode
 loopback server, stops pulling events once the history reaches `step`, sends the history path,
 and blocks on `conn` until the test kills it with SIGKILL. The loop is never closed, so nothing
@@ -18,14 +18,14 @@ import anthropic
 
 from rhapsody.providers.anthropic import AnthropicModel
 from rhapsody.config.settings import Settings
-from rhapsody.core.handoff_state import Phase
-from rhapsody.core.session import Session
+from rhapsody.core.session.handoff_state import Phase
+from rhapsody.core.session.session import Session
 from rhapsody.loopback.script import ScriptedResponder
 from rhapsody.loopback.server import LoopbackServer
-from rhapsody.tools.sandbox import bwrap_path
+from rhapsody.sandbox.bwrap import bwrap_path
 from rhapsody.wiring import build
 
-from tests.core.test_window import WINDOW, long_session
+from tests.core.accounting.test_window import WINDOW, long_session
 
 def _pruned(s: Session) -> bool:
     return any(r["kind"] == "prune" for r in s.records)

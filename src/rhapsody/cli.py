@@ -45,7 +45,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from rhapsody.core.permissions import MODES
+    from rhapsody.core.toolbox.permissions import MODES
 
     p = _Parser(
         prog="rhapsody",
@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `rhapsody` command."""
     args = list(sys.argv[1:] if argv is None else argv)
     from rhapsody.core.errors import RhapsodyError
-    from rhapsody.tools.exec_path import keep_absolute
+    from rhapsody.sandbox.exec_path import keep_absolute
 
     keep_absolute()  # a project's own `./git` is never found through an empty or relative PATH entry
 
@@ -280,9 +280,9 @@ def _rewind(args: list[str]) -> int:
 
 def _acp(args: list[str]) -> int:
     """`rhapsody acp`: the editor's client opens sessions; each is built as the app's is, in the session's cwd."""
-    from rhapsody.core.permissions import MODES
+    from rhapsody.core.toolbox.permissions import MODES
     from rhapsody.frontends.acp import run_acp
-    from rhapsody.tools.procs import install_exit_cleanup
+    from rhapsody.sandbox.procs import install_exit_cleanup
 
     p = _Parser(prog="rhapsody acp", description="An Agent Client Protocol agent on standard input and output "
                 "(an editor starts it: docs/editors.md).")
@@ -477,7 +477,7 @@ def _app(ns: argparse.Namespace, root: Path, parts: Callable[[], tuple[Any, Any]
     if not _picked(ns, root):
         return 0
     if ns.continue_last or ns.resume:  # nothing to resume: one line, without opening the screen first
-        from rhapsody.core.history import find_session
+        from rhapsody.core.session.history import find_session
 
         find_session(root, ns.resume or None)
     # A new session is built behind the early frame; a resumed one behind the app's own first frame, which
@@ -586,7 +586,7 @@ def typed_ahead() -> tuple[str, ...]:
 
 def _notices(root: Path, settings: Any) -> None:
     """One line each on stderr: an untrusted project config cut down, a sandbox that is off."""
-    from rhapsody.tools.sandbox import bwrap_path, status
+    from rhapsody.sandbox.bwrap import bwrap_path, status
     from rhapsody.commands.trust import untrusted_notice
 
     notice = untrusted_notice(root)
@@ -610,8 +610,8 @@ def wire(ns: argparse.Namespace, root: Path, settings: Any, model: Any) -> tuple
     """Build the agent for the session the flags name; returns the wiring and the human's approver (None headless)."""
     import gc
 
-    from rhapsody.core.approval import HumanApprover
-    from rhapsody.tools.procs import install_exit_cleanup
+    from rhapsody.core.toolbox.approval import HumanApprover
+    from rhapsody.sandbox.procs import install_exit_cleanup
     from rhapsody.wiring import build
 
     resuming = ns.continue_last or ns.resume is not None
@@ -676,7 +676,7 @@ def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initia
 def parting_line(session: Any, root: Path, demo: bool = False) -> str:
     """What to print when the app or plain mode ends: how to come back, or nothing for a session
     without a turn (whose history file is removed when it holds only its header)."""
-    from rhapsody.core.history import discard_if_empty
+    from rhapsody.core.session.history import discard_if_empty
 
     if demo:
         return "rhapsody demo ended; its sample project is removed. Run `rhapsody` in a project of yours next."

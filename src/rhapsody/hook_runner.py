@@ -2,7 +2,7 @@
 
 A hook is a shell command (`bash -c`) run in the project root, outside the sandbox, with
 the event's JSON on standard input and `CLAUDE_PROJECT_DIR`/`RHAPSODY_PROJECT_DIR` set.
-It runs in its own process group with the parent-death signal set (`tools/lifeline.py`), as an asyncio
+It runs in its own process group with the parent-death signal set (`sandbox/lifeline.py`), as an asyncio
 subprocess (the interface keeps drawing); on timeout the group is killed. Exit status:
 
     0      ok; standard output may be JSON (`decision`, `reason`, `continue`, `systemMessage`,
@@ -28,12 +28,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from rhapsody.core.hooks import CLAUDE_NAMES, HookVerdict, combine
-from rhapsody.core.permissions import verdict_named
+from rhapsody.core.toolbox.hooks import CLAUDE_NAMES, HookVerdict, combine
+from rhapsody.core.toolbox.permissions import verdict_named
 from rhapsody.core.secrets import mask
-from rhapsody.core.session import Session
-from rhapsody.tools import lifeline
-from rhapsody.tools.procs import kill_group
+from rhapsody.core.session.session import Session
+from rhapsody.sandbox import lifeline
+from rhapsody.sandbox.procs import kill_group
 
 OUTPUT_CAP = 64_000
 """Bytes of a hook's stdout or stderr read; the rest is dropped (a reason is for reading, not a log)."""

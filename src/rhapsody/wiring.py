@@ -14,22 +14,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rhapsody.config.settings import Settings
-from rhapsody.core.context import RequestSpec
-from rhapsody.core.credentials import absolute
+from rhapsody.core.session.context import RequestSpec
+from rhapsody.core.toolbox.credentials import absolute
 from rhapsody.core.errors import RhapsodyError
-from rhapsody.core.history import find_session
-from rhapsody.core.loop import Agent
-from rhapsody.core.policy import Policy
-from rhapsody.core.model import Model
-from rhapsody.core.permissions import Mode, writes_nothing
-from rhapsody.core.rolling import RollingPolicy
-from rhapsody.core.session import Session
-from rhapsody.core.tools import Approver, Toolbox
+from rhapsody.core.session.history import find_session
+from rhapsody.core.agent.loop import Agent
+from rhapsody.core.agent.policy import Policy
+from rhapsody.core.agent.model import Model
+from rhapsody.core.toolbox.permissions import Mode, writes_nothing
+from rhapsody.core.session.rolling import RollingPolicy
+from rhapsody.core.session.session import Session
+from rhapsody.core.toolbox.tools import Approver, Toolbox
 from rhapsody.prompts import load, render
 from rhapsody.tools import default_toolbox
 
 if TYPE_CHECKING:
-    from rhapsody.tools.shadow import Shadow
+    from rhapsody.rewind.shadow import Shadow
 
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
 
@@ -37,7 +37,7 @@ INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md")
 def project_instructions(root: Path, cap: int) -> str:
     """AGENTS.md (or CLAUDE.md) for the system prompt, cut at `cap` characters and saying so."""
     from rhapsody.core.own_files import read_own
-    from rhapsody.tools.sandbox import secret_values
+    from rhapsody.sandbox.bwrap import secret_values
 
     for name in INSTRUCTION_FILES:
         text = read_own(root, root / name, known=secret_values())
@@ -191,7 +191,7 @@ def permission_mode(settings: Settings, interactive: bool) -> Mode:
 
 def shadow(root: Path, settings: Settings) -> Shadow:
     """The project's checkpoint repository, with the settings' file size limit."""
-    from rhapsody.tools.shadow import Shadow
+    from rhapsody.rewind.shadow import Shadow
 
     return Shadow(root, int(settings.checkpoint_max_file_mb * 1024 * 1024))
 
@@ -199,7 +199,7 @@ def shadow(root: Path, settings: Settings) -> Shadow:
 def start_checkpoints(session: Session, settings: Settings) -> Shadow:
     """The checkpointer for a session: a restore a kill cut short is finished (said in a notice), old
     checkpoints are cleaned (at most daily)."""
-    from rhapsody.tools.rewind import clean, finish_interrupted
+    from rhapsody.rewind.rewind import clean, finish_interrupted
 
     found = shadow(session.root, settings)
     try:

@@ -16,14 +16,14 @@ import pytest
 from rhapsody.cli import main
 from rhapsody.commands.slash import run_command
 from rhapsody.core.events import ToolStarted
-from rhapsody.core.history import read_history
-from rhapsody.core.tools import Approval
+from rhapsody.core.session.history import read_history
+from rhapsody.core.toolbox.tools import Approval
 from rhapsody.commands.export import INLINE_CAP, export_text, page_html
 from rhapsody.loopback.script import call, say
 from rhapsody.commands.stats import billing
 
 from tests.conftest import Stub, collect
-from tests.core.test_handoff_e2e import handoff_turn
+from tests.core.session.test_handoff_e2e import handoff_turn
 
 REASON = "not build/: it holds the benchmark data"
 HINT = "keep each finding to one line"

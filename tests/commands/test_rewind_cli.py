@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from rhapsody.core.history import find_session, read_history
+from rhapsody.core.session.history import find_session, read_history
 from rhapsody.loopback.script import call, say
-from rhapsody.tools.shadow import Shadow
+from rhapsody.rewind.shadow import Shadow
 
 from tests.conftest import MODEL, Stub
 from tests.test_cli import one_line_error, rhapsody
-from tests.tools.test_rewind import first_turn, git_hashes, seed, tree
+from tests.rewind.test_rewind import first_turn, git_hashes, seed, tree
 
 MANY = "mkdir -p many && for i in $(seq 1500); do echo $i > many/f$i.txt; done"
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from rhapsody.commands.export import page_html, page_markdown
 from rhapsody.core.events import FilesAttached, Notice
-from rhapsody.core.history import read_history
+from rhapsody.core.session.history import read_history
 from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.frontends.app.widgets import Foldable, PromptInput
 from rhapsody.frontends.recap import last_exchange

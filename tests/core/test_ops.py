@@ -12,15 +12,15 @@ import pytest
 from pydantic import ValidationError
 
 from rhapsody.core.agent import ops
-from rhapsody.core.approval import HumanApprover
+from rhapsody.core.toolbox.approval import HumanApprover
 from rhapsody.core.events import (ApprovalAsked, Event, HintDelivered, Idle, Interrupted, SeamCommitted,
                                   ShellRan, ToolStarted)
-from rhapsody.core.history import read_history
-from rhapsody.core.loop import Agent
+from rhapsody.core.session.history import read_history
+from rhapsody.core.agent.loop import Agent
 from rhapsody.loopback.script import call, say
 
 from tests.conftest import GATE, Stub, no_grace
-from tests.core.test_handoff_e2e import handoff_turn, step
+from tests.core.session.test_handoff_e2e import handoff_turn, step
 
 STEP = "I will append a line to log.txt so each executed run of this tool call is visible on disk."
 

@@ -163,7 +163,7 @@ def _records(project: Path) -> list[dict[str, Any]]:
 
 
 async def test_handoff_replies_with_the_seams_figures_and_a_load_resumes_the_history(stub: Stub, project: Path) -> None:
-    from tests.core.test_handoff_e2e import handoff_turn
+    from tests.core.session.test_handoff_e2e import handoff_turn
 
     stub.script(call("I will list the project files first to see what the project holds.", "bash", command="ls"),
                 say("Listed."), handoff_turn(), say("Noted."), say("Resumed and answering."))

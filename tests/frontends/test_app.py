@@ -14,7 +14,7 @@ from rhapsody.frontends.app.confirm import ConfirmScreen
 from rhapsody.frontends.app.widgets import Foldable, PromptInput
 
 from tests.conftest import GATE, Stub, until
-from tests.core.test_handoff_e2e import handoff_turn
+from tests.core.session.test_handoff_e2e import handoff_turn
 
 SLOW = "I will run a command that takes a moment, so there is time to type a hint while it runs."
 

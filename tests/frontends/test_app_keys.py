@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from textual.widgets import Static
 
-from rhapsody.core.approval import Grace, HumanApprover
+from rhapsody.core.toolbox.approval import Grace, HumanApprover
 from rhapsody.loopback.script import call, say
 from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.frontends.app.approval import ApprovalPanel
@@ -21,7 +21,7 @@ from rhapsody.frontends.app.fullview import FullView
 from rhapsody.frontends.app.widgets import Foldable, PromptInput
 
 from tests.conftest import GATE, Stub, no_grace
-from tests.core.test_handoff_e2e import handoff_turn
+from tests.core.session.test_handoff_e2e import handoff_turn
 
 NARRATE = "I will run this command now because the task needs its output; I expect it to succeed."
 

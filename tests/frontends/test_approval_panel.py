@@ -11,8 +11,8 @@ from textual.widget import Widget
 from textual.widgets import Input, Static, TextArea
 
 from rhapsody.view import render
-from rhapsody.core.messages import ToolUseBlock
-from rhapsody.core.tools import Approval
+from rhapsody.core.session.messages import ToolUseBlock
+from rhapsody.core.toolbox.tools import Approval
 from rhapsody.loopback.script import call, say
 from rhapsody.frontends.app.approval import ApprovalPanel
 from rhapsody.frontends.app.fullview import FullView

@@ -11,7 +11,7 @@ from prompt_toolkit.application import create_app_session
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
-from rhapsody.core.approval import HumanApprover
+from rhapsody.core.toolbox.approval import HumanApprover
 from rhapsody.frontends.app.approval import ApprovalPanel, Choice
 from rhapsody.frontends.plain import run_plain
 from rhapsody.loopback.script import call, say

@@ -262,7 +262,7 @@ async def test_help_taller_than_the_screen_opens_at_its_first_line_and_scrolls(s
 
 async def test_at_80_columns_the_seam_keeps_its_figures_and_a_stripped_call_its_recall_id(
         stub: Stub, project: Path) -> None:
-    from tests.core.test_handoff_e2e import handoff_turn
+    from tests.core.session.test_handoff_e2e import handoff_turn
 
     stub.script(call(NARRATE, "bash", command="cat app.py; echo " + "padding-words " * 6), say("add subtracts."),
                 handoff_turn(), say("Noted."))

@@ -20,13 +20,13 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
 from rhapsody.core.events import HandoffFailed, Interrupted, TextDelta
-from rhapsody.core.handoff_state import CANCELLED, Phase
+from rhapsody.core.session.handoff_state import CANCELLED, Phase
 from rhapsody.frontends.headless import run_headless
 from rhapsody.loopback.script import call, say
 from rhapsody.frontends.plain import run_plain
 
 from tests.conftest import GATE, Stub, until
-from tests.core.test_handoff_e2e import handoff_turn
+from tests.core.session.test_handoff_e2e import handoff_turn
 from tests.frontends.test_app_keys import NARRATE
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "rhapsody"

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from rhapsody.config.settings import Settings
-from rhapsody.core.history import read_history
+from rhapsody.core.session.history import read_history
 from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.loopback.script import call, say
 from rhapsody.wiring import build

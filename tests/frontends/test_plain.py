@@ -12,7 +12,7 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
 from rhapsody.loopback.script import call, say
-from rhapsody.core.approval import HumanApprover
+from rhapsody.core.toolbox.approval import HumanApprover
 from rhapsody.frontends.plain import run_plain
 
 from rhapsody.wiring import Wiring
@@ -42,7 +42,7 @@ async def test_plain_mode_runs_a_turn_takes_a_hint_and_slash_commands(stub: Stub
     assert "h1 pending: next tool boundary" in text and "no seams yet" in text
     assert "✓ hint h1 delivered (" in text and "hints h1" not in text
     assert stub.bodies()[1]["messages"][-1]["content"][1]["text"] == "shorter please"
-    from rhapsody.core.records import Notice
+    from rhapsody.core.session.records import Notice
     from rhapsody.view import render
 
     notices = [render.notice_line(Notice.model_validate(r)).text for r in wiring.session.records if r["kind"] == "notice"]
@@ -175,7 +175,7 @@ async def test_plain_mode_a_line_being_typed_as_a_question_appears_is_set_aside_
 
 
 async def test_plain_mode_ctrl_o_requests_the_handoff_and_keeps_the_line_being_typed(stub: Stub, project: Path) -> None:
-    from tests.core.test_handoff_e2e import handoff_turn
+    from tests.core.session.test_handoff_e2e import handoff_turn
 
     stub.script(call(SLOW, "bash", command="echo ok"), say("Done."), handoff_turn(), say("Noted."))
     wiring = stub.wire(project)

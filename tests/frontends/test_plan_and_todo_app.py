@@ -8,13 +8,13 @@ from pathlib import Path
 
 from textual.widgets import Input, Static, TextArea
 
-from rhapsody.core.approval import HumanApprover
+from rhapsody.core.toolbox.approval import HumanApprover
 from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.frontends.app.plan_review import PlanScreen
 from rhapsody.loopback.script import call, say
 
 from tests.conftest import Stub, no_grace, until
-from tests.core.test_handoff_e2e import texts_of
+from tests.core.session.test_handoff_e2e import texts_of
 from tests.frontends.test_app import wait_idle
 
 PLAN = "1. Fix add in app.py.\n2. Run the tests."

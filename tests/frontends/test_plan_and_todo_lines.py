@@ -12,7 +12,7 @@ from prompt_toolkit.application import create_app_session
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
-from rhapsody.core.approval import HumanApprover
+from rhapsody.core.toolbox.approval import HumanApprover
 from rhapsody.frontends.headless import run_headless
 from rhapsody.frontends.plain import run_plain
 from rhapsody.loopback.script import call, say

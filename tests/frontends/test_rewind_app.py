@@ -11,7 +11,7 @@ from prompt_toolkit.application import create_app_session
 from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
-from rhapsody.core.history import read_history
+from rhapsody.core.session.history import read_history
 from rhapsody.loopback.script import say
 from rhapsody.frontends.plain import run_plain
 from rhapsody.frontends.app.app import RhapsodyApp
@@ -19,7 +19,7 @@ from rhapsody.frontends.app.rewind import OverwriteScreen, RewindScreen
 from rhapsody.frontends.app.widgets import PromptInput
 
 from tests.conftest import Stub, until
-from tests.tools.test_rewind import first_turn, git_hashes, second_turn, seed, tree
+from tests.rewind.test_rewind import first_turn, git_hashes, second_turn, seed, tree
 from tests.frontends.test_app import type_and_send, wait_idle
 
 

@@ -17,14 +17,14 @@ import git
 import pytest
 
 from rhapsody.config.settings import Settings
-from rhapsody.core.approval import HumanApprover
-from rhapsody.core.context import RequestSpec
-from rhapsody.core.history import HistoryWriter, history_dir
-from rhapsody.core.loop import Agent
-from rhapsody.core.permissions import Rules
-from rhapsody.core.session import Session
+from rhapsody.core.toolbox.approval import HumanApprover
+from rhapsody.core.session.context import RequestSpec
+from rhapsody.core.session.history import HistoryWriter, history_dir
+from rhapsody.core.agent.loop import Agent
+from rhapsody.core.toolbox.permissions import Rules
+from rhapsody.core.session.session import Session
 from rhapsody.loopback.script import call, say
-from rhapsody.core.tools import Toolbox
+from rhapsody.core.toolbox.tools import Toolbox
 from rhapsody.tools import default_tools
 from rhapsody.tools.shell import parse
 from rhapsody.frontends.app.app import RhapsodyApp
@@ -34,7 +34,7 @@ from rhapsody.wiring import policy
 
 from tests.conftest import GATE, SANDBOX, Stub, no_grace
 from tests.frontends.test_app_keys import asking, panel
-from tests.core.test_handoff_e2e import handoff_turn
+from tests.core.session.test_handoff_e2e import handoff_turn
 
 SLOW = "I will run the slow test suite now, because the fix must hold; I expect three passes."
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((160, 48), id="160x48")]

@@ -18,17 +18,17 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
 from rhapsody.config.settings import Settings
-from rhapsody.core.context import Conversation
-from rhapsody.core.messages import Message
-from rhapsody.core.history import read_history
-from rhapsody.core.recall import search
+from rhapsody.core.session.context import Conversation
+from rhapsody.core.session.messages import Message
+from rhapsody.core.session.history import read_history
+from rhapsody.core.session.recall import search
 from rhapsody.loopback.script import say
 from rhapsody.loopback.validate import validate
 from rhapsody.frontends.plain import run_plain
 from rhapsody.wiring import build
 
 from tests.conftest import MODEL, SANDBOX, Stub, until
-from tests.core.test_handoff_e2e import handoff_turn
+from tests.core.session.test_handoff_e2e import handoff_turn
 from tests.transcripts import FIXTURES, claude_session, codex_rollout, dump
 
 CLAUDE = FIXTURES / "claude" / "5b1e7a52-9d0c-4f3e-8a61-2f4c1d3e9b70.jsonl"
@@ -163,7 +163,7 @@ async def test_a_long_imported_session_resumes_headless_then_hands_off_with_slas
     stub.script(say("I have read the imported session and will go on from where it stopped."))
     # The context is past 0.4 of the window the source ran in (Codex's 272k): the automatic seam would come
     # first, and this test is about /handoff; with the checkpoint policy a seam that pays comes before the
-    # human's words too (tests/core/test_checkpoint_seams.py has that seam)
+    # human's words too (tests/core/session/test_checkpoint_seams.py has that seam)
     resumed = rhapsody("-p", "go on", "--resume", session_id, "--cwd", str(project), "--model", MODEL,
                        "--handoff-at-share", "off", "--seam-policy", "threshold",
                        cwd=project, env={"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": stub.server.url})
@@ -264,7 +264,7 @@ def test_every_shape_resumes_with_a_request_the_api_accepts(stub: Stub, project:
 
 
 def test_imported_thinking_would_be_refused_so_it_leaves_the_view(project: Path) -> None:
-    from rhapsody.core.context import build_request, spec_from_record
+    from rhapsody.core.session.context import build_request, spec_from_record
     from rhapsody.loopback.validate import Invalid
 
     records = imported(project, CLAUDE)

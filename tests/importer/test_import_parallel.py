@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rhapsody.core.session import Session
+from rhapsody.core.session.session import Session
 from rhapsody.importer.to_history import INTERRUPTED
 from rhapsody.loopback.script import say
 from rhapsody.loopback.validate import validate

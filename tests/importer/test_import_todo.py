@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rhapsody.core.session import Session
+from rhapsody.core.session.session import Session
 
 from tests.importer.test_import import imported, kinds
 from tests.transcripts import _Claude, _Codex, dump

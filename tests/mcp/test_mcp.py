@@ -19,12 +19,12 @@ import pytest
 from rhapsody.cli import main
 from rhapsody.commands.slash import run_command
 from rhapsody.core.events import Notice, NarrationViolation, SeamCommitted, ToolFinished
-from rhapsody.core.recall import fetch
+from rhapsody.core.session.recall import fetch
 from rhapsody.loopback.script import call, say
 from rhapsody.tools.handoff import recall_text
 
 from tests.conftest import Stub, collect, until, waited
-from tests.core.test_handoff_e2e import handoff_turn
+from tests.core.session.test_handoff_e2e import handoff_turn
 
 HERE = Path(__file__).parent
 TIME_TOOLS = ["mcp__time__convert_time", "mcp__time__get_current_time"]
@@ -388,8 +388,8 @@ async def test_a_handshake_era_server_written_by_hand_works_through_the_fallback
 
 
 def test_mcp_rules_name_a_whole_server_or_one_tool_and_deny_wins() -> None:
-    from rhapsody.core.permissions import Call, Rules, decide_call
-    from rhapsody.core.rule_suggestions import session_rules
+    from rhapsody.core.toolbox.permissions import Call, Rules, decide_call
+    from rhapsody.core.toolbox.rule_suggestions import session_rules
 
     tool, args = "mcp__git__git_commit", '{"message":"wip"}'
     assert decide_call("auto-edit", Rules(), Call(tool, args, True, False)).verdict == "ask"

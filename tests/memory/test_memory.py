@@ -105,7 +105,7 @@ def test_memory_commit_status_staleness_and_size_over_time(project: Path) -> Non
 
 
 async def test_recall_across_sessions_finds_field_notes_with_their_session(stub: Stub, project: Path) -> None:
-    from tests.core.test_handoff_e2e import handoff_turn
+    from tests.core.session.test_handoff_e2e import handoff_turn
     from rhapsody.tools.handoff import recall_text
 
     stub.script(handoff_turn(), say("noted"), say("second session"))
@@ -116,7 +116,7 @@ async def test_recall_across_sessions_finds_field_notes_with_their_session(stub:
     await collect(second.agent.run("hello"))
     found = recall_text(project, second.session, "negative numbers", all_sessions=True)
     assert f"note:{first.session.id}-seam1.md (field note" in found and f"{first.session.id}:toolu_" in found
-    from rhapsody.core.recall import fetch
+    from rhapsody.core.session.recall import fetch
 
     note = fetch(project, f"note:{first.session.id}-seam1.md")
     assert note is not None and "add a test for negative numbers" in note

@@ -12,22 +12,22 @@ import pytest
 
 from rhapsody.config.settings import Settings
 from rhapsody.core.events import Failed, NarrationViolation, RetryCountdown, Retrying, SeamCommitted, ThinkingDelta, ToolFinished, ToolStarted
-from rhapsody.core.history import read_history
-from rhapsody.core.messages import Message
-from rhapsody.core.pricing import priced
-from rhapsody.core.strip import authored_texts
+from rhapsody.core.session.history import read_history
+from rhapsody.core.session.messages import Message
+from rhapsody.core.accounting.pricing import priced
+from rhapsody.core.session.strip import authored_texts
 from rhapsody.loopback.chat import chat_bodies
 from rhapsody.loopback.script import call, say
 from rhapsody.loopback.server import Fault
 from rhapsody.providers.openai import OpenAIModel
 from rhapsody.providers.pick import installed
-from rhapsody.core.session_figures import figures
+from rhapsody.core.accounting.session_figures import figures
 from rhapsody.frontends.app.status import status_line
 from rhapsody.wiring import Wiring, build
 
 from tests.conftest import SANDBOX, Stub, collect, no_wait
 from tests.test_cli import rhapsody
-from tests.core.test_handoff_e2e import handoff_turn, step
+from tests.core.session.test_handoff_e2e import handoff_turn, step
 
 LOCAL = "llama3.1:8b"
 NARRATION = "I will list the project files to find the module under test, expecting app.py."

@@ -12,8 +12,8 @@ import pytest
 
 from rhapsody.core.errors import ContextTooLong, ModelError
 from rhapsody.core.events import ModelResponse, Retrying, TextDelta, TurnEnded
-from rhapsody.core.handoff import commit_seam
-from rhapsody.core.messages import TextBlock
+from rhapsody.core.session.handoff import commit_seam
+from rhapsody.core.session.messages import TextBlock
 from rhapsody.loopback.script import call, say
 from rhapsody.loopback.server import Fault, LoopbackServer, Recorded
 from rhapsody.providers.anthropic import AnthropicModel

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from rhapsody.loopback.script import call, say
-from rhapsody.tools.sandbox import bwrap_path
+from rhapsody.sandbox.bwrap import bwrap_path
 
 from tests.conftest import Stub, collect
 

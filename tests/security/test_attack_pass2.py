@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rhapsody.loopback.script import call, say
-from rhapsody.tools.sandbox import bwrap_path
+from rhapsody.sandbox.bwrap import bwrap_path
 
 from tests.conftest import Stub, collect
 
@@ -162,7 +162,7 @@ async def test_the_user_config_under_xdg_config_home_reads_empty_in_the_sandbox(
 
 
 def test_a_resumed_history_cannot_show_a_file_outside_the_project_as_a_note(project: Path) -> None:
-    from rhapsody.core.records import Seam
+    from rhapsody.core.session.records import Seam
     from rhapsody.view.render import seam_entry
 
     outside = project.parent / "outside-secret.txt"
@@ -177,7 +177,7 @@ def test_a_resumed_history_cannot_show_a_file_outside_the_project_as_a_note(proj
 def test_a_committed_history_link_or_pipe_is_not_read(project: Path) -> None:
     import json
 
-    from rhapsody.core.history import HistoryError, has_turns, read_history
+    from rhapsody.core.session.history import HistoryError, has_turns, read_history
 
     other = project.parent / "other-project-history.jsonl"  # another project's transcript
     other.write_text(json.dumps({"v": 1, "seq": 0, "ts": 0, "kind": "message", "role": "user",

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from rhapsody.core.context import RequestSpec
-from rhapsody.core.permissions import Call, Rules, decide_call
-from rhapsody.core.session import Session
-from rhapsody.core.tools import Approval, ToolContext
+from rhapsody.core.session.context import RequestSpec
+from rhapsody.core.toolbox.permissions import Call, Rules, decide_call
+from rhapsody.core.session.session import Session
+from rhapsody.core.toolbox.tools import Approval, ToolContext
 from rhapsody.frontends.preview import plain_text, preview
 from rhapsody.tools import default_toolbox
 from rhapsody.tools.shell import parse

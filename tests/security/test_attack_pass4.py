@@ -14,8 +14,8 @@ import pytest
 
 from rhapsody.cli import main
 from rhapsody.core.errors import HistoryError
-from rhapsody.core.permissions import Call, Rules, decide_call
-from rhapsody.core.session import Session
+from rhapsody.core.toolbox.permissions import Call, Rules, decide_call
+from rhapsody.core.session.session import Session
 from rhapsody.loopback.script import call, say
 from rhapsody.tools.shell import parse
 
@@ -146,7 +146,7 @@ def test_own_files_boundary_a_seam_record_shows_only_a_field_note_never_a_secret
     `.env` (created after cloning) unmasked into the resumed view and into `rhapsody export`'s page,
     the file meant for sharing. A note is now read only from `.rhapsody/notes/`."""
     from rhapsody.commands.export import page_html
-    from rhapsody.core.records import Seam
+    from rhapsody.core.session.records import Seam
     from rhapsody.view.render import seam_entry
 
     (project / ".env").write_text("STRIPE=sk_live_hunter2abcdefghijkl\nhunter2-plain\n")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rhapsody.tools.sandbox import bwrap_path
-from rhapsody.tools.shadow import Shadow
+from rhapsody.sandbox.bwrap import bwrap_path
+from rhapsody.rewind.shadow import Shadow
 
 from tests.conftest import Stub
 
@@ -22,7 +22,7 @@ async def test_checkpoint_boundary_a_sandboxed_command_cannot_move_the_state_fol
     not, so `mv .local elsewhere` carried the mount away and a fresh state folder (a planted shadow, planted
     recall indexes) took its place. Every folder between the project and the state folder is now a mount
     point of its own, which cannot be renamed."""
-    from tests.tools.test_sandbox import bash_results
+    from tests.sandbox.test_sandbox import bash_results
 
     monkeypatch.setenv("XDG_STATE_HOME", str(project / ".local" / "state"))
     store = Shadow(project)

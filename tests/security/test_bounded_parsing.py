@@ -21,7 +21,7 @@ import pytest
 
 from rhapsody.cli import main
 from rhapsody.core.events import TurnEnded
-from rhapsody.core.history import read_history
+from rhapsody.core.session.history import read_history
 from rhapsody.core.last_failure import failed_tests
 from rhapsody.loopback.script import call, say
 from rhapsody.mcp.config import plan
@@ -29,7 +29,7 @@ from rhapsody.memory.audit import audit
 from rhapsody.tools.web import TIMEOUT, WebFetch
 
 from tests.conftest import Stub, collect
-from tests.core.test_hooks import WRITE, hook, script
+from tests.core.toolbox.test_hooks import WRITE, hook, script
 
 UNCLOSED_SCRIPTS = "<html><body><h1>Release notes</h1>" + "<script>" * 125_000  # 1 MB
 DEEP = "<html><body>" + "<div>" * 6_000 + "deep" + "</div>" * 6_000  # markdownify's time grows with depth squared

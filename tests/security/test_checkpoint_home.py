@@ -17,9 +17,9 @@ import pytest
 from rhapsody.core.errors import RhapsodyError
 from rhapsody.loopback.script import call, say
 from rhapsody.core.userstate import state_home
-from rhapsody.tools.gitguard import FOLLOWED
-from rhapsody.tools.sandbox import bwrap_path
-from rhapsody.tools.shadow import ATTRIBUTES, CONFIG, EXCLUDE, Shadow
+from rhapsody.sandbox.gitguard import FOLLOWED
+from rhapsody.sandbox.bwrap import bwrap_path
+from rhapsody.rewind.shadow import ATTRIBUTES, CONFIG, EXCLUDE, Shadow
 
 from tests.conftest import MODEL, Stub
 from tests.test_cli import rhapsody
@@ -143,7 +143,7 @@ def test_an_older_rhapsodys_checkpoints_in_the_project_are_listed_unavailable_an
     """Checkpoints an older rhapsody kept in `.rhapsody/checkpoints/` are not read: `--list` marks them
     unavailable, a files rewind to one is refused in one line saying why, and new checkpoints rewind."""
     from tests.commands.test_rewind_cli import headless, two_runs
-    from tests.tools.test_rewind import tree
+    from tests.rewind.test_rewind import tree
 
     two_runs(stub, project)
     store = Shadow(project)
@@ -170,7 +170,7 @@ async def test_checkpoint_boundary_a_sandboxed_command_cannot_plant_the_shadow_w
         stub: Stub, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """rhapsody run in the home folder: the state folder lies in the project, so the sandbox binds it read-only
     (a command cannot write the shadow's commondir) and checkpoints leave it out."""
-    from tests.tools.test_sandbox import bash_results
+    from tests.sandbox.test_sandbox import bash_results
 
     monkeypatch.setenv("XDG_STATE_HOME", str(project / ".local" / "state"))
     store = Shadow(project)
@@ -188,7 +188,7 @@ async def test_own_state_boundary_a_recall_index_in_the_project_is_never_trusted
     recall trusted it and returned calls that never happened. The index now lives in the state folder."""
     import sqlite3
 
-    from rhapsody.core.recall import SCHEMA, index_path, search
+    from rhapsody.core.session.recall import SCHEMA, index_path, search
     from tests.conftest import collect
 
     stub.script(call("I will print the marker now, expecting it to appear once.", "bash", command="echo real-77"),

@@ -11,12 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rhapsody.config.settings import load_settings
-from rhapsody.core.context import RequestSpec
+from rhapsody.core.session.context import RequestSpec
 from rhapsody.core.errors import ConfigError, HistoryError, InputError
-from rhapsody.core.history import read_history
-from rhapsody.core.messages import Request
-from rhapsody.core.session import Session
-from rhapsody.core.tools import ToolContext, ToolOutcome
+from rhapsody.core.session.history import read_history
+from rhapsody.core.session.messages import Request
+from rhapsody.core.session.session import Session
+from rhapsody.core.toolbox.tools import ToolContext, ToolOutcome
 from rhapsody.commands.strip import strip_report
 from rhapsody.tools import default_toolbox
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from rhapsody.core.context import RequestSpec
-from rhapsody.core.session import Session
-from rhapsody.core.tools import ToolContext
+from rhapsody.core.session.context import RequestSpec
+from rhapsody.core.session.session import Session
+from rhapsody.core.toolbox.tools import ToolContext
 from rhapsody.memory import commit_memory, size_over_time
 from rhapsody.tools import default_toolbox
 from rhapsody.tools.git import git_facts

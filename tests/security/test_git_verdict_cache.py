@@ -13,7 +13,7 @@ import pytest
 
 from rhapsody.tools import gitscope
 from rhapsody.tools.git import GitError, gitlinks, refusal, run_git
-from rhapsody.tools.shadow import Shadow
+from rhapsody.rewind.shadow import Shadow
 
 from tests.security.test_git_hostile import hostile
 

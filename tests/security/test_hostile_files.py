@@ -79,9 +79,9 @@ LATIN1 = "# caf\xe9 na\xefve \xa9 2026\r\nname = 'Jos\xe9'\r\nvalue = 1\r\n".enc
 
 
 async def test_edit_file_on_a_latin1_file_keeps_every_byte_it_does_not_touch(project: Path) -> None:
-    from rhapsody.core.context import RequestSpec
-    from rhapsody.core.session import Session
-    from rhapsody.core.tools import ToolContext
+    from rhapsody.core.session.context import RequestSpec
+    from rhapsody.core.session.session import Session
+    from rhapsody.core.toolbox.tools import ToolContext
     from rhapsody.tools import default_toolbox
 
     (project / "legacy.py").write_bytes(LATIN1)
@@ -135,7 +135,7 @@ def test_folders_rhapsody_creates_are_0700_under_umask_0(tmp_path: Path) -> None
     import sys
 
     code = ("import os, sys; from pathlib import Path; os.umask(0)\n"
-            "from rhapsody.core.history import HistoryWriter, history_dir, private_dir, state_dir\n"
+            "from rhapsody.core.session.history import HistoryWriter, history_dir, private_dir, state_dir\n"
             "root = Path(sys.argv[1]); HistoryWriter(history_dir(root) / 's.jsonl').append('hint', id='h1', text='x')\n"
             "private_dir(state_dir(root) / 'notes' / 'deeper')\n")
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, timeout=60)
@@ -149,7 +149,7 @@ def test_folders_rhapsody_creates_are_0700_under_umask_0(tmp_path: Path) -> None
 def test_a_full_disk_under_the_history_writer_is_one_line_and_stops_appending(tmp_path: Path) -> None:
     # /dev/full answers every write with ENOSPC, as a full file system does.
     from rhapsody.core.errors import StorageError
-    from rhapsody.core.history import HistoryWriter
+    from rhapsody.core.session.history import HistoryWriter
 
     (tmp_path / "h.jsonl").symlink_to("/dev/full")
     writer = HistoryWriter(tmp_path / "h.jsonl")

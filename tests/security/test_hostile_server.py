@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from rhapsody.core.errors import ModelError
 from rhapsody.core.events import Failed, RetryCountdown, Retrying, ToolFinished, TurnEnded
-from rhapsody.core.history import read_history
-from rhapsody.core.retry import MAX_RETRY_AFTER, RetryPolicy, retry_delay, retrying
-from rhapsody.core.session import Session
+from rhapsody.core.session.history import read_history
+from rhapsody.core.agent.retry import MAX_RETRY_AFTER, RetryPolicy, retry_delay, retrying
+from rhapsody.core.session.session import Session
 from rhapsody.view.render import print_event
 from rhapsody.loopback.script import call, say
 from rhapsody.loopback.server import Fault

@@ -17,14 +17,14 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 
 from rhapsody.core.events import ImagesAttached, Notice
-from rhapsody.core.images import images_dir
+from rhapsody.core.session.images import images_dir
 from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.frontends.app.widgets import PromptInput
 from rhapsody.frontends.plain import run_plain
 from rhapsody.loopback.script import say
 
 from tests.conftest import Stub, collect, until
-from tests.core.test_images import GIF, images_in, png
+from tests.core.session.test_images import GIF, images_in, png
 
 OUTSIDE = "outside the project"
 

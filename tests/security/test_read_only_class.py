@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from rhapsody.core.tools import Approval
+from rhapsody.core.toolbox.tools import Approval
 from rhapsody.loopback.script import call, say
-from rhapsody.tools.sandbox import bwrap_path
+from rhapsody.sandbox.bwrap import bwrap_path
 
 from tests.conftest import Stub, collect
 

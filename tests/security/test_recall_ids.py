@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from rhapsody.core.recall import RecallIdError, fetch, history_of
+from rhapsody.core.session.recall import RecallIdError, fetch, history_of
 from rhapsody.core.userstate import state_home
 from rhapsody.loopback.script import call, say
 

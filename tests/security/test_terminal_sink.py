@@ -27,7 +27,7 @@ from rhapsody.frontends.plain import run_plain
 from rhapsody.loopback.script import call, say
 
 from tests.conftest import Stub
-from tests.core.test_handoff_e2e import handoff_turn
+from tests.core.session.test_handoff_e2e import handoff_turn
 
 NARRATE = "I will print the notes file now because the task needs to see what it holds."
 SEQUENCES = ["\x1b]52;c;b3duZWQ=\x07", "\x1b]52;c;b3duZWQ=\x1b\\", "\x1b]0;owned\x07", "\x1b[2J", "\x1b[H\x1b[31m",

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rhapsody.config.settings import load_settings, user_config_path
-from rhapsody.core.permissions import Call, Rules, decide_call
+from rhapsody.core.toolbox.permissions import Call, Rules, decide_call
 from rhapsody.loopback.script import call, say
 from rhapsody.tools.shell import parse
 from rhapsody.commands.trust import first_run_question, ignored, offer, trust, untrusted_notice

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from rhapsody.core.context import RequestSpec
-from rhapsody.core.session import Session
-from rhapsody.core.tools import ToolContext
+from rhapsody.core.session.context import RequestSpec
+from rhapsody.core.session.session import Session
+from rhapsody.core.toolbox.tools import ToolContext
 from rhapsody.loopback.script import call, say
 from rhapsody.tools import default_toolbox
 from rhapsody.tools.git import GitError, commit_paths, git_facts, hide_protected, run_git

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rhapsody.core.context import RequestSpec
-from rhapsody.core.messages import TextBlock, ToolResultBlock, ToolUseBlock
-from rhapsody.core.session import Session
+from rhapsody.core.session.context import RequestSpec
+from rhapsody.core.session.messages import TextBlock, ToolResultBlock, ToolUseBlock
+from rhapsody.core.session.session import Session
 from rhapsody.tools.handoff import FACTS_CHARS, harness_facts
 
 LONG = "src/" + "deeply/nested/" * 6

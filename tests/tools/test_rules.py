@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from rhapsody.core.context import RequestSpec
-from rhapsody.core.permissions import Call, Rules, decide_call
-from rhapsody.core.session import Session
-from rhapsody.core.tools import ToolContext, ToolOutcome
+from rhapsody.core.session.context import RequestSpec
+from rhapsody.core.toolbox.permissions import Call, Rules, decide_call
+from rhapsody.core.session.session import Session
+from rhapsody.core.toolbox.tools import ToolContext, ToolOutcome
 from rhapsody.loopback.script import call, say
 from rhapsody.tools import default_toolbox
 from rhapsody.tools.shell import parse
@@ -189,7 +189,7 @@ async def test_a_hostile_glob_costs_names_times_parts(ctx: ToolContext) -> None:
 async def test_cancelling_a_search_kills_it(ctx: ToolContext, monkeypatch: pytest.MonkeyPatch) -> None:
     import asyncio
 
-    from tests.tools.test_sandbox import _running, _wait_gone
+    from tests.sandbox.test_sandbox import _running, _wait_gone
 
     (ctx.root / "evil.txt").write_text("a" * 40 + "!\n")
     os.mkdir(ctx.root / "empty-bin")

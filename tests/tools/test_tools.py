@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from rhapsody.core.context import RequestSpec
-from rhapsody.core.session import Session
-from rhapsody.core.tools import ToolContext, ToolOutcome
+from rhapsody.core.session.context import RequestSpec
+from rhapsody.core.session.session import Session
+from rhapsody.core.toolbox.tools import ToolContext, ToolOutcome
 from rhapsody.tools import default_toolbox
 from rhapsody.loopback.script import say
 
@@ -48,7 +48,7 @@ async def test_read_range_and_device_files(ctx: ToolContext) -> None:
 
 
 async def test_file_tool_errors_name_the_path_as_given_with_its_folders(ctx: ToolContext) -> None:
-    from rhapsody.core.messages import ToolUseBlock
+    from rhapsody.core.session.messages import ToolUseBlock
     from rhapsody.view.render import ToolView, tool_line
 
     missing = await run(ctx, "read_file", path="nope/missing.py")
@@ -147,7 +147,7 @@ async def test_broken_tool_arguments_from_the_model_do_not_crash_the_loop(stub: 
 
 
 async def test_counts_of_one_are_said_in_the_singular(ctx: ToolContext) -> None:
-    from rhapsody.core.records import Unseam
+    from rhapsody.core.session.records import Unseam
     from rhapsody.view.render import resumed_line, undo_text, violation_line
 
     assert "✗ bash not run: 1 word of narration, 8 required" in violation_line("bash", 1, 8).text

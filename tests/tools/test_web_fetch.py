@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 
 from rhapsody.core.events import ToolFinished
-from rhapsody.core.history import read_history
-from rhapsody.core.tools import Approval
+from rhapsody.core.session.history import read_history
+from rhapsody.core.toolbox.tools import Approval
 from rhapsody.loopback.script import call, say
 from rhapsody.tools.handoff import recall_text
 from rhapsody.tools.web import WebFetch
 
 from tests.conftest import Stub, collect
-from tests.core.test_handoff_e2e import handoff_turn
+from tests.core.session.test_handoff_e2e import handoff_turn
 
 FETCH = "I will fetch the documentation page to read how the option is spelled."
 SECRET = "sk-ant-api03-" + "Q" * 40

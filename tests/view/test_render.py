@@ -11,10 +11,10 @@ import pytest
 
 from rhapsody.view import render
 from rhapsody.config.settings import Settings
-from rhapsody.core.approval import HumanApprover
-from rhapsody.core.messages import ToolUseBlock
+from rhapsody.core.toolbox.approval import HumanApprover
+from rhapsody.core.session.messages import ToolUseBlock
 from rhapsody.demo import DemoResponder, Outcomes, clean_demos, prepare_project
-from rhapsody.core.session_figures import figures
+from rhapsody.core.accounting.session_figures import figures
 from rhapsody.frontends.headless import run_headless
 from rhapsody.loopback.script import call, say
 from rhapsody.frontends.plain import PlainApprover
@@ -23,7 +23,7 @@ from rhapsody.wiring import build
 
 from tests.conftest import MODEL, Stub, collect, no_grace, until
 from tests.test_cli import one_line_error, rhapsody
-from tests.core.test_handoff_e2e import handoff_turn
+from tests.core.session.test_handoff_e2e import handoff_turn
 from tests.frontends.test_app_keys import NARRATE
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from rhapsody.commands.export import export_text
-from rhapsody.core.messages import ToolUseBlock
-from rhapsody.core.context import RequestSpec
-from rhapsody.core.session import Session
+from rhapsody.core.session.messages import ToolUseBlock
+from rhapsody.core.session.context import RequestSpec
+from rhapsody.core.session.session import Session
 from rhapsody.frontends.app.picker import Summary
 from rhapsody.frontends.recap import recap_lines
 from rhapsody.prompts import load

@@ -62,7 +62,7 @@ def export_text(root: Path, session_id: str | None, fmt: str) -> tuple[str, str]
 
 def write_export(root: Path, session_id: str | None, fmt: str, out: Path | None) -> Path:
     """Write the export to `out`, or to `.rhapsody/exports/SESSION.html|md` (mode 0600); returns the path."""
-    from rhapsody.core.history import private_dir, state_dir, write_private
+    from rhapsody.core.session.history import private_dir, state_dir, write_private
 
     sid, page = export_text(root, session_id, fmt)
     if out is None:
@@ -103,7 +103,7 @@ def capped(text: str, cap: int = INLINE_CAP) -> tuple[str, str]:
 def page_html(records: list[dict[str, Any]], root: Path, sid: str) -> str:
     """The whole page: head, figures, both charts, the transcript; secrets masked."""
     from rhapsody.commands.export_charts import session_charts
-    from rhapsody.tools.sandbox import secret_values
+    from rhapsody.sandbox.bwrap import secret_values
 
     title, figures, billed = head(records, sid, per_request=True)
     body = "".join(html_line(line) for line in transcript(records, root, sid))
@@ -140,7 +140,7 @@ def _folded(summary: str, body: str, css: str) -> str:
 def page_markdown(records: list[dict[str, Any]], root: Path, sid: str) -> str:
     """The transcript as Markdown for an issue: calls folded in <details>, seams as rules; secrets masked, and
     transcript text inert (commands/md_escape.py): no HTML, image or link it did not already show as text."""
-    from rhapsody.tools.sandbox import secret_values
+    from rhapsody.sandbox.bwrap import secret_values
 
     secrets = secret_values()
     title, figures, _ = head(records, sid, per_request=False)

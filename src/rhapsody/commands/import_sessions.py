@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody.core.errors import InputError
-from rhapsody.core.history import STATE_DIR, history_dir, new_session_id, read_plain, sessions, write_history
+from rhapsody.core.session.history import STATE_DIR, history_dir, new_session_id, read_plain, sessions, write_history
 from rhapsody.importer import to_history as build, claude_code, codex
-from rhapsody.core.window import history_window
+from rhapsody.core.accounting.window import history_window
 from rhapsody.importer.to_history import INTERRUPTED
 from rhapsody.importer.transcript import Source, Turn, read_lines
-from rhapsody.tools.sandbox import secret_values
+from rhapsody.sandbox.bwrap import secret_values
 
 
 def main(root: Path, paths: list[Path]) -> int:

@@ -1,15 +1,15 @@
 """`/rewind` as a slash command (plain mode, and the app with arguments): list the points, or rewind to one.
 
-The engine is tools/rewind.py; the app's own list is frontends/app/rewind.py.
+The engine is rewind/rewind.py; the app's own list is frontends/app/rewind.py.
 """
 
 from __future__ import annotations
 
 from rhapsody.commands.slash import Outcome
 from rhapsody.core.errors import RhapsodyError
-from rhapsody.core.loop import Agent
-from rhapsody.tools.rewind import WHATS, What, rewind, turns
-from rhapsody.tools.shadow import Shadow
+from rhapsody.core.agent.loop import Agent
+from rhapsody.rewind.rewind import WHATS, What, rewind, turns
+from rhapsody.rewind.shadow import Shadow
 
 CHECKPOINTS_OFF = "checkpoints are off (checkpoints = false in the config): nothing to rewind to"
 BUSY = "wait for the turn to end before rewinding"

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody.config.settings import Settings
-from rhapsody.core.context import Conversation
+from rhapsody.core.session.context import Conversation
 from rhapsody.core.errors import InputError
-from rhapsody.core.history import named_session, read_session, sessions
-from rhapsody.core.session import Session
-from rhapsody.tools.rewind import What, finish_interrupted, rewind, turns, turns_of
+from rhapsody.core.session.history import named_session, read_session, sessions
+from rhapsody.core.session.session import Session
+from rhapsody.rewind.rewind import What, finish_interrupted, rewind, turns, turns_of
 from rhapsody.view.sink import json_line
 
 

@@ -6,11 +6,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from rhapsody.core.handoff import undo_seam
-from rhapsody.core.loop import Agent
-from rhapsody.core.permissions import MODES, Mode, mode_named, writes_nothing
-from rhapsody.core.records import Unseam
-from rhapsody.core.session import Session
+from rhapsody.core.session.handoff import undo_seam
+from rhapsody.core.agent.loop import Agent
+from rhapsody.core.toolbox.permissions import MODES, Mode, mode_named, writes_nothing
+from rhapsody.core.session.records import Unseam
+from rhapsody.core.session.session import Session
 from rhapsody.view.render import undo_text
 
 COMMANDS = {
@@ -118,7 +118,7 @@ def run_command(agent: Agent, line: str, keys: tuple[tuple[str, str], ...] | Non
 def _resume(agent: Agent, arg: str) -> Outcome:
     """Continue session `arg` of this project in place of the current one, between turns."""
     from rhapsody.core.errors import HistoryError
-    from rhapsody.core.history import find_session
+    from rhapsody.core.session.history import find_session
 
     if agent.busy:
         return Outcome("wait for the turn to end before resuming another session", error=True)
@@ -200,9 +200,9 @@ ANYWAY = "/handoff anyway"
 
 
 def _handoff(agent: Agent, arg: str = "") -> Outcome:
-    from rhapsody.core.handoff import stripped_calls
-    from rhapsody.core.handoff_state import nothing
-    from rhapsody.core.seam_cost import of_session
+    from rhapsody.core.session.handoff import stripped_calls
+    from rhapsody.core.session.handoff_state import nothing
+    from rhapsody.core.accounting.seam_cost import of_session
 
     calls = stripped_calls(agent.session)
     if not agent.busy and not agent.session.handoff.pending and not calls:

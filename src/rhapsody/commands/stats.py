@@ -1,5 +1,5 @@
 """`rhapsody stats [SESSION] [--json]`: every seam of a session as a table, with session totals and
-the billed input with and without the seams (core/billing.py)."""
+the billed input with and without the seams (core/accounting/billing.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rhapsody.core.billing import seam_savings, served_by
+from rhapsody.core.accounting.billing import seam_savings, served_by
 from rhapsody.core.errors import InputError
-from rhapsody.core.history import named_session, read_session
-from rhapsody.core.pricing import price_of, priced
-from rhapsody.core.session_figures import Figures, figures as fold_figures, reported_input
-from rhapsody.core.window import Window, history_window
+from rhapsody.core.session.history import named_session, read_session
+from rhapsody.core.accounting.pricing import price_of, priced
+from rhapsody.core.accounting.session_figures import Figures, figures as fold_figures, reported_input
+from rhapsody.core.accounting.window import Window, history_window
 
 
 STATS_COLUMNS = ("seam", "context ~tokens", "note added", "note bytes", "strip took", "bytes", "tool calls",
@@ -53,7 +53,7 @@ def note_bytes(records: list[dict[str, Any]], seam: int) -> int | None:
 def billing(records: list[dict[str, Any]], read_mult: float | None = None, per_request: bool = False) -> dict[str, Any]:
     """What the seams saved in billed input; each request is priced at the model that served it, its cache
     reads at that model's rate unless `read_mult` is given (`per_request`: each request's figures too, as
-    core.billing.seam_savings gives them)."""
+    core.accounting.billing.seam_savings gives them)."""
     head = records[0] if records and records[0].get("kind") == "session" else {}
     models = [r["model"] for r in records if r["kind"] == "model"]
     model = models[-1] if models else str(head.get("model", ""))
@@ -81,7 +81,7 @@ def saving_line(figures: dict[str, Any]) -> str:
 
 def window_of(records: list[dict[str, Any]], model: str, flag: int | None = None) -> Window:
     """The window the session ran in: `--context-window`, else RHAPSODY_CONTEXT_WINDOW, else what the
-    history shows (core/window.py); a setting that is not a number of tokens is an InputError."""
+    history shows (core/accounting/window.py); a setting that is not a number of tokens is an InputError."""
     if flag is not None:
         if flag < 1000:
             raise InputError(f"--context-window {flag}: a window is at least 1,000 tokens")
@@ -149,7 +149,7 @@ def _print_seams(console: Any, path: Path, rows: list[dict[str, Any]]) -> None:
     from rich.table import Table
 
     table = Table(title=f"seams of session {path.stem}")
-    # "context" is the one figure the status bar, the seam divider and /stats show (rhapsody/core/session_figures.py);
+    # "context" is the one figure the status bar, the seam divider and /stats show (rhapsody/core/accounting/session_figures.py);
     # the API's reported input is the request before the seam and the next one, which also holds new messages.
     for column in STATS_COLUMNS:
         table.add_column(column, justify="right", no_wrap=column == "seam")
@@ -177,7 +177,7 @@ def stats_lines(records: list[dict[str, Any]], figures_billed: dict[str, Any] | 
                 folded: Figures | None = None) -> list[str]:
     """Seams and counters of a session as plain lines (/stats, and the head of an export);
     `figures_billed`: `billing(records)` when the caller has it already; `folded`: the session's own figures."""
-    from rhapsody.core.records import Seam
+    from rhapsody.core.session.records import Seam
     from rhapsody.view.render import seam_line
 
     rows = seam_rows(records)

@@ -10,11 +10,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rhapsody.core.context import Conversation, build_request, measure, spec_from_record
+from rhapsody.core.session.context import Conversation, build_request, measure, spec_from_record
 from rhapsody.core.errors import HistoryError, InputError
-from rhapsody.core.history import read_history
-from rhapsody.core.messages import Message, Request
-from rhapsody.core.strip import authored_sha256, authored_texts, shape, strip, validity_problems
+from rhapsody.core.session.history import read_history
+from rhapsody.core.session.messages import Message, Request
+from rhapsody.core.session.strip import authored_sha256, authored_texts, shape, strip, validity_problems
 
 
 def load_input(path: Path) -> tuple[str, Any]:

@@ -1,5 +1,5 @@
 """`rhapsody stats SESSION --what-if POLICY|sweep [--json]`: what seams placed by a policy would have
-cost, beside the session as it happened (the replay is core/whatif.py; nothing calls a model)."""
+cost, beside the session as it happened (the replay is core/accounting/whatif.py; nothing calls a model)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rhapsody.core import whatif, whatif_rows
-from rhapsody.core.context import RequestSpec, build_request, measure
+from rhapsody.core.accounting import whatif, whatif_rows
+from rhapsody.core.session.context import RequestSpec, build_request, measure
 from rhapsody.core.errors import HistoryError, InputError
 from rhapsody.commands.stats import session_records, window_of
-from rhapsody.core.history import read_history, sessions
-from rhapsody.core.pricing import price_of, priced
-from rhapsody.core.window import Window, history_window
+from rhapsody.core.session.history import read_history, sessions
+from rhapsody.core.accounting.pricing import price_of, priced
+from rhapsody.core.accounting.window import Window, history_window
 
 COLUMNS = ("policy", "requests", "seams", "billed input", "vs no seams", "$ input+notes", "1h cache where it pays",
            "peak context", "rhapsody's prompt", "vs no seams")
@@ -69,7 +69,7 @@ def figures(records: list[dict[str, Any]], policies: list[whatif.Policy], note: 
             read_mult: float | None, found: Window | None = None, spec: RequestSpec | None = None) -> dict[str, Any]:
     """Every arm priced: as it happened, without seams, one per policy, and the two alternatives; each
     request at the model that answered it, and the replay as it happened against the reported usage
-    (`replay_error`). `found`: the window the session ran in (core/window.py; what the history shows when
+    (`replay_error`). `found`: the window the session ran in (core/accounting/window.py; what the history shows when
     None). With `spec` (rhapsody's own request head), each row again with its prompt and tools in place of
     the source's."""
     model = _model(records)

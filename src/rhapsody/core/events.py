@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from rhapsody.core.messages import Message, ToolUseBlock
+from rhapsody.core.session.messages import Message, ToolUseBlock
 
 
 @dataclass(frozen=True)

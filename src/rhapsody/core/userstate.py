@@ -18,7 +18,7 @@ import os
 import re
 from pathlib import Path
 
-from rhapsody.core.history import private_dir, write_private
+from rhapsody.core.session.history import private_dir, write_private
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 

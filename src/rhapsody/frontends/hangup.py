@@ -199,7 +199,7 @@ class Hangup:
         """Kill every child rhapsody started and exit now, with the status of a hangup."""
         for pid in list(foreground):
             _signal(pid, signal.SIGKILL)
-        procs = sys.modules.get("rhapsody.tools.procs")  # not imported: rhapsody started no command yet
+        procs = sys.modules.get("rhapsody.sandbox.procs")  # not imported: rhapsody started no command yet
         if procs is not None:
             procs.kill_all()
         for path in list(leftovers):

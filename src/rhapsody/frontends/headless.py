@@ -22,10 +22,10 @@ from typing import Any, TextIO
 
 from rhapsody.commands.slash import run_command
 from rhapsody.core import events as ev
-from rhapsody.core import records as rec
-from rhapsody.core.checkpoints import settle
-from rhapsody.core.loop import Agent
-from rhapsody.core.messages import ToolResultBlock
+from rhapsody.core.session import records as rec
+from rhapsody.core.session.checkpoints import settle
+from rhapsody.core.agent.loop import Agent
+from rhapsody.core.session.messages import ToolResultBlock
 from rhapsody.view.render import limit_line, print_event
 from rhapsody.view.sink import json_line, safe_stream
 
@@ -139,7 +139,7 @@ def session_event(agent: Agent) -> dict[str, Any]:
 def result_event(agent: Agent, status: int, records: Sequence[rec.Record],
                  denials: list[ev.ToolFinished] | None = None) -> dict[str, Any]:
     """The last jsonl line: how the run ended, what it cost, and every call refused (`records`: the run's)."""
-    from rhapsody.core.session_figures import Figures
+    from rhapsody.core.accounting.session_figures import Figures
 
     figures = Figures(model=agent.session.spec.model)
     for record in records:

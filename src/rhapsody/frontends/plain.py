@@ -29,9 +29,9 @@ from typing import Any, TextIO
 from rhapsody.commands.slash import PLAIN_KEYS, Outcome, is_command, run_command
 from rhapsody.config.settings import Settings
 from rhapsody.core import events as ev
-from rhapsody.core.approval import HumanApprover, Question, approval_for, choices, picked
-from rhapsody.core.loop import Agent
-from rhapsody.core.tools import PlanReview
+from rhapsody.core.toolbox.approval import HumanApprover, Question, approval_for, choices, picked
+from rhapsody.core.agent.loop import Agent
+from rhapsody.core.toolbox.tools import PlanReview
 from rhapsody.frontends.preview import plain_text
 from rhapsody.frontends.prompt_aids import InputHistory, command_names
 from rhapsody.frontends.recap import recap_lines

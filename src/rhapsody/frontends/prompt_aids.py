@@ -12,7 +12,7 @@ import os
 import stat
 from pathlib import Path
 
-from rhapsody.core.history import read_plain, state_dir
+from rhapsody.core.session.history import read_plain, state_dir
 
 HISTORY_FILE = "prompt_history"
 HISTORY_KEEP = 1000

@@ -12,7 +12,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from rhapsody.core.loop import Agent
+    from rhapsody.core.agent.loop import Agent
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody.core.errors import InputError
-from rhapsody.core.pricing import WRITE_1H_KEY
-from rhapsody.core.session_figures import USAGE_KEYS
+from rhapsody.core.accounting.pricing import WRITE_1H_KEY
+from rhapsody.core.accounting.session_figures import USAGE_KEYS
 from rhapsody.importer.schemas import check_claude
 from rhapsody.importer.transcript import (Aside, Compacted, Item, Queued, Source, Turn, as_dict, digest, expect,
                                           read_lines, text_block, timestamp)

@@ -23,14 +23,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from rhapsody import __version__
-from rhapsody.core.context import Conversation, RequestSpec, measure_messages, spec_fields
+from rhapsody.core.session.context import Conversation, RequestSpec, measure_messages, spec_fields
 from rhapsody.core.errors import InputError
-from rhapsody.core.messages import THINKING_TYPES, Message
-from rhapsody.core.records import parse
+from rhapsody.core.session.messages import THINKING_TYPES, Message
+from rhapsody.core.session.records import parse
 from rhapsody.core.secrets import mask
-from rhapsody.core.todo import from_imported
-from rhapsody.core.pricing import WRITE_1H_KEY
-from rhapsody.core.session_figures import USAGE_KEYS
+from rhapsody.core.session.todo import from_imported
+from rhapsody.core.accounting.pricing import WRITE_1H_KEY
+from rhapsody.core.accounting.session_figures import USAGE_KEYS
 from rhapsody.importer.transcript import Aside, Compacted, Item, Queued, Source, Turn
 
 INTERRUPTED = ("No result in the imported transcript: the call was interrupted or its output was lost. "
@@ -128,7 +128,7 @@ def _interrupted(call_id: str) -> dict[str, Any]:
 
 
 TODO_CALLS = ("TodoWrite", "update_plan", "todo_write")
-"""The sources' todo list tools, whose lists become `todo` records (core/todo.py)."""
+"""The sources' todo list tools, whose lists become `todo` records (core/session/todo.py)."""
 
 class _Writer:
     """Collects records and folds messages, so each request record measures the view it had."""

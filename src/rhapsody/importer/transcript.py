@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody.core.errors import InputError
-from rhapsody.core.messages import MAX_NESTING, nested_within
+from rhapsody.core.session.messages import MAX_NESTING, nested_within
 
 LINE_NESTING = 2 * MAX_NESTING
 """How deep one transcript line may nest: a tool call's arguments may nest MAX_NESTING deep, below the record's own levels."""

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from rhapsody.config.settings import McpServer, is_trusted
 from rhapsody.config.files import MCP_JSON, project_config_path, read_config, user_config_path
 from rhapsody.core.errors import ConfigError
-from rhapsody.core.messages import MAX_NESTING, nested_within
+from rhapsody.core.session.messages import MAX_NESTING, nested_within
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-((?:[^}$]|\$(?!\{))*))?\}")
 """`${NAME}` or `${NAME:-default}`; a default stops at the next `${`, so a value of unclosed ones is linear time."""

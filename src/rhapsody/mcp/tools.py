@@ -39,14 +39,14 @@ from mcp.types import Tool as McpToolInfo
 from pydantic import BaseModel, ConfigDict
 
 from rhapsody.config.settings import McpServer
-from rhapsody.core.messages import compact_json
-from rhapsody.core.tokens import estimate_chars
-from rhapsody.core.tools import Tool, ToolContext, ToolOutcome
+from rhapsody.core.session.messages import compact_json
+from rhapsody.core.accounting.tokens import estimate_chars
+from rhapsody.core.toolbox.tools import Tool, ToolContext, ToolOutcome
 from rhapsody.core.counts import counted
 from rhapsody.mcp.config import McpPlan, waiting_line
 from rhapsody.mcp.results import outcome
 from rhapsody.view.render import visible
-from rhapsody.tools import lifeline
+from rhapsody.sandbox import lifeline
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -276,7 +276,7 @@ async def _list_tools(client: Client) -> list[McpToolInfo]:
 
 def _program(command: str, cwd: Path, env: dict[str, str] | None) -> str:
     """The server's program as a path, found as the spawn would find it (FileNotFoundError if it would not):
-    the supervisor that makes it die with rhapsody (`tools/lifeline.py`) runs it."""
+    the supervisor that makes it die with rhapsody (`sandbox/lifeline.py`) runs it."""
     if "/" in command:
         found = str(cwd / command) if os.access(cwd / command, os.X_OK) and (cwd / command).is_file() else None
     else:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rhapsody.core.own_files import inside, own_files, read_own
 from rhapsody.tools.git import commit_paths
-from rhapsody.tools.sandbox import secret_values
+from rhapsody.sandbox.bwrap import secret_values
 
 FILES = {
     "PROJECT_STATUS.md": "# Project status\n\nWhat we are doing now, what blocks it, where the details are.\n\n"

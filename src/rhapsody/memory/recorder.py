@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rhapsody.core import events as ev
-from rhapsody.core.session import Session
+from rhapsody.core.session.session import Session
 from rhapsody.memory.layout import commit_memory, write_dialog
 from rhapsody.view.render import finished_view, tool_title
 

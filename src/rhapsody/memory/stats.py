@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rhapsody.core.history import read_history, sessions
+from rhapsody.core.session.history import read_history, sessions
 from rhapsody.core.counts import counted
 from rhapsody.tools.git import path_sizes
 

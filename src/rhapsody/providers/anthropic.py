@@ -3,7 +3,7 @@
 The only module that imports `anthropic`. The SDK's own retries are off (max_retries=0)
 because it cannot retry a stream once the 200 has arrived: an `error` event mid-stream,
 a torn connection and a stream that ends before `message_stop` all surface only here.
-Every retry is done in one place (`core.retry`), announced as a `Retrying` event (the front end drops
+Every retry is done in one place (`core.agent.retry`), announced as a `Retrying` event (the front end drops
 the partial text), and the partial message is never returned, so no tool runs twice.
 A server's `retry-after` is obeyed up to MAX_RETRY_AFTER seconds, counted down by
 `RetryCountdown` events. The raw event stream is assembled by `stream_assembly` (linear
@@ -29,10 +29,10 @@ from anthropic.types import Message as ApiMessage, RawMessageStreamEvent
 
 from rhapsody.core.errors import ContextTooLong, ModelError
 from rhapsody.core.events import ModelResponse
-from rhapsody.core.pricing import WRITE_1H_KEY
-from rhapsody.core.session_figures import USAGE_KEYS
-from rhapsody.core.model import ModelEvent
-from rhapsody.core.retry import (
+from rhapsody.core.accounting.pricing import WRITE_1H_KEY
+from rhapsody.core.accounting.session_figures import USAGE_KEYS
+from rhapsody.core.agent.model import ModelEvent
+from rhapsody.core.agent.retry import (
     MAX_RETRY_AFTER,
     RETRY_STATUSES,
     RetryPolicy,

@@ -8,7 +8,7 @@ follow them one user message after them, thinking is dropped), and the streamed 
 and `tool_calls` deltas come back as rhapsody's events and one assistant message in
 Messages API blocks, so narration, hints, history and seams work unchanged.
 
-Retries are `core.retry`'s, as for providers/anthropic.py: the SDK's are off, every retry is
+Retries are `core.agent.retry`'s, as for providers/anthropic.py: the SDK's are off, every retry is
 announced as a `Retrying` event and counted down, and a partial answer is never returned.
 """
 
@@ -26,9 +26,9 @@ import openai
 
 from rhapsody.core.errors import ContextTooLong, ModelError
 from rhapsody.core.events import BlockStopped, ModelResponse, TextDelta, ThinkingDelta
-from rhapsody.core.messages import Message, nested_within
-from rhapsody.core.model import ModelEvent
-from rhapsody.core.retry import (RETRY_STATUSES, RetryPolicy, Sleep, connection_failed, error_message,
+from rhapsody.core.session.messages import Message, nested_within
+from rhapsody.core.agent.model import ModelEvent
+from rhapsody.core.agent.retry import (RETRY_STATUSES, RetryPolicy, Sleep, connection_failed, error_message,
                                  retry_after_seconds, retrying)
 
 STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use", "length": "max_tokens",

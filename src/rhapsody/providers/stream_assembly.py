@@ -21,11 +21,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from rhapsody.core.pricing import WRITE_1H_KEY
-from rhapsody.core.session_figures import USAGE_KEYS
+from rhapsody.core.accounting.pricing import WRITE_1H_KEY
+from rhapsody.core.accounting.session_figures import USAGE_KEYS
 from rhapsody.core.events import BlockStopped, TextDelta, ThinkingDelta
-from rhapsody.core.messages import INVALID_KEY, MAX_NESTING, UNPARSED_KEY, Message, nested_within
-from rhapsody.core.retry import encodable, valid_text
+from rhapsody.core.session.messages import INVALID_KEY, MAX_NESTING, UNPARSED_KEY, Message, nested_within
+from rhapsody.core.agent.retry import encodable, valid_text
 
 PIECE_KEYS = {"text_delta": ("text", "text"), "thinking_delta": ("thinking", "thinking"),
               "input_json_delta": ("partial_json", "input")}

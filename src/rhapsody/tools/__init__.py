@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the command line imports a module of this package before its first frame: no pydantic here
-    from rhapsody.core.permissions import Mode, SandboxSetting
-    from rhapsody.core.tools import Approver, Tool, Toolbox
+    from rhapsody.core.toolbox.permissions import Mode, SandboxSetting
+    from rhapsody.core.toolbox.tools import Approver, Tool, Toolbox
 
 
 def default_tools(sandbox: SandboxSetting = "workspace-write", network: bool = False) -> list[Tool]:
@@ -26,9 +26,9 @@ def default_toolbox(permission_mode: Mode = "yolo", allow: list[str] | None = No
                     deny: list[str] | None = None, approver: Approver | None = None,
                     sandbox: SandboxSetting = "workspace-write", network: bool = False) -> Toolbox:
     """The toolbox with every built-in tool; credentials in the environment are masked in output."""
-    from rhapsody.core.permissions import Rules
-    from rhapsody.core.tools import Toolbox
-    from rhapsody.tools.sandbox import secret_values
+    from rhapsody.core.toolbox.permissions import Rules
+    from rhapsody.core.toolbox.tools import Toolbox
+    from rhapsody.sandbox.bwrap import secret_values
     from rhapsody.tools.shell import parse
 
     rules = Rules(list(allow or []), list(deny or []), parse=parse)

@@ -1,10 +1,10 @@
 """The bash tool: a command in the project root, inside the OS sandbox, bounded in time and output.
 
-The command runs in bubblewrap (`tools/sandbox.py`) at the level the toolbox chose for
+The command runs in bubblewrap (`sandbox/bwrap.py`) at the level the toolbox chose for
 this call; it leaves the sandbox only when the model asked (`sandbox: false` with a
 justification) and the human or a user rule allowed it, or when the sandbox is off or
-unavailable (then every run asks, see core/permissions.py). Output is read as a stream
-into a bounded buffer (`tools/procs.py`); the process group dies at the end.
+unavailable (then every run asks, see core/toolbox/permissions.py). Output is read as a stream
+into a bounded buffer (`sandbox/procs.py`); the process group dies at the end.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field, model_validator
 
-from rhapsody.core.permissions import SANDBOXED, Confinement, Mode, SandboxSetting
-from rhapsody.core.tools import Escape, Tool, ToolContext, ToolOutcome
+from rhapsody.core.toolbox.permissions import SANDBOXED, Confinement, Mode, SandboxSetting
+from rhapsody.core.toolbox.tools import Escape, Tool, ToolContext, ToolOutcome
 from rhapsody.prompts import load
-from rhapsody.tools import gitguard, lifeline, procs, sandbox
+from rhapsody.sandbox import gitguard, lifeline, procs, bwrap as sandbox
 from rhapsody.tools.git import gitlinks
-from rhapsody.tools.sandbox import scrubbed_env
-from rhapsody.tools.tree_index import TreeIndex
+from rhapsody.sandbox.bwrap import scrubbed_env
+from rhapsody.sandbox.tree_index import TreeIndex
 
 
 class BashInput(BaseModel):

@@ -18,14 +18,15 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
-from rhapsody.core.tools import Tool, ToolContext, ToolFailure, ToolOutcome
+from rhapsody.core.toolbox.tools import Tool, ToolContext, ToolFailure, ToolOutcome
 from rhapsody.core.counts import counted
 from rhapsody.core.userstate import state_home
 from rhapsody.prompts import load
-from rhapsody.tools import gitguard, procs, search
+from rhapsody.sandbox import gitguard, procs
+from rhapsody.tools import search
 from rhapsody.tools.git import git_blob, gitlinks
 from rhapsody.tools.paths import cap_text, confine, shown
-from rhapsody.tools.sandbox import scrubbed_env
+from rhapsody.sandbox.bwrap import scrubbed_env
 
 READ_CAP = 200_000
 

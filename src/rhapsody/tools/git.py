@@ -23,13 +23,14 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
-from rhapsody.core.credentials import is_credential, locations
-from rhapsody.core.permissions import PROTECTED_READS, SANDBOXED, Confinement, Mode, SandboxSetting
-from rhapsody.core.tools import Tool, ToolContext, ToolFailure, ToolOutcome
+from rhapsody.core.toolbox.credentials import is_credential, locations
+from rhapsody.core.toolbox.permissions import PROTECTED_READS, SANDBOXED, Confinement, Mode, SandboxSetting
+from rhapsody.core.toolbox.tools import Tool, ToolContext, ToolFailure, ToolOutcome
 from rhapsody.prompts import load
-from rhapsody.tools import gitscope, lifeline, procs, sandbox
+from rhapsody.tools import gitscope
+from rhapsody.sandbox import lifeline, procs, bwrap as sandbox
 from rhapsody.tools.paths import confine
-from rhapsody.tools.sandbox import scrubbed_env
+from rhapsody.sandbox.bwrap import scrubbed_env
 from rhapsody.tools.search import readable_hidden
 
 STATIC = (

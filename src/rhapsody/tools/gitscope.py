@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rhapsody.tools.gitguard import SMALL_CAP, small_bytes
+from rhapsody.sandbox.gitguard import SMALL_CAP, small_bytes
 
 Git = Callable[..., str]
 """Runs one git command in the root and returns its stdout ('' when it failed)."""

@@ -15,14 +15,14 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
-from rhapsody.core import recall, todo
+from rhapsody.core.session import recall, todo
 from rhapsody.core.last_failure import last_failure
-from rhapsody.core.handoff import stripped_index
-from rhapsody.core.handoff_state import NoteWritten
-from rhapsody.core.history import private_dir, state_dir, write_private
-from rhapsody.core.messages import ToolResultBlock
-from rhapsody.core.session import Session
-from rhapsody.core.tools import Tool, ToolContext, ToolFailure, ToolOutcome
+from rhapsody.core.session.handoff import stripped_index
+from rhapsody.core.session.handoff_state import NoteWritten
+from rhapsody.core.session.history import private_dir, state_dir, write_private
+from rhapsody.core.session.messages import ToolResultBlock
+from rhapsody.core.session.session import Session
+from rhapsody.core.toolbox.tools import Tool, ToolContext, ToolFailure, ToolOutcome
 from rhapsody.prompts import load
 from rhapsody.tools.git import git_facts
 

@@ -6,7 +6,7 @@ their own text after the tool results (`ToolOutcome.words`), so the approved pla
 text that every seam keeps, and the tool's result (which a seam strips) only says what happened.
 
 `todo_write` states the whole list each call; it is a `todo` record the session folds
-(core/todo.py), and a call that completes an item says so on its `tool_run` (`todo_completed`),
+(core/session/todo.py), and a call that completes an item says so on its `tool_run` (`todo_completed`),
 a natural boundary for the automatic seam.
 """
 
@@ -16,9 +16,9 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
-from rhapsody.core import todo
-from rhapsody.core.records import TodoItem
-from rhapsody.core.tools import Tool, ToolContext, ToolOutcome
+from rhapsody.core.session import todo
+from rhapsody.core.session.records import TodoItem
+from rhapsody.core.toolbox.tools import Tool, ToolContext, ToolOutcome
 from rhapsody.prompts import load
 
 NOT_PLANNING = "Not in plan mode: there is no plan to exit. Carry on with the task."

@@ -27,8 +27,8 @@ import shutil
 import subprocess
 from typing import Any
 
-from rhapsody.core.permissions import ShellCommand
-from rhapsody.tools import lifeline
+from rhapsody.core.toolbox.permissions import ShellCommand
+from rhapsody.sandbox import lifeline
 
 _LIST_NODES = {"program", "list", "pipeline"}
 _SEPARATORS = {"&&", "||", ";", "|", "|&"}

@@ -20,15 +20,15 @@ from pathlib import Path
 from typing import Any, TextIO, assert_never
 
 from rhapsody.core.attachments import shown as attachment
-from rhapsody.core.images import label as image_label
+from rhapsody.core.session.images import label as image_label
 from rhapsody.core import events as ev
-from rhapsody.core import records as rec
-from rhapsody.core.checkpoints import HARNESS_PREFIX
-from rhapsody.core.history import collector_paused
-from rhapsody.core.context import Conversation
-from rhapsody.core.output_caps import original_size
-from rhapsody.core.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
-from rhapsody.core import todo
+from rhapsody.core.session import records as rec
+from rhapsody.core.session.checkpoints import HARNESS_PREFIX
+from rhapsody.core.session.history import collector_paused
+from rhapsody.core.session.context import Conversation
+from rhapsody.core.toolbox.output_caps import original_size
+from rhapsody.core.session.messages import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
+from rhapsody.core.session import todo
 from rhapsody.core.own_files import read_own
 from rhapsody.core.counts import counted
 from rhapsody.view.sink import visible as visible  # the one function every byte for a terminal passes
@@ -478,7 +478,7 @@ def record_lines(records: list[dict[str, Any]], root: Path, session_id: str,
     rolling cuts took out. `approvals`: also a line for each call the human allowed (an
     export; the app showed the question itself when it was asked).
     """
-    with collector_paused():  # tens of thousands of typed records and no cycles (see core/history.py)
+    with collector_paused():  # tens of thousands of typed records and no cycles (see core/session/history.py)
         typed = [rec.parse(record) for record in records]
         return _typed_lines(typed, root, session_id, conversation or Conversation.of(typed), approvals)
 
@@ -580,7 +580,7 @@ def _other_lines(record: rec.Record, root: Path, hints: dict[str, str], landed: 
         case rec.Retry():
             return [retry_line(record.attempt, record.delay, record.reason)]
         case rec.HandoffFailed():
-            from rhapsody.core.handoff_state import failed_reason
+            from rhapsody.core.session.handoff_state import failed_reason
 
             return [handoff_failed_line(failed_reason(record.reason))]
         case rec.Error():
@@ -603,7 +603,7 @@ def _other_lines(record: rec.Record, root: Path, hints: dict[str, str], landed: 
         case rec.Todo():
             return [todo_line([i.model_dump() for i in record.items])]
         case rec.Shelve():
-            from rhapsody.core.shelf import one_line
+            from rhapsody.core.session.shelf import one_line
 
             return [Line("notice", f"! {one_line(record.seams, record.messages, record.before_tokens - record.after_tokens)}")]
         case (rec.Session() | rec.Message() | rec.HintDelivered()

@@ -5,7 +5,7 @@ what takes time runs as the agent's own task: a turn (`UserTurn`, `QueueMessage`
 handoff requested when idle) or the human's shell command. Their events, the permission questions
 (`ApprovalAsked`) and what a turn closed early could not say all go into `Outbox`, the one way out;
 each piece of work ends with `Idle`. `Interrupt` cancels the running turn, which is the loop's one
-cancellation path (core/loop.py `_one_turn`), as Esc was.
+cancellation path (core/agent/loop.py `_one_turn`), as Esc was.
 
 Imports: stdlib and rhapsody.core only.
 """
@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any, Protocol, assert_never
 from rhapsody.core.agent import ops
 from rhapsody.core.agent.shell import run_human_command
 from rhapsody.core.events import Event, Idle, Interrupted
-from rhapsody.core.handoff import undo_seam
-from rhapsody.core.session import Session
-from rhapsody.core.tools import Approval
+from rhapsody.core.session.handoff import undo_seam
+from rhapsody.core.session.session import Session
+from rhapsody.core.toolbox.tools import Approval
 
 if TYPE_CHECKING:
-    from rhapsody.core.loop import Agent
+    from rhapsody.core.agent.loop import Agent
 
 BUSY_TURN = "the agent is working: a line typed now is a hint (steer), or queued for the end of the turn"
 CHECKPOINTS_OFF = "checkpoints are off (checkpoints = false in the config): nothing to rewind to"
@@ -177,7 +177,7 @@ def _hint(agent: Agent, text: str, mode: str) -> ops.Receipt:
 
 
 def _answer(agent: Agent, op: ops.ApprovalAnswer) -> bool:
-    from rhapsody.core.approval import HumanApprover
+    from rhapsody.core.toolbox.approval import HumanApprover
 
     approver = agent.toolbox.approver
     if not isinstance(approver, HumanApprover):

@@ -15,8 +15,8 @@ import re
 
 from rhapsody.core.events import ShellRan
 from rhapsody.core.secrets import mask
-from rhapsody.core.tools import ToolContext, Toolbox
-from rhapsody.core.session import Session
+from rhapsody.core.toolbox.tools import ToolContext, Toolbox
+from rhapsody.core.session.session import Session
 
 EXIT_TRAILER = re.compile(r"\n*\[exit code -?\d+\]\s*$")
 """bash's last line, which the call's own line already says (`→ exit 0`)."""

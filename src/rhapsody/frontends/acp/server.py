@@ -29,13 +29,13 @@ from rhapsody.commands.slash import Outcome, is_command, run_command
 from rhapsody.config.settings import Settings
 from rhapsody.core import events as ev
 from rhapsody.core.agent import ops
-from rhapsody.core.approval import HumanApprover
+from rhapsody.core.toolbox.approval import HumanApprover
 from rhapsody.core.errors import RhapsodyError
-from rhapsody.core.history import discard_if_empty
-from rhapsody.core.loop import Agent
-from rhapsody.core.permissions import MODES, mode_named
-from rhapsody.core.messages import ToolUseBlock
-from rhapsody.core.tools import PlanReview
+from rhapsody.core.session.history import discard_if_empty
+from rhapsody.core.agent.loop import Agent
+from rhapsody.core.toolbox.permissions import MODES, mode_named
+from rhapsody.core.session.messages import ToolUseBlock
+from rhapsody.core.toolbox.tools import PlanReview
 from rhapsody.frontends.acp.files import ClientFiles, offered
 from rhapsody.frontends.acp.prompts import available_commands, prompt_text
 from rhapsody.view.render import call_title

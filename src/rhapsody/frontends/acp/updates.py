@@ -19,8 +19,8 @@ from acp.schema import (AgentMessageChunk, AgentPlanUpdate, AgentThoughtChunk, T
                         ToolCallStart, ToolCallStatus, ToolKind, UserMessageChunk)
 
 from rhapsody.core import events as ev
-from rhapsody.core import records as rec
-from rhapsody.core.messages import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
+from rhapsody.core.session import records as rec
+from rhapsody.core.session.messages import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.view.render import call_title, event_lines, plain, seam_line, spoken_by
 
 Update = AgentMessageChunk | AgentThoughtChunk | ToolCallStart | ToolCallProgress | AgentPlanUpdate | UserMessageChunk

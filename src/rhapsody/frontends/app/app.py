@@ -66,16 +66,16 @@ if TYPE_CHECKING:
     from rhapsody.view import render
     from rhapsody.config.settings import Settings
     from rhapsody.core import events as ev
-    from rhapsody.core import records as rec
-    from rhapsody.core.approval import HumanApprover, Question
-    from rhapsody.core.loop import Agent
-    from rhapsody.core.messages import ToolUseBlock
-    from rhapsody.core.tools import PlanReview
+    from rhapsody.core.session import records as rec
+    from rhapsody.core.toolbox.approval import HumanApprover, Question
+    from rhapsody.core.agent.loop import Agent
+    from rhapsody.core.session.messages import ToolUseBlock
+    from rhapsody.core.toolbox.tools import PlanReview
 else:  # loaded on first use, after the first frame (pydantic and the core are most of the start-up)
     commands = lazy("rhapsody.commands.slash")
     render = lazy("rhapsody.view.render")
     ev = lazy("rhapsody.core.events")
-    rec = lazy("rhapsody.core.records")
+    rec = lazy("rhapsody.core.session.records")
 
 T = TypeVar("T")
 
@@ -469,7 +469,7 @@ class RhapsodyApp(App[int]):
             self.call_after_refresh(self.top_in_view, shown)
         if outcome.refill:
             self.to_prompt(outcome.refill)
-        if outcome.run_turn and not self.busy:  # a running turn asks at its end (core/turn_end.py handoff_left)
+        if outcome.run_turn and not self.busy:  # a running turn asks at its end (core/agent/turn_end.py handoff_left)
             self.start_turn(None)
         if outcome.confirm:
             self.confirm(outcome)
@@ -622,7 +622,7 @@ class RhapsodyApp(App[int]):
 
     async def review_plan(self, plan: str) -> PlanReview:
         """The plan exit_plan proposes, for the human to approve (as edited), or reject with a reason."""
-        from rhapsody.core.tools import PlanReview
+        from rhapsody.core.toolbox.tools import PlanReview
         from rhapsody.frontends.app.plan_review import PlanScreen
 
         answered: asyncio.Future[PlanReview] = asyncio.get_running_loop().create_future()

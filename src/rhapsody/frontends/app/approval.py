@@ -43,8 +43,8 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Input, Static
 
-from rhapsody.core.approval import Grace, Reply, approval_for, choices, picked, reply_to, wait_grace
-from rhapsody.core.tools import Approval
+from rhapsody.core.toolbox.approval import Grace, Reply, approval_for, choices, picked, reply_to, wait_grace
+from rhapsody.core.toolbox.tools import Approval
 from rhapsody.frontends.preview import Preview
 from rhapsody.view.sink import visible
 

@@ -3,7 +3,7 @@
 The draft goes to a private temporary file (mode 0600), the app steps out of the way while the
 editor runs, and the file's text comes back as the draft; the file is removed either way. The
 editor holds the terminal meanwhile: were the terminal to go, it gets SIGHUP from rhapsody, as a
-shell would give it, and dies with rhapsody (frontends/hangup.py, tools/lifeline.py).
+shell would give it, and dies with rhapsody (frontends/hangup.py, sandbox/lifeline.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 from textual.app import App, SuspendNotSupported
 
 from rhapsody.frontends import hangup
-from rhapsody.tools import lifeline
+from rhapsody.sandbox import lifeline
 
 
 def editor_command() -> list[str]:

@@ -56,7 +56,7 @@ class FullView(ModalScreen[None]):
 
     def size_said(self) -> str:
         """The text's size, and when the output cap cut it, that this is the capped result."""
-        from rhapsody.core.output_caps import original_size
+        from rhapsody.core.toolbox.output_caps import original_size
 
         was = original_size(self.text)
         if was is None:

@@ -29,7 +29,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from rhapsody.core.history import HistoryRead, has_turns, not_history, parse_line, read_plain, sessions
+from rhapsody.core.session.history import HistoryRead, has_turns, not_history, parse_line, read_plain, sessions
 from rhapsody.frontends.prompt_aids import fuzzy
 from rhapsody.view.sink import visible
 

@@ -32,7 +32,7 @@ from rhapsody.core.errors import RhapsodyError
 from rhapsody.view.sink import visible
 
 if TYPE_CHECKING:  # the app's first frame needs none of these (tests/test_architecture.py)
-    from rhapsody.tools.rewind import Turn, What
+    from rhapsody.rewind.rewind import Turn, What
     from rhapsody.frontends.app.app import RhapsodyApp
 
 KEYS = "enter/b both · f files · c conversation · esc cancel"
@@ -85,7 +85,7 @@ class OverwriteScreen(ModalScreen[bool]):
         self.paths = paths
 
     def compose(self) -> ComposeResult:
-        from rhapsody.tools.rewind import outside_text
+        from rhapsody.rewind.rewind import outside_text
 
         with Vertical(id="rewind"):
             yield Static(Text(visible(outside_text(list(self.paths))) + "\n\ny overwrites them · n or esc keeps everything"))
@@ -100,8 +100,8 @@ class Rewinder:
     async def open(self) -> None:
         """Show the points (or say why there are none)."""
         from rhapsody.commands.rewind import BUSY, CHECKPOINTS_OFF
-        from rhapsody.tools.rewind import turns
-        from rhapsody.tools.shadow import Shadow
+        from rhapsody.rewind.rewind import turns
+        from rhapsody.rewind.shadow import Shadow
 
         store = self.app.agent.toolbox.checkpointer
         if not isinstance(store, Shadow):
@@ -127,8 +127,8 @@ class Rewinder:
     async def apply(self, turn: Turn, what: What, overwrite: bool) -> None:
         """Rewind; files changed outside rhapsody are asked about first."""
         from rhapsody.commands.rewind import BUSY
-        from rhapsody.tools.rewind import rewind
-        from rhapsody.tools.shadow import Shadow
+        from rhapsody.rewind.rewind import rewind
+        from rhapsody.rewind.shadow import Shadow
 
         store = self.app.agent.toolbox.checkpointer
         assert isinstance(store, Shadow)

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from rich.cells import cell_len
 
 if TYPE_CHECKING:  # the figures load after the first frame
-    from rhapsody.core.session_figures import Figures
-    from rhapsody.core.permissions import Mode
+    from rhapsody.core.accounting.session_figures import Figures
+    from rhapsody.core.toolbox.permissions import Mode
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 MODEL_WAIT = "waiting for the model"
@@ -111,13 +111,13 @@ def status_line(figures: Figures, session: Any, git: str, state: str, width: int
 
 
 def seam_text(session: Any) -> str:
-    """"seam ~−12k": how a seam now would change the context (core/seam_cost.py); "" with nothing to strip."""
+    """"seam ~−12k": how a seam now would change the context (core/accounting/seam_cost.py); "" with nothing to strip."""
     return _seam_text(session, len(session.records))
 
 
 @lru_cache(maxsize=2)
 def _seam_text(session: Any, _records: int) -> str:  # keyed on the record count: records only grow
-    from rhapsody.core.seam_cost import estimate
+    from rhapsody.core.accounting.seam_cost import estimate
 
     worth = estimate(session.spec, session.conversation, session.records, _project_costs(session.root, session.id))
     if worth.takes <= 0:
@@ -128,7 +128,7 @@ def _seam_text(session: Any, _records: int) -> str:  # keyed on the record count
 @lru_cache(maxsize=4)
 def _project_costs(root: Path, session_id: str) -> tuple[int, ...]:
     """The project's other notes, read once per session (they change only when another session seams)."""
-    from rhapsody.core.seam_cost import project_note_costs
+    from rhapsody.core.accounting.seam_cost import project_note_costs
 
     return tuple(project_note_costs(root, session_id))
 
@@ -153,7 +153,7 @@ def tilde(path: Path) -> str:
 
 def welcome_text(agent: Any, settings: Any, extra: str = "") -> str:
     """What an empty session shows: where, which model, which permissions, and the keys that matter."""
-    from rhapsody.tools.sandbox import status
+    from rhapsody.sandbox.bwrap import status
 
     sandbox_text = status(settings.sandbox).removeprefix("sandbox ")
     facts = (agent.session.spec.model, f"{agent.toolbox.permission_mode} (/permissions to see or switch)",

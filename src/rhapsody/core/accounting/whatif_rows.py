@@ -1,0 +1,136 @@
+"""The two rows a person would pick instead of seams, on the what-if's own replay.
+
+- **The source's compaction, as it happened.** The replay without seams folds each `compaction`
+  record where the source compacted; this row adds what the compaction itself cost, which the
+  transcript does not report: one request over the whole context before the boundary (read from
+  the cache as the request before it left it) and the summary as that request's output (the
+  `compact_summary` message after the boundary, the text the model then carried).
+- **Server-side clearing of old tool results** (the API's `clear_tool_uses_20250919` context edit):
+  on a request whose input reaches `trigger` tokens, every tool result but the newest `keep` is
+  replaced by a placeholder, oldest first; tool inputs and every word stay. The client sends the
+  whole history and the server edits it, so the trigger is measured on the unedited request and the
+  edit is made again on every later one; the cache model prices the edited request, so a result
+  cleared since the previous request rewrites the cache from that result on. A source compaction
+  still happens where this arm's (edited) context has grown as large as the source's had.
+
+Figures are in the what-if's units (module `whatif`): the calibration's prefix (each model's) and scale
+apply, and every request is billed as the what-if's seam rows are (billing's `bill`: each request at the
+model that answered it, the TTL its usage shows; a compaction's own request at the model and TTL of the
+request before it).
+
+Imports: stdlib and rhapsody.core only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from rhapsody.core.accounting.billing import SEAM_KINDS, Sent
+from rhapsody.core.session.context import Conversation
+from rhapsody.core.session.messages import Message, ToolResultBlock
+from rhapsody.core.session.records import parse
+from rhapsody.core.accounting.whatif import (Arm, Calibration, context_tokens, model_of, priced_arm, reached, session_model,
+                                  tokens, usage_of, with_models)
+
+CLEAR_TRIGGER = 100_000
+"""The API's default trigger for clearing tool results (input tokens)."""
+CLEAR_KEEP = 3
+"""The API's default number of newest tool uses whose results are kept."""
+PLACEHOLDER = "[tool result cleared]"
+"""What a cleared result reads as here; the API's own placeholder is a short text of this kind."""
+
+
+Memo = dict[tuple[int, frozenset[str]], tuple[Message, Message]]
+"""Edited copies by (original message, results cleared in it)."""
+
+
+@dataclass(frozen=True)
+class Clearing:
+    """When the server clears (`trigger` input tokens) and how many newest results it keeps."""
+
+    trigger: int = CLEAR_TRIGGER
+    keep: int = CLEAR_KEEP
+
+    @property
+    def label(self) -> str:
+        """The row's name in the table."""
+        return f"clear tool results (at {self.trigger:,}, keep {self.keep})"
+
+
+def compaction_arm(records: list[dict[str, Any]], read_mult: float | None, fit: Calibration) -> Arm:
+    """The session without seams, the source compacting where it did, each compaction's request priced."""
+    conv, sent, pending = Conversation(), [], None
+    compactions = summary = 0
+    awaiting = False
+    for record in records:
+        kind = record["kind"]
+        if kind == "request":
+            pending = Sent(float(record.get("ts", 0.0)), conv.active(), {})
+        elif kind == "usage" and pending is not None:
+            sent.append(dataclasses.replace(pending, usage=usage_of(record)))
+            pending = None
+        elif kind not in SEAM_KINDS:
+            if kind == "compaction":
+                sent.append(Sent(float(record.get("ts", 0.0)), conv.active(), {}))  # the summarising request
+                compactions, awaiting = compactions + 1, True
+            elif kind == "message" and awaiting and record.get("compact_summary"):
+                summary, awaiting = summary + tokens(record["content"]), False
+            conv.apply(parse(record))
+    return priced_arm("source's compaction", with_models(sent, records), compactions, fit, read_mult,
+                      round(summary * fit.scale))
+
+
+def clearing_arm(records: list[dict[str, Any]], read_mult: float | None, fit: Calibration, how: Clearing,
+                 head: list[Any] | None = None) -> Arm:
+    """The session without seams, the server clearing old tool results as `how` says; with `head`, every
+    request of every model carries that prompt and those tools instead of the source's."""
+    fit = fit.own(head)
+    conv, sent, pending = Conversation(), [], None
+    memo: Memo = {}
+    cleared_once = skip_summary = False
+    model = session_model(records)
+    for record in records:
+        kind, model = record["kind"], model_of(record, model)
+        head = fit.head_of(model)
+        if kind == "request":
+            view = conv.active()
+            if context_tokens(head, view) * fit.scale >= how.trigger:
+                view, cleared_once = _cleared(view, how.keep, memo), True
+            pending = Sent(float(record.get("ts", 0.0)), view, {})
+        elif kind == "usage" and pending is not None:
+            sent.append(dataclasses.replace(pending, usage=usage_of(record)))
+            pending = None
+        elif kind == "compaction":
+            edited = _cleared(conv.active(), how.keep, memo) if cleared_once else conv.active()
+            skip_summary = not reached(fit, head, edited, record)
+            if not skip_summary:
+                conv.apply(parse(record))
+        elif kind == "message" and skip_summary and record.get("compact_summary"):
+            skip_summary = False  # the summary of a compaction this arm did not make
+        elif kind not in SEAM_KINDS:
+            conv.apply(parse(record))
+    return priced_arm(how.label, with_models(sent, records), 0, fit, read_mult, 0)
+
+
+def _cleared(view: list[Message], keep: int, memo: Memo) -> list[Message]:
+    """The view with every tool result but the newest `keep` replaced by the placeholder (one object per
+    edited message, reused while its edit stays the same, so the cache model sees a stable prefix)."""
+    ids = [b.tool_use_id for m in view for b in m.content if isinstance(b, ToolResultBlock)]
+    gone = set(ids[: max(0, len(ids) - keep)])
+    return [_edit(m, gone, memo) for m in view]
+
+
+def _edit(message: Message, gone: set[str], memo: Memo) -> Message:
+    hit = frozenset(b.tool_use_id for b in message.content if isinstance(b, ToolResultBlock) and b.tool_use_id in gone)
+    if not hit:
+        return message
+    found = memo.get((id(message), hit))
+    if found is not None and found[0] is message:
+        return found[1]
+    content = [ToolResultBlock(tool_use_id=b.tool_use_id, content=PLACEHOLDER)
+               if isinstance(b, ToolResultBlock) and b.tool_use_id in hit else b for b in message.content]
+    edited = Message(role=message.role, content=content)
+    memo[(id(message), hit)] = (message, edited)
+    return edited

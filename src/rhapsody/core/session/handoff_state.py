@@ -1,0 +1,182 @@
+"""The micro-handoff as one state machine whose every transition is a history record.
+
+    idle ──want──▶ wanted ──ask──▶ asked ──remind──▶ reminded
+    (any) ──the request does not fit the window──▶ committed (a `seam`, no note yet) ──ask──▶ asked (after_strip)
+                                     │                  │
+                       (the agent calls micro_handoff: the note is written)
+                                     ▼                  ▼
+                                   noted ──end of turn──▶ committed (a `seam` record;
+                                                        after a strip at the window, a `seam_note` record)
+                                                       ╰▶ failed (`seam_failed`)
+    asked/reminded ──the agent ends its turn again without a note──▶ failed (`handoff_failed`)
+    wanted/asked/reminded ──Esc interrupts the turn──▶ failed (`handoff_failed`, cancelled)
+    wanted ──the turn ended with no tool calls since the last seam (or yet)──▶ failed (`handoff_failed`)
+    committed ──/unhandoff──▶ undone (an `unseam` record)
+
+`committed`, `failed` and `undone` are at rest, like `idle`: a new request starts over at
+`wanted`. The transitions `wanted`, `asked`, `reminded` and `noted` are `handoff` records;
+the others are the records that already say what happened (`seam`, `seam_failed`,
+`handoff_failed`, `unseam`). `fold` is pure: the session replays it over the history, so
+a session killed in any state resumes in that state.
+
+Imports: stdlib and rhapsody.core only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, assert_never
+
+from rhapsody.core.session import records as rec
+from rhapsody.core.toolbox.tools import ToolOutcome
+
+if TYPE_CHECKING:
+    from rhapsody.core.session.session import Session
+
+
+class Phase(StrEnum):
+    """Where the handoff stands."""
+
+    IDLE = "idle"
+    WANTED = "wanted"
+    ASKED = "asked"
+    REMINDED = "reminded"
+    NOTED = "noted"
+    COMMITTED = "committed"
+    FAILED = "failed"
+    UNDONE = "undone"
+
+
+AT_REST = frozenset({Phase.IDLE, Phase.COMMITTED, Phase.FAILED, Phase.UNDONE})
+
+
+@dataclass(frozen=True)
+class HandoffState:
+    """The handoff's phase and what the next steps need to know."""
+
+    phase: Phase = Phase.IDLE
+    interrupted_work: bool = False
+    """Asked in the middle of work (after tool results): the agent is told to go on after the seam."""
+    note_path: str = ""
+    """The field note the pending seam will point at (phase `noted`)."""
+    after_strip: int = 0
+    """The seam already made at the window whose note is asked for (0: the note comes before its seam)."""
+
+    @property
+    def pending(self) -> bool:
+        """Whether a handoff is under way (wanted, asked, reminded or noted)."""
+        return self.phase not in AT_REST
+
+
+@dataclass(frozen=True)
+class NoteWritten(ToolOutcome):
+    """What `micro_handoff` returns: the note is saved, and the seam is to be committed."""
+
+    note_path: str = ""
+    seam: int = 0
+    note: str = ""
+    """The note as saved (PostHandoff hooks get it)."""
+
+
+def fold(state: HandoffState, record: rec.Record) -> HandoffState:
+    """The state after one history record (records of other kinds leave it as it is)."""
+    match record:  # the kinds a history holds most of come first: each case is an isinstance check
+        case rec.Message() | rec.Request() | rec.Usage() | rec.ToolRun():
+            return state
+        case rec.Handoff():
+            return _moved(state, record)
+        case rec.HandoffAsked():  # written by rhapsody before the `handoff` record existed
+            return HandoffState(Phase.ASKED, interrupted_work=record.interrupted_work)
+        case rec.Seam() | rec.SeamNote():
+            return HandoffState(Phase.COMMITTED)
+        case rec.SeamFailed() | rec.HandoffFailed():
+            return HandoffState(Phase.FAILED)
+        case rec.Unseam():
+            return HandoffState(Phase.UNDONE)
+        case (rec.Session() | rec.Retry() | rec.Violation() | rec.Hint() | rec.HintDelivered() | rec.Permission()
+              | rec.PermissionMode() | rec.Denial() | rec.Todo() | rec.MemoryReminder() | rec.Prune() | rec.SeamTokens()
+              | rec.ThinkingCut() | rec.Model() | rec.Tools() | rec.Notice() | rec.Interrupted() | rec.Limit()
+              | rec.Error() | rec.Resumed() | rec.Hook() | rec.Checkpoint() | rec.CheckpointFailed() | rec.Rewind()
+              | rec.Restore() | rec.Import() | rec.Aside() | rec.Compaction() | rec.Shelve() | rec.Other()):
+            return state
+        case _:
+            assert_never(record)
+
+
+def _moved(state: HandoffState, record: rec.Handoff) -> HandoffState:
+    phase = Phase(record.state)
+    if phase == Phase.WANTED:
+        return HandoffState(Phase.WANTED)
+    interrupted = state.interrupted_work if record.interrupted_work is None else record.interrupted_work
+    note_path = state.note_path if record.note_path is None else record.note_path
+    after_strip = state.after_strip if record.after_strip is None else record.after_strip
+    return dataclasses.replace(state, phase=phase, interrupted_work=interrupted, note_path=note_path,
+                               after_strip=after_strip)
+
+
+def want(session: Session, **why: object) -> bool:
+    """Ask for a handoff (`why`: what the automatic seam judged, e.g. the boundary `at` and the figures); False
+    (nothing recorded) when one is already under way."""
+    if session.handoff.pending:
+        return False
+    session.record("handoff", state=Phase.WANTED.value, **why)
+    return True
+
+
+def ask(session: Session, interrupted_work: bool, after_strip: int = 0, est_tokens: int | None = None) -> None:
+    """The request for a field note went to the agent (`after_strip`: for this seam, made at the window;
+    `est_tokens`: the context the request joins, without the request itself: what the handoff adds is
+    counted from there)."""
+    session.record("handoff", state=Phase.ASKED.value, interrupted_work=interrupted_work,
+                   **({"after_strip": after_strip} if after_strip else {}),
+                   **({"est_tokens": est_tokens} if est_tokens is not None else {}))
+
+
+def remind(session: Session) -> None:
+    """The agent ended its turn without a note; it was reminded once."""
+    session.record("handoff", state=Phase.REMINDED.value)
+
+
+def noted(session: Session, note: NoteWritten) -> None:
+    """The field note is written; the seam commits when the agent ends its turn."""
+    session.record("handoff", state=Phase.NOTED.value, note_path=note.note_path, seam=note.seam,
+                   note_bytes=len(note.note.encode("utf-8", "surrogatepass")))
+
+
+def cancel(session: Session, reason: str = "") -> bool:
+    """The request ends before a note was written (Esc, or nothing to strip); nothing is stripped.
+
+    False (nothing recorded) when no request waits for a note.
+    """
+    if session.handoff.phase not in (Phase.WANTED, Phase.ASKED, Phase.REMINDED):
+        return False
+    give_up(session, reason or CANCELLED)
+    return True
+
+
+CANCELLED = "micro-handoff cancelled: Esc interrupted the turn before the field note; nothing was stripped"
+NOTHING = "nothing to hand off: no tool calls since the last seam"
+NOTHING_YET = "nothing to hand off: no tool calls yet"
+
+
+def nothing(session: Session) -> str:
+    """Why a handoff has nothing to strip: no calls since the last seam, or none at all when there was no seam."""
+    return NOTHING if any(r["kind"] == "seam" for r in session.records) else NOTHING_YET
+
+
+NO_NOTE = "the agent ended its turn twice without calling micro_handoff; nothing was stripped"
+"""Why a handoff failed when the agent never wrote its note: the same words live and on resume."""
+OLD_NO_NOTE = "the agent did not call micro_handoff"
+"""What histories written before NO_NOTE recorded for the same failure."""
+
+
+def give_up(session: Session, reason: str = NO_NOTE) -> None:
+    """The request ends without a note (the agent ended its turn twice, Esc, nothing to strip); nothing is stripped."""
+    session.record("handoff_failed", reason=reason)
+
+
+def failed_reason(reason: str) -> str:
+    """A `handoff_failed` record's reason as the live event said it (older histories worded it shorter)."""
+    return NO_NOTE if reason == OLD_NO_NOTE else reason

@@ -1,0 +1,1 @@
+"""The toolbox: the tool protocol, the toolbox that runs calls, permissions, approval, hooks and confinement."""

@@ -1,0 +1,1 @@
+"""The OS sandbox and the processes rhapsody starts: bubblewrap, seccomp, the lifeline, bounded child processes."""

@@ -1,0 +1,117 @@
+"""Nothing outlives rhapsody: every process it starts dies with it, even after `kill -9`.
+
+`preexec()` gives the child the parent-death signal (Linux `prctl(PR_SET_PDEATHSIG,
+SIGKILL)`, armed between fork and exec; a child whose parent is already gone by then kills
+itself). That covers one process. Commands that start more (bash outside the sandbox, an
+MCP server that spawns workers) run under `supervised(argv)`: this module run as a small
+supervisor in the command's own process group, which gets the parent-death signal itself
+and then kills its whole group. Inside the sandbox bubblewrap's `--die-with-parent` and
+its PID namespace do the same. Elsewhere than Linux both are no-ops (`preexec()` is None,
+`supervised` returns argv unchanged): the exit-time cleanup in `sandbox/procs.py` remains.
+The kernel sends the signal when the *thread* that started the child ends, so a child that
+outlives one call is started from the event loop's thread (a worker thread only starts
+children it waits for, as `subprocess.run` does).
+
+Stdlib only.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import signal
+import sys
+from collections.abc import Callable
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import subprocess
+
+PR_SET_PDEATHSIG = 1
+PARENT_GONE = signal.SIGUSR1
+"""The supervisor's parent-death signal (SIGTERM stays what it is: a request to stop, passed on)."""
+
+
+@functools.cache
+def _prctl() -> Callable[..., int] | None:
+    """libc's prctl, looked up once in the parent (never between fork and exec)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def arm(sig: int, parent: int) -> None:
+    """Ask for `sig` when the parent dies; if it already has (`parent` is no longer ours), act now."""
+    prctl = _prctl()
+    if prctl is not None:
+        prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+    if os.getppid() != parent:
+        os.kill(os.getpid(), sig)
+
+
+def preexec() -> Callable[[], None] | None:
+    """A `preexec_fn` giving the child SIGKILL when rhapsody dies; None where there is no such signal."""
+    if _prctl() is None:
+        return None
+    return functools.partial(arm, signal.SIGKILL, os.getpid())
+
+
+def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
+    """`subprocess.run` for a short call the caller waits for (rhapsody's own git calls), the child dying with
+    rhapsody: under `setpriv --pdeathsig KILL` where util-linux has it, which spares forking rhapsody itself
+    (a preexec_fn forces a fork: docs/performance.md has the cost); else with `preexec()`."""
+    import subprocess  # here, not at the top: the supervisor (this file run alone) starts faster without it
+
+    setpriv = _setpriv()
+    if setpriv is None:
+        return subprocess.run(argv, preexec_fn=preexec(), **kwargs)
+    return subprocess.run([setpriv, "--pdeathsig", "KILL", "--", *argv], **kwargs)
+
+
+@functools.cache
+def _setpriv() -> str | None:
+    import shutil  # as subprocess above
+
+    return shutil.which("setpriv") if _prctl() is not None else None
+
+
+def supervised(argv: list[str]) -> list[str]:
+    """`argv` run under the supervisor (start it in a new session: its group is what dies with rhapsody)."""
+    if _prctl() is None:
+        return argv
+    # run as a file, without site: importing the rhapsody package would cost ten times the start-up
+    return [sys.executable, "-I", "-S", os.path.abspath(__file__), str(os.getpid()), "--", *argv]
+
+
+def _kill_group(signum: int, frame: FrameType | None) -> None:
+    if os.getpgid(0) == os.getpid():  # the group is ours alone (started in a new session)
+        os.killpg(0, signal.SIGKILL)
+    os._exit(128 + signum)
+
+
+def main() -> None:
+    """Supervisor entry: `PARENT_PID -- ARGV...`; runs ARGV, passes SIGTERM/SIGINT/SIGHUP on, exits as it did."""
+    parent, argv = int(sys.argv[1]), sys.argv[3:]
+    signal.signal(PARENT_GONE, _kill_group)
+    arm(PARENT_GONE, parent)
+    child = os.fork()
+    if child == 0:
+        try:
+            arm(signal.SIGKILL, os.getppid())  # were the supervisor itself killed, the command goes too
+            os.execvp(argv[0], argv)
+        except OSError as exc:
+            os.write(2, f"{argv[0]}: {exc.strerror}\n".encode())
+        os._exit(127)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda signum, frame: os.kill(child, signum))
+    _, status = os.waitpid(child, 0)
+    sys.exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+
+
+if __name__ == "__main__":
+    main()

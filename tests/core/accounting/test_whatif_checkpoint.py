@@ -1,0 +1,65 @@
+"""`--what-if checkpoint`: the replay places the live policy's seams (natural boundaries, where they pay, the
+share as the net) on an imported session with long human pauses, commits and test runs, and prices them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rhapsody.core.accounting import whatif
+from rhapsody.core.session.history import read_history
+from rhapsody.core.session.natural_seam import Boundaries
+from rhapsody.core.accounting.whatif import NoteCost, calibrate, parse_policy
+
+from tests.core.accounting.test_whatif import rhapsody
+from tests.transcripts import claude_paused_session, claude_session, dump
+
+NOTE = NoteCost(2500, 600, "default")
+
+
+def imported(project: Path, tmp_path: Path, lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    source = dump(lines, tmp_path / "session.jsonl")
+    assert rhapsody("import", str(source), cwd=project).returncode == 0
+    return read_history(next((project / ".rhapsody" / "history").glob("*.jsonl"))).records
+
+
+def boundary_requests(records: list[dict[str, Any]]) -> set[float]:
+    """The times of the requests that follow a natural boundary (what the policy may seam before)."""
+    fold, seen, times = Boundaries(), False, set()
+    for record in records:
+        if record["kind"] == "request":
+            if seen:
+                times.add(float(record["ts"]))
+            seen = False
+        elif fold.see(record) is not None:
+            seen = True
+    return times
+
+
+def test_checkpoint_seams_fall_only_at_boundaries_and_bill_less_than_every_fixed_count(
+        project: Path, tmp_path: Path) -> None:
+    records = imported(project, tmp_path, claude_paused_session(turns=6, calls=20))
+    fit = calibrate(records, 0.1)
+    sent, seams, _ = whatif._plan(records, parse_policy("checkpoint"), NOTE, 200_000, fit, 0.1)
+    asked = [s.ts for s, nxt in zip(sent, sent[1:]) if nxt.ts == s.ts + 1]  # a seam's two requests: ts, ts + 1
+    assert seams == len(asked) >= 3
+    assert set(asked) <= boundary_requests(records)  # never mid-task
+    result = rhapsody("stats", "--what-if", "sweep", "--json", cwd=project)
+    report = json.loads(result.stdout)
+    rows = {p["label"]: p for p in report["policies"]}
+    assert rows["checkpoint"]["seams"] == seams
+    assert rows["checkpoint"]["billed_input_tokens"] < report["without_seams"]["billed_input_tokens"] * 0.7
+    assert all(rows["checkpoint"]["billed_input_tokens"] <= rows[f"every={n}"]["billed_input_tokens"]
+               for n in (10, 50, 100))
+    text = rhapsody("stats", "--what-if", "checkpoint", cwd=project).stdout
+    assert "\ncheckpoint " in text
+
+
+def test_a_session_without_boundaries_gets_only_the_net(project: Path, tmp_path: Path) -> None:
+    records = imported(project, tmp_path, claude_session(200))  # one prompt, 200 calls, no commit or test run
+    fit = calibrate(records, 0.1)
+    check = whatif.run(records, parse_policy("checkpoint"), NOTE, 200_000, 0.1, fit)
+    share = whatif.run(records, parse_policy("share=0.4"), NOTE, 200_000, 0.1, fit)
+    assert check.seams == share.seams >= 1 and check.billed_input_tokens == share.billed_input_tokens
+    assert parse_policy("checkpoint=0.6").label == "checkpoint=0.6"

@@ -1,0 +1,126 @@
+"""Nothing outlives rhapsody (issue 18, item 6): for each kind of process rhapsody starts, a real
+parent process starts it through rhapsody's own code, the test kills the parent with SIGKILL (an OOM
+kill, a crashed terminal), and every process it started must be gone within a bounded wait."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rhapsody.loopback.script import call
+from rhapsody.sandbox.bwrap import bwrap_path
+
+from tests.conftest import MODEL, Stub, waited
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def marked(marker: str, but: int) -> list[int]:
+    """Live processes (zombies have no command line) whose command line carries `marker`, other than `but`."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == but:
+            continue
+        try:
+            if marker.encode() in (entry / "cmdline").read_bytes():
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+def fake_program(folder: Path, name: str, marker: str) -> None:
+    """`name` on PATH as a program that runs long, its command line carrying `marker`."""
+    folder.mkdir(exist_ok=True)
+    script = folder / name
+    script.write_text(f"#!/bin/sh\nexec python3 -c 'import time; time.sleep(300)' {marker}\n")
+    script.chmod(0o755)
+
+
+def kill_parent_and_watch(kind: str, root: Path, expected: int, env: dict[str, str] | None = None,
+                          argv: list[str] | None = None) -> None:
+    marker = str(root)
+    parent = subprocess.Popen(argv or [sys.executable, "-m", "tests.orphan_parent", kind, marker], cwd=REPO,
+                              env=env or dict(os.environ), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE)
+    try:
+        started = waited(lambda: len(marked(marker, parent.pid)) >= expected, 30)
+        assert started, f"the {kind} children never started: {parent.poll()} {parent.stderr and parent.stderr.read1()}"
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        assert waited(lambda: not marked(marker, parent.pid), 10), f"{kind} children outlived their parent"
+    finally:
+        parent.kill()
+        for pid in marked(marker, parent.pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    folder = tmp_path / "proj"
+    folder.mkdir()
+    (folder / "a.txt").write_text(("a" * 40 + "!\n") * 50)  # catastrophic for (a+)+$
+    return folder
+
+
+def test_search_child_dies_with_its_parent(root: Path) -> None:
+    kill_parent_and_watch("search", root, expected=1)
+
+
+def test_ripgrep_dies_with_its_parent(root: Path, tmp_path: Path) -> None:
+    fake_program(tmp_path / "bin", "rg", str(root))
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    kill_parent_and_watch("ripgrep", root, expected=1, env=env)
+
+
+def test_git_dies_with_its_parent(root: Path, tmp_path: Path) -> None:
+    fake_program(tmp_path / "bin", "git", str(root))
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    kill_parent_and_watch("git", root, expected=1, env=env)
+
+
+def test_bash_outside_the_sandbox_and_what_it_backgrounds_die_with_their_parent(root: Path) -> None:
+    kill_parent_and_watch("bash-off", root, expected=3)  # bash and both sleepers (and the supervisor)
+
+
+@pytest.mark.skipif(bwrap_path() is None, reason="needs bubblewrap")
+def test_sandboxed_bash_and_what_it_backgrounds_die_with_their_parent(root: Path) -> None:
+    kill_parent_and_watch("bash-sandboxed", root, expected=3)
+
+
+def test_a_hook_dies_with_its_parent(root: Path) -> None:
+    """A Stop hook that runs long, started by rhapsody's hook runner, outside the sandbox."""
+    kill_parent_and_watch("hook", root, expected=1)
+
+
+def test_mcp_server_dies_with_rhapsody(root: Path, tmp_path: Path) -> None:
+    """rhapsody itself (`rhapsody mcp list`) starts a stdio server that never answers, and is killed."""
+    config = tmp_path / "xdg" / "rhapsody" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(f'[mcp_servers.slow]\ncommand = "python3"\nstartup_timeout_sec = 120\n'
+                      f'args = ["-c", "import time; time.sleep(300)", "{root}"]\n', encoding="utf-8")
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    kill_parent_and_watch("mcp", root, expected=1, env=env,
+                          argv=[sys.executable, "-m", "rhapsody", "mcp", "list", "--cwd", str(root)])
+
+
+def test_a_command_rhapsody_ran_outside_the_sandbox_dies_with_rhapsody(stub: Stub, root: Path, tmp_path: Path) -> None:
+    """rhapsody itself, headless against the loopback server, runs a scripted model's command with the
+    sandbox off (one job in the background, one in the foreground) and is killed with SIGKILL mid-command."""
+    sleeper = f"python3 -c 'import time; time.sleep(300)' {root}"
+    stub.script(call("I start the long job in the background and the short one in front, then wait for both.",
+                     "bash", command=f"{sleeper} & {sleeper}"))
+    config = tmp_path / "xdg" / "rhapsody" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text('sandbox = "off"\n', encoding="utf-8")
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "xdg"), "ANTHROPIC_API_KEY": "k",
+           "ANTHROPIC_BASE_URL": stub.server.url}
+    kill_parent_and_watch("headless rhapsody", root, expected=2, env=env,
+                          argv=[sys.executable, "-m", "rhapsody", "-p", "run the jobs", "--cwd", str(root),
+                                "--model", MODEL, "--permission-mode", "yolo"])
