@@ -126,29 +126,33 @@ async def test_a_question_answered_both_ways_carries_the_denial_reason_to_the_mo
     assert any(b.get("type") == "text" and "call it greeting.txt" in b["text"] for b in denied)
 
 
-async def test_cancel_stops_the_turn_as_esc_does_and_a_prompt_sent_while_it_runs_is_a_hint(
-        stub: Stub, project: Path) -> None:
+async def test_a_prompt_sent_while_a_turn_runs_is_a_hint_for_its_next_tool_boundary(stub: Stub, project: Path) -> None:
     stub.script(call("I will wait for the go file so the test can act while this command runs.", "bash",
                      command=GATE),
-                say("Saw the hint."),
-                call("I will wait again for the go file, which the test never creates this time.", "bash",
-                     command="sleep 30"),
-                say("After the cancel."))
+                say("Saw the hint."))
     async with rhapsody_acp(stub, project, "--permission-mode", "auto-edit") as (conn, editor, _):
         sid = (await conn.new_session(cwd=str(project))).session_id
         turn = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("wait for go")]))
         await until(lambda: "in_progress" in [getattr(u, "status", None) for u in editor.updates], within=30)
         hint = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("also count the files")]))
-        await until(lambda: "h1" in json.dumps([r for r in _records(project)]), within=30)
+        await until(lambda: any(r["kind"] == "hint" for r in _records(project)), within=30)
         (project / "go").write_text("")
         assert (await turn).stop_reason == (await hint).stop_reason == "end_turn"
-        with_hint = stub.bodies()[1]["messages"][-1]["content"]
-        assert with_hint[0]["type"] == "tool_result" and "also count the files" in json.dumps(with_hint[1:])
+    with_hint = stub.bodies()[1]["messages"][-1]["content"]
+    assert with_hint[0]["type"] == "tool_result" and "also count the files" in json.dumps(with_hint[1:])
+    assert len(stub.bodies()) == 2  # the hint went into the running turn, not a turn of its own
 
+
+async def test_cancel_stops_the_turn_as_esc_does(stub: Stub, project: Path) -> None:
+    stub.script(call("I will sleep for a long while, as the task asks, before I answer anything.", "bash",
+                     command="sleep 120"),
+                say("After the cancel."))
+    async with rhapsody_acp(stub, project, "--permission-mode", "auto-edit") as (conn, editor, _):
+        sid = (await conn.new_session(cwd=str(project))).session_id
         turn = asyncio.ensure_future(conn.prompt(session_id=sid, prompt=[text_block("sleep now")]))
-        await until(lambda: [getattr(u, "status", None) for u in editor.updates].count("in_progress") == 2, within=30)
+        await until(lambda: "in_progress" in [getattr(u, "status", None) for u in editor.updates], within=30)
         await conn.cancel(session_id=sid)
-        assert (await asyncio.wait_for(turn, 20)).stop_reason == "cancelled"
+        assert (await asyncio.wait_for(turn, 40)).stop_reason == "cancelled"
         assert "interrupted" in editor.text()
         again = await conn.prompt(session_id=sid, prompt=[text_block("go on")])
     assert again.stop_reason == "end_turn"
@@ -177,8 +181,12 @@ async def test_handoff_replies_with_the_seams_figures_and_a_load_resumes_the_his
     assert reply.stop_reason == "end_turn"
     assert "seam 1: context ~" in editor.text() and "tool calls 2 → 1" in editor.text()
     async with rhapsody_acp(stub, project) as (conn, editor, _):
-        await conn.load_session(cwd=str(project), session_id=sid)
+        loaded = await conn.load_session(cwd=str(project), session_id=sid)
         replay = list(editor.updates)
+        assert loaded.modes is not None and len(loaded.modes.available_modes) == 5
+        await conn.set_session_mode(session_id=sid, mode_id="read-only")
+        with pytest.raises(RequestError):
+            await conn.set_session_mode(session_id=sid, mode_id="sideways")
         reply = await conn.prompt(session_id=sid, prompt=[text_block("and now?")])
     assert "list the files" in "".join(u.content.text for u in replay if u.session_update == "user_message_chunk")
     assert [u.title for u in replay if u.session_update == "tool_call"][0] == "bash ls"
@@ -186,6 +194,7 @@ async def test_handoff_replies_with_the_seams_figures_and_a_load_resumes_the_his
     assert reply.stop_reason == "end_turn"
     resumed = json.dumps(stub.bodies()[-1]["messages"])
     assert "list the files" in resumed and "and now?" in resumed
+    assert [r["mode"] for r in _records(project) if r["kind"] == "permission_mode"][-1] == "read-only"
 
 
 async def test_bad_input_gets_json_rpc_errors_and_stdout_holds_only_the_protocol(stub: Stub, project: Path) -> None:

@@ -17,13 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from acp import PROTOCOL_VERSION, RequestError, text_block, tool_content, tool_diff_content
+from acp import PROTOCOL_VERSION, RequestError
 from acp.helpers import update_available_commands, update_current_mode
 from acp.interfaces import Client
 from acp.schema import (AgentCapabilities, ClientCapabilities, Implementation, InitializeResponse,
-                        LoadSessionResponse, NewSessionResponse, PermissionOption, PromptCapabilities, PromptResponse,
-                        RequestPermissionResponse, SessionMode, SessionModeState, SetSessionModeResponse,
-                        StopReason, ToolCallUpdate)
+                        LoadSessionResponse, NewSessionResponse, PromptCapabilities, PromptResponse, SessionMode,
+                        SessionModeState, SetSessionModeResponse, StopReason)
 
 from rhapsody.commands.slash import Outcome, is_command, run_command
 from rhapsody.config.settings import Settings
@@ -34,16 +33,11 @@ from rhapsody.core.errors import RhapsodyError
 from rhapsody.core.session.history import discard_if_empty
 from rhapsody.core.agent.loop import Agent
 from rhapsody.core.toolbox.permissions import MODES, mode_named
-from rhapsody.core.session.messages import ToolUseBlock
 from rhapsody.core.toolbox.tools import PlanReview
 from rhapsody.frontends.acp.files import ClientFiles, offered
 from rhapsody.frontends.acp.prompts import available_commands, prompt_text
-from rhapsody.view.render import call_title
-from rhapsody.frontends.acp.updates import STOPS, CallBook, Update, event_updates, kind_of, old_text, proposed_text, replayed, said
-
-REASON_KEY = "reason"
-"""The `_meta` key of a permission answer that carries the human's words with a rejection (an extension:
-the protocol's answer names an option only)."""
+from rhapsody.frontends.acp.questions import permission, plan_review
+from rhapsody.frontends.acp.updates import STOPS, CallBook, Update, event_updates, replayed, said
 
 MODE_NAMES = {"read-only": "Read only", "plan": "Plan", "ask": "Ask", "auto-edit": "Auto-edit", "yolo": "Yolo"}
 
@@ -277,58 +271,20 @@ class RhapsodyAcp:
 
     async def _ask(self, live: Live, question: ev.ApprovalAsked) -> None:
         """One question as `session/request_permission`; the client's answer back as an `ApprovalAnswer`."""
-        call_id = live.open_calls[-1] if live.open_calls else f"ask-{question.id}"
-        before = old_text(ToolUseBlock(id=call_id, name=question.tool, input=question.args), live.agent.session.root)
-        after = proposed_text(question.tool, question.args, before)
-        content: list[Any] = [tool_content(text_block(question.why))]
-        if after is not None and isinstance(question.args.get("path"), str):
-            path = str((live.agent.session.root / question.args["path"]).resolve())
-            content.insert(0, tool_diff_content(path, after, before))
-        options = [PermissionOption(option_id="once", name="Allow once", kind="allow_once")]
-        if question.rules:
-            options.append(PermissionOption(option_id="always", name=f"Always allow {', '.join(question.rules)}"
-                                            " this session", kind="allow_always"))
-        options.append(PermissionOption(option_id="deny", name="Reject", kind="reject_once"))
-        title = call_title(ToolUseBlock(id=call_id, name=question.tool, input=question.args))
-        call = ToolCallUpdate(tool_call_id=call_id, title=title, kind=kind_of(question.tool), status="pending",
-                              content=content)
         assert self.client is not None
+        call_id = live.open_calls[-1] if live.open_calls else f"ask-{question.id}"
         try:
-            answer = await self.client.request_permission(session_id=live.id, tool_call=call, options=options)
+            answer = await permission(self.client, live.id, question, call_id, live.agent.session.root)
         except RequestError as exc:  # a client that cannot answer: the call is denied, never run unasked
-            live.agent.submit(ops.ApprovalAnswer(id=question.id, decision="deny", reason=""))
+            live.agent.submit(ops.ApprovalAnswer(id=question.id, decision="deny"))
             await self._send(live, said(f"! the client did not answer the question: {exc}"))
             return
-        live.agent.submit(answer_of(question.id, answer, question.rules))
+        live.agent.submit(answer)
 
     async def _review(self, live: Live, plan: str) -> PlanReview:
-        """exit_plan's plan as a permission question: approve (then auto-edit or ask) or reject."""
-        options = [PermissionOption(option_id="auto-edit", name="Approve, then auto-edit", kind="allow_once"),
-                   PermissionOption(option_id="ask", name="Approve, then ask before each write", kind="allow_once"),
-                   PermissionOption(option_id="reject", name="Reject the plan", kind="reject_once")]
-        call = ToolCallUpdate(tool_call_id=live.open_calls[-1] if live.open_calls else "plan", title="exit_plan: the plan",
-                              kind="switch_mode", status="pending", content=[tool_content(text_block(plan))])
+        """exit_plan's plan, asked of the client; the mode it approves into is the session's mode then."""
         assert self.client is not None
-        answer = await self.client.request_permission(session_id=live.id, tool_call=call, options=options)
-        chosen = getattr(answer.outcome, "option_id", "")
-        if chosen in ("auto-edit", "ask"):
-            await self._send(live, update_current_mode(chosen))
-            return PlanReview(True, plan=plan, mode="auto-edit" if chosen == "auto-edit" else "ask")
-        return PlanReview(False, reason=reason_of(answer))
-
-
-def reason_of(answer: RequestPermissionResponse) -> str:
-    """The human's words with a rejection, where the client sent them (`_meta.reason`, on the outcome or the
-    answer)."""
-    for meta in (getattr(answer.outcome, "field_meta", None), answer.field_meta):
-        if isinstance(meta, dict) and isinstance(meta.get(REASON_KEY), str) and meta[REASON_KEY].strip():
-            return str(meta[REASON_KEY])
-    return ""
-
-
-def answer_of(question_id: str, answer: RequestPermissionResponse, rules: tuple[str, ...]) -> ops.ApprovalAnswer:
-    """The client's answer as the agent's operation: an option picked, or the dialog cancelled (a denial)."""
-    chosen = getattr(answer.outcome, "option_id", None)
-    if chosen == "once" or (chosen == "always" and rules):
-        return ops.ApprovalAnswer(id=question_id, decision=chosen)
-    return ops.ApprovalAnswer(id=question_id, decision="deny", reason=reason_of(answer))
+        review = await plan_review(self.client, live.id, plan, live.open_calls[-1] if live.open_calls else "plan")
+        if review.approved:
+            await self._send(live, update_current_mode(review.mode))
+        return review
