@@ -253,3 +253,14 @@ async def test_a_cancel_while_a_question_is_open_drops_it_and_ends_the_turn_canc
     answered = [b for m in stub.bodies()[-1]["messages"] for b in m["content"]
                 if isinstance(b, dict) and b.get("type") == "tool_result"]
     assert "Interrupted by the human" in json.dumps(answered[-1])
+
+
+async def test_a_bang_command_runs_in_the_sandbox_and_reaches_the_model_with_the_next_prompt(
+        stub: Stub, project: Path) -> None:
+    stub.script(say("I see the listing."))
+    async with rhapsody_acp(stub, project, "--permission-mode", "auto-edit") as (conn, editor, _):
+        sid = (await conn.new_session(cwd=str(project))).session_id
+        ran = await conn.prompt(session_id=sid, prompt=[text_block("!ls")])
+        assert ran.stop_reason == "end_turn" and "app.py" in editor.text() and not stub.bodies()
+        await conn.prompt(session_id=sid, prompt=[text_block("what did I see?")])
+    assert "I ran `ls` myself" in json.dumps(stub.bodies()[0]["messages"][-1])

@@ -37,6 +37,7 @@ from rhapsody.core.toolbox.tools import PlanReview
 from rhapsody.frontends.acp.files import ClientFiles, offered
 from rhapsody.frontends.acp.prompts import available_commands, prompt_text
 from rhapsody.frontends.acp.questions import permission, plan_review
+from rhapsody.frontends.shell_mode import shell_command
 from rhapsody.frontends.acp.updates import STOPS, CallBook, Update, event_updates, replayed, said
 
 MODE_NAMES = {"read-only": "Read only", "plan": "Plan", "ask": "Ask", "auto-edit": "Auto-edit", "yolo": "Yolo"}
@@ -147,6 +148,9 @@ class RhapsodyAcp:
             return PromptResponse(stop_reason=await asyncio.shield(live.done))
         if is_command(text):
             return await self._command(live, text)
+        command = shell_command(text)
+        if command is not None:  # the human's own `!command`, in the agent's sandbox, as in the app
+            return PromptResponse(stop_reason=await self._turn(live, ops.ShellCommand(command=command)))
         return PromptResponse(stop_reason=await self._turn(live, ops.UserTurn(text=text)))
 
     async def _command(self, live: Live, line: str) -> PromptResponse:
@@ -167,8 +171,8 @@ class RhapsodyAcp:
             return PromptResponse(stop_reason=await self._turn(live, turn))
         return PromptResponse(stop_reason="end_turn")
 
-    async def _turn(self, live: Live, turn: ops.UserTurn) -> StopReason:
-        """Start the turn; its stop reason once the agent is idle again."""
+    async def _turn(self, live: Live, turn: ops.UserTurn | ops.ShellCommand) -> StopReason:
+        """Start the work (a turn, the human's command); its stop reason once the agent is idle again."""
         live.done, live.stop = asyncio.get_running_loop().create_future(), "end_turn"
         receipt = live.agent.submit(turn)
         if not receipt.ok:
@@ -191,7 +195,9 @@ class RhapsodyAcp:
                         if live.done is not None and not live.done.done():
                             live.done.set_result(live.stop)
                     case ev.ShellRan():
-                        await self._send(live, said(f"! {event.command} → exit {event.exit_code}\n{event.output}"))
+                        await self._send(live, said(f"! {event.command} → exit {event.exit_code}\n```\n"
+                                                    f"{event.output.rstrip()}\n```\n[{event.hint_id} queued: the agent "
+                                                    "reads it with your next message]"))
                     case _:
                         for update in event_updates(event, live.calls):
                             await self._send(live, update)
