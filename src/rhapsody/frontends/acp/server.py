@@ -29,7 +29,7 @@ from rhapsody.config.settings import Settings
 from rhapsody.core import events as ev
 from rhapsody.core.agent import ops
 from rhapsody.core.toolbox.approval import HumanApprover
-from rhapsody.core.errors import RhapsodyError
+from rhapsody.core.errors import HistoryError, RhapsodyError
 from rhapsody.core.session.history import discard_if_empty
 from rhapsody.core.agent.loop import Agent
 from rhapsody.core.toolbox.permissions import MODES, mode_named
@@ -73,6 +73,8 @@ class Live:
     """Ids of the calls started and not finished: a question is about the last of them."""
     asking: set[asyncio.Task[None]] = field(default_factory=set)
     """The permission questions the client is answering now."""
+    sending: set[asyncio.Task[None]] = field(default_factory=set)
+    """Updates to send once the answer being built has gone (held so they are not collected first)."""
 
     @property
     def agent(self) -> Agent:
@@ -223,9 +225,9 @@ class RhapsodyAcp:
             raise RequestError.invalid_params({"cwd": cwd, "reason": "not an absolute path to a directory"})
         try:
             opened = self.opener(root.resolve(), resume, HumanApprover())
-        except RhapsodyError as exc:
-            if resume is not None:
-                raise RequestError.resource_not_found(resume) from None
+        except HistoryError as exc:  # no such session to load (or its history cannot be read)
+            raise RequestError(-32002, "Resource not found", {"sessionId": resume, "details": str(exc)}) from None
+        except RhapsodyError as exc:  # a setting, the key, the provider: the one line the CLI would print
             raise RequestError.internal_error({"details": str(exc)}) from None
         live = Live(opened, CallBook(opened.agent.session.root))
         self.sessions[live.id] = live
@@ -233,11 +235,17 @@ class RhapsodyAcp:
         opened.agent.toolbox.reviewer = lambda plan: self._review(live, plan)
         if self.client is not None and offered(self.capabilities):
             opened.agent.toolbox.files = ClientFiles(self.client, live.id)
+        # Sent once the answer is on its way: a client learns of the session from the answer.
         for notice in opened.agent.toolbox.start_sources():
-            asyncio.get_running_loop().call_soon(asyncio.ensure_future, self._send(live, said(f"! {notice}")))
-        asyncio.get_running_loop().call_soon(asyncio.ensure_future, self._send(
-            live, update_available_commands(available_commands(live.agent.session.root))))
+            self._soon(live, said(f"! {notice}"))
+        self._soon(live, update_available_commands(available_commands(live.agent.session.root)))
         return live
+
+    def _soon(self, live: Live, update: Any) -> None:
+        """Send `update` after the answer being built (the task is held until it is sent)."""
+        task = asyncio.get_running_loop().create_task(self._send(live, update))
+        live.sending.add(task)
+        task.add_done_callback(live.sending.discard)
 
     def _live(self, session_id: str) -> Live:
         live = self.sessions.get(session_id)
