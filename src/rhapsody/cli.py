@@ -586,14 +586,10 @@ def typed_ahead() -> tuple[str, ...]:
 
 def _notices(root: Path, settings: Any) -> None:
     """One line each on stderr: an untrusted project config cut down, a sandbox that is off."""
-    from rhapsody.sandbox.bwrap import bwrap_path, status
-    from rhapsody.commands.trust import untrusted_notice
+    from rhapsody.commands.trust import start_notices
 
-    notice = untrusted_notice(root)
-    if notice:
+    for notice in start_notices(root, settings.sandbox):
         _error(notice)
-    if settings.sandbox == "off" or bwrap_path() is None:
-        _error(f"rhapsody: {status(settings.sandbox)}")
 
 
 def _picked(ns: argparse.Namespace, root: Path) -> bool:

@@ -264,3 +264,13 @@ async def test_a_bang_command_runs_in_the_sandbox_and_reaches_the_model_with_the
         assert ran.stop_reason == "end_turn" and "app.py" in editor.text() and not stub.bodies()
         await conn.prompt(session_id=sid, prompt=[text_block("what did I see?")])
     assert "I ran `ls` myself" in json.dumps(stub.bodies()[0]["messages"][-1])
+
+
+async def test_an_untrusted_projects_config_is_cut_down_and_the_editor_is_told(stub: Stub, project: Path) -> None:
+    (project / ".rhapsody").mkdir()
+    (project / ".rhapsody" / "config.toml").write_text('permission_mode = "yolo"\nallow = ["bash:*"]\n')
+    async with rhapsody_acp(stub, project) as (conn, editor, _):
+        session = await conn.new_session(cwd=str(project))
+        await until(lambda: "rhapsody trust" in editor.text(), within=30)
+    assert session.modes is not None and session.modes.current_mode_id == "ask"  # the project may not raise it
+    assert "permission_mode" in editor.text()

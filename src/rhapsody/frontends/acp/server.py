@@ -25,6 +25,7 @@ from acp.schema import (AgentCapabilities, ClientCapabilities, Implementation, I
                         SessionModeState, SetSessionModeResponse, StopReason)
 
 from rhapsody.commands.slash import Outcome, is_command, run_command
+from rhapsody.commands.trust import start_notices
 from rhapsody.config.settings import Settings
 from rhapsody.core import events as ev
 from rhapsody.core.agent import ops
@@ -236,7 +237,8 @@ class RhapsodyAcp:
         if self.client is not None and offered(self.capabilities):
             opened.agent.toolbox.files = ClientFiles(self.client, live.id)
         # Sent once the answer is on its way: a client learns of the session from the answer.
-        for notice in opened.agent.toolbox.start_sources():
+        for notice in [*start_notices(live.agent.session.root, opened.settings.sandbox),
+                       *opened.agent.toolbox.start_sources()]:  # stderr is no one's screen in an editor
             self._soon(live, said(f"! {notice}"))
         self._soon(live, update_available_commands(available_commands(live.agent.session.root)))
         return live
