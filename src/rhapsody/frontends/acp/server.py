@@ -11,6 +11,7 @@ runs).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -189,21 +190,28 @@ class RhapsodyAcp:
         async with aclosing(live.agent.events()) as events:
             async for event in events:
                 self._track(live, event)
-                match event:
-                    case ev.ApprovalAsked():
-                        asking = asyncio.ensure_future(self._ask(live, event))
-                        live.asking.add(asking)
-                        asking.add_done_callback(live.asking.discard)
-                    case ev.Idle():
-                        if live.done is not None and not live.done.done():
-                            live.done.set_result(live.stop)
-                    case ev.ShellRan():
-                        await self._send(live, said(f"! {event.command} → exit {event.exit_code}\n```\n"
-                                                    f"{event.output.rstrip()}\n```\n[{event.hint_id} queued: the agent "
-                                                    "reads it with your next message]"))
-                    case _:
-                        for update in event_updates(event, live.calls):
-                            await self._send(live, update)
+                try:
+                    await self._dispatch(live, event)
+                except Exception:  # noqa: BLE001 - one event's update failing must not leave every prompt waiting
+                    logging.exception("an update could not be sent")
+
+    async def _dispatch(self, live: Live, event: ev.Event) -> None:
+        """One event of the agent's queue, to the client."""
+        match event:
+            case ev.ApprovalAsked():
+                asking = asyncio.ensure_future(self._ask(live, event))
+                live.asking.add(asking)
+                asking.add_done_callback(live.asking.discard)
+            case ev.Idle():
+                if live.done is not None and not live.done.done():
+                    live.done.set_result(live.stop)
+            case ev.ShellRan():
+                await self._send(live, said(f"! {event.command} → exit {event.exit_code}\n```\n"
+                                            f"{event.output.rstrip()}\n```\n[{event.hint_id} queued: the agent reads "
+                                            "it with your next message]"))
+            case _:
+                for update in event_updates(event, live.calls):
+                    await self._send(live, update)
 
     def _track(self, live: Live, event: ev.Event) -> None:
         """What the updates and the prompt's answer need: the calls open, how the work ended so far."""
