@@ -274,3 +274,22 @@ async def test_an_untrusted_projects_config_is_cut_down_and_the_editor_is_told(s
         await until(lambda: "rhapsody trust" in editor.text(), within=30)
     assert session.modes is not None and session.modes.current_mode_id == "ask"  # the project may not raise it
     assert "permission_mode" in editor.text()
+
+
+async def test_a_plan_is_asked_as_a_permission_and_its_approval_switches_the_session_mode(
+        stub: Stub, project: Path) -> None:
+    stub.script(call("I will propose the plan now, since plan mode asks for it before any change.", "exit_plan",
+                     plan="1. fix add"),
+                call("I will propose a revised plan with tests first, as the human asked in the rejection.",
+                     "exit_plan", plan="1. test add\n2. fix add"),
+                say("Plan approved; starting."))
+    async with rhapsody_acp(stub, project, "--permission-mode", "plan") as (conn, editor, _):
+        sid = (await conn.new_session(cwd=str(project))).session_id
+        editor.answers = [("reject", "write the test first"), ("auto-edit", "")]
+        await conn.prompt(session_id=sid, prompt=[text_block("fix add")])
+    (first, options), (second, _) = editor.questions
+    assert [o.option_id for o in options] == ["auto-edit", "ask", "reject"] and first.kind == "switch_mode"
+    assert "1. fix add" in first.content[0].content.text and "2. fix add" in second.content[0].content.text
+    assert "write the test first" in json.dumps(stub.bodies()[1]["messages"][-1])
+    assert [u.current_mode_id for u in editor.updates if u.session_update == "current_mode_update"] == ["auto-edit"]
+    assert [r["mode"] for r in _records(project) if r["kind"] == "permission_mode"][-1] == "auto-edit"
