@@ -181,6 +181,8 @@ async def test_handoff_replies_with_the_seams_figures_and_a_load_resumes_the_his
     assert reply.stop_reason == "end_turn"
     assert "seam 1: context ~" in editor.text() and "tool calls 2 → 1" in editor.text()
     async with rhapsody_acp(stub, project) as (conn, editor, _):
+        listed = await conn.list_sessions(cwd=str(project))
+        assert [(s.session_id, s.title) for s in listed.sessions] == [(sid, "list the files")]
         loaded = await conn.load_session(cwd=str(project), session_id=sid)
         replay = list(editor.updates)
         assert loaded.modes is not None and len(loaded.modes.available_modes) == 5

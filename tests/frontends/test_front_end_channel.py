@@ -43,6 +43,7 @@ REBUILDS = {
     "frontends/acp/server.py": {
         "load_session": "session/load replays the history as the protocol's updates",
         "close": "a session never prompted leaves no history file, as the app's parting line does"},
+    "frontends/acp/listing.py": {"_info": "session/list titles an old session by its first message, as the picker"},
     "frontends/headless.py": {
         "history_length": "where this run's records begin, for its summary",
         "written_since": "the run's records, folded once it is over into its result"},

@@ -22,8 +22,9 @@ from acp import PROTOCOL_VERSION, RequestError
 from acp.helpers import update_available_commands, update_current_mode
 from acp.interfaces import Client
 from acp.schema import (AgentCapabilities, ClientCapabilities, Implementation, InitializeResponse,
-                        LoadSessionResponse, NewSessionResponse, PromptCapabilities, PromptResponse, SessionMode,
-                        SessionModeState, SetSessionModeResponse, StopReason)
+                        ListSessionsResponse, LoadSessionResponse, NewSessionResponse, PromptCapabilities,
+                        PromptResponse, SessionCapabilities, SessionListCapabilities, SessionMode, SessionModeState,
+                        SetSessionModeResponse, StopReason)
 
 from rhapsody.commands.slash import Outcome, is_command, run_command
 from rhapsody.commands.trust import start_notices
@@ -37,6 +38,7 @@ from rhapsody.core.agent.loop import Agent
 from rhapsody.core.toolbox.permissions import MODES, mode_named
 from rhapsody.core.toolbox.tools import PlanReview
 from rhapsody.frontends.acp.files import ClientFiles, offered
+from rhapsody.frontends.acp.listing import listed
 from rhapsody.frontends.acp.prompts import available_commands, prompt_text
 from rhapsody.frontends.acp.questions import permission, plan_review
 from rhapsody.frontends.shell_mode import shell_command
@@ -108,7 +110,8 @@ class RhapsodyAcp:
         from rhapsody import __version__
 
         self.capabilities = client_capabilities or ClientCapabilities()
-        capabilities = AgentCapabilities(load_session=True,
+        capabilities = AgentCapabilities(load_session=True, session_capabilities=SessionCapabilities(
+                                             list=SessionListCapabilities()),
                                          prompt_capabilities=PromptCapabilities(image=False, embedded_context=True))
         return InitializeResponse(protocol_version=min(protocol_version, PROTOCOL_VERSION),
                                   agent_capabilities=capabilities,
@@ -126,6 +129,14 @@ class RhapsodyAcp:
         for update in replayed(live.agent.session.records, live.agent.session.root):
             await self._send(live, update)
         return LoadSessionResponse(modes=self._modes(live))
+
+    async def list_sessions(self, cwd: str | None = None, cursor: str | None = None,
+                            **kwargs: Any) -> ListSessionsResponse:
+        """The project's sessions with a turn, newest first (each loads with `session/load`)."""
+        root = Path(cwd or ".").expanduser()
+        if not root.is_absolute() or not root.is_dir():
+            raise RequestError.invalid_params({"cwd": cwd, "reason": "not an absolute path to a directory"})
+        return listed(root.resolve(), cursor)
 
     async def set_session_mode(self, mode_id: str, session_id: str, **kwargs: Any) -> SetSessionModeResponse:
         """The permission mode, as `/permissions MODE` sets it."""
