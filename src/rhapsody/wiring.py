@@ -24,6 +24,7 @@ from rhapsody.core.agent.model import Model
 from rhapsody.core.toolbox.permissions import Mode, writes_nothing
 from rhapsody.core.session.rolling import RollingPolicy
 from rhapsody.core.session.session import Session
+from rhapsody.core.agent.subagent import Budget, Delegation
 from rhapsody.core.toolbox.tools import Approver, Toolbox
 from rhapsody.prompts import load, render
 from rhapsody.tools import default_toolbox
@@ -234,4 +235,12 @@ def build(root: Path, settings: Settings, model: Model, model_id: str | None,
         toolbox.checkpointer = start_checkpoints(session, settings)
     # read-only writes nothing into the project: no dialog log (rhapsody's own .rhapsody/ state aside).
     observers = [] if writes_nothing(mode) else [DialogRecorder(settings.memory.path, settings.memory.commit)]
-    return Wiring(Agent(session, model, toolbox, policy(settings, root), observers=observers), settings)
+    loop_policy = policy(settings, root)
+    return Wiring(Agent(session, model, toolbox, loop_policy, observers=observers,
+                        delegation=delegation(model, loop_policy, toolbox, settings)), settings)
+
+
+def delegation(model: Model, loop_policy: Policy, toolbox: Toolbox, settings: Settings) -> Delegation:
+    """What the agent lends its sub-agents: its model adapter, policy and toolbox, the settings' model and budget."""
+    budget = Budget(settings.subagent_max_tool_calls, settings.subagent_max_tokens, settings.subagent_max_cost_usd)
+    return Delegation(model, loop_policy, toolbox, load("subagent").strip(), settings.subagent_model, budget)

@@ -20,7 +20,7 @@ from prompt_toolkit.output import DummyOutput
 from rhapsody.config.settings import Settings
 from rhapsody.core.session.context import Conversation
 from rhapsody.core.session.messages import Message
-from rhapsody.core.session.history import read_history
+from rhapsody.core.session.history import read_history, started_by_another
 from rhapsody.core.session.recall import search
 from rhapsody.loopback.script import say
 from rhapsody.loopback.validate import validate
@@ -123,7 +123,9 @@ def test_importing_the_same_file_twice_names_the_session_it_became(project: Path
     again = rhapsody("import", str(CLAUDE), cwd=project)
     session_id = first.stdout.split(f"{CLAUDE}: imported as ")[1].split()[0]
     assert again.returncode == 0 and f"already imported as {session_id}" in again.stdout
-    assert len(list((project / ".rhapsody" / "history").glob("*.jsonl"))) == 3  # two Claude Code files, one Codex
+    files = list((project / ".rhapsody" / "history").glob("*.jsonl"))
+    assert len([p for p in files if not started_by_another(p)]) == 3  # two Claude Code files, one Codex
+    assert len(files) > 3  # and their Task sub-agents' sessions (tests/importer/test_import_subagents.py)
     grown = tmp_path / CLAUDE.name  # the session went on in Claude Code after the first import
     grown.write_text(CLAUDE.read_text() + json.dumps({"type": "summary", "summary": "later", "leafUuid": "x"}) + "\n")
     later = rhapsody("import", str(grown), cwd=project)

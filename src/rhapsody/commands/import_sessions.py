@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody.core.errors import InputError
+from rhapsody.importer.subagents import link
 from rhapsody.core.session.history import STATE_DIR, history_dir, new_session_id, read_plain, sessions, write_history
 from rhapsody.importer import to_history as build, claude_code, codex
 from rhapsody.core.accounting.window import history_window
@@ -41,7 +42,10 @@ def main(root: Path, paths: list[Path]) -> int:
             print(f"{source.path}: no conversation in it; nothing imported")
             continue
         session_id = new_session_id()
-        records = build.records(source, spec_for(source.model), session_id, str(root), secret_values())
+        children, linked = link(source, session_id, new_session_id, spec_for, str(root), secret_values())
+        records = build.records(source, spec_for(source.model), session_id, str(root), secret_values(), linked)
+        for child in children:
+            write_history(history_dir(root) / f"{child[0]['session']}.jsonl", child)
         write_history(history_dir(root) / f"{session_id}.jsonl", records)
         known[source.sha256] = known[f"session:{source.session_id}"] = session_id
         made.append(session_id)
@@ -103,14 +107,17 @@ def _parent_of(sub: Path, parent: Path) -> bool:
 
 def imported(root: Path) -> dict[str, str]:
     """Source SHA-256, and `session:` + source session id, → session id, from the `import` record of
-    every history in the project."""
+    every history in the project but sub-agents' (theirs names their parent's source)."""
     found: dict[str, str] = {}
     for history in sessions(root):
         try:
             lines = read_plain(history).split(b"\n", 2)[:2]
         except OSError:
             continue
-        for _, record in _quiet(history, lines):
+        parsed = _quiet(history, lines)
+        if parsed and isinstance(parsed[0][1].get("parent"), dict):
+            continue  # an imported sub-agent's: its source is its parent's file
+        for _, record in parsed:
             if record.get("kind") == "import" and isinstance(record.get("sha256"), str):
                 found[record["sha256"]] = found[f"session:{record.get('source_session')}"] = history.stem
     return found

@@ -14,6 +14,7 @@ from rhapsody.core.session.history import named_session, read_session
 from rhapsody.core.accounting.pricing import price_of, priced
 from rhapsody.core.accounting.session_figures import Figures, figures as fold_figures, reported_input
 from rhapsody.core.accounting.window import Window, history_window
+from rhapsody.core.accounting.subagent_figures import spent, spent_line
 
 
 STATS_COLUMNS = ("seam", "context ~tokens", "note added", "note bytes", "strip took", "bytes", "tool calls",
@@ -118,13 +119,16 @@ def print_stats(root: Path, session_id: str | None, as_json: bool = False, read_
         print(json.dumps({"session": path.stem, **figures, "requests": counts["request"], "usage": totals,
                           "window": {"tokens": found.tokens, "source": found.source},
                           "cost_usd": round(folded.cost, 6) if folded.priced else None,
-                          "counts": counts, "seam_rows": rows}))
+                          "counts": counts, "seam_rows": rows, "subagents": spent(records).as_json()}))
         return 0
     _print_table(path, records, totals, counts)
     print(f"cost {folded.cost_text()} (each request at the model that served it)")
     share = f" (context ~{folded.context:,}, {folded.context / found.tokens:.1%} of it)" if found.tokens else ""
     print(f"window {found.tokens:,} tokens: {found.source}{share}")
     print(saving_line(figures))
+    delegated = spent_line(spent(records))
+    if delegated:
+        print(delegated)
     return 0
 
 
@@ -188,4 +192,5 @@ def stats_lines(records: list[dict[str, Any]], figures_billed: dict[str, Any] | 
                  f"{f.seams_text()}, context ~{f.context:,} tokens, cost {f.cost_text()}")
     if f.requests:
         lines.append(saving_line(figures_billed or billing(records)))
-    return lines
+    delegated = spent_line(spent(records))
+    return [*lines, delegated] if delegated else lines

@@ -154,6 +154,14 @@ class Settings(BaseModel):
     """Requests one turn may send; the turn then ends with a "limit reached" notice."""
     max_cost_usd: float | None = Field(None, gt=0)
     """The session's estimated cost (USD) at which turns end before the next request."""
+    subagent_model: str = ""
+    """The model `delegate` runs sub-agents on when the call names none ('' for the session's own)."""
+    subagent_max_tool_calls: int = Field(40, ge=1)
+    """Tool calls one sub-agent may make; a call may ask for fewer."""
+    subagent_max_tokens: int = Field(2_000_000, ge=1)
+    """Tokens (input, cache and output) one sub-agent may use; a call may ask for fewer."""
+    subagent_max_cost_usd: float = Field(2.0, gt=0)
+    """Dollars one sub-agent may spend, at its own model's prices; a call may ask for less."""
     memory: MemorySettings = Field(default_factory=MemorySettings)
     """Project memory."""
     keymap: dict[str, str] = Field(default_factory=dict)
@@ -360,7 +368,8 @@ ORDER: dict[str, str] = {
     "max_cost_usd": "higher", "handoff_at_tokens": "higher", "rolling_short": "higher", "rolling_working": "higher",
     "rolling_batch": "higher", "memory.map_cap": "higher", "retry_base_delay": "free", "parallel_tools": "on",
     "thinking": "on", "exact_tokens": "on", "sandbox_network": "on", "memory.commit": "on", "context": "free",
-    "memory.stale_days": "free", "protected_paths": "free",
+    "memory.stale_days": "free", "protected_paths": "free", "subagent_max_tool_calls": "higher",
+    "subagent_max_tokens": "higher", "subagent_max_cost_usd": "higher",
 }
 """How each setting an untrusted project may change compares: `higher` (a bigger number widens; a number
 where the user has no limit lowers), `lower` (a smaller number widens), `on` (true widens), `rank` (a looser mode or

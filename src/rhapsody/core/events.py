@@ -258,6 +258,38 @@ class TodoUpdated:
 
 
 @dataclass(frozen=True)
+class SubagentStarted:
+    """The agent handed a task to a sub-agent (core/agent/subagent.py): its own session, model and permission mode."""
+
+    json_name: ClassVar[str] = "subagent_started"
+    id: str
+    call_id: str
+    task: str
+    model: str
+    mode: str
+    session: str
+
+
+@dataclass(frozen=True)
+class SubagentStep:
+    """One event of a running sub-agent, as its own loop emitted it: front ends show it folded under the call."""
+
+    json_name: ClassVar[str] = "subagent_step"
+    id: str
+    step: Event
+
+
+@dataclass(frozen=True)
+class SubagentEnded:
+    """A sub-agent stopped: `status` done, limit (its budget), failed or interrupted; `summary` what went back."""
+
+    json_name: ClassVar[str] = "subagent_ended"
+    id: str
+    status: str
+    summary: str
+
+
+@dataclass(frozen=True)
 class Failed:
     """The turn stopped on an error the loop cannot recover from."""
 
@@ -322,6 +354,9 @@ Event = (
     | FilesAttached
     | LimitsExceeded
     | TurnEnded
+    | SubagentStarted
+    | SubagentStep
+    | SubagentEnded
     | Failed
     | ApprovalAsked
     | ShellRan

@@ -173,7 +173,9 @@ def event_dict(event: ev.Event) -> dict[str, Any]:
     data: dict[str, Any] = {"event": getattr(event, "json_name", "") or snake(type(event).__name__)}
     for field in dataclasses.fields(event):
         value = getattr(event, field.name)
-        if hasattr(value, "dump"):
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):  # a sub-agent's own event
+            value = event_dict(value)  # type: ignore[arg-type]
+        elif hasattr(value, "dump"):
             value = value.dump()
         elif hasattr(value, "to_api"):
             value = value.to_api()

@@ -143,6 +143,8 @@ class _Writer:
         self.inputs: dict[str, Any] = {}
         self.pending: list[tuple[str, str]] = []
         self.hints = 0
+        self.linked: dict[str, list[dict[str, Any]]] = {}
+        """Records to write before a call's run, by call id (an imported sub-agent's; '' for those of no call)."""
 
     def add(self, ts: float, kind: str, **fields: Any) -> int:
         self.records.append({"ts": round(ts, 3), "kind": kind, **fields})
@@ -205,8 +207,14 @@ class _Writer:
                 code = exit_code(block.get("content"))
                 if code is not None:  # only where the source says it: a result without one shows none
                     fields["exit_code"] = code
+            self._linked(call_id)
             self.add(turn.ts, "tool_run", **fields)
             self._todo(turn.ts, call_id, block)
+
+    def _linked(self, call_id: str) -> None:
+        """The records that stand before this call's run: a sub-agent's, as a native `delegate` call writes them."""
+        for record in self.linked.pop(call_id, []):
+            self.add(record["ts"], record["kind"], **{k: v for k, v in record.items() if k not in ("ts", "kind")})
 
     def _todo(self, ts: float, call_id: str, result: dict[str, Any]) -> None:
         """A todo list call that ran (Claude Code's TodoWrite, Codex's update_plan) becomes rhapsody's list."""
@@ -273,11 +281,13 @@ def _command(name: str, arguments: Any) -> str:
 
 
 def records(source: Source, spec: RequestSpec, session_id: str, cwd: str,
-            known: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+            known: tuple[str, ...] = (), linked: dict[str, list[dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
     """Every record of the imported session's history, in order, without `v` and `seq`; tool results
-    have `known` secret values and credential shapes masked."""
+    have `known` secret values and credential shapes masked; `linked`: records to write before a call's run,
+    by its id (those under '' or of a call that never ran go last)."""
     items = normalize(source.items)
     writer = _Writer(source, spec, known)
+    writer.linked = dict(linked or {})
     start = next((i.ts for i in items if isinstance(i, Turn)), time.time())
     writer.add(start, "session", session=session_id, cwd=cwd, version=__version__, **spec_fields(spec))
     writer.add(time.time(), "import", source=str(source.path), format=source.format, sha256=source.sha256,
@@ -292,5 +302,7 @@ def records(source: Source, spec: RequestSpec, session_id: str, cwd: str,
             writer.add(item.ts, "compaction", boundary=len(writer.conv.messages), **item.data)
         else:
             writer.queued(item)
+    for call in list(writer.linked):
+        writer._linked(call)
     writer.finish()
     return writer.records

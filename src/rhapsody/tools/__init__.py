@@ -12,6 +12,7 @@ if TYPE_CHECKING:  # the command line imports a module of this package before it
 def default_tools(sandbox: SandboxSetting = "workspace-write", network: bool = False) -> list[Tool]:
     """Every built-in tool, in the order the model sees them; bash and git run in the given sandbox."""
     from rhapsody.tools.bash import Bash
+    from rhapsody.tools.delegate import Delegate
     from rhapsody.tools.files import EditFile, FindFiles, ReadFile, SearchText, WriteFile
     from rhapsody.tools.git import Git
     from rhapsody.tools.handoff import MicroHandoff, Recall
@@ -19,7 +20,7 @@ def default_tools(sandbox: SandboxSetting = "workspace-write", network: bool = F
     from rhapsody.tools.web import WebFetch
 
     return [ReadFile(), WriteFile(), EditFile(), Bash(sandbox, network), FindFiles(), SearchText(), Git(sandbox),
-            Recall(), MicroHandoff(), WebFetch(), TodoWrite(), ExitPlan()]
+            Recall(), MicroHandoff(), WebFetch(), TodoWrite(), ExitPlan(), Delegate()]
 
 
 def default_toolbox(permission_mode: Mode = "yolo", allow: list[str] | None = None,

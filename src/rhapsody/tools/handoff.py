@@ -119,12 +119,22 @@ def harness_facts(root: Path, session: Session) -> str:
         lines.append(f"- git {git['refused']}" if git.get("refused") else f"- {root} is not in a git repository")
     lines.append(_listed("files written", writes))
     lines.append(_listed("files read", reads))
+    delegated = [_delegated(r) for r in since if r.get("subagent")]
+    if delegated:  # their own calls are in their own histories: the note would not see what they changed
+        lines.append(_listed("sub-agents", delegated))
     lines.append(_todo_facts(session))
     failure = last_failure(since, _outputs(session), FAILURE_TAIL_CHARS, FAILURE_COMMAND_CHARS)
     if failure:
         lines.append(failure)
     lines.append(_commands(since))  # last: where the net cuts, it cuts whole command lines
     return _bounded("\n".join(lines))
+
+
+def _delegated(run: dict[str, Any]) -> str:
+    """A sub-agent run since the seam: `sa1 done (session ID; changed a.py)`."""
+    changed = run.get("subagent_changed") or []
+    what = f"; changed {' '.join(changed)}" if changed else ""
+    return f"{run['subagent']} {run.get('subagent_status', '')} (session {run.get('subagent_session', '')}{what})"
 
 
 def _listed(label: str, items: list[str], chars: int = LIST_CHARS) -> str:
@@ -241,7 +251,8 @@ def recall_text(root: Path, session: Session, query: str, all_sessions: bool, fo
     if all_sessions:
         hits = recall.search_project(root, session.path, query, write=write)
     else:
-        hits = recall.search(session.path, query, write=write)
+        children = {str(r["session"]) for r in session.records if r["kind"] == "subagent"}
+        hits = recall.search_session(root, session.path, query, children, write=write)
     if not hits:
         return f"no stripped tool call matches {query!r}"
     out = ["snippets as written; … marks where one was cut"] if for_human else []

@@ -123,6 +123,8 @@ def key_argument(call: ToolUseBlock) -> str:
         return f"({done}/{len(items)} done)"
     if call.name == "exit_plan":
         return f"plan ({counted(len(str(args.get('plan') or '').splitlines()), 'line')})"
+    if call.name == "delegate":
+        return f"{args.get('mode') or 'read-only'}: {one_line(visible(str(args.get('task') or '')), 80)}"
     for key in KEY_ARGUMENTS:
         if key in args and args[key]:
             return one_line(visible(_argument_text(args[key])), 90)
@@ -391,7 +393,46 @@ def event_lines(event: ev.Event) -> list[Line]:
         return [todo_line(event.items)]
     if isinstance(event, ev.FilesAttached):
         return [line for text in event.texts if (line := attached_line(text))]
+    if isinstance(event, ev.SubagentStarted):
+        return [subagent_started_line(event.id, event.model, event.mode, event.task)]
+    if isinstance(event, ev.SubagentEnded):
+        return [Line("subagent", f"⤶ sub-agent {event.id} {event.status}: {one_line(event.summary, 160)}",
+                     key=event.id)]
+    if isinstance(event, ev.SubagentStep):
+        return step_lines(event)
     return []
+
+
+SUBAGENT_INDENT = "  │ "
+"""What a sub-agent's step lines begin with, under its call: plain mode prints them so, the app folds them."""
+
+
+def subagent_started_line(sid: str, model: str, mode: str, task: str) -> Line:
+    """A sub-agent started: its id, model, mode and task (live and on resume)."""
+    return Line("subagent", f"⤷ sub-agent {sid} ({model}, {mode}): {one_line(visible(task), 140)}", key=sid,
+                body=task)
+
+
+def step_lines(step: ev.SubagentStep) -> list[Line]:
+    """A sub-agent's step as indented lines: its finished calls, its refusals and its words once each reply is whole."""
+    inner = step.step
+    if isinstance(inner, ev.ModelResponse):
+        text = "\n".join(t for t in inner.message.texts() if t.strip())
+        return [Line("subagent", SUBAGENT_INDENT + visible(one_line(text, 200)), body=text, key=step.id)] if text else []
+    if isinstance(inner, (ev.ToolStarted, ev.SubagentStep, ev.TodoUpdated)):
+        return []
+    return [Line("subagent", SUBAGENT_INDENT + (f"⏺ {line.full or line.text}" if line.kind == "tool" else line.text),
+                 body=line.body, key=step.id, state=line.state) for line in event_lines(inner)]
+
+
+def subagent_record_line(record: rec.Subagent) -> Line:
+    """A sub-agent's `subagent` record in a rebuilt transcript: started, or how it ended with what it spent."""
+    if record.state == "started":
+        return subagent_started_line(record.id, record.model, record.mode or "imported", record.task)
+    spent = dollars(record.cost_usd) if record.priced else "cost unknown"
+    return Line("subagent", f"⤶ sub-agent {record.id} {record.state}: {counted(record.tool_calls, 'tool call')}, "
+                            f"{spent}, ~{record.kept_out_tokens:,} tokens of traffic kept out · session {record.session}",
+                key=record.id)
 
 
 def todo_line(items: Sequence[Mapping[str, str]]) -> Line:
@@ -436,6 +477,10 @@ def limit_line(event: ev.LimitsExceeded) -> str:
     """Which limit ended the turn, and how to go on."""
     if event.limit == "max_cost_usd":
         reached = f"{dollars(event.value)} spent of max_cost_usd {dollars(event.maximum)}"
+    elif event.limit == "max_tool_calls":
+        reached = f"{counted(int(event.value), 'tool call')}, max_tool_calls {event.maximum:.0f}"
+    elif event.limit == "max_tokens_spent":
+        reached = f"{int(event.value):,} tokens, max_tokens_spent {event.maximum:,.0f}"
     else:
         reached = f"{counted(int(event.value), 'request')} this turn, max_steps_per_turn {event.maximum:.0f}"
     return f"limit reached: {reached}; the turn stopped (raise the setting to go on)"
@@ -602,6 +647,8 @@ def _other_lines(record: rec.Record, root: Path, hints: dict[str, str], landed: 
             return [imported_line(record)]
         case rec.Todo():
             return [todo_line([i.model_dump() for i in record.items])]
+        case rec.Subagent():
+            return [subagent_record_line(record)]
         case rec.Shelve():
             from rhapsody.core.session.shelf import one_line
 

@@ -69,6 +69,14 @@ class Figures:
     """What the history says about the window it runs in (core/accounting/window.py)."""
     window_setting: int | None = None
     """The `context_window` setting, when the session has one (the loop sets it)."""
+    delegated_cost: float = 0.0
+    """What the session's sub-agents spent, each at its own model (their `subagent` records): `max_cost_usd`
+    counts it with the session's own cost."""
+
+    @property
+    def tokens_spent(self) -> int:
+        """Every token the session's requests used, as reported: input, cache writes and reads, output."""
+        return sum(int(self.usage.get(k) or 0) for k in USAGE_KEYS)
 
     @property
     def window(self) -> int:
@@ -121,6 +129,9 @@ class Figures:
                 self.evidence.add({"kind": "usage", **used})
             case rec.ToolRun():
                 self.tool_calls += 1
+            case rec.Subagent():
+                if record.state != "started":  # at its own model (0 for a model without a price)
+                    self.delegated_cost += record.cost_usd
             case rec.Session() | rec.Model():
                 self._priced_at(record.model or self.model)
             case rec.Seam():

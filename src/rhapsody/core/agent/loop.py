@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
+from typing import TYPE_CHECKING
 
 from rhapsody.core.agent import ops
 from rhapsody.core.agent.inbox import Outbox, Rewinding, Work, handle
@@ -38,6 +39,9 @@ from rhapsody.core.toolbox.tools import ToolContext, Toolbox
 from rhapsody.core.agent.turn import Opening, Turn, begin, model_ended, opening
 from rhapsody.core.agent.turn_end import HandoffThreshold, handoff_left
 
+if TYPE_CHECKING:
+    from rhapsody.core.agent.subagent import Delegation
+
 
 class Agent:
     """Runs turns of one session against one model with one toolbox.
@@ -47,13 +51,16 @@ class Agent:
     """
 
     def __init__(self, session: Session, model: Model, toolbox: Toolbox, policy: Policy,
-                 observers: Sequence[Observer] = (), rewinder: Rewinding | None = None) -> None:
+                 observers: Sequence[Observer] = (), rewinder: Rewinding | None = None,
+                 delegation: Delegation | None = None) -> None:
         self.session = session
+        self.delegation = delegation
+        """What the agent lends the sub-agents its calls start (core/agent/subagent.py); None: it starts none."""
         self.model = model
         self.toolbox = toolbox
         self.policy = policy
         self.observers = Observers(observers)
-        self.ctx = ToolContext(session.root, session, policy.bash_timeout, policy.output_cap)
+        self.ctx = ToolContext(session.root, session, policy.bash_timeout, policy.output_cap, delegation=delegation)
         self.busy = False
         self._threshold = HandoffThreshold(policy.handoff_at_tokens, policy.handoff_at_share, policy.context_window)
         self._folds(session)
@@ -197,7 +204,8 @@ class Agent:
     def replace_session(self, session: Session) -> None:
         """Continue with another session (``/clear``); only between turns."""
         self.session = session
-        self.ctx = ToolContext(session.root, session, self.policy.bash_timeout, self.policy.output_cap)
+        self.ctx = ToolContext(session.root, session, self.policy.bash_timeout, self.policy.output_cap,
+                               delegation=self.delegation)
         self._folds(session)
 
     def _folds(self, session: Session) -> None:

@@ -44,7 +44,11 @@ class Policy:
     max_steps_per_turn: int | None = None
     """Requests one turn may send; the turn ends with LimitsExceeded before the next one."""
     max_cost_usd: float | None = None
-    """The session's estimated cost at which turns end with LimitsExceeded before a request."""
+    """The session's estimated cost, its sub-agents' included, at which turns end with LimitsExceeded before a request."""
+    max_tool_calls: int | None = None
+    """Tool calls the session may make; its turn ends with LimitsExceeded before the next request (a sub-agent's budget)."""
+    max_tokens_spent: int | None = None
+    """Tokens (input, cache and output, as reported) the session may use before its turn ends (a sub-agent's budget)."""
     memory_reminder: str | None = None
     """Sent once at the end of a task that used tools, when project memory is on (seed 001)."""
     memory_path: str = "docs/memory"
@@ -58,9 +62,14 @@ def limit_reached(policy: Policy, session: Session, steps: int) -> LimitsExceede
     """The limit that forbids the next request after `steps` requests this turn (recorded); None when it may go."""
     if policy.max_steps_per_turn is not None and steps >= policy.max_steps_per_turn:
         return _limit(session, "max_steps_per_turn", steps, policy.max_steps_per_turn)
-    figures = session.figures  # each request priced at the model that served it, as the status bar does
+    figures = session.figures
+    if policy.max_tool_calls is not None and figures.tool_calls >= policy.max_tool_calls:
+        return _limit(session, "max_tool_calls", figures.tool_calls, policy.max_tool_calls)
+    if policy.max_tokens_spent is not None and figures.tokens_spent >= policy.max_tokens_spent:
+        return _limit(session, "max_tokens_spent", figures.tokens_spent, policy.max_tokens_spent)
+    # each request priced at the model that served it, as the status bar does
     if policy.max_cost_usd is not None and figures.priced:  # no price, no guessed limit
-        spent = figures.cost
+        spent = figures.cost + figures.delegated_cost  # its sub-agents' spend counts too
         if spent >= policy.max_cost_usd:
             return _limit(session, "max_cost_usd", round(spent, 4), policy.max_cost_usd)
     return None

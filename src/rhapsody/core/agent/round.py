@@ -44,7 +44,9 @@ class Round:
     unrun: set[str] = field(default_factory=set)
     """Calls refused before running (by the narration rule or a permission): they have no result to follow."""
     approvals: set[str] = field(default_factory=set)
-    """Calls refused before running (by the narration rule or a permission): they have no result to follow."""
+    """Calls whose human words came with a call that ran (an approved plan): not denials."""
+    interrupted_as: dict[str, str] = field(default_factory=dict)
+    """What a call still open when the turn is interrupted gets instead of INTERRUPTED (a sub-agent stopped)."""
 
     def answered(self, session: Session) -> ModelResponse:
         """The whole answer goes into the history; its calls are the ones now to run."""
@@ -139,7 +141,8 @@ def _keep_partial(session: Session, current: Round) -> Interrupted:
 def _answer_open_calls(session: Session, current: Round) -> Interrupted:
     answered = {r.tool_use_id for r in current.results}
     still_open = [c for c in current.calls if c.id not in answered]  # closed right after a call finished
-    current.results += [ToolResultBlock(tool_use_id=c.id, content=INTERRUPTED, is_error=True) for c in still_open]
+    current.results += [ToolResultBlock(tool_use_id=c.id, content=current.interrupted_as.get(c.id, INTERRUPTED),
+                                        is_error=True) for c in still_open]
     record = session.append_message("user", current.blocks())
     current.delivered(session, record["seq"])
     session.record("interrupted", partial_text="", during="tools", open=[c.id for c in still_open])

@@ -10,17 +10,20 @@ Imports: stdlib and rhapsody.core only.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
+from typing import Any
+from contextlib import aclosing
 
-from rhapsody.core.events import Event, HandoffAsked, TodoUpdated, ToolFinished, ToolStarted
+from rhapsody.core.events import Event, HandoffAsked, SubagentStarted, TodoUpdated, ToolFinished, ToolStarted
 from rhapsody.core.session.handoff_state import NoteWritten, Phase
 from rhapsody.core.session.messages import Block, Message, TextBlock, ToolUseBlock
 from rhapsody.core.agent.narration import narration_words
 from rhapsody.core.agent.policy import Policy
 from rhapsody.core.agent.round import Round
 from rhapsody.core.session.todo import TodoWritten
-from rhapsody.core.toolbox.tools import ToolContext, Toolbox
+from rhapsody.core.toolbox.tools import ToolContext, ToolOutcome, Toolbox
 from rhapsody.core.agent.turn_end import delivered, rolled, said
 from rhapsody.core.agent.turn_hooks import ask_handoff, hook_notices, note_written
 
@@ -32,10 +35,16 @@ async def run_calls(ctx: ToolContext, toolbox: Toolbox, policy: Policy, current:
     is asked in it."""
     session, calls = ctx.session, list(current.calls)
     words = narration_words(message, policy.parallel_tools)
-    for call in calls:
-        async for event in _run_one(ctx, toolbox, policy, current, call, words.get(call.id, 0)):
-            yield event
-        current.calls.pop(0)
+    narrated = {c.id for c in calls if words.get(c.id, 0) >= policy.narration_min_words}
+    for batch in batches(toolbox, calls, narrated):
+        if len(batch) == 1 and (batch[0].id not in narrated or not toolbox.streams(batch[0].name)):
+            running = _run_one(ctx, toolbox, policy, current, batch[0], words.get(batch[0].id, 0))
+        else:
+            running = _run_streamed(ctx, toolbox, current, batch)
+        async with aclosing(running) as events:
+            async for event in events:
+                yield event
+        del current.calls[:len(batch)]
     at_boundary()
     blocks = current.blocks()
     hints = session.take_hints(("steer",))
@@ -66,13 +75,84 @@ async def _run_one(ctx: ToolContext, toolbox: Toolbox, policy: Policy, current: 
         return
     yield ToolStarted(call)
     outcome, ms = await toolbox.run(call.name, call.input, dataclasses.replace(ctx, call_id=call.id))
+    for event in await _finished(ctx, toolbox, current, call, outcome, ms):
+        yield event
+
+
+def batches(toolbox: Toolbox, calls: list[ToolUseBlock], narrated: set[str]) -> list[list[ToolUseBlock]]:
+    """The round's calls in the order they run: neighbours that may run at once together (read-only sub-agents),
+    every other call alone."""
+    out: list[list[ToolUseBlock]] = []
+    for call in calls:
+        alongside = call.id in narrated and toolbox.runs_alongside(call.name, call.input)
+        if alongside and out and out[-1][-1].id in narrated and toolbox.runs_alongside(out[-1][-1].name,
+                                                                                       out[-1][-1].input):
+            out[-1].append(call)
+        else:
+            out.append([call])
+    return out
+
+
+async def _run_streamed(ctx: ToolContext, toolbox: Toolbox, current: Round,
+                        batch: list[ToolUseBlock]) -> AsyncGenerator[Event, None]:
+    """Calls that report as they run, at the same time: their progress as it comes, then each one's end in order.
+    Cancelled (Esc) or closed, every call still running is cancelled and waited for, so each records its stop."""
+    queue: asyncio.Queue[Event] = asyncio.Queue()
+    for call in batch:
+        yield ToolStarted(call)
+    tasks = [asyncio.ensure_future(toolbox.run(call.name, call.input, dataclasses.replace(
+        ctx, call_id=call.id, progress=queue.put_nowait))) for call in batch]
+    try:
+        async for event in _drained(queue, tasks):
+            if isinstance(event, SubagentStarted):
+                current.interrupted_as[event.call_id] = stopped_text(event)
+            yield event
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    for call, task in zip(batch, tasks):
+        outcome, ms = task.result()
+        for event in await _finished(ctx, toolbox, current, call, outcome, ms):
+            yield event
+
+
+async def _drained(queue: asyncio.Queue[Event], tasks: Sequence[asyncio.Future[tuple[ToolOutcome, int]]]
+                   ) -> AsyncGenerator[Event, None]:
+    """The queue's events until every task is done and the queue empty."""
+    while True:
+        while not queue.empty():
+            yield queue.get_nowait()
+        pending = [t for t in tasks if not t.done()]
+        if not pending:
+            return
+        getter = asyncio.ensure_future(queue.get())
+        waited: list[asyncio.Future[Any]] = [*pending, getter]
+        try:
+            await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            getter.cancel()
+        if getter.done() and not getter.cancelled():
+            yield getter.result()
+
+
+def stopped_text(started: SubagentStarted) -> str:
+    """The result a sub-agent's call gets when Esc stops it."""
+    return (f"Interrupted by the human: sub-agent {started.id} was stopped before it finished; its history is "
+            f"session {started.session}. Ask the human before starting it again.")
+
+
+async def _finished(ctx: ToolContext, toolbox: Toolbox, current: Round, call: ToolUseBlock, outcome: ToolOutcome,
+              ms: int) -> list[Event]:
+    """A call's end: its run recorded, its result kept, the events that say so."""
+    session = ctx.session
+    events: list[Event] = []
     current.ran(session, call, outcome, ms)
     if isinstance(outcome, NoteWritten) and not outcome.is_error:
         await note_written(session, toolbox, outcome)
-    yield ToolFinished(call, outcome.content, outcome.is_error, 0 if outcome.refused else ms, outcome.exit_code,
-                       outcome.refused, str(outcome.facts.get("diff") or ""),
-                       str(outcome.facts.get("proposed_diff") or ""))
+    events.append(ToolFinished(call, outcome.content, outcome.is_error, 0 if outcome.refused else ms,
+                               outcome.exit_code, outcome.refused, str(outcome.facts.get("diff") or ""),
+                               str(outcome.facts.get("proposed_diff") or "")))
     if isinstance(outcome, TodoWritten) and not outcome.is_error:
-        yield TodoUpdated(tuple(i.model_dump() for i in outcome.items))
-    for notice in hook_notices(toolbox):
-        yield notice
+        events.append(TodoUpdated(tuple(i.model_dump() for i in outcome.items)))
+    return [*events, *hook_notices(toolbox)]

@@ -87,7 +87,7 @@ class Conversation:
             case rec.Rewind():
                 self._rewind(record.to)
             case (rec.Session() | rec.Retry() | rec.Violation()
-                  | rec.Hint() | rec.HintDelivered() | rec.Permission() | rec.PermissionMode() | rec.Denial() | rec.Todo()
+                  | rec.Hint() | rec.HintDelivered() | rec.Permission() | rec.PermissionMode() | rec.Denial() | rec.Todo() | rec.Subagent()
                   | rec.MemoryReminder() | rec.Handoff() | rec.HandoffAsked() | rec.SeamTokens() | rec.SeamFailed()
                   | rec.HandoffFailed() | rec.SeamNote() | rec.Model() | rec.Tools() | rec.Notice()
                   | rec.Interrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook() | rec.Checkpoint()

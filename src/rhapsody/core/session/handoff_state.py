@@ -96,7 +96,7 @@ def fold(state: HandoffState, record: rec.Record) -> HandoffState:
         case rec.Unseam():
             return HandoffState(Phase.UNDONE)
         case (rec.Session() | rec.Retry() | rec.Violation() | rec.Hint() | rec.HintDelivered() | rec.Permission()
-              | rec.PermissionMode() | rec.Denial() | rec.Todo() | rec.MemoryReminder() | rec.Prune() | rec.SeamTokens()
+              | rec.PermissionMode() | rec.Denial() | rec.Todo() | rec.Subagent() | rec.MemoryReminder() | rec.Prune() | rec.SeamTokens()
               | rec.ThinkingCut() | rec.Model() | rec.Tools() | rec.Notice() | rec.Interrupted() | rec.Limit()
               | rec.Error() | rec.Resumed() | rec.Hook() | rec.Checkpoint() | rec.CheckpointFailed() | rec.Rewind()
               | rec.Restore() | rec.Import() | rec.Aside() | rec.Compaction() | rec.Shelve() | rec.Other()):

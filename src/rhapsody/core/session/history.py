@@ -352,7 +352,7 @@ def find_session(root: Path, session_id: str | None) -> Path:
     a session opened and closed without one is never "latest"."""
     found = list(sessions(root))
     if session_id is None:
-        newest = next((p for p in reversed(found) if has_turns(p)), None)  # newest first, stops at one
+        newest = next((p for p in reversed(found) if has_turns(p) and not started_by_another(p)), None)  # stops at one
         found = [newest] if newest else []
     if not found:
         raise HistoryError(f"no sessions{' with a turn' if session_id is None else ''} in "
@@ -374,6 +374,17 @@ def read_plain(path: Path) -> bytes:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             raise OSError(errno.EINVAL, "not a regular file")
         return f.read()
+
+
+def started_by_another(path: Path) -> bool:
+    """Whether the history is a sub-agent's (its `session` record names a parent): never the "latest" session."""
+    try:
+        with path.open("rb") as f:
+            first = f.readline(1 << 20)
+    except OSError:
+        return False
+    record = parse_line(first) if b'"parent"' in first else None
+    return record is not None and isinstance(record.get("parent"), dict)
 
 
 def has_turns(path: Path) -> bool:

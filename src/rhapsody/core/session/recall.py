@@ -200,6 +200,17 @@ def search_project(root: Path, current: Path, query: str, limit: int = 10, write
     return hits[:limit] if len(hits) <= limit else sorted(hits, key=lambda h: -h.ts)[:limit]
 
 
+def search_session(root: Path, current: Path, query: str, subagents: set[str], limit: int = 10,
+                   write: bool = True) -> list[Hit]:
+    """The current session's stripped calls and, whole, those of its sub-agents' sessions (`subagents`: their ids):
+    their traffic never was in its context."""
+    hits = search(current, query, limit, write=write)
+    for history in sessions(root):
+        if history.stem in subagents:
+            hits += search(history, query, limit, stripped_only=False, write=write)
+    return hits[:limit]
+
+
 def search_notes(root: Path, query: str) -> list[Hit]:
     """Field notes that contain every word of `query` (case-insensitive), newest first."""
     words = [w.lower() for w in query.split()]

@@ -73,6 +73,16 @@ SESSION_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 """What a session record's `session` may be (the names of rhapsody's own files are made from it)."""
 
 
+class ParentLink(BaseModel):
+    """A sub-agent's session names the session and the call that started it (core/agent/subagent.py)."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+
+    session: str
+    tool_use_id: str
+    subagent: str
+
+
 class Session(_Open):
     """Always first: what every request of the session is built from."""
 
@@ -87,6 +97,8 @@ class Session(_Open):
     max_tokens: int = 16000
     parallel_tools: bool = False
     thinking: dict[str, Any] | None = None
+    parent: ParentLink | None = None
+    """Set in a sub-agent's session: the session and the `delegate` call that started it."""
 
     @field_validator("session")
     @classmethod
@@ -241,6 +253,35 @@ class Todo(_Record):
     at: int = 0
     """How many messages the conversation held when it was written: a rewind to before them takes it back."""
     tool_use_id: str = ""
+
+
+class Subagent(_Record):
+    """A sub-agent the session started (core/agent/subagent.py): `started`, then how it ended, with its figures."""
+
+    kind: Literal["subagent"]
+    id: str
+    session: str
+    tool_use_id: str = ""
+    state: Literal["started", "done", "limit", "failed", "interrupted"]
+    model: str = ""
+    mode: Mode | None = None
+    """The permission mode it ran in (None: an imported one, whose source does not say)."""
+    task: str = ""
+    tool_calls: int = 0
+    requests: int = 0
+    usage: dict[str, int] = Field(default_factory=dict)
+    cost_usd: float = 0.0
+    priced: bool = True
+    kept_out_tokens: int = 0
+    """Estimated tokens of its tool calls and results: what they would have added to this session's context."""
+
+    @field_validator("session")
+    @classmethod
+    def _a_session_id(cls, value: str) -> str:
+        """Its history file is named after it: no path may hide in it."""
+        if not SESSION_NAME.fullmatch(value):
+            raise ValueError(f"'session' {value[:40]!r} is not a session id")
+        return value
 
 
 class MemoryReminder(_Record):
@@ -498,7 +539,7 @@ class Other(_Open):
 Known = Annotated[
     Union[
         Session, Message, Request, Usage, Retry, ToolRun, Violation, Hint, HintDelivered, Permission,
-        PermissionMode, Denial, Todo, MemoryReminder, Handoff, HandoffAsked, Seam, Prune, Shelve, SeamTokens,
+        PermissionMode, Denial, Todo, Subagent, MemoryReminder, Handoff, HandoffAsked, Seam, Prune, Shelve, SeamTokens,
         SeamFailed,
         HandoffFailed, Unseam, ThinkingCut, SeamNote, Model, Tools, Notice, Interrupted, Limit, Error, Resumed,
         Hook, Checkpoint, CheckpointFailed, Rewind, Restore, Import, Aside, Compaction,

@@ -57,6 +57,8 @@ class Session:
         self.todos = TodoList()
         """The agent's todo list (core/session/todo.py), rewound with the conversation."""
         self.records: list[dict[str, Any]] = []
+        self.delegated: list[Session] = []
+        """The sub-agents running now (core/agent/subagent.py): a steering hint goes to the latest."""
 
     @property
     def path(self) -> Path:
@@ -64,13 +66,14 @@ class Session:
         return self.writer.path
 
     @classmethod
-    def start(cls, root: Path, spec: RequestSpec, branch: str = "") -> Session:
-        """A new session with a new history file (`branch`: the git branch it started on, for the picker)."""
+    def start(cls, root: Path, spec: RequestSpec, branch: str = "", parent: rec.ParentLink | None = None) -> Session:
+        """A new session with a new history file (`branch`: the git branch it started on, for the picker;
+        `parent`: the session and call a sub-agent's session was started by)."""
         session_id = new_session_id()
         writer = HistoryWriter(history_dir(root) / f"{session_id}.jsonl")
         session = cls(root, writer, spec, session_id)
         session.record("session", session=session_id, cwd=str(root), version=__version__, **spec_fields(spec),
-                       **({"branch": branch} if branch else {}))
+                       **({"branch": branch} if branch else {}), **({"parent": parent.model_dump()} if parent else {}))
         return session
 
     @classmethod
@@ -137,7 +140,7 @@ class Session:
                 self.todos.add(record)
             case rec.Rewind():
                 self.todos.rewind(record.to)
-            case (rec.Session() | rec.Retry() | rec.Violation() | rec.Permission() | rec.PermissionMode() | rec.Denial() | rec.MemoryReminder()
+            case (rec.Session() | rec.Subagent() | rec.Retry() | rec.Violation() | rec.Permission() | rec.PermissionMode() | rec.Denial() | rec.MemoryReminder()
                   | rec.Handoff() | rec.HandoffAsked() | rec.Seam() | rec.Prune() | rec.SeamTokens()
                   | rec.SeamFailed() | rec.HandoffFailed() | rec.Unseam() | rec.ThinkingCut() | rec.SeamNote()
                   | rec.Notice() | rec.Interrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook()
@@ -205,10 +208,12 @@ class Session:
     # -- hints ---------------------------------------------------------------------------
 
     def hint(self, text: str, mode: str = "steer") -> Hint:
-        """Queue a hint; it is on disk before this returns."""
+        """Queue a hint; it is on disk before this returns. A steering hint typed while a sub-agent runs is
+        the sub-agent's: it goes into its history and reaches it at its next tool boundary."""
         hint_id = f"h{next(self._hint_ids)}"
-        self.record("hint", id=hint_id, text=text, mode=mode)
-        return self.pending[-1]
+        target = self.delegated[-1] if mode == "steer" and self.delegated else self
+        target.record("hint", id=hint_id, text=text, mode=mode)
+        return target.pending[-1]
 
     def take_hints(self, modes: tuple[str, ...] = ("steer", "queue")) -> list[Hint]:
         """The pending hints of the given modes, oldest first; a `hint_delivered` record removes them."""

@@ -41,7 +41,9 @@ from rhapsody.core.secrets import mask
 from rhapsody.core.toolbox.rule_suggestions import session_rules
 
 if TYPE_CHECKING:
+    from rhapsody.core.events import Event
     from rhapsody.core.session.session import Session
+    from rhapsody.core.agent.subagent import Delegation
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,10 @@ class ToolContext:
     """Who reviews a proposed plan (the toolbox's); None where no human can answer."""
     files: EditorFiles | None = None
     """The editor's files, which file tools read and write through (the toolbox's); None: the disk itself."""
+    delegation: Delegation | None = None
+    """What the agent lends the sub-agents a call starts (core/agent/subagent.py); None: it starts none."""
+    progress: Callable[[Event], None] | None = None
+    """Where a tool that `streams` puts the events it has while it runs (set per call by core/agent/tool_calls.py)."""
 
 
 class Tool:
@@ -110,6 +116,8 @@ class Tool:
     Input: ClassVar[type[BaseModel]]
     writes: ClassVar[bool]
     reads_files: ClassVar[bool]
+    streams: ClassVar[bool] = False
+    """The tool has events while it runs (a sub-agent's steps): it runs as a task whose progress the loop yields."""
 
     async def run(self, args: Any, ctx: ToolContext) -> ToolOutcome:
         """Run with validated arguments."""
@@ -130,6 +138,10 @@ class Tool:
     def confinement(self, permission_mode: Mode) -> Confinement:
         """Where the tool's process would run in this mode; '' for a tool that runs no process."""
         return ""
+
+    def concurrent(self, args: Any) -> bool:
+        """Whether this call may run at the same time as its neighbours of the same round that may too."""
+        return False
 
     def escape(self, args: Any) -> Escape | None:
         """The call's request to run outside the sandbox, with the model's justification; None: it stays in."""
@@ -288,6 +300,16 @@ class Toolbox:
              "input_schema": t.schema()}
             for t in self.tools.values()
         ]
+
+    def runs_alongside(self, name: str, raw_input: Any) -> bool:
+        """Whether a call may run at the same time as its neighbours that may too (the tool says, on valid arguments)."""
+        checked = self._checked(name, raw_input)
+        return not isinstance(checked, ToolOutcome) and checked[0].concurrent(checked[1])
+
+    def streams(self, name: str) -> bool:
+        """Whether the named tool has events while it runs."""
+        tool = self.tools.get(name)
+        return tool is not None and tool.streams
 
     def add_secrets(self, values: list[str]) -> None:
         """More values to mask in every tool result (an MCP server's env and header values)."""

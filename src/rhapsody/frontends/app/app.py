@@ -153,6 +153,8 @@ class RhapsodyApp(App[int]):
         self.welcome = welcome
         self.hints: dict[str, Entry] = {}
         self.calls: dict[str, tuple[ToolUseBlock, Entry]] = {}
+        self.subagents: dict[str, tuple[str, Entry]] = {}
+        """Running sub-agents by id: the line that started each, and its live entry."""
         self.worker: Worker[None] | None = None
         self.live = Liveness()
         self._rebuilt_to = 0
@@ -546,6 +548,8 @@ class RhapsodyApp(App[int]):
             entry.text, entry.state = line.text, line.state
             self.transcript.sync(entry)
         self.calls = {}
+        for sid in list(self.subagents):  # Esc stopped them too: their end was never said
+            await self.subagent_event(ev.SubagentEnded(sid, "interrupted", "stopped by the human"))
         await self.transcript.add(Entry.of(render.event_lines(ev.Interrupted(""))[0]))
 
     async def apply(self, event: ev.Event) -> None:
@@ -605,6 +609,9 @@ class RhapsodyApp(App[int]):
             await t.end_text()
         elif isinstance(event, ev.TodoUpdated):
             return self.show_todos(list(event.items))
+        elif isinstance(event, (ev.SubagentStarted, ev.SubagentStep, ev.SubagentEnded)):
+            await t.end_text()
+            return await self.subagent_event(event)
         for line in render.event_lines(event):
             await t.add(Entry.of(line))
         self.refresh_status()
@@ -664,6 +671,30 @@ class RhapsodyApp(App[int]):
             await self.transcript.add(entry)
         self.transcript.sync(entry)
         self.live.start("working")
+
+    async def subagent_event(self, event: ev.SubagentStarted | ev.SubagentStep | ev.SubagentEnded) -> None:
+        """A sub-agent is one folded line that stays live: its latest step on the line, every step unfolded."""
+        if isinstance(event, ev.SubagentStarted):
+            line = render.event_lines(event)[0]
+            entry = Entry("subagent", line.text, "", event.id, "running")
+            self.subagents[event.id] = (line.text, entry)
+            await self.transcript.add(entry)
+        elif event.id in self.subagents:
+            self.subagent_changed(event, *self.subagents[event.id])
+
+    def subagent_changed(self, event: ev.SubagentStep | ev.SubagentEnded, head: str, entry: Entry) -> None:
+        """A running sub-agent's line: the call under way, the step it just took, or how it ended."""
+        lines = render.event_lines(event)
+        if isinstance(event, ev.SubagentEnded):
+            entry.text, entry.state = lines[0].text, "error" if event.status in ("failed", "interrupted") else ""
+            self.subagents.pop(event.id, None)
+        elif isinstance(event.step, ev.ToolStarted):
+            entry.text = f"{head} · running {render.one_line(render.tool_line(render.ToolView(event.step.call)).text, 80)}"
+        elif lines:
+            taken = [line.text.removeprefix(render.SUBAGENT_INDENT) for line in lines]
+            entry.body = "\n".join([entry.body, *taken]).strip("\n")
+            entry.text = f"{head} · {entry.body.count(chr(10)) + 1} steps · {render.one_line(taken[-1], 80)}"
+        self.transcript.sync(entry)
 
     async def hints_delivered(self, event: ev.HintDelivered) -> None:
         """A delivered hint moves to where it landed: after the result it followed, or the turn's end."""

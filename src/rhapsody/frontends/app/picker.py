@@ -100,6 +100,15 @@ class Summary:
         return str(head.get("branch") or imported.get("git_branch") or "") if head.get("kind") == "session" else ""
 
     @cached_property
+    def parent(self) -> tuple[str, str]:
+        """A sub-agent's session: its parent session and its id there (`sa1`); ("", "") for any other."""
+        head = self.records[0] if self.records else {}
+        link = head.get("parent") if head.get("kind") == "session" else None
+        if not isinstance(link, dict):
+            return "", ""
+        return str(link.get("session", "")), str(link.get("subagent", ""))
+
+    @cached_property
     def seams(self) -> int:
         return sum(1 for r in self.records if r["kind"] == "seam")
 
@@ -164,7 +173,14 @@ class Picking:
         keys = {s: f"{self.summaries[s].first} {self.summaries[s].last}" for s in self.summaries}
         matched = set(fuzzy(query, list(keys.values()), len(keys))) if query.strip() else set(keys.values())
         # Text, not a string: a string is read as markup, and a history's words are not rhapsody's
-        return [Option(Text(visible(self.summaries[s].line(now))), id=s) for s in self.summaries if keys[s] in matched]
+        return [Option(Text(visible(self.line_of(s, now))), id=s) for s in under_parents(self.summaries)
+                if keys[s] in matched]
+
+    def line_of(self, stem: str, now: float) -> str:
+        """A session's line; a sub-agent's indented under its parent, named by its id there."""
+        summary = self.summaries[stem]
+        parent, sid = summary.parent
+        return f"    ⤷ {sid} {summary.line(now).lstrip()}" if parent else summary.line(now)
 
     def on_mount(self) -> None:
         self.show_preview()
@@ -250,6 +266,22 @@ class PickerScreen(Picking, ModalScreen[str | None]):
     def done(self, session: str | None) -> None:
         """Close the screen with the session picked."""
         self.dismiss(session)
+
+
+def under_parents(summaries: dict[str, Summary]) -> list[str]:
+    """The sessions newest first, each sub-agent's right under its parent (its own place when the parent is not
+    listed), in the order it was started."""
+    children: dict[str, list[str]] = {}
+    for stem, summary in summaries.items():
+        parent = summary.parent[0]
+        if parent in summaries:
+            children.setdefault(parent, []).append(stem)
+    placed = {stem for listed in children.values() for stem in listed}
+    order: list[str] = []
+    for stem in summaries:
+        if stem not in placed:
+            order += [stem, *sorted(children.get(stem, []))]
+    return order
 
 
 def set_aside(problems: list[str], shown: int = 3) -> str:

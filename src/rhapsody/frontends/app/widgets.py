@@ -30,7 +30,7 @@ WINDOW = 40
 TRIM = 20
 RESULT_PREVIEW = 4000
 LIVE_SPLIT = 1500
-FOLDABLE = ("tool", "seam", "thinking", "harness", "rewound", "attached")
+FOLDABLE = ("tool", "seam", "thinking", "harness", "rewound", "attached", "subagent")
 
 
 class StatusBar(Static):
