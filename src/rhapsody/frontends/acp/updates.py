@@ -149,7 +149,8 @@ def event_updates(event: ev.Event, calls: CallBook) -> list[Update]:
         case ev.HintDelivered(hint_ids=ids, where=where):
             return [said(f"✓ {', '.join(ids)} delivered ({where})")]
         case (ev.Retrying() | ev.ContextPruned() | ev.HandoffFailed() | ev.Failed() | ev.Interrupted()
-              | ev.LimitsExceeded() | ev.Notice() | ev.HarnessSaid() | ev.FilesAttached() | ev.ImagesAttached()):
+              | ev.LimitsExceeded() | ev.Notice() | ev.HarnessSaid() | ev.FilesAttached() | ev.ImagesAttached()
+              | ev.SubagentStarted() | ev.SubagentStep() | ev.SubagentEnded()):  # a sub-agent's lines as the app's
             return [said(plain(line).strip()) for line in event_lines(event)]
         case (ev.TurnStarted() | ev.RetryCountdown() | ev.ModelResponse() | ev.RequestSent() | ev.UsageReported()
               | ev.DenialDelivered() | ev.MemoryReminded() | ev.HandoffAsked() | ev.TurnEnded()
