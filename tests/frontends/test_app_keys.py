@@ -110,7 +110,8 @@ async def test_escape_denies_and_the_diff_is_shown_for_an_edit(stub: Stub, proje
         assert deny.region.bottom <= 24  # the deny line is on screen at 80x24
         said = [w for e, w in app.transcript.widgets.items() if e.kind == "assistant" and NARRATE in e.text][0]
         view = app.transcript.region  # the agent's reason stays in view, above the question
-        await until(pilot, lambda: said.region.y >= view.y and said.region.bottom <= view.bottom)
+        await until(pilot, lambda: said.region.y >= view.y and said.region.bottom <= view.bottom
+                    and panel(app).region.height > 0)  # the panel laid out, below the transcript
         assert view.bottom <= panel(app).region.y
         await pilot.press("escape")
         await idle(pilot)

@@ -87,7 +87,7 @@ def test_the_check_finds_a_live_read_of_records(tmp_path: Path) -> None:
     assert record_reads(module) == [("show", 3)]
 
 
-async def test_a_turn_closed_by_its_consumer_keeps_what_it_could_not_say_for_the_front_end(
+async def test_a_turn_closed_by_its_consumer_says_what_it_could_not_on_the_one_event_queue(
         stub: Stub, project: Path) -> None:
     stub.script(TALK)
     wiring = stub.wire(project)
@@ -96,10 +96,10 @@ async def test_a_turn_closed_by_its_consumer_keeps_what_it_could_not_say_for_the
             if isinstance(event, TextDelta):
                 wiring.agent.request_handoff()
                 break  # as the app's worker closes the turn when Esc lands while it draws an event
-    unsaid = wiring.agent.take_unsaid()
+    unsaid = wiring.agent.outbox.ready()
     assert [type(e) for e in unsaid] == [Interrupted, HandoffFailed]
     assert isinstance(unsaid[1], HandoffFailed) and unsaid[1].reason == CANCELLED
-    assert wiring.agent.take_unsaid() == [] and wiring.session.handoff.phase == Phase.FAILED
+    assert wiring.agent.outbox.ready() == [] and wiring.session.handoff.phase == Phase.FAILED
 
 
 async def test_plain_ctrl_o_as_a_turn_ends_without_a_tool_call_ends_in_a_seam(stub: Stub, project: Path) -> None:

@@ -210,7 +210,7 @@ def test_mid_run_with_a_spinner_and_a_placed_hint(snap_compare: Any, stub: Stub,
         await git_read(pilot)
         app.start_turn("run the tests")
         await until(pilot, lambda: app.calls)
-        await app.add_hint("only the parser tests, please", "steer")  # while the first command waits for `go`
+        await app.controller.line("only the parser tests, please")  # while the first command waits for `go`
         (root / "go").touch()
         await until(pilot, lambda: len([e for e in app.transcript.entries if e.kind == "tool"]) == 2)
         await settle(pilot)

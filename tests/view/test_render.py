@@ -45,18 +45,24 @@ def test_previews_of_edits_and_new_files(tmp_path: Path) -> None:
     assert "    -y = 2" in plain_text("edit_file", {"path": "a.py", "old": "y = 2", "new": "y = 3"}, tmp_path, "ask")
 
 
-async def test_plain_approval_shows_the_command_escaped_and_only_a_lone_y_approves(tmp_path: Path) -> None:
-    said: list[str] = []
+def plain_questions(stub: Stub, project: Path, said: list[str]) -> tuple[HumanApprover, PlainApprover]:
+    """Plain mode's questions on an agent whose approver asks them as events, straight to plain mode."""
     approver = HumanApprover(grace=no_grace)
-    questions = PlainApprover(approver, said.append, tmp_path)
-    serving = asyncio.create_task(questions.serve())
+    agent = stub.wire(project, approver=approver, permission_mode="ask").agent
+    questions = PlainApprover(agent, approver.grace, said.append, project)
+    approver.emit = questions.ask
+    return approver, questions
+
+
+async def test_plain_approval_shows_the_command_escaped_and_only_a_lone_y_approves(stub: Stub, project: Path) -> None:
+    said: list[str] = []
+    approver, questions = plain_questions(stub, project, said)
     task = asyncio.create_task(approver("bash", "x", "ask mode", {"command": "ls\r\x1b[2Krm -rf ~"}))
     await until(lambda: bool(said) and questions.ready)  # past the (test's empty) grace period
     assert "ls\\r\\x1b[2Krm -rf ~" in said[0] and "\x1b" not in said[0]
     assert "for this session" not in said[0] and "no session rule can allow this call" in said[0]
     assert questions.answer("yes, but use stat instead")  # words: a denial, never a yes
     answer = await task
-    serving.cancel()
     assert not answer.allow and answer.words == "yes, but use stat instead"
 
 
@@ -66,30 +72,24 @@ async def test_plain_approval_shows_the_command_escaped_and_only_a_lone_y_approv
     ("n please add a test first", False, "n please add a test first", ()),
     ("any way, add a test first", False, "any way, add a test first", ()), ("yes", False, "yes", ()),
 ])
-async def test_plain_answers_as_the_app_does(tmp_path: Path, line: str, allow: bool, words: str,
+async def test_plain_answers_as_the_app_does(stub: Stub, project: Path, line: str, allow: bool, words: str,
                                              remember: tuple[str, ...]) -> None:
     said: list[str] = []
-    approver = HumanApprover(grace=no_grace)
-    questions = PlainApprover(approver, said.append, tmp_path)
-    serving = asyncio.create_task(questions.serve())
+    approver, questions = plain_questions(stub, project, said)
     task = asyncio.create_task(approver("bash", "ls", "ask mode", {"command": "ls"}, ("bash:ls",)))
     await until(lambda: bool(said) and questions.ready)  # past the (test's empty) grace period
     assert "2 = allow bash:ls for this session (a)" in said[0]
     assert questions.answer(line)
     answer = await task
-    serving.cancel()
     assert (answer.allow, answer.words, answer.remember) == (allow, words, remember)
 
 
-async def test_plain_a_is_no_answer_of_its_own_when_no_rule_is_offered(tmp_path: Path) -> None:
-    approver = HumanApprover(grace=no_grace)
-    questions = PlainApprover(approver, [].append, tmp_path)
-    serving = asyncio.create_task(questions.serve())
+async def test_plain_a_is_no_answer_of_its_own_when_no_rule_is_offered(stub: Stub, project: Path) -> None:
+    approver, questions = plain_questions(stub, project, [])
     task = asyncio.create_task(approver("bash", "for i in 1; do :; done", "no rule can allow this", {}))
     await until(lambda: questions.ready)
     assert questions.answer("a")
     answer = await task
-    serving.cancel()
     assert not answer.allow and answer.remember == () and answer.words == "a"
 
 

@@ -99,9 +99,7 @@ def run_command(agent: Agent, line: str, keys: tuple[tuple[str, str], ...] | Non
     if name == "/clear":
         if agent.busy:
             return Outcome("wait for the turn to end before starting a new session", error=True)
-        agent.replace_session(Session.start(agent.session.root, agent.session.spec))
-        forgotten = agent.toolbox.rules.session_allow[:]
-        agent.toolbox.rules.session_allow.clear()  # "for this session" means the one that just ended
+        forgotten = agent.replace_session(Session.start(agent.session.root, agent.session.spec))
         said = f"; rules allowed for the last session no longer apply ({', '.join(forgotten)})" if forgotten else ""
         return Outcome(f"new session {agent.session.id}{said}", reload=True)
     if name == "/resume":
@@ -132,7 +130,6 @@ def _resume(agent: Agent, arg: str) -> Outcome:
     except HistoryError as exc:
         return Outcome(str(exc), error=True)
     agent.replace_session(session)
-    agent.toolbox.rules.session_allow.clear()  # "for this session" meant the one left
     return Outcome(f"resumed session {session.id}", reload=True)
 
 

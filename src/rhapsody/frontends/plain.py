@@ -21,41 +21,44 @@ from __future__ import annotations
 import asyncio
 import time
 import sys
-from contextlib import aclosing
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any, TextIO
 
-from rhapsody.commands.slash import PLAIN_KEYS, Outcome, is_command, run_command
+from rhapsody.commands.slash import PLAIN_KEYS, Outcome, is_command
 from rhapsody.config.settings import Settings
 from rhapsody.core import events as ev
-from rhapsody.core.toolbox.approval import HumanApprover, Question, approval_for, choices, picked
+from rhapsody.core.agent import ops
+from rhapsody.core.toolbox.approval import Grace, HumanApprover, answer_for, choices, picked
 from rhapsody.core.agent.loop import Agent
 from rhapsody.core.toolbox.tools import PlanReview
+from rhapsody.frontends.controller import Controller, NoteKind
 from rhapsody.frontends.preview import plain_text
 from rhapsody.frontends.prompt_aids import InputHistory, command_names
 from rhapsody.frontends.recap import recap_lines
-from rhapsody.frontends.shell_mode import run_human_command, shell_command
 from rhapsody.view.render import print_event
 from rhapsody.view.sink import safe_stream, visible
 
 
 class PlainApprover:
-    """Shows the approver's questions on the line; the next line typed after the grace period is the answer."""
+    """Shows the agent's questions (`ApprovalAsked`) on the line; the next line typed after the grace period
+    answers, as an `ApprovalAnswer` op."""
 
-    def __init__(self, approver: HumanApprover, say: Callable[[str], None], root: Path,
+    def __init__(self, agent: Agent, grace: Grace, say: Callable[[str], None], root: Path,
                  take_typed: Callable[[], str] = lambda: "", hidden: Callable[[], tuple[str, ...]] = tuple) -> None:
         """`take_typed` empties the prompt's line and returns what it held; `hidden` gives the read deny
         rules, whose files a question never shows."""
-        self.approver = approver
+        self.agent = agent
+        self.grace = grace
         self.hidden = hidden
         self.say = say
         self.root = root
         self.take_typed = take_typed
-        self.pending: Question | None = None
+        self.pending: ev.ApprovalAsked | None = None
         self.rules: tuple[str, ...] = ()
         self.ready = False
         """Whether the grace period of the pending question is over, so a typed line answers it."""
+        self._waiting: asyncio.Future[object] | None = None
         self.kept: list[str] = []
         """What was typed for the prompt as the question appeared; it goes back there once answered."""
         self.plan_reply: asyncio.Future[PlanReview] | None = None
@@ -71,27 +74,28 @@ class PlainApprover:
         finally:
             self.plan_reply = None
 
-    async def serve(self) -> None:
-        """Ask each question as it comes, one at a time, until cancelled."""
-        while True:
-            question = await self.approver.next_question()
-            self.rules = question.rules
-            self.pending, self.ready = question, False
-            self.say(f"{plain_text(question.tool, question.args, self.root, question.why, self.hidden())}\n"
-                     f"  {numbered(self.rules)}; anything else denies, and the agent reads your words")
-            grace = asyncio.ensure_future(question.grace())
-            waits: list[asyncio.Future[Any]] = [question.reply, grace]
-            try:  # answered, or dropped when the turn was interrupted
-                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-                self.open()
-                await asyncio.wait([question.reply])
-            finally:
-                grace.cancel()
-                self.pending = None
+    def ask(self, question: ev.ApprovalAsked) -> None:
+        """Show the question; it takes an answer once its grace period is over."""
+        self.rules = question.rules
+        self.pending, self.ready = question, False
+        self.say(f"{plain_text(question.tool, question.args, self.root, question.why, self.hidden())}\n"
+                 f"  {numbered(self.rules)}; anything else denies, and the agent reads your words")
+        self._waiting = asyncio.ensure_future(self.grace())
+        self._waiting.add_done_callback(self._graced)
+
+    def _graced(self, waited: asyncio.Future[object]) -> None:
+        if not waited.cancelled():
+            self.open()
+
+    def drop(self) -> None:
+        """The question is over: answered, or dropped when the turn was interrupted."""
+        if self._waiting is not None:
+            self._waiting.cancel()
+        self.pending, self._waiting = None, None
 
     def open(self) -> None:
         """The grace period is over: the line being typed is set aside, and the next line answers."""
-        if self.pending is None or not self.pending.open:
+        if self.pending is None:
             return
         self.ready = True
         typed = self.take_typed()
@@ -102,7 +106,7 @@ class PlainApprover:
 
     def picking(self, typed: str) -> bool:
         """Whether a key typed now on a line holding `typed` may pick an answer by its number."""
-        return self.ready and not typed and self.pending is not None and self.pending.open
+        return self.ready and not typed and self.pending is not None
 
     def take_kept(self) -> str:
         """The lines set aside, for the prompt (once the question is answered or dropped)."""
@@ -119,7 +123,7 @@ class PlainApprover:
         if self.plan_reply is not None and not self.plan_reply.done() and not is_command(line):
             self.plan_reply.set_result(plan_review(line))
             return True
-        if self.pending is None or not self.pending.open or is_command(line):
+        if self.pending is None or is_command(line):
             return False
         if not self.ready:  # typed before the question could be read: never its answer
             if line.strip():
@@ -127,7 +131,8 @@ class PlainApprover:
             self.say("  that line came as the question appeared, so it is not the answer"
                      + ("; it comes back to the prompt once you answer" if line.strip() else ""))
             return True
-        self.pending.answer(approval_for(line, self.rules))
+        self.agent.submit(answer_for(self.pending.id, line, self.rules))
+        self.drop()
         return True
 
 
@@ -175,24 +180,29 @@ class Unmarked:
         return held
 
 
-async def _consume(agent: Agent, text: str | None, out: TextIO, typed: str | None = None) -> None:
-    said = False
+async def read_work(agent: Agent, out: TextIO, questions: PlainApprover) -> None:
+    """Print the agent's events until its work is over (`Idle`); its questions are asked on the line."""
     unmarked = Unmarked()
-    try:
-        async with aclosing(agent.run(text, typed)) as stream:
-            async for event in stream:
-                if isinstance(event, ev.TextDelta):
-                    out.write(visible(unmarked.feed(event.text)))
-                    continue
-                if isinstance(event, ev.BlockStopped):
-                    out.write(visible(unmarked.flush()))
-                print_event(event, out)
-                said = said or isinstance(event, ev.Interrupted)
-    except asyncio.CancelledError:
-        if not said:  # cancelled before the loop could say so itself: what it would have said
-            out.write("\n")
-            for event in agent.take_unsaid() or [ev.Interrupted("")]:
-                print_event(event, out)
+    async for event in agent.events():
+        if isinstance(event, ev.TextDelta):
+            out.write(visible(unmarked.feed(event.text)))
+            continue
+        if isinstance(event, ev.BlockStopped):
+            out.write(visible(unmarked.flush()))
+        if isinstance(event, ev.ApprovalAsked):
+            questions.ask(event)
+        elif isinstance(event, ev.ShellRan):
+            code = f"exit {event.exit_code}" if event.exit_code is not None else "error"
+            out.write(visible(f"! {event.command} → {code}\n{event.output.rstrip()}\n"
+                              f"  [{event.hint_id} queued: the agent reads it with your next message]\n"))
+        elif isinstance(event, ev.Idle):
+            questions.drop()
+            return
+        else:
+            if isinstance(event, ev.Interrupted):
+                questions.drop()
+                out.write("\n")
+            print_event(event, out)
 
 
 def resumed_recap(agent: Agent) -> str:
@@ -203,18 +213,60 @@ def resumed_recap(agent: Agent) -> str:
     return "\n".join(["resumed; where it was left:", *recap_lines(records, agent.session.figures)])
 
 
-async def _confirmed(agent: Agent, asked: Outcome, ask: Callable[[str], Awaitable[str]],
-                     say: Callable[[str], None]) -> Outcome:
-    """Show a command's figures and ask its y/N question; yes runs the command it names."""
-    say(asked.text)
-    agent.session.record("notice", text=asked.text, shown="as is")
-    try:
-        answer = await ask(f"{asked.confirm} [y/N] ")
-    except (KeyboardInterrupt, EOFError):
-        answer = ""
-    if answer.strip().lower() in ("y", "yes"):
-        return run_command(agent, asked.then, PLAIN_KEYS)
-    return Outcome(asked.declined)
+class PlainSurface:
+    """Plain mode as the controller's surface: lines printed, a y/N asked on the prompt."""
+
+    def __init__(self, agent: Agent, say: Callable[[str], None], ask: Callable[[str], Awaitable[str]],
+                 questions: PlainApprover, read: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        self.agent = agent
+        self.say = say
+        self.ask = ask
+        self.questions = questions
+        self.read = read
+        self.task: asyncio.Task[None] | None = None
+        """Reading the work under way, until `Idle`."""
+        self.refilled = ""
+        self.quitting = False
+
+    async def note(self, text: str, kind: NoteKind) -> None:
+        """Print it (a typed command is already on the screen) and keep it in the history."""
+        if kind != "command":
+            self.say(text)
+        self.agent.submit(ops.AddNotice(text=text, error=kind == "error", command=kind == "command"))
+
+    async def hinted(self, receipt: ops.Receipt, text: str, mode: str) -> None:
+        self.say(receipt.text)
+
+    async def work_began(self, op: ops.Op) -> None:
+        self.task = asyncio.create_task(self.read())
+
+    async def reload(self) -> None:
+        """Nothing to rebuild: the lines printed stay."""
+
+    async def in_history(self, text: str) -> None:
+        self.say(text)
+
+    async def confirm(self, outcome: Outcome, then: Callable[[bool], Awaitable[None]]) -> None:
+        """Ask the y/N question on the prompt; with a permission question open, say how to do it instead."""
+        if self.questions.pending is not None:  # one question at a time: the y/N would take the answer meant for it
+            await self.note(f"  not handed off; `{outcome.then}` does it without asking", "notice")
+            return
+        try:
+            answer = await self.ask(f"{outcome.confirm} [y/N] ")
+        except (KeyboardInterrupt, EOFError):
+            answer = ""
+        await then(answer.strip().lower() in ("y", "yes"))
+
+    def refill(self, text: str) -> None:
+        self.refilled = text
+
+    def quit(self) -> None:
+        self.quitting = True
+
+    @property
+    def working(self) -> bool:
+        """Whether the agent's work is still being read."""
+        return self.task is not None and not self.task.done()
 
 
 async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | None = None,
@@ -264,14 +316,13 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
         keys.add(digit, filter=picking)(_pick)
 
     def working() -> bool:
-        return task is not None and not task.done()
+        return surface.working
 
     names = command_names(agent.session.root)  # the custom commands as they were when plain mode started
     # Up and ctrl+r (prompt-toolkit's reverse-i-search) reach the lines typed in the app here too
     earlier = InMemoryHistory(InputHistory(agent.session.root).lines)
     prompt: PromptSession[str] = PromptSession(completer=WordCompleter(names, sentence=True), key_bindings=keys,
                                                history=earlier)
-    task: asyncio.Task[None] | None = None
     ctrl_c_at = 0.0
     with patch_stdout(raw=True):
         sink = safe_stream(out or sys.stdout)  # every byte of plain mode passes the one sink
@@ -284,10 +335,11 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
             typed, prompt.default_buffer.text = prompt.default_buffer.text, ""
             return typed
 
-        questions = PlainApprover(approver or HumanApprover(), say, agent.session.root, take_typed,
+        questions = PlainApprover(agent, (approver or HumanApprover()).grace, say, agent.session.root, take_typed,
                                   agent.toolbox.rules.read_denied)
         agent.toolbox.reviewer = questions.review_plan
-        serving = asyncio.create_task(questions.serve())
+        surface = PlainSurface(agent, say, prompt.prompt_async, questions, lambda: read_work(agent, sink, questions))
+        controller = Controller(agent, surface, PLAIN_KEYS)
         say(f"rhapsody {agent.session.id} in {agent.session.root}, model {agent.session.spec.model}, "
             f"permissions {agent.toolbox.permission_mode}\n"
             "While the agent works, a typed line is a hint for its next tool boundary; start it with >> to "
@@ -299,13 +351,13 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
             say(f"  ! {notice}")
         if first.strip():
             say(f"› {first}")
-            task = asyncio.create_task(_consume(agent, first, sink))
+            await controller.turn(first)
         while True:
             try:
                 line = await prompt.prompt_async("› ", default=initial)
             except KeyboardInterrupt:
-                if task is not None and not task.done():
-                    task.cancel()  # drops an open question: what it set aside goes back to the prompt
+                if surface.working:
+                    agent.submit(ops.Interrupt())  # drops an open question: what it set aside goes back to the prompt
                     initial = " ".join(t for t in (questions.take_kept(), typed.pop() if typed else "") if t)
                     continue
                 if time.monotonic() - ctrl_c_at > 2.0:  # at the prompt: twice to quit, as in the app
@@ -317,48 +369,22 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
                 break
             by_key = bool(typed)  # ctrl+o: a key, not a typed command, so nothing to echo
             initial = typed.pop() if typed else ""
-            busy = task is not None and not task.done()
             if (questions.pending is not None or questions.plan_reply is not None) and questions.answer(line):
-                initial = "" if questions.pending is not None and questions.pending.open else questions.take_kept()
+                initial = "" if questions.pending is not None else questions.take_kept()
                 continue
-            command = shell_command(line)
-            if command is not None:  # the human's own command, in the agent's sandbox
-                run = await run_human_command(agent, command)
-                say(f"! {command} → exit {run.exit_code}\n{run.output.rstrip()}\n"
-                    f"  [{run.hint_id} queued: the agent reads it with your next message]")
-            elif is_command(line):
-                if not by_key:  # as the app records a typed command: --continue in either front end shows it
-                    agent.session.record("notice", text=line.strip(), shown="as is", command=True)
-                outcome = run_command(agent, line, PLAIN_KEYS)
-                if outcome.confirm and questions.pending is not None and questions.pending.open:
-                    # one question at a time: the y/N would take the answer meant for the one above
-                    outcome = Outcome(f"{outcome.text}\n  not handed off; `{outcome.then}` does it without asking")
-                elif outcome.confirm:
-                    outcome = await _confirmed(agent, outcome, prompt.prompt_async, say)
-                if outcome.text:
-                    say(outcome.text)
-                if outcome.text and not outcome.in_history and not outcome.quit:
-                    agent.session.record("notice", text=outcome.text, shown="as is",
-                                         **({"error": True} if outcome.error else {}))
-                if outcome.quit:
+            if is_command(line):
+                surface.refilled = ""
+                await controller.command(line, echo=not by_key)
+                if surface.quitting:
                     break
-                initial = outcome.refill or initial
-                if questions.pending is not None and questions.pending.open:
+                initial = surface.refilled or initial
+                if questions.pending is not None:
                     say("  the question above is still open: y, a, n, or your words")
-                if outcome.run_turn and not busy:
-                    task = asyncio.create_task(_consume(agent, None, sink))
-                if outcome.prompt and busy:  # a custom command's prompt, typed while the agent works
-                    say(f"[{agent.session.hint(outcome.prompt, mode='queue').id} pending: end of turn]")
-                elif outcome.prompt:
-                    task = asyncio.create_task(_consume(agent, outcome.prompt, sink, outcome.typed))
-            elif line.strip() and busy:
-                queued = line.startswith(">>")
-                hint = agent.session.hint(line.removeprefix(">>").strip(), mode="queue" if queued else "steer")
-                say(f"[{hint.id} pending: {'end of turn' if queued else 'next tool boundary'}]")
-            elif line.strip():
-                task = asyncio.create_task(_consume(agent, line, sink))
-    serving.cancel()
-    if task and not task.done():
-        task.cancel()
-    await asyncio.gather(serving, *([task] if task else []), return_exceptions=True)
+                continue
+            queued = line.startswith(">>") and agent.working
+            await controller.line(line.removeprefix(">>").strip() if queued else line, queued)
+    if surface.working:
+        agent.submit(ops.Interrupt())
+    if surface.task is not None:
+        await asyncio.gather(surface.task, return_exceptions=True)
     return 0

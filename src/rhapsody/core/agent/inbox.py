@@ -118,6 +118,11 @@ class Work:
             async for event in stream:
                 self.outbox.put(event)
 
+    async def settled(self) -> None:
+        """Wait until the task under way, if any, is over (cancelled, failed or done)."""
+        if self.task is not None:
+            await asyncio.wait([self.task])
+
     def cancel(self) -> bool:
         """Cancel the task under way; False when none is."""
         if not self.running:
@@ -167,7 +172,7 @@ def _turn(agent: Agent, text: str | None, typed: str | None) -> ops.Receipt:
     if agent.working:
         return ops.Receipt(False, BUSY_TURN)
     agent.work.start(agent.run(text, typed))
-    return ops.Receipt()
+    return ops.Receipt(started=True)
 
 
 def _hint(agent: Agent, text: str, mode: str) -> ops.Receipt:
@@ -200,7 +205,7 @@ def _handoff(agent: Agent) -> ops.Receipt:
     if agent.working:
         return ops.Receipt(text="micro-handoff requested: at the next tool boundary, or right after this turn ends")
     agent.work.start(agent.run(None))
-    return ops.Receipt(text="micro-handoff requested")
+    return ops.Receipt(text="micro-handoff requested", started=True)
 
 
 def _undo(agent: Agent) -> ops.Receipt:
@@ -226,7 +231,7 @@ def _shell(agent: Agent, command: str) -> ops.Receipt:
 
     if agent.work.running:  # a turn runs: the command runs beside it, its output queued for the turn's end
         agent.work.beside(ran())
-    else:
-        agent.work.start(ran())
-    return ops.Receipt()
+        return ops.Receipt()
+    agent.work.start(ran())
+    return ops.Receipt(started=True)
 

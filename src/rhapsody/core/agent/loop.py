@@ -7,7 +7,7 @@ length strips first (core/agent/safety_net.py); the model's end of turn commits 
 delivers queued messages (core/agent/turn_end.py), and a handoff still wanted then gets a turn of its
 own, so ctrl+o ends in a seam in every front end. `_one_turn` holds the one cancellation path:
 `round.interrupt` keeps the history a valid conversation, and the `Interrupted` it returns is
-yielded, or kept for the front end (`take_unsaid`) when the consumer closed the stream.
+yielded, or put on the agent's one event queue (`events`) when the consumer closed the stream.
 
 Imports: stdlib and rhapsody.core only.
 """
@@ -51,8 +51,8 @@ class Agent:
     """
 
     def __init__(self, session: Session, model: Model, toolbox: Toolbox, policy: Policy,
-                 observers: Sequence[Observer] = (), rewinder: Rewinding | None = None,
-                 delegation: Delegation | None = None) -> None:
+                 observers: Sequence[Observer] = (), delegation: Delegation | None = None,
+                 rewinder: Rewinding | None = None) -> None:
         self.session = session
         self.delegation = delegation
         """What the agent lends the sub-agents its calls start (core/agent/subagent.py); None: it starts none."""
@@ -65,8 +65,6 @@ class Agent:
         self._threshold = HandoffThreshold(policy.handoff_at_tokens, policy.handoff_at_share, policy.context_window)
         self._folds(session)
         session.figures.window_setting = policy.context_window  # the status bar's share, of the same window
-        self.unsaid: list[Event] = []
-        """What a turn closed by its consumer could not say (see `take_unsaid`)."""
         self.outbox = Outbox()
         """The one queue every event leaves by, once a front end reads it (`events`)."""
         self.work = Work(self.outbox)
@@ -76,14 +74,18 @@ class Agent:
     def submit(self, op: ops.Op) -> ops.Receipt:
         """The one way a front end changes the agent (core/agent/ops.py); what it starts says what it does on
         `events`."""
+        if isinstance(self.toolbox.approver, HumanApprover):
+            self.toolbox.approver.emit = self.outbox.put  # a front end that submits reads questions as events
         return handle(self, op)
 
     async def events(self) -> AsyncGenerator[Event, None]:
         """Every event, in order, as `submit`'s work and the permission questions produce them; endless."""
-        if isinstance(self.toolbox.approver, HumanApprover):
-            self.toolbox.approver.emit = self.outbox.put  # questions now go out as events
         async for event in self.outbox:
             yield event
+
+    async def settled(self) -> None:
+        """Wait until the work under way (a turn, the human's command) is over, however it ends."""
+        await self.work.settled()
 
     @property
     def working(self) -> bool:
@@ -94,7 +96,6 @@ class Agent:
         """One turn: the human's text (plus any pending hints), then the tool loop; then, when a handoff is still
         wanted, the turn that asks for it (core/agent/turn_end.py `handoff_left`), so every front end ends ctrl+o in a seam.
         `typed`: what the human typed when `text` holds more (a custom command's prompt): only its images and files attach."""
-        self.unsaid = []
         if text and text.strip() and self._at_boundary(Boundary.HUMAN):  # the seam before the human's words
             async with aclosing(self._one_turn(None)) as turn:
                 async for event in turn:
@@ -111,12 +112,6 @@ class Agent:
             async with aclosing(self._one_turn(None)) as turn:
                 async for event in turn:
                     yield event
-
-    def take_unsaid(self) -> list[Event]:
-        """What the last turn, closed by its consumer at a yield, could not say (`Interrupted`, a handoff
-        cancelled): the front end shows these itself."""
-        unsaid, self.unsaid = self.unsaid, []
-        return unsaid
 
     async def _one_turn(self, text: str | None, typed: str | None = None) -> AsyncGenerator[Event, None]:
         """One turn, as `run` describes it, without what follows it."""
@@ -135,8 +130,9 @@ class Agent:
         except (asyncio.CancelledError, GeneratorExit) as exc:
             # Cancelled at an await, or closed by the consumer at a yield: the one place a turn stops early.
             interruption: list[Event] = [interrupt(self.session, turn.round), *cancel_handoff(self.session)]
-            if not isinstance(exc, asyncio.CancelledError):  # a closed generator may not yield
-                self.unsaid = interruption
+            if not isinstance(exc, asyncio.CancelledError):  # a closed generator may not yield: the queue says it
+                for event in interruption:
+                    self.outbox.put(self._observed(event))
                 raise
             for event in interruption:
                 yield self._observed(event)
@@ -201,12 +197,16 @@ class Agent:
         self.observers.put(self.session, event)
         return event
 
-    def replace_session(self, session: Session) -> None:
-        """Continue with another session (``/clear``); only between turns."""
+    def replace_session(self, session: Session) -> list[str]:
+        """Continue with another session (``/clear``, ``/resume``); only between turns. Returns the rules allowed
+        "for this session", which no longer apply: they meant the one left."""
+        forgotten = self.toolbox.rules.session_allow[:]
+        self.toolbox.rules.session_allow.clear()
         self.session = session
         self.ctx = ToolContext(session.root, session, self.policy.bash_timeout, self.policy.output_cap,
                                delegation=self.delegation)
         self._folds(session)
+        return forgotten
 
     def _folds(self, session: Session) -> None:
         """The folds over the session's records the loop keeps: the cache lifetime and the checkpoint policy."""

@@ -150,6 +150,8 @@ class Receipt:
 
     ok: bool = True
     text: str = ""
+    started: bool = False
+    """Work began (a turn, a shell command): what it says comes on `Agent.events`, ending with `Idle`."""
     id: str = ""
     refill: str = ""
     reload: bool = False

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from rhapsody.core.agent.ops import ApprovalAnswer
 from rhapsody.core.events import ApprovalAsked
 from rhapsody.core.toolbox.tools import Approval
 
@@ -66,6 +67,18 @@ def approval_for(typed: str, rules: tuple[str, ...]) -> Approval:
             return Approval(False)
         case "words":
             return Approval(False, words=typed)
+
+
+def answer_for(question_id: str, typed: str, rules: tuple[str, ...]) -> ApprovalAnswer:
+    """The operation `typed` sends to the question `question_id` offering `rules` (see reply_to)."""
+    return answer_of(question_id, approval_for(typed, rules))
+
+
+def answer_of(question_id: str, approval: Approval | None) -> ApprovalAnswer:
+    """An answer a front end's dialog gave (None: dismissed, which denies) as the operation that sends it."""
+    if approval is None or not approval.allow:
+        return ApprovalAnswer(id=question_id, decision="deny", reason=approval.words if approval else "")
+    return ApprovalAnswer(id=question_id, decision="always" if approval.remember else "once")
 
 
 Grace = Callable[[], Awaitable[object]]

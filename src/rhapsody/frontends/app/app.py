@@ -29,8 +29,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
-from contextlib import aclosing
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -48,7 +47,6 @@ from textual.worker import Worker
 from rhapsody.frontends.app.deferred import lazy, load_all
 from rhapsody.frontends.hangup import STATUS as HANGUP_STATUS, Hangup
 from rhapsody.frontends.prompt_aids import InputHistory
-from rhapsody.frontends.shell_mode import shell_command
 from rhapsody.frontends.app.rewind import Rewinder
 from rhapsody.frontends.app.status import (
     MODEL_WAIT,
@@ -67,15 +65,19 @@ if TYPE_CHECKING:
     from rhapsody.config.settings import Settings
     from rhapsody.core import events as ev
     from rhapsody.core.session import records as rec
-    from rhapsody.core.toolbox.approval import HumanApprover, Question
+    from rhapsody.core.toolbox.approval import HumanApprover
+    from rhapsody.core.agent import ops
+    from rhapsody.core.toolbox.tools import Approval, PlanReview
     from rhapsody.core.agent.loop import Agent
+    from rhapsody.frontends import controller as control
     from rhapsody.core.session.messages import ToolUseBlock
-    from rhapsody.core.toolbox.tools import PlanReview
 else:  # loaded on first use, after the first frame (pydantic and the core are most of the start-up)
     commands = lazy("rhapsody.commands.slash")
     render = lazy("rhapsody.view.render")
     ev = lazy("rhapsody.core.events")
     rec = lazy("rhapsody.core.session.records")
+    ops = lazy("rhapsody.core.agent.ops")
+    control = lazy("rhapsody.frontends.controller")
 
 T = TypeVar("T")
 
@@ -148,7 +150,10 @@ class RhapsodyApp(App[int]):
         if typed_ahead:  # what was typed ahead is the first message: a suggested one (the demo's task) steps aside
             initial = ""
         self.approver = approver
-        self._questions: asyncio.Task[None] | None = None
+        """The agent's approver; the app takes only its grace period from it (questions come as events)."""
+        self.asking: tuple[ev.ApprovalAsked, Widget] | None = None
+        """The question open in its panel, and the panel."""
+        self.controller: control.Controller | None = None
         self.initial = initial
         self.welcome = welcome
         self.hints: dict[str, Entry] = {}
@@ -160,14 +165,15 @@ class RhapsodyApp(App[int]):
         self._rebuilt_to = 0
         """The last history record the transcript was rebuilt from: what live events say of records up to it is drawn
         already."""
-        self._said_interrupted = False
+        self.shells: dict[str, Entry] = {}
+        """The human's `!command`s running, by command: their line changes in place once they ran."""
         self._thinking: Entry | None = None
         self._ctrl_c_at = 0.0
         self._esc_at = 0.0
         self.signalled: list[str] = []
         """What was written to the terminal to say the agent waits (the bell or a notification)."""
         self._replying = False
-        self._held: list[dict[str, Any]] = []
+        self._held: list[ops.AddNotice] = []
         self._git = ""
         self._cold = False
         self._typed: str | None = None
@@ -215,10 +221,10 @@ class RhapsodyApp(App[int]):
         interrupted, an open question goes with it, and the app ends; nothing new starts."""
         from textual.worker import WorkerCancelled, WorkerFailed
 
-        self.workers.cancel_group(self, "shell")  # a `!command` of the human's: its group is killed
         worker = self.worker
         if worker is not None and not worker.is_finished:
-            self.workers.cancel_group(self, "agent")
+            self.agent.submit(ops.Interrupt())
+            await self.agent.settled()  # the turn recorded what was interrupted; the worker reads it to Idle
             try:
                 await worker.wait()
             except (WorkerCancelled, WorkerFailed):
@@ -261,8 +267,8 @@ class RhapsodyApp(App[int]):
     async def started(self) -> None:
         """The agent exists: show the session, start the MCP servers, the status bar and the SDK import."""
         load_all()  # the rest of the lazy modules, here rather than on the SDK's import thread
+        self.controller = control.Controller(self.agent, self)
         if self.approver is not None:
-            self._questions = asyncio.create_task(self.serve_questions(self.approver))
             self.agent.toolbox.reviewer = self.review_plan
         if self.settings.keymap:
             self.set_keymap(self.settings.keymap)
@@ -357,14 +363,11 @@ class RhapsodyApp(App[int]):
             self._early.append(message)
             return
         text = message.text
-        if shell_command(text) is not None:
-            self.run_worker(self.shell(text[1:].strip()), group="shell")
-        elif commands.is_command(text):
+        if commands.is_command(text):
             await self.command(text)
-        elif self.busy:
-            await self.add_hint(text, "queue" if message.queue else "steer")
         else:
-            self.start_turn(text)
+            assert self.controller is not None
+            await self.controller.line(text, queued=message.queue)
 
     @on(PromptInput.Changed)
     def show_completions(self, event: PromptInput.Changed) -> None:
@@ -403,18 +406,22 @@ class RhapsodyApp(App[int]):
         """
         fields: dict[str, Any] = {"text": text, "shown": "as is", **({"error": True} if kind == "error" else {}),
                                   **({"command": True} if kind == "command" else {})}
+        notice = ops.AddNotice(text=text, error=kind == "error", command=kind == "command")
         if self._replying:
-            self._held.append(fields)
+            self._held.append(notice)
         else:
-            self.agent.session.record("notice", **fields)
+            self.agent.submit(notice)
         line = render.notice_line(rec.Notice(kind="notice", **fields))
-        return await self.transcript.add(Entry.of(line), pin=self._replying)
+        shown = await self.transcript.add(Entry.of(line), pin=self._replying)
+        if kind != "command":
+            self.call_after_refresh(self.top_in_view, shown)  # a long answer (/help at 80x24) from its first line
+        return shown
 
     def record_held(self) -> None:
         """Notices said while a reply streamed are recorded after it."""
         self._replying = False
-        for fields in self._held:
-            self.agent.session.record("notice", **fields)
+        for notice in self._held:
+            self.agent.submit(notice)
         self._held = []
 
     def top_in_view(self, widget: Widget) -> None:
@@ -424,25 +431,33 @@ class RhapsodyApp(App[int]):
             view.anchor(False)  # the next message sent anchors it to the bottom again
             view.scroll_to_widget(widget, top=True, animate=False, immediate=True)
 
-    async def add_hint(self, text: str, mode: str) -> None:
-        """Queue a hint (on disk at once) and show it as pending."""
-        hint = self.agent.session.hint(text, mode)
-        entry = Entry.of(render.pending_hint(hint.id, text, mode))
+    async def hinted(self, receipt: ops.Receipt, text: str, mode: str) -> None:
+        """A hint (on disk already) shown as pending."""
+        entry = Entry.of(render.pending_hint(receipt.id, text, mode))
         await self.transcript.add(entry)
-        self.hints[hint.id] = entry
+        self.hints[receipt.id] = entry
 
-    async def shell(self, command: str) -> None:
-        """`!command`: run it in the agent's sandbox; its output is shown and queued as the human's own words."""
-        from rhapsody.frontends.shell_mode import run_human_command
-
+    async def shell_ran(self, run: ev.ShellRan) -> None:
+        """`!command` ran in the agent's sandbox: its output is shown, queued as the human's own words."""
         await self.drop_welcome()
-        entry = Entry("tool", f"! {command} … running (yours: the agent reads the output with your next message)")
-        await self.transcript.add(entry)
-        run = await run_human_command(self.agent, command)
+        entry = self.shells.pop(run.command, None) or Entry("tool", "")
         code = f"exit {run.exit_code}" if run.exit_code is not None else "error"
-        entry.text = f"! {command} → {code} · {run.hint_id} queued: the agent reads it with your next message"
+        entry.text = f"! {run.command} → {code} · {run.hint_id} queued: the agent reads it with your next message"
         entry.body, entry.key, entry.state = run.output, run.hint_id, "exit" if run.exit_code is not None else "error"
+        if entry not in self.transcript.entries:
+            await self.transcript.add(entry)
         self.transcript.sync(entry)
+
+    async def in_history(self, text: str) -> None:
+        """A command's answer on record: the reload that came with it drew it."""
+
+    def refill(self, text: str) -> None:
+        """Put a rewound message back in the prompt."""
+        self.to_prompt(text)
+
+    def quit(self) -> None:
+        """/quit."""
+        self.exit(0)
 
     async def command(self, text: str, echo: bool = True) -> None:
         """Run a slash command and show what it said, below the command itself (`echo`: typed or chosen in the
@@ -455,30 +470,8 @@ class RhapsodyApp(App[int]):
         if text.strip() == "/resume" and not self.busy:  # the picker; with an id it runs as in plain mode
             self.pick_session()
             return
-        session = self.agent.session
-        if echo:
-            await self.note(text.strip(), "command")
-        outcome = commands.run_command(self.agent, text)
-        if outcome.quit:
-            self.exit(0)
-            return
-        if echo and self.agent.session is not session:  # /clear: the new session begins with the command that made it
-            self.agent.session.record("notice", text=text.strip(), shown="as is", command=True)
-        if outcome.reload:
-            await self.reload()
-        if outcome.text and not outcome.in_history:
-            shown = await self.note(outcome.text, "error" if outcome.error else "notice")
-            self.call_after_refresh(self.top_in_view, shown)
-        if outcome.refill:
-            self.to_prompt(outcome.refill)
-        if outcome.run_turn and not self.busy:  # a running turn asks at its end (core/agent/turn_end.py handoff_left)
-            self.start_turn(None)
-        if outcome.confirm:
-            self.confirm(outcome)
-        elif outcome.prompt and self.busy:  # a custom command's prompt, typed while the agent works
-            await self.add_hint(outcome.prompt, "queue")
-        elif outcome.prompt:
-            self.start_turn(outcome.prompt, outcome.typed)
+        assert self.controller is not None
+        await self.controller.command(text, echo)
         self.refresh_status()
 
     def pick_session(self) -> None:
@@ -491,49 +484,57 @@ class RhapsodyApp(App[int]):
 
         self.push_screen(PickerScreen(self.agent.session.root, exclude=self.agent.session.id), callback=picked)
 
-    def confirm(self, outcome: commands.Outcome) -> None:
-        """Ask the outcome's question; yes runs the command it names."""
+    async def confirm(self, outcome: commands.Outcome, then: Callable[[bool], Awaitable[None]]) -> None:
+        """Ask the outcome's question in its screen; `then` gets the answer."""
         from rhapsody.frontends.app.confirm import ConfirmScreen
 
         async def answered(yes: bool | None) -> None:
-            if yes:
-                await self.command(outcome.then, echo=False)
-            else:
-                await self.note(outcome.declined, "notice")
+            await then(bool(yes))
 
         self.push_screen(ConfirmScreen(outcome.text, outcome.confirm), callback=answered)
 
     # -- the agent worker ----------------------------------------------------------------
 
     def start_turn(self, text: str | None, typed: str | None = None) -> None:
-        """Run one turn in the agent worker (`typed`: the words of a custom command's prompt the human typed;
-        none once the terminal is gone)."""
+        """Start one turn and read it in the agent worker (`typed`: the words of a custom command's prompt the
+        human typed; none once the terminal is gone)."""
+        op = ops.UserTurn(text=text or "", typed=typed)
+        if not self.hung_up and self.agent.submit(op).started:
+            self.worker = self.run_agent(op)
+
+    async def work_began(self, op: ops.Op) -> None:
+        """Work began (the controller submitted it): read it in the agent worker."""
+        if isinstance(op, ops.ShellCommand):
+            await self.drop_welcome()
+            entry = Entry("tool", f"! {op.command} … running (yours: the agent reads the output with your next message)")
+            self.shells[op.command] = entry
+            await self.transcript.add(entry)
         if not self.hung_up:
-            self.worker = self.run_agent(text, typed)
+            self.worker = self.run_agent(op)
 
     @work(exclusive=True, group="agent", exit_on_error=False)
-    async def run_agent(self, text: str | None, typed: str | None = None) -> None:
-        """Drive the loop and apply each event to the transcript."""
+    async def run_agent(self, op: ops.Op) -> None:
+        """Apply each of the agent's events to the transcript until its work is over."""
+        text = op.text if isinstance(op, ops.UserTurn) and op.text else None
         await self.drop_welcome()
         if text:
             await self.transcript.add(Entry("user", f"› {text}"))
         self._typed = text  # shown, not yet in the history while a seam goes first (a rebuild keeps it)
-        self._said_interrupted = False
         began = time.monotonic()
         self.live.start("working")
         self.set_state("working")
         try:
-            async with aclosing(self.agent.run(text, typed)) as stream:
-                async for event in stream:
-                    await self.apply(event)
+            async for event in self.agent.events():
+                if isinstance(event, ev.Idle):
+                    break
+                await self.apply(event)
             if time.monotonic() - began > self.settings.notify_after:
                 self.signal("turn_end", "rhapsody: the agent has finished and waits for you")
         except asyncio.CancelledError:
-            if not self._said_interrupted:  # cancelled before the loop could say so itself: what it would have said
-                for event in self.agent.take_unsaid() or [ev.Interrupted("")]:
-                    await self.show(event)
+            self.agent.submit(ops.Interrupt())  # the app is closing: its work stops with it
             raise
         finally:
+            await self.close_question()
             self.record_held()
             self.transcript.unpin()
             self.live.stop()
@@ -579,8 +580,12 @@ class RhapsodyApp(App[int]):
             await self.stream_thinking(event.text)
             return
         if isinstance(event, ev.Interrupted):
-            self._said_interrupted = True
+            await self.close_question()
             return await self.interrupted()
+        if isinstance(event, ev.ApprovalAsked):
+            return await self.ask(event)
+        if isinstance(event, ev.ShellRan):
+            return await self.shell_ran(event)
         if isinstance(event, ev.BlockStopped):
             await t.end_text()
             self._thinking = None
@@ -706,37 +711,41 @@ class RhapsodyApp(App[int]):
             entry.text, entry.state = line.text, line.state
             await self.transcript.move_to_end(entry)
 
-    async def serve_questions(self, approver: HumanApprover) -> None:
-        """Ask each permission question in a panel above the prompt, one at a time, for as long as the app runs."""
-        while True:
-            question = await approver.next_question()
-            self.mark_calls(question.tool, "asking")
-            self.set_state("waiting for you")
-            self.signal("approval", f"rhapsody: {question.tool} waits for your answer")
-            self.live.pause()
-            try:
-                await self.ask(question)
-            finally:
-                self.live.resume()
-                self.mark_calls(question.tool, "running")
-                self.set_state("working" if self.agent.busy else "idle")  # ctrl+c during the question ended the turn
-
-    async def ask(self, question: Question) -> None:
-        """Dock the question above the prompt until it is answered, or dropped when the turn was interrupted."""
+    async def ask(self, question: ev.ApprovalAsked) -> None:
+        """Dock the question above the prompt; its answer goes back as an `ApprovalAnswer` op."""
+        from rhapsody.core.toolbox.approval import answer_of, wait_grace
         from rhapsody.frontends.app.approval import question as panel_for
 
+        self.mark_calls(question.tool, "asking")
+        self.set_state("waiting for you")
+        self.signal("approval", f"rhapsody: {question.tool} waits for your answer")
+        self.live.pause()
+        grace = self.approver.grace if self.approver is not None else wait_grace
         panel = panel_for(question.tool, question.argument, question.why, question.args, self.agent.session.root,
-                          question.rules, self.agent.toolbox.rules.read_denied(), question.grace)
-        panel.answered = question.answer
+                          question.rules, self.agent.toolbox.rules.read_denied(), grace)
+
+        def answered(approval: Approval | None) -> None:
+            self.agent.submit(answer_of(question.id, approval))
+            self.run_worker(self.close_question())
+
+        panel.answered = answered
+        self.asking = (question, panel)
         await self.mount(panel, before=self.query_one("#completions"))
         self.transcript.scroll_end(animate=False)  # what led to the question stays in view above it
-        try:
-            await asyncio.wait([question.reply])
-        finally:
-            refocus = panel.has_focus or panel.has_focus_within
-            await panel.remove()
-            if refocus:
-                self.query_one(PromptInput).focus()
+
+    async def close_question(self) -> None:
+        """The open question is over: answered, or dropped when the turn was interrupted."""
+        if self.asking is None:
+            return
+        question, panel = self.asking
+        self.asking = None
+        refocus = panel.has_focus or panel.has_focus_within
+        await panel.remove()
+        if refocus:
+            self.query_one(PromptInput).focus()
+        self.live.resume()
+        self.mark_calls(question.tool, "running")
+        self.set_state("working" if self.agent.working else "idle")  # ctrl+c during the question ended the turn
 
     def signal(self, reason: str, message: str) -> None:
         """Tell a person who looks elsewhere that the agent waits for them, as `notify` and `notify_with` say."""
@@ -762,10 +771,6 @@ class RhapsodyApp(App[int]):
         if self.screen_stack:
             self.refresh_bindings()
 
-    def on_unmount(self) -> None:
-        if self._questions is not None:
-            self._questions.cancel()
-
     @on(Foldable.FullView)
     def full_view(self, message: Foldable.FullView) -> None:
         """Open the output as the history holds it, or the unfolded body when that holds more (an edit's diff)."""
@@ -784,7 +789,7 @@ class RhapsodyApp(App[int]):
     def action_interrupt(self) -> None:
         """Esc: cancel the running turn."""
         if self.busy:
-            self.workers.cancel_group(self, "agent")
+            self.agent.submit(ops.Interrupt())
 
     def action_escape_idle(self) -> None:
         """Esc while idle: a second Esc soon after clears the input (Up brings it back)."""
@@ -811,7 +816,7 @@ class RhapsodyApp(App[int]):
         if not self.ready:
             return
         mode = commands.next_mode(self.agent.toolbox.permission_mode)
-        commands.set_mode(self.agent, mode)
+        self.agent.submit(ops.SetMode(mode=mode))
         self.refresh_status()
         self.toast(f"permissions: {mode} (shift+tab cycles ask, auto-edit, read-only, plan)", timeout=2)
 
