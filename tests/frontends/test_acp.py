@@ -177,8 +177,12 @@ async def test_handoff_replies_with_the_seams_figures_and_a_load_resumes_the_his
         names = [c.name for u in editor.updates if u.session_update == "available_commands_update"
                  for c in u.available_commands]
         assert "handoff" in names and "quit" not in names
-        reply = await conn.prompt(session_id=sid, prompt=[text_block("/handoff anyway")])
+        editor.answers = [("yes", "")]
+        reply = await conn.prompt(session_id=sid, prompt=[text_block("/handoff")])
     assert reply.stop_reason == "end_turn"
+    (asked, options), = editor.questions  # a seam this small would not pay: its figures, and a yes/no
+    assert asked.title == "hand off anyway?" and "would not pay" in asked.content[0].content.text
+    assert [o.option_id for o in options] == ["yes", "no"]
     assert "seam 1: context ~" in editor.text() and "tool calls 2 → 1" in editor.text()
     async with rhapsody_acp(stub, project) as (conn, editor, _):
         listed = await conn.list_sessions(cwd=str(project))

@@ -26,7 +26,6 @@ from acp.schema import (AgentCapabilities, ClientCapabilities, Implementation, I
                         PromptResponse, SessionCapabilities, SessionListCapabilities, SessionMode, SessionModeState,
                         SetSessionModeResponse, StopReason)
 
-from rhapsody.commands.slash import Outcome, is_command, run_command
 from rhapsody.commands.trust import start_notices
 from rhapsody.config.settings import Settings
 from rhapsody.core import events as ev
@@ -41,7 +40,8 @@ from rhapsody.frontends.acp.files import ClientFiles, offered
 from rhapsody.frontends.acp.listing import listed
 from rhapsody.frontends.acp.prompts import available_commands, prompt_text
 from rhapsody.frontends.acp.questions import permission, plan_review
-from rhapsody.frontends.shell_mode import shell_command
+from rhapsody.frontends.acp.surface import EditorSurface
+from rhapsody.frontends.controller import Controller
 from rhapsody.frontends.acp.updates import STOPS, CallBook, Update, event_updates, replayed, said
 
 MODE_NAMES = {"read-only": "Read only", "plan": "Plan", "ask": "Ask", "auto-edit": "Auto-edit", "yolo": "Yolo"}
@@ -67,10 +67,12 @@ class Live:
 
     opened: Opened
     calls: CallBook
+    surface: EditorSurface
+    """The controller's effects for this session; its `work` is what a prompt waits on."""
+    controller: Controller
+    """What a prompt's text means, decided as for a line typed in the app."""
     pump: asyncio.Task[None] | None = None
     """Reads the agent's one event queue for as long as the session lives."""
-    done: asyncio.Future[StopReason] | None = None
-    """Resolved with the stop reason when the agent's work under way goes idle."""
     stop: StopReason = "end_turn"
     """The stop reason of the work under way, so far."""
     open_calls: list[str] = field(default_factory=list)
@@ -154,46 +156,17 @@ class RhapsodyAcp:
             live.agent.submit(ops.Interrupt())
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> PromptResponse:
-        """One turn (a slash command runs as in the app); a prompt sent while a turn runs is a hint for its
-        next tool boundary, answered when that turn ends, with its stop reason."""
+        """The prompt as a line typed in the app (frontends/controller.py): a `!command`, a slash command, a
+        hint while a turn runs (answered when that turn ends, with its stop reason), or a new turn."""
         live = self._live(session_id)
-        text = prompt_text(prompt, live.agent.session.root)
-        if live.agent.working and live.done is not None:
-            live.agent.submit(ops.AddHint(text=text, mode="steer"))
-            return PromptResponse(stop_reason=await asyncio.shield(live.done))
-        if is_command(text):
-            return await self._command(live, text)
-        command = shell_command(text)
-        if command is not None:  # the human's own `!command`, in the agent's sandbox, as in the app
-            return PromptResponse(stop_reason=await self._turn(live, ops.ShellCommand(command=command)))
-        return PromptResponse(stop_reason=await self._turn(live, ops.UserTurn(text=text)))
-
-    async def _command(self, live: Live, line: str) -> PromptResponse:
-        """A slash command: its text as the agent's, then the turn it starts, if any."""
-        agent, mode = live.agent, live.agent.toolbox.permission_mode
-        agent.submit(ops.AddNotice(text=line.strip(), command=True))
-        outcome = run_command(agent, line)
-        if outcome.confirm:  # no y/N dialog in the protocol: the figures, and how to go on anyway
-            outcome = Outcome(f"{outcome.text}\nnot handed off; `{outcome.then}` does it", error=True)
-        if outcome.text:
-            await self._send(live, said(outcome.text))
-            if not outcome.in_history:
-                agent.submit(ops.AddNotice(text=outcome.text, error=outcome.error))
-        if agent.toolbox.permission_mode != mode:
-            await self._send(live, update_current_mode(agent.toolbox.permission_mode))
-        if outcome.run_turn or outcome.prompt:
-            turn = ops.UserTurn(text=outcome.prompt, typed=outcome.typed or None)
-            return PromptResponse(stop_reason=await self._turn(live, turn))
-        return PromptResponse(stop_reason="end_turn")
-
-    async def _turn(self, live: Live, turn: ops.UserTurn | ops.ShellCommand) -> StopReason:
-        """Start the work (a turn, the human's command); its stop reason once the agent is idle again."""
-        live.done, live.stop = asyncio.get_running_loop().create_future(), "end_turn"
-        receipt = live.agent.submit(turn)
-        if not receipt.ok:
-            live.done = None
-            raise RequestError.invalid_request({"details": receipt.text})
-        return await asyncio.shield(live.done)
+        mode = live.agent.toolbox.permission_mode
+        await live.controller.line(prompt_text(prompt, live.agent.session.root))
+        if live.agent.toolbox.permission_mode != mode:
+            await self._send(live, update_current_mode(live.agent.toolbox.permission_mode))
+        work = live.surface.work
+        if work is None or work.done():  # nothing began, nothing runs: a command's answer, already sent
+            return PromptResponse(stop_reason="end_turn")
+        return PromptResponse(stop_reason=await asyncio.shield(work))
 
     async def _pump(self, live: Live) -> None:
         """Every event of the agent's one queue, as updates; a question as a permission request; `Idle` ends
@@ -214,8 +187,10 @@ class RhapsodyAcp:
                 live.asking.add(asking)
                 asking.add_done_callback(live.asking.discard)
             case ev.Idle():
-                if live.done is not None and not live.done.done():
-                    live.done.set_result(live.stop)
+                work = live.surface.work
+                if work is not None and not work.done():
+                    work.set_result(live.stop)
+                live.stop = "end_turn"
             case ev.ShellRan():
                 await self._send(live, said(f"! {event.command} → exit {event.exit_code}\n```\n"
                                             f"{event.output.rstrip()}\n```\n[{event.hint_id} queued: the agent reads "
@@ -249,7 +224,9 @@ class RhapsodyAcp:
             raise RequestError(-32002, "Resource not found", {"sessionId": resume, "details": str(exc)}) from None
         except RhapsodyError as exc:  # a setting, the key, the provider: the one line the CLI would print
             raise RequestError.internal_error({"details": str(exc)}) from None
-        live = Live(opened, CallBook(opened.agent.session.root))
+        assert self.client is not None
+        surface = EditorSurface(opened.agent, self.client, opened.agent.session.id, lambda u: self._send(live, u))
+        live = Live(opened, CallBook(opened.agent.session.root), surface, Controller(opened.agent, surface))
         self.sessions[live.id] = live
         live.pump = asyncio.create_task(self._pump(live))
         opened.agent.toolbox.reviewer = lambda plan: self._review(live, plan)
