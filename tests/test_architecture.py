@@ -6,6 +6,7 @@ command line would and fails with their output.
 
 from __future__ import annotations
 
+import ast
 import io
 import json
 import os
@@ -20,6 +21,7 @@ from tests import type_checks
 from tests.conftest import waited
 
 REPO = Path(__file__).resolve().parent.parent
+SRC = REPO / "src" / "rhapsody"
 
 
 @pytest.mark.timeout(300)  # mypy without its cache takes a while on a busy machine
@@ -83,3 +85,31 @@ def test_no_code_outside_the_type_check_names_something_undefined() -> None:
     for path in sorted([*(REPO / "tests").rglob("*.py"), *(REPO / "bench").rglob("*.py")]):
         checkPath(str(path), Collect())
     assert not found, "\n".join(found)
+
+
+FRONT_END_REACH_INS = {"record", "append", "hint", "take_hints", "request_handoff", "replace_session"}
+"""What a front end must not call on the session or the agent's parts: changing the agent is `Agent.submit`'s."""
+
+
+def reach_ins(path: Path) -> list[str]:
+    """`X.session.<write>(…)`, any `X.toolbox.…` and any `X.checkpointer` in one module, as `line: text`."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Attribute):
+            continue
+        inner = node.value
+        parent = inner.attr if isinstance(inner, ast.Attribute) else inner.id if isinstance(inner, ast.Name) else ""
+        if (parent == "session" and node.attr in FRONT_END_REACH_INS) or parent == "toolbox" \
+                or node.attr == "checkpointer":
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_front_end_changes_the_agent_but_through_submit() -> None:
+    """The front ends write no record, set no toolbox field and read no checkpoint store: every change is an
+    operation (core/agent/ops.py) given to `Agent.submit`."""
+    front_ends = sorted((SRC / "frontends").rglob("*.py"))
+    assert len(front_ends) > 10  # the scan saw the front ends
+    found = {str(p.relative_to(SRC)): reach_ins(p) for p in front_ends}
+    assert {p: lines for p, lines in found.items() if lines} == {}
+    assert reach_ins(SRC / "commands" / "slash.py")  # the scan finds what it looks for (commands may reach in)

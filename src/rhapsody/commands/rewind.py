@@ -8,11 +8,31 @@ from __future__ import annotations
 from rhapsody.commands.slash import Outcome
 from rhapsody.core.errors import RhapsodyError
 from rhapsody.core.agent.loop import Agent
-from rhapsody.rewind.rewind import WHATS, What, rewind, turns
+from rhapsody.rewind.rewind import WHATS, Rewound, Turn, What, rewind, turns
 from rhapsody.rewind.shadow import Shadow
 
 CHECKPOINTS_OFF = "checkpoints are off (checkpoints = false in the config): nothing to rewind to"
 BUSY = "wait for the turn to end before rewinding"
+
+
+def store_of(agent: Agent) -> Shadow | None:
+    """The agent's checkpoint store, when checkpoints are on."""
+    store = agent.toolbox.checkpointer
+    return store if isinstance(store, Shadow) else None
+
+
+def points(agent: Agent) -> list[Turn]:
+    """The points the session can go back to (git runs: call it off the event loop)."""
+    store = store_of(agent)
+    return [] if store is None else turns(agent.session, store)
+
+
+def rewind_to(agent: Agent, turn: Turn, what: What, overwrite: bool) -> Rewound:
+    """Go back to `turn` (files changed outside rhapsody only with `overwrite`)."""
+    store = store_of(agent)
+    if store is None:
+        return Rewound(CHECKPOINTS_OFF, error=True)
+    return rewind(agent.session, store, turn, what, overwrite)
 
 
 def rewind_command(agent: Agent, arg: str) -> Outcome:

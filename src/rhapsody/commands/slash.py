@@ -3,32 +3,47 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from rhapsody.core.session.handoff import undo_seam
 from rhapsody.core.agent.loop import Agent
+from rhapsody.core.agent.ops import SetMode
 from rhapsody.core.toolbox.permissions import MODES, Mode, mode_named, writes_nothing
 from rhapsody.core.session.records import Unseam
 from rhapsody.core.session.session import Session
 from rhapsody.view.render import undo_text
 
-COMMANDS = {
-    "/handoff": "[anyway]: write a field note, then strip tool traffic (asks first when it would not pay)",
-    "/unhandoff": "put the last seam's stripped blocks back",
-    "/stats": "every seam of this session, before → after, and what the seams saved",
-    "/recall": "QUERY: search stripped tool calls (--all: earlier sessions too)",
-    "/model": "NAME [--force]: switch model (earlier thinking leaves the context)",
-    "/permissions": "[MODE]: show the permission mode and rules, or switch mode",
-    "/mcp": "MCP servers, their state and their tools",
-    "/export": "[--md] [FILE]: this session as one HTML page with its charts (or Markdown)",
-    "/rewind": "[N [files|conversation|both] [force]]: go back to before message N (no N: the list)",
-    "/clear": "start a new session",
-    "/resume": "[ID]: continue another session of this project (no ID in the app: the picker)",
-    "/init": "write a starting AGENTS.md from what the project shows (asks before replacing one)",
-    "/help": "list the commands and keys",
-    "/quit": "leave rhapsody",
-}
+COMMANDS: dict[str, str] = {}
+"""Each command's help, in the order /help lists them: what the palette, /help and completion read (filled by
+`@command` below)."""
+
+
+Run = Callable[[Agent, str, "tuple[tuple[str, str], ...] | None"], "Outcome"]
+"""What runs a command: the agent, the words after the command's name, the front end's keys for /help."""
+
+
+@dataclass(frozen=True)
+class Command:
+    """One slash command: its name, its help (the one place it is written) and what runs it."""
+
+    name: str
+    help: str
+    run: Run
+
+
+REGISTRY: dict[str, Command] = {}
+"""Every built-in command by name, in the order they are defined."""
+
+
+def command(name: str, help: str) -> Callable[[Run], Run]:
+    """Register the function as the slash command `name` with its `help` line (see COMMANDS)."""
+    def register(run: Run) -> Run:
+        REGISTRY[name] = Command(name, help, run)
+        COMMANDS[name] = help
+        return run
+    return register
 
 
 @dataclass(frozen=True)
@@ -72,45 +87,8 @@ def run_command(agent: Agent, line: str, keys: tuple[tuple[str, str], ...] | Non
     """Execute one slash command; an unknown one is a local error, never a model turn. `keys`: the
     front end's keys for /help (default: the app's)."""
     name, _, arg = line.strip().partition(" ")
-    arg = arg.strip()
-    if name not in COMMANDS:
-        return _custom(agent, name, arg)
-    if name == "/handoff":
-        return _handoff(agent, arg)
-    if name == "/unhandoff":
-        return _unhandoff(agent)
-    if name == "/stats":
-        return Outcome(stats_text(agent.session))
-    if name == "/recall":
-        return Outcome(_recall(agent, arg))
-    if name == "/model":
-        return _switch_model(agent, arg)
-    if name == "/permissions":
-        return _permissions(agent, arg)
-    if name == "/rewind":
-        from rhapsody.commands.rewind import rewind_command
-
-        return rewind_command(agent, arg)
-    if name == "/mcp":
-        lines = [line for source in agent.toolbox.sources for line in source.status()]
-        return Outcome("\n".join(lines) or "no MCP servers configured")
-    if name == "/export":
-        return _export(agent, arg)
-    if name == "/clear":
-        if agent.busy:
-            return Outcome("wait for the turn to end before starting a new session", error=True)
-        forgotten = agent.replace_session(Session.start(agent.session.root, agent.session.spec))
-        said = f"; rules allowed for the last session no longer apply ({', '.join(forgotten)})" if forgotten else ""
-        return Outcome(f"new session {agent.session.id}{said}", reload=True)
-    if name == "/resume":
-        return _resume(agent, arg)
-    if name == "/init":
-        return _init(agent, arg)
-    if name == "/quit":
-        return Outcome(quit=True)
-    listed = KEYS if keys is None else keys
-    return Outcome("\n".join([f"{k:<13} {v}" for k, v in COMMANDS.items()] + custom_help(agent.session.root) + [""]
-                             + [f"{k:<13} {v}" for k, v in listed]))
+    found = REGISTRY.get(name)
+    return _custom(agent, name, arg.strip()) if found is None else found.run(agent, arg.strip(), keys)
 
 
 def _resume(agent: Agent, arg: str) -> Outcome:
@@ -294,8 +272,7 @@ CYCLE: tuple[Mode, ...] = ("ask", "auto-edit", "read-only", "plan")
 
 def set_mode(agent: Agent, mode: Mode) -> None:
     """Switch the permission mode, on record so a resume keeps it."""
-    agent.toolbox.permission_mode = mode
-    agent.session.record("permission_mode", mode=mode)
+    agent.submit(SetMode(mode=mode))
 
 
 def next_mode(mode: Mode) -> Mode:
@@ -325,3 +302,85 @@ def stats_text(session: Session) -> str:
     from rhapsody.commands.stats import stats_lines
 
     return "\n".join(stats_lines(session.records, folded=session.figures))
+
+
+# -- the commands, in the order /help lists them ----------------------------------------------------
+
+
+@command("/handoff", "[anyway]: write a field note, then strip tool traffic (asks first when it would not pay)")
+def _cmd_handoff(agent: Agent, arg: str, keys: tuple[tuple[str, str], ...] | None) -> Outcome:
+    return _handoff(agent, arg)
+
+
+@command("/unhandoff", "put the last seam's stripped blocks back")
+def _cmd_unhandoff(agent: Agent, arg: str, keys: tuple[tuple[str, str], ...] | None) -> Outcome:
+    return _unhandoff(agent)
+
+
+@command("/stats", "every seam of this session, before → after, and what the seams saved")
+def _cmd_stats(agent: Agent, arg: str, keys: tuple[tuple[str, str], ...] | None) -> Outcome:
+    return Outcome(stats_text(agent.session))
+
+
+@command("/recall", "QUERY: search stripped tool calls (--all: earlier sessions too)")
+def _cmd_recall(agent: Agent, arg: str, keys: tuple[tuple[str, str], ...] | None) -> Outcome:
+    return Outcome(_recall(agent, arg))
+
+
+@command("/model", "NAME [--force]: switch model (earlier thinking leaves the context)")
+def _cmd_model(agent: Agent, arg: str, keys: tuple[tuple[str, str], ...] | None) -> Outcome:
+    return _switch_model(agent, arg)
+
+
+@command("/permissions", "[MODE]: show the permission mode and rules, or switch mode")
+def _cmd_permissions(agent: Agent, arg: str, keys: tuple[tuple[str, str], ...] | None) -> Outcome:
+    return _permissions(agent, arg)
+
+
+@command("/mcp", "MCP servers, their state and their tools")
+def _cmd_mcp(agent: Agent, arg: str, keys: tuple[tuple[str, str], ...] | None) -> Outcome:
+    lines = [line for source in agent.toolbox.sources for line in source.status()]
+    return Outcome("\n".join(lines) or "no MCP servers configured")
+
+
+@command("/export", "[--md] [FILE]: this session as one HTML page with its charts (or Markdown)")
+def _cmd_export(agent: Agent, arg: str, keys: tuple[tuple[str, str], ...] | None) -> Outcome:
+    return _export(agent, arg)
+
+
+@command("/rewind", "[N [files|conversation|both] [force]]: go back to before message N (no N: the list)")
+def _cmd_rewind(agent: Agent, arg: str, keys: tuple[tuple[str, str], ...] | None) -> Outcome:
+    from rhapsody.commands.rewind import rewind_command
+
+    return rewind_command(agent, arg)
+
+
+@command("/clear", "start a new session")
+def _cmd_clear(agent: Agent, arg: str, keys: tuple[tuple[str, str], ...] | None) -> Outcome:
+    if agent.busy:
+        return Outcome("wait for the turn to end before starting a new session", error=True)
+    forgotten = agent.replace_session(Session.start(agent.session.root, agent.session.spec))
+    said = f"; rules allowed for the last session no longer apply ({', '.join(forgotten)})" if forgotten else ""
+    return Outcome(f"new session {agent.session.id}{said}", reload=True)
+
+
+@command("/resume", "[ID]: continue another session of this project (no ID in the app: the picker)")
+def _cmd_resume(agent: Agent, arg: str, keys: tuple[tuple[str, str], ...] | None) -> Outcome:
+    return _resume(agent, arg)
+
+
+@command("/init", "write a starting AGENTS.md from what the project shows (asks before replacing one)")
+def _cmd_init(agent: Agent, arg: str, keys: tuple[tuple[str, str], ...] | None) -> Outcome:
+    return _init(agent, arg)
+
+
+@command("/help", "list the commands and keys")
+def _cmd_help(agent: Agent, arg: str, keys: tuple[tuple[str, str], ...] | None) -> Outcome:
+    listed = KEYS if keys is None else keys
+    return Outcome("\n".join([f"{k:<13} {v}" for k, v in COMMANDS.items()] + custom_help(agent.session.root) + [""]
+                             + [f"{k:<13} {v}" for k, v in listed]))
+
+
+@command("/quit", "leave rhapsody")
+def _cmd_quit(agent: Agent, arg: str, keys: tuple[tuple[str, str], ...] | None) -> Outcome:
+    return Outcome(quit=True)

@@ -133,7 +133,7 @@ def session_event(agent: Agent) -> dict[str, Any]:
     """The first jsonl line: which session, model, directory and permission mode."""
     s = agent.session
     return {"event": "session", "session_id": s.id, "model": s.spec.model, "cwd": str(s.root),
-            "permission_mode": agent.toolbox.permission_mode}
+            "permission_mode": agent.permission_mode}
 
 
 def result_event(agent: Agent, status: int, records: Sequence[rec.Record],

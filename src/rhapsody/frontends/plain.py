@@ -336,18 +336,18 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
             return typed
 
         questions = PlainApprover(agent, (approver or HumanApprover()).grace, say, agent.session.root, take_typed,
-                                  agent.toolbox.rules.read_denied)
-        agent.toolbox.reviewer = questions.review_plan
+                                  agent.read_denied)
+        agent.review_plans_with(questions.review_plan)
         surface = PlainSurface(agent, say, prompt.prompt_async, questions, lambda: read_work(agent, sink, questions))
         controller = Controller(agent, surface, PLAIN_KEYS)
         say(f"rhapsody {agent.session.id} in {agent.session.root}, model {agent.session.spec.model}, "
-            f"permissions {agent.toolbox.permission_mode}\n"
+            f"permissions {agent.permission_mode}\n"
             "While the agent works, a typed line is a hint for its next tool boundary; start it with >> to "
             "queue it for the end of the turn. Ctrl+C interrupts (twice at the prompt quits), Ctrl+D quits, /help lists the commands and keys.")
         recap = resumed_recap(agent)
         if recap:
             say(recap)
-        for notice in agent.toolbox.start_sources():  # MCP servers start in the background
+        for notice in agent.start_sources():  # MCP servers start in the background
             say(f"  ! {notice}")
         if first.strip():
             say(f"› {first}")

@@ -115,7 +115,7 @@ async def test_interrupt_stops_the_turn_as_esc_did(stub: Stub, project: Path) ->
     seen = await until_idle(agent, on)
     interrupted = [e for e in seen if isinstance(e, Interrupted)]
     assert stopped[0].ok and len(interrupted) == 1 and interrupted[0].during == "tools"
-    assert kinds(agent)[-1] == "interrupted" and len(stub.bodies()) == 1
+    assert "interrupted" in kinds(agent) and len(stub.bodies()) == 1
     assert not agent.working and not agent.submit(ops.Interrupt()).ok
 
 

@@ -171,6 +171,7 @@ def handle(agent: Agent, op: ops.Op) -> ops.Receipt:
 def _turn(agent: Agent, text: str | None, typed: str | None) -> ops.Receipt:
     if agent.working:
         return ops.Receipt(False, BUSY_TURN)
+    agent.questions_as_events()
     agent.work.start(agent.run(text, typed))
     return ops.Receipt(started=True)
 
@@ -204,6 +205,7 @@ def _handoff(agent: Agent) -> ops.Receipt:
         return ops.Receipt(False, "a micro-handoff is already under way")
     if agent.working:
         return ops.Receipt(text="micro-handoff requested: at the next tool boundary, or right after this turn ends")
+    agent.questions_as_events()
     agent.work.start(agent.run(None))
     return ops.Receipt(text="micro-handoff requested", started=True)
 

@@ -35,7 +35,8 @@ from rhapsody.core.agent.round import cancel_handoff, interrupt
 from rhapsody.core.agent.safety_net import request_failed
 from rhapsody.core.session.session import Session
 from rhapsody.core.agent.tool_calls import run_calls
-from rhapsody.core.toolbox.tools import ToolContext, Toolbox
+from rhapsody.core.toolbox.permissions import Mode
+from rhapsody.core.toolbox.tools import PlanReviewer, ToolContext, Toolbox
 from rhapsody.core.agent.turn import Opening, Turn, begin, model_ended, opening
 from rhapsody.core.agent.turn_end import HandoffThreshold, handoff_left
 
@@ -74,9 +75,13 @@ class Agent:
     def submit(self, op: ops.Op) -> ops.Receipt:
         """The one way a front end changes the agent (core/agent/ops.py); what it starts says what it does on
         `events`."""
-        if isinstance(self.toolbox.approver, HumanApprover):
-            self.toolbox.approver.emit = self.outbox.put  # a front end that submits reads questions as events
         return handle(self, op)
+
+    def questions_as_events(self) -> None:
+        """From now on the human's approver puts its questions on the one queue (work was submitted: the front
+        end reads `events`)."""
+        if isinstance(self.toolbox.approver, HumanApprover):
+            self.toolbox.approver.emit = self.outbox.put
 
     async def events(self) -> AsyncGenerator[Event, None]:
         """Every event, in order, as `submit`'s work and the permission questions produce them; endless."""
@@ -86,6 +91,23 @@ class Agent:
     async def settled(self) -> None:
         """Wait until the work under way (a turn, the human's command) is over, however it ends."""
         await self.work.settled()
+
+    @property
+    def permission_mode(self) -> Mode:
+        """The permission mode calls are decided in now (`SetMode` switches it)."""
+        return self.toolbox.permission_mode
+
+    def read_denied(self) -> tuple[str, ...]:
+        """The read deny rules: files a question never shows."""
+        return self.toolbox.rules.read_denied()
+
+    def start_sources(self) -> list[str]:
+        """Start the tool sources (MCP servers) in the background; notices for the human."""
+        return list(self.toolbox.start_sources())
+
+    def review_plans_with(self, reviewer: PlanReviewer) -> None:
+        """Who answers a plan exit_plan proposes: the front end with a human."""
+        self.toolbox.reviewer = reviewer
 
     @property
     def working(self) -> bool:

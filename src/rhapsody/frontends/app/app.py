@@ -269,11 +269,11 @@ class RhapsodyApp(App[int]):
         load_all()  # the rest of the lazy modules, here rather than on the SDK's import thread
         self.controller = control.Controller(self.agent, self)
         if self.approver is not None:
-            self.agent.toolbox.reviewer = self.review_plan
+            self.agent.review_plans_with(self.review_plan)
         if self.settings.keymap:
             self.set_keymap(self.settings.keymap)
         await self.reload()
-        for notice in self.agent.toolbox.start_sources():  # MCP servers start now; the first paint does not wait
+        for notice in self.agent.start_sources():  # MCP servers start now; the first paint does not wait
             await self.note(f"! {notice}")
         self.refresh_status()
         self.refresh_git()
@@ -722,7 +722,7 @@ class RhapsodyApp(App[int]):
         self.live.pause()
         grace = self.approver.grace if self.approver is not None else wait_grace
         panel = panel_for(question.tool, question.argument, question.why, question.args, self.agent.session.root,
-                          question.rules, self.agent.toolbox.rules.read_denied(), grace)
+                          question.rules, self.agent.read_denied(), grace)
 
         def answered(approval: Approval | None) -> None:
             self.agent.submit(answer_of(question.id, approval))
@@ -815,7 +815,7 @@ class RhapsodyApp(App[int]):
         """shift+tab: the next permission mode of ask, auto-edit, read-only and plan; yolo only by flag or /permissions."""
         if not self.ready:
             return
-        mode = commands.next_mode(self.agent.toolbox.permission_mode)
+        mode = commands.next_mode(self.agent.permission_mode)
         self.agent.submit(ops.SetMode(mode=mode))
         self.refresh_status()
         self.toast(f"permissions: {mode} (shift+tab cycles ask, auto-edit, read-only, plan)", timeout=2)
@@ -919,7 +919,7 @@ class RhapsodyApp(App[int]):
         session = self.agent.session
         bar = self.query_one(StatusBar)
         state = self.live.text() if self.live.active else bar.state
-        mode = self.agent.toolbox.permission_mode
+        mode = self.agent.permission_mode
         bar.update(Text(visible(status_line(session.figures, session, self._git, state, self.size.width, mode))))
 
 

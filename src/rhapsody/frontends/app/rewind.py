@@ -99,19 +99,17 @@ class Rewinder:
 
     async def open(self) -> None:
         """Show the points (or say why there are none)."""
-        from rhapsody.commands.rewind import BUSY, CHECKPOINTS_OFF
-        from rhapsody.rewind.rewind import turns
-        from rhapsody.rewind.shadow import Shadow
+        from rhapsody.commands.rewind import BUSY, CHECKPOINTS_OFF, points, store_of
 
-        store = self.app.agent.toolbox.checkpointer
-        if not isinstance(store, Shadow):
+        store = store_of(self.app.agent)
+        if store is None:
             await self.app.note(CHECKPOINTS_OFF, "error")
             return
         if self.app.busy:
             await self.app.note(BUSY, "error")
             return
         try:
-            listed = await asyncio.to_thread(turns, self.app.agent.session, store)  # git runs: off the event loop
+            listed = await asyncio.to_thread(points, self.app.agent)  # git runs: off the event loop
         except RhapsodyError as exc:
             await self.app.note(str(exc), "error")
             return
@@ -126,16 +124,11 @@ class Rewinder:
 
     async def apply(self, turn: Turn, what: What, overwrite: bool) -> None:
         """Rewind; files changed outside rhapsody are asked about first."""
-        from rhapsody.commands.rewind import BUSY
-        from rhapsody.rewind.rewind import rewind
-        from rhapsody.rewind.shadow import Shadow
-
-        store = self.app.agent.toolbox.checkpointer
-        assert isinstance(store, Shadow)
+        from rhapsody.commands.rewind import BUSY, rewind_to
         if self.app.busy:  # a turn began while the list was open
             await self.app.note(BUSY, "error")
             return
-        done = await asyncio.to_thread(rewind, self.app.agent.session, store, turn, what, overwrite)
+        done = await asyncio.to_thread(rewind_to, self.app.agent, turn, what, overwrite)
         if done.outside:
             async def answered(yes: bool | None) -> None:
                 if yes:

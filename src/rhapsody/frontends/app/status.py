@@ -156,7 +156,7 @@ def welcome_text(agent: Any, settings: Any, extra: str = "") -> str:
     from rhapsody.sandbox.bwrap import status
 
     sandbox_text = status(settings.sandbox).removeprefix("sandbox ")
-    facts = (agent.session.spec.model, f"{agent.toolbox.permission_mode} (/permissions to see or switch)",
+    facts = (agent.session.spec.model, f"{agent.permission_mode} (/permissions to see or switch)",
              f"{sandbox_text} (bash and git)")
     return _welcome(agent.session.root, facts, extra)
 
