@@ -159,10 +159,10 @@ class RhapsodyAcp:
         """The prompt as a line typed in the app (frontends/controller.py): a `!command`, a slash command, a
         hint while a turn runs (answered when that turn ends, with its stop reason), or a new turn."""
         live = self._live(session_id)
-        mode = live.agent.toolbox.permission_mode
+        mode = live.agent.permission_mode
         await live.controller.line(prompt_text(prompt, live.agent.session.root))
-        if live.agent.toolbox.permission_mode != mode:
-            await self._send(live, update_current_mode(live.agent.toolbox.permission_mode))
+        if live.agent.permission_mode != mode:
+            await self._send(live, update_current_mode(live.agent.permission_mode))
         work = live.surface.work
         if work is None or work.done():  # nothing began, nothing runs: a command's answer, already sent
             return PromptResponse(stop_reason="end_turn")
@@ -229,12 +229,12 @@ class RhapsodyAcp:
         live = Live(opened, CallBook(opened.agent.session.root), surface, Controller(opened.agent, surface))
         self.sessions[live.id] = live
         live.pump = asyncio.create_task(self._pump(live))
-        opened.agent.toolbox.reviewer = lambda plan: self._review(live, plan)
+        opened.agent.review_plans_with(lambda plan: self._review(live, plan))
         if self.client is not None and offered(self.capabilities):
-            opened.agent.toolbox.files = ClientFiles(self.client, live.id)
+            opened.agent.edit_files_with(ClientFiles(self.client, live.id))
         # Sent once the answer is on its way: a client learns of the session from the answer.
         for notice in [*start_notices(live.agent.session.root, opened.settings.sandbox),
-                       *opened.agent.toolbox.start_sources()]:  # stderr is no one's screen in an editor
+                       *opened.agent.start_sources()]:  # stderr is no one's screen in an editor
             self._soon(live, said(f"! {notice}"))
         self._soon(live, update_available_commands(available_commands(live.agent.session.root)))
         return live
@@ -252,7 +252,7 @@ class RhapsodyAcp:
         return live
 
     def _modes(self, live: Live) -> SessionModeState:
-        return SessionModeState(current_mode_id=live.agent.toolbox.permission_mode,
+        return SessionModeState(current_mode_id=live.agent.permission_mode,
                                 available_modes=[SessionMode(id=m, name=MODE_NAMES.get(m, m)) for m in MODES])
 
     async def _send(self, live: Live, update: Update | Any) -> None:
