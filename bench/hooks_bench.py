@@ -22,7 +22,7 @@ from rhapsody.core.session.context import RequestSpec
 from rhapsody.core.toolbox.hooks import payload
 from rhapsody.core.session.messages import compact_json
 from rhapsody.core.session.session import Session
-from rhapsody.core.toolbox.tools import ToolContext
+from rhapsody.core.toolbox.protocol import ToolContext
 from rhapsody.hook_runner import HookCommand, HookMatcher, HookRunner
 from rhapsody.tools import default_toolbox
 

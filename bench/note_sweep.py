@@ -5,8 +5,8 @@
 The three long sessions of docs/performance.md (tests/transcripts.py `long_sessions`: Claude Code on
 a 200k and a 1M window, Codex) are imported into a scratch project, and each is replayed by
 `rhapsody stats --what-if`'s own functions with seams every 10/25/50/100 calls and a note that adds
-300/800/1,500/2,500 tokens to the context (a quarter of it written as output, the ratio of the
-what-if's stated default), with rhapsody's own prompt and tools, billed as the what-if bills (each request at its model's rates, its
+300/800/1,500/2,500 tokens to the context (a quarter of it written as output, the ratio
+`--note-tokens` uses), with rhapsody's own prompt and tools, billed as the what-if bills (each request at its model's rates, its
 cache TTL and expiry; a Codex session's tokens at its own rates, no write premium, in claude-opus-4-6's dollars,
 for the shape). Each cell is the billed input plus the notes' output in dollars, as a share of the same replay
 (the same prompt) without seams.
@@ -27,8 +27,8 @@ sys.path.insert(0, str(REPO))
 from rhapsody.commands.whatif import own_spec  # noqa: E402
 from rhapsody.core.accounting import whatif  # noqa: E402
 from rhapsody.core.session.history import read_history  # noqa: E402
-from rhapsody.core.accounting.pricing import Price, price_of, priced  # noqa: E402
-from rhapsody.core.accounting.window import history_window  # noqa: E402
+from rhapsody.core.pricing import Price, price_of, priced  # noqa: E402
+from rhapsody.core.window import history_window  # noqa: E402
 from tests.transcripts import long_sessions  # noqa: E402
 
 NOTES = (300, 800, 1500, 2500)
@@ -71,7 +71,9 @@ def main() -> None:
         histories = sorted((project / ".rhapsody" / "history").glob("*.jsonl"))
         for history in histories:
             records = read_history(history).records
-            source = next(r["source"] for r in records if r["kind"] == "import")
+            source = next((r["source"] for r in records if r["kind"] == "import"), None)
+            if source is None:  # an imported sub-agent's own history: not one of the long sessions
+                continue
             print(f"\n{Path(source).name} (of {len(sources)}): dollars as a share of no seams")
             print("| note tokens | " + " | ".join(f"every={n}" for n in EVERY) + " |")
             print("| --- |" + " --- |" * len(EVERY))

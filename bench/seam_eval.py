@@ -56,12 +56,12 @@ from seam_eval_reader import Reader  # noqa: E402
 from rhapsody.config.settings import Settings  # noqa: E402
 from rhapsody.core.session.history import read_history  # noqa: E402
 from rhapsody.core.agent.loop import Agent  # noqa: E402
-from rhapsody.core.accounting.session_figures import USAGE_KEYS  # noqa: E402
+from rhapsody.core.session.session_figures import USAGE_KEYS  # noqa: E402
 from rhapsody.core.session.messages import ToolResultBlock, ToolUseBlock  # noqa: E402
-from rhapsody.core.accounting.pricing import cost, priced  # noqa: E402
+from rhapsody.core.pricing import cost, priced  # noqa: E402
 from rhapsody.core.session.session import Session  # noqa: E402
-from rhapsody.core.accounting.tokens import estimate_chars  # noqa: E402
-from rhapsody.core.toolbox.tools import Toolbox  # noqa: E402
+from rhapsody.core.session.tokens import estimate_chars  # noqa: E402
+from rhapsody.core.toolbox.orchestrator import Toolbox  # noqa: E402
 from rhapsody.loopback.server import LoopbackServer  # noqa: E402
 
 ARMS = ("full", "seam", "seam+recall")

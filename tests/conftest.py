@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import shutil
 import signal
@@ -11,7 +12,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import aclosing
+from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ import pytest
 from rhapsody.providers.anthropic import AnthropicModel
 from rhapsody.config.settings import Settings
 from rhapsody.core.events import Event
-from rhapsody.core.toolbox.tools import Approver
+from rhapsody.core.toolbox.approval import Approver
 from rhapsody.loopback.script import ScriptedResponder
 from rhapsody.loopback.server import LoopbackServer
 from rhapsody.sandbox.bwrap import bwrap_path
@@ -116,14 +117,33 @@ async def no_grace() -> None:
     """A permission question's grace period where a test does not test it: over at once, not GRACE seconds."""
 
 
-async def until(condition: Callable[[], bool], within: float = 10.0,
+async def until(condition: Callable[[], object], within: float = 10.0,
                 pause: Callable[[float], Awaitable[Any]] = asyncio.sleep, step: float = 0.01) -> None:
-    """Wait until `condition()` holds, checking every `step` seconds; fail after `within` seconds."""
+    """Wait until `condition()` holds, checking every `step` seconds; fail after `within` seconds.
+
+    In the app, `pause=pilot.pause`: the app handles its queued messages between checks."""
     deadline = time.monotonic() + within
     while not condition():
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {within} s")
         await pause(step)
+
+
+@asynccontextmanager
+async def plain_mode(wiring: Wiring, *args: Any, **kwargs: Any) -> AsyncIterator[tuple[Any, io.StringIO, asyncio.Task[int]]]:
+    """Plain mode running on `wiring` in this loop: the pipe its keys come from, what it printed, its task.
+
+    `args` and `kwargs` go on to `run_plain` (an approver, `initial=`); the test types `/quit` (or closes
+    the pipe) and awaits the task."""
+    from prompt_toolkit.application import create_app_session
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output import DummyOutput
+
+    from rhapsody.frontends.plain import run_plain
+
+    out = io.StringIO()
+    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
+        yield pipe, out, asyncio.create_task(run_plain(wiring.agent, wiring.settings, *args, out=out, **kwargs))
 
 
 _CHECKS = pytest.StashKey[tuple[subprocess.Popen[bytes], str]]()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rhapsody.core.session.context import RequestSpec
 from rhapsody.core.session.session import Session
-from rhapsody.core.toolbox.tools import ToolContext
+from rhapsody.core.toolbox.protocol import ToolContext
 from rhapsody.hook_runner import HookCommand, HookMatcher, HookRunner
 from rhapsody.tools import default_toolbox
 from rhapsody.tools.git import run_git

@@ -6,19 +6,18 @@ import json
 import re
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from rhapsody.loopback.script import call, say
 
+from tests import launch
 from tests.conftest import MODEL, Stub
 
 
 def rhapsody(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rhapsody", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, cwd=cwd, timeout=60)
+    return launch.run(list(args), env={**os.environ, **(env or {})}, cwd=cwd, timeout=60)
 
 
 def one_line_error(result: subprocess.CompletedProcess[str]) -> str:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 from rhapsody.loopback.script import say
 
+from tests import launch
 from tests.conftest import MODEL, Stub
 from tests.frontends.test_start import Terminal, _env
 from tests.test_cli import one_line_error
@@ -18,9 +18,8 @@ from tests.test_cli import one_line_error
 def headless(stub: Stub, project: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """`python -m rhapsody ARGS` on the loopback, `stdin` piped in (None: /dev/null)."""
     env = {**os.environ, "ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": stub.server.url}
-    return subprocess.run([sys.executable, "-m", "rhapsody", *args, "--cwd", str(project), "--model", MODEL],
-                          input=stdin, stdin=subprocess.DEVNULL if stdin is None else None, capture_output=True,
-                          text=True, env=env, timeout=60)
+    return launch.run([*args, "--cwd", str(project), "--model", MODEL], input=stdin,
+                      stdin=subprocess.DEVNULL if stdin is None else None, env=env, timeout=60)
 
 
 def first_text(stub: Stub, n: int = 0) -> str:

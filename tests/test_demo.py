@@ -12,9 +12,9 @@ from rhapsody.view import render
 from rhapsody.core.events import Event, SeamCommitted, TextDelta, ToolFinished
 from rhapsody.core.session.messages import ToolUseBlock
 from rhapsody.core.session.records import Seam
-from rhapsody.core.toolbox.tools import Approval
+from rhapsody.core.toolbox.approval import Approval
 from rhapsody.demo import DEMO_ALLOW, DEMO_TASK, SAMPLE, DemoResponder, prepare_project
-from rhapsody.core.accounting.session_figures import figures
+from rhapsody.core.session.session_figures import figures
 from rhapsody.core.agent.turn_hooks import context_with
 from rhapsody.wiring import Wiring
 

@@ -362,11 +362,15 @@ def dump(lines: list[dict[str, Any]], path: Path) -> Path:
 
 def long_sessions(folder: Path, calls: int = 400) -> list[Path]:
     """The long sessions docs/performance.md measures: Claude Code on a 200k window (it compacts on its
-    own), on a 1M window (it never does), with long human pauses, commits and test runs, and Codex."""
+    own), on a 1M window (it never does), with long human pauses, commits and test runs, Codex, and one paced
+    like the long sessions people have (tests/transcripts_real.py)."""
+    from tests.transcripts_real import claude_real_session
+
     return [dump(claude_session(calls), folder / "claude-200k.jsonl"),
             dump(claude_session_1m(calls), folder / "claude-1m.jsonl"),
             dump(claude_paused_session(), folder / "claude-paused.jsonl"),
-            dump(codex_rollout(calls), folder / "codex" / f"rollout-2025-11-20T10-00-00-{CODEX_SESSION}.jsonl")]
+            dump(codex_rollout(calls), folder / "codex" / f"rollout-2025-11-20T10-00-00-{CODEX_SESSION}.jsonl"),
+            dump(claude_real_session(), folder / "claude-real.jsonl")]
 
 
 def main() -> None:

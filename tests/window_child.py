@@ -20,12 +20,18 @@ from rhapsody.providers.anthropic import AnthropicModel
 from rhapsody.config.settings import Settings
 from rhapsody.core.session.handoff_state import Phase
 from rhapsody.core.session.session import Session
-from rhapsody.loopback.script import ScriptedResponder
+from rhapsody.loopback.script import ScriptedResponder, say
 from rhapsody.loopback.server import LoopbackServer
 from rhapsody.sandbox.bwrap import bwrap_path
 from rhapsody.wiring import build
 
-from tests.core.accounting.test_window import WINDOW, long_session
+from tests.core.test_window import WINDOW, big, long_session
+from tests.core.session.test_handoff_e2e import handoff_turn
+
+STRIP_WINDOW = 9_000
+"""Two of big()'s 4,000-token results and the system prompt and tools do not fit; the latest alone, with
+the request for the note and its room, does not either, so the net strips first."""
+
 
 def _pruned(s: Session) -> bool:
     return any(r["kind"] == "prune" for r in s.records)
@@ -36,7 +42,8 @@ STEPS: dict[str, Callable[[Session], bool]] = {
     "room_asked": lambda s: s.handoff.phase == Phase.ASKED and _pruned(s),
     "room_noted": lambda s: s.handoff.phase == Phase.NOTED and _pruned(s),
     "room_committed": lambda s: _pruned(s) and any(r["kind"] == "seam" for r in s.records),
-    # with thinking on, a strip first, the note asked after it
+    # a strip first, the note asked after it: a window so small that no cut between rounds leaves room for the
+    # note beside the latest round (STRIP_WINDOW), with thinking on
     "asked": lambda s: s.handoff.phase == Phase.ASKED and bool(s.handoff.after_strip),
     "noted": lambda s: s.handoff.phase == Phase.NOTED and bool(s.handoff.after_strip),
     "attached": lambda s: any(r["kind"] == "seam_note" for r in s.records),
@@ -46,7 +53,10 @@ STEPS: dict[str, Callable[[Session], bool]] = {
 async def drive(project: Path, step: str, conn: Connection) -> None:
     """Drive a new session of `project` past the window until it reaches `step`, say so, block."""
     thinking = not step.startswith("room_")
-    server = LoopbackServer(ScriptedResponder(long_session(thinking)), window=WINDOW).start()
+    window = STRIP_WINDOW if thinking else WINDOW
+    script = long_session() if not thinking else [big(1, True), big(2, True), handoff_turn(True), say("Note written."),
+                                                  say("All done.")]
+    server = LoopbackServer(ScriptedResponder(script), window=window).start()
     client = anthropic.AsyncAnthropic(base_url=server.url, api_key="sk-test-key", max_retries=0, timeout=5.0)
     settings = Settings(permission_mode="yolo", sandbox="workspace-write" if bwrap_path() else "off",
                         handoff_at_share="off", thinking=thinking)

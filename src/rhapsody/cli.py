@@ -45,7 +45,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from rhapsody.core.toolbox.permissions import MODES
+    from rhapsody.core.access.permissions import MODES
 
     p = _Parser(
         prog="rhapsody",
@@ -110,6 +110,8 @@ def _stats_parser() -> argparse.ArgumentParser:
                    "of context or share=S of the window (comma-separated), or sweep: a curve over several")
     p.add_argument("--context-window", type=int, metavar="N", help="the window the session ran in, in tokens "
                    "(default: RHAPSODY_CONTEXT_WINDOW, else what the history shows, else the model's standard window)")
+    p.add_argument("--note-tokens", type=int, metavar="N", help="with --what-if: what each seam leaves in the context "
+                   "(default: the project's notes as measured, else what the note caps allow)")
     return p
 
 
@@ -227,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
             if ns.what_if:
                 from rhapsody.commands import whatif
 
-                return whatif.main(_root(ns.cwd), ns.session, ns.what_if, ns.json, ns.cache_read_mult, ns.context_window)
+                return whatif.main(_root(ns.cwd), ns.session, ns.what_if, ns.json, ns.cache_read_mult, ns.context_window,
+                                   ns.note_tokens)
             return print_stats(_root(ns.cwd), ns.session, ns.json, ns.cache_read_mult, ns.context_window)
         return _run(_parser().parse_args(args))
     except RhapsodyError as exc:
@@ -280,7 +283,7 @@ def _rewind(args: list[str]) -> int:
 
 def _acp(args: list[str]) -> int:
     """`rhapsody acp`: the editor's client opens sessions; each is built as the app's is, in the session's cwd."""
-    from rhapsody.core.toolbox.permissions import MODES
+    from rhapsody.core.access.permissions import MODES
     from rhapsody.frontends.acp import run_acp
     from rhapsody.sandbox.procs import install_exit_cleanup
 

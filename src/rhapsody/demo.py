@@ -21,7 +21,7 @@ from rhapsody.core.errors import ConfigError
 
 if TYPE_CHECKING:  # the app's first frame does not wait for pydantic
     from rhapsody.config.settings import Settings
-    from rhapsody.core.agent.model import Model
+    from rhapsody.core.model import Model
 
 DEMO_TASK = "The inventory total is wrong: find out why and fix it."
 DEMO_ALLOW = ["bash:sleep *", "bash:python -m unittest*"]

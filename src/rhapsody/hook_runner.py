@@ -29,7 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rhapsody.core.toolbox.hooks import CLAUDE_NAMES, HookVerdict, combine
-from rhapsody.core.toolbox.permissions import verdict_named
+from rhapsody.core.access.permissions import verdict_named
 from rhapsody.core.secrets import mask
 from rhapsody.core.session.session import Session
 from rhapsody.sandbox import lifeline

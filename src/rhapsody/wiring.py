@@ -15,17 +15,18 @@ from typing import TYPE_CHECKING, Any
 
 from rhapsody.config.settings import Settings
 from rhapsody.core.session.context import RequestSpec
-from rhapsody.core.toolbox.credentials import absolute
+from rhapsody.core.access.credentials import absolute
 from rhapsody.core.errors import RhapsodyError
 from rhapsody.core.session.history import find_session
 from rhapsody.core.agent.loop import Agent
 from rhapsody.core.agent.policy import Policy
-from rhapsody.core.agent.model import Model
-from rhapsody.core.toolbox.permissions import Mode, writes_nothing
+from rhapsody.core.model import Model
+from rhapsody.core.access.permissions import Mode, writes_nothing
 from rhapsody.core.session.rolling import RollingPolicy
 from rhapsody.core.session.session import Session
-from rhapsody.core.agent.subagent import Budget, Delegation
-from rhapsody.core.toolbox.tools import Approver, Toolbox
+from rhapsody.core.agent.delegation import Budget, Delegation
+from rhapsody.core.toolbox.approval import Approver
+from rhapsody.core.toolbox.orchestrator import Toolbox
 from rhapsody.prompts import load, render
 from rhapsody.tools import default_toolbox
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from rhapsody.loopback.script import say
 
+from tests import launch
 from tests.conftest import Stub, collect
 from tests.transcripts import FIXTURES
 
@@ -24,8 +24,7 @@ def rhapsody(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     # A key and an address nothing listens on: a bad file must stop the run before any request.
     env = {"PATH": "/usr/bin:/bin", "HOME": str(cwd), "ANTHROPIC_API_KEY": "sk-test-key",
            "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
-    return subprocess.run([sys.executable, "-m", "rhapsody", *args], capture_output=True, text=True, cwd=cwd,
-                          env=env, timeout=120)
+    return launch.run(list(args), cwd=cwd, env=env, timeout=120)
 
 
 def one_line(ran: subprocess.CompletedProcess[str], status: int, *said: str) -> str:

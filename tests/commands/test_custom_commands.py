@@ -4,24 +4,19 @@ run through the real loop in the app and in plain mode; they never widen a permi
 from __future__ import annotations
 
 import asyncio
-import io
 import os
 from pathlib import Path
 
-from prompt_toolkit.application import create_app_session
-from prompt_toolkit.input import create_pipe_input
-from prompt_toolkit.output import DummyOutput
 from textual.widgets import Static
 
 from rhapsody.commands.slash import run_command
 from rhapsody.loopback.script import call, say
-from rhapsody.frontends.plain import run_plain
 from rhapsody.frontends.prompt_aids import command_matches
 from rhapsody.commands.trust import trust
 from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.frontends.app.widgets import PromptInput
 
-from tests.conftest import GATE, Stub, until
+from tests.conftest import GATE, Stub, plain_mode, until
 
 COMPONENT = """---
 description: Create a new UI component
@@ -136,9 +131,7 @@ async def test_plain_mode_sends_a_custom_command_and_help_lists_it(stub: Stub, p
     write(user_commands() / "summary.md", "---\ndescription: summarise the session\n---\nSummarise what we did.")
     stub.script(say("We did little."))
     wiring = stub.wire(project)
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+    async with plain_mode(wiring) as (pipe, out, task):
         pipe.send_text("/help\r")
         await until(lambda: "summarise the session (user: summary.md)" in out.getvalue())
         pipe.send_text("/summary\r")

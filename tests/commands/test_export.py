@@ -17,7 +17,7 @@ from rhapsody.cli import main
 from rhapsody.commands.slash import run_command
 from rhapsody.core.events import ToolStarted
 from rhapsody.core.session.history import read_history
-from rhapsody.core.toolbox.tools import Approval
+from rhapsody.core.toolbox.approval import Approval
 from rhapsody.commands.export import INLINE_CAP, export_text, page_html
 from rhapsody.loopback.script import call, say
 from rhapsody.commands.stats import billing

@@ -10,8 +10,8 @@ import pytest
 
 from rhapsody.cli import main
 from rhapsody.core.session.history import read_history
-from rhapsody.core.accounting.pricing import WRITE_5M_MULT, price_of
-from rhapsody.core.accounting.session_figures import figures
+from rhapsody.core.pricing import WRITE_5M_MULT, price_of
+from rhapsody.core.session.session_figures import figures
 from rhapsody.loopback.script import say
 
 from tests.conftest import MODEL, Stub, collect

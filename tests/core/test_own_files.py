@@ -33,6 +33,7 @@ async def test_agents_md_linked_to_proc_environ_reaches_nothing(stub: Stub, proj
     os.symlink("/proc/self/environ", project / "AGENTS.md")
     os.symlink("/proc/self/environ", project / "CLAUDE.md")
     seen = await run_one_turn(stub, project)
+    assert len(stub.bodies()) == 1 and "## Tools and the project" in seen, "the prompt was built and sent"
     assert KEY not in seen and "ANTHROPIC_API_KEY" not in seen and "Project instructions" not in seen
 
 
@@ -45,6 +46,7 @@ async def test_a_memory_file_linked_outside_the_root_reaches_nothing(stub: Stub,
     os.symlink(outside, status)
     os.symlink(outside, project / "docs" / "memory" / "dialogs" / "2030-01-01-x.md")
     seen = await run_one_turn(stub, project)
+    assert "### docs/memory/DECISIONS.md" in seen, "the memory map was read, without the linked files"
     assert KEY not in seen and "FAKE_SECRET_KEY" not in seen
 
 
@@ -54,7 +56,9 @@ async def test_a_memory_folder_linked_outside_the_root_is_not_read(stub: Stub, p
     (outside / "PROJECT_STATUS.md").write_text(f"status {KEY}\n")
     (project / "docs").mkdir()
     os.symlink(outside, project / "docs" / "memory")
-    assert KEY not in await run_one_turn(stub, project)
+    seen = await run_one_turn(stub, project)
+    assert len(stub.bodies()) == 1 and "## Tools and the project" in seen, "the prompt was built and sent"
+    assert KEY not in seen
 
 
 async def test_credentials_written_into_agents_md_are_masked(stub: Stub, project: Path) -> None:

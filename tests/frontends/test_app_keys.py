@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,18 +18,11 @@ from rhapsody.frontends.app.confirm import ConfirmScreen
 from rhapsody.frontends.app.fullview import FullView
 from rhapsody.frontends.app.widgets import Foldable, PromptInput
 
-from tests.conftest import GATE, Stub, no_grace
+from tests.conftest import GATE, Stub, no_grace, until
 from tests.core.session.test_handoff_e2e import handoff_turn
 
 NARRATE = "I will run this command now because the task needs its output; I expect it to succeed."
 
-
-async def until(pilot: Any, condition: Callable[[], object], bound: float = 10.0) -> None:
-    """Wait for a condition, failing after `bound` seconds."""
-    end = time.monotonic() + bound
-    while not condition():
-        assert time.monotonic() < end, "condition not met in time"
-        await pilot.pause(0.02)
 
 
 async def idle(pilot: Any) -> None:
@@ -85,7 +76,7 @@ async def test_typing_a_denial_never_approves_and_enter_denies_with_it(stub: Stu
     app = ask_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
         app.start_turn("size?")
-        await until(pilot, lambda: asking(app))
+        await until(lambda: asking(app), pause=pilot.pause)
         assert app.focused is not None and app.focused.id == "reason"
         await pilot.press(*"add a test first, yes", "enter")
         await idle(pilot)
@@ -101,7 +92,7 @@ async def test_escape_denies_and_the_diff_is_shown_for_an_edit(stub: Stub, proje
     app = ask_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
         app.start_turn("fix")
-        await until(pilot, lambda: asking(app))
+        await until(lambda: asking(app), pause=pilot.pause)
         shown = panel(app).shown
         assert shown.syntax == "diff"
         body = shown.body
@@ -110,8 +101,8 @@ async def test_escape_denies_and_the_diff_is_shown_for_an_edit(stub: Stub, proje
         assert deny.region.bottom <= 24  # the deny line is on screen at 80x24
         said = [w for e, w in app.transcript.widgets.items() if e.kind == "assistant" and NARRATE in e.text][0]
         view = app.transcript.region  # the agent's reason stays in view, above the question
-        await until(pilot, lambda: said.region.y >= view.y and said.region.bottom <= view.bottom
-                    and panel(app).region.height > 0)  # the panel laid out, below the transcript
+        await until(lambda: said.region.y >= view.y and said.region.bottom <= view.bottom
+                    and panel(app).region.height > 0, pause=pilot.pause)  # the panel laid out, below the transcript
         assert view.bottom <= panel(app).region.y
         await pilot.press("escape")
         await idle(pilot)
@@ -125,7 +116,7 @@ async def test_lone_hotkeys_answer(stub: Stub, project: Path) -> None:
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("go")
         for key in ("y", "a"):
-            await until(pilot, lambda: asking(app))
+            await until(lambda: asking(app), pause=pilot.pause)
             await pilot.press(key)
             assert app.query(ApprovalPanel)  # a key alone never answers
             await pilot.press("enter")
@@ -140,7 +131,7 @@ async def test_keys_typed_as_the_question_opens_are_discarded_and_shown_never_le
     app = ask_app(stub, project, over.wait)
     async with app.run_test(size=(80, 24)) as pilot:
         app.start_turn("go")
-        await until(pilot, lambda: app.query(ApprovalPanel) and panel(app).has_focus)
+        await until(lambda: app.query(ApprovalPanel) and panel(app).has_focus, pause=pilot.pause)
         await pilot.press("a", "enter", "y", "enter")  # meant for the prompt; the question just appeared
         assert not panel(app).ready
         said = str(panel(app).query_one("#enter-does", Static).render())
@@ -148,7 +139,7 @@ async def test_keys_typed_as_the_question_opens_are_discarded_and_shown_never_le
         assert app.query_one(PromptInput).text == ""
         assert not (project / "one.txt").exists() and app.query(ApprovalPanel)  # no key answered the question
         over.set()
-        await until(pilot, lambda: asking(app))
+        await until(lambda: asking(app), pause=pilot.pause)
         assert panel(app).query_one("#reason").value == ""
         await pilot.press("escape")
         await idle(pilot)
@@ -174,7 +165,7 @@ async def test_unfold_at_once_full_view_and_focus_paths(stub: Stub, project: Pat
         await pilot.pause()
         assert fold.expanded and fold.size.height > height + 10  # the body shows without a resize
         await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, FullView))
+        await until(lambda: isinstance(app.screen, FullView), pause=pilot.pause)
         assert "line 0 of" in app.screen.text and "the-very-end" in app.screen.text
         await pilot.press(*"line 599", "enter")
         assert "match 1 of 1, line 600 of this text" in str(app.screen.query_one("#found", Static).render())
@@ -214,9 +205,9 @@ async def test_an_unfolded_line_folds_again_from_the_keyboard_and_the_footer_say
         await pilot.pause()
         assert not cut.expanded and cut.size.height == folded and not isinstance(app.screen, FullView)
         await pilot.press("enter", "enter")
-        await until(pilot, lambda: isinstance(app.screen, FullView))
+        await until(lambda: isinstance(app.screen, FullView), pause=pilot.pause)
         await pilot.press("escape")
-        await until(pilot, lambda: not isinstance(app.screen, FullView))
+        await until(lambda: not isinstance(app.screen, FullView), pause=pilot.pause)
         assert cut.expanded
         await pilot.press("left")
         await pilot.pause()
@@ -291,7 +282,7 @@ async def test_ctrl_o_during_a_turn_without_tools_ends_in_a_seam(stub: Stub, pro
         await send(pilot, "run something")
         await idle(pilot)
         app.start_turn("go")
-        await until(pilot, lambda: app.transcript.live is not None)
+        await until(lambda: app.transcript.live is not None, pause=pilot.pause)
         await app.action_handoff()
         assert isinstance(app.screen, ConfirmScreen)  # the earlier call's output is smaller than a note
         app.screen.action_answer(True)
@@ -310,7 +301,7 @@ async def test_escape_cancels_a_handoff_request_and_says_so(stub: Stub, project:
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         await send(pilot, "talk")
-        await until(pilot, lambda: app.transcript.live is not None)
+        await until(lambda: app.transcript.live is not None, pause=pilot.pause)
         await pilot.press("ctrl+o")
         await pilot.press("escape")
         await idle(pilot)
@@ -354,7 +345,7 @@ async def test_ctrl_o_with_nothing_to_strip_sends_no_request(stub: Stub, project
         await idle(pilot)
         assert len(stub.bodies()) == sent and any("nothing to hand off: no tool calls yet" in t for t in texts(app))
         await send(pilot, "talk")
-        await until(pilot, lambda: app.transcript.live is not None)
+        await until(lambda: app.transcript.live is not None, pause=pilot.pause)
         await pilot.press("ctrl+o")  # mid-turn: the turn ends with no tool call, so no request follows
         await idle(pilot)
         assert len(stub.bodies()) == sent + 1
@@ -386,7 +377,7 @@ async def test_hints_land_where_delivered_and_notes_survive_a_reload(stub: Stub,
     async with app.run_test(size=(100, 30)) as pilot:
         await send(pilot, "/stats")
         await send(pilot, "run it")
-        await until(pilot, lambda: app.calls)  # the call is running
+        await until(lambda: app.calls, pause=pilot.pause)  # the call is running
         await send(pilot, "steer hint")
         app.query_one(PromptInput).text = "queued one"
         await pilot.press("ctrl+n")
@@ -410,7 +401,7 @@ async def test_escape_marks_a_running_call_interrupted(stub: Stub, project: Path
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("go")
-        await until(pilot, lambda: app.calls)
+        await until(lambda: app.calls, pause=pilot.pause)
         await pilot.press("escape")
         await idle(pilot)
         tool = [e for e in app.transcript.entries if e.kind == "tool"][0]
@@ -425,7 +416,7 @@ async def test_escape_on_an_unfolded_line_interrupts_a_working_agent(stub: Stub,
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("go")
-        await until(pilot, lambda: any("sleep 30" in call.input.get("command", "") for call, _ in app.calls.values()))
+        await until(lambda: any("sleep 30" in call.input.get("command", "") for call, _ in app.calls.values()), pause=pilot.pause)
         first = next(w for w in app.transcript.query(Foldable) if "echo first" in w.title)
         first.focus()
         await pilot.press("enter")
@@ -462,11 +453,11 @@ async def test_liveness_and_tool_lines_at_80_columns(stub: Stub, project: Path) 
         status = str(app.query_one("#status", Static).render()).rstrip()
         assert len(status) < 80 and not status.endswith("│")
         await send(pilot, "talk")
-        await until(pilot, lambda: app.transcript.live is not None)
-        await until(pilot, lambda: "writing" in str(app.query_one("#status", Static).render()))
+        await until(lambda: app.transcript.live is not None, pause=pilot.pause)
+        await until(lambda: "writing" in str(app.query_one("#status", Static).render()), pause=pilot.pause)
         await idle(pilot)
         await send(pilot, "run")
-        await until(pilot, lambda: app.calls)
+        await until(lambda: app.calls, pause=pilot.pause)
         await pilot.pause()
         tool = [w for w in app.transcript.query(Foldable) if w.entry.kind == "tool"][-1]
         shown = str(tool.render())
@@ -474,7 +465,7 @@ async def test_liveness_and_tool_lines_at_80_columns(stub: Stub, project: Path) 
         (project / "go").touch()
         await idle(pilot)
         bar = app.query_one("Footer")  # it redraws its keys when the turn ends (ctrl+c: Interrupt, then Quit)
-        await until(pilot, lambda: max((key.region.right for key in bar.query("FooterKey")), default=0) > 0)
+        await until(lambda: max((key.region.right for key in bar.query("FooterKey")), default=0) > 0, pause=pilot.pause)
         assert all(key.region.right <= 80 for key in bar.query("FooterKey"))
 
 
@@ -514,7 +505,8 @@ async def test_focused_lines_are_readable_and_keys_typed_while_focus_moves_land_
             assert contrast(*eight_bit(background, color)) >= 4.5, line.entry.kind  # as tmux's 256 colours show it
         for key, char in (("tab", None), ("a", "a"), ("b", "b"), ("c", "c"), ("home", None), ("X", "X")):
             app.post_message(events.Key(key, char))  # all queued at once, as a fast typist's keys arrive
-        await until(pilot, lambda: app.query_one(PromptInput).text.endswith("Xabc"))
+        await until(lambda: app.query_one(PromptInput).text.endswith("Xabc"), pause=pilot.pause)
+        await pilot.pause()  # what the keys queued (tab's completions) is handled before the app closes
 
 
 async def test_command_outputs_survive_continue_in_place(stub: Stub, project: Path) -> None:
@@ -577,7 +569,7 @@ async def test_the_question_uses_its_share_of_the_rows_at_80x24_and_leaves_the_t
     app = ask_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
         app.start_turn("rewrite")
-        await until(pilot, lambda: asking(app))
+        await until(lambda: asking(app), pause=pilot.pause)
         await pilot.pause()
         box, preview = panel(app), panel(app).query_one("#preview")
         assert box.region.bottom <= 24 - 5 and box.region.height >= 13 and preview.region.height >= 5
@@ -615,7 +607,7 @@ async def test_a_notice_said_while_a_reply_streams_shows_where_the_rebuild_shows
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("talk")
-        await until(pilot, lambda: app.transcript.live is not None)
+        await until(lambda: app.transcript.live is not None, pause=pilot.pause)
         await app.command("/stats")  # the Enter handler's own call; a pilot key press waits out the busy stream
         await pilot.pause()
         during, chunks = on_screen(app), len(app.transcript.live_chunks)
@@ -636,9 +628,9 @@ async def test_palette_lists_rhapsody_commands(stub: Stub, project: Path) -> Non
         names = [c.title for c in app.get_system_commands(app.screen)]
         assert "/stats" in names and "/handoff" in names
         await pilot.press("ctrl+p")
-        await until(pilot, lambda: app.screen is not app.screen_stack[0])
+        await until(lambda: app.screen is not app.screen_stack[0], pause=pilot.pause)
         await pilot.press("escape")
-        await until(pilot, lambda: app.screen is app.screen_stack[0])
+        await until(lambda: app.screen is app.screen_stack[0], pause=pilot.pause)
         await pilot.press("x")
         assert app.query_one(PromptInput).text.endswith("x")  # keys reach the input after the palette
 
@@ -656,12 +648,12 @@ async def test_sending_from_the_prompt_scrolls_the_transcript_to_the_bottom(stub
         assert view.scroll_y < view.max_scroll_y
         for command, said in (("/stats", "no seams yet"), ("/help", "/model")):
             await send(pilot, command)
-            await until(pilot, lambda: said in app.transcript.entries[-1].text and app.transcript.entries[-1] in app.transcript.widgets)
+            await until(lambda: said in app.transcript.entries[-1].text and app.transcript.entries[-1] in app.transcript.widgets, pause=pilot.pause)
             shown = app.transcript.widgets[app.transcript.entries[-1]]
             if command == "/stats":  # a short output: the bottom
-                await until(pilot, lambda: view.scroll_y == view.max_scroll_y)
+                await until(lambda: view.scroll_y == view.max_scroll_y, pause=pilot.pause)
             else:  # taller than the view: seen from its first line
-                await until(pilot, lambda: view.region.y <= shown.region.y < view.region.y + 2)
+                await until(lambda: view.region.y <= shown.region.y < view.region.y + 2, pause=pilot.pause)
                 assert view.scroll_y < view.max_scroll_y
             await pilot.press("pageup")
             await pilot.pause()
@@ -715,7 +707,7 @@ async def recalled(app: RhapsodyApp, pilot: Any) -> str:
     await send(pilot, "/handoff anyway")
     await idle(pilot)
     await send(pilot, "/recall slow")
-    await until(pilot, lambda: any("narration before" in t for t in texts(app)))
+    await until(lambda: any("narration before" in t for t in texts(app)), pause=pilot.pause)
     return next(t for t in texts(app) if "narration before" in t)
 
 

@@ -12,14 +12,15 @@ from textual.widgets import Input, Static, TextArea
 
 from rhapsody.view import render
 from rhapsody.core.session.messages import ToolUseBlock
-from rhapsody.core.toolbox.tools import Approval
+from rhapsody.core.toolbox.approval import Approval
 from rhapsody.loopback.script import call, say
 from rhapsody.frontends.app.approval import ApprovalPanel
 from rhapsody.frontends.app.fullview import FullView
 from rhapsody.frontends.app.widgets import Foldable
 
 from tests.conftest import Stub, collect
-from tests.frontends.test_app_keys import NARRATE, ask_app, asking, idle, panel, plain_app, until
+from tests.frontends.test_app_keys import NARRATE, ask_app, asking, idle, panel, plain_app
+from tests.conftest import until
 
 
 def on_screen(widget: Widget, size: tuple[int, int]) -> bool:
@@ -42,11 +43,11 @@ async def test_the_answer_area_stays_on_screen_after_every_resize(stub: Stub, pr
     app = ask_app(stub, project)
     async with app.run_test(size=sizes[0]) as pilot:
         app.start_turn("rewrite")
-        await until(pilot, lambda: asking(app))
+        await until(lambda: asking(app), pause=pilot.pause)
         screen = panel(app)
         for size in sizes[1:]:
             await pilot.resize_terminal(*size)
-            await until(pilot, lambda: screen.region.width == size[0] and all(on_screen(w, size) for w in answer_area(screen)))
+            await until(lambda: screen.region.width == size[0] and all(on_screen(w, size) for w in answer_area(screen)), pause=pilot.pause)
             preview = screen.query_one("#preview")
             assert preview.region.height >= 3 and on_screen(screen, size)
             assert app.transcript.region.height >= 4 and app.transcript.region.bottom <= screen.region.y
@@ -60,7 +61,7 @@ async def test_the_agents_words_stay_in_view_above_the_question_at_160x48(stub: 
     app = ask_app(stub, project)
     async with app.run_test(size=(160, 48)) as pilot:
         app.start_turn("fix")
-        await until(pilot, lambda: asking(app))
+        await until(lambda: asking(app), pause=pilot.pause)
         await pilot.pause()
         box = panel(app).region
         rows = [strip.text for strip in app.screen._compositor.render_strips()]
@@ -78,7 +79,7 @@ async def deny_edit_in_app(stub: Stub, project: Path, size: tuple[int, int], rea
     app = ask_app(stub, project)
     async with app.run_test(size=size) as pilot:
         app.start_turn("fix")
-        await until(pilot, lambda: asking(app))
+        await until(lambda: asking(app), pause=pilot.pause)
         panel(app).query_one("#reason", Input).value = reason
         await pilot.press("enter")
         await idle(pilot)
@@ -111,7 +112,9 @@ async def test_a_write_to_a_secret_file_denied_keeps_no_diff_in_history(stub: St
 
     wiring.agent.toolbox.approver = deny
     await collect(wiring.agent.run("go"))
-    assert "abc123" not in wiring.session.path.read_text()
+    history = wiring.session.path.read_text()
+    assert '"write_file"' in history and (project / ".env").read_text() == "TOKEN=abc123\n"  # asked, denied
+    assert "abc123" not in history
 
 
 @pytest.mark.parametrize("width", [80, 160])
@@ -139,7 +142,7 @@ async def test_the_full_view_of_a_capped_read_says_it_is_capped_and_numbers_line
         fold = [w for w in app.transcript.query(Foldable) if "read_file big.txt" in w.title][0]
         fold.focus()
         await pilot.press("enter", "enter")
-        await until(pilot, lambda: isinstance(app.screen, FullView))
+        await until(lambda: isinstance(app.screen, FullView), pause=pilot.pause)
         await pilot.pause()
         view = app.screen
         assert isinstance(view, FullView)
@@ -165,7 +168,7 @@ async def test_a_capped_bash_output_says_so_on_its_line_and_in_the_full_view(
         assert "→ exit 0" in fold.title and "· output capped" in str(fold.render())
         fold.focus()
         await pilot.press("enter", "enter")
-        await until(pilot, lambda: isinstance(app.screen, FullView))
+        await until(lambda: isinstance(app.screen, FullView), pause=pilot.pause)
         await pilot.pause()
         assert isinstance(app.screen, FullView)
         title = str(app.screen.query_one(".why", Static).render())
@@ -182,7 +185,7 @@ async def test_the_full_view_of_a_long_write_holds_the_diff_it_applied(stub: Stu
         fold = [w for w in app.transcript.query(Foldable) if "write_file long.txt" in w.title][0]
         fold.focus()
         await pilot.press("enter", "enter")
-        await until(pilot, lambda: isinstance(app.screen, FullView))
+        await until(lambda: isinstance(app.screen, FullView), pause=pilot.pause)
         view = app.screen
         assert isinstance(view, FullView)
         assert view.text.startswith("wrote long.txt") and "+row 299: the quick brown fox" in view.text
@@ -197,7 +200,7 @@ async def test_the_answer_field_lists_only_the_answers_offered(stub: Stub, proje
     app = ask_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
         app.start_turn("go")
-        await until(pilot, lambda: asking(app))
+        await until(lambda: asking(app), pause=pilot.pause)
         screen = panel(app)
         assert screen.query_one("#reason", Input).placeholder.startswith(offered)
         assert bool(screen.rules) == ("2. allow" in " ".join(str(c.render()) for c in screen.query(Static)))

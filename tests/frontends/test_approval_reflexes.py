@@ -4,21 +4,16 @@ default (allow once), a digit picks as numbered on screen, and the grace period 
 from __future__ import annotations
 
 import asyncio
-import io
 from pathlib import Path
 
-from prompt_toolkit.application import create_app_session
-from prompt_toolkit.input import create_pipe_input
-from prompt_toolkit.output import DummyOutput
 
 from rhapsody.core.toolbox.approval import HumanApprover
 from rhapsody.frontends.app.approval import ApprovalPanel, Choice
-from rhapsody.frontends.plain import run_plain
 from rhapsody.loopback.script import call, say
 
-from tests.conftest import Stub
-from tests.conftest import until as wait_until
-from tests.frontends.test_app_keys import NARRATE, ask_app, asking, idle, panel, records, until
+from tests.conftest import Stub, plain_mode
+from tests.conftest import until
+from tests.frontends.test_app_keys import NARRATE, ask_app, asking, idle, panel, records
 from tests.frontends.test_plain import end_grace
 
 
@@ -31,7 +26,7 @@ async def test_enter_on_the_empty_field_allows_once_the_highlighted_answer(stub:
     app = ask_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
         app.start_turn("go")
-        await until(pilot, lambda: asking(app))
+        await until(lambda: asking(app), pause=pilot.pause)
         lines = [str(c.render()) for c in panel(app).query(Choice)]
         assert lines[0].startswith("❯ 1. allow once") and lines[-1].startswith("  ") and "deny" in lines[-1]
         assert panel(app).query(Choice).first().has_class("-enter")
@@ -49,15 +44,15 @@ async def test_digits_pick_as_numbered_and_1_is_never_a_denial_with_reason_1(stu
     app = ask_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("go")
-        await until(pilot, lambda: asking(app))
+        await until(lambda: asking(app), pause=pilot.pause)
         first = panel(app)
         await pilot.press("1")  # alone: answered at once, no Enter needed
-        await until(pilot, lambda: not first.is_attached)
-        await until(pilot, lambda: asking(app))
+        await until(lambda: not first.is_attached, pause=pilot.pause)
+        await until(lambda: asking(app), pause=pilot.pause)
         offered = panel(app).rules
         assert offered and "2. allow" in str(panel(app).query(Choice)[1].render())
         await pilot.press("2")  # the session rule, as numbered on screen
-        await until(pilot, lambda: asking(app) and panel(app).argument == "mkdir three")
+        await until(lambda: asking(app) and panel(app).argument == "mkdir three", pause=pilot.pause)
         await pilot.press("3")  # deny, the last number
         await idle(pilot)
     assert (project / "one.txt").exists() and (project / "two.txt").exists()
@@ -74,7 +69,7 @@ async def test_a_digit_after_words_is_part_of_the_reason(stub: Stub, project: Pa
     app = ask_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
         app.start_turn("go")
-        await until(pilot, lambda: asking(app))
+        await until(lambda: asking(app), pause=pilot.pause)
         await pilot.press(*"run test 1 first", "enter")
         await idle(pilot)
     assert not (project / "one.txt").exists()
@@ -88,12 +83,12 @@ async def test_a_1_or_enter_typed_in_the_grace_period_answers_nothing(stub: Stub
     app = ask_app(stub, project, over.wait)
     async with app.run_test(size=(80, 24)) as pilot:
         app.start_turn("go")
-        await until(pilot, lambda: app.query(ApprovalPanel) and panel(app).has_focus)
+        await until(lambda: app.query(ApprovalPanel) and panel(app).has_focus, pause=pilot.pause)
         await pilot.press("1", "enter")
         await pilot.pause()
         assert app.query(ApprovalPanel) and not panel(app).ready and "1⏎" in panel(app).discarded
         over.set()
-        await until(pilot, lambda: asking(app))
+        await until(lambda: asking(app), pause=pilot.pause)
         await pilot.pause()
         assert asking(app) and not (project / "one.txt").exists()  # still asking after the grace period
         await pilot.press("escape")
@@ -107,25 +102,23 @@ async def test_plain_mode_an_empty_line_allows_once_and_a_lone_digit_picks_at_on
     over = asyncio.Event()
     approver = HumanApprover(grace=over.wait)
     wiring = stub.wire(project, approver=approver, permission_mode="ask")
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, approver, out=out))
+    async with plain_mode(wiring, approver) as (pipe, out, task):
         pipe.send_text("make the files\r")
-        await wait_until(lambda: out.getvalue().count("? bash wants to run") == 1)
+        await until(lambda: out.getvalue().count("? bash wants to run") == 1)
         pipe.send_text("\r")  # within the grace period: not the default answer
-        await wait_until(lambda: "so it is not the answer" in out.getvalue())
+        await until(lambda: "so it is not the answer" in out.getvalue())
         assert not (project / "one.txt").exists()
         await end_grace(over)
         assert "1 = allow once (y, or Enter)" in out.getvalue()
         pipe.send_text("\r")  # after it: Enter takes the default, allow once
-        await wait_until(lambda: out.getvalue().count("? bash wants to run") == 2)
+        await until(lambda: out.getvalue().count("? bash wants to run") == 2)
         await end_grace(over)
         pipe.send_text("1")  # alone, no Enter
-        await wait_until(lambda: out.getvalue().count("? bash wants to run") == 3)
+        await until(lambda: out.getvalue().count("? bash wants to run") == 3)
         await end_grace(over)
         last = "3" if "3 = deny (n)" in out.getvalue().rsplit("? bash wants to run", 1)[1] else "2"
         pipe.send_text(last)  # the last number denies
-        await wait_until(lambda: not wiring.agent.busy)
+        await until(lambda: not wiring.agent.busy)
         pipe.send_text("/quit\r")
         assert await asyncio.wait_for(task, 10) == 0
     assert (project / "one.txt").exists() and (project / "two.txt").exists() and not (project / "three").exists()

@@ -14,7 +14,8 @@ from rhapsody.frontends.app.approval import ApprovalPanel
 from rhapsody.frontends.app.widgets import Foldable, PromptInput
 
 from tests.conftest import SANDBOX, Stub
-from tests.frontends.test_app_keys import NARRATE, ask_app, asking, idle, panel, plain_app, records, send, texts, until
+from tests.frontends.test_app_keys import NARRATE, ask_app, asking, idle, panel, plain_app, records, send, texts
+from tests.conftest import until
 
 LONG = " ".join(f"word{i}" for i in range(400))
 
@@ -24,7 +25,7 @@ async def test_ctrl_c_while_the_agent_streams_stops_it_and_keeps_what_streamed(s
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("talk")
-        await until(pilot, lambda: app.transcript.live is not None and len("".join(app.transcript.live_text)) > 20)
+        await until(lambda: app.transcript.live is not None and len("".join(app.transcript.live_text)) > 20, pause=pilot.pause)
         assert "Interrupt" in str(app.screen.active_bindings["ctrl+c"].binding.description)
         await pilot.press("ctrl+c")
         await idle(pilot)
@@ -60,12 +61,12 @@ async def test_a_slash_command_typed_in_the_question_runs_and_ctrl_n_queues_neve
     app = ask_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
         app.start_turn("go")
-        await until(pilot, lambda: asking(app))
+        await until(lambda: asking(app), pause=pilot.pause)
         await pilot.press(*"/stats", "enter")
-        await until(pilot, lambda: any("no seams yet" in t for t in texts(app)))
+        await until(lambda: any("no seams yet" in t for t in texts(app)), pause=pilot.pause)
         assert asking(app) and panel(app).query_one("#reason").value == ""  # still asking, field empty
         await pilot.press(*"then add a test", "ctrl+n")
-        await until(pilot, lambda: any(e.kind == "hint" for e in app.transcript.entries))
+        await until(lambda: any(e.kind == "hint" for e in app.transcript.entries), pause=pilot.pause)
         assert asking(app) and panel(app).query_one("#reason").value == ""
         await pilot.press("y", "enter")
         await idle(pilot)
@@ -84,12 +85,12 @@ async def test_a_draft_queued_with_ctrl_n_as_the_question_opens_goes_to_the_queu
     async with app.run_test(size=(80, 24)) as pilot:
         app.start_turn("go")
         app.query_one(PromptInput).text = "also update the readme"
-        await until(pilot, lambda: app.query(ApprovalPanel) and panel(app).has_focus)
+        await until(lambda: app.query(ApprovalPanel) and panel(app).has_focus, pause=pilot.pause)
         await pilot.press("ctrl+n")  # meant for the prompt's draft, pressed as the question appeared
-        await until(pilot, lambda: any(e.kind == "hint" for e in app.transcript.entries))
+        await until(lambda: any(e.kind == "hint" for e in app.transcript.entries), pause=pilot.pause)
         assert app.query_one(PromptInput).text == "" and not panel(app).ready
         over.set()
-        await until(pilot, lambda: asking(app))
+        await until(lambda: asking(app), pause=pilot.pause)
         assert panel(app).query_one("#reason").value == ""
         await pilot.press("escape")
         await idle(pilot)
@@ -184,7 +185,7 @@ async def test_a_bang_command_runs_in_the_sandbox_is_shown_and_reaches_the_agent
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         await send(pilot, f"!ls; echo made > bang.txt; echo x > {outside}; echo $ANTHROPIC_API_KEY-none")
-        await until(pilot, lambda: any(e.text.startswith("! ls") and "→ exit 0" in e.text for e in app.transcript.entries))
+        await until(lambda: any(e.text.startswith("! ls") and "→ exit 0" in e.text for e in app.transcript.entries), pause=pilot.pause)
         entry = [e for e in app.transcript.entries if e.text.startswith("! ls")][0]
         assert "app.py" in entry.body and "-none" in entry.body
         assert not stub.server.requests  # nothing sent: it waits for the next message
@@ -226,7 +227,7 @@ async def test_a_question_rings_by_default_and_a_long_turn_notifies_only_when_as
     app = ask_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
         app.start_turn("go")
-        await until(pilot, lambda: asking(app))
+        await until(lambda: asking(app), pause=pilot.pause)
         assert app.signalled == ["\a"]  # on by default for a question, as the bell
         await pilot.press("y", "enter")
         await idle(pilot)
@@ -250,14 +251,14 @@ async def test_help_taller_than_the_screen_opens_at_its_first_line_and_scrolls(s
     app = plain_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
         await send(pilot, "/help")
-        await until(pilot, lambda: [w for w in app.transcript.query(Notice) if "/model" in w.entry.text])
+        await until(lambda: [w for w in app.transcript.query(Notice) if "/model" in w.entry.text], pause=pilot.pause)
         notice = [w for w in app.transcript.query(Notice) if "/model" in w.entry.text][-1]
         view = app.transcript.region
-        await until(pilot, lambda: view.y <= notice.region.y < view.y + 2)  # its first line is in view, at the top
+        await until(lambda: view.y <= notice.region.y < view.y + 2, pause=pilot.pause)  # its first line is in view, at the top
         assert notice.region.height > view.height  # taller than the transcript at 80x24
         top = app.transcript.scroll_y
         await pilot.press("pagedown")
-        await until(pilot, lambda: app.transcript.scroll_y > top)  # the page scrolls (a loaded machine takes a frame or more)
+        await until(lambda: app.transcript.scroll_y > top, pause=pilot.pause)  # the page scrolls (a loaded machine takes a frame or more)
 
 
 async def test_at_80_columns_the_seam_keeps_its_figures_and_a_stripped_call_its_recall_id(
@@ -334,10 +335,10 @@ async def test_ctrl_c_during_a_question_stops_the_turn_and_the_status_says_idle(
     app = ask_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
         app.start_turn("go")
-        await until(pilot, lambda: asking(app))
+        await until(lambda: asking(app), pause=pilot.pause)
         await pilot.press("ctrl+c")
         await idle(pilot)
-        await until(pilot, lambda: not app.query(ApprovalPanel))
-        await until(pilot, lambda: str(app.query_one("#status").render()).lstrip().startswith("idle"))
+        await until(lambda: not app.query(ApprovalPanel), pause=pilot.pause)
+        await until(lambda: str(app.query_one("#status").render()).lstrip().startswith("idle"), pause=pilot.pause)
         assert any(e.kind == "interrupted" for e in app.transcript.entries)
     assert not (project / "one.txt").exists()

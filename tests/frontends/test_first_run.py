@@ -14,7 +14,8 @@ from rhapsody.demo import DEMO_TASK, WELCOME
 from rhapsody.frontends.app.app import RhapsodyApp
 
 from tests.conftest import Stub
-from tests.frontends.test_app_keys import idle, plain_app, until
+from tests.frontends.test_app_keys import idle, plain_app
+from tests.conftest import until
 
 README = Path(__file__).parents[2] / "README.md"
 CI = Path(__file__).parents[2] / ".ci" / "run"
@@ -37,7 +38,7 @@ async def test_a_notice_sits_above_the_status_bar_and_replaces_the_one_before(st
         await idle(pilot)
         for _ in range(3):
             await pilot.press("shift+tab")
-        await until(pilot, lambda: bool(app.screen.query(Toast)))
+        await until(lambda: bool(app.screen.query(Toast)), pause=pilot.pause)
         await pilot.pause()
         toasts = list(app.screen.query(Toast))
         status = app.query_one("#status", Static).region

@@ -15,17 +15,13 @@ import json
 from contextlib import aclosing
 from pathlib import Path
 
-from prompt_toolkit.application import create_app_session
-from prompt_toolkit.input import create_pipe_input
-from prompt_toolkit.output import DummyOutput
 
 from rhapsody.core.events import HandoffFailed, Interrupted, TextDelta
 from rhapsody.core.session.handoff_state import CANCELLED, Phase
 from rhapsody.frontends.headless import run_headless
 from rhapsody.loopback.script import call, say
-from rhapsody.frontends.plain import run_plain
 
-from tests.conftest import GATE, Stub, until
+from tests.conftest import GATE, Stub, plain_mode, until
 from tests.core.session.test_handoff_e2e import handoff_turn
 from tests.frontends.test_app_keys import NARRATE
 
@@ -72,6 +68,7 @@ def record_reads(path: Path) -> list[tuple[str, int]]:
 
 def test_front_ends_read_history_records_only_to_rebuild() -> None:
     reads = {str(p.relative_to(SRC)): record_reads(p) for p in FRONT_ENDS}
+    assert any(reads.values()), "the scan finds the rebuilds' reads"
     live = [f"{name}:{line} in {function}()" for name, found in reads.items() for function, line in found
             if function not in REBUILDS.get(name, {})]
     assert not live, "draw these from loop events (core/events.py), not session.records:\n" + "\n".join(live)
@@ -105,9 +102,7 @@ async def test_a_turn_closed_by_its_consumer_says_what_it_could_not_on_the_one_e
 async def test_plain_ctrl_o_as_a_turn_ends_without_a_tool_call_ends_in_a_seam(stub: Stub, project: Path) -> None:
     stub.script(call(NARRATE, "bash", command="echo earlier"), say("ran it"), TALK, handoff_turn(), say("Noted."))
     wiring = stub.wire(project)
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+    async with plain_mode(wiring) as (pipe, out, task):
         pipe.send_text("run something\r")
         await until(lambda: not wiring.agent.busy and "ran it" in out.getvalue())
         pipe.send_text("talk\r")
@@ -128,9 +123,7 @@ async def test_plain_ctrl_o_as_a_turn_ends_without_a_tool_call_ends_in_a_seam(st
 async def test_plain_ctrl_c_ends_a_handoff_request_and_says_so(stub: Stub, project: Path) -> None:
     stub.script(TALK, say("the answer to next"))
     wiring = stub.wire(project)
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+    async with plain_mode(wiring) as (pipe, out, task):
         pipe.send_text("talk\r")
         await until(lambda: "A long answer" in out.getvalue())
         pipe.send_text("\x0f")  # no calls yet: requested at once, judged at the turn's end
@@ -149,9 +142,7 @@ async def test_plain_a_queued_line_reaches_the_model_at_the_end_of_the_turn_as_i
         stub: Stub, project: Path) -> None:
     stub.script(call(NARRATE, "bash", command=f"{GATE}; echo ok"), say("First task done."), say("Second task done."))
     wiring = stub.wire(project)
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+    async with plain_mode(wiring) as (pipe, out, task):
         pipe.send_text("first\r")
         await until(lambda: NARRATE in out.getvalue())  # the call is narrated: it runs next, held by the gate
         pipe.send_text(">>then do the second task\r")

@@ -4,23 +4,18 @@ history, /resume picking a session inside the app, /init writing a starting AGEN
 from __future__ import annotations
 
 import asyncio
-import io
 from pathlib import Path
 
-from prompt_toolkit.application import create_app_session
-from prompt_toolkit.input import create_pipe_input
-from prompt_toolkit.output import DummyOutput
 
 from rhapsody.frontends.app.confirm import ConfirmScreen
 from rhapsody.frontends.app.picker import PickerScreen
 from rhapsody.frontends.app.widgets import PromptInput
-from rhapsody.frontends.plain import run_plain
 from rhapsody.frontends.prompt_aids import InputHistory
 from rhapsody.loopback.script import say
 
-from tests.conftest import Stub, collect
-from tests.conftest import until as wait_until
-from tests.frontends.test_app_keys import idle, plain_app, texts, until
+from tests.conftest import Stub, collect, plain_mode
+from tests.conftest import until
+from tests.frontends.test_app_keys import idle, plain_app, texts
 
 
 def sent_texts(stub: Stub) -> list[str]:
@@ -65,13 +60,11 @@ async def test_plain_mode_ctrl_r_searches_the_projects_input_history(stub: Stub,
     InputHistory(project).add("explain the cache")
     stub.script(say("It caches."))
     wiring = stub.wire(project)
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+    async with plain_mode(wiring) as (pipe, out, task):
         await asyncio.sleep(0.1)
         pipe.send_text("\x12cache\r")  # ctrl+r, the query; Enter takes the match
         pipe.send_text("\r")
-        await wait_until(lambda: bool(stub.bodies()) and not wiring.agent.busy)
+        await until(lambda: bool(stub.bodies()) and not wiring.agent.busy)
         pipe.send_text("/quit\r")
         assert await asyncio.wait_for(task, 10) == 0
     assert sent_texts(stub) == ["explain the cache"]
@@ -84,11 +77,11 @@ async def test_resume_inside_the_app_picks_another_session_and_goes_on_with_it(s
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press(*"/resume", "enter")
-        await until(pilot, lambda: isinstance(app.screen, PickerScreen))
+        await until(lambda: isinstance(app.screen, PickerScreen), pause=pilot.pause)
         assert list(app.screen.summaries) == [earlier.session.id]  # the open session is not offered
         await pilot.press("enter")
-        await until(pilot, lambda: app.agent.session.id == earlier.session.id)
-        await until(pilot, lambda: any("the earlier question" in t for t in texts(app)))
+        await until(lambda: app.agent.session.id == earlier.session.id, pause=pilot.pause)
+        await until(lambda: any("the earlier question" in t for t in texts(app)), pause=pilot.pause)
         await pilot.press(*"and now?", "enter")
         await idle(pilot)
     assert sent_texts(stub) == ["the earlier question", "and now?"]
@@ -101,20 +94,20 @@ async def test_init_writes_agents_md_from_the_project_and_asks_before_replacing_
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press(*"/init", "enter")
-        await until(pilot, lambda: (project / "AGENTS.md").exists())
+        await until(lambda: (project / "AGENTS.md").exists(), pause=pilot.pause)
         written = (project / "AGENTS.md").read_text()
         assert "Python" in written and "`python -m pytest`" in written and "`make test`" in written
         assert "Git repository: the project root" in written
         (project / "AGENTS.md").write_text("# mine\n")
         await pilot.press(*"/init", "enter")
-        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await until(lambda: isinstance(app.screen, ConfirmScreen), pause=pilot.pause)
         await pilot.press("n")
-        await until(pilot, lambda: any("AGENTS.md left as it was" in t for t in texts(app)))
+        await until(lambda: any("AGENTS.md left as it was" in t for t in texts(app)), pause=pilot.pause)
         assert (project / "AGENTS.md").read_text() == "# mine\n"
         await pilot.press(*"/init", "enter")
-        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        await until(lambda: isinstance(app.screen, ConfirmScreen), pause=pilot.pause)
         await pilot.press("y")
-        await until(pilot, lambda: "Python" in (project / "AGENTS.md").read_text())
+        await until(lambda: "Python" in (project / "AGENTS.md").read_text(), pause=pilot.pause)
     assert not stub.bodies()  # no model call: it reads the disk only
 
 
@@ -125,6 +118,6 @@ async def test_init_never_writes_through_a_link(stub: Stub, project: Path, tmp_p
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press(*"/init", "enter")
-        await until(pilot, lambda: any("not a regular file" in t for t in texts(app)))
+        await until(lambda: any("not a regular file" in t for t in texts(app)), pause=pilot.pause)
         assert not isinstance(app.screen, ConfirmScreen)
     assert outside.read_text() == "export SAFE=1\n"

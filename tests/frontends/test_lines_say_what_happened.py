@@ -57,7 +57,7 @@ async def test_on_resume_a_call_the_narration_rule_refused_says_so_never_interru
 async def test_a_hint_after_a_refused_call_says_it_landed_after_the_refusal_not_a_result(
         stub: Stub, project: Path) -> None:
     from rhapsody.core.events import HintDelivered
-    from rhapsody.core.toolbox.tools import Approval
+    from rhapsody.core.toolbox.approval import Approval
 
     from tests.conftest import collect
 

@@ -13,10 +13,9 @@ from prompt_toolkit.output import DummyOutput
 
 from rhapsody.loopback.script import call, say
 from rhapsody.core.toolbox.approval import HumanApprover
-from rhapsody.frontends.plain import run_plain
 
 from rhapsody.wiring import Wiring
-from tests.conftest import GATE, Stub, until
+from tests.conftest import GATE, Stub, plain_mode, until
 
 SLOW = "I will run a short command so there is a moment to type a hint while it runs."
 
@@ -24,9 +23,7 @@ SLOW = "I will run a short command so there is a moment to type a hint while it 
 async def test_plain_mode_runs_a_turn_takes_a_hint_and_slash_commands(stub: Stub, project: Path) -> None:
     stub.script(call(SLOW, "bash", command=f"{GATE}; echo ok"), say("Done, hint seen."))
     wiring = stub.wire(project)
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+    async with plain_mode(wiring) as (pipe, out, task):
         pipe.send_text("run it\r")
         await until(lambda: SLOW in out.getvalue())  # the call is narrated: it runs next
         pipe.send_text("shorter please\r")
@@ -55,9 +52,7 @@ async def test_plain_mode_asks_and_free_text_denies_with_those_words(stub: Stub,
     over = asyncio.Event()  # the grace period ends when the test says so
     approver = HumanApprover(grace=over.wait)
     wiring = stub.wire(project, approver=approver, permission_mode="ask")
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, approver, out=out))
+    async with plain_mode(wiring, approver) as (pipe, out, task):
         pipe.send_text("make the file\r")
         await until(lambda: out.getvalue().count("? bash wants to run") == 1)
         await end_grace(over)  # what is typed sooner is not an answer
@@ -112,9 +107,7 @@ async def end_grace(over: asyncio.Event) -> None:
 
 async def plain_exchange(wiring: Wiring, line: str, answer: str) -> str:
     """Type `line` into plain mode, wait until `answer` is printed, quit; what plain mode printed."""
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+    async with plain_mode(wiring) as (pipe, out, task):
         pipe.send_text(line + "\r")
         await until(lambda: answer in out.getvalue())
         pipe.send_text("/quit\r")
@@ -131,9 +124,7 @@ async def test_plain_mode_a_lone_y_entered_as_a_question_appears_never_approves(
     over = asyncio.Event()
     approver = HumanApprover(grace=over.wait)
     wiring = stub.wire(project, approver=approver, permission_mode="ask")
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, approver, out=out))
+    async with plain_mode(wiring, approver) as (pipe, out, task):
         pipe.send_text("make the file\r")
         await until(lambda: "? bash wants to run" in out.getvalue())
         pipe.send_text("y\r")  # within the grace period: meant for the prompt, not the question
@@ -155,9 +146,7 @@ async def test_plain_mode_a_line_being_typed_as_a_question_appears_is_set_aside_
     over = asyncio.Event()
     approver = HumanApprover(grace=over.wait)
     wiring = stub.wire(project, approver=approver, permission_mode="ask")
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, approver, out=out))
+    async with plain_mode(wiring, approver) as (pipe, out, task):
         pipe.send_text("make the file\r")
         await until(lambda: wiring.agent.busy)
         pipe.send_text("hmm, is th")  # a hint half typed when the question appears
@@ -179,9 +168,7 @@ async def test_plain_mode_ctrl_o_requests_the_handoff_and_keeps_the_line_being_t
 
     stub.script(call(SLOW, "bash", command="echo ok"), say("Done."), handoff_turn(), say("Noted."))
     wiring = stub.wire(project)
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+    async with plain_mode(wiring) as (pipe, out, task):
         pipe.send_text("run it\r")
         await until(lambda: not wiring.agent.busy and "Done." in out.getvalue())
         pipe.send_text("half typed\x0f")
@@ -202,9 +189,7 @@ async def test_plain_mode_ctrl_o_requests_the_handoff_and_keeps_the_line_being_t
 
 async def test_plain_help_lists_plain_keys_and_ctrl_c_at_the_prompt_quits_only_twice(stub: Stub, project: Path) -> None:
     wiring = stub.wire(project)
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+    async with plain_mode(wiring) as (pipe, out, task):
         pipe.send_text("/help\r")
         await until(lambda: "ctrl+d" in out.getvalue())
         pipe.send_text("\x03")
@@ -220,9 +205,7 @@ async def test_plain_ctrl_c_stops_a_working_turn_and_idle_clears_a_typed_line_be
         stub: Stub, project: Path) -> None:
     stub.script(call(SLOW, "bash", command=f"{GATE}; echo ok"), say("never read"))
     wiring = stub.wire(project)
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+    async with plain_mode(wiring) as (pipe, out, task):
         pipe.send_text("run it\r")
         await until(lambda: SLOW in out.getvalue())  # the call is narrated: it runs next
         pipe.send_text("\x03")  # while the agent works: stops it
@@ -246,9 +229,7 @@ async def test_plain_a_slash_command_or_ctrl_o_while_a_question_is_open_runs_and
     over = asyncio.Event()
     approver = HumanApprover(grace=over.wait)
     wiring = stub.wire(project, approver=approver, permission_mode="ask")
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, approver, out=out))
+    async with plain_mode(wiring, approver) as (pipe, out, task):
         pipe.send_text("make the file\r")
         await until(lambda: "? bash wants to run" in out.getvalue())
         await end_grace(over)
@@ -271,9 +252,7 @@ async def test_plain_resume_shows_where_the_session_was_left(stub: Stub, project
     stub.script(say("The total is computed in report.py."))
     wiring = stub.wire(project)
     await collect(wiring.agent.run("where is the total computed?"))
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+    async with plain_mode(wiring) as (pipe, out, task):
         await until(lambda: "resumed" in out.getvalue())
         pipe.send_text("/quit\r")
         assert await asyncio.wait_for(task, 10) == 0
@@ -284,9 +263,7 @@ async def test_plain_resume_shows_where_the_session_was_left(stub: Stub, project
 async def test_plain_bang_command_runs_and_its_output_is_queued_as_the_humans_words(stub: Stub, project: Path) -> None:
     stub.script(say("Seen."))
     wiring = stub.wire(project)
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+    async with plain_mode(wiring) as (pipe, out, task):
         pipe.send_text("!echo from-the-human\r")
         await until(lambda: "queued: the agent reads it" in out.getvalue())
         pipe.send_text("what did I run?\r")

@@ -8,16 +8,12 @@ import io
 import json
 from pathlib import Path
 
-from prompt_toolkit.application import create_app_session
-from prompt_toolkit.input import create_pipe_input
-from prompt_toolkit.output import DummyOutput
 
 from rhapsody.core.toolbox.approval import HumanApprover
 from rhapsody.frontends.headless import run_headless
-from rhapsody.frontends.plain import run_plain
 from rhapsody.loopback.script import call, say
 
-from tests.conftest import Stub, until
+from tests.conftest import Stub, plain_mode, until
 
 PLAN = "1. Fix add in app.py.\n2. Run the tests."
 TODOS = [{"content": "Fix add", "status": "in_progress"}, {"content": "Run the tests", "status": "pending"}]
@@ -29,9 +25,7 @@ async def test_plain_mode_prints_the_plan_and_a_line_rejects_it_with_those_words
                 say("I will check the callers first."))
     approver = HumanApprover()
     wiring = stub.wire(project, approver=approver, permission_mode="plan")
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, approver, out=out))
+    async with plain_mode(wiring, approver) as (pipe, out, task):
         pipe.send_text("fix add\r")
         await until(lambda: "the agent proposes this plan" in out.getvalue())
         pipe.send_text("look at the callers first\r")

@@ -4,21 +4,16 @@ real turns that wrote with write_file, edited with edit_file and changed files w
 from __future__ import annotations
 
 import asyncio
-import io
 from pathlib import Path
 
-from prompt_toolkit.application import create_app_session
-from prompt_toolkit.input import create_pipe_input
-from prompt_toolkit.output import DummyOutput
 
 from rhapsody.core.session.history import read_history
 from rhapsody.loopback.script import say
-from rhapsody.frontends.plain import run_plain
 from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.frontends.app.rewind import OverwriteScreen, RewindScreen
 from rhapsody.frontends.app.widgets import PromptInput
 
-from tests.conftest import Stub, until
+from tests.conftest import Stub, plain_mode, until
 from tests.rewind.test_rewind import first_turn, git_hashes, second_turn, seed, tree
 from tests.frontends.test_app import type_and_send, wait_idle
 
@@ -98,9 +93,7 @@ async def test_plain_mode_lists_and_rewinds_and_puts_the_message_back_in_the_pro
     before = tree(project)
     stub.script(*first_turn(), *second_turn())
     wiring = stub.wire(project)
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+    async with plain_mode(wiring) as (pipe, out, task):
         pipe.send_text("make the files\r")
         await until(lambda: len(stub.server.requests) >= 4 and not wiring.agent.busy)
         pipe.send_text("add a third line\r")

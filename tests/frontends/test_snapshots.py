@@ -21,10 +21,10 @@ from rhapsody.core.toolbox.approval import HumanApprover
 from rhapsody.core.session.context import RequestSpec
 from rhapsody.core.session.history import HistoryWriter, history_dir
 from rhapsody.core.agent.loop import Agent
-from rhapsody.core.toolbox.permissions import Rules
+from rhapsody.core.access.permissions import Rules
 from rhapsody.core.session.session import Session
 from rhapsody.loopback.script import call, say
-from rhapsody.core.toolbox.tools import Toolbox
+from rhapsody.core.toolbox.orchestrator import Toolbox
 from rhapsody.tools import default_tools
 from rhapsody.tools.shell import parse
 from rhapsody.frontends.app.app import RhapsodyApp
@@ -32,7 +32,7 @@ from rhapsody.frontends.app.status import Liveness
 from rhapsody.frontends.app.widgets import Foldable, PromptInput
 from rhapsody.wiring import policy
 
-from tests.conftest import GATE, SANDBOX, Stub, no_grace
+from tests.conftest import GATE, SANDBOX, Stub, no_grace, until
 from tests.frontends.test_app_keys import asking, panel
 from tests.core.session.test_handoff_e2e import handoff_turn
 
@@ -89,7 +89,7 @@ async def settle(pilot: Any) -> None:
     if app.screen is app.screen_stack[0] and not isinstance(app.focused, Foldable):
         prompt = app.query_one(PromptInput)
         prompt.blur()  # the focus is part of the picture, and a focused prompt's cursor races the shot: pin it
-        await until(pilot, lambda: not prompt.has_focus)
+        await until(lambda: not prompt.has_focus, pause=pilot.pause)
     await pilot.pause()
     for area in app.screen.query("PromptInput, TextArea, Input"):
         area.cursor_blink = False
@@ -107,17 +107,10 @@ async def idle(pilot: Any) -> None:
     await pilot.pause()
 
 
-async def until(pilot: Any, condition: Any) -> None:
-    for _ in range(500):
-        if condition():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError("condition not met")
-
 
 async def git_read(pilot: Any) -> None:
     pilot.app.refresh_git()
-    await until(pilot, lambda: pilot.app._git)
+    await until(lambda: pilot.app._git, pause=pilot.pause)
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -137,7 +130,7 @@ def test_approval_with_a_diff(snap_compare: Any, stub: Stub, root: Path, size: t
     async def run_before(pilot: Any) -> None:
         await git_read(pilot)
         app.start_turn("fix add")
-        await until(pilot, lambda: asking(app))
+        await until(lambda: asking(app), pause=pilot.pause)
         panel(app).query_one("#reason").cursor_blink = False
         await settle(pilot)
 
@@ -152,7 +145,7 @@ def test_a_denial_being_typed(snap_compare: Any, stub: Stub, root: Path, size: t
     async def run_before(pilot: Any) -> None:
         await git_read(pilot)
         app.start_turn("how big?")
-        await until(pilot, lambda: asking(app))
+        await until(lambda: asking(app), pause=pilot.pause)
         panel(app).query_one("#reason").cursor_blink = False
         await pilot.press(*"use stat instead please")
         await settle(pilot)
@@ -191,7 +184,7 @@ def test_the_full_output_view(snap_compare: Any, stub: Stub, root: Path, size: t
     async def run_before(pilot: Any) -> None:
         await unfold_long(pilot)
         await pilot.press("enter")
-        await until(pilot, lambda: pilot.app.screen.query("#search"))
+        await until(lambda: pilot.app.screen.query("#search"), pause=pilot.pause)
         pilot.app.screen.query_one("#fulltext").cursor_blink = False
         pilot.app.screen.query_one("#search").cursor_blink = False
         await pilot.press(*"row 250", "enter")
@@ -209,10 +202,10 @@ def test_mid_run_with_a_spinner_and_a_placed_hint(snap_compare: Any, stub: Stub,
     async def run_before(pilot: Any) -> None:
         await git_read(pilot)
         app.start_turn("run the tests")
-        await until(pilot, lambda: app.calls)
+        await until(lambda: app.calls, pause=pilot.pause)
         await app.controller.line("only the parser tests, please")  # while the first command waits for `go`
         (root / "go").touch()
-        await until(pilot, lambda: len([e for e in app.transcript.entries if e.kind == "tool"]) == 2)
+        await until(lambda: len([e for e in app.transcript.entries if e.kind == "tool"]) == 2, pause=pilot.pause)
         await settle(pilot)
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)

@@ -4,18 +4,13 @@ hand off and recall through the real loop on the loopback server."""
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from prompt_toolkit.application import create_app_session
-from prompt_toolkit.input import create_pipe_input
-from prompt_toolkit.output import DummyOutput
 
 from rhapsody.config.settings import Settings
 from rhapsody.core.session.context import Conversation
@@ -24,10 +19,10 @@ from rhapsody.core.session.history import read_history, started_by_another
 from rhapsody.core.session.recall import search
 from rhapsody.loopback.script import say
 from rhapsody.loopback.validate import validate
-from rhapsody.frontends.plain import run_plain
 from rhapsody.wiring import build
 
-from tests.conftest import MODEL, SANDBOX, Stub, until
+from tests import launch
+from tests.conftest import MODEL, SANDBOX, Stub, plain_mode, until
 from tests.core.session.test_handoff_e2e import handoff_turn
 from tests.transcripts import FIXTURES, claude_session, codex_rollout, dump
 
@@ -36,8 +31,7 @@ CODEX = next((FIXTURES / "codex").rglob("rollout-*.jsonl"))
 
 
 def rhapsody(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rhapsody", *args], capture_output=True, text=True, cwd=cwd,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(cwd), **(env or {})}, timeout=120)
+    return launch.run(list(args), cwd=cwd, env={"PATH": "/usr/bin:/bin", "HOME": str(cwd), **(env or {})}, timeout=120)
 
 
 def imported(project: Path, *paths: Path) -> list[dict[str, Any]]:
@@ -181,9 +175,7 @@ async def test_a_long_imported_session_resumes_headless_then_hands_off_with_slas
     stub.script(handoff_turn(), say("Noted."), say("Going on from my note."))
     wiring = build(project, Settings(permission_mode="yolo", sandbox=SANDBOX, handoff_at_share="off"), stub.model(), MODEL,
                    resume=session_id)
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+    async with plain_mode(wiring) as (pipe, out, task):
         pipe.send_text("/handoff\r")  # as the human types it in plain mode (ctrl+o there and in the app)
         await until(lambda: bool(wiring.session.conversation.seams) and not wiring.agent.busy, within=60)
         pipe.send_text("what next?\r")

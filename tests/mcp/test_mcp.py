@@ -388,7 +388,7 @@ async def test_a_handshake_era_server_written_by_hand_works_through_the_fallback
 
 
 def test_mcp_rules_name_a_whole_server_or_one_tool_and_deny_wins() -> None:
-    from rhapsody.core.toolbox.permissions import Call, Rules, decide_call
+    from rhapsody.core.access.permissions import Call, Rules, decide_call
     from rhapsody.core.toolbox.rule_suggestions import session_rules
 
     tool, args = "mcp__git__git_commit", '{"message":"wip"}'

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 from rhapsody import memory
 from rhapsody.loopback.script import call, say
 
+from tests import launch
 from tests.conftest import Stub, collect
 
 NARRATE = "I will read the project status first, because the memory map says it holds the current plan."
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rhapsody", *args], capture_output=True, text=True, timeout=60)
+    return launch.run(list(args), timeout=60)
 
 
 def test_init_creates_the_layout_and_keeps_existing_files(project: Path) -> None:

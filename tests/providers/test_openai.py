@@ -14,14 +14,14 @@ from rhapsody.config.settings import Settings
 from rhapsody.core.events import Failed, NarrationViolation, RetryCountdown, Retrying, SeamCommitted, ThinkingDelta, ToolFinished, ToolStarted
 from rhapsody.core.session.history import read_history
 from rhapsody.core.session.messages import Message
-from rhapsody.core.accounting.pricing import priced
+from rhapsody.core.pricing import priced
 from rhapsody.core.session.strip import authored_texts
 from rhapsody.loopback.chat import chat_bodies
 from rhapsody.loopback.script import call, say
 from rhapsody.loopback.server import Fault
 from rhapsody.providers.openai import OpenAIModel
 from rhapsody.providers.pick import installed
-from rhapsody.core.accounting.session_figures import figures
+from rhapsody.core.session.session_figures import figures
 from rhapsody.frontends.app.status import status_line
 from rhapsody.wiring import Wiring, build
 

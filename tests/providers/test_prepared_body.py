@@ -105,6 +105,8 @@ def test_prepared_bytes_reuse_only_the_same_message_objects() -> None:
 def test_a_body_the_sdks_form_cannot_hold_is_left_to_the_sdk(body: dict[str, Any]) -> None:
     prepared = PreparedBodies(("max_tokens", "messages", "model"))
     assert prepared.encode(body) is None
+    plain = {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "x"}]}
+    assert prepared.encode(plain) is not None, "the same encoder takes a body its form can hold"
 
 
 async def test_an_overloaded_answer_is_retried_with_the_same_bytes(stub: Stub) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from rhapsody.core.session.context import RequestSpec
 from rhapsody.core.session.session import Session
-from rhapsody.core.toolbox.tools import ToolContext
+from rhapsody.core.toolbox.protocol import ToolContext
 from rhapsody.tools.bash import Bash, BashInput
 from rhapsody.sandbox.bwrap import bwrap_path
 from rhapsody.sandbox.tree_index import SETTLE_NS, TreeIndex, is_secret_name

@@ -8,6 +8,7 @@ written against and is marked xfail(strict=True); a fix turns it into a passing 
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -76,11 +77,12 @@ def test_opening_a_hostile_archive_runs_a_nested_repos_filter(project: Path) -> 
 
     marker = project.parent / "ran-on-open"
     hostile_nested_repo(project, marker)
-    git_facts(project)
+    facts = git_facts(project)
+    assert facts["git_root"] == str(project) and facts["branch"], facts  # git read the archive
     assert not marker.exists()
 
 
-def headless(stub: Stub, project: Path, *extra: str) -> object:
+def headless(stub: Stub, project: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     from tests.conftest import MODEL
     from tests.test_cli import rhapsody
 
@@ -93,7 +95,8 @@ def test_a_committed_rhapsody_link_sends_history_outside_the_project(stub: Stub,
     elsewhere.mkdir()
     (project / ".rhapsody").symlink_to(elsewhere)
     stub.script(say("done"))
-    headless(stub, project)
+    ran = headless(stub, project)
+    assert ran.returncode == 2 and "a symbolic link (rhapsody never writes its state through a link)" in ran.stderr, ran.stderr
     assert list(elsewhere.iterdir()) == [], "rhapsody wrote its state through the project's link"
 
 
@@ -102,7 +105,8 @@ def test_a_dangling_state_link_plants_a_file_outside_the_project(stub: Stub, pro
     (project / ".rhapsody").mkdir()
     (project / ".rhapsody" / ".gitignore").symlink_to(planted)
     stub.script(say("done"))
-    headless(stub, project)
+    ran = headless(stub, project)
+    assert ran.returncode == 2 and "a symbolic link (rhapsody never writes its state through a link)" in ran.stderr, ran.stderr
     assert not planted.exists()
 
 
@@ -112,7 +116,8 @@ def test_a_history_folder_link_sends_the_transcript_outside(stub: Stub, project:
     (project / ".rhapsody").mkdir()
     (project / ".rhapsody" / "history").symlink_to(elsewhere)
     stub.script(say("done"))
-    headless(stub, project)
+    ran = headless(stub, project)
+    assert ran.returncode == 2 and "a symbolic link (rhapsody never writes its state through a link)" in ran.stderr, ran.stderr
     assert list(elsewhere.iterdir()) == []
 
 
@@ -123,7 +128,8 @@ def test_memory_init_follows_a_dangling_link_outside(project: Path) -> None:
     memory = project / "docs" / "memory"
     memory.mkdir(parents=True)
     (memory / "TECH_DEBT.md").symlink_to(target)
-    rhapsody("memory", "init", "--cwd", str(project))
+    ran = rhapsody("memory", "init", "--cwd", str(project))
+    assert ran.returncode == 1 and "a symbolic link (memory files are never written through a link)" in ran.stderr, ran.stderr
     assert not target.exists()
 
 
@@ -134,7 +140,8 @@ def test_memory_init_through_a_linked_memory_folder(project: Path) -> None:
     elsewhere.mkdir()
     (project / "docs").mkdir()
     (project / "docs" / "memory").symlink_to(elsewhere)
-    rhapsody("memory", "init", "--cwd", str(project))
+    ran = rhapsody("memory", "init", "--cwd", str(project))
+    assert ran.returncode == 1 and "a symbolic link (memory files are never written through a link)" in ran.stderr, ran.stderr
     assert list(elsewhere.iterdir()) == []
 
 
@@ -160,6 +167,7 @@ async def test_read_file_refuses_secret_files_the_sandbox_masks(stub: Stub, proj
     stub.script(call(NARRATE, "read_file", path=name), say("done"))
     wiring = stub.wire(project, permission_mode="auto-edit")
     await collect(wiring.agent.run("go"))
+    assert "Not run: permission denied for read_file" in str(stub.bodies()[1])
     assert "hunter2-redteam" not in str(stub.bodies()[1])
 
 
@@ -168,6 +176,7 @@ async def test_read_file_refuses_an_envrc(stub: Stub, project: Path) -> None:
     stub.script(call(NARRATE, "read_file", path=".envrc"), say("done"))
     wiring = stub.wire(project, permission_mode="auto-edit")
     await collect(wiring.agent.run("go"))
+    assert "Not run: permission denied for read_file" in str(stub.bodies()[1])
     assert "hunter2-redteam" not in str(stub.bodies()[1])
 
 
@@ -180,6 +189,7 @@ async def test_variables_named_like_keys_never_reach_the_model(stub: Stub, proje
     wiring = stub.wire(project, permission_mode="auto-edit")
     await collect(wiring.agent.run("go"))
     body = str(stub.bodies()[1])
+    assert "[exit code 1]" in body, body  # the command ran: grep found no such variable
     assert "stripe0123456789abcdefXYZ" not in body and "openai0123456789abcdefXYZ" not in body
 
 
@@ -205,6 +215,7 @@ async def test_an_allow_rule_does_not_let_git_diff_write_a_file_in_ask_mode(stub
     stub.script(call(NARRATE, "bash", command="git diff --output=written.py HEAD"), say("done"))
     wiring = stub.wire(project, permission_mode="ask", allow=["bash:git diff*"])
     await collect(wiring.agent.run("go"))
+    assert "no rule can allow this command because git with these options" in str(stub.bodies()[1])
     assert not (project / "written.py").exists()
 
 
@@ -231,6 +242,7 @@ async def test_the_git_config_stays_read_only_whatever_the_layout(stub: Stub, pr
     stub.script(call(NARRATE, "bash", command=cmd), say("done"))
     wiring = stub.wire(project, permission_mode="auto-edit")
     await collect(wiring.agent.run("go"))
+    assert "[exit code" in str(stub.bodies()[1]["messages"][-1]["content"])  # the command ran
     subprocess.run(["git", "status"], cwd=project, capture_output=True, timeout=30)  # the user, later
     assert not marker.exists(), str(stub.bodies()[1]["messages"][-1]["content"])
 
@@ -245,7 +257,8 @@ def test_an_untrusted_project_cannot_make_rhapsody_commit_the_users_files(stub: 
     (project / "src" / ".env").write_text("API_TOKEN=users-uncommitted-secret\n")
     (project / "src" / "wip.py").write_text("work in progress\n")
     stub.script(call(NARRATE, "read_file", path="app.py"), say("done"))
-    headless(stub, project)
+    ran = headless(stub, project)
+    assert ran.returncode == 0 and "not trusted; ignored: memory.path = 'src'" in ran.stderr, ran.stderr
     log = subprocess.run(["git", "log", "--all", "--name-only", "--format=%s"], cwd=project, capture_output=True,
                          text=True).stdout
     assert "src/.env" not in log and "src/wip.py" not in log, log
@@ -256,6 +269,7 @@ async def test_the_model_cannot_raise_the_users_bash_timeout(stub: Stub, project
     stub.script(call(NARRATE, "bash", command="sleep 3; echo outlived", timeout=3600), say("done"))
     wiring = stub.wire(project, permission_mode="auto-edit", bash_timeout=0.2)
     await collect(wiring.agent.run("go"))
+    assert "[killed after 0.2 s timeout]" in str(stub.bodies()[1]["messages"][-1]["content"])
     assert "outlived" not in str(stub.bodies()[1]["messages"][-1]["content"])
 
 
@@ -267,6 +281,7 @@ async def test_an_allow_rule_for_a_program_does_not_run_a_path_through_it(stub: 
     stub.script(call(NARRATE, "bash", command="pytest/../run.sh"), say("done"))
     wiring = stub.wire(project, permission_mode="ask", allow=["bash:pytest*"])
     await collect(wiring.agent.run("go"))
+    assert "Not run: permission denied for bash" in str(stub.bodies()[1])
     assert not (project / "ran-by-rule.txt").exists()
 
 
@@ -285,6 +300,7 @@ async def test_husky_hooks_stay_read_only(stub: Stub, project: Path) -> None:
                 say("done"))
     wiring = stub.wire(project, permission_mode="auto-edit")
     await collect(wiring.agent.run("go"))
+    assert "Read-only file system" in str(stub.bodies()[1]["messages"][-1]["content"])  # the write was tried
     (project / "app.py").write_text("x = 1\n")
     subprocess.run(["git", "commit", "-qam", "user commit"], cwd=project, capture_output=True, timeout=30)
     assert not marker.exists()
@@ -304,6 +320,7 @@ async def test_linked_hooks_folder_stays_read_only(stub: Stub, project: Path) ->
     stub.script(call(NARRATE, "bash", command=cmd), say("done"))
     wiring = stub.wire(project, permission_mode="auto-edit")
     await collect(wiring.agent.run("go"))
+    assert "Read-only file system" in str(stub.bodies()[1]["messages"][-1]["content"])  # the write was tried
     (project / "app.py").write_text("x = 1\n")
     subprocess.run(["git", "commit", "-qam", "user commit"], cwd=project, capture_output=True, timeout=30)
     assert not marker.exists(), str(stub.bodies()[1]["messages"][-1]["content"])
@@ -326,6 +343,7 @@ async def test_prompt_expansion_does_not_smuggle_a_command_past_an_allow_rule(st
     stub.script(call(NARRATE, "bash", command=command), say("done"))
     wiring = stub.wire(project, permission_mode="ask", allow=["bash:pytest*"])
     await collect(wiring.agent.run("go"))
+    assert "permission denied for bash" in str(stub.bodies()[1])
     assert not (project / "smuggled.txt").exists()
 
 

@@ -77,6 +77,7 @@ async def test_a_search_text_deny_rule_holds_when_a_folder_above_is_searched(stu
     stub.script(call(NARRATE, "search_text", pattern="VALUE", path=path), say("done"))
     wiring = stub.wire(project, permission_mode="auto-edit", deny=["search_text:private/*"])
     await collect(wiring.agent.run("go"))
+    assert "(no matches)" in str(stub.bodies()[-1]["messages"][-1]["content"])  # the search ran
     assert "hunter2-redteam" not in str(stub.bodies()[-1])
 
 
@@ -171,7 +172,9 @@ def test_a_resumed_history_cannot_show_a_file_outside_the_project_as_a_note(proj
     figures = {"est_tokens": 10, "request_bytes": 100, "tool_use": 1, "text_blocks": 1}
     for note_path in ("../outside-secret.txt", str(outside), "linked-note.md"):
         record = Seam(kind="seam", seam=1, boundary=1, before=figures, after=figures, note_path=note_path)  # committed
-        assert "hunter2-redteam" not in seam_entry(record, project).body
+        body = seam_entry(record, project).body
+        assert body.startswith("(note ") and "is missing" in body, body  # the note was looked for, and refused
+        assert "hunter2-redteam" not in body
 
 
 def test_a_committed_history_link_or_pipe_is_not_read(project: Path) -> None:
@@ -225,6 +228,8 @@ async def test_more_secret_file_names_are_protected(stub: Stub, project: Path, n
     stub.script(call(NARRATE, "read_file", path=name), call(NARRATE, "search_text", pattern="VALUE", path="."), say("done"))
     wiring = stub.wire(project, permission_mode="auto-edit")
     await collect(wiring.agent.run("go"))
+    assert "Not run: permission denied for read_file" in str(stub.bodies()[1])
+    assert "(no matches)" in str(stub.bodies()[2]["messages"][-1]["content"])  # the search ran
     assert "hunter2-redteam" not in str(stub.bodies()[1:])
 
 

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from rhapsody.core.session.context import RequestSpec
-from rhapsody.core.toolbox.permissions import Call, Rules, decide_call
+from rhapsody.core.access.permissions import Call, Rules, decide_call
 from rhapsody.core.session.session import Session
-from rhapsody.core.toolbox.tools import Approval, ToolContext
+from rhapsody.core.toolbox.approval import Approval
+from rhapsody.core.toolbox.protocol import ToolContext
 from rhapsody.frontends.preview import plain_text, preview
 from rhapsody.tools import default_toolbox
 from rhapsody.tools.shell import parse
@@ -63,6 +64,7 @@ def test_the_write_preview_does_not_show_a_secret_file(tmp_path: Path) -> None:
     os.symlink(".env", tmp_path / "notes.txt")  # a link in a cloned repository
     for path in (".env", "notes.txt"):
         shown = preview("write_file", {"path": path, "content": "x\n"}, tmp_path)
+        assert "it replaces text that is not shown" in shown.heading, shown  # the preview was drawn, without it
         assert SECRET not in shown.body, path
         assert SECRET not in plain_text("write_file", {"path": path, "content": "x\n"}, tmp_path, "ask"), path
 

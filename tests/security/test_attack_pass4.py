@@ -14,7 +14,7 @@ import pytest
 
 from rhapsody.cli import main
 from rhapsody.core.errors import HistoryError
-from rhapsody.core.toolbox.permissions import Call, Rules, decide_call
+from rhapsody.core.access.permissions import Call, Rules, decide_call
 from rhapsody.core.session.session import Session
 from rhapsody.loopback.script import call, say
 from rhapsody.tools.shell import parse

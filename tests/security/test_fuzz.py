@@ -16,7 +16,7 @@ from rhapsody.core.errors import ConfigError, HistoryError, InputError
 from rhapsody.core.session.history import read_history
 from rhapsody.core.session.messages import Request
 from rhapsody.core.session.session import Session
-from rhapsody.core.toolbox.tools import ToolContext, ToolOutcome
+from rhapsody.core.toolbox.protocol import ToolContext, ToolOutcome
 from rhapsody.commands.strip import strip_report
 from rhapsody.tools import default_toolbox
 

@@ -11,7 +11,7 @@ import pytest
 
 from rhapsody.core.session.context import RequestSpec
 from rhapsody.core.session.session import Session
-from rhapsody.core.toolbox.tools import ToolContext
+from rhapsody.core.toolbox.protocol import ToolContext
 from rhapsody.memory import commit_memory, size_over_time
 from rhapsody.tools import default_toolbox
 from rhapsody.tools.git import git_facts
@@ -156,11 +156,13 @@ async def test_git_diff_never_prints_secret_or_denied_files(project: Path) -> No
     repo.index.commit("oops")
     for name in (".env", "server.PEM", "private/plan.txt"):
         (project / name).write_text("changed\n")
+    (project / "app.py").write_text("def add(a, b):\n    return a + b\n")  # a change the diff does show
     ctx = ToolContext(project, Session.start(project, RequestSpec(model="m", system="s", tools=[])), 10, 20000)
     toolbox = default_toolbox("auto-edit", deny=["read_file:private/*"])
     outputs = [(await toolbox.run("git", args, ctx))[0].content
                for args in ({"action": "diff"}, {"action": "diff", "path": ".env"}, {"action": "diff", "path": "private"},
                             {"action": "log", "path": "server.PEM"})]
+    assert "+    return a + b" in outputs[0] and "permission denied for git '.env'" in outputs[1], outputs
     assert not any("committed-secret" in out for out in outputs)
 
 

@@ -81,7 +81,7 @@ LATIN1 = "# caf\xe9 na\xefve \xa9 2026\r\nname = 'Jos\xe9'\r\nvalue = 1\r\n".enc
 async def test_edit_file_on_a_latin1_file_keeps_every_byte_it_does_not_touch(project: Path) -> None:
     from rhapsody.core.session.context import RequestSpec
     from rhapsody.core.session.session import Session
-    from rhapsody.core.toolbox.tools import ToolContext
+    from rhapsody.core.toolbox.protocol import ToolContext
     from rhapsody.tools import default_toolbox
 
     (project / "legacy.py").write_bytes(LATIN1)

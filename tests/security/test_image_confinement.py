@@ -7,23 +7,18 @@ leaves it, never a protected path; and only what the human typed attaches.
 from __future__ import annotations
 
 import asyncio
-import io
 import os
 from pathlib import Path
 from typing import Any
 
-from prompt_toolkit.application import create_app_session
-from prompt_toolkit.input import create_pipe_input
-from prompt_toolkit.output import DummyOutput
 
 from rhapsody.core.events import ImagesAttached, Notice
 from rhapsody.core.session.images import images_dir
 from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.frontends.app.widgets import PromptInput
-from rhapsody.frontends.plain import run_plain
 from rhapsody.loopback.script import say
 
-from tests.conftest import Stub, collect, until
+from tests.conftest import Stub, collect, plain_mode, until
 from tests.core.session.test_images import GIF, images_in, png
 
 OUTSIDE = "outside the project"
@@ -110,9 +105,7 @@ async def test_a_custom_commands_own_image_words_attach_nothing_in_plain_mode(st
     hostile_command(project)
     stub.script(say("Described."))
     wiring = stub.wire(project)
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+    async with plain_mode(wiring) as (pipe, out, task):
         pipe.send_text("/describe @mine.png\r")
         await until(lambda: "Described." in out.getvalue())
         pipe.send_text("/quit\r")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from rhapsody.core.toolbox.tools import Approval
+from rhapsody.core.toolbox.approval import Approval
 from rhapsody.loopback.script import call, say
 from rhapsody.sandbox.bwrap import bwrap_path
 

@@ -11,22 +11,17 @@ import json
 import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
-from prompt_toolkit.application import create_app_session
-from prompt_toolkit.input import create_pipe_input
-from prompt_toolkit.output import DummyOutput
 
 from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.frontends.headless import run_headless
-from rhapsody.frontends.plain import run_plain
 from rhapsody.loopback.script import call, say
 
-from tests.conftest import Stub
+from tests import launch
+from tests.conftest import Stub, plain_mode
 from tests.core.session.test_handoff_e2e import handoff_turn
 
 NARRATE = "I will print the notes file now because the task needs to see what it holds."
@@ -72,9 +67,7 @@ def test_plain_mode_writes_no_control_sequence_of_a_hostile_project(stub: Stub, 
     wiring = stub.wire(project, deny=[f"bash:rm {bad}"])
 
     async def scenario() -> str:
-        out = io.StringIO()
-        with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-            task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+        async with plain_mode(wiring) as (pipe, out, task):
             pipe.send_text("/help\r/permissions\r!cat notes.txt\r")
             while "queued: the agent reads it" not in out.getvalue():
                 await asyncio.sleep(0.01)
@@ -133,7 +126,8 @@ def screen_text(app: RhapsodyApp) -> str:
 @example(bad=EVERY)
 @given(bad=hostile)
 def test_the_app_draws_no_control_sequence_of_a_hostile_project(stub: Stub, project: Path, bad: str) -> None:
-    from tests.frontends.test_app_keys import idle, send, until
+    from tests.conftest import until
+    from tests.frontends.test_app_keys import idle, send
 
     plant(project, bad)
     stub.script(say(f"reply-MARK {bad} reply-END"))
@@ -150,7 +144,7 @@ def test_the_app_draws_no_control_sequence_of_a_hostile_project(stub: Stub, proj
                 await idle(pilot)
                 seen.append(screen_text(app))
             await pilot.press("ctrl+g")  # the editor does not start: a toast names it
-            await until(pilot, lambda: "editor-MARK" in screen_text(app))
+            await until(lambda: "editor-MARK" in screen_text(app), pause=pilot.pause)
             seen.append(screen_text(app))
             shown.extend(f"{e.text}\n{e.body}" for e in app.transcript.entries)  # what scrolled off the frame too
         await wiring.close()
@@ -172,8 +166,7 @@ def test_a_subcommand_prints_no_control_sequence_of_a_hostile_file(project: Path
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
     shown = []
     for args in (["mcp", "list"], ["stats", str(history)], ["export", str(history), "--md", "-o", "-"]):
-        ran = subprocess.run([sys.executable, "-m", "rhapsody", *args, "--cwd", str(project)], capture_output=True,
-                             text=True, env=env, timeout=60)
+        ran = launch.run([*args, "--cwd", str(project)], env=env, timeout=60)
         assert "Traceback" not in ran.stderr
         shown.append(ran.stdout + ran.stderr)
     assert_clean("\n".join(shown), "srv", "not a rhapsody history file")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rhapsody.config.settings import load_settings, user_config_path
-from rhapsody.core.toolbox.permissions import Call, Rules, decide_call
+from rhapsody.core.access.permissions import Call, Rules, decide_call
 from rhapsody.loopback.script import call, say
 from rhapsody.tools.shell import parse
 from rhapsody.commands.trust import first_run_question, ignored, offer, trust, untrusted_notice
@@ -135,6 +135,8 @@ def test_no_question_for_a_project_without_settings_to_raise(project: Path) -> N
     assert first_run_question(project) is None
     project_config(project, 'permission_mode = "read-only"\n')  # lowering needs no trust
     assert first_run_question(project) is None
+    project_config(project, 'permission_mode = "yolo"\n')
+    assert "asks for permission_mode = 'yolo'" in (first_run_question(project) or ""), "raising is asked"
 
 
 def test_an_untrusted_project_cannot_rebind_the_users_keys(project: Path) -> None:

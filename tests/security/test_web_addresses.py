@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from rhapsody.core.toolbox.tools import Approval
+from rhapsody.core.toolbox.approval import Approval
 from rhapsody.loopback.script import call, say
 from rhapsody.tools.web import WebFetch
 

@@ -11,7 +11,7 @@ import pytest
 
 from rhapsody.core.session.context import RequestSpec
 from rhapsody.core.session.session import Session
-from rhapsody.core.toolbox.tools import ToolContext
+from rhapsody.core.toolbox.protocol import ToolContext
 from rhapsody.loopback.script import call, say
 from rhapsody.tools import default_toolbox
 from rhapsody.tools.git import GitError, commit_paths, git_facts, hide_protected, run_git

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from rhapsody.core.toolbox.permissions import Call, Rules, decide_call
+from rhapsody.core.access.permissions import Call, Rules, decide_call
 from rhapsody.loopback.script import call, say
 from rhapsody.tools.shell import parse
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from rhapsody.core.session.context import RequestSpec
-from rhapsody.core.toolbox.permissions import Call, Rules, decide_call
+from rhapsody.core.access.permissions import Call, Rules, decide_call
 from rhapsody.core.session.session import Session
-from rhapsody.core.toolbox.tools import ToolContext, ToolOutcome
+from rhapsody.core.toolbox.protocol import ToolContext, ToolOutcome
 from rhapsody.loopback.script import call, say
 from rhapsody.tools import default_toolbox
 from rhapsody.tools.shell import parse

@@ -10,7 +10,7 @@ import pytest
 
 from rhapsody.core.session.context import RequestSpec
 from rhapsody.core.session.session import Session
-from rhapsody.core.toolbox.tools import ToolContext, ToolOutcome
+from rhapsody.core.toolbox.protocol import ToolContext, ToolOutcome
 from rhapsody.tools import default_toolbox
 from rhapsody.loopback.script import say
 

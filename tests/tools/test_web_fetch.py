@@ -13,7 +13,7 @@ import pytest
 
 from rhapsody.core.events import ToolFinished
 from rhapsody.core.session.history import read_history
-from rhapsody.core.toolbox.tools import Approval
+from rhapsody.core.toolbox.approval import Approval
 from rhapsody.loopback.script import call, say
 from rhapsody.tools.handoff import recall_text
 from rhapsody.tools.web import WebFetch

@@ -14,7 +14,7 @@ from rhapsody.config.settings import Settings
 from rhapsody.core.toolbox.approval import HumanApprover
 from rhapsody.core.session.messages import ToolUseBlock
 from rhapsody.demo import DemoResponder, Outcomes, clean_demos, prepare_project
-from rhapsody.core.accounting.session_figures import figures
+from rhapsody.core.session.session_figures import figures
 from rhapsody.frontends.headless import run_headless
 from rhapsody.loopback.script import call, say
 from rhapsody.frontends.plain import PlainApprover

@@ -1,6 +1,6 @@
 """Two charts of a session, drawn as inline SVG for an export (no script, nothing fetched).
 
-- the context per request: rhapsody's estimate of each request it sent (core/accounting/session_figures.py's
+- the context per request: rhapsody's estimate of each request it sent (core/session/session_figures.py's
   "context"), with the seams drawn where they fell, so their sawtooth shows;
 - the billed input, cumulative, as it happened beside the same requests without seams
   (core/accounting/billing.py's figures, as `rhapsody stats` prints their totals).
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
-from rhapsody.core.accounting.session_figures import Figures
+from rhapsody.core.session.session_figures import Figures
 
 WIDTH, HEIGHT = 880, 260
 LEFT, RIGHT, TOP, BOTTOM = 72, 16, 28, 36

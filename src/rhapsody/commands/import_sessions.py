@@ -17,7 +17,7 @@ from rhapsody.core.errors import InputError
 from rhapsody.importer.subagents import link
 from rhapsody.core.session.history import STATE_DIR, history_dir, new_session_id, read_plain, sessions, write_history
 from rhapsody.importer import to_history as build, claude_code, codex
-from rhapsody.core.accounting.window import history_window
+from rhapsody.core.window import history_window
 from rhapsody.importer.to_history import INTERRUPTED
 from rhapsody.importer.transcript import Source, Turn, read_lines
 from rhapsody.sandbox.bwrap import secret_values

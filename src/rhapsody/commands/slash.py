@@ -10,7 +10,7 @@ from pathlib import Path
 from rhapsody.core.session.handoff import undo_seam
 from rhapsody.core.agent.loop import Agent
 from rhapsody.core.agent.ops import SetMode
-from rhapsody.core.toolbox.permissions import MODES, Mode, mode_named, writes_nothing
+from rhapsody.core.access.permissions import MODES, Mode, mode_named, writes_nothing
 from rhapsody.core.session.records import Unseam
 from rhapsody.core.session.session import Session
 from rhapsody.view.render import undo_text

@@ -11,9 +11,9 @@ from typing import Any
 from rhapsody.core.accounting.billing import seam_savings, served_by
 from rhapsody.core.errors import InputError
 from rhapsody.core.session.history import named_session, read_session
-from rhapsody.core.accounting.pricing import price_of, priced
-from rhapsody.core.accounting.session_figures import Figures, figures as fold_figures, reported_input
-from rhapsody.core.accounting.window import Window, history_window
+from rhapsody.core.pricing import price_of, priced
+from rhapsody.core.session.session_figures import Figures, figures as fold_figures, reported_input
+from rhapsody.core.window import Window, history_window
 from rhapsody.core.accounting.subagent_figures import spent, spent_line
 
 
@@ -82,7 +82,7 @@ def saving_line(figures: dict[str, Any]) -> str:
 
 def window_of(records: list[dict[str, Any]], model: str, flag: int | None = None) -> Window:
     """The window the session ran in: `--context-window`, else RHAPSODY_CONTEXT_WINDOW, else what the
-    history shows (core/accounting/window.py); a setting that is not a number of tokens is an InputError."""
+    history shows (core/window.py); a setting that is not a number of tokens is an InputError."""
     if flag is not None:
         if flag < 1000:
             raise InputError(f"--context-window {flag}: a window is at least 1,000 tokens")
@@ -153,7 +153,7 @@ def _print_seams(console: Any, path: Path, rows: list[dict[str, Any]]) -> None:
     from rich.table import Table
 
     table = Table(title=f"seams of session {path.stem}")
-    # "context" is the one figure the status bar, the seam divider and /stats show (rhapsody/core/accounting/session_figures.py);
+    # "context" is the one figure the status bar, the seam divider and /stats show (rhapsody/core/session/session_figures.py);
     # the API's reported input is the request before the seam and the next one, which also holds new messages.
     for column in STATS_COLUMNS:
         table.add_column(column, justify="right", no_wrap=column == "seam")

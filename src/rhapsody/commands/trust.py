@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rhapsody.config.files import MCP_JSON, project_config_path, read_config, user_config_path
 from rhapsody.core.errors import ConfigError
-from rhapsody.core.toolbox.permissions import SandboxSetting
+from rhapsody.core.access.permissions import SandboxSetting
 
 _KEY = re.compile(r"^trusted_projects\s*=\s*\[[^\]]*\]\s*$", re.MULTILINE)
 

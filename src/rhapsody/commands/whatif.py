@@ -14,23 +14,27 @@ from rhapsody.core.session.context import RequestSpec, build_request, measure
 from rhapsody.core.errors import HistoryError, InputError
 from rhapsody.commands.stats import session_records, window_of
 from rhapsody.core.session.history import read_history, sessions
-from rhapsody.core.accounting.pricing import price_of, priced
-from rhapsody.core.accounting.window import Window, history_window
+from rhapsody.core.pricing import price_of, priced
+from rhapsody.core.window import Window, history_window
 
 COLUMNS = ("policy", "requests", "seams", "billed input", "vs no seams", "$ input+notes", "1h cache where it pays",
-           "peak context", "rhapsody's prompt", "vs no seams")
+           "peak context", "rhapsody's prompt", "vs no seams", "1h where it pays")
 
 
 def main(root: Path, session_id: str | None, what: str, as_json: bool = False, read_mult: float | None = None,
-         window: int | None = None) -> int:
-    """Print the what-if table (or one JSON object); returns the exit status. `window`: --context-window."""
+         window: int | None = None, note_tokens: int | None = None) -> int:
+    """Print the what-if table (or one JSON object); returns the exit status. `window`: --context-window;
+    `note_tokens`: --note-tokens."""
     try:
         policies = [whatif.parse_policy(p) for p in (whatif.SWEEP if what == "sweep" else what.split(","))]
     except ValueError as exc:
         raise InputError(str(exc)) from None
+    if note_tokens is not None and not 1 <= note_tokens <= 100_000:
+        raise InputError(f"--note-tokens {note_tokens}: a note adds between 1 and 100,000 tokens")
     path, records = session_records(root, session_id)
     model = _model(records)
-    report = figures(records, policies, _note(root, path, records), read_mult, window_of(records, model, window),
+    note = whatif.given_note(note_tokens) if note_tokens is not None else _note(root, path, records)
+    report = figures(records, policies, note, read_mult, window_of(records, model, window),
                      own_spec(root, model))
     print(json.dumps({"session": path.stem, **report}) if as_json else render(path.stem, report))
     return 0
@@ -69,7 +73,7 @@ def figures(records: list[dict[str, Any]], policies: list[whatif.Policy], note: 
             read_mult: float | None, found: Window | None = None, spec: RequestSpec | None = None) -> dict[str, Any]:
     """Every arm priced: as it happened, without seams, one per policy, and the two alternatives; each
     request at the model that answered it, and the replay as it happened against the reported usage
-    (`replay_error`). `found`: the window the session ran in (core/accounting/window.py; what the history shows when
+    (`replay_error`). `found`: the window the session ran in (core/window.py; what the history shows when
     None). With `spec` (rhapsody's own request head), each row again with its prompt and tools in place of
     the source's."""
     model = _model(records)
@@ -93,6 +97,7 @@ def figures(records: list[dict[str, Any]], policies: list[whatif.Policy], note: 
         "replay_error": whatif.replay_error(happened, rebuilt),
         "replay": {"reported": happened.split.as_dict(), "replayed": rebuilt.split.as_dict()},
         "clearing": {"trigger_input_tokens": CLEARING.trigger, "keep_tool_uses": CLEARING.keep},
+        "subagents": whatif_rows.subagents(records, read_mult),
         "as_happened": _row(happened, price, None),
         "without_seams": _row(base, price, None),
         "policies": [_row(arm, price, base) for arm in arms],
@@ -132,7 +137,10 @@ class _Replay:
     def own(self, arm: whatif.Arm) -> dict[str, Any]:
         """The arm with rhapsody's own prompt, as a row's `own_prompt`."""
         row = self.row(arm)
-        return {"billed_input_tokens": arm.billed_input_tokens, "usd": row["usd"], "saving": row.get("saving")}
+        own = {"billed_input_tokens": arm.billed_input_tokens, "usd": row["usd"], "saving": row.get("saving")}
+        if arm.billed_ttl_choice:  # a seam row: the same requests with rhapsody's choice of cache lifetime
+            own |= {"billed_ttl_choice": arm.billed_ttl_choice, "one_hour_requests": arm.one_hour_requests}
+        return own
 
 
 def _own_prompt(replay: _Replay, spec: RequestSpec, policies: list[whatif.Policy],
@@ -189,11 +197,21 @@ def render(session: str, report: dict[str, Any]) -> str:
             f"the first 'vs no seams' is the seams alone (the source's prefix); 'rhapsody's prompt' is the same row "
             f"with rhapsody's own system prompt and tools ({own['request_bytes']:,} bytes, ~{own['tokens']:,} tokens) "
             "in place of that prefix, also against the replay without seams with the source's prefix."]),
+        *_subagent_line(report["subagents"]),
         "a source compaction the session had happens in a seam row only where that row's context grew as large; "
         "there rhapsody seams instead. 'source's compaction' adds each compaction's own request and summary, "
         f"which the transcript does not report; 'clear tool results' is the API's clearing of all tool results but "
         f"the newest {clear['keep_tool_uses']} once a request reaches {clear['trigger_input_tokens']:,} input tokens.",
     ])
+
+
+def _subagent_line(sub: dict[str, Any]) -> list[str]:
+    """What the session's subagents billed, said beside the rows (none: nothing said)."""
+    if not sub["requests"]:
+        return []
+    dollars = "" if sub["usd"] is None else f" (${sub['usd']:,.2f})"
+    return [f"its subagents (sidechains) sent {sub['requests']:,} requests the file reports, billing "
+            f"{sub['billed_input_tokens']:,} input tokens{dollars} as they happened: the same in every row, so not in them."]
 
 
 def _split(split: dict[str, int]) -> str:
@@ -206,7 +224,8 @@ def _cells(row: dict[str, Any]) -> tuple[str, ...]:
     return (row["label"], f"{row['requests']:,}", f"{row['seams']:,}", f"{row['billed_input_tokens']:,}",
             "" if saving is None else f"{-saving:+.0%}", "—" if row["usd"] is None else f"${row['usd']:,.2f}",
             _ttl_cell(row), f"{row['peak_context']:,}", "" if own is None else f"{own['billed_input_tokens']:,}",
-            "" if own is None or own["saving"] is None else f"{-own['saving']:+.0%}")
+            "" if own is None or own["saving"] is None else f"{-own['saving']:+.0%}",
+            "" if own is None or "billed_ttl_choice" not in own else _ttl_cell({**own, "label": row["label"]}))
 
 
 def _ttl_cell(row: dict[str, Any]) -> str:

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rhapsody.config.files import project_config_path, read_config, user_config_path
 from rhapsody.core.errors import ConfigError
-from rhapsody.core.toolbox.permissions import MODES, Mode, SandboxSetting
+from rhapsody.core.access.permissions import MODES, Mode, SandboxSetting
 from rhapsody.hook_runner import HookSettings
 
 

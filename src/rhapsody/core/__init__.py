@@ -1,1 +1,1 @@
-"""The core: the loop, the session and its history, the handoff. Imports only the stdlib, pydantic and rhapsody.core."""
+"""The core by role: agent, toolbox, accounting, session, access (layered in that order). Imports only the stdlib, pydantic and rhapsody.core."""

@@ -2,7 +2,7 @@
 
 A prompt word `@README.md` (or `@src/`, `@.`) that names a file or folder in the project attaches
 it; images are core/session/images.py's. It is read for the provider as read_file reads for the model,
-through the same confinement as images (core/toolbox/confined.py): inside the project, through no link
+through the same confinement as images (core/access/confined.py): inside the project, through no link
 that leaves it, never a protected path. Only the words the human typed attach (a custom command's
 own text attaches nothing). A word naming nothing (`@alice`) stays a word; one naming something
 that cannot be attached gives one line saying why. A text file goes as a text block after the
@@ -32,7 +32,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from rhapsody.core.toolbox.confined import list_confined, read_confined
+from rhapsody.core.access.confined import list_confined, read_confined
 from rhapsody.core.session.images import EXTENSIONS
 from rhapsody.core.session.messages import TextBlock
 from rhapsody.core.toolbox.output_caps import cap_text

@@ -41,4 +41,4 @@ class ModelError(RhapsodyError):
 class ContextTooLong(ModelError):
     """The request does not fit the model's context window: the API refused it for length
     (Anthropic's 400 "prompt is too long", an OpenAI-compatible `context_length_exceeded`), or
-    rhapsody's own estimate says it would be. The loop strips first and goes on (core/accounting/window.py)."""
+    rhapsody's own estimate says it would be. The loop strips first and goes on (core/window.py)."""

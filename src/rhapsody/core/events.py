@@ -6,6 +6,10 @@ the model, seams, hints delivered) arrives as an event. A front end reads the hi
 only to rebuild a transcript (on resume, after a rewind or a seam) and for the full view of an
 old result, never to find what just happened (tests/frontends/test_front_end_channel.py holds them to it).
 
+Every event names itself in public: `json_name` is its `event` field in the headless JSON lines and
+the Python API's `as_json` (core/event_json.py), fixed here so that renaming a class never changes
+the output (tests/core/test_event_names.py pins every name; docs/python-api.md lists them).
+
 Imports: stdlib and rhapsody.core only.
 """
 
@@ -24,6 +28,7 @@ class TurnStarted:
     Emitted once per turn, before its first request; `RequestSent` marks each request.
     """
 
+    json_name: ClassVar[str] = "turn_started"
     user_text: str = ""
 
 
@@ -31,6 +36,7 @@ class TurnStarted:
 class TextDelta:
     """A piece of visible text as it streams."""
 
+    json_name: ClassVar[str] = "text_delta"
     text: str
 
 
@@ -38,6 +44,7 @@ class TextDelta:
 class ThinkingDelta:
     """A piece of thinking as it streams (shown dim, collapsed)."""
 
+    json_name: ClassVar[str] = "thinking_delta"
     text: str
 
 
@@ -45,6 +52,7 @@ class ThinkingDelta:
 class BlockStopped:
     """A streamed content block finished."""
 
+    json_name: ClassVar[str] = "block_stopped"
     kind: str
 
 
@@ -52,6 +60,7 @@ class BlockStopped:
 class Retrying:
     """The request failed and is retried; text streamed since the last request is void."""
 
+    json_name: ClassVar[str] = "retrying"
     attempt: int
     reason: str
     delay: float
@@ -63,6 +72,7 @@ class Retrying:
 class RetryCountdown:
     """A tick while waiting to retry: whole seconds left, so front ends can count down."""
 
+    json_name: ClassVar[str] = "retry_countdown"
     attempt: int
     remaining: float
 
@@ -71,6 +81,7 @@ class RetryCountdown:
 class ModelResponse:
     """The complete assistant message of one request, with usage."""
 
+    json_name: ClassVar[str] = "model_response"
     message: Message
     stop_reason: str | None
     usage: dict[str, int] = field(default_factory=dict)
@@ -80,6 +91,7 @@ class ModelResponse:
 class RequestSent:
     """A request body went out; its compact size and estimated tokens."""
 
+    json_name: ClassVar[str] = "request_sent"
     request_bytes: int
     est_tokens: int
     messages: int
@@ -89,6 +101,7 @@ class RequestSent:
 class UsageReported:
     """Usage the API reported for the last request."""
 
+    json_name: ClassVar[str] = "usage_reported"
     usage: dict[str, int]
 
 
@@ -96,6 +109,7 @@ class UsageReported:
 class ToolStarted:
     """A tool call is about to run."""
 
+    json_name: ClassVar[str] = "tool_started"
     call: ToolUseBlock
 
 
@@ -103,6 +117,7 @@ class ToolStarted:
 class ToolFinished:
     """A tool call finished (or was refused)."""
 
+    json_name: ClassVar[str] = "tool_finished"
     call: ToolUseBlock
     output: str
     is_error: bool
@@ -120,6 +135,7 @@ class ToolFinished:
 class NarrationViolation:
     """A tool call came without narration and was not run."""
 
+    json_name: ClassVar[str] = "narration_violation"
     call: ToolUseBlock
     words: int
     required: int
@@ -130,6 +146,7 @@ class NarrationViolation:
 class HintDelivered:
     """Pending hints reached the model in a user message."""
 
+    json_name: ClassVar[str] = "hint_delivered"
     hint_ids: tuple[str, ...]
     where: str
 
@@ -142,6 +159,7 @@ class HarnessSaid:
     transcript from the history up to that record or later shows it already.
     """
 
+    json_name: ClassVar[str] = "harness_said"
     text: str
     seq: int
 
@@ -153,6 +171,7 @@ class DenialDelivered:
     `text` is exactly what the model got as the human's message: front ends show it as the human's words.
     """
 
+    json_name: ClassVar[str] = "denial_delivered"
     call: ToolUseBlock
     text: str
 
@@ -161,11 +180,13 @@ class DenialDelivered:
 class MemoryReminded:
     """At the end of a task that used tools, the harness asked the agent to update project memory."""
 
+    json_name: ClassVar[str] = "memory_reminded"
 
 @dataclass(frozen=True)
 class HandoffAsked:
     """The harness asked the agent for a field note."""
 
+    json_name: ClassVar[str] = "handoff_asked"
     reminder: bool = False
 
 
@@ -174,6 +195,7 @@ class SeamCommitted:
     """A micro-handoff seam was applied; the record holds its measurements (`shelved`: the second window's
     `shelve` record, when the oldest seams' words left the context with it)."""
 
+    json_name: ClassVar[str] = "seam_committed"
     record: dict[str, Any]
     shelved: dict[str, Any] | None = None
 
@@ -182,6 +204,7 @@ class SeamCommitted:
 class ContextPruned:
     """The rolling policy took tool traffic of old rounds out of the context."""
 
+    json_name: ClassVar[str] = "context_pruned"
     record: dict[str, Any]
 
 
@@ -189,6 +212,7 @@ class ContextPruned:
 class HandoffFailed:
     """The handoff did not happen; the context is unchanged."""
 
+    json_name: ClassVar[str] = "handoff_failed"
     reason: str
 
 
@@ -201,6 +225,7 @@ class Interrupted:
     The loop emits it as the last event of the turn, then lets the cancellation go on.
     """
 
+    json_name: ClassVar[str] = "interrupted"
     partial_text: str
     during: str = "stream"
     open_calls: tuple[str, ...] = ()
@@ -214,6 +239,7 @@ class LimitsExceeded:
     reached, `maximum` the setting.
     """
 
+    json_name: ClassVar[str] = "limits_exceeded"
     limit: str
     value: float
     maximum: float
@@ -223,6 +249,7 @@ class LimitsExceeded:
 class Notice:
     """A status line from outside the conversation (an MCP server failed, died or waits for trust)."""
 
+    json_name: ClassVar[str] = "notice"
     text: str
 
 
@@ -230,6 +257,7 @@ class Notice:
 class ImagesAttached:
     """Images the human's prompt named went with it, each as `[image NAME WxH]`."""
 
+    json_name: ClassVar[str] = "images_attached"
     labels: tuple[str, ...]
 
 
@@ -238,6 +266,7 @@ class FilesAttached:
     """Files and folders the human's `@` words named went with the prompt, each as its block's text
     (core/attachments.py reads one back)."""
 
+    json_name: ClassVar[str] = "files_attached"
     texts: tuple[str, ...]
 
 
@@ -245,6 +274,7 @@ class FilesAttached:
 class TurnEnded:
     """The agent ended its turn."""
 
+    json_name: ClassVar[str] = "turn_ended"
     stop_reason: str | None
 
 
@@ -253,7 +283,6 @@ class TodoUpdated:
     """The agent wrote its todo list (whole): each item's text and state (pending, in_progress, done)."""
 
     json_name: ClassVar[str] = "todo_list"
-    """The event's public name in headless JSONL (kept when the class is renamed)."""
     items: tuple[dict[str, str], ...] = ()
 
 
@@ -293,6 +322,7 @@ class SubagentEnded:
 class Failed:
     """The turn stopped on an error the loop cannot recover from."""
 
+    json_name: ClassVar[str] = "failed"
     message: str
 
 
@@ -301,6 +331,7 @@ class ApprovalAsked:
     """A permission question for the human; an `ApprovalAnswer` op with the same id answers it. A question
     whose turn is interrupted is dropped (the `Interrupted` that follows says so)."""
 
+    json_name: ClassVar[str] = "approval_asked"
     id: str
     tool: str
     argument: str
@@ -315,6 +346,7 @@ class ApprovalAsked:
 class ShellRan:
     """The human's own `!command` ran in the agent's sandbox; its output is queued as their words."""
 
+    json_name: ClassVar[str] = "shell_ran"
     command: str
     exit_code: int | None
     output: str
@@ -325,6 +357,7 @@ class ShellRan:
 class Idle:
     """The agent's work on the last operation is over (a turn, a shell command): it waits for the next."""
 
+    json_name: ClassVar[str] = "idle"
 
 Event = (
     TurnStarted

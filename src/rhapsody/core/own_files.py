@@ -1,7 +1,7 @@
 """Files rhapsody reads on its own account (AGENTS.md, CLAUDE.md, memory): data from inside the project only.
 
 A file qualifies only when it is a regular file, not a symlink, whose resolved path is
-inside the project root and not a credential location (`core/toolbox/credentials.py`); it is read up to a size cap through a descriptor opened with
+inside the project root and not a credential location (`core/access/credentials.py`); it is read up to a size cap through a descriptor opened with
 O_NOFOLLOW (so a link swapped in after the check is not followed either), and values
 that look like credentials are masked before the text reaches a prompt or the history.
 
@@ -14,7 +14,7 @@ import os
 import stat
 from pathlib import Path
 
-from rhapsody.core.toolbox.credentials import is_credential
+from rhapsody.core.access.credentials import is_credential
 from rhapsody.core.secrets import mask
 
 MAX_BYTES = 256_000

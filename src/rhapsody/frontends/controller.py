@@ -15,6 +15,7 @@ from typing import Literal, Protocol
 from rhapsody.commands.slash import Outcome, is_command, run_command
 from rhapsody.core.agent import ops
 from rhapsody.core.agent.loop import Agent
+from rhapsody.core.toolbox.approval import Approval, approval_for
 from rhapsody.frontends.shell_mode import shell_command
 
 NoteKind = Literal["notice", "error", "command"]
@@ -121,3 +122,15 @@ class Controller:
             await self.command(outcome.then, echo=False)
         else:
             await self.surface.note(outcome.declined, "notice")
+
+
+def answer_for(question_id: str, typed: str, rules: tuple[str, ...]) -> ops.ApprovalAnswer:
+    """The operation `typed` sends to the question `question_id` offering `rules` (see core/toolbox/approval.py reply_to)."""
+    return answer_of(question_id, approval_for(typed, rules))
+
+
+def answer_of(question_id: str, approval: Approval | None) -> ops.ApprovalAnswer:
+    """An answer a front end's dialog gave (None: dismissed, which denies) as the operation that sends it."""
+    if approval is None or not approval.allow:
+        return ops.ApprovalAnswer(id=question_id, decision="deny", reason=approval.words if approval else "")
+    return ops.ApprovalAnswer(id=question_id, decision="always" if approval.remember else "once")

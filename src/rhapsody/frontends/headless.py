@@ -2,8 +2,8 @@
 
 Text output streams the narration and one line per tool call (with the reason of every
 refused or failed call); `--output-format jsonl` prints a `session` event first (id,
-model, cwd, permission mode), then every loop event as a JSON object named in the same snake_case (`turn_started`,
-`text_delta`, `tool_finished`), and a `result` event last (exit status, API requests, turns, tool
+model, cwd, permission mode), then every loop event as a JSON object named by its `json_name` (`turn_started`,
+`text_delta`, `tool_finished`; docs/python-api.md lists them all), and a `result` event last (exit status, API requests, turns, tool
 calls, refused calls: by a permission or by the narration rule, seams, tokens, cost), as Claude Code's stream-json does. Exit status: 0 when the turn ended, 2 when it
 failed, 3 when a limit (`max_steps_per_turn`, `max_cost_usd`) ended it, 4 when it ended but
 a call was refused because it would have asked a human (the reason is on stderr), or when a
@@ -13,8 +13,6 @@ a call was refused because it would have asked a human (the reason is on stderr)
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import re
 import sys
 from collections.abc import Sequence
 from contextlib import aclosing
@@ -22,6 +20,7 @@ from typing import Any, TextIO
 
 from rhapsody.commands.slash import run_command
 from rhapsody.core import events as ev
+from rhapsody.core.event_json import as_json
 from rhapsody.core.session import records as rec
 from rhapsody.core.session.checkpoints import settle
 from rhapsody.core.agent.loop import Agent
@@ -39,6 +38,7 @@ async def run_headless(agent: Agent, task: str, output: str = "text", out: TextI
     status = 0
     start = history_length(agent)
     denials: list[ev.ToolFinished] = []
+    text = output != "jsonl"
     if output == "jsonl":
         _json(out, session_event(agent))
     if task.split(maxsplit=1)[:1] == ["/handoff"]:  # a seam of a resumed session: the one command headless runs
@@ -50,18 +50,22 @@ async def run_headless(agent: Agent, task: str, output: str = "text", out: TextI
         task = ""
     async with aclosing(agent.run(task, typed)) as stream:
         async for event in stream:
-            if output == "jsonl":
-                _json(out, event_dict(event))
-            elif not isinstance(event, (ev.Failed, ev.LimitsExceeded)):  # said once, on stderr below
-                print_event(event, out)
-            if isinstance(event, ev.ToolFinished) and event.refused:
-                denials.append(event)
-            elif isinstance(event, ev.Failed):
-                err.write(f"rhapsody: {event.message}\n")
-                status = 2
-            elif isinstance(event, ev.LimitsExceeded):
-                err.write(f"rhapsody: {limit_line(event)}\n")
-                status = 3
+            if not text:
+                _json(out, as_json(event))
+            match event:
+                case ev.Failed():  # said once, on stderr (and as its JSON line)
+                    err.write(f"rhapsody: {event.message}\n")
+                    status = 2
+                case ev.LimitsExceeded():
+                    err.write(f"rhapsody: {limit_line(event)}\n")
+                    status = 3
+                case ev.ToolFinished() if event.refused:
+                    denials.append(event)
+                    if text:
+                        print_event(event, out)
+                case _:
+                    if text:
+                        print_event(event, out)  # the shared renderer's own match is exhaustive
             out.flush()
     records = [rec.parse(record) for record in written_since(agent, start)]  # the run's records, typed once
     unanswered = unanswered_refusals(records)
@@ -139,7 +143,7 @@ def session_event(agent: Agent) -> dict[str, Any]:
 def result_event(agent: Agent, status: int, records: Sequence[rec.Record],
                  denials: list[ev.ToolFinished] | None = None) -> dict[str, Any]:
     """The last jsonl line: how the run ended, what it cost, and every call refused (`records`: the run's)."""
-    from rhapsody.core.accounting.session_figures import Figures
+    from rhapsody.core.session.session_figures import Figures
 
     figures = Figures(model=agent.session.spec.model)
     for record in records:
@@ -160,24 +164,3 @@ def turns(records: Sequence[rec.Record]) -> int:
     itself: a handoff's ask, the word to go on after a seam, a reminder), not those carrying tool results."""
     return sum(1 for r in records if isinstance(r, rec.Message) and r.role == "user"
                and not any(isinstance(b, ToolResultBlock) for b in r.content))
-
-
-def snake(name: str) -> str:
-    """An event class's name as the jsonl `event` field names it, as `session` and `result` are: `TextDelta` is
-    `text_delta`."""
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
-
-
-def event_dict(event: ev.Event) -> dict[str, Any]:
-    """An event as a JSON-ready dict with its type name."""
-    data: dict[str, Any] = {"event": getattr(event, "json_name", "") or snake(type(event).__name__)}
-    for field in dataclasses.fields(event):
-        value = getattr(event, field.name)
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):  # a sub-agent's own event
-            value = event_dict(value)  # type: ignore[arg-type]
-        elif hasattr(value, "dump"):
-            value = value.dump()
-        elif hasattr(value, "to_api"):
-            value = value.to_api()
-        data[field.name] = value
-    return data

@@ -29,10 +29,10 @@ from rhapsody.commands.slash import PLAIN_KEYS, Outcome, is_command
 from rhapsody.config.settings import Settings
 from rhapsody.core import events as ev
 from rhapsody.core.agent import ops
-from rhapsody.core.toolbox.approval import Grace, HumanApprover, answer_for, choices, picked
+from rhapsody.core.toolbox.approval import Grace, HumanApprover, choices, picked
 from rhapsody.core.agent.loop import Agent
-from rhapsody.core.toolbox.tools import PlanReview
-from rhapsody.frontends.controller import Controller, NoteKind
+from rhapsody.core.toolbox.protocol import PlanReview
+from rhapsody.frontends.controller import Controller, NoteKind, answer_for
 from rhapsody.frontends.preview import plain_text
 from rhapsody.frontends.prompt_aids import InputHistory, command_names
 from rhapsody.frontends.recap import recap_lines
@@ -184,25 +184,27 @@ async def read_work(agent: Agent, out: TextIO, questions: PlainApprover) -> None
     """Print the agent's events until its work is over (`Idle`); its questions are asked on the line."""
     unmarked = Unmarked()
     async for event in agent.events():
-        if isinstance(event, ev.TextDelta):
-            out.write(visible(unmarked.feed(event.text)))
-            continue
-        if isinstance(event, ev.BlockStopped):
-            out.write(visible(unmarked.flush()))
-        if isinstance(event, ev.ApprovalAsked):
-            questions.ask(event)
-        elif isinstance(event, ev.ShellRan):
-            code = f"exit {event.exit_code}" if event.exit_code is not None else "error"
-            out.write(visible(f"! {event.command} → {code}\n{event.output.rstrip()}\n"
-                              f"  [{event.hint_id} queued: the agent reads it with your next message]\n"))
-        elif isinstance(event, ev.Idle):
-            questions.drop()
-            return
-        else:
-            if isinstance(event, ev.Interrupted):
+        match event:
+            case ev.TextDelta():
+                out.write(visible(unmarked.feed(event.text)))
+            case ev.ApprovalAsked():
+                questions.ask(event)
+            case ev.ShellRan():
+                code = f"exit {event.exit_code}" if event.exit_code is not None else "error"
+                out.write(visible(f"! {event.command} → {code}\n{event.output.rstrip()}\n"
+                                  f"  [{event.hint_id} queued: the agent reads it with your next message]\n"))
+            case ev.Idle():
+                questions.drop()
+                return
+            case ev.BlockStopped():
+                out.write(visible(unmarked.flush()))
+                print_event(event, out)
+            case ev.Interrupted():
                 questions.drop()
                 out.write("\n")
-            print_event(event, out)
+                print_event(event, out)
+            case _:
+                print_event(event, out)  # the shared renderer's own match is exhaustive
 
 
 def resumed_recap(agent: Agent) -> str:

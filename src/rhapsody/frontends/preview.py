@@ -60,7 +60,7 @@ def _bash(args: dict[str, Any]) -> Preview:
 def _read(root: Path, given: str, hidden: tuple[str, ...]) -> tuple[Path | None, str | object | None]:
     """The file under the root and its text (masked); (None, None) outside the root, (path, None) when
     absent, (path, HIDDEN) for a file `read_file` would not show (judged on the path a link leads to)."""
-    from rhapsody.core.toolbox.credentials import is_credential
+    from rhapsody.core.access.credentials import is_credential
     from rhapsody.core.own_files import inside
     from rhapsody.core.secrets import mask
     from rhapsody.tools.search import readable_hidden

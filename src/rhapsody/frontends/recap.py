@@ -13,7 +13,7 @@ from rhapsody.core.counts import counted
 from rhapsody.view.render import dollars, one_line, spoken_by
 
 if TYPE_CHECKING:
-    from rhapsody.core.accounting.session_figures import Figures
+    from rhapsody.core.session.session_figures import Figures
 
 WIDTH = 100
 """Columns a recap line is cut to, at most (a narrower terminal: its width)."""
@@ -69,7 +69,7 @@ def changed_files(records: list[dict[str, Any]]) -> list[str]:
 
 def recap_lines(records: list[dict[str, Any]], folded: Figures | None = None) -> list[str]:
     """The recap, one fact per line; `folded`: the session's own figures, when it has them (else folded here)."""
-    from rhapsody.core.accounting.session_figures import figures
+    from rhapsody.core.session.session_figures import figures
 
     asked, said = last_exchange(records)
     width = _width()

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody.core.errors import InputError
-from rhapsody.core.accounting.pricing import WRITE_1H_KEY
-from rhapsody.core.accounting.session_figures import USAGE_KEYS
+from rhapsody.core.pricing import WRITE_1H_KEY
+from rhapsody.core.session.session_figures import USAGE_KEYS
 from rhapsody.importer.schemas import check_claude
 from rhapsody.importer.transcript import (Aside, Compacted, Item, Queued, Source, Turn, as_dict, digest, expect,
                                           read_lines, text_block, timestamp)
@@ -210,7 +210,7 @@ def _sidechain(path: Path, line: int, record: dict[str, Any], now: float) -> Asi
     message = record.get("message") or {}
     usage = _usage(message, now)
     if usage:
-        fields["usage"] = {k: usage[k] for k in USAGE_KEYS}
+        fields["usage"] = {k: usage[k] for k in (*USAGE_KEYS, WRITE_1H_KEY) if k in usage}
         fields["model"] = usage["model"]
     return Aside("sidechain", timestamp(record.get("timestamp"), now), {**fields, "agent_id": record.get("agentId")})
 

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from rhapsody.core.session.context import RequestSpec
-from rhapsody.core.accounting.session_figures import USAGE_KEYS, figures
-from rhapsody.core.accounting.tokens import estimate_chars
+from rhapsody.core.session.session_figures import USAGE_KEYS, figures
+from rhapsody.core.session.tokens import estimate_chars
 from rhapsody.importer.to_history import records as history_records
 from rhapsody.importer.transcript import Aside, Source, Turn
 

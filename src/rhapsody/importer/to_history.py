@@ -29,8 +29,8 @@ from rhapsody.core.session.messages import THINKING_TYPES, Message
 from rhapsody.core.session.records import parse
 from rhapsody.core.secrets import mask
 from rhapsody.core.session.todo import from_imported
-from rhapsody.core.accounting.pricing import WRITE_1H_KEY
-from rhapsody.core.accounting.session_figures import USAGE_KEYS
+from rhapsody.core.pricing import WRITE_1H_KEY
+from rhapsody.core.session.session_figures import USAGE_KEYS
 from rhapsody.importer.transcript import Aside, Compacted, Item, Queued, Source, Turn
 
 INTERRUPTED = ("No result in the imported transcript: the call was interrupted or its output was lost. "

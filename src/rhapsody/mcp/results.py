@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rhapsody.core.toolbox.tools import ToolOutcome
+from rhapsody.core.toolbox.protocol import ToolOutcome
 from rhapsody.tools.paths import cap_text
 
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")

@@ -40,8 +40,8 @@ from pydantic import BaseModel, ConfigDict
 
 from rhapsody.config.settings import McpServer
 from rhapsody.core.session.messages import compact_json
-from rhapsody.core.accounting.tokens import estimate_chars
-from rhapsody.core.toolbox.tools import Tool, ToolContext, ToolOutcome
+from rhapsody.core.session.tokens import estimate_chars
+from rhapsody.core.toolbox.protocol import Tool, ToolContext, ToolOutcome
 from rhapsody.core.counts import counted
 from rhapsody.mcp.config import McpPlan, waiting_line
 from rhapsody.mcp.results import outcome

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import assert_never
+
 from rhapsody.core import events as ev
 from rhapsody.core.session.session import Session
 from rhapsody.memory.layout import commit_memory, write_dialog
@@ -25,22 +27,41 @@ class DialogRecorder:
         """The answer frozen when the memory reminder went out (what follows is bookkeeping)."""
 
     def __call__(self, session: Session, event: ev.Event) -> None:
-        if isinstance(event, ev.TurnStarted):
-            if event.user_text:
-                self.request, self.calls, self.answer, self.result = event.user_text, [], "", None
-        elif isinstance(event, ev.ToolFinished) and event.call.name not in ("micro_handoff", "recall"):
-            self.calls.append(tool_title(finished_view(event)))
-        elif isinstance(event, ev.ModelResponse) and not event.message.tool_uses():
-            self.answer = "\n\n".join(t.strip() for t in event.message.texts() if t.strip())
-        elif isinstance(event, ev.MemoryReminded) and self.result is None:
-            self.result = self.answer
-        elif isinstance(event, ev.SeamCommitted):
-            note = event.record.get("note_path", "")
-            self._write(session, "micro-handoff", f"seam {event.record['seam']}; field note {note}", "context stripped")
-        elif isinstance(event, ev.TurnEnded) and self.calls:
-            result = (self.answer if self.result is None else self.result) or "(no final answer)"
-            self._write(session, self.request, "\n".join(f"- {c}" for c in self.calls[-40:]), result)
-            self.calls, self.result = [], None
+        match event:
+            case ev.TurnStarted():
+                if event.user_text:
+                    self.request, self.calls, self.answer, self.result = event.user_text, [], "", None
+            case ev.ToolFinished():
+                if event.call.name not in ("micro_handoff", "recall"):
+                    self.calls.append(tool_title(finished_view(event)))
+            case ev.ModelResponse():
+                if not event.message.tool_uses():
+                    self.answer = "\n\n".join(t.strip() for t in event.message.texts() if t.strip())
+            case ev.MemoryReminded():
+                if self.result is None:
+                    self.result = self.answer
+            case ev.SeamCommitted():
+                note = event.record.get("note_path", "")
+                self._write(session, "micro-handoff", f"seam {event.record['seam']}; field note {note}",
+                            "context stripped")
+            case ev.TurnEnded():
+                if self.calls:
+                    self._ended(session)
+            case (ev.TextDelta() | ev.ThinkingDelta() | ev.BlockStopped() | ev.Retrying() | ev.RetryCountdown()
+                  | ev.RequestSent() | ev.UsageReported() | ev.ToolStarted() | ev.NarrationViolation()
+                  | ev.HintDelivered() | ev.HarnessSaid() | ev.DenialDelivered() | ev.HandoffAsked()
+                  | ev.ContextPruned() | ev.HandoffFailed() | ev.Interrupted() | ev.LimitsExceeded() | ev.Notice()
+                  | ev.ImagesAttached() | ev.TodoUpdated() | ev.FilesAttached() | ev.Failed() | ev.ApprovalAsked()
+                  | ev.ShellRan() | ev.Idle() | ev.SubagentStarted() | ev.SubagentStep() | ev.SubagentEnded()):
+                pass  # the log keeps the task, its calls and its answer: the rest is in the history
+            case _:
+                assert_never(event)
+
+    def _ended(self, session: Session) -> None:
+        """A task that used tools ended: its log, with the answer frozen at the memory reminder if one went out."""
+        result = (self.answer if self.result is None else self.result) or "(no final answer)"
+        self._write(session, self.request, "\n".join(f"- {c}" for c in self.calls[-40:]), result)
+        self.calls, self.result = [], None
 
     def _write(self, session: Session, request: str, work: str, result: str) -> None:
         written = write_dialog(session.root, self.path, session.id, request, work, result)

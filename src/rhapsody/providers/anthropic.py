@@ -29,9 +29,9 @@ from anthropic.types import Message as ApiMessage, RawMessageStreamEvent
 
 from rhapsody.core.errors import ContextTooLong, ModelError
 from rhapsody.core.events import ModelResponse
-from rhapsody.core.accounting.pricing import WRITE_1H_KEY
-from rhapsody.core.accounting.session_figures import USAGE_KEYS
-from rhapsody.core.agent.model import ModelEvent
+from rhapsody.core.pricing import WRITE_1H_KEY
+from rhapsody.core.session.session_figures import USAGE_KEYS
+from rhapsody.core.model import ModelEvent
 from rhapsody.core.agent.retry import (
     MAX_RETRY_AFTER,
     RETRY_STATUSES,

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from rhapsody.core.agent.model import ModelEvent
+from rhapsody.core.model import ModelEvent
 
 _MODEL_PARAM = re.compile(r'"(claude-[a-z0-9.-]+)"')
 

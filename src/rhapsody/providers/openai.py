@@ -27,7 +27,7 @@ import openai
 from rhapsody.core.errors import ContextTooLong, ModelError
 from rhapsody.core.events import BlockStopped, ModelResponse, TextDelta, ThinkingDelta
 from rhapsody.core.session.messages import Message, nested_within
-from rhapsody.core.agent.model import ModelEvent
+from rhapsody.core.model import ModelEvent
 from rhapsody.core.agent.retry import (RETRY_STATUSES, RetryPolicy, Sleep, connection_failed, error_message,
                                  retry_after_seconds, retrying)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from rhapsody.config.settings import Settings
 from rhapsody.core.errors import ConfigError
-from rhapsody.core.agent.model import Model
+from rhapsody.core.model import Model
 
 MODEL_FORMS = {
     "bedrock": "Bedrock's form, e.g. us.anthropic.claude-sonnet-4-5-20250929-v1:0",

@@ -21,8 +21,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from rhapsody.core.accounting.pricing import WRITE_1H_KEY
-from rhapsody.core.accounting.session_figures import USAGE_KEYS
+from rhapsody.core.pricing import WRITE_1H_KEY
+from rhapsody.core.session.session_figures import USAGE_KEYS
 from rhapsody.core.events import BlockStopped, TextDelta, ThinkingDelta
 from rhapsody.core.session.messages import INVALID_KEY, MAX_NESTING, UNPARSED_KEY, Message, nested_within
 from rhapsody.core.agent.retry import encodable, valid_text

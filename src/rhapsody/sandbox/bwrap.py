@@ -23,8 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rhapsody.core.toolbox.credentials import locations
-from rhapsody.core.toolbox.permissions import Confinement, Mode, SandboxSetting, writes_nothing
+from rhapsody.core.access.credentials import locations
+from rhapsody.core.access.permissions import Confinement, Mode, SandboxSetting, writes_nothing
 from rhapsody.core.secrets import mask
 from rhapsody.core.userstate import state_home
 from rhapsody.sandbox import gitguard, lifeline, seccomp
@@ -168,7 +168,7 @@ def wrap(argv: list[str], root: Path, level: Confinement, network: bool = False,
 
 
 def _home_masks(root: Path, protected: tuple[str, ...] = ()) -> list[str]:
-    """Credential locations (`core/toolbox/credentials.py`: the home list and the user's `protected_paths`) and
+    """Credential locations (`core/access/credentials.py`: the home list and the user's `protected_paths`) and
     system secrets: folders become empty, files read empty."""
     ssh_keys = [str(p) for p in Path("/etc/ssh").glob("ssh_host_*_key")]
     return _masks(root, locations(protected) + [Path(p) for p in (*SYSTEM_SECRETS, *ssh_keys)])

@@ -25,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rhapsody.core.toolbox.confined import SKIP_WALK as SKIP_WALK  # one list: the walks and the attached listings
-from rhapsody.core.toolbox.permissions import PROTECTED_READS
+from rhapsody.core.access.confined import SKIP_WALK as SKIP_WALK  # one list: the walks and the attached listings
+from rhapsody.core.access.permissions import PROTECTED_READS
 
 WALK_LIMIT = 50_000
 """Entries examined when looking for secret files; past it the walk stops (docs/security.md)."""

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the command line imports a module of this package before its first frame: no pydantic here
-    from rhapsody.core.toolbox.permissions import Mode, SandboxSetting
-    from rhapsody.core.toolbox.tools import Approver, Tool, Toolbox
+    from rhapsody.core.access.permissions import Mode, SandboxSetting
+    from rhapsody.core.toolbox.approval import Approver
+    from rhapsody.core.toolbox.orchestrator import Toolbox
+    from rhapsody.core.toolbox.protocol import Tool
 
 
 def default_tools(sandbox: SandboxSetting = "workspace-write", network: bool = False) -> list[Tool]:
@@ -27,8 +29,8 @@ def default_toolbox(permission_mode: Mode = "yolo", allow: list[str] | None = No
                     deny: list[str] | None = None, approver: Approver | None = None,
                     sandbox: SandboxSetting = "workspace-write", network: bool = False) -> Toolbox:
     """The toolbox with every built-in tool; credentials in the environment are masked in output."""
-    from rhapsody.core.toolbox.permissions import Rules
-    from rhapsody.core.toolbox.tools import Toolbox
+    from rhapsody.core.access.permissions import Rules
+    from rhapsody.core.toolbox.orchestrator import Toolbox
     from rhapsody.sandbox.bwrap import secret_values
     from rhapsody.tools.shell import parse
 

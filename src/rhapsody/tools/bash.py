@@ -3,7 +3,7 @@
 The command runs in bubblewrap (`sandbox/bwrap.py`) at the level the toolbox chose for
 this call; it leaves the sandbox only when the model asked (`sandbox: false` with a
 justification) and the human or a user rule allowed it, or when the sandbox is off or
-unavailable (then every run asks, see core/toolbox/permissions.py). Output is read as a stream
+unavailable (then every run asks, see core/access/permissions.py). Output is read as a stream
 into a bounded buffer (`sandbox/procs.py`); the process group dies at the end.
 """
 
@@ -14,8 +14,8 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field, model_validator
 
-from rhapsody.core.toolbox.permissions import SANDBOXED, Confinement, Mode, SandboxSetting
-from rhapsody.core.toolbox.tools import Escape, Tool, ToolContext, ToolOutcome
+from rhapsody.core.access.permissions import SANDBOXED, Confinement, Mode, SandboxSetting
+from rhapsody.core.toolbox.protocol import Escape, Tool, ToolContext, ToolOutcome
 from rhapsody.prompts import load
 from rhapsody.sandbox import gitguard, lifeline, procs, bwrap as sandbox
 from rhapsody.tools.git import gitlinks

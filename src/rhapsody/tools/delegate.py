@@ -12,8 +12,9 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
-from rhapsody.core.agent.subagent import Budget, Order, run_subagent, too_wide
-from rhapsody.core.toolbox.tools import Tool, ToolContext, ToolOutcome
+from rhapsody.core.agent.delegation import Budget, Delegation, Order
+from rhapsody.core.agent.subagent import run_subagent, too_wide
+from rhapsody.core.toolbox.protocol import Tool, ToolContext, ToolOutcome
 from rhapsody.prompts import load
 
 NOT_HERE = "No sub-agents here: this agent was not given any to start (a sub-agent starts none of its own)."
@@ -48,7 +49,7 @@ class Delegate(Tool):
         return args.mode == "read-only"
 
     async def run(self, args: DelegateInput, ctx: ToolContext) -> ToolOutcome:
-        if ctx.delegation is None:
+        if not isinstance(ctx.delegation, Delegation):
             return ToolOutcome(NOT_HERE, is_error=True)
         wide = too_wide(args.mode, ctx.mode)
         if wide:

@@ -18,7 +18,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
-from rhapsody.core.toolbox.tools import Tool, ToolContext, ToolFailure, ToolOutcome
+from rhapsody.core.toolbox.protocol import Tool, ToolContext, ToolFailure, ToolOutcome
 from rhapsody.core.counts import counted
 from rhapsody.core.userstate import state_home
 from rhapsody.prompts import load

@@ -23,9 +23,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
-from rhapsody.core.toolbox.credentials import is_credential, locations
-from rhapsody.core.toolbox.permissions import PROTECTED_READS, SANDBOXED, Confinement, Mode, SandboxSetting
-from rhapsody.core.toolbox.tools import Tool, ToolContext, ToolFailure, ToolOutcome
+from rhapsody.core.access.credentials import is_credential, locations
+from rhapsody.core.access.permissions import PROTECTED_READS, SANDBOXED, Confinement, Mode, SandboxSetting
+from rhapsody.core.toolbox.protocol import Tool, ToolContext, ToolFailure, ToolOutcome
 from rhapsody.prompts import load
 from rhapsody.tools import gitscope
 from rhapsody.sandbox import lifeline, procs, bwrap as sandbox

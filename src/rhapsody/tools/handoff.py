@@ -18,11 +18,12 @@ from pydantic import BaseModel, Field
 from rhapsody.core.session import recall, todo
 from rhapsody.core.last_failure import last_failure
 from rhapsody.core.session.handoff import stripped_index
-from rhapsody.core.session.handoff_state import NoteWritten
+from rhapsody.core.accounting.seam_cost import FACTS_CAP_CHARS
+from rhapsody.core.toolbox.protocol import NoteWritten
 from rhapsody.core.session.history import private_dir, state_dir, write_private
 from rhapsody.core.session.messages import ToolResultBlock
 from rhapsody.core.session.session import Session
-from rhapsody.core.toolbox.tools import Tool, ToolContext, ToolFailure, ToolOutcome
+from rhapsody.core.toolbox.protocol import Tool, ToolContext, ToolFailure, ToolOutcome
 from rhapsody.prompts import load
 from rhapsody.tools.git import git_facts
 
@@ -34,7 +35,7 @@ LIST_CHARS = 300
 """Each list of paths (dirty, read, written) at most this long; its count is always given."""
 FAILURE_TAIL_CHARS = 700
 FAILURE_COMMAND_CHARS = 300
-FACTS_CHARS = 2600
+FACTS_CHARS = FACTS_CAP_CHARS
 """The harness facts in all (about 650 tokens): every note stays in the context for good, so its size
 is paid on every later request (docs/performance.md, "The size a field note aims at")."""
 

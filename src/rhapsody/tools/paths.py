@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rhapsody.core.toolbox.credentials import is_credential
+from rhapsody.core.access.credentials import is_credential
 from rhapsody.core.toolbox.output_caps import cap_text as cap_text  # one cut for tools and attached files
-from rhapsody.core.toolbox.tools import ToolFailure
+from rhapsody.core.toolbox.protocol import ToolFailure
 
 
 def confine(root: Path, given: str, protected: tuple[str, ...] = (), outside: bool = False) -> Path:
     """Resolve `given` under `root`; refuse anything that lands outside, symlinks included (unless
     `outside`: the human or a rule allowed this read there), and credential locations
-    (`core/toolbox/credentials.py`, with the user's `protected` paths, and the system's own secrets) even inside."""
+    (`core/access/credentials.py`, with the user's `protected` paths, and the system's own secrets) even inside."""
     from rhapsody.sandbox.bwrap import SYSTEM_SECRETS
 
     if not given or "\x00" in given:

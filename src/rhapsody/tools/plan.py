@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 
 from rhapsody.core.session import todo
 from rhapsody.core.session.records import TodoItem
-from rhapsody.core.toolbox.tools import Tool, ToolContext, ToolOutcome
+from rhapsody.core.toolbox.protocol import TodoWritten, Tool, ToolContext, ToolOutcome
 from rhapsody.prompts import load
 
 NOT_PLANNING = "Not in plan mode: there is no plan to exit. Carry on with the task."
@@ -87,4 +87,4 @@ class TodoWrite(Tool):
         items = tuple(args.todos)
         text = "\n".join([f"Todo list saved: {todo.summary(items)}.", *todo.lines(items)])
         facts = {"todo_completed": True} if todo.done(items) > before else {}
-        return todo.TodoWritten(text, facts=facts, items=items)
+        return TodoWritten(text, facts=facts, items=items)

@@ -19,8 +19,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from rhapsody.core.toolbox.credentials import is_credential, known
-from rhapsody.core.toolbox.permissions import PROTECTED_READS, protected
+from rhapsody.core.access.credentials import is_credential, known
+from rhapsody.core.access.permissions import PROTECTED_READS, protected
 
 SKIP_DIRS = {".git", ".rhapsody", "node_modules", "__pycache__", ".venv", "venv"}
 MAX_HITS = 2000

@@ -27,7 +27,7 @@ import shutil
 import subprocess
 from typing import Any
 
-from rhapsody.core.toolbox.permissions import ShellCommand
+from rhapsody.core.access.permissions import ShellCommand
 from rhapsody.sandbox import lifeline
 
 _LIST_NODES = {"program", "list", "pipeline"}

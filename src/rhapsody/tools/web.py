@@ -6,7 +6,7 @@ limit on what is read, text content types only (HTML becomes Markdown through ma
 a worker process the time limit ends: tools/web_page.py),
 and redirects followed only within the same host. A redirect to another host ends the call
 with the new address, so fetching it goes through the permission check again (which asks per
-host unless a `web_fetch:HOST` rule allows it; core.toolbox.permissions). Secrets in the page are
+host unless a `web_fetch:HOST` rule allows it; core.access.permissions). Secrets in the page are
 masked by the toolbox like every tool result.
 
 Addresses, not text: the host is resolved once per call (a literal in any spelling is read,
@@ -31,9 +31,9 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 
 from pydantic import BaseModel, Field
 
-from rhapsody.core.toolbox.addresses import IP, literal
-from rhapsody.core.toolbox.permissions import Rules, decide_addresses, fetch_refusal
-from rhapsody.core.toolbox.tools import Tool, ToolContext, ToolFailure, ToolOutcome
+from rhapsody.core.access.addresses import IP, literal
+from rhapsody.core.access.permissions import Rules, decide_addresses, fetch_refusal
+from rhapsody.core.toolbox.protocol import Tool, ToolContext, ToolFailure, ToolOutcome
 from rhapsody.prompts import load
 from rhapsody.sandbox import procs
 from rhapsody.tools import web_page

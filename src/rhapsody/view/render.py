@@ -361,46 +361,53 @@ def violation_line(name: str, words: int, required: int, total: int | None = Non
 
 
 def event_lines(event: ev.Event) -> list[Line]:
-    """The lines one loop event adds (streamed text and bookkeeping events add none)."""
-    if isinstance(event, ev.ToolStarted):
-        return [tool_line(ToolView(event.call))]
-    if isinstance(event, ev.ToolFinished):
-        return [tool_line(finished_view(event))]
-    if isinstance(event, ev.NarrationViolation):
-        return [violation_line(event.call.name, event.words, event.required, event.total)]
-    if isinstance(event, ev.Retrying):
-        asked = f" (server asked {event.asked:g} s)" if event.asked is not None and event.asked > event.delay else ""
-        return [retry_line(event.attempt, event.delay, event.reason, asked)]
-    if isinstance(event, ev.ContextPruned):
-        return [cut_line(rec.Prune.model_validate(event.record))]
-    if isinstance(event, ev.HandoffFailed):
-        return [handoff_failed_line(event.reason)]
-    if isinstance(event, ev.Failed):
-        return [error_line(event.message)]
-    if isinstance(event, ev.Interrupted):
-        return [Line("interrupted", INTERRUPTED_TEXT)]
-    if isinstance(event, ev.LimitsExceeded):
-        return [Line("error", f"■ {limit_line(event)}")]
-    if isinstance(event, ev.Notice):
-        return [Line("notice", f"! {event.text}")]
-    if isinstance(event, ev.DenialDelivered):
-        return [denial_line(event.text)]
-    if isinstance(event, ev.HarnessSaid):
-        return [harness_line(event.text)]
-    if isinstance(event, ev.ImagesAttached):
-        return [Line("user", f"  {text}") for text in event.labels]
-    if isinstance(event, ev.TodoUpdated):
-        return [todo_line(event.items)]
-    if isinstance(event, ev.FilesAttached):
-        return [line for text in event.texts if (line := attached_line(text))]
-    if isinstance(event, ev.SubagentStarted):
-        return [subagent_started_line(event.id, event.model, event.mode, event.task)]
-    if isinstance(event, ev.SubagentEnded):
-        return [Line("subagent", f"⤶ sub-agent {event.id} {event.status}: {one_line(event.summary, 160)}",
-                     key=event.id)]
-    if isinstance(event, ev.SubagentStep):
-        return step_lines(event)
-    return []
+    """The lines one loop event adds (streamed text and bookkeeping events add none); every event has its case."""
+    match event:
+        case ev.ToolStarted():
+            return [tool_line(ToolView(event.call))]
+        case ev.ToolFinished():
+            return [tool_line(finished_view(event))]
+        case ev.NarrationViolation():
+            return [violation_line(event.call.name, event.words, event.required, event.total)]
+        case ev.Retrying():
+            asked = f" (server asked {event.asked:g} s)" if event.asked is not None and event.asked > event.delay else ""
+            return [retry_line(event.attempt, event.delay, event.reason, asked)]
+        case ev.ContextPruned():
+            return [cut_line(rec.Prune.model_validate(event.record))]
+        case ev.HandoffFailed():
+            return [handoff_failed_line(event.reason)]
+        case ev.Failed():
+            return [error_line(event.message)]
+        case ev.Interrupted():
+            return [Line("interrupted", INTERRUPTED_TEXT)]
+        case ev.LimitsExceeded():
+            return [Line("error", f"■ {limit_line(event)}")]
+        case ev.Notice():
+            return [Line("notice", f"! {event.text}")]
+        case ev.DenialDelivered():
+            return [denial_line(event.text)]
+        case ev.HarnessSaid():
+            return [harness_line(event.text)]
+        case ev.ImagesAttached():
+            return [Line("user", f"  {text}") for text in event.labels]
+        case ev.TodoUpdated():
+            return [todo_line(event.items)]
+        case ev.FilesAttached():
+            return [line for text in event.texts if (line := attached_line(text))]
+        case ev.SubagentStarted():
+            return [subagent_started_line(event.id, event.model, event.mode, event.task)]
+        case ev.SubagentEnded():
+            return [Line("subagent", f"⤶ sub-agent {event.id} {event.status}: {one_line(event.summary, 160)}",
+                         key=event.id)]
+        case ev.SubagentStep():
+            return step_lines(event)
+        case (ev.TurnStarted() | ev.TextDelta() | ev.ThinkingDelta() | ev.BlockStopped() | ev.RetryCountdown()
+              | ev.ModelResponse() | ev.RequestSent() | ev.UsageReported() | ev.HintDelivered() | ev.MemoryReminded()
+              | ev.HandoffAsked() | ev.SeamCommitted() | ev.TurnEnded() | ev.ApprovalAsked() | ev.ShellRan()
+              | ev.Idle()):
+            return []  # streamed text, bookkeeping, or shown by a front end's own widget (a seam, a question)
+        case _:
+            assert_never(event)
 
 
 SUBAGENT_INDENT = "  │ "
@@ -416,13 +423,16 @@ def subagent_started_line(sid: str, model: str, mode: str, task: str) -> Line:
 def step_lines(step: ev.SubagentStep) -> list[Line]:
     """A sub-agent's step as indented lines: its finished calls, its refusals and its words once each reply is whole."""
     inner = step.step
-    if isinstance(inner, ev.ModelResponse):
-        text = "\n".join(t for t in inner.message.texts() if t.strip())
-        return [Line("subagent", SUBAGENT_INDENT + visible(one_line(text, 200)), body=text, key=step.id)] if text else []
-    if isinstance(inner, (ev.ToolStarted, ev.SubagentStep, ev.TodoUpdated)):
-        return []
-    return [Line("subagent", SUBAGENT_INDENT + (f"⏺ {line.full or line.text}" if line.kind == "tool" else line.text),
-                 body=line.body, key=step.id, state=line.state) for line in event_lines(inner)]
+    match inner:
+        case ev.ModelResponse():
+            text = "\n".join(t for t in inner.message.texts() if t.strip())
+            return [Line("subagent", SUBAGENT_INDENT + visible(one_line(text, 200)), body=text, key=step.id)] if text else []
+        case ev.ToolStarted() | ev.SubagentStep() | ev.TodoUpdated():
+            return []
+        case _:  # the rest as the agent's own lines show them, indented (event_lines' match is exhaustive)
+            return [Line("subagent", SUBAGENT_INDENT + (f"⏺ {line.full or line.text}" if line.kind == "tool"
+                                                        else line.text),
+                         body=line.body, key=step.id, state=line.state) for line in event_lines(inner)]
 
 
 def subagent_record_line(record: rec.Subagent) -> Line:
@@ -488,21 +498,24 @@ def limit_line(event: ev.LimitsExceeded) -> str:
 
 def print_event(event: ev.Event, out: TextIO) -> None:
     """One event as the line-based front ends (plain, headless text) show it."""
-    if isinstance(event, ev.TextDelta):
-        out.write(visible(event.text))  # the model's words never drive the terminal (OSC 52, cursor moves)
-    elif isinstance(event, ev.BlockStopped) and event.kind == "text":
-        out.write("\n")
-    elif isinstance(event, ev.SeamCommitted):
-        out.write(f"  {seam_line(rec.Seam.model_validate(event.record))}\n")
-        if event.shelved:
-            out.write(plain(_other_lines(rec.Shelve.model_validate(event.shelved), Path("."), {}, set())[0]) + "\n")
-    elif isinstance(event, ev.HintDelivered):
-        noun = "hint" if len(event.hint_ids) == 1 else "hints"
-        out.write(f"  ✓ {noun} {', '.join(event.hint_ids)} delivered ({event.where})\n")
-    elif not isinstance(event, (ev.ToolStarted, ev.DenialDelivered)):
-        # A denial's words are already whole on its tool line ("→ denied by the human: …").
-        for line in event_lines(event):
-            out.write(plain(line) + "\n")
+    match event:
+        case ev.TextDelta():
+            out.write(visible(event.text))  # the model's words never drive the terminal (OSC 52, cursor moves)
+        case ev.BlockStopped():
+            if event.kind == "text":
+                out.write("\n")
+        case ev.SeamCommitted():
+            out.write(f"  {seam_line(rec.Seam.model_validate(event.record))}\n")
+            if event.shelved:
+                out.write(plain(_other_lines(rec.Shelve.model_validate(event.shelved), Path("."), {}, set())[0]) + "\n")
+        case ev.HintDelivered():
+            noun = "hint" if len(event.hint_ids) == 1 else "hints"
+            out.write(f"  ✓ {noun} {', '.join(event.hint_ids)} delivered ({event.where})\n")
+        case ev.ToolStarted() | ev.DenialDelivered():
+            pass  # a denial's words are already whole on its tool line ("→ denied by the human: …")
+        case _:
+            for line in event_lines(event):
+                out.write(plain(line) + "\n")
 
 
 def plain(line: Line) -> str:

@@ -79,7 +79,7 @@ async def test_without_a_seam_both_figures_come_from_the_same_requests(
 async def test_stats_prices_each_request_at_the_model_that_served_it(
     stub: Stub, project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from rhapsody.core.accounting.pricing import PRICES
+    from rhapsody.core.pricing import PRICES
 
     stub.script(big(1), say("done"), big(2), say("done again"))
     wiring = stub.wire(project)

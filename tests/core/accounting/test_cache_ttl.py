@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from rhapsody.core.accounting.cache_ttl import billed, choose
-from rhapsody.core.accounting.session_figures import figures
+from rhapsody.core.session.session_figures import figures
 from rhapsody.core.session.history import read_history
 from rhapsody.config.settings import Settings
 from rhapsody.frontends.app.app import RhapsodyApp

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from rhapsody.core.accounting import billing
 from rhapsody.core.session.history import read_history
 
+from tests import launch
 from tests.transcripts import dump
 
 OPUS, HAIKU = "claude-opus-4-6", "claude-haiku-4-5-20251001"
@@ -23,7 +23,7 @@ PLAN = [(OPUS, 0), (OPUS, 30), (HAIKU, 60), (HAIKU, 660), (OPUS, 690)]
 """(model, seconds from the start) of each request: ten minutes pass before the fourth."""
 IN = {OPUS: 5.0, HAIKU: 1.0}
 OUT = {OPUS: 25.0, HAIKU: 5.0}
-"""Dollars per million tokens (the price table, core/accounting/pricing.py)."""
+"""Dollars per million tokens (the price table, core/pricing.py)."""
 
 
 def session(tmp: Path) -> tuple[Path, list[dict[str, int]]]:
@@ -65,8 +65,7 @@ def session(tmp: Path) -> tuple[Path, list[dict[str, int]]]:
 
 
 def rhapsody(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rhapsody", *args], capture_output=True, text=True, cwd=cwd,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(cwd)}, timeout=120)
+    return launch.run(list(args), cwd=cwd, env={"PATH": "/usr/bin:/bin", "HOME": str(cwd)}, timeout=120)
 
 
 def by_hand(usage: dict[str, int] | billing.Split, model: str) -> float:

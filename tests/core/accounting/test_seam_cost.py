@@ -4,26 +4,21 @@ and the status bar's figure."""
 from __future__ import annotations
 
 import asyncio
-import io
 from pathlib import Path
 
-from prompt_toolkit.application import create_app_session
-from prompt_toolkit.input import create_pipe_input
-from prompt_toolkit.output import DummyOutput
 
 from rhapsody.commands.slash import ANYWAY, run_command
 from rhapsody.core.session.context import measure_messages
 from rhapsody.core.session.handoff_state import Phase
 from rhapsody.core.accounting.seam_cost import DEFAULT_NOTE_TOKENS, of_session
-from rhapsody.core.accounting.session_figures import figures
+from rhapsody.core.session.session_figures import figures
 from rhapsody.loopback.script import call, say
-from rhapsody.frontends.plain import run_plain
 from rhapsody.frontends.app.status import status_line
 
-from tests.conftest import SANDBOX, Stub, collect, until
+from tests.conftest import SANDBOX, Stub, collect, plain_mode, until
 from tests.test_cli import rhapsody
 from tests.core.session.test_handoff_e2e import handoff_turn, step
-from tests.core.accounting.test_window import big
+from tests.core.test_window import big
 
 SHORT = "I will print a short marker to see that the shell works before anything else."
 
@@ -40,7 +35,7 @@ async def test_a_short_session_would_not_pay_and_handoff_shows_the_figures_and_a
     assert worth.takes == by_hand > 0 and worth.adds == DEFAULT_NOTE_TOKENS and not worth.pays
     outcome = run_command(wiring.agent, "/handoff")
     assert outcome.confirm == "hand off anyway?" and outcome.then == ANYWAY and not outcome.run_turn
-    assert f"the strip would take ~{worth.takes:,} tokens and the handoff add ~2,500" in outcome.text
+    assert f"the strip would take ~{worth.takes:,} tokens and the handoff add ~{DEFAULT_NOTE_TOKENS:,}" in outcome.text
     assert "no note yet: the default" in outcome.text and session.handoff.phase == Phase.IDLE
     assert run_command(wiring.agent, ANYWAY).run_turn and session.handoff.phase == Phase.WANTED
     status = status_line(figures(session.records), session, "main", "idle", 200)
@@ -94,9 +89,7 @@ def test_headless_handoff_that_would_not_pay_is_refused_with_a_line(stub: Stub, 
 async def test_plain_mode_asks_y_n_and_no_leaves_the_context_as_it_is(stub: Stub, project: Path) -> None:
     stub.script(call(SHORT, "bash", command="echo ok"), say("Printed."))
     wiring = stub.wire(project)
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+    async with plain_mode(wiring) as (pipe, out, task):
         pipe.send_text("print ok\r")
         await until(lambda: "Printed." in out.getvalue() and not wiring.agent.busy)
         pipe.send_text("/handoff\r")

@@ -17,7 +17,7 @@ from rhapsody.loopback.script import say
 
 from tests.conftest import Stub, collect
 from tests.core.session.test_handoff_e2e import handoff_turn, step
-from tests.core.accounting.test_window import big
+from tests.core.test_window import big
 
 
 async def test_output_that_ran_while_the_handoff_was_wanted_is_not_counted_as_what_it_added(

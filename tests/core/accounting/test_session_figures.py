@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rhapsody.commands.slash import stats_text
-from rhapsody.core.accounting.pricing import cost
+from rhapsody.core.pricing import cost
 from rhapsody.core.session import records as rec
 from rhapsody.frontends.headless import result_event, run_headless
 from rhapsody.loopback.script import say

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import pytest
 from rhapsody.core.accounting import whatif
 from rhapsody.core.accounting.whatif import NoteCost, Policy, calibrate, note_cost, parse_policy, run
 
+from tests import launch
 from tests.transcripts import claude_session, claude_session_1m, codex_rollout, dump
 
 
@@ -116,8 +116,7 @@ def test_note_cost_comes_from_the_notes_the_project_wrote_else_a_stated_default(
 
 
 def rhapsody(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rhapsody", *args], capture_output=True, text=True, cwd=cwd,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(cwd)}, timeout=300)
+    return launch.run(list(args), cwd=cwd, env={"PATH": "/usr/bin:/bin", "HOME": str(cwd)}, timeout=300)
 
 
 @pytest.mark.parametrize("make, alone, own", [(claude_session_1m, 0.5, 0.5), (codex_rollout, 0.6, 0.5),
@@ -141,7 +140,7 @@ def test_seams_every_50_calls_bill_at_most_half_of_a_long_imported_session(proje
     assert "no field note written in this project yet" in report["note"]["basis"]
     text = rhapsody("stats", "--what-if", "sweep", cwd=project)
     assert text.returncode == 0 and "every=100" in text.stdout and "share=0.6" in text.stdout
-    assert "default 2,500 tokens added" in text.stdout
+    assert f"default {whatif.DEFAULT_NOTE_ADDED:,} tokens added" in text.stdout
 
 
 def test_what_if_answers_bad_input_in_one_line(project: Path) -> None:
@@ -160,3 +159,47 @@ def test_a_native_session_is_replayed_with_the_cost_of_its_own_field_note(projec
     assert every["seams"] == 3 and every["billed_input_tokens"] < report["without_seams"]["billed_input_tokens"]
     assert at["label"] == "at=40000" and at["peak_context"] < 40000 + 20000  # a seam once the context reached 40k
     assert report["as_happened"]["usd"] is not None and every["usd"] < report["without_seams"]["usd"]
+
+
+def test_the_default_note_cost_is_what_the_caps_let_a_seam_leave_and_note_tokens_overrides_it(
+        project: Path, tmp_path: Path) -> None:
+    """The default is built from the prompts' note aim and the caps (not a guessed 2,500), and agrees with them;
+    `--note-tokens N` prices every seam at N, stated, and a bigger note bills more on the same replay."""
+    from rhapsody.core.session.handoff import INDEX_CHARS
+    from rhapsody.core.accounting.seam_cost import ASK_CHARS, FACTS_CAP_CHARS, NOTE_AIM_CHARS
+    from rhapsody.prompts import load
+    from rhapsody.tools.handoff import FACTS_CHARS
+
+    assert FACTS_CHARS == FACTS_CAP_CHARS and len(load("handoff")) <= ASK_CHARS
+    assert "about 1,000 characters" in load("handoff") and NOTE_AIM_CHARS == 1_000
+    assert whatif.DEFAULT_NOTE_ADDED == round((2 * NOTE_AIM_CHARS + FACTS_CHARS + INDEX_CHARS + ASK_CHARS + 200) / 4)
+    assert whatif.DEFAULT_NOTE_ADDED < 2_500 and whatif.DEFAULT_NOTE_OUTPUT < 600
+    source = dump(claude_session(120), tmp_path / "long.jsonl")
+    assert rhapsody("import", str(source), cwd=project).returncode == 0
+    billed = {}
+    for tokens in (300, 3_000):
+        result = rhapsody("stats", "--what-if", "every=25", "--json", "--note-tokens", str(tokens), cwd=project)
+        assert result.returncode == 0, result.stderr
+        report = json.loads(result.stdout)
+        assert report["note"]["added"] == tokens and report["note"]["output"] == tokens // 4
+        assert "--note-tokens" in report["note"]["basis"]
+        billed[tokens] = report["policies"][0]["billed_input_tokens"]
+        assert "billed_ttl_choice" in report["policies"][0]["own_prompt"]  # the own-prompt row's 1h variant
+    assert billed[3_000] > billed[300]
+    bad = rhapsody("stats", "--what-if", "every=25", "--note-tokens", "0", cwd=project)
+    assert bad.returncode != 0 and "--note-tokens 0" in bad.stderr and len(bad.stderr.splitlines()) == 1
+
+
+def test_a_seams_two_requests_write_with_the_lifetime_of_the_request_they_precede() -> None:
+    """As the module docstring says: the request before the seam wrote for five minutes, the one after for an
+    hour (rhapsody chose the hour across a pause): the seam's requests, sent at the later moment, write for the
+    hour; on the old code they took the five minutes of the request before."""
+    from rhapsody.core.accounting.billing import TTL_1H, TTL_5M, Sent, ttl_of
+    from rhapsody.core.pricing import WRITE_1H_KEY
+
+    five = {"input_tokens": 1, "cache_creation_input_tokens": 100, "cache_read_input_tokens": 0, WRITE_1H_KEY: 0}
+    hour = {**five, WRITE_1H_KEY: 100}
+    sent = [Sent(0.0, [], five), Sent(900.0, [], {}), Sent(901.0, [], {}), Sent(902.0, [], hour)]
+    given = whatif.with_ttls(sent)
+    assert [s.ttl for s in given] == [None, (TTL_1H, TTL_1H), (TTL_1H, TTL_1H), None]
+    assert ttl_of(five, (TTL_1H, TTL_1H)) == (TTL_5M, TTL_5M)  # without it the seam's requests took this one's

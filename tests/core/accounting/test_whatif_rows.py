@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from rhapsody.core.accounting import whatif
 from rhapsody.core.session.messages import compact_json
 from rhapsody.core.accounting.whatif import calibrate, parse_policy, prompt_head, run
@@ -155,3 +157,25 @@ def test_own_prompt_replaces_every_models_prefix(project: Path, tmp_path: Path) 
     expected = base.input_tokens - fit.scale * sum(weight[m] - mine for m, _ in PLAN)
     assert abs(swapped.input_tokens - expected) <= 2
     assert swapped.input_usd is not None and base.input_usd is not None and swapped.input_usd < base.input_usd
+
+
+def test_a_sessions_subagent_requests_are_said_beside_the_rows_at_their_own_model(project: Path, tmp_path: Path) -> None:
+    """The paced fixture's Explore subagent runs on Haiku: its sidechain requests, with their usage (1-hour
+    writes kept), are counted once per request and priced at Haiku's rate, said in `--json` and under the table."""
+    from tests.core.accounting.test_whatif import rhapsody
+    from tests.transcripts import dump
+    from tests.transcripts_real import HAIKU, claude_real_session
+
+    lines = claude_real_session()
+    usages = {line["message"]["id"]: line["message"]["usage"] for line in lines
+              if line.get("isSidechain") and line.get("type") == "assistant"}
+    assert len(usages) == 12 and all(line["message"]["model"] == HAIKU for line in lines if line.get("isSidechain"))
+    by_hand = sum(u["input_tokens"] + u["cache_creation_input_tokens"] * 1.25 + u["cache_read_input_tokens"] * 0.1
+                  for u in usages.values())
+    assert rhapsody("import", str(dump(lines, tmp_path / "real.jsonl")), cwd=project).returncode == 0
+    result = rhapsody("stats", "--what-if", "checkpoint", "--json", cwd=project)
+    sub = json.loads(result.stdout)["subagents"]
+    assert sub["requests"] == 12 and sub["billed_input_tokens"] == round(by_hand)
+    assert sub["usd"] == pytest.approx(by_hand * 1.0 / 1e6, abs=1e-4)  # Haiku 4.5: $1 per million input
+    text = rhapsody("stats", "--what-if", "checkpoint", cwd=project).stdout
+    assert "its subagents (sidechains) sent 12 requests" in text

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rhapsody.core.events import ToolFinished
 from rhapsody.core.session.history import read_history
-from rhapsody.core.toolbox.tools import PlanReview
+from rhapsody.core.toolbox.protocol import PlanReview
 from rhapsody.loopback.script import call, say
 
 from tests.conftest import Stub, collect

@@ -13,7 +13,7 @@ from rhapsody.config.settings import Settings
 from rhapsody.core.events import HintDelivered, SubagentEnded, SubagentStarted, SubagentStep, ToolFinished, ToolStarted
 from rhapsody.core.session.history import read_history
 from rhapsody.core.session.session import Session
-from rhapsody.core.toolbox.tools import Approval
+from rhapsody.core.toolbox.approval import Approval
 from rhapsody.loopback.script import call, say
 from rhapsody.wiring import build
 

@@ -4,7 +4,7 @@ Each step has its own child process (tests/window_child.py), forked from a fork 
 imports rhapsody once, all started together; each test kills its child with SIGKILL once it
 holds the step, then resumes the history in this process and shows the next step happens from
 there, with the history valid throughout. (A kill between the strip and the ask, two appends
-with no await between them, is tested by cutting the history there: tests/core/accounting/test_window.py.)
+with no await between them, is tested by cutting the history there: tests/core/test_window.py.)
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from tests.killed_child import children as started
 from tests.window_child import hold
 
 STEPS = ["room_asked", "room_noted", "room_committed", "asked", "noted", "attached"]
+
+pytestmark = pytest.mark.xdist_group("window_states")  # one worker starts the module's children, once
 
 
 @pytest.fixture(scope="module")

@@ -1,1 +1,1 @@
-"""Tests of rhapsody.core.session."""
+"""Tests of rhapsody.core.session.session."""

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from rhapsody.core.events import SeamCommitted, TurnEnded
-from rhapsody.core.session.natural_seam import GIT_COMMIT, TEST_RUNNER, Boundaries, Boundary, cold_share
-from rhapsody.core.accounting.seam_cost import payoff
+from rhapsody.core.accounting.natural_seam import GIT_COMMIT, TEST_RUNNER, Boundaries, Boundary, cold_share
+from rhapsody.core.accounting.seam_cost import NOTE_OUTPUT_TOKENS, horizon, payoff
 from rhapsody.core.session.strip import validity_problems
 from rhapsody.loopback.script import call, say
 
@@ -21,7 +21,7 @@ from rhapsody.wiring import build
 
 from tests.conftest import SANDBOX, Stub, collect
 from tests.core.session.test_handoff_e2e import handoff_turn
-from tests.core.accounting.test_window import big
+from tests.core.test_window import big
 
 RUNNER = "#!/bin/sh\nif [ -f fixed ]; then echo '3 passed'; else echo '1 failed: test_add'; exit 1; fi\n"
 
@@ -148,13 +148,29 @@ def test_a_todo_list_with_one_more_item_completed_is_a_boundary() -> None:
 
 def test_the_payoff_counts_the_requests_ahead_and_the_cold_restarts() -> None:
     warm = payoff(60_000, 50_000, 2_500, ahead=30, cold=0.0, read=0.1, write=1.25, output_ratio=5)
-    assert warm.saves == pytest.approx(29 * 47_500 * 0.1)
-    assert warm.costs == pytest.approx(60_000 * 0.1 + 12_500 * 1.25 + 600 * 5)
+    assert warm.saves == pytest.approx(30 * 47_500 * 0.1)
+    assert warm.costs == pytest.approx(60_000 * 0.1 + 12_500 * 1.25 + NOTE_OUTPUT_TOKENS * 5)
     soon = payoff(60_000, 50_000, 2_500, ahead=3, cold=0.0, read=0.1, write=1.25, output_ratio=5)
     assert warm.pays and not soon.pays
     paused = payoff(60_000, 50_000, 2_500, ahead=3, cold=0.5, read=0.1, write=1.25, output_ratio=5)
     assert paused.pays  # a human who pauses past the TTL makes each of the few requests ahead a re-write
     assert cold_share([0, 10, 400, 410, 2000], 300) == 0.5
+
+
+def test_the_horizon_is_what_the_traffic_since_the_last_seam_has_already_been_carried() -> None:
+    """Rent-or-buy: steady growth over k requests counts k / 2; a large result a request ago counts 1 however
+    many requests came before it (the old guess counted them all); one right after the last seam counts for
+    every request since (the old guess: as many requests ahead as came since, the same here)."""
+    assert horizon([10_000 + 1_000 * k for k in range(11)]) == pytest.approx(5.5)
+    late = [10_000.0] * 60 + [50_000.0]
+    assert horizon(late) == pytest.approx(1.0)
+    early = [10_000.0, 50_000.0, 50_100.0, 50_200.0]
+    assert horizon(early) == pytest.approx((40_000 + 40_100 + 40_200) / 40_200)
+    assert horizon([10_000.0]) == 0.0 and horizon([10_000.0, 9_000.0]) == 0.0
+    context, takes, adds = 50_000, 40_000, 1_950
+    later = payoff(context, takes, adds, horizon(late), 0.0, 0.1, 1.25, 5)
+    old = payoff(context, takes, adds, len(late) - 1, 0.0, 0.1, 1.25, 5)
+    assert old.pays and not later.pays  # the old guess seamed for 60 requests it could not know would come
 
 
 async def test_in_the_app_the_seam_before_the_humans_message_shows_before_it(stub: Stub, project: Path) -> None:

@@ -27,6 +27,8 @@ from tests.core.session.test_handoff_e2e import handoff_turn
 
 STATES = ["wanted", "asked", "reminded", "noted", "committed", "failed", "undone"]
 
+pytestmark = pytest.mark.xdist_group("handoff_states")  # one worker starts the module's children, once
+
 
 @pytest.fixture(scope="module")
 def children(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Child]]:

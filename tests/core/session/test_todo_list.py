@@ -11,7 +11,7 @@ from rhapsody.commands.export import export_text
 from rhapsody.core.events import TodoUpdated
 from rhapsody.core.session.history import read_history
 from rhapsody.core.session.session import Session
-from rhapsody.frontends.headless import event_dict
+from rhapsody.core.event_json import as_json as event_dict
 from rhapsody.loopback.script import call, say
 from rhapsody.tools.handoff import harness_facts
 from rhapsody.rewind.rewind import rewind, turns

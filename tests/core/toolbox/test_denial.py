@@ -8,7 +8,7 @@ from typing import Any
 
 from rhapsody.core.events import DenialDelivered, SeamCommitted
 from rhapsody.core.session.history import read_history
-from rhapsody.core.toolbox.tools import Approval
+from rhapsody.core.toolbox.approval import Approval
 from rhapsody.loopback.script import call, say
 
 from tests.conftest import Stub, collect

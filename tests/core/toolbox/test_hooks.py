@@ -10,7 +10,7 @@ from typing import Any
 from rhapsody.config.settings import load_settings
 from rhapsody.core.events import Notice, ToolFinished, TurnEnded
 from rhapsody.core.session.history import read_history
-from rhapsody.core.toolbox.tools import Approval
+from rhapsody.core.toolbox.approval import Approval
 from rhapsody.loopback.script import call, say
 from rhapsody.commands.trust import trust, untrusted_notice
 from rhapsody.wiring import build

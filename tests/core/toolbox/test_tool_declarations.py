@@ -1,4 +1,4 @@
-"""What a tool declares (core.toolbox.tools.Tool) is what the toolbox uses: the path rules match, the argument
+"""What a tool declares (core.toolbox.protocol.Tool) is what the toolbox uses: the path rules match, the argument
 shown, the schema sent, and the time the tool itself ran."""
 
 from __future__ import annotations
@@ -10,9 +10,11 @@ import pytest
 from pydantic import BaseModel
 
 from rhapsody.core.session.context import RequestSpec
-from rhapsody.core.toolbox.permissions import Rules
+from rhapsody.core.access.permissions import Rules
 from rhapsody.core.session.session import Session
-from rhapsody.core.toolbox.tools import Approval, Tool, ToolContext, Toolbox, ToolOutcome
+from rhapsody.core.toolbox.approval import Approval
+from rhapsody.core.toolbox.orchestrator import Toolbox
+from rhapsody.core.toolbox.protocol import Tool, ToolContext, ToolOutcome
 
 
 class NoteInput(BaseModel):

@@ -2,7 +2,7 @@
 
 "As it happened" is the usage the API reported for every request, priced at the model that
 answered it: uncached input at 1x, cache writes at 1.25x (5-minute TTL) or 2x (1-hour), cache
-reads at the model's read multiplier (0.1x for most models; see core/accounting/pricing.py). "Without
+reads at the model's read multiplier (0.1x for most models; see core/pricing.py). "Without
 seams" rebuilds every request from the history with the seams left out (everything else as
 it happened: rolling cuts, thinking cuts, the handoff calls themselves) and prices it with
 a prompt-cache model of the request: one cache per model, breakpoints after the system
@@ -36,7 +36,7 @@ from typing import Any
 
 from rhapsody.core.session.context import Conversation
 from rhapsody.core.session.messages import Message, compact_json
-from rhapsody.core.accounting.pricing import WRITE_1H_KEY, WRITE_1H_MULT, WRITE_5M_MULT, Price, Rates, input_equivalents, rates_of
+from rhapsody.core.pricing import WRITE_1H_KEY, WRITE_1H_MULT, WRITE_5M_MULT, Price, Rates, input_equivalents, rates_of
 from rhapsody.core.session.records import parse
 
 TTL_5M = 300.0
@@ -55,6 +55,8 @@ class Sent:
     messages: list[Message]
     usage: dict[str, int]
     model: str = ""
+    ttl: tuple[float, float] | None = None
+    """The cache lifetimes it writes with, where its usage does not say (a replayed handoff's requests)."""
 
 
 def reported(usage: dict[str, int]) -> int:
@@ -199,7 +201,7 @@ def bill(sent: list[Sent], fitted: Fit) -> list[Split]:
     caches: dict[str, CacheModel] = {}
     ttl, model, out = (TTL_5M, TTL_5M), sent[0].model if sent else "", []
     for request in sent:
-        model, ttl = request.model or model, ttl_of(request.usage, ttl)
+        model, ttl = request.model or model, request.ttl or ttl_of(request.usage, ttl)
         cache = caches.get(model) or caches.setdefault(model, CacheModel(fitted.head_of(model)))
         _, read, written = cache.split(request.ts, request.messages, ttl)
         scale = fitted.scale

@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from rhapsody.core.accounting.pricing import WRITE_1H_MULT, WRITE_5M_MULT
-from rhapsody.core.accounting.session_figures import reported_input
+from rhapsody.core.pricing import WRITE_1H_MULT, WRITE_5M_MULT
+from rhapsody.core.session.session_figures import reported_input
 
 FIVE_MINUTES = "5m"
 ONE_HOUR = "1h"

@@ -3,7 +3,7 @@
 A seam is a model call (the ask, the agent's field note, the harness's facts and the index
 of what leaves, the agent's one-line answer) and a strip. On a short session the note can
 outweigh the tool traffic the strip takes, and the context grows. `estimate` compares the
-two in rhapsody's token estimate (core/accounting/tokens.py), before anything is asked:
+two in rhapsody's token estimate (core/session/tokens.py), before anything is asked:
 
 - takes: the active context's estimate minus that of the same context stripped now;
 - adds: the mean of what earlier handoffs added (a seam record's `before` minus the context
@@ -24,12 +24,28 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody.core.session.context import Conversation, RequestSpec, measure_messages
+from rhapsody.core.session.handoff import INDEX_CHARS
 from rhapsody.core.session.history import read_plain, sessions
 from rhapsody.core.session.session import Session
 
-DEFAULT_NOTE_TOKENS = 2_500
-"""What a handoff is assumed to add when no note was written yet: the default the what-if pricing
-states too (docs/performance.md); the recorded session's one handoff added ~2,939, a short one ~1,136."""
+NOTE_AIM_CHARS = 1_000
+"""The field note the prompts ask for (prompts/handoff.md, prompts/tools/micro_handoff.md): about 1,000 characters."""
+FACTS_CAP_CHARS = 2_600
+"""The harness facts at most (tools/handoff.py `FACTS_CHARS` is this figure)."""
+ASK_CHARS = 1_200
+"""The handoff request, which stays in the context as text (prompts/handoff.md is shorter; a test holds it)."""
+ANSWER_CHARS = 200
+"""The agent's one-line answer after the note, and the closing line the tool's result ends with."""
+DEFAULT_NOTE_TOKENS = round((2 * NOTE_AIM_CHARS + FACTS_CAP_CHARS + INDEX_CHARS + ASK_CHARS + ANSWER_CHARS) / 4)
+"""What a handoff is assumed to add when no note was written yet (1,950 tokens), the what-if's default too: what
+the caps let one seam leave in the context, the note twice (the call's input and the tool's result), the facts
+and the index of what leaves at their caps, the ask and the answer. A ceiling: a quiet stretch's facts and
+index are shorter (docs/performance.md, "The size a field note aims at")."""
+NOTE_ROOM_TOKENS = 2_500
+"""The room the window keeps for a first note before any was measured (core/agent/turn_end.py `note_room`): more than
+the priced default, since a note request the window refuses means stripping before the note is written."""
+NOTE_OUTPUT_TOKENS = round((NOTE_AIM_CHARS + ANSWER_CHARS) / 4)
+"""The output tokens a field note is assumed to take (300: the note and the answer), the what-if's default too."""
 SAMPLES = 5
 PROJECT_FILES = 20
 """The newest histories of the project read for note costs (the rest are older and slower to read)."""
@@ -113,10 +129,6 @@ def _notes(n: int) -> str:
     return f"{n} note{'s' if n != 1 else ''}"
 
 
-NOTE_OUTPUT_TOKENS = 600
-"""The output tokens a field note is assumed to take (the what-if pricing's default too)."""
-
-
 @dataclass(frozen=True)
 class Payoff:
     """What a seam now would save over the requests expected before the next one, against what it costs,
@@ -137,18 +149,34 @@ class Payoff:
 
 def payoff(context: int, takes: int, adds: int, ahead: float, cold: float, read: float, write: float,
            output_ratio: float, note_output: int = NOTE_OUTPUT_TOKENS) -> Payoff:
-    """Whether a seam now pays, by the cache's arithmetic over the `ahead` requests expected before the next seam.
+    """Whether a seam now pays, by the cache's arithmetic over a horizon of `ahead` requests (`horizon`).
 
     Without the seam each of those requests reads the `context` (C) from the cache; with it the handoff's two
     requests read C, the next request writes the stripped context and the note (S + N) once at `write`, and
-    every later one reads S + N. So the seam saves (ahead − 1) × (takes − adds) at the read rate, and a
-    request that finds the cache cold (a `cold` share of them: the human paused past its TTL) would have
-    re-written C instead of S + N, saving (takes − adds) × (write − read) more; it costs C × read (the one
-    extra request over C), (S + N) × write and the note's output at `output_ratio` × input.
+    every later one reads S + N. So the seam saves `ahead` × (takes − adds) at the read rate, and a request
+    that finds the cache cold (a `cold` share of them: the human paused past its TTL) would have re-written C
+    instead of S + N, saving (takes − adds) × (write − read) more; it costs C × read (the one extra request
+    over C), (S + N) × write and the note's output at `output_ratio` × input.
     """
     stripped = context - takes + adds
     per_request = (takes - adds) * (read + cold * (write - read))
-    return Payoff(max(0.0, ahead - 1) * per_request, context * read + stripped * write + note_output * output_ratio)
+    return Payoff(max(0.0, ahead) * per_request, context * read + stripped * write + note_output * output_ratio)
+
+
+def horizon(sizes: Sequence[float]) -> float:
+    """The requests a seam's saving is counted over: how many requests the traffic since the last seam has
+    already been carried, each weighted by its share of that traffic (`sizes`: the context of each request
+    since the last seam, the one about to go last; fewer than two, or none grown: 0).
+
+    This is rent-or-buy: the strip is bought once carrying what it would take has cost as much as the strip
+    does, which never spends more than twice what the best choice, made knowing the future, would, and
+    needs no guess of how many requests are still to come. Traffic that grew steadily over k requests counts
+    k / 2; one large result that came a request ago counts 1, so a turn end right after it does not seam for
+    requests that may never come; a large result that came right after the last seam counts for every request
+    since, so a boundary soon after it seams (docs/performance.md, "How the checkpoint policy judges")."""
+    if len(sizes) < 2 or sizes[-1] <= sizes[0]:
+        return 0.0
+    return sum(max(0.0, s - sizes[0]) for s in sizes[1:]) / (sizes[-1] - sizes[0])
 
 
 def of_session(session: Session) -> SeamEstimate:

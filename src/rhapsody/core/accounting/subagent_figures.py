@@ -4,7 +4,7 @@ Spent: their tool calls, tokens and dollars, each sub-agent priced at its own mo
 out: the estimated tokens of their tool calls and results, which would have been in this session's context
 had it made those calls itself; priced like the rest of the bill: the first request after a sub-agent
 ended would have written them to the cache, and every later one until the next seam read them, each at the
-model that served it (core/accounting/pricing.py).
+model that served it (core/pricing.py).
 
 Imports: stdlib and rhapsody.core only.
 """
@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from rhapsody.core.accounting.pricing import WRITE_1H_MULT, WRITE_5M_MULT, price_of, priced
-from rhapsody.core.accounting.session_figures import USAGE_KEYS
+from rhapsody.core.pricing import WRITE_1H_MULT, WRITE_5M_MULT, price_of, priced
+from rhapsody.core.session.session_figures import USAGE_KEYS
 
 ENDED = ("done", "limit", "failed", "interrupted")
 

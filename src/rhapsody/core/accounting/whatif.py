@@ -6,7 +6,7 @@ before the request that finds it due (a seam row is not given the source's compa
 its own context grows as large as the source's was when it compacted, it seams there instead):
 `every=N` tool calls since the last seam, `at=T` tokens of context, `share=S` of the model's
 window, or `checkpoint` (rhapsody's default: at the first natural boundary where the seam pays,
-core/session/natural_seam.py, with `share=0.4` as the net; `checkpoint=S` for another net). A seam costs what a real one costs: two
+core/accounting/natural_seam.py, with `share=0.4` as the net; `checkpoint=S` for another net). A seam costs what a real one costs: two
 requests over the whole context (the one asking for the note, the one that returns it), the
 note's output tokens, and the note with its index left in the context (the `micro_handoff`
 pair, which the strip keeps). Every request is then priced by billing's cache model, at the
@@ -22,7 +22,8 @@ it happened, to set beside the usage the API reported (its error says how far to
 other rows). `Calibration` is that fit with where the source compacted (`compacted_at`); a
 row run with rhapsody's own prompt (`run(..., head=prompt_head(...))`) carries it in place of
 every model's prefix. After a replayed seam that leaves more than half the window, the
-oldest seams' words move out as rhapsody's second window moves them (core/session/shelf.py).
+oldest seams' words move out as rhapsody's second window moves them (core/session/shelf.py). What one seam
+costs (the note) is core/accounting/whatif_note.py, re-exported here.
 
 Imports: stdlib and rhapsody.core only.
 """
@@ -34,14 +35,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from rhapsody.core.session import shelf
-from rhapsody.core.accounting.billing import (SEAM_KINDS, Fit, Sent, Split, bill, fit as fit_replay, replay, reported,
-                                   request_rates, served_by, size, split_of, total, usd)
+from rhapsody.core.accounting.billing import (TTL_5M, SEAM_KINDS, Fit, Sent, Split, bill, fit as fit_replay, replay,
+                                              reported, request_rates, served_by, size, split_of, total, ttl_of, usd)
 from rhapsody.core.accounting.cache_ttl import ONE_HOUR, Ledger
 from rhapsody.core.session.context import Conversation, Shelf, notice
-from rhapsody.core.accounting.pricing import WRITE_1H_KEY, WRITE_5M_MULT, input_equivalents
-from rhapsody.core.session.messages import Message, compact_json
-from rhapsody.core.session.natural_seam import Boundaries, Boundary, cold_share
-from rhapsody.core.accounting.seam_cost import payoff
+from rhapsody.core.pricing import WRITE_1H_KEY, WRITE_5M_MULT, input_equivalents
+from rhapsody.core.session.messages import Message
+from rhapsody.core.accounting.natural_seam import Boundaries, Boundary, cold_share
+from rhapsody.core.accounting.seam_cost import horizon, payoff
+from rhapsody.core.accounting.whatif_note import DEFAULT_NOTE_ADDED as DEFAULT_NOTE_ADDED
+from rhapsody.core.accounting.whatif_note import DEFAULT_NOTE_OUTPUT as DEFAULT_NOTE_OUTPUT
+from rhapsody.core.accounting.whatif_note import NoteCost as NoteCost
+from rhapsody.core.accounting.whatif_note import given_note as given_note
+from rhapsody.core.accounting.whatif_note import note_cost as note_cost
+from rhapsody.core.accounting.whatif_note import tokens as tokens
 from rhapsody.core.session.records import parse
 from rhapsody.core.session.strip import HANDOFF_TOOL
 
@@ -54,8 +61,6 @@ OUTPUT_RATIO = 5.0
 """Output price over input price: 5 on every Claude model of the table; what the note's output costs."""
 TTL = 300.0
 """The 5-minute cache the checkpoint policy's payoff is judged with in the replay."""
-DEFAULT_NOTE_ADDED = 2500
-DEFAULT_NOTE_OUTPUT = 600
 
 
 @dataclass(frozen=True)
@@ -98,40 +103,6 @@ def parse_policy(text: str) -> Policy:
         raise ValueError(f"what-if policy {text!r}: expected every=N (tool calls), at=TOKENS, share=S "
                          "(0 < S < 1 of the window), checkpoint or checkpoint=S (its net), or sweep")
     return Policy(kind, number)
-
-
-@dataclass(frozen=True)
-class NoteCost:
-    """What one seam adds: context tokens (ask, note, index) and output tokens (writing the note)."""
-
-    added: int
-    output: int
-    basis: str
-    """Where the figures come from, said in the output."""
-
-
-def note_cost(histories: list[list[dict[str, Any]]]) -> NoteCost:
-    """The mean cost of the notes these histories hold; the stated default when there are none.
-
-    What a note added is best read off a seam that measured it (`before` minus `asked_est_tokens`);
-    seams written before that field have the `micro_handoff` call and its result, which stay in the
-    context, measured instead."""
-    blocks = [b for h in histories for r in h if r["kind"] == "message" for b in r["content"] if isinstance(b, dict)]
-    calls = {b.get("id"): b for b in blocks if b.get("type") == "tool_use" and b.get("name") == HANDOFF_TOOL}
-    pairs = [tokens(calls[b.get("tool_use_id")]) + tokens(b) for b in blocks
-             if b.get("type") == "tool_result" and b.get("tool_use_id") in calls]
-    measured = [r["before"]["est_tokens"] - r["asked_est_tokens"] for h in histories for r in h
-                if r["kind"] == "seam" and isinstance(r.get("asked_est_tokens"), int)]
-    added, how = (measured, "seam(s) that measured it") if measured else (pairs, "field note(s) (the call and its result)")
-    if not added:
-        return NoteCost(DEFAULT_NOTE_ADDED, DEFAULT_NOTE_OUTPUT,
-                        f"no field note written in this project yet: default {DEFAULT_NOTE_ADDED:,} tokens added to the "
-                        f"context and {DEFAULT_NOTE_OUTPUT:,} output tokens per seam")
-    mean = round(sum(added) / len(added))
-    outputs = [tokens(c.get("input", {})) for c in calls.values()]
-    out = round(sum(outputs) / len(outputs)) if outputs else DEFAULT_NOTE_OUTPUT
-    return NoteCost(mean, out, f"estimated from {len(added)} {how} in this project's histories: ~{mean:,} tokens "
-                               f"added to the context and ~{out:,} output tokens per seam")
 
 
 @dataclass(frozen=True)
@@ -205,7 +176,7 @@ def run(records: list[dict[str, Any]], policy: Policy | None, note: NoteCost, wi
     those tools instead of the source's (`prompt_head`)."""
     fit = fit.own(head)
     sent, seams, shelves = _plan(records, policy, note, window, fit, read_mult)
-    served = with_models(sent, records)
+    served = with_ttls(with_models(sent, records))
     arm = priced_arm(policy.label if policy else "no seams", served, seams, fit, read_mult, seams * note.output)
     chosen, hours = _with_ttl_choice(served, seams, fit, read_mult)
     return dataclasses.replace(arm, billed_ttl_choice=chosen, one_hour_requests=hours, shelves=shelves)
@@ -232,6 +203,22 @@ def with_models(sent: list[Sent], records: list[dict[str, Any]]) -> list[Sent]:
     for request in sent:
         model = next(models, model) if request.usage else model  # a seam's requests have no usage
         out.append(dataclasses.replace(request, model=model))
+    return out
+
+
+def with_ttls(sent: list[Sent]) -> list[Sent]:
+    """A seam's two requests given the cache lifetimes of the request they precede: they go out at its moment,
+    under the lifetime in effect then (the request before may be an hour earlier, across a pause)."""
+    ttls, ttl = [], (TTL_5M, TTL_5M)
+    for request in sent:
+        ttl = ttl_of(request.usage, ttl)
+        ttls.append(ttl)
+    out, after = list(sent), None
+    for k in reversed(range(len(sent))):
+        if sent[k].usage:
+            after = ttls[k]
+        elif after is not None:
+            out[k] = dataclasses.replace(sent[k], ttl=after)
     return out
 
 
@@ -288,7 +275,7 @@ def _plan(records: list[dict[str, Any]], policy: Policy | None, note: NoteCost, 
             due = policy is not None and (full or (calls >= policy.value if limit is None
                                                    else context_tokens(head, view) * fit.scale >= limit))
             if checkpoints is not None:
-                due = checkpoints.due(conv, view, head, float(record.get("ts", 0.0)), len(sent)) or due
+                due = checkpoints.due(conv, view, head, float(record.get("ts", 0.0))) or due
             if due and calls:
                 ts = float(record.get("ts", 0.0))
                 sent += _seam(conv, ts, note, seams)
@@ -296,7 +283,7 @@ def _plan(records: list[dict[str, Any]], policy: Policy | None, note: NoteCost, 
                 shelves += second_window(conv, head, fit.scale, window)
                 view = conv.active()
                 if checkpoints is not None:
-                    checkpoints.last_seam = len(sent)
+                    checkpoints.seamed(context_tokens(head, view) * fit.scale)
             pending = Sent(float(record.get("ts", 0.0)), view, {})
         elif kind == "usage" and pending is not None:
             sent.append(dataclasses.replace(pending, usage=usage_of(record)))
@@ -339,7 +326,7 @@ def second_window(conv: Conversation, head: list[Any], scale: float, window: int
 
 
 class _Checkpoints:
-    """The `checkpoint` policy in the replay: the live policy's boundaries and payoff (core/session/natural_seam.py),
+    """The `checkpoint` policy in the replay: the live policy's boundaries and payoff (core/accounting/natural_seam.py),
     judged before each request over the replayed sizes."""
 
     def __init__(self, note: NoteCost, fit: Calibration, read_mult: float) -> None:
@@ -348,21 +335,29 @@ class _Checkpoints:
         self.boundary: Boundary | None = None
         self.times: list[float] = []
         self.last_seam = 0
-        """Requests replayed when the last seam was placed."""
+        """The index in `sizes` of the first request after the last seam."""
+        self.sizes: list[float] = []
+        """The context of each request judged so far, in the replay's tokens."""
+
+    def seamed(self, context: float) -> None:
+        """A seam was placed before the request just judged, which goes with `context` instead."""
+        self.sizes[-1], self.last_seam = context, len(self.sizes) - 1
 
     def see(self, record: dict[str, Any]) -> None:
         """Fold one record of the session as it happened."""
         self.boundary = self.fold.see(record) or self.boundary
 
-    def due(self, conv: Conversation, view: list[Message], head: list[Any], ts: float, requests: int) -> bool:
+    def due(self, conv: Conversation, view: list[Message], head: list[Any], ts: float) -> bool:
         """Whether the boundary reached since the last request (if any) pays a seam now; it is judged once."""
         self.times.append(ts)
+        self.sizes.append(context_tokens(head, view) * self.fit.scale)
         reached, self.boundary = self.boundary, None
         if reached is None:
             return False
         context = context_tokens(head, view) * self.fit.scale
         stripped = context_tokens(head, conv.view(len(conv.messages))) * self.fit.scale
-        worth = payoff(round(context), round(context - stripped), self.note.added, requests - self.last_seam,
+        since = self.sizes[self.last_seam:]
+        worth = payoff(round(context), round(context - stripped), self.note.added, horizon(since),
                        cold_share(self.times, TTL), self.read_mult, WRITE_5M_MULT, OUTPUT_RATIO, self.note.output)
         return worth.pays
 
@@ -401,8 +396,3 @@ def usage_of(record: dict[str, Any]) -> dict[str, int]:
     """A usage record's input figures, as billing's replay keeps them."""
     return {k: int(record.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens",
                                                   "cache_read_input_tokens", "cache_creation_1h_input_tokens")}
-
-
-def tokens(part: Any) -> int:
-    """Tokens of one part of a request as the what-if counts them (compact JSON characters / 4)."""
-    return max(1, -(-len(compact_json(part)) // 4))

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rhapsody.core.accounting.billing import SEAM_KINDS, Sent
+from rhapsody.core.pricing import input_equivalents, rates_of
 from rhapsody.core.session.context import Conversation
 from rhapsody.core.session.messages import Message, ToolResultBlock
 from rhapsody.core.session.records import parse
@@ -134,3 +135,26 @@ def _edit(message: Message, gone: set[str], memo: Memo) -> Message:
     edited = Message(role=message.role, content=content)
     memo[(id(message), hit)] = (message, edited)
     return edited
+
+
+def subagents(records: list[dict[str, Any]], read_mult: float | None) -> dict[str, Any]:
+    """The requests of an imported session's subagents (its sidechains) as the file reports them, each at the model
+    that answered it: the same in every row, since a seam of the main conversation leaves a subagent's own
+    requests as they were, so they are said beside the rows, not in them. A message written as several lines
+    repeats its usage: consecutive lines of one agent with the same usage count once."""
+    seen: tuple[Any, ...] | None = None
+    billed, dollars, requests = 0.0, 0.0, 0
+    for record in records:
+        usage = record.get("usage")
+        if record["kind"] != "aside" or record.get("what") != "sidechain" or not isinstance(usage, dict):
+            continue
+        key = (record.get("agent_id"), tuple(sorted(usage.items())))
+        if key == seen:
+            continue
+        seen, requests = key, requests + 1
+        rates = rates_of(str(record.get("model", "")), read_mult)
+        each = input_equivalents({k: int(v or 0) for k, v in usage.items()}, rates)
+        billed += each
+        dollars = dollars + each * rates.usd_per_token if rates.usd_per_token is not None and dollars >= 0 else -1.0
+    return {"requests": requests, "billed_input_tokens": round(billed), "usd": round(dollars, 4) if dollars >= 0 else None}
+

@@ -15,17 +15,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
-from typing import TYPE_CHECKING, Any, Protocol, assert_never
+from typing import Any, Protocol, assert_never
 
 from rhapsody.core.agent import ops
 from rhapsody.core.agent.shell import run_human_command
 from rhapsody.core.events import Event, Idle, Interrupted
 from rhapsody.core.session.handoff import undo_seam
 from rhapsody.core.session.session import Session
-from rhapsody.core.toolbox.tools import Approval
-
-if TYPE_CHECKING:
-    from rhapsody.core.agent.loop import Agent
+from rhapsody.core.toolbox.approval import Approval
+from rhapsody.core.toolbox.orchestrator import Toolbox
+from rhapsody.core.toolbox.protocol import ToolContext
 
 BUSY_TURN = "the agent is working: a line typed now is a hint (steer), or queued for the end of the turn"
 CHECKPOINTS_OFF = "checkpoints are off (checkpoints = false in the config): nothing to rewind to"
@@ -130,6 +129,30 @@ class Work:
         assert self.task is not None
         self.task.cancel()
         return True
+
+
+class Agent(Protocol):
+    """What the operations act on: the agent's parts, as core/agent/loop.py's `Agent` has them."""
+
+    session: Session
+    toolbox: Toolbox
+    ctx: ToolContext
+    outbox: Outbox
+    work: Work
+    rewinder: Rewinding | None
+
+    @property
+    def working(self) -> bool:
+        """Whether a turn or the human's command is under way."""
+
+    def run(self, text: str | None = None, typed: str | None = None) -> AsyncGenerator[Event, None]:
+        """One turn's events."""
+
+    def request_handoff(self) -> bool:
+        """Ask for the micro-handoff; False when one is under way."""
+
+    def questions_as_events(self) -> None:
+        """The human's questions go on the one queue from now on."""
 
 
 def handle(agent: Agent, op: ops.Op) -> ops.Receipt:

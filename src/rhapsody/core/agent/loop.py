@@ -25,9 +25,9 @@ from rhapsody.core.toolbox.approval import HumanApprover
 from rhapsody.core.session.checkpoints import end_checkpoint
 from rhapsody.core.events import Event, TurnEnded
 from rhapsody.core.accounting.cache_ttl import TtlChoice
-from rhapsody.core.agent.model import Model
-from rhapsody.core.accounting.pricing import price_of
-from rhapsody.core.session.natural_seam import Boundary, CheckpointSeam
+from rhapsody.core.model import Model
+from rhapsody.core.pricing import price_of
+from rhapsody.core.accounting.natural_seam import Boundary, CheckpointSeam
 from rhapsody.core.agent.observers import Observer, Observers
 from rhapsody.core.agent.policy import Policy, limit_reached
 from rhapsody.core.agent.request import stream_request
@@ -35,13 +35,15 @@ from rhapsody.core.agent.round import cancel_handoff, interrupt
 from rhapsody.core.agent.safety_net import request_failed
 from rhapsody.core.session.session import Session
 from rhapsody.core.agent.tool_calls import run_calls
-from rhapsody.core.toolbox.permissions import Mode
-from rhapsody.core.toolbox.tools import EditorFiles, PlanReviewer, ToolContext, Toolbox
+from rhapsody.core.toolbox.orchestrator import Toolbox
+from rhapsody.core.toolbox.protocol import EditorFiles, ToolContext
+from rhapsody.core.access.permissions import Mode
+from rhapsody.core.toolbox.protocol import PlanReviewer
 from rhapsody.core.agent.turn import Opening, Turn, begin, model_ended, opening
 from rhapsody.core.agent.turn_end import HandoffThreshold, handoff_left
 
 if TYPE_CHECKING:
-    from rhapsody.core.agent.subagent import Delegation
+    from rhapsody.core.agent.delegation import Delegation
 
 
 class Agent:
@@ -52,8 +54,8 @@ class Agent:
     """
 
     def __init__(self, session: Session, model: Model, toolbox: Toolbox, policy: Policy,
-                 observers: Sequence[Observer] = (), delegation: Delegation | None = None,
-                 rewinder: Rewinding | None = None) -> None:
+                 observers: Sequence[Observer] = (), rewinder: Rewinding | None = None,
+                 delegation: Delegation | None = None) -> None:
         self.session = session
         self.delegation = delegation
         """What the agent lends the sub-agents its calls start (core/agent/subagent.py); None: it starts none."""

@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from rhapsody.core.toolbox.permissions import Mode
+from rhapsody.core.access.permissions import Mode
 
 
 class _Op(BaseModel):

@@ -29,9 +29,9 @@ class Policy:
     parallel_tools: bool = False
     handoff_at_tokens: int | None = None
     handoff_at_share: float | None = None
-    """Ask for a seam when the context reaches this share of the window (core/accounting/window.py); None: off."""
+    """Ask for a seam when the context reaches this share of the window (core/window.py); None: off."""
     checkpoint_seams: bool = True
-    """The `checkpoint` policy: a seam at the first natural pause once it pays (core/session/natural_seam.py); the
+    """The `checkpoint` policy: a seam at the first natural pause once it pays (core/accounting/natural_seam.py); the
     share or token threshold stays the hard net. False: only the threshold."""
     cache_ttl: str = "auto"
     """The prompt cache's lifetime: "auto" (the one that pays, core/accounting/cache_ttl.py), "5m" or "1h"."""

@@ -14,10 +14,10 @@ from collections.abc import AsyncGenerator
 
 from rhapsody.core.errors import ContextTooLong, ModelError
 from rhapsody.core.events import Event, ModelResponse, RequestSent, Retrying, TextDelta, UsageReported
-from rhapsody.core.agent.model import Model
+from rhapsody.core.model import Model
 from rhapsody.core.agent.round import Round
 from rhapsody.core.session.session import Session
-from rhapsody.core.accounting.window import expected_tokens, session_window, too_long
+from rhapsody.core.window import expected_tokens, session_window, too_long
 
 
 async def stream_request(session: Session, model: Model, window_setting: int | None,

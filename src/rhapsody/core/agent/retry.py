@@ -18,7 +18,7 @@ from typing import Any
 
 from rhapsody.core.errors import ModelError
 from rhapsody.core.events import RetryCountdown, Retrying
-from rhapsody.core.agent.model import ModelEvent
+from rhapsody.core.model import ModelEvent
 
 RETRY_STATUSES = {408, 409, 429}
 """HTTP statuses below 500 that mean "try again"."""

@@ -20,7 +20,7 @@ from rhapsody.core.errors import ContextTooLong, ModelError
 from rhapsody.core.events import DenialDelivered, HandoffFailed, Interrupted, ModelResponse, NarrationViolation
 from rhapsody.core.session.messages import Block, TextBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.core.session.session import Session
-from rhapsody.core.toolbox.tools import ToolOutcome
+from rhapsody.core.toolbox.protocol import ToolOutcome
 
 INTERRUPTED = "Interrupted by the human before this call finished."
 

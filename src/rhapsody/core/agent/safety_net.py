@@ -6,7 +6,7 @@ blind, holding nothing that was not narrated. When a request is refused for leng
 API's 400, or rhapsody's own estimate before sending), `request_failed` makes room first:
 
 1. a `prune` record takes the oldest tool calls out of the view, only as many as the request
-   for the note needs to fit with room for the note (core/session/window_room.py), audited like any
+   for the note needs to fit with room for the note (core/accounting/window_room.py), audited like any
    strip; the latest results stay;
 2. the agent is asked for its field note over what is left (`prompts/window_note.md`, with
    the list of what left, each call recallable by id);
@@ -16,9 +16,11 @@ API's 400, or rhapsody's own estimate before sending), `request_failed` makes ro
 
 A handoff already asked for is not asked again: the prune makes room for the request already
 in the context. A note already written (phase `noted`) is not asked again: its seam is
-committed now, and work the handoff interrupted goes on. Where no cut between rounds makes
-room, where thinking is on (a cut changes the prefix the latest thinking is bound to, which
-must go back unchanged in a tool loop), or where the request for the note is refused as
+committed now, and work the handoff interrupted goes on. With thinking on, the cut changes the
+prefix every thinking block so far is bound to (FACTS §1.3), so a `thinking_cut` record drops
+them all first, as the strip does (dropping thinking from the start of the history is valid;
+the next request thinks afresh), and then the prune: the note is still written over the latest
+results. Where no cut between rounds makes room, or where the request for the note is refused as
 well, rhapsody strips first as before: a `seam` record strips every message so far, the
 current round included, then asks for the note over the stripped context, and the note
 attaches to that seam (`seam_note`); the second window's shelving follows that seam too. When
@@ -46,7 +48,6 @@ from rhapsody.core.events import (
     SeamCommitted,
 )
 from rhapsody.core.session.handoff import INDEX_CHARS, AuditFailed, commit_seam, prune, stripped_index
-from rhapsody.core.session.handoff_state import Phase
 from rhapsody.core.session.messages import TextBlock
 from rhapsody.core.agent.policy import Policy
 from rhapsody.core.accounting.seam_cost import of_session
@@ -54,8 +55,8 @@ from rhapsody.core.session.session import Session
 from rhapsody.core.session.shelf import shelve_after_seam
 from rhapsody.core.agent.turn_end import ABANDONED, HandoffThreshold, said
 from rhapsody.core.agent.turn_hooks import context_with
-from rhapsody.core.accounting.window import session_window
-from rhapsody.core.session.window_room import room_for_note
+from rhapsody.core.window import session_window
+from rhapsody.core.accounting.window_room import room_for_note
 
 WINDOW_REASON = "at the window, room for the field note: "
 """How the reason of the `prune` that makes room for the note at the window begins."""
@@ -78,7 +79,7 @@ def request_failed(session: Session, policy: Policy, threshold: HandoffThreshold
     refusal = str(failure)
     if refused_before and not _made_room(session):
         return _refused_again(session, refusal)
-    if not refused_before and session.handoff.phase != Phase.NOTED and not session.spec.thinking:
+    if not refused_before and not session.handoff.noted:
         made = _room_first(session, policy, refusal)
         if made is not None:
             return made
@@ -92,12 +93,14 @@ def _room_first(session: Session, policy: Policy, refusal: str) -> Netted | None
     """Take the oldest calls out so the request for the note fits with room for it, and ask for the note
     (None: no cut makes room, or its audit failed; the caller strips first instead)."""
     state = session.handoff
-    asking = state.phase not in (Phase.ASKED, Phase.REMINDED)  # a request already out is not asked again
+    asking = not state.asking  # a request already out is not asked again
     ask = policy.window_note.format(reason=refusal, index="x" * INDEX_CHARS) if asking else ""  # the longest index
     room = room_for_note(session, ask, of_session(session).adds, policy.context_window, refusal)
     if room is None:
         return None
     index = stripped_index(session, only=set(room.ids))
+    if session.spec.thinking:  # first, so a crash between the two leaves thinking dropped and nothing cut: valid
+        session.cut_thinking(f"{WINDOW_REASON}the cut changes the prefix every thinking block so far is bound to")
     try:
         record = prune(session, room.ids, f"{WINDOW_REASON}{refusal}")
     except AuditFailed as exc:
@@ -129,16 +132,16 @@ def _strip_first(session: Session, policy: Policy, refusal: str) -> Netted:
     state = session.handoff
     index = stripped_index(session)
     try:
-        record = commit_seam(session, note_path=state.note_path if state.phase == Phase.NOTED else "",
+        record = commit_seam(session, note_path=state.note_path if state.noted else "",
                              window={"refusal": refusal})
     except AuditFailed as exc:
         reason = f"{ABANDONED}{exc}"
         session.record("seam_failed", reason=reason)
         return Netted([HandoffFailed(reason), *_fail(session, refusal).events], False)
     events: list[Event] = [SeamCommitted(record, shelve_after_seam(session, _window(session, policy)))]
-    if state.phase == Phase.NOTED and state.interrupted_work:  # the seam the note was for is made: go on
+    if state.noted and state.interrupted_work:  # the seam the note was for is made: go on
         events += _tell(session, policy.continue_after_handoff)
-    elif state.phase != Phase.NOTED:
+    elif not state.noted:
         handoff_state.ask(session, interrupted_work=True, after_strip=record["seam"])
         events += _tell(session, policy.window_request.format(reason=refusal, seam=record["seam"], index=index))
         events.append(HandoffAsked())

@@ -15,7 +15,8 @@ import re
 
 from rhapsody.core.events import ShellRan
 from rhapsody.core.secrets import mask
-from rhapsody.core.toolbox.tools import ToolContext, Toolbox
+from rhapsody.core.toolbox.protocol import ToolContext
+from rhapsody.core.toolbox.orchestrator import Toolbox
 from rhapsody.core.session.session import Session
 
 EXIT_TRAILER = re.compile(r"\n*\[exit code -?\d+\]\s*$")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from rhapsody.core.session import records as rec
@@ -26,58 +26,18 @@ from rhapsody.core.session.context import RequestSpec
 from rhapsody.core.counts import counted
 from rhapsody.core.events import Event, Failed, HintDelivered, LimitsExceeded, SubagentEnded, SubagentStarted, SubagentStep
 from rhapsody.core.session.messages import ToolResultBlock, ToolUseBlock
-from rhapsody.core.agent.model import Model
-from rhapsody.core.toolbox.permissions import MODES, Mode, Rules
+from rhapsody.core.access.permissions import MODES, Mode, Rules
 from rhapsody.core.agent.policy import Policy
 from rhapsody.core.session.session import Session
-from rhapsody.core.accounting.tokens import estimate_chars
+from rhapsody.core.session.tokens import estimate_chars
 from rhapsody.core.toolbox.output_caps import cap_text
-from rhapsody.core.toolbox.tools import Approval, Approver, ToolContext, Toolbox
+from rhapsody.core.toolbox.approval import Approval, Approver
+from rhapsody.core.toolbox.protocol import ToolContext
+from rhapsody.core.toolbox.orchestrator import Toolbox
+from rhapsody.core.agent.delegation import Budget, Delegation, Order
 
 NOT_LENT = ("delegate", "exit_plan")
 """Tools a sub-agent does not get: it starts no sub-agent of its own, and it has no plan for the human to approve."""
-
-
-@dataclass(frozen=True)
-class Budget:
-    """What one sub-agent may spend before its turn ends (None: no limit of that kind)."""
-
-    tool_calls: int | None = 40
-    tokens: int | None = 2_000_000
-    dollars: float | None = 2.0
-
-    def within(self, other: Budget) -> Budget:
-        """This budget, no larger than `other` anywhere (a call may ask for less than the settings, never more)."""
-        return Budget(*(_least(mine, theirs) for mine, theirs in
-                        zip(dataclasses.astuple(self), dataclasses.astuple(other))))
-
-
-def _least(mine: Any, theirs: Any) -> Any:
-    return theirs if mine is None else mine if theirs is None else min(mine, theirs)
-
-
-@dataclass
-class Delegation:
-    """What an agent lends the sub-agents it starts: its model adapter, policy and toolbox, and the defaults."""
-
-    model: Model
-    policy: Policy
-    toolbox: Toolbox
-    prompt: str
-    """What the sub-agent's system prompt adds to the parent's (prompts/subagent.md)."""
-    model_id: str = ""
-    """The sub-agents' model (the `subagent_model` setting); '' for the parent's."""
-    budget: Budget = field(default_factory=Budget)
-
-
-@dataclass(frozen=True)
-class Order:
-    """One call's task, and what it asks for: a mode, a model ('' for the default), a budget."""
-
-    task: str
-    mode: Mode = "read-only"
-    model: str = ""
-    budget: Budget = field(default_factory=Budget)
 
 
 @dataclass(frozen=True)

@@ -17,13 +17,14 @@ from typing import Any
 from contextlib import aclosing
 
 from rhapsody.core.events import Event, HandoffAsked, SubagentStarted, TodoUpdated, ToolFinished, ToolStarted
-from rhapsody.core.session.handoff_state import NoteWritten, Phase
+from rhapsody.core.toolbox.protocol import NoteWritten
 from rhapsody.core.session.messages import Block, Message, TextBlock, ToolUseBlock
 from rhapsody.core.agent.narration import narration_words
 from rhapsody.core.agent.policy import Policy
 from rhapsody.core.agent.round import Round
-from rhapsody.core.session.todo import TodoWritten
-from rhapsody.core.toolbox.tools import ToolContext, ToolOutcome, Toolbox
+from rhapsody.core.toolbox.protocol import TodoWritten
+from rhapsody.core.toolbox.orchestrator import Toolbox
+from rhapsody.core.toolbox.protocol import ToolContext, ToolOutcome
 from rhapsody.core.agent.turn_end import delivered, rolled, said
 from rhapsody.core.agent.turn_hooks import ask_handoff, hook_notices, note_written
 
@@ -50,7 +51,7 @@ async def run_calls(ctx: ToolContext, toolbox: Toolbox, policy: Policy, current:
     hints = session.take_hints(("steer",))
     blocks += [TextBlock(text=h.text) for h in hints]
     asked: list[Block] = []
-    if session.handoff.phase == Phase.WANTED:
+    if session.handoff.wanted:
         asked = await ask_handoff(session, toolbox, policy.handoff_request, interrupted_work=True, joins=blocks)
         blocks += asked
         yield HandoffAsked()

@@ -1,7 +1,7 @@
 """Taking in the tools that tool sources (MCP servers) offer, between turns.
 
 The request's tools change only when a source's did, so the cached prefix holds otherwise;
-a session resumed without a source keeps the tools it offered (core/toolbox/tools.py answers their
+a session resumed without a source keeps the tools it offered (core/toolbox/orchestrator.py answers their
 calls as unavailable).
 
 Imports: stdlib and rhapsody.core only.
@@ -13,7 +13,7 @@ from collections.abc import AsyncGenerator
 
 from rhapsody.core.events import Notice
 from rhapsody.core.session.session import Session
-from rhapsody.core.toolbox.tools import Toolbox
+from rhapsody.core.toolbox.orchestrator import Toolbox
 
 
 async def sync_tools(session: Session, toolbox: Toolbox) -> AsyncGenerator[Notice, None]:

@@ -19,16 +19,15 @@ from dataclasses import dataclass
 from rhapsody.core.session.checkpoints import HARNESS_PREFIX, checkpoint
 from rhapsody.core.attachments import Attachment, attach as attach_files
 from rhapsody.core.events import Event, FilesAttached, ImagesAttached, ModelResponse, Notice, TurnEnded, TurnStarted
-from rhapsody.core.session.handoff_state import Phase
 from rhapsody.core.toolbox.hooks import STOP_CONTINUES
 from rhapsody.core.session.images import Attached, attach, label
 from rhapsody.core.session.messages import Block, Message, TextBlock
-from rhapsody.core.agent.model import Model
+from rhapsody.core.model import Model
 from rhapsody.core.agent.policy import Policy
 from rhapsody.core.agent.round import Round
 from rhapsody.core.session.session import Hint, Session
 from rhapsody.core.agent.tool_sync import sync_tools
-from rhapsody.core.toolbox.tools import Toolbox
+from rhapsody.core.toolbox.orchestrator import Toolbox
 from rhapsody.core.agent.turn_end import HandoffThreshold, delivered, end_of_turn, said
 from rhapsody.core.agent.turn_hooks import ask_handoff, fire, hook_notices
 
@@ -124,7 +123,7 @@ async def _pending_only(session: Session, toolbox: Toolbox, handoff_request: str
     """A turn without the human's words: the pending hints, else the micro-handoff if one is wanted."""
     hints = session.take_hints()
     blocks: list[Block] = [TextBlock(text=h.text) for h in hints]
-    if session.handoff.phase == Phase.WANTED and not blocks:
+    if session.handoff.wanted and not blocks:
         blocks = await ask_handoff(session, toolbox, handoff_request, interrupted_work=False)
     return Opening(blocks, hints, [], [])
 

@@ -32,15 +32,14 @@ from rhapsody.core.events import (
     SeamCommitted,
 )
 from rhapsody.core.session.handoff import AuditFailed, commit_seam, count_seam_tokens, roll, stripped_calls
-from rhapsody.core.session.handoff_state import Phase
 from rhapsody.core.session.messages import Block, TextBlock
-from rhapsody.core.agent.model import Model
+from rhapsody.core.model import Model
 from rhapsody.core.agent.policy import Policy
 from rhapsody.core.session.session import Hint, Session
-from rhapsody.core.accounting.seam_cost import DEFAULT_NOTE_TOKENS, note_costs
+from rhapsody.core.accounting.seam_cost import NOTE_ROOM_TOKENS, note_costs
 from rhapsody.core.session.shelf import shelve_after_seam
-from rhapsody.core.accounting.window import session_window, share_limit
-from rhapsody.core.session.window_room import HEADROOM
+from rhapsody.core.window import session_window, share_limit
+from rhapsody.core.accounting.window_room import HEADROOM
 
 ABANDONED = "strip abandoned, context unchanged: "
 """How a failed seam audit begins, live and on resume."""
@@ -56,7 +55,7 @@ class TurnEnd:
 
 class HandoffThreshold:
     """Asks for a micro-handoff once the context reaches `handoff_at_tokens` past the last seam, or
-    else `share` of the model's window (core/accounting/window.py)."""
+    else `share` of the model's window (core/window.py)."""
 
     def __init__(self, every: int | None, share: float | None = None, window: int | None = None) -> None:
         self.every = every
@@ -86,9 +85,9 @@ class HandoffThreshold:
 
 def note_room(records: list[dict[str, Any]]) -> int:
     """The room the handoff's own requests need in the window: what this session's notes added (else the
-    default), with a quarter more, as the safety net keeps for the note (core/session/window_room.py)."""
+    default), with a quarter more, as the safety net keeps for the note (core/accounting/window_room.py)."""
     costs = note_costs(records)
-    return round(HEADROOM * (sum(costs) / len(costs) if costs else DEFAULT_NOTE_TOKENS))
+    return round(HEADROOM * (sum(costs) / len(costs) if costs else NOTE_ROOM_TOKENS))
 
 
 async def end_of_turn(session: Session, policy: Policy, model: Model, threshold: HandoffThreshold,
@@ -100,21 +99,20 @@ async def end_of_turn(session: Session, policy: Policy, model: Model, threshold:
         # With thinking on, the prefix may change only between turns (FACTS §1.3).
         pruned = rolled(session, policy)
         events += [pruned] if pruned is not None else []
-    phase = session.handoff.phase
-    if phase == Phase.NOTED and session.handoff.after_strip:  # the strip came first, at the window
+    if session.handoff.noted and session.handoff.after_strip:  # the strip came first, at the window
         state = session.handoff
         session.record("seam_note", seam=state.after_strip, note_path=state.note_path)
         follow_up.append(TextBlock(text=policy.continue_after_handoff))
-    elif phase == Phase.NOTED:
+    elif session.handoff.noted:
         committed, resume_work = await _commit_seam(session, policy, model, threshold)
         events.append(committed)
         if resume_work:
             follow_up.append(TextBlock(text=policy.continue_after_handoff))
-    elif phase == Phase.ASKED:
+    elif session.handoff.asked:
         handoff_state.remind(session)
         follow_up.append(TextBlock(text=policy.handoff_reminder))
         events.append(HandoffAsked(reminder=True))
-    elif phase == Phase.REMINDED:
+    elif session.handoff.reminded:
         handoff_state.give_up(session, handoff_state.NO_NOTE)
         events.append(HandoffFailed(handoff_state.NO_NOTE))
     elif policy.memory_reminder and _memory_due(session, policy, turn_start):
@@ -143,7 +141,7 @@ def handoff_left(session: Session) -> tuple[bool, list[Event]]:
 
     With no tool call to strip it is given up instead, no request sent, and the event says why.
     """
-    if session.handoff.phase != Phase.WANTED:
+    if not session.handoff.wanted:
         return False, []
     if stripped_calls(session):
         return True, []

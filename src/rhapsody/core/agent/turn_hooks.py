@@ -2,7 +2,7 @@
 
 PreHandoff and PostHandoff are fired here, and each hook with the session's payload (`fire`, which builds
 it only when a hook listens);
-the tool events (PreToolUse, PostToolUse, Notification) are the toolbox's (core/toolbox/tools.py).
+the tool events (PreToolUse, PostToolUse, Notification) are the toolbox's (core/toolbox/orchestrator.py).
 
 Imports: stdlib and rhapsody.core only.
 """
@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from rhapsody.core.session import handoff_state
 from rhapsody.core.session.context import measure_messages
 from rhapsody.core.events import Notice
-from rhapsody.core.session.handoff_state import NoteWritten
+from rhapsody.core.toolbox.protocol import NoteWritten
 from rhapsody.core.toolbox.hooks import NOTHING, HookVerdict, payload
 from rhapsody.core.session.messages import Block, Message, TextBlock
 from rhapsody.core.session.session import Session
-from rhapsody.core.toolbox.tools import Toolbox
+from rhapsody.core.toolbox.orchestrator import Toolbox
 
 
 async def fire(session: Session, toolbox: Toolbox, event: str, **fields: object) -> HookVerdict:
@@ -53,6 +53,6 @@ def context_with(session: Session, blocks: Sequence[Block]) -> int:
 
 async def note_written(session: Session, toolbox: Toolbox, outcome: NoteWritten) -> None:
     """The field note is saved: the handoff moves on, and PostHandoff hooks get the note."""
-    handoff_state.noted(session, outcome)
+    handoff_state.noted(session, outcome.note_path, outcome.seam, outcome.note)
     path = session.root / outcome.note_path
     await fire(session, toolbox, "PostHandoff", note_path=str(path), note=outcome.note, seam=outcome.seam)

@@ -20,7 +20,7 @@ from typing import Any, assert_never
 from rhapsody.core.session import records as rec
 from rhapsody.core.session.messages import Message, TextBlock, compact_json
 from rhapsody.core.session.strip import compact, drop_messages, drop_thinking_blocks, drop_tool_ids, shelve_blocks, strip_blocks
-from rhapsody.core.accounting.tokens import estimate_chars
+from rhapsody.core.session.tokens import estimate_chars
 
 EPHEMERAL = {"type": "ephemeral"}
 

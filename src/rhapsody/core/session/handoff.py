@@ -16,9 +16,9 @@ from typing import Any
 from rhapsody.core.session.context import build_request, measure
 from rhapsody.core.errors import ModelError
 from rhapsody.core.session.messages import Message, ToolResultBlock, ToolUseBlock
-from rhapsody.core.agent.model import Model
+from rhapsody.core.model import Model
 from rhapsody.core.session.rolling import RollingPolicy, plan_cut
-from rhapsody.core.accounting.session_figures import reported_input
+from rhapsody.core.session.session_figures import reported_input
 from rhapsody.core.session.images import for_request
 from rhapsody.core.session.session import Session
 from rhapsody.core.session.strip import HANDOFF_TOOL, authored_sha256, shape, validity_problems

@@ -27,13 +27,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, assert_never
+from typing import Any, Protocol, assert_never
 
 from rhapsody.core.session import records as rec
-from rhapsody.core.toolbox.tools import ToolOutcome
-
-if TYPE_CHECKING:
-    from rhapsody.core.session.session import Session
 
 
 class Phase(StrEnum):
@@ -69,15 +65,30 @@ class HandoffState:
         """Whether a handoff is under way (wanted, asked, reminded or noted)."""
         return self.phase not in AT_REST
 
+    @property
+    def wanted(self) -> bool:
+        """A handoff is wanted and the agent not asked for its note yet."""
+        return self.phase == Phase.WANTED
 
-@dataclass(frozen=True)
-class NoteWritten(ToolOutcome):
-    """What `micro_handoff` returns: the note is saved, and the seam is to be committed."""
+    @property
+    def asked(self) -> bool:
+        """The agent was asked for its note once, and has not written it."""
+        return self.phase == Phase.ASKED
 
-    note_path: str = ""
-    seam: int = 0
-    note: str = ""
-    """The note as saved (PostHandoff hooks get it)."""
+    @property
+    def reminded(self) -> bool:
+        """The agent was asked, ended its turn without the note, and was reminded."""
+        return self.phase == Phase.REMINDED
+
+    @property
+    def asking(self) -> bool:
+        """A request for the note is out (asked or reminded): it is not asked again."""
+        return self.phase in (Phase.ASKED, Phase.REMINDED)
+
+    @property
+    def noted(self) -> bool:
+        """The note is written; the seam commits when the agent ends its turn."""
+        return self.phase == Phase.NOTED
 
 
 def fold(state: HandoffState, record: rec.Record) -> HandoffState:
@@ -116,6 +127,25 @@ def _moved(state: HandoffState, record: rec.Handoff) -> HandoffState:
                                after_strip=after_strip)
 
 
+class Session(Protocol):
+    """What a transition needs of the session (core/session/session.py, which folds this module's records):
+    the state it is in, its records, and the one way to add one. A protocol, so the two do not import each other."""
+
+    @property
+    def handoff(self) -> HandoffState:
+        """The state folded from the records so far."""
+        ...
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """Every record of the session, in order."""
+        ...
+
+    def record(self, kind: str, **fields: Any) -> object:
+        """Append one record to the history and fold it in."""
+        ...
+
+
 def want(session: Session, **why: object) -> bool:
     """Ask for a handoff (`why`: what the automatic seam judged, e.g. the boundary `at` and the figures); False
     (nothing recorded) when one is already under way."""
@@ -139,10 +169,10 @@ def remind(session: Session) -> None:
     session.record("handoff", state=Phase.REMINDED.value)
 
 
-def noted(session: Session, note: NoteWritten) -> None:
+def noted(session: Session, note_path: str, seam: int, note: str) -> None:
     """The field note is written; the seam commits when the agent ends its turn."""
-    session.record("handoff", state=Phase.NOTED.value, note_path=note.note_path, seam=note.seam,
-                   note_bytes=len(note.note.encode("utf-8", "surrogatepass")))
+    session.record("handoff", state=Phase.NOTED.value, note_path=note_path, seam=seam,
+                   note_bytes=len(note.encode("utf-8", "surrogatepass")))
 
 
 def cancel(session: Session, reason: str = "") -> bool:
@@ -150,7 +180,7 @@ def cancel(session: Session, reason: str = "") -> bool:
 
     False (nothing recorded) when no request waits for a note.
     """
-    if session.handoff.phase not in (Phase.WANTED, Phase.ASKED, Phase.REMINDED):
+    if not (session.handoff.wanted or session.handoff.asking):
         return False
     give_up(session, reason or CANCELLED)
     return True

@@ -7,7 +7,7 @@ the provider, so it is confined as the file tools' reads are: resolved inside th
 (an absolute or `~` path outside it, or a link to outside, is refused), never a protected path
 (secret-looking names, `.rhapsody/`, credential locations, the user's `protected_paths`), and
 read through descriptors opened component by component without following a link, so a link
-swapped in after the check is refused, not followed (core/toolbox/confined.py, as attached files are). Only the words the human typed attach:
+swapped in after the check is refused, not followed (core/access/confined.py, as attached files are). Only the words the human typed attach:
 a custom command's own text (a project's file) attaches nothing. The bytes are stored once
 under `.rhapsody/images/SHA256.EXT` (mode 0600), and the message record holds a reference
 block, so the history does not grow by the image at every resume:
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rhapsody.core.toolbox import confined
+from rhapsody.core.access import confined
 from rhapsody.core.errors import StorageError
 from rhapsody.core.session.history import STATE_DIR, private_dir, state_dir, write_private_bytes
 from rhapsody.core.session.messages import Message, OtherBlock

@@ -29,7 +29,7 @@ from typing import Annotated, Any, Literal, Union, get_args
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from rhapsody.core.session.messages import Block, ToolResultBlock, ToolUseBlock
-from rhapsody.core.toolbox.permissions import Confinement, DecidedBy, Mode, Verdict
+from rhapsody.core.access.permissions import Confinement, DecidedBy, Mode, Verdict
 
 
 class InvalidRecord(ValueError):

@@ -2,7 +2,7 @@
 
 Every change goes through `record`, which appends to the history first and then folds the
 record into memory, so what is in memory is always what a resume would rebuild: the
-conversation, pending hints, the todo list (core/session/todo.py), figures (core/accounting/session_figures.py) and the micro-handoff's state (`handoff`, see
+conversation, pending hints, the todo list (core/session/todo.py), figures (core/session/session_figures.py) and the micro-handoff's state (`handoff`, see
 core/session/handoff_state.py).
 
 Imports: stdlib and rhapsody.core only.
@@ -21,7 +21,7 @@ from rhapsody.core.session.context import Conversation, RequestSpec, build_reque
 from rhapsody.core.session import handoff_state
 from rhapsody.core.session import records as rec
 from rhapsody.core.errors import HistoryError
-from rhapsody.core.accounting.session_figures import Figures
+from rhapsody.core.session.session_figures import Figures
 from rhapsody.core.session.handoff_state import HandoffState
 from rhapsody.core.session.images import for_request, has_images, image_tokens
 from rhapsody.core.session.history import (HistoryRead, HistoryWriter, collector_paused, history_dir, new_session_id,

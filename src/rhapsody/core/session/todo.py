@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rhapsody.core.session import records as rec
-from rhapsody.core.toolbox.tools import ToolOutcome
 
 MARKS = {"done": "[x]", "in_progress": "[>]", "pending": "[ ]"}
 """How each state is drawn, in every front end and export."""
@@ -35,13 +34,6 @@ class TodoList:
     def items(self) -> list[rec.TodoItem]:
         """The list now (empty: none written, or the last one emptied)."""
         return list(self.written[-1][1]) if self.written else []
-
-
-@dataclass(frozen=True)
-class TodoWritten(ToolOutcome):
-    """A todo_write call's outcome: the list it left, for the loop's event."""
-
-    items: tuple[rec.TodoItem, ...] = ()
 
 
 def lines(items: list[rec.TodoItem] | tuple[rec.TodoItem, ...]) -> list[str]:

@@ -1,1 +1,1 @@
-"""The toolbox: the tool protocol, the toolbox that runs calls, permissions, approval, hooks and confinement."""
+"""The toolbox: the tool protocol, the registry, the orchestrator that runs each call, approval and hooks."""

@@ -15,11 +15,36 @@ import asyncio
 import itertools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from rhapsody.core.agent.ops import ApprovalAnswer
 from rhapsody.core.events import ApprovalAsked
-from rhapsody.core.toolbox.tools import Approval
+
+@dataclass(frozen=True)
+class Approval:
+    """The human's answer to a permission question.
+
+    `remember` holds rules (e.g. `bash:pytest *`) allowed for the rest of the session.
+    """
+
+    allow: bool
+    reason: str = ""
+    remember: tuple[str, ...] = ()
+    words: str = ""
+    """What the human typed with a denial, exactly; it reaches the model as the human's message."""
+
+
+class Approver(Protocol):
+    """Asks the human whether a call may run (the app and plain mode provide one).
+
+    `args` are the call's validated arguments, so the question can show a diff or the exact command;
+    `rules` are the session rules that would let it run (see core/toolbox/rule_suggestions.py), empty when no rule can.
+    """
+
+    async def __call__(self, tool: str, argument: str, why: str, args: dict[str, Any],
+                       rules: tuple[str, ...] = ()) -> Approval:
+        """The human's decision."""
+        ...
+
 
 GRACE = 0.6
 """Seconds after a question appears during which nothing typed answers it, in every front end:
@@ -69,18 +94,6 @@ def approval_for(typed: str, rules: tuple[str, ...]) -> Approval:
             return Approval(False, words=typed)
 
 
-def answer_for(question_id: str, typed: str, rules: tuple[str, ...]) -> ApprovalAnswer:
-    """The operation `typed` sends to the question `question_id` offering `rules` (see reply_to)."""
-    return answer_of(question_id, approval_for(typed, rules))
-
-
-def answer_of(question_id: str, approval: Approval | None) -> ApprovalAnswer:
-    """An answer a front end's dialog gave (None: dismissed, which denies) as the operation that sends it."""
-    if approval is None or not approval.allow:
-        return ApprovalAnswer(id=question_id, decision="deny", reason=approval.words if approval else "")
-    return ApprovalAnswer(id=question_id, decision="always" if approval.remember else "once")
-
-
 Grace = Callable[[], Awaitable[object]]
 """Waits out one question's grace period; a front end takes no answer until it is over."""
 
@@ -119,7 +132,9 @@ class Question:
 
 
 class HumanApprover:
-    """An Approver whose questions a front end takes with `next_question` and answers."""
+    """An Approver for a human: once a front end submits work to the agent, each question goes out as an
+    `ApprovalAsked` event and an `ApprovalAnswer` op answers it (`answer`); a caller that drives `Agent.run`
+    itself takes the questions with `next_question`."""
 
     def __init__(self, grace: Grace = wait_grace) -> None:
         self._questions: asyncio.Queue[Question] | None = None

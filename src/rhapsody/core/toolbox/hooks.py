@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from rhapsody.core.toolbox.permissions import Mode, Verdict
+from rhapsody.core.access.permissions import Mode, Verdict
 
 if TYPE_CHECKING:
     from rhapsody.core.session.session import Session

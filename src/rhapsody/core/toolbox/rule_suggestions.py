@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from rhapsody.core.toolbox.permissions import Call, Mode, Rules, decide_call, fetch_host
+from rhapsody.core.access.permissions import Call, Mode, Rules, decide_call, fetch_host
 
 
 def session_rules(mode: Mode, rules: Rules, call: Call) -> tuple[str, ...]:

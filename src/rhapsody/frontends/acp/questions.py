@@ -18,7 +18,7 @@ from acp.schema import PermissionOption, RequestPermissionResponse, ToolCallUpda
 from rhapsody.core import events as ev
 from rhapsody.core.agent import ops
 from rhapsody.core.session.messages import ToolUseBlock
-from rhapsody.core.toolbox.tools import PlanReview
+from rhapsody.core.toolbox.protocol import PlanReview
 from rhapsody.frontends.acp.updates import kind_of, old_text, proposed_text
 from rhapsody.view.render import call_title
 

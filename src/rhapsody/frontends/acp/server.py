@@ -34,8 +34,8 @@ from rhapsody.core.toolbox.approval import HumanApprover
 from rhapsody.core.errors import HistoryError, RhapsodyError
 from rhapsody.core.session.history import discard_if_empty
 from rhapsody.core.agent.loop import Agent
-from rhapsody.core.toolbox.permissions import MODES, mode_named
-from rhapsody.core.toolbox.tools import PlanReview
+from rhapsody.core.access.permissions import MODES, mode_named
+from rhapsody.core.toolbox.protocol import PlanReview
 from rhapsody.frontends.acp.files import ClientFiles, offered
 from rhapsody.frontends.acp.listing import listed
 from rhapsody.frontends.acp.prompts import available_commands, prompt_text
@@ -173,14 +173,14 @@ class RhapsodyAcp:
         the prompt that waits."""
         async with aclosing(live.agent.events()) as events:
             async for event in events:
-                self._track(live, event)
                 try:
                     await self._dispatch(live, event)
                 except Exception:  # noqa: BLE001 - one event's update failing must not leave every prompt waiting
                     logging.exception("an update could not be sent")
 
     async def _dispatch(self, live: Live, event: ev.Event) -> None:
-        """One event of the agent's queue, to the client."""
+        """One event of the agent's queue, to the client, and what the updates and the prompt's answer need
+        from it: the calls open, how the work ended so far."""
         match event:
             case ev.ApprovalAsked():
                 asking = asyncio.ensure_future(self._ask(live, event))
@@ -195,22 +195,28 @@ class RhapsodyAcp:
                 await self._send(live, said(f"! {event.command} → exit {event.exit_code}\n```\n"
                                             f"{event.output.rstrip()}\n```\n[{event.hint_id} queued: the agent reads "
                                             "it with your next message]"))
-            case _:
+            case ev.ToolStarted(call=call):
+                live.open_calls.append(call.id)
+                await self._updates(live, event)
+            case ev.ToolFinished(call=call):
+                if call.id in live.open_calls:
+                    live.open_calls.remove(call.id)
+                await self._updates(live, event)
+            case ev.TurnEnded(stop_reason=reason):
+                live.stop = STOPS.get(reason or "end_turn", "end_turn")  # type: ignore[assignment]
+            case ev.Interrupted():
+                live.stop = "cancelled"
+                for asking in live.asking:  # the question was dropped with the turn: the client's dialog is moot
+                    asking.cancel()
+                await self._updates(live, event)
+            case _:  # every other event is the update mapping's, whose own match is exhaustive (updates.py)
                 for update in event_updates(event, live.calls):
                     await self._send(live, update)
 
-    def _track(self, live: Live, event: ev.Event) -> None:
-        """What the updates and the prompt's answer need: the calls open, how the work ended so far."""
-        if isinstance(event, ev.ToolStarted):
-            live.open_calls.append(event.call.id)
-        elif isinstance(event, ev.ToolFinished) and event.call.id in live.open_calls:
-            live.open_calls.remove(event.call.id)
-        elif isinstance(event, ev.TurnEnded):
-            live.stop = STOPS.get(event.stop_reason or "end_turn", "end_turn")  # type: ignore[assignment]
-        elif isinstance(event, ev.Interrupted):
-            live.stop = "cancelled"
-            for asking in live.asking:  # the question was dropped with the turn: the client's dialog is moot
-                asking.cancel()
+    async def _updates(self, live: Live, event: ev.Event) -> None:
+        """The updates an event sends, to the client."""
+        for update in event_updates(event, live.calls):
+            await self._send(live, update)
 
     # -- sessions ----------------------------------------------------------------------------
 

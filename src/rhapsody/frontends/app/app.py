@@ -31,7 +31,7 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, assert_never, cast
 
 from rich.text import Text
 from textual import on, work
@@ -67,10 +67,11 @@ if TYPE_CHECKING:
     from rhapsody.core.session import records as rec
     from rhapsody.core.toolbox.approval import HumanApprover
     from rhapsody.core.agent import ops
-    from rhapsody.core.toolbox.tools import Approval, PlanReview
+    from rhapsody.core.toolbox.approval import Approval
     from rhapsody.core.agent.loop import Agent
     from rhapsody.frontends import controller as control
     from rhapsody.core.session.messages import ToolUseBlock
+    from rhapsody.core.toolbox.protocol import PlanReview
 else:  # loaded on first use, after the first frame (pydantic and the core are most of the start-up)
     commands = lazy("rhapsody.commands.slash")
     render = lazy("rhapsody.view.render")
@@ -525,9 +526,11 @@ class RhapsodyApp(App[int]):
         self.set_state("working")
         try:
             async for event in self.agent.events():
-                if isinstance(event, ev.Idle):
-                    break
-                await self.apply(event)
+                match event:
+                    case ev.Idle():
+                        break
+                    case _:
+                        await self.apply(event)  # apply shows it through `show`, whose match is exhaustive
             if time.monotonic() - began > self.settings.notify_after:
                 self.signal("turn_end", "rhapsody: the agent has finished and waits for you")
         except asyncio.CancelledError:
@@ -550,7 +553,7 @@ class RhapsodyApp(App[int]):
             self.transcript.sync(entry)
         self.calls = {}
         for sid in list(self.subagents):  # Esc stopped them too: their end was never said
-            await self.subagent_event(ev.SubagentEnded(sid, "interrupted", "stopped by the human"))
+            self.subagent_changed(ev.SubagentEnded(sid, "interrupted", "stopped by the human"), *self.subagents[sid])
         await self.transcript.add(Entry.of(render.event_lines(ev.Interrupted(""))[0]))
 
     async def apply(self, event: ev.Event) -> None:
@@ -567,56 +570,72 @@ class RhapsodyApp(App[int]):
         self.transcript.unpin()
 
     async def show(self, event: ev.Event) -> None:
-        """Add the lines of one loop event."""
+        """Add the lines of one loop event: every event has its case, then the renderer's lines (none for most)."""
         t = self.transcript
-        if isinstance(event, ev.TextDelta):
-            self.live.writing()
-            self.live.streamed(len(event.text))
-            await t.stream_text(event.text)
-            return  # the status line repaints on the spinner's tick
-        if isinstance(event, ev.ThinkingDelta):
-            self.live.thinking()
-            self.live.streamed(len(event.text))
-            await self.stream_thinking(event.text)
-            return
-        if isinstance(event, ev.Interrupted):
-            await self.close_question()
-            return await self.interrupted()
-        if isinstance(event, ev.ApprovalAsked):
-            return await self.ask(event)
-        if isinstance(event, ev.ShellRan):
-            return await self.shell_ran(event)
-        if isinstance(event, ev.BlockStopped):
-            await t.end_text()
-            self._thinking = None
-        elif isinstance(event, ev.RetryCountdown):  # the status bar counts the wait down
-            self.live.start(f"retry {event.attempt} in {event.remaining:.0f} s,")
-            return self.refresh_status()
-        elif isinstance(event, ev.Retrying):
-            await t.end_text(discard=True)
-        elif isinstance(event, ev.RequestSent):
-            self.live.start(MODEL_WAIT)
-            self._replying = True
-        elif isinstance(event, (ev.ToolStarted, ev.ToolFinished)):
-            await self.tool_event(event)
-            return self.refresh_status()
-        elif isinstance(event, ev.HintDelivered):
-            await self.hints_delivered(event)
-        elif isinstance(event, ev.HarnessSaid) and event.seq <= self._rebuilt_to:  # a rebuild drew it already
-            return
-        elif isinstance(event, (ev.SeamCommitted, ev.ContextPruned)):
-            await t.end_text()
-            await self.reload()
-            return self.refresh_status()
-        elif isinstance(event, ev.TurnStarted) and event.user_text:
-            self._typed = None  # the human's words are in the history now; nothing to draw, the status below
-        elif isinstance(event, (ev.TurnEnded, ev.Failed)):
-            await t.end_text()
-        elif isinstance(event, ev.TodoUpdated):
-            return self.show_todos(list(event.items))
-        elif isinstance(event, (ev.SubagentStarted, ev.SubagentStep, ev.SubagentEnded)):
-            await t.end_text()
-            return await self.subagent_event(event)
+        match event:
+            case ev.TextDelta():
+                self.live.writing()
+                self.live.streamed(len(event.text))
+                await t.stream_text(event.text)
+                return  # the status line repaints on the spinner's tick
+            case ev.ThinkingDelta():
+                self.live.thinking()
+                self.live.streamed(len(event.text))
+                await self.stream_thinking(event.text)
+                return
+            case ev.Interrupted():
+                await self.close_question()
+                return await self.interrupted()
+            case ev.ApprovalAsked():
+                return await self.ask(event)
+            case ev.ShellRan():
+                return await self.shell_ran(event)
+            case ev.RetryCountdown():  # the status bar counts the wait down
+                self.live.start(f"retry {event.attempt} in {event.remaining:.0f} s,")
+                return self.refresh_status()
+            case ev.ToolStarted():
+                await self.tool_started(event)
+                return self.refresh_status()
+            case ev.ToolFinished():
+                await self.tool_finished(event)
+                return self.refresh_status()
+            case ev.HarnessSaid() if event.seq <= self._rebuilt_to:  # a rebuild drew it already
+                return
+            case ev.SeamCommitted() | ev.ContextPruned():
+                await t.end_text()
+                await self.reload()
+                return self.refresh_status()
+            case ev.TodoUpdated():
+                return self.show_todos(list(event.items))
+            case ev.SubagentStarted():
+                await t.end_text()
+                return await self.subagent_started(event)
+            case ev.SubagentStep() | ev.SubagentEnded():
+                await t.end_text()
+                if event.id in self.subagents:
+                    self.subagent_changed(event, *self.subagents[event.id])
+                return
+            case ev.BlockStopped():
+                await t.end_text()
+                self._thinking = None
+            case ev.Retrying():
+                await t.end_text(discard=True)
+            case ev.RequestSent():
+                self.live.start(MODEL_WAIT)
+                self._replying = True
+            case ev.HintDelivered():
+                await self.hints_delivered(event)
+            case ev.TurnStarted():
+                if event.user_text:
+                    self._typed = None  # the human's words are in the history now; nothing to draw, the status below
+            case ev.TurnEnded() | ev.Failed():
+                await t.end_text()
+            case (ev.UsageReported() | ev.ModelResponse() | ev.NarrationViolation() | ev.HarnessSaid()
+                  | ev.DenialDelivered() | ev.MemoryReminded() | ev.HandoffAsked() | ev.HandoffFailed()
+                  | ev.LimitsExceeded() | ev.Notice() | ev.ImagesAttached() | ev.FilesAttached() | ev.Idle()):
+                pass  # the renderer's lines below are all they show
+            case _:
+                assert_never(event)
         for line in render.event_lines(event):
             await t.add(Entry.of(line))
         self.refresh_status()
@@ -634,7 +653,7 @@ class RhapsodyApp(App[int]):
 
     async def review_plan(self, plan: str) -> PlanReview:
         """The plan exit_plan proposes, for the human to approve (as edited), or reject with a reason."""
-        from rhapsody.core.toolbox.tools import PlanReview
+        from rhapsody.core.toolbox.protocol import PlanReview
         from rhapsody.frontends.app.plan_review import PlanScreen
 
         answered: asyncio.Future[PlanReview] = asyncio.get_running_loop().create_future()
@@ -660,15 +679,17 @@ class RhapsodyApp(App[int]):
             await self.transcript.add(self._thinking)
         self._thinking.body += text
 
-    async def tool_event(self, event: ev.ToolStarted | ev.ToolFinished) -> None:
-        """A call's line appears when it starts and changes in place when it finishes."""
+    async def tool_started(self, event: ev.ToolStarted) -> None:
+        """A call's line appears when it starts (and changes in place when it finishes)."""
         await self.transcript.end_text()
-        if isinstance(event, ev.ToolStarted):
-            entry = Entry.of(render.event_lines(event)[0])
-            self.calls[event.call.id] = (event.call, entry)
-            self.live.start(f"{event.call.name}")
-            await self.transcript.add(entry)
-            return
+        entry = Entry.of(render.event_lines(event)[0])
+        self.calls[event.call.id] = (event.call, entry)
+        self.live.start(f"{event.call.name}")
+        await self.transcript.add(entry)
+
+    async def tool_finished(self, event: ev.ToolFinished) -> None:
+        """A finished call's line takes its state in place (added when its start was never drawn)."""
+        await self.transcript.end_text()
         line = render.tool_line(render.finished_view(event))
         entry = self.calls.pop(event.call.id, (event.call, Entry.of(line)))[1]
         entry.text, entry.body, entry.state = line.text, line.body, line.state
@@ -677,28 +698,29 @@ class RhapsodyApp(App[int]):
         self.transcript.sync(entry)
         self.live.start("working")
 
-    async def subagent_event(self, event: ev.SubagentStarted | ev.SubagentStep | ev.SubagentEnded) -> None:
+    async def subagent_started(self, event: ev.SubagentStarted) -> None:
         """A sub-agent is one folded line that stays live: its latest step on the line, every step unfolded."""
-        if isinstance(event, ev.SubagentStarted):
-            line = render.event_lines(event)[0]
-            entry = Entry("subagent", line.text, "", event.id, "running")
-            self.subagents[event.id] = (line.text, entry)
-            await self.transcript.add(entry)
-        elif event.id in self.subagents:
-            self.subagent_changed(event, *self.subagents[event.id])
+        line = render.event_lines(event)[0]
+        entry = Entry("subagent", line.text, "", event.id, "running")
+        self.subagents[event.id] = (line.text, entry)
+        await self.transcript.add(entry)
 
     def subagent_changed(self, event: ev.SubagentStep | ev.SubagentEnded, head: str, entry: Entry) -> None:
         """A running sub-agent's line: the call under way, the step it just took, or how it ended."""
         lines = render.event_lines(event)
-        if isinstance(event, ev.SubagentEnded):
-            entry.text, entry.state = lines[0].text, "error" if event.status in ("failed", "interrupted") else ""
-            self.subagents.pop(event.id, None)
-        elif isinstance(event.step, ev.ToolStarted):
-            entry.text = f"{head} · running {render.one_line(render.tool_line(render.ToolView(event.step.call)).text, 80)}"
-        elif lines:
-            taken = [line.text.removeprefix(render.SUBAGENT_INDENT) for line in lines]
-            entry.body = "\n".join([entry.body, *taken]).strip("\n")
-            entry.text = f"{head} · {entry.body.count(chr(10)) + 1} steps · {render.one_line(taken[-1], 80)}"
+        match event:
+            case ev.SubagentEnded():
+                entry.text, entry.state = lines[0].text, "error" if event.status in ("failed", "interrupted") else ""
+                self.subagents.pop(event.id, None)
+            case ev.SubagentStep(step=ev.ToolStarted() as started):
+                entry.text = f"{head} · running {render.one_line(render.tool_line(render.ToolView(started.call)).text, 80)}"
+            case ev.SubagentStep():
+                if lines:
+                    taken = [line.text.removeprefix(render.SUBAGENT_INDENT) for line in lines]
+                    entry.body = "\n".join([entry.body, *taken]).strip("\n")
+                    entry.text = f"{head} · {entry.body.count(chr(10)) + 1} steps · {render.one_line(taken[-1], 80)}"
+            case _:
+                assert_never(event)
         self.transcript.sync(entry)
 
     async def hints_delivered(self, event: ev.HintDelivered) -> None:
@@ -713,7 +735,8 @@ class RhapsodyApp(App[int]):
 
     async def ask(self, question: ev.ApprovalAsked) -> None:
         """Dock the question above the prompt; its answer goes back as an `ApprovalAnswer` op."""
-        from rhapsody.core.toolbox.approval import answer_of, wait_grace
+        from rhapsody.core.toolbox.approval import wait_grace
+        from rhapsody.frontends.controller import answer_of
         from rhapsody.frontends.app.approval import question as panel_for
 
         self.mark_calls(question.tool, "asking")

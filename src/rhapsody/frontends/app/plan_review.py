@@ -23,7 +23,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static, TextArea
 
-from rhapsody.core.toolbox.tools import PlanReview
+from rhapsody.core.toolbox.protocol import PlanReview
 
 KEYS = "ctrl+s approve → auto-edit · ctrl+r approve → ask · ctrl+g $EDITOR · Esc or Enter below: reject"
 

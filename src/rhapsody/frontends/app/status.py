@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from rich.cells import cell_len
 
 if TYPE_CHECKING:  # the figures load after the first frame
-    from rhapsody.core.accounting.session_figures import Figures
-    from rhapsody.core.toolbox.permissions import Mode
+    from rhapsody.core.session.session_figures import Figures
+    from rhapsody.core.access.permissions import Mode
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 MODEL_WAIT = "waiting for the model"

@@ -1,4 +1,4 @@
-"""Permission modes, verdicts and who decided are closed sets (core.toolbox.permissions): a settings file's string,
+"""Permission modes, verdicts and who decided are closed sets (core.access.permissions): a settings file's string,
 a `/permissions` argument, a hook's JSON answer and a history record are each taken as one of them or
 refused, never carried along as a free string."""
 
@@ -14,7 +14,7 @@ from rhapsody.config.files import user_config_path
 from rhapsody.core.session import records as rec
 from rhapsody.core.toolbox.approval import approval_for
 from rhapsody.core.errors import ConfigError
-from rhapsody.core.toolbox.permissions import MODES, mode_named
+from rhapsody.core.access.permissions import MODES, mode_named
 from rhapsody.hook_runner import _from_json
 
 from tests.conftest import Stub

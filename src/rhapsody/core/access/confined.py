@@ -16,8 +16,8 @@ import os
 import stat
 from pathlib import Path
 
-from rhapsody.core.toolbox.credentials import is_credential
-from rhapsody.core.toolbox.permissions import protected as protected_read
+from rhapsody.core.access.credentials import is_credential
+from rhapsody.core.access.permissions import protected as protected_read
 
 SKIP_WALK = frozenset({".git", "node_modules", ".venv", "venv", "__pycache__", ".tox", ".mypy_cache", ".pytest_cache",
                        ".rhapsody"})

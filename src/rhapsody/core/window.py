@@ -13,7 +13,7 @@ the what-if (`session_window`), found in this order and stated with its source:
    compacts on its own at about 167k of 200k);
 6. an imported Claude Code session: 200k, Claude Code's standard window for Claude models
    unless the 1M context is turned on (which 3-5 would show);
-7. the model table (core/accounting/pricing.py: Claude models 1M, the 4.5 generation 200K), else
+7. the model table (core/pricing.py: Claude models 1M, the 4.5 generation 200K), else
    `OTHER_WINDOW` for a model the table does not know (a local model behind openai).
 
 The automatic seam is asked for when the context has filled `handoff_at_share` of the room
@@ -21,7 +21,7 @@ the last seam left (of the whole window before any seam; default 0.4, docs/perfo
 says why), so a context a seam left large (much text) is not handed off again after every
 turn. `handoff_at_tokens` replaces the share when set (core/agent/turn_end.py).
 
-Whether a request fits is judged on rhapsody's own estimate (core/accounting/tokens.py) calibrated by
+Whether a request fits is judged on rhapsody's own estimate (core/session/tokens.py) calibrated by
 the last request the API reported usage for: the estimate of the request about to go, times
 the ratio of reported to estimated tokens of that earlier request. The estimate pads for
 the newer tokenizer; the calibration takes the padding out where the model does not need it.
@@ -35,7 +35,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from rhapsody.core.accounting.pricing import price_of, priced
+from rhapsody.core.pricing import price_of, priced
 
 OTHER_WINDOW = 128_000
 """The window assumed for a model the table does not know; set `context_window` for yours."""
@@ -57,7 +57,7 @@ class Window:
 
 @dataclass
 class Evidence:
-    """What a history says about its window, folded record by record (core/accounting/session_figures.py)."""
+    """What a history says about its window, folded record by record (core/session/session_figures.py)."""
 
     imported: str = ""
     """The source format of an imported history (`claude-code`, `codex`), else empty."""

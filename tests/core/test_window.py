@@ -5,14 +5,14 @@ A long session is driven to and past the limit: the request that does not fit is
 server's 400, or rhapsody's estimate before sending), rhapsody takes the oldest calls out first,
 only as many as the request for the note needs, with no model call, asks for the field note over
 what is left (the latest results included), strips the rest after the note, and the turn goes on
-to its end (with thinking on, or when no cut makes room, it strips everything first, as before).
+to its end (when no cut makes room, it strips everything first, as before; with thinking on, every
+thinking block so far is dropped before the cut).
 One notice, every request the server answered valid, the history valid and resumable.
 """
 
 from __future__ import annotations
 
 import asyncio
-import io
 import json
 from pathlib import Path
 from typing import Any
@@ -20,9 +20,6 @@ from typing import Any
 import anthropic
 import openai
 import pytest
-from prompt_toolkit.application import create_app_session
-from prompt_toolkit.input import create_pipe_input
-from prompt_toolkit.output import DummyOutput
 
 from rhapsody.config.settings import Settings
 from rhapsody.core.errors import ContextTooLong
@@ -30,15 +27,14 @@ from rhapsody.core.events import ContextPruned, Failed, SeamCommitted, ToolStart
 from rhapsody.core.agent.safety_net import WINDOW_REASON
 from rhapsody.core.session.session import Session
 from rhapsody.core.session.strip import validity_problems
-from rhapsody.core.accounting.window import OTHER_WINDOW, context_window, expected_tokens, share_limit
+from rhapsody.core.window import OTHER_WINDOW, context_window, expected_tokens, share_limit
 from rhapsody.loopback.chat import chat_bodies
 from rhapsody.loopback.script import call, say
 from rhapsody.providers.openai import OpenAIModel
-from rhapsody.frontends.plain import run_plain
 from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.wiring import build
 
-from tests.conftest import SANDBOX, Stub, collect, make_project, until
+from tests.conftest import SANDBOX, Stub, collect, make_project, plain_mode, until
 from tests.test_cli import rhapsody
 from tests.core.session.test_handoff_e2e import handoff_turn
 from tests.providers.test_openai import ChatStub, chat  # noqa: F401 - the fixture
@@ -201,14 +197,22 @@ async def test_rhapsodys_own_estimate_strips_before_sending_so_the_api_never_ref
     assert "rhapsody's estimate; not sent" in prune["reason"]
 
 
-async def test_with_thinking_the_strip_mid_turn_keeps_every_request_valid(stub: Stub, project: Path) -> None:
+async def test_with_thinking_the_note_at_the_window_still_sees_the_latest_results(stub: Stub, project: Path) -> None:
+    """With thinking on, room is made for the note as without it: every thinking block so far is dropped first
+    (the cut changes the prefix they are bound to, which the loopback checks as the API does), then the oldest
+    calls leave; the note request carries the latest result, and every request after is valid. On the old code
+    thinking stripped first and the note was written blind."""
     stub.server.window = WINDOW
     stub.script(*long_session(thinking=True))
     wiring = stub.wire(project, handoff_at_share="off", thinking=True)
     events = await collect(wiring.agent.run("fill the window"))
     assert isinstance(events[-1], TurnEnded) and not any(isinstance(e, Failed) for e in events)
-    assert_netted(wiring.session.path, project, stub.server, refused=1, room=False)  # a cut would unbind the thinking
-    after = stub.bodies()[CALLS]["messages"]
+    assert_netted(wiring.session.path, project, stub.server, refused=1)  # room first, then one seam with its note
+    kinds = [r["kind"] for r in wiring.session.records]
+    assert kinds.index("thinking_cut") < kinds.index("prune")  # a crash between the two leaves a valid history
+    note_request = stub.server.requests[CALLS + 1].body
+    assert output(CALLS) in json.dumps(note_request) and output(1) not in json.dumps(note_request)
+    after = note_request["messages"]
     assert not any(b.get("type") == "thinking" for m in after if isinstance(m["content"], list) for b in m["content"])
 
 
@@ -271,9 +275,7 @@ def test_headless_run_past_the_window_completes_with_one_seam_line(stub: Stub, p
 
 async def test_plain_mode_run_past_the_window_completes_with_one_seam_line(stub: Stub, project: Path) -> None:
     wiring = window_stub(stub).wire(project, handoff_at_share="off", context_window=WINDOW)
-    out = io.StringIO()
-    with create_pipe_input() as pipe, create_app_session(input=pipe, output=DummyOutput()):
-        task = asyncio.create_task(run_plain(wiring.agent, wiring.settings, out=out))
+    async with plain_mode(wiring) as (pipe, out, task):
         pipe.send_text("fill the window\r")
         await until(lambda: "All done." in out.getvalue() and not wiring.agent.busy, within=30)
         pipe.send_text("/quit\r")
@@ -295,10 +297,11 @@ async def test_the_app_run_past_the_window_completes_with_one_seam_divider(stub:
     assert_netted(wiring.session.path, project, stub.server, refused=1)
 
 
-@pytest.mark.parametrize("thinking, cut_after, phase", [(False, "prune", "idle"), (True, "seam", "committed")])
+@pytest.mark.parametrize("thinking, cut_after, phase", [(False, "prune", "idle"), (True, "prune", "idle"),
+                                                       (True, "thinking_cut", "idle")])
 async def test_a_crash_between_the_cut_and_the_ask_resumes_valid_and_goes_on(
         stub: Stub, project: Path, thinking: bool, cut_after: str, phase: str) -> None:
-    """The cut (room for the note, or with thinking the strip) and the ask are two records written one after
+    """The cut (room for the note; with thinking, after the thinking cut) and the ask are two records written one after
     the other; a history cut after the first (what a kill between the two appends leaves, each being one
     fsynced write) resumes valid."""
     stub.server.window = WINDOW
@@ -306,8 +309,7 @@ async def test_a_crash_between_the_cut_and_the_ask_resumes_valid_and_goes_on(
     wiring = stub.wire(project, handoff_at_share="off", thinking=thinking)
     await collect(wiring.agent.run("fill the window"))
     lines = wiring.session.path.read_text().splitlines(keepends=True)
-    cut = next(i for i, line in enumerate(lines) if json.loads(line)["kind"] in ("prune", "seam")) + 1
-    assert json.loads(lines[cut - 1])["kind"] == cut_after
+    cut = next(i for i, line in enumerate(lines) if json.loads(line)["kind"] == cut_after) + 1
     copy = wiring.session.path.with_name("20990101-000000-abcdef.jsonl")
     copy.write_text("".join(lines[:cut]))
     resumed = Session.resume(project, copy)

@@ -39,8 +39,9 @@ from rhapsody.core.session import handoff_state
 from rhapsody.core.session.checkpoints import HARNESS_PREFIX
 from rhapsody.core.session.context import measure_messages
 from rhapsody.core.session.handoff import stripped_calls
-from rhapsody.core.accounting.pricing import WRITE_1H_MULT, WRITE_5M_MULT, price_of
-from rhapsody.core.accounting.seam_cost import Payoff, SeamEstimate, estimate, note_costs, payoff, project_note_costs
+from rhapsody.core.pricing import WRITE_1H_MULT, WRITE_5M_MULT, price_of
+from rhapsody.core.accounting.seam_cost import (Payoff, SeamEstimate, estimate, horizon, note_costs, payoff,
+                                     project_note_costs)
 from rhapsody.core.session.session import Session
 
 _AT_COMMAND = (r"(?:^|[;&|(]\s*)(?:\w+=\S*\s+)*"  # where a command starts, after any VAR=value
@@ -183,12 +184,13 @@ class CheckpointSeam:
         requests = [r for r in session.records if r["kind"] in ("request", "seam")]
         last_seam = max((i for i, r in enumerate(requests) if r["kind"] == "seam"), default=-1)
         times = [float(r.get("ts", 0.0)) for r in requests if r["kind"] == "request"]
+        context = measure_messages(session.spec, session.messages())[1]
+        sizes = [float(r.get("est_tokens") or 0) for r in requests[last_seam + 1:]] + [float(context)]
         price = price_of(session.spec.model)[0]
         ttl = self.ttl(session)
         write = WRITE_1H_MULT if ttl > 300 else WRITE_5M_MULT
-        return payoff(measure_messages(session.spec, session.messages())[1], estimate.takes, estimate.adds,
-                      len(requests) - last_seam - 1, cold_share(times, ttl), price.read_mult, write,
-                      price.output / price.input if price.input else 5.0)
+        return payoff(context, estimate.takes, estimate.adds, horizon(sizes), cold_share(times, ttl),
+                      price.read_mult, write, price.output / price.input if price.input else 5.0)
 
     def _estimate(self, session: Session) -> SeamEstimate:
         if note_costs(session.records):

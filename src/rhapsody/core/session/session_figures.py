@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 from rhapsody.core.session import records as rec
-from rhapsody.core.accounting.pricing import WRITE_1H_KEY, cost, price_of, priced
-from rhapsody.core.accounting.window import Evidence, Window, session_window
+from rhapsody.core.pricing import WRITE_1H_KEY, cost, price_of, priced
+from rhapsody.core.window import Evidence, Window, session_window
 
 USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "output_tokens")
 """The usage the API reports per request; the first three together are the request's input."""
@@ -66,7 +66,7 @@ class Figures:
     answering: str = ""
     """The model the latest request went to: its usage is priced at that model (an imported session mixes them)."""
     evidence: Evidence = field(default_factory=Evidence)
-    """What the history says about the window it runs in (core/accounting/window.py)."""
+    """What the history says about the window it runs in (core/window.py)."""
     window_setting: int | None = None
     """The `context_window` setting, when the session has one (the loop sets it)."""
     delegated_cost: float = 0.0
@@ -80,7 +80,7 @@ class Figures:
 
     @property
     def window(self) -> int:
-        """The context window the session runs in (core/accounting/window.py)."""
+        """The context window the session runs in (core/window.py)."""
         return self.window_found().tokens
 
     def window_found(self) -> Window:

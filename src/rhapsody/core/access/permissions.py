@@ -13,7 +13,7 @@ the command line (words unquoted, joined by one space). Order of decision:
    `.rhapsody/`) → deny unless an allow rule names it;
 3. a `read_file` outside the project (the path as given or its resolved target) → deny in
    `read-only`, allow by an allow rule, else ask, in every other mode, `yolo` too (the tool still
-   refuses credential locations, `core/toolbox/credentials.py`);
+   refuses credential locations, `core/access/credentials.py`);
 4. reads → allow;
 5. bash: a command that asks to leave the sandbox always asks (refused in `read-only`),
    unless an `unsandboxed:pattern` rule from the user's own config allows it; a
@@ -28,7 +28,7 @@ the command line (words unquoted, joined by one space). Order of decision:
    `mcp__time` (every tool of that server) or `mcp__time__get_current_time` allows them.
 
 `web_fetch` (rhapsody's own process, not the sandbox) is matched on the URL's host and on
-the address it is (core.toolbox.addresses: every spelling canonical): `web_fetch:docs.python.org`,
+the address it is (core.access.addresses: every spelling canonical): `web_fetch:docs.python.org`,
 `web_fetch:*.python.org`, `web_fetch:127.0.0.1`, `web_fetch:10.0.0.0/8`. An address off the
 public internet (this machine, private, link-local, ...) is refused in every mode unless a
 rule names that address; a deny rule refuses; an allow rule (or `yolo`) allows; otherwise
@@ -39,7 +39,7 @@ so no lookup sends out a name the rules or the human did not let through.
 An allow rule runs a bash command only when every simple command matches and the
 command is not opaque (see `ShellCommand`).
 
-Imports: stdlib and rhapsody.core.toolbox.addresses only.
+Imports: stdlib and rhapsody.core.access.addresses only.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Literal, get_args
 from urllib.parse import urlsplit
 
-from rhapsody.core.toolbox.addresses import IP, kind, literal, names, spoken
+from rhapsody.core.access.addresses import IP, kind, literal, names, spoken
 
 Mode = Literal["read-only", "plan", "ask", "auto-edit", "yolo"]
 """The permission modes, most restrictive first; `plan` enforces what `read-only` does (see `writes_nothing`)

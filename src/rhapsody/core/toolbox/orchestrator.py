@@ -1,8 +1,9 @@
-"""The tool protocol and the toolbox that runs tool calls for the loop.
+"""The orchestrator: the one place a tool call is run, each step in order, in `Toolbox.run_call`.
 
-A tool declares a pydantic input model (its JSON schema goes to the API) and an async
-`run`. The toolbox validates the model's arguments, applies the permission mode, and turns
-every failure into an `is_error` outcome: nothing a model sends can crash the loop.
+validate → PreToolUse hooks → decide → ask → checkpoint → run → mask → PostToolUse hooks. Every
+failure becomes an `is_error` outcome: nothing a model sends can crash the loop. The tool protocol
+is core/toolbox/protocol.py, the registry core/toolbox/registry.py, the approval path (the ask
+step's one call, `Toolbox._ask`) core/toolbox/approval.py.
 
 Imports: stdlib, pydantic and rhapsody.core only.
 """
@@ -12,20 +13,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from rhapsody.core.session.checkpoints import Checkpointer, checkpoint
-from rhapsody.core.toolbox.hooks import NOTHING, HookVerdict, Hooks, NoHooks, payload, tool_fields
-from rhapsody.core.session.messages import INVALID_KEY, UNPARSED_KEY
-from rhapsody.core.toolbox.permissions import (
+from rhapsody.core.access.permissions import (
     SANDBOXED,
     Call,
-    Confinement,
     DecidedBy,
     Decision,
     Mode,
@@ -38,126 +34,13 @@ from rhapsody.core.toolbox.permissions import (
     writes_nothing,
 )
 from rhapsody.core.secrets import mask
+from rhapsody.core.session.checkpoints import Checkpointer, checkpoint
+from rhapsody.core.session.messages import INVALID_KEY, UNPARSED_KEY
+from rhapsody.core.toolbox.approval import Approver
+from rhapsody.core.toolbox.hooks import NOTHING, HookVerdict, Hooks, NoHooks, payload, tool_fields
+from rhapsody.core.toolbox.protocol import EditorFiles, Escape, PlanReviewer, Tool, ToolContext, ToolFailure, ToolOutcome
+from rhapsody.core.toolbox.registry import Registry
 from rhapsody.core.toolbox.rule_suggestions import session_rules
-
-if TYPE_CHECKING:
-    from rhapsody.core.events import Event
-    from rhapsody.core.session.session import Session
-    from rhapsody.core.agent.subagent import Delegation
-
-
-@dataclass(frozen=True)
-class ToolOutcome:
-    """What a tool returns: the text for the model, and facts for history."""
-
-    content: str
-    is_error: bool = False
-    exit_code: int | None = None
-    facts: dict[str, Any] = field(default_factory=dict)
-    words: str = ""
-    """The human's own words about this call (a typed denial reason). The loop delivers
-    them verbatim as a text block after the tool results, like a hint, so a seam keeps them."""
-    blocks: list[dict[str, Any]] | None = None
-    """tool_result content blocks (text, image) when plain text cannot carry the result; `content`
-    is then its text form for front ends."""
-    refused: str = ""
-    """Why the call was not run (a permission refusal); empty when it ran."""
-    mode: Mode | None = None
-    """The permission mode the call leaves the session in (an approved plan picks it); None: unchanged."""
-
-
-class ToolFailure(Exception):
-    """Raised inside a tool for an expected failure; becomes an is_error outcome."""
-
-
-@dataclass
-class ToolContext:
-    """What a tool may touch: the project root and the session."""
-
-    root: Path
-    session: Session
-    bash_timeout: float = 120.0
-    output_cap: int = 30000
-    confinement: Confinement = ""
-    """Where this call's command runs: a sandbox level, 'off' or 'unavailable' (set per call by the toolbox)."""
-    read_deny: tuple[str, ...] = ()
-    """Path patterns of `read_file` deny rules: search and listing leave those files out too."""
-    read_only: bool = False
-    """The permission mode is read-only: a tool writes nothing, not even its own caches."""
-    protected: tuple[str, ...] = ()
-    """The user's `protected_paths` (absolute): no tool reads or writes them, the sandbox hides them."""
-    call_id: str = ""
-    """The tool_use id of the call being run (its checkpoint names it; hooks get it)."""
-    rules: Rules = field(default_factory=Rules)
-    """The permission rules (set per call by the toolbox): web_fetch decides on each address it resolves."""
-    read_outside: bool = False
-    """This call's read outside the project was permitted (asked and allowed, or by a rule): the tool may read
-    there, credential locations still refused."""
-    mode: Mode = "yolo"
-    """The permission mode the call runs in (set per call by the toolbox)."""
-    reviewer: PlanReviewer | None = None
-    """Who reviews a proposed plan (the toolbox's); None where no human can answer."""
-    files: EditorFiles | None = None
-    """The editor's files, which file tools read and write through (the toolbox's); None: the disk itself."""
-    delegation: Delegation | None = None
-    """What the agent lends the sub-agents a call starts (core/agent/subagent.py); None: it starts none."""
-    progress: Callable[[Event], None] | None = None
-    """Where a tool that `streams` puts the events it has while it runs (set per call by core/agent/tool_calls.py)."""
-
-
-class Tool:
-    """A tool the model can call: the base every tool extends, declaring what the toolbox needs to know.
-
-    `writes` (files or bash) and `reads_files` drive permissions; the methods below have defaults that
-    fit a tool without a path, a sandbox or a diff to show, and a tool overrides what applies to it."""
-
-    name: ClassVar[str]
-    description: ClassVar[str]
-    Input: ClassVar[type[BaseModel]]
-    writes: ClassVar[bool]
-    reads_files: ClassVar[bool]
-    streams: ClassVar[bool] = False
-    """The tool has events while it runs (a sub-agent's steps): it runs as a task whose progress the loop yields."""
-
-    async def run(self, args: Any, ctx: ToolContext) -> ToolOutcome:
-        """Run with validated arguments."""
-        raise NotImplementedError
-
-    def schema(self) -> dict[str, Any]:
-        """The JSON schema of the input the request sends: the input model's, without titles."""
-        return _schema(self.Input)
-
-    def path_of(self, args: Any) -> str | None:
-        """The path a call names, which rules match once resolved; None: the call names none."""
-        return None
-
-    def argument_of(self, args: Any) -> str:
-        """What rules match and approval shows: by default the path the call names."""
-        return self.path_of(args) or ""
-
-    def confinement(self, permission_mode: Mode) -> Confinement:
-        """Where the tool's process would run in this mode; '' for a tool that runs no process."""
-        return ""
-
-    def concurrent(self, args: Any) -> bool:
-        """Whether this call may run at the same time as its neighbours of the same round that may too."""
-        return False
-
-    def escape(self, args: Any) -> Escape | None:
-        """The call's request to run outside the sandbox, with the model's justification; None: it stays in."""
-        return None
-
-    def proposal(self, args: Any, ctx: ToolContext) -> str:
-        """The diff a write would make, shown when the human is asked and kept when it is denied; '' for none."""
-        return ""
-
-
-@dataclass(frozen=True)
-class Escape:
-    """A call's request to leave the sandbox: whether it asks, and the model's justification."""
-
-    asked: bool
-    justification: str = ""
 
 
 @dataclass(frozen=True)
@@ -170,97 +53,13 @@ class Answer:
     words: str = ""
 
 
-@dataclass(frozen=True)
-class Approval:
-    """The human's answer to a permission question.
-
-    `remember` holds rules (e.g. `bash:pytest *`) allowed for the rest of the session.
-    """
-
-    allow: bool
-    reason: str = ""
-    remember: tuple[str, ...] = ()
-    words: str = ""
-    """What the human typed with a denial, exactly; it reaches the model as the human's message."""
-
-
-class Approver(Protocol):
-    """Asks the human whether a call may run (the app and plain mode provide one).
-
-    `args` are the call's validated arguments, so the question can show a diff or the exact command;
-    `rules` are the session rules that would let it run (see core/toolbox/rule_suggestions.py), empty when no rule can.
-    """
-
-    async def __call__(self, tool: str, argument: str, why: str, args: dict[str, Any],
-                       rules: tuple[str, ...] = ()) -> Approval:
-        """The human's decision."""
-        ...
-
-
-@dataclass(frozen=True)
-class PlanReview:
-    """The human's answer to a proposed plan: approved (as edited, then this mode) or rejected with a reason."""
-
-    approved: bool
-    plan: str = ""
-    """The plan as the human approved it (their edits included)."""
-    mode: Mode = "auto-edit"
-    """The permission mode the work goes on in once approved."""
-    reason: str = ""
-    """Why the human rejected it, in their own words ('' for none given)."""
-
-
-class PlanReviewer(Protocol):
-    """Shows the human a proposed plan (Markdown) and returns their answer (the app and plain mode provide one)."""
-
-    async def __call__(self, plan: str) -> PlanReview:
-        """The human's answer."""
-        ...
-
-
-class EditorFiles(Protocol):
-    """The files as the human's editor holds them (unsaved changes included), where a front end offers them
-    (an editor over the Agent Client Protocol). File tools still confine and check every path on disk first."""
-
-    async def read(self, path: Path) -> str:
-        """The text of `path` (absolute) as the editor has it."""
-        ...
-
-    async def write(self, path: Path, content: str) -> None:
-        """Write `content` to `path` (absolute) through the editor."""
-        ...
-
-
-class ToolSource(Protocol):
-    """Tools that arrive after start-up (MCP servers): started in the background, waited for per turn."""
-
-    def start(self) -> None:
-        """Begin starting in the background (needs a running event loop); repeated calls do nothing."""
-        ...
-
-    async def tools(self) -> list[Tool]:
-        """Every tool available now, in a fixed order; waits for what is still starting, bounded."""
-        ...
-
-    def notices(self) -> list[str]:
-        """Status lines not yet shown (a server failed, died, or waits for trust)."""
-        ...
-
-    def status(self) -> list[str]:
-        """What `/mcp` shows: each server, its state and its tools."""
-        ...
-
-    async def close(self) -> None:
-        """Stop everything this source started."""
-        ...
-
-
 MASK = "[masked secret]"
 """What a secret value becomes in tool output (the same text as core.secrets.MASK)."""
 
 
-class Toolbox:
-    """The registry of tools and the one place tool calls are run and permitted."""
+class Toolbox(Registry):
+    """The registry with what every call is run under: the mode, the rules, the approver, the hooks,
+    the checkpointer and the secrets to mask."""
 
     def __init__(
         self,
@@ -271,7 +70,7 @@ class Toolbox:
         approver: Approver | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
-        self.tools = {t.name: t for t in tools}
+        super().__init__(tools)
         self.permission_mode: Mode = permission_mode
         self.rules = rules or Rules()
         self.approver = approver
@@ -283,8 +82,6 @@ class Toolbox:
         self.clock = clock
         """Times tool runs (seconds); a fixed clock pins durations in layout snapshots."""
         self.secrets = tuple(s for s in secrets if len(s) >= 8)
-        self.sources: list[ToolSource] = []
-        self._builtin = list(self.tools)
         self.protected: tuple[str, ...] = ()
         """The user's `protected_paths`, made absolute: every call's context carries them."""
         self.checkpointer: Checkpointer | None = None
@@ -292,14 +89,6 @@ class Toolbox:
         self.hooks: Hooks = NoHooks()
         """The user's hooks (rhapsody.hook_runner); the loop fires its own events through them too."""
         self._background: set[asyncio.Task[HookVerdict]] = set()
-
-    def specs(self) -> list[dict[str, Any]]:
-        """Tool definitions for the request, in registration order."""
-        return [
-            {"name": t.name, "description": t.description,
-             "input_schema": t.schema()}
-            for t in self.tools.values()
-        ]
 
     def runs_alongside(self, name: str, raw_input: Any) -> bool:
         """Whether a call may run at the same time as its neighbours that may too (the tool says, on valid arguments)."""
@@ -315,34 +104,11 @@ class Toolbox:
         """More values to mask in every tool result (an MCP server's env and header values)."""
         self.secrets = (*self.secrets, *(v for v in values if len(v) >= 8 and v not in self.secrets))
 
-    def start_sources(self) -> list[str]:
-        """Start every source in the background without waiting (needs a running loop); returns notices."""
-        notices: list[str] = []
-        for source in self.sources:
-            source.start()
-            notices += source.notices()
-        return notices
-
     async def close_sources(self) -> None:
         """Stop what the sources started (every MCP server process) and any Notification hook still running."""
-        for source in self.sources:
-            await source.close()
+        await super().close_sources()
         for task in list(self._background):
             task.cancel()
-
-    async def refresh(self) -> list[str]:
-        """Take in the tools of every source (built-ins first, then each source's in its order); returns notices."""
-        if not self.sources:
-            return []
-        tools = {name: self.tools[name] for name in self._builtin}
-        notices: list[str] = []
-        for source in self.sources:
-            source.start()
-            for tool in await source.tools():
-                tools.setdefault(tool.name, tool)
-            notices += source.notices()
-        self.tools = tools
-        return notices
 
     async def run(self, name: str, raw_input: Any, ctx: ToolContext) -> tuple[ToolOutcome, int]:
         """Run one call; returns the outcome (secrets masked) and how long the tool itself ran, in milliseconds."""
@@ -350,33 +116,45 @@ class Toolbox:
         return outcome, int((self.clock() - started) * 1000)
 
     async def _run(self, name: str, raw_input: Any, ctx: ToolContext) -> tuple[ToolOutcome, float]:
-        """The outcome, masked, and when the tool itself started (after any question to the human)."""
+        """The steps of one call, in order; the outcome, masked, and when the tool itself started."""
         started = self.clock()
-        checked = self._checked(name, raw_input)
+        checked = self._checked(name, raw_input)  # validate
         if isinstance(checked, ToolOutcome):
             return self._mask(checked), started
         tool, args = checked
         call = self._describe(tool, args, ctx)
         hooked = self.hooks.wants("PreToolUse", name) or self.hooks.wants("PostToolUse", name)
         fields = tool_fields(name, args.model_dump(), ctx.root) if hooked else {}
-        hook = await self._tool_hook(ctx, "PreToolUse", name, fields)
-        refusal = await self._permit(tool, call, ctx, args, hook)
+        hook = await self._tool_hook(ctx, "PreToolUse", name, fields)  # hooks
+        decision, by = _hooked(decide_call(self.permission_mode, self.rules, call), hook)  # decide
+        answer = Answer(decision.verdict, decision.reason, by)
+        if answer.verdict == "ask":  # ask: the one call to the approval path
+            answer = await self._ask(call, _why(decision, call), args.model_dump(), ctx)
+        refusal = await self._settled(tool, call, decision, answer, args, ctx)
         if refusal:
             return self._mask(refusal), started
-        if tool.writes and (call.leave_sandbox or call.confinement != "read-only"):
+        if tool.writes and (call.leave_sandbox or call.confinement != "read-only"):  # checkpoint
             await checkpoint(ctx.session, self.checkpointer, "tool", tool_use_id=ctx.call_id, name=tool.name)
         started = self.clock()  # the duration is the tool's, not the human's time to answer
-        ctx = dataclasses.replace(ctx, confinement="off" if call.leave_sandbox else call.confinement,
-                                  read_deny=self.rules.read_denied(), read_only=writes_nothing(self.permission_mode),
-                                  protected=self.protected, rules=self.rules, mode=self.permission_mode,
-                                  reviewer=self.reviewer, files=self.files, read_outside=bool(outside(call.keys)) and call.reads_files)
-        outcome = self._mask(await self._execute(tool, args, ctx))
+        outcome = self._mask(await self._execute(tool, args, self._call_context(call, ctx)))  # run, mask
+        self._take_mode(outcome, ctx)
+        response = {"output": outcome.content, "is_error": outcome.is_error, "exit_code": outcome.exit_code}
+        after = await self._tool_hook(ctx, "PostToolUse", name, fields, tool_response=response)  # hooks
+        return _with_hook_words(outcome, after, self._masked), started
+
+    def _call_context(self, call: Call, ctx: ToolContext) -> ToolContext:
+        """The context the tool runs in: where its command runs, the rules and the mode as they are now."""
+        return dataclasses.replace(ctx, confinement="off" if call.leave_sandbox else call.confinement,
+                                   read_deny=self.rules.read_denied(), read_only=writes_nothing(self.permission_mode),
+                                   protected=self.protected, rules=self.rules, mode=self.permission_mode,
+                                   reviewer=self.reviewer, files=self.files,
+                                   read_outside=bool(outside(call.keys)) and call.reads_files)
+
+    def _take_mode(self, outcome: ToolOutcome, ctx: ToolContext) -> None:
+        """The permission mode a call leaves the session in (an approved plan picks it), recorded."""
         if outcome.mode is not None and outcome.mode != self.permission_mode:
             self.permission_mode = outcome.mode
             ctx.session.record("permission_mode", mode=outcome.mode)
-        response = {"output": outcome.content, "is_error": outcome.is_error, "exit_code": outcome.exit_code}
-        after = await self._tool_hook(ctx, "PostToolUse", name, fields, tool_response=response)
-        return _with_hook_words(outcome, after, self._masked), started
 
     def _checked(self, name: str, raw_input: Any) -> tuple[Tool, BaseModel] | ToolOutcome:
         """The tool a call names and its validated arguments, or why it cannot run (unknown, unparsed, invalid)."""
@@ -409,19 +187,11 @@ class Toolbox:
         event_input = payload(ctx.session, event, self.permission_mode, **masked, tool_use_id=ctx.call_id, **more)
         return await self.hooks.fire(ctx.session, event, event_input, name)
 
-    async def _permit(self, tool: Tool, call: Call, ctx: ToolContext, args: BaseModel,
-                      hook: HookVerdict = NOTHING) -> ToolOutcome | None:
+    async def _settled(self, tool: Tool, call: Call, decision: Decision, answer: Answer, args: BaseModel,
+                       ctx: ToolContext) -> ToolOutcome | None:
         """None when the call may run, else the refusal the model gets; every decision is recorded.
 
-        `args` go to the approver, so the question can show the diff or the exact command; a call the
-        human denied keeps the diff it proposed (`proposed_diff`), so unfolding it shows what was refused."""
-        decision, by = _hooked(decide_call(self.permission_mode, self.rules, call), hook)
-        answer = Answer(decision.verdict, decision.reason, by)
-        if answer.verdict == "ask":
-            why = decision.reason
-            if call.leave_sandbox:
-                why += f". The model's justification: {call.justification or '(none given)'}"
-            answer = await self._ask(call, why, args.model_dump(), ctx)
+        A call the human denied keeps the diff it proposed (`proposed_diff`), so unfolding it shows what was refused."""
         verdict, reason, by, words = answer.verdict, answer.reason, answer.by, answer.words
         if tool.writes or verdict != "allow" or decision.rule:  # plain reads are not worth a record
             ctx.session.record("permission", tool=tool.name, argument=call.argument, decision=verdict, by=by,
@@ -506,6 +276,13 @@ class Toolbox:
         return mask(text, self.secrets)
 
 
+def _why(decision: Decision, call: Call) -> str:
+    """What the human is asked about: the rules' reason, and the model's justification for leaving the sandbox."""
+    if call.leave_sandbox:
+        return decision.reason + f". The model's justification: {call.justification or '(none given)'}"
+    return decision.reason
+
+
 def _hooked(decision: Decision, hook: HookVerdict) -> tuple[Decision, DecidedBy]:
     """The rules' decision after the PreToolUse hooks: they may deny or ask, never allow what would be asked."""
     if decision.verdict == "deny" or not (hook.denies or hook.decision == "ask"):
@@ -526,14 +303,6 @@ def _with_hook_words(outcome: ToolOutcome, hook: HookVerdict, masked: Callable[[
     note = f"\n[PostToolUse hook] {masked(said)}"
     blocks = outcome.blocks and [*outcome.blocks, {"type": "text", "text": note.strip()}]
     return dataclasses.replace(outcome, content=outcome.content + note, blocks=blocks)
-
-
-def _schema(model: type[BaseModel]) -> dict[str, Any]:
-    schema = model.model_json_schema()
-    schema.pop("title", None)
-    for prop in schema.get("properties", {}).values():
-        prop.pop("title", None)
-    return schema
 
 
 def _unparsed_reason(name: str, raw_input: dict[str, Any]) -> str:

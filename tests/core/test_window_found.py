@@ -1,20 +1,20 @@
 """The window a session ran in, found where its history says and stated with where it came from: for the
-what-if, `rhapsody stats`, the status bar and the automatic seam alike (core/accounting/window.py)."""
+what-if, `rhapsody stats`, the status bar and the automatic seam alike (core/window.py)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rhapsody.config.settings import Settings
-from rhapsody.core.accounting.window import Evidence, session_window, share_limit
+from rhapsody.core.window import Evidence, session_window, share_limit
 from rhapsody.wiring import build
 
+from tests import launch
 from tests.conftest import MODEL, SANDBOX, Stub
 from tests.transcripts import claude_session, codex_rollout, dump
 
@@ -22,8 +22,7 @@ OPUS_46 = "claude-opus-4-6"
 
 
 def rhapsody(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rhapsody", *args], capture_output=True, text=True, cwd=cwd,
-                          env={"PATH": "/usr/bin:/bin", "HOME": str(cwd), **env}, timeout=300)
+    return launch.run(list(args), cwd=cwd, env={"PATH": "/usr/bin:/bin", "HOME": str(cwd), **env}, timeout=300)
 
 
 def imported(project: Path, lines: list[dict[str, Any]], tmp: Path) -> str:

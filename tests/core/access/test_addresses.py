@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rhapsody.core.toolbox.addresses import literal
-from rhapsody.core.toolbox.permissions import Call, Rules, decide_call
+from rhapsody.core.access.addresses import literal
+from rhapsody.core.access.permissions import Call, Rules, decide_call
 
 OFF_THE_INTERNET = [
     ("169.254.169.254", "169.254.169.254, a link-local address (where cloud metadata services answer)"),

@@ -7,9 +7,9 @@ results included (core/agent/safety_net.py). `room_for_note` finds that cut:
 
 - the window is the refusal's own figure when it says one (Anthropic: "… N tokens > M maximum",
   OpenAI-compatible: "maximum context length is M tokens … resulted in N tokens"), else
-  rhapsody's (core/accounting/window.py);
+  rhapsody's (core/window.py);
 - the estimate is calibrated by the refused request: its tokens as the refusal counted them over
-  rhapsody's estimate of it (else the last reported usage, core/accounting/window.py);
+  rhapsody's estimate of it (else the last reported usage, core/window.py);
 - a cut falls between rounds only (after a user message, before an assistant one), never in the
   latest round, and keeps every call of the handoff; the smallest cut whose view, with the
   request for the note and `headroom` for what the handoff adds, fits is taken.
@@ -26,7 +26,7 @@ from rhapsody.core.session.context import measure_messages
 from rhapsody.core.session.messages import Message, TextBlock, ToolUseBlock
 from rhapsody.core.session.session import Session
 from rhapsody.core.session.strip import HANDOFF_TOOL
-from rhapsody.core.accounting.window import expected_tokens, session_window
+from rhapsody.core.window import expected_tokens, session_window
 
 _ANTHROPIC = re.compile(r"(\d+) tokens > (\d+) maximum")
 _OPENAI = re.compile(r"maximum context length is (\d+) tokens(?:.*?resulted in (\d+) tokens)?", re.DOTALL)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from rhapsody.core.session.history import read_history
-from rhapsody.core.toolbox.permissions import Call, Rules, decide_call
+from rhapsody.core.access.permissions import Call, Rules, decide_call
 from rhapsody.loopback.script import call, say
 from rhapsody.tools.shell import parse
 
@@ -108,7 +108,7 @@ async def test_writes_into_rhapsody_state_are_refused_even_in_yolo(stub: Stub, p
 
 
 def offered(mode: str, rules: Rules, tool: str, argument: str, **call: Any) -> tuple[str, ...]:
-    from rhapsody.core.toolbox.permissions import Call
+    from rhapsody.core.access.permissions import Call
     from rhapsody.core.toolbox.rule_suggestions import session_rules
 
     return session_rules(mode, rules, Call(tool, argument, True, False, call.pop("keys", (argument,)), **call))
@@ -128,6 +128,7 @@ def test_a_session_rule_is_suggested_for_every_part_of_a_compound_command() -> N
 def test_no_session_rule_is_offered_for_a_command_no_rule_can_allow(command: str) -> None:
     assert offered("ask", Rules(parse=parse), "bash", command, confinement="workspace-write") == ()
     assert offered("ask", Rules(parse=parse), "bash", command, confinement="unavailable") == ()
+    assert offered("ask", Rules(parse=parse), "bash", "ls", confinement="workspace-write"), "a plain command gets one"
 
 
 def test_an_offered_session_rule_allows_the_same_command_next_time() -> None:
@@ -142,6 +143,9 @@ def test_an_offered_session_rule_allows_the_same_command_next_time() -> None:
 
 
 def test_leaving_the_sandbox_or_a_deny_rule_offers_no_session_rule() -> None:
+    assert offered("auto-edit", Rules(parse=parse), "bash", "pytest -q", confinement="workspace-write") == ("bash:pytest *",)
+    assert offered("ask", Rules(deny=["bash:git push*"], parse=parse), "bash", "git status",
+                   confinement="workspace-write") == ("bash:git *",), "a deny rule elsewhere takes nothing away"
     assert offered("auto-edit", Rules(parse=parse), "bash", "pytest -q", confinement="workspace-write",
                    leave_sandbox=True) == ()
     denied = Rules(deny=["bash:git push*"], parse=parse)
@@ -151,7 +155,7 @@ def test_leaving_the_sandbox_or_a_deny_rule_offers_no_session_rule() -> None:
 async def test_allowing_a_compound_command_for_the_session_runs_it_again_without_asking(
         stub: Stub, project: Path) -> None:
     from rhapsody.core.toolbox.approval import HumanApprover
-    from rhapsody.core.toolbox.tools import Approval
+    from rhapsody.core.toolbox.approval import Approval
 
     command = "printf one && printf two | wc -l"  # printf: not a read-only command, which would not ask
     stub.script(call(NARRATE, "bash", command=command), call(NARRATE, "bash", command=command), say("done"))

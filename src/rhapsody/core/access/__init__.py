@@ -1,0 +1,1 @@
+"""Access: permission modes and rules, protected reads and credential locations, addresses, confined reads."""

@@ -1,0 +1,202 @@
+"""The Python API as a script uses it: `from rhapsody import Agent`, the CLI's settings and assembly, the real
+anthropic client against the loopback server (reached through ANTHROPIC_BASE_URL, as the CLI reaches it)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rhapsody import Agent, Answer
+from rhapsody import api
+from rhapsody.core import events as ev
+from rhapsody.loopback.script import call, say
+
+from tests.conftest import GATE, MODEL, SANDBOX, Stub
+from tests.core.session.test_handoff_e2e import handoff_turn, step
+
+STEP = "I will append a line to log.txt so each executed run of this tool call is visible on disk."
+
+
+@pytest.fixture
+def wired(stub: Stub, monkeypatch: pytest.MonkeyPatch) -> Stub:
+    """The stub, reached the CLI's way: the anthropic client reads these two variables."""
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", stub.server.url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-key")
+    return stub
+
+
+def open_agent(project: Path, **flags: Any) -> Agent:
+    flags.setdefault("sandbox", SANDBOX)
+    return Agent.open(project, model=MODEL, **flags)
+
+
+async def collect(events: AsyncIterator[ev.Event]) -> list[ev.Event]:
+    return [event async for event in events]
+
+
+async def test_a_turn_with_a_tool_call_streams_typed_events_and_reads_figures(wired: Stub, project: Path) -> None:
+    wired.script(call(STEP, "bash", command="echo run >> log.txt"), say("Logged one run."))
+    async with open_agent(project, permission_mode="yolo") as agent:
+        seen = await collect(agent.send("log a run"))
+        figures = agent.figures()
+    finished = [e for e in seen if isinstance(e, ev.ToolFinished)]
+    assert [(e.call.name, e.is_error) for e in finished] == [("bash", False)]
+    assert (project / "log.txt").read_text() == "run\n"
+    assert isinstance(seen[-1], ev.Idle) and any(isinstance(e, ev.TurnEnded) for e in seen)
+    assert figures.requests == 2 and figures.tool_calls == 1 and figures.input_tokens > 0
+    assert figures.cost_usd > 0 and 0 < figures.context_share < 1 and figures.context_window >= 200_000
+
+
+@pytest.mark.parametrize("answer", [Answer.allow(), Answer.deny("write to notes.txt instead")])
+async def test_an_approval_is_answered_by_the_callback(wired: Stub, project: Path, answer: Answer) -> None:
+    wired.script(call(STEP, "bash", command="echo run >> log.txt"), say("Understood."))
+    asked: list[ev.ApprovalAsked] = []
+
+    def on_approval(question: ev.ApprovalAsked) -> Answer:
+        asked.append(question)
+        return answer
+
+    async with open_agent(project, on_approval=on_approval) as agent:  # no mode given: `ask`, as the CLI
+        await collect(agent.send("log a run"))
+    assert [q.tool for q in asked] == ["bash"] and "log.txt" in asked[0].argument
+    assert (project / "log.txt").exists() == (answer.decision == "once")
+    last_user = json.dumps(wired.bodies()[1]["messages"][-1]["content"])
+    assert ("write to notes.txt instead" in last_user) == (answer.decision == "deny")
+
+
+async def test_an_async_callback_answers_too(wired: Stub, project: Path) -> None:
+    wired.script(call(STEP, "bash", command="echo run >> log.txt"), say("Done."))
+
+    async def on_approval(question: ev.ApprovalAsked) -> Answer:
+        return Answer.allow()
+
+    async with open_agent(project, on_approval=on_approval) as agent:
+        await collect(agent.send("log a run"))
+    assert (project / "log.txt").read_text() == "run\n"
+
+
+async def test_a_hint_sent_during_a_tool_call_reaches_the_model_after_its_result(wired: Stub, project: Path) -> None:
+    wired.script(call(STEP, "bash", command=f"{GATE}; echo run >> log.txt"), say("Adjusted to the hint."))
+    ids: list[str] = []
+    async with open_agent(project, permission_mode="yolo") as agent:
+        async for event in agent.send("start"):
+            if isinstance(event, ev.ToolStarted):
+                ids.append(agent.hint("use tabs, not spaces"))
+                (project / "go").touch()
+            if isinstance(event, ev.HintDelivered):
+                assert event.hint_ids == (ids[0],)
+    last_user = wired.bodies()[1]["messages"][-1]["content"]
+    assert ids == ["h1"] and [b["type"] for b in last_user] == ["tool_result", "text"]
+    assert last_user[1]["text"] == "use tabs, not spaces"
+
+
+async def test_a_handoff_then_resume_by_id(wired: Stub, project: Path) -> None:
+    wired.script(step(1), say("Marker printed."), handoff_turn(), say("Note written."), say("Resumed."))
+    async with open_agent(project, permission_mode="yolo") as agent:
+        await collect(agent.send("print a marker"))
+        seen = await collect(agent.handoff())
+        seams = agent.figures().seams
+        session_id = agent.session_id
+    assert [e for e in seen if isinstance(e, ev.SeamCommitted)] and seams == 1
+    async with Agent.open(project, resume=session_id, sandbox=SANDBOX, permission_mode="yolo") as again:
+        assert again.session_id == session_id and again.figures().seams == 1
+        await collect(again.send("go on"))
+    sent = json.dumps(wired.bodies()[-1]["messages"])
+    assert "go on" in sent and "print a marker" in sent  # the resumed context holds the first turn's words
+
+
+async def test_a_handoff_asked_during_a_turn_comes_through_send(wired: Stub, project: Path) -> None:
+    wired.script(call(STEP, "bash", command=f"{GATE}; echo run >> log.txt"), handoff_turn(), say("Going on."),
+                 say("Done."))
+    during: list[list[ev.Event]] = []
+    seen: list[ev.Event] = []
+    async with open_agent(project, permission_mode="yolo") as agent:
+        async for event in agent.send("log a run"):
+            seen.append(event)
+            if isinstance(event, ev.ToolStarted) and not during:
+                during.append(await collect(agent.handoff()))  # nothing of its own: the turn carries it
+                (project / "go").touch()
+        seams = agent.figures().seams
+    assert during == [[]] and seams == 1
+    assert [e for e in seen if isinstance(e, ev.SeamCommitted)] and (project / "log.txt").exists()
+
+
+async def test_a_refused_operation_says_why(wired: Stub, project: Path) -> None:
+    wired.script(call(STEP, "bash", command=f"{GATE}; true"), say("Done."))
+    async with open_agent(project, permission_mode="yolo") as agent:
+        async for event in agent.send("start"):
+            if isinstance(event, ev.ToolStarted):
+                with pytest.raises(RuntimeError, match="hint"):
+                    await collect(agent.send("another"))
+                (project / "go").touch()
+
+
+async def test_a_failing_callback_denies_the_call_and_its_error_comes_out(wired: Stub, project: Path) -> None:
+    wired.script(call(STEP, "bash", command="echo run >> log.txt"), say("Understood."))
+
+    def on_approval(question: ev.ApprovalAsked) -> Answer:
+        raise LookupError("no policy for bash")
+
+    agent = open_agent(project, on_approval=on_approval)
+    with pytest.raises(LookupError):
+        await collect(agent.send("log a run"))
+    await agent.close()  # the turn, denied, is stopped or over: close does not wait on an open question
+    assert not agent.working and not (project / "log.txt").exists()
+    assert len(wired.bodies()) >= 1
+
+
+def test_bad_input_is_one_line_and_writes_nothing(wired: Stub, tmp_path: Path, project: Path) -> None:
+    from rhapsody.core.errors import RhapsodyError
+
+    with pytest.raises(RhapsodyError, match="is not a directory"):
+        Agent.open(tmp_path / "missing", model=MODEL)
+    assert not (tmp_path / "missing").exists()
+    with pytest.raises(RhapsodyError, match="permission_mode"):
+        Agent.open(project, model=MODEL, permission_mode="root")
+    with pytest.raises(RhapsodyError, match="no sessions"):
+        Agent.open(project, resume="nope")
+
+
+def test_the_headless_json_lines_are_the_apis_events(wired: Stub, project: Path) -> None:
+    """One serialiser: `rhapsody -p --output-format jsonl` prints what `as_json` gives for the same turn."""
+    wired.script(call(STEP, "bash", command="echo run >> log.txt"), say("Logged."),
+                 call(STEP, "bash", command="echo run >> log.txt"), say("Logged."))
+    _, seen = api.run("log a run", project, model=MODEL, sandbox=SANDBOX, permission_mode="yolo")
+    ours = [api.as_json(e)["event"] for e in seen if not isinstance(e, ev.Idle)]
+    done = subprocess.run([sys.executable, "-m", "rhapsody", "-p", "log a run", "--output-format", "jsonl",
+                           "--model", MODEL, "--permission-mode", "yolo"],
+                          cwd=project, capture_output=True, text=True, timeout=50,
+                          env={**_env(), "RHAPSODY_SANDBOX": SANDBOX})
+    lines = [json.loads(line)["event"] for line in done.stdout.splitlines()]
+    assert done.returncode == 0, done.stderr
+    assert lines[0] == "session" and lines[-1] == "result" and lines[1:-1] == ours
+    assert "tool_finished" in ours
+
+
+def test_the_example_runs_offline(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parent.parent / "examples" / "api_demo.py"
+    done = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=50,
+                          env={**_env(), "XDG_STATE_HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert "hint h1 sent" in done.stdout and "hint_delivered" in done.stdout
+    assert "handoff: ['seam_committed']" in done.stdout and "1 seam" in done.stdout
+    assert "Resumed: log.txt still holds one run." in done.stdout
+
+
+def test_import_rhapsody_stays_light_until_the_api_is_asked_for() -> None:
+    code = ("import sys, rhapsody; light = 'rhapsody.api' not in sys.modules and 'anthropic' not in sys.modules; "
+            "rhapsody.Agent; print(light, 'rhapsody.api' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert done.stdout.split() == ["True", "True"], done.stderr
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    return dict(os.environ)
