@@ -210,16 +210,12 @@ def test_output_boundary_headless_text_never_sends_the_models_escape_sequences(
 
 
 async def test_output_boundary_plain_mode_never_sends_the_models_escape_sequences(stub: Stub, project: Path) -> None:
-    import io
-
-    from rhapsody.frontends.plain import _consume
+    from tests.frontends.test_plain import plain_exchange
 
     stub.script(say(f"{ERASE}all good{CLIPBOARD} done"))
-    wiring = stub.wire(project)
-    out = io.StringIO()
-    await _consume(wiring.agent, "go", out)
-    assert "\x1b" not in out.getvalue() and "\x07" not in out.getvalue()
-    assert "all good\\x1b]52;c;" in out.getvalue()
+    printed = await plain_exchange(stub.wire(project), "go", " done")
+    assert "\x1b" not in printed and "\x07" not in printed
+    assert "all good\\x1b]52;c;" in printed  # the model's text was shown, escaped
 
 
 def test_tools_boundary_a_projects_own_git_never_runs_through_an_empty_path_entry(

@@ -129,9 +129,10 @@ MODES = {"read-only": 0, "ask": 1, "auto-edit": 2, "yolo": 3}
 SANDBOXES = {"off": 0, "workspace-write": 1, "read-only": 2}
 BIGGER_WIDENS = ("max_tokens", "bash_timeout", "output_cap", "retries", "request_timeout", "instructions_cap",
                  "max_steps_per_turn", "max_cost_usd", "handoff_at_tokens", "rolling_short", "rolling_working",
-                 "rolling_batch", "memory.map_cap")
+                 "rolling_batch", "memory.map_cap", "subagent_max_tool_calls", "subagent_max_tokens",
+                 "subagent_max_cost_usd")
 ON_WIDENS = ("parallel_tools", "thinking", "exact_tokens", "sandbox_network", "memory.commit")
-MUST_EQUAL = ("provider", "model", "keymap", "mcp_servers", "hooks", "trusted_projects", "memory.path")
+MUST_EQUAL = ("provider", "model", "subagent_model", "keymap", "mcp_servers", "hooks", "trusted_projects", "memory.path")
 NO_DIRECTION = ("context", "retry_base_delay", "memory.stale_days", "handoff_at_share", "context_window", "checkpoints",
                 "checkpoint_max_file_mb", "checkpoints_keep_days", "checkpoints_max_mb", "notify",
                 "notify_with", "notify_after", "result_lines", "diff_lines", "seam_policy", "cache_ttl")
@@ -194,6 +195,8 @@ GOOD: dict[str, st.SearchStrategy[Any]] = {
     "memory": st.fixed_dictionaries({}, optional={"path": st.sampled_from(["src", "../x", "docs/memory"]),
                                                   "commit": st.booleans(), "map_cap": st.integers(-1, 10**5),
                                                   "nope": st.integers()}),
+    "subagent_model": st.sampled_from(["m1", MODEL]), "subagent_max_tool_calls": st.integers(-1, 100),
+    "subagent_max_tokens": st.integers(-1, 10**7), "subagent_max_cost_usd": st.floats(-1, 100),
     "colour": st.just("blue"), "mcp": st.just({"x": 1}), "hooks": st.just(["sh"]),
 }
 project_files = st.dictionaries(st.sampled_from(sorted(GOOD)), st.none(), max_size=8).flatmap(
