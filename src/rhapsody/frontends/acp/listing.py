@@ -33,7 +33,7 @@ def listed(root: Path, cursor: str | None) -> ListSessionsResponse:
 def _info(path: Path, root: Path) -> SessionInfo | None:
     """A session as the client lists it (None: no turn in it, or unreadable)."""
     try:
-        records = read_session(path).records
+        records = read_session(path, typed=True).typed
     except (HistoryError, OSError):
         return None
     title = first_typed(records)
