@@ -13,7 +13,7 @@ import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
-from rhapsody.config.files import MCP_JSON, project_config_path, read_config, user_config_path
+from rhapsody.config.files import MCP_JSON, project_config_path, user_config_path
 from rhapsody.core.errors import ConfigError
 
 _KEY = re.compile(r"^trusted_projects\s*=\s*\[[^\]]*\]\s*$", re.MULTILINE)
@@ -21,9 +21,9 @@ _KEY = re.compile(r"^trusted_projects\s*=\s*\[[^\]]*\]\s*$", re.MULTILINE)
 
 def ignored(root: Path) -> list[str]:
     """What the project's config asks for that does not apply until the project is trusted."""
-    from rhapsody.config.settings import is_trusted, project_layer
+    from rhapsody.config.settings import is_trusted, project_layer, user_layer
 
-    return project_layer(root, read_config(user_config_path()))[1] if not is_trusted(root) else []
+    return project_layer(root, user_layer())[1] if not is_trusted(root) else []
 
 
 def _settings_ignored(root: Path) -> list[str]:
@@ -79,9 +79,15 @@ def trust(root: Path) -> Path:
     return path
 
 
+def _claude_settings(root: Path) -> bool:
+    from rhapsody.config.claude import PROJECT_FILES
+
+    return any((root / name).is_file() for name in PROJECT_FILES)
+
+
 def first_run_question(root: Path) -> str | None:
     """What to ask before an interactive session opens: the ignored config and the waiting MCP servers."""
-    if not project_config_path(root).exists() and not (root / MCP_JSON).exists():
+    if not project_config_path(root).exists() and not (root / MCP_JSON).exists() and not _claude_settings(root):
         return None  # nothing a project could ask for: the settings' validation is not even imported
     from rhapsody.mcp.config import plan
 
