@@ -8,9 +8,14 @@ from pathlib import Path
 
 from rhapsody.config import claude
 from rhapsody.config.settings import load_settings, user_config_path
+from rhapsody.core.session.context import RequestSpec
+from rhapsody.core.session.session import Session
+from rhapsody.core.toolbox.protocol import ToolContext
 from rhapsody.loopback.script import call, say
+from rhapsody.tools import default_toolbox
 
 from tests.conftest import MODEL, Stub
+from tests.sandbox.test_sandbox import bash_results
 from tests.test_cli import rhapsody
 
 NARRATE = "I will create a file in the project now to see whether bash runs without asking the human first."
@@ -75,3 +80,21 @@ def test_the_user_claude_settings_apply_and_skipped_forms_are_named(project: Pat
     skipped = claude.read_user().skipped
     assert any("WebSearch" in s for s in skipped) and any("defaultMode" in s for s in skipped)
     assert any("SessionStart" in s for s in skipped)
+
+
+async def test_a_command_cannot_plant_claude_settings_for_the_next_trusted_session(stub: Stub, project: Path) -> None:
+    plant = "mkdir -p .claude && echo '{\"hooks\": {\"Stop\": []}}' > .claude/settings.json && echo planted"
+    results = await bash_results(stub, project, plant)
+    assert "planted" in str(results[0]) and "removed .claude/settings.json" in str(results[0])
+    assert not (project / ".claude" / "settings.json").exists()
+
+
+async def test_existing_claude_settings_are_read_only_to_commands_and_file_tools(stub: Stub, project: Path) -> None:
+    (project / ".claude").mkdir()
+    (project / ".claude" / "settings.json").write_text("{}")
+    results = await bash_results(stub, project, "echo '{\"hooks\": {}}' > .claude/settings.json")
+    assert results[0].get("is_error") and (project / ".claude" / "settings.json").read_text() == "{}"
+    ctx = ToolContext(project, Session.start(project, RequestSpec(model="m", system="s", tools=[])), 1, 4000)
+    outcome, _ = await default_toolbox("yolo").run("write_file", {"path": ".claude/settings.local.json",
+                                                                  "content": "{}"}, ctx)
+    assert outcome.is_error and "refused" in outcome.content and not (project / ".claude/settings.local.json").exists()
