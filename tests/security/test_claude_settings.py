@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rhapsody.commands.slash import run_command
 from rhapsody.config import claude
 from rhapsody.config.settings import load_settings, user_config_path
 from rhapsody.core.session.context import RequestSpec
@@ -98,3 +99,15 @@ async def test_existing_claude_settings_are_read_only_to_commands_and_file_tools
     outcome, _ = await default_toolbox("yolo").run("write_file", {"path": ".claude/settings.local.json",
                                                                   "content": "{}"}, ctx)
     assert outcome.is_error and "refused" in outcome.content and not (project / ".claude/settings.local.json").exists()
+
+
+def test_permissions_lists_the_imported_rules_with_their_file(stub: Stub, project: Path, tmp_path: Path) -> None:
+    hostile(project, tmp_path / "hook-ran")
+    claude.user_path().parent.mkdir(parents=True, exist_ok=True)
+    claude.user_path().write_text(json.dumps({"permissions": {"allow": ["Bash(npm test:*)", "WebSearch"]}}))
+    settings = load_settings(project)
+    agent = stub.wire(project, allow=settings.allow, deny=settings.deny).agent
+    text = run_command(agent, "/permissions").text
+    assert "bash:npm test * (~/.claude/settings.json)" in text
+    assert "read_file:secrets/** (.claude/settings.json)" in text  # the untrusted project's deny rule
+    assert "Bash(*)" not in text.split("skipped")[0] and "WebSearch" in text
