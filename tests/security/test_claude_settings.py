@@ -111,3 +111,13 @@ def test_permissions_lists_the_imported_rules_with_their_file(stub: Stub, projec
     assert "bash:npm test * (~/.claude/settings.json)" in text
     assert "read_file:secrets/** (.claude/settings.json)" in text  # the untrusted project's deny rule
     assert "Bash(*)" not in text.split("skipped")[0] and "WebSearch" in text
+
+
+def test_the_headless_notice_names_the_claude_settings_file(stub: Stub, project: Path, tmp_path: Path) -> None:
+    hostile(project, tmp_path / "hook-ran")
+    stub.script(say("done"))
+    env = {"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": stub.server.url}
+    result = rhapsody("-p", "go", "--cwd", str(project), "--model", MODEL, env=env)
+    assert result.returncode == 0, result.stderr
+    assert ".claude/settings.json of this project is not trusted; ignored: hooks (starts programs), allow" \
+        in result.stderr, result.stderr

@@ -36,7 +36,7 @@ def untrusted_notice(root: Path) -> str | None:
     cut = _settings_ignored(root)
     if not cut:
         return None
-    return (f"rhapsody: .rhapsody/config.toml of this project is not trusted; ignored: {', '.join(cut)}. "
+    return (f"rhapsody: {_files(root)} of this project is not trusted; ignored: {', '.join(cut)}. "
             f"Run `rhapsody trust` to accept it.")
 
 
@@ -79,6 +79,13 @@ def trust(root: Path) -> Path:
     return path
 
 
+def _files(root: Path) -> str:
+    """The project's settings files that ask for something: its own config, Claude Code's, or both."""
+    own = project_config_path(root).exists()
+    return " and ".join([".rhapsody/config.toml"] * own + [".claude/settings.json"] * _claude_settings(root)) or \
+        ".rhapsody/config.toml"
+
+
 def _claude_settings(root: Path) -> bool:
     from rhapsody.config.claude import PROJECT_FILES
 
@@ -98,7 +105,7 @@ def first_run_question(root: Path) -> str | None:
         waiting = ()
     if not cut and not waiting:
         return None
-    asks = ([f"its .rhapsody/config.toml asks for {', '.join(cut)}"] if cut else []) + (
+    asks = ([f"its {_files(root)} asks for {', '.join(cut)}"] if cut else []) + (
         [f"it would start MCP servers {', '.join(waiting)} (programs named by the project)"] if waiting else [])
     from rhapsody.view.render import visible  # names the project chose: escapes shown, never sent to the terminal
 
