@@ -16,9 +16,10 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "rhapsody"
 FRONT_ENDS = [*sorted((SRC / "frontends").rglob("*.py")), *sorted((SRC / "view").rglob("*.py")),
               *sorted((SRC / "memory").rglob("*.py")), *sorted((SRC / "commands").rglob("*.py")), SRC / "api.py"]
 EVENT_NAMES = {cls.__name__ for cls in EVENT_TYPES}
-EXHAUSTIVE = {"assert_never", "print_event", "event_lines", "apply"}
+EXHAUSTIVE = {"assert_never", "print_event", "event_lines", "apply", "event_updates"}
 """What a dispatch's last `case _:` may do: prove it is exhaustive, or hand the event on to a dispatch whose
-own match is (the shared renderer; the app's `apply`, which shows it through `show`)."""
+own match is (the shared renderer; the app's `apply`, which shows it through `show`; the editor's session
+updates, frontends/acp/updates.py)."""
 DOCUMENTED = {("api.py", "_drain")}
 """The one documented place that picks events out with isinstance (it answers questions and stops at Idle,
 passing every event on whole)."""

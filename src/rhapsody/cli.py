@@ -29,6 +29,7 @@ USAGE_EPILOG = """commands:
   rhapsody mcp list                          MCP servers, their state and their tools
   rhapsody import PATH...                    Claude Code / Codex sessions as rhapsody sessions
   rhapsody rewind [SESSION] --list|--to N    go back to a checkpoint: --files, --conversation or --both
+  rhapsody acp [--model M] [--permission-mode MODE]   an Agent Client Protocol agent on stdio, for editors
 
 Without -p, rhapsody opens the full-screen app in the current directory; `rhapsody "PROMPT"` opens it
 with PROMPT sent. With -p, text piped to standard input comes first, then TASK:
@@ -219,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
             return _export(_export_parser().parse_args(args[1:]))
         if args[:1] == ["rewind"]:
             return _rewind(args[1:])
+        if args[:1] == ["acp"]:
+            return _acp(args[1:])
         if args[:1] == ["stats"]:
             from rhapsody.commands.stats import print_stats
 
@@ -276,6 +279,40 @@ def _rewind(args: list[str]) -> int:
     ns = p.parse_args(args)
     root = _root(ns.cwd)
     return rewind_cli.main(root, load_settings(root), ns)
+
+
+def _acp(args: list[str]) -> int:
+    """`rhapsody acp`: the editor's client opens sessions; each is built as the app's is, in the session's cwd."""
+    from rhapsody.core.access.permissions import MODES
+    from rhapsody.frontends.acp import run_acp
+    from rhapsody.sandbox.procs import install_exit_cleanup
+
+    p = _Parser(prog="rhapsody acp", description="An Agent Client Protocol agent on standard input and output "
+                "(an editor starts it: docs/editors.md).")
+    p.add_argument("--provider", choices=("anthropic", "bedrock", "vertex", "openai"), help="where the model runs")
+    p.add_argument("--model", help="model id in the provider's form")
+    p.add_argument("--permission-mode", choices=MODES, help="the mode new sessions start in (default: ask)")
+    ns = p.parse_args(args)
+    flags = {"provider": ns.provider, "model": ns.model, "permission_mode": ns.permission_mode}
+
+    def opener(root: Path, resume: str | None, approver: Any) -> Any:
+        from rhapsody.config.settings import load_settings
+        from rhapsody.providers.pick import make_model
+        from rhapsody.wiring import build
+
+        _dropped(root)
+        settings = load_settings(root, flags)
+        model_id = settings.model
+        if model_id is None and resume is None:
+            from rhapsody.providers.lazy import default_model
+
+            model_id = default_model()
+        wiring = build(root, settings, make_model(settings), model_id, resume=resume, approver=approver)
+        _notices(root, settings)
+        return wiring
+
+    install_exit_cleanup()
+    return run_acp(opener)
 
 
 def _root(cwd: str | None) -> Path:
@@ -552,14 +589,10 @@ def typed_ahead() -> tuple[str, ...]:
 
 def _notices(root: Path, settings: Any) -> None:
     """One line each on stderr: an untrusted project config cut down, a sandbox that is off."""
-    from rhapsody.sandbox.bwrap import bwrap_path, status
-    from rhapsody.commands.trust import untrusted_notice
+    from rhapsody.commands.trust import start_notices
 
-    notice = untrusted_notice(root)
-    if notice:
+    for notice in start_notices(root, settings.sandbox):
         _error(notice)
-    if settings.sandbox == "off" or bwrap_path() is None:
-        _error(f"rhapsody: {status(settings.sandbox)}")
 
 
 def _picked(ns: argparse.Namespace, root: Path) -> bool:

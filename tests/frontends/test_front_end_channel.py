@@ -36,6 +36,10 @@ REBUILDS = {
         "seam_text": "the status bar's seam estimate, a fold over the whole history",
         "_seam_text": "the same fold, cached on the history's length"},
     "frontends/plain.py": {"resumed_recap": "where a resumed session was left, rebuilt from its history"},
+    "frontends/acp/server.py": {
+        "load_session": "session/load replays the history as the protocol's updates",
+        "close": "a session never prompted leaves no history file, as the app's parting line does"},
+    "frontends/acp/listing.py": {"_info": "session/list titles an old session by its first message, as the picker"},
     "frontends/headless.py": {
         "history_length": "where this run's records begin, for its summary",
         "written_since": "the run's records, folded once it is over into its result"},

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from rhapsody.commands.outcome import Outcome as Outcome  # where commands like /rewind build it too
 from rhapsody.core.session.handoff import undo_seam
 from rhapsody.core.agent.loop import Agent
 from rhapsody.core.agent.ops import SetMode
@@ -44,32 +45,6 @@ def command(name: str, help: str) -> Callable[[Run], Run]:
         COMMANDS[name] = help
         return run
     return register
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What a command produced: text to show, and what the front end should do next."""
-
-    text: str = ""
-    run_turn: bool = False
-    quit: bool = False
-    reload: bool = False
-    """The transcript changed under the front end (a seam undone, a new session)."""
-    in_history: bool = False
-    """The text is also a history record the transcript shows once it is rebuilt."""
-    error: bool = False
-    prompt: str = ""
-    """What to send as the human's message (a custom command's prompt); queued when a turn runs."""
-    typed: str = ""
-    """What the human typed with the command (its arguments): only these words attach images, never the
-    command file's own text."""
-    confirm: str = ""
-    """A question for the human (the app asks it, plain mode asks y/N, headless refuses): yes runs `then`."""
-    then: str = ""
-    declined: str = "not handed off: the context stays as it is"
-    """What is said when the human answers the question no."""
-    refill: str = ""
-    """Text to put back in the prompt (a rewound message, to edit and send again)."""
 
 
 def is_command(line: str) -> bool:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from rhapsody.config.files import MCP_JSON, project_config_path, user_config_path
 from rhapsody.core.errors import ConfigError
+from rhapsody.core.access.permissions import SandboxSetting
 
 _KEY = re.compile(r"^trusted_projects\s*=\s*\[[^\]]*\]\s*$", re.MULTILINE)
 
@@ -29,6 +30,16 @@ def ignored(root: Path) -> list[str]:
 def _settings_ignored(root: Path) -> list[str]:
     # The project's MCP servers get their own line, naming them (mcp/config.py, waiting_line): not twice.
     return [entry for entry in ignored(root) if not entry.startswith("mcp_servers ")]
+
+
+def start_notices(root: Path, sandbox: SandboxSetting) -> list[str]:
+    """What a front end without a screen of its own says as a session starts: an untrusted project config
+    cut down, a sandbox that is off (`sandbox`: the setting)."""
+    from rhapsody.sandbox.bwrap import bwrap_path, status
+
+    notice = untrusted_notice(root)
+    off = sandbox == "off" or bwrap_path() is None
+    return [n for n in (notice, f"rhapsody: {status(sandbox)}" if off else None) if n]
 
 
 def untrusted_notice(root: Path) -> str | None:

@@ -14,13 +14,11 @@ import hashlib
 import json
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from rhapsody.loopback.dialect import Exchange, Fault, Server
 from rhapsody.loopback.validate import IMAGE_TYPES, check_image
 from rhapsody.loopback.validate import Invalid as ApiInvalid
-
-if TYPE_CHECKING:
-    from rhapsody.loopback.server import Fault, LoopbackServer, _Handler
 
 PATH = "/chat/completions"
 SAMPLING = ("temperature", "top_p", "top_k", "presence_penalty", "frequency_penalty")
@@ -32,12 +30,12 @@ class Invalid(Exception):
     """A request an OpenAI-compatible server answers with 400."""
 
 
-def chat_bodies(server: LoopbackServer) -> list[dict[str, Any]]:
+def chat_bodies(server: Server) -> list[dict[str, Any]]:
     """The chat-completions request bodies that were answered 200."""
     return [r.body for r in server.requests if r.status == 200 and r.path.endswith(PATH)]
 
 
-def serve(handler: _Handler, raw: bytes, body: Any) -> None:
+def serve(handler: Exchange, raw: bytes, body: Any) -> None:
     """Answer one chat-completions request: validate, inject a fault or stream the next turn."""
     lb = handler.loopback
     try:
@@ -146,7 +144,7 @@ def _check_part(part: Any, where: str) -> None:
         raise Invalid(str(exc)) from None
 
 
-def _error(handler: _Handler, status: int, kind: str, message: str, raw: bytes, body: Any,
+def _error(handler: Exchange, status: int, kind: str, message: str, raw: bytes, body: Any,
            headers: dict[str, str] | None = None, code: str | None = None) -> None:
     handler._json(status, {"error": {"message": message, "type": kind, "code": code}}, raw, body, headers)
 
@@ -160,7 +158,7 @@ def _lost_turn() -> dict[str, Any]:
     return {"content": [{"type": "text", "text": "This partial answer is lost to an injected fault and must not be kept."}]}
 
 
-def _stream(handler: _Handler, body: dict[str, Any], turn: dict[str, Any], fault: Fault | None) -> None:
+def _stream(handler: Exchange, body: dict[str, Any], turn: dict[str, Any], fault: Fault | None) -> None:
     chunks = list(_chunks(handler.loopback, body, turn))
     handler._open_event_stream(fault)
     for n, chunk in enumerate([*chunks, None]):
@@ -176,11 +174,11 @@ def _stream(handler: _Handler, body: dict[str, Any], turn: dict[str, Any], fault
             time.sleep(turn["delay"])
 
 
-def _send(handler: _Handler, data: dict[str, Any]) -> None:
+def _send(handler: Exchange, data: dict[str, Any]) -> None:
     handler.wfile.write(f"data: {json.dumps(data)}\n\n".encode())
 
 
-def _chunks(lb: LoopbackServer, body: dict[str, Any], turn: dict[str, Any]) -> Any:
+def _chunks(lb: Server, body: dict[str, Any], turn: dict[str, Any]) -> Any:
     """The chunks of one streamed answer: role, content, tool calls, finish, then usage."""
     cid, model = lb.next_id("chatcmpl"), body["model"]
 
@@ -214,7 +212,7 @@ def _call_chunks(chunk: Any, index: int, block: dict[str, Any], call_id: str) ->
         yield chunk({"tool_calls": [{"index": index, "function": {"arguments": payload[cut:cut + 50]}}]})
 
 
-def _usage(lb: LoopbackServer, body: dict[str, Any], turn: dict[str, Any]) -> dict[str, Any]:
+def _usage(lb: Server, body: dict[str, Any], turn: dict[str, Any]) -> dict[str, Any]:
     """Token figures with automatic prefix caching, as OpenAI-style servers report it."""
     prompt, cached, running = 0, 0, "chat"
     for part in [body.get("tools", []), *body["messages"]]:

@@ -52,7 +52,10 @@ class ReadFile(Tool):
 
     async def run(self, args: ReadInput, ctx: ToolContext) -> ToolOutcome:
         path = confine(ctx.root, args.path, ctx.protected, outside=ctx.read_outside)
-        text, blob = await asyncio.to_thread(_read_with_blob, path, args.path)
+        text, blob = await asyncio.to_thread(_read_with_blob, path, args.path)  # the disk's refusals hold either way
+        if ctx.files is not None:  # the editor's copy, unsaved changes included
+            text = await ctx.files.read(path)
+            blob = git_blob(text.encode("utf-8", "replace"))
         lines = text.splitlines()
         first = args.start_line or 1
         last = min(args.end_line or len(lines), len(lines))
@@ -117,7 +120,10 @@ class WriteFile(Tool):
         # A secret or read-denied file's old content must not reach the history through the diff.
         hidden = search.readable_hidden(shown(ctx.root, path), ctx.read_deny)
         before = "" if hidden else await asyncio.to_thread(_old_text, path)
-        await asyncio.to_thread(_write, path, args.content, args.path)
+        if ctx.files is not None:
+            await ctx.files.write(path, args.content)
+        else:
+            await asyncio.to_thread(_write, path, args.content, args.path)
         lines = args.content.count("\n") + (1 if args.content and not args.content.endswith("\n") else 0)
         where = shown(ctx.root, path)
         return ToolOutcome(f"wrote {where}: {counted(len(args.content), 'character')}, {counted(lines, 'line')}",
@@ -193,6 +199,8 @@ class EditFile(Tool):
         path = confine(ctx.root, args.path, ctx.protected)
         _refuse_state(ctx.root, path)
         text, bad_byte = await asyncio.to_thread(_read_for_edit, path, args.path)
+        if ctx.files is not None:
+            text, bad_byte = await ctx.files.read(path), None
         if not args.old:
             raise ToolFailure("old is empty; give the exact text to replace")
         _check_edit_encoding(args, bad_byte)
@@ -204,7 +212,10 @@ class EditFile(Tool):
             raise ToolFailure(f"old text occurs {count} times in {args.path}; add context to make it unique or set replace_all")
         updated = text.replace(args.old, args.new) if args.replace_all else text.replace(args.old, args.new, 1)
         # surrogateescape: every byte that is not UTF-8 went in as one escape and comes back out as itself.
-        await asyncio.to_thread(_write_bytes, path, updated.encode("utf-8", "surrogateescape"), args.path)
+        if ctx.files is not None:
+            await ctx.files.write(path, updated)
+        else:
+            await asyncio.to_thread(_write_bytes, path, updated.encode("utf-8", "surrogateescape"), args.path)
         where = shown(ctx.root, path)
         return ToolOutcome(f"edited {where}: {counted(count if args.replace_all else 1, 'replacement')}",
                            facts={"path": where, "op": "write", "diff": applied_diff(text, updated, where)})

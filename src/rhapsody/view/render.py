@@ -160,11 +160,16 @@ def first_line(text: str, width: int = 160) -> str:
 # -- tool calls -------------------------------------------------------------------------
 
 
+def call_title(call: ToolUseBlock) -> str:
+    """A call as one readable line, its outcome left out: the tool and its key argument (`bash ls -la`)."""
+    return f"{call.name} {key_argument(call)}".rstrip()
+
+
 def tool_title(view: ToolView, reason: str = "") -> str:
     """tool, key argument, outcome and the tool's own time (never the human's wait), then "output capped"
     when a cap cut the output's middle; a refusal or failure says its reason cut to 100 characters, or
     `reason` when given (the whole of it)."""
-    head = f"{view.call.name} {key_argument(view.call)}".rstrip()
+    head = call_title(view.call)
     seconds = f"({view.duration_ms / 1000:.1f} s)" + (" · output capped" if original_size(view.output) else "")
     why = reason or first_line(view.output, 100)
     outcome = {

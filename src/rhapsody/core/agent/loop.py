@@ -36,7 +36,7 @@ from rhapsody.core.agent.safety_net import request_failed
 from rhapsody.core.session.session import Session
 from rhapsody.core.agent.tool_calls import run_calls
 from rhapsody.core.toolbox.orchestrator import Toolbox
-from rhapsody.core.toolbox.protocol import ToolContext
+from rhapsody.core.toolbox.protocol import EditorFiles, ToolContext
 from rhapsody.core.access.permissions import Mode
 from rhapsody.core.toolbox.protocol import PlanReviewer
 from rhapsody.core.agent.turn import Opening, Turn, begin, model_ended, opening
@@ -110,6 +110,10 @@ class Agent:
     def review_plans_with(self, reviewer: PlanReviewer) -> None:
         """Who answers a plan exit_plan proposes: the front end with a human."""
         self.toolbox.reviewer = reviewer
+
+    def edit_files_with(self, files: EditorFiles) -> None:
+        """The editor's files, which the file tools read and write through (an editor front end that offers them)."""
+        self.toolbox.files = files
 
     @property
     def working(self) -> bool:

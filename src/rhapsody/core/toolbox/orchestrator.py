@@ -38,7 +38,7 @@ from rhapsody.core.session.checkpoints import Checkpointer, checkpoint
 from rhapsody.core.session.messages import INVALID_KEY, UNPARSED_KEY
 from rhapsody.core.toolbox.approval import Approver
 from rhapsody.core.toolbox.hooks import NOTHING, HookVerdict, Hooks, NoHooks, payload, tool_fields
-from rhapsody.core.toolbox.protocol import Escape, PlanReviewer, Tool, ToolContext, ToolFailure, ToolOutcome
+from rhapsody.core.toolbox.protocol import EditorFiles, Escape, PlanReviewer, Tool, ToolContext, ToolFailure, ToolOutcome
 from rhapsody.core.toolbox.registry import Registry
 from rhapsody.core.toolbox.rule_suggestions import session_rules
 
@@ -77,6 +77,8 @@ class Toolbox(Registry):
         """Who answers `ask` decisions; None where no human can answer (headless)."""
         self.reviewer: PlanReviewer | None = None
         """Who answers a plan `exit_plan` proposes; None where no human can answer (headless)."""
+        self.files: EditorFiles | None = None
+        """The editor's files, where the front end is an editor that offers them (see EditorFiles)."""
         self.clock = clock
         """Times tool runs (seconds); a fixed clock pins durations in layout snapshots."""
         self.secrets = tuple(s for s in secrets if len(s) >= 8)
@@ -145,7 +147,8 @@ class Toolbox(Registry):
         return dataclasses.replace(ctx, confinement="off" if call.leave_sandbox else call.confinement,
                                    read_deny=self.rules.read_denied(), read_only=writes_nothing(self.permission_mode),
                                    protected=self.protected, rules=self.rules, mode=self.permission_mode,
-                                   reviewer=self.reviewer, read_outside=bool(outside(call.keys)) and call.reads_files)
+                                   reviewer=self.reviewer, files=self.files,
+                                   read_outside=bool(outside(call.keys)) and call.reads_files)
 
     def _take_mode(self, outcome: ToolOutcome, ctx: ToolContext) -> None:
         """The permission mode a call leaves the session in (an approved plan picks it), recorded."""

@@ -76,6 +76,8 @@ class ToolContext:
     """The permission mode the call runs in (set per call by the toolbox)."""
     reviewer: PlanReviewer | None = None
     """Who reviews a proposed plan (the toolbox's); None where no human can answer."""
+    files: EditorFiles | None = None
+    """The editor's files, which file tools read and write through (the toolbox's); None: the disk itself."""
     delegation: object | None = None
     """What the agent lends the sub-agents a call starts (a `core.agent.subagent.Delegation`, which the toolbox,
     below the agent, cannot name); None: it starts none."""
@@ -156,6 +158,19 @@ class PlanReviewer(Protocol):
 
     async def __call__(self, plan: str) -> PlanReview:
         """The human's answer."""
+        ...
+
+
+class EditorFiles(Protocol):
+    """The files as the human's editor holds them (unsaved changes included), where a front end offers them
+    (an editor over the Agent Client Protocol). File tools still confine and check every path on disk first."""
+
+    async def read(self, path: Path) -> str:
+        """The text of `path` (absolute) as the editor has it."""
+        ...
+
+    async def write(self, path: Path, content: str) -> None:
+        """Write `content` to `path` (absolute) through the editor."""
         ...
 
 
