@@ -265,11 +265,29 @@ def _permissions(agent: Agent, arg: str) -> Outcome:
     warning = ["⚠ yolo: every call now runs without asking you, edits and commands alike; "
                "/permissions ask goes back"] if arg == "yolo" else []
     rules = box.rules
+    origin, skipped = _imported(agent.session.root)
     lines = [f"permission mode: {box.permission_mode} (switch: /permissions {'|'.join(MODES)})",
-             f"allow: {', '.join(rules.allow) or '(none)'}",
-             f"deny: {', '.join(rules.deny) or '(none)'}",
+             f"allow: {_sourced(rules.allow, origin) or '(none)'}",
+             f"deny: {_sourced(rules.deny, origin) or '(none)'}",
              f"allowed this session: {', '.join(rules.session_allow) or '(none)'}"]
+    lines += [f"skipped (no rhapsody rule or hook point): {', '.join(skipped)}"] if skipped else []
     return Outcome("\n".join(warning + lines), error=bool(warning))
+
+
+def _imported(root: Path) -> tuple[dict[str, str], list[str]]:
+    """Where each rule of the Claude Code settings files came from, and the forms they had that were skipped."""
+    from rhapsody.config import claude
+    from rhapsody.core.errors import ConfigError
+
+    try:
+        user, project = claude.read_user(), claude.read_project(root)
+    except ConfigError as exc:
+        return {}, [str(exc)]
+    return {**user.origin, **project.origin}, [*user.skipped, *project.skipped]
+
+
+def _sourced(rules: list[str], origin: dict[str, str]) -> str:
+    return ", ".join(f"{rule} ({origin[rule]})" if rule in origin else rule for rule in rules)
 
 
 def stats_text(session: Session) -> str:
