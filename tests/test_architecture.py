@@ -117,16 +117,7 @@ def test_no_front_end_changes_the_agent_but_through_submit() -> None:
     assert reach_ins(SRC / "commands" / "slash.py")  # the scan finds what it looks for (commands may reach in)
 
 
-KNOWN_CIRCLES = {
-    frozenset({"rhapsody.commands.rewind", "rhapsody.commands.slash"}):
-        "rewind's commands return slash's Outcome, slash dispatches to them; the command registry replaces both",
-    frozenset({"rhapsody.frontends.app.app", "rhapsody.frontends.app.rewind"}):
-        "the rewind picker names the app for its type; the app's split gives it the state it owns",
-    frozenset({"rhapsody.frontends.app.approval", "rhapsody.frontends.app.prompt", "rhapsody.frontends.app.widgets"}):
-        "panels that focus the prompt and the transcript name each other inside functions; the app's split too",
-    frozenset({"rhapsody.loopback.bedrock", "rhapsody.loopback.chat", "rhapsody.loopback.server"}):
-        "the test server's dialects name its handler for their types (TYPE_CHECKING); a handler protocol ends it",
-}
+KNOWN_CIRCLES: dict[frozenset[str], str] = {}
 """Circles still open, each with what ends it: a new circle fails, and so does one that is gone but still listed."""
 
 

@@ -16,7 +16,9 @@ from rhapsody.commands.trust import trust
 from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.frontends.app.widgets import PromptInput
 
-from tests.conftest import GATE, Stub, plain_mode, until
+from rhapsody.core.toolbox.approval import HumanApprover
+
+from tests.conftest import GATE, Stub, no_grace, plain_mode, until
 
 COMPONENT = """---
 description: Create a new UI component
@@ -168,3 +170,30 @@ async def test_command_files_are_read_once_an_input_and_once_a_palette_opening(s
         await pilot.press("ctrl+p")
         await until(lambda: app.screen is not app.screen_stack[0], pause=pilot.pause)
         assert "/later" in [c.title for c in app.get_system_commands(app.screen)]
+
+
+async def test_a_commands_shell_output_reaches_the_models_request(stub: Stub, project: Path) -> None:
+    write(user_commands() / "shout.md", "Here is what it said:\n!`echo quiet words | tr a-z A-Z`\nAnswer it.")
+    stub.script(say("Heard."))
+    wiring = stub.wire(project)
+    async with plain_mode(wiring) as (pipe, out, task):
+        pipe.send_text("/shout\r")
+        await until(lambda: "Heard." in out.getvalue())
+        pipe.send_text("/quit\r")
+        assert await asyncio.wait_for(task, 10) == 0
+    assert last_user_text(stub) == "Here is what it said:\nQUIET WORDS\nAnswer it."
+
+
+async def test_in_ask_mode_a_denied_shell_line_stops_the_command(stub: Stub, project: Path) -> None:
+    write(user_commands() / "clean.md", "Cleaned:\n!`touch made-by-command`\nReport.")
+    approver = HumanApprover(grace=no_grace)
+    wiring = stub.wire(project, approver=approver, permission_mode="ask")
+    async with plain_mode(wiring, approver) as (pipe, out, task):
+        pipe.send_text("/clean\r")
+        await until(lambda: "? bash wants to run" in out.getvalue())  # the usual question: the step ran
+        pipe.send_text("n\r")
+        await until(lambda: "custom command not sent" in out.getvalue())
+        pipe.send_text("/quit\r")
+        assert await asyncio.wait_for(task, 10) == 0
+    assert not stub.server.requests and not (project / "made-by-command").exists()
+    assert len([line for line in out.getvalue().splitlines() if "custom command not sent" in line]) == 1

@@ -5,7 +5,7 @@ The engine is rewind/rewind.py; the app's own list is frontends/app/rewind.py.
 
 from __future__ import annotations
 
-from rhapsody.commands.slash import Outcome
+from rhapsody.commands.outcome import Outcome
 from rhapsody.core.errors import RhapsodyError
 from rhapsody.core.agent.loop import Agent
 from rhapsody.rewind.rewind import WHATS, Rewound, Turn, What, rewind, turns

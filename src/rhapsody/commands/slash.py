@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from rhapsody.commands.outcome import Outcome as Outcome  # where commands like /rewind build it too
 from rhapsody.core.session.handoff import undo_seam
 from rhapsody.core.agent.loop import Agent
 from rhapsody.core.agent.ops import SetMode
@@ -45,32 +46,6 @@ def command(name: str, help: str) -> Callable[[Run], Run]:
         COMMANDS[name] = help
         return run
     return register
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What a command produced: text to show, and what the front end should do next."""
-
-    text: str = ""
-    run_turn: bool = False
-    quit: bool = False
-    reload: bool = False
-    """The transcript changed under the front end (a seam undone, a new session)."""
-    in_history: bool = False
-    """The text is also a history record the transcript shows once it is rebuilt."""
-    error: bool = False
-    prompt: str = ""
-    """What to send as the human's message (a custom command's prompt); queued when a turn runs."""
-    typed: str = ""
-    """What the human typed with the command (its arguments): only these words attach images, never the
-    command file's own text."""
-    confirm: str = ""
-    """A question for the human (the app asks it, plain mode asks y/N, headless refuses): yes runs `then`."""
-    then: str = ""
-    declined: str = "not handed off: the context stays as it is"
-    """What is said when the human answers the question no."""
-    refill: str = ""
-    """Text to put back in the prompt (a rewound message, to edit and send again)."""
 
 
 def is_command(line: str) -> bool:
@@ -291,11 +266,29 @@ def _permissions(agent: Agent, arg: str) -> Outcome:
     warning = ["⚠ yolo: every call now runs without asking you, edits and commands alike; "
                "/permissions ask goes back"] if arg == "yolo" else []
     rules = box.rules
+    origin, skipped = _imported(agent.session.root)
     lines = [f"permission mode: {box.permission_mode} (switch: /permissions {'|'.join(MODES)})",
-             f"allow: {', '.join(rules.allow) or '(none)'}",
-             f"deny: {', '.join(rules.deny) or '(none)'}",
+             f"allow: {_sourced(rules.allow, origin) or '(none)'}",
+             f"deny: {_sourced(rules.deny, origin) or '(none)'}",
              f"allowed this session: {', '.join(rules.session_allow) or '(none)'}"]
+    lines += [f"skipped (no rhapsody rule or hook point): {', '.join(skipped)}"] if skipped else []
     return Outcome("\n".join(warning + lines), error=bool(warning))
+
+
+def _imported(root: Path) -> tuple[dict[str, str], list[str]]:
+    """Where each rule of the Claude Code settings files came from, and the forms they had that were skipped."""
+    from rhapsody.config import claude
+    from rhapsody.core.errors import ConfigError
+
+    try:
+        user, project = claude.read_user(), claude.read_project(root)
+    except ConfigError as exc:
+        return {}, [str(exc)]
+    return {**user.origin, **project.origin}, [*user.skipped, *project.skipped]
+
+
+def _sourced(rules: list[str], origin: dict[str, str]) -> str:
+    return ", ".join(f"{rule} ({origin[rule]})" if rule in origin else rule for rule in rules)
 
 
 def stats_text(session: Session) -> str:

@@ -13,7 +13,7 @@ import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
-from rhapsody.config.files import MCP_JSON, project_config_path, read_config, user_config_path
+from rhapsody.config.files import MCP_JSON, project_config_path, user_config_path
 from rhapsody.core.errors import ConfigError
 from rhapsody.core.access.permissions import SandboxSetting
 
@@ -22,9 +22,9 @@ _KEY = re.compile(r"^trusted_projects\s*=\s*\[[^\]]*\]\s*$", re.MULTILINE)
 
 def ignored(root: Path) -> list[str]:
     """What the project's config asks for that does not apply until the project is trusted."""
-    from rhapsody.config.settings import is_trusted, project_layer
+    from rhapsody.config.settings import is_trusted, project_layer, user_layer
 
-    return project_layer(root, read_config(user_config_path()))[1] if not is_trusted(root) else []
+    return project_layer(root, user_layer())[1] if not is_trusted(root) else []
 
 
 def _settings_ignored(root: Path) -> list[str]:
@@ -47,7 +47,7 @@ def untrusted_notice(root: Path) -> str | None:
     cut = _settings_ignored(root)
     if not cut:
         return None
-    return (f"rhapsody: .rhapsody/config.toml of this project is not trusted; ignored: {', '.join(cut)}. "
+    return (f"rhapsody: {_files(root)} of this project is not trusted; ignored: {', '.join(cut)}. "
             f"Run `rhapsody trust` to accept it.")
 
 
@@ -90,9 +90,22 @@ def trust(root: Path) -> Path:
     return path
 
 
+def _files(root: Path) -> str:
+    """The project's settings files that ask for something: its own config, Claude Code's, or both."""
+    own = project_config_path(root).exists()
+    return " and ".join([".rhapsody/config.toml"] * own + [".claude/settings.json"] * _claude_settings(root)) or \
+        ".rhapsody/config.toml"
+
+
+def _claude_settings(root: Path) -> bool:
+    from rhapsody.config.claude import PROJECT_FILES
+
+    return any((root / name).is_file() for name in PROJECT_FILES)
+
+
 def first_run_question(root: Path) -> str | None:
     """What to ask before an interactive session opens: the ignored config and the waiting MCP servers."""
-    if not project_config_path(root).exists() and not (root / MCP_JSON).exists():
+    if not project_config_path(root).exists() and not (root / MCP_JSON).exists() and not _claude_settings(root):
         return None  # nothing a project could ask for: the settings' validation is not even imported
     from rhapsody.mcp.config import plan
 
@@ -103,7 +116,7 @@ def first_run_question(root: Path) -> str | None:
         waiting = ()
     if not cut and not waiting:
         return None
-    asks = ([f"its .rhapsody/config.toml asks for {', '.join(cut)}"] if cut else []) + (
+    asks = ([f"its {_files(root)} asks for {', '.join(cut)}"] if cut else []) + (
         [f"it would start MCP servers {', '.join(waiting)} (programs named by the project)"] if waiting else [])
     from rhapsody.view.render import visible  # names the project chose: escapes shown, never sent to the terminal
 

@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from rhapsody.config import claude
 from rhapsody.config.files import project_config_path, read_config, user_config_path
 from rhapsody.core.errors import ConfigError
 from rhapsody.core.access.permissions import MODES, Mode, SandboxSetting
@@ -218,7 +219,7 @@ def load_settings(root: Path, flags: JsonObject | None = None) -> Settings:
     dropped (`project_problems` names it), and an untrusted project's result is checked once more
     against the settings without it: whatever came out wider is put back to the user's own value.
     """
-    user = read_config(user_config_path())
+    user = user_layer()
     env = _from_env()
     given = {k: v for k, v in (flags or {}).items() if v is not None}
     without = _merged(root, user, {}, env, given)
@@ -229,8 +230,27 @@ def load_settings(root: Path, flags: JsonObject | None = None) -> Settings:
     return settings if is_trusted(root, user) else _no_wider(settings, without)
 
 
-def _merged(root: Path, user: JsonObject, project: JsonObject, env: JsonObject,
-            given: JsonObject) -> Settings:
+def user_layer() -> dict[str, Any]:
+    """The user's config with the rules and hooks of `~/.claude/settings.json` added (config/claude.py)."""
+    return with_claude(read_config(user_config_path()), claude.read_user().layer)
+
+
+def with_claude(layer: dict[str, Any], imported: dict[str, Any]) -> dict[str, Any]:
+    """`layer` with a Claude Code layer's allow and deny rules and hooks added after its own."""
+    out = dict(layer)
+    for key in ("allow", "deny"):
+        if key in imported:
+            own = out.get(key, [])
+            out[key] = [*own, *imported[key]] if isinstance(own, list) else own
+    if "hooks" in imported:
+        own = out.get("hooks", {})
+        if isinstance(own, dict):
+            out["hooks"] = {e: [*own.get(e, []), *imported["hooks"].get(e, [])] for e in {**own, **imported["hooks"]}}
+    return out
+
+
+def _merged(root: Path, user: dict[str, Any], project: dict[str, Any], env: dict[str, Any],
+            given: dict[str, Any]) -> Settings:
     """defaults < user < project < environment < flags, validated; rule lists and servers add up."""
     merged: JsonObject = dict(user)
     origin = dict.fromkeys(merged, str(user_config_path()))
@@ -305,7 +325,7 @@ def is_trusted(root: Path, user: JsonObject | None = None) -> bool:
 
 def project_layer(root: Path, user: JsonObject) -> tuple[JsonObject, list[str]]:
     """The project config as it applies (its valid keys; when untrusted only those that lower) and what was ignored."""
-    layer = dict(read_config(project_config_path(root)))
+    layer = with_claude(read_config(project_config_path(root)), claude.read_project(root).layer)
     ignored = [f"{k} (user config only)" for k in USER_ONLY if layer.pop(k, None) is not None]
     if isinstance(layer.get("allow"), list):
         kept = [r for r in layer["allow"] if not (isinstance(r, str) and r.startswith("unsandboxed"))]

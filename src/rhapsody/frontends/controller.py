@@ -71,9 +71,9 @@ class Controller:
         elif text.strip():
             await self.turn(text)
 
-    async def turn(self, text: str | None, typed: str | None = None) -> None:
-        """A new turn on `text` (None: only what is pending)."""
-        op = ops.UserTurn(text=text or "", typed=typed)
+    async def turn(self, text: str | None, typed: str | None = None, shell: bool = False) -> None:
+        """A new turn on `text` (None: only what is pending; `shell`: a custom command's `` !`command` ``s run first)."""
+        op = ops.UserTurn(text=text or "", typed=typed, shell=shell)
         if self.agent.submit(op).started:
             await self.surface.work_began(op)
 
@@ -115,7 +115,7 @@ class Controller:
             await self.surface.hinted(self.agent.submit(ops.QueueMessage(text=text, typed=outcome.typed)), text,
                                       "queue")
         elif outcome.prompt:
-            await self.turn(outcome.prompt, outcome.typed)
+            await self.turn(outcome.prompt, outcome.typed, shell=True)
 
     async def _confirmed(self, outcome: Outcome, yes: bool) -> None:
         if yes:

@@ -12,12 +12,10 @@ import base64
 import json
 import re
 import zlib
-from typing import TYPE_CHECKING, Any
+from http.server import BaseHTTPRequestHandler
+from typing import Any
 from urllib.parse import unquote
 from rhapsody.core.json_types import JsonObject
-
-if TYPE_CHECKING:
-    from rhapsody.loopback.server import _Handler
 
 ROUTE = re.compile(r"/model/([^/]+)/invoke-with-response-stream$")
 CHUNK_HEADERS = {":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"}
@@ -50,7 +48,7 @@ def chunk(event: JsonObject) -> bytes:
     return frame(json.dumps({"bytes": data}).encode(), CHUNK_HEADERS)
 
 
-def stream(handler: _Handler, events: list[tuple[str, JsonObject]]) -> None:
+def stream(handler: BaseHTTPRequestHandler, events: list[tuple[str, dict[str, Any]]]) -> None:
     """Send a whole answer as event-stream frames."""
     handler.send_response(200)
     handler.send_header("content-type", "application/vnd.amazon.eventstream")

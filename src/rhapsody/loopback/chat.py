@@ -14,14 +14,12 @@ import hashlib
 import json
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from rhapsody.loopback.dialect import Exchange, Fault, Server
 from rhapsody.loopback.validate import IMAGE_TYPES, check_image
 from rhapsody.loopback.validate import Invalid as ApiInvalid
 from rhapsody.core.json_types import JsonObject
-
-if TYPE_CHECKING:
-    from rhapsody.loopback.server import Fault, LoopbackServer, _Handler
 
 PATH = "/chat/completions"
 SAMPLING = ("temperature", "top_p", "top_k", "presence_penalty", "frequency_penalty")
@@ -33,12 +31,12 @@ class Invalid(Exception):
     """A request an OpenAI-compatible server answers with 400."""
 
 
-def chat_bodies(server: LoopbackServer) -> list[JsonObject]:
+def chat_bodies(server: Server) -> list[dict[str, Any]]:
     """The chat-completions request bodies that were answered 200."""
     return [r.body for r in server.requests if r.status == 200 and r.path.endswith(PATH)]
 
 
-def serve(handler: _Handler, raw: bytes, body: Any) -> None:
+def serve(handler: Exchange, raw: bytes, body: Any) -> None:
     """Answer one chat-completions request: validate, inject a fault or stream the next turn."""
     lb = handler.loopback
     try:
@@ -147,7 +145,7 @@ def _check_part(part: Any, where: str) -> None:
         raise Invalid(str(exc)) from None
 
 
-def _error(handler: _Handler, status: int, kind: str, message: str, raw: bytes, body: Any,
+def _error(handler: Exchange, status: int, kind: str, message: str, raw: bytes, body: Any,
            headers: dict[str, str] | None = None, code: str | None = None) -> None:
     handler._json(status, {"error": {"message": message, "type": kind, "code": code}}, raw, body, headers)
 
@@ -161,7 +159,7 @@ def _lost_turn() -> JsonObject:
     return {"content": [{"type": "text", "text": "This partial answer is lost to an injected fault and must not be kept."}]}
 
 
-def _stream(handler: _Handler, body: JsonObject, turn: JsonObject, fault: Fault | None) -> None:
+def _stream(handler: Exchange, body: dict[str, Any], turn: dict[str, Any], fault: Fault | None) -> None:
     chunks = list(_chunks(handler.loopback, body, turn))
     handler._open_event_stream(fault)
     for n, chunk in enumerate([*chunks, None]):
@@ -177,11 +175,11 @@ def _stream(handler: _Handler, body: JsonObject, turn: JsonObject, fault: Fault 
             time.sleep(turn["delay"])
 
 
-def _send(handler: _Handler, data: JsonObject) -> None:
+def _send(handler: Exchange, data: dict[str, Any]) -> None:
     handler.wfile.write(f"data: {json.dumps(data)}\n\n".encode())
 
 
-def _chunks(lb: LoopbackServer, body: JsonObject, turn: JsonObject) -> Any:
+def _chunks(lb: Server, body: dict[str, Any], turn: dict[str, Any]) -> Any:
     """The chunks of one streamed answer: role, content, tool calls, finish, then usage."""
     cid, model = lb.next_id("chatcmpl"), body["model"]
 
@@ -215,7 +213,7 @@ def _call_chunks(chunk: Any, index: int, block: JsonObject, call_id: str) -> Any
         yield chunk({"tool_calls": [{"index": index, "function": {"arguments": payload[cut:cut + 50]}}]})
 
 
-def _usage(lb: LoopbackServer, body: JsonObject, turn: JsonObject) -> JsonObject:
+def _usage(lb: Server, body: dict[str, Any], turn: dict[str, Any]) -> dict[str, Any]:
     """Token figures with automatic prefix caching, as OpenAI-style servers report it."""
     prompt, cached, running = 0, 0, "chat"
     for part in [body.get("tools", []), *body["messages"]]:

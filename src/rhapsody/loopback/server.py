@@ -28,50 +28,17 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
 
 from rhapsody.loopback import bedrock, chat
+from rhapsody.loopback.dialect import Fault as Fault, Recorded as Recorded, Turn as Turn  # where the dialects read them
 from rhapsody.loopback.validate import Invalid, _plain, signature, validate
 from rhapsody.core.json_types import JsonObject
 
-Turn = JsonObject
 _VERTEX = re.compile(r"/publishers/anthropic/models/([^/:]+):streamRawPredict$")
 Responder = Callable[[JsonObject], Turn]
-
-
-@dataclass
-class Fault:
-    """One injected failure; it consumes one request and leaves the script where it was."""
-
-    kind: str  # status | sse_error | drop | truncate | slow | garbage | bad_shape | html
-    status: int = 529
-    retry_after: float | None = 0
-    after_events: int = 3
-    seconds: float = 0.0
-    partial: JsonObject | None = None
-    """The turn streamed before the fault strikes (default: a short text that must be lost)."""
-    payload: bytes | None = None
-    """For `garbage`: the bytes sent where the next event was due (default: a torn JSON line)."""
-
-    def headers(self) -> dict[str, str]:
-        """The headers a `status` fault answers with: its retry-after, when it has one."""
-        return {} if self.retry_after is None else {"retry-after": str(self.retry_after)}
-
-
-@dataclass
-class Recorded:
-    """One request as the server received it."""
-
-    body: Any
-    status: int
-    size: int
-    path: str
-    headers: dict[str, str] = field(default_factory=dict)
-    raw: bytes = b""
-    """The body's bytes as they came."""
 
 
 class LoopbackServer:

@@ -38,9 +38,10 @@ def binds(root: Path, nested: list[Path]) -> list[str]:
     hooks = hooks_path(root, create=True)
     if hooks is not None:
         out += ["--ro-bind", str(hooks), str(hooks)]
-    mcp = root / ".mcp.json"
-    if mcp.is_file() and not mcp.is_symlink():
-        out += ["--ro-bind", str(mcp), str(mcp)]
+    for started in (".mcp.json", *CLAUDE_SETTINGS):
+        path = root / started
+        if path.is_file() and not path.is_symlink():
+            out += ["--ro-bind", str(path), str(path)]
     return out
 
 
@@ -168,9 +169,12 @@ FOLLOWED = {
 }
 """Files in a git directory that make git read something outside it, or read its own objects as others
 (gitrepository-layout(5)); a git directory rhapsody keeps for itself holds none of them."""
+CLAUDE_SETTINGS = (".claude/settings.json", ".claude/settings.local.json")
+"""The project's Claude Code settings (config/claude.py reads them): hooks and allow rules once trusted."""
 GUARDED = {".git/commondir": FOLLOWED["commondir"],
            ".git/config.worktree": FOLLOWED["config.worktree"],
-           ".mcp.json": "it would make rhapsody start programs (MCP servers) in a trusted project"}
+           ".mcp.json": "it would make rhapsody start programs (MCP servers) in a trusted project",
+           **{name: "its hooks run programs and its rules allow calls in a trusted project" for name in CLAUDE_SETTINGS}}
 """Files that must not appear during a command: created, they would run code later outside the sandbox."""
 
 

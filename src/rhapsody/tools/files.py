@@ -157,6 +157,9 @@ def _refuse_state(root: Path, path: Path) -> None:
     if first == ".mcp.json":
         raise ToolFailure("refused: .mcp.json starts programs (MCP servers) when rhapsody opens a trusted project; "
                           "tools never write it")
+    if "/".join(parts[:2]) in (".claude/settings.json", ".claude/settings.local.json"):
+        raise ToolFailure("refused: .claude/settings.json's hooks run programs and its rules allow calls when "
+                          "rhapsody opens a trusted project; tools never write it")
     if first == ".rhapsody":
         raise ToolFailure("refused: .rhapsody/ holds rhapsody's own history and notes; tools never write there")
     base = root.resolve()

@@ -18,6 +18,7 @@ from contextlib import aclosing
 from typing import Any, Protocol, assert_never
 
 from rhapsody.core.agent import ops
+from rhapsody.core.agent.prompt_shell import MARK, expanded_turn
 from rhapsody.core.agent.shell import run_human_command
 from rhapsody.core.events import Event, Idle, Interrupted
 from rhapsody.core.session import records as rec
@@ -160,7 +161,7 @@ def handle(agent: Agent, op: ops.Op) -> ops.Receipt:
     """Act on one operation (see the module's docstring); the match is exhaustive."""
     match op:
         case ops.UserTurn():
-            return _turn(agent, op.text or None, op.typed)
+            return _turn(agent, op.text or None, op.typed, op.shell)
         case ops.QueueMessage():
             if agent.working:
                 return _hint(agent, op.text, "queue")
@@ -191,11 +192,11 @@ def handle(agent: Agent, op: ops.Op) -> ops.Receipt:
             assert_never(op)
 
 
-def _turn(agent: Agent, text: str | None, typed: str | None) -> ops.Receipt:
+def _turn(agent: Agent, text: str | None, typed: str | None, shell: bool = False) -> ops.Receipt:
     if agent.working:
         return ops.Receipt(False, BUSY_TURN)
     agent.questions_as_events()
-    agent.work.start(agent.run(text, typed))
+    agent.work.start(expanded_turn(agent, text, typed) if shell and text and MARK.search(text) else agent.run(text, typed))
     return ops.Receipt(started=True)
 
 

@@ -40,6 +40,8 @@ class UserTurn(_Op):
     (hints, a micro-handoff that is wanted)."""
     typed: str | None = None
     """What the human typed when `text` holds more: only these words attach images and files."""
+    shell: bool = False
+    """A custom command's prompt: its `` !`command` ``s run first (core/agent/prompt_shell.py)."""
 
 
 class AddHint(_Op):

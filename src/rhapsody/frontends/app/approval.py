@@ -45,6 +45,7 @@ from textual.widgets import Input, Static
 
 from rhapsody.core.toolbox.approval import Grace, Reply, approval_for, choices, picked, reply_to, wait_grace
 from rhapsody.core.toolbox.approval import Approval
+from rhapsody.frontends.app.diff_style import diff_text
 from rhapsody.frontends.preview import Preview
 from rhapsody.view.sink import visible
 
@@ -280,24 +281,6 @@ ENTER_DOES: dict[Reply, str] = {
     "allow": "Enter: allow this call once", "allow_rule": "Enter: allow {rules} for this session",
     "deny": "Enter: deny", "words": "Enter: deny, and the agent reads your words"}
 """The line under the field for each reply Enter would give."""
-
-
-DIFF_STYLES = (("+++", "bold #e6edf3"), ("---", "bold #e6edf3"), ("@@", "#79c0ff"), ("+", "#7ee787"),
-               ("-", "#ff7b72"))
-"""Colours with at least 4.5:1 contrast on the dialog's background."""
-
-
-def diff_text(diff: str, headers: bool = True) -> Text:
-    """A unified diff, coloured line by line; without `headers`, its ---/+++ file lines are left out."""
-    text = Text()
-    hunk = False
-    for line in diff.splitlines(keepends=True):
-        hunk = hunk or line.startswith("@@")
-        if not headers and not hunk and line.startswith(("--- ", "+++ ")):  # a removed "-- x" line is "--- x"
-            continue
-        style = next((s for prefix, s in DIFF_STYLES if line.startswith(prefix)), "")
-        text.append(line, style=style)
-    return text
 
 
 def question(tool: str, argument: str, why: str, args: dict[str, object], root: Path,

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from textual import events
 from textual.message import Message
+from textual.containers import VerticalScroll
 from textual.widgets import TextArea
 
 from rhapsody.frontends.prompt_aids import (HistorySearch, InputHistory, at_token, command_matches, command_names,
@@ -128,9 +129,8 @@ class PromptInput(TextArea):
         how = SCROLLS.get(key) or ({"home": "home", "end": "end"}.get(key) if not self.text else None)
         if how is None:
             return False
-        from rhapsody.frontends.app.widgets import TranscriptView
-
-        getattr(self.app.query_one(TranscriptView), f"scroll_{how}")(animate=False)
+        # by its id, not its class: widgets.py holds the transcript and imports this module
+        getattr(self.app.query_one("#transcript", VerticalScroll), f"scroll_{how}")(animate=False)
         return True
 
     def _walk(self, key: str) -> bool:

@@ -18,7 +18,8 @@ prompt holds the message, to edit and send again.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -33,7 +34,7 @@ from rhapsody.view.sink import visible
 
 if TYPE_CHECKING:  # the app's first frame needs none of these (tests/test_architecture.py)
     from rhapsody.rewind.rewind import Turn, What
-    from rhapsody.frontends.app.app import RhapsodyApp
+    from rhapsody.core.agent.loop import Agent
 
 KEYS = "enter/b both · f files · c conversation · esc cancel"
 
@@ -91,10 +92,43 @@ class OverwriteScreen(ModalScreen[bool]):
             yield Static(Text(visible(outside_text(list(self.paths))) + "\n\ny overwrites them · n or esc keeps everything"))
 
 
+class Host(Protocol):
+    """What the rewind reaches of the app (app.py's RhapsodyApp, which imports this module)."""
+
+    @property
+    def agent(self) -> Agent: ...
+    @property
+    def busy(self) -> bool: ...
+
+    def push_screen(self, screen: ModalScreen[Any], callback: Callable[[Any], Awaitable[None]]) -> Any:
+        """Open a modal; `callback` gets what it was dismissed with."""
+        ...
+
+    async def note(self, text: str, kind: str = "notice") -> Any:
+        """Show a line in the transcript."""
+        ...
+
+    async def reload(self) -> None:
+        """Rebuild the transcript from the session's records."""
+        ...
+
+    def refresh_status(self) -> None:
+        """Redraw the status bar."""
+        ...
+
+    def refresh_git(self) -> Any:
+        """Read the branch and changes again."""
+        ...
+
+    def to_prompt(self, text: str) -> None:
+        """Put text in the prompt, to edit and send."""
+        ...
+
+
 class Rewinder:
     """The app's rewind: opens the list, asks, applies, then shows the result and fills the prompt."""
 
-    def __init__(self, app: RhapsodyApp) -> None:
+    def __init__(self, app: Host) -> None:
         self.app = app
 
     async def open(self) -> None:

@@ -181,7 +181,7 @@ class Foldable(Static, can_focus=True):
         if not lines:
             return Text()
         if applied_diff(self.entry.body):
-            from rhapsody.frontends.app.approval import diff_text
+            from rhapsody.frontends.app.diff_style import diff_text
 
             shown = diff_text("\n".join(lines))
         else:
