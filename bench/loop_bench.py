@@ -40,6 +40,7 @@ from rhapsody.core.session.history import HistoryWriter
 from rhapsody.core.session.messages import TextBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.loopback.server import LoopbackServer
 from rhapsody.wiring import build
+from rhapsody.core.session import records as rec
 
 NARRATION = "I will list the files matching a pattern to check the layout before the next change."
 TURN = {"content": [{"type": "text", "text": NARRATION}, {"type": "tool_use", "name": "find_files", "input": {"pattern": "*.none"}}]}
@@ -117,7 +118,7 @@ def append_cost(n: int = 500) -> float:
     record = {"role": "assistant", "content": [{"type": "text", "text": NARRATION * 3}]}
     t0 = time.perf_counter()
     for _ in range(n):
-        writer.append("message", **record)
+        writer.append(rec.MessageAdded(**record))
     writer.close()
     return (time.perf_counter() - t0) / n * 1000
 

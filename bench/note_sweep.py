@@ -29,6 +29,7 @@ from rhapsody.core.accounting import whatif  # noqa: E402
 from rhapsody.core.session.history import read_history  # noqa: E402
 from rhapsody.core.pricing import Price, price_of, priced  # noqa: E402
 from rhapsody.core.window import history_window  # noqa: E402
+from rhapsody.core.session.records import parsed  # noqa: E402
 from tests.transcripts import long_sessions  # noqa: E402
 
 NOTES = (300, 800, 1500, 2500)
@@ -40,9 +41,9 @@ def dollars(arm: whatif.Arm, price: Price) -> float:
     return arm.billed_input_tokens * price.input / 1e6 + arm.note_output_tokens * price.output / 1e6
 
 
-def sweep(records: list[dict[str, Any]], root: Path) -> list[list[float]]:
+def sweep(records: list[Any], root: Path) -> list[list[float]]:
     """Rows by note size, columns by frequency: dollars as a share of no seams (rhapsody's own prompt)."""
-    model = str(records[0].get("model", ""))
+    model = records[0].model
     price = price_of(model if priced(model) else "claude-opus-4-6")[0]  # Codex: priced as Opus, for the shape
     spec = own_spec(root, model)
     own = whatif.prompt_head(spec.system, spec.tools)
@@ -52,7 +53,7 @@ def sweep(records: list[dict[str, Any]], root: Path) -> list[list[float]]:
     table = []
     for added in NOTES:
         note = whatif.NoteCost(added, added // 4, f"{added} tokens")
-        table.append([dollars(whatif.run(records, whatif.Policy("every", n), note, window, price.read_mult, fit, own),
+        table.append([dollars(whatif.run(records, whatif.SeamPolicy("every", n), note, window, price.read_mult, fit, own),
                               price) / base for n in EVERY])
     return table
 
@@ -77,7 +78,7 @@ def main() -> None:
             print(f"\n{Path(source).name} (of {len(sources)}): dollars as a share of no seams")
             print("| note tokens | " + " | ".join(f"every={n}" for n in EVERY) + " |")
             print("| --- |" + " --- |" * len(EVERY))
-            for added, row in zip(NOTES, sweep(records, project)):
+            for added, row in zip(NOTES, sweep(parsed(records), project)):
                 print(f"| {added:,} | " + " | ".join(f"{share:.0%}" for share in row) + " |")
 
 

@@ -13,6 +13,7 @@ figures are printed.
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dumped
 import argparse
 import asyncio
 import json
@@ -165,7 +166,7 @@ async def record(out: Path) -> dict[str, Any]:
     async with aclosing(wiring.agent.run("Which module was the longest?")) as events:
         async for _ in events:
             pass
-    after = next(r for r in reversed(wiring.session.records) if r["kind"] == "usage")
+    after = next(r for r in reversed(dumped(wiring.session.records)) if r["kind"] == "usage")
     server.stop()
     out.mkdir(parents=True, exist_ok=True)
     target = out / f"review-{wiring.session.id}.jsonl"

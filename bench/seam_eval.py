@@ -34,6 +34,7 @@ into docs/performance.md (between the `seam-eval:real` markers).
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dumped
 import argparse
 import asyncio
 import dataclasses
@@ -128,13 +129,13 @@ async def ask(history: str, question: dict[str, Any], arm: str, model: Any, mode
 
 def _scored(session: Session, start: int, first: int, expected: str) -> dict[str, Any]:
     """What one arm's turn (records from `start`, messages from `first`) answered, said and cost."""
-    failed = [r["message"] for r in session.records[start:] if r["kind"] == "error"]
+    failed = [r["message"] for r in dumped(session.records[start:]) if r["kind"] == "error"]
     if failed:
         raise ModelFailed(failed[0])
     turn = session.conversation.messages[first:]
     said = "\n".join(t for m in turn if m.role == "assistant" for t in m.texts())
     answer = _last_line("\n".join(turn[-1].texts()) if turn and turn[-1].role == "assistant" else "")
-    usage = [r for r in session.records[start:] if r["kind"] == "usage"]
+    usage = [r for r in dumped(session.records[start:]) if r["kind"] == "usage"]
     calls = {b.id: b for m in turn for b in m.content if isinstance(b, ToolUseBlock) and b.name == "recall"}
     recalled = [len(json.dumps(calls[b.tool_use_id].input)) + len(b.text())
                 for m in turn for b in m.content if isinstance(b, ToolResultBlock) and b.tool_use_id in calls]

@@ -10,6 +10,7 @@ and no control answer exists anywhere in the session.
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import parse
 import asyncio
 import json
 import os
@@ -101,7 +102,7 @@ def check(task: dict[str, Any], records: list[dict[str, Any]], min_calls: int) -
     """The task's entry in tasks.json; raises SystemExit where the recording does not prove the test."""
     from rhapsody.core.session.traffic_digest import cuts
 
-    [seam] = cuts(records)
+    [seam] = cuts([parse(r) for r in records])
     stripped = [(u, r) for u, r in seam.calls.values()]
     if len(stripped) < min_calls:
         raise SystemExit(f"{task['name']}: the seam strips {len(stripped)} calls, fewer than {min_calls}")
@@ -125,7 +126,7 @@ def _answer(task: dict[str, Any], question: dict[str, Any], records: list[dict[s
         if re.search(pattern, _text(conversation.messages)):
             raise SystemExit(f"{name}: the control's value exists in the session")
         return UNKNOWN
-    [seam] = cuts(records)
+    [seam] = cuts([parse(r) for r in records])
     stripped = "\n".join(r.text() for _, r in seam.calls.values() if r is not None)
     values = {m.group(1) for m in re.finditer(pattern, stripped)}
     if len(values) != 1:

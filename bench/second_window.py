@@ -12,6 +12,7 @@ turn's word (which left the context long before the end).
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dumped
 import argparse
 import asyncio
 import json
@@ -47,7 +48,7 @@ async def run(calls: int, window: int, file_kb: int) -> dict[str, object]:
                 events = await collect(wiring.agent.run(f"Turn {turn}: read app.py and remember the word "
                                                         f"{fixture.word(turn)}. " + "Keep going with care. " * 12))
                 failed += sum(1 for e in events if isinstance(e, Failed))
-            records, bodies = wiring.session.records, stub.bodies()
+            records, bodies = dumped(wiring.session.records), stub.bodies()
             found = search(wiring.session.path, fixture.word(1))
             return {
                 "calls": worker.calls, "turns": turn, "requests": len(bodies),

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dumped
 import asyncio
 import gc
 import tempfile
@@ -97,7 +98,7 @@ async def main() -> None:
     resumed = build(root, Settings(), wiring.agent.model, None, continue_last=True)
     gc.freeze()  # as `rhapsody --resume` does
     load = time.perf_counter() - start
-    records = resumed.session.records
+    records = dumped(resumed.session.records)
     messages = sum(1 for r in records if r["kind"] == "message")
     calls = sum(len([b for b in r["content"] if b.get("type") == "tool_use"]) for r in records if r["kind"] == "message")
     paint = await paint_time(RhapsodyApp(resumed.agent, resumed.settings))

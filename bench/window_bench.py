@@ -31,6 +31,7 @@ from rhapsody.config.settings import Settings
 from rhapsody.loopback.server import LoopbackServer
 from rhapsody.sandbox.bwrap import bwrap_path
 from rhapsody.wiring import build
+from rhapsody.core.session.records import dumped  # noqa: E402
 
 ASKS = ("Micro-handoff requested", "The context reached the model's window")
 NOTE = {"done": ["printed the blocks so far [measured]"], "open": ["print the remaining blocks"],
@@ -77,7 +78,7 @@ async def run(calls: int, chars: int, window: int, **settings: Any) -> dict[str,
                        AnthropicModel(client, retries=0), "claude-sonnet-5-5")
         async for _ in wiring.agent.run("print every block"):
             pass
-        return figures(server, wiring.session.records)
+        return figures(server, dumped(wiring.session.records))
     finally:
         server.stop()
 

@@ -4,6 +4,8 @@ seam divider's figures add up with the status bar's."""
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dump
+from rhapsody.core.session.records import dumped
 import re
 from pathlib import Path
 from typing import Any
@@ -111,7 +113,7 @@ async def test_the_field_note_after_a_denied_edit_says_what_happened(stub: Stub,
 
 
 def note_path(wiring: Wiring) -> str:
-    seam = [r for r in wiring.session.records if r["kind"] == "seam"][-1]
+    seam = [r for r in dumped(wiring.session.records) if r["kind"] == "seam"][-1]
     return str(seam["note_path"])
 
 
@@ -161,7 +163,7 @@ async def test_the_seam_divider_starts_from_the_figure_shown_when_the_handoff_wa
     shown_before = context_with(wiring.session, [])
     assert shown_at_key < shown_before < shown_at_key + 400
     wiring.agent.request_handoff()
-    seam = [e for e in await collect(wiring.agent.run()) if isinstance(e, SeamCommitted)][0].record
+    seam = dump([e for e in await collect(wiring.agent.run()) if isinstance(e, SeamCommitted)][0].record)
     shown_after = figures(wiring.session.records).context
     before, after = seam["before"]["est_tokens"], seam["after"]["est_tokens"]
     line = render.seam_line(Seam.model_validate(seam))
@@ -189,7 +191,7 @@ async def test_after_the_allowed_run_the_seam_shrinks_the_context_it_was_asked_f
     assert "I expect all 13 to pass." in spoken and "Done. [measured] All 13 tests pass" in spoken
     shown_before = context_with(wiring.session, [])  # the context the ask joins
     wiring.agent.request_handoff()
-    seam = [e for e in await collect(wiring.agent.run()) if isinstance(e, SeamCommitted)][0].record
+    seam = dump([e for e in await collect(wiring.agent.run()) if isinstance(e, SeamCommitted)][0].record)
     assert seam["asked_est_tokens"] == shown_before
     # what stays is mostly the fixed part a seam cannot take: the system prompt and the 12 tool definitions
     assert seam["after"]["est_tokens"] < 0.62 * shown_before, render.seam_line(Seam.model_validate(seam))

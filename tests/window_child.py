@@ -9,6 +9,7 @@ a clean stop would write (an `interrupted` record) reaches the history: it is as
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dumped
 import asyncio
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -34,19 +35,19 @@ the request for the note and its room, does not either, so the net strips first.
 
 
 def _pruned(s: Session) -> bool:
-    return any(r["kind"] == "prune" for r in s.records)
+    return any(r["kind"] == "prune" for r in dumped(s.records))
 
 
 STEPS: dict[str, Callable[[Session], bool]] = {
     # room for the note first (no thinking): the oldest calls out, the note asked over what is left
     "room_asked": lambda s: s.handoff.phase == Phase.ASKED and _pruned(s),
     "room_noted": lambda s: s.handoff.phase == Phase.NOTED and _pruned(s),
-    "room_committed": lambda s: _pruned(s) and any(r["kind"] == "seam" for r in s.records),
+    "room_committed": lambda s: _pruned(s) and any(r["kind"] == "seam" for r in dumped(s.records)),
     # a strip first, the note asked after it: a window so small that no cut between rounds leaves room for the
     # note beside the latest round (STRIP_WINDOW), with thinking on
     "asked": lambda s: s.handoff.phase == Phase.ASKED and bool(s.handoff.after_strip),
     "noted": lambda s: s.handoff.phase == Phase.NOTED and bool(s.handoff.after_strip),
-    "attached": lambda s: any(r["kind"] == "seam_note" for r in s.records),
+    "attached": lambda s: any(r["kind"] == "seam_note" for r in dumped(s.records)),
 }
 
 

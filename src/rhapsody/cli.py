@@ -679,7 +679,7 @@ def parting_line(session: Any, root: Path, demo: bool = False) -> str:
 
     if demo:
         return "rhapsody demo ended; its sample project is removed. Run `rhapsody` in a project of yours next."
-    if not any(r["kind"] == "message" for r in session.records):
+    if not session.conversation.messages:  # no message record: nothing to come back to
         session.writer.close()
         discard_if_empty(session.path)
         return ""

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rhapsody.core.errors import ConfigError
+from rhapsody.core.json_types import JsonObject
 
 if TYPE_CHECKING:  # the app's first frame does not wait for pydantic
     from rhapsody.config.settings import Settings
@@ -35,7 +36,7 @@ EDIT = 3
 """The PLAN step that edits; after a denied edit the plan goes back to it when the human writes again."""
 
 
-def plan(pause: int = PAUSE) -> list[tuple[str, str, dict[str, Any]]]:
+def plan(pause: int = PAUSE) -> list[tuple[str, str, JsonObject]]:
     """The scripted steps: narration, tool and arguments (narration that depends on outcomes is in `narrate`)."""
     return [
         ("I'll start by listing the Python files so I know the layout of this project before touching anything; "
@@ -71,7 +72,7 @@ class DemoResponder:
         self.step = 0
         self.seen = Seen()
 
-    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+    def __call__(self, body: JsonObject) -> JsonObject:
         messages = body["messages"]
         if len(messages) == 1:
             self.step, self.seen = 0, Seen()
@@ -124,7 +125,7 @@ class DemoResponder:
             return "I'll check the diff to confirm that nothing changed in the working tree; I expect it to be empty."
         return ""
 
-    def _hint_prefix(self, blocks: list[dict[str, Any]], texts: list[str]) -> str:
+    def _hint_prefix(self, blocks: list[JsonObject], texts: list[str]) -> str:
         if _has_results(blocks) and texts:
             hint = texts[-1].strip()
             self.seen.ask(f"your hint “{hint}” (not followed: a scripted demo agent only acknowledges hints)")
@@ -133,7 +134,7 @@ class DemoResponder:
                     "here. ")
         return ""
 
-    def _refusal_prefix(self, blocks: list[dict[str, Any]], texts: list[str]) -> str:
+    def _refusal_prefix(self, blocks: list[JsonObject], texts: list[str]) -> str:
         for b in blocks:
             if b.get("type") == "tool_result" and _denied(b):
                 # the human's words come right after the results, before any hint: the first text
@@ -146,13 +147,13 @@ class DemoResponder:
                         "your reason, so I'll go on without the call and keep your words as open in my field note. ")
         return ""
 
-    def _text(self, text: str) -> dict[str, Any]:
+    def _text(self, text: str) -> JsonObject:
         return {"type": "text", "text": text}
 
-    def _turn(self, content: list[dict[str, Any]]) -> dict[str, Any]:
+    def _turn(self, content: list[JsonObject]) -> JsonObject:
         return {"content": content, "delay": self.delay}
 
-    def _handoff_call(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    def _handoff_call(self, messages: list[JsonObject]) -> JsonObject:
         note = field_note(messages, self.seen.outcomes(), self.seen.asks)
         if self.step < len(self.plan):
             _, name, args = self.plan[self.step]
@@ -165,7 +166,7 @@ class Seen:
 
     def __init__(self) -> None:
         self.calls: dict[str, str] = {}
-        self.results: dict[str, dict[str, Any]] = {}
+        self.results: dict[str, JsonObject] = {}
         self.asks: list[str] = []
         """What the human said (hints, reasons for a denial) that the scripted agent could not act on."""
 
@@ -174,7 +175,7 @@ class Seen:
         if item not in self.asks:
             self.asks.append(item)
 
-    def add(self, messages: list[dict[str, Any]]) -> None:
+    def add(self, messages: list[JsonObject]) -> None:
         """Remember the calls and results of a request (a seam strips them from later ones)."""
         for call, result, _, _ in exchanges(messages):
             self.calls.setdefault(call["id"], call["name"])
@@ -189,8 +190,8 @@ class Seen:
 class Outcomes:
     """What the tool results of a session say: was the edit made, did the last test run pass."""
 
-    def __init__(self, results: list[tuple[str, dict[str, Any]]]) -> None:
-        by_name: dict[str, list[dict[str, Any]]] = {}
+    def __init__(self, results: list[tuple[str, JsonObject]]) -> None:
+        by_name: dict[str, list[JsonObject]] = {}
         for name, result in results:
             by_name.setdefault(name, []).append(result)
         edits = by_name.get("edit_file", [])
@@ -211,7 +212,7 @@ class Outcomes:
         self.assertion = min(said, key=len) if said else ""
 
     @classmethod
-    def of(cls, messages: list[dict[str, Any]]) -> Outcomes:
+    def of(cls, messages: list[JsonObject]) -> Outcomes:
         """The outcomes of the calls a conversation holds."""
         return cls([(call["name"], result) for call, result, _, _ in exchanges(messages) if result is not None])
 
@@ -245,7 +246,7 @@ class Outcomes:
                 "you the figures and asks first.")
 
 
-def exchanges(messages: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any] | None, str, str]]:
+def exchanges(messages: list[JsonObject]) -> list[tuple[JsonObject, JsonObject | None, str, str]]:
     """Each tool call of a conversation: the call, its result (None while open), the narration said
     before it (the assistant message's text, whole) and the human's words sent with its result."""
     out = []
@@ -264,7 +265,7 @@ def exchanges(messages: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict
     return out
 
 
-def field_note(messages: list[dict[str, Any]], outcome: Outcomes, asks: list[str] | None = None) -> dict[str, Any]:
+def field_note(messages: list[JsonObject], outcome: Outcomes, asks: list[str] | None = None) -> JsonObject:
     """The demo agent's field note, built from the calls this request still holds (those since the
     last seam) and their results: what ran under Done, what was denied or failed under What went
     wrong, the narration quoted whole; Open from everything the agent has seen, and the human's
@@ -304,7 +305,7 @@ def _open(outcome: Outcomes) -> list[str]:
     return []
 
 
-def _digest(args: dict[str, Any]) -> str:
+def _digest(args: JsonObject) -> str:
     """The argument that says what a call did (command, path, pattern or action)."""
     for key in ("command", "path", "pattern", "action"):
         if args.get(key):
@@ -312,22 +313,22 @@ def _digest(args: dict[str, Any]) -> str:
     return ""
 
 
-def _content(result: dict[str, Any]) -> str:
+def _content(result: JsonObject) -> str:
     content = result.get("content", "")
     if isinstance(content, list):
         return "".join(b.get("text", "") for b in content if isinstance(b, dict))
     return str(content)
 
 
-def _denied(result: dict[str, Any]) -> bool:
+def _denied(result: JsonObject) -> bool:
     return bool(result.get("is_error")) and "permission denied" in _content(result)
 
 
-def _has_results(blocks: list[dict[str, Any]]) -> bool:
+def _has_results(blocks: list[JsonObject]) -> bool:
     return any(b.get("type") == "tool_result" for b in blocks)
 
 
-def _last_line(result: dict[str, Any]) -> str:
+def _last_line(result: JsonObject) -> str:
     """A failed result in its own words: the exit status and the last line before it."""
     lines = [line.strip() for line in _content(result).splitlines() if line.strip()]
     status = next((line.strip("[]") for line in reversed(lines) if line.startswith("[exit code")), "")
@@ -335,19 +336,19 @@ def _last_line(result: dict[str, Any]) -> str:
     return ", ".join(x for x in (status, f"“{said[-1]}”" if said else "") if x) or "error"
 
 
-def _tail(result: dict[str, Any]) -> str:
+def _tail(result: JsonObject) -> str:
     """For a command that succeeded, its last line of output."""
     lines = [line.strip() for line in _content(result).splitlines() if line.strip() and not line.startswith("[")]
     return f" (“{lines[-1]}”)" if lines and "[exit code" in _content(result) else ""
 
 
-def seamed(messages: list[dict[str, Any]]) -> bool:
+def seamed(messages: list[JsonObject]) -> bool:
     """Whether a micro-handoff has happened in this conversation (its calls stay in context after a seam)."""
     return any(b.get("type") == "tool_use" and b.get("name") == "micro_handoff"
                for m in messages[:-1] if isinstance(m["content"], list) for b in m["content"])
 
 
-def answered_handoff(messages: list[dict[str, Any]]) -> bool:
+def answered_handoff(messages: list[JsonObject]) -> bool:
     """Whether the last user message answers a micro_handoff call."""
     if len(messages) < 2 or not isinstance(messages[-2].get("content"), list):
         return False

@@ -34,6 +34,8 @@ from rhapsody.core.secrets import mask
 from rhapsody.core.session.session import Session
 from rhapsody.sandbox import lifeline
 from rhapsody.sandbox.procs import kill_group
+from rhapsody.core.session import records as rec
+from rhapsody.core.json_types import JsonObject
 
 OUTPUT_CAP = 64_000
 """Bytes of a hook's stdout or stderr read; the rest is dropped (a reason is for reading, not a log)."""
@@ -101,7 +103,7 @@ class HookRunner:
         """Whether a hook of `event` takes `subject`."""
         return bool(self._commands(event, subject))
 
-    async def fire(self, session: Session, event: str, payload: dict[str, Any], subject: str = "") -> HookVerdict:
+    async def fire(self, session: Session, event: str, payload: JsonObject, subject: str = "") -> HookVerdict:
         """Run every matching hook of `event` at once; their combined verdict."""
         commands = self._commands(event, subject)
         if not commands:
@@ -133,9 +135,8 @@ class HookRunner:
             what = f"timed out after {hook.timeout:g}s (killed)" if code is None else f"exited {code}"
             self._notices.append(self._masked(f"hook {event} `{_short(hook.command)}` {what}"
                                               + (f": {shown}" if shown and code is not None else "")))
-        session.record("hook", event=event, command=self._masked(_short(hook.command, 200)), exit_code=code,
-                       duration_ms=ms, outcome=outcome,
-                       **({"reason": self._masked(verdict.reason)} if verdict.reason else {}))
+        session.append(rec.Hook(event=event, command=self._masked(_short(hook.command, 200)), exit_code=code,
+                                duration_ms=ms, outcome=outcome, reason=self._masked(verdict.reason) or None))
         return HookVerdict(verdict.blocked, verdict.decision, self._masked(verdict.reason), self._masked(verdict.context))
 
     async def _spawn(self, hook: HookCommand, data: bytes) -> tuple[int | None, str, str]:
@@ -186,7 +187,7 @@ async def _bounded(stream: asyncio.StreamReader) -> bytes:
 
 
 def _verdict(event: str, code: int | None, out: str, err: str,
-             answer: dict[str, Any] | None) -> tuple[HookVerdict, str]:
+             answer: JsonObject | None) -> tuple[HookVerdict, str]:
     """What one run decided, and its outcome word for the record (`answer`: its output as JSON, if it is)."""
     if code is None:
         return HookVerdict(), "timeout"
@@ -200,10 +201,10 @@ def _verdict(event: str, code: int | None, out: str, err: str,
     return _from_json(event, answer)
 
 
-def _from_json(event: str, answer: dict[str, Any]) -> tuple[HookVerdict, str]:
+def _from_json(event: str, answer: JsonObject) -> tuple[HookVerdict, str]:
     """Claude Code's JSON output: the old `decision`/`reason`, `continue`, and `hookSpecificOutput`."""
     raw = answer.get("hookSpecificOutput")
-    specific: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    specific: JsonObject = raw if isinstance(raw, dict) else {}
     old = str(answer.get("decision") or "")
     decision = verdict_named(specific.get("permissionDecision") or {"approve": "allow", "block": "deny"}.get(old, old))
     reason = str(specific.get("permissionDecisionReason") or answer.get("reason") or answer.get("stopReason") or "")
@@ -214,7 +215,7 @@ def _from_json(event: str, answer: dict[str, Any]) -> tuple[HookVerdict, str]:
     return verdict, outcome
 
 
-def _json(out: str) -> dict[str, Any] | None:
+def _json(out: str) -> JsonObject | None:
     text = out.strip()
     if not text.startswith("{"):
         return None

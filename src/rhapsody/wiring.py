@@ -29,6 +29,7 @@ from rhapsody.core.toolbox.approval import Approver
 from rhapsody.core.toolbox.orchestrator import Toolbox
 from rhapsody.prompts import load, render
 from rhapsody.tools import default_toolbox
+from rhapsody.core.session import records as rec
 
 if TYPE_CHECKING:
     from rhapsody.rewind.shadow import Shadow
@@ -210,7 +211,7 @@ def start_checkpoints(session: Session, settings: Settings) -> Shadow:
     except (RhapsodyError, OSError) as exc:
         finished = f"checkpoints: {exc}"
     if finished:
-        session.record("notice", text=finished, shown="as is")
+        session.append(rec.NoticeShown(text=finished, shown="as is"))
     if not found.index.exists():  # the first checkpoint hashes every file: begin while the person types
         threading.Thread(target=_warm_up, args=(found,), daemon=True).start()
     return found

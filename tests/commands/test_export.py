@@ -4,6 +4,7 @@ headless Chromium."""
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dumped
 import json
 import re
 import shutil
@@ -56,7 +57,7 @@ async def two_seam_session(stub: Stub, project: Path) -> Path:
         if task is None:
             wiring.agent.request_handoff()
         await collect(wiring.agent.run(task))
-    assert sum(1 for r in wiring.session.records if r["kind"] == "seam") == 2
+    assert sum(1 for r in dumped(wiring.session.records) if r["kind"] == "seam") == 2
     return wiring.session.path
 
 
@@ -78,13 +79,13 @@ async def test_html_export_shows_seams_notes_hints_approvals_and_both_charts(stu
 
 async def test_context_chart_draws_the_sawtooth_the_seams_made(stub: Stub, project: Path) -> None:
     path = await two_seam_session(stub, project)
-    records = read_history(path).records
+    records = read_history(path, typed=True).typed
     page = page_html(records, project, path.stem)
     svg = page[page.index('<svg id="chart-context"'):]
     points = svg[svg.index('points="') + 8:].split('"', 1)[0].split()
     xs = [float(p.split(",")[0]) for p in points]
     ys = [float(p.split(",")[1]) for p in points]  # SVG y grows downwards: a drop in context is a rise in y
-    assert len(ys) == sum(1 for r in records if r["kind"] == "request") + 2 * 2  # each seam: its before and after
+    assert len(ys) == sum(1 for r in records if r.kind == "request") + 2 * 2  # each seam: its before and after
     drops = [a for (a, b), (c, d) in zip(zip(xs, ys), zip(xs[1:], ys[1:])) if a == c and d > b]
     marks = re.findall(r'<g class="seam-mark"><title>seam \d</title><line x1="([\d.]+)"', svg.split("</svg>")[0])
     assert [f"{x:.1f}" for x in drops] == marks  # the context falls straight down, on each seam's mark
@@ -92,7 +93,7 @@ async def test_context_chart_draws_the_sawtooth_the_seams_made(stub: Stub, proje
 
 async def test_billed_chart_ends_at_the_totals_rhapsody_stats_prints(stub: Stub, project: Path) -> None:
     path = await two_seam_session(stub, project)
-    records = read_history(path).records
+    records = read_history(path, typed=True).typed
     figures = billing(records, per_request=True)
     assert round(sum(figures["billed_per_request"])) == figures["billed_input_tokens"]
     assert abs(sum(figures["billed_per_request_without_seams"]) - figures["billed_input_tokens_without_seams"]) <= 1

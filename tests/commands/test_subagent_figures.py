@@ -28,7 +28,7 @@ async def test_stats_and_the_export_count_the_sub_agents_spend_and_what_it_kept_
     await collect(wiring.agent.run("anything else?"))
     records = read_history(wiring.session.path).records
     (ended,) = [r for r in records if r["kind"] == "subagent" and r["state"] == "done"]
-    child = figures(read_history(project / ".rhapsody" / "history" / f"{ended['session']}.jsonl").records)
+    child = figures(read_history(project / ".rhapsody" / "history" / f"{ended['session']}.jsonl", typed=True).typed)
     assert main(["stats", wiring.session.id, "--json", "--cwd", str(project)]) == 0
     got = json.loads(capsys.readouterr().out)["subagents"]
     assert got["subagents"] == 1 and got["tool_calls"] == 1

@@ -43,10 +43,10 @@ async def test_an_at_file_reaches_the_model_as_its_content_after_the_human_words
     assert texts[0] == "what does @README.md say?"
     assert texts[1] == f'<file path="README.md" bytes="{len(README)}">\n{README}\n</file>'
     assert [e.texts for e in events if isinstance(e, FilesAttached)] == [(texts[1],)]
-    lines = [line.text.strip() for _, line in record_lines(read_history(wiring.session.path).records, project,
+    lines = [line.text.strip() for _, line in record_lines(read_history(wiring.session.path, typed=True).typed, project,
                                                            wiring.session.id)]
     assert "attached README.md (32 B)" in lines and not any("ZEBRA" in line for line in lines if "›" in line)
-    assert last_exchange(read_history(wiring.session.path).records) == ("what does @README.md say?",
+    assert last_exchange(read_history(wiring.session.path, typed=True).typed) == ("what does @README.md say?",
                                                                         "The marker is ZEBRA-42.")
 
 
@@ -129,7 +129,7 @@ async def test_the_export_folds_the_attachment_under_its_line(stub: Stub, projec
     stub.script(say("Seen."))
     wiring = stub.wire(project)
     await collect(wiring.agent.run("look at @README.md"))
-    records = read_history(wiring.session.path).records
+    records = read_history(wiring.session.path, typed=True).typed
     html = page_html(records, project, wiring.session.id)
     assert "<summary>attached README.md (32 B)</summary><pre># Demo" in html
     markdown = page_markdown(records, project, wiring.session.id)

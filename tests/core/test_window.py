@@ -12,6 +12,9 @@ One notice, every request the server answered valid, the history valid and resum
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dump
+from rhapsody.core.session.records import parsed
+from rhapsody.core.session.records import dumped
 import asyncio
 import json
 from pathlib import Path
@@ -126,7 +129,7 @@ def test_the_share_arms_at_its_share_of_the_room_the_last_seam_left() -> None:
 def test_the_estimate_is_calibrated_by_the_last_reported_usage() -> None:
     records = [{"kind": "request", "est_tokens": 1000}, {"kind": "usage", "input_tokens": 100,
                "cache_creation_input_tokens": 300, "cache_read_input_tokens": 400, "output_tokens": 50}]
-    assert expected_tokens(records, 2000) == 1600
+    assert expected_tokens(parsed(records), 2000) == 1600
     assert expected_tokens([], 2000) == 2000
 
 
@@ -175,8 +178,8 @@ async def test_a_request_the_api_refuses_for_length_makes_room_and_the_note_sees
     assert sum(isinstance(e, ContextPruned) for e in events) == 1
     assert isinstance(events[-1], TurnEnded) and events[-1].stop_reason == "end_turn"
     seam = assert_netted(wiring.session.path, project, stub.server, refused=1)
-    prune = next(r for r in wiring.session.records if r["kind"] == "prune")
-    calls = [r["tool_use_id"] for r in wiring.session.records if r["kind"] == "tool_run"]
+    prune = next(r for r in dumped(wiring.session.records) if r["kind"] == "prune")
+    calls = [r["tool_use_id"] for r in dumped(wiring.session.records) if r["kind"] == "tool_run"]
     assert prune["ids"] == calls[:len(prune["ids"])] and 0 < len(prune["ids"]) < CALLS  # the oldest, only as many as needed
     assert [r.status for r in stub.server.requests][:CALLS + 1] == [200] * CALLS + [400]
     note_request = json.dumps(stub.server.requests[CALLS + 1].body)  # the first request after the refusal
@@ -193,7 +196,7 @@ async def test_rhapsodys_own_estimate_strips_before_sending_so_the_api_never_ref
     events = await collect(wiring.agent.run("fill the window"))
     assert sum(isinstance(e, SeamCommitted) for e in events) == 1 and isinstance(events[-1], TurnEnded)
     assert_netted(wiring.session.path, project, stub.server, refused=0)
-    prune = next(r for r in wiring.session.records if r["kind"] == "prune")
+    prune = next(r for r in dumped(wiring.session.records) if r["kind"] == "prune")
     assert "rhapsody's estimate; not sent" in prune["reason"]
 
 
@@ -208,7 +211,7 @@ async def test_with_thinking_the_note_at_the_window_still_sees_the_latest_result
     events = await collect(wiring.agent.run("fill the window"))
     assert isinstance(events[-1], TurnEnded) and not any(isinstance(e, Failed) for e in events)
     assert_netted(wiring.session.path, project, stub.server, refused=1)  # room first, then one seam with its note
-    kinds = [r["kind"] for r in wiring.session.records]
+    kinds = [r.kind for r in wiring.session.records]
     assert kinds.index("thinking_cut") < kinds.index("prune")  # a crash between the two leaves a valid history
     note_request = stub.server.requests[CALLS + 1].body
     assert output(CALLS) in json.dumps(note_request) and output(1) not in json.dumps(note_request)
@@ -232,7 +235,7 @@ async def test_a_context_that_stripping_cannot_shrink_fails_with_one_line(stub: 
     events = await collect(wiring.agent.run("a message longer than the whole window"))
     failed = [e for e in events if isinstance(e, Failed)]
     assert len(failed) == 1 and "stripping tool traffic would take nothing" in failed[0].message
-    assert not any(r["kind"] == "seam" for r in wiring.session.records)
+    assert not any(r["kind"] == "seam" for r in dumped(wiring.session.records))
 
 
 async def test_the_stripped_request_refused_again_ends_the_turn_once(stub: Stub, project: Path) -> None:
@@ -245,7 +248,7 @@ async def test_the_stripped_request_refused_again_ends_the_turn_once(stub: Stub,
     failed = [e for e in events if isinstance(e, Failed)]
     assert len(failed) == 1 and "after the strip at the window" in failed[0].message
     assert [r.status for r in stub.server.requests][-2:] == [400, 400]
-    assert [r["kind"] for r in wiring.session.records].count("seam") == 1  # the strip stays: nothing is lost by it
+    assert [r["kind"] for r in dumped(wiring.session.records)].count("seam") == 1  # the strip stays: nothing is lost by it
 
 
 async def test_the_share_asks_for_a_seam_before_the_window_is_reached(stub: Stub, project: Path) -> None:
@@ -253,7 +256,7 @@ async def test_the_share_asks_for_a_seam_before_the_window_is_reached(stub: Stub
     stub.script(big(1), big(2), big(3), handoff_turn(), say("Noted."), say("All done."))
     wiring = stub.wire(project, handoff_at_share=0.5, context_window=WINDOW)
     events = await collect(wiring.agent.run("fill half the window"))
-    seams = [e.record for e in events if isinstance(e, SeamCommitted)]
+    seams = [dump(e.record) for e in events if isinstance(e, SeamCommitted)]
     assert len(seams) == 1 and "window" not in seams[0] and seams[0]["note_path"]  # an ordinary seam, note first
     assert all(r.status == 200 for r in stub.server.requests)
 
@@ -341,7 +344,7 @@ async def test_a_note_written_before_the_refusal_is_kept_and_the_work_goes_on(st
     stub.server.requests.clear()
     root = make_project(tmp_path / "proj")
     events = await noted_then_refused(stub, root, (asked + noted) // 2)
-    seams = [e.record for e in events if isinstance(e, SeamCommitted)]
+    seams = [dump(e.record) for e in events if isinstance(e, SeamCommitted)]
     assert len(seams) == 1 and seams[0]["window"] and seams[0]["note_path"]  # the note it had, no second ask
     assert [r.status for r in stub.server.requests].count(400) == 1 and isinstance(events[-1], TurnEnded)
     assert stub.bodies()[-1]["messages"][-1]["content"][-1]["text"].startswith("[rhapsody] The micro-handoff is done")
@@ -355,8 +358,8 @@ async def test_the_automatic_seam_leaves_room_for_its_own_note_so_the_window_nev
     stub.script(big(1), big(2), big(3), handoff_turn(), say("Noted."), say("All done."))
     wiring = stub.wire(project, handoff_at_share=0.99, context_window=WINDOW)
     events = await collect(wiring.agent.run("fill the window"))
-    seams = [e.record for e in events if isinstance(e, SeamCommitted)]
+    seams = [dump(e.record) for e in events if isinstance(e, SeamCommitted)]
     assert len(seams) == 1 and "window" not in seams[0] and seams[0]["note_path"]
     assert all(r.status == 200 for r in stub.server.requests)
-    assert not any(r["kind"] == "prune" for r in wiring.session.records)
+    assert not any(r["kind"] == "prune" for r in dumped(wiring.session.records))
     assert max(stub.server.prompt_tokens(b) for b in stub.bodies()) <= WINDOW

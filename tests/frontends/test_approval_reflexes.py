@@ -3,6 +3,8 @@ default (allow once), a digit picks as numbered on screen, and the grace period 
 
 from __future__ import annotations
 
+from typing import Any
+
 import asyncio
 from pathlib import Path
 
@@ -14,11 +16,13 @@ from rhapsody.loopback.script import call, say
 from tests.conftest import Stub, plain_mode
 from tests.conftest import until
 from tests.frontends.test_app_keys import NARRATE, ask_app, asking, idle, panel, records
+from rhapsody.core.session.records import dump
 from tests.frontends.test_plain import end_grace
 
 
-def human_decisions(app_records: list[dict[str, object]]) -> list[tuple[object, object]]:
-    return [(r["decision"], r["by"]) for r in app_records if r["kind"] == "permission"]
+def human_decisions(app_records: list[Any]) -> list[tuple[object, object]]:
+    dicts = [r if isinstance(r, dict) else dump(r) for r in app_records]
+    return [(r["decision"], r["by"]) for r in dicts if r["kind"] == "permission"]
 
 
 async def test_enter_on_the_empty_field_allows_once_the_highlighted_answer(stub: Stub, project: Path) -> None:

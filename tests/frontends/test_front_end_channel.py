@@ -110,7 +110,7 @@ async def test_plain_ctrl_o_as_a_turn_ends_without_a_tool_call_ends_in_a_seam(st
         pipe.send_text("\x0f")  # ctrl+o mid-turn: the earlier call is smaller than a note, so it asks first
         await until(lambda: "a seam would not pay now" in out.getvalue())
         pipe.send_text("y\r")
-        await until(lambda: any(r["kind"] == "seam" for r in wiring.session.records), within=20)
+        await until(lambda: any(r.kind == "seam" for r in wiring.session.records), within=20)
         await until(lambda: not wiring.agent.busy and "Noted." in out.getvalue())
         pipe.send_text("/quit\r")
         assert await asyncio.wait_for(task, 10) == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dumped
 import asyncio
 import io
 import json
@@ -39,10 +40,10 @@ async def test_plain_mode_runs_a_turn_takes_a_hint_and_slash_commands(stub: Stub
     assert "h1 pending: next tool boundary" in text and "no seams yet" in text
     assert "✓ hint h1 delivered (" in text and "hints h1" not in text
     assert stub.bodies()[1]["messages"][-1]["content"][1]["text"] == "shorter please"
-    from rhapsody.core.session.records import Notice
+    from rhapsody.core.session.records import NoticeShown as Notice
     from rhapsody.view import render
 
-    notices = [render.notice_line(Notice.model_validate(r)).text for r in wiring.session.records if r["kind"] == "notice"]
+    notices = [render.notice_line(Notice.model_validate(r)).text for r in dumped(wiring.session.records) if r["kind"] == "notice"]
     assert notices[0] == "› /stats" and "no seams yet" in notices[1]  # as the app records and redraws them
 
 
@@ -174,7 +175,7 @@ async def test_plain_mode_ctrl_o_requests_the_handoff_and_keeps_the_line_being_t
         pipe.send_text("half typed\x0f")
         await until(lambda: "a seam would not pay now" in out.getvalue())  # the figures, then "hand off anyway? [y/N]"
         pipe.send_text("y\r")
-        await until(lambda: any(r["kind"] == "seam" for r in wiring.session.records))
+        await until(lambda: any(r["kind"] == "seam" for r in dumped(wiring.session.records)))
         await until(lambda: not wiring.agent.busy and "Noted." in out.getvalue())
         pipe.send_text(" line\r")
         await until(lambda: len(stub.server.requests) >= 5)
@@ -183,7 +184,7 @@ async def test_plain_mode_ctrl_o_requests_the_handoff_and_keeps_the_line_being_t
     sent = stub.bodies()[-1]["messages"][-1]["content"]
     assert "half typed line" in str(sent)
     assert "⚙ [rhapsody] Micro-handoff requested" in out.getvalue()  # what the harness told the model, as in the app
-    commands = [r["text"] for r in wiring.session.records if r["kind"] == "notice" and r.get("command")]
+    commands = [r["text"] for r in dumped(wiring.session.records) if r["kind"] == "notice" and r.get("command")]
     assert commands == ["/quit"]  # ctrl+o is a key: no "› /handoff" echo on resume
 
 
@@ -218,9 +219,9 @@ async def test_plain_ctrl_c_stops_a_working_turn_and_idle_clears_a_typed_line_be
         await until(lambda: "press ctrl+c again to quit" in out.getvalue())
         pipe.send_text("\x03")
         assert await asyncio.wait_for(task, 10) == 0
-    kinds = [r["kind"] for r in wiring.session.records]
+    kinds = [r["kind"] for r in dumped(wiring.session.records)]
     assert "interrupted" in kinds and len(stub.server.requests) == 1
-    assert not any("a half typed line" in json.dumps(r) for r in wiring.session.records)
+    assert not any("a half typed line" in json.dumps(r) for r in dumped(wiring.session.records))
 
 
 async def test_plain_a_slash_command_or_ctrl_o_while_a_question_is_open_runs_and_never_denies(
@@ -242,7 +243,7 @@ async def test_plain_a_slash_command_or_ctrl_o_while_a_question_is_open_runs_and
         pipe.send_text("/quit\r")
         assert await asyncio.wait_for(task, 10) == 0
     assert (project / "made.txt").exists()
-    by = [(r["decision"], r["by"]) for r in wiring.session.records if r["kind"] == "permission"]
+    by = [(r["decision"], r["by"]) for r in dumped(wiring.session.records) if r["kind"] == "permission"]
     assert by == [("allow", "human")]
 
 

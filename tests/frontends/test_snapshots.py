@@ -31,6 +31,7 @@ from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.frontends.app.status import Liveness
 from rhapsody.frontends.app.widgets import Foldable, PromptInput
 from rhapsody.wiring import policy
+from rhapsody.core.session import records as rec
 
 from tests.conftest import GATE, SANDBOX, Stub, no_grace, until
 from tests.frontends.test_app_keys import asking, panel
@@ -70,8 +71,8 @@ def fixed_app(stub: Stub, root: Path, mode: str = "yolo") -> RhapsodyApp:
     toolbox = Toolbox(default_tools(SANDBOX), mode, Rules(parse=parse), clock=lambda: 0.0, approver=approver)
     spec = RequestSpec(model="claude-sonnet-5-5", system="You are a test agent.", tools=toolbox.specs())
     session = Session(root, HistoryWriter(history_dir(root) / "snapshot.jsonl"), spec, "snapshot")
-    session.record("session", session="snapshot", cwd=str(root), version="0", model=spec.model,
-                   system=spec.system, tools=spec.tools, max_tokens=spec.max_tokens, parallel_tools=False, thinking=None)
+    session.append(rec.SessionStarted(session="snapshot", cwd=str(root), version="0", model=spec.model,
+                   system=spec.system, tools=spec.tools, max_tokens=spec.max_tokens, parallel_tools=False, thinking=None))
     agent = Agent(session, stub.model(), toolbox, policy(Settings()))
     return RhapsodyApp(agent, Settings(sandbox="off"), approver)  # the welcome names the sandbox: pin it
 

@@ -7,6 +7,7 @@ import io
 import json
 from pathlib import Path
 
+from rhapsody.core.session import records as rec
 from rhapsody.frontends.headless import run_headless
 from rhapsody.view.render import SUBAGENT_INDENT
 
@@ -81,7 +82,7 @@ async def test_the_picker_lists_it_under_its_parent_and_continue_picks_the_paren
     stub.script(delegate(), child_read(), say(FOUND), say("Found."))
     wiring = stub.wire(project)
     await collect(wiring.agent.run("is add right?"))
-    child = next(r["session"] for r in wiring.session.records if r["kind"] == "subagent")
+    child = next(r.session for r in rec.of(wiring.session.records, rec.Subagent))
     assert find_session(project, None).stem == wiring.session.id  # never the child's, however the names sort
     picker = SessionPicker(project)
     async with picker.run_test(size=(120, 24)):
@@ -105,7 +106,7 @@ async def test_esc_in_the_app_marks_the_running_sub_agent_interrupted(stub: Stub
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("is add right?")
         await until(lambda: bool(wiring.session.delegated) and any(
-            r["kind"] == "message" and r["role"] == "assistant" for r in wiring.session.delegated[0].records),
+            isinstance(r, rec.MessageAdded) and r.role == "assistant" for r in wiring.session.delegated[0].records),
             pause=pilot.pause)  # the sub-agent's call is under way
         app.action_interrupt()
         await wait_idle(pilot)

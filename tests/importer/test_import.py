@@ -3,6 +3,9 @@ hand off and recall through the real loop on the loopback server."""
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import parse
+from rhapsody.core.session.records import parsed
+from rhapsody.core.session.records import dumped
 import asyncio
 import json
 import shutil
@@ -182,7 +185,7 @@ async def test_a_long_imported_session_resumes_headless_then_hands_off_with_slas
         await until(lambda: len(stub.server.requests) == 4 and not wiring.agent.busy, within=60)
         pipe.send_text("/quit\r")
         assert await asyncio.wait_for(task, 30) == 0
-    (seam,) = [r for r in wiring.session.records if r["kind"] == "seam"]
+    (seam,) = [r for r in dumped(wiring.session.records) if r["kind"] == "seam"]
     assert seam["before"]["tool_use"] == len(in_view) + 1 and seam["after"]["tool_use"] == 1
     after = stub.bodies()[-1]
     names = [b["name"] for m in after["messages"] if isinstance(m["content"], list) for b in m["content"]
@@ -197,7 +200,7 @@ def test_the_transcript_says_where_the_session_came_from_and_where_the_source_co
     from rhapsody.view.render import record_lines
 
     records = imported(project, CLAUDE)
-    lines = [line.text for _, line in record_lines(records, project, records[0]["session"],
+    lines = [line.text for _, line in record_lines(parsed(records), project, records[0]["session"],
                                                    Conversation.from_records(records))]
     assert any(t.startswith(f"· imported claude-code session {CLAUDE.stem} from ") for t in lines)
     compacted = next(i for i, t in enumerate(lines) if t.startswith("· the source compacted its context here, manual"))
@@ -262,7 +265,7 @@ def test_imported_thinking_would_be_refused_so_it_leaves_the_view(project: Path)
     from rhapsody.loopback.validate import Invalid
 
     records = imported(project, CLAUDE)
-    spec = spec_from_record(records[0])
+    spec = spec_from_record(parse(records[0]))
     uncut = Conversation.from_records([r for r in records if r["kind"] not in ("thinking_cut", "compaction")])
     messages = uncut.active() + [Message(role="user", content=[{"type": "text", "text": "go on"}])]
     with pytest.raises(Invalid, match="signature"):  # its signature binds it to Claude Code's own prompt and tools

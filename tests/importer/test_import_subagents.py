@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from rhapsody.core.session.history import read_history
+from rhapsody.core.session.records import parsed
 from rhapsody.core.accounting.subagent_figures import spent
 
 from tests.importer.test_import import CLAUDE, imported, kinds
@@ -33,4 +34,4 @@ def test_task_sub_agents_become_linked_sessions_and_subagent_records(project: Pa
                                       "subagent": sid}
         first = next(r for r in child if r["kind"] == "message")
         assert first["role"] == "user" and link["task"] in json.dumps(first["content"])
-    assert spent(records).subagents == 2
+    assert spent(parsed(records)).subagents == 2

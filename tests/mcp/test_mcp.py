@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dump
 import json
 import os
 import signal
@@ -135,7 +136,7 @@ async def test_stdio_server_tools_run_through_the_loop_then_a_seam_strips_them_a
     assert current["input_schema"]["required"] == ["timezone"]
     assert all(json.dumps(b["tools"]) == json.dumps(bodies[0]["tools"]) for b in bodies)
     assert results(bodies[2])[0]["is_error"] is True
-    assert len(seams) == 1 and seams[0].record["before"]["tool_use"] == 3
+    assert len(seams) == 1 and dump(seams[0].record)["before"]["tool_use"] == 3
     assert tool_uses(bodies[-3]) == ["micro_handoff"]
     found = results(bodies[-2])[0]["content"]
     assert found.startswith(f"{wiring.session.id}:toolu_") and "(mcp__time__get_current_time" in found

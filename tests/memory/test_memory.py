@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dumped
 import json
 import subprocess
 from pathlib import Path
@@ -37,7 +38,7 @@ async def test_map_goes_into_the_system_prompt_reads_are_logged_and_a_dialog_is_
     await collect(wiring.agent.run("add a portal"))
     system = stub.bodies()[0]["system"][0]["text"]
     assert "Shared auth for every portal" in system and "## Project memory (docs/memory/)" in system
-    run = [r for r in wiring.session.records if r["kind"] == "tool_run"][0]
+    run = [r for r in dumped(wiring.session.records) if r["kind"] == "tool_run"][0]
     data = (project / "docs/memory/PROJECT_STATUS.md").read_bytes()
     expected = subprocess.run(["git", "hash-object", "--stdin"], input=data, capture_output=True, cwd=project).stdout.decode().strip()
     assert run["path"] == "docs/memory/PROJECT_STATUS.md" and run["blob"] == expected

@@ -232,6 +232,6 @@ async def test_stats_of_a_local_model_session_price_nothing(chat: ChatStub, proj
     chat.script(say("hello"))
     wiring = chat.wire(project)
     await collect(wiring.agent.run("hi"))
-    figures = billing(read_history(wiring.session.path).records)
+    figures = billing(read_history(wiring.session.path, typed=True).typed)
     assert figures["model"] == LOCAL and figures["billed_input_usd"] is None
     assert figures["billed_input_usd_without_seams"] is None and figures["billed_input_tokens"] > 0

@@ -5,6 +5,7 @@ The checkpoint lock is held by the test itself, as another rhapsody process taki
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dumped
 import asyncio
 import fcntl
 import os
@@ -40,10 +41,10 @@ async def test_a_reading_turn_ends_while_the_checkpoint_lock_is_held_and_is_reco
     wiring = stub.wire(project)
     with lock_held(project):
         await asyncio.wait_for(run_turn(wiring.agent, "look only"), timeout=30)
-        kinds = [r["kind"] for r in wiring.agent.session.records]
+        kinds = [r["kind"] for r in dumped(wiring.agent.session.records)]
         assert "message" in kinds and "checkpoint" not in kinds  # the turn ran and ended, its checkpoint waits
     await asyncio.to_thread(settle, wiring.agent.session)
-    taken = [r for r in wiring.agent.session.records if r["kind"] == "checkpoint"]
+    taken = [r for r in dumped(wiring.agent.session.records) if r["kind"] == "checkpoint"]
     assert [r["at"] for r in taken] == ["turn", "end"]
     assert taken[0]["message"] == 0  # tied to the human's message, as when it is taken at once
     assert FIRST_WAIT < 1
@@ -61,7 +62,7 @@ async def test_a_writing_call_waits_for_the_checkpoint_so_the_point_is_the_tree_
         await asyncio.sleep(0.2)
         assert not turn.done() and not (project / "notes.txt").exists()
     await asyncio.wait_for(turn, timeout=60)
-    records = wiring.agent.session.records
+    records = dumped(wiring.agent.session.records)
     tool = next(r for r in records if r["kind"] == "checkpoint" and r["at"] == "tool")
     turn_point = next(r for r in records if r["kind"] == "checkpoint" and r["at"] == "turn")
     assert turn_point["seq"] < tool["seq"]  # in the order they were asked for

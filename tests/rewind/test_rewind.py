@@ -3,6 +3,7 @@ tree, then files, conversation or both go back; the user's .git stays byte-ident
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dumped
 import hashlib
 import os
 import stat
@@ -192,7 +193,7 @@ async def test_a_file_over_the_size_limit_is_left_out_named_and_a_restore_that_n
                      command="echo small > data.bin"), say("Shrunk."))
     wiring = stub.wire(project, checkpoint_max_file_mb=1)
     await collect(wiring.agent.run("shrink data"))
-    first = next(r for r in wiring.session.records if r["kind"] == "checkpoint")
+    first = next(r for r in dumped(wiring.session.records) if r["kind"] == "checkpoint")
     mtime = first["left_out"][0][3]
     assert first["left_out"] == [["data.bin", 2_000_000, "over 1 MB", mtime]] and mtime > 0
     store = shadow(project, wiring.settings)
@@ -305,7 +306,7 @@ async def test_the_size_cap_removes_the_oldest_checkpoints_first(stub: Stub, pro
 
     wiring = await two_turns(stub, project)
     store = shadow(project, wiring.settings)
-    commits = [r["commit"] for r in wiring.session.records if r["kind"] == "checkpoint"]
+    commits = [r["commit"] for r in dumped(wiring.session.records) if r["kind"] == "checkpoint"]
     assert clean(store, keep_days=30, max_bytes=1e12, now=time.time(), grace="now") == len(commits)
     assert clean(store, keep_days=30, max_bytes=1e12, now=time.time(), grace="now") == -1  # at most once a day
     (store.git_dir / "rhapsody-cleaned").unlink()
@@ -344,7 +345,7 @@ async def test_a_checkpoint_that_cannot_be_taken_is_recorded_and_the_turn_goes_o
     wiring = stub.wire(project)
     await collect(wiring.agent.run("make the files"))
     assert (project / "notes.txt").exists() and not (project / "pwned").exists()
-    failed = [r for r in wiring.session.records if r["kind"] == "checkpoint_failed"]
+    failed = [r for r in dumped(wiring.session.records) if r["kind"] == "checkpoint_failed"]
     assert [r["at"] for r in failed] == ["turn", "tool", "tool", "tool", "end"]
     assert "its config is not the one rhapsody writes" in failed[0]["reason"] and "\n" not in failed[0]["reason"]
     lines = record_lines(wiring.session.records, project, wiring.session.id, wiring.session.conversation)

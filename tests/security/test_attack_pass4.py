@@ -4,6 +4,7 @@ fix it names (2026-12-01); the attacks that held are listed in docs/security.md.
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import parsed
 import json
 import os
 import subprocess
@@ -161,7 +162,7 @@ def test_own_files_boundary_a_seam_record_shows_only_a_field_note_never_a_secret
                 "system": "s", "tools": []}
         message = {"v": 1, "seq": 1, "ts": 2.0, "kind": "message", "role": "user",
                    "content": [{"type": "text", "text": "hi"}]}
-        assert "hunter2" not in page_html([head, message, record], project, HOSTILE_ID), note_path
+        assert "hunter2" not in page_html(parsed([head, message, record]), project, HOSTILE_ID), note_path
     notes = project / ".rhapsody" / "notes"
     notes.mkdir(parents=True)
     (notes / f"{HOSTILE_ID}-seam1.md").write_text("# Field note\nthe real note\n")

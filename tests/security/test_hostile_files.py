@@ -14,6 +14,7 @@ import pytest
 from rhapsody.cli import main
 from rhapsody.core.events import TurnEnded
 from rhapsody.loopback.script import say
+from rhapsody.core.session import records as rec
 
 from tests.conftest import MODEL, Stub, collect
 
@@ -136,7 +137,8 @@ def test_folders_rhapsody_creates_are_0700_under_umask_0(tmp_path: Path) -> None
 
     code = ("import os, sys; from pathlib import Path; os.umask(0)\n"
             "from rhapsody.core.session.history import HistoryWriter, history_dir, private_dir, state_dir\n"
-            "root = Path(sys.argv[1]); HistoryWriter(history_dir(root) / 's.jsonl').append('hint', id='h1', text='x')\n"
+            "from rhapsody.core.session.records import Hint\n"
+            "root = Path(sys.argv[1]); HistoryWriter(history_dir(root) / 's.jsonl').append(Hint(id='h1', text='x'))\n"
             "private_dir(state_dir(root) / 'notes' / 'deeper')\n")
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, timeout=60)
     state = tmp_path / ".rhapsody"
@@ -154,10 +156,10 @@ def test_a_full_disk_under_the_history_writer_is_one_line_and_stops_appending(tm
     (tmp_path / "h.jsonl").symlink_to("/dev/full")
     writer = HistoryWriter(tmp_path / "h.jsonl")
     with pytest.raises(StorageError, match="No space left on device") as first:
-        writer.append("hint", id="h1", text="x")
+        writer.append(rec.Hint(id="h1", text="x"))
     assert "\n" not in str(first.value) and "--continue" in str(first.value)
     with pytest.raises(StorageError, match="closed after an earlier failure"):
-        writer.append("hint", id="h2", text="y")
+        writer.append(rec.Hint(id="h2", text="y"))
 
 
 @pytest.mark.parametrize("blocked", [".rhapsody", ".rhapsody/history"])

@@ -3,6 +3,7 @@ cannot pass a write off as one; a read outside the project asks, and credentials
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dumped
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,7 @@ async def test_read_only_commands_run_unasked_in_ask_mode_in_the_read_only_sandb
     assert asked.questions == []  # neither asked
     out = results(stub)
     assert "app.py" in out[0] and "[exit code 0]" in out[0] and "[exit code 0]" in out[1]
-    records = [r for r in wiring.session.records if r["kind"] == "permission"]
+    records = [r for r in dumped(wiring.session.records) if r["kind"] == "permission"]
     assert [(r["decision"], r["by"], r["confinement"]) for r in records] == [("allow", "rules", "read-only")] * 2
     assert "read-only command" in records[0]["reason"]
 
@@ -77,7 +78,7 @@ async def test_a_hostile_model_cannot_pass_a_write_off_as_a_read_only_command(st
     asked, wiring = await run_in_ask(stub, project, command)
     assert [q[1] for q in asked.questions] == [command]  # asked, not run unasked
     assert (project / "victim.txt").read_text() == "keep me\n"
-    records = [r for r in wiring.session.records if r["kind"] == "permission"]
+    records = [r for r in dumped(wiring.session.records) if r["kind"] == "permission"]
     assert [(r["decision"], r["by"]) for r in records] == [("deny", "human")]
 
 

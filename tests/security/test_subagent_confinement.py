@@ -10,6 +10,7 @@ import pytest
 from rhapsody.core.session.history import read_history
 from rhapsody.loopback.script import call, say
 from rhapsody.sandbox.bwrap import bwrap_path
+from rhapsody.core.session import records as rec
 
 from tests.conftest import Stub, collect
 from tests.core.agent.test_subagents import delegate
@@ -31,7 +32,7 @@ async def test_a_read_only_sub_agent_of_a_yolo_parent_writes_nothing(stub: Stub,
     await collect(wiring.agent.run("fix it"))
     assert (project / "app.py").read_text(encoding="utf-8") == ORIGINAL
     assert not (project / "planted").exists() and not (project / "out").exists()
-    child_id = next(r["session"] for r in wiring.session.records if r["kind"] == "subagent")
+    child_id = next(r.session for r in rec.of(wiring.session.records, rec.Subagent))
     child = read_history(project / ".rhapsody" / "history" / f"{child_id}.jsonl").records
     runs = [r for r in child if r["kind"] == "tool_run"]
     assert [r["name"] for r in runs] == ["write_file", "bash", "bash"] and all(r["is_error"] for r in runs)

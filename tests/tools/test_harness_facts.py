@@ -9,6 +9,7 @@ from rhapsody.core.session.context import RequestSpec
 from rhapsody.core.session.messages import TextBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.core.session.session import Session
 from rhapsody.tools.handoff import FACTS_CHARS, harness_facts
+from rhapsody.core.session import records as rec
 
 LONG = "src/" + "deeply/nested/" * 6
 FAILED = "cat <<'EOF' > build.sh\n" + "echo building\n" * 357 + "EOF\nsh build.sh"
@@ -20,15 +21,15 @@ def busy_session(project: Path) -> Session:
     session = Session.start(project, RequestSpec(model="m", system="s", tools=[]))
     session.append_message("user", [TextBlock(text="work")])
     for n in range(200):
-        session.record("tool_run", tool_use_id=f"r{n}", name="read_file", op="read", path=f"{LONG}read_{n}.py")
+        session.append(rec.ToolRun(tool_use_id=f"r{n}", name="read_file", op="read", path=f"{LONG}read_{n}.py"))
     for n in range(100):
-        session.record("tool_run", tool_use_id=f"w{n}", name="write_file", op="write", path=f"{LONG}written_{n}.py")
+        session.append(rec.ToolRun(tool_use_id=f"w{n}", name="write_file", op="write", path=f"{LONG}written_{n}.py"))
     for n in range(80):
-        session.record("tool_run", tool_use_id=f"c{n}", name="bash", command=f"run step {n} " + "x" * 200, exit_code=0)
+        session.append(rec.ToolRun(tool_use_id=f"c{n}", name="bash", command=f"run step {n} " + "x" * 200, exit_code=0))
     session.append_message("assistant", [TextBlock(text="build"), ToolUseBlock(id="f", name="bash", input={})])
     output = "noise line\n" * 1800 + "error: linker failed at main.o\n[exit code 2]"
     session.append_message("user", [ToolResultBlock(tool_use_id="f", content=output)])
-    session.record("tool_run", tool_use_id="f", name="bash", command=FAILED, exit_code=2)
+    session.append(rec.ToolRun(tool_use_id="f", name="bash", command=FAILED, exit_code=2))
     return session
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import parsed
+from rhapsody.core.session.records import dumped
 import asyncio
 import io
 import json
@@ -160,10 +162,10 @@ def test_one_context_figure_falls_after_a_seam_and_cost_follows_the_model() -> N
     usage = {"kind": "usage", "input_tokens": 1_000_000, "output_tokens": 0}
     records = [{"kind": "session", "model": "claude-opus-4-8"}, {"kind": "request", "est_tokens": 5000}, usage,
                seam, {"kind": "model", "model": "claude-haiku-4-5"}, usage]
-    f = figures(records)
+    f = figures(parsed(records))
     assert f.context == 3000 and f.seams_text() == "seams 1"
     assert round(f.cost, 2) == 5.0 + 1.0  # opus for the first request, haiku for the second
-    f.fold([*records, {"kind": "unseam", "seam": 1, "boundary": 2}])
+    f.fold(parsed([*records, {"kind": "unseam", "seam": 1, "boundary": 2}]))
     assert f.context == 5000 and f.seams_text() == "seams 1 (1 undone)"
 
 
@@ -238,7 +240,7 @@ def test_each_resume_shows_one_line_saying_which_session_and_how_much_it_held(st
     stub.script(say("first"), say("second"))
     wiring = stub.wire(project)
     asyncio.run(collect(wiring.agent.run("go")))
-    last = wiring.session.records[-1]["ts"]
+    last = dumped(wiring.session.records)[-1]["ts"]
     for _ in range(2):
         resumed = build(project, Settings(permission_mode="yolo"), stub.model(), None, continue_last=True).session
     lines = [line.text for _, line in render.record_lines(resumed.records, project, resumed.id, resumed.conversation)]

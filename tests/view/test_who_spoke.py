@@ -3,6 +3,8 @@ text as the human's, and imported calls read as one line like rhapsody's own."""
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import parsed
+from rhapsody.core.session.records import dumped
 from pathlib import Path
 
 from rhapsody.commands.export import export_text
@@ -13,6 +15,7 @@ from rhapsody.frontends.app.picker import Summary
 from rhapsody.frontends.recap import recap_lines
 from rhapsody.prompts import load
 from rhapsody.view import render
+from rhapsody.core.session import records as rec
 
 from tests.importer.test_import import imported
 from tests.transcripts import _Claude, dump
@@ -27,17 +30,17 @@ def text(words: str) -> list[dict[str, str]]:
 def native_session(project: Path) -> Session:
     """A session whose last user messages are rhapsody's own, as a handoff leaves them."""
     session = Session.start(project, RequestSpec(model="m", system="s", tools=[]))
-    session.record("message", role="user", content=text(HUMAN))
-    session.record("message", role="assistant", content=text("Fixed: 13 passed."))
-    session.record("message", role="user", content=text(load("handoff").strip()))
-    session.record("message", role="assistant", content=text("Field note written."))
-    session.record("message", role="user", content=text(load("continue").strip()))
+    session.append(rec.MessageAdded(role="user", content=text(HUMAN)))
+    session.append(rec.MessageAdded(role="assistant", content=text("Fixed: 13 passed.")))
+    session.append(rec.MessageAdded(role="user", content=text(load("handoff").strip())))
+    session.append(rec.MessageAdded(role="assistant", content=text("Field note written.")))
+    session.append(rec.MessageAdded(role="user", content=text(load("continue").strip())))
     return session
 
 
 def test_the_recap_and_the_pickers_preview_give_the_humans_words_not_rhapsodys(project: Path) -> None:
     session = native_session(project)
-    assert session.records[-1]["content"][0]["text"].startswith("[rhapsody]")  # what the old recap showed
+    assert dumped(session.records)[-1]["content"][0]["text"].startswith("[rhapsody]")  # what the old recap showed
     recap = recap_lines(session.records)
     assert recap[0] == f"  you: {HUMAN}" and not any("[rhapsody]" in line for line in recap)
     summary = Summary.read(session.path)
@@ -66,7 +69,7 @@ def test_an_imported_tools_own_text_is_never_the_humans_and_its_calls_read_as_on
         project: Path, tmp_path: Path) -> None:
     records = imported(project, claude_transcript(tmp_path))
     session_id = str(records[0]["session"])
-    lines = [line for _, line in render.record_lines(records, project, session_id)]
+    lines = [line for _, line in render.record_lines(parsed(records), project, session_id)]
     users = [line.text for line in lines if line.kind == "user"]
     assert users == [f"› {HUMAN}"]  # the one message the human typed
     own = [line.text for line in lines if line.kind == "harness"]
@@ -75,7 +78,7 @@ def test_an_imported_tools_own_text_is_never_the_humans_and_its_calls_read_as_on
     assert tools[0].startswith("Read /home/ana/proj/src/parser.py → ok")
     assert tools[1].startswith("WebFetch https://docs.python.org/3/library/re.html → ok")
     assert not any("{" in t for t in tools)  # no arguments as JSON
-    assert recap_lines(records)[0] == f"  you: {HUMAN}"
+    assert recap_lines(parsed(records))[0] == f"  you: {HUMAN}"
     markdown = export_text(project, session_id, "md")[1]
     assert f"> › {HUMAN}" in markdown and "> › <" not in markdown  # no tool text quoted as the human's
 

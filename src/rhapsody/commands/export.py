@@ -14,9 +14,10 @@ import re
 import time
 from html import escape
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from rhapsody.core.session import records as rec
 from rhapsody.commands.md_escape import fenced, inert, plain, unsafe
 from rhapsody.core.secrets import mask
 from rhapsody.view.render import Line, record_lines
@@ -53,9 +54,10 @@ POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 def export_text(root: Path, session_id: str | None, fmt: str) -> tuple[str, str]:
     """(session id, the page) of the session `session_id` names (see stats.session_records)."""
     from rhapsody.commands.stats import session_records
+    from rhapsody.core.accounting.billing import head_of
 
     _, records = session_records(root, session_id)
-    sid = str(records[0].get("session", ""))
+    sid = head_of(records).session
     page = page_html(records, root, sid) if fmt == "html" else page_markdown(records, root, sid)
     return sid, page
 
@@ -71,20 +73,21 @@ def write_export(root: Path, session_id: str | None, fmt: str, out: Path | None)
     return out
 
 
-def transcript(records: list[dict[str, Any]], root: Path, sid: str) -> list[Line]:
+def transcript(records: Sequence[rec.Record], root: Path, sid: str) -> list[Line]:
     """The session's lines as the app shows them, with the human's approvals."""
     lines = record_lines(records, root, sid, approvals=True)  # the conversation folded from the same parse
     return [line for _, line in lines]
 
 
-def head(records: list[dict[str, Any]], sid: str, per_request: bool) -> tuple[str, list[str], dict[str, Any]]:
+def head(records: Sequence[rec.Record], sid: str, per_request: bool) -> tuple[str, list[str], dict[str, Any]]:
     """The page's title, the figures `rhapsody stats` prints, and the billing figures behind them."""
     from rhapsody.commands.stats import billing, stats_lines
+    from rhapsody.core.accounting.billing import head_of
 
-    first = records[0]
-    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(float(first.get("ts") or 0)))
+    first = head_of(records)
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(records[0].ts if records else 0))
     billed = billing(records, per_request=per_request)
-    title = f"rhapsody session {sid} · {first.get('model', '')} · {when}"
+    title = f"rhapsody session {sid} · {first.model} · {when}"
     return title, stats_lines(records, billed), billed
 
 
@@ -100,7 +103,7 @@ def capped(text: str, cap: int = INLINE_CAP) -> tuple[str, str]:
 # -- HTML ------------------------------------------------------------------------------------
 
 
-def page_html(records: list[dict[str, Any]], root: Path, sid: str) -> str:
+def page_html(records: Sequence[rec.Record], root: Path, sid: str) -> str:
     """The whole page: head, figures, both charts, the transcript; secrets masked."""
     from rhapsody.commands.export_charts import session_charts
     from rhapsody.sandbox.bwrap import secret_values
@@ -137,7 +140,7 @@ def _folded(summary: str, body: str, css: str) -> str:
 # -- Markdown --------------------------------------------------------------------------------
 
 
-def page_markdown(records: list[dict[str, Any]], root: Path, sid: str) -> str:
+def page_markdown(records: Sequence[rec.Record], root: Path, sid: str) -> str:
     """The transcript as Markdown for an issue: calls folded in <details>, seams as rules; secrets masked, and
     transcript text inert (commands/md_escape.py): no HTML, image or link it did not already show as text."""
     from rhapsody.sandbox.bwrap import secret_values

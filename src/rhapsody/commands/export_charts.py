@@ -10,10 +10,13 @@ Imports: stdlib and rhapsody's figures only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
+from rhapsody.core.session import records as rec
 from rhapsody.core.session.session_figures import Figures
 
 WIDTH, HEIGHT = 880, 260
@@ -31,25 +34,24 @@ class Series:
     seams_at_answer: list[tuple[float, str]] = field(default_factory=list)
 
 
-def series(records: list[dict[str, Any]]) -> Series:
+def series(records: Sequence[rec.Record]) -> Series:
     """The context after each request (the figure the status bar showed), and the seams' places."""
     figures, seen, out = Figures(), [], Series()
     answered, pending = 0, False
-    undone = {r.get("seam") for r in records if r["kind"] == "unseam"}
+    undone = {r.seam for r in rec.of(records, rec.Unseam)}
     for record in records:
         seen.append(record)
         figures.fold(seen)
-        kind = record["kind"]
-        if kind == "request":
+        if isinstance(record, rec.RequestMade):
             out.requests += 1
             out.context.append((out.requests, figures.context))
             pending = True
-        elif kind == "usage" and pending:
+        elif isinstance(record, rec.UsageRecorded) and pending:
             answered, pending = answered + 1, False
-        elif kind in ("seam", "prune"):  # the drop itself, as the status bar showed it, between two requests
-            out.context += [(out.requests + 0.5, record["before"]["est_tokens"]), (out.requests + 0.5, figures.context)]
-        if kind == "seam":
-            label = f"seam {record['seam']}" + (" (undone)" if record["seam"] in undone else "")
+        elif isinstance(record, (rec.Seam, rec.Prune)):  # the drop itself, as the status bar showed it
+            out.context += [(out.requests + 0.5, record.before.est_tokens), (out.requests + 0.5, figures.context)]
+        if isinstance(record, rec.Seam):
+            label = f"seam {record.seam}" + (" (undone)" if record.seam in undone else "")
             out.seams_at_request.append((out.requests + 0.5, label))
             out.seams_at_answer.append((answered + 0.5, label))
     return out
@@ -107,7 +109,7 @@ def _axes(top: float, n: float, x: Any, y: Any, x_label: str) -> list[str]:
     return parts
 
 
-def session_charts(records: list[dict[str, Any]], billed: dict[str, Any]) -> str:
+def session_charts(records: Sequence[rec.Record], billed: dict[str, Any]) -> str:
     """Both charts of a history; `billed` is `stats.billing(records, per_request=True)`."""
     found = series(records)
     context = chart("context per request (~tokens, rhapsody's estimate)",

@@ -13,6 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rhapsody.core.session import records as rec
+from rhapsody.core.accounting.billing import head_of
+from rhapsody.core.session.messages import ToolResultBlock
 from rhapsody.core.errors import InputError
 from rhapsody.importer.subagents import link
 from rhapsody.core.session.history import STATE_DIR, history_dir, new_session_id, read_plain, sessions, write_history
@@ -49,7 +52,7 @@ def main(root: Path, paths: list[Path]) -> int:
         write_history(history_dir(root) / f"{session_id}.jsonl", records)
         known[source.sha256] = known[f"session:{source.session_id}"] = session_id
         made.append(session_id)
-        print(f"{source.path}: imported as {session_id} ({_summary(records)})"
+        print(f"{source.path}: imported as {session_id} ({_summary([rec.parse(r) for r in records])})"
               + (f"; the file has changed since an earlier copy was imported as {earlier}" if earlier else ""))
     _how_to_resume(made, sources)
     return 0
@@ -141,11 +144,13 @@ def _spec_maker(root: Path) -> Any:
     return lambda model: new_spec(root, settings, model or "unknown", toolbox)
 
 
-def _summary(records: list[dict[str, Any]]) -> str:
-    count = {k: sum(1 for r in records if r["kind"] == k) for k in ("message", "tool_run", "request", "aside")}
-    missing = sum(1 for r in records if r["kind"] == "message" for b in r["content"]
-                  if b.get("type") == "tool_result" and b.get("content") == INTERRUPTED)
-    window = history_window(records, str(records[0].get("model", "")))
+def _summary(records: list[rec.Record]) -> str:
+    kinds: dict[str, type[rec.Known]] = {"message": rec.MessageAdded, "tool_run": rec.ToolRun, "request": rec.RequestMade,
+                                         "aside": rec.KeptAside}
+    count = {name: sum(1 for r in records if isinstance(r, kind)) for name, kind in kinds.items()}
+    missing = sum(1 for r in rec.of(records, rec.MessageAdded) for b in r.content
+                  if isinstance(b, ToolResultBlock) and b.content == INTERRUPTED)
+    window = history_window(records, head_of(records).model)
     return (f"{count['message']} messages, {count['tool_run']} tool calls"
             + (f" ({missing} without a result in the file)" if missing else "")
             + f", {count['request']} requests with usage, {count['aside']} records kept aside; "

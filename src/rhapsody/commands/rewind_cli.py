@@ -46,7 +46,7 @@ def main(root: Path, settings: Settings, ns: argparse.Namespace) -> int:
     read = read_session(path, typed=ns.list)  # a bad file is one line naming it, as stats and export say it
     store = shadow(root, settings)
     if ns.list:  # parsed once, for the records and the conversation
-        listed = turns_of(read.records, Conversation.of(read.typed).abandoned, store)
+        listed = turns_of(read.typed, Conversation.of(read.typed).abandoned, store)
         _print({"session": path.stem, "points": [t.json() for t in listed]} if ns.json else None,
                [t.line() for t in listed] or ["no checkpoints in this session"])
         return 0

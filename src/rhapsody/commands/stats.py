@@ -8,13 +8,18 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rhapsody.core.accounting.billing import seam_savings, served_by
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rhapsody.core.session import records as rec
+from rhapsody.core.accounting.billing import head_of, seam_savings, served_by
 from rhapsody.core.errors import InputError
 from rhapsody.core.session.history import named_session, read_session
 from rhapsody.core.pricing import price_of, priced
-from rhapsody.core.session.session_figures import Figures, figures as fold_figures, reported_input
+from rhapsody.core.session.session_figures import Figures, figures as fold_figures, usage_input
 from rhapsody.core.window import Window, history_window
 from rhapsody.core.accounting.subagent_figures import spent, spent_line
+from rhapsody.core.json_types import JsonObject
 
 
 STATS_COLUMNS = ("seam", "context ~tokens", "note added", "note bytes", "strip took", "bytes", "tool calls",
@@ -29,35 +34,43 @@ STATS_NOTE = ("context: rhapsody's estimate of the request it would send (the fi
               "it can be higher than before: it is not the context. Messages and thinking blocks: --json.")
 
 
-def seam_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per seam: the recorded figures plus the API-reported input just after."""
+def seam_rows(records: Sequence[rec.Record]) -> list[tuple[rec.Seam, SeamRow]]:
+    """One row per seam: the seam record, with the API-reported input just after, whether it was undone and
+    the size of its note."""
     rows = []
     for i, record in enumerate(records):
-        if record["kind"] != "seam":
+        if not isinstance(record, rec.Seam):
             continue
-        after_usage = next((r for r in records[i + 1 :] if r["kind"] == "usage"), None)
-        reported_after = reported_input(after_usage) if after_usage else None
-        undone = any(r["kind"] == "unseam" and r.get("seam") == record["seam"] for r in records[i + 1 :])
-        rows.append({**record, "reported_input_after": reported_after, "undone": undone,
-                     "note_bytes": note_bytes(records, record["seam"])})
+        after_usage = rec.first(records[i + 1 :], rec.UsageRecorded)
+        undone = any(r.seam == record.seam for r in rec.of(records[i + 1 :], rec.Unseam))
+        rows.append((record, SeamRow(usage_input(after_usage) if after_usage else None, undone,
+                                     note_bytes(records, record.seam))))
     return rows
 
 
-def note_bytes(records: list[dict[str, Any]], seam: int) -> int | None:
+@dataclass(frozen=True)
+class SeamRow:
+    """What the table says of a seam beside its own record."""
+
+    reported_input_after: int | None
+    undone: bool
+    note_bytes: int | None
+
+
+def note_bytes(records: Sequence[rec.Record], seam: int) -> int | None:
     """The size of seam `seam`'s field note as saved (its `noted` record says; None: no note, or a history
     written before the figure was recorded)."""
-    sizes = [r["note_bytes"] for r in records if r["kind"] == "handoff" and r.get("state") == "noted"
-             and r.get("seam") == seam and isinstance(r.get("note_bytes"), int)]
+    sizes = [r.note_bytes for r in rec.of(records, rec.Handoff) if r.state == "noted" and r.seam == seam
+             and r.note_bytes is not None]
     return sizes[-1] if sizes else None
 
 
-def billing(records: list[dict[str, Any]], read_mult: float | None = None, per_request: bool = False) -> dict[str, Any]:
+def billing(records: Sequence[rec.Record], read_mult: float | None = None, per_request: bool = False) -> JsonObject:
     """What the seams saved in billed input; each request is priced at the model that served it, its cache
     reads at that model's rate unless `read_mult` is given (`per_request`: each request's figures too, as
     core.accounting.billing.seam_savings gives them)."""
-    head = records[0] if records and records[0].get("kind") == "session" else {}
-    models = [r["model"] for r in records if r["kind"] == "model"]
-    model = models[-1] if models else str(head.get("model", ""))
+    switched = rec.last(records, rec.ModelSwitched)
+    model = switched.model if switched else head_of(records).model
     served = served_by(records)
     # A model without a price gets null dollars, not a guess.
     prices = [price_of(m)[0] for m in served] if all(priced(m) for m in served) and priced(model) else None
@@ -65,7 +78,7 @@ def billing(records: list[dict[str, Any]], read_mult: float | None = None, per_r
     return {"model": model, "billed_input_usd": None, "billed_input_usd_without_seams": None, **figures}
 
 
-def saving_line(figures: dict[str, Any]) -> str:
+def saving_line(figures: JsonObject) -> str:
     """One line: billed input with the seams beside without them; with no seam, only the billed input."""
     mult = figures["cache_read_multiplier"]
     reads = f"cache reads {mult}×" if mult is not None else "cache reads at each request's model rate"
@@ -80,7 +93,7 @@ def saving_line(figures: dict[str, Any]) -> str:
             + f"; each further request saves ~{figures['saving_per_further_request']:,})")
 
 
-def window_of(records: list[dict[str, Any]], model: str, flag: int | None = None) -> Window:
+def window_of(records: Sequence[rec.Record], model: str, flag: int | None = None) -> Window:
     """The window the session ran in: `--context-window`, else RHAPSODY_CONTEXT_WINDOW, else what the
     history shows (core/window.py); a setting that is not a number of tokens is an InputError."""
     if flag is not None:
@@ -95,10 +108,18 @@ def window_of(records: list[dict[str, Any]], model: str, flag: int | None = None
     return history_window(records, model)
 
 
-def session_records(root: Path, session_id: str | None) -> tuple[Path, list[dict[str, Any]]]:
-    """The history a command names (an id or prefix, a .jsonl file, or the latest) and its records."""
+def session_records(root: Path, session_id: str | None) -> tuple[Path, list[rec.Record]]:
+    """The history a command names (an id or prefix, a .jsonl file, or the latest) and its records, typed."""
     path = named_session(root, session_id)
-    return path, read_session(path).records
+    return path, read_session(path, typed=True).typed
+
+
+def _json_row(seam: rec.Seam, row: SeamRow) -> JsonObject:
+    """A seam's row for `--json`: its figures under the record's own field names."""
+    return {"seam": seam.seam, "before": seam.before.model_dump(), "after": seam.after.model_dump(),
+            "reported_input_before": seam.reported_input_before, "reported_input_after": row.reported_input_after,
+            "undone": row.undone, "stripped_calls": seam.stripped_calls, "stripped_sha256": seam.stripped_sha256,
+            "asked_est_tokens": seam.asked_est_tokens, "note_bytes": row.note_bytes}
 
 
 def print_stats(root: Path, session_id: str | None, as_json: bool = False, read_mult: float | None = None,
@@ -112,9 +133,7 @@ def print_stats(root: Path, session_id: str | None, as_json: bool = False, read_
     counts = {"request": folded.requests, "tool_run": folded.tool_calls, "violation": folded.violations,
               "hint": folded.hints}
     if as_json:
-        rows = [{k: r.get(k) for k in ("seam", "before", "after", "reported_input_before", "reported_input_after",
-                                      "undone", "stripped_calls", "stripped_sha256", "asked_est_tokens", "note_bytes")}
-                for r in seam_rows(records)]
+        rows = [_json_row(seam, row) for seam, row in seam_rows(records)]
         # One definition of "requests", as the text line and headless: every request sent, answered or not.
         print(json.dumps({"session": path.stem, **figures, "requests": counts["request"], "usage": totals,
                           "window": {"tokens": found.tokens, "source": found.source},
@@ -132,7 +151,7 @@ def print_stats(root: Path, session_id: str | None, as_json: bool = False, read_
     return 0
 
 
-def _print_table(path: Path, records: list[dict[str, Any]], totals: dict[str, int], counts: dict[str, int]) -> None:
+def _print_table(path: Path, records: Sequence[rec.Record], totals: dict[str, int], counts: dict[str, int]) -> None:
     from rich.console import Console
 
     console = Console()
@@ -149,7 +168,7 @@ def _print_table(path: Path, records: list[dict[str, Any]], totals: dict[str, in
     )
 
 
-def _print_seams(console: Any, path: Path, rows: list[dict[str, Any]]) -> None:
+def _print_seams(console: Any, path: Path, rows: list[tuple[rec.Seam, SeamRow]]) -> None:
     from rich.table import Table
 
     table = Table(title=f"seams of session {path.stem}")
@@ -157,36 +176,35 @@ def _print_seams(console: Any, path: Path, rows: list[dict[str, Any]]) -> None:
     # the API's reported input is the request before the seam and the next one, which also holds new messages.
     for column in STATS_COLUMNS:
         table.add_column(column, justify="right", no_wrap=column == "seam")
-    for row in rows:
-        b, a = row["before"], row["after"]
-        asked = row.get("asked_est_tokens")
-        start = asked if isinstance(asked, int) else b["est_tokens"]  # as the seam divider (render.seam_line)
-        took = b["est_tokens"] - a["est_tokens"]
-        after_api = "—" if row["reported_input_after"] is None else f"{row['reported_input_after']:,}"
+    for seam, row in rows:
+        b, a = seam.before, seam.after
+        asked = seam.asked_est_tokens
+        start = asked if asked is not None else b.est_tokens  # as the seam divider (render.seam_line)
+        took = b.est_tokens - a.est_tokens
+        after_api = "—" if row.reported_input_after is None else f"{row.reported_input_after:,}"
         table.add_row(
-            f"{row['seam']}{' (undone)' if row['undone'] else ''}",
-            f"~{start:,} → ~{a['est_tokens']:,}",
-            f"~{b['est_tokens'] - asked:,}" if isinstance(asked, int) else "—",
-            "—" if row["note_bytes"] is None else f"{row['note_bytes']:,}",
-            f"~{took:,} ({took / b['est_tokens'] if b['est_tokens'] else 0:.0%})",
-            f"{b['request_bytes']:,} → {a['request_bytes']:,}",
-            f"{b['tool_use']} → {a['tool_use']}",
-            f"{row.get('reported_input_before', 0):,} → {after_api}",
+            f"{seam.seam}{' (undone)' if row.undone else ''}",
+            f"~{start:,} → ~{a.est_tokens:,}",
+            f"~{b.est_tokens - asked:,}" if asked is not None else "—",
+            "—" if row.note_bytes is None else f"{row.note_bytes:,}",
+            f"~{took:,} ({took / b.est_tokens if b.est_tokens else 0:.0%})",
+            f"{b.request_bytes:,} → {a.request_bytes:,}",
+            f"{b.tool_use} → {a.tool_use}",
+            f"{seam.reported_input_before or 0:,} → {after_api}",
         )
     console.print(table)
     console.print(STATS_NOTE)
 
 
-def stats_lines(records: list[dict[str, Any]], figures_billed: dict[str, Any] | None = None,
+def stats_lines(records: Sequence[rec.Record], figures_billed: JsonObject | None = None,
                 folded: Figures | None = None) -> list[str]:
     """Seams and counters of a session as plain lines (/stats, and the head of an export);
     `figures_billed`: `billing(records)` when the caller has it already; `folded`: the session's own figures."""
-    from rhapsody.core.session.records import Seam
     from rhapsody.view.render import seam_line
 
     rows = seam_rows(records)
-    lines = [seam_line(Seam.model_validate(r)) + ("" if r["note_bytes"] is None else f", note {r['note_bytes']:,} bytes")
-             + (" (undone)" if r["undone"] else "") for r in rows] or ["no seams yet"]
+    lines = [seam_line(seam) + ("" if row.note_bytes is None else f", note {row.note_bytes:,} bytes")
+             + (" (undone)" if row.undone else "") for seam, row in rows] or ["no seams yet"]
     f = folded or fold_figures(records)
     lines.append(f"requests {f.requests}, tool calls {f.tool_calls}, narration violations {f.violations}, "
                  f"{f.seams_text()}, context ~{f.context:,} tokens, cost {f.cost_text()}")

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rhapsody.core.session import records as rec
 from rhapsody.core.session.context import Conversation, build_request, measure, spec_from_record
 from rhapsody.core.errors import HistoryError, InputError
 from rhapsody.core.session.history import read_history
@@ -37,7 +38,7 @@ def load_input(path: Path) -> tuple[str, Any]:
             raise InputError(f"{path} is not JSON: {whole_error}") from None
         if isinstance(head, dict) and "kind" in head:
             try:
-                return "history", read_history(path).records
+                return "history", read_history(path, typed=True).typed
             except HistoryError as exc:
                 raise InputError(str(exc)) from None
         raise InputError(f"{path} is neither a request body nor a history file: {whole_error}") from None
@@ -76,12 +77,13 @@ def strip_report(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return report, after_body
 
 
-def _from_history(records: list[dict[str, Any]], path: Path) -> Any:
-    if not records or records[0].get("kind") != "session":
+def _from_history(records: list[rec.Record], path: Path) -> Any:
+    head = records[0] if records else None
+    if not isinstance(head, rec.SessionStarted):
         raise InputError(f"{path} is not a rhapsody history file (no session record first)")
-    spec = spec_from_record(records[0])
+    spec = spec_from_record(head)
     try:
-        conv = Conversation.from_records(records)
+        conv = Conversation.of(records)
     except ValueError as exc:
         raise InputError(f"{path}: malformed message record: {str(exc).splitlines()[0]}") from None
     # The whole record, as if no seam had been taken: the report then shows everything the

@@ -3,19 +3,24 @@ cost, beside the session as it happened (the replay is core/accounting/whatif.py
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rhapsody.core.session import records as rec
 from rhapsody.core.accounting import whatif, whatif_rows
 from rhapsody.core.session.context import RequestSpec, build_request, measure
 from rhapsody.core.errors import HistoryError, InputError
 from rhapsody.commands.stats import session_records, window_of
+from rhapsody.core.accounting.billing import head_of
 from rhapsody.core.session.history import read_history, sessions
 from rhapsody.core.pricing import price_of, priced
 from rhapsody.core.window import Window, history_window
+from rhapsody.core.json_types import JsonObject
 
 COLUMNS = ("policy", "requests", "seams", "billed input", "vs no seams", "$ input+notes", "1h cache where it pays",
            "peak context", "rhapsody's prompt", "vs no seams", "1h where it pays")
@@ -40,14 +45,14 @@ def main(root: Path, session_id: str | None, what: str, as_json: bool = False, r
     return 0
 
 
-def _note(root: Path, path: Path, records: list[dict[str, Any]]) -> whatif.NoteCost:
+def _note(root: Path, path: Path, records: Sequence[rec.Record]) -> whatif.NoteCost:
     """The note cost from every history of the project, the replayed session's included."""
     histories = [records]
     for history in sessions(root):
         if history.resolve() == path.resolve():
             continue
         try:
-            histories.append(read_history(history).records)
+            histories.append(read_history(history, typed=True).typed)
         except HistoryError:
             continue
     return whatif.note_cost(histories)
@@ -65,12 +70,13 @@ def own_spec(root: Path, model: str) -> RequestSpec:
     return new_spec(root, settings, model or "unknown", toolbox)
 
 
-def _model(records: list[dict[str, Any]]) -> str:
-    return next((r["model"] for r in reversed(records) if r["kind"] == "model"), str(records[0].get("model", "")))
+def _model(records: Sequence[rec.Record]) -> str:
+    switched = rec.last(records, rec.ModelSwitched)
+    return switched.model if switched else head_of(records).model
 
 
-def figures(records: list[dict[str, Any]], policies: list[whatif.Policy], note: whatif.NoteCost,
-            read_mult: float | None, found: Window | None = None, spec: RequestSpec | None = None) -> dict[str, Any]:
+def figures(records: Sequence[rec.Record], policies: list[whatif.SeamPolicy], note: whatif.NoteCost,
+            read_mult: float | None, found: Window | None = None, spec: RequestSpec | None = None) -> JsonObject:
     """Every arm priced: as it happened, without seams, one per policy, and the two alternatives; each
     request at the model that answered it, and the replay as it happened against the reported usage
     (`replay_error`). `found`: the window the session ran in (core/window.py; what the history shows when
@@ -108,7 +114,7 @@ def figures(records: list[dict[str, Any]], policies: list[whatif.Policy], note: 
     return report
 
 
-def _alternative(row: dict[str, Any]) -> dict[str, Any]:
+def _alternative(row: JsonObject) -> JsonObject:
     """A row instead of seams: the cache lifetime choice is priced for seam rows only, so it is left out."""
     return {k: v for k, v in row.items() if k not in ("billed_ttl_choice", "one_hour_requests")}
 
@@ -121,7 +127,7 @@ CLEARING = whatif_rows.Clearing()
 class _Replay:
     """What every arm of one report shares."""
 
-    records: list[dict[str, Any]]
+    records: Sequence[rec.Record]
     note: whatif.NoteCost
     window: int | None
     mult: float | None
@@ -130,11 +136,11 @@ class _Replay:
     price: Any
     base: whatif.Arm
 
-    def row(self, arm: whatif.Arm) -> dict[str, Any]:
+    def row(self, arm: whatif.Arm) -> JsonObject:
         """The arm as a row, compared with the replay without seams."""
         return _row(arm, self.price, self.base)
 
-    def own(self, arm: whatif.Arm) -> dict[str, Any]:
+    def own(self, arm: whatif.Arm) -> JsonObject:
         """The arm with rhapsody's own prompt, as a row's `own_prompt`."""
         row = self.row(arm)
         own = {"billed_input_tokens": arm.billed_input_tokens, "usd": row["usd"], "saving": row.get("saving")}
@@ -143,8 +149,8 @@ class _Replay:
         return own
 
 
-def _own_prompt(replay: _Replay, spec: RequestSpec, policies: list[whatif.Policy],
-                report: dict[str, Any]) -> dict[str, Any]:
+def _own_prompt(replay: _Replay, spec: RequestSpec, policies: list[whatif.SeamPolicy],
+                report: JsonObject) -> JsonObject:
     """Each row again with rhapsody's own prompt and tools in place of the source's prefix, put beside the
     row (`own_prompt`, never in its fields); returns what that prompt weighs."""
     own = whatif.prompt_head(spec.system, spec.tools)
@@ -158,8 +164,8 @@ def _own_prompt(replay: _Replay, spec: RequestSpec, policies: list[whatif.Policy
             "tokens": round(sum(whatif.tokens(part) for part in own) * r.fit.scale)}
 
 
-def _row(arm: whatif.Arm, price: Any, base: whatif.Arm | None) -> dict[str, Any]:
-    row: dict[str, Any] = dataclasses.asdict(arm)
+def _row(arm: whatif.Arm, price: Any, base: whatif.Arm | None) -> JsonObject:
+    row: JsonObject = dataclasses.asdict(arm)
     row["split"] = arm.split.as_dict()
     row["usd"] = (round(arm.input_usd + arm.note_output_tokens * price.output / 1e6, 4)
                   if price and arm.input_usd is not None else None)
@@ -168,7 +174,7 @@ def _row(arm: whatif.Arm, price: Any, base: whatif.Arm | None) -> dict[str, Any]
     return row
 
 
-def render(session: str, report: dict[str, Any]) -> str:
+def render(session: str, report: JsonObject) -> str:
     """The table a person reads, with the note estimate, the calibration and rhapsody's own prompt said plainly."""
     rows = [report["as_happened"], report["without_seams"], *report["policies"]]
     cells = [COLUMNS] + [_cells(row) for row in rows] + [_cells(row) for row in report["alternatives"]]
@@ -218,7 +224,7 @@ def _split(split: dict[str, int]) -> str:
     return " / ".join(f"{split[k]:,}" for k in ("uncached", "write_5m", "write_1h", "read"))
 
 
-def _cells(row: dict[str, Any]) -> tuple[str, ...]:
+def _cells(row: JsonObject) -> tuple[str, ...]:
     saving = row.get("saving")
     own = row.get("own_prompt")
     return (row["label"], f"{row['requests']:,}", f"{row['seams']:,}", f"{row['billed_input_tokens']:,}",
@@ -228,7 +234,7 @@ def _cells(row: dict[str, Any]) -> tuple[str, ...]:
             "" if own is None or "billed_ttl_choice" not in own else _ttl_cell({**own, "label": row["label"]}))
 
 
-def _ttl_cell(row: dict[str, Any]) -> str:
+def _ttl_cell(row: JsonObject) -> str:
     """"1,803,311 (212)": billed input with the cache lifetime rhapsody chooses; "" for a row without one."""
     if "billed_ttl_choice" not in row or row["label"] == "as it happened":
         return ""

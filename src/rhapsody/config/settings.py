@@ -29,6 +29,7 @@ from rhapsody.config.files import project_config_path, read_config, user_config_
 from rhapsody.core.errors import ConfigError
 from rhapsody.core.access.permissions import MODES, Mode, SandboxSetting
 from rhapsody.hook_runner import HookSettings
+from rhapsody.core.json_types import JsonObject
 
 
 class MemorySettings(BaseModel):
@@ -211,7 +212,7 @@ RAISING = ("mcp_servers", "mcp", "hooks")
 USER_ONLY = ("trusted_projects",)
 
 
-def load_settings(root: Path, flags: dict[str, Any] | None = None) -> Settings:
+def load_settings(root: Path, flags: JsonObject | None = None) -> Settings:
     """Merge every layer and validate; raises ConfigError with a one-line reason.
 
     The project layer fails closed: each of its keys is validated on its own and a bad one is
@@ -251,7 +252,7 @@ def with_claude(layer: dict[str, Any], imported: dict[str, Any]) -> dict[str, An
 def _merged(root: Path, user: dict[str, Any], project: dict[str, Any], env: dict[str, Any],
             given: dict[str, Any]) -> Settings:
     """defaults < user < project < environment < flags, validated; rule lists and servers add up."""
-    merged: dict[str, Any] = dict(user)
+    merged: JsonObject = dict(user)
     origin = dict.fromkeys(merged, str(user_config_path()))
     project = dict(project)
     origin.update(dict.fromkeys(project, str(project_config_path(root))))
@@ -303,7 +304,7 @@ def _explain(exc: ValidationError, origin: dict[str, str]) -> str:
     return f"{head} {'; '.join(problems)}".replace(str(Path.home()), "~", -1)
 
 
-def is_trusted(root: Path, user: dict[str, Any] | None = None) -> bool:
+def is_trusted(root: Path, user: JsonObject | None = None) -> bool:
     """Whether the user config lists `root` (resolved) itself in trusted_projects.
 
     Not a folder above it: a command in a trusted project can write `sub/.rhapsody/config.toml` or
@@ -322,7 +323,7 @@ def is_trusted(root: Path, user: dict[str, Any] | None = None) -> bool:
     return False
 
 
-def project_layer(root: Path, user: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def project_layer(root: Path, user: JsonObject) -> tuple[JsonObject, list[str]]:
     """The project config as it applies (its valid keys; when untrusted only those that lower) and what was ignored."""
     layer = with_claude(read_config(project_config_path(root)), claude.read_project(root).layer)
     ignored = [f"{k} (user config only)" for k in USER_ONLY if layer.pop(k, None) is not None]
@@ -344,12 +345,12 @@ def project_problems(root: Path) -> list[str]:
     return [f"ignored in {path}: {problem}".replace(str(Path.home()), "~", 1) for problem in problems]
 
 
-def _valid_keys(layer: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def _valid_keys(layer: JsonObject) -> tuple[JsonObject, list[str]]:
     """The keys (memory's one by one) that validate on their own, and a reason for each that does not."""
-    kept: dict[str, Any] = {}
+    kept: JsonObject = {}
     problems: list[str] = []
     for key, value in _flat(layer).items():
-        alone: dict[str, Any] = {}
+        alone: JsonObject = {}
         _put(alone, key, value)
         try:
             Settings.model_validate(alone)
@@ -366,7 +367,7 @@ def _no_wider(settings: Settings, without: Settings) -> Settings:
     wider = [key for key in theirs if _wider(key, ours[key], theirs[key])]
     if not wider:
         return settings
-    data: dict[str, Any] = {}
+    data: JsonObject = {}
     for key, value in ours.items():
         _put(data, key, theirs[key] if key in wider else value)
     return Settings.model_validate(data)
@@ -398,14 +399,14 @@ provider, the model, memory.path, allow rules, MCP servers, key bindings, anythi
 equals what the user has: a new setting cannot widen anything until someone decides how it compares."""
 
 
-def _lowering_only(layer: dict[str, Any], user: dict[str, Any], ignored: list[str]) -> tuple[dict[str, Any], list[str]]:
+def _lowering_only(layer: JsonObject, user: JsonObject, ignored: list[str]) -> tuple[JsonObject, list[str]]:
     for key in RAISING:
         if key in layer:
             layer.pop(key)
             ignored.append(f"{key} (starts programs)")
     mine = Settings.model_validate(layer)  # each key is valid on its own, and no setting depends on another
     base = _base_settings(user)
-    kept: dict[str, Any] = {}
+    kept: JsonObject = {}
     for key, value in _flat(layer).items():
         ours, theirs = _value(mine, key), _value(base, key)
         if _widens(key, ours, theirs):
@@ -415,7 +416,7 @@ def _lowering_only(layer: dict[str, Any], user: dict[str, Any], ignored: list[st
     return kept, ignored
 
 
-def _base_settings(user: dict[str, Any]) -> Settings:
+def _base_settings(user: JsonObject) -> Settings:
     """The user's own settings (defaults where the user file is unusable: load_settings reports that)."""
     base = {k: v for k, v in user.items() if k in Settings.model_fields}
     base.setdefault("permission_mode", "ask")
@@ -443,8 +444,8 @@ def _widens(key: str, ours: Any, theirs: Any) -> bool:
     return True
 
 
-def _flat(layer: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _flat(layer: JsonObject) -> JsonObject:
+    out: JsonObject = {}
     for key, value in layer.items():
         if key == "memory" and isinstance(value, dict):
             out.update({f"memory.{k}": v for k, v in value.items()})
@@ -459,7 +460,7 @@ def _value(settings: Settings, key: str) -> Any:
     return getattr(value, rest) if rest else value
 
 
-def _put(out: dict[str, Any], key: str, value: Any) -> None:
+def _put(out: JsonObject, key: str, value: Any) -> None:
     head, _, rest = key.partition(".")
     if rest:
         out.setdefault(head, {})[rest] = value
@@ -471,8 +472,8 @@ def _show(value: Any) -> str:
     return "none" if value is None else repr(value) if not isinstance(value, list) else f"{len(value)} rules"
 
 
-def _from_env() -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _from_env() -> JsonObject:
+    out: JsonObject = {}
     for name in Settings.model_fields:
         value = os.environ.get(f"RHAPSODY_{name.upper()}")
         if value is not None and name not in ("keymap", "allow", "deny", "memory", "mcp_servers", "trusted_projects",

@@ -14,6 +14,7 @@ from typing import Any, get_args
 from pydantic import BaseModel
 
 from rhapsody.core.events import Event
+from rhapsody.core.session import records as rec
 
 EVENT_TYPES: tuple[type[Event], ...] = get_args(Event)
 """Every event class, in the order the `Event` union lists them."""
@@ -41,6 +42,8 @@ def _plain(value: Any) -> Any:
         return value.dump()
     if hasattr(value, "to_api"):
         return value.to_api()
-    if isinstance(value, BaseModel):  # only the fields the line had, as the history file holds them
+    if isinstance(value, BaseModel) and isinstance(value, (*rec.MODELS.values(), rec.Other)):
+        return rec.dump(value)  # a record as its history line holds it
+    if isinstance(value, BaseModel):  # only the fields it was given
         return value.model_dump(mode="json", exclude_unset=True)
     return value

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from rhapsody.core.session import records as rec
 from rhapsody.core.session.messages import Message, ToolUseBlock
 
 
@@ -196,8 +197,8 @@ class SeamCommitted:
     `shelve` record, when the oldest seams' words left the context with it)."""
 
     json_name: ClassVar[str] = "seam_committed"
-    record: dict[str, Any]
-    shelved: dict[str, Any] | None = None
+    record: rec.Seam
+    shelved: rec.Shelve | None = None
 
 
 @dataclass(frozen=True)
@@ -205,7 +206,7 @@ class ContextPruned:
     """The rolling policy took tool traffic of old rounds out of the context."""
 
     json_name: ClassVar[str] = "context_pruned"
-    record: dict[str, Any]
+    record: rec.Prune
 
 
 @dataclass(frozen=True)

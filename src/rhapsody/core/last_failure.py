@@ -4,13 +4,15 @@ The harness quotes them verbatim so the note never depends on the model having c
 error correctly: the final lines of the newest command that failed, and the names of the
 tests its output reports as failed (pytest, unittest, go test, cargo test, jest/vitest).
 
-Imports: stdlib only.
+Imports: stdlib and rhapsody.core.session.records only.
 """
 
 from __future__ import annotations
 
 import re
 from typing import Any
+
+from rhapsody.core.session import records as rec
 
 TAIL_LINES = 20
 TAIL_CHARS = 2000
@@ -43,12 +45,12 @@ def tail(output: str, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:
     return text[-chars:]
 
 
-def failed(run: dict[str, Any]) -> bool:
+def failed(run: rec.ToolRun) -> bool:
     """Whether a `tool_run` record is a command that failed."""
-    return bool(run.get("command")) and (run.get("exit_code") not in (0, None) or bool(run.get("is_error")))
+    return bool(run.command) and (run.exit_code not in (0, None) or run.is_error)
 
 
-def last_failure(runs: list[dict[str, Any]], outputs: dict[str, str], tail_chars: int = TAIL_CHARS,
+def last_failure(runs: list[rec.ToolRun], outputs: dict[str, str], tail_chars: int = TAIL_CHARS,
                  command_chars: int | None = None) -> str:
     """Markdown for the newest failed command among `runs` (tool_run records, oldest first); '' if none.
 
@@ -59,14 +61,14 @@ def last_failure(runs: list[dict[str, Any]], outputs: dict[str, str], tail_chars
     if not failures:
         return ""
     run = failures[-1]
-    output = outputs.get(run.get("tool_use_id", ""), "")
-    later_ok = any(r.get("command") == run["command"] and not failed(r) for r in runs[runs.index(run) + 1:])
-    command = str(run["command"])
+    output = outputs.get(run.tool_use_id, "")
+    later_ok = any(r.command == run.command and not failed(r) for r in runs[runs.index(run) + 1:])
+    command = run.command or ""
     if command_chars is not None and len(command) > command_chars:
         command = f"{command[:command_chars]}` … (cut: {len(command):,} characters; recall the call for all of it)"
     else:
         command += "`"
-    code = run.get("exit_code")
+    code = run.exit_code
     status = f"exit {code}; verbatim" if code is not None else "verbatim; its source states no exit status"
     lines = [f"### Last failing command ({status})", f"`{command}"]
     if later_ok:

@@ -32,9 +32,11 @@ Imports: stdlib and rhapsody.core only.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rhapsody.core.session import records as rec
 from rhapsody.core.pricing import price_of, priced
 
 OTHER_WINDOW = 128_000
@@ -68,18 +70,20 @@ class Evidence:
     peak: int = 0
     """The largest input a request reported."""
 
-    def add(self, record: dict[str, Any]) -> None:
-        """Fold one record (as a dict: the open kinds keep their fields there)."""
-        kind = record.get("kind")
-        if kind == "usage":
-            self.peak = max(self.peak, sum(int(record.get(k) or 0) for k in _INPUT))
-        elif kind == "import":
-            self.imported = str(record.get("format", ""))
-            window = record.get("context_window")
+    def add(self, record: rec.Record) -> None:
+        """Fold one record (the others say nothing of the window)."""
+        if isinstance(record, rec.UsageRecorded):
+            self.peak = max(self.peak, record.input_tokens + record.cache_creation_input_tokens
+                            + record.cache_read_input_tokens)
+        elif isinstance(record, rec.Import):
+            self.imported = record.format
+            window = rec.extra(record, "context_window")
             self.reported = window if isinstance(window, int) and not isinstance(window, bool) else 0
-        elif kind == "compaction" and isinstance(record.get("pre_tokens"), int) and record.get("trigger") != "manual":
-            # a compaction the source made on its own came near its window; one a person asked for says nothing
-            self.compacted_at = max(self.compacted_at, int(record["pre_tokens"]))
+        elif isinstance(record, rec.Compaction):
+            pre, trigger = rec.extra(record, "pre_tokens"), rec.extra(record, "trigger")
+            if isinstance(pre, int) and trigger != "manual":
+                # a compaction the source made on its own came near its window; one a person asked for says nothing
+                self.compacted_at = max(self.compacted_at, pre)
 
 
 _INPUT = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
@@ -108,7 +112,7 @@ def session_window(model: str, evidence: Evidence, setting: int | None = None,
                   assumed=True)
 
 
-def history_window(records: list[dict[str, Any]], model: str, setting: int | None = None,
+def history_window(records: Sequence[rec.Record], model: str, setting: int | None = None,
                    setting_source: str = "the context_window setting") -> Window:
     """`session_window` of a whole history."""
     evidence = Evidence()
@@ -131,14 +135,14 @@ def share_limit(share: float, window: int, after_last_seam: int) -> int:
     return after_last_seam + int(share * (window - after_last_seam))
 
 
-def expected_tokens(records: list[dict[str, Any]], estimate: int) -> int:
+def expected_tokens(records: Sequence[rec.Record], estimate: int) -> int:
     """`estimate` calibrated by the last request whose usage was reported (as is when none was)."""
     reported, estimated = 0, 0
-    for record in reversed(records):
-        if record["kind"] == "usage" and not reported:
-            reported = sum(int(record.get(k) or 0) for k in _INPUT)
-        elif record["kind"] == "request" and reported:
-            estimated = int(record.get("est_tokens") or 0)
+    for record in rec.of(reversed(records), rec.UsageRecorded, rec.RequestMade):
+        if isinstance(record, rec.UsageRecorded) and not reported:
+            reported = record.input_tokens + record.cache_creation_input_tokens + record.cache_read_input_tokens
+        elif isinstance(record, rec.RequestMade) and reported:
+            estimated = record.est_tokens
             break
     if not reported or not estimated:
         return estimate

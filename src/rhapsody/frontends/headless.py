@@ -27,6 +27,7 @@ from rhapsody.core.agent.loop import Agent
 from rhapsody.core.session.messages import ToolResultBlock
 from rhapsody.view.render import limit_line, print_event
 from rhapsody.view.sink import json_line, safe_stream
+from rhapsody.core.json_types import JsonObject
 
 
 async def run_headless(agent: Agent, task: str, output: str = "text", out: TextIO | None = None,
@@ -67,7 +68,7 @@ async def run_headless(agent: Agent, task: str, output: str = "text", out: TextI
                     if text:
                         print_event(event, out)  # the shared renderer's own match is exhaustive
             out.flush()
-    records = [rec.parse(record) for record in written_since(agent, start)]  # the run's records, typed once
+    records = written_since(agent, start)
     unanswered = unanswered_refusals(records)
     if unanswered and status == 0:
         status = REFUSED_STATUS
@@ -85,7 +86,7 @@ def history_length(agent: Agent) -> int:
     return len(agent.session.records)
 
 
-def written_since(agent: Agent, start: int) -> list[dict[str, Any]]:
+def written_since(agent: Agent, start: int) -> list[rec.Record]:
     """The records this run wrote, folded once it is over into its exit status and `result` summary."""
     return agent.session.records[start:]
 
@@ -129,11 +130,11 @@ def refusal_summary(refused: int, unanswered: int) -> str:
     return line + " by the permission mode or rules"
 
 
-def _json(out: TextIO, data: dict[str, Any]) -> None:
+def _json(out: TextIO, data: JsonObject) -> None:
     out.write(json_line(data) + "\n")
 
 
-def session_event(agent: Agent) -> dict[str, Any]:
+def session_event(agent: Agent) -> JsonObject:
     """The first jsonl line: which session, model, directory and permission mode."""
     s = agent.session
     return {"event": "session", "session_id": s.id, "model": s.spec.model, "cwd": str(s.root),
@@ -141,7 +142,7 @@ def session_event(agent: Agent) -> dict[str, Any]:
 
 
 def result_event(agent: Agent, status: int, records: Sequence[rec.Record],
-                 denials: list[ev.ToolFinished] | None = None) -> dict[str, Any]:
+                 denials: list[ev.ToolFinished] | None = None) -> JsonObject:
     """The last jsonl line: how the run ended, what it cost, and every call refused (`records`: the run's)."""
     from rhapsody.core.session.session_figures import Figures
 
@@ -162,5 +163,5 @@ def result_event(agent: Agent, status: int, records: Sequence[rec.Record],
 def turns(records: Sequence[rec.Record]) -> int:
     """Turns opened: user messages that start an exchange (the task, and each one the harness added
     itself: a handoff's ask, the word to go on after a seam, a reminder), not those carrying tool results."""
-    return sum(1 for r in records if isinstance(r, rec.Message) and r.role == "user"
+    return sum(1 for r in records if isinstance(r, rec.MessageAdded) and r.role == "user"
                and not any(isinstance(b, ToolResultBlock) for b in r.content))

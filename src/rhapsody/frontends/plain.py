@@ -38,6 +38,7 @@ from rhapsody.frontends.prompt_aids import InputHistory, command_names
 from rhapsody.frontends.recap import recap_lines
 from rhapsody.view.render import print_event
 from rhapsody.view.sink import safe_stream, visible
+from rhapsody.core.session import records as rec
 
 
 class PlainApprover:
@@ -210,7 +211,7 @@ async def read_work(agent: Agent, out: TextIO, questions: PlainApprover) -> None
 def resumed_recap(agent: Agent) -> str:
     """Where a resumed session was left, rebuilt from its history ('' for a new session)."""
     records = agent.session.records
-    if not any(r["kind"] == "message" for r in records):
+    if rec.first(records, rec.MessageAdded) is None:
         return ""
     return "\n".join(["resumed; where it was left:", *recap_lines(records, agent.session.figures)])
 

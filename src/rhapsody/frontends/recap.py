@@ -6,9 +6,12 @@ changed, the seams, the cost and how to come back; every figure is read from the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from rhapsody.core.session import records as rec
 from rhapsody.core.attachments import shown as attachment
+from rhapsody.core.session.messages import TextBlock, ToolResultBlock
 from rhapsody.core.counts import counted
 from rhapsody.view.render import dollars, one_line, spoken_by
 
@@ -25,49 +28,47 @@ def _width() -> int:
     return min(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns - 1)
 
 
-def _texts(record: dict[str, Any]) -> str:
+def _texts(record: rec.MessageAdded) -> str:
     """The message's words; of a user message, only those the human wrote (never rhapsody's own
     `[rhapsody] …` messages or an imported tool's, `render.spoken_by`), and never an attached file's or
     folder's text (the human's words name it)."""
-    human = record.get("role") != "user"
-    texts = [str(b.get("text", "")) for b in record.get("content", []) if b.get("type") == "text"]
+    human = record.role != "user"
+    texts = [b.text for b in record.content if isinstance(b, TextBlock)]
     return " ".join(t for t in texts if (human or spoken_by(t) == "human") and attachment(t) is None).strip()
 
 
-def last_exchange(records: list[dict[str, Any]]) -> tuple[str, str]:
+def last_exchange(records: Sequence[rec.Record]) -> tuple[str, str]:
     """The human's last typed message and the agent's last words after it ('' when none)."""
     asked, said = "", ""
-    for record in records:
-        if record["kind"] != "message":
-            continue
+    for record in rec.of(records, rec.MessageAdded):
         text = _texts(record)
         if typed(record) and text:
             asked, said = text, ""
-        elif record.get("role") == "assistant" and text:
+        elif record.role == "assistant" and text:
             said = text
     return asked, said
 
 
-def first_typed(records: list[dict[str, Any]]) -> str:
+def first_typed(records: Sequence[rec.Record]) -> str:
     """The first message the human typed ('' when none)."""
-    return next((text for r in records if r["kind"] == "message" and typed(r) and (text := _texts(r))), "")
+    return next((text for r in rec.of(records, rec.MessageAdded) if typed(r) and (text := _texts(r))), "")
 
 
-def typed(record: dict[str, Any]) -> bool:
+def typed(record: rec.MessageAdded) -> bool:
     """Whether a message record is one the human typed: a user message without tool results, and not one an
     imported session marks as its tool's own (Claude Code's meta messages, a compaction's summary)."""
-    return (record.get("role") == "user" and not record.get("meta") and not record.get("compact_summary")
-            and not any(b.get("type") == "tool_result" for b in record.get("content", [])))
+    return (record.role == "user" and not rec.extra(record, "meta") and not rec.extra(record, "compact_summary")
+            and not any(isinstance(b, ToolResultBlock) for b in record.content))
 
 
-def changed_files(records: list[dict[str, Any]]) -> list[str]:
+def changed_files(records: Sequence[rec.Record]) -> list[str]:
     """Files the agent's writes and edits changed, in the order first changed."""
-    paths = [str(r["path"]) for r in records if r["kind"] == "tool_run" and r.get("op") == "write"
-             and r.get("path") and not r.get("is_error") and not r.get("refused")]
+    paths = [r.path for r in rec.of(records, rec.ToolRun) if r.op == "write" and r.path and not r.is_error
+             and not r.refused]
     return list(dict.fromkeys(paths))
 
 
-def recap_lines(records: list[dict[str, Any]], folded: Figures | None = None) -> list[str]:
+def recap_lines(records: Sequence[rec.Record], folded: Figures | None = None) -> list[str]:
     """The recap, one fact per line; `folded`: the session's own figures, when it has them (else folded here)."""
     from rhapsody.core.session.session_figures import figures
 
@@ -84,8 +85,8 @@ def recap_lines(records: list[dict[str, Any]], folded: Figures | None = None) ->
     return lines
 
 
-def recap_text(records: list[dict[str, Any]], session_id: str, folded: Figures | None = None) -> str:
+def recap_text(records: Sequence[rec.Record], session_id: str, folded: Figures | None = None) -> str:
     """The recap printed to the scrollback when the app ends; '' for a session without a message."""
-    if not any(r["kind"] == "message" for r in records):
+    if rec.first(records, rec.MessageAdded) is None:
         return ""
     return "\n".join([f"rhapsody session {session_id}:", *recap_lines(records, folded)]) + "\n"

@@ -30,6 +30,7 @@ from rhapsody.core.session.session_figures import USAGE_KEYS
 from rhapsody.importer.schemas import check_claude
 from rhapsody.importer.transcript import (Aside, Compacted, Item, Queued, Source, Turn, as_dict, digest, expect,
                                           read_lines, text_block, timestamp)
+from rhapsody.core.json_types import JsonObject
 
 FORMAT = "claude-code"
 TYPES = ("user", "assistant", "system", "summary", "queue-operation", "file-history-snapshot", "progress",
@@ -40,7 +41,7 @@ SYNTHETIC = "<synthetic>"
 """The model Claude Code names on assistant messages it wrote itself (no API request behind them)."""
 
 
-def looks_like(first: dict[str, Any]) -> bool:
+def looks_like(first: JsonObject) -> bool:
     """Whether the first record of a file is Claude Code's."""
     return "payload" not in first and (first.get("type") in TYPES or isinstance(first.get("sessionId"), str))
 
@@ -63,7 +64,7 @@ def parse(path: Path, data: bytes, subagents: list[tuple[Path, bytes]]) -> Sourc
                   cwd=str(head.get("cwd", "")), model=reader.model, extra=extra)
 
 
-def _main_conversation(records: list[tuple[int, dict[str, Any]]]) -> set[str]:
+def _main_conversation(records: list[tuple[int, JsonObject]]) -> set[str]:
     """The uuids of the main conversation's user and assistant lines (module docstring)."""
     chain = _main_chain(records)
     lines = [r for _, r in records if r.get("type") in ("user", "assistant") and not r.get("isSidechain")
@@ -82,20 +83,20 @@ def _main_conversation(records: list[tuple[int, dict[str, Any]]]) -> set[str]:
     return members
 
 
-def _message_id(record: dict[str, Any]) -> str | None:
+def _message_id(record: JsonObject) -> str | None:
     message = record.get("message")
     value = message.get("id") if isinstance(message, dict) else None
     return value if isinstance(value, str) else None
 
 
-def _blocks_of(record: dict[str, Any]) -> list[dict[str, Any]]:
+def _blocks_of(record: JsonObject) -> list[JsonObject]:
     """The blocks of a line's message, leniently (the strict reading, with its errors, comes after)."""
     message = record.get("message")
     content = message.get("content") if isinstance(message, dict) else None
     return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
 
 
-def _main_chain(records: list[tuple[int, dict[str, Any]]]) -> set[str]:
+def _main_chain(records: list[tuple[int, JsonObject]]) -> set[str]:
     """The uuids of the conversation that was current when the file ended: the last message's ancestors,
     across compaction boundaries (a boundary starts a new root; `logicalParentUuid` links it back). A
     parent missing from the file (a link into another file) continues at the record written before."""
@@ -123,7 +124,7 @@ class _Reader:
         self._turns: dict[str, Turn] = {}
         """Assistant turns by API message id: a later line of the message adds its blocks there."""
 
-    def take(self, line: int, record: dict[str, Any], on_path: set[str]) -> None:
+    def take(self, line: int, record: JsonObject, on_path: set[str]) -> None:
         kind = record.get("type")
         self.now = timestamp(record.get("timestamp"), self.now)
         if kind == "summary":
@@ -143,12 +144,12 @@ class _Reader:
             else:
                 self._assistant(line, record)
 
-    def _queue(self, record: dict[str, Any]) -> None:
+    def _queue(self, record: JsonObject) -> None:
         content = record.get("content")
         if record.get("operation") == "enqueue" and isinstance(content, str) and content.strip():
             self.items.append(Queued(self.now, content))
 
-    def _system(self, record: dict[str, Any]) -> None:
+    def _system(self, record: JsonObject) -> None:
         if record.get("subtype") == "compact_boundary":
             meta = as_dict(record.get("compactMetadata"))
             self.items.append(Compacted(self.now, {"trigger": meta.get("trigger"), "pre_tokens": meta.get("preTokens"),
@@ -157,7 +158,7 @@ class _Reader:
         self.items.append(Aside("system", self.now, {"subtype": record.get("subtype"),
                                                      "text": str(record.get("content", ""))}))
 
-    def _user(self, line: int, record: dict[str, Any]) -> None:
+    def _user(self, line: int, record: JsonObject) -> None:
         message = expect(self.path, line, record.get("message"), dict, "'message'")
         flags = {"source_id": record.get("uuid")}
         if record.get("isCompactSummary"):
@@ -168,7 +169,7 @@ class _Reader:
         if content:
             self.items.append(Turn("user", content, self.now, flags=flags, line=line))
 
-    def _assistant(self, line: int, record: dict[str, Any]) -> None:
+    def _assistant(self, line: int, record: JsonObject) -> None:
         message = expect(self.path, line, record.get("message"), dict, "'message'")
         content = blocks(self.path, line, message.get("content"))
         message_id = message.get("id")
@@ -189,7 +190,7 @@ class _Reader:
         self.items.append(turn)
 
 
-def _usage(message: dict[str, Any], ts: float) -> dict[str, Any] | None:
+def _usage(message: JsonObject, ts: float) -> JsonObject | None:
     usage = message.get("usage")
     if not isinstance(usage, dict) or message.get("model") == SYNTHETIC:
         return None
@@ -200,12 +201,12 @@ def _usage(message: dict[str, Any], ts: float) -> dict[str, Any] | None:
     return {**figures, "model": str(message.get("model", "")), "stop_reason": message.get("stop_reason"), "ts": ts}
 
 
-def _message_fields(path: Path, line: int, record: dict[str, Any]) -> dict[str, Any]:
+def _message_fields(path: Path, line: int, record: JsonObject) -> JsonObject:
     message = expect(path, line, record.get("message"), dict, "'message'")
     return {"role": record["type"], "content": blocks(path, line, message.get("content")), "source_uuid": record.get("uuid")}
 
 
-def _sidechain(path: Path, line: int, record: dict[str, Any], now: float) -> Aside:
+def _sidechain(path: Path, line: int, record: JsonObject, now: float) -> Aside:
     fields = _message_fields(path, line, record)
     message = record.get("message") or {}
     usage = _usage(message, now)
@@ -215,7 +216,7 @@ def _sidechain(path: Path, line: int, record: dict[str, Any], now: float) -> Asi
     return Aside("sidechain", timestamp(record.get("timestamp"), now), {**fields, "agent_id": record.get("agentId")})
 
 
-def blocks(path: Path, line: int, content: Any) -> list[dict[str, Any]]:
+def blocks(path: Path, line: int, content: Any) -> list[JsonObject]:
     """Message content as a list of blocks: a string becomes a text block; empty text is dropped
     (the API refuses it); anything that is not a block is an InputError naming the line."""
     if isinstance(content, str):

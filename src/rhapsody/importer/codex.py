@@ -24,19 +24,20 @@ from rhapsody.core.errors import InputError
 from rhapsody.importer.schemas import check_codex
 from rhapsody.importer.transcript import (Aside, Compacted, Item, Source, Turn, as_dict, digest, expect, read_lines,
                                           text_block, timestamp)
+from rhapsody.core.json_types import JsonObject
 
 FORMAT = "codex"
 CALLS = ("function_call", "custom_tool_call", "local_shell_call")
 OUTPUTS = ("function_call_output", "custom_tool_call_output")
 
 
-def looks_like(first: dict[str, Any]) -> bool:
+def looks_like(first: JsonObject) -> bool:
     """Whether the first record of a file is a Codex rollout's `session_meta` (or, in rollouts written
     before it existed, a bare `{id, timestamp, instructions}` header)."""
     return (first.get("type") == "session_meta" and isinstance(first.get("payload"), dict)) or _legacy(first)
 
 
-def _legacy(first: dict[str, Any]) -> bool:
+def _legacy(first: JsonObject) -> bool:
     return "type" not in first and isinstance(first.get("id"), str) and "timestamp" in first
 
 
@@ -56,7 +57,7 @@ def parse(path: Path, data: bytes) -> Source:
                   cwd=str(meta.get("cwd", "")), model=reader.model, context_window=reader.window, extra=extra)
 
 
-def _unwrapped(records: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, dict[str, Any]]]:
+def _unwrapped(records: list[tuple[int, JsonObject]]) -> list[tuple[int, JsonObject]]:
     """A rollout of the older form (a bare header, then bare response items and `record_type` state lines)
     in the current one."""
     (line, head), rest = records[0], records[1:]
@@ -77,12 +78,12 @@ class _Reader:
         self.line = 0
         self._last_total: Any = None
 
-    def take(self, line: int, record: dict[str, Any]) -> None:
+    def take(self, line: int, record: JsonObject) -> None:
         self.now, self.line = timestamp(record.get("timestamp"), self.now), line
         kind = record.get("type")
         if kind not in ("response_item", "event_msg", "turn_context", "compacted"):
             return
-        payload: dict[str, Any] = expect(self.path, line, record.get("payload"), dict, "'payload'")
+        payload: JsonObject = expect(self.path, line, record.get("payload"), dict, "'payload'")
         if kind == "response_item":
             self._item(line, payload)
         elif kind == "event_msg" and payload.get("type") == "token_count":
@@ -95,13 +96,13 @@ class _Reader:
             self.items.append(Compacted(self.now, {"trigger": None, "pre_tokens": None}))
             self._turn("user", text_block(str(payload.get("message", ""))), compact_summary=True)
 
-    def _item(self, line: int, payload: dict[str, Any]) -> None:
+    def _item(self, line: int, payload: JsonObject) -> None:
         kind = payload.get("type")
         if kind == "message":
             self._message(line, payload)
         elif kind == "reasoning":
             summary = [s.get("text", "") for s in payload.get("summary") or [] if isinstance(s, dict)]
-            thinking: dict[str, Any] = {"type": "thinking", "thinking": "\n\n".join(str(s) for s in summary),
+            thinking: JsonObject = {"type": "thinking", "thinking": "\n\n".join(str(s) for s in summary),
                                         "signature": ""}
             if isinstance(payload.get("encrypted_content"), str):
                 thinking["encrypted_content"] = payload["encrypted_content"]
@@ -111,14 +112,14 @@ class _Reader:
         elif kind in OUTPUTS:
             call_id = expect(self.path, line, payload.get("call_id"), str, "'call_id'")
             content, failed = _output(payload.get("output"))
-            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": call_id, "content": content}
+            block: JsonObject = {"type": "tool_result", "tool_use_id": call_id, "content": content}
             if failed:
                 block["is_error"] = True
             self._turn("user", [block])
         else:
             self.items.append(Aside(str(kind), self.now, {"item": payload}))
 
-    def _message(self, line: int, payload: dict[str, Any]) -> None:
+    def _message(self, line: int, payload: JsonObject) -> None:
         role = payload.get("role")
         content = expect(self.path, line, payload.get("content"), list, "message content")
         if role not in ("user", "assistant"):
@@ -127,7 +128,7 @@ class _Reader:
             return
         self._turn(role, [b for c in content for b in _content(self.path, line, c)])
 
-    def _turn(self, role: str, content: list[dict[str, Any]], compact_summary: bool = False) -> None:
+    def _turn(self, role: str, content: list[JsonObject], compact_summary: bool = False) -> None:
         if not content:
             return
         last = next((i for i in reversed(self.items) if not isinstance(i, Aside)), None)
@@ -137,7 +138,7 @@ class _Reader:
         self.items.append(Turn(role, content, self.now, flags={"compact_summary": True} if compact_summary else {},
                                line=self.line))
 
-    def _tokens(self, payload: dict[str, Any]) -> None:
+    def _tokens(self, payload: JsonObject) -> None:
         """The usage of the request just answered, on the assistant turn it produced."""
         info = payload.get("info")
         if not isinstance(info, dict):
@@ -170,7 +171,7 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _content(path: Path, line: int, item: Any) -> list[dict[str, Any]]:
+def _content(path: Path, line: int, item: Any) -> list[JsonObject]:
     """One Responses API content item as Messages API blocks."""
     if not isinstance(item, dict):
         raise InputError(f"{path} line {line}: a message content item is not an object")
@@ -182,7 +183,7 @@ def _content(path: Path, line: int, item: Any) -> list[dict[str, Any]]:
     return [{"type": "text", "text": f"[{kind}]"}]
 
 
-def _image(url: str) -> dict[str, Any]:
+def _image(url: str) -> JsonObject:
     """An image block: a data URL keeps its bytes (base64), any other URL stays a URL."""
     if url.startswith("data:") and ";base64," in url:
         media, data = url[5:].split(";base64,", 1)
@@ -190,7 +191,7 @@ def _image(url: str) -> dict[str, Any]:
     return {"type": "image", "source": {"type": "url", "url": url}}
 
 
-def _call(path: Path, line: int, payload: dict[str, Any]) -> dict[str, Any]:
+def _call(path: Path, line: int, payload: JsonObject) -> JsonObject:
     """A call item as a tool_use block under its own tool name; arguments that are not a JSON
     object are kept verbatim under `_unparsed`."""
     call_id = payload.get("call_id") or payload.get("id")
@@ -219,7 +220,7 @@ def _output(output: Any) -> tuple[Any, bool]:
     return str(output if output is not None else ""), False
 
 
-def _output_item(item: dict[str, Any]) -> list[dict[str, Any]]:
+def _output_item(item: JsonObject) -> list[JsonObject]:
     if item.get("type") == "input_image" and isinstance(item.get("image_url"), str):
         return [_image(item["image_url"])]
     return text_block(str(item.get("text", "")))

@@ -18,9 +18,10 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rhapsody.core.errors import InputError
+from rhapsody.core.json_types import JsonObject
 
 Count = Annotated[int, Field(ge=0)]
-Lines = list[tuple[int, dict[str, Any]]]
+Lines = list[tuple[int, JsonObject]]
 
 
 class _Record(BaseModel):
@@ -75,7 +76,7 @@ class ClaudeRecord(_Record):
     cwd: str | None = None
     gitBranch: str | None = None
     version: str | None = None
-    compactMetadata: dict[str, Any] | None = None
+    compactMetadata: JsonObject | None = None
 
 
 class ClaudeTurn(ClaudeRecord):
@@ -123,7 +124,7 @@ class CodexItem(_Record):
     call_id: str | None = None
     id: str | None = None
     name: str | None = None
-    action: dict[str, Any] | None = None
+    action: JsonObject | None = None
 
 
 class CodexMeta(_Record):
@@ -132,7 +133,7 @@ class CodexMeta(_Record):
     id: str | None = None
     cwd: str | None = None
     cli_version: str | None = None
-    git: dict[str, Any] | None = None
+    git: JsonObject | None = None
 
 
 class CodexContext(_Record):
@@ -176,7 +177,7 @@ def check_codex(path: Path, records: Lines) -> Lines:
     return records
 
 
-def _check(path: Path, line: int, record: dict[str, Any], schema: type[_Record], prefix: str = "") -> None:
+def _check(path: Path, line: int, record: JsonObject, schema: type[_Record], prefix: str = "") -> None:
     try:
         schema.model_validate(record)
     except ValidationError as exc:

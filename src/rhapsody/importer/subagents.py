@@ -16,6 +16,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from rhapsody.core.session import records as rec
 from rhapsody.core.session.context import RequestSpec
 from rhapsody.core.session.session_figures import USAGE_KEYS, figures
 from rhapsody.core.session.tokens import estimate_chars
@@ -90,7 +91,7 @@ def link(source: Source, parent_id: str, new_id: Callable[[], str], spec_for: Ca
 def subagent_records(made: list[dict[str, Any]], sid: str, child_id: str, call: str,
                      task: str) -> list[dict[str, Any]]:
     """The parent's two `subagent` records for an imported agent: started, and done with its figures."""
-    f = figures(made)
+    f = figures(rec.parsed(made))
     ts = made[-1]["ts"]
     common = {"kind": "subagent", "id": sid, "session": child_id, "tool_use_id": call, "model": f.model}
     traffic = sum(len(json.dumps(b, separators=(",", ":"))) for r in made if r["kind"] == "message"

@@ -32,6 +32,7 @@ from rhapsody.core.session.todo import from_imported
 from rhapsody.core.pricing import WRITE_1H_KEY
 from rhapsody.core.session.session_figures import USAGE_KEYS
 from rhapsody.importer.transcript import Aside, Compacted, Item, Queued, Source, Turn
+from rhapsody.core.json_types import JsonObject
 
 INTERRUPTED = ("No result in the imported transcript: the call was interrupted or its output was lost. "
                "Check its effects before running it again.")
@@ -96,11 +97,11 @@ def _paired(items: list[Item]) -> list[Item]:
     return out
 
 
-def _found(content: list[dict[str, Any]], calls: list[str], later: list[Item]) -> list[dict[str, Any]]:
+def _found(content: list[JsonObject], calls: list[str], later: list[Item]) -> list[JsonObject]:
     """`content` with the results of `calls` it lacks taken from later user turns: a result is matched to
     its call by `tool_use_id`, wherever the source wrote it (before the source compacted again)."""
     missing = set(calls) - {b.get("tool_use_id") for b in content if b.get("type") == "tool_result"}
-    taken: list[dict[str, Any]] = []
+    taken: list[JsonObject] = []
     for item in later:
         if not missing or isinstance(item, Compacted):
             break
@@ -112,8 +113,8 @@ def _found(content: list[dict[str, Any]], calls: list[str], later: list[Item]) -
     return taken + content
 
 
-def _answered(content: list[dict[str, Any]], calls: list[str],
-              ts: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _answered(content: list[JsonObject], calls: list[str],
+              ts: float) -> tuple[list[JsonObject], list[JsonObject]]:
     """(content with a result for every call first, results that answer no call)."""
     results = [b for b in content if b.get("type") == "tool_result"]
     kept = [b for b in results if b.get("tool_use_id") in calls]
@@ -123,7 +124,7 @@ def _answered(content: list[dict[str, Any]], calls: list[str],
     return missing + kept + [b for b in content if b.get("type") != "tool_result"], orphans
 
 
-def _interrupted(call_id: str) -> dict[str, Any]:
+def _interrupted(call_id: str) -> JsonObject:
     return {"type": "tool_result", "tool_use_id": call_id, "content": INTERRUPTED, "is_error": True}
 
 
@@ -137,13 +138,13 @@ class _Writer:
         self.source = source
         self.spec = spec
         self.known = known
-        self.records: list[dict[str, Any]] = []
+        self.records: list[JsonObject] = []
         self.conv = Conversation()
         self.names: dict[str, str] = {}
-        self.inputs: dict[str, Any] = {}
+        self.inputs: JsonObject = {}
         self.pending: list[tuple[str, str]] = []
         self.hints = 0
-        self.linked: dict[str, list[dict[str, Any]]] = {}
+        self.linked: dict[str, list[JsonObject]] = {}
         """Records to write before a call's run, by call id (an imported sub-agent's; '' for those of no call)."""
 
     def add(self, ts: float, kind: str, **fields: Any) -> int:
@@ -181,7 +182,7 @@ class _Writer:
             self.add(usage["ts"], "usage", stop_reason=usage.get("stop_reason"),
                      **{k: usage[k] for k in (*USAGE_KEYS, WRITE_1H_KEY) if k in usage})
 
-    def _masked(self, block: dict[str, Any]) -> dict[str, Any]:
+    def _masked(self, block: JsonObject) -> JsonObject:
         """A tool result with credentials masked, as rhapsody masks its own tools' output."""
         if block.get("type") != "tool_result":
             return block
@@ -199,7 +200,7 @@ class _Writer:
             call_id = block.get("tool_use_id")
             if block.get("type") != "tool_result" or call_id not in self.names:
                 continue
-            fields: dict[str, Any] = {"tool_use_id": call_id, "name": self.names[call_id],
+            fields: JsonObject = {"tool_use_id": call_id, "name": self.names[call_id],
                                       "is_error": bool(block.get("is_error")), "imported": True}
             command = _command(self.names[call_id], self.inputs.get(call_id))
             if command:
@@ -216,7 +217,7 @@ class _Writer:
         for record in self.linked.pop(call_id, []):
             self.add(record["ts"], record["kind"], **{k: v for k, v in record.items() if k not in ("ts", "kind")})
 
-    def _todo(self, ts: float, call_id: str, result: dict[str, Any]) -> None:
+    def _todo(self, ts: float, call_id: str, result: JsonObject) -> None:
         """A todo list call that ran (Claude Code's TodoWrite, Codex's update_plan) becomes rhapsody's list."""
         if self.names[call_id] not in TODO_CALLS or result.get("is_error"):
             return
@@ -281,7 +282,7 @@ def _command(name: str, arguments: Any) -> str:
 
 
 def records(source: Source, spec: RequestSpec, session_id: str, cwd: str,
-            known: tuple[str, ...] = (), linked: dict[str, list[dict[str, Any]]] | None = None) -> list[dict[str, Any]]:
+            known: tuple[str, ...] = (), linked: dict[str, list[JsonObject]] | None = None) -> list[JsonObject]:
     """Every record of the imported session's history, in order, without `v` and `seq`; tool results
     have `known` secret values and credential shapes masked; `linked`: records to write before a call's run,
     by its id (those under '' or of a call that never ran go last)."""

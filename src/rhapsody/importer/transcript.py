@@ -22,6 +22,7 @@ from typing import Any
 
 from rhapsody.core.errors import InputError
 from rhapsody.core.session.messages import MAX_NESTING, nested_within
+from rhapsody.core.json_types import JsonObject
 
 LINE_NESTING = 2 * MAX_NESTING
 """How deep one transcript line may nest: a tool call's arguments may nest MAX_NESTING deep, below the record's own levels."""
@@ -32,12 +33,12 @@ class Turn:
     """One message of the main conversation, and the request that produced it (assistant)."""
 
     role: str
-    content: list[dict[str, Any]]
+    content: list[JsonObject]
     ts: float
-    usages: list[dict[str, Any]] = field(default_factory=list)
+    usages: list[JsonObject] = field(default_factory=list)
     """One per API request whose answer is in this message: the source's usage, `model`,
     `stop_reason` and `ts` (several when merged messages came from several requests)."""
-    flags: dict[str, Any] = field(default_factory=dict)
+    flags: JsonObject = field(default_factory=dict)
     """Source marks kept on the message record (`compact_summary`, `meta`, `source_id`)."""
     line: int = 0
     """The source line it starts on, for errors."""
@@ -49,7 +50,7 @@ class Aside:
 
     what: str
     ts: float
-    data: dict[str, Any]
+    data: JsonObject
 
 
 @dataclass
@@ -57,7 +58,7 @@ class Compacted:
     """The source compacted its context here: what came before left the model's view."""
 
     ts: float
-    data: dict[str, Any]
+    data: JsonObject
 
 
 @dataclass
@@ -84,11 +85,11 @@ class Source:
     cwd: str = ""
     model: str = ""
     context_window: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: JsonObject = field(default_factory=dict)
     """Provenance worth keeping (git branch, source version, subagent files)."""
 
 
-def read_lines(path: Path, data: bytes) -> Iterator[tuple[int, dict[str, Any]]]:
+def read_lines(path: Path, data: bytes) -> Iterator[tuple[int, JsonObject]]:
     """(line number from 1, object) for every non-blank line; InputError for any other line."""
     lines = data.split(b"\n")
     for number, raw in enumerate(lines, start=1):
@@ -123,7 +124,7 @@ def timestamp(value: Any, fallback: float) -> float:
         return fallback
 
 
-def text_block(text: str) -> list[dict[str, Any]]:
+def text_block(text: str) -> list[JsonObject]:
     """A text block, or nothing for text the API would refuse (empty or only whitespace)."""
     return [{"type": "text", "text": text}] if text.strip() else []
 
@@ -135,6 +136,6 @@ def expect(path: Path, line: int, value: Any, kind: type, what: str) -> Any:
     return value
 
 
-def as_dict(value: Any) -> dict[str, Any]:
+def as_dict(value: Any) -> JsonObject:
     """`value` when it is an object, else an empty one (for optional metadata)."""
     return value if isinstance(value, dict) else {}

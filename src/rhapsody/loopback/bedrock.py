@@ -15,6 +15,7 @@ import zlib
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import unquote
+from rhapsody.core.json_types import JsonObject
 
 ROUTE = re.compile(r"/model/([^/]+)/invoke-with-response-stream$")
 CHUNK_HEADERS = {":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"}
@@ -41,7 +42,7 @@ def frame(payload: bytes, headers: dict[str, str]) -> bytes:
     return message + zlib.crc32(message).to_bytes(4, "big")
 
 
-def chunk(event: dict[str, Any]) -> bytes:
+def chunk(event: JsonObject) -> bytes:
     """A Messages API stream event as a Bedrock `chunk` frame."""
     data = base64.b64encode(json.dumps(event).encode()).decode()
     return frame(json.dumps({"bytes": data}).encode(), CHUNK_HEADERS)

@@ -19,6 +19,7 @@ from typing import Any
 from rhapsody.loopback.dialect import Exchange, Fault, Server
 from rhapsody.loopback.validate import IMAGE_TYPES, check_image
 from rhapsody.loopback.validate import Invalid as ApiInvalid
+from rhapsody.core.json_types import JsonObject
 
 PATH = "/chat/completions"
 SAMPLING = ("temperature", "top_p", "top_k", "presence_penalty", "frequency_penalty")
@@ -103,7 +104,7 @@ def _check_messages(messages: Any) -> None:
         raise Invalid("messages: the last message must be a user or tool message")
 
 
-def _check_tool(message: dict[str, Any], i: int, open_calls: list[str]) -> None:
+def _check_tool(message: JsonObject, i: int, open_calls: list[str]) -> None:
     call_id = message.get("tool_call_id")
     if call_id not in open_calls:
         raise Invalid(f"messages[{i}]: 'tool' message with tool_call_id {call_id} does not answer a tool call "
@@ -113,7 +114,7 @@ def _check_tool(message: dict[str, Any], i: int, open_calls: list[str]) -> None:
         raise Invalid(f"messages[{i}].content: a tool message's content must be a string")
 
 
-def _check_content(message: dict[str, Any], i: int) -> None:
+def _check_content(message: JsonObject, i: int) -> None:
     content = message.get("content")
     if message["role"] == "assistant" and content is None and message.get("tool_calls"):
         return
@@ -149,12 +150,12 @@ def _error(handler: Exchange, status: int, kind: str, message: str, raw: bytes, 
     handler._json(status, {"error": {"message": message, "type": kind, "code": code}}, raw, body, headers)
 
 
-def prompt_tokens(body: dict[str, Any]) -> int:
+def prompt_tokens(body: JsonObject) -> int:
     """The request's prompt tokens as the usage figures count them."""
     return sum(_tokens(json.dumps(part, sort_keys=True)) for part in [body.get("tools", []), *body["messages"]])
 
 
-def _lost_turn() -> dict[str, Any]:
+def _lost_turn() -> JsonObject:
     return {"content": [{"type": "text", "text": "This partial answer is lost to an injected fault and must not be kept."}]}
 
 
@@ -182,7 +183,7 @@ def _chunks(lb: Server, body: dict[str, Any], turn: dict[str, Any]) -> Any:
     """The chunks of one streamed answer: role, content, tool calls, finish, then usage."""
     cid, model = lb.next_id("chatcmpl"), body["model"]
 
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    def chunk(delta: JsonObject, finish: str | None = None) -> JsonObject:
         return {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
@@ -202,7 +203,7 @@ def _chunks(lb: Server, body: dict[str, Any], turn: dict[str, Any]) -> Any:
         yield {**chunk({}), "choices": [], "usage": _usage(lb, body, turn)}
 
 
-def _call_chunks(chunk: Any, index: int, block: dict[str, Any], call_id: str) -> Any:
+def _call_chunks(chunk: Any, index: int, block: JsonObject, call_id: str) -> Any:
     raw = block.get("raw_input")
     payload = raw if raw is not None else json.dumps(block.get("input", {}))
     opening = {"index": index, "id": block.get("id", call_id), "type": "function",

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody.core.errors import InputError
+from rhapsody.core.json_types import JsonObject
 
 EXHAUSTED = {"content": [{"type": "text", "text": "(the loopback script has no more turns)"}]}
 
@@ -20,12 +21,12 @@ EXHAUSTED = {"content": [{"type": "text", "text": "(the loopback script has no m
 class ScriptedResponder:
     """Plays turns in order, one per answered request; says so when it runs out."""
 
-    def __init__(self, turns: list[dict[str, Any]]) -> None:
+    def __init__(self, turns: list[JsonObject]) -> None:
         self.turns = list(turns)
         self.played = 0
         self._lock = threading.Lock()
 
-    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+    def __call__(self, body: JsonObject) -> JsonObject:
         with self._lock:
             if self.played >= len(self.turns):
                 return EXHAUSTED
@@ -46,11 +47,11 @@ class ScriptedResponder:
         return cls(turns)
 
 
-def say(text: str) -> dict[str, Any]:
+def say(text: str) -> JsonObject:
     """A turn of plain text that ends the turn."""
     return {"content": [{"type": "text", "text": text}]}
 
 
-def call(narration: str, name: str, **arguments: Any) -> dict[str, Any]:
+def call(narration: str, name: str, **arguments: Any) -> JsonObject:
     """A turn that narrates, then calls one tool."""
     return {"content": [{"type": "text", "text": narration}, {"type": "tool_use", "name": name, "input": arguments}]}

@@ -35,9 +35,10 @@ from urllib.parse import unquote
 from rhapsody.loopback import bedrock, chat
 from rhapsody.loopback.dialect import Fault as Fault, Recorded as Recorded, Turn as Turn  # where the dialects read them
 from rhapsody.loopback.validate import Invalid, _plain, signature, validate
+from rhapsody.core.json_types import JsonObject
 
 _VERTEX = re.compile(r"/publishers/anthropic/models/([^/:]+):streamRawPredict$")
-Responder = Callable[[dict[str, Any]], Turn]
+Responder = Callable[[JsonObject], Turn]
 
 
 class LoopbackServer:
@@ -78,7 +79,7 @@ class LoopbackServer:
         with self._lock:
             self.faults.extend(faults)
 
-    def bodies(self) -> list[dict[str, Any]]:
+    def bodies(self) -> list[JsonObject]:
         """The bodies of the requests that were answered 200."""
         return [r.body for r in self.requests if r.status == 200 and r.path.endswith(("/messages", ":streamRawPredict", "/invoke-with-response-stream"))]
 
@@ -91,7 +92,7 @@ class LoopbackServer:
         with self._lock:
             return self.faults.pop(0) if self.faults else None
 
-    def usage(self, body: dict[str, Any], write: bool = True) -> dict[str, int]:
+    def usage(self, body: JsonObject, write: bool = True) -> dict[str, int]:
         """Input token figures with a prefix cache at every cache_control breakpoint."""
         parts = [body.get("tools", []), body.get("system")] + list(body.get("messages", []))
         total, read, write_upto, running = 0, 0, 0, ""
@@ -110,7 +111,7 @@ class LoopbackServer:
                 "cache_read_input_tokens": read}
 
 
-    def prompt_tokens(self, body: dict[str, Any]) -> int:
+    def prompt_tokens(self, body: JsonObject) -> int:
         """The request's input tokens as the usage figures count them (cache or not)."""
         return sum(self.usage(body, write=False).values())
 
@@ -213,7 +214,7 @@ class _Handler(BaseHTTPRequestHandler):
         kinds = {429: "rate_limit_error", 529: "overloaded_error", 500: "api_error"}
         self._error(fault.status, kinds.get(fault.status, "api_error"), "injected fault", raw, body, fault.headers())
 
-    def _stream(self, body: dict[str, Any], turn: Turn, fault: Fault | None) -> None:
+    def _stream(self, body: JsonObject, turn: Turn, fault: Fault | None) -> None:
         events = list(_events(self.loopback, body, turn))
         self._open_event_stream(fault)
         for n, (name, data) in enumerate(events):
@@ -269,7 +270,7 @@ def _partial_turn() -> Turn:
     return {"content": [{"type": "text", "text": "This partial answer is lost to an injected fault and must not be kept."}]}
 
 
-def _events(lb: LoopbackServer, body: dict[str, Any], turn: Turn) -> Any:
+def _events(lb: LoopbackServer, body: JsonObject, turn: Turn) -> Any:
     """The SSE events of one response, thinking signatures and usage included."""
     blocks = [_materialise(lb, b) for b in turn.get("content", [])]
     usage = lb.usage(body)
@@ -278,7 +279,7 @@ def _events(lb: LoopbackServer, body: dict[str, Any], turn: Turn) -> Any:
         "content": [], "stop_reason": None, "stop_sequence": None, "usage": {**usage, "output_tokens": 1},
     }
     yield "message_start", {"type": "message_start", "message": message}
-    emitted: list[dict[str, Any]] = []
+    emitted: list[JsonObject] = []
     for index, block in enumerate(blocks):
         if block["type"] == "thinking":
             block["signature"] = signature(body, body["messages"], emitted, block["thinking"])
@@ -291,7 +292,7 @@ def _events(lb: LoopbackServer, body: dict[str, Any], turn: Turn) -> Any:
     yield "message_stop", {"type": "message_stop"}
 
 
-def _materialise(lb: LoopbackServer, block: dict[str, Any]) -> dict[str, Any]:
+def _materialise(lb: LoopbackServer, block: JsonObject) -> JsonObject:
     block = dict(block)
     if block["type"] == "tool_use":
         block.setdefault("id", lb.next_id("toolu"))
@@ -299,7 +300,7 @@ def _materialise(lb: LoopbackServer, block: dict[str, Any]) -> dict[str, Any]:
     return block
 
 
-def _block_events(index: int, block: dict[str, Any]) -> Any:
+def _block_events(index: int, block: JsonObject) -> Any:
     kind = block["type"]
     if kind == "text":
         yield "content_block_start", {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}

@@ -13,6 +13,7 @@ import hashlib
 import hmac
 import json
 from typing import Any
+from rhapsody.core.json_types import JsonObject
 
 SECRET = b"rhapsody-loopback"
 SAMPLING = ("temperature", "top_p", "top_k")
@@ -30,13 +31,13 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _blocks(content: Any) -> list[dict[str, Any]]:
+def _blocks(content: Any) -> list[JsonObject]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     return content if isinstance(content, list) else []
 
 
-def signature(body: dict[str, Any], messages: list[Any], blocks_before: list[Any], thinking: str) -> str:
+def signature(body: JsonObject, messages: list[Any], blocks_before: list[Any], thinking: str) -> str:
     """The signature the server gives a thinking block generated after this prefix."""
     prefix = {
         "system": _plain(body.get("system")),
@@ -68,7 +69,7 @@ def validate(body: Any) -> None:
     _check_messages(body)
 
 
-def _check_messages(body: dict[str, Any]) -> None:
+def _check_messages(body: JsonObject) -> None:
     messages = body["messages"]
     if not isinstance(messages, list) or not messages:
         raise Invalid("messages: at least one message is required")
@@ -99,7 +100,7 @@ MAGIC = {"image/png": (b"\x89PNG",), "image/jpeg": (b"\xff\xd8\xff",), "image/gi
          "image/webp": (b"RIFF",)}
 
 
-def check_image(block: dict[str, Any], where: str) -> None:
+def check_image(block: JsonObject, where: str) -> None:
     """An image block as the API takes it: a base64 source of a supported type whose bytes are that type."""
     source = block.get("source")
     if set(block) - {"type", "source", "cache_control"} or not isinstance(source, dict):
@@ -146,7 +147,7 @@ def _check_pairing(messages: list[Any], i: int, blocks: list[Any]) -> None:
             )
 
 
-def _check_thinking(body: dict[str, Any], messages: list[Any], i: int, blocks: list[Any]) -> None:
+def _check_thinking(body: JsonObject, messages: list[Any], i: int, blocks: list[Any]) -> None:
     for j, block in enumerate(blocks):
         if block.get("type") != "thinking":
             continue

@@ -25,6 +25,7 @@ from rhapsody.config.settings import McpServer, is_trusted
 from rhapsody.config.files import MCP_JSON, project_config_path, read_config, user_config_path
 from rhapsody.core.errors import ConfigError
 from rhapsody.core.session.messages import MAX_NESTING, nested_within
+from rhapsody.core.json_types import JsonObject
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-((?:[^}$]|\$(?!\{))*))?\}")
 """`${NAME}` or `${NAME:-default}`; a default stops at the next `${`, so a value of unclosed ones is linear time."""
@@ -88,7 +89,7 @@ def _parse(table: Any, where: str) -> dict[str, McpServer]:
     return out
 
 
-def _mcp_json(path: Path) -> dict[str, Any]:
+def _mcp_json(path: Path) -> JsonObject:
     """The `mcpServers` of a Claude Code `.mcp.json`, in rhapsody's shape."""
     if not path.is_file():
         return {}
@@ -106,7 +107,7 @@ def _mcp_json(path: Path) -> dict[str, Any]:
     return {name: _from_claude(name, entry, path) for name, entry in servers.items()}
 
 
-def _from_claude(name: str, entry: Any, path: Path) -> dict[str, Any]:
+def _from_claude(name: str, entry: Any, path: Path) -> JsonObject:
     if not isinstance(entry, dict):
         raise ConfigError(f"{path}: MCP server {name!r} must be an object")
     kind = entry.get("type", "http" if "url" in entry else "stdio")

@@ -13,6 +13,7 @@ from typing import Any
 
 from rhapsody.core.toolbox.protocol import ToolOutcome
 from rhapsody.tools.paths import cap_text
+from rhapsody.core.json_types import JsonObject
 
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 
@@ -27,7 +28,7 @@ def outcome(result: Any, cap: int) -> ToolOutcome:
     return ToolOutcome(text or "(no output)", is_error=result.is_error, blocks=blocks if has_image else None)
 
 
-def _blocks(item: Any, cap: int) -> list[dict[str, Any]]:
+def _blocks(item: Any, cap: int) -> list[JsonObject]:
     kind = getattr(item, "type", "unknown")
     if kind == "text":
         return [{"type": "text", "text": cap_text(item.text, cap)}] if item.text else []
@@ -42,7 +43,7 @@ def _blocks(item: Any, cap: int) -> list[dict[str, Any]]:
     return [_named(f"{kind} content")]
 
 
-def _resource(res: Any, cap: int) -> dict[str, Any]:
+def _resource(res: Any, cap: int) -> JsonObject:
     """An embedded resource: text under its URI, an image as an image, other binaries named."""
     mime = getattr(res, "mime_type", None) or ""
     if isinstance(getattr(res, "text", None), str):
@@ -53,11 +54,11 @@ def _resource(res: Any, cap: int) -> dict[str, Any]:
     return _named(f"binary resource {res.uri} ({mime or 'unknown type'}, {len(blob) * 3 // 4:,} bytes)")
 
 
-def _image(mime: str, data: str) -> dict[str, Any]:
+def _image(mime: str, data: str) -> JsonObject:
     if mime not in IMAGE_TYPES:
         return _named(f"image of type {mime}, which the model cannot take")
     return {"type": "image", "source": {"type": "base64", "media_type": mime, "data": data}}
 
 
-def _named(what: str) -> dict[str, Any]:
+def _named(what: str) -> JsonObject:
     return {"type": "text", "text": f"[{what}: not shown to the model]"}

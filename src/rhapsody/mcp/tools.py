@@ -47,6 +47,7 @@ from rhapsody.mcp.config import McpPlan, waiting_line
 from rhapsody.mcp.results import outcome
 from rhapsody.view.render import visible
 from rhapsody.sandbox import lifeline
+from rhapsody.core.json_types import JsonObject
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -68,7 +69,7 @@ class McpTool(Tool):
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
-    input_schema: ClassVar[dict[str, Any]] = {}
+    input_schema: ClassVar[JsonObject] = {}
     Input: ClassVar[type[BaseModel]] = _Args
     writes: ClassVar[bool] = True  # what a server does is unknown: it asks like bash does
     reads_files: ClassVar[bool] = False
@@ -76,7 +77,7 @@ class McpTool(Tool):
     tool: ClassVar[str] = ""
     source: ClassVar[McpTools]
 
-    def schema(self) -> dict[str, Any]:
+    def schema(self) -> JsonObject:
         """The server's own schema, as it sent it."""
         return self.input_schema
 
@@ -174,7 +175,7 @@ class McpTools:
             if server.state in ("starting", "ready"):
                 server.state = "stopped"
 
-    async def call(self, server_name: str, tool: str, arguments: dict[str, Any], cap: int) -> ToolOutcome:
+    async def call(self, server_name: str, tool: str, arguments: JsonObject, cap: int) -> ToolOutcome:
         """Call one tool; every failure is an is_error outcome."""
         server = self.servers[server_name]
         if server.client is None or server.state != "ready":

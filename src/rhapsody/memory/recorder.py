@@ -41,8 +41,8 @@ class DialogRecorder:
                 if self.result is None:
                     self.result = self.answer
             case ev.SeamCommitted():
-                note = event.record.get("note_path", "")
-                self._write(session, "micro-handoff", f"seam {event.record['seam']}; field note {note}",
+                note = event.record.note_path
+                self._write(session, "micro-handoff", f"seam {event.record.seam}; field note {note}",
                             "context stripped")
             case ev.TurnEnded():
                 if self.calls:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import json
 import re
 import statistics
@@ -11,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rhapsody.core.session import records as rec
+from rhapsody.core.session.messages import ToolResultBlock, ToolUseBlock
 from rhapsody.core.session.history import read_history, sessions
 from rhapsody.core.counts import counted
 from rhapsody.tools.git import path_sizes
@@ -46,27 +50,26 @@ def accesses(root: Path, path: str) -> list[Access]:
     """
     out: list[Access] = []
     for history in sessions(root):
-        out += _session_accesses(history.stem, read_history(history).records, path)
+        out += _session_accesses(history.stem, read_history(history, typed=True).typed, path)
     return sorted(out, key=lambda a: a.ts)
 
 
-def _session_accesses(session: str, records: list[dict[str, Any]], path: str) -> list[Access]:
+def _session_accesses(session: str, records: Sequence[rec.Record], path: str) -> list[Access]:
     if not records:
         return []
-    started = float(records[0].get("ts", 0.0))
+    started = records[0].ts
+    head = records[0]
     out = [Access(session, started, started, file, "read", "map", chars)
-           for file, chars in _map_sections(str(records[0].get("system", "")), path)]
+           for file, chars in _map_sections(head.system if isinstance(head, rec.SessionStarted) else "", path)]
     inputs, outputs = _calls(records)
-    for r in records:
-        if r["kind"] != "tool_run":
-            continue
-        ts, name, output = float(r.get("ts", 0.0)), str(r.get("name", "")), outputs.get(r.get("tool_use_id", ""), "")
-        if r.get("op") in ("read", "write") and r.get("path"):
-            if str(r["path"]).startswith(path + "/"):
-                chars = len(output) if r["op"] == "read" else 0
-                out.append(Access(session, started, ts, r["path"], r["op"], name, chars))
+    for r in rec.of(records, rec.ToolRun):
+        ts, name, output = r.ts, r.name, outputs.get(r.tool_use_id, "")
+        if r.op in ("read", "write") and r.path:
+            if r.path.startswith(path + "/"):
+                chars = len(output) if r.op == "read" else 0
+                out.append(Access(session, started, ts, r.path, r.op, name, chars))
         elif name not in NOT_READS:
-            named = _named_files(inputs.get(r.get("tool_use_id", ""), "") + "\n" + output, path)
+            named = _named_files(inputs.get(r.tool_use_id, "") + "\n" + output, path)
             out += [Access(session, started, ts, f, "read", name, len(output) // len(named)) for f in named]
     return out
 
@@ -78,21 +81,19 @@ def _map_sections(system: str, path: str) -> list[tuple[str, int]]:
     return [(h.group(1), end - h.end()) for h, end in zip(heads, ends)]
 
 
-def _calls(records: list[dict[str, Any]]) -> tuple[dict[str, str], dict[str, str]]:
+def _calls(records: Sequence[rec.Record]) -> tuple[dict[str, str], dict[str, str]]:
     """Tool inputs (as JSON) and result texts by tool_use id."""
     inputs: dict[str, str] = {}
     outputs: dict[str, str] = {}
-    for r in records:
-        if r["kind"] != "message":
-            continue
-        for block in r.get("content") or []:
-            if block.get("type") == "tool_use":
-                inputs[block.get("id", "")] = json.dumps(block.get("input"), ensure_ascii=False)
-            elif block.get("type") == "tool_result":
-                content = block.get("content")
+    for r in rec.of(records, rec.MessageAdded):
+        for block in r.content:
+            if isinstance(block, ToolUseBlock):
+                inputs[block.id] = json.dumps(block.input, ensure_ascii=False)
+            elif isinstance(block, ToolResultBlock):
+                content = block.content
                 text = content if isinstance(content, str) else " ".join(
-                    c.get("text", "") for c in content or [] if isinstance(c, dict))
-                outputs[block.get("tool_use_id", "")] = text
+                    str(c.get("text", "")) for c in content or [] if isinstance(c, dict))
+                outputs[block.tool_use_id] = text
     return inputs, outputs
 
 
@@ -178,25 +179,23 @@ def reminders(root: Path, path: str) -> dict[str, int]:
     """End-of-task memory reminders sent, and how many were followed by a write to memory in the same turn."""
     sent = followed = 0
     for history in sessions(root):
-        records = read_history(history).records
+        records = read_history(history, typed=True).typed
         for i, r in enumerate(records):
-            if r["kind"] != "memory_reminder":
+            if not isinstance(r, rec.MemoryReminder):
                 continue
             sent += 1
-            after: list[dict[str, Any]] = []
+            after: list[rec.Record] = []
             for later in records[i + 2:]:  # i + 1 is the reminder's own message
-                if later["kind"] == "message" and later.get("role") == "user" and _typed(later):
+                if isinstance(later, rec.MessageAdded) and later.role == "user" and _typed(later):
                     break
                 after.append(later)
-            followed += any(a["kind"] == "tool_run" and a.get("op") == "write"
-                            and str(a.get("path", "")).startswith(path + "/") for a in after)
+            followed += any(a.op == "write" and (a.path or "").startswith(path + "/") for a in rec.of(after, rec.ToolRun))
     return {"memory_reminders": sent, "memory_reminders_followed_by_update": followed}
 
 
-def _typed(message: dict[str, Any]) -> bool:
+def _typed(message: rec.MessageAdded) -> bool:
     """Whether a user message starts a new turn (text of its own, no tool results)."""
-    content = message.get("content") or []
-    return not any(b.get("type") == "tool_result" for b in content)
+    return not any(isinstance(b, ToolResultBlock) for b in message.content)
 
 
 def size_over_time(root: Path, path: str, limit: int = 50) -> list[dict[str, Any]]:

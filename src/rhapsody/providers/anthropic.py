@@ -45,6 +45,7 @@ from rhapsody.core.agent.retry import (
 )
 from rhapsody.providers.prepared import PreparedBodies
 from rhapsody.providers.stream_assembly import Assembly, MalformedStream
+from rhapsody.core.json_types import JsonObject
 
 _NOT_BODY = frozenset({"self", "user_profile_id", "workspace_id", "extra_headers", "extra_query", "extra_body", "timeout"})
 """Parameters of `messages.create` that are not fields of the body it sends (headers, options)."""
@@ -101,13 +102,13 @@ class AnthropicModel:
         self.prepared = PreparedBodies(_body_fields())
         """The request bodies as bytes, each message serialised once (the Anthropic API's client only)."""
 
-    async def stream(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
+    async def stream(self, body: JsonObject) -> AsyncIterator[ModelEvent]:
         """Stream one request, retrying transient failures; ends with a ModelResponse."""
         policy = RetryPolicy(self.retries, self.base_delay, self.max_retry_after, "the API", self.sleep)
         async for event in retrying(self._once, body, _classify, policy):
             yield event
 
-    async def count_tokens(self, body: dict[str, Any]) -> int:
+    async def count_tokens(self, body: JsonObject) -> int:
         """Exact input tokens of a request body from the count_tokens endpoint."""
         params = {k: body[k] for k in ("model", "system", "tools", "messages", "thinking", "tool_choice") if k in body}
         try:
@@ -116,7 +117,7 @@ class AnthropicModel:
             raise ModelError(f"{type(exc).__name__}: {one_line(str(exc))}") from None
         return int(result.input_tokens)
 
-    async def _once(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
+    async def _once(self, body: JsonObject) -> AsyncIterator[ModelEvent]:
         assembly = Assembly()
         stream = await self._open(body)
         async with stream:
@@ -131,7 +132,7 @@ class AnthropicModel:
             usage[WRITE_1H_KEY] = assembly.usage[WRITE_1H_KEY]
         yield ModelResponse(message, assembly.stop_reason, usage)
 
-    async def _open(self, body: dict[str, Any]) -> anthropic.AsyncStream[RawMessageStreamEvent]:
+    async def _open(self, body: JsonObject) -> anthropic.AsyncStream[RawMessageStreamEvent]:
         """The event stream of one request: prepared bytes where the body goes as it is, else the parameters."""
         client = self.client
         content = self.prepared.encode({**body, "stream": True}) if isinstance(client, anthropic.AsyncAnthropic) else None

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody.core.model import ModelEvent
+from rhapsody.core.json_types import JsonObject
 
 _MODEL_PARAM = re.compile(r'"(claude-[a-z0-9.-]+)"')
 
@@ -39,12 +40,12 @@ class LazyModel:
         self.warm()
         return self._model
 
-    async def stream(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
+    async def stream(self, body: JsonObject) -> AsyncIterator[ModelEvent]:
         """Stream one request through the real adapter."""
         async for event in self.model.stream(body):
             yield event
 
-    async def count_tokens(self, body: dict[str, Any]) -> int:
+    async def count_tokens(self, body: JsonObject) -> int:
         """Exact input tokens, through the real adapter."""
         return int(await self.model.count_tokens(body))
 

@@ -30,6 +30,7 @@ from rhapsody.core.session.messages import Message, nested_within
 from rhapsody.core.model import ModelEvent
 from rhapsody.core.agent.retry import (RETRY_STATUSES, RetryPolicy, Sleep, connection_failed, error_message,
                                  retry_after_seconds, retrying)
+from rhapsody.core.json_types import JsonObject
 
 STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use", "length": "max_tokens",
                 "content_filter": "refusal"}
@@ -52,17 +53,17 @@ class OpenAIModel:
         self.sleep = sleep
         """How the wait before a retry passes (a test drives it by hand)."""
 
-    async def stream(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
+    async def stream(self, body: JsonObject) -> AsyncIterator[ModelEvent]:
         """Stream one request, retrying transient failures; ends with a ModelResponse."""
         policy = RetryPolicy(self.retries, self.base_delay, who="the server", sleep=self.sleep)
         async for event in retrying(self._once, body, _classify, policy):
             yield event
 
-    async def count_tokens(self, body: dict[str, Any]) -> int:
+    async def count_tokens(self, body: JsonObject) -> int:
         """Chat-completions servers have no token-count endpoint; --exact-tokens records this and goes on."""
         raise ModelError("count_tokens is not available on the openai provider")
 
-    async def _once(self, body: dict[str, Any]) -> AsyncIterator[ModelEvent]:
+    async def _once(self, body: JsonObject) -> AsyncIterator[ModelEvent]:
         turn = _Turn()
         stream = await self.client.chat.completions.create(**chat_request(body))
         async with stream:
@@ -76,15 +77,15 @@ class OpenAIModel:
         yield turn.response()
 
 
-def chat_request(body: dict[str, Any]) -> dict[str, Any]:
+def chat_request(body: JsonObject) -> dict[str, Any]:  # the SDK picks its streaming overload from this
     """A Messages API request body as chat-completions parameters (streaming, usage included)."""
-    messages: list[dict[str, Any]] = []
+    messages: list[JsonObject] = []
     system = _text_of(body.get("system"))
     if system:
         messages.append({"role": "system", "content": system})
     for message in body["messages"]:
         messages += chat_messages(message)
-    params: dict[str, Any] = {"model": body["model"], "messages": messages, "stream": True,
+    params: JsonObject = {"model": body["model"], "messages": messages, "stream": True,
                               "stream_options": {"include_usage": True}}
     if body.get("tools"):
         params["tools"] = [{"type": "function", "function": {
@@ -95,14 +96,14 @@ def chat_request(body: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
-def chat_messages(message: dict[str, Any]) -> list[dict[str, Any]]:
+def chat_messages(message: JsonObject) -> list[JsonObject]:
     """One Messages API message as chat messages: tool results first, as `tool` messages."""
     content = message["content"]
     if isinstance(content, str):
         return [{"role": message["role"], "content": content}]
     if message["role"] == "assistant":
         return _assistant(content)
-    out: list[dict[str, Any]] = [
+    out: list[JsonObject] = [
         {"role": "tool", "tool_call_id": b["tool_use_id"], "content": _result_text(b)}
         for b in content if b.get("type") == "tool_result"
     ]
@@ -115,26 +116,26 @@ def chat_messages(message: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _image_part(block: dict[str, Any]) -> dict[str, Any]:
+def _image_part(block: JsonObject) -> JsonObject:
     """An image block as a chat content part: a data URL."""
     source = block["source"]
     return {"type": "image_url", "image_url": {"url": f"data:{source['media_type']};base64,{source['data']}"}}
 
 
-def _assistant(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _assistant(blocks: list[JsonObject]) -> list[JsonObject]:
     texts = [b["text"] for b in blocks if b.get("type") == "text"]
     calls = [{"id": b["id"], "type": "function",
               "function": {"name": b["name"], "arguments": json.dumps(b.get("input", {}), ensure_ascii=False)}}
              for b in blocks if b.get("type") == "tool_use"]
     if not texts and not calls:
         return []  # only thinking, which chat endpoints do not take back
-    message: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts) if texts else None}
+    message: JsonObject = {"role": "assistant", "content": "\n\n".join(texts) if texts else None}
     if calls:
         message["tool_calls"] = calls
     return [message]
 
 
-def _result_text(block: dict[str, Any]) -> str:
+def _result_text(block: JsonObject) -> str:
     content = block.get("content")
     if isinstance(content, str):
         text = content
@@ -202,7 +203,7 @@ class _Turn:
 
     def response(self) -> ModelResponse:
         """The complete assistant message in Messages API blocks."""
-        content: list[dict[str, Any]] = []
+        content: list[JsonObject] = []
         text = "".join(self.text)
         if text.strip():
             content.append({"type": "text", "text": text})

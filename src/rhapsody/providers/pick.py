@@ -15,6 +15,7 @@ from typing import Any
 from rhapsody.config.settings import Settings
 from rhapsody.core.errors import ConfigError
 from rhapsody.core.model import Model
+from rhapsody.core.json_types import JsonObject
 
 MODEL_FORMS = {
     "bedrock": "Bedrock's form, e.g. us.anthropic.claude-sonnet-4-5-20250929-v1:0",
@@ -28,7 +29,7 @@ def make_model(settings: Settings) -> Model:
     provider = settings.provider
     if provider != "anthropic" and not settings.model:
         raise ConfigError(f"--provider {provider} needs --model in {MODEL_FORMS[provider]}")
-    timing: dict[str, Any] = {"retries": settings.retries, "base_delay": settings.retry_base_delay,
+    timing: JsonObject = {"retries": settings.retries, "base_delay": settings.retry_base_delay,
                               "timeout": settings.request_timeout}
     if provider == "openai":
         _require_openai()
@@ -49,7 +50,7 @@ def make_model(settings: Settings) -> Model:
     return AnthropicModel(**timing)
 
 
-def _lazy_anthropic(timing: dict[str, Any]) -> Model:
+def _lazy_anthropic(timing: JsonObject) -> Model:
     """The Anthropic adapter, built (and its SDK imported) in the background after the first paint."""
     from rhapsody.providers.lazy import LazyModel
 

@@ -26,6 +26,7 @@ from rhapsody.core.session.session_figures import USAGE_KEYS
 from rhapsody.core.events import BlockStopped, TextDelta, ThinkingDelta
 from rhapsody.core.session.messages import INVALID_KEY, MAX_NESTING, UNPARSED_KEY, Message, nested_within
 from rhapsody.core.agent.retry import encodable, valid_text
+from rhapsody.core.json_types import JsonObject
 
 PIECE_KEYS = {"text_delta": ("text", "text"), "thinking_delta": ("thinking", "thinking"),
               "input_json_delta": ("partial_json", "input")}
@@ -37,7 +38,7 @@ class MalformedStream(Exception):
 
 @dataclass
 class _Part:
-    block: dict[str, Any]
+    block: JsonObject
     pieces: list[str] = field(default_factory=list)
 
 
@@ -95,7 +96,7 @@ class Assembly:
             return TextDelta(piece)
         return ThinkingDelta(piece) if kind == "thinking_delta" else None
 
-    def _finish(self, part: _Part) -> dict[str, Any]:
+    def _finish(self, part: _Part) -> JsonObject:
         block = part.block
         kind = block.get("type")
         if kind in ("text", "thinking"):
@@ -127,14 +128,14 @@ class Assembly:
             raise MalformedStream(f"the streamed message is malformed: {str(exc).splitlines()[0]}") from None
 
 
-def _dump(block: Any) -> dict[str, Any]:
+def _dump(block: Any) -> JsonObject:
     data = block.model_dump(mode="json", exclude_none=True) if hasattr(block, "model_dump") else dict(block)
     if not isinstance(data.get("type"), str):
         raise TypeError("content block without a type")
     return {k: valid_text(v) if isinstance(v, str) else v for k, v in data.items()}
 
 
-def tool_input(raw: str, opening: Any) -> dict[str, Any]:
+def tool_input(raw: str, opening: Any) -> JsonObject:
     """Tool arguments from their streamed JSON text; invalid ones keep the raw text and the reason."""
     if not raw.strip():
         return opening if isinstance(opening, dict) else {}

@@ -14,6 +14,8 @@ short by a kill is finished the next time the session is opened.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +27,7 @@ from rhapsody.core.session.history import STATE_DIR, read_history, sessions, wri
 from rhapsody.core.session.session import Session
 from rhapsody.rewind import restore
 from rhapsody.rewind.shadow import Change, Shadow, legacy
+from rhapsody.core.session import records as rec
 
 What = Literal["files", "conversation", "both"]
 WHATS: tuple[What, ...] = ("files", "conversation", "both")
@@ -73,7 +76,7 @@ def turns(session: Session, shadow: Shadow) -> list[Turn]:
     return turns_of(session.records, session.conversation.abandoned, shadow)
 
 
-def turns_of(records: list[dict[str, Any]], abandoned: set[int], shadow: Shadow) -> list[Turn]:
+def turns_of(records: Sequence[rec.Record], abandoned: set[int], shadow: Shadow) -> list[Turn]:
     """The same from a session's records (`abandoned`: messages a conversation rewind left behind)."""
     found = points(records, abandoned)
     marks = _marks(records)
@@ -86,14 +89,14 @@ def turns_of(records: list[dict[str, Any]], abandoned: set[int], shadow: Shadow)
     return out
 
 
-def _marks(records: list[dict[str, Any]]) -> list[tuple[int, str, str]]:
+def _marks(records: Sequence[rec.Record]) -> list[tuple[int, str, str]]:
     """(seq, at, commit) of every checkpoint, and of every finished restore (`restored`: the tree is its target)."""
     out = []
-    for r in records:
-        if r["kind"] == "checkpoint":
-            out.append((r["seq"], str(r.get("at", "")), str(r["commit"])))
-        elif r["kind"] == "restore" and r["state"] == "done":
-            out.append((r["seq"], "restored", str(r["target"])))
+    for r in rec.of(records, rec.Checkpoint, rec.Restore):
+        if isinstance(r, rec.Checkpoint):
+            out.append((r.seq, r.at, r.commit))
+        elif r.state == "done":
+            out.append((r.seq, "restored", r.target))
     return out
 
 
@@ -117,8 +120,9 @@ def plan_files(session: Session, shadow: Shadow, point: Point) -> FilesPlan:
                                                    "nothing was changed")
     record = take(session, shadow, "rewind")
     if record is None:
-        return FilesPlan(point.commit, "", [], [], f"{session.records[-1].get('reason')}; nothing was changed")
-    now = str(record["commit"])
+        failed = rec.last(session.records, rec.CheckpointFailed)
+        return FilesPlan(point.commit, "", [], [], f"{failed.reason if failed else None}; nothing was changed")
+    now = record.commit
     changes = shadow.changes(now, point.commit)
     refused = restore.refusal(session.root, changes) or _left_out(session.records, point, record)
     touched = {c.path for c in changes}
@@ -135,12 +139,12 @@ def _why_gone(shadow: Shadow) -> str:
             "read (a cloned project could plant one there)")
 
 
-def _left_out(records: list[dict[str, Any]], point: Point, now: dict[str, Any]) -> str:
+def _left_out(records: Sequence[rec.Record], point: Point, now: rec.Checkpoint) -> str:
     """A refusal when a file left out of either checkpoint (too big, a nested repository) differs between them
     (by size and modification time: its bytes were never read)."""
-    then = next(r for r in records if r["seq"] == point.seq)
-    old = {(x[0], x[1], *x[3:]): x[2] for x in then.get("left_out", [])}
-    new = {(x[0], x[1], *x[3:]): x[2] for x in now.get("left_out", [])}
+    then = next(r for r in rec.of(records, rec.Checkpoint) if r.seq == point.seq)
+    old = {(x[0], x[1], *x[3:]): x[2] for x in then.left_out}
+    new = {(x[0], x[1], *x[3:]): x[2] for x in now.left_out}
     for key in sorted(set(old) ^ set(new)):
         why = old.get(key) or new.get(key)
         return (f"cannot restore {key[0]!r} exactly: it was left out of {'that' if key in old else 'the current'} "
@@ -148,7 +152,7 @@ def _left_out(records: list[dict[str, Any]], point: Point, now: dict[str, Any]) 
     return ""
 
 
-def _outside(records: list[dict[str, Any]], shadow: Shadow, since: int) -> set[str]:
+def _outside(records: Sequence[rec.Record], shadow: Shadow, since: int) -> set[str]:
     """Paths changed between the end of a turn (or a restore) and the next checkpoint, after seq `since`."""
     marks = [m for m in _marks(records) if m[0] >= since]
     kept = shadow.existing([commit for _, _, commit in marks])
@@ -161,27 +165,27 @@ def _outside(records: list[dict[str, Any]], shadow: Shadow, since: int) -> set[s
 
 def restore_files(session: Session, shadow: Shadow, plan: FilesPlan) -> str:
     """Write the plan's files, between a `restore` started and a `restore` done record."""
-    session.record("restore", state="started", target=plan.target, before=plan.now)
+    session.append(rec.Restore(state="started", target=plan.target, before=plan.now))
     return _finish(session, shadow, plan.target, plan.changes)
 
 
 def _finish(session: Session, shadow: Shadow, target: str, changes: list[Change]) -> str:
     blobs = shadow.blobs(sorted({c.new_blob for c in changes if c.new_blob}))
     restore.apply(session.root, changes, blobs)
-    session.record("restore", state="done", target=target, changed=len(changes))
+    session.append(rec.Restore(state="done", target=target, changed=len(changes)))
     return f"files restored: {len(changes)} path{'s' if len(changes) != 1 else ''} changed"
 
 
 def finish_interrupted(session: Session, shadow: Shadow) -> str:
     """Finish a files restore a kill cut short (the tree goes on to its target); '' when there is none."""
-    last = next((r for r in reversed(session.records) if r["kind"] == "restore"), None)
-    if last is None or last["state"] != "started" or not shadow.has(str(last["target"])):
+    last = rec.last(session.records, rec.Restore)
+    if last is None or last.state != "started" or not shadow.has(last.target):
         return ""
     now = shadow.snapshot("rhapsody finishing a restore").commit
-    changes = shadow.changes(now, str(last["target"]))
+    changes = shadow.changes(now, last.target)
     if restore.refusal(session.root, changes):
         return ""
-    return "an interrupted rewind was finished: " + _finish(session, shadow, str(last["target"]), changes)
+    return "an interrupted rewind was finished: " + _finish(session, shadow, last.target, changes)
 
 
 @dataclass(frozen=True)
@@ -251,8 +255,8 @@ def _every_checkpoint(root: Path) -> list[tuple[float, str]]:
     found = []
     for path in sessions(root):
         try:
-            records = read_history(path).records
+            records = read_history(path, typed=True).typed
         except RhapsodyError:
             continue
-        found += [(float(r.get("ts", 0)), str(r["commit"])) for r in records if r["kind"] == "checkpoint"]
+        found += [(r.ts, r.commit) for r in rec.of(records, rec.Checkpoint)]
     return sorted(found)

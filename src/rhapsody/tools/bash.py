@@ -21,6 +21,7 @@ from rhapsody.sandbox import gitguard, lifeline, procs, bwrap as sandbox
 from rhapsody.tools.git import gitlinks
 from rhapsody.sandbox.bwrap import scrubbed_env
 from rhapsody.sandbox.tree_index import TreeIndex
+from rhapsody.core.session import records as rec
 
 
 class BashInput(BaseModel):
@@ -87,7 +88,7 @@ class Bash(Tool):
             undone += gitguard.defuse_nested(root, nested, _nested(root, self.index.walk(root).nested))
         notes = "".join(f"\n{note}" for note in undone)
         where = f"sandbox {ctx.confinement}" if ctx.confinement in SANDBOXED else "no sandbox"
-        facts = {"command": args.command, "confinement": where}
+        facts = rec.ShellFacts(command=args.command, confinement=where)
         if done.timed_out:
             return ToolOutcome(f"{done.output}{notes}\n[killed after {timeout:g} s timeout]", is_error=True,
                                exit_code=done.exit_code, facts=facts)

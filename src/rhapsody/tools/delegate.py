@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from rhapsody.core.agent.delegation import Budget, Delegation, Order
 from rhapsody.core.agent.subagent import run_subagent, too_wide
+from rhapsody.core.session import records as rec
 from rhapsody.core.toolbox.protocol import Tool, ToolContext, ToolOutcome
 from rhapsody.prompts import load
 
@@ -57,5 +58,6 @@ class Delegate(Tool):
         budget = Budget(args.max_tool_calls, args.max_tokens, args.max_cost_usd).within(ctx.delegation.budget)
         report = await run_subagent(ctx.delegation, ctx, Order(args.task, args.mode, args.model, budget))
         return ToolOutcome(report.text, is_error=report.status == "failed",
-                           facts={"subagent": report.id, "subagent_status": report.status,
-                                  "subagent_session": report.session, "subagent_changed": list(report.changed)})
+                           facts=rec.DelegateFacts(subagent=report.id, subagent_status=report.status,
+                                                   subagent_session=report.session,
+                                                   subagent_changed=list(report.changed)))

@@ -27,6 +27,7 @@ from rhapsody.tools import search
 from rhapsody.tools.git import git_blob, gitlinks
 from rhapsody.tools.paths import cap_text, confine, shown
 from rhapsody.sandbox.bwrap import scrubbed_env
+from rhapsody.core.session import records as rec
 
 READ_CAP = 200_000
 
@@ -63,7 +64,7 @@ class ReadFile(Tool):
             raise ToolFailure(f"{args.path} has {counted(len(lines), 'line')}; start_line {first} is past the end")
         body = "\n".join(f"{n:>6}\t{lines[n - 1]}" for n in range(first, last + 1))
         header = f"{shown(ctx.root, path)} lines {first}-{last} of {len(lines)}\n"
-        facts = {"path": shown(ctx.root, path), "op": "read", "blob": blob}
+        facts = rec.FileFacts(path=shown(ctx.root, path), op="read", blob=blob)
         return ToolOutcome(header + cap_text(body, ctx.output_cap), facts=facts)
 
 
@@ -127,7 +128,7 @@ class WriteFile(Tool):
         lines = args.content.count("\n") + (1 if args.content and not args.content.endswith("\n") else 0)
         where = shown(ctx.root, path)
         return ToolOutcome(f"wrote {where}: {counted(len(args.content), 'character')}, {counted(lines, 'line')}",
-                           facts={"path": where, "op": "write", "diff": applied_diff(before, args.content, where)})
+                           facts=rec.FileFacts(path=where, op="write", diff=applied_diff(before, args.content, where)))
 
     def proposal(self, args: WriteInput, ctx: ToolContext) -> str:
         """The diff this write would apply, kept with a denied call ("" when it cannot be shown)."""
@@ -218,7 +219,7 @@ class EditFile(Tool):
             await asyncio.to_thread(_write_bytes, path, updated.encode("utf-8", "surrogateescape"), args.path)
         where = shown(ctx.root, path)
         return ToolOutcome(f"edited {where}: {counted(count if args.replace_all else 1, 'replacement')}",
-                           facts={"path": where, "op": "write", "diff": applied_diff(text, updated, where)})
+                           facts=rec.FileFacts(path=where, op="write", diff=applied_diff(text, updated, where)))
 
     def proposal(self, args: EditInput, ctx: ToolContext) -> str:
         """The diff this edit would apply, kept with a denied call ("" when it would fail or cannot be shown)."""

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
 from rhapsody.core.session import recall, todo
+from rhapsody.core.session import records as rec
 from rhapsody.core.last_failure import last_failure
 from rhapsody.core.session.handoff import stripped_index
 from rhapsody.core.accounting.seam_cost import FACTS_CAP_CHARS
@@ -110,8 +112,8 @@ def harness_facts(root: Path, session: Session) -> str:
     """Facts measured by the harness since the last seam, bounded in size."""
     git = git_facts(root)
     since = _since_last_seam(session.records, session.handoff.after_strip)
-    reads = sorted({r["path"] for r in since if r.get("op") == "read" and r.get("path")})
-    writes = sorted({r["path"] for r in since if r.get("op") == "write" and r.get("path")})
+    reads = sorted({r.path for r in since if r.op == "read" and r.path})
+    writes = sorted({r.path for r in since if r.op == "write" and r.path})
     lines = ["## Harness facts (measured by rhapsody, not written by the agent)"]
     if git.get("git_root"):
         lines.append(f"- git root: {git['git_root']}; branch {git['branch']}; HEAD {git['head']}")
@@ -120,7 +122,7 @@ def harness_facts(root: Path, session: Session) -> str:
         lines.append(f"- git {git['refused']}" if git.get("refused") else f"- {root} is not in a git repository")
     lines.append(_listed("files written", writes))
     lines.append(_listed("files read", reads))
-    delegated = [_delegated(r) for r in since if r.get("subagent")]
+    delegated = [_delegated(r) for r in since if r.subagent]
     if delegated:  # their own calls are in their own histories: the note would not see what they changed
         lines.append(_listed("sub-agents", delegated))
     lines.append(_todo_facts(session))
@@ -131,11 +133,11 @@ def harness_facts(root: Path, session: Session) -> str:
     return _bounded("\n".join(lines))
 
 
-def _delegated(run: dict[str, Any]) -> str:
+def _delegated(run: rec.ToolRun) -> str:
     """A sub-agent run since the seam: `sa1 done (session ID; changed a.py)`."""
-    changed = run.get("subagent_changed") or []
+    changed = run.subagent_changed or []
     what = f"; changed {' '.join(changed)}" if changed else ""
-    return f"{run['subagent']} {run.get('subagent_status', '')} (session {run.get('subagent_session', '')}{what})"
+    return f"{run.subagent} {run.subagent_status or ''} (session {run.subagent_session or ''}{what})"
 
 
 def _listed(label: str, items: list[str], chars: int = LIST_CHARS) -> str:
@@ -170,20 +172,22 @@ def _outputs(session: Session) -> dict[str, str]:
             if isinstance(b, ToolResultBlock)}
 
 
-def _since_last_seam(records: list[dict[str, Any]], note_of: int = 0) -> list[dict[str, Any]]:
+def _since_last_seam(records: Sequence[rec.Record], note_of: int = 0) -> list[rec.ToolRun]:
     """Tool runs since the latest seam; `note_of`: the seam this note is for, made before it (at the window)."""
     start = 0
     for i, record in enumerate(records):
-        if record["kind"] == "seam" and record["seam"] != note_of:
+        if isinstance(record, rec.Seam) and record.seam != note_of:
             start = i + 1
-    return [r for r in records[start:] if r["kind"] == "tool_run"]
+    return list(rec.of(records[start:], rec.ToolRun))
 
 
-def _commands(runs: list[dict[str, Any]]) -> str:
+def _commands(runs: list[rec.ToolRun]) -> str:
     """Commands run, newest first, repeats folded, at most MAX_COMMANDS or MAX_COMMAND_CHARS."""
     folded: dict[tuple[str, str], int] = {}
-    for run in reversed([r for r in runs if r.get("command")]):
-        key = (run["command"], _outcome(run))
+    for run in reversed(runs):
+        if not run.command:
+            continue
+        key = (run.command, _outcome(run))
         folded[key] = folded.get(key, 0) + 1
     out = ["### Commands run since the last seam (newest first, verbatim; a long one cut at …)"]
     used = 0
@@ -200,13 +204,12 @@ def _commands(runs: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-def _outcome(run: dict[str, Any]) -> str:
+def _outcome(run: rec.ToolRun) -> str:
     """`exit N` where the run has an exit status; an imported command whose source stated none says only
     whether it failed."""
-    code = run.get("exit_code")
-    if code is not None:
-        return f"exit {code}"
-    return "error" if run.get("is_error") else "ok"
+    if run.exit_code is not None:
+        return f"exit {run.exit_code}"
+    return "error" if run.is_error else "ok"
 
 
 class RecallInput(BaseModel):
@@ -252,7 +255,7 @@ def recall_text(root: Path, session: Session, query: str, all_sessions: bool, fo
     if all_sessions:
         hits = recall.search_project(root, session.path, query, write=write)
     else:
-        children = {str(r["session"]) for r in session.records if r["kind"] == "subagent"}
+        children = {r.session for r in rec.of(session.records, rec.Subagent)}
         hits = recall.search_session(root, session.path, query, children, write=write)
     if not hits:
         return f"no stripped tool call matches {query!r}"

@@ -20,6 +20,7 @@ from rhapsody.core.session import todo
 from rhapsody.core.session.records import TodoItem
 from rhapsody.core.toolbox.protocol import TodoWritten, Tool, ToolContext, ToolOutcome
 from rhapsody.prompts import load
+from rhapsody.core.session import records as rec
 
 NOT_PLANNING = "Not in plan mode: there is no plan to exit. Carry on with the task."
 NO_HUMAN = ("No human can approve a plan here (headless): nothing was approved and the mode stays plan. "
@@ -43,7 +44,7 @@ class ExitPlan(Tool):
         if ctx.mode != "plan":
             return ToolOutcome(NOT_PLANNING, is_error=True)
         if ctx.reviewer is None:
-            return ToolOutcome(NO_HUMAN, is_error=True, facts={"plan": args.plan, "plan_verdict": "unanswered"})
+            return ToolOutcome(NO_HUMAN, is_error=True, facts=rec.PlanFacts(plan=args.plan, plan_verdict="unanswered"))
         review = await ctx.reviewer(args.plan)
         if not review.approved:
             return _rejected(args.plan, review.reason)
@@ -54,7 +55,7 @@ class ExitPlan(Tool):
         content = (f"The human approved the plan{' with edits' if edited else ''}; the permission mode is now "
                    f"{review.mode}. The approved plan follows in their message: carry it out.")
         return ToolOutcome(content, words=said, mode=review.mode,
-                           facts={"plan": plan, "plan_verdict": "approved", "plan_edited": edited})
+                           facts=rec.PlanFacts(plan=plan, plan_verdict="approved", plan_edited=edited))
 
 
 def _rejected(plan: str, reason: str) -> ToolOutcome:
@@ -63,7 +64,7 @@ def _rejected(plan: str, reason: str) -> ToolOutcome:
     why = "their reason follows in their own words" if given else "they gave no reason"
     return ToolOutcome(f"The human rejected the plan; {why}. Stay in plan mode: investigate what the reason "
                        "asks, then propose a revised plan with exit_plan.", is_error=True, words=given,
-                       facts={"plan": plan, "plan_verdict": "rejected"})
+                       facts=rec.PlanFacts(plan=plan, plan_verdict="rejected"))
 
 
 class TodoInput(BaseModel):
@@ -82,9 +83,9 @@ class TodoWrite(Tool):
     async def run(self, args: TodoInput, ctx: ToolContext) -> ToolOutcome:
         session = ctx.session
         before = todo.done(session.todos.items())
-        session.record("todo", items=[i.model_dump() for i in args.todos], at=len(session.conversation.messages),
-                       tool_use_id=ctx.call_id)
+        session.append(rec.Todo(items=list(args.todos), at=len(session.conversation.messages),
+                       tool_use_id=ctx.call_id))
         items = tuple(args.todos)
         text = "\n".join([f"Todo list saved: {todo.summary(items)}.", *todo.lines(items)])
-        facts = {"todo_completed": True} if todo.done(items) > before else {}
+        facts = rec.TodoFacts(todo_completed=True) if todo.done(items) > before else None
         return TodoWritten(text, facts=facts, items=items)

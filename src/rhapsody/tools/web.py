@@ -37,6 +37,7 @@ from rhapsody.core.toolbox.protocol import Tool, ToolContext, ToolFailure, ToolO
 from rhapsody.prompts import load
 from rhapsody.sandbox import procs
 from rhapsody.tools import web_page
+from rhapsody.core.session import records as rec
 
 if TYPE_CHECKING:  # imported where a fetch runs: the toolbox is built before the first request, on every start
     import httpx2
@@ -143,7 +144,6 @@ class WebFetch(Tool):
 
     async def _answer(self, url: str, response: httpx2.Response, cap: int) -> ToolOutcome:
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
-        facts = {"url": url, "status": response.status_code, "content_type": kind}
         if kind and not kind.startswith(TEXT_TYPES) and not kind.endswith(("+json", "+xml")):
             size = response.headers.get("content-length", "unknown")
             raise ToolFailure(f"{url} is not text ({kind}, {size} bytes): web_fetch reads text pages only")
@@ -156,7 +156,7 @@ class WebFetch(Tool):
             page = page[:cap]
         head = f"{url} ({response.status_code}, {kind or 'no content type'})\n\n"
         outcome = head + page + ("\n" + "\n".join(notes) if notes else "")
-        return ToolOutcome(outcome, is_error=response.status_code >= 400, facts={**facts, "chars": len(page)})
+        return ToolOutcome(outcome, is_error=response.status_code >= 400, facts=rec.WebFacts(url=url, status=response.status_code, content_type=kind, chars=len(page)))
 
 
 def checked(url: str) -> str:
@@ -222,10 +222,10 @@ def _elsewhere(url: str, target: str, rules: Rules) -> ToolOutcome:
     refused = fetch_refusal(rules, target)
     if refused is not None:
         return ToolOutcome(f"{url} redirects to {target}, which is not fetched: {refused.reason}", is_error=True,
-                           facts={"url": url, "redirect": target})
+                           facts=rec.WebFacts(url=url, redirect=target))
     return ToolOutcome(f"{url} redirects to another site: {target}\nFetch that address if you "
                        "still need it (the human is asked again for the new site).",
-                       facts={"url": url, "redirect": target})
+                       facts=rec.WebFacts(url=url, redirect=target))
 
 
 def _redirect(url: str, response: httpx2.Response) -> str | None:

@@ -373,7 +373,7 @@ def event_lines(event: ev.Event) -> list[Line]:
             asked = f" (server asked {event.asked:g} s)" if event.asked is not None and event.asked > event.delay else ""
             return [retry_line(event.attempt, event.delay, event.reason, asked)]
         case ev.ContextPruned():
-            return [cut_line(rec.Prune.model_validate(event.record))]
+            return [cut_line(event.record)]
         case ev.HandoffFailed():
             return [handoff_failed_line(event.reason)]
         case ev.Failed():
@@ -505,9 +505,9 @@ def print_event(event: ev.Event, out: TextIO) -> None:
             if event.kind == "text":
                 out.write("\n")
         case ev.SeamCommitted():
-            out.write(f"  {seam_line(rec.Seam.model_validate(event.record))}\n")
+            out.write(f"  {seam_line(event.record)}\n")
             if event.shelved:
-                out.write(plain(_other_lines(rec.Shelve.model_validate(event.shelved), Path("."), {}, set())[0]) + "\n")
+                out.write(plain(_other_lines(event.shelved, Path("."), {}, set())[0]) + "\n")
         case ev.HintDelivered():
             noun = "hint" if len(event.hint_ids) == 1 else "hints"
             out.write(f"  ✓ {noun} {', '.join(event.hint_ids)} delivered ({event.where})\n")
@@ -527,18 +527,17 @@ def plain(line: Line) -> str:
 # -- history -------------------------------------------------------------------------------
 
 
-def record_lines(records: list[dict[str, Any]], root: Path, session_id: str,
+def record_lines(records: Sequence[rec.Record], root: Path, session_id: str,
                  conversation: Conversation | None = None, approvals: bool = False) -> list[tuple[int, Line]]:
     """Every line of a recorded session, each with the index of the record it came from.
 
-    Each record is parsed into its type once. `conversation` is the session's own, folded from
+    The records are typed already (read once, never parsed again here). `conversation` is the session's own, folded from
     the same records (folded here when not given): it knows what the latest seam and the
     rolling cuts took out. `approvals`: also a line for each call the human allowed (an
     export; the app showed the question itself when it was asked).
     """
-    with collector_paused():  # tens of thousands of typed records and no cycles (see core/session/history.py)
-        typed = [rec.parse(record) for record in records]
-        return _typed_lines(typed, root, session_id, conversation or Conversation.of(typed), approvals)
+    with collector_paused():  # tens of thousands of lines and no cycles (see core/session/history.py)
+        return _typed_lines(records, root, session_id, conversation or Conversation.of(records), approvals)
 
 
 def _typed_lines(records: Sequence[rec.Record], root: Path, session_id: str,
@@ -547,7 +546,7 @@ def _typed_lines(records: Sequence[rec.Record], root: Path, session_id: str,
     hints = {r.id: r.text for r in records if isinstance(r, rec.Hint)}
     delivered: dict[int | None, list[tuple[str, str, str]]] = {}
     for r in records:
-        if isinstance(r, rec.HintDelivered):
+        if isinstance(r, rec.HintsDelivered):
             delivered.setdefault(r.message_seq, []).extend((i, hints.get(i, ""), r.where) for i in r.ids)
     landed = {i for d in delivered.values() for i, _, _ in d}
     calls = _call_views(records, parsed)
@@ -555,7 +554,7 @@ def _typed_lines(records: Sequence[rec.Record], root: Path, session_id: str,
     index = 0
     for n, record in enumerate(records):
         match record:
-            case rec.Message():
+            case rec.MessageAdded():
                 lines = _message_lines(parsed[index], delivered.get(record.seq, []), calls, session_id,
                                        index < boundary, pruned)
                 if index in conversation.abandoned:
@@ -581,9 +580,9 @@ def rewound_lines(lines: list[Line]) -> list[Line]:
 def rewind_line(record: rec.Rewind | rec.Restore) -> Line:
     """A `rewind` record (the conversation went back) or a finished `restore` (files went back)."""
     if isinstance(record, rec.Rewind):
-        return Line("notice", f"↶ conversation rewound to before › {one_line(str(_fact(record, 'text', '')), 120)}; "
+        return Line("notice", f"↶ conversation rewound to before › {one_line(record.text, 120)}; "
                               "what followed stays in the history (dimmed above) and in recall")
-    return Line("notice", f"↶ files restored to a checkpoint ({counted(int(_fact(record, 'changed', 0)), 'path')} changed)")
+    return Line("notice", f"↶ files restored to a checkpoint ({counted(record.changed or 0, 'path')} changed)")
 
 
 def _fact(record: rec.Record, name: str, default: Any) -> Any:
@@ -591,7 +590,7 @@ def _fact(record: rec.Record, name: str, default: Any) -> Any:
     return (record.model_extra or {}).get(name, default)
 
 
-def notice_line(record: rec.Notice) -> Line:
+def notice_line(record: rec.NoticeShown) -> Line:
     """A `notice` record: the slash command the human typed, a command's output, or a note of the app's own."""
     text = record.text
     if record.command:  # echoed above its output, so scrolling back tells which query gave which hits
@@ -623,7 +622,7 @@ def resumed_line(session_id: str, messages: int, last_ts: float) -> Line:
 
 def _other_lines(record: rec.Record, root: Path, hints: dict[str, str], landed: set[str]) -> list[Line]:
     match record:  # the kinds a history holds most of come first: each case is an isinstance check
-        case rec.Request() | rec.Usage() | rec.ToolRun():
+        case rec.RequestMade() | rec.UsageRecorded() | rec.ToolRun():
             return []
         case rec.Seam():
             return [seam_entry(record, root)]
@@ -633,17 +632,17 @@ def _other_lines(record: rec.Record, root: Path, hints: dict[str, str], landed: 
             return [cut_line(record)]
         case rec.Violation():
             return [violation_line(record.name, record.words, record.required)]
-        case rec.Interrupted():
+        case rec.TurnInterrupted():
             return [Line("interrupted", INTERRUPTED_TEXT)]
         case rec.Retry():
             return [retry_line(record.attempt, record.delay, record.reason)]
-        case rec.HandoffFailed():
+        case rec.HandoffAbandoned():
             from rhapsody.core.session.handoff_state import failed_reason
 
             return [handoff_failed_line(failed_reason(record.reason))]
         case rec.Error():
             return [error_line(record.message)]
-        case rec.Notice():
+        case rec.NoticeShown():
             return [notice_line(record)]
         case rec.Rewind():
             return [rewind_line(record)]
@@ -666,10 +665,10 @@ def _other_lines(record: rec.Record, root: Path, hints: dict[str, str], landed: 
             from rhapsody.core.session.shelf import one_line
 
             return [Line("notice", f"! {one_line(record.seams, record.messages, record.before_tokens - record.after_tokens)}")]
-        case (rec.Session() | rec.Message() | rec.HintDelivered()
+        case (rec.SessionStarted() | rec.MessageAdded() | rec.HintsDelivered()
               | rec.Permission() | rec.PermissionMode() | rec.Denial() | rec.MemoryReminder() | rec.Handoff()
-              | rec.HandoffAsked() | rec.SeamTokens() | rec.ThinkingCut() | rec.SeamNote() | rec.Model() | rec.Tools()
-              | rec.Resumed() | rec.Hook() | rec.Checkpoint() | rec.Aside() | rec.Limit() | rec.Other()):
+              | rec.LegacyHandoffAsked() | rec.SeamTokens() | rec.ThinkingCut() | rec.SeamNote() | rec.ModelSwitched() | rec.Tools()
+              | rec.Resumed() | rec.Hook() | rec.Checkpoint() | rec.KeptAside() | rec.Limit() | rec.Other()):
             return []  # no line of their own (messages, resumes and approvals are drawn by `_typed_lines`)
         case _:
             assert_never(record)
@@ -688,7 +687,7 @@ def imported_line(record: rec.Import | rec.Compaction) -> Line:
 
 def _call_views(records: Sequence[rec.Record], parsed: list[Message]) -> dict[str, ToolView]:
     runs = {r.tool_use_id: r for r in records if isinstance(r, rec.ToolRun)}
-    interrupted = {i for r in records if isinstance(r, rec.Interrupted) for i in r.open}
+    interrupted = {i for r in records if isinstance(r, rec.TurnInterrupted) for i in r.open}
     unrun = {r.tool_use_id for r in records if isinstance(r, rec.Violation)}
     results = {b.tool_use_id: b for m in parsed if m.role == "user" for b in m.content if isinstance(b, ToolResultBlock)}
     views: dict[str, ToolView] = {}
@@ -706,9 +705,9 @@ def _call_view(call: ToolUseBlock, run: rec.ToolRun | None, result: ToolResultBl
         state = "interrupted" if interrupted or result is None or result.is_error else "ok"
         return ToolView(call, state, 0, None, output)
     if run.refused:
-        return ToolView(call, "denied", 0, None, run.refused, proposed=str(_fact(run, "proposed_diff", None) or ""))
+        return ToolView(call, "denied", 0, None, run.refused, proposed=run.proposed_diff or "")
     state = _state(bool(result and result.is_error), run.exit_code)
-    return ToolView(call, state, run.duration_ms, run.exit_code, with_diff(output, str(_fact(run, "diff", None) or "")))
+    return ToolView(call, state, run.duration_ms, run.exit_code, with_diff(output, run.diff or ""))
 
 
 def _message_lines(message: Message, hints: list[tuple[str, str, str]], calls: dict[str, ToolView],
@@ -747,12 +746,10 @@ def harness_line(text: str) -> Line:
     return Line("harness", f"⚙ {one_line(text, 240)}", body=text)
 
 
-def full_result(records: list[dict[str, Any]], tool_use_id: str) -> str | None:
+def full_result(records: Sequence[rec.Record], tool_use_id: str) -> str | None:
     """The whole result of one call as the history holds it."""
-    for record in records:
-        if record["kind"] != "message" or record.get("role") != "user":
-            continue
-        for block in record.get("content", []):
-            if isinstance(block, dict) and block.get("tool_use_id") == tool_use_id:
-                return ToolResultBlock.model_validate(block).text()
+    for record in rec.of(records, rec.MessageAdded):
+        for block in record.content if record.role == "user" else []:
+            if isinstance(block, ToolResultBlock) and block.tool_use_id == tool_use_id:
+                return block.text()
     return None

@@ -4,6 +4,7 @@ refused, never carried along as a free string."""
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dumped
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,7 @@ def test_permissions_switches_only_to_a_mode_it_knows(stub: Stub, project: Path)
     assert refused.error and "unknown mode Yolo" in refused.text and agent.toolbox.permission_mode == "ask"
     run_command(agent, "/permissions read-only")
     assert agent.toolbox.permission_mode == "read-only"
-    assert [r["mode"] for r in agent.session.records if r["kind"] == "permission_mode"] == ["read-only"]
+    assert [r["mode"] for r in dumped(agent.session.records) if r["kind"] == "permission_mode"] == ["read-only"]
     assert [mode_named(m) for m in (*MODES, "YOLO", "", None)] == [*MODES, None, None, None]
 
 

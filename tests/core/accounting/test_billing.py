@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dumped
 import json
 from pathlib import Path
 from typing import Any
@@ -123,7 +124,7 @@ async def test_stats_labels_the_context_cut_apart_from_the_api_input(
     from rhapsody.core.session.records import Seam
     from rhapsody.view import render
 
-    seam = next(r for r in wiring.session.records if r["kind"] == "seam")
+    seam = next(r for r in dumped(wiring.session.records) if r["kind"] == "seam")
     shown = render.seam_line(Seam.model_validate(seam)).split("context ", 1)[1].split(" tokens", 1)[0]  # "~A → ~B", as the divider says
     assert shown in out
 

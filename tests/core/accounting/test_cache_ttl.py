@@ -3,6 +3,8 @@ in the request records, and the status bar saying when the cache has gone cold."
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import parsed
+from rhapsody.core.session.records import dumped
 import time
 from pathlib import Path
 from typing import Any
@@ -44,9 +46,9 @@ def test_the_rule_prices_both_lifetimes_over_the_requests_so_far() -> None:
 
 
 def test_cold_means_past_the_lifetime_the_last_request_was_sent_with() -> None:
-    five = figures([{"kind": "request", "ts": 1000.0}])
+    five = figures(parsed([{"kind": "request", "ts": 1000.0}]))
     assert not five.cache_cold(1299.0) and five.cache_cold(1301.0)
-    assert not figures([{"kind": "request", "ts": 1000.0, "cache_ttl": "1h"}]).cache_cold(1301.0)
+    assert not figures(parsed([{"kind": "request", "ts": 1000.0, "cache_ttl": "1h"}])).cache_cold(1301.0)
     assert not figures([]).cache_cold(5000.0)
 
 
@@ -70,7 +72,7 @@ async def test_a_steady_session_keeps_the_5_minute_cache_and_a_setting_fixes_the
     wiring = stub.wire(project)
     await collect(wiring.agent.run("print a marker"))
     assert all("ttl" not in c for b in stub.bodies() for c in controls(b)) and len(stub.bodies()) == 2
-    assert not any("cache_ttl" in r for r in wiring.session.records if r["kind"] == "request")
+    assert not any("cache_ttl" in r for r in dumped(wiring.session.records) if r["kind"] == "request")
     stub.server.requests.clear()
     stub.script(say("Hello."))
     fixed = stub.wire(project, cache_ttl="1h")
@@ -93,7 +95,7 @@ async def test_the_status_bar_says_when_the_cache_has_gone_cold(stub: Stub, proj
         await wait_idle(pilot)
         status = str(app.query_one("#status").render())
         assert "cache cold" not in status and "cache " in status
-    assert time.time() - wiring.session.records[-1]["ts"] < 60
+    assert time.time() - dumped(wiring.session.records)[-1]["ts"] < 60
 
 
 def test_the_cache_model_keeps_a_1_hour_entry_past_five_minutes_and_bills_its_write_at_2x() -> None:

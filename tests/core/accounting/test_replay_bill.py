@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import parsed
 import json
 import subprocess
 from pathlib import Path
@@ -92,9 +93,9 @@ def test_the_replay_as_it_happened_reproduces_the_bill_request_by_request(projec
     # the replay, request by request: a cache per model, each entry living for its own TTL
     history = next((project / ".rhapsody" / "history").glob("*.jsonl"))
     records = read_history(history).records
-    sent = billing.replay(records)
+    sent = billing.replay(parsed(records))
     assert [s.model for s in sent] == models
-    splits = billing.bill(sent, billing.fit(records))
+    splits = billing.bill(sent, billing.fit(parsed(records)))
     assert [s.read == 0 for s in splits] == [True, False, True, True, False]  # Haiku's first; cold after the pause
     assert [s.write_1h > 0 for s in splits] == [True, True, False, False, True]
     assert [s.write_5m > 0 for s in splits] == [False, False, True, True, False]

@@ -3,6 +3,7 @@ and the status bar's figure."""
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dumped
 import asyncio
 from pathlib import Path
 
@@ -60,7 +61,7 @@ async def test_the_note_cost_comes_from_this_sessions_notes_then_the_projects(st
     await collect(wiring.agent.run("print a marker"))
     wiring.agent.request_handoff()
     await collect(wiring.agent.run())
-    seam = next(r for r in wiring.session.records if r["kind"] == "seam")
+    seam = next(r for r in dumped(wiring.session.records) if r["kind"] == "seam")
     await collect(wiring.agent.run("another"))
     worth = of_session(wiring.session)
     assert worth.adds == seam["before"]["est_tokens"] - seam["asked_est_tokens"]  # what the divider said it added
@@ -99,4 +100,4 @@ async def test_plain_mode_asks_y_n_and_no_leaves_the_context_as_it_is(stub: Stub
         pipe.send_text("/quit\r")
         assert await asyncio.wait_for(task, 10) == 0
     assert wiring.session.handoff.phase == Phase.IDLE and len(stub.bodies()) == 2
-    assert not any(r["kind"] == "seam" for r in wiring.session.records)
+    assert not any(r["kind"] == "seam" for r in dumped(wiring.session.records))

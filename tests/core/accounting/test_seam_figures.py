@@ -3,6 +3,7 @@ handoff was wanted is the context it was asked in, not the note's cost; the note
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dumped
 import json
 from pathlib import Path
 
@@ -28,7 +29,7 @@ async def test_output_that_ran_while_the_handoff_was_wanted_is_not_counted_as_wh
         if isinstance(event, ToolStarted) and "2222" in str(event.call.input.get("command")):
             wiring.agent.request_handoff()  # pressed while the 16,000-character output is being made
     session = wiring.session
-    seam = next(r for r in session.records if r["kind"] == "seam")
+    seam = next(r for r in dumped(session.records) if r["kind"] == "seam")
     added = seam["before"]["est_tokens"] - seam["asked_est_tokens"]
     # By hand: the context just before the seam, less the handoff's own part (the ask text that followed the
     # block's result, the note call and its result, the agent's closing line).

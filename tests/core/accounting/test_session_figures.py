@@ -3,6 +3,7 @@ each request priced at the model that served it, across a `/model` switch."""
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dumped
 import dataclasses
 import io
 import json
@@ -33,7 +34,7 @@ async def test_a_model_switch_leaves_every_cost_figure_equal_and_the_limit_count
     await collect(wiring.agent.run("a long question " * 400))
     session.switch_model(CHEAP)
     await collect(wiring.agent.run("and a short one"))
-    usages = [r for r in session.records if r["kind"] == "usage"]
+    usages = [r for r in dumped(session.records) if r["kind"] == "usage"]
     assert len(usages) == 2
     by_hand = cost(EXPENSIVE, usages[0]) + cost(CHEAP, usages[1])
     at_current = cost(CHEAP, {k: usages[0][k] + usages[1][k] for k in session.figures.usage})
@@ -43,7 +44,7 @@ async def test_a_model_switch_leaves_every_cost_figure_equal_and_the_limit_count
     assert session.figures.cost == pytest.approx(by_hand)
     assert shown in status_line(session.figures, session, "", "idle", 200)
     assert f"cost {shown}" in stats_text(session)
-    assert result_event(wiring.agent, 0, [rec.parse(r) for r in session.records])["cost_usd"] == pytest.approx(by_hand, abs=1e-6)
+    assert result_event(wiring.agent, 0, session.records)["cost_usd"] == pytest.approx(by_hand, abs=1e-6)
     print_stats(project, session.id, as_json=True)
     assert json.loads(capsys.readouterr().out)["cost_usd"] == pytest.approx(by_hand, abs=1e-6)
 
@@ -53,6 +54,6 @@ async def test_a_model_switch_leaves_every_cost_figure_equal_and_the_limit_count
     err = io.StringIO()
     assert await run_headless(wiring.agent, "a third", out=io.StringIO(), err=err) == 3
     assert len(stub.bodies()) == 2
-    recorded = [r for r in session.records if r["kind"] == "limit"]
+    recorded = [r for r in dumped(session.records) if r["kind"] == "limit"]
     assert recorded and recorded[-1]["value"] == pytest.approx(by_hand, abs=1e-4)
     assert f"${by_hand:.4f} spent" in err.getvalue()

@@ -3,6 +3,7 @@ session and against the issue's bar on a long imported one."""
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import parsed
 import json
 import subprocess
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from rhapsody.core.accounting import whatif
-from rhapsody.core.accounting.whatif import NoteCost, Policy, calibrate, note_cost, parse_policy, run
+from rhapsody.core.accounting.whatif import NoteCost, SeamPolicy, calibrate, note_cost, parse_policy, run
 
 from tests import launch
 from tests.transcripts import claude_session, claude_session_1m, codex_rollout, dump
@@ -54,9 +55,9 @@ NOTE = NoteCost(added=30, output=10, basis="test")
 
 def arm(policy: str | None) -> whatif.Arm:
     records = small_session()
-    fit = calibrate(records, 0.1)
+    fit = calibrate(parsed(records), 0.1)
     assert fit.scale == 1.0 and len(fit.head) == 2
-    return run(records, parse_policy(policy) if policy else None, NOTE, 1000, 0.1, fit)
+    return run(parsed(records), parse_policy(policy) if policy else None, NOTE, 1000, 0.1, fit)
 
 
 def test_without_seams_matches_the_cache_model_by_hand() -> None:
@@ -89,7 +90,7 @@ def test_thresholds_place_the_seam_before_the_first_request_that_reaches_them() 
 
 def test_as_it_happened_prices_the_reported_usage() -> None:
     records = small_session()
-    happened = whatif.as_happened(records, 0.1, calibrate(records, 0.1))
+    happened = whatif.as_happened(parsed(records), 0.1, calibrate(parsed(records), 0.1))
     assert (happened.requests, happened.input_tokens, happened.billed_input_tokens) == (3, 924, round(924 * 1.25))
 
 
@@ -97,21 +98,21 @@ def test_as_it_happened_prices_the_reported_usage() -> None:
 def test_a_policy_that_is_not_one_is_refused(text: str) -> None:
     with pytest.raises(ValueError, match="expected every=N"):
         parse_policy(text)
-    assert parse_policy("share=0.6") == Policy("share", 0.6)
+    assert parse_policy("share=0.6") == SeamPolicy("share", 0.6)
 
 
 def test_note_cost_comes_from_the_notes_the_project_wrote_else_a_stated_default() -> None:
-    seam = {"kind": "seam", "before": {"est_tokens": 5000}, "asked_est_tokens": 3800}
+    seam = {"kind": "seam", "boundary": 1, "before": {"est_tokens": 5000}, "after": {}, "asked_est_tokens": 3800}
     call = {"type": "tool_use", "id": "x", "name": "micro_handoff", "input": {"done": ["a" * 387]}}  # 13 + 387 = 400
     note = {"kind": "message", "role": "assistant", "content": [call]}
     result = {"kind": "message", "role": "user",  # the block: 53 + 747 = 800 characters
               "content": [{"type": "tool_result", "tool_use_id": "x", "content": "n" * 747}]}
-    found = note_cost([[seam, note, result], [{**seam, "asked_est_tokens": 4000}]])
+    found = note_cost([parsed([seam, note, result]), parsed([{**seam, "asked_est_tokens": 4000}])])
     assert (found.added, found.output) == (1100, 100) and "from 2 seam(s) that measured it" in found.basis
-    older = note_cost([[note, result]])  # a seam written before asked_est_tokens: the pair that stays is measured
+    older = note_cost([parsed([note, result])])  # a seam written before asked_est_tokens: the pair that stays is measured
     call_tokens = -(-len(json.dumps(call, separators=(",", ":"))) // 4)
     assert (older.added, older.output) == (call_tokens + 200, 100) and "the call and its result" in older.basis
-    default = note_cost([[note]])
+    default = note_cost([parsed([note])])
     assert default.added == whatif.DEFAULT_NOTE_ADDED and "default" in default.basis
 
 

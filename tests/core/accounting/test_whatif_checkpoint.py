@@ -3,6 +3,8 @@ share as the net) on an imported session with long human pauses, commits and tes
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import parse
+from rhapsody.core.session.records import parsed
 import json
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,7 @@ def boundary_requests(records: list[dict[str, Any]]) -> set[float]:
             if seen:
                 times.add(float(record["ts"]))
             seen = False
-        elif fold.see(record) is not None:
+        elif fold.see(parse(record)) is not None:
             seen = True
     return times
 
@@ -40,8 +42,9 @@ def boundary_requests(records: list[dict[str, Any]]) -> set[float]:
 def test_checkpoint_seams_fall_only_at_boundaries_and_bill_less_than_every_fixed_count(
         project: Path, tmp_path: Path) -> None:
     records = imported(project, tmp_path, claude_paused_session(turns=6, calls=20))
-    fit = calibrate(records, 0.1)
-    sent, seams, _ = whatif._plan(records, parse_policy("checkpoint"), whatif.note_cost([records]), 200_000, fit, 0.1)
+    fit = calibrate(parsed(records), 0.1)
+    sent, seams, _ = whatif._plan(parsed(records), parse_policy("checkpoint"), whatif.note_cost([parsed(records)]),
+                                  200_000, fit, 0.1)
     asked = [s.ts for s, nxt in zip(sent, sent[1:]) if nxt.ts == s.ts + 1]  # a seam's two requests: ts, ts + 1
     assert seams == len(asked) >= 3
     assert set(asked) <= boundary_requests(records)  # never mid-task
@@ -58,9 +61,9 @@ def test_checkpoint_seams_fall_only_at_boundaries_and_bill_less_than_every_fixed
 
 def test_a_session_without_boundaries_gets_only_the_net(project: Path, tmp_path: Path) -> None:
     records = imported(project, tmp_path, claude_session(200))  # one prompt, 200 calls, no commit or test run
-    fit = calibrate(records, 0.1)
-    check = whatif.run(records, parse_policy("checkpoint"), NOTE, 200_000, 0.1, fit)
-    share = whatif.run(records, parse_policy("share=0.4"), NOTE, 200_000, 0.1, fit)
+    fit = calibrate(parsed(records), 0.1)
+    check = whatif.run(parsed(records), parse_policy("checkpoint"), NOTE, 200_000, 0.1, fit)
+    share = whatif.run(parsed(records), parse_policy("share=0.4"), NOTE, 200_000, 0.1, fit)
     assert check.seams == share.seams >= 1 and check.billed_input_tokens == share.billed_input_tokens
     assert parse_policy("checkpoint=0.6").label == "checkpoint=0.6"
 
@@ -91,7 +94,7 @@ def test_a_turn_end_right_after_a_large_result_does_not_seam_for_requests_that_n
     than it saved. The horizon counts what the traffic has already been carried (about 2 requests' worth:
     the read one request ago, the one-line results for their share), so the seam waits; on the old code this
     replay places one seam and bills more than no seams."""
-    records = imported(project, tmp_path, a_large_result_then_the_end())
+    records = parsed(imported(project, tmp_path, a_large_result_then_the_end()))
     fit = calibrate(records, 0.1)
     note = whatif.note_cost([records])
     none = whatif.run(records, None, note, 200_000, 0.1, fit)

@@ -4,6 +4,7 @@ results; and on a long imported session, through the command."""
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import parsed
 import json
 from pathlib import Path
 from typing import Any
@@ -27,14 +28,14 @@ def test_own_prompt_replaces_the_head_in_every_request_and_nothing_else() -> Non
     # A 400-character system prompt: its text block list is 427 characters (107 tokens) against the empty one's
     # 27 (7), so every request carries 100 tokens more; priced by hand like test_whatif's.
     records = small_session()
-    fit = calibrate(records, 0.1)
+    fit = calibrate(parsed(records), 0.1)
     own = prompt_head("s" * 400, [])
     extra = sum(whatif.tokens(p) for p in own) - sum(whatif.tokens(p) for p in fit.head)
     assert extra == 100
     # r1: 208 written (×1.25) = 260; r2: 208 read + 200 written = 270.8; r3: 408 read + 200 written = 290.8
-    base = run(records, None, NOTE, 1000, 0.1, fit, own)
+    base = run(parsed(records), None, NOTE, 1000, 0.1, fit, own)
     assert base.input_tokens == 924 + 3 * extra and base.billed_input_tokens == round(260 + 270.8 + 290.8) == 822
-    assert run(records, None, NOTE, 1000, 0.1, fit).billed_input_tokens == 677  # the source's prefix, unchanged
+    assert run(parsed(records), None, NOTE, 1000, 0.1, fit).billed_input_tokens == 677  # the source's prefix, unchanged
 
 
 def with_compaction() -> list[dict[str, Any]]:
@@ -53,20 +54,20 @@ def test_the_source_compaction_row_prices_the_summarising_request_and_its_summar
     # r1 135, r2 260.8; the compaction's own request over [m0 m1 m2] (308, all read) 30.8, its summary (the
     # content's 373 characters: 94 output tokens); r3 over [S m3 m4] (308: the head read, 300 written) 375.8.
     records = with_compaction()
-    arm = compaction_arm(records, 0.1, calibrate(records, 0.1))
+    arm = compaction_arm(parsed(records), 0.1, calibrate(parsed(records), 0.1))
     assert (arm.requests, arm.seams, arm.note_output_tokens) == (4, 1, 94)
     assert arm.billed_input_tokens == round(135 + 260.8 + 30.8 + 375.8) == 802
 
 
 def test_a_seam_row_compacts_only_where_its_context_grew_as_large_and_seams_there_instead() -> None:
     records = with_compaction()
-    fit = calibrate(records, 0.1)
+    fit = calibrate(parsed(records), 0.1)
     assert fit.compacted_at == {next(r["seq"] for r in records if r["kind"] == "compaction"): 308}
     # every=5 is never due by its count (2 calls); the compaction point is reached (308 ≥ 308): a seam before r3
     # instead of the source's cut and without its summary: asked over [m0..m4] 508, answered 592, r3 [m0 A U] 192.
-    arm = run(records, parse_policy("every=5"), NOTE, 1000, 0.1, fit)
+    arm = run(parsed(records), parse_policy("every=5"), NOTE, 1000, 0.1, fit)
     assert arm.seams == 1 and arm.peak_context == 592 and arm.requests == 5
-    base = run(records, None, NOTE, 1000, 0.1, fit)  # without seams the source's cut stands: r3 over [S m3 m4]
+    base = run(parsed(records), None, NOTE, 1000, 0.1, fit)  # without seams the source's cut stands: r3 over [S m3 m4]
     assert base.seams == 0 and base.peak_context == 308
 
 
@@ -74,15 +75,15 @@ def test_clearing_replaces_all_but_the_newest_results_once_a_request_reaches_the
     # Clearing(trigger=300, keep=1): r1 (108) is under it; r2 (308) keeps its only result; r3 (508) clears t1:
     # m2 becomes the placeholder result; head + m0 read (cached by r1), the rest written.
     records = small_session()
-    fit = calibrate(records, 0.1)
+    fit = calibrate(parsed(records), 0.1)
     cleared = _tokens(compact_json({"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "t1", "content": PLACEHOLDER}]}))
-    arm = clearing_arm(records, 0.1, fit, Clearing(trigger=300, keep=1))
+    arm = clearing_arm(parsed(records), 0.1, fit, Clearing(trigger=300, keep=1))
     assert arm.input_tokens == 108 + 308 + 408 + cleared
     assert arm.billed_input_tokens == round(135 + 260.8 + 10.8 + (100 + cleared + 200) * 1.25)
     assert arm.peak_context == 408 + cleared < 508
-    untouched = clearing_arm(records, 0.1, fit, Clearing(trigger=10_000, keep=1))
-    assert untouched.billed_input_tokens == run(records, None, NOTE, 1000, 0.1, fit).billed_input_tokens
+    untouched = clearing_arm(parsed(records), 0.1, fit, Clearing(trigger=10_000, keep=1))
+    assert untouched.billed_input_tokens == run(parsed(records), None, NOTE, 1000, 0.1, fit).billed_input_tokens
 
 
 def test_what_if_shows_rhapsodys_own_prompt_and_the_two_alternatives_beside_the_seams(project: Path,
@@ -128,9 +129,9 @@ def words_session(calls: int) -> list[dict[str, Any]]:
 
 def test_a_seam_row_moves_the_oldest_words_out_as_rhapsody_would_once_a_seam_leaves_half_the_window() -> None:
     records = words_session(12)
-    fit = calibrate(records, 0.1)
-    unbounded = run(records, parse_policy("every=1"), NOTE, None, 0.1, fit)  # no window known: nothing moves
-    held = run(records, parse_policy("every=1"), NOTE, 2000, 0.1, fit)
+    fit = calibrate(parsed(records), 0.1)
+    unbounded = run(parsed(records), parse_policy("every=1"), NOTE, None, 0.1, fit)  # no window known: nothing moves
+    held = run(parsed(records), parse_policy("every=1"), NOTE, 2000, 0.1, fit)
     assert unbounded.shelves == 0 and held.shelves >= 1
     assert held.peak_context < unbounded.peak_context and held.seams == unbounded.seams
     assert held.peak_context <= 2000  # what the seams keep never outgrows the window
@@ -146,14 +147,14 @@ def test_own_prompt_replaces_every_models_prefix(project: Path, tmp_path: Path) 
     source, _ = session(tmp_path)
     assert rhapsody("import", str(source), cwd=project).returncode == 0
     records = read_history(next((project / ".rhapsody" / "history").glob("*.jsonl"))).records
-    fit = calibrate(records)
+    fit = calibrate(parsed(records))
     weight = {m: sum(whatif.tokens(p) for p in fit.head_of(m)) for m in (OPUS, HAIKU)}
     assert weight[OPUS] > weight[HAIKU] + 10_000  # two prefixes, one per model
     own = prompt_head("s" * 4000, [])
     mine = sum(whatif.tokens(p) for p in own)
     assert all(fit.own(own).head_of(m) is own for m in (OPUS, HAIKU))
-    base, swapped = run(records, None, NOTE, None, None, fit), run(records, None, NOTE, None, None, fit, own)
-    assert len(replay(records)) == base.requests == swapped.requests == len(PLAN)
+    base, swapped = run(parsed(records), None, NOTE, None, None, fit), run(parsed(records), None, NOTE, None, None, fit, own)
+    assert len(replay(parsed(records))) == base.requests == swapped.requests == len(PLAN)
     expected = base.input_tokens - fit.scale * sum(weight[m] - mine for m, _ in PLAN)
     assert abs(swapped.input_tokens - expected) <= 2
     assert swapped.input_usd is not None and base.input_usd is not None and swapped.input_usd < base.input_usd

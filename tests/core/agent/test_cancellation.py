@@ -9,6 +9,7 @@ which enforces the Messages API's rules.
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dumped
 import asyncio
 import threading
 from collections.abc import Callable
@@ -104,7 +105,7 @@ async def test_a_turn_cancelled_anywhere_ends_with_interrupted_and_a_valid_histo
 
     last = events[-1]
     assert isinstance(last, Interrupted) and last.during == point.during and not agent.busy
-    written = [r for r in wiring.session.records if r["kind"] not in ("checkpoint", "checkpoint_failed")]
+    written = [r for r in dumped(wiring.session.records) if r["kind"] not in ("checkpoint", "checkpoint_failed")]
     assert written[-1]["kind"] == "interrupted" and written[-1]["during"] == point.during
     assert written[-1].get("open", []) == list(last.open_calls) and written[-1]["partial_text"] == last.partial_text
     assert [r["kind"] for r in written].count("interrupted") == 1

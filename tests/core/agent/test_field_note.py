@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from rhapsody.core.last_failure import failed_tests, last_failure
+from rhapsody.core.session.records import ToolRun
 from rhapsody.loopback.script import call, say
 
 from tests.conftest import Stub, collect
@@ -66,8 +67,8 @@ def test_failed_test_names_from_common_runners_are_bounded() -> None:
 
 
 def test_no_failure_means_no_section_and_a_later_success_is_said() -> None:
-    ok = {"kind": "tool_run", "tool_use_id": "a", "command": "make", "exit_code": 0}
+    ok = ToolRun(tool_use_id="a", name="bash", command="make", exit_code=0)
     assert last_failure([ok], {"a": "fine"}) == ""
-    bad = {"kind": "tool_run", "tool_use_id": "b", "command": "make", "exit_code": 2}
-    text = last_failure([bad, {**ok, "tool_use_id": "c"}], {"b": "x\n```\ny ```` z\n"})
+    bad = ToolRun(tool_use_id="b", name="bash", command="make", exit_code=2)
+    text = last_failure([bad, ok.model_copy(update={"tool_use_id": "c"})], {"b": "x\n```\ny ```` z\n"})
     assert "(a later run of the same command succeeded)" in text and "`````\nx\n```\ny ```` z\n`````" in text

@@ -15,6 +15,7 @@ from rhapsody.core.agent import ops
 from rhapsody.core.toolbox.approval import HumanApprover
 from rhapsody.core.events import (ApprovalAsked, Event, HintDelivered, Idle, Interrupted, SeamCommitted,
                                   ShellRan, ToolStarted)
+from rhapsody.core.session import records as rec
 from rhapsody.core.session.history import read_history
 from rhapsody.core.agent.loop import Agent
 from rhapsody.loopback.script import call, say
@@ -137,7 +138,7 @@ async def test_a_handoff_requested_when_idle_runs_its_turn_and_undo_puts_it_back
     assert asked.ok and asked.text == "micro-handoff requested"
     assert [e for e in seen if isinstance(e, SeamCommitted)]
     undone = agent.submit(ops.UndoHandoff())
-    assert undone.ok and undone.reload and undone.record is not None and undone.record["kind"] == "unseam"
+    assert undone.ok and undone.reload and isinstance(undone.record, rec.Unseam)
     assert kinds(agent)[-1] == "unseam"
     assert not agent.submit(ops.UndoHandoff()).ok  # nothing more to undo
 
@@ -157,7 +158,7 @@ async def test_a_shell_command_runs_sandboxed_and_is_queued_as_the_humans_words(
     seen = await until_idle(agent)
     ran = [e for e in seen if isinstance(e, ShellRan)]
     assert ran and ran[0].exit_code == 0 and "hello-from-the-human" in ran[0].output
-    assert [h.id for h in agent.session.take_hints(("queue",))] == [ran[0].hint_id]
+    assert [h.id for h in agent.session.pending_hints(("queue",))] == [ran[0].hint_id]
 
 
 def test_an_op_parses_from_json_by_its_kind_and_refuses_what_it_does_not_know() -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from rhapsody.config.settings import Settings
 from rhapsody.core.events import HintDelivered, SubagentEnded, SubagentStarted, SubagentStep, ToolFinished, ToolStarted
+from rhapsody.core.session import records as rec
 from rhapsody.core.session.history import read_history
 from rhapsody.core.session.session import Session
 from rhapsody.core.toolbox.approval import Approval
@@ -62,9 +63,9 @@ async def test_the_parent_gets_the_final_text_and_what_it_touched_never_the_traf
     assert [(e.status) for e in events if isinstance(e, SubagentEnded)] == ["done"]
     child = history(project, started.session)
     assert child[0]["parent"] == {"session": wiring.session.id, "tool_use_id": sent[0]["id"], "subagent": "sa1"}
-    links = [r for r in wiring.session.records if r["kind"] == "subagent"]
-    assert [r["state"] for r in links] == ["started", "done"] and links[1]["session"] == started.session
-    assert links[1]["tool_calls"] == 1 and links[1]["kept_out_tokens"] > 0 and links[1]["usage"]["output_tokens"] > 0
+    links = list(rec.of(wiring.session.records, rec.Subagent))
+    assert [r.state for r in links] == ["started", "done"] and links[1].session == started.session
+    assert links[1].tool_calls == 1 and links[1].kept_out_tokens > 0 and links[1].usage["output_tokens"] > 0
 
 
 
@@ -104,7 +105,7 @@ async def test_a_hint_typed_while_it_runs_reaches_the_sub_agent_not_the_parent(s
     assert hint not in json.dumps(parent_next)
     receipt = next(e for e in events if isinstance(e, HintDelivered))
     assert receipt.hint_ids == (typed.id,) and receipt.where.startswith("to sub-agent sa1")
-    assert not [r for r in wiring.session.records if r["kind"] == "hint"]  # it is the sub-agent's, in its history
+    assert not list(rec.of(wiring.session.records, rec.Hint))  # it is the sub-agent's, in its history
 
 
 async def test_esc_stops_the_sub_agent_and_the_parent_result_says_so(stub: Stub, project: Path) -> None:
@@ -151,7 +152,7 @@ async def test_a_wider_mode_than_the_parents_is_refused(stub: Stub, project: Pat
     await collect(wiring.agent.run("is add right?"))
     result = stub.bodies()[1]["messages"][-1]["content"][0]
     assert result["is_error"] and "more permission than its parent (read-only)" in result["content"]
-    assert len(stub.bodies()) == 2 and not [r for r in wiring.session.records if r["kind"] == "subagent"]
+    assert len(stub.bodies()) == 2 and not list(rec.of(wiring.session.records, rec.Subagent))
 
 
 async def test_its_budget_stops_it_with_a_clear_note(stub: Stub, project: Path) -> None:
@@ -181,7 +182,7 @@ async def test_its_history_resumes_with_its_own_traffic_and_the_parents_without_
     parent = build(project, Settings(permission_mode="yolo"), stub.model(), None, resume=wiring.session.id)
     await collect(parent.agent.run("which file was it?"))
     assert "def add(a, b)" not in json.dumps(stub.bodies()[5])
-    assert [r["state"] for r in parent.session.records if r["kind"] == "subagent"] == ["started", "done"]
+    assert [r.state for r in rec.of(parent.session.records, rec.Subagent)] == ["started", "done"]
 
 
 async def test_read_only_sub_agents_called_together_run_at_the_same_time(stub: Stub, project: Path) -> None:
@@ -202,8 +203,7 @@ async def test_read_only_sub_agents_called_together_run_at_the_same_time(stub: S
     results = [b for b in traffic(stub.bodies()[-1]) if b["type"] == "tool_result"]
     calls = [b["id"] for b in traffic(stub.bodies()[-1]) if b["type"] == "tool_use"]
     assert [r["tool_use_id"] for r in results] == calls and all("Sub-agent sa" in r["content"] for r in results)
-    assert [r["state"] for r in wiring.session.records if r["kind"] == "subagent"] == ["started", "started",
-                                                                                       "done", "done"]
+    assert [r.state for r in rec.of(wiring.session.records, rec.Subagent)] == ["started", "started", "done", "done"]
 
 
 async def test_recall_finds_its_traffic_from_the_parent(stub: Stub, project: Path) -> None:
@@ -254,7 +254,7 @@ async def test_the_field_note_names_the_sub_agents_and_what_they_changed(stub: S
     await collect(wiring.agent.run("fix add"))
     wiring.agent.request_handoff()
     await collect(wiring.agent.run())
-    child = next(r["session"] for r in wiring.session.records if r["kind"] == "subagent")
+    child = next(r.session for r in rec.of(wiring.session.records, rec.Subagent))
     note = traffic(stub.bodies()[-1])[-1]["content"]
     assert f"- sub-agents (1): sa1 done (session {child}; changed app.py)" in note
     assert "- files written (0): none" in note  # the parent wrote nothing itself

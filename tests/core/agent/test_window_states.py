@@ -9,6 +9,8 @@ with no await between them, is tested by cutting the history there: tests/core/t
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dump
+from rhapsody.core.session.records import dumped
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,7 +45,7 @@ def resumed(stub: Stub, child: Child) -> Wiring:
     settings = Settings(permission_mode="yolo", sandbox=SANDBOX, handoff_at_share="off", thinking=not room)
     wiring = build(child.project, settings, stub.model(), None, resume=history.stem)
     assert validity_problems(wiring.session.messages()) == []
-    records = wiring.session.records
+    records = dumped(wiring.session.records)
     if room:  # the room was made before the kill: the oldest calls are out, the latest still in
         assert [r["kind"] for r in records].count("prune") == 1
         still = any(b.type == "tool_result" and "4444\n4444\n" in str(b.content) for m in wiring.session.messages()
@@ -63,7 +65,7 @@ async def test_killed_when_the_note_was_asked_over_the_room_made_resumes_asking_
     note["content"][-1]["id"] = "toolu_note_after_resume"  # this server's ids would start again at the pruned ones'
     stub.script(note, say("Note written."), say("Going on."))
     events = await collect(wiring.agent.run("go on"))
-    seams = [e.record for e in events if isinstance(e, SeamCommitted)]
+    seams = [dump(e.record) for e in events if isinstance(e, SeamCommitted)]
     assert len(seams) == 1 and seams[0]["note_path"] and seams[0]["after"]["tool_use"] == 1  # the note call stays
     assert isinstance(events[-1], TurnEnded) and validity_problems(wiring.session.messages()) == []
 
@@ -89,7 +91,7 @@ async def test_killed_after_the_seam_over_the_room_made_resumes_at_rest_and_goes
 
 
 def notes_attached(wiring: Wiring) -> list[int]:
-    return [r["seam"] for r in wiring.session.records if r["kind"] == "seam_note"]
+    return [r["seam"] for r in dumped(wiring.session.records) if r["kind"] == "seam_note"]
 
 
 async def test_killed_when_the_note_was_asked_resumes_asking_and_the_note_attaches_to_the_strip(

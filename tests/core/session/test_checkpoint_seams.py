@@ -4,6 +4,8 @@ next message), never mid-task, and a boundary where it does not pay passes."""
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import parse
+from rhapsody.core.session.records import dump, dumped
 import stat
 from pathlib import Path
 from typing import Any
@@ -38,8 +40,9 @@ def suite_run(n: int) -> dict[str, Any]:
     return call(f"Run {n}: I will run the test suite to see whether test_add passes yet.", "bash", command="./pytest -q")
 
 
-def wanted(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [r for r in records if r["kind"] == "handoff" and r.get("state") == "wanted"]
+def wanted(records: list[Any]) -> list[dict[str, Any]]:
+    dicts = [r if isinstance(r, dict) else dump(r) for r in records]
+    return [r for r in dicts if r["kind"] == "handoff" and r.get("state") == "wanted"]
 
 
 def asked_with(body: dict[str, Any]) -> list[str]:
@@ -56,7 +59,7 @@ async def test_the_seam_is_asked_when_tests_pass_after_failures_not_at_the_long_
                 say("All tests pass."))
     wiring = stub.wire(project, handoff_at_share="off")
     events = await collect(wiring.agent.run("make the tests pass"))
-    records = wiring.session.records
+    records = dumped(wiring.session.records)
     [want] = wanted(records)
     assert want["at"] == "tests_pass" and want["saves"] > want["costs"] > 0
     runs = [r for r in records if r["kind"] == "tool_run" and r["name"] == "bash"]
@@ -77,7 +80,7 @@ async def test_a_commit_that_does_not_pay_yet_passes_and_the_turn_end_after_more
                 say("Noted."))
     wiring = stub.wire(project, handoff_at_share="off")
     await collect(wiring.agent.run("read the blocks, committing as you go"))
-    records = wiring.session.records
+    records = dumped(wiring.session.records)
     committed = next(r for r in records if r["kind"] == "tool_run" and "git commit" in str(r.get("command")))
     assert committed["exit_code"] == 0
     [want] = wanted(records)
@@ -93,7 +96,7 @@ async def test_a_short_session_never_seams_at_its_boundaries(stub: Stub, project
     await collect(wiring.agent.run("print a marker"))
     await collect(wiring.agent.run("and again"))
     assert wanted(wiring.session.records) == [] and len(stub.bodies()) == 3
-    assert any(r["kind"] == "tool_run" for r in wiring.session.records)  # there was traffic to strip
+    assert any(r["kind"] == "tool_run" for r in dumped(wiring.session.records))  # there was traffic to strip
 
 
 async def test_the_human_message_is_a_boundary_when_the_turn_end_was_not_judged(stub: Stub, project: Path) -> None:
@@ -110,7 +113,7 @@ async def test_the_human_message_is_a_boundary_when_the_turn_end_was_not_judged(
     seam = next(e.record for e in events if isinstance(e, SeamCommitted))
     human = next(i for i, m in enumerate(resumed.session.conversation.messages)
                  if any(getattr(b, "text", "") == "summarise what you read" for b in m.content))
-    assert seam["boundary"] <= human  # the seam came before the human's words, which go out over the stripped context
+    assert seam.boundary <= human  # the seam came before the human's words, which go out over the stripped context
     last = stub.bodies()[-1]
     assert last["messages"][-1]["content"][-1]["text"] == "summarise what you read"
     assert not any(b.get("type") == "tool_use" and b["name"] == "bash" for m in last["messages"]
@@ -137,13 +140,13 @@ def test_which_commands_are_test_runs(command: str, matches: bool) -> None:
 def test_a_todo_list_with_one_more_item_completed_is_a_boundary() -> None:
     fold = Boundaries()
     todos = [{"content": "a", "status": "completed"}, {"content": "b", "status": "in_progress"}]
-    fold.see({"kind": "message", "role": "assistant",
-              "content": [{"type": "tool_use", "id": "t1", "name": "TodoWrite", "input": {"todos": todos}}]})
-    assert fold.see({"kind": "tool_run", "tool_use_id": "t1", "name": "TodoWrite"}) == Boundary.TODO_DONE
-    fold.see({"kind": "message", "role": "assistant",
-              "content": [{"type": "tool_use", "id": "t2", "name": "TodoWrite", "input": {"todos": todos}}]})
-    assert fold.see({"kind": "tool_run", "tool_use_id": "t2", "name": "TodoWrite"}) is None  # nothing newly done
-    assert fold.see({"kind": "tool_run", "tool_use_id": "t3", "name": "todo", "todo_completed": True}) == Boundary.TODO_DONE
+    fold.see(parse({"kind": "message", "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "t1", "name": "TodoWrite", "input": {"todos": todos}}]}))
+    assert fold.see(parse({"kind": "tool_run", "tool_use_id": "t1", "name": "TodoWrite"})) == Boundary.TODO_DONE
+    fold.see(parse({"kind": "message", "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "t2", "name": "TodoWrite", "input": {"todos": todos}}]}))
+    assert fold.see(parse({"kind": "tool_run", "tool_use_id": "t2", "name": "TodoWrite"})) is None  # nothing newly done
+    assert fold.see(parse({"kind": "tool_run", "tool_use_id": "t3", "name": "todo", "todo_completed": True})) == Boundary.TODO_DONE
 
 
 def test_the_payoff_counts_the_requests_ahead_and_the_cold_restarts() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dump, dumped, parse
 import json
 from contextlib import aclosing
 from pathlib import Path
@@ -80,7 +81,7 @@ async def test_two_seams_with_a_hint_strip_tool_traffic_and_keep_every_word(stub
                  for t in authored_texts([Message(role=r["role"], content=r["content"])])]
     assert texts_of(final) == all_texts[:-1]
     assert final["system"] == bodies[0]["system"] and final["tools"] == bodies[0]["tools"]
-    record = seams[0].record
+    record = dump(seams[0].record)
     assert record["after"]["request_bytes"] < record["before"]["request_bytes"]
     assert record["before"]["tool_use"] == 3 and record["after"]["tool_use"] == 1
     note = (project / record["note_path"]).read_text()
@@ -139,7 +140,7 @@ async def test_model_that_ignores_the_request_gets_one_reminder_then_no_strip(st
     live = event_lines(HandoffFailed(reason))[0].text
     assert live == f"✗ handoff: {reason}" and resumed.count(live) == 1  # one wording, live and on resume
     old = {"kind": "handoff_failed", "reason": "the agent did not call micro_handoff"}  # an older history's words
-    assert [line.text for _, line in record_lines([old], session.root, session.id, type(session.conversation)())] == [live]
+    assert [line.text for _, line in record_lines([parse(old)], session.root, session.id, type(session.conversation)())] == [live]
     assert "Reminder" in json.dumps(stub.bodies()[-1]["messages"][-1])
     assert wiring.session.conversation.seams == []
 
@@ -257,7 +258,7 @@ async def test_a_field_note_nobody_asked_for_is_refused_and_strips_nothing(stub:
     assert len(refused) == 1 and refused[0].is_error and "No micro-handoff is requested" in refused[0].output
     assert not (project / ".rhapsody" / "notes").exists() or not list((project / ".rhapsody" / "notes").iterdir())
     assert wiring.session.handoff.phase.value == "failed"  # the cancel, unchanged by the call
-    assert not [r for r in wiring.session.records if r["kind"] == "seam"]
+    assert not [r for r in dumped(wiring.session.records) if r["kind"] == "seam"]
 
 
 async def test_nothing_to_hand_off_says_yet_before_any_seam_and_since_the_last_seam_after_one(

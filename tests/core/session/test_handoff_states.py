@@ -8,6 +8,7 @@ happens from that state.
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dump
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -79,7 +80,7 @@ async def test_killed_when_noted_resumes_noted_and_commits_the_seam_on_its_note(
     stub.script(say("Done."))
     events = await collect(wiring.agent.run("go on"))
     seams = [e for e in events if isinstance(e, SeamCommitted)]
-    assert len(seams) == 1 and seams[0].record["note_path"] == state.note_path
+    assert len(seams) == 1 and dump(seams[0].record)["note_path"] == state.note_path
     assert wiring.session.handoff.phase == Phase.COMMITTED
 
 

@@ -15,6 +15,7 @@ from rhapsody.core.errors import HistoryError
 from rhapsody.core.session.history import HistoryWriter, read_history
 from rhapsody.core.session.session import Session
 from rhapsody.loopback.script import call, say
+from rhapsody.core.session import records as rec
 
 from tests.conftest import MODEL, SANDBOX, Stub, collect, waited
 
@@ -26,7 +27,7 @@ def test_history_is_private_ignored_by_git_and_tolerates_a_torn_tail(tmp_path: P
 
     folder = history_dir(tmp_path)
     writer = HistoryWriter(folder / "s.jsonl")
-    writer.append("message", role="user", content=[{"type": "text", "text": "hi"}])
+    writer.append(rec.MessageAdded(role="user", content=[{"type": "text", "text": "hi"}]))
     writer.close()
     path = folder / "s.jsonl"
     assert oct(path.stat().st_mode & 0o777) == "0o600"
@@ -36,7 +37,7 @@ def test_history_is_private_ignored_by_git_and_tolerates_a_torn_tail(tmp_path: P
     read = read_history(path)
     assert read.torn_tail and len(read.records) == 1
     writer = HistoryWriter(path, next_seq=1)
-    writer.append("hint", id="h1", text="x", mode="steer")
+    writer.append(rec.Hint(id="h1", text="x", mode="steer"))
     writer.close()
     read = read_history(path)
     assert [r["kind"] for r in read.records] == ["message", "hint"] and read.skipped == 1
@@ -118,7 +119,7 @@ def later_session(root: Path, like: Session, stamp: str) -> Session:
     from rhapsody.core.session.context import spec_fields
 
     session = Session(root, HistoryWriter(history_dir(root) / f"{stamp}.jsonl"), like.spec, stamp)
-    session.record("session", session=stamp, cwd=str(root), version="0", **spec_fields(like.spec))
+    session.append(rec.SessionStarted(session=stamp, cwd=str(root), version="0", **spec_fields(like.spec)))
     return session
 
 

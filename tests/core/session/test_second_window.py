@@ -4,6 +4,7 @@ as whole segments, their field notes stay, and recall finds a word from the firs
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dumped
 import json
 import re
 import threading
@@ -81,7 +82,7 @@ async def test_a_session_longer_than_the_window_goes_on_and_recalls_its_first_wo
                                                  + "Keep going with the same care as before. " * 12))
     assert not [e for e in events if isinstance(e, Failed)]
     session = wiring.session
-    records = session.records
+    records = dumped(session.records)
     shelves = [r for r in records if r["kind"] == "shelve"]
     seams = [r for r in records if r["kind"] == "seam"]
     assert shelves and len(seams) > KEEP_SEAMS + 2

@@ -4,6 +4,7 @@ alone fill the window; the view stays valid and reads the same after a resume.""
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dump, dumped
 from pathlib import Path
 
 from rhapsody.core.session.context import RequestSpec, build_request, measure_messages
@@ -44,7 +45,7 @@ def test_the_oldest_seams_words_leave_as_whole_segments_and_the_notes_stay(proje
         segment(session, n, words=3000, note=400)
         record = shelve_after_seam(session, window)
         if record:
-            shelved.append(record)
+            shelved.append(dump(record))
     assert shelved, "the words kept outgrew half the window"
     assert [r["seams"] for r in shelved] == sorted(r["seams"] for r in shelved)  # the shelf only moves on
     last = shelved[-1]
@@ -94,7 +95,7 @@ def test_when_nothing_more_may_leave_nothing_is_recorded(project: Path) -> None:
     for n in range(1, 4):  # the words of the two newest seams always stay: only seam 1's may leave
         segment(session, n, words=6000, note=100)
         shelve_after_seam(session, 4000)
-    shelves = [r for r in session.records if r["kind"] == "shelve"]
+    shelves = [r for r in dumped(session.records) if r["kind"] == "shelve"]
     assert len(shelves) == 1 and shelves[0]["seams"] == 1
     assert shelve_after_seam(session, 4000) is None  # asked again: still nothing more, and no record
-    assert sum(1 for r in session.records if r["kind"] == "shelve") == 1
+    assert sum(1 for r in dumped(session.records) if r["kind"] == "shelve") == 1

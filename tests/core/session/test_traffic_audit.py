@@ -3,6 +3,7 @@ and /unhandoff check what they return against it."""
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import parse
 import json
 from pathlib import Path
 
@@ -31,7 +32,7 @@ async def test_seam_records_the_hash_of_what_left_and_recall_verifies_it(stub: S
     records = read_history(wiring.session.path).records
     seam = next(r for r in records if r["kind"] == "seam")
     assert seam["stripped_calls"] == 2 and len(seam["stripped_sha256"]) == 64
-    [cut] = cuts(records)
+    [cut] = cuts([parse(r) for r in records])
     assert cut.verified and set(cut.calls) == {u["id"] for m in records if m["kind"] == "message" and m["role"] == "assistant"
                                                  for u in m["content"] if u.get("name") == "bash"}
     call_id = recall_text(project, wiring.session, "marker-2-42", all_sessions=False).split()[0]
@@ -66,6 +67,6 @@ async def test_unhandoff_says_the_calls_put_back_are_exactly_what_left(stub: Stu
 
 def test_a_history_from_before_the_hash_says_it_cannot_verify() -> None:
     records = read_history(Path(__file__).parents[3] / "history" / "review-20261129-142658-95fc0b.jsonl").records
-    [cut] = cuts(records)
+    [cut] = cuts([parse(r) for r in records])
     assert cut.recorded is None and len(cut.calls) == 152
     assert cut.verdict().startswith("not verified: seam 1 recorded no hash")

@@ -3,6 +3,7 @@ kept byte for byte across seams, counted by the authored-text audit."""
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dump
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,7 @@ async def test_denial_reason_survives_a_seam_byte_for_byte(stub: Stub, project: 
     records = read_history(wiring.session.path).records
     denial = [r for r in records if r["kind"] == "denial"]
     assert denial and denial[0]["text"] == REASON and denial[0]["name"] == "bash"
-    assert seams[0].record["before"]["text_blocks"] == seams[0].record["after"]["text_blocks"]
+    assert dump(seams[0].record)["before"]["text_blocks"] == dump(seams[0].record)["after"]["text_blocks"]
 
 
 async def test_a_denial_without_words_adds_no_text(stub: Stub, project: Path) -> None:

@@ -3,6 +3,7 @@ shown, the schema sent, and the time the tool itself ran."""
 
 from __future__ import annotations
 
+from rhapsody.core.session.records import dumped
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -51,7 +52,7 @@ def ctx(project: Path) -> ToolContext:
 
 
 def permissions(ctx: ToolContext) -> list[dict[str, Any]]:
-    return [r for r in ctx.session.records if r["kind"] == "permission"]
+    return [r for r in dumped(ctx.session.records) if r["kind"] == "permission"]
 
 
 async def test_a_tool_that_declares_no_path_shows_no_argument_and_sends_its_input_schema(ctx: ToolContext) -> None:

@@ -29,6 +29,7 @@ Imports: stdlib and rhapsody.core only.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import compress, count
 from operator import is_not
@@ -38,11 +39,12 @@ from rhapsody.core.session.context import Conversation
 from rhapsody.core.session.messages import Message, compact_json
 from rhapsody.core.pricing import WRITE_1H_KEY, WRITE_1H_MULT, WRITE_5M_MULT, Price, Rates, input_equivalents, rates_of
 from rhapsody.core.session.records import parse
+from rhapsody.core.session import records as rec
 
 TTL_5M = 300.0
 TTL_1H = 3600.0
 TTL = TTL_5M
-SEAM_KINDS = ("seam", "unseam", "shelve")
+SEAM_RECORDS = (rec.Seam, rec.Unseam, rec.Shelve)
 """Records a replay without seams leaves out (a `shelve` follows from the seams before it)."""
 INPUT_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
@@ -64,25 +66,35 @@ def reported(usage: dict[str, int]) -> int:
     return sum(usage.get(k, 0) for k in INPUT_KEYS)
 
 
-def replay(records: list[dict[str, Any]], seams: bool = True) -> list[Sent]:
+def replay(records: Sequence[rec.Record], seams: bool = True) -> list[Sent]:
     """Every answered request of a history, rebuilt; with `seams=False`, as if no seam had happened."""
     conv = Conversation()
     sent: list[Sent] = []
     pending: tuple[float, list[Message], str] | None = None
-    model = str(records[0].get("model", "")) if records and records[0].get("kind") == "session" else ""
+    model = head_of(records).model
     for record in records:
-        kind = record["kind"]
-        if kind == "request":
-            pending = (float(record.get("ts", 0.0)), conv.active(), str(record.get("model") or model))
-        elif kind == "usage" and pending is not None:
-            usage = {k: int(record.get(k) or 0) for k in (*INPUT_KEYS, WRITE_1H_KEY)}
-            sent.append(Sent(pending[0], pending[1], usage, pending[2]))
+        if isinstance(record, rec.RequestMade):
+            pending = (record.ts, conv.active(), record.model or model)
+        elif isinstance(record, rec.UsageRecorded):
+            if pending is not None:
+                sent.append(Sent(pending[0], pending[1], usage_of(record), pending[2]))
             pending = None
-        elif kind == "model":
-            model = str(record.get("model") or model)
-        elif seams or kind not in SEAM_KINDS:
-            conv.apply(parse(record))
+        elif isinstance(record, rec.ModelSwitched):
+            model = record.model or model
+        elif seams or not isinstance(record, SEAM_RECORDS):
+            conv.apply(record)
     return sent
+
+
+def head_of(records: Sequence[rec.Record]) -> rec.SessionStarted:
+    """A history's session record (an empty one when the history does not start with it)."""
+    head = records[0] if records else None
+    return head if isinstance(head, rec.SessionStarted) else rec.SessionStarted.model_construct()
+
+
+def usage_of(record: rec.UsageRecorded) -> dict[str, int]:
+    """A usage record as the figures count it: the input kinds and the 1-hour writes."""
+    return {k: getattr(record, k) for k in (*INPUT_KEYS, WRITE_1H_KEY)}
 
 
 def priced(usage: dict[str, int], read_mult: float) -> float:
@@ -151,18 +163,18 @@ class Fit:
         return self.heads.get(model, self.head)
 
 
-def session_head(records: list[dict[str, Any]]) -> list[Any]:
+def session_head(records: Sequence[rec.Record]) -> list[Any]:
     """The tools and system prompt a history's session record holds."""
-    head = records[0] if records and records[0].get("kind") == "session" else {}
-    return [head.get("tools", []), [{"type": "text", "text": head.get("system", "")}]]
+    head = head_of(records)
+    return [list(head.tools), [{"type": "text", "text": head.system}]]
 
 
-def fit(records: list[dict[str, Any]], actual: list[Sent] | None = None) -> Fit:
+def fit(records: Sequence[rec.Record], actual: list[Sent] | None = None) -> Fit:
     """Fit the rebuilt requests as they happened to what the API reported (module docstring)."""
     base = session_head(records)
     actual = replay(records, seams=True) if actual is None else actual
     heads: dict[str, list[Any]] = {}
-    imported = any(r["kind"] == "import" for r in records[:3])  # a native history holds its own prompt and tools
+    imported = rec.first(records[:3], rec.Import) is not None  # a native history holds its own prompt and tools
     for sent in actual:
         if not imported:
             heads[sent.model] = base
@@ -308,21 +320,19 @@ def _chars_tokens(chars: int) -> int:
     return max(1, -(-chars // 4))
 
 
-def served_by(records: list[dict[str, Any]]) -> list[str]:
+def served_by(records: Sequence[rec.Record]) -> list[str]:
     """The model that served each answered request, in the order `replay` yields them.
 
     A request record names its model; older ones do not, and then the session's model as
     of that request (its head, or the latest `model` switch before it) is the one.
     """
-    head = records[0] if records and records[0].get("kind") == "session" else {}
-    current, pending, served = str(head.get("model", "")), None, []
-    for record in records:
-        kind = record["kind"]
-        if kind == "model":
-            current = str(record.get("model", current))
-        elif kind == "request":
-            pending = str(record.get("model") or current)
-        elif kind == "usage" and pending is not None:
+    current, pending, served = head_of(records).model, None, []
+    for record in rec.of(records, rec.ModelSwitched, rec.RequestMade, rec.UsageRecorded):
+        if isinstance(record, rec.ModelSwitched):
+            current = record.model
+        elif isinstance(record, rec.RequestMade):
+            pending = record.model or current
+        elif pending is not None:
             served.append(pending)
             pending = None
     return served
@@ -348,7 +358,7 @@ def usd(splits: list[Split], rates: list[Rates]) -> float | None:
     return sum(s.billed(r) * (r.usd_per_token or 0.0) for s, r in zip(splits, rates))
 
 
-def seam_savings(records: list[dict[str, Any]], read_mult: float | list[float] | None = None,
+def seam_savings(records: Sequence[rec.Record], read_mult: float | list[float] | None = None,
                  prices: list[Price] | None = None, per_request: bool = False) -> dict[str, Any]:
     """Billed input as it happened beside the same requests rebuilt without any seam.
 
@@ -383,7 +393,7 @@ def seam_savings(records: list[dict[str, Any]], read_mult: float | list[float] |
         **dollars,
         **(series if per_request else {}),
         "answered_requests": len(actual),
-        "seams": sum(1 for r in records if r["kind"] == "seam"),
+        "seams": sum(1 for _ in rec.of(records, rec.Seam)),
         "cache_read_multiplier": mults.pop() if len(mults) == 1 else (read_mult if isinstance(read_mult, float) else None),
         "cache_write_multiplier": WRITE_5M_MULT,
         "cache_write_1h_multiplier": WRITE_1H_MULT,
@@ -403,8 +413,8 @@ def _usd_of(equivalents: list[float], rates: list[Rates]) -> float:
     return sum(e * (r.usd_per_token or 0.0) for e, r in zip(equivalents, rates))
 
 
-def held_out(records: list[dict[str, Any]]) -> int:
+def held_out(records: Sequence[rec.Record]) -> int:
     """Bytes of request the seams and rolling cuts in force keep out of the context (undone seams excluded)."""
-    undone = {r.get("seam") for r in records if r["kind"] == "unseam"}
-    return sum(int(r["before"]["request_bytes"]) - int(r["after"]["request_bytes"]) for r in records
-               if (r["kind"] == "seam" and r.get("seam") not in undone) or r["kind"] == "prune")
+    undone = {r.seam for r in rec.of(records, rec.Unseam)}
+    return sum(r.before.request_bytes - r.after.request_bytes for r in rec.of(records, rec.Seam, rec.Prune)
+               if isinstance(r, rec.Prune) or r.seam not in undone)

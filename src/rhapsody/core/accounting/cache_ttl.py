@@ -25,7 +25,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from rhapsody.core.pricing import WRITE_1H_MULT, WRITE_5M_MULT
-from rhapsody.core.session.session_figures import reported_input
+from rhapsody.core.session.session_figures import usage_input
+from rhapsody.core.session import records as rec
 
 FIVE_MINUTES = "5m"
 ONE_HOUR = "1h"
@@ -79,20 +80,20 @@ class TtlChoice:
         self._seen = 0
         self._pending: tuple[float, int] | None = None
 
-    def ttl(self, records: list[dict[str, Any]]) -> str:
+    def ttl(self, records: Sequence[rec.Record]) -> str:
         """The lifetime for the next request (the setting when it fixes one)."""
         if self.setting in SECONDS:
             return self.setting
-        for record in records[self._seen:]:  # answered requests, at the input the API reported where it did
-            if record["kind"] == "request":
-                self._pending = (float(record.get("ts", 0.0)), int(record.get("est_tokens") or 0))
-            elif record["kind"] == "usage" and self._pending is not None:
-                self.ledger.add(self._pending[0], reported_input(record) or self._pending[1])
+        for record in rec.of(records[self._seen:], rec.RequestMade, rec.UsageRecorded):  # answered requests, at the input
+            if isinstance(record, rec.RequestMade):                               # the API reported where it did
+                self._pending = (record.ts, record.est_tokens)
+            elif self._pending is not None:
+                self.ledger.add(self._pending[0], usage_input(record) or self._pending[1])
                 self._pending = None
         self._seen = len(records)
         return self.ledger.cheaper()
 
-    def seconds(self, records: list[dict[str, Any]]) -> float:
+    def seconds(self, records: Sequence[rec.Record]) -> float:
         """The lifetime for the next request, in seconds."""
         return SECONDS[self.ttl(records)]
 

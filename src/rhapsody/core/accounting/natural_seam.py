@@ -36,12 +36,14 @@ from enum import StrEnum
 from typing import Any
 
 from rhapsody.core.session import handoff_state
+from rhapsody.core.session import records as rec
 from rhapsody.core.session.checkpoints import HARNESS_PREFIX
 from rhapsody.core.session.context import measure_messages
 from rhapsody.core.session.handoff import stripped_calls
 from rhapsody.core.pricing import WRITE_1H_MULT, WRITE_5M_MULT, price_of
 from rhapsody.core.accounting.seam_cost import (Payoff, SeamEstimate, estimate, horizon, note_costs, payoff,
                                      project_note_costs)
+from rhapsody.core.session.messages import TextBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.core.session.session import Session
 
 _AT_COMMAND = (r"(?:^|[;&|(]\s*)(?:\w+=\S*\s+)*"  # where a command starts, after any VAR=value
@@ -76,38 +78,37 @@ class Boundaries:
         self._todos: dict[str, int] = {}
         """Completed items of each todo list call, by tool_use id."""
 
-    def see(self, record: dict[str, Any]) -> Boundary | None:
+    def see(self, record: rec.Record) -> Boundary | None:
         """The boundary `record` makes, if any."""
-        kind = record.get("kind")
-        if kind == "message":
+        if isinstance(record, rec.MessageAdded):
             return self._message(record)
-        if kind == "tool_run":
+        if isinstance(record, rec.ToolRun):
             return self._run(record)
         return None
 
-    def _message(self, record: dict[str, Any]) -> Boundary | None:
-        blocks = [b for b in record.get("content") or [] if isinstance(b, dict)]
-        if record.get("role") == "assistant":
-            calls = [b for b in blocks if b.get("type") == "tool_use"]
+    def _message(self, record: rec.MessageAdded) -> Boundary | None:
+        blocks = record.content
+        if record.role == "assistant":
+            calls = [b for b in blocks if isinstance(b, ToolUseBlock)]
             for call in calls:
-                if call.get("name") in TODO_TOOLS:
-                    self._todos[str(call.get("id"))] = _completed(call.get("input"))
+                if call.name in TODO_TOOLS:
+                    self._todos[call.id] = _completed(call.input)
             return None if calls or not blocks else Boundary.TURN_END
-        if any(b.get("type") == "tool_result" for b in blocks):
+        if any(isinstance(b, ToolResultBlock) for b in blocks):
             return None
-        words = [b for b in blocks if b.get("type") == "text" and str(b.get("text", "")).strip()]
-        return Boundary.HUMAN if any(not str(b["text"]).startswith(HARNESS_PREFIX) for b in words) else None
+        words = [b.text for b in blocks if isinstance(b, TextBlock) and b.text.strip()]
+        return Boundary.HUMAN if any(not text.startswith(HARNESS_PREFIX) for text in words) else None
 
-    def _run(self, record: dict[str, Any]) -> Boundary | None:
-        if record.get("refused"):
+    def _run(self, record: rec.ToolRun) -> Boundary | None:
+        if record.refused:
             return None
-        ok = record["exit_code"] == 0 if record.get("exit_code") is not None else not record.get("is_error")
-        if record.get("todo_completed") and ok:
+        ok = record.exit_code == 0 if record.exit_code is not None else not record.is_error
+        if record.todo_completed and ok:
             return Boundary.TODO_DONE
-        if record.get("tool_use_id") in self._todos:
-            return self._todo(self._todos.pop(str(record["tool_use_id"])), ok)
-        command = str(record.get("command") or "")
-        if record.get("name") not in SHELL_TOOLS or not command:
+        if record.tool_use_id in self._todos:
+            return self._todo(self._todos.pop(record.tool_use_id), ok)
+        command = record.command or ""
+        if record.name not in SHELL_TOOLS or not command:
             return None
         if GIT_COMMIT.search(command) and ok:
             return Boundary.COMMIT
@@ -158,7 +159,7 @@ class CheckpointSeam:
     def fold(self, session: Session) -> Boundary | None:
         """Fold the records not seen yet; the latest boundary since the last seam, not yet judged."""
         for record in session.records[self.seen:]:
-            if record["kind"] in ("seam", "unseam"):  # a boundary before a seam is spent
+            if isinstance(record, (rec.Seam, rec.Unseam)):  # a boundary before a seam is spent
                 self.pending = None
             else:
                 self.pending = self.boundaries.see(record) or self.pending
@@ -181,11 +182,11 @@ class CheckpointSeam:
     def payoff(self, session: Session) -> Payoff:
         """What a seam of `session` now would save and cost (core/accounting/seam_cost.py `payoff`)."""
         estimate = self._estimate(session)
-        requests = [r for r in session.records if r["kind"] in ("request", "seam")]
-        last_seam = max((i for i, r in enumerate(requests) if r["kind"] == "seam"), default=-1)
-        times = [float(r.get("ts", 0.0)) for r in requests if r["kind"] == "request"]
+        requests = list(rec.of(session.records, rec.RequestMade, rec.Seam))
+        last_seam = max((i for i, r in enumerate(requests) if isinstance(r, rec.Seam)), default=-1)
+        times = [r.ts for r in rec.of(requests, rec.RequestMade)]
         context = measure_messages(session.spec, session.messages())[1]
-        sizes = [float(r.get("est_tokens") or 0) for r in requests[last_seam + 1:]] + [float(context)]
+        sizes = [float(r.est_tokens) for r in rec.of(requests[last_seam + 1:], rec.RequestMade)] + [float(context)]
         price = price_of(session.spec.model)[0]
         ttl = self.ttl(session)
         write = WRITE_1H_MULT if ttl > 300 else WRITE_5M_MULT

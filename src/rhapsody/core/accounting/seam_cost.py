@@ -17,15 +17,15 @@ Imports: stdlib and rhapsody.core only.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rhapsody.core.session import records as rec
 from rhapsody.core.session.context import Conversation, RequestSpec, measure_messages
 from rhapsody.core.session.handoff import INDEX_CHARS
-from rhapsody.core.session.history import read_plain, sessions
+from rhapsody.core.session.history import parse_line, read_plain, sessions
 from rhapsody.core.session.session import Session
 
 NOTE_AIM_CHARS = 1_000
@@ -76,7 +76,7 @@ class SeamEstimate:
                 f"({self.basis}): the context would go {self.change:+,}")
 
 
-def estimate(spec: RequestSpec, conversation: Conversation, records: list[dict[str, Any]],
+def estimate(spec: RequestSpec, conversation: Conversation, records: Sequence[rec.Record],
              project_costs: Sequence[int] = ()) -> SeamEstimate:
     """What a seam now would take and add; `project_costs`: handoffs of the project's other sessions."""
     active = conversation.active()
@@ -90,10 +90,10 @@ def estimate(spec: RequestSpec, conversation: Conversation, records: list[dict[s
     return SeamEstimate(takes, DEFAULT_NOTE_TOKENS, "no note yet: the default")
 
 
-def note_costs(records: list[dict[str, Any]]) -> list[int]:
+def note_costs(records: Iterable[rec.Record]) -> list[int]:
     """What each handoff added, newest SAMPLES, from the seam records that know the figure when it was asked."""
-    costs = [int(r["before"]["est_tokens"]) - int(r["asked_est_tokens"]) for r in records
-             if r.get("kind") == "seam" and isinstance(r.get("asked_est_tokens"), int)]
+    costs = [r.before.est_tokens - r.asked_est_tokens for r in rec.of(records, rec.Seam)
+             if r.asked_est_tokens is not None]
     return [c for c in costs if c > 0][-SAMPLES:]
 
 
@@ -106,19 +106,27 @@ def project_note_costs(root: Path, but: str = "") -> list[int]:
     return costs[-SAMPLES:]
 
 
-def _seam_records(path: Path) -> list[dict[str, Any]]:
-    out: list[Any] = []
+def _seam_records(path: Path) -> list[rec.Record]:
+    """The seam records of another history, read past anything malformed.
+
+    The one reader outside history.py that meets raw lines, deliberately (docs/history-format.md,
+    "Readers that survive a malformed file"): it looks into the project's other histories for a
+    figure, where a torn, hand-edited or hostile file must cost that one figure, never the status
+    line of the session at hand. So a line that is no JSON record, or no seam of the right shape,
+    is skipped here instead of refusing the file as `read_history` does."""
+    out: list[rec.Record] = []
     try:
-        text = read_plain(path).decode("utf-8", errors="replace")  # never a link, never waiting on a pipe
+        data = read_plain(path)  # never a link, never waiting on a pipe
     except OSError:
         return []
-    for line in text.splitlines():
-        if '"kind":"seam"' in line or '"kind": "seam"' in line:
+    for line in data.split(b"\n"):
+        if b'"kind":"seam"' in line or b'"kind": "seam"' in line:
+            raw = parse_line(line)  # None: a torn line, or one a cloned project nested past the parser
             try:
-                out.append(json.loads(line))
-            except (ValueError, RecursionError):  # a torn line, or one a cloned project nested past the parser
-                continue  # the reader tolerates it, so does this
-    return [r for r in out if isinstance(r, dict) and isinstance(r.get("before"), dict)]
+                out += [rec.parse(raw)] if raw is not None else []
+            except rec.InvalidRecord:
+                continue
+    return out
 
 
 def _mean(values: list[int]) -> int:

@@ -11,10 +11,12 @@ Imports: stdlib and rhapsody.core only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from rhapsody.core.pricing import WRITE_1H_MULT, WRITE_5M_MULT, price_of, priced
+from rhapsody.core.session import records as rec
 from rhapsody.core.session.session_figures import USAGE_KEYS
 
 ENDED = ("done", "limit", "failed", "interrupted")
@@ -38,41 +40,42 @@ class Spent:
         return {k: round(v, 6) if isinstance(v, float) else v for k, v in asdict(self).items()}
 
 
-def spent(records: list[dict[str, Any]]) -> Spent:
+def spent(records: Sequence[rec.Record]) -> Spent:
     """The figures of every sub-agent that ended in `records` (a session's history)."""
-    head_model = str(records[0].get("model", "")) if records else ""
-    ended = [(i, r) for i, r in enumerate(records) if r["kind"] == "subagent" and r.get("state") in ENDED]
+    head = rec.first(records, rec.SessionStarted)
+    head_model = head.model if head is not None else ""
+    ended = [(i, r) for i, r in enumerate(records) if isinstance(r, rec.Subagent) and r.state in ENDED]
     if not ended:
         return Spent()
-    cost: float | None = sum(float(r.get("cost_usd") or 0) for _, r in ended)
-    if not all(r.get("priced", True) for _, r in ended):
+    cost: float | None = sum(r.cost_usd for _, r in ended)
+    if not all(r.priced for _, r in ended):
         cost = None
-    tokens = sum(int((r.get("usage") or {}).get(k) or 0) for _, r in ended for k in USAGE_KEYS)
-    kept = sum(int(r.get("kept_out_tokens") or 0) for _, r in ended)
+    tokens = sum(int(r.usage.get(k) or 0) for _, r in ended for k in USAGE_KEYS)
+    kept = sum(r.kept_out_tokens for _, r in ended)
     carried, usd = 0, 0.0
     unpriced = False
     for i, r in ended:
         later = carried_by(records, i)
         carried += len(later)
         for n, request in enumerate(later):
-            model = str(request.get("model") or head_model)
+            model = request.model or head_model
             if not priced(model):
                 unpriced = True
                 continue
             price = price_of(model)[0]
-            mult = (WRITE_1H_MULT if request.get("cache_ttl") == "1h" else WRITE_5M_MULT) if n == 0 else price.read_mult
-            usd += int(r.get("kept_out_tokens") or 0) * price.input * mult / 1e6
-    return Spent(len(ended), sum(int(r.get("tool_calls") or 0) for _, r in ended), tokens, cost, kept, carried,
+            mult = (WRITE_1H_MULT if request.cache_ttl == "1h" else WRITE_5M_MULT) if n == 0 else price.read_mult
+            usd += r.kept_out_tokens * price.input * mult / 1e6
+    return Spent(len(ended), sum(r.tool_calls for _, r in ended), tokens, cost, kept, carried,
                  None if unpriced else usd)
 
 
-def carried_by(records: list[dict[str, Any]], start: int) -> list[dict[str, Any]]:
+def carried_by(records: Sequence[rec.Record], start: int) -> list[rec.RequestMade]:
     """The requests after record `start` up to the next seam: those that would have carried traffic made there."""
     out = []
     for record in records[start + 1:]:
-        if record["kind"] == "seam":
+        if isinstance(record, rec.Seam):
             break
-        if record["kind"] == "request":
+        if isinstance(record, rec.RequestMade):
             out.append(record)
     return out
 

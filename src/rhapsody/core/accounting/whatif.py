@@ -30,17 +30,20 @@ Imports: stdlib and rhapsody.core only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from rhapsody.core.session import shelf
-from rhapsody.core.accounting.billing import (TTL_5M, SEAM_KINDS, Fit, Sent, Split, bill, fit as fit_replay, replay,
-                                              reported, request_rates, served_by, size, split_of, total, ttl_of, usd)
+from rhapsody.core.accounting.billing import (TTL_5M, SEAM_RECORDS, Fit, Sent, Split, bill, fit as fit_replay, replay,
+                                              reported, request_rates, served_by, size, split_of, total, ttl_of, usd,
+                                              head_of, usage_of as billing_usage_of)
 from rhapsody.core.accounting.cache_ttl import ONE_HOUR, Ledger
 from rhapsody.core.session.context import Conversation, Shelf, notice
 from rhapsody.core.pricing import WRITE_1H_KEY, WRITE_5M_MULT, input_equivalents
-from rhapsody.core.session.messages import Message
+from rhapsody.core.session.messages import Message, ToolResultBlock, ToolUseBlock
 from rhapsody.core.accounting.natural_seam import Boundaries, Boundary, cold_share
 from rhapsody.core.accounting.seam_cost import horizon, payoff
 from rhapsody.core.accounting.whatif_note import DEFAULT_NOTE_ADDED as DEFAULT_NOTE_ADDED
@@ -49,7 +52,7 @@ from rhapsody.core.accounting.whatif_note import NoteCost as NoteCost
 from rhapsody.core.accounting.whatif_note import given_note as given_note
 from rhapsody.core.accounting.whatif_note import note_cost as note_cost
 from rhapsody.core.accounting.whatif_note import tokens as tokens
-from rhapsody.core.session.records import parse
+from rhapsody.core.session import records as rec
 from rhapsody.core.session.strip import HANDOFF_TOOL
 
 KINDS = ("every", "at", "share", "checkpoint")
@@ -64,7 +67,7 @@ TTL = 300.0
 
 
 @dataclass(frozen=True)
-class Policy:
+class SeamPolicy:
     """Where seams go: `every` N tool calls, `at` T tokens of context, a `share` of the window, or at a
     `checkpoint` that pays (value: its net, a share of the window)."""
 
@@ -89,10 +92,10 @@ class Policy:
         return self.value
 
 
-def parse_policy(text: str) -> Policy:
+def parse_policy(text: str) -> SeamPolicy:
     """`every=N`, `at=TOKENS`, `share=0.6` or `checkpoint[=NET]`; ValueError with one line otherwise."""
     if text == "checkpoint":
-        return Policy("checkpoint", CHECKPOINT_NET)
+        return SeamPolicy("checkpoint", CHECKPOINT_NET)
     kind, _, value = text.partition("=")
     try:
         number = float(value)
@@ -102,7 +105,7 @@ def parse_policy(text: str) -> Policy:
     if kind not in KINDS or number <= 0 or (kind in shares and number >= 1) or (kind not in shares and number < 1):
         raise ValueError(f"what-if policy {text!r}: expected every=N (tool calls), at=TOKENS, share=S "
                          "(0 < S < 1 of the window), checkpoint or checkpoint=S (its net), or sweep")
-    return Policy(kind, number)
+    return SeamPolicy(kind, number)
 
 
 @dataclass(frozen=True)
@@ -142,34 +145,34 @@ class Calibration(Fit):
         return self if head is None else dataclasses.replace(self, head=head, heads={})
 
 
-def calibrate(records: list[dict[str, Any]], read_mult: float | None = None) -> Calibration:
+def calibrate(records: Sequence[rec.Record], read_mult: float | None = None) -> Calibration:
     """Fit the rebuilt requests as they happened to what the API reported (module docstring)."""
     fitted = fit_replay(records)
     return Calibration(fitted.head, fitted.scale, fitted.heads, _compaction_points(records, fitted))
 
 
-def _compaction_points(records: list[dict[str, Any]], fitted: Fit) -> dict[int, float]:
+def _compaction_points(records: Sequence[rec.Record], fitted: Fit) -> dict[int, float]:
     conv, points, model = Conversation(), {}, session_model(records)
     for record in records:
         model = model_of(record, model)
-        if record["kind"] == "compaction":
-            points[int(record.get("seq", -1))] = context_tokens(fitted.head_of(model), conv.active()) * fitted.scale
-        if record["kind"] not in SEAM_KINDS:
-            conv.apply(parse(record))
+        if isinstance(record, rec.Compaction):
+            points[record.seq] = context_tokens(fitted.head_of(model), conv.active()) * fitted.scale
+        if not isinstance(record, SEAM_RECORDS):
+            conv.apply(record)
     return points
 
 
-def session_model(records: list[dict[str, Any]]) -> str:
+def session_model(records: Sequence[rec.Record]) -> str:
     """The model a history's session record names ("" when it has none)."""
-    return str(records[0].get("model", "")) if records and records[0].get("kind") == "session" else ""
+    return head_of(records).model
 
 
-def model_of(record: dict[str, Any], current: str) -> str:
+def model_of(record: rec.Record, current: str) -> str:
     """The model the next request goes to after `record` (a request names its own; a `model` record switches)."""
-    return str(record.get("model") or current) if record["kind"] in ("model", "request") else current
+    return (record.model or current) if isinstance(record, (rec.ModelSwitched, rec.RequestMade)) else current
 
 
-def run(records: list[dict[str, Any]], policy: Policy | None, note: NoteCost, window: int | None,
+def run(records: Sequence[rec.Record], policy: SeamPolicy | None, note: NoteCost, window: int | None,
         read_mult: float | None, fit: Calibration, head: list[Any] | None = None) -> Arm:
     """The session with seams placed by `policy` (None: no seam at all), priced; `read_mult` overrides
     every model's cache-read rate; with `head`, every request of every model carries that system prompt and
@@ -197,7 +200,7 @@ def _with_ttl_choice(sent: list[Sent], seams: int, fit: Calibration, read_mult: 
     return priced_arm("", steered, seams, fit, read_mult, 0).billed_input_tokens, hours
 
 
-def with_models(sent: list[Sent], records: list[dict[str, Any]]) -> list[Sent]:
+def with_models(sent: list[Sent], records: Sequence[rec.Record]) -> list[Sent]:
     """The planned requests with the model of each: a real one's own, a seam's that of the request before."""
     models, model, out = iter(served_by(records)), "", []
     for request in sent:
@@ -222,10 +225,10 @@ def with_ttls(sent: list[Sent]) -> list[Sent]:
     return out
 
 
-def replayed(records: list[dict[str, Any]], read_mult: float | None, fit: Calibration) -> Arm:
+def replayed(records: Sequence[rec.Record], read_mult: float | None, fit: Calibration) -> Arm:
     """The replay of the session as it happened (its own seams in place), to set beside the reported usage."""
     return priced_arm("replayed as it happened", replay(records, seams=True),
-                   sum(1 for r in records if r["kind"] == "seam"), fit, read_mult, 0)
+                   sum(1 for _ in rec.of(records, rec.Seam)), fit, read_mult, 0)
 
 
 def priced_arm(label: str, sent: list[Sent], seams: int, fit: Calibration, read_mult: float | None,
@@ -238,13 +241,13 @@ def priced_arm(label: str, sent: list[Sent], seams: int, fit: Calibration, read_
                note_output, cost, total(splits))
 
 
-def as_happened(records: list[dict[str, Any]], read_mult: float | None, fit: Calibration) -> Arm:
+def as_happened(records: Sequence[rec.Record], read_mult: float | None, fit: Calibration) -> Arm:
     """The session as the API reported it (the seams it really had), each request at its own model."""
     actual = replay(records, seams=True)
     rates = request_rates(actual, read_mult)
     splits = [split_of(s.usage) for s in actual]
     cost = usd(splits, rates)
-    return Arm("as it happened", len(actual), sum(1 for r in records if r["kind"] == "seam"),
+    return Arm("as it happened", len(actual), sum(1 for _ in rec.of(records, rec.Seam)),
                sum(reported(s.usage) for s in actual), round(sum(input_equivalents(s.usage, r) for s, r in zip(actual, rates))),
                max((reported(s.usage) for s in actual), default=0), 0, cost, total(splits))
 
@@ -256,7 +259,7 @@ def replay_error(happened: Arm, rebuilt: Arm) -> float:
     return round(rebuilt.billed_input_tokens / happened.billed_input_tokens - 1, 4) if happened.billed_input_tokens else 0.0
 
 
-def _plan(records: list[dict[str, Any]], policy: Policy | None, note: NoteCost, window: int | None,
+def _plan(records: Sequence[rec.Record], policy: SeamPolicy | None, note: NoteCost, window: int | None,
           fit: Calibration, read_mult: float | None = None) -> tuple[list[Sent], int, int]:
     conv = Conversation()
     sent: list[Sent] = []
@@ -268,41 +271,42 @@ def _plan(records: list[dict[str, Any]], policy: Policy | None, note: NoteCost, 
     full = skip_summary = False
     model = session_model(records)
     for record in records:
-        kind, model = record["kind"], model_of(record, model)
+        model = model_of(record, model)
         head = fit.head_of(model)
-        if kind == "request":
+        if isinstance(record, rec.RequestMade):
             view = conv.active()
             due = policy is not None and (full or (calls >= policy.value if limit is None
                                                    else context_tokens(head, view) * fit.scale >= limit))
             if checkpoints is not None:
-                due = checkpoints.due(conv, view, head, float(record.get("ts", 0.0))) or due
+                due = checkpoints.due(conv, view, head, record.ts) or due
             if due and calls:
-                ts = float(record.get("ts", 0.0))
+                ts = record.ts
                 sent += _seam(conv, ts, note, seams)
                 calls, seams, added, full = 0, seams + 1, added + 2, False
                 shelves += second_window(conv, head, fit.scale, window)
                 view = conv.active()
                 if checkpoints is not None:
                     checkpoints.seamed(context_tokens(head, view) * fit.scale)
-            pending = Sent(float(record.get("ts", 0.0)), view, {})
-        elif kind == "usage" and pending is not None:
-            sent.append(dataclasses.replace(pending, usage=usage_of(record)))
+            pending = Sent(record.ts, view, {})
+        elif isinstance(record, rec.UsageRecorded):
+            if pending is not None:
+                sent.append(dataclasses.replace(pending, usage=usage_of(record)))
             pending = None
-        elif kind == "compaction" and policy is not None:
+        elif isinstance(record, rec.Compaction) and policy is not None:
             # Seams instead of the source's compaction: where this arm's context reached the source's, the
             # window would have been full here too, and rhapsody seams (its window net) rather than compact.
             full = full or reached(fit, head, conv.active(), record)
             skip_summary = True
-        elif kind == "message" and skip_summary and record.get("compact_summary"):
+        elif isinstance(record, rec.MessageAdded) and skip_summary and rec.extra(record, "compact_summary"):
             skip_summary = False  # the summary of a compaction this arm did not make
-        elif kind not in SEAM_KINDS:
-            if kind in ("thinking_cut", "compaction"):  # their boundary counts the real messages only
-                record = {**record, "boundary": record["boundary"] + added}
-            conv.apply(parse(record))
+        elif not isinstance(record, SEAM_RECORDS):
+            if isinstance(record, (rec.ThinkingCut, rec.Compaction)):  # their boundary counts the real messages only
+                record = record.model_copy(update={"boundary": record.boundary + added})
+            conv.apply(record)
             if checkpoints is not None:
                 checkpoints.see(record)
-            if kind == "message" and record["role"] == "assistant":
-                calls += sum(1 for b in record["content"] if isinstance(b, dict) and b.get("type") == "tool_use")
+            if isinstance(record, rec.MessageAdded) and record.role == "assistant":
+                calls += sum(1 for b in record.content if isinstance(b, ToolUseBlock))
     return sent, seams, shelves
 
 
@@ -321,7 +325,7 @@ def second_window(conv: Conversation, head: list[Any], scale: float, window: int
                 break
     if found is None:
         return 0
-    conv.apply(parse({"kind": "shelve", "boundary": found.boundary, "seams": 0, "text": found.notice.texts()[0]}))
+    conv.apply(rec.Shelve(boundary=found.boundary, seams=0, text=found.notice.texts()[0]))
     return 1
 
 
@@ -343,7 +347,7 @@ class _Checkpoints:
         """A seam was placed before the request just judged, which goes with `context` instead."""
         self.sizes[-1], self.last_seam = context, len(self.sizes) - 1
 
-    def see(self, record: dict[str, Any]) -> None:
+    def see(self, record: rec.Record) -> None:
         """Fold one record of the session as it happened."""
         self.boundary = self.fold.see(record) or self.boundary
 
@@ -366,19 +370,19 @@ def _seam(conv: Conversation, ts: float, note: NoteCost, number: int) -> list[Se
     """The two requests a handoff sends over the whole context, then the note pair and the strip."""
     before = conv.active()
     call_id = f"toolu_whatif_{number}"
-    call = {"type": "tool_use", "id": call_id, "name": HANDOFF_TOOL, "input": {"note": "n" * (4 * note.output)}}
-    result = {"type": "tool_result", "tool_use_id": call_id, "content": "r" * (4 * max(0, note.added - note.output))}
-    conv.apply(parse({"kind": "message", "role": "assistant", "content": [call]}))
-    conv.apply(parse({"kind": "message", "role": "user", "content": [result]}))
+    call = ToolUseBlock(id=call_id, name=HANDOFF_TOOL, input={"note": "n" * (4 * note.output)})
+    result = ToolResultBlock(tool_use_id=call_id, content="r" * (4 * max(0, note.added - note.output)))
+    conv.apply(rec.MessageAdded(role="assistant", content=[call]))
+    conv.apply(rec.MessageAdded(role="user", content=[result]))
     asked = Sent(ts, before, {})
     answered = dataclasses.replace(asked, ts=ts + 1, messages=conv.active())
-    conv.apply(parse({"kind": "seam", "boundary": len(conv.messages), "before": {}, "after": {}}))
+    conv.apply(rec.Seam(boundary=len(conv.messages), before=rec.Shape(), after=rec.Shape()))
     return [asked, answered]
 
 
-def reached(fit: Calibration, head: list[Any], view: list[Message], compaction: dict[str, Any]) -> bool:
+def reached(fit: Calibration, head: list[Any], view: list[Message], compaction: rec.Compaction) -> bool:
     """Whether this context has grown as large as the source's had where it compacted (`compaction`)."""
-    at = fit.compacted_at.get(int(compaction.get("seq", -1)), float("inf"))
+    at = fit.compacted_at.get(compaction.seq, float("inf"))
     return context_tokens(head, view) * fit.scale >= at
 
 
@@ -392,7 +396,6 @@ def context_tokens(head: list[Any], messages: list[Message]) -> int:
     return size(head, messages)
 
 
-def usage_of(record: dict[str, Any]) -> dict[str, int]:
+def usage_of(record: rec.UsageRecorded) -> dict[str, int]:
     """A usage record's input figures, as billing's replay keeps them."""
-    return {k: int(record.get(k) or 0) for k in ("input_tokens", "cache_creation_input_tokens",
-                                                  "cache_read_input_tokens", "cache_creation_1h_input_tokens")}
+    return billing_usage_of(record)

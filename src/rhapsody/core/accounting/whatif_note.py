@@ -6,11 +6,13 @@ Imports: stdlib and rhapsody.core only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from rhapsody.core.accounting.seam_cost import DEFAULT_NOTE_TOKENS, NOTE_AIM_CHARS, NOTE_OUTPUT_TOKENS
-from rhapsody.core.session.messages import compact_json
+from rhapsody.core.session import records as rec
+from rhapsody.core.session.messages import ToolResultBlock, ToolUseBlock, compact_json
 from rhapsody.core.session.strip import HANDOFF_TOOL
 
 DEFAULT_NOTE_ADDED = DEFAULT_NOTE_TOKENS
@@ -35,18 +37,18 @@ def given_note(tokens_added: int) -> NoteCost:
                     f"{max(1, tokens_added // 4):,} output tokens per seam")
 
 
-def note_cost(histories: list[list[dict[str, Any]]]) -> NoteCost:
+def note_cost(histories: Sequence[Sequence[rec.Record]]) -> NoteCost:
     """The mean cost of the notes these histories hold; the stated default when there are none.
 
     What a note added is best read off a seam that measured it (`before` minus `asked_est_tokens`);
     seams written before that field have the `micro_handoff` call and its result, which stay in the
     context, measured instead."""
-    blocks = [b for h in histories for r in h if r["kind"] == "message" for b in r["content"] if isinstance(b, dict)]
-    calls = {b.get("id"): b for b in blocks if b.get("type") == "tool_use" and b.get("name") == HANDOFF_TOOL}
-    pairs = [tokens(calls[b.get("tool_use_id")]) + tokens(b) for b in blocks
-             if b.get("type") == "tool_result" and b.get("tool_use_id") in calls]
-    measured = [r["before"]["est_tokens"] - r["asked_est_tokens"] for h in histories for r in h
-                if r["kind"] == "seam" and isinstance(r.get("asked_est_tokens"), int)]
+    blocks = [b for h in histories for r in rec.of(h, rec.MessageAdded) for b in r.content]
+    calls = {b.id: b for b in blocks if isinstance(b, ToolUseBlock) and b.name == HANDOFF_TOOL}
+    pairs = [tokens(calls[b.tool_use_id].dump()) + tokens(b.dump()) for b in blocks
+             if isinstance(b, ToolResultBlock) and b.tool_use_id in calls]
+    measured = [r.before.est_tokens - r.asked_est_tokens for h in histories for r in rec.of(h, rec.Seam)
+                if r.asked_est_tokens is not None]
     added, how = (measured, "seam(s) that measured it") if measured else (pairs, "field note(s) (the call and its result)")
     if not added:
         return NoteCost(DEFAULT_NOTE_ADDED, DEFAULT_NOTE_OUTPUT,
@@ -55,7 +57,7 @@ def note_cost(histories: list[list[dict[str, Any]]]) -> NoteCost:
                         f"ask for, the harness facts and the index at their caps, the ask) and {DEFAULT_NOTE_OUTPUT:,} "
                         "output tokens per seam; --note-tokens N for another")
     mean = round(sum(added) / len(added))
-    outputs = [tokens(c.get("input", {})) for c in calls.values()]
+    outputs = [tokens(c.input) for c in calls.values()]
     out = round(sum(outputs) / len(outputs)) if outputs else DEFAULT_NOTE_OUTPUT
     return NoteCost(mean, out, f"estimated from {len(added)} {how} in this project's histories: ~{mean:,} tokens "
                                f"added to the context and ~{out:,} output tokens per seam")

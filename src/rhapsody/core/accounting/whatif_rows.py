@@ -27,11 +27,13 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from rhapsody.core.accounting.billing import SEAM_KINDS, Sent
+from collections.abc import Sequence
+
+from rhapsody.core.session import records as rec
+from rhapsody.core.accounting.billing import SEAM_RECORDS, Sent
 from rhapsody.core.pricing import input_equivalents, rates_of
 from rhapsody.core.session.context import Conversation
 from rhapsody.core.session.messages import Message, ToolResultBlock
-from rhapsody.core.session.records import parse
 from rhapsody.core.accounting.whatif import (Arm, Calibration, context_tokens, model_of, priced_arm, reached, session_model,
                                   tokens, usage_of, with_models)
 
@@ -60,30 +62,30 @@ class Clearing:
         return f"clear tool results (at {self.trigger:,}, keep {self.keep})"
 
 
-def compaction_arm(records: list[dict[str, Any]], read_mult: float | None, fit: Calibration) -> Arm:
+def compaction_arm(records: Sequence[rec.Record], read_mult: float | None, fit: Calibration) -> Arm:
     """The session without seams, the source compacting where it did, each compaction's request priced."""
     conv, sent, pending = Conversation(), [], None
     compactions = summary = 0
     awaiting = False
     for record in records:
-        kind = record["kind"]
-        if kind == "request":
-            pending = Sent(float(record.get("ts", 0.0)), conv.active(), {})
-        elif kind == "usage" and pending is not None:
-            sent.append(dataclasses.replace(pending, usage=usage_of(record)))
+        if isinstance(record, rec.RequestMade):
+            pending = Sent(record.ts, conv.active(), {})
+        elif isinstance(record, rec.UsageRecorded):
+            if pending is not None:
+                sent.append(dataclasses.replace(pending, usage=usage_of(record)))
             pending = None
-        elif kind not in SEAM_KINDS:
-            if kind == "compaction":
-                sent.append(Sent(float(record.get("ts", 0.0)), conv.active(), {}))  # the summarising request
+        elif not isinstance(record, SEAM_RECORDS):
+            if isinstance(record, rec.Compaction):
+                sent.append(Sent(record.ts, conv.active(), {}))  # the summarising request
                 compactions, awaiting = compactions + 1, True
-            elif kind == "message" and awaiting and record.get("compact_summary"):
-                summary, awaiting = summary + tokens(record["content"]), False
-            conv.apply(parse(record))
+            elif isinstance(record, rec.MessageAdded) and awaiting and rec.extra(record, "compact_summary"):
+                summary, awaiting = summary + tokens([b.dump() for b in record.content]), False
+            conv.apply(record)
     return priced_arm("source's compaction", with_models(sent, records), compactions, fit, read_mult,
                       round(summary * fit.scale))
 
 
-def clearing_arm(records: list[dict[str, Any]], read_mult: float | None, fit: Calibration, how: Clearing,
+def clearing_arm(records: Sequence[rec.Record], read_mult: float | None, fit: Calibration, how: Clearing,
                  head: list[Any] | None = None) -> Arm:
     """The session without seams, the server clearing old tool results as `how` says; with `head`, every
     request of every model carries that prompt and those tools instead of the source's."""
@@ -93,25 +95,26 @@ def clearing_arm(records: list[dict[str, Any]], read_mult: float | None, fit: Ca
     cleared_once = skip_summary = False
     model = session_model(records)
     for record in records:
-        kind, model = record["kind"], model_of(record, model)
+        model = model_of(record, model)
         head = fit.head_of(model)
-        if kind == "request":
+        if isinstance(record, rec.RequestMade):
             view = conv.active()
             if context_tokens(head, view) * fit.scale >= how.trigger:
                 view, cleared_once = _cleared(view, how.keep, memo), True
-            pending = Sent(float(record.get("ts", 0.0)), view, {})
-        elif kind == "usage" and pending is not None:
-            sent.append(dataclasses.replace(pending, usage=usage_of(record)))
+            pending = Sent(record.ts, view, {})
+        elif isinstance(record, rec.UsageRecorded):
+            if pending is not None:
+                sent.append(dataclasses.replace(pending, usage=usage_of(record)))
             pending = None
-        elif kind == "compaction":
+        elif isinstance(record, rec.Compaction):
             edited = _cleared(conv.active(), how.keep, memo) if cleared_once else conv.active()
             skip_summary = not reached(fit, head, edited, record)
             if not skip_summary:
-                conv.apply(parse(record))
-        elif kind == "message" and skip_summary and record.get("compact_summary"):
+                conv.apply(record)
+        elif isinstance(record, rec.MessageAdded) and skip_summary and rec.extra(record, "compact_summary"):
             skip_summary = False  # the summary of a compaction this arm did not make
-        elif kind not in SEAM_KINDS:
-            conv.apply(parse(record))
+        elif not isinstance(record, SEAM_RECORDS):
+            conv.apply(record)
     return priced_arm(how.label, with_models(sent, records), 0, fit, read_mult, 0)
 
 
@@ -137,24 +140,24 @@ def _edit(message: Message, gone: set[str], memo: Memo) -> Message:
     return edited
 
 
-def subagents(records: list[dict[str, Any]], read_mult: float | None) -> dict[str, Any]:
+def subagents(records: Sequence[rec.Record], read_mult: float | None) -> dict[str, Any]:
     """The requests of an imported session's subagents (its sidechains) as the file reports them, each at the model
     that answered it: the same in every row, since a seam of the main conversation leaves a subagent's own
     requests as they were, so they are said beside the rows, not in them. A message written as several lines
     repeats its usage: consecutive lines of one agent with the same usage count once."""
     seen: tuple[Any, ...] | None = None
     billed, dollars, requests = 0.0, 0.0, 0
-    for record in records:
-        usage = record.get("usage")
-        if record["kind"] != "aside" or record.get("what") != "sidechain" or not isinstance(usage, dict):
+    for record in rec.of(records, rec.KeptAside):
+        extra = record.model_extra or {}  # an aside's fields vary with `what`
+        usage = extra.get("usage")
+        if record.what != "sidechain" or not isinstance(usage, dict):
             continue
-        key = (record.get("agent_id"), tuple(sorted(usage.items())))
+        key = (extra.get("agent_id"), tuple(sorted(usage.items())))
         if key == seen:
             continue
         seen, requests = key, requests + 1
-        rates = rates_of(str(record.get("model", "")), read_mult)
+        rates = rates_of(str(extra.get("model", "")), read_mult)
         each = input_equivalents({k: int(v or 0) for k, v in usage.items()}, rates)
         billed += each
         dollars = dollars + each * rates.usd_per_token if rates.usd_per_token is not None and dollars >= 0 else -1.0
     return {"requests": requests, "billed_input_tokens": round(billed), "usd": round(dollars, 4) if dollars >= 0 else None}
-

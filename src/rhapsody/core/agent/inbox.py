@@ -21,6 +21,7 @@ from rhapsody.core.agent import ops
 from rhapsody.core.agent.prompt_shell import MARK, expanded_turn
 from rhapsody.core.agent.shell import run_human_command
 from rhapsody.core.events import Event, Idle, Interrupted
+from rhapsody.core.session import records as rec
 from rhapsody.core.session.handoff import undo_seam
 from rhapsody.core.session.session import Session
 from rhapsody.core.toolbox.approval import Approval
@@ -173,7 +174,7 @@ def handle(agent: Agent, op: ops.Op) -> ops.Receipt:
             return ops.Receipt(_answer(agent, op))
         case ops.SetMode():
             agent.toolbox.permission_mode = op.mode
-            agent.session.record("permission_mode", mode=op.mode)
+            agent.session.append(rec.PermissionMode(mode=op.mode))
             return ops.Receipt()
         case ops.RequestHandoff():
             return _handoff(agent)
@@ -184,9 +185,8 @@ def handle(agent: Agent, op: ops.Op) -> ops.Receipt:
         case ops.ShellCommand():
             return _shell(agent, op.command)
         case ops.AddNotice():
-            flags: dict[str, Any] = {"error": True} if op.error else {}
-            agent.session.record("notice", text=op.text, shown="as is", **flags,
-                                 **({"command": True} if op.command else {}))
+            agent.session.append(rec.NoticeShown(text=op.text, shown="as is", error=True if op.error else None,
+                                                 command=True if op.command else None))
             return ops.Receipt()
         case _:
             assert_never(op)

@@ -41,6 +41,7 @@ from rhapsody.core.access.permissions import Mode
 from rhapsody.core.toolbox.protocol import PlanReviewer
 from rhapsody.core.agent.turn import Opening, Turn, begin, model_ended, opening
 from rhapsody.core.agent.turn_end import HandoffThreshold, handoff_left
+from rhapsody.core.session import records as rec
 
 if TYPE_CHECKING:
     from rhapsody.core.agent.delegation import Delegation
@@ -187,7 +188,7 @@ class Agent:
     async def _drain_observers(self) -> None:
         """The observers have seen every event so far; an observer's error is recorded, never raised."""
         for error in await self.observers.drain():
-            self.session.record("error", message=f"observer: {error}")
+            self.session.append(rec.Error(message=f"observer: {error}"))
 
     async def _round(self, turn: Turn) -> AsyncGenerator[Event, None]:
         """One request and what its answer asks for: the calls run, the end of the turn, or the failure."""

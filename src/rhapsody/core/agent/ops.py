@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from rhapsody.core.access.permissions import Mode
+from rhapsody.core.session import records as rec
 
 
 class _Op(BaseModel):
@@ -158,5 +159,5 @@ class Receipt:
     refill: str = ""
     reload: bool = False
     """The history changed under the front end (a seam undone, a rewind): rebuild the transcript."""
-    record: dict[str, Any] | None = None
+    record: rec.Record | None = None
     """The record the operation wrote that the front end shows (the `unseam` of an undone handoff)."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from rhapsody.core.events import LimitsExceeded
 from rhapsody.core.session.rolling import RollingPolicy
 from rhapsody.core.session.session import Session
+from rhapsody.core.session import records as rec
 
 
 @dataclass(frozen=True)
@@ -76,5 +77,5 @@ def limit_reached(policy: Policy, session: Session, steps: int) -> LimitsExceede
 
 
 def _limit(session: Session, name: str, value: float, maximum: float) -> LimitsExceeded:
-    session.record("limit", limit=name, value=value, maximum=maximum)
+    session.append(rec.Limit(limit=name, value=value, maximum=maximum))
     return LimitsExceeded(name, value, maximum)

@@ -18,6 +18,7 @@ from rhapsody.core.model import Model
 from rhapsody.core.agent.round import Round
 from rhapsody.core.session.session import Session
 from rhapsody.core.window import expected_tokens, session_window, too_long
+from rhapsody.core.session import records as rec
 
 
 async def stream_request(session: Session, model: Model, window_setting: int | None,
@@ -30,18 +31,18 @@ async def stream_request(session: Session, model: Model, window_setting: int | N
         expected = expected_tokens(session.records, est)
         if expected > window:
             raise ContextTooLong(too_long(expected, window))
-        session.record("request", bytes=size, est_tokens=est, messages=len(body["messages"]),
-                       model=str(body.get("model", "")), **({"cache_ttl": ttl} if ttl != "5m" else {}))
+        session.append(rec.RequestMade(bytes=size, est_tokens=est, messages=len(body["messages"]),
+                       model=str(body.get("model", "")), cache_ttl="1h" if ttl == "1h" else None))
         yield RequestSent(size, est, len(body["messages"]))
         async for event in model.stream(body):
             if isinstance(event, TextDelta):
                 current.partial.append(event.text)
             elif isinstance(event, Retrying):
                 current.partial = []
-                session.record("retry", attempt=event.attempt, reason=event.reason, delay=event.delay)
+                session.append(rec.Retry(attempt=event.attempt, reason=event.reason, delay=event.delay))
             elif isinstance(event, ModelResponse):
                 current.response = event
-                session.record("usage", stop_reason=event.stop_reason, **event.usage)
+                session.append(rec.UsageRecorded.model_validate({"stop_reason": event.stop_reason, **event.usage}))
                 yield UsageReported(event.usage)
             yield event
     except (ContextTooLong, ModelError) as exc:

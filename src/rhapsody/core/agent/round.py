@@ -21,6 +21,7 @@ from rhapsody.core.events import DenialDelivered, HandoffFailed, Interrupted, Mo
 from rhapsody.core.session.messages import Block, TextBlock, ToolResultBlock, ToolUseBlock
 from rhapsody.core.session.session import Session
 from rhapsody.core.toolbox.protocol import ToolOutcome
+from rhapsody.core.session import records as rec
 
 INTERRUPTED = "Interrupted by the human before this call finished."
 
@@ -59,9 +60,10 @@ class Round:
 
     def ran(self, session: Session, call: ToolUseBlock, outcome: ToolOutcome, ms: int) -> None:
         """A call ran (or was refused): its run recorded, its result (and the human's words) kept."""
-        session.record("tool_run", tool_use_id=call.id, name=call.name, is_error=outcome.is_error,
+        session.append(rec.ToolRun(tool_use_id=call.id, name=call.name, is_error=outcome.is_error,
                        exit_code=outcome.exit_code, duration_ms=ms,
-                       **({"refused": outcome.refused} if outcome.refused else {}), **outcome.facts)
+                       refused=outcome.refused or None,
+                                   **(outcome.facts.model_dump(exclude_unset=True) if outcome.facts else {})))
         self.results.append(_result_of(call, outcome))
         if outcome.refused:
             self.unrun.add(call.id)
@@ -74,7 +76,7 @@ class Round:
                    rule: str) -> NarrationViolation:
         """A call not run because too few words narrated it: recorded, answered with the rule."""
         total = session.figures.violations + 1
-        session.record("violation", tool_use_id=call.id, name=call.name, words=words, required=required)
+        session.append(rec.Violation(tool_use_id=call.id, name=call.name, words=words, required=required))
         self.unrun.add(call.id)
         text = rule.format(words=words, required=required)
         self.results.append(ToolResultBlock(tool_use_id=call.id, content=text, is_error=True))
@@ -99,7 +101,7 @@ class Round:
             if call.id in self.approvals:  # shown as the human's words, not recorded as a denial
                 events.append(DenialDelivered(call, words))
                 continue
-            session.record("denial", tool_use_id=call.id, name=call.name, text=words, message_seq=seq)
+            session.append(rec.Denial(tool_use_id=call.id, name=call.name, text=words, message_seq=seq))
             events.append(DenialDelivered(call, words))
         self.calls, self.results, self.denials, self.approvals = [], [], [], set()
         return events
@@ -120,7 +122,7 @@ def interrupt(session: Session, current: Round | None) -> Interrupted:
         return _keep_partial(session, current)
     if current is not None and (current.calls or current.results):
         return _answer_open_calls(session, current)
-    session.record("interrupted", partial_text="", during="turn")  # between rounds: nothing is open
+    session.append(rec.TurnInterrupted(partial_text="", during="turn"))  # between rounds: nothing is open
     return Interrupted("", during="turn")
 
 
@@ -134,7 +136,7 @@ def _keep_partial(session: Session, current: Round) -> Interrupted:
     current.partial, current.streaming = [], False
     if text.strip():
         session.append_message("assistant", [TextBlock(text=text)])
-    session.record("interrupted", partial_text=text, during="stream")
+    session.append(rec.TurnInterrupted(partial_text=text, during="stream"))
     return Interrupted(text, during="stream")
 
 
@@ -144,6 +146,6 @@ def _answer_open_calls(session: Session, current: Round) -> Interrupted:
     current.results += [ToolResultBlock(tool_use_id=c.id, content=current.interrupted_as.get(c.id, INTERRUPTED),
                                         is_error=True) for c in still_open]
     record = session.append_message("user", current.blocks())
-    current.delivered(session, record["seq"])
-    session.record("interrupted", partial_text="", during="tools", open=[c.id for c in still_open])
+    current.delivered(session, record.seq)
+    session.append(rec.TurnInterrupted(partial_text="", during="tools", open=[c.id for c in still_open]))
     return Interrupted("", during="tools", open_calls=tuple(c.id for c in still_open))

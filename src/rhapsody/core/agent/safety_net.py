@@ -57,6 +57,7 @@ from rhapsody.core.agent.turn_end import ABANDONED, HandoffThreshold, said
 from rhapsody.core.agent.turn_hooks import context_with
 from rhapsody.core.window import session_window
 from rhapsody.core.accounting.window_room import room_for_note
+from rhapsody.core.session import records as rec
 
 WINDOW_REASON = "at the window, room for the field note: "
 """How the reason of the `prune` that makes room for the note at the window begins."""
@@ -104,7 +105,7 @@ def _room_first(session: Session, policy: Policy, refusal: str) -> Netted | None
     try:
         record = prune(session, room.ids, f"{WINDOW_REASON}{refusal}")
     except AuditFailed as exc:
-        session.record("seam_failed", reason=f"{ABANDONED}{exc}")
+        session.append(rec.SeamFailed(reason=f"{ABANDONED}{exc}"))
         return None
     events: list[Event] = [ContextPruned(record)]
     if asking:
@@ -117,12 +118,8 @@ def _room_first(session: Session, policy: Policy, refusal: str) -> Netted | None
 def _made_room(session: Session) -> bool:
     """Whether what answered the last refusal was room for the note (the latest cut is the window's prune, not
     a seam): the request for the note was refused as well, so now rhapsody strips first."""
-    for record in reversed(session.records):
-        if record["kind"] == "seam":
-            return False
-        if record["kind"] == "prune":
-            return str(record.get("reason", "")).startswith(WINDOW_REASON)
-    return False
+    latest = rec.last(session.records, rec.Seam, rec.Prune)
+    return isinstance(latest, rec.Prune) and latest.reason.startswith(WINDOW_REASON)
 
 
 def _strip_first(session: Session, policy: Policy, refusal: str) -> Netted:
@@ -136,14 +133,14 @@ def _strip_first(session: Session, policy: Policy, refusal: str) -> Netted:
                              window={"refusal": refusal})
     except AuditFailed as exc:
         reason = f"{ABANDONED}{exc}"
-        session.record("seam_failed", reason=reason)
+        session.append(rec.SeamFailed(reason=reason))
         return Netted([HandoffFailed(reason), *_fail(session, refusal).events], False)
     events: list[Event] = [SeamCommitted(record, shelve_after_seam(session, _window(session, policy)))]
     if state.noted and state.interrupted_work:  # the seam the note was for is made: go on
         events += _tell(session, policy.continue_after_handoff)
     elif not state.noted:
-        handoff_state.ask(session, interrupted_work=True, after_strip=record["seam"])
-        events += _tell(session, policy.window_request.format(reason=refusal, seam=record["seam"], index=index))
+        handoff_state.ask(session, interrupted_work=True, after_strip=record.seam)
+        events += _tell(session, policy.window_request.format(reason=refusal, seam=record.seam, index=index))
         events.append(HandoffAsked())
     return Netted(events, True)
 
@@ -156,7 +153,7 @@ def _window(session: Session, policy: Policy) -> int:
 def _tell(session: Session, text: str) -> list[HarnessSaid]:
     """Send the model the harness's own `text` as a user message; the events that show it."""
     blocks = [TextBlock(text=text)]
-    return said(blocks, session.append_message("user", list(blocks))["seq"])
+    return said(blocks, session.append_message("user", list(blocks)).seq)
 
 
 def _refused_again(session: Session, refusal: str) -> Netted:
@@ -171,5 +168,5 @@ def _strip_takes_something(session: Session) -> bool:
 
 
 def _fail(session: Session, message: str) -> Netted:
-    session.record("error", message=message)
+    session.append(rec.Error(message=message))
     return Netted([Failed(message)], False)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +67,7 @@ async def run_subagent(delegation: Delegation, ctx: ToolContext, order: Order) -
     from rhapsody.core.agent.loop import Agent  # the loop lends sub-agents; they run the loop
 
     parent = ctx.session
-    sid = f"sa{1 + sum(1 for r in parent.records if r['kind'] == 'subagent' and r['state'] == 'started')}"
+    sid = f"sa{1 + sum(1 for r in rec.of(parent.records, rec.Subagent) if r.state == 'started')}"
     model_id = order.model or delegation.model_id or parent.spec.model
     toolbox = lent_toolbox(delegation.toolbox, order.mode, sid)
     spec = RequestSpec(model=model_id, system=f"{parent.spec.system}\n\n{delegation.prompt}".strip(),
@@ -74,8 +75,8 @@ async def run_subagent(delegation: Delegation, ctx: ToolContext, order: Order) -
                        parallel_tools=parent.spec.parallel_tools, thinking=parent.spec.thinking)
     link = rec.ParentLink(session=parent.id, tool_use_id=ctx.call_id, subagent=sid)
     child = Session.start(parent.root, spec, parent=link)
-    parent.record("subagent", id=sid, session=child.id, tool_use_id=ctx.call_id, state="started", model=model_id,
-                  mode=order.mode, task=order.task)
+    parent.append(rec.Subagent(id=sid, session=child.id, tool_use_id=ctx.call_id, state="started", model=model_id,
+                               mode=order.mode, task=order.task))
     progress = ctx.progress or (lambda event: None)
     progress(SubagentStarted(sid, ctx.call_id, order.task, model_id, order.mode, child.id))
     agent = Agent(child, delegation.model, toolbox, child_policy(delegation.policy, order.budget))
@@ -109,7 +110,7 @@ def _forwarded(sid: str, event: Event) -> Event:
     return SubagentStep(sid, event)
 
 
-def _status(ending: list[Event]) -> tuple[str, str]:
+def _status(ending: list[Event]) -> tuple[rec.SubagentState, str]:
     """How the turn ended: done, limit (its budget) or failed, and why in words."""
     for event in ending:
         if isinstance(event, LimitsExceeded):
@@ -149,11 +150,11 @@ def child_policy(policy: Policy, budget: Budget) -> Policy:
                                plan_note="")
 
 
-def _ended(parent: Session, child: Session, sid: str, state: str, call_id: str) -> None:
+def _ended(parent: Session, child: Session, sid: str, state: rec.SubagentState, call_id: str) -> None:
     figures = child.figures
-    parent.record("subagent", id=sid, session=child.id, tool_use_id=call_id, state=state, model=child.spec.model,
-                  tool_calls=figures.tool_calls, requests=figures.requests, usage=dict(figures.usage),
-                  cost_usd=round(figures.cost, 6), priced=figures.priced, kept_out_tokens=kept_out(child))
+    parent.append(rec.Subagent(id=sid, session=child.id, tool_use_id=call_id, state=state, model=child.spec.model,
+                               tool_calls=figures.tool_calls, requests=figures.requests, usage=dict(figures.usage),
+                               cost_usd=round(figures.cost, 6), priced=figures.priced, kept_out_tokens=kept_out(child)))
 
 
 def kept_out(child: Session) -> int:
@@ -179,18 +180,18 @@ def figures_line(child: Session) -> str:
     return f"model {child.spec.model}, {counted(f.tool_calls, 'tool call')}, {tokens:,} tokens, {cost}"
 
 
-def touched(records: list[dict[str, Any]]) -> list[str]:
+def touched(records: Sequence[rec.Record]) -> list[str]:
     """What the sub-agent's calls touched, one line each: files read, files changed, commands with their exits."""
-    runs = [r for r in records if r["kind"] == "tool_run"]
-    reads = sorted({r["path"] for r in runs if r.get("op") == "read" and r.get("path")})
+    runs = list(rec.of(records, rec.ToolRun))
+    reads = sorted({r.path for r in runs if r.op == "read" and r.path})
     writes = changed_files(records)
-    commands = [f"`{_short(r['command'])}` (exit {r.get('exit_code')})" for r in runs if r.get("command")]
+    commands = [f"`{_short(r.command)}` (exit {r.exit_code})" for r in runs if r.command]
     return [f"Files read: {_listed(reads)}", f"Files changed: {_listed(writes)}", f"Commands: {_listed(commands)}"]
 
 
-def changed_files(records: list[dict[str, Any]]) -> list[str]:
+def changed_files(records: Sequence[rec.Record]) -> list[str]:
     """The files a session's calls wrote, sorted."""
-    return sorted({r["path"] for r in records if r["kind"] == "tool_run" and r.get("op") == "write" and r.get("path")})
+    return sorted({r.path for r in rec.of(records, rec.ToolRun) if r.op == "write" and r.path})
 
 
 def _listed(items: list[str], most: int = 12) -> str:

@@ -16,6 +16,7 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any
 from contextlib import aclosing
 
+from rhapsody.core.session import records as rec
 from rhapsody.core.events import Event, HandoffAsked, SubagentStarted, TodoUpdated, ToolFinished, ToolStarted
 from rhapsody.core.toolbox.protocol import NoteWritten
 from rhapsody.core.session.messages import Block, Message, TextBlock, ToolUseBlock
@@ -48,7 +49,7 @@ async def run_calls(ctx: ToolContext, toolbox: Toolbox, policy: Policy, current:
         del current.calls[:len(batch)]
     at_boundary()
     blocks = current.blocks()
-    hints = session.take_hints(("steer",))
+    hints = session.pending_hints(("steer",))
     blocks += [TextBlock(text=h.text) for h in hints]
     asked: list[Block] = []
     if session.handoff.wanted:
@@ -56,15 +57,15 @@ async def run_calls(ctx: ToolContext, toolbox: Toolbox, policy: Policy, current:
         blocks += asked
         yield HandoffAsked()
     record = session.append_message("user", blocks)
-    for event in current.delivered(session, record["seq"]):
+    for event in current.delivered(session, record.seq):
         yield event
     if policy.rolling and not session.spec.thinking:
         pruned = rolled(session, policy)
         if pruned is not None:
             yield pruned
     if hints:
-        yield delivered(session, hints, record["seq"], current.landed(calls))
-    for event in said(asked, record["seq"]):  # last, as the request comes last in the message
+        yield delivered(session, hints, record.seq, current.landed(calls))
+    for event in said(asked, record.seq):  # last, as the request comes last in the message
         yield event
 
 
@@ -152,8 +153,17 @@ async def _finished(ctx: ToolContext, toolbox: Toolbox, current: Round, call: To
     if isinstance(outcome, NoteWritten) and not outcome.is_error:
         await note_written(session, toolbox, outcome)
     events.append(ToolFinished(call, outcome.content, outcome.is_error, 0 if outcome.refused else ms,
-                               outcome.exit_code, outcome.refused, str(outcome.facts.get("diff") or ""),
-                               str(outcome.facts.get("proposed_diff") or "")))
+                               outcome.exit_code, outcome.refused, _diff(outcome.facts), _proposed(outcome.facts)))
     if isinstance(outcome, TodoWritten) and not outcome.is_error:
         events.append(TodoUpdated(tuple(i.model_dump() for i in outcome.items)))
     return [*events, *hook_notices(toolbox)]
+
+
+def _diff(facts: rec.ToolFacts | None) -> str:
+    """The diff a write made ('' for any other call)."""
+    return (facts.diff or "") if isinstance(facts, rec.FileFacts) else ""
+
+
+def _proposed(facts: rec.ToolFacts | None) -> str:
+    """The diff a denied write would have made ('' for any other call)."""
+    return facts.proposed_diff if isinstance(facts, rec.ProposalFacts) else ""

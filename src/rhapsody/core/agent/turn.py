@@ -25,7 +25,8 @@ from rhapsody.core.session.messages import Block, Message, TextBlock
 from rhapsody.core.model import Model
 from rhapsody.core.agent.policy import Policy
 from rhapsody.core.agent.round import Round
-from rhapsody.core.session.session import Hint, Session
+from rhapsody.core.session import records as rec
+from rhapsody.core.session.session import Session
 from rhapsody.core.agent.tool_sync import sync_tools
 from rhapsody.core.toolbox.orchestrator import Toolbox
 from rhapsody.core.agent.turn_end import HandoffThreshold, delivered, end_of_turn, said
@@ -58,7 +59,7 @@ class Opening:
     """The turn's first message (empty: nothing to send), the hints and images in it, and notices for the human."""
 
     blocks: list[Block]
-    hints: list[Hint]
+    hints: list[rec.Hint]
     images: list[Attached]
     notices: list[Notice]
     files: tuple[Attachment, ...] = ()
@@ -81,7 +82,7 @@ async def opening(session: Session, toolbox: Toolbox, handoff_request: str, text
     source = text if typed is None else typed
     images, refused = attach(source, session.root, toolbox.protected)
     files, unread = attach_files(source, session.root, toolbox.protected, cap)
-    hints = session.take_hints()
+    hints = session.pending_hints()
     blocks: list[Block] = [*(TextBlock(text=h.text) for h in hints), *_plan_note(session, toolbox, plan_note),
                            TextBlock(text=text),
                            *(i.block() for i in images), *(f.block() for f in files), *added]
@@ -95,9 +96,9 @@ async def begin(session: Session, toolbox: Toolbox, opened: Opening, text: str |
     # after the message is on disk (a quit right after Enter keeps it); no file changed in between
     await checkpoint(session, toolbox.checkpointer, "turn", message=message)
     if opened.hints:
-        yield delivered(session, opened.hints, record["seq"], "start of turn")
+        yield delivered(session, opened.hints, record.seq, "start of turn")
     yield TurnStarted(text or "")
-    for said_now in said(opened.blocks[len(opened.hints):], record["seq"]):  # the harness's own words: a handoff asked for
+    for said_now in said(opened.blocks[len(opened.hints):], record.seq):  # the harness's own words: a handoff asked for
         yield said_now
     if opened.images:
         yield ImagesAttached(tuple(label(i.block().dump()) for i in opened.images))
@@ -113,15 +114,15 @@ def _plan_note(session: Session, toolbox: Toolbox, note: str) -> list[Block]:
     note = note.strip()
     if toolbox.permission_mode != "plan" or not note or note in session.spec.system:
         return []
-    since = max((i for i, r in enumerate(session.records) if r["kind"] == "permission_mode"), default=0)
-    sent = any(isinstance(b, dict) and note in str(b.get("text", "")) for r in session.records[since:]
-               if r["kind"] == "message" for b in r["content"])
+    since = max((i for i, r in enumerate(session.records) if isinstance(r, rec.PermissionMode)), default=0)
+    sent = any(isinstance(b, TextBlock) and note in b.text for r in rec.of(session.records[since:], rec.MessageAdded)
+               for b in r.content)
     return [] if sent else [TextBlock(text=f"{HARNESS_PREFIX} {note}")]
 
 
 async def _pending_only(session: Session, toolbox: Toolbox, handoff_request: str) -> Opening:
     """A turn without the human's words: the pending hints, else the micro-handoff if one is wanted."""
-    hints = session.take_hints()
+    hints = session.pending_hints()
     blocks: list[Block] = [TextBlock(text=h.text) for h in hints]
     if session.handoff.wanted and not blocks:
         blocks = await ask_handoff(session, toolbox, handoff_request, interrupted_work=False)

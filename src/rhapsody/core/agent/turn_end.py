@@ -35,11 +35,12 @@ from rhapsody.core.session.handoff import AuditFailed, commit_seam, count_seam_t
 from rhapsody.core.session.messages import Block, TextBlock
 from rhapsody.core.model import Model
 from rhapsody.core.agent.policy import Policy
-from rhapsody.core.session.session import Hint, Session
+from rhapsody.core.session.session import Session
 from rhapsody.core.accounting.seam_cost import NOTE_ROOM_TOKENS, note_costs
 from rhapsody.core.session.shelf import shelve_after_seam
 from rhapsody.core.window import session_window, share_limit
 from rhapsody.core.accounting.window_room import HEADROOM
+from rhapsody.core.session import records as rec
 
 ABANDONED = "strip abandoned, context unchanged: "
 """How a failed seam audit begins, live and on resume."""
@@ -83,7 +84,7 @@ class HandoffThreshold:
             self.armed_at = tokens_after_seam + self.every
 
 
-def note_room(records: list[dict[str, Any]]) -> int:
+def note_room(records: Sequence[rec.Record]) -> int:
     """The room the handoff's own requests need in the window: what this session's notes added (else the
     default), with a quarter more, as the safety net keeps for the note (core/accounting/window_room.py)."""
     costs = note_costs(records)
@@ -101,7 +102,7 @@ async def end_of_turn(session: Session, policy: Policy, model: Model, threshold:
         events += [pruned] if pruned is not None else []
     if session.handoff.noted and session.handoff.after_strip:  # the strip came first, at the window
         state = session.handoff
-        session.record("seam_note", seam=state.after_strip, note_path=state.note_path)
+        session.append(rec.SeamNote(seam=state.after_strip, note_path=state.note_path))
         follow_up.append(TextBlock(text=policy.continue_after_handoff))
     elif session.handoff.noted:
         committed, resume_work = await _commit_seam(session, policy, model, threshold)
@@ -116,17 +117,17 @@ async def end_of_turn(session: Session, policy: Policy, model: Model, threshold:
         handoff_state.give_up(session, handoff_state.NO_NOTE)
         events.append(HandoffFailed(handoff_state.NO_NOTE))
     elif policy.memory_reminder and _memory_due(session, policy, turn_start):
-        session.record("memory_reminder")
+        session.append(rec.MemoryReminder())
         follow_up.append(TextBlock(text=policy.memory_reminder))
         events.append(MemoryReminded())
     harness = list(follow_up)
-    hints = session.take_hints()
+    hints = session.pending_hints()
     follow_up.extend(TextBlock(text=h.text) for h in hints)
     if follow_up:
         record = session.append_message("user", follow_up)
-        events += said(harness, record["seq"])
+        events += said(harness, record.seq)
         if hints:
-            events.append(delivered(session, hints, record["seq"], "end of turn"))
+            events.append(delivered(session, hints, record.seq, "end of turn"))
     return TurnEnd(events, follow_up)
 
 
@@ -157,21 +158,20 @@ def rolled(session: Session, policy: Policy) -> ContextPruned | None:
     return ContextPruned(record) if record is not None else None
 
 
-def delivered(session: Session, hints: list[Hint], seq: int, where: str) -> HintDelivered:
+def delivered(session: Session, hints: list[rec.Hint], seq: int, where: str) -> HintDelivered:
     """Record that `hints` went out in message `seq`; the event that says where."""
     ids = tuple(h.id for h in hints)
-    session.record("hint_delivered", ids=list(ids), message_seq=seq, where=where)
+    session.append(rec.HintsDelivered(ids=list(ids), message_seq=seq, where=where))
     return HintDelivered(ids, where)
 
 
 def _memory_due(session: Session, policy: Policy, turn_start: int) -> bool:
     """A task of this turn used tools, left memory untouched, and was not reminded yet."""
     turn = session.records[turn_start:]
-    if any(r["kind"] in ("memory_reminder", "seam", "handoff") for r in turn):
+    if rec.first(turn, rec.MemoryReminder, rec.Seam, rec.Handoff):
         return False
-    runs = [r for r in turn if r["kind"] == "tool_run" and r.get("name") not in ("micro_handoff", "recall")]
-    wrote = any(r.get("op") == "write" and str(r.get("path", "")).startswith(policy.memory_path + "/")
-                for r in runs)
+    runs = [r for r in rec.of(turn, rec.ToolRun) if r.name not in ("micro_handoff", "recall")]
+    wrote = any(r.op == "write" and (r.path or "").startswith(policy.memory_path + "/") for r in runs)
     return bool(runs) and not wrote
 
 
@@ -183,11 +183,11 @@ async def _commit_seam(session: Session, policy: Policy, model: Model,
         record = commit_seam(session, note_path=state.note_path)
     except AuditFailed as exc:
         reason = f"{ABANDONED}{exc}"
-        session.record("seam_failed", reason=reason)  # in the words the live line says, for a resume to show
+        session.append(rec.SeamFailed(reason=reason))  # in the words the live line says, for a resume to show
         return HandoffFailed(reason), False
     window = session_window(session.spec.model, session.figures.evidence, policy.context_window).tokens
     shelved = shelve_after_seam(session, window)
-    threshold.rearm(shelved["after_tokens"] if shelved else record["after"]["est_tokens"])
+    threshold.rearm(shelved.after_tokens if shelved else record.after.est_tokens)
     if policy.exact_tokens:
-        await count_seam_tokens(session, model, record["seam"])
+        await count_seam_tokens(session, model, record.seam)
     return SeamCommitted(record, shelved), state.interrupted_work

@@ -15,6 +15,8 @@ Imports: stdlib and rhapsody.core only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import asyncio
 import concurrent.futures
 import contextlib
@@ -24,6 +26,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rhapsody.core.errors import RhapsodyError, StorageError
+from rhapsody.core.session import records as rec
+from rhapsody.core.session.messages import TextBlock
 
 if TYPE_CHECKING:
     from rhapsody.core.session.session import Session
@@ -134,26 +138,26 @@ def _flush(session: Session) -> None:
         try:
             commit, left_out, ms = queued.future.result()
         except RhapsodyError as exc:
-            session.record("checkpoint_failed", at=queued.at, reason=str(exc), **queued.tied)
+            session.append(rec.CheckpointFailed(at=queued.at, reason=str(exc), **queued.tied))
             continue
-        session.record("checkpoint", at=queued.at, commit=commit, ms=ms, left_out=[list(x) for x in left_out],
-                       **queued.tied)
+        session.append(rec.Checkpoint(at=queued.at, commit=commit, ms=ms, left_out=[list(x) for x in left_out],
+                       **queued.tied))
     if not queue.waiting:  # the thread goes with the last one; the next checkpoint starts another
         queue.worker.shutdown(wait=False)
         del _QUEUES[session.id]
 
 
-def take(session: Session, checkpointer: Checkpointer, at: str, **tied: Any) -> dict[str, Any] | None:
+def take(session: Session, checkpointer: Checkpointer, at: str, **tied: Any) -> rec.Checkpoint | None:
     """Take a checkpoint and record it; None (a `checkpoint_failed` record) when it could not be taken."""
     start = time.perf_counter()
     try:
         commit, left_out = checkpointer.take(f"rhapsody {session.id} {at}")
     except RhapsodyError as exc:
-        session.record("checkpoint_failed", at=at, reason=str(exc), **tied)
+        session.append(rec.CheckpointFailed(at=at, reason=str(exc), **tied))
         return None
     ms = int((time.perf_counter() - start) * 1000)
     tied.setdefault("message", len(session.conversation.messages))
-    return session.record("checkpoint", at=at, commit=commit, ms=ms, left_out=[list(x) for x in left_out], **tied)
+    return session.append(rec.Checkpoint(at=at, commit=commit, ms=ms, left_out=[list(x) for x in left_out], **tied))
 
 
 @dataclass(frozen=True)
@@ -172,52 +176,45 @@ class Point:
     ts: float
 
 
-def points(records: list[dict[str, Any]], abandoned: set[int]) -> list[Point]:
+def points(records: Sequence[rec.Record], abandoned: set[int]) -> list[Point]:
     """Every checkpoint the person can pick, oldest first: before each human message still in the
     conversation (`abandoned`: message indexes a conversation rewind left behind), and before each restore
     of files that went ahead."""
     texts = _human_texts(records)
-    undo = {r.get("before") for r in records if r["kind"] == "restore"}
+    undo = {r.before for r in rec.of(records, rec.Restore)}
     found: list[Point] = []
-    for record in records:
-        if record["kind"] != "checkpoint" or record.get("at") not in ("turn", "rewind"):
+    for record in rec.of(records, rec.Checkpoint):
+        if record.at not in ("turn", "rewind"):
             continue
-        if record["at"] == "rewind" and record["commit"] not in undo:
+        if record.at == "rewind" and record.commit not in undo:
             continue  # taken for a restore that did not happen
-        index = int(record.get("message", -1))
-        if record["at"] == "turn" and (index in abandoned or index not in texts):
+        index = -1 if record.message is None else record.message
+        if record.at == "turn" and (index in abandoned or index not in texts):
             continue
-        text = texts.get(index, "") if record["at"] == "turn" else "(files as they were before this restore)"
-        found.append(Point(len(found) + 1, record["at"], record["seq"], str(record["commit"]), index, text,
-                           float(record.get("ts", 0))))
+        text = texts.get(index, "") if record.at == "turn" else "(files as they were before this restore)"
+        found.append(Point(len(found) + 1, record.at, record.seq, record.commit, index, text, record.ts))
     return found
 
 
-def _human_texts(records: list[dict[str, Any]]) -> dict[int, str]:
+def _human_texts(records: Sequence[rec.Record]) -> dict[int, str]:
     """The text of each user message that holds the human's text, by its index in the conversation."""
     texts: dict[int, str] = {}
-    index = 0
-    for record in records:
-        if record["kind"] != "message":
-            continue
-        content = record["content"]
-        if record["role"] == "user":
-            words = [content] if isinstance(content, str) else [
-                b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+    for index, record in enumerate(rec.of(records, rec.MessageAdded)):
+        if record.role == "user":
+            words = [b.text for b in record.content if isinstance(b, TextBlock)]
             words = [w for w in words if not w.startswith(HARNESS_PREFIX)]
             if any(w.strip() for w in words):
                 texts[index] = "\n".join(w for w in words if w.strip())
-        index += 1
     return texts
 
 
-def rewind_conversation(session: Session, point: Point) -> dict[str, Any]:
+def rewind_conversation(session: Session, point: Point) -> rec.Rewind:
     """Move the active context back to just before `point`'s message; the later branch stays on disk.
 
     The record carries the estimate of the request the rewound context makes (`est_tokens`), so the
     figures' context falls with it, as it does at a seam."""
-    return session.record("rewind", to=point.message, checkpoint_seq=point.seq, text=point.text,
-                          est_tokens=_context_after(session, point.message))
+    return session.append(rec.Rewind(to=point.message, checkpoint_seq=point.seq, text=point.text,
+                          est_tokens=_context_after(session, point.message)))
 
 
 def _context_after(session: Session, to: int) -> int:

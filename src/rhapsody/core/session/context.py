@@ -21,6 +21,7 @@ from rhapsody.core.session import records as rec
 from rhapsody.core.session.messages import Message, TextBlock, compact_json
 from rhapsody.core.session.strip import compact, drop_messages, drop_thinking_blocks, drop_tool_ids, shelve_blocks, strip_blocks
 from rhapsody.core.session.tokens import estimate_chars
+from rhapsody.core.json_types import JsonObject
 
 EPHEMERAL = {"type": "ephemeral"}
 
@@ -60,9 +61,9 @@ class Conversation:
     def apply(self, record: rec.Record) -> None:
         """Fold one history record into the conversation."""
         match record:  # the kinds a history holds most of come first: each case is an isinstance check
-            case rec.Message():
+            case rec.MessageAdded():
                 self._add(Message(role=record.role, content=record.content))  # blocks validated as read: not again
-            case rec.Request() | rec.Usage() | rec.ToolRun():
+            case rec.RequestMade() | rec.UsageRecorded() | rec.ToolRun():
                 pass
             case rec.Seam():
                 self._view = None
@@ -86,12 +87,13 @@ class Conversation:
                 self.shelf = Shelf(record.boundary, notice(record.text), record.notes_boundary)
             case rec.Rewind():
                 self._rewind(record.to)
-            case (rec.Session() | rec.Retry() | rec.Violation()
-                  | rec.Hint() | rec.HintDelivered() | rec.Permission() | rec.PermissionMode() | rec.Denial() | rec.Todo() | rec.Subagent()
-                  | rec.MemoryReminder() | rec.Handoff() | rec.HandoffAsked() | rec.SeamTokens() | rec.SeamFailed()
-                  | rec.HandoffFailed() | rec.SeamNote() | rec.Model() | rec.Tools() | rec.Notice()
-                  | rec.Interrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook() | rec.Checkpoint()
-                  | rec.CheckpointFailed() | rec.Restore() | rec.Import() | rec.Aside()
+            case (rec.SessionStarted() | rec.Retry() | rec.Violation()
+                  | rec.Hint() | rec.HintsDelivered() | rec.Permission() | rec.PermissionMode() | rec.Denial() | rec.Todo()
+                  | rec.Subagent()
+                  | rec.MemoryReminder() | rec.Handoff() | rec.LegacyHandoffAsked() | rec.SeamTokens() | rec.SeamFailed()
+                  | rec.HandoffAbandoned() | rec.SeamNote() | rec.ModelSwitched() | rec.Tools() | rec.NoticeShown()
+                  | rec.TurnInterrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook() | rec.Checkpoint()
+                  | rec.CheckpointFailed() | rec.Restore() | rec.Import() | rec.KeptAside()
                   | rec.Other()):
                 pass
             case _:
@@ -144,7 +146,7 @@ class Conversation:
         return compact(msgs[self.compacted:])
 
     @classmethod
-    def from_records(cls, records: list[dict[str, Any]]) -> Conversation:
+    def from_records(cls, records: list[JsonObject]) -> Conversation:
         """Rebuild from history records (as read: each is parsed into its type)."""
         return cls.of(rec.parse(record) for record in records)
 
@@ -164,35 +166,29 @@ class RequestSpec:
 
     model: str
     system: str
-    tools: list[dict[str, Any]]
+    tools: list[JsonObject]
     max_tokens: int = 16000
     parallel_tools: bool = False
-    thinking: dict[str, Any] | None = None
+    thinking: JsonObject | None = None
 
 
-def spec_fields(spec: RequestSpec) -> dict[str, Any]:
+def spec_fields(spec: RequestSpec) -> JsonObject:
     """The spec as the fields of a history `session` record."""
     return {"model": spec.model, "system": spec.system, "tools": spec.tools, "max_tokens": spec.max_tokens,
             "parallel_tools": spec.parallel_tools, "thinking": spec.thinking}
 
 
-def spec_from_record(head: dict[str, Any]) -> RequestSpec:
+def spec_from_record(head: rec.SessionStarted) -> RequestSpec:
     """The spec a `session` record was written from (missing optional fields take their defaults)."""
-    return RequestSpec(
-        model=head.get("model", ""),
-        system=head.get("system", ""),
-        tools=head.get("tools", []),
-        max_tokens=head.get("max_tokens", 16000),
-        parallel_tools=head.get("parallel_tools", False),
-        thinking=head.get("thinking"),
-    )
+    return RequestSpec(model=head.model, system=head.system, tools=list(head.tools), max_tokens=head.max_tokens,
+                       parallel_tools=head.parallel_tools, thinking=head.thinking)
 
 
-def build_request(spec: RequestSpec, messages: list[Message], ttl: str = "5m") -> dict[str, Any]:
+def build_request(spec: RequestSpec, messages: list[Message], ttl: str = "5m") -> JsonObject:
     """The Messages API body, with cache breakpoints after system and on the newest message (`ttl`: their
     lifetime, "5m" or "1h": core/accounting/cache_ttl.py)."""
     control = EPHEMERAL if ttl == "5m" else {**EPHEMERAL, "ttl": ttl}
-    body: dict[str, Any] = {"model": spec.model, "max_tokens": spec.max_tokens}
+    body: JsonObject = {"model": spec.model, "max_tokens": spec.max_tokens}
     body["system"] = [{"type": "text", "text": spec.system, "cache_control": control}]
     if spec.tools:
         body["tools"] = spec.tools
@@ -206,7 +202,7 @@ def build_request(spec: RequestSpec, messages: list[Message], ttl: str = "5m") -
     return body
 
 
-def _with_breakpoint(message: dict[str, Any], control: dict[str, Any] = EPHEMERAL) -> dict[str, Any]:
+def _with_breakpoint(message: JsonObject, control: JsonObject = EPHEMERAL) -> JsonObject:
     msg = copy.copy(message)
     content = msg["content"]
     if isinstance(content, str):
@@ -221,7 +217,7 @@ def _with_breakpoint(message: dict[str, Any], control: dict[str, Any] = EPHEMERA
     return msg
 
 
-def measure(body: dict[str, Any]) -> tuple[int, int]:
+def measure(body: JsonObject) -> tuple[int, int]:
     """Request-body bytes and estimated tokens of a built request."""
     text = compact_json(body)
     return len(text.encode("utf-8", "surrogatepass")), estimate_chars(len(text))

@@ -9,6 +9,8 @@ Imports: stdlib and rhapsody.core only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import hashlib
 import json
 from typing import Any
@@ -22,7 +24,8 @@ from rhapsody.core.session.session_figures import reported_input
 from rhapsody.core.session.images import for_request
 from rhapsody.core.session.session import Session
 from rhapsody.core.session.strip import HANDOFF_TOOL, authored_sha256, shape, validity_problems
-from rhapsody.core.session.traffic_digest import fields, left, traffic_sha256
+from rhapsody.core.session.traffic_digest import left, traffic_sha256
+from rhapsody.core.session import records as rec
 
 INDEX_LINES = 30
 INDEX_CHARS = 1800
@@ -43,7 +46,7 @@ def audit(before: list[Message], after: list[Message]) -> str:
     return sha_after
 
 
-def commit_seam(session: Session, note_path: str = "", window: dict[str, Any] | None = None) -> dict[str, Any]:
+def commit_seam(session: Session, note_path: str = "", window: dict[str, Any] | None = None) -> rec.Seam:
     """Strip everything so far; returns the seam record, or raises AuditFailed (nothing changed).
 
     `window`: the seam is the strip at the context window (what refused the request), made before its note.
@@ -54,22 +57,23 @@ def commit_seam(session: Session, note_path: str = "", window: dict[str, Any] | 
     sha = audit(before, after)
     body_before = build_request(session.spec, before)
     body_after = build_request(session.spec, after)
-    return session.record(
-        "seam",
+    stripped = left(before, after)
+    return session.append(rec.Seam(
         seam=len(conv.seams) + len(conv.undone) + 1,
         boundary=boundary,
         note_path=note_path,
         authored_sha256=sha,
-        **fields(left(before, after)),
-        before=shape(before, *measure(body_before)).model_dump(),
-        after=shape(after, *measure(body_after)).model_dump(),
+        stripped_sha256=traffic_sha256(stripped),
+        stripped_calls=len(stripped),
+        before=shape(before, *measure(body_before)),
+        after=shape(after, *measure(body_after)),
         reported_input_before=reported_input(session.figures.last_usage),
-        **({"window": window} if window else _when_asked(session.records)),
-    )
+        window=window or None,
+        asked_est_tokens=None if window else _when_asked(session.records)))
 
 
-def _when_asked(records: list[dict[str, Any]]) -> dict[str, int]:
-    """The context figure when the handoff was asked for: `{"asked_est_tokens": N}`, or {} when unknown.
+def _when_asked(records: Sequence[rec.Record]) -> int | None:
+    """The context figure when the handoff was asked for, or None when unknown.
 
     That is the context the request for the note joined, recorded by the `asked` record: every
     tool result that came in while the handoff was wanted is in it, so the seam's "before"
@@ -79,45 +83,44 @@ def _when_asked(records: list[dict[str, Any]]) -> dict[str, int]:
     undo moved the figure after that, no figure is claimed.
     """
     asked = _last_asked(records)
-    if asked is not None and isinstance(asked.get("est_tokens"), int):
-        return {"asked_est_tokens": int(asked["est_tokens"])}
-    wanted = max((i for i, r in enumerate(records) if r["kind"] == "handoff" and r.get("state") == "wanted"), default=None)
+    if asked is not None and asked.est_tokens is not None:
+        return asked.est_tokens
+    wanted = max((i for i, r in enumerate(records) if isinstance(r, rec.Handoff) and r.state == "wanted"),
+                 default=None)
     if wanted is None:
-        return {}
+        return None
     for record in reversed(records[:wanted]):
-        if record["kind"] == "request":
-            return {"asked_est_tokens": int(record.get("est_tokens", 0))}
-        if record["kind"] in ("seam", "prune", "unseam"):
-            return {}
-    return {}
-
-
-def _last_asked(records: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The `asked` record of the handoff under way (None: none since the last seam or undo)."""
-    for record in reversed(records):
-        kind: str = record["kind"]
-        if kind == "handoff" and record.get("state") == "asked":
-            found: dict[str, Any] = record
-            return found
-        if kind in ("seam", "unseam"):
+        if isinstance(record, rec.RequestMade):
+            return record.est_tokens
+        if isinstance(record, (rec.Seam, rec.Prune, rec.Unseam)):
             return None
     return None
 
 
-def prune(session: Session, ids: list[str], reason: str) -> dict[str, Any]:
+def _last_asked(records: Sequence[rec.Record]) -> rec.Handoff | None:
+    """The `asked` record of the handoff under way (None: none since the last seam or undo)."""
+    for record in reversed(records):
+        if isinstance(record, rec.Handoff) and record.state == "asked":
+            return record
+        if isinstance(record, (rec.Seam, rec.Unseam)):
+            return None
+    return None
+
+
+def prune(session: Session, ids: list[str], reason: str) -> rec.Prune:
     """Take these calls out of the view; audited like a strip. Raises AuditFailed (nothing changed)."""
     conv = session.conversation
     before = conv.active()
     after = conv.view(conv.boundary(), conv.pruned | set(ids))
     audit(before, after)
-    return session.record(
-        "prune", ids=ids, reason=reason, **fields(left(before, after)),
-        before=shape(before, *measure(build_request(session.spec, before))).model_dump(),
-        after=shape(after, *measure(build_request(session.spec, after))).model_dump(),
-    )
+    stripped = left(before, after)
+    return session.append(rec.Prune(ids=ids, reason=reason, stripped_sha256=traffic_sha256(stripped),
+        stripped_calls=len(stripped),
+        before=shape(before, *measure(build_request(session.spec, before))),
+        after=shape(after, *measure(build_request(session.spec, after)))))
 
 
-def roll(session: Session, policy: RollingPolicy) -> dict[str, Any] | None:
+def roll(session: Session, policy: RollingPolicy) -> rec.Prune | None:
     """The rolling policy's batch cut, when working memory overflowed: the prune record, or None."""
     conv = session.conversation
     ids = plan_cut(conv.messages, conv.pruned, policy, conv.boundary())
@@ -126,7 +129,7 @@ def roll(session: Session, policy: RollingPolicy) -> dict[str, Any] | None:
     try:
         record = prune(session, ids, "rolling context: working memory overflowed")
     except AuditFailed as exc:
-        session.record("seam_failed", reason=f"rolling cut abandoned: {exc}")
+        session.append(rec.SeamFailed(reason=f"rolling cut abandoned: {exc}"))
         return None
     if session.spec.thinking:
         session.cut_thinking("rolling cut changed the prefix")
@@ -139,9 +142,9 @@ async def count_seam_tokens(session: Session, model: Model, seam: int) -> None:
     try:
         exact = [await model.count_tokens(build_request(session.spec, for_request(m, session.root))) for m in (before, after)]
     except ModelError as exc:
-        session.record("error", message=f"count_tokens failed: {exc}")
+        session.append(rec.Error(message=f"count_tokens failed: {exc}"))
         return
-    session.record("seam_tokens", seam=seam, before=exact[0], after=exact[1])
+    session.append(rec.SeamTokens(seam=seam, before=exact[0], after=exact[1]))
 
 
 def seam_views(session: Session) -> tuple[list[Message], list[Message]]:
@@ -151,7 +154,7 @@ def seam_views(session: Session) -> tuple[list[Message], list[Message]]:
     return conv.view(previous), conv.active()
 
 
-def undo_seam(session: Session) -> dict[str, Any] | None:
+def undo_seam(session: Session) -> rec.Unseam | None:
     """Put the last seam's stripped blocks back; thinking before this point is cut."""
     conv = session.conversation
     seams = conv.seams
@@ -161,8 +164,8 @@ def undo_seam(session: Session) -> dict[str, Any] | None:
     back = left(conv.view(previous), conv.active())
     returned = traffic_sha256(back)
     recorded = seams[-1].stripped_sha256
-    return session.record("unseam", seam=seams[-1].seam, boundary=len(conv.messages), returned_sha256=returned,
-                          returned_calls=len(back), verified=recorded == returned if recorded else None)
+    return session.append(rec.Unseam(seam=seams[-1].seam, boundary=len(conv.messages), returned_sha256=returned,
+                          returned_calls=len(back), verified=recorded == returned if recorded else None))
 
 
 def stripped_calls(session: Session) -> list[tuple[ToolUseBlock, ToolResultBlock | None]]:

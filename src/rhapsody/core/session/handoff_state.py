@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Protocol, assert_never
+from typing import Protocol, TypeVar, assert_never
 
 from rhapsody.core.session import records as rec
 
@@ -94,23 +94,24 @@ class HandoffState:
 def fold(state: HandoffState, record: rec.Record) -> HandoffState:
     """The state after one history record (records of other kinds leave it as it is)."""
     match record:  # the kinds a history holds most of come first: each case is an isinstance check
-        case rec.Message() | rec.Request() | rec.Usage() | rec.ToolRun():
+        case rec.MessageAdded() | rec.RequestMade() | rec.UsageRecorded() | rec.ToolRun():
             return state
         case rec.Handoff():
             return _moved(state, record)
-        case rec.HandoffAsked():  # written by rhapsody before the `handoff` record existed
+        case rec.LegacyHandoffAsked():  # written by rhapsody before the `handoff` record existed
             return HandoffState(Phase.ASKED, interrupted_work=record.interrupted_work)
         case rec.Seam() | rec.SeamNote():
             return HandoffState(Phase.COMMITTED)
-        case rec.SeamFailed() | rec.HandoffFailed():
+        case rec.SeamFailed() | rec.HandoffAbandoned():
             return HandoffState(Phase.FAILED)
         case rec.Unseam():
             return HandoffState(Phase.UNDONE)
-        case (rec.Session() | rec.Retry() | rec.Violation() | rec.Hint() | rec.HintDelivered() | rec.Permission()
-              | rec.PermissionMode() | rec.Denial() | rec.Todo() | rec.Subagent() | rec.MemoryReminder() | rec.Prune() | rec.SeamTokens()
-              | rec.ThinkingCut() | rec.Model() | rec.Tools() | rec.Notice() | rec.Interrupted() | rec.Limit()
+        case (rec.SessionStarted() | rec.Retry() | rec.Violation() | rec.Hint() | rec.HintsDelivered() | rec.Permission()
+              | rec.PermissionMode() | rec.Denial() | rec.Todo() | rec.Subagent() | rec.MemoryReminder() | rec.Prune()
+              | rec.SeamTokens() | rec.ThinkingCut() | rec.ModelSwitched() | rec.Tools() | rec.NoticeShown()
+              | rec.TurnInterrupted() | rec.Limit()
               | rec.Error() | rec.Resumed() | rec.Hook() | rec.Checkpoint() | rec.CheckpointFailed() | rec.Rewind()
-              | rec.Restore() | rec.Import() | rec.Aside() | rec.Compaction() | rec.Shelve() | rec.Other()):
+              | rec.Restore() | rec.Import() | rec.KeptAside() | rec.Compaction() | rec.Shelve() | rec.Other()):
             return state
         case _:
             assert_never(record)
@@ -127,6 +128,9 @@ def _moved(state: HandoffState, record: rec.Handoff) -> HandoffState:
                                after_strip=after_strip)
 
 
+_R = TypeVar("_R", bound=rec.Known)
+
+
 class Session(Protocol):
     """What a transition needs of the session (core/session/session.py, which folds this module's records):
     the state it is in, its records, and the one way to add one. A protocol, so the two do not import each other."""
@@ -137,21 +141,21 @@ class Session(Protocol):
         ...
 
     @property
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[rec.Record]:
         """Every record of the session, in order."""
         ...
 
-    def record(self, kind: str, **fields: Any) -> object:
+    def append(self, record: _R) -> _R:
         """Append one record to the history and fold it in."""
         ...
 
 
-def want(session: Session, **why: object) -> bool:
+def want(session: Session, at: str | None = None, saves: int | None = None, costs: int | None = None) -> bool:
     """Ask for a handoff (`why`: what the automatic seam judged, e.g. the boundary `at` and the figures); False
     (nothing recorded) when one is already under way."""
     if session.handoff.pending:
         return False
-    session.record("handoff", state=Phase.WANTED.value, **why)
+    session.append(rec.Handoff(state=Phase.WANTED.value, at=at, saves=saves, costs=costs))
     return True
 
 
@@ -159,20 +163,19 @@ def ask(session: Session, interrupted_work: bool, after_strip: int = 0, est_toke
     """The request for a field note went to the agent (`after_strip`: for this seam, made at the window;
     `est_tokens`: the context the request joins, without the request itself: what the handoff adds is
     counted from there)."""
-    session.record("handoff", state=Phase.ASKED.value, interrupted_work=interrupted_work,
-                   **({"after_strip": after_strip} if after_strip else {}),
-                   **({"est_tokens": est_tokens} if est_tokens is not None else {}))
+    session.append(rec.Handoff(state=Phase.ASKED.value, interrupted_work=interrupted_work,
+                               after_strip=after_strip or None, est_tokens=est_tokens))
 
 
 def remind(session: Session) -> None:
     """The agent ended its turn without a note; it was reminded once."""
-    session.record("handoff", state=Phase.REMINDED.value)
+    session.append(rec.Handoff(state=Phase.REMINDED.value))
 
 
 def noted(session: Session, note_path: str, seam: int, note: str) -> None:
     """The field note is written; the seam commits when the agent ends its turn."""
-    session.record("handoff", state=Phase.NOTED.value, note_path=note_path, seam=seam,
-                   note_bytes=len(note.encode("utf-8", "surrogatepass")))
+    session.append(rec.Handoff(state=Phase.NOTED.value, note_path=note_path, seam=seam,
+                               note_bytes=len(note.encode("utf-8", "surrogatepass"))))
 
 
 def cancel(session: Session, reason: str = "") -> bool:
@@ -193,7 +196,7 @@ NOTHING_YET = "nothing to hand off: no tool calls yet"
 
 def nothing(session: Session) -> str:
     """Why a handoff has nothing to strip: no calls since the last seam, or none at all when there was no seam."""
-    return NOTHING if any(r["kind"] == "seam" for r in session.records) else NOTHING_YET
+    return NOTHING if rec.first(session.records, rec.Seam) else NOTHING_YET
 
 
 NO_NOTE = "the agent ended its turn twice without calling micro_handoff; nothing was stripped"
@@ -204,7 +207,7 @@ OLD_NO_NOTE = "the agent did not call micro_handoff"
 
 def give_up(session: Session, reason: str = NO_NOTE) -> None:
     """The request ends without a note (the agent ended its turn twice, Esc, nothing to strip); nothing is stripped."""
-    session.record("handoff_failed", reason=reason)
+    session.append(rec.HandoffAbandoned(reason=reason))
 
 
 def failed_reason(reason: str) -> str:

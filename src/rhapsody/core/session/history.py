@@ -27,12 +27,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rhapsody.core.errors import HistoryError, StorageError
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from rhapsody.core.session.records import Record
+
+R = TypeVar("R", bound="BaseModel")
 
 VERSION = 1
 STATE_DIR = ".rhapsody"
@@ -147,29 +151,29 @@ class HistoryWriter:
                 _write_all(self._fd, b"\n")
                 os.fsync(self._fd)
 
-    def append(self, kind: str, **fields: Any) -> Entry:
-        """Write one record and fsync it; returns the record as written, and typed.
+    def append(self, record: R) -> R:
+        """Write one record, numbered and dated, and fsync it; returns it as written.
 
-        A record of the wrong shape raises InvalidRecord before anything is written: a bug.
-        A failed write (a full disk, an I/O error) closes the writer and raises StorageError:
-        the record may be torn on disk, which the reader tolerates, and every later append
-        fails too, so nothing is ever written after a torn record in the same run.
+        The record is a model (records.py), checked when it was built, so no record of the
+        wrong shape reaches the disk. A failed write (a full disk, an I/O error) closes the
+        writer and raises StorageError: the record may be torn on disk, which the reader
+        tolerates, and every later append fails too, so nothing is ever written after a torn
+        record in the same run.
         """
-        from rhapsody.core.session.records import parse
+        from rhapsody.core.session.records import dump, stamped
 
-        record = {"v": VERSION, "seq": self.seq, "ts": round(time.time(), 3), "kind": kind, **fields}
-        typed = parse(record)
+        written = stamped(record, VERSION, self.seq, round(time.time(), 3))
         if self._fd < 0:
             raise StorageError(f"history {self.path} is closed after an earlier failure; resume the session to go on")
         try:
-            _write_all(self._fd, _encode(record))
+            _write_all(self._fd, _encode(dump(written)))
             os.fsync(self._fd)
         except OSError as exc:
             self.close()
             raise StorageError(f"cannot write history {self.path}: {_why(exc)}; what was written before is "
                                "kept: free space and resume with --continue") from None
         self.seq += 1
-        return Entry(record, typed)
+        return written
 
     def close(self) -> None:
         """Close the file; further appends fail."""
@@ -214,14 +218,6 @@ def _encode(record: dict[str, Any]) -> bytes:
         return line.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate: keep it, escaped, rather than fail
         return (json.dumps(record, separators=(",", ":")) + "\n").encode("ascii")
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One record as written (the JSON object) and as typed."""
-
-    raw: dict[str, Any]
-    record: Record
 
 
 @dataclass
@@ -285,6 +281,34 @@ def _read_lines(path: Path, lines: list[bytes], result: HistoryRead, keep: bool)
             result.typed.append(checked)
         result.records.append(record)
         result.lines.append(i + 1)
+
+
+def read_leniently(data: bytes) -> HistoryRead:
+    """Every record of a history file's bytes that reads as its type, typed; a line that is no JSON record, or a
+    record of the wrong shape, is skipped and counted instead of refusing the file as `read_history` does.
+
+    The one reader that must survive a malformed file (docs/history-format.md, "Readers that survive a
+    malformed file"): the session picker lists every history of the project, and one torn, hand-edited or
+    hostile file must cost its own line in the list, never the list. `records` holds each line's JSON
+    object (the picker says why a file is no history from them), `typed` the records that read."""
+    from rhapsody.core.session.records import InvalidRecord, parse
+
+    result = HistoryRead()
+    lines = data.split(b"\n")
+    with collector_paused():
+        for i, raw in enumerate(lines):
+            record = parse_line(raw) if raw.strip() else None
+            if record is None:
+                result.torn_tail = result.torn_tail or (i == len(lines) - 1 and bool(raw.strip()))
+                result.first_skipped = result.first_skipped or (i + 1 if raw.strip() and i < len(lines) - 1 else 0)
+                continue
+            result.records.append(record)
+            result.lines.append(i + 1)
+            try:
+                result.typed.append(parse(record))
+            except InvalidRecord:
+                result.skipped += 1
+    return result
 
 
 @contextmanager

@@ -16,6 +16,7 @@ from functools import cached_property
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
+from rhapsody.core.json_types import JsonObject
 
 
 UNPARSED_KEY = "_unparsed"
@@ -41,7 +42,7 @@ def nested_within(value: Any, limit: int = MAX_NESTING) -> bool:
 class _Block(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    def dump(self) -> dict[str, Any]:
+    def dump(self) -> JsonObject:
         """The block as the Messages API expects it, with only the keys that were set."""
         data = self.model_dump(mode="json", exclude_unset=True, by_alias=True)
         if "type" in data:
@@ -155,12 +156,12 @@ class Message(BaseModel):
             return cls.model_validate({"role": data.get("role"), "content": [TextBlock(text=content)], "string_content": True})
         return cls.model_validate({"role": data.get("role"), "content": content})
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> JsonObject:
         """The message as the Messages API expects it (a shared, cached dict: do not mutate)."""
         return self.api
 
     @cached_property
-    def api(self) -> dict[str, Any]:
+    def api(self) -> JsonObject:
         """The API form, computed once: the message is frozen."""
         if self.string_content and len(self.content) == 1 and isinstance(self.content[0], TextBlock):
             return {"role": self.role, "content": self.content[0].text}
@@ -188,7 +189,7 @@ class Request(BaseModel):
 
     model: str = ""
     system: Any = None
-    tools: list[dict[str, Any]] = Field(default_factory=list)
+    tools: list[JsonObject] = Field(default_factory=list)
     messages: list[Message]
 
     @classmethod
@@ -210,7 +211,7 @@ class Request(BaseModel):
         except ValidationError as exc:
             raise ValueError(f"invalid request body at{_where(exc)}") from None
 
-    def to_api(self) -> dict[str, Any]:
+    def to_api(self) -> JsonObject:
         """The request body, with only the keys that were set."""
         body = self.model_dump(mode="json", exclude_unset=True, exclude={"messages"})
         body["messages"] = [m.to_api() for m in self.messages]

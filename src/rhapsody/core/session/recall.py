@@ -17,6 +17,8 @@ Imports: stdlib and rhapsody.core only.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import json
 import re
 import sqlite3
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rhapsody.core.session import records as rec
 from rhapsody.core.session.context import Conversation
 from rhapsody.core.session.history import private_dir, read_history, sessions
 from rhapsody.core.own_files import own_files, read_own
@@ -83,7 +86,7 @@ def open_index(history: Path, write: bool = True) -> sqlite3.Connection:
         path.unlink(missing_ok=True)
     db = sqlite3.connect(path if write else ":memory:")
     db.executescript(SCHEMA)
-    rows = list(_rows(history.stem, read_history(history).records))
+    rows = list(_rows(history.stem, read_history(history, typed=True).typed))
     db.executemany("INSERT INTO calls VALUES (?,?,?,?,?,?,?,?)", rows)
     db.execute("INSERT INTO meta VALUES ('history_bytes', ?)", (str(size),))
     db.commit()
@@ -112,11 +115,8 @@ def _indexed(db: sqlite3.Connection) -> int:
     return int(row[0]) if row else -1
 
 
-def _rows(session: str, records: list[dict[str, Any]]) -> Any:
-    messages: list[tuple[Message, float]] = []
-    for record in records:
-        if record["kind"] == "message":
-            messages.append((Message(role=record["role"], content=record["content"]), record.get("ts", 0.0)))
+def _rows(session: str, records: Sequence[rec.Record]) -> Any:
+    messages = [(Message(role=record.role, content=record.content), record.ts) for record in rec.of(records, rec.MessageAdded)]
     for i, (message, ts) in enumerate(messages):
         words = "\n".join(b.text for b in message.content if isinstance(b, TextBlock) and b.text.strip())
         if words:  # found only once the second window shelved them (`search`)
@@ -267,7 +267,7 @@ def fetch(root: Path, call_id: str, page: int = 1, write: bool = True) -> str | 
 
 def verify(history: Path, tool_use_id: str, args: str, result: str) -> str:
     """One line: whether this call is exactly what a seam (or rolling cut) took out of the context."""
-    cut = cut_of(read_history(history).records, tool_use_id)
+    cut = cut_of(read_history(history, typed=True).typed, tool_use_id)
     if cut is None:
         return "not verified: no seam or rolling cut stripped this call (it stayed in its session's context)"
     use, answer = cut.calls[tool_use_id]

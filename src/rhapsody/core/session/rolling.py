@@ -42,7 +42,7 @@ class RollingPolicy:
 
 
 @dataclass(frozen=True)
-class Round:
+class TrafficRound:
     """One assistant message's tool calls, with the score the agent gave them."""
 
     index: int
@@ -50,7 +50,7 @@ class Round:
     score: float
 
 
-def rounds(messages: list[Message], pruned: set[str], boundary: int = 0) -> list[Round]:
+def rounds(messages: list[Message], pruned: set[str], boundary: int = 0) -> list[TrafficRound]:
     """Rounds still carrying tool traffic in the view, oldest first, each with its inline score.
 
     Rounds in `messages[:boundary]` (stripped by the latest seam) and rounds already pruned
@@ -71,7 +71,7 @@ def rounds(messages: list[Message], pruned: set[str], boundary: int = 0) -> list
             last_round = i
             if i >= boundary and not set(ids) <= pruned:
                 found.append((i, ids))
-    return [Round(i, ids, float(scores.get(i, -1))) for i, ids in found]
+    return [TrafficRound(i, ids, float(scores.get(i, -1))) for i, ids in found]
 
 
 def plan_cut(messages: list[Message], pruned: set[str], policy: RollingPolicy, boundary: int = 0) -> list[str]:
@@ -94,5 +94,5 @@ def plan_cut(messages: list[Message], pruned: set[str], policy: RollingPolicy, b
     return [id_ for r in candidates if r.index not in keep for id_ in r.ids]
 
 
-def _score(round_: Round, policy: RollingPolicy) -> float:
+def _score(round_: TrafficRound, policy: RollingPolicy) -> float:
     return round_.score if round_.score >= 0 else float(policy.default_score)

@@ -1,6 +1,6 @@
 """The session: one history file, the conversation folded from it, hints and figures.
 
-Every change goes through `record`, which appends to the history first and then folds the
+Every change goes through `append(model)`, which appends to the history first and then folds the
 record into memory, so what is in memory is always what a resume would rebuild: the
 conversation, pending hints, the todo list (core/session/todo.py), figures (core/session/session_figures.py) and the micro-handoff's state (`handoff`, see
 core/session/handoff_state.py).
@@ -14,7 +14,7 @@ import dataclasses
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, assert_never
+from typing import Any, Literal, TypeVar, assert_never
 
 from rhapsody import __version__
 from rhapsody.core.session.context import Conversation, RequestSpec, build_request, measure_messages, spec_fields, spec_from_record
@@ -29,17 +29,7 @@ from rhapsody.core.session.history import (HistoryRead, HistoryWriter, collector
 from rhapsody.core.session.messages import Block, Message, ToolResultBlock
 from rhapsody.core.session.todo import TodoList
 
-@dataclass(frozen=True)
-class Hint:
-    """Text the human typed while the agent worked.
-
-    mode "steer" lands at the next tool boundary; "queue" waits for the end of the turn.
-    """
-
-    id: str
-    text: str
-    mode: str = "steer"
-
+R = TypeVar("R", bound=rec.Known)
 
 class Session:
     """A session's history, conversation view, pending hints and figures."""
@@ -51,12 +41,15 @@ class Session:
         self.id = session_id
         self.conversation = Conversation()
         self.figures = Figures()
-        self.pending: list[Hint] = []
+        self.pending: list[rec.Hint] = []
+        """Hints typed while the agent worked, not yet delivered: mode "steer" lands at the next tool boundary,
+        "queue" waits for the end of the turn."""
         self._hint_ids = itertools.count(1)
         self.handoff = HandoffState()
         self.todos = TodoList()
         """The agent's todo list (core/session/todo.py), rewound with the conversation."""
-        self.records: list[dict[str, Any]] = []
+        self.records: list[rec.Record] = []
+        """Every record of the history, typed, in order (pick by kind with `rec.of(session.records, rec.Seam)`)."""
         self.delegated: list[Session] = []
         """The sub-agents running now (core/agent/subagent.py): a steering hint goes to the latest."""
 
@@ -72,8 +65,10 @@ class Session:
         session_id = new_session_id()
         writer = HistoryWriter(history_dir(root) / f"{session_id}.jsonl")
         session = cls(root, writer, spec, session_id)
-        session.record("session", session=session_id, cwd=str(root), version=__version__, **spec_fields(spec),
-                       **({"branch": branch} if branch else {}), **({"parent": parent.model_dump()} if parent else {}))
+        session.append(rec.SessionStarted(session=session_id, cwd=str(root), version=__version__, model=spec.model,
+                                          system=spec.system, tools=spec.tools, max_tokens=spec.max_tokens,
+                                          parallel_tools=spec.parallel_tools, thinking=spec.thinking,
+                                          branch=branch, parent=parent))
         return session
 
     @classmethod
@@ -82,9 +77,9 @@ class Session:
         with collector_paused():  # read and fold in one pause; the typed records are gone before it ends
             read = read_history(path, typed=True)
             session = cls._opened(root, path, read)
+            read.records.clear()  # the typed records are the session's from here on
             session._replay(read, path)
-            read.typed.clear()
-        session.record("resumed", skipped_lines=read.skipped, torn_tail=read.torn_tail)
+        session.append(rec.Resumed(skipped_lines=read.skipped, torn_tail=read.torn_tail))
         session._answer_orphan_calls()
         if model and model != session.spec.model:
             session.switch_model(model)
@@ -96,43 +91,44 @@ class Session:
         why = not_history(read)
         if why:  # the words every command uses for a bad file
             raise HistoryError(f"{path} is not a rhapsody history file ({why})")
-        head = read.records[0]
-        missing = [key for key in ("session", "model", "system", "tools") if key not in head]
+        head = read.typed[0]
+        assert isinstance(head, rec.SessionStarted)  # not_history: a history starts with its session record
+        missing = [key for key in ("session", "model", "system", "tools") if key not in head.model_fields_set]
         if missing:
             raise HistoryError(f"{path.name}: the session record lacks {', '.join(missing)}")
-        spec = spec_from_record(head)
-        writer = HistoryWriter(path, next_seq=read.records[-1].get("seq", len(read.records)) + 1)
-        return cls(root, writer, spec, head["session"])
+        last_seq = read.typed[-1].seq if "seq" in read.typed[-1].model_fields_set else len(read.typed)
+        return cls(root, HistoryWriter(path, next_seq=last_seq + 1), spec_from_record(head), head.session)
 
     def _replay(self, read: HistoryRead, path: Path) -> None:
-        for raw, record, line in zip(read.records, read.typed, read.lines):
+        for record, line in zip(read.typed, read.lines):
             try:
-                self._fold(raw, record)
+                self._fold(record)
             except (KeyError, TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
                 reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 raise HistoryError(f"{path.name} line {line}: {record.kind} record cannot be read: {reason}") from None
 
-    def record(self, kind: str, **fields: Any) -> dict[str, Any]:
-        """Append one event to history, then fold it into memory."""
-        entry = self.writer.append(kind, **fields)
-        self._fold(entry.raw, entry.record)
-        return entry.raw
+    def append(self, record: R) -> R:
+        """Append one record to the history (`session.append(rec.Seam(...))`), then fold it into memory;
+        returns it as written (numbered and dated)."""
+        written = self.writer.append(record)
+        self._fold(written)
+        return written
 
-    def _fold(self, raw: dict[str, Any], record: rec.Record) -> None:
-        self.records.append(raw)
+    def _fold(self, record: rec.Record) -> None:
+        self.records.append(record)
         self.conversation.apply(record)
         self.handoff = handoff_state.fold(self.handoff, record)
         self.figures.add(record)
         match record:  # the kinds a history holds most of come first: each case is an isinstance check
-            case rec.Message() | rec.Request() | rec.Usage() | rec.ToolRun():
+            case rec.MessageAdded() | rec.RequestMade() | rec.UsageRecorded() | rec.ToolRun():
                 pass
             case rec.Hint():
-                self.pending.append(Hint(record.id, record.text, record.mode))
+                self.pending.append(record)
                 self._bump_hint_ids(record.id)
-            case rec.HintDelivered():
+            case rec.HintsDelivered():
                 delivered = set(record.ids)
                 self.pending = [h for h in self.pending if h.id not in delivered]
-            case rec.Model():
+            case rec.ModelSwitched():
                 self.spec = dataclasses.replace(self.spec, model=record.model)
             case rec.Tools():
                 self.spec = dataclasses.replace(self.spec, tools=record.tools)
@@ -140,12 +136,13 @@ class Session:
                 self.todos.add(record)
             case rec.Rewind():
                 self.todos.rewind(record.to)
-            case (rec.Session() | rec.Subagent() | rec.Retry() | rec.Violation() | rec.Permission() | rec.PermissionMode() | rec.Denial() | rec.MemoryReminder()
-                  | rec.Handoff() | rec.HandoffAsked() | rec.Seam() | rec.Prune() | rec.SeamTokens()
-                  | rec.SeamFailed() | rec.HandoffFailed() | rec.Unseam() | rec.ThinkingCut() | rec.SeamNote()
-                  | rec.Notice() | rec.Interrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook()
+            case (rec.SessionStarted() | rec.Subagent() | rec.Retry() | rec.Violation() | rec.Permission() | rec.PermissionMode()
+                  | rec.Denial() | rec.MemoryReminder()
+                  | rec.Handoff() | rec.LegacyHandoffAsked() | rec.Seam() | rec.Prune() | rec.SeamTokens()
+                  | rec.SeamFailed() | rec.HandoffAbandoned() | rec.Unseam() | rec.ThinkingCut() | rec.SeamNote()
+                  | rec.NoticeShown() | rec.TurnInterrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook()
                   | rec.Checkpoint() | rec.CheckpointFailed() | rec.Restore() | rec.Import()
-                  | rec.Aside() | rec.Compaction() | rec.Shelve() | rec.Other()):
+                  | rec.KeptAside() | rec.Compaction() | rec.Shelve() | rec.Other()):
                 pass
             case _:
                 assert_never(record)
@@ -166,10 +163,9 @@ class Session:
 
     # -- conversation ------------------------------------------------------------------
 
-    def append_message(self, role: Literal["user", "assistant"], content: list[Block]) -> dict[str, Any]:
+    def append_message(self, role: Literal["user", "assistant"], content: list[Block]) -> rec.MessageAdded:
         """Append a message to the conversation (and the history)."""
-        message = Message(role=role, content=content)
-        return self.record("message", role=role, content=[b.dump() for b in message.content])
+        return self.append(rec.MessageAdded(role=role, content=list(content)))
 
     def messages(self) -> list[Message]:
         """The active context: what the model sees now."""
@@ -188,7 +184,7 @@ class Session:
 
     def switch_model(self, model: str) -> None:
         """Use another model from now on; earlier thinking leaves the view (it is bound to the old one)."""
-        self.record("model", model=model)
+        self.append(rec.ModelSwitched(model=model))
         self.cut_thinking("model switched")
 
     def set_tools(self, tools: list[dict[str, Any]]) -> None:
@@ -197,28 +193,26 @@ class Session:
         Thinking blocks are bound to the tools they were written under, so earlier ones leave.
         """
         had_messages = bool(self.conversation.messages)
-        self.record("tools", tools=tools)
+        self.append(rec.Tools(tools=tools))
         if self.spec.thinking and had_messages:
             self.cut_thinking("tools changed")
 
     def cut_thinking(self, reason: str) -> None:
         """Drop every thinking block so far from the view (their prefix no longer holds)."""
-        self.record("thinking_cut", boundary=len(self.conversation.messages), reason=reason)
+        self.append(rec.ThinkingCut(boundary=len(self.conversation.messages), reason=reason))
 
     # -- hints ---------------------------------------------------------------------------
 
-    def hint(self, text: str, mode: str = "steer") -> Hint:
+    def hint(self, text: str, mode: str = "steer") -> rec.Hint:
         """Queue a hint; it is on disk before this returns. A steering hint typed while a sub-agent runs is
         the sub-agent's: it goes into its history and reaches it at its next tool boundary."""
-        hint_id = f"h{next(self._hint_ids)}"
         target = self.delegated[-1] if mode == "steer" and self.delegated else self
-        target.record("hint", id=hint_id, text=text, mode=mode)
-        return target.pending[-1]
+        return target.append(rec.Hint(id=f"h{next(self._hint_ids)}", text=text, mode=mode))
 
-    def take_hints(self, modes: tuple[str, ...] = ("steer", "queue")) -> list[Hint]:
-        """The pending hints of the given modes, oldest first; a `hint_delivered` record removes them."""
-        taken = [h for h in self.pending if h.mode in modes]
-        return taken
+    def pending_hints(self, modes: tuple[str, ...] = ("steer", "queue")) -> list[rec.Hint]:
+        """The pending hints of the given modes, oldest first; they stay pending until a `hint_delivered`
+        record names them (a request that fails leaves them to be sent again)."""
+        return [h for h in self.pending if h.mode in modes]
 
     def context_tokens(self) -> int:
         """The best figure for the active context: API-reported when fresh, else estimated."""

@@ -19,6 +19,7 @@ Imports: stdlib and rhapsody.core only.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
@@ -30,9 +31,14 @@ USAGE_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_t
 """The usage the API reports per request; the first three together are the request's input."""
 
 
-def reported_input(usage: dict[str, Any]) -> int:
+def reported_input(usage: Mapping[str, int]) -> int:
     """The input tokens a usage report counts (uncached, cache writes and cache reads)."""
     return sum(int(usage.get(k) or 0) for k in USAGE_KEYS[:3])
+
+
+def usage_input(record: rec.UsageRecorded) -> int:
+    """`reported_input` of a usage record."""
+    return record.input_tokens + record.cache_creation_input_tokens + record.cache_read_input_tokens
 
 
 @dataclass
@@ -101,19 +107,19 @@ class Figures:
         """The best figure for the active context: API-reported when fresh, else estimated."""
         return reported_input(self.last_usage) or self.last_request_tokens
 
-    def fold(self, records: list[dict[str, Any]]) -> Figures:
-        """Fold the records not seen yet (records only ever grow; each is parsed into its type)."""
+    def fold(self, records: Sequence[rec.Record]) -> Figures:
+        """Fold the records not seen yet (records only ever grow)."""
         for record in records[self.folded:]:
-            self.add(rec.parse(record))
+            self.add(record)
         return self
 
     def add(self, record: rec.Record) -> None:
         """Fold one more record."""
         self.folded += 1
         match record:  # the kinds a history holds most of come first: each case is an isinstance check
-            case rec.Message():
+            case rec.MessageAdded():
                 pass
-            case rec.Request():
+            case rec.RequestMade():
                 self.requests += 1
                 self.context = self.last_request_tokens = record.est_tokens
                 self.last_request_at, self.cache_lifetime = record.ts, 3600.0 if record.cache_ttl == "1h" else 300.0
@@ -121,18 +127,18 @@ class Figures:
                 if self.answering != self.model:  # a request to another model than the session's (imported)
                     self.exact_price = self.exact_price and price_of(self.answering)[1]
                     self.priced = self.priced and priced(self.answering)
-            case rec.Usage():
+            case rec.UsageRecorded():
                 used = {k: getattr(record, k) for k in USAGE_KEYS}
                 if record.cache_creation_1h_input_tokens:  # billed at 2x, not 1.25x
                     used[WRITE_1H_KEY] = record.cache_creation_1h_input_tokens
                 self._used(used)
-                self.evidence.add({"kind": "usage", **used})
+                self.evidence.add(record)
             case rec.ToolRun():
                 self.tool_calls += 1
             case rec.Subagent():
                 if record.state != "started":  # at its own model (0 for a model without a price)
                     self.delegated_cost += record.cost_usd
-            case rec.Session() | rec.Model():
+            case rec.SessionStarted() | rec.ModelSwitched():
                 self._priced_at(record.model or self.model)
             case rec.Seam():
                 self.context = record.after.est_tokens
@@ -154,14 +160,14 @@ class Figures:
                 self.violations += 1
             case rec.Hint():
                 self.hints += 1
-            case (rec.Retry() | rec.HintDelivered() | rec.Permission() | rec.PermissionMode()
-                  | rec.Denial() | rec.Todo() | rec.MemoryReminder() | rec.Handoff() | rec.HandoffAsked() | rec.SeamTokens()
-                  | rec.SeamFailed() | rec.HandoffFailed() | rec.ThinkingCut() | rec.SeamNote() | rec.Tools()
-                  | rec.Notice() | rec.Interrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook()
-                  | rec.Checkpoint() | rec.CheckpointFailed() | rec.Restore() | rec.Aside() | rec.Other()):
+            case (rec.Retry() | rec.HintsDelivered() | rec.Permission() | rec.PermissionMode()
+                  | rec.Denial() | rec.Todo() | rec.MemoryReminder() | rec.Handoff() | rec.LegacyHandoffAsked() | rec.SeamTokens()
+                  | rec.SeamFailed() | rec.HandoffAbandoned() | rec.ThinkingCut() | rec.SeamNote() | rec.Tools()
+                  | rec.NoticeShown() | rec.TurnInterrupted() | rec.Limit() | rec.Error() | rec.Resumed() | rec.Hook()
+                  | rec.Checkpoint() | rec.CheckpointFailed() | rec.Restore() | rec.KeptAside() | rec.Other()):
                 pass
             case rec.Import() | rec.Compaction():
-                self.evidence.add(record.model_dump())
+                self.evidence.add(record)
             case _:
                 assert_never(record)
 
@@ -193,6 +199,6 @@ class Figures:
         return f"${self.cost:.2f}" + ("" if self.exact_price else "?")
 
 
-def figures(records: list[dict[str, Any]]) -> Figures:
+def figures(records: Sequence[rec.Record]) -> Figures:
     """The figures of a whole history."""
     return Figures().fold(records)

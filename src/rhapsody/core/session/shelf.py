@@ -43,7 +43,7 @@ KEEP_SEAMS = 2
 """The words of this many newest seams always stay."""
 
 
-def shelve_after_seam(session: Session, window: int) -> dict[str, Any] | None:
+def shelve_after_seam(session: Session, window: int) -> rec.Shelve | None:
     """The `shelve` record when the latest seam left too much for the window, else None (nothing changed)."""
     conv = session.conversation
     before = conv.active()
@@ -88,7 +88,7 @@ def _fewest(session: Session, segments: list[rec.Seam], shelf_at: Callable[[rec.
 
 
 def _record(session: Session, before: list[Message], size: int, words: rec.Seam, notes: rec.Seam | None,
-            done: Shelf) -> dict[str, Any] | None:
+            done: Shelf) -> rec.Shelve | None:
     """Audit the shelf and write its record (None, and a `seam_failed`, when the audit fails)."""
     conv = session.conversation
     notes_boundary = notes.boundary if notes else done.notes_boundary
@@ -97,11 +97,11 @@ def _record(session: Session, before: list[Message], size: int, words: rec.Seam,
     after = conv.view(conv.boundary(), shelf=Shelf(words.boundary, notice(text), notes_boundary))
     problem = _audit(before, after, text)
     if problem:
-        session.record("seam_failed", reason=f"second window abandoned, context unchanged: {problem}")
+        session.append(rec.SeamFailed(reason=f"second window abandoned, context unchanged: {problem}"))
         return None
-    return session.record("shelve", boundary=words.boundary, seams=words.seam, text=text, messages=words.boundary,
+    return session.append(rec.Shelve(boundary=words.boundary, seams=words.seam, text=text, messages=words.boundary,
                           notes_boundary=notes_boundary, notes_seams=notes_seams, before_tokens=size,
-                          after_tokens=measure_messages(session.spec, after)[1])
+                          after_tokens=measure_messages(session.spec, after)[1]))
 
 
 def _seam_at(seams: list[rec.Seam], boundary: int) -> int:

@@ -20,9 +20,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rhapsody.core.session import records as rec
 from rhapsody.core.session.context import Conversation
 from rhapsody.core.session.messages import Message, ToolResultBlock, ToolUseBlock
-from rhapsody.core.session.records import parse
 from rhapsody.core.counts import counted
 
 Pair = tuple[ToolUseBlock, ToolResultBlock | None]
@@ -86,29 +86,29 @@ class Cut:
                 f"the history now gives {self.actual[:12]}…")
 
 
-def cuts(records: list[dict[str, Any]]) -> list[Cut]:
+def cuts(records: Sequence[rec.Record]) -> list[Cut]:
     """Every seam and rolling cut of a history, each re-derived from the records before it."""
     conv = Conversation()
     out: list[Cut] = []
     prunes = 0
     for record in records:
-        kind = record["kind"]
-        if kind == "seam":
-            gone = left(conv.active(), conv.view(record["boundary"]))
-            out.append(_cut("seam", record.get("seam", len(out) + 1), record, gone))
-        elif kind == "prune":
+        if isinstance(record, rec.Seam):
+            gone = left(conv.active(), conv.view(record.boundary))
+            number = record.seam if "seam" in record.model_fields_set else len(out) + 1
+            out.append(_cut("seam", number, record, gone))
+        elif isinstance(record, rec.Prune):
             prunes += 1
-            gone = left(conv.active(), conv.view(conv.boundary(), conv.pruned | set(record["ids"])))
+            gone = left(conv.active(), conv.view(conv.boundary(), conv.pruned | set(record.ids)))
             out.append(_cut("prune", prunes, record, gone))
-        conv.apply(parse(record))
+        conv.apply(record)
     return out
 
 
-def _cut(kind: str, number: int, record: dict[str, Any], gone: list[Pair]) -> Cut:
-    return Cut(kind, number, record.get("stripped_sha256"), traffic_sha256(gone), {p[0].id: p for p in gone})
+def _cut(kind: str, number: int, record: rec.Seam | rec.Prune, gone: list[Pair]) -> Cut:
+    return Cut(kind, number, record.stripped_sha256, traffic_sha256(gone), {p[0].id: p for p in gone})
 
 
-def cut_of(records: list[dict[str, Any]], tool_use_id: str) -> Cut | None:
+def cut_of(records: Sequence[rec.Record], tool_use_id: str) -> Cut | None:
     """The newest cut that took this call out of the view, if any did."""
     found = [c for c in cuts(records) if tool_use_id in c.calls]
     return found[-1] if found else None

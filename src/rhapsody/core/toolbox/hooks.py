@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rhapsody.core.access.permissions import Mode, Verdict
+from rhapsody.core.json_types import JsonObject
 
 if TYPE_CHECKING:
     from rhapsody.core.session.session import Session
@@ -65,7 +66,7 @@ class Hooks(Protocol):
         """Whether any hook of `event` takes `subject` (a tool name): its payload is built only then."""
         ...
 
-    async def fire(self, session: Session, event: str, payload: dict[str, Any], subject: str = "") -> HookVerdict:
+    async def fire(self, session: Session, event: str, payload: JsonObject, subject: str = "") -> HookVerdict:
         """Run the hooks of `event` whose matcher takes `subject` (a tool name); their combined verdict."""
         ...
 
@@ -81,7 +82,7 @@ class NoHooks:
         """Never."""
         return False
 
-    async def fire(self, session: Session, event: str, payload: dict[str, Any], subject: str = "") -> HookVerdict:
+    async def fire(self, session: Session, event: str, payload: JsonObject, subject: str = "") -> HookVerdict:
         """Always nothing."""
         return NOTHING
 
@@ -102,13 +103,13 @@ def combine(verdicts: list[HookVerdict]) -> HookVerdict:
     )
 
 
-def payload(session: Session, event: str, mode: Mode, **fields: Any) -> dict[str, Any]:
+def payload(session: Session, event: str, mode: Mode, **fields: Any) -> JsonObject:
     """The JSON a hook reads on standard input: Claude Code's common fields, then the event's own."""
     return {"session_id": session.id, "transcript_path": str(session.path), "cwd": str(session.root),
             "hook_event_name": event, "permission_mode": mode, **fields}
 
 
-def tool_fields(name: str, arguments: dict[str, Any], root: Path) -> dict[str, Any]:
+def tool_fields(name: str, arguments: JsonObject, root: Path) -> JsonObject:
     """tool_name and tool_input as Claude Code's hooks know them (Bash, Edit, file_path...), and rhapsody's name."""
     given = dict(arguments)
     if isinstance(given.get("path"), str):

@@ -41,6 +41,7 @@ from rhapsody.core.toolbox.hooks import NOTHING, HookVerdict, Hooks, NoHooks, pa
 from rhapsody.core.toolbox.protocol import EditorFiles, Escape, PlanReviewer, Tool, ToolContext, ToolFailure, ToolOutcome
 from rhapsody.core.toolbox.registry import Registry
 from rhapsody.core.toolbox.rule_suggestions import session_rules
+from rhapsody.core.session import records as rec
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,7 @@ class Toolbox(Registry):
         """The permission mode a call leaves the session in (an approved plan picks it), recorded."""
         if outcome.mode is not None and outcome.mode != self.permission_mode:
             self.permission_mode = outcome.mode
-            ctx.session.record("permission_mode", mode=outcome.mode)
+            ctx.session.append(rec.PermissionMode(mode=outcome.mode))
 
     def _checked(self, name: str, raw_input: Any) -> tuple[Tool, BaseModel] | ToolOutcome:
         """The tool a call names and its validated arguments, or why it cannot run (unknown, unparsed, invalid)."""
@@ -194,22 +195,22 @@ class Toolbox(Registry):
         A call the human denied keeps the diff it proposed (`proposed_diff`), so unfolding it shows what was refused."""
         verdict, reason, by, words = answer.verdict, answer.reason, answer.by, answer.words
         if tool.writes or verdict != "allow" or decision.rule:  # plain reads are not worth a record
-            ctx.session.record("permission", tool=tool.name, argument=call.argument, decision=verdict, by=by,
-                               reason=reason, **({"confinement": call.confinement} if call.confinement else {}))
+            ctx.session.append(rec.Permission(tool=tool.name, argument=call.argument, decision=verdict, by=by,
+                               reason=reason, confinement=call.confinement or None))
         if verdict == "allow":
             return None
         shown = f"denied by the human: {words}" if words else reason
         if words:
             reason = "denied by the human; their reason follows the tool results, in their own words"
-        facts = await self._proposal(tool, args, ctx) if by == "human" else {}
+        facts = await self._proposal(tool, args, ctx) if by == "human" else None
         return ToolOutcome(f"Not run: permission denied for {tool.name} {call.argument!r}: {reason}", is_error=True,
                            words=words, refused=shown, facts=facts)
 
-    async def _proposal(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> dict[str, Any]:
+    async def _proposal(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> rec.ProposalFacts | None:
         """The diff a denied write or edit proposed, for its record (the tool's `proposal`)."""
         ctx = dataclasses.replace(ctx, read_deny=self.rules.read_denied(), protected=self.protected)
         diff = await asyncio.to_thread(tool.proposal, args, ctx)
-        return {"proposed_diff": self._masked(diff)} if diff else {}
+        return rec.ProposalFacts(proposed_diff=self._masked(diff)) if diff else None
 
     def _describe(self, tool: Tool, args: BaseModel, ctx: ToolContext) -> Call:
         """What the permission check needs: the argument, resolved path keys, where a command would run."""

@@ -32,7 +32,7 @@ class ToolOutcome:
     content: str
     is_error: bool = False
     exit_code: int | None = None
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: rec.ToolFacts | None = None
     words: str = ""
     """The human's own words about this call (a typed denial reason). The loop delivers
     them verbatim as a text block after the tool results, like a hint, so a seam keeps them."""

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from acp.schema import ListSessionsResponse, SessionInfo
 
+from rhapsody.core.session import records as rec
 from rhapsody.core.session.history import read_session, sessions
 from rhapsody.core.errors import HistoryError
 from rhapsody.frontends.recap import first_typed
@@ -33,8 +34,8 @@ def listed(root: Path, cursor: str | None) -> ListSessionsResponse:
 def _info(path: Path, root: Path) -> SessionInfo | None:
     """A session as the client lists it (None: no turn in it, or unreadable)."""
     try:
-        records = read_session(path).records
-    except (HistoryError, OSError):
+        records = rec.parsed(read_session(path).records)
+    except (HistoryError, rec.InvalidRecord, OSError):
         return None
     title = first_typed(records)
     if not title:

@@ -29,6 +29,7 @@ from acp.schema import (AgentCapabilities, ClientCapabilities, Implementation, I
 from rhapsody.commands.trust import start_notices
 from rhapsody.config.settings import Settings
 from rhapsody.core import events as ev
+from rhapsody.core.session import records as rec
 from rhapsody.core.agent import ops
 from rhapsody.core.toolbox.approval import HumanApprover
 from rhapsody.core.errors import HistoryError, RhapsodyError
@@ -281,7 +282,7 @@ class RhapsodyAcp:
                 await asyncio.gather(live.pump, return_exceptions=True)
             await live.opened.close()
             session = live.agent.session
-            if not any(r["kind"] == "message" for r in session.records):  # opened, never prompted: as the app
+            if rec.first(session.records, rec.MessageAdded) is None:  # opened, never prompted: as the app
                 session.writer.close()
                 discard_if_empty(session.path)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, assert_never
 
 from acp import (plan_entry, start_tool_call, text_block, tool_content, tool_diff_content, update_agent_message_text,
@@ -162,24 +163,22 @@ def event_updates(event: ev.Event, calls: CallBook) -> list[Update]:
             assert_never(event)
 
 
-def replayed(records: list[dict[str, Any]], root: Path) -> list[Update]:
+def replayed(records: Sequence[rec.Record], root: Path) -> list[Update]:
     """A history as the updates that show it again (`session/load`): the conversation's words and calls,
     each call completed or failed as its result says, and every seam's figures where it fell."""
     updates: list[Update] = []
     results: dict[str, ToolResultBlock] = {}
-    typed = [rec.parse(r) for r in records]
-    for record in typed:
-        if isinstance(record, rec.Message):
-            results.update({b.tool_use_id: b for b in record.content if isinstance(b, ToolResultBlock)})
-    for record in typed:
-        if isinstance(record, rec.Message):
+    for message in rec.of(records, rec.MessageAdded):
+        results.update({b.tool_use_id: b for b in message.content if isinstance(b, ToolResultBlock)})
+    for record in records:
+        if isinstance(record, rec.MessageAdded):
             updates += _message_updates(record, root, results)
         elif isinstance(record, rec.Seam):
             updates.append(said(seam_line(record)))
     return updates
 
 
-def _message_updates(record: rec.Message, root: Path, results: dict[str, ToolResultBlock]) -> list[Update]:
+def _message_updates(record: rec.MessageAdded, root: Path, results: dict[str, ToolResultBlock]) -> list[Update]:
     out: list[Update] = []
     for block in record.content:
         if isinstance(block, TextBlock) and block.text.strip():

@@ -386,7 +386,7 @@ class RhapsodyApp(App[int]):
         self.show_todos([i.model_dump() for i in session.todos.items()])
         if not entries:
             entries = [Entry("welcome", welcome_text(self.agent, self.settings, self.welcome))]
-        self._rebuilt_to = session.records[-1].get("seq", 0) if session.records else 0
+        self._rebuilt_to = session.records[-1].seq if session.records else 0
         if self._typed:  # typed and shown, its turn not yet begun: the checkpoint's seam came first
             entries.append(Entry("user", f"› {self._typed}"))
         await self.transcript.load(entries)
@@ -412,7 +412,7 @@ class RhapsodyApp(App[int]):
             self._held.append(notice)
         else:
             self.agent.submit(notice)
-        line = render.notice_line(rec.Notice(kind="notice", **fields))
+        line = render.notice_line(rec.NoticeShown(**fields))
         shown = await self.transcript.add(Entry.of(line), pin=self._replying)
         if kind != "command":
             self.call_after_refresh(self.top_in_view, shown)  # a long answer (/help at 80x24) from its first line

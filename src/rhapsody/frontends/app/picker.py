@@ -29,7 +29,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from rhapsody.core.session.history import HistoryRead, has_turns, not_history, parse_line, read_plain, sessions
+from rhapsody.core.session import records as rec
+from rhapsody.core.session.history import has_turns, not_history, read_leniently, read_plain, sessions
 from rhapsody.frontends.prompt_aids import fuzzy
 from rhapsody.view.sink import visible
 
@@ -50,7 +51,8 @@ class Summary:
     """What the picker says of one session; each part worked out once, on first use."""
 
     path: Path
-    records: list[dict[str, Any]]
+    records: list[rec.Record]
+    """The records that read as their types (a malformed one is left out: `read_leniently`)."""
     modified: float
     size: int
     problem: str = ""
@@ -65,18 +67,13 @@ class Summary:
             info = path.stat()
         except OSError:
             return None
-        lines = data.split(b"\n")
-        parsed = [(n, parse_line(raw)) for n, raw in enumerate(lines, 1) if raw.strip()]
-        records = [r for _, r in parsed if r is not None]
-        problem = not_history(HistoryRead(records, lines=[n for n, r in parsed if r is not None],
-                                          first_skipped=next((n for n, r in parsed if r is None and n < len(lines)), 0),
-                                          torn_tail=bool(parsed) and parsed[-1][1] is None and parsed[-1][0] == len(lines)))
-        return cls(path, records, info.st_mtime, info.st_size, problem)
+        read = read_leniently(data)
+        return cls(path, read.typed, info.st_mtime, info.st_size, not_history(read))
 
     @cached_property
     def turns(self) -> bool:
         """Whether it holds a message (as `has_turns` says): an empty session is nothing to resume."""
-        return any(r["kind"] == "message" for r in self.records)
+        return rec.first(self.records, rec.MessageAdded) is not None
 
     @cached_property
     def first(self) -> str:
@@ -95,22 +92,25 @@ class Summary:
     @cached_property
     def branch(self) -> str:
         """The git branch the session started on (an imported one: its source's); "" when not recorded."""
-        head = self.records[0] if self.records else {}
-        imported = next((r for r in self.records[:3] if r["kind"] == "import"), {})
-        return str(head.get("branch") or imported.get("git_branch") or "") if head.get("kind") == "session" else ""
+        head = self.records[0] if self.records else None
+        imported = rec.first(self.records[:3], rec.Import)
+        if not isinstance(head, rec.SessionStarted):
+            return ""
+        return head.branch or str((rec.extra(imported, "git_branch") if imported else "") or "")
 
     @cached_property
     def parent(self) -> tuple[str, str]:
         """A sub-agent's session: its parent session and its id there (`sa1`); ("", "") for any other."""
-        head = self.records[0] if self.records else {}
-        link = head.get("parent") if head.get("kind") == "session" else None
-        if not isinstance(link, dict):
+        head = self.records[0] if self.records else None
+        link = head.parent if isinstance(head, rec.SessionStarted) else None
+        if link is None:
             return "", ""
-        return str(link.get("session", "")), str(link.get("subagent", ""))
+        return link.session, link.subagent
 
     @cached_property
     def seams(self) -> int:
-        return sum(1 for r in self.records if r["kind"] == "seam")
+        """How many seams the session made."""
+        return sum(1 for _ in rec.of(self.records, rec.Seam))
 
     def line(self, now: float) -> str:
         """One line: age, size, seams, branch, first message, and the last one when it differs."""
