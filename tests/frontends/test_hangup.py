@@ -140,7 +140,7 @@ def _start(project: Path, home: Path, stub: Stub, *args: str, how: str = "sighup
 @pytest.mark.parametrize("how", HOW)
 async def test_closed_mid_turn_the_command_dies_and_the_turn_is_recorded_interrupted(
         project: Path, home: Path, stub: Stub, how: str) -> None:
-    marker = "300.0131"
+    marker = f"302.{HOW.index(how)}7"  # one per case: two cases on two workers never see each other's sleep
     stub.script(call(NARRATE, "bash", command=f"sleep {marker}"))
     term = _start(project, home, stub, "--permission-mode", "auto-edit", how=how)
     try:
@@ -301,7 +301,7 @@ async def test_plain_mode_closed_with_a_question_open_ends(project: Path, home: 
 @pytest.mark.parametrize("front", ["--plain", "-p"])
 async def test_plain_and_headless_stop_save_and_exit(project: Path, home: Path, stub: Stub, front: str,
                                                      how: str) -> None:
-    marker = f"300.013{len(front)}"
+    marker = f"301.{len(front)}{HOW.index(how)}7"  # one per case: two cases on two workers never see each other's sleep
     stub.script(call(NARRATE, "bash", command=f"sleep {marker}"))
     args = ("--plain", "--permission-mode", "auto-edit") if front == "--plain" else ("-p", "run the build")
     term = _start(project, home, stub, *args, how=how)
