@@ -22,7 +22,7 @@ import pytest
 from rhapsody.cli import main
 from rhapsody.core.events import TurnEnded
 from rhapsody.core.session.history import read_history
-from rhapsody.core.last_failure import failed_tests
+from rhapsody.core.session.last_failure import failed_tests
 from rhapsody.loopback.script import call, say
 from rhapsody.mcp.config import plan
 from rhapsody.memory.audit import audit

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 
 from rhapsody.core.session import recall, todo
 from rhapsody.core.session import records as rec
-from rhapsody.core.last_failure import last_failure
+from rhapsody.core.session.last_failure import last_failure
 from rhapsody.core.session.handoff import stripped_index
 from rhapsody.core.accounting.seam_cost import FACTS_CAP_CHARS
 from rhapsody.core.toolbox.protocol import NoteWritten

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rhapsody.core.last_failure import failed_tests, last_failure
+from rhapsody.core.session.last_failure import failed_tests, last_failure
 from rhapsody.core.session.records import ToolRun
 from rhapsody.loopback.script import call, say
 
