@@ -62,12 +62,16 @@ async def test_the_agents_words_stay_in_view_above_the_question_at_160x48(stub: 
     async with app.run_test(size=(160, 48)) as pilot:
         app.start_turn("fix")
         await until(lambda: asking(app), pause=pilot.pause)
-        await pilot.pause()
-        box = panel(app).region
-        rows = [strip.text for strip in app.screen._compositor.render_strips()]
-        above = "\n".join(rows[: box.y])
+
+        def split() -> tuple[str, str]:
+            box = panel(app).region
+            rows = [strip.text for strip in app.screen._compositor.render_strips()]
+            return "\n".join(rows[: box.y]), "\n".join(rows[box.bottom:])
+
+        # the status bar says so once its next refresh has drawn it
+        await until(lambda: "waiting for you" in split()[1], pause=pilot.pause)
+        above, below = split()
         assert "report.py sums total_value" in above and "› fix" in above  # the transcript, not a blank screen
-        below = "\n".join(rows[box.bottom:])
         assert "waiting for you" in below and "esc Deny" in below  # the status bar and the footer, under the prompt
         await pilot.press("escape")
         await idle(pilot)
