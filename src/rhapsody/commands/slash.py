@@ -15,7 +15,6 @@ from rhapsody.core.access.permissions import MODES, Mode, mode_named, writes_not
 from rhapsody.core.session.records import Unseam
 from rhapsody.core.session.session import Session
 from rhapsody.view.render import undo_text
-from rhapsody.core.session import records as rec
 
 COMMANDS: dict[str, str] = {}
 """Each command's help, in the order /help lists them: what the palette, /help and completion read (filled by

@@ -34,7 +34,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from rhapsody.core.session import records as rec
 from rhapsody.core.pricing import price_of, priced

@@ -16,7 +16,7 @@ import asyncio
 import sys
 from collections.abc import Sequence
 from contextlib import aclosing
-from typing import Any, TextIO
+from typing import TextIO
 
 from rhapsody.commands.slash import run_command
 from rhapsody.core import events as ev

@@ -7,7 +7,7 @@ changed, the seams, the cost and how to come back; every figure is read from the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rhapsody.core.session import records as rec
 from rhapsody.core.attachments import shown as attachment

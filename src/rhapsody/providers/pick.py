@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from typing import Any
 
 from rhapsody.config.settings import Settings
 from rhapsody.core.errors import ConfigError

@@ -13,7 +13,6 @@ import pytest
 
 from rhapsody.commands.slash import stats_text
 from rhapsody.core.pricing import cost
-from rhapsody.core.session import records as rec
 from rhapsody.frontends.headless import result_event, run_headless
 from rhapsody.loopback.script import say
 from rhapsody.commands.stats import print_stats

@@ -38,7 +38,6 @@ from typing import Any
 from rhapsody.core.session.context import Conversation
 from rhapsody.core.session.messages import Message, compact_json
 from rhapsody.core.pricing import WRITE_1H_KEY, WRITE_1H_MULT, WRITE_5M_MULT, Price, Rates, input_equivalents, rates_of
-from rhapsody.core.session.records import parse
 from rhapsody.core.session import records as rec
 
 TTL_5M = 300.0

@@ -22,7 +22,6 @@ Imports: stdlib and rhapsody.core only.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from rhapsody.core.pricing import WRITE_1H_MULT, WRITE_5M_MULT
 from rhapsody.core.session.session_figures import usage_input

@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rhapsody.core.session import records as rec
 from rhapsody.core.session.context import Conversation, RequestSpec, measure_messages

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
-from typing import Any, Protocol, assert_never
+from typing import Protocol, assert_never
 
 from rhapsody.core.agent import ops
 from rhapsody.core.agent.prompt_shell import MARK, expanded_turn

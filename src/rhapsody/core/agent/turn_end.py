@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from rhapsody.core.session import handoff_state
 from rhapsody.core.session.checkpoints import HARNESS_PREFIX

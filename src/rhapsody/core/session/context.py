@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, assert_never
+from typing import assert_never
 
 from rhapsody.core.session import records as rec
 from rhapsody.core.session.messages import Message, TextBlock, compact_json

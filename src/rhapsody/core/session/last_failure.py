@@ -10,7 +10,6 @@ Imports: stdlib and rhapsody.core.session.records only.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from rhapsody.core.session import records as rec
 

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar, assert_never
 
 from rhapsody import __version__
-from rhapsody.core.session.context import Conversation, RequestSpec, build_request, measure_messages, spec_fields, spec_from_record
+from rhapsody.core.session.context import Conversation, RequestSpec, build_request, measure_messages, spec_from_record
 from rhapsody.core.session import handoff_state
 from rhapsody.core.session import records as rec
 from rhapsody.core.errors import HistoryError

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, assert_never
+from typing import assert_never
 
 from rhapsody.core.session import records as rec
 from rhapsody.core.pricing import WRITE_1H_KEY, cost, price_of, priced

@@ -26,7 +26,6 @@ Imports: stdlib and rhapsody.core only.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from rhapsody.core.session import records as rec
 from rhapsody.core.session.checkpoints import HARNESS_PREFIX
