@@ -10,12 +10,19 @@ runs. `RHAPSODY_TEST_EXEC=1` starts every run with a fresh interpreter instead, 
 Its output goes to files, not pipes: `run` returns when the process exits, with what it had written,
 even if something it started still holds them open (`subprocess.run` would wait for that too).
 
-Tests of start-up itself (import time, the first frame, a terminal) start their process directly.
+`start` and `terminal` fork the same way for a test that holds the process while it runs (on pipes it
+reads, in a pseudo-terminal it closes): the child can be a session leader with the pty as its
+controlling terminal, or start with a signal ignored, as a shell or `nohup` would start it; `Child`
+gives its pid, signals and exit status as `Popen` does (its parent is the server, so the status comes
+over the request's socket rather than from `waitpid`). Tests of start-up itself (import time, the
+first frame, the boot) start a fresh interpreter: directly, or with `fresh=True`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import atexit
+import fcntl
 import importlib
 import json
 import locale
@@ -24,16 +31,23 @@ import runpy
 import selectors
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
 WARM = ("rhapsody.cli", "rhapsody.providers.anthropic", "rhapsody.providers.openai", "rhapsody.commands.slash",
         "rhapsody.frontends.headless", "rhapsody.wiring")
 """What a headless run imports before its first request (a module that moved is skipped, not an error)."""
+APP = (*WARM, "rhapsody.frontends.app.app")
+"""What the full-screen app imports too, for the runs in a terminal."""
+READ_AT_IMPORT = ("TEXTUAL_", "ESCDELAY")
+"""Variables a warm module reads as it is imported: a run whose value differs from the server's starts afresh."""
 EXEC_ENV = "RHAPSODY_TEST_EXEC"
 
 
@@ -47,11 +61,107 @@ def run(args: list[str], *, cwd: Path | str | None = None, env: dict[str, str] |
         return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout, input=input,
                               stdin=stdin)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, open(os.devnull, "rb") as null:
-        given = null.fileno() if stdin == subprocess.DEVNULL else None
-        status = _server().launch(argv, str(cwd or os.getcwd()), dict(os.environ if env is None else env),
-                                  out, err, input, given, timeout)
+        given = null.fileno() if stdin == subprocess.DEVNULL else 0
+        fed, feeder = (given, None) if input is None else _fed(input)
+        child = start(args, cwd=cwd, env=env, stdin=fed, stdout=out.fileno(), stderr=err.fileno())
+        if feeder is not None:
+            os.close(fed)
+            feeder.start()
+        try:
+            status = child.wait(timeout)
+        finally:
+            child.kill()  # gone already unless the wait ended early: a timeout, an interrupt
+            child.wait()
+            if feeder is not None:
+                feeder.join()
         said = [_text(f) for f in (out, err)]
     return subprocess.CompletedProcess(argv, status, said[0], said[1])
+
+
+def start(args: list[str], *, cwd: Path | str | None = None, env: dict[str, str] | None = None, stdin: int = 0,
+          stdout: int = 1, stderr: int = 2, session: bool = False, terminal: bool = False, app: bool = False,
+          ignore: tuple[signal.Signals, ...] = (), fresh: bool = False) -> Child:
+    """`python -m rhapsody ARGS` forked warm on the given descriptors, not waited for (as `Popen` starts it).
+
+    `session`: its own session (`start_new_session`); `terminal`: and its standard input, a pty's slave side,
+    its controlling terminal, as a shell or `pty.fork` makes it. `app`: the server has imported the
+    full-screen app too. `ignore`: signals it starts with ignored, as `nohup` starts a program. `fresh`
+    (or `RHAPSODY_TEST_EXEC=1`): the forked child execs a fresh interpreter, for tests of start-up."""
+    request = {"argv": [sys.executable, "-m", "rhapsody", *args], "cwd": str(cwd or os.getcwd()),
+               "env": dict(os.environ if env is None else env), "session": session or terminal,
+               "terminal": terminal, "ignore": [int(s) for s in ignore],
+               "fresh": fresh or os.environ.get(EXEC_ENV) == "1"}
+    return _server(APP if app and not request["fresh"] else WARM).start(request, [stdin, stdout, stderr])
+
+
+def terminal(args: list[str], *, cwd: Path | str, env: dict[str, str], size: tuple[int, int] = (24, 80),
+             controlling: bool = True, fresh: bool = False) -> tuple[Child, int]:
+    """`python -m rhapsody ARGS` forked warm in a new pseudo-terminal of `size` (rows, columns); the
+    process and the terminal's master side. `controlling=False`: its session has no controlling terminal."""
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", *size, 0, 0))
+    try:
+        child = start(args, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave, session=True,
+                      terminal=controlling, app=True, fresh=fresh)
+    except BaseException:
+        os.close(master)
+        raise
+    finally:
+        os.close(slave)
+    return child, master
+
+
+class Child:
+    """A process the fork server started: its pid, and its exit status as `Popen.returncode` gives it."""
+
+    def __init__(self, conn: socket.socket, argv: list[str]) -> None:
+        self.conn, self.args, self.returncode = conn, argv, None
+        self.said = _Lines(conn)
+        self.pid = self.said.next(None)
+
+    def poll(self) -> int | None:
+        """The exit status, or None while it runs."""
+        if self.returncode is None:
+            try:
+                self._ended(self.said.next(0))
+            except BlockingIOError:
+                pass
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Its exit status once it ends; `subprocess.TimeoutExpired` past `timeout` (it keeps running)."""
+        if self.returncode is None:
+            try:
+                self._ended(self.said.next(timeout))
+            except TimeoutError:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0) from None
+        assert self.returncode is not None
+        return self.returncode
+
+    async def wait_async(self, step: float = 0.01) -> int:
+        """`wait()` for a test in an event loop: the loop runs on while it waits."""
+        while self.poll() is None:
+            await asyncio.sleep(step)
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        """As `Popen.send_signal`: nothing once it has ended."""
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def _ended(self, status: int) -> None:
+        self.returncode = status
+        self.conn.close()
 
 
 def _text(f: IO[bytes]) -> str:
@@ -64,41 +174,25 @@ def _text(f: IO[bytes]) -> str:
 class _Server:
     """This worker's fork server: started on first use, stopped when the worker exits."""
 
-    def __init__(self) -> None:
+    def __init__(self, warm: tuple[str, ...]) -> None:
         self.folder = tempfile.mkdtemp(prefix="rhapsody-launch-")
         self.path = os.path.join(self.folder, "s")
         # its standard input is a pipe this process holds open: the server ends when this process does
-        self.proc = subprocess.Popen([sys.executable, __file__, self.path], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, __file__, self.path, *warm], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         assert self.proc.stdout is not None and self.proc.stdout.readline() == b"ready\n", "the fork server did not start"
         atexit.register(self.stop)
 
-    def launch(self, argv: list[str], cwd: str, env: dict[str, str], out: IO[bytes], err: IO[bytes],
-               input: str | None, given: int | None, timeout: float) -> int:
-        """Run `argv` forked in `cwd` with `env`; its exit status (minus the signal that killed it)."""
-        stdin, feeder = (0 if given is None else given, None) if input is None else _fed(input)
-        with socket.socket(socket.AF_UNIX) as conn:
+    def start(self, request: dict[str, Any], fds: list[int]) -> Child:
+        """Fork the child `request` describes on `fds` (its standard input, output and error)."""
+        conn = socket.socket(socket.AF_UNIX)
+        try:
             conn.connect(self.path)
-            request = json.dumps({"argv": argv, "cwd": cwd, "env": env}).encode()
-            socket.send_fds(conn, [request], [stdin, out.fileno(), err.fileno()])
-            if feeder is not None:
-                os.close(stdin)
-                feeder.start()
-            said = _Lines(conn)
-            pid = said.next(None)
-            try:
-                return said.next(timeout)
-            except TimeoutError:
-                _kill(pid)
-                said.next(None)
-                raise subprocess.TimeoutExpired(argv, timeout) from None
-            except BaseException:  # a test's own timeout, an interrupt: the child goes, as subprocess.run does
-                _kill(pid)
-                said.next(None)
-                raise
-            finally:
-                if feeder is not None:
-                    feeder.join()
+            socket.send_fds(conn, [json.dumps(request).encode()], fds)
+            return Child(conn, request["argv"])
+        except BaseException:
+            conn.close()
+            raise
 
     def stop(self) -> None:
         self.proc.kill()
@@ -117,6 +211,7 @@ class _Lines:
         self.conn, self.buffer = conn, b""
 
     def next(self, timeout: float | None) -> int:
+        """The next number; `TimeoutError` past `timeout`, `BlockingIOError` at once for a timeout of 0."""
         self.conn.settimeout(timeout)
         while b"\n" not in self.buffer:
             chunk = self.conn.recv(64)
@@ -125,13 +220,6 @@ class _Lines:
             self.buffer += chunk
         line, self.buffer = self.buffer.split(b"\n", 1)
         return int(line)
-
-
-def _kill(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _fed(text: str) -> tuple[int, threading.Thread]:
@@ -148,23 +236,24 @@ def _fed(text: str) -> tuple[int, threading.Thread]:
     return read, threading.Thread(target=feed, daemon=True)
 
 
-_running: dict[int, _Server] = {}
+_running: dict[tuple[int, tuple[str, ...]], _Server] = {}
 
 
-def _server() -> _Server:
-    """This process's server (a fork of a test process gets its own; one that died is started again)."""
-    server = _running.get(os.getpid())
+def _server(warm: tuple[str, ...]) -> _Server:
+    """This process's server for `warm` (a fork of a test process gets its own; one that died is started again)."""
+    key = (os.getpid(), warm)
+    server = _running.get(key)
     if server is None or server.proc.poll() is not None:
-        server = _running[os.getpid()] = _Server()
+        server = _running[key] = _Server(warm)
     return server
 
 
 # -- the server side ----------------------------------------------------------------------------------
 
 
-def _serve(path: str) -> None:
+def _serve(path: str, warm: list[str]) -> None:
     """Import rhapsody, then fork one child per request and report its exit status on the request's socket."""
-    for name in WARM:
+    for name in warm:
         try:
             importlib.import_module(name)
         except ModuleNotFoundError:
@@ -210,7 +299,15 @@ def _start(conn: socket.socket) -> int:
         for fd in fds:
             os.close(fd)
         return pid
-    os._exit(_child(json.loads(request), fds))
+    code = 1
+    try:  # whatever happens, this process never returns to the server's loop
+        code = _child(json.loads(request), fds)
+    except BaseException:  # noqa: BLE001 - a failure before the program ran: said on its stderr
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        os._exit(code)
 
 
 def _child(request: dict[str, Any], fds: list[int]) -> int:
@@ -223,12 +320,21 @@ def _child(request: dict[str, Any], fds: list[int]) -> int:
                 os.close(int(name))
             except OSError:
                 pass
-    sys.stdin = open(0, "r", closefd=False)  # the streams the interpreter would have opened on them
-    sys.stdout = open(1, "w", closefd=False)
-    sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")
+    if request["session"]:
+        os.setsid()
+    if request["terminal"]:
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # as opening the slave in a new session makes it
+    for number in request["ignore"]:
+        signal.signal(number, signal.SIG_IGN)
     os.chdir(request["cwd"])
+    if request["fresh"] or _read_at_import(os.environ) != _read_at_import(request["env"]):  # what the imports saw differs
+        os.execve(sys.executable, request["argv"], request["env"])
     os.environ.clear()
     os.environ.update(request["env"])
+    # the streams the interpreter would have opened on them (Textual's driver reads the `__std*__` ones)
+    sys.stdin = sys.__stdin__ = open(0, "r", closefd=False)
+    sys.stdout = sys.__stdout__ = open(1, "w", closefd=False)
+    sys.stderr = sys.__stderr__ = open(2, "w", closefd=False, errors="backslashreplace", buffering=1)
     sys.argv = request["argv"][2:]
     sys.path[0] = request["cwd"]  # as `-m` does
     try:
@@ -242,6 +348,11 @@ def _child(request: dict[str, Any], fds: list[int]) -> int:
         traceback.print_exc()
         code = 1
     return _exited(code)
+
+
+def _read_at_import(env: Mapping[str, str]) -> dict[str, str]:
+    """The variables a warm module reads once, as it is imported (Textual's settings)."""
+    return {k: v for k, v in env.items() if k.startswith(READ_AT_IMPORT)}
 
 
 def _exited(code: object) -> int:
@@ -261,4 +372,4 @@ def _exited(code: object) -> int:
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1])
+    _serve(sys.argv[1], sys.argv[2:])

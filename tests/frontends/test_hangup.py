@@ -6,17 +6,18 @@ the terminal up and sends SIGHUP to its session leader), and checks, with bounde
 process is gone within `GONE_WITHIN` (the product's target is 2 s; this leaves room for a loaded
 machine), no child it started is left (by pid), and the history reads back whole and resumes: the
 next request, rebuilt from it, is accepted by the loopback server, which enforces the API's rules.
+
+The program is forked from the worker's fork server (tests/launch.py), which has imported rhapsody and
+Textual and nothing more: it is still a process of its own, the leader of its own session with the pty
+as its controlling terminal (as a shell starts it), so the kernel's SIGHUP, the hung-up terminal, its
+children and its exit status are its own. Only the tests of the boot itself start a fresh interpreter.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import signal
-import struct
-import subprocess
 import sys
-import termios
 import threading
 import time
 from pathlib import Path
@@ -29,6 +30,7 @@ from rhapsody.core.session.history import read_history
 from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.loopback.script import call, say
 from rhapsody.wiring import build
+from tests import launch
 from tests.conftest import GATE, MODEL, SANDBOX, Stub, collect, until, waited
 from tests.frontends.test_start import Terminal, _env
 
@@ -76,8 +78,7 @@ def _closed(term: Terminal) -> float:
     term.fd = os.open(os.devnull, os.O_RDONLY)  # Terminal.close() closes it again
     deadline = began + GONE_WITHIN
     while time.monotonic() < deadline:
-        done, _ = os.waitpid(term.pid, os.WNOHANG)
-        if done:
+        if term.poll() is not None:
             return time.monotonic() - began
         time.sleep(0.02)
     raise AssertionError(f"rhapsody was still running {GONE_WITHIN} s after its terminal closed")
@@ -108,22 +109,25 @@ async def _resumes(stub: Stub, project: Path) -> None:
     await wiring.close()
 
 
-class Detached(Terminal):
-    """A terminal the program is not the session leader of: closing it sends no SIGHUP (a shell's job whose shell
-    has not passed the signal on yet, a program started under `setsid`); the hung-up terminal itself is the sign."""
+class Forked(Terminal):
+    """`python -m rhapsody` in an 80x24 pty, started by the fork server as a shell starts a program: its own
+    process and session, the pty its controlling terminal. `controlling=False`: a session the terminal is not
+    the controlling terminal of, so closing it sends no SIGHUP (a shell's job whose shell has not passed the
+    signal on yet, a program started under `setsid`); the hung-up terminal itself is the sign. `fresh`: a
+    fresh interpreter, for the tests of the boot."""
 
-    def __init__(self, root: Path, env: dict[str, str], args: tuple[str, ...] = ()) -> None:
+    def __init__(self, root: Path, env: dict[str, str], args: tuple[str, ...] = (), controlling: bool = True,
+                 fresh: bool = False) -> None:
         self.raw = b""
-        self.fd, slave = os.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-        proc = subprocess.Popen([sys.executable, "-m", "rhapsody", *args], cwd=root, env=env, stdin=slave,
-                                stdout=slave, stderr=slave, start_new_session=True)
-        os.close(slave)
-        self.proc, self.pid = proc, proc.pid
+        self.child, self.fd = launch.terminal(list(args), cwd=root, env=env, controlling=controlling, fresh=fresh)
+        self.pid = self.child.pid
+
+    def poll(self) -> int | None:
+        return self.child.poll()
 
     def close(self) -> None:
-        self.proc.kill()  # gone already, once its status was read: a no-op
-        self.proc.wait()
+        self.child.kill()  # gone already, once its status was read: a no-op
+        self.child.wait()
         os.close(self.fd)
 
 
@@ -131,10 +135,11 @@ HOW = ["sighup", "vanished"]
 """How the terminal goes: closed under its session leader (the kernel sends SIGHUP), or closed with no signal."""
 
 
-def _start(project: Path, home: Path, stub: Stub, *args: str, how: str = "sighup", **env: str) -> Terminal:
+def _start(project: Path, home: Path, stub: Stub, *args: str, how: str = "sighup", fresh: bool = False,
+           **env: str) -> Forked:
     full = _env(home, ANTHROPIC_BASE_URL=stub.server.url, ANTHROPIC_API_KEY="sk-ant-test", RHAPSODY_MODEL=MODEL,
                 **env)
-    return (Terminal if how == "sighup" else Detached)(project, full, args=args)
+    return Forked(project, full, args=args, controlling=how == "sighup", fresh=fresh)
 
 
 @pytest.mark.parametrize("how", HOW)
@@ -213,8 +218,8 @@ async def test_closed_with_a_question_open_the_question_goes_and_the_session_res
 
 @pytest.mark.parametrize("how", HOW)
 def test_closed_while_booting_it_ends(project: Path, home: Path, stub: Stub, how: str) -> None:
-    """Closed as the first frame shows, while the session is being built."""
-    term = _start(project, home, stub, how=how)
+    """Closed as the first frame shows, while the session is being built (a fresh interpreter: the boot as it is)."""
+    term = _start(project, home, stub, how=how, fresh=True)
     try:
         assert term.read_until(lambda s: "rhapsody" in s), term.seen[-2000:]
         _closed(term)
@@ -325,13 +330,15 @@ async def test_headless_output_whose_reader_left_stops_the_run(project: Path, ho
     marker = "300.0139"
     stub.script(call(NARRATE, "bash", command=f"sleep {marker}"))
     env = _env(home, ANTHROPIC_BASE_URL=stub.server.url, ANTHROPIC_API_KEY="sk-ant-test", RHAPSODY_MODEL=MODEL)
-    proc = subprocess.Popen([sys.executable, "-m", "rhapsody", "-p", "run the build"], cwd=project, env=env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    read, write = os.pipe()
+    with open(os.devnull, "rb") as null:
+        proc = launch.start(["-p", "run the build"], cwd=project, env=env, stdin=null.fileno(), stdout=write,
+                            stderr=null.fileno())
+    os.close(write)
     try:
         assert waited(lambda: bool(_pids_running(marker)), 30)
         [sleeper] = _pids_running(marker)
-        assert proc.stdout is not None
-        proc.stdout.close()  # the reader leaves
+        os.close(read)  # the reader leaves
         assert proc.wait(GONE_WITHIN) == 128 + signal.SIGHUP
         assert waited(lambda: not _alive(sleeper), 5), "the command outlived rhapsody"
     finally:
@@ -378,9 +385,9 @@ def test_under_nohup_a_hangup_leaves_the_run_alone(project: Path, home: Path, st
     """SIGHUP ignored when rhapsody starts (`nohup rhapsody -p …`): the run was meant to outlive its terminal."""
     stub.script(call(NARRATE, "bash", command=GATE), say("finished"))
     env = _env(home, ANTHROPIC_BASE_URL=stub.server.url, ANTHROPIC_API_KEY="sk-ant-test", RHAPSODY_MODEL=MODEL)
-    proc = subprocess.Popen([sys.executable, "-m", "rhapsody", "-p", "run the build"], cwd=project, env=env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    with open(os.devnull, "r+b") as null:
+        proc = launch.start(["-p", "run the build"], cwd=project, env=env, stdin=null.fileno(), stdout=null.fileno(),
+                            stderr=null.fileno(), ignore=(signal.SIGHUP,))
     try:
         assert waited(lambda: '"kind":"permission","tool":"bash"' in _text(project), 30)  # the command runs
         proc.send_signal(signal.SIGHUP)

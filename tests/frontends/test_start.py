@@ -65,14 +65,19 @@ class Terminal:
                 self.raw += chunk
         return bool(predicate(self.seen))  # type: ignore[operator]
 
+    def poll(self) -> int | None:
+        """The exit status once the program has ended (None while it runs)."""
+        done, status = os.waitpid(self.pid, os.WNOHANG)
+        return os.waitstatus_to_exitcode(status) if done else None
+
     def exit_status(self, within: float = 10.0) -> int | None:
         """The exit status once the program ends by itself (None: killed after `within` seconds)."""
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
             self.read_until(lambda _s: False, within=0.1)
-            done, status = os.waitpid(self.pid, os.WNOHANG)
-            if done:
-                return os.waitstatus_to_exitcode(status)
+            status = self.poll()
+            if status is not None:
+                return status
         return None
 
     def close(self) -> None:
