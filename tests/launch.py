@@ -46,6 +46,8 @@ WARM = ("rhapsody.cli", "rhapsody.providers.anthropic", "rhapsody.providers.open
 """What a headless run imports before its first request (a module that moved is skipped, not an error)."""
 APP = (*WARM, "rhapsody.frontends.app.app")
 """What the full-screen app imports too, for the runs in a terminal."""
+ACP = (*WARM, "rhapsody.frontends.acp")
+"""What `rhapsody acp` imports too (the protocol's schema)."""
 READ_AT_IMPORT = ("TEXTUAL_", "ESCDELAY")
 """Variables a warm module reads as it is imported: a run whose value differs from the server's starts afresh."""
 EXEC_ENV = "RHAPSODY_TEST_EXEC"
@@ -79,19 +81,19 @@ def run(args: list[str], *, cwd: Path | str | None = None, env: dict[str, str] |
 
 
 def start(args: list[str], *, cwd: Path | str | None = None, env: dict[str, str] | None = None, stdin: int = 0,
-          stdout: int = 1, stderr: int = 2, session: bool = False, terminal: bool = False, app: bool = False,
-          ignore: tuple[signal.Signals, ...] = (), fresh: bool = False) -> Child:
+          stdout: int = 1, stderr: int = 2, session: bool = False, terminal: bool = False,
+          warm: tuple[str, ...] = WARM, ignore: tuple[signal.Signals, ...] = (), fresh: bool = False) -> Child:
     """`python -m rhapsody ARGS` forked warm on the given descriptors, not waited for (as `Popen` starts it).
 
     `session`: its own session (`start_new_session`); `terminal`: and its standard input, a pty's slave side,
-    its controlling terminal, as a shell or `pty.fork` makes it. `app`: the server has imported the
-    full-screen app too. `ignore`: signals it starts with ignored, as `nohup` starts a program. `fresh`
+    its controlling terminal, as a shell or `pty.fork` makes it. `warm`: what the server it forks from
+    has imported (`APP`, `ACP`: a front end's modules too). `ignore`: signals it starts with ignored, as `nohup` starts a program. `fresh`
     (or `RHAPSODY_TEST_EXEC=1`): the forked child execs a fresh interpreter, for tests of start-up."""
     request = {"argv": [sys.executable, "-m", "rhapsody", *args], "cwd": str(cwd or os.getcwd()),
                "env": dict(os.environ if env is None else env), "session": session or terminal,
                "terminal": terminal, "ignore": [int(s) for s in ignore],
                "fresh": fresh or os.environ.get(EXEC_ENV) == "1"}
-    return _server(APP if app and not request["fresh"] else WARM).start(request, [stdin, stdout, stderr])
+    return _server(WARM if request["fresh"] else warm).start(request, [stdin, stdout, stderr])
 
 
 def terminal(args: list[str], *, cwd: Path | str, env: dict[str, str], size: tuple[int, int] = (24, 80),
@@ -102,7 +104,7 @@ def terminal(args: list[str], *, cwd: Path | str, env: dict[str, str], size: tup
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", *size, 0, 0))
     try:
         child = start(args, cwd=cwd, env=env, stdin=slave, stdout=slave, stderr=slave, session=True,
-                      terminal=controlling, app=True, fresh=fresh)
+                      terminal=controlling, warm=APP, fresh=fresh)
     except BaseException:
         os.close(master)
         raise

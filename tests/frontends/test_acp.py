@@ -1,24 +1,30 @@
 """`rhapsody acp` as an editor meets it: a real subprocess on stdio, driven by the SDK's own client side,
-its model the loopback server (every request it got is checked)."""
+its model the loopback server (every request it got is checked).
+
+The process is forked from the worker's fork server (tests/launch.py), which has imported rhapsody and
+the protocol's modules and nothing more: its own pid, pipes, environment and exit status, as the SDK's
+`spawn_agent_process` starts it, without a second of imports each time."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
-import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import tempfile
+from asyncio.streams import FlowControlMixin
+from contextlib import asynccontextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
-from acp import PROTOCOL_VERSION, RequestError, spawn_agent_process, text_block
+from acp import PROTOCOL_VERSION, RequestError, text_block
 from acp.core import ClientSideConnection
 from acp.schema import (AllowedOutcome, ClientCapabilities, DeniedOutcome, FileSystemCapabilities,
                         ReadTextFileResponse, RequestPermissionResponse, WriteTextFileResponse)
 
 from rhapsody.loopback.script import call, say
+from tests import launch
 from tests.conftest import GATE, MODEL, SANDBOX, Stub, until
 
 NARRATE = "I will write the greeting file now because the task asks for it and nothing exists yet."
@@ -72,16 +78,50 @@ def acp_env(stub: Stub) -> dict[str, str]:
 
 
 @asynccontextmanager
+async def acp_process(stub: Stub, project: Path, *flags: str, stderr: IO[bytes] | None = None) -> AsyncIterator[
+        tuple[asyncio.StreamReader, asyncio.StreamWriter, launch.Child]]:
+    """`rhapsody acp` on pipes, its standard output and input as streams (its error output to `stderr`); on the
+    way out, ended as the SDK's `spawn_stdio_transport` ends it: input closed, terminated, killed, 2 s apart."""
+    loop = asyncio.get_running_loop()
+    stdin, into = os.pipe()
+    out, stdout = os.pipe()
+    with tempfile.TemporaryFile() if stderr is None else nullcontext(stderr) as err:
+        child = launch.start(["acp", "--model", MODEL, *flags], cwd=project, env=acp_env(stub), stdin=stdin,
+                             stdout=stdout, stderr=err.fileno(), warm=launch.ACP)
+        os.close(stdin)
+        os.close(stdout)
+        reader = asyncio.StreamReader(loop=loop)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader, loop=loop), open(out, "rb", 0))
+        transport, protocol = await loop.connect_write_pipe(FlowControlMixin, open(into, "wb", 0))
+        writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        try:
+            yield reader, writer, child
+        finally:
+            writer.close()
+            for end in (None, child.terminate, child.kill):
+                if end is not None:
+                    end()
+                try:
+                    await asyncio.wait_for(child.wait_async(), 2.0)
+                    break
+                except TimeoutError:
+                    pass
+
+
+@asynccontextmanager
 async def rhapsody_acp(stub: Stub, project: Path, *flags: str,
                        fs: bool = False) -> AsyncIterator[tuple[ClientSideConnection, Editor, Any]]:
     """`rhapsody acp` started as an editor starts it, initialized."""
     editor = Editor()
-    async with spawn_agent_process(editor, sys.executable, "-m", "rhapsody", "acp", "--model", MODEL, *flags,
-                                   env=acp_env(stub), cwd=project) as (conn, process):
-        caps = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=fs, write_text_file=fs))
-        reply = await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=caps)
-        assert reply.agent_capabilities is not None and reply.agent_capabilities.load_session
-        yield conn, editor, process
+    async with acp_process(stub, project, *flags) as (reader, writer, process):
+        conn = ClientSideConnection(editor, writer, reader)
+        try:
+            caps = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=fs, write_text_file=fs))
+            reply = await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=caps)
+            assert reply.agent_capabilities is not None and reply.agent_capabilities.load_session
+            yield conn, editor, process
+        finally:
+            await conn.close()
 
 
 async def test_a_prompt_streams_narration_and_a_tool_call_with_title_kind_location_and_diff(
@@ -204,9 +244,6 @@ async def test_handoff_replies_with_the_seams_figures_and_a_load_resumes_the_his
 
 
 async def test_bad_input_gets_json_rpc_errors_and_stdout_holds_only_the_protocol(stub: Stub, project: Path) -> None:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "rhapsody", "acp", "--model", MODEL, stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=acp_env(stub), cwd=project)
     lines = [b"this is not json\n", b"[1, 2]\n",
              b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}\n',
              b'{"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": "nope", "prompt": []}}\n',
@@ -214,7 +251,14 @@ async def test_bad_input_gets_json_rpc_errors_and_stdout_holds_only_the_protocol
              b'"mcpServers": []}}\n' % str(project).encode(),
              b'{"jsonrpc": "2.0", "id": 4, "method": "no/such/method", "params": {}}\n',
              b'{"jsonrpc": "2.0", "id": 5, "method": "session/new", "params": {"cwd": "relative", "mcpServers": []}}\n']
-    out, err = await asyncio.wait_for(proc.communicate(b"".join(lines)), 60)
+    with tempfile.TemporaryFile() as said:
+        async with acp_process(stub, project, stderr=said) as (reader, writer, proc):
+            writer.write(b"".join(lines))
+            writer.close()  # as `communicate` does: all of it, then end of input
+            out = await asyncio.wait_for(reader.read(), 60)
+            await asyncio.wait_for(proc.wait_async(), 60)
+        said.seek(0)
+        err = said.read()
     replies = [json.loads(line) for line in out.decode().splitlines()]  # every line on stdout is a message
     errors = {r.get("id"): r["error"]["code"] for r in replies if "error" in r}
     assert [r["error"]["code"] for r in replies if r.get("id") is None] == [-32700, -32600]
