@@ -17,6 +17,7 @@ from rhapsody import api
 from rhapsody.core import events as ev
 from rhapsody.loopback.script import call, say
 
+from tests import launch
 from tests.conftest import GATE, MODEL, SANDBOX, Stub
 from tests.core.session.test_handoff_e2e import handoff_turn, step
 
@@ -169,10 +170,8 @@ def test_the_headless_json_lines_are_the_apis_events(wired: Stub, project: Path)
                  call(STEP, "bash", command="echo run >> log.txt"), say("Logged."))
     _, seen = api.run("log a run", project, model=MODEL, sandbox=SANDBOX, permission_mode="yolo")
     ours = [api.as_json(e)["event"] for e in seen if not isinstance(e, ev.Idle)]
-    done = subprocess.run([sys.executable, "-m", "rhapsody", "-p", "log a run", "--output-format", "jsonl",
-                           "--model", MODEL, "--permission-mode", "yolo"],
-                          cwd=project, capture_output=True, text=True, timeout=50,
-                          env={**_env(), "RHAPSODY_SANDBOX": SANDBOX})
+    done = launch.run(["-p", "log a run", "--output-format", "jsonl", "--model", MODEL, "--permission-mode", "yolo"],
+                      cwd=project, timeout=50, env={**_env(), "RHAPSODY_SANDBOX": SANDBOX})
     lines = [json.loads(line)["event"] for line in done.stdout.splitlines()]
     assert done.returncode == 0, done.stderr
     assert lines[0] == "session" and lines[-1] == "result" and lines[1:-1] == ours

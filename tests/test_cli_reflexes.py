@@ -11,7 +11,7 @@ from rhapsody.loopback.script import say
 
 from tests import launch
 from tests.conftest import MODEL, Stub
-from tests.frontends.test_start import Terminal, _env
+from tests.frontends.test_start import Forked, _env
 from tests.test_cli import one_line_error
 
 
@@ -79,7 +79,7 @@ def test_a_prompt_argument_opens_the_app_with_it_sent(project: Path, tmp_path: P
     (tmp_path / "home").mkdir()
     env = _env(tmp_path / "home", ANTHROPIC_BASE_URL=stub.server.url, ANTHROPIC_API_KEY="sk-ant-test",
                RHAPSODY_MODEL=MODEL)
-    term = Terminal(project, env, args=("fix the test",))
+    term = Forked(project, env, args=("fix the test",))
     try:
         assert term.read_until(lambda s: "Fixed it." in s.replace("\n", "")), term.seen[-2000:]
         assert [m["content"][0]["text"] for m in stub.bodies()[0]["messages"]] == ["fix the test"]

@@ -1,5 +1,6 @@
 """`rhapsody rewind` as a user meets it after headless runs: real subprocesses, sandboxed bash, and
-kill -9 of the whole process group during a checkpoint and during a restore."""
+kill -9 of the whole process group during a checkpoint and during a restore (each process forked from
+the worker's fork server, tests/launch.py: its own session, group and children, none of the imports)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,6 +17,7 @@ from rhapsody.core.session.history import find_session, read_history
 from rhapsody.loopback.script import call, say
 from rhapsody.rewind.shadow import Shadow
 
+from tests import launch
 from tests.conftest import MODEL, Stub
 from tests.test_cli import one_line_error, rhapsody
 from tests.rewind.test_rewind import first_turn, git_hashes, seed, tree
@@ -77,14 +78,14 @@ def test_bad_points_and_outside_changes_are_one_line(stub: Stub, project: Path) 
     assert forced.returncode == 0 and "a - b" in (project / "app.py").read_text()
 
 
-def start(project: Path) -> subprocess.Popen[bytes]:
-    """`rhapsody rewind --to 1 --files --force` in its own process group (killed whole, git included)."""
-    return subprocess.Popen([sys.executable, "-m", "rhapsody", "rewind", "--to", "1", "--files", "--force",
-                             "--cwd", str(project)], start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def start(project: Path, *args: str, env: dict[str, str] | None = None) -> launch.Child:
+    """`rhapsody ARGS` in its own session and process group (killed whole, git included), forked warm."""
+    with open(os.devnull, "r+b") as null:
+        return launch.start([*args, "--cwd", str(project)], env=env, stdin=null.fileno(), stdout=null.fileno(),
+                            stderr=null.fileno(), session=True)
 
 
-def kill_when(proc: subprocess.Popen[bytes], ready: "object") -> None:
+def kill_when(proc: launch.Child, ready: "object") -> None:
     deadline = time.monotonic() + 60
     while not ready():  # type: ignore[operator]
         assert proc.poll() is None, "finished before the kill"
@@ -99,7 +100,7 @@ def test_kill_9_during_a_checkpoint_leaves_history_and_shadow_usable(stub: Stub,
     subprocess.run(["bash", "-c", MANY], cwd=project, check=True)  # new files to hash: a slow checkpoint
     git_before = tree(project), git_hashes(project)
     lock = Shadow(project).index.with_name("rhapsody-index.lock")
-    proc = start(project)
+    proc = start(project, "rewind", "--to", "1", "--files", "--force")
     kill_when(proc, lock.exists)
     records = read_history(find_session(project, None)).records  # readable: a torn tail at most
     store = Shadow(project)
@@ -115,7 +116,7 @@ def test_kill_9_during_a_restore_leaves_whole_files_and_the_next_open_finishes_i
     two_runs(stub, project, second=MANY)
     after = tree(project)
     history = find_session(project, None)
-    proc = start(project)
+    proc = start(project, "rewind", "--to", "1", "--files", "--force")
     kill_when(proc, lambda: b'"state":"started"' in history.read_bytes())
     half = tree(project)
     assert all(half[p] in (before.get(p), after.get(p)) for p in half if not p.endswith(".rhapsody-restore"))
@@ -146,9 +147,7 @@ def test_kill_9_of_a_headless_turn_during_a_tool_checkpoint_resumes_and_rewinds(
         say("Resumed and fine."),
     )
     env = {**os.environ, "ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": stub.server.url}
-    proc = subprocess.Popen([sys.executable, "-m", "rhapsody", "-p", "make many", "--cwd", str(project),
-                             "--model", MODEL], env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = start(project, "-p", "make many", "--model", MODEL, env=env)
     lock = Shadow(project).index.with_name("rhapsody-index.lock")
     kill_when(proc, lambda: (project / "many").is_dir() and lock.exists())  # the checkpoint before write_file
     assert not (project / "summary.txt").exists()

@@ -32,7 +32,7 @@ from rhapsody.loopback.script import call, say
 from rhapsody.wiring import build
 from tests import launch
 from tests.conftest import GATE, MODEL, SANDBOX, Stub, collect, until, waited
-from tests.frontends.test_start import Terminal, _env
+from tests.frontends.test_start import Forked, _env
 
 GONE_WITHIN = 5.0
 NARRATE = "I will run the slow command now, to see how long the build takes before changing anything."
@@ -71,7 +71,7 @@ def _pids_running(marker: str) -> list[int]:
     return found
 
 
-def _closed(term: Terminal) -> float:
+def _closed(term: Forked) -> float:
     """Close the terminal under the program; the seconds until it was gone (fails past GONE_WITHIN)."""
     began = time.monotonic()
     os.close(term.fd)
@@ -107,28 +107,6 @@ async def _resumes(stub: Stub, project: Path) -> None:
     assert not [e for e in events if type(e).__name__ == "Failed"], events
     assert wiring.session.messages()[-1].texts() == ["resumed fine"]
     await wiring.close()
-
-
-class Forked(Terminal):
-    """`python -m rhapsody` in an 80x24 pty, started by the fork server as a shell starts a program: its own
-    process and session, the pty its controlling terminal. `controlling=False`: a session the terminal is not
-    the controlling terminal of, so closing it sends no SIGHUP (a shell's job whose shell has not passed the
-    signal on yet, a program started under `setsid`); the hung-up terminal itself is the sign. `fresh`: a
-    fresh interpreter, for the tests of the boot."""
-
-    def __init__(self, root: Path, env: dict[str, str], args: tuple[str, ...] = (), controlling: bool = True,
-                 fresh: bool = False) -> None:
-        self.raw = b""
-        self.child, self.fd = launch.terminal(list(args), cwd=root, env=env, controlling=controlling, fresh=fresh)
-        self.pid = self.child.pid
-
-    def poll(self) -> int | None:
-        return self.child.poll()
-
-    def close(self) -> None:
-        self.child.kill()  # gone already, once its status was read: a no-op
-        self.child.wait()
-        os.close(self.fd)
 
 
 HOW = ["sighup", "vanished"]

@@ -26,6 +26,7 @@ from textual.worker import Worker, WorkerState
 from rhapsody.loopback.script import say
 from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.frontends.app.widgets import PromptInput
+from tests import launch
 from tests.conftest import MODEL, Stub, until
 
 ANSI = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[@-Z\\-_]|[\x00-\x08\x0b-\x1f\x7f]")
@@ -86,6 +87,29 @@ class Terminal:
             os.waitpid(self.pid, 0)
         except (ProcessLookupError, ChildProcessError):
             pass
+        os.close(self.fd)
+
+
+class Forked(Terminal):
+    """`python -m rhapsody` in an 80x24 pty, started by the worker's fork server (tests/launch.py) as a shell
+    starts a program: its own process and session, the pty its controlling terminal; only the imports are
+    done already. For the tests that are not about start-up. `controlling=False`: a session the terminal is not
+    the controlling terminal of, so closing it sends no SIGHUP (a shell's job whose shell has not passed the
+    signal on yet, a program started under `setsid`); the hung-up terminal itself is the sign. `fresh`: a
+    fresh interpreter, for the tests of the boot."""
+
+    def __init__(self, root: Path, env: dict[str, str], args: tuple[str, ...] = (), controlling: bool = True,
+                 fresh: bool = False) -> None:
+        self.raw = b""
+        self.child, self.fd = launch.terminal(list(args), cwd=root, env=env, controlling=controlling, fresh=fresh)
+        self.pid = self.child.pid
+
+    def poll(self) -> int | None:
+        return self.child.poll()
+
+    def close(self) -> None:
+        self.child.kill()  # gone already, once its status was read: a no-op
+        self.child.wait()
         os.close(self.fd)
 
 
@@ -250,7 +274,7 @@ async def test_a_boot_that_fails_ends_the_app_and_keeps_the_reason(project: Path
 def test_a_signal_ends_the_app_with_the_terminal_restored(project: Path, home: Path, stub: Stub,
                                                           sig: signal.Signals) -> None:
     env = _env(home, ANTHROPIC_BASE_URL=stub.server.url, ANTHROPIC_API_KEY="sk-ant-test", RHAPSODY_MODEL=MODEL)
-    term = Terminal(project, env)
+    term = Forked(project, env)  # the app's own signal handling, not its start-up
     try:
         assert term.read_until(lambda s: f"model        {MODEL}" in s), term.seen[-2000:]
         before = len(term.raw)
