@@ -8,13 +8,16 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import IO
 
 import pytest
 
 from rhapsody.loopback.script import call
 from rhapsody.sandbox.bwrap import bwrap_path
 
+from tests import launch
 from tests.conftest import MODEL, Stub, waited
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
@@ -44,14 +47,26 @@ def fake_program(folder: Path, name: str, marker: str) -> None:
 
 
 def kill_parent_and_watch(kind: str, root: Path, expected: int, env: dict[str, str] | None = None,
-                          argv: list[str] | None = None) -> None:
+                          rhapsody: list[str] | None = None) -> None:
+    """`rhapsody`: the parent is `python -m rhapsody RHAPSODY`, forked from the worker's fork server
+    (tests/launch.py: its own process, its children its own), instead of tests/orphan_parent.py."""
     marker = str(root)
-    parent = subprocess.Popen(argv or [sys.executable, "-m", "tests.orphan_parent", kind, marker], cwd=REPO,
-                              env=env or dict(os.environ), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE)
+    with tempfile.TemporaryFile() as err, open(os.devnull, "r+b") as null:
+        parent: subprocess.Popen[bytes] | launch.Child
+        if rhapsody is None:
+            parent = subprocess.Popen([sys.executable, "-m", "tests.orphan_parent", kind, marker], cwd=REPO,
+                                      env=env or dict(os.environ), stdin=null, stdout=null, stderr=err)
+        else:
+            parent = launch.start(rhapsody, cwd=REPO, env=env or dict(os.environ), stdin=null.fileno(),
+                                  stdout=null.fileno(), stderr=err.fileno())
+        _watch(kind, marker, expected, parent, err)
+
+
+def _watch(kind: str, marker: str, expected: int, parent: subprocess.Popen[bytes] | launch.Child,
+           err: IO[bytes]) -> None:
     try:
         started = waited(lambda: len(marked(marker, parent.pid)) >= expected, 30)
-        assert started, f"the {kind} children never started: {parent.poll()} {parent.stderr and parent.stderr.read1()}"
+        assert started, f"the {kind} children never started: {parent.poll()} {_read(err)!r}"
         os.kill(parent.pid, signal.SIGKILL)
         parent.wait()
         assert waited(lambda: not marked(marker, parent.pid), 10), f"{kind} children outlived their parent"
@@ -59,6 +74,11 @@ def kill_parent_and_watch(kind: str, root: Path, expected: int, env: dict[str, s
         parent.kill()
         for pid in marked(marker, parent.pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def _read(f: IO[bytes]) -> bytes:
+    f.seek(0)
+    return f.read()
 
 
 @pytest.fixture
@@ -106,8 +126,7 @@ def test_mcp_server_dies_with_rhapsody(root: Path, tmp_path: Path) -> None:
     config.write_text(f'[mcp_servers.slow]\ncommand = "python3"\nstartup_timeout_sec = 120\n'
                       f'args = ["-c", "import time; time.sleep(300)", "{root}"]\n', encoding="utf-8")
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
-    kill_parent_and_watch("mcp", root, expected=1, env=env,
-                          argv=[sys.executable, "-m", "rhapsody", "mcp", "list", "--cwd", str(root)])
+    kill_parent_and_watch("mcp", root, expected=1, env=env, rhapsody=["mcp", "list", "--cwd", str(root)])
 
 
 def test_a_command_rhapsody_ran_outside_the_sandbox_dies_with_rhapsody(stub: Stub, root: Path, tmp_path: Path) -> None:
@@ -122,5 +141,5 @@ def test_a_command_rhapsody_ran_outside_the_sandbox_dies_with_rhapsody(stub: Stu
     env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "xdg"), "ANTHROPIC_API_KEY": "k",
            "ANTHROPIC_BASE_URL": stub.server.url}
     kill_parent_and_watch("headless rhapsody", root, expected=2, env=env,
-                          argv=[sys.executable, "-m", "rhapsody", "-p", "run the jobs", "--cwd", str(root),
-                                "--model", MODEL, "--permission-mode", "yolo"])
+                          rhapsody=["-p", "run the jobs", "--cwd", str(root), "--model", MODEL, "--permission-mode",
+                                    "yolo"])
