@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody.config.settings import Settings
-from rhapsody.core.events import HintDelivered, SubagentEnded, SubagentStarted, SubagentStep, ToolFinished, ToolStarted
+from rhapsody.core.events import HintDelivered, Interrupted, SubagentEnded, SubagentStarted, SubagentStep, ToolFinished, ToolStarted
 from rhapsody.core.session import records as rec
 from rhapsody.core.session.history import read_history
 from rhapsody.core.session.session import Session
@@ -116,6 +116,9 @@ async def test_esc_stops_the_sub_agent_and_the_parent_result_says_so(stub: Stub,
     await asyncio.wait({task}, timeout=30)
     assert task.cancelled()
     started = next(e for e in events if isinstance(e, SubagentStarted))
+    ended = [e for e in events if isinstance(e, SubagentEnded)]
+    assert [(e.id, e.status) for e in ended] == [("sa1", "interrupted")]  # the stream says so, not only the history
+    assert events.index(ended[0]) < next(i for i, e in enumerate(events) if isinstance(e, Interrupted))
     child = history(project, started.session)
     assert [r["during"] for r in child if r["kind"] == "interrupted"] == ["tools"]
     parent = read_history(wiring.session.path).records
