@@ -235,12 +235,15 @@ async def test_the_parents_cost_limit_counts_what_its_sub_agents_spent(stub: Stu
     import dataclasses
 
     from rhapsody.core.events import LimitsExceeded
+    from rhapsody.frontends.app.status import status_line
 
     stub.script(delegate(), child_read(), say(FOUND), say("Found."), say("never sent"))
     wiring = stub.wire(project)
     await collect(wiring.agent.run("is add right?"))
     own, delegated = wiring.session.figures.cost, wiring.session.figures.delegated_cost
     assert delegated > 0
+    shown = status_line(wiring.session.figures, wiring.session, "", "idle", 200)
+    assert f"${own + delegated:.2f} (sub-agents ${delegated:.2f})" in shown  # the status bar counts it too
     wiring.agent.policy = dataclasses.replace(wiring.agent.policy, max_cost_usd=own + delegated / 2)
     events = await collect(wiring.agent.run("and now?"))
     assert [e.limit for e in events if isinstance(e, LimitsExceeded)] == ["max_cost_usd"] and len(stub.bodies()) == 4
