@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rhapsody.config.settings import Settings
+from rhapsody.config.settings import McpServer, Settings
 from rhapsody.core.session.context import RequestSpec
 from rhapsody.core.access.credentials import absolute
 from rhapsody.core.errors import RhapsodyError
@@ -139,11 +139,12 @@ class Wiring:
         await self.agent.toolbox.close_sources()
 
 
-def add_mcp(toolbox: Toolbox, root: Path) -> None:
-    """Give the toolbox the MCP servers this project may start (none configured: nothing is imported)."""
-    from rhapsody.mcp.config import plan
+def add_mcp(toolbox: Toolbox, root: Path, client: dict[str, McpServer] | None = None) -> None:
+    """Give the toolbox the MCP servers this project may start (none configured: nothing is imported); `client`:
+    the servers an editor passed for this session (frontends/acp/servers.py), started as the user's own are."""
+    from rhapsody.mcp.config import plan, with_servers
 
-    servers = plan(root)
+    servers = with_servers(plan(root), client or {})
     if servers.empty:
         return
     from rhapsody.mcp.tools import McpTools
@@ -223,14 +224,16 @@ def _warm_up(found: Shadow) -> None:
 
 
 def build(root: Path, settings: Settings, model: Model, model_id: str | None,
-          resume: str | None = None, continue_last: bool = False, approver: Approver | None = None) -> Wiring:
-    """Wire an agent for `root`; with an approver (a human can answer) an unset permission mode is `ask`."""
+          resume: str | None = None, continue_last: bool = False, approver: Approver | None = None,
+          client_mcp: dict[str, McpServer] | None = None) -> Wiring:
+    """Wire an agent for `root`; with an approver (a human can answer) an unset permission mode is `ask`;
+    `client_mcp`: MCP servers an editor passed for the session."""
     from rhapsody.memory import DialogRecorder
 
     mode = permission_mode(settings, approver is not None)
     toolbox = default_toolbox(mode, settings.allow, settings.deny, approver, settings.sandbox, settings.sandbox_network)
     toolbox.protected = absolute(root, settings.protected_paths)
-    add_mcp(toolbox, root)
+    add_mcp(toolbox, root, client_mcp)
     add_hooks(toolbox, root, settings)
     session = open_session(root, settings, model_id, toolbox, resume, continue_last)
     if settings.checkpoints:
