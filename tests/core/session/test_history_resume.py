@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from rhapsody.core.session.session import Session
 from rhapsody.loopback.script import call, say
 from rhapsody.core.session import records as rec
 
+from tests import launch
 from tests.conftest import MODEL, SANDBOX, Stub, collect, waited
 
 SLOW = "I will run a slow command that sleeps, so the process can be killed while the tool call is in flight."
@@ -64,10 +63,9 @@ async def test_resume_after_kill_9_mid_tool_call_is_valid_and_complete(stub: Stu
         say("resumed fine"),
     )
     env = {**os.environ, "ANTHROPIC_BASE_URL": stub.server.url, "ANTHROPIC_API_KEY": "sk-test"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rhapsody", "-p", "work", "--model", MODEL, "--cwd", str(project), "--permission-mode", "yolo"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
+    with open(os.devnull, "r+b") as null:  # forked from the worker's fork server (tests/launch.py): its own process
+        proc = launch.start(["-p", "work", "--model", MODEL, "--cwd", str(project), "--permission-mode", "yolo"],
+                            env=env, stdin=null.fileno(), stdout=null.fileno(), stderr=null.fileno())
     history = project / ".rhapsody" / "history"
     # until bash is permitted: the call is about to run, no result yet
     assert waited(lambda: '"kind":"permission","tool":"bash"' in _first_history(history), 20), "the bash call never started"
