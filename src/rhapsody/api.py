@@ -123,7 +123,9 @@ class Agent:
 
             model_id = default_model()
         approver = HumanApprover(grace=_no_grace) if on_approval is not None else None
-        wiring = build(root, settings, make_model(settings), model_id, resume=resume, approver=approver)
+        # No plan review here: exit_plan says no human can approve, as headless (docs/python-api.md).
+        wiring = build(root, settings, make_model(settings), model_id, resume=resume, approver=approver,
+                       reviews_plans=False)
         return cls(wiring, on_approval)
 
     @property
