@@ -146,9 +146,9 @@ def session_event(agent: Agent) -> JsonObject:
 def result_event(agent: Agent, status: int, records: Sequence[rec.Record],
                  denials: list[ev.ToolFinished] | None = None) -> JsonObject:
     """The last jsonl line: how the run ended, what it cost, and every call refused (`records`: the run's)."""
-    from rhapsody.core.session.session_figures import Figures
+    from rhapsody.core.session.session_figures import SessionFigures
 
-    figures = Figures(model=agent.session.spec.model)
+    figures = SessionFigures(model=agent.session.spec.model)
     for record in records:
         figures.add(record)
     usage = figures.usage
