@@ -16,7 +16,7 @@ from typing import Protocol
 
 from rhapsody.core.events import Event, Notice
 from rhapsody.core.toolbox.orchestrator import Toolbox
-from rhapsody.core.toolbox.protocol import ToolContext
+from rhapsody.core.toolbox.protocol import EXIT_TRAILER, ToolContext
 
 
 class TurnRunner(Protocol):
@@ -31,7 +31,6 @@ class TurnRunner(Protocol):
 
 MARK = re.compile(r"!`([^`\n]+)`")
 """`` !`command` ``: one line between backticks, right after `!`."""
-EXIT_TRAILER = re.compile(r"\n*\[exit code -?\d+\]\s*$")
 
 
 async def expanded_turn(agent: TurnRunner, text: str, typed: str | None) -> AsyncGenerator[Event, None]:

@@ -198,6 +198,14 @@ class SessionFigures:
             return "cost unknown"
         return f"${self.cost:.2f}" + ("" if self.exact_price else "?")
 
+    def spend_text(self, running: float = 0.0) -> str:
+        """The cost with what sub-agents spent, theirs named: "$0.15 (sub-agents $0.03)"; `running`: the spend of
+        sub-agents under way (their records are written when they end)."""
+        theirs = self.delegated_cost + running
+        if not self.priced or theirs <= 0:
+            return self.cost_text()
+        return f"${self.cost + theirs:.2f}" + ("" if self.exact_price else "?") + f" (sub-agents ${theirs:.2f})"
+
 
 def figures(records: Sequence[rec.Record]) -> SessionFigures:
     """The figures of a whole history."""

@@ -94,7 +94,7 @@ def status_line(figures: SessionFigures, session: Any, git: str, state: str, wid
         (1, mode if mode and mode != DEFAULT_MODE else ""),  # a mode other than the default is always in view
         (0, figures.context_text()),
         (4, seam_text(session)),
-        (1, figures.cost_text()),
+        (1, figures.spend_text(sum(child.figures.cost for child in getattr(session, "delegated", ())))),
         (3, session.spec.model),
         (2, figures.seams_text()),
         (5, git),
