@@ -19,7 +19,7 @@ from rhapsody.core.toolbox.orchestrator import Toolbox
 from rhapsody.core.toolbox.protocol import EXIT_TRAILER, ToolContext
 
 
-class Agent(Protocol):
+class TurnRunner(Protocol):
     """What the expansion needs of core/agent/loop.py's `Agent` (named here so the modules form no circle)."""
 
     toolbox: Toolbox
@@ -33,7 +33,7 @@ MARK = re.compile(r"!`([^`\n]+)`")
 """`` !`command` ``: one line between backticks, right after `!`."""
 
 
-async def expanded_turn(agent: Agent, text: str, typed: str | None) -> AsyncGenerator[Event, None]:
+async def expanded_turn(agent: TurnRunner, text: str, typed: str | None) -> AsyncGenerator[Event, None]:
     """The turn on `text` with every `` !`command` `` replaced by its output; a Notice instead when one is refused."""
     parts: list[str] = []
     last = 0

@@ -42,7 +42,7 @@ def usage_input(record: rec.UsageRecorded) -> int:
 
 
 @dataclass
-class Figures:
+class SessionFigures:
     """Running figures of one session."""
 
     model: str = ""
@@ -107,7 +107,7 @@ class Figures:
         """The best figure for the active context: API-reported when fresh, else estimated."""
         return reported_input(self.last_usage) or self.last_request_tokens
 
-    def fold(self, records: Sequence[rec.Record]) -> Figures:
+    def fold(self, records: Sequence[rec.Record]) -> SessionFigures:
         """Fold the records not seen yet (records only ever grow)."""
         for record in records[self.folded:]:
             self.add(record)
@@ -153,7 +153,7 @@ class Figures:
                 self.undone += 1
                 before, after = self.seam_after.get(record.seam, (0, 0))
                 self.context += before - after
-            case rec.Rewind():
+            case rec.ConversationRewind():
                 if record.est_tokens is not None:  # the context fell back with the conversation
                     self.context = record.est_tokens
             case rec.Violation():
@@ -207,6 +207,6 @@ class Figures:
         return f"${self.cost + theirs:.2f}" + ("" if self.exact_price else "?") + f" (sub-agents ${theirs:.2f})"
 
 
-def figures(records: Sequence[rec.Record]) -> Figures:
+def figures(records: Sequence[rec.Record]) -> SessionFigures:
     """The figures of a whole history."""
-    return Figures().fold(records)
+    return SessionFigures().fold(records)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from rich.cells import cell_len
 
 if TYPE_CHECKING:  # the figures load after the first frame
-    from rhapsody.core.session.session_figures import Figures
+    from rhapsody.core.session.session_figures import SessionFigures
     from rhapsody.core.access.permissions import Mode
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -80,7 +80,7 @@ class Liveness:
         return f"{frame} {self.what} {elapsed:.1f} s{tokens}"
 
 
-def status_line(figures: Figures, session: Any, git: str, state: str, width: int, mode: Mode | None = None) -> str:
+def status_line(figures: SessionFigures, session: Any, git: str, state: str, width: int, mode: Mode | None = None) -> str:
     """state · context · what a seam would do · cost · model · seams · git · cache · violations · cwd, cut to fit
     `width`.
 
