@@ -32,8 +32,18 @@ from tests.conftest import MODEL, Stub, until
 ANSI = re.compile(rb"\x1b\[[0-9;?<>=]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(\x07|\x1b\\)|\x1b[@-Z\\-_]|[\x00-\x08\x0b-\x1f\x7f]")
 
 
+CPR = b"\x1b[6n"
+"""A cursor position request: a terminal answers it at once (plain mode's prompt waits ~1.5 s for it otherwise)."""
+
+
 class Terminal:
-    """`python -m rhapsody` in an 80x24 pty; `seen` is everything it printed, escape sequences removed."""
+    """`python -m rhapsody` in an 80x24 pty; `seen` is everything it printed, escape sequences removed.
+
+    As a terminal emulator does, it answers each cursor position request (with the top-left cell)."""
+
+    raw = b""
+    answered = 0
+    """Cursor position requests answered so far."""
 
     def __init__(self, root: Path, env: dict[str, str], typed_ahead: bytes = b"", args: tuple[str, ...] = ()) -> None:
         self.raw = b""
@@ -64,7 +74,16 @@ class Terminal:
                 if not chunk:
                     return bool(predicate(self.seen))  # type: ignore[operator]
                 self.raw += chunk
+                self._answer()
         return bool(predicate(self.seen))  # type: ignore[operator]
+
+    def _answer(self) -> None:
+        for _ in range(self.raw.count(CPR) - self.answered):
+            self.answered += 1
+            try:
+                os.write(self.fd, b"\x1b[1;1R")
+            except OSError:  # the program has gone
+                return
 
     def poll(self) -> int | None:
         """The exit status once the program has ended (None while it runs)."""
