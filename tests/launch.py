@@ -87,8 +87,9 @@ def start(args: list[str], *, cwd: Path | str | None = None, env: dict[str, str]
 
     `session`: its own session (`start_new_session`); `terminal`: and its standard input, a pty's slave side,
     its controlling terminal, as a shell or `pty.fork` makes it. `warm`: what the server it forks from
-    has imported (`APP`, `ACP`: a front end's modules too). `ignore`: signals it starts with ignored, as `nohup` starts a program. `fresh`
-    (or `RHAPSODY_TEST_EXEC=1`): the forked child execs a fresh interpreter, for tests of start-up."""
+    has imported (`APP`, `ACP`: a front end's modules too). `ignore`: signals it starts with ignored, as
+    `nohup` starts a program. `fresh` (or `RHAPSODY_TEST_EXEC=1`): the forked child execs a fresh
+    interpreter, for tests of start-up."""
     request = {"argv": [sys.executable, "-m", "rhapsody", *args], "cwd": str(cwd or os.getcwd()),
                "env": dict(os.environ if env is None else env), "session": session or terminal,
                "terminal": terminal, "ignore": [int(s) for s in ignore],
@@ -117,7 +118,8 @@ class Child:
     """A process the fork server started: its pid, and its exit status as `Popen.returncode` gives it."""
 
     def __init__(self, conn: socket.socket, argv: list[str]) -> None:
-        self.conn, self.args, self.returncode = conn, argv, None
+        self.conn, self.args = conn, argv
+        self.returncode: int | None = None
         self.said = _Lines(conn)
         self.pid = self.said.next(None)
 
@@ -314,22 +316,9 @@ def _start(conn: socket.socket) -> int:
 
 def _child(request: dict[str, Any], fds: list[int]) -> int:
     """Become `python -m rhapsody ARGS` in the request's folder and environment; the exit status."""
-    for number, fd in enumerate(fds):
-        os.dup2(fd, number, inheritable=True)
-    for name in os.listdir("/proc/self/fd"):  # as close_fds does: nothing of the server's stays open
-        if int(name) > 2:
-            try:
-                os.close(int(name))
-            except OSError:
-                pass
-    if request["session"]:
-        os.setsid()
-    if request["terminal"]:
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # as opening the slave in a new session makes it
-    for number in request["ignore"]:
-        signal.signal(number, signal.SIG_IGN)
-    os.chdir(request["cwd"])
-    if request["fresh"] or _read_at_import(os.environ) != _read_at_import(request["env"]):  # what the imports saw differs
+    _take(fds, request)
+    stale = _read_at_import(os.environ) != _read_at_import(request["env"])  # what the imports saw differs
+    if request["fresh"] or stale:
         os.execve(sys.executable, request["argv"], request["env"])
     os.environ.clear()
     os.environ.update(request["env"])
@@ -350,6 +339,25 @@ def _child(request: dict[str, Any], fds: list[int]) -> int:
         traceback.print_exc()
         code = 1
     return _exited(code)
+
+
+def _take(fds: list[int], request: dict[str, Any]) -> None:
+    """The request's descriptors as 0, 1 and 2 and nothing else open; its session, terminal, signals, folder."""
+    for number, fd in enumerate(fds):
+        os.dup2(fd, number, inheritable=True)
+    for name in os.listdir("/proc/self/fd"):  # as close_fds does: nothing of the server's stays open
+        if int(name) > 2:
+            try:
+                os.close(int(name))
+            except OSError:
+                pass
+    if request["session"]:
+        os.setsid()
+    if request["terminal"]:
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # as opening the slave in a new session makes it
+    for number in request["ignore"]:
+        signal.signal(number, signal.SIG_IGN)
+    os.chdir(request["cwd"])
 
 
 def _read_at_import(env: Mapping[str, str]) -> dict[str, str]:
