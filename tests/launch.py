@@ -176,16 +176,28 @@ def _text(f: IO[bytes]) -> str:
 
 
 class _Server:
-    """This worker's fork server: started on first use, stopped when the worker exits."""
+    """This worker's fork server: started on first use, stopped when the worker exits. One that imports more
+    than the headless modules is forked from the headless one, so it imports only what that one lacks."""
 
     def __init__(self, warm: tuple[str, ...]) -> None:
         self.folder = tempfile.mkdtemp(prefix="rhapsody-launch-")
         self.path = os.path.join(self.folder, "s")
-        # its standard input is a pipe this process holds open: the server ends when this process does
-        self.proc = subprocess.Popen([sys.executable, __file__, self.path, *warm], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        assert self.proc.stdout is not None and self.proc.stdout.readline() == b"ready\n", "the fork server did not start"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.forked: Child | None = None
+        if warm == WARM:
+            # its standard input is a pipe this process holds open: the server ends when this process does
+            self.proc = subprocess.Popen([sys.executable, __file__, self.path, *warm], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            assert self.proc.stdout is not None and self.proc.stdout.readline() == b"ready\n", "the fork server did not start"
+        else:
+            conn = socket.socket(socket.AF_UNIX)
+            conn.connect(_server(WARM).path)
+            conn.sendall(json.dumps({"serve": [n for n in warm if n not in WARM], "path": self.path}).encode())
+            self.forked = Child(conn, ["serve", *warm])  # its pid comes once it listens
         atexit.register(self.stop)
+
+    def alive(self) -> bool:
+        return (self.proc or self.forked).poll() is None  # type: ignore[union-attr]
 
     def start(self, request: dict[str, Any], fds: list[int]) -> Child:
         """Fork the child `request` describes on `fds` (its standard input, output and error)."""
@@ -199,8 +211,10 @@ class _Server:
             raise
 
     def stop(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
+        for proc in (self.proc, self.forked):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
         for name in (self.path, self.folder):
             try:
                 os.remove(name) if name == self.path else os.rmdir(name)
@@ -247,7 +261,7 @@ def _server(warm: tuple[str, ...]) -> _Server:
     """This process's server for `warm` (a fork of a test process gets its own; one that died is started again)."""
     key = (os.getpid(), warm)
     server = _running.get(key)
-    if server is None or server.proc.poll() is not None:
+    if server is None or not server.alive():
         server = _running[key] = _Server(warm)
     return server
 
@@ -257,16 +271,30 @@ def _server(warm: tuple[str, ...]) -> _Server:
 
 def _serve(path: str, warm: list[str]) -> None:
     """Import rhapsody, then fork one child per request and report its exit status on the request's socket."""
-    for name in warm:
+    _import(warm)
+    listener = _listen(path)
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    _loop(listener)
+
+
+def _import(names: list[str]) -> None:
+    for name in names:
         try:
             importlib.import_module(name)
         except ModuleNotFoundError:
             pass
+
+
+def _listen(path: str) -> socket.socket:
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(path)
     listener.listen(16)
-    sys.stdout.write("ready\n")
-    sys.stdout.flush()
+    return listener
+
+
+def _loop(listener: socket.socket) -> None:
+    """Serve until the test process ends (this server's standard input closes)."""
     watch = selectors.DefaultSelector()
     watch.register(listener, selectors.EVENT_READ)
     watch.register(sys.stdin, selectors.EVENT_READ)
@@ -276,8 +304,7 @@ def _serve(path: str, warm: list[str]) -> None:
                 return  # the test process ended
             if key.fileobj is listener:
                 conn, _ = listener.accept()
-                pid = _start(conn)
-                _tell(conn, pid)
+                pid = _start(conn, listener)
                 watch.register(os.pidfd_open(pid), selectors.EVENT_READ, (pid, conn))
             else:
                 pid, conn = key.data
@@ -295,23 +322,43 @@ def _tell(conn: socket.socket, number: int) -> None:
         pass
 
 
-def _start(conn: socket.socket) -> int:
-    """Fork the child that runs the request read from `conn`; its pid."""
-    request, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+def _start(conn: socket.socket, listener: socket.socket) -> int:
+    """Fork the child that runs the request read from `conn` (a program, or a server that imports more); its pid."""
+    data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+    request = json.loads(data)
     pid = os.fork()
     if pid:
         for fd in fds:
             os.close(fd)
+        if "serve" not in request:  # a server tells its pid itself, once it listens
+            _tell(conn, pid)
         return pid
     code = 1
     try:  # whatever happens, this process never returns to the server's loop
-        code = _child(json.loads(request), fds)
+        code = _more(request, conn, listener) if "serve" in request else _child(request, fds)
     except BaseException:  # noqa: BLE001 - a failure before the program ran: said on its stderr
         import traceback
 
         traceback.print_exc()
     finally:
         os._exit(code)
+
+
+def _more(request: dict[str, Any], conn: socket.socket, listener: socket.socket) -> int:
+    """Become a server of its own that has imported `request["serve"]` too; its pid on `conn` once it listens."""
+    listener.close()
+    for name in os.listdir("/proc/self/fd"):  # the other children's descriptors stay with the server that has them
+        if int(name) > 2 and int(name) != conn.fileno():
+            try:
+                os.close(int(name))
+            except OSError:
+                pass
+    _import(request["serve"])
+    mine = _listen(request["path"])
+    _tell(conn, os.getpid())
+    conn.close()
+    _loop(mine)
+    return 0
 
 
 def _child(request: dict[str, Any], fds: list[int]) -> int:
