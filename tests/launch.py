@@ -197,7 +197,10 @@ class _Server:
         atexit.register(self.stop)
 
     def alive(self) -> bool:
-        return (self.proc or self.forked).poll() is None  # type: ignore[union-attr]
+        try:
+            return (self.proc or self.forked).poll() is None  # type: ignore[union-attr]
+        except ConnectionError:  # the server it was forked from went away
+            return False
 
     def start(self, request: dict[str, Any], fds: list[int]) -> Child:
         """Fork the child `request` describes on `fds` (its standard input, output and error)."""
@@ -213,8 +216,11 @@ class _Server:
     def stop(self) -> None:
         for proc in (self.proc, self.forked):
             if proc is not None:
-                proc.kill()
-                proc.wait()
+                try:
+                    proc.kill()
+                    proc.wait()
+                except ConnectionError:  # its own standard input ends it with this process
+                    pass
         for name in (self.path, self.folder):
             try:
                 os.remove(name) if name == self.path else os.rmdir(name)
