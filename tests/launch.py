@@ -37,7 +37,6 @@ import sys
 import tempfile
 import termios
 import threading
-from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -49,7 +48,9 @@ APP = (*WARM, "rhapsody.frontends.app.app")
 ACP = (*WARM, "rhapsody.frontends.acp")
 """What `rhapsody acp` imports too (the protocol's schema)."""
 READ_AT_IMPORT = ("TEXTUAL_", "ESCDELAY")
-"""Variables a warm module reads as it is imported: a run whose value differs from the server's starts afresh."""
+"""Variables Textual reads once, as it is imported: a run where one the server's imports read differs from the
+server's starts afresh (the others read then, `HOME` by `sysconfig` and the SDKs' logging switches, decide
+nothing a run does; `TEXTUAL_SNAPSHOT_TEMPDIR`, set in the workers, is not read at import)."""
 EXEC_ENV = "RHAPSODY_TEST_EXEC"
 
 
@@ -284,12 +285,29 @@ def _serve(path: str, warm: list[str]) -> None:
     _loop(listener)
 
 
+_read: set[str] = set()
+"""The `READ_AT_IMPORT` variables this server's imports read."""
+
+
 def _import(names: list[str]) -> None:
-    for name in names:
-        try:
-            importlib.import_module(name)
-        except ModuleNotFoundError:
-            pass
+    """Import `names`, noting the variables in `READ_AT_IMPORT` they read."""
+    environ = type(os.environ)
+    getitem = environ.__getitem__
+
+    def noted(self: Any, key: str) -> str:
+        if key.startswith(READ_AT_IMPORT):
+            _read.add(key)
+        return getitem(self, key)
+
+    environ.__getitem__ = noted  # type: ignore[method-assign]  # `get`, `in` and `os.getenv` read through it
+    try:
+        for name in names:
+            try:
+                importlib.import_module(name)
+            except ModuleNotFoundError:
+                pass
+    finally:
+        environ.__getitem__ = getitem  # type: ignore[method-assign]
 
 
 def _listen(path: str) -> socket.socket:
@@ -370,7 +388,7 @@ def _more(request: dict[str, Any], conn: socket.socket, listener: socket.socket)
 def _child(request: dict[str, Any], fds: list[int]) -> int:
     """Become `python -m rhapsody ARGS` in the request's folder and environment; the exit status."""
     _take(fds, request)
-    stale = _read_at_import(os.environ) != _read_at_import(request["env"])  # what the imports saw differs
+    stale = any(os.environ.get(k) != request["env"].get(k) for k in _read)  # what the imports saw differs
     if request["fresh"] or stale:
         os.execve(sys.executable, request["argv"], request["env"])
     os.environ.clear()
@@ -411,11 +429,6 @@ def _take(fds: list[int], request: dict[str, Any]) -> None:
     for number in request["ignore"]:
         signal.signal(number, signal.SIG_IGN)
     os.chdir(request["cwd"])
-
-
-def _read_at_import(env: Mapping[str, str]) -> dict[str, str]:
-    """The variables a warm module reads once, as it is imported (Textual's settings)."""
-    return {k: v for k, v in env.items() if k.startswith(READ_AT_IMPORT)}
 
 
 def _exited(code: object) -> int:
