@@ -50,7 +50,7 @@ async def test_task_hint_and_handoff_through_the_app(stub: Stub, project: Path) 
     app = RhapsodyApp(wiring.agent, wiring.settings)
     async with app.run_test(size=(100, 30)) as pilot:
         await type_and_send(pilot, "run the slow thing")
-        await until(lambda: bool(app.calls), pause=pilot.pause)  # the call is running
+        await until(lambda: bool(app.feed.calls), pause=pilot.pause)  # the call is running
         await type_and_send(pilot, "prefer short output")
         assert any("[pending · next tool boundary] prefer short output" in t for t in texts(app))
         (project / "go").touch()
@@ -143,7 +143,7 @@ async def test_slash_completion_and_queue_binding(stub: Stub, project: Path) -> 
         assert prompt.text == "/handoff "
         prompt.text = ""
         await type_and_send(pilot, "start")
-        await until(lambda: bool(app.calls), pause=pilot.pause)  # the call is running
+        await until(lambda: bool(app.feed.calls), pause=pilot.pause)  # the call is running
         await type_and_send(pilot, "then this", key="ctrl+n")
         await until(lambda: bool(app.agent.session.pending), pause=pilot.pause)
         (project / "go").touch()

@@ -377,7 +377,7 @@ async def test_hints_land_where_delivered_and_notes_survive_a_reload(stub: Stub,
     async with app.run_test(size=(100, 30)) as pilot:
         await send(pilot, "/stats")
         await send(pilot, "run it")
-        await until(lambda: app.calls, pause=pilot.pause)  # the call is running
+        await until(lambda: app.feed.calls, pause=pilot.pause)  # the call is running
         await send(pilot, "steer hint")
         app.query_one(PromptInput).text = "queued one"
         await pilot.press("ctrl+n")
@@ -401,7 +401,7 @@ async def test_escape_marks_a_running_call_interrupted(stub: Stub, project: Path
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("go")
-        await until(lambda: app.calls, pause=pilot.pause)
+        await until(lambda: app.feed.calls, pause=pilot.pause)
         await pilot.press("escape")
         await idle(pilot)
         tool = [e for e in app.transcript.entries if e.kind == "tool"][0]
@@ -416,7 +416,7 @@ async def test_escape_on_an_unfolded_line_interrupts_a_working_agent(stub: Stub,
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("go")
-        await until(lambda: any("sleep 30" in call.input.get("command", "") for call, _ in app.calls.values()), pause=pilot.pause)
+        await until(lambda: any("sleep 30" in call.input.get("command", "") for call, _ in app.feed.calls.values()), pause=pilot.pause)
         first = next(w for w in app.transcript.query(Foldable) if "echo first" in w.title)
         first.focus()
         await pilot.press("enter")
@@ -457,7 +457,7 @@ async def test_liveness_and_tool_lines_at_80_columns(stub: Stub, project: Path) 
         await until(lambda: "writing" in str(app.query_one("#status", Static).render()), pause=pilot.pause)
         await idle(pilot)
         await send(pilot, "run")
-        await until(lambda: app.calls, pause=pilot.pause)
+        await until(lambda: app.feed.calls, pause=pilot.pause)
         await pilot.pause()
         tool = [w for w in app.transcript.query(Foldable) if w.entry.kind == "tool"][-1]
         shown = str(tool.render())

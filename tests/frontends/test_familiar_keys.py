@@ -228,14 +228,14 @@ async def test_a_question_rings_by_default_and_a_long_turn_notifies_only_when_as
     async with app.run_test(size=(80, 24)) as pilot:
         app.start_turn("go")
         await until(lambda: asking(app), pause=pilot.pause)
-        assert app.signalled == ["\a"]  # on by default for a question, as the bell
+        assert app.signals.sent == ["\a"]  # on by default for a question, as the bell
         await pilot.press("y", "enter")
         await idle(pilot)
-        assert app.signalled == ["\a"]  # the end of a turn: not by default
+        assert app.signals.sent == ["\a"]  # the end of a turn: not by default
         app.settings.notify, app.settings.notify_with, app.settings.notify_after = "waiting", "osc9", 0.0
         app.start_turn("more")
         await idle(pilot)
-        assert app.signalled[-1] == "\x1b]9;rhapsody: the agent has finished and waits for you\x07"
+        assert app.signals.sent[-1] == "\x1b]9;rhapsody: the agent has finished and waits for you\x07"
 
 
 def test_a_notification_never_carries_control_characters() -> None:

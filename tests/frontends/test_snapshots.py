@@ -111,7 +111,7 @@ async def idle(pilot: Any) -> None:
 
 async def git_read(pilot: Any) -> None:
     pilot.app.refresh_git()
-    await until(lambda: pilot.app._git, pause=pilot.pause)
+    await until(lambda: pilot.app.status_bar.git, pause=pilot.pause)
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -198,12 +198,12 @@ def test_the_full_output_view(snap_compare: Any, stub: Stub, root: Path, size: t
 def test_mid_run_with_a_spinner_and_a_placed_hint(snap_compare: Any, stub: Stub, root: Path, size: tuple[int, int]) -> None:
     stub.script(call(SLOW, "bash", command=GATE), call(SLOW, "bash", command="sleep 30"), say("never"))
     app = fixed_app(stub, root)
-    app.live = FrozenClock()
 
     async def run_before(pilot: Any) -> None:
+        app.status_bar.live = FrozenClock()
         await git_read(pilot)
         app.start_turn("run the tests")
-        await until(lambda: app.calls, pause=pilot.pause)
+        await until(lambda: app.feed.calls, pause=pilot.pause)
         await app.controller.line("only the parser tests, please")  # while the first command waits for `go`
         (root / "go").touch()
         await until(lambda: len([e for e in app.transcript.entries if e.kind == "tool"]) == 2, pause=pilot.pause)
