@@ -16,6 +16,7 @@ from rhapsody.commands.slash import Outcome, is_command, run_command
 from rhapsody.core.agent import ops
 from rhapsody.core.agent.loop import Agent
 from rhapsody.core.toolbox.approval import Approval, approval_for
+from rhapsody.core.toolbox.protocol import PlanReview
 from rhapsody.frontends.shell_mode import shell_command
 
 NoteKind = Literal["notice", "error", "command"]
@@ -134,3 +135,9 @@ def answer_of(question_id: str, approval: Approval | None) -> ops.ApprovalAnswer
     if approval is None or not approval.allow:
         return ops.ApprovalAnswer(id=question_id, decision="deny", reason=approval.words if approval else "")
     return ops.ApprovalAnswer(id=question_id, decision="always" if approval.remember else "once")
+
+
+def plan_answer(question_id: str, review: PlanReview) -> ops.PlanAnswer:
+    """A front end's answer to the plan `PlanReviewAsked(id=question_id)` put, as the operation that sends it."""
+    return ops.PlanAnswer(id=question_id, decision="approve" if review.approved else "reject", plan=review.plan,
+                          mode=review.mode, feedback=review.reason)

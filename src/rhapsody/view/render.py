@@ -404,7 +404,7 @@ def event_lines(event: ev.Event) -> list[Line]:
         case (ev.TurnStarted() | ev.TextDelta() | ev.ThinkingDelta() | ev.BlockStopped() | ev.RetryCountdown()
               | ev.ModelResponse() | ev.RequestSent() | ev.UsageReported() | ev.HintDelivered() | ev.MemoryReminded()
               | ev.HandoffAsked() | ev.SeamCommitted() | ev.TurnEnded() | ev.ApprovalAsked() | ev.ShellRan()
-              | ev.Idle()):
+              | ev.PlanReviewAsked() | ev.Idle()):
             return []  # streamed text, bookkeeping, or shown by a front end's own widget (a seam, a question)
         case _:
             assert_never(event)

@@ -2,8 +2,8 @@
 
 An operation acts at once (a hint is on disk, a mode switched) and says so in its `Receipt`;
 what takes time runs as the agent's own task: a turn (`UserTurn`, `QueueMessage` when idle, a
-handoff requested when idle) or the human's shell command. Their events, the permission questions
-(`ApprovalAsked`) and what a turn closed early could not say all go into `Outbox`, the one way out;
+handoff requested when idle) or the human's shell command. Their events, the human's questions
+(`ApprovalAsked`, `PlanReviewAsked`) and what a turn closed early could not say all go into `Outbox`, the one way out;
 each piece of work ends with `Idle`. `Interrupt` cancels the running turn, which is the loop's one
 cancellation path (core/agent/loop.py `_one_turn`), as Esc was.
 
@@ -26,7 +26,8 @@ from rhapsody.core.session.handoff import undo_seam
 from rhapsody.core.session.session import Session
 from rhapsody.core.toolbox.approval import Approval
 from rhapsody.core.toolbox.orchestrator import Toolbox
-from rhapsody.core.toolbox.protocol import ToolContext
+from rhapsody.core.toolbox.plan_review import HumanReviewer
+from rhapsody.core.toolbox.protocol import PlanReview, ToolContext
 
 BUSY_TURN = "the agent is working: a line typed now is a hint (steer), or queued for the end of the turn"
 CHECKPOINTS_OFF = "checkpoints are off (checkpoints = false in the config): nothing to rewind to"
@@ -35,7 +36,9 @@ CHECKPOINTS_OFF = "checkpoints are off (checkpoints = false in the config): noth
 class Rewinding(Protocol):
     """Goes back to before a message (the rewind package provides it, over the checkpoint store)."""
 
-    def __call__(self, session: Session, point: int, what: str, force: bool) -> ops.Receipt: ...
+    def __call__(self, session: Session, point: int, what: ops.RewindWhat, force: bool) -> ops.Receipt:
+        """Rewind `session` to before point `point`; files changed outside rhapsody only with `force`."""
+        ...
 
 
 class Outbox:
@@ -172,6 +175,8 @@ def handle(agent: Agent, op: ops.Op) -> ops.Receipt:
             return ops.Receipt(agent.work.cancel())
         case ops.ApprovalAnswer():
             return ops.Receipt(_answer(agent, op))
+        case ops.PlanAnswer():
+            return ops.Receipt(_plan_answer(agent, op))
         case ops.SetMode():
             agent.toolbox.permission_mode = op.mode
             agent.session.append(rec.PermissionMode(mode=op.mode))
@@ -222,6 +227,13 @@ def _answer(agent: Agent, op: ops.ApprovalAnswer) -> bool:
         case "deny":
             approval = Approval(False, words=op.reason)
     return approver.answer(op.id, approval)
+
+
+def _plan_answer(agent: Agent, op: ops.PlanAnswer) -> bool:
+    reviewer = agent.toolbox.reviewer
+    if not isinstance(reviewer, HumanReviewer):
+        return False
+    return reviewer.answer(op.id, PlanReview(op.decision == "approve", op.plan, op.mode, op.feedback))
 
 
 def _handoff(agent: Agent) -> ops.Receipt:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +42,7 @@ from rhapsody.frontends.acp.listing import listed
 from rhapsody.frontends.acp.prompts import available_commands, prompt_text
 from rhapsody.frontends.acp.questions import permission, plan_review
 from rhapsody.frontends.acp.surface import EditorSurface
-from rhapsody.frontends.controller import Controller
+from rhapsody.frontends.controller import Controller, plan_answer
 from rhapsody.frontends.acp.updates import STOPS, CallBook, Update, event_updates, replayed, said
 
 MODE_NAMES = {"read-only": "Read only", "plan": "Plan", "ask": "Ask", "auto-edit": "Auto-edit", "yolo": "Yolo"}
@@ -78,10 +78,16 @@ class Live:
     """The stop reason of the work under way, so far."""
     open_calls: list[str] = field(default_factory=list)
     """Ids of the calls started and not finished: a question is about the last of them."""
-    asking: set[asyncio.Task[None]] = field(default_factory=set)
-    """The permission questions the client is answering now."""
+    asking: set[asyncio.Future[None]] = field(default_factory=set)
+    """The questions (a permission, a plan) the client is answering now."""
     sending: set[asyncio.Task[None]] = field(default_factory=set)
     """Updates to send once the answer being built has gone (held so they are not collected first)."""
+
+    def ask(self, question: Coroutine[Any, Any, None]) -> None:
+        """Put one question to the client beside the pump, held until answered (an interruption cancels it)."""
+        asking = asyncio.ensure_future(question)
+        self.asking.add(asking)
+        asking.add_done_callback(self.asking.discard)
 
     @property
     def agent(self) -> Agent:
@@ -184,9 +190,9 @@ class RhapsodyAcp:
         from it: the calls open, how the work ended so far."""
         match event:
             case ev.ApprovalAsked():
-                asking = asyncio.ensure_future(self._ask(live, event))
-                live.asking.add(asking)
-                asking.add_done_callback(live.asking.discard)
+                live.ask(self._ask(live, event))
+            case ev.PlanReviewAsked():
+                live.ask(self._review(live, event))
             case ev.Idle():
                 work = live.surface.work
                 if work is not None and not work.done():
@@ -236,7 +242,6 @@ class RhapsodyAcp:
         live = Live(opened, CallBook(opened.agent.session.root), surface, Controller(opened.agent, surface))
         self.sessions[live.id] = live
         live.pump = asyncio.create_task(self._pump(live))
-        opened.agent.review_plans_with(lambda plan: self._review(live, plan))
         if self.client is not None and offered(self.capabilities):
             opened.agent.edit_files_with(ClientFiles(self.client, live.id))
         # Sent once the answer is on its way: a client learns of the session from the answer.
@@ -300,10 +305,17 @@ class RhapsodyAcp:
             return
         live.agent.submit(answer)
 
-    async def _review(self, live: Live, plan: str) -> PlanReview:
-        """exit_plan's plan, asked of the client; the mode it approves into is the session's mode then."""
+    async def _review(self, live: Live, asked: ev.PlanReviewAsked) -> None:
+        """exit_plan's plan, asked of the client, its answer back as a `PlanAnswer`; the mode it approves into is
+        the session's mode then."""
         assert self.client is not None
-        review = await plan_review(self.client, live.id, plan, live.open_calls[-1] if live.open_calls else "plan")
+        call_id = live.open_calls[-1] if live.open_calls else "plan"
+        try:
+            review = await plan_review(self.client, live.id, asked.plan, call_id)
+        except RequestError as exc:  # a client that cannot answer: the plan is rejected, never approved unasked
+            live.agent.submit(plan_answer(asked.id, PlanReview(False)))
+            await self._send(live, said(f"! the client did not answer the plan: {exc}"))
+            return
+        live.agent.submit(plan_answer(asked.id, review))
         if review.approved:
             await self._send(live, update_current_mode(review.mode))
-        return review

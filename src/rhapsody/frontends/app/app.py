@@ -68,7 +68,6 @@ if TYPE_CHECKING:
     from rhapsody.core.agent.loop import Agent
     from rhapsody.frontends import controller as control
     from rhapsody.frontends.app.approval import ApprovalPanel
-    from rhapsody.core.toolbox.protocol import PlanReview
 else:  # loaded on first use, after the first frame (pydantic and the core are most of the start-up)
     commands = lazy("rhapsody.commands.slash")
     render = lazy("rhapsody.view.render")
@@ -234,8 +233,6 @@ class RhapsodyApp(App[int]):
         """The agent exists: show the session, start the MCP servers, the status bar and the SDK import."""
         load_all()  # the rest of the lazy modules, here rather than on the SDK's import thread
         self.controller = control.Controller(self.agent, self)
-        if self.approver is not None:
-            self.agent.review_plans_with(self.review_plan)
         if self.settings.keymap:
             self.set_keymap(self.settings.keymap)
         self.status_bar.attach(self.agent)
@@ -479,6 +476,8 @@ class RhapsodyApp(App[int]):
                 return await feed.interrupted()
             case ev.ApprovalAsked():
                 return await self.ask(event)
+            case ev.PlanReviewAsked():
+                return await self.review_plan(event)
             case ev.ShellRan():
                 return await feed.shell_ran(event)
             case ev.RetryCountdown():  # the status bar counts the wait down
@@ -528,26 +527,22 @@ class RhapsodyApp(App[int]):
             await t.add(Entry.of(line))
         self.refresh_status()
 
-    async def review_plan(self, plan: str) -> PlanReview:
-        """The plan exit_plan proposes, for the human to approve (as edited), or reject with a reason."""
+    async def review_plan(self, asked: ev.PlanReviewAsked) -> None:
+        """The plan exit_plan proposes, for the human to approve (as edited) or reject with a reason; the answer
+        goes back as a `PlanAnswer` op."""
         from rhapsody.core.toolbox.protocol import PlanReview
         from rhapsody.frontends.app.plan_review import PlanScreen
 
-        answered: asyncio.Future[PlanReview] = asyncio.get_running_loop().create_future()
         self.set_state("waiting for you")
         self.signal("approval", "rhapsody: a plan waits for your answer")
         self.status_bar.live.pause()
 
         def settle(review: PlanReview | None) -> None:
-            if not answered.done():
-                answered.set_result(review if review is not None else PlanReview(False))
+            self.agent.submit(control.plan_answer(asked.id, review or PlanReview(False)))
+            self.status_bar.answered(self.agent.working)
+            self.refresh_bindings()
 
-        self.push_screen(PlanScreen(plan), callback=settle)
-        try:
-            return await answered
-        finally:
-            self.status_bar.live.resume()
-            self.set_state("working" if self.agent.busy else "idle")
+        self.push_screen(PlanScreen(asked.plan), callback=settle)
 
     # -- the question dock (approval.py) -------------------------------------------------
 
