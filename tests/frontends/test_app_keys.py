@@ -311,7 +311,7 @@ async def test_escape_cancels_a_handoff_request_and_says_so(stub: Stub, project:
         await idle(pilot)
         assert "the answer to next" in texts(app)
         assert not any(e.kind == "harness" and "Micro-handoff requested" in e.text for e in app.transcript.entries)
-        await app.reload()
+        await app.surface.reload()
         assert any("micro-handoff cancelled" in t for t in texts(app))
 
 
@@ -364,7 +364,7 @@ async def test_a_finished_edit_unfolds_to_the_diff_it_applied(stub: Stub, projec
             edit, write = [e for e in app.transcript.entries if e.kind == "tool"]
             assert "-    return a - b" in edit.body and "+    return a + b" in edit.body, live
             assert "+fresh" in write.body and "+++ b/new.txt" in write.body
-            await app.reload()  # rebuilt from history, as on resume
+            await app.surface.reload()  # rebuilt from history, as on resume
     sent = [b for m in stub.bodies()[1]["messages"] for b in m["content"] if isinstance(b, dict)
             and b.get("type") == "tool_result"]
     assert sent[0]["content"] in ("edited app.py: 1 replacement",
@@ -391,7 +391,7 @@ async def test_hints_land_where_delivered_and_notes_survive_a_reload(stub: Stub,
         assert tool < hint < finished < queued
         assert "[delivered · after the bash result]" in kinds[hint][1] and "end of turn" in kinds[queued][1]
         live = [t for _, t in kinds]
-        await app.reload()
+        await app.surface.reload()
         assert [e.text for e in app.transcript.entries if e.kind != "notice"] == [t for k, t in kinds if k != "notice"]
         assert any("no seams yet" in t for t in texts(app)) and len(live) == len(texts(app))
 
@@ -406,7 +406,7 @@ async def test_escape_marks_a_running_call_interrupted(stub: Stub, project: Path
         await idle(pilot)
         tool = [e for e in app.transcript.entries if e.kind == "tool"][0]
         assert tool.state == "interrupted" and "→ interrupted" in tool.text
-        await app.reload()
+        await app.surface.reload()
         tool = [e for e in app.transcript.entries if e.kind == "tool"][0]
         assert tool.state == "interrupted"
 
@@ -608,12 +608,12 @@ async def test_a_notice_said_while_a_reply_streams_shows_where_the_rebuild_shows
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("talk")
         await until(lambda: app.transcript.live is not None, pause=pilot.pause)
-        await app.command("/stats")  # the Enter handler's own call; a pilot key press waits out the busy stream
+        await app.surface.command("/stats")  # the Enter handler's own call; a pilot key press waits out the busy stream
         await pilot.pause()
         during, chunks = on_screen(app), len(app.transcript.live_chunks)
         await idle(pilot)
         live = on_screen(app)
-        await app.reload()
+        await app.surface.reload()
         rebuilt = on_screen(app)
     assert during[-1].startswith("notice no seams yet") and "assistant" in during  # shown at once, below the reply
     assert chunks == 0  # said while the first widget of the reply streamed

@@ -122,7 +122,7 @@ async def test_an_applied_edit_shows_its_diff_and_a_result_its_first_lines_live_
             seq = folded_lines(app, "seq 1 10")
             assert [x.strip() for x in seq[1:]] == ["⎿ 1", "2", "3", "4", "… 6 more lines"], resumed
             assert [x.strip() for x in folded_lines(app, "seq 1 2")[1:]] == ["⎿ 1", "2"]
-            await app.reload()  # rebuilt from history, as on resume
+            await app.surface.reload()  # rebuilt from history, as on resume
             await pilot.pause()
 
 
@@ -171,7 +171,7 @@ async def test_shift_tab_cycles_ask_auto_edit_read_only_plan_and_never_into_yolo
         await pilot.press("shift+tab")
         await pilot.pause()
         assert "auto-edit" in str(app.query_one("#status").render())
-        await app.command("/permissions yolo")
+        await app.surface.command("/permissions yolo")
         await pilot.press("shift+tab")  # out of yolo, to ask: lowering is always one key
         assert app.agent.toolbox.permission_mode == "ask"
     modes = [r["mode"] for r in records(app) if r["kind"] == "permission_mode"]
@@ -271,7 +271,7 @@ async def test_at_80_columns_the_seam_keeps_its_figures_and_a_stripped_call_its_
     async with app.run_test(size=(80, 24)) as pilot:
         app.start_turn("check add")
         await idle(pilot)
-        await app.command("/handoff anyway")  # a seam this small would not pay: no question
+        await app.surface.command("/handoff anyway")  # a seam this small would not pay: no question
         await idle(pilot)
         await pilot.pause()
         seam = [e for e in app.transcript.entries if e.kind == "seam"][-1]

@@ -221,7 +221,7 @@ def test_after_a_seam(snap_compare: Any, stub: Stub, root: Path, size: tuple[int
         await git_read(pilot)
         app.start_turn("check add")
         await idle(pilot)
-        await app.command("/handoff anyway")
+        await app.surface.command("/handoff anyway")
         await idle(pilot)
         await settle(pilot)
 

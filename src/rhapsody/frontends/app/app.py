@@ -28,7 +28,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, assert_never
 
@@ -40,7 +40,6 @@ from textual.containers import Horizontal
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widgets import Button, Footer
-from textual.widget import Widget
 from textual.worker import Worker
 
 from rhapsody.frontends.app.deferred import lazy, load_all
@@ -48,9 +47,9 @@ from rhapsody.frontends.app.feed import Feed
 from rhapsody.frontends.app.notify import Signals
 from rhapsody.frontends.app.palette import Palette
 from rhapsody.frontends.app.prompt import Completions, PromptInput
-from rhapsody.frontends.app.rewind import Rewinder
-from rhapsody.frontends.app.status import MODEL_WAIT, starting_text, welcome_text
+from rhapsody.frontends.app.status import MODEL_WAIT, starting_text
 from rhapsody.frontends.app.status_bar import StatusBar
+from rhapsody.frontends.app.surface import AppSurface
 from rhapsody.frontends.app.todo import TodoPanel
 from rhapsody.frontends.app.transcript import TranscriptView
 from rhapsody.frontends.app.widgets import Entry, Foldable
@@ -144,8 +143,10 @@ class RhapsodyApp(App[int]):
         """The transcript's live entries (feed.py): what the events in flight change in place."""
         self.signals = Signals()
         """What was written to the terminal to say the agent waits (notify.py)."""
-        self.palette = Palette(self.root, lambda name: self.run_worker(self.command(name)), self.to_prompt)
-        self.rewinder = Rewinder(self)
+        self.surface = AppSurface(self, lambda: self.controller)
+        """What a typed line's effects are on the panels (surface.py), for the controller."""
+        self.palette = Palette(self.root, lambda name: self.run_worker(self.surface.command(name)),
+                               lambda text: self.prompt.put(text))
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="main"):
@@ -232,13 +233,13 @@ class RhapsodyApp(App[int]):
     async def started(self) -> None:
         """The agent exists: show the session, start the MCP servers, the status bar and the SDK import."""
         load_all()  # the rest of the lazy modules, here rather than on the SDK's import thread
-        self.controller = control.Controller(self.agent, self)
+        self.controller = control.Controller(self.agent, self.surface)
         if self.settings.keymap:
             self.set_keymap(self.settings.keymap)
         self.status_bar.attach(self.agent)
-        await self.reload()
+        await self.surface.reload()
         for notice in self.agent.start_sources():  # MCP servers start now; the first paint does not wait
-            await self.note(f"! {notice}")
+            await self.surface.note(f"! {notice}")
         self.refresh_status()
         self.refresh_git()
         self.set_interval(0.125, self.status_bar.tick)
@@ -261,6 +262,11 @@ class RhapsodyApp(App[int]):
     def status_bar(self) -> StatusBar:
         """The status bar widget."""
         return self.query_one(StatusBar)
+
+    @property
+    def todo(self) -> TodoPanel:
+        """The todo list's panel."""
+        return self.query_one(TodoPanel)
 
     @property
     def peek_rows(self) -> tuple[int, int]:
@@ -287,10 +293,6 @@ class RhapsodyApp(App[int]):
         self.clear_notifications()
         self.notify(message, **options)
 
-    def to_prompt(self, text: str) -> None:
-        """Put a command that needs an argument into the prompt."""
-        self.prompt.put(text)
-
     def signal(self, reason: str, message: str) -> None:
         """Tell a person who looks elsewhere that the agent waits for them, as `notify` and `notify_with` say."""
         text = self.signals.signal(self.settings.notify, self.settings.notify_with, reason, message)
@@ -307,7 +309,7 @@ class RhapsodyApp(App[int]):
             return
         text = message.text
         if commands.is_command(text):
-            await self.command(text)
+            await self.surface.command(text)
         else:
             assert self.controller is not None
             await self.controller.line(text, queued=message.queue)
@@ -316,90 +318,26 @@ class RhapsodyApp(App[int]):
     def show_completions(self, event: PromptInput.Changed) -> None:
         self.query_one(Completions).show(self.prompt.suggestions())
 
-    @on(PromptInput.Rewind)
+    def on_prompt_input_rewind(self) -> None:
+        """The prompt's Esc Esc on an empty input."""
+        self.escape_twice_on_empty()
+
     def escape_twice_on_empty(self) -> None:
         """Esc Esc on an empty input: go back to an earlier message (as /rewind)."""
         if self.ready:
-            self.run_worker(self.rewinder.open())
+            self.run_worker(self.surface.rewinder.open())
 
     @on(PromptInput.Quit)
     def quit(self) -> None:
         """ctrl+c twice on an empty prompt, or /quit."""
         self.exit(0)
 
-    # -- what the controller does through the app (frontends/controller.py Surface) ------
-
-    async def reload(self) -> None:
-        """Rebuild the transcript and the todo list from history; command outputs are `notice` records, kept in place."""
-        session = self.agent.session
-        self.query_one(TodoPanel).show([i.model_dump() for i in session.todos.items()])
-        await self.feed.rebuild(session, lambda: welcome_text(self.agent, self.settings, self.welcome))
-
-    async def note(self, text: str, kind: str = "notice") -> Widget:
-        """Show a command's output (kind `command`: the command itself); a `notice` record keeps it in place
-        on a rebuild and on --continue, drawn by the renderer from that record.
-
-        The reply streaming now is recorded when it ends, so a notice said meanwhile is
-        recorded after it, and shown pinned below it: the reply grows above the notice, as
-        a rebuild from history shows them.
-        """
-        notice = ops.AddNotice(text=text, error=kind == "error", command=kind == "command")
-        if not self.feed.hold(notice):
-            self.agent.submit(notice)
-        shown = await self.feed.noted(text, kind)
-        if kind != "command":
-            self.call_after_refresh(self.feed.top_in_view, shown)  # a long answer (/help at 80x24) from its first line
-        return shown
+    # -- what the controller does through the app: surface.py ------------------------
 
     def record_held(self) -> None:
         """Notices said while a reply streamed are recorded after it."""
         for notice in self.feed.release():
             self.agent.submit(notice)
-
-    async def hinted(self, receipt: ops.Receipt, text: str, mode: str) -> None:
-        """A hint (on disk already) shown as pending."""
-        await self.feed.hinted(receipt.id, text, mode)
-
-    async def in_history(self, text: str) -> None:
-        """A command's answer on record: the reload that came with it drew it."""
-
-    def refill(self, text: str) -> None:
-        """Put a rewound message back in the prompt."""
-        self.to_prompt(text)
-
-    async def command(self, text: str, echo: bool = True) -> None:
-        """Run a slash command and show what it said, below the command itself (`echo`: typed or chosen in the
-        palette, not a key such as ctrl+o)."""
-        if not self.ready:  # the palette or a key before the session is built
-            return
-        if text.strip() == "/rewind":  # the list to pick from; with arguments it runs as in plain mode
-            await self.rewinder.open()
-            return
-        if text.strip() == "/resume" and not self.busy:  # the picker; with an id it runs as in plain mode
-            self.pick_session()
-            return
-        assert self.controller is not None
-        await self.controller.command(text, echo)
-        self.refresh_status()
-
-    def pick_session(self) -> None:
-        """`/resume`: the project's other sessions to pick from; the one picked continues here."""
-        from rhapsody.frontends.app.picker import PickerScreen
-
-        async def picked(session: str | None) -> None:
-            if session:
-                await self.command(f"/resume {session}")
-
-        self.push_screen(PickerScreen(self.agent.session.root, exclude=self.agent.session.id), callback=picked)
-
-    async def confirm(self, outcome: commands.Outcome, then: Callable[[bool], Awaitable[None]]) -> None:
-        """Ask the outcome's question in its screen; `then` gets the answer."""
-        from rhapsody.frontends.app.confirm import ConfirmScreen
-
-        async def answered(yes: bool | None) -> None:
-            await then(bool(yes))
-
-        self.push_screen(ConfirmScreen(outcome.text, outcome.confirm), callback=answered)
 
     # -- the agent worker ----------------------------------------------------------------
 
@@ -410,10 +348,8 @@ class RhapsodyApp(App[int]):
         if not self.hung_up and self.agent.submit(op).started:
             self.worker = self.run_agent(op)
 
-    async def work_began(self, op: ops.Op) -> None:
-        """Work began (the controller submitted it): read it in the agent worker."""
-        if isinstance(op, ops.ShellCommand):
-            await self.feed.shell_started(op.command)
+    def read_work(self, op: ops.Op) -> None:
+        """Read the work `op` started in the agent worker (none once the terminal is gone)."""
         if not self.hung_up:
             self.worker = self.run_agent(op)
 
@@ -495,10 +431,10 @@ class RhapsodyApp(App[int]):
                 return
             case ev.SeamCommitted() | ev.ContextPruned():
                 await t.end_text()
-                await self.reload()
+                await self.surface.reload()
                 return self.refresh_status()
             case ev.TodoUpdated():
-                return self.query_one(TodoPanel).show(list(event.items))
+                return self.todo.show(list(event.items))
             case ev.SubagentStarted():
                 return await feed.subagent_started(event)
             case ev.SubagentStep() | ev.SubagentEnded():
@@ -527,24 +463,7 @@ class RhapsodyApp(App[int]):
             await t.add(Entry.of(line))
         self.refresh_status()
 
-    async def review_plan(self, asked: ev.PlanReviewAsked) -> None:
-        """The plan exit_plan proposes, for the human to approve (as edited) or reject with a reason; the answer
-        goes back as a `PlanAnswer` op."""
-        from rhapsody.core.toolbox.protocol import PlanReview
-        from rhapsody.frontends.app.plan_review import PlanScreen
-
-        self.set_state("waiting for you")
-        self.signal("approval", "rhapsody: a plan waits for your answer")
-        self.status_bar.live.pause()
-
-        def settle(review: PlanReview | None) -> None:
-            self.agent.submit(control.plan_answer(asked.id, review or PlanReview(False)))
-            self.status_bar.answered(self.agent.working)
-            self.refresh_bindings()
-
-        self.push_screen(PlanScreen(asked.plan), callback=settle)
-
-    # -- the question dock (approval.py) -------------------------------------------------
+    # -- asking the human: the question docked above the prompt (approval.py), the plan (plan_review.py) --
 
     async def ask(self, question: ev.ApprovalAsked) -> None:
         """Dock the question above the prompt; its answer comes back as the panel's `Answered` message."""
@@ -552,20 +471,16 @@ class RhapsodyApp(App[int]):
         from rhapsody.frontends.app.approval import question as panel_for
 
         self.feed.mark_calls(question.tool, "asking")
-        self.set_state("waiting for you")
-        self.signal("approval", f"rhapsody: {question.tool} waits for your answer")
-        self.status_bar.live.pause()
+        self.waiting(f"rhapsody: {question.tool} waits for your answer")
         grace = self.approver.grace if self.approver is not None else wait_grace
-        panel = panel_for(question.tool, question.argument, question.why, question.args, self.agent.session.root,
-                          question.rules, self.agent.read_denied(), grace, question.id)
-        await self.mount(panel, before=self.query_one(Completions))
+        await self.mount(panel_for(question.tool, question.argument, question.why, question.args, self.agent.session.root,
+                                   question.rules, self.agent.read_denied(), grace, question.id),
+                         before=self.query_one(Completions))
         self.transcript.scroll_end(animate=False)  # what led to the question stays in view above it
 
     def on_approval_panel_answered(self, message: ApprovalPanel.Answered) -> None:
         """The panel's answer goes to the agent as an `ApprovalAnswer` op; the panel goes."""
-        from rhapsody.frontends.controller import answer_of
-
-        self.agent.submit(answer_of(message.question_id, message.approval))
+        self.agent.submit(control.answer_of(message.question_id, message.approval))
         self.run_worker(self.close_question())
 
     async def close_question(self) -> None:
@@ -578,6 +493,30 @@ class RhapsodyApp(App[int]):
         if await panel.take_away():
             self.prompt.focus()
         self.feed.mark_calls(panel.tool, "running")
+        self.answered()
+
+    async def review_plan(self, asked: ev.PlanReviewAsked) -> None:
+        """The plan exit_plan proposes, for the human to approve (as edited) or reject with a reason; the answer
+        goes back as a `PlanAnswer` op."""
+        from rhapsody.core.toolbox.protocol import PlanReview
+        from rhapsody.frontends.app.plan_review import PlanScreen
+
+        self.waiting("rhapsody: a plan waits for your answer")
+
+        def settle(review: PlanReview | None) -> None:
+            self.agent.submit(control.plan_answer(asked.id, review or PlanReview(False)))
+            self.answered()
+
+        self.push_screen(PlanScreen(asked.plan), callback=settle)
+
+    def waiting(self, message: str) -> None:
+        """The human is asked: the status bar says so and its clock stops; a person who looks elsewhere is told."""
+        self.status_bar.waiting()
+        self.refresh_bindings()
+        self.signal("approval", message)
+
+    def answered(self) -> None:
+        """The human answered (or the question went): the status bar says what the agent does now."""
         self.status_bar.answered(self.agent.working)  # ctrl+c during the question ended the turn
         self.refresh_bindings()
 
@@ -599,7 +538,7 @@ class RhapsodyApp(App[int]):
 
     async def action_handoff(self) -> None:
         """The handoff key: same as /handoff."""
-        await self.command("/handoff", echo=False)
+        await self.surface.command("/handoff", echo=False)
 
     def action_interrupt(self) -> None:
         """Esc: cancel the running turn."""

@@ -93,7 +93,7 @@ class OverwriteScreen(ModalScreen[bool]):
 
 
 class Host(Protocol):
-    """What the rewind reaches of the app (app.py's RhapsodyApp, which imports this module)."""
+    """What the rewind reaches of the app (surface.py's AppSurface, which imports this module)."""
 
     @property
     def agent(self) -> Agent: ...
@@ -120,7 +120,7 @@ class Host(Protocol):
         """Read the branch and changes again."""
         ...
 
-    def to_prompt(self, text: str) -> None:
+    def refill(self, text: str) -> None:
         """Put text in the prompt, to edit and send."""
         ...
 
@@ -176,4 +176,4 @@ class Rewinder:
         self.app.refresh_status()
         self.app.refresh_git()
         if done.refill:
-            self.app.to_prompt(done.refill)
+            self.app.refill(done.refill)

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from rich.text import Text
 from textual import events
-from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
 from textual.reactive import reactive
