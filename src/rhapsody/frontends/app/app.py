@@ -137,13 +137,12 @@ class RhapsodyApp(App[int]):
         """The agent's approver; the app takes only its grace period from it (questions come as events)."""
         self.controller: control.Controller | None = None
         self.initial = initial
-        self.welcome = welcome
         self.worker: Worker[None] | None = None
         self.feed = Feed(lambda: self.transcript)
         """The transcript's live entries (feed.py): what the events in flight change in place."""
         self.signals = Signals()
         """What was written to the terminal to say the agent waits (notify.py)."""
-        self.surface = AppSurface(self, lambda: self.controller)
+        self.surface = AppSurface(self, lambda: self.controller, welcome)
         """What a typed line's effects are on the panels (surface.py), for the controller."""
         self.palette = Palette(self.root, lambda name: self.run_worker(self.surface.command(name)),
                                lambda text: self.prompt.put(text))

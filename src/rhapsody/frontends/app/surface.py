@@ -41,8 +41,6 @@ class Host(Protocol):
     @property
     def settings(self) -> Settings: ...
     @property
-    def welcome(self) -> str: ...
-    @property
     def feed(self) -> Feed: ...
     @property
     def prompt(self) -> PromptInput: ...
@@ -80,10 +78,12 @@ class AppSurface:
     """The controller's effects in the app, and the slash commands that open the app's own screens; it is the
     rewinder's host too (rewind.py), whose effects are the same."""
 
-    def __init__(self, app: Host, controller: Callable[[], Controller | None]) -> None:
-        """`controller`: the controller that runs the commands (None until the agent is built)."""
+    def __init__(self, app: Host, controller: Callable[[], Controller | None], welcome: str = "") -> None:
+        """`controller`: the controller that runs the commands (None until the agent is built); `welcome`: what an
+        empty session says besides the welcome's own lines (the demo's)."""
         self.app = app
         self.controller = controller
+        self.welcome = welcome
         self.rewinder = Rewinder(self)
 
     @property
@@ -140,7 +140,7 @@ class AppSurface:
         app = self.app
         session = app.agent.session
         app.todo.show([i.model_dump() for i in session.todos.items()])
-        await app.feed.rebuild(session, lambda: welcome_text(app.agent, app.settings, app.welcome))
+        await app.feed.rebuild(session, lambda: welcome_text(app.agent, app.settings, self.welcome))
 
     async def in_history(self, text: str) -> None:
         """A command's answer on record: the reload that came with it drew it."""
