@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rhapsody.config.settings import Settings
+from rhapsody.config.settings import McpServer, Settings
 from rhapsody.core.session.context import RequestSpec
 from rhapsody.core.access.credentials import absolute
 from rhapsody.core.errors import RhapsodyError
@@ -140,11 +140,12 @@ class Wiring:
         await self.agent.toolbox.close_sources()
 
 
-def add_mcp(toolbox: Toolbox, root: Path) -> None:
-    """Give the toolbox the MCP servers this project may start (none configured: nothing is imported)."""
-    from rhapsody.mcp.config import plan
+def add_mcp(toolbox: Toolbox, root: Path, client: dict[str, McpServer] | None = None) -> None:
+    """Give the toolbox the MCP servers this project may start (none configured: nothing is imported); `client`:
+    the servers an editor passed for this session (frontends/acp/servers.py), started as the user's own are."""
+    from rhapsody.mcp.config import plan, with_servers
 
-    servers = plan(root)
+    servers = with_servers(plan(root), client or {})
     if servers.empty:
         return
     from rhapsody.mcp.tools import McpTools
@@ -225,10 +226,11 @@ def _warm_up(found: Shadow) -> None:
 
 def build(root: Path, settings: Settings, model: Model, model_id: str | None,
           resume: str | None = None, continue_last: bool = False, approver: Approver | None = None,
-          reviews_plans: bool = True) -> Wiring:
+          client_mcp: dict[str, McpServer] | None = None, reviews_plans: bool = True) -> Wiring:
     """Wire an agent for `root`; with an approver (a human can answer) an unset permission mode is `ask`, and
     `exit_plan`'s plan goes to the human as a `PlanReviewAsked` event unless `reviews_plans` is False (a caller
-    with no one to read a plan: exit_plan then says no human can approve, as headless)."""
+    with no one to read a plan: exit_plan then says no human can approve, as headless); `client_mcp`: MCP
+    servers an editor passed for the session."""
     from rhapsody.memory import DialogRecorder
 
     mode = permission_mode(settings, approver is not None)
@@ -236,7 +238,7 @@ def build(root: Path, settings: Settings, model: Model, model_id: str | None,
     toolbox.protected = absolute(root, settings.protected_paths)
     if approver is not None and reviews_plans:
         toolbox.reviewer = HumanReviewer()
-    add_mcp(toolbox, root)
+    add_mcp(toolbox, root, client_mcp)
     add_hooks(toolbox, root, settings)
     session = open_session(root, settings, model_id, toolbox, resume, continue_last)
     rewinder = None

@@ -55,7 +55,7 @@ async def test_a_point_out_of_range_and_a_running_turn_are_refused(stub: Stub, p
     wiring = await two_turns(stub, project)
     assert not wiring.agent.submit(ops.Rewind(point=3)).ok
     assert not wiring.agent.submit(ops.Rewind(point=0)).ok
-    assert rec.last(wiring.session.records, rec.Rewind) is None
+    assert rec.last(wiring.session.records, rec.ConversationRewind) is None
     stub.script(say("Fine."))
     assert wiring.agent.submit(ops.UserTurn(text="carry on")).started  # the turn's task is under way until settled
     busy = wiring.agent.submit(ops.Rewind(point=1))

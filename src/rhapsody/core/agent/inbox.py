@@ -136,8 +136,9 @@ class Work:
         return True
 
 
-class Agent(Protocol):
-    """What the operations act on: the agent's parts, as core/agent/loop.py's `Agent` has them."""
+class OpTarget(Protocol):
+    """What the operations act on: the agent's parts, as core/agent/loop.py's `Agent` has them (named here so the
+    two modules form no circle)."""
 
     session: Session
     toolbox: Toolbox
@@ -160,7 +161,7 @@ class Agent(Protocol):
         """The human's questions go on the one queue from now on."""
 
 
-def handle(agent: Agent, op: ops.Op) -> ops.Receipt:
+def handle(agent: OpTarget, op: ops.Op) -> ops.Receipt:
     """Act on one operation (see the module's docstring); the match is exhaustive."""
     match op:
         case ops.UserTurn():
@@ -197,7 +198,7 @@ def handle(agent: Agent, op: ops.Op) -> ops.Receipt:
             assert_never(op)
 
 
-def _turn(agent: Agent, text: str | None, typed: str | None, shell: bool = False) -> ops.Receipt:
+def _turn(agent: OpTarget, text: str | None, typed: str | None, shell: bool = False) -> ops.Receipt:
     if agent.working:
         return ops.Receipt(False, BUSY_TURN)
     agent.questions_as_events()
@@ -205,13 +206,13 @@ def _turn(agent: Agent, text: str | None, typed: str | None, shell: bool = False
     return ops.Receipt(started=True)
 
 
-def _hint(agent: Agent, text: str, mode: str) -> ops.Receipt:
+def _hint(agent: OpTarget, text: str, mode: str) -> ops.Receipt:
     hint = agent.session.hint(text, mode)
     where = "end of turn" if mode == "queue" else "next tool boundary"
     return ops.Receipt(text=f"[{hint.id} pending: {where}]", id=hint.id)
 
 
-def _answer(agent: Agent, op: ops.ApprovalAnswer) -> bool:
+def _answer(agent: OpTarget, op: ops.ApprovalAnswer) -> bool:
     from rhapsody.core.toolbox.approval import HumanApprover
 
     approver = agent.toolbox.approver
@@ -229,14 +230,14 @@ def _answer(agent: Agent, op: ops.ApprovalAnswer) -> bool:
     return approver.answer(op.id, approval)
 
 
-def _plan_answer(agent: Agent, op: ops.PlanAnswer) -> bool:
+def _plan_answer(agent: OpTarget, op: ops.PlanAnswer) -> bool:
     reviewer = agent.toolbox.reviewer
     if not isinstance(reviewer, HumanReviewer):
         return False
     return reviewer.answer(op.id, PlanReview(op.decision == "approve", op.plan, op.mode, op.feedback))
 
 
-def _handoff(agent: Agent) -> ops.Receipt:
+def _handoff(agent: OpTarget) -> ops.Receipt:
     if not agent.request_handoff():
         return ops.Receipt(False, "a micro-handoff is already under way")
     if agent.working:
@@ -246,7 +247,7 @@ def _handoff(agent: Agent) -> ops.Receipt:
     return ops.Receipt(text="micro-handoff requested", started=True)
 
 
-def _undo(agent: Agent) -> ops.Receipt:
+def _undo(agent: OpTarget) -> ops.Receipt:
     if agent.working:
         return ops.Receipt(False, "wait for the turn to end before undoing a seam")
     record = undo_seam(agent.session)
@@ -255,7 +256,7 @@ def _undo(agent: Agent) -> ops.Receipt:
     return ops.Receipt(reload=True, record=record)
 
 
-def _rewind(agent: Agent, op: ops.Rewind) -> ops.Receipt:
+def _rewind(agent: OpTarget, op: ops.Rewind) -> ops.Receipt:
     if agent.rewinder is None:
         return ops.Receipt(False, CHECKPOINTS_OFF)
     if agent.working:
@@ -263,7 +264,7 @@ def _rewind(agent: Agent, op: ops.Rewind) -> ops.Receipt:
     return agent.rewinder(agent.session, op.point, op.what, op.force)
 
 
-def _shell(agent: Agent, command: str) -> ops.Receipt:
+def _shell(agent: OpTarget, command: str) -> ops.Receipt:
     async def ran() -> AsyncGenerator[Event, None]:
         yield await run_human_command(agent.session, agent.toolbox, agent.ctx, command)
 

@@ -74,6 +74,7 @@ class Agent:
         self.work = Work(self.outbox)
         self.rewinder = rewinder
         """Goes back to before a message (None: checkpoints are off)."""
+        self.questions_as_events()
 
     def submit(self, op: ops.Op) -> ops.Receipt:
         """The one way a front end changes the agent (core/agent/ops.py); what it starts says what it does on
@@ -81,8 +82,8 @@ class Agent:
         return handle(self, op)
 
     def questions_as_events(self) -> None:
-        """From now on the human's approver and plan reviewer put their questions on the one queue (work was
-        submitted: the front end reads `events`)."""
+        """From now on the human's approver and plan reviewer put their questions on this agent's one queue (at
+        its making, and again when work is submitted: a toolbox another agent was made with asks this one's)."""
         if isinstance(self.toolbox.approver, HumanApprover):
             self.toolbox.approver.emit = self.outbox.put
         if isinstance(self.toolbox.reviewer, HumanReviewer):

@@ -21,13 +21,13 @@ from typing import Any, Protocol
 from acp import PROTOCOL_VERSION, RequestError
 from acp.helpers import update_available_commands, update_current_mode
 from acp.interfaces import Client
-from acp.schema import (AgentCapabilities, ClientCapabilities, Implementation, InitializeResponse,
+from acp.schema import (AgentCapabilities, ClientCapabilities, Implementation, InitializeResponse, McpCapabilities,
                         ListSessionsResponse, LoadSessionResponse, NewSessionResponse, PromptCapabilities,
                         PromptResponse, SessionCapabilities, SessionListCapabilities, SessionMode, SessionModeState,
                         SetSessionModeResponse, StopReason)
 
 from rhapsody.commands.trust import start_notices
-from rhapsody.config.settings import Settings
+from rhapsody.config.settings import McpServer, Settings
 from rhapsody.core import events as ev
 from rhapsody.core.session import records as rec
 from rhapsody.core.agent import ops
@@ -39,6 +39,7 @@ from rhapsody.core.access.permissions import MODES, mode_named
 from rhapsody.core.toolbox.protocol import PlanReview
 from rhapsody.frontends.acp.files import ClientFiles, offered
 from rhapsody.frontends.acp.listing import listed
+from rhapsody.frontends.acp.servers import client_servers
 from rhapsody.frontends.acp.prompts import available_commands, prompt_text
 from rhapsody.frontends.acp.questions import permission, plan_review
 from rhapsody.frontends.acp.surface import EditorSurface
@@ -58,8 +59,9 @@ class Opened(Protocol):
         """Stop what the agent's tool sources started."""
 
 
-Opener = Callable[[Path, "str | None", HumanApprover], Opened]
-"""Builds the agent for a project (a session id: resume it), asking its questions through the approver."""
+Opener = Callable[[Path, "str | None", HumanApprover, "dict[str, McpServer]"], Opened]
+"""Builds the agent for a project (a session id: resume it), asking its questions through the approver, with
+the MCP servers the client passed beside the user's and the project's."""
 
 
 @dataclass
@@ -121,20 +123,21 @@ class RhapsodyAcp:
         self.capabilities = client_capabilities or ClientCapabilities()
         capabilities = AgentCapabilities(load_session=True, session_capabilities=SessionCapabilities(
                                              list=SessionListCapabilities()),
-                                         prompt_capabilities=PromptCapabilities(image=False, embedded_context=True))
+                                         prompt_capabilities=PromptCapabilities(image=False, embedded_context=True),
+                                         mcp_capabilities=McpCapabilities(http=True, sse=False))
         return InitializeResponse(protocol_version=min(protocol_version, PROTOCOL_VERSION),
                                   agent_capabilities=capabilities,
                                   agent_info=Implementation(name="rhapsody", title="rhapsody", version=__version__))
 
     async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any) -> NewSessionResponse:
         """A new rhapsody session in the project at `cwd`."""
-        live = self._open(cwd, None)
+        live = self._open(cwd, None, mcp_servers)
         return NewSessionResponse(session_id=live.id, modes=self._modes(live))
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
                            **kwargs: Any) -> LoadSessionResponse:
         """Resume a rhapsody session: its history replayed as updates, then the answer."""
-        live = self.sessions.get(session_id) or self._open(cwd, session_id)
+        live = self.sessions.get(session_id) or self._open(cwd, session_id, mcp_servers)
         for update in replayed(live.agent.session.records, live.agent.session.root):
             await self._send(live, update)
         return LoadSessionResponse(modes=self._modes(live))
@@ -227,12 +230,13 @@ class RhapsodyAcp:
 
     # -- sessions ----------------------------------------------------------------------------
 
-    def _open(self, cwd: str, resume: str | None) -> Live:
+    def _open(self, cwd: str, resume: str | None, mcp_servers: list[Any] | None) -> Live:
         root = Path(cwd).expanduser()
         if not root.is_absolute() or not root.is_dir():
             raise RequestError.invalid_params({"cwd": cwd, "reason": "not an absolute path to a directory"})
+        servers, left_out = client_servers(mcp_servers)
         try:
-            opened = self.opener(root.resolve(), resume, HumanApprover())
+            opened = self.opener(root.resolve(), resume, HumanApprover(), servers)
         except HistoryError as exc:  # no such session to load (or its history cannot be read)
             raise RequestError(-32002, "Resource not found", {"sessionId": resume, "details": str(exc)}) from None
         except RhapsodyError as exc:  # a setting, the key, the provider: the one line the CLI would print
@@ -245,7 +249,7 @@ class RhapsodyAcp:
         if self.client is not None and offered(self.capabilities):
             opened.agent.edit_files_with(ClientFiles(self.client, live.id))
         # Sent once the answer is on its way: a client learns of the session from the answer.
-        for notice in [*start_notices(live.agent.session.root, opened.settings.sandbox),
+        for notice in [*start_notices(live.agent.session.root, opened.settings.sandbox), *left_out,
                        *opened.agent.start_sources()]:  # stderr is no one's screen in an editor
             self._soon(live, said(f"! {notice}"))
         self._soon(live, update_available_commands(available_commands(live.agent.session.root)))

@@ -10,8 +10,9 @@ highlighted). On a message:
 | c | Rewind the conversation only. |
 | escape | Close, nothing changed. |
 
-Files changed outside rhapsody since that point are named in a second question (y
-overwrites them, n or escape keeps everything as it is). After a conversation rewind the
+The pick is submitted to the agent as `ops.Rewind`. Files changed outside rhapsody since that
+point make its receipt refuse and name them; they are asked about in a second question (y submits
+the rewind again with `force`, n or escape keeps everything as it is). After a conversation rewind the
 prompt holds the message, to edit and send again.
 """
 

@@ -33,7 +33,7 @@ else:  # loaded on first use, after the first frame
     ops = lazy("rhapsody.core.agent.ops")
 
 
-class Host(Protocol):
+class AppHost(Protocol):
     """What the surface reaches of the app (app.py's RhapsodyApp, which imports this module)."""
 
     @property
@@ -78,7 +78,7 @@ class AppSurface:
     """The controller's effects in the app, and the slash commands that open the app's own screens; it is the
     rewinder's host too (rewind.py), whose effects are the same."""
 
-    def __init__(self, app: Host, controller: Callable[[], Controller | None], welcome: str = "") -> None:
+    def __init__(self, app: AppHost, controller: Callable[[], Controller | None], welcome: str = "") -> None:
         """`controller`: the controller that runs the commands (None until the agent is built); `welcome`: what an
         empty session says besides the welcome's own lines (the demo's)."""
         self.app = app

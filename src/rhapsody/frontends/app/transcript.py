@@ -15,7 +15,7 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Button, Static
 
-from rhapsody.frontends.app.widgets import LIVE_SPLIT, TRIM, WINDOW, Entry, Foldable, Notice
+from rhapsody.frontends.app.widgets import LIVE_SPLIT, TRIM, WINDOW, Entry, Foldable, NoticeLine
 from rhapsody.view.sink import visible
 
 
@@ -92,7 +92,7 @@ class TranscriptView(VerticalScroll):
         widget = self.widgets.get(entry)
         if isinstance(widget, Foldable):
             widget.sync()
-        elif isinstance(widget, Notice):
+        elif isinstance(widget, NoticeLine):
             widget.set_classes(entry.classes)
             widget.refresh(layout=True)
         elif isinstance(widget, Static):

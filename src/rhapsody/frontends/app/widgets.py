@@ -63,11 +63,11 @@ class Entry:
         if self.kind in FOLDABLE:
             return Foldable(self)
         if self.kind in ("notice", "error"):
-            return Notice(self)
+            return NoticeLine(self)
         return Static(Text(self.text), classes=self.classes)
 
 
-class Notice(Static):
+class NoticeLine(Static):
     """A command's output: wrapped lines hang under where their text starts (the /help table stays a table)."""
 
     def __init__(self, entry: Entry) -> None:
@@ -301,4 +301,4 @@ from rhapsody.frontends.app.prompt import PromptInput  # noqa: E402  (the prompt
 
 from rhapsody.frontends.app.status_bar import StatusBar  # noqa: E402  (the bar imports nothing from here)
 
-__all__ = ["Entry", "Foldable", "Notice", "PromptInput", "StatusBar"]
+__all__ = ["Entry", "Foldable", "NoticeLine", "PromptInput", "StatusBar"]
