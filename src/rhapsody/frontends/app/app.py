@@ -5,6 +5,11 @@ through the one renderer (`rhapsody.view.render`) and is applied to the transcri
 arrives. The input never locks: Enter while the agent works sends a hint for the next tool
 boundary, ctrl+n queues a message for the end of the turn.
 
+The app composes the screen, boots the session, runs the worker and routes each event (`show`)
+to the panel that owns what it changes: the transcript's live entries (feed.py), the status
+bar (status_bar.py), the prompt (prompt.py), the question's panel (approval.py), the todo panel;
+they ask the app for what is the app's by typed messages (docs/architecture.md).
+
 | Key | Action |
 | :- | :- |
 | enter | Send (hint while working, new turn while idle) |
@@ -331,14 +336,7 @@ class RhapsodyApp(App[int]):
         """ctrl+c twice on an empty prompt, or /quit."""
         self.exit(0)
 
-    # -- what the controller does through the app: surface.py ------------------------
-
-    def record_held(self) -> None:
-        """Notices said while a reply streamed are recorded after it."""
-        for notice in self.feed.release():
-            self.agent.submit(notice)
-
-    # -- the agent worker ----------------------------------------------------------------
+    # -- the agent worker (what the controller's lines do on the panels is surface.py) ----
 
     def start_turn(self, text: str | None, typed: str | None = None) -> None:
         """Start one turn and read it in the agent worker (`typed`: the words of a custom command's prompt the
@@ -378,6 +376,11 @@ class RhapsodyApp(App[int]):
             self.status_bar.live.stop()
             self.set_state("idle")
             self.refresh_git()
+
+    def record_held(self) -> None:
+        """Notices said while a reply streamed are recorded after it."""
+        for notice in self.feed.release():
+            self.agent.submit(notice)
 
     async def apply(self, event: ev.Event) -> None:
         """Show one loop event.
