@@ -40,11 +40,12 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
-from textual.widgets import Button, Footer, Static
+from textual.widgets import Button, Static
 from textual.widget import Widget
 from textual.worker import Worker
 
 from rhapsody.frontends.app.deferred import lazy, load_all
+from rhapsody.frontends.app.footer import KeyBar
 from rhapsody.frontends.hangup import STATUS as HANGUP_STATUS, Hangup
 from rhapsody.frontends.prompt_aids import InputHistory
 from rhapsody.frontends.app.rewind import Rewinder
@@ -190,7 +191,7 @@ class RhapsodyApp(App[int]):
         yield Static("", id="completions", classes="hidden")
         yield PromptInput(self.initial, id="prompt", soft_wrap=True, show_line_numbers=False)
         yield StatusBar("", id="status")
-        yield Footer()
+        yield KeyBar()
 
     async def on_mount(self) -> None:
         loop = asyncio.get_running_loop()
