@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -598,21 +599,23 @@ STREAMED = "Streaming a reply slowly.\n"
 
 @pytest.mark.parametrize("turns,order", [
     # long enough that the live reply moves on to a second widget mid-stream
-    ([{"content": [{"type": "text", "text": STREAMED * 120}], "delay": 0.05}], ["user", "assistant", "user", "notice"]),
+    ([{"content": [{"type": "text", "text": STREAMED * 120}]}], ["user", "assistant", "user", "notice"]),
     # the reply ends in a call: history has the call's line with the reply, the notice after both
-    ([{**call(STREAMED * 40, "bash", command="echo hi"), "delay": 0.05}, say("done")],
+    ([call(STREAMED * 40, "bash", command="echo hi"), say("done")],
      ["user", "assistant", "tool", "user", "notice", "assistant"]),  # "user": the command's echo
 ])
 async def test_a_notice_said_while_a_reply_streams_shows_where_the_rebuild_shows_it(
         stub: Stub, project: Path, turns: list[dict[str, Any]], order: list[str]) -> None:
-    stub.script(*turns)
+    go = threading.Event()
+    stub.script({**turns[0], "hold": (3, go)}, *turns[1:])  # the stream waits after its first text delta
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("talk")
         await until(lambda: app.transcript.live is not None, pause=pilot.pause)
-        await app.command("/stats")  # the Enter handler's own call; a pilot key press waits out the busy stream
+        await app.command("/stats")  # the Enter handler's own call, as Enter makes it while the reply streams
         await pilot.pause()
         during, chunks = on_screen(app), len(app.transcript.live_chunks)
+        go.set()
         await idle(pilot)
         live = on_screen(app)
         await app.reload()
