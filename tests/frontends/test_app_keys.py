@@ -598,16 +598,19 @@ STREAMED = "Streaming a reply slowly.\n"
 
 
 @pytest.mark.parametrize("turns,order", [
-    # long enough that the live reply moves on to a second widget mid-stream
-    ([{"content": [{"type": "text", "text": STREAMED * 120}]}], ["user", "assistant", "user", "notice"]),
-    # the reply ends in a call: history has the call's line with the reply, the notice after both
-    ([call(STREAMED * 40, "bash", command="echo hi"), say("done")],
+    # long enough that the live reply moves on to a second widget mid-stream; the stream waits after its
+    # first text delta until the notice is on screen (a "delay" between events would wait 78 times)
+    ([{"content": [{"type": "text", "text": STREAMED * 120}], "hold": 3}], ["user", "assistant", "user", "notice"]),
+    # the reply ends in a call: history has the call's line with the reply, the notice after both. It streams
+    # at the pace of a reply the app keeps up with: the notice is recorded when the app has shown the reply's end
+    ([{**call(STREAMED * 40, "bash", command="echo hi"), "delay": 0.05}, say("done")],
      ["user", "assistant", "tool", "user", "notice", "assistant"]),  # "user": the command's echo
 ])
 async def test_a_notice_said_while_a_reply_streams_shows_where_the_rebuild_shows_it(
         stub: Stub, project: Path, turns: list[dict[str, Any]], order: list[str]) -> None:
     go = threading.Event()
-    stub.script({**turns[0], "hold": (3, go)}, *turns[1:])  # the stream waits after its first text delta
+    held = [{**t, "hold": (t["hold"], go)} if "hold" in t else t for t in turns]
+    stub.script(*held)
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("talk")
