@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import io
 import os
 import shutil
 import signal
-import ssl
 import subprocess
 import sys
 import tempfile
@@ -68,13 +66,6 @@ def make_project(root: Path) -> Path:
     return root
 
 
-@functools.cache
-def _tls() -> ssl.SSLContext:
-    """The TLS settings every test's SDK client shares: the SDK's own default client reads the whole CA bundle
-    again for each client it builds (25 ms), for a loopback server it only ever reaches over plain HTTP."""
-    return ssl.create_default_context()
-
-
 class Stub:
     """A running loopback server plus helpers to wire agents against it."""
 
@@ -89,8 +80,7 @@ class Stub:
         self.responder = ScriptedResponder(list(turns))
 
     def model(self, retries: int = 3) -> AnthropicModel:
-        client = anthropic.AsyncAnthropic(base_url=self.server.url, api_key="sk-test-key", max_retries=0, timeout=5.0,
-                                          http_client=anthropic.DefaultAsyncHttpxClient(verify=_tls()))
+        client = anthropic.AsyncAnthropic(base_url=self.server.url, api_key="sk-test-key", max_retries=0, timeout=5.0)
         return AnthropicModel(client, retries=retries, base_delay=0.0)
 
     def wire(self, root: Path, retries: int = 3, approver: Approver | None = None, **settings: Any) -> Wiring:
