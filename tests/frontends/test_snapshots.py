@@ -33,7 +33,7 @@ from rhapsody.frontends.app.widgets import Foldable, PromptInput
 from rhapsody.wiring import policy
 from rhapsody.core.session import records as rec
 
-from tests.conftest import GATE, SANDBOX, Stub, no_grace, until
+from tests.conftest import GATE, SANDBOX, Stub, no_grace, type_text, until
 from tests.frontends.test_app_keys import asking, panel
 from tests.core.session.test_handoff_e2e import handoff_turn
 
@@ -148,7 +148,7 @@ def test_a_denial_being_typed(snap_compare: Any, stub: Stub, root: Path, size: t
         app.start_turn("how big?")
         await until(lambda: asking(app), pause=pilot.pause)
         panel(app).query_one("#reason").cursor_blink = False
-        await pilot.press(*"use stat instead please")
+        await type_text(pilot, "use stat instead please")
         await settle(pilot)
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)
@@ -188,7 +188,8 @@ def test_the_full_output_view(snap_compare: Any, stub: Stub, root: Path, size: t
         await until(lambda: pilot.app.screen.query("#search"), pause=pilot.pause)
         pilot.app.screen.query_one("#fulltext").cursor_blink = False
         pilot.app.screen.query_one("#search").cursor_blink = False
-        await pilot.press(*"row 250", "enter")
+        await type_text(pilot, "row 250")
+        await pilot.press("enter")
         await settle(pilot)
 
     assert snap_compare(long_output_app(stub, root), terminal_size=size, run_before=run_before)

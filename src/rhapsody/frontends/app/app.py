@@ -44,11 +44,12 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
-from textual.widgets import Button, Footer
+from textual.widgets import Button
 from textual.worker import Worker
 
 from rhapsody.frontends.app.deferred import lazy, load_all
 from rhapsody.frontends.app.feed import Feed
+from rhapsody.frontends.app.footer import KeyBar
 from rhapsody.frontends.app.notify import Signals
 from rhapsody.frontends.app.palette import Palette
 from rhapsody.frontends.app.prompt import Completions, PromptInput
@@ -159,7 +160,7 @@ class RhapsodyApp(App[int]):
         yield Completions("", id="completions", classes="hidden")
         yield PromptInput(self.initial, id="prompt", soft_wrap=True, show_line_numbers=False)
         yield StatusBar("", id="status", root=self.root)
-        yield Footer()
+        yield KeyBar()
 
     async def on_mount(self) -> None:
         loop = asyncio.get_running_loop()
