@@ -4,13 +4,11 @@ interrupted plan is dropped; where no one reviews plans (the Python API, headles
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from pathlib import Path
 
 from rhapsody.core.agent import ops
 from rhapsody.core.agent.loop import Agent
-from rhapsody.core.events import Event, Idle, Interrupted, PlanReviewAsked
+from rhapsody.core.events import Event, Interrupted, PlanReviewAsked
 from rhapsody.core.session.history import read_history
 from rhapsody.core.toolbox.approval import HumanApprover
 from rhapsody.loopback.script import say
@@ -19,20 +17,9 @@ from rhapsody.config.settings import Settings
 from rhapsody.wiring import build
 
 from tests.conftest import MODEL, SANDBOX, Stub, no_grace
+from tests.core.agent.test_ops import until_idle
 from tests.core.agent.test_plan_mode import EDITED, PLAN, REASON, proposal
 from tests.core.session.test_handoff_e2e import texts_of
-
-
-async def until_idle(agent: Agent, on: Callable[[Event], None]) -> list[Event]:
-    """Read the agent's one queue until its work is over, calling `on` with each event."""
-    seen: list[Event] = []
-    async with asyncio.timeout(30):
-        async for event in agent.events():
-            seen.append(event)
-            on(event)
-            if isinstance(event, Idle):
-                return seen
-    raise AssertionError("the queue ended")
 
 
 def planning(stub: Stub, project: Path) -> Agent:
