@@ -11,6 +11,7 @@ Imports: stdlib and pydantic only.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from functools import cached_property
 from typing import Annotated, Any, Literal, Union
@@ -172,6 +173,11 @@ class Message(BaseModel):
         """(bytes, characters) of the compact JSON of the API form, computed once."""
         text = compact_json(self.api)
         return len(text.encode("utf-8", "surrogatepass")), len(text)
+
+    @cached_property
+    def api_digest(self) -> str:
+        """SHA-256 of the compact JSON of the API form, computed once (the what-if's cache model keys on it)."""
+        return hashlib.sha256(compact_json(self.api).encode("utf-8", "surrogatepass")).hexdigest()
 
     def tool_uses(self) -> list[ToolUseBlock]:
         """The tool calls in this message, in order."""
