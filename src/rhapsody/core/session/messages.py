@@ -171,13 +171,18 @@ class Message(BaseModel):
     @cached_property
     def api_size(self) -> tuple[int, int]:
         """(bytes, characters) of the compact JSON of the API form, computed once."""
-        text = compact_json(self.api)
-        return len(text.encode("utf-8", "surrogatepass")), len(text)
+        return self._api_measures[:2]
 
     @cached_property
     def api_digest(self) -> str:
         """SHA-256 of the compact JSON of the API form, computed once (the what-if's cache model keys on it)."""
-        return hashlib.sha256(compact_json(self.api).encode("utf-8", "surrogatepass")).hexdigest()
+        return self._api_measures[2]
+
+    @cached_property
+    def _api_measures(self) -> tuple[int, int, str]:
+        text = compact_json(self.api)
+        data = text.encode("utf-8", "surrogatepass")
+        return len(data), len(text), hashlib.sha256(data).hexdigest()
 
     def tool_uses(self) -> list[ToolUseBlock]:
         """The tool calls in this message, in order."""
