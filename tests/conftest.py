@@ -7,6 +7,7 @@ import io
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -66,6 +67,11 @@ def make_project(root: Path) -> Path:
     return root
 
 
+TLS = ssl.create_default_context()
+"""The TLS context of every test's client: the loopback speaks plain HTTP, so no test uses it, and a context per
+client (the CA bundle loaded each time) cost ~20 ms of CPU a client, several hundred clients a run."""
+
+
 class Stub:
     """A running loopback server plus helpers to wire agents against it."""
 
@@ -80,7 +86,8 @@ class Stub:
         self.responder = ScriptedResponder(list(turns))
 
     def model(self, retries: int = 3) -> AnthropicModel:
-        client = anthropic.AsyncAnthropic(base_url=self.server.url, api_key="sk-test-key", max_retries=0, timeout=5.0)
+        client = anthropic.AsyncAnthropic(base_url=self.server.url, api_key="sk-test-key", max_retries=0, timeout=5.0,
+                                          http_client=anthropic.DefaultAsyncHttpxClient(verify=TLS))
         return AnthropicModel(client, retries=retries, base_delay=0.0)
 
     def wire(self, root: Path, retries: int = 3, approver: Approver | None = None, **settings: Any) -> Wiring:
