@@ -200,3 +200,19 @@ def _env() -> dict[str, str]:
     import os
 
     return dict(os.environ)
+
+
+async def test_rewind_from_a_script_is_the_op_with_its_refusal_typed(wired: Stub, project: Path) -> None:
+    wired.script(call("I will write notes.txt with one line, expecting it to be created.", "write_file",
+                      path="notes.txt", content="one\n"), say("Written."))
+    async with open_agent(project, permission_mode="yolo") as agent:
+        await collect(agent.send("write the notes"))
+        assert [line.split()[:4] for line in agent.rewind_points()] == [["1", "write", "the", "notes"]]
+        (project / "notes.txt").write_text("mine\n")
+        refused = agent.rewind(1, "files")
+        assert not refused.ok and refused.outside == ("notes.txt",)
+        assert (project / "notes.txt").read_text() == "mine\n"
+        done = agent.rewind(1, force=True)
+        assert done.ok and done.prompt == "write the notes" and not (project / "notes.txt").exists()
+        kinds = [json.loads(line)["kind"] for line in agent.history_path.read_text().splitlines()]
+    assert kinds.count("rewind") == 1 and kinds.count("restore") == 2

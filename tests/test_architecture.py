@@ -117,6 +117,34 @@ def test_no_front_end_changes_the_agent_but_through_submit() -> None:
     assert reach_ins(SRC / "commands" / "slash.py")  # the scan finds what it looks for (commands may reach in)
 
 
+SHARED_CLASS_NAMES: dict[str, str] = {
+    "Agent": "rhapsody.Agent (api.py) is the Python API's documented public name (docs/python-api.md); it wraps "
+             "the loop's Agent (core/agent/loop.py), which 12 modules of src/ and 7 test files import by that name",
+}
+"""Class names two modules under src/rhapsody may both define, each with why; every other name is one class."""
+
+
+def class_names() -> dict[str, list[str]]:
+    """Each module-level class name under src/rhapsody → the modules that define it."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        if "demo_project" in path.parts:
+            continue
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef):
+                found.setdefault(node.name, []).append(str(path.relative_to(SRC)))
+    return found
+
+
+def test_each_class_name_is_one_class() -> None:
+    """One name, one class: a reader never has to ask which `Turn` or `Notice` a line means."""
+    names = class_names()
+    assert len(names) > 300 and "RewindPoint" in names  # the scan saw the source
+    shared = {name: where for name, where in names.items() if len(where) > 1}
+    assert {name: where for name, where in shared.items() if name not in SHARED_CLASS_NAMES} == {}
+    assert sorted(set(SHARED_CLASS_NAMES) - set(shared)) == []  # a name no longer shared leaves the list
+
+
 KNOWN_CIRCLES: dict[frozenset[str], str] = {}
 """Circles still open, each with what ends it: a new circle fails, and so does one that is gone but still listed."""
 

@@ -32,7 +32,8 @@ from rhapsody.core.event_json import as_json
 from rhapsody.core.events import ApprovalAsked, Event
 from rhapsody.wiring import Wiring
 
-__all__ = ["Agent", "Answer", "ApprovalAsked", "Event", "Figures", "OnApproval", "as_json", "events", "run"]
+__all__ = ["Agent", "Answer", "ApprovalAsked", "Event", "Figures", "OnApproval", "RewindResult", "as_json", "events",
+           "run"]
 
 events = ev
 """The event classes (`rhapsody.api.events.ToolFinished`, …); each has a fixed `json_name`."""
@@ -60,6 +61,17 @@ class Answer:
     def deny(cls, reason: str = "") -> Answer:
         """Refuse the call; `reason` reaches the agent verbatim."""
         return cls("deny", reason)
+
+
+@dataclass(frozen=True)
+class RewindResult:
+    """What `Agent.rewind` did: whether it went back, the line to show, the rewound message (to send again), and
+    when it refused to overwrite them, the files changed outside rhapsody (`force=True` overwrites them)."""
+
+    ok: bool
+    text: str
+    prompt: str = ""
+    outside: tuple[str, ...] = ()
 
 
 OnApproval = Callable[[ApprovalAsked], "Answer | Awaitable[Answer]"]
@@ -123,7 +135,9 @@ class Agent:
 
             model_id = default_model()
         approver = HumanApprover(grace=_no_grace) if on_approval is not None else None
-        wiring = build(root, settings, make_model(settings), model_id, resume=resume, approver=approver)
+        # No plan review here: exit_plan says no human can approve, as headless (docs/python-api.md).
+        wiring = build(root, settings, make_model(settings), model_id, resume=resume, approver=approver,
+                       reviews_plans=False)
         return cls(wiring, on_approval)
 
     @property
@@ -153,6 +167,21 @@ class Agent:
         """Ask for the micro-handoff. Idle: it runs as a turn whose events this iterates. During a turn (from
         inside `send`'s loop) it happens at the next tool boundary and this iterates nothing."""
         return self._until_idle(ops.RequestHandoff())
+
+    def rewind_points(self) -> list[str]:
+        """The points `rewind` goes back to, one line each as `/rewind` lists them (point N is the N-th); empty
+        when checkpoints are off."""
+        from rhapsody.rewind.rewinder import CheckpointRewinder
+
+        rewinder = self._loop.rewinder
+        return [p.line() for p in rewinder.points(self._loop.session)] if isinstance(rewinder, CheckpointRewinder) else []
+
+    def rewind(self, point: int, what: Literal["files", "conversation", "both"] = "both", *,
+               force: bool = False) -> RewindResult:
+        """Go back to before message `point` (from 1, as `rewind_points` lists them): files, conversation or both;
+        files changed outside rhapsody since then are overwritten only with `force` (refused, they are named)."""
+        done = self._loop.submit(ops.Rewind(point=point, what=what, force=force))
+        return RewindResult(done.ok, done.text, done.refill, done.outside)
 
     def interrupt(self) -> bool:
         """Stop the running turn as Esc does; False when none runs."""

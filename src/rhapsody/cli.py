@@ -295,7 +295,7 @@ def _acp(args: list[str]) -> int:
     ns = p.parse_args(args)
     flags = {"provider": ns.provider, "model": ns.model, "permission_mode": ns.permission_mode}
 
-    def opener(root: Path, resume: str | None, approver: Any) -> Any:
+    def opener(root: Path, resume: str | None, approver: Any, servers: Any) -> Any:
         from rhapsody.config.settings import load_settings
         from rhapsody.providers.pick import make_model
         from rhapsody.wiring import build
@@ -307,7 +307,8 @@ def _acp(args: list[str]) -> int:
             from rhapsody.providers.lazy import default_model
 
             model_id = default_model()
-        wiring = build(root, settings, make_model(settings), model_id, resume=resume, approver=approver)
+        wiring = build(root, settings, make_model(settings), model_id, resume=resume, approver=approver,
+                       client_mcp=servers)
         _notices(root, settings)
         return wiring
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rhapsody.config.settings import Settings
+from rhapsody.config.settings import McpServer, Settings
 from rhapsody.core.session.context import RequestSpec
 from rhapsody.core.access.credentials import absolute
 from rhapsody.core.errors import RhapsodyError
@@ -27,6 +27,7 @@ from rhapsody.core.session.session import Session
 from rhapsody.core.agent.delegation import Budget, Delegation
 from rhapsody.core.toolbox.approval import Approver
 from rhapsody.core.toolbox.orchestrator import Toolbox
+from rhapsody.core.toolbox.plan_review import HumanReviewer
 from rhapsody.prompts import load, render
 from rhapsody.tools import default_toolbox
 from rhapsody.core.session import records as rec
@@ -139,11 +140,12 @@ class Wiring:
         await self.agent.toolbox.close_sources()
 
 
-def add_mcp(toolbox: Toolbox, root: Path) -> None:
-    """Give the toolbox the MCP servers this project may start (none configured: nothing is imported)."""
-    from rhapsody.mcp.config import plan
+def add_mcp(toolbox: Toolbox, root: Path, client: dict[str, McpServer] | None = None) -> None:
+    """Give the toolbox the MCP servers this project may start (none configured: nothing is imported); `client`:
+    the servers an editor passed for this session (frontends/acp/servers.py), started as the user's own are."""
+    from rhapsody.mcp.config import plan, with_servers
 
-    servers = plan(root)
+    servers = with_servers(plan(root), client or {})
     if servers.empty:
         return
     from rhapsody.mcp.tools import McpTools
@@ -223,22 +225,32 @@ def _warm_up(found: Shadow) -> None:
 
 
 def build(root: Path, settings: Settings, model: Model, model_id: str | None,
-          resume: str | None = None, continue_last: bool = False, approver: Approver | None = None) -> Wiring:
-    """Wire an agent for `root`; with an approver (a human can answer) an unset permission mode is `ask`."""
+          resume: str | None = None, continue_last: bool = False, approver: Approver | None = None,
+          client_mcp: dict[str, McpServer] | None = None, reviews_plans: bool = True) -> Wiring:
+    """Wire an agent for `root`; with an approver (a human can answer) an unset permission mode is `ask`, and
+    `exit_plan`'s plan goes to the human as a `PlanReviewAsked` event unless `reviews_plans` is False (a caller
+    with no one to read a plan: exit_plan then says no human can approve, as headless); `client_mcp`: MCP
+    servers an editor passed for the session."""
     from rhapsody.memory import DialogRecorder
 
     mode = permission_mode(settings, approver is not None)
     toolbox = default_toolbox(mode, settings.allow, settings.deny, approver, settings.sandbox, settings.sandbox_network)
     toolbox.protected = absolute(root, settings.protected_paths)
-    add_mcp(toolbox, root)
+    if approver is not None and reviews_plans:
+        toolbox.reviewer = HumanReviewer()
+    add_mcp(toolbox, root, client_mcp)
     add_hooks(toolbox, root, settings)
     session = open_session(root, settings, model_id, toolbox, resume, continue_last)
+    rewinder = None
     if settings.checkpoints:
         toolbox.checkpointer = start_checkpoints(session, settings)
+        from rhapsody.rewind.rewinder import CheckpointRewinder
+
+        rewinder = CheckpointRewinder(toolbox.checkpointer)
     # read-only writes nothing into the project: no dialog log (rhapsody's own .rhapsody/ state aside).
     observers = [] if writes_nothing(mode) else [DialogRecorder(settings.memory.path, settings.memory.commit)]
     loop_policy = policy(settings, root)
-    return Wiring(Agent(session, model, toolbox, loop_policy, observers=observers,
+    return Wiring(Agent(session, model, toolbox, loop_policy, observers=observers, rewinder=rewinder,
                         delegation=delegation(model, loop_policy, toolbox, settings)), settings)
 
 

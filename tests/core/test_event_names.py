@@ -39,6 +39,7 @@ PUBLIC = {
     "TodoUpdated": "todo_list",
     "Failed": "failed",
     "ApprovalAsked": "approval_asked",
+    "PlanReviewAsked": "plan_review_asked",
     "ShellRan": "shell_ran",
     "Idle": "idle",
     "SubagentStarted": "subagent_started",

@@ -299,3 +299,20 @@ async def test_a_plan_is_asked_as_a_permission_and_its_approval_switches_the_ses
     assert "write the test first" in json.dumps(stub.bodies()[1]["messages"][-1])
     assert [u.current_mode_id for u in editor.updates if u.session_update == "current_mode_update"] == ["auto-edit"]
     assert [r["mode"] for r in _records(project) if r["kind"] == "permission_mode"][-1] == "auto-edit"
+
+
+async def test_slash_rewind_over_acp_is_the_op_and_refuses_to_overwrite_outside_changes_unforced(
+        stub: Stub, project: Path) -> None:
+    stub.script(call("I will write notes.txt with one line, expecting it to be created.", "write_file",
+                     path="notes.txt", content="one\n"), say("Written."))
+    async with rhapsody_acp(stub, project, "--permission-mode", "auto-edit") as (conn, editor, _):
+        sid = (await conn.new_session(cwd=str(project))).session_id
+        await conn.prompt(session_id=sid, prompt=[text_block("write the notes")])
+        assert (project / "notes.txt").read_text() == "one\n"
+        (project / "notes.txt").write_text("mine\n")  # the person's own edit in the editor, after the turn
+        await conn.prompt(session_id=sid, prompt=[text_block("/rewind 1 files")])
+        await until(lambda: "/rewind 1 files force overwrites them" in editor.text(), within=30)
+        assert "notes.txt" in editor.text() and (project / "notes.txt").read_text() == "mine\n"
+        await conn.prompt(session_id=sid, prompt=[text_block("/rewind 1 files force")])
+        await until(lambda: "files restored" in editor.text(), within=30)
+    assert not (project / "notes.txt").exists()

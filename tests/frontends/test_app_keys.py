@@ -761,13 +761,13 @@ async def test_recall_indents_every_later_line_of_a_snippet_under_its_label(stub
 
 
 async def test_help_wrapped_at_80_columns_keeps_its_hanging_indent(stub: Stub, project: Path) -> None:
-    from rhapsody.frontends.app.widgets import Notice
+    from rhapsody.frontends.app.widgets import NoticeLine
 
     app = plain_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
         await send(pilot, "/help")
         await pilot.pause()
-        notice = [w for w in app.transcript.query(Notice) if "/model" in w.entry.text][-1]
+        notice = [w for w in app.transcript.query(NoticeLine) if "/model" in w.entry.text][-1]
         width = notice.content_size.width
         shown = [notice.render_line(y).text.rstrip() for y in range(notice.size.height)]
         assert 60 < width < 80 and all(len(line) <= width for line in shown)

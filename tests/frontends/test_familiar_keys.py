@@ -246,13 +246,13 @@ def test_a_notification_never_carries_control_characters() -> None:
 
 
 async def test_help_taller_than_the_screen_opens_at_its_first_line_and_scrolls(stub: Stub, project: Path) -> None:
-    from rhapsody.frontends.app.widgets import Notice
+    from rhapsody.frontends.app.widgets import NoticeLine
 
     app = plain_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
         await send(pilot, "/help")
-        await until(lambda: [w for w in app.transcript.query(Notice) if "/model" in w.entry.text], pause=pilot.pause)
-        notice = [w for w in app.transcript.query(Notice) if "/model" in w.entry.text][-1]
+        await until(lambda: [w for w in app.transcript.query(NoticeLine) if "/model" in w.entry.text], pause=pilot.pause)
+        notice = [w for w in app.transcript.query(NoticeLine) if "/model" in w.entry.text][-1]
         view = app.transcript.region
         await until(lambda: view.y <= notice.region.y < view.y + 2, pause=pilot.pause)  # its first line is in view, at the top
         assert notice.region.height > view.height  # taller than the transcript at 80x24

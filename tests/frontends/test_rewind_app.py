@@ -109,3 +109,26 @@ async def test_plain_mode_lists_and_rewinds_and_puts_the_message_back_in_the_pro
         pipe.send_text("/quit\r")
         await asyncio.wait_for(task, 10)
     assert stub.bodies()[-1]["messages"][0]["content"][0]["text"] == "make the files"
+
+
+async def test_the_picker_ends_in_the_rewind_op_and_an_overwrite_is_the_op_forced(stub: Stub, project: Path) -> None:
+    seed(project)
+    before = tree(project)
+    stub.script(*first_turn(), *second_turn())
+    wiring = stub.wire(project)
+    app = RhapsodyApp(wiring.agent, wiring.settings)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await two_app_turns(pilot, app)
+        wiring.agent.toolbox.checkpointer = None  # the app reaches the checkpoints only through the agent's rewinder
+        (project / "app.py").write_text("mine\n")
+        await type_and_send(pilot, "/rewind")
+        await until(lambda: isinstance(app.screen, RewindScreen), pause=pilot.pause)
+        await pilot.press("up", "b")
+        await until(lambda: isinstance(app.screen, OverwriteScreen), pause=pilot.pause)
+        assert app.screen.paths == ("app.py",) and (project / "app.py").read_text() == "mine\n"
+        await pilot.press("y")
+        await until(lambda: app.query_one(PromptInput).text == "make the files", pause=pilot.pause)
+        assert tree(project) == before and wiring.session.messages() == []
+    records = read_history(wiring.session.path).records
+    assert [r["kind"] for r in records].count("rewind") == 1
+    assert [r["state"] for r in records if r["kind"] == "restore"] == ["started", "done"]

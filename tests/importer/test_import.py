@@ -262,13 +262,13 @@ def test_every_shape_resumes_with_a_request_the_api_accepts(stub: Stub, project:
 
 def test_imported_thinking_would_be_refused_so_it_leaves_the_view(project: Path) -> None:
     from rhapsody.core.session.context import build_request, spec_from_record
-    from rhapsody.loopback.validate import Invalid
+    from rhapsody.loopback.validate import InvalidRequest
 
     records = imported(project, CLAUDE)
     spec = spec_from_record(parse(records[0]))
     uncut = Conversation.from_records([r for r in records if r["kind"] not in ("thinking_cut", "compaction")])
     messages = uncut.active() + [Message(role="user", content=[{"type": "text", "text": "go on"}])]
-    with pytest.raises(Invalid, match="signature"):  # its signature binds it to Claude Code's own prompt and tools
+    with pytest.raises(InvalidRequest, match="signature"):  # its signature binds it to Claude Code's own prompt and tools
         validate(build_request(spec, messages))
     cut = Conversation.from_records([r for r in records if r["kind"] != "compaction"])
     validate(build_request(spec, cut.active() + messages[-1:]))

@@ -76,7 +76,7 @@ async def test_each_body_is_the_sdks_bytes_across_seams_and_rewinds(stub: Stub, 
     session.append_message("assistant", [TextBlock(text="The tests pass.")])
     session.append_message("user", [TextBlock(text="now the docs")])
     await same_as_sdk(stub, wiring)
-    session.append(rec.Rewind(to=len(session.conversation.messages) - 2))  # back before the last two
+    session.append(rec.ConversationRewind(to=len(session.conversation.messages) - 2))  # back before the last two
     await same_as_sdk(stub, wiring)
     assert session.messages()[-1].texts() != ["now the docs"]
 

@@ -13,6 +13,7 @@ from rhapsody.core.session.checkpoints import points
 from rhapsody.core.session.history import read_history
 from rhapsody.core.session.session import Session
 from rhapsody.loopback.script import call, say
+from rhapsody.rewind.rewinder import CheckpointRewinder
 from rhapsody.rewind.rewind import clean, rewind, turns
 from rhapsody.rewind.shadow import Shadow
 from rhapsody.wiring import Wiring, shadow
@@ -234,7 +235,7 @@ async def test_a_planted_shadow_config_is_refused_and_old_checkpoints_are_cleane
     config.write_text(config.read_text() + "[core]\n\tfsmonitor = touch pwned\n")
     fresh = Shadow(project)
     assert not fresh.has(first) and not (project / "pwned").exists()
-    wiring.agent.toolbox.checkpointer = fresh
+    wiring.agent.toolbox.checkpointer, wiring.agent.rewinder = fresh, CheckpointRewinder(fresh)
     said = run_command(wiring.agent, "/rewind")
     assert said.error and "is not the one rhapsody writes" in said.text and not (project / "pwned").exists()
 

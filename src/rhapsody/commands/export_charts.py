@@ -17,7 +17,7 @@ from html import escape
 from typing import Any
 
 from rhapsody.core.session import records as rec
-from rhapsody.core.session.session_figures import Figures
+from rhapsody.core.session.session_figures import SessionFigures
 
 WIDTH, HEIGHT = 880, 260
 LEFT, RIGHT, TOP, BOTTOM = 72, 16, 28, 36
@@ -36,7 +36,7 @@ class Series:
 
 def series(records: Sequence[rec.Record]) -> Series:
     """The context after each request (the figure the status bar showed), and the seams' places."""
-    figures, seen, out = Figures(), [], Series()
+    figures, seen, out = SessionFigures(), [], Series()
     answered, pending = 0, False
     undone = {r.seam for r in rec.of(records, rec.Unseam)}
     for record in records:

@@ -22,7 +22,7 @@ from rhapsody.core.session.history import STATE_DIR, history_dir, new_session_id
 from rhapsody.importer import to_history as build, claude_code, codex
 from rhapsody.core.window import history_window
 from rhapsody.importer.to_history import INTERRUPTED
-from rhapsody.importer.transcript import Source, Turn, read_lines
+from rhapsody.importer.transcript import Source, ImportedTurn, read_lines
 from rhapsody.sandbox.bwrap import secret_values
 
 
@@ -41,7 +41,7 @@ def main(root: Path, paths: list[Path]) -> int:
         if done:
             print(f"{source.path}: already imported as {done}")
             continue
-        if not any(isinstance(i, Turn) for i in source.items):
+        if not any(isinstance(i, ImportedTurn) for i in source.items):
             print(f"{source.path}: no conversation in it; nothing imported")
             continue
         session_id = new_session_id()

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rhapsody.core.agent import ops
+
 
 @dataclass(frozen=True)
 class Outcome:
     """What a command produced: text to show, and what the front end should do next."""
 
     text: str = ""
-    run_turn: bool = False
+    op: ops.Op | None = None
+    """An operation for the front end to submit (`/handoff`, `/unhandoff`): the controller submits it, shows its
+    receipt, and reads the work it starts."""
     quit: bool = False
     reload: bool = False
     """The transcript changed under the front end (a seam undone, a new session)."""

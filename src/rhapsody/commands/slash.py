@@ -8,13 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rhapsody.commands.outcome import Outcome as Outcome  # where commands like /rewind build it too
-from rhapsody.core.session.handoff import undo_seam
 from rhapsody.core.agent.loop import Agent
-from rhapsody.core.agent.ops import SetMode
+from rhapsody.core.agent.ops import RequestHandoff, SetMode, UndoHandoff
 from rhapsody.core.access.permissions import MODES, Mode, mode_named, writes_nothing
-from rhapsody.core.session.records import Unseam
 from rhapsody.core.session.session import Session
-from rhapsody.view.render import undo_text
 
 COMMANDS: dict[str, str] = {}
 """Each command's help, in the order /help lists them: what the palette, /help and completion read (filled by
@@ -161,19 +158,7 @@ def _handoff(agent: Agent, arg: str = "") -> Outcome:
         worth = of_session(agent.session)
         if not worth.pays:
             return Outcome(f"a seam would not pay now: {worth.text()}", confirm="hand off anyway?", then=ANYWAY)
-    agent.request_handoff()
-    if agent.busy:
-        return Outcome("micro-handoff requested: at the next tool boundary, or right after this turn ends")
-    return Outcome("micro-handoff requested", run_turn=True)
-
-
-def _unhandoff(agent: Agent) -> Outcome:
-    if agent.busy:
-        return Outcome("wait for the turn to end before undoing a seam", error=True)
-    record = undo_seam(agent.session)
-    if record is None:
-        return Outcome("no seam to undo", error=True)
-    return Outcome(undo_text(Unseam.model_validate(record)), reload=True, in_history=True)
+    return Outcome(op=RequestHandoff())
 
 
 def _export(agent: Agent, arg: str) -> Outcome:
@@ -307,7 +292,7 @@ def _cmd_handoff(agent: Agent, arg: str, keys: tuple[tuple[str, str], ...] | Non
 
 @command("/unhandoff", "put the last seam's stripped blocks back")
 def _cmd_unhandoff(agent: Agent, arg: str, keys: tuple[tuple[str, str], ...] | None) -> Outcome:
-    return _unhandoff(agent)
+    return Outcome(op=UndoHandoff())
 
 
 @command("/stats", "every seam of this session, before → after, and what the seams saved")

@@ -16,7 +16,7 @@ from rhapsody.core.accounting.billing import head_of, seam_savings, served_by
 from rhapsody.core.errors import InputError
 from rhapsody.core.session.history import named_session, read_session
 from rhapsody.core.pricing import price_of, priced
-from rhapsody.core.session.session_figures import Figures, figures as fold_figures, usage_input
+from rhapsody.core.session.session_figures import SessionFigures, figures as fold_figures, usage_input
 from rhapsody.core.window import Window, history_window
 from rhapsody.core.accounting.subagent_figures import spent, spent_line
 from rhapsody.core.json_types import JsonObject
@@ -197,7 +197,7 @@ def _print_seams(console: Any, path: Path, rows: list[tuple[rec.Seam, SeamRow]])
 
 
 def stats_lines(records: Sequence[rec.Record], figures_billed: JsonObject | None = None,
-                folded: Figures | None = None) -> list[str]:
+                folded: SessionFigures | None = None) -> list[str]:
     """Seams and counters of a session as plain lines (/stats, and the head of an export);
     `figures_billed`: `billing(records)` when the caller has it already; `folded`: the session's own figures."""
     from rhapsody.view.render import seam_line

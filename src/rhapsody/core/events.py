@@ -344,6 +344,16 @@ class ApprovalAsked:
 
 
 @dataclass(frozen=True)
+class PlanReviewAsked:
+    """A plan `exit_plan` proposes, for the human to approve (as edited, then a mode) or reject with their words;
+    a `PlanAnswer` op with the same id answers it. Dropped with its turn, as a permission question is."""
+
+    json_name: ClassVar[str] = "plan_review_asked"
+    id: str
+    plan: str
+
+
+@dataclass(frozen=True)
 class ShellRan:
     """The human's own `!command` ran in the agent's sandbox; its output is queued as their words."""
 
@@ -393,6 +403,7 @@ Event = (
     | SubagentEnded
     | Failed
     | ApprovalAsked
+    | PlanReviewAsked
     | ShellRan
     | Idle
 )

@@ -16,7 +16,10 @@ from rhapsody.commands.slash import Outcome, is_command, run_command
 from rhapsody.core.agent import ops
 from rhapsody.core.agent.loop import Agent
 from rhapsody.core.toolbox.approval import Approval, approval_for
+from rhapsody.core.toolbox.protocol import PlanReview
+from rhapsody.core.session import records as rec
 from rhapsody.frontends.shell_mode import shell_command
+from rhapsody.view.render import undo_text
 
 NoteKind = Literal["notice", "error", "command"]
 
@@ -106,8 +109,8 @@ class Controller:
             await self.surface.note(outcome.text, "error" if outcome.error else "notice")
         if outcome.refill:
             self.surface.refill(outcome.refill)
-        if outcome.run_turn and not self.agent.working:  # a running turn asks at its end (core/agent/turn_end.py)
-            await self.turn(None)
+        if outcome.op is not None:
+            await self.submit(outcome.op)
         if outcome.confirm:
             await self.surface.confirm(outcome, lambda yes: self._confirmed(outcome, yes))
         elif outcome.prompt and self.agent.working:  # a custom command's prompt, typed while the agent works
@@ -116,6 +119,19 @@ class Controller:
                                       "queue")
         elif outcome.prompt:
             await self.turn(outcome.prompt, outcome.typed, shell=True)
+
+    async def submit(self, op: ops.Op) -> None:
+        """Submit a command's operation: its receipt shown (an undone seam's record as the history draws it), the
+        work it starts read."""
+        receipt = self.agent.submit(op)
+        if receipt.reload:
+            await self.surface.reload()
+        if isinstance(receipt.record, rec.Unseam):
+            await self.surface.in_history(undo_text(receipt.record))
+        elif receipt.text:
+            await self.surface.note(receipt.text, "notice" if receipt.ok else "error")
+        if receipt.started:
+            await self.surface.work_began(op)
 
     async def _confirmed(self, outcome: Outcome, yes: bool) -> None:
         if yes:
@@ -134,3 +150,9 @@ def answer_of(question_id: str, approval: Approval | None) -> ops.ApprovalAnswer
     if approval is None or not approval.allow:
         return ops.ApprovalAnswer(id=question_id, decision="deny", reason=approval.words if approval else "")
     return ops.ApprovalAnswer(id=question_id, decision="always" if approval.remember else "once")
+
+
+def plan_answer(question_id: str, review: PlanReview) -> ops.PlanAnswer:
+    """A front end's answer to the plan `PlanReviewAsked(id=question_id)` put, as the operation that sends it."""
+    return ops.PlanAnswer(id=question_id, decision="approve" if review.approved else "reject", plan=review.plan,
+                          mode=review.mode, feedback=review.reason)

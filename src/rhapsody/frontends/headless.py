@@ -20,6 +20,7 @@ from typing import TextIO
 
 from rhapsody.commands.slash import run_command
 from rhapsody.core import events as ev
+from rhapsody.core.agent import ops
 from rhapsody.core.event_json import as_json
 from rhapsody.core.session import records as rec
 from rhapsody.core.session.checkpoints import settle
@@ -95,7 +96,8 @@ def _handoff(agent: Agent, task: str, err: TextIO) -> int | None:
     """`-p /handoff`: None when the handoff turn is to run, else the exit status after one line on stderr
     (REFUSED_STATUS when the seam would not pay: there is no one to ask)."""
     outcome = run_command(agent, task)
-    if outcome.run_turn and not outcome.confirm:
+    if isinstance(outcome.op, ops.RequestHandoff) and not outcome.confirm:
+        agent.request_handoff()  # headless drives the loop itself: the handoff turn runs as `run_headless`'s turn
         return None
     why = "; not handed off: headless asks no one (`-p '/handoff anyway'` forces it)" if outcome.confirm else ""
     err.write(f"rhapsody: {outcome.text}{why}\n")
@@ -144,9 +146,9 @@ def session_event(agent: Agent) -> JsonObject:
 def result_event(agent: Agent, status: int, records: Sequence[rec.Record],
                  denials: list[ev.ToolFinished] | None = None) -> JsonObject:
     """The last jsonl line: how the run ended, what it cost, and every call refused (`records`: the run's)."""
-    from rhapsody.core.session.session_figures import Figures
+    from rhapsody.core.session.session_figures import SessionFigures
 
-    figures = Figures(model=agent.session.spec.model)
+    figures = SessionFigures(model=agent.session.spec.model)
     for record in records:
         figures.add(record)
     usage = figures.usage

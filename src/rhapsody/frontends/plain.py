@@ -32,7 +32,7 @@ from rhapsody.core.agent import ops
 from rhapsody.core.toolbox.approval import Grace, HumanApprover, choices, picked
 from rhapsody.core.agent.loop import Agent
 from rhapsody.core.toolbox.protocol import PlanReview
-from rhapsody.frontends.controller import Controller, NoteKind, answer_for
+from rhapsody.frontends.controller import Controller, NoteKind, answer_for, plan_answer
 from rhapsody.frontends.preview import plain_text
 from rhapsody.frontends.prompt_aids import InputHistory, command_names
 from rhapsody.frontends.recap import recap_lines
@@ -62,18 +62,14 @@ class PlainApprover:
         self._waiting: asyncio.Future[object] | None = None
         self.kept: list[str] = []
         """What was typed for the prompt as the question appeared; it goes back there once answered."""
-        self.plan_reply: asyncio.Future[PlanReview] | None = None
-        """The answer to a plan exit_plan proposed, while one is open."""
+        self.plan: ev.PlanReviewAsked | None = None
+        """The plan exit_plan proposed, while it waits for an answer."""
 
-    async def review_plan(self, plan: str) -> PlanReview:
-        """exit_plan's plan on the line; the next line typed answers it (see `plan_review`)."""
-        shown = "\n".join(f"  │ {line}" for line in visible(plan).splitlines())
+    def review_plan(self, asked: ev.PlanReviewAsked) -> None:
+        """exit_plan's plan on the line; the next line typed answers it (see `plan_review`), as a `PlanAnswer`."""
+        shown = "\n".join(f"  │ {line}" for line in visible(asked.plan).splitlines())
         self.say(f"  the agent proposes this plan:\n{shown}\n  {PLAN_KEYS}")
-        self.plan_reply = asyncio.get_running_loop().create_future()
-        try:
-            return await self.plan_reply
-        finally:
-            self.plan_reply = None
+        self.plan = asked
 
     def ask(self, question: ev.ApprovalAsked) -> None:
         """Show the question; it takes an answer once its grace period is over."""
@@ -121,8 +117,9 @@ class PlainApprover:
         other text denies with that text, verbatim, as the reason. A line entered within the grace period
         answers nothing and is set aside. False when no question is open, or for a slash command (it runs
         as the command; the question stays open)."""
-        if self.plan_reply is not None and not self.plan_reply.done() and not is_command(line):
-            self.plan_reply.set_result(plan_review(line))
+        if self.plan is not None and not is_command(line):
+            self.agent.submit(plan_answer(self.plan.id, plan_review(line)))
+            self.plan = None
             return True
         if self.pending is None or is_command(line):
             return False
@@ -190,18 +187,22 @@ async def read_work(agent: Agent, out: TextIO, questions: PlainApprover) -> None
                 out.write(visible(unmarked.feed(event.text)))
             case ev.ApprovalAsked():
                 questions.ask(event)
+            case ev.PlanReviewAsked():
+                questions.review_plan(event)
             case ev.ShellRan():
                 code = f"exit {event.exit_code}" if event.exit_code is not None else "error"
                 out.write(visible(f"! {event.command} → {code}\n{event.output.rstrip()}\n"
                                   f"  [{event.hint_id} queued: the agent reads it with your next message]\n"))
             case ev.Idle():
                 questions.drop()
+                questions.plan = None
                 return
             case ev.BlockStopped():
                 out.write(visible(unmarked.flush()))
                 print_event(event, out)
             case ev.Interrupted():
                 questions.drop()
+                questions.plan = None  # dropped with the turn, as the question is
                 out.write("\n")
                 print_event(event, out)
             case _:
@@ -340,7 +341,6 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
 
         questions = PlainApprover(agent, (approver or HumanApprover()).grace, say, agent.session.root, take_typed,
                                   agent.read_denied)
-        agent.review_plans_with(questions.review_plan)
         surface = PlainSurface(agent, say, prompt.prompt_async, questions, lambda: read_work(agent, sink, questions))
         controller = Controller(agent, surface, PLAIN_KEYS)
         say(f"rhapsody {agent.session.id} in {agent.session.root}, model {agent.session.spec.model}, "
@@ -372,7 +372,7 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
                 break
             by_key = bool(typed)  # ctrl+o: a key, not a typed command, so nothing to echo
             initial = typed.pop() if typed else ""
-            if (questions.pending is not None or questions.plan_reply is not None) and questions.answer(line):
+            if (questions.pending is not None or questions.plan is not None) and questions.answer(line):
                 initial = "" if questions.pending is not None else questions.take_kept()
                 continue
             if is_command(line):

@@ -16,7 +16,7 @@ from rhapsody.core.counts import counted
 from rhapsody.view.render import dollars, one_line, spoken_by
 
 if TYPE_CHECKING:
-    from rhapsody.core.session.session_figures import Figures
+    from rhapsody.core.session.session_figures import SessionFigures
 
 WIDTH = 100
 """Columns a recap line is cut to, at most (a narrower terminal: its width)."""
@@ -68,7 +68,7 @@ def changed_files(records: Sequence[rec.Record]) -> list[str]:
     return list(dict.fromkeys(paths))
 
 
-def recap_lines(records: Sequence[rec.Record], folded: Figures | None = None) -> list[str]:
+def recap_lines(records: Sequence[rec.Record], folded: SessionFigures | None = None) -> list[str]:
     """The recap, one fact per line; `folded`: the session's own figures, when it has them (else folded here)."""
     from rhapsody.core.session.session_figures import figures
 
@@ -85,7 +85,7 @@ def recap_lines(records: Sequence[rec.Record], folded: Figures | None = None) ->
     return lines
 
 
-def recap_text(records: Sequence[rec.Record], session_id: str, folded: Figures | None = None) -> str:
+def recap_text(records: Sequence[rec.Record], session_id: str, folded: SessionFigures | None = None) -> str:
     """The recap printed to the scrollback when the app ends; '' for a session without a message."""
     if rec.first(records, rec.MessageAdded) is None:
         return ""

@@ -28,7 +28,7 @@ from rhapsody.core.errors import InputError
 from rhapsody.core.pricing import WRITE_1H_KEY
 from rhapsody.core.session.session_figures import USAGE_KEYS
 from rhapsody.importer.schemas import check_claude
-from rhapsody.importer.transcript import (Aside, Compacted, Item, Queued, Source, Turn, as_dict, digest, expect,
+from rhapsody.importer.transcript import (Aside, Compacted, Item, Queued, Source, ImportedTurn, as_dict, digest, expect,
                                           read_lines, text_block, timestamp)
 from rhapsody.core.json_types import JsonObject
 
@@ -51,7 +51,7 @@ def parse(path: Path, data: bytes, subagents: list[tuple[Path, bytes]]) -> Sourc
     records = check_claude(path, list(read_lines(path, data)))  # typed at the boundary: the walk trusts the fields
     on_path = _main_conversation(records)
     head = next((r for _, r in records if r.get("sessionId")), {})
-    reader = _Reader(path)
+    reader = _ClaudeReader(path)
     for line, record in records:
         reader.take(line, record, on_path)
     for sub_path, sub_data in subagents:
@@ -113,7 +113,7 @@ def _main_chain(records: list[tuple[int, JsonObject]]) -> set[str]:
     return chain
 
 
-class _Reader:
+class _ClaudeReader:
     """Turns records into items in file order, merging the lines of one API message."""
 
     def __init__(self, path: Path) -> None:
@@ -121,7 +121,7 @@ class _Reader:
         self.items: list[Item] = []
         self.model = ""
         self.now = 0.0
-        self._turns: dict[str, Turn] = {}
+        self._turns: dict[str, ImportedTurn] = {}
         """Assistant turns by API message id: a later line of the message adds its blocks there."""
 
     def take(self, line: int, record: JsonObject, on_path: set[str]) -> None:
@@ -167,7 +167,7 @@ class _Reader:
             flags["meta"] = True
         content = blocks(self.path, line, message.get("content"))
         if content:
-            self.items.append(Turn("user", content, self.now, flags=flags, line=line))
+            self.items.append(ImportedTurn("user", content, self.now, flags=flags, line=line))
 
     def _assistant(self, line: int, record: JsonObject) -> None:
         message = expect(self.path, line, record.get("message"), dict, "'message'")
@@ -183,7 +183,7 @@ class _Reader:
             return
         if message.get("model") and message.get("model") != SYNTHETIC:
             self.model = str(message["model"])
-        turn = Turn("assistant", content, self.now, usages=[usage] if usage else [], flags={"source_id": message_id},
+        turn = ImportedTurn("assistant", content, self.now, usages=[usage] if usage else [], flags={"source_id": message_id},
                     line=line)
         if isinstance(message_id, str):
             self._turns[message_id] = turn

@@ -22,7 +22,7 @@ from typing import Any
 
 from rhapsody.core.errors import InputError
 from rhapsody.importer.schemas import check_codex
-from rhapsody.importer.transcript import (Aside, Compacted, Item, Source, Turn, as_dict, digest, expect, read_lines,
+from rhapsody.importer.transcript import (Aside, Compacted, Item, Source, ImportedTurn, as_dict, digest, expect, read_lines,
                                           text_block, timestamp)
 from rhapsody.core.json_types import JsonObject
 
@@ -48,7 +48,7 @@ def parse(path: Path, data: bytes) -> Source:
         records = _unwrapped(records)
     check_codex(path, records)  # typed at the boundary: the walk trusts the fields
     meta = as_dict(records[0][1].get("payload")) if records else {}
-    reader = _Reader(path)
+    reader = _CodexReader(path)
     for line, record in records[1:]:
         reader.take(line, record)
     git = as_dict(meta.get("git"))
@@ -66,7 +66,7 @@ def _unwrapped(records: list[tuple[int, JsonObject]]) -> list[tuple[int, JsonObj
     return [(line, {"type": "session_meta", "timestamp": head["timestamp"], "payload": head}), *items]
 
 
-class _Reader:
+class _CodexReader:
     """Turns rollout lines into items, grouping one response's items into one assistant turn."""
 
     def __init__(self, path: Path) -> None:
@@ -132,10 +132,10 @@ class _Reader:
         if not content:
             return
         last = next((i for i in reversed(self.items) if not isinstance(i, Aside)), None)
-        if isinstance(last, Turn) and last.role == role and not compact_summary:
+        if isinstance(last, ImportedTurn) and last.role == role and not compact_summary:
             last.content.extend(content)
             return
-        self.items.append(Turn(role, content, self.now, flags={"compact_summary": True} if compact_summary else {},
+        self.items.append(ImportedTurn(role, content, self.now, flags={"compact_summary": True} if compact_summary else {},
                                line=self.line))
 
     def _tokens(self, payload: JsonObject) -> None:
@@ -156,13 +156,13 @@ class _Reader:
                             "output_tokens": _int(last.get("output_tokens")), "model": self.model,
                             "stop_reason": None, "ts": self.now})
 
-    def _answered(self) -> Turn | None:
+    def _answered(self) -> ImportedTurn | None:
         """The assistant turn a token count is for: the latest, past any outputs of its calls (they may be
         written before the count comes), but never past a message the user wrote after it."""
         for item in reversed(self.items):
-            if isinstance(item, Turn) and item.role == "assistant":
+            if isinstance(item, ImportedTurn) and item.role == "assistant":
                 return item
-            if isinstance(item, Turn) and any(b.get("type") != "tool_result" for b in item.content):
+            if isinstance(item, ImportedTurn) and any(b.get("type") != "tool_result" for b in item.content):
                 return None
         return None
 

@@ -24,13 +24,13 @@ Count = Annotated[int, Field(ge=0)]
 Lines = list[tuple[int, JsonObject]]
 
 
-class _Record(BaseModel):
+class _ForeignRecord(BaseModel):
     """Typed where rhapsody reads a field; anything else passes (strict: no text read as a number)."""
 
     model_config = ConfigDict(extra="allow", strict=True)
 
 
-class Usage(_Record):
+class Usage(_ForeignRecord):
     """A Messages API usage block (Claude Code's `message.usage`)."""
 
     input_tokens: Count | None = None
@@ -39,7 +39,7 @@ class Usage(_Record):
     output_tokens: Count | None = None
 
 
-class ClaudeBlock(_Record):
+class ClaudeBlock(_ForeignRecord):
     """One content block, typed where the conversation's shape is read before the parser's strict reading
     (a call's id and the call a result answers are compared and hashed)."""
 
@@ -48,7 +48,7 @@ class ClaudeBlock(_Record):
     tool_use_id: str | None = None
 
 
-class ClaudeMessage(_Record):
+class ClaudeMessage(_ForeignRecord):
     """The API message of a `user` or `assistant` record (each block is checked as a ClaudeBlock, then by the parser)."""
 
     id: str | None = None
@@ -58,7 +58,7 @@ class ClaudeMessage(_Record):
     usage: Usage | None = None
 
 
-class ClaudeRecord(_Record):
+class ClaudeRecord(_ForeignRecord):
     """One line of a Claude Code transcript."""
 
     type: str | None = None
@@ -85,7 +85,7 @@ class ClaudeTurn(ClaudeRecord):
     message: ClaudeMessage
 
 
-class CodexUsage(_Record):
+class CodexUsage(_ForeignRecord):
     """`info.last_token_usage` of a Codex `token_count` event."""
 
     input_tokens: Count | None = None
@@ -94,14 +94,14 @@ class CodexUsage(_Record):
     reasoning_output_tokens: Count | None = None
 
 
-class CodexTokens(_Record):
+class CodexTokens(_ForeignRecord):
     """The `info` of a `token_count` event."""
 
     model_context_window: Count | None = None
     last_token_usage: CodexUsage | None = None
 
 
-class CodexEvent(_Record):
+class CodexEvent(_ForeignRecord):
     """An `event_msg` payload (only a `token_count` event's `info` is read)."""
 
     type: str | None = None
@@ -113,7 +113,7 @@ class CodexTokenCount(CodexEvent):
     info: CodexTokens | None = None
 
 
-class CodexItem(_Record):
+class CodexItem(_ForeignRecord):
     """A `response_item` payload: a message, reasoning, a call or its output."""
 
     type: str | None = None
@@ -127,7 +127,7 @@ class CodexItem(_Record):
     action: JsonObject | None = None
 
 
-class CodexMeta(_Record):
+class CodexMeta(_ForeignRecord):
     """The `session_meta` payload."""
 
     id: str | None = None
@@ -136,17 +136,17 @@ class CodexMeta(_Record):
     git: JsonObject | None = None
 
 
-class CodexContext(_Record):
+class CodexContext(_ForeignRecord):
     """A `turn_context` payload."""
 
     model: str | None = None
 
 
-CODEX_PAYLOADS: dict[str, type[_Record]] = {"session_meta": CodexMeta, "response_item": CodexItem,
+CODEX_PAYLOADS: dict[str, type[_ForeignRecord]] = {"session_meta": CodexMeta, "response_item": CodexItem,
                                             "event_msg": CodexEvent, "turn_context": CodexContext}
 
 
-class CodexLine(_Record):
+class CodexLine(_ForeignRecord):
     """One line of a Codex rollout (the payload is checked by its type)."""
 
     type: str | None = None
@@ -177,7 +177,7 @@ def check_codex(path: Path, records: Lines) -> Lines:
     return records
 
 
-def _check(path: Path, line: int, record: JsonObject, schema: type[_Record], prefix: str = "") -> None:
+def _check(path: Path, line: int, record: JsonObject, schema: type[_ForeignRecord], prefix: str = "") -> None:
     try:
         schema.model_validate(record)
     except ValidationError as exc:

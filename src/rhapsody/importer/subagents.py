@@ -21,7 +21,7 @@ from rhapsody.core.session.context import RequestSpec
 from rhapsody.core.session.session_figures import USAGE_KEYS, figures
 from rhapsody.core.session.tokens import estimate_chars
 from rhapsody.importer.to_history import records as history_records
-from rhapsody.importer.transcript import Aside, Source, Turn
+from rhapsody.importer.transcript import Aside, Source, ImportedTurn
 
 TASK_TOOLS = ("Task", "Agent")
 """The names Claude Code gives its sub-agent tool."""
@@ -46,7 +46,7 @@ def child_source(source: Source, agent: str, lines: list[Aside]) -> Source:
         if isinstance(usage, dict):
             model = str(line.data.get("model") or model)
             usages = [{**{k: int(usage.get(k) or 0) for k in USAGE_KEYS}, "model": model, "ts": line.ts}]
-        items.append(Turn(str(line.data["role"]), list(line.data["content"]), line.ts, usages=usages))
+        items.append(ImportedTurn(str(line.data["role"]), list(line.data["content"]), line.ts, usages=usages))
     return Source(source.format, source.path, f"{source.session_id}:{agent}", source.sha256, len(lines), items,
                   cwd=source.cwd, model=model or source.model)
 
@@ -54,7 +54,7 @@ def child_source(source: Source, agent: str, lines: list[Aside]) -> Source:
 def task_call(source: Source, task: str) -> str:
     """The id of the source's `Task` call whose prompt is `task` ('' when none is)."""
     for item in source.items:
-        if not isinstance(item, Turn) or item.role != "assistant":
+        if not isinstance(item, ImportedTurn) or item.role != "assistant":
             continue
         for block in item.content:
             if (block.get("type") == "tool_use" and block.get("name") in TASK_TOOLS
@@ -65,7 +65,7 @@ def task_call(source: Source, task: str) -> str:
 
 def first_text(source: Source) -> str:
     """The agent's first message's text: the task it was given."""
-    turn = next((i for i in source.items if isinstance(i, Turn) and i.role == "user"), None)
+    turn = next((i for i in source.items if isinstance(i, ImportedTurn) and i.role == "user"), None)
     return "\n".join(str(b.get("text", "")) for b in turn.content if b.get("type") == "text") if turn else ""
 
 
@@ -77,7 +77,7 @@ def link(source: Source, parent_id: str, new_id: Callable[[], str], spec_for: Ca
     linked: dict[str, list[dict[str, Any]]] = {}
     for n, (agent, lines) in enumerate(sidechains(source).items(), 1):
         child = child_source(source, agent, lines)
-        if not any(isinstance(i, Turn) for i in child.items):
+        if not any(isinstance(i, ImportedTurn) for i in child.items):
             continue
         child_id, sid, task = new_id(), f"sa{n}", first_text(child)
         call = task_call(source, task)

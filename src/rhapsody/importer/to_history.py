@@ -31,7 +31,7 @@ from rhapsody.core.secrets import mask
 from rhapsody.core.session.todo import from_imported
 from rhapsody.core.pricing import WRITE_1H_KEY
 from rhapsody.core.session.session_figures import USAGE_KEYS
-from rhapsody.importer.transcript import Aside, Compacted, Item, Queued, Source, Turn
+from rhapsody.importer.transcript import Aside, Compacted, Item, Queued, Source, ImportedTurn
 from rhapsody.core.json_types import JsonObject
 
 INTERRUPTED = ("No result in the imported transcript: the call was interrupted or its output was lost. "
@@ -46,19 +46,19 @@ def normalize(items: list[Item]) -> list[Item]:
     items = _merged(items)
     items = _paired(items)
     items = _merged(items)
-    first = next((item for item in items if isinstance(item, Turn)), None)
+    first = next((item for item in items if isinstance(item, ImportedTurn)), None)
     if first is not None and first.role == "assistant":
-        items.insert(items.index(first), Turn("user", [{"type": "text", "text": OPENING}], first.ts))
+        items.insert(items.index(first), ImportedTurn("user", [{"type": "text", "text": OPENING}], first.ts))
     return items
 
 
 def _merged(items: list[Item]) -> list[Item]:
     out: list[Item] = []
-    last: Turn | None = None
+    last: ImportedTurn | None = None
     for item in items:
         if isinstance(item, Compacted):
             last = None
-        elif isinstance(item, Turn):
+        elif isinstance(item, ImportedTurn):
             if not item.content:
                 continue
             if last is not None and last.role == item.role:
@@ -70,7 +70,7 @@ def _merged(items: list[Item]) -> list[Item]:
             last = item
         out.append(item)
     for item in out:
-        if isinstance(item, Turn) and item.role == "user":
+        if isinstance(item, ImportedTurn) and item.role == "user":
             item.content.sort(key=lambda b: b.get("type") != "tool_result")  # stable: results first
     return out
 
@@ -79,21 +79,21 @@ def _paired(items: list[Item]) -> list[Item]:
     out: list[Item] = []
     calls: list[str] = []
     for at, item in enumerate(items):
-        if isinstance(item, Turn) and item.role == "user":
+        if isinstance(item, ImportedTurn) and item.role == "user":
             item.content = _found(item.content, calls, items[at + 1:]) if calls else item.content
             item.content, orphans = _answered(item.content, calls, item.ts)
             out.append(item)
             out += [Aside("orphan_result", item.ts, {"block": b}) for b in orphans]
             calls = []
             continue
-        if isinstance(item, (Turn, Compacted)) and calls:  # the calls' answer never came
-            out.append(Turn("user", [_interrupted(c) for c in calls], out[-1].ts))
+        if isinstance(item, (ImportedTurn, Compacted)) and calls:  # the calls' answer never came
+            out.append(ImportedTurn("user", [_interrupted(c) for c in calls], out[-1].ts))
             calls = []
-        if isinstance(item, Turn):
+        if isinstance(item, ImportedTurn):
             calls = [b["id"] for b in item.content if b.get("type") == "tool_use"]
         out.append(item)
     if calls:
-        out.append(Turn("user", [_interrupted(c) for c in calls], out[-1].ts))
+        out.append(ImportedTurn("user", [_interrupted(c) for c in calls], out[-1].ts))
     return out
 
 
@@ -105,7 +105,7 @@ def _found(content: list[JsonObject], calls: list[str], later: list[Item]) -> li
     for item in later:
         if not missing or isinstance(item, Compacted):
             break
-        if isinstance(item, Turn) and item.role == "user":
+        if isinstance(item, ImportedTurn) and item.role == "user":
             mine = [b for b in item.content if b.get("type") == "tool_result" and b.get("tool_use_id") in missing]
             item.content = [b for b in item.content if not any(b is m for m in mine)]
             missing -= {b.get("tool_use_id") for b in mine}
@@ -153,7 +153,7 @@ class _Writer:
             self.conv.apply(parse(self.records[-1]))
         return len(self.records) - 1
 
-    def turn(self, turn: Turn) -> None:
+    def turn(self, turn: ImportedTurn) -> None:
         if turn.role == "user":
             turn.content = [self._masked(b) for b in turn.content]
         try:
@@ -173,7 +173,7 @@ class _Writer:
         if turn.role == "user":
             self._deliver(turn, seq)
 
-    def _requests(self, turn: Turn) -> None:
+    def _requests(self, turn: ImportedTurn) -> None:
         view = self.conv.active()
         size, tokens = measure_messages(self.spec, view)
         for usage in turn.usages:
@@ -195,7 +195,7 @@ class _Writer:
                                          for c in content]}
         return block
 
-    def _runs(self, turn: Turn) -> None:
+    def _runs(self, turn: ImportedTurn) -> None:
         for block in turn.content:
             call_id = block.get("tool_use_id")
             if block.get("type") != "tool_result" or call_id not in self.names:
@@ -232,7 +232,7 @@ class _Writer:
         self.add(item.ts, "hint", id=hint_id, text=item.text, mode="queue")
         self.pending.append((hint_id, item.text))
 
-    def _deliver(self, turn: Turn, seq: int) -> None:
+    def _deliver(self, turn: ImportedTurn, seq: int) -> None:
         texts = " ".join(b.get("text", "") for b in turn.content if b.get("type") == "text")
         landed = [hint_id for hint_id, text in self.pending if text.strip() and text.strip() in texts]
         if landed:
@@ -289,13 +289,13 @@ def records(source: Source, spec: RequestSpec, session_id: str, cwd: str,
     items = normalize(source.items)
     writer = _Writer(source, spec, known)
     writer.linked = dict(linked or {})
-    start = next((i.ts for i in items if isinstance(i, Turn)), time.time())
+    start = next((i.ts for i in items if isinstance(i, ImportedTurn)), time.time())
     writer.add(start, "session", session=session_id, cwd=cwd, version=__version__, **spec_fields(spec))
     writer.add(time.time(), "import", source=str(source.path), format=source.format, sha256=source.sha256,
                source_session=source.session_id, source_cwd=source.cwd, lines=source.lines,
                context_window=source.context_window, **source.extra)
     for item in items:
-        if isinstance(item, Turn):
+        if isinstance(item, ImportedTurn):
             writer.turn(item)
         elif isinstance(item, Aside):
             writer.add(item.ts, "aside", what=item.what, **item.data)

@@ -1,6 +1,6 @@
 """What a parser reads out of another agent's session file, before it becomes rhapsody records.
 
-A parser turns one source file into a `Source`: the main conversation as `Turn`s in order
+A parser turns one source file into a `Source`: the main conversation as `ImportedTurn`s in order
 (content already in the Messages API's block shapes), with `Aside`s (what the source kept
 outside its model's context), `Compacted` marks and `Queued` human messages between them.
 `read_lines` gives each parser the same strict reading: a line that is not a JSON object is
@@ -29,7 +29,7 @@ LINE_NESTING = 2 * MAX_NESTING
 
 
 @dataclass
-class Turn:
+class ImportedTurn:
     """One message of the main conversation, and the request that produced it (assistant)."""
 
     role: str
@@ -69,7 +69,7 @@ class Queued:
     text: str
 
 
-Item = Turn | Aside | Compacted | Queued
+Item = ImportedTurn | Aside | Compacted | Queued
 
 
 @dataclass

@@ -18,7 +18,7 @@ from typing import Any
 
 from rhapsody.loopback.dialect import Exchange, Fault, Server
 from rhapsody.loopback.validate import IMAGE_TYPES, check_image
-from rhapsody.loopback.validate import Invalid as ApiInvalid
+from rhapsody.loopback.validate import InvalidRequest as ApiInvalid
 from rhapsody.core.json_types import JsonObject
 
 PATH = "/chat/completions"
@@ -27,7 +27,7 @@ ROLES = ("system", "developer", "user", "assistant", "tool")
 STATUS_TYPES = {429: "rate_limit_exceeded", 500: "server_error", 529: "server_error"}
 
 
-class Invalid(Exception):
+class InvalidChat(Exception):
     """A request an OpenAI-compatible server answers with 400."""
 
 
@@ -41,7 +41,7 @@ def serve(handler: Exchange, raw: bytes, body: Any) -> None:
     lb = handler.loopback
     try:
         validate(body)
-    except Invalid as exc:
+    except InvalidChat as exc:
         return _error(handler, 400, "invalid_request_error", str(exc), raw, body)
     if lb.window is not None:
         tokens = prompt_tokens(body)
@@ -64,54 +64,54 @@ def serve(handler: Exchange, raw: bytes, body: Any) -> None:
 
 
 def validate(body: Any) -> None:
-    """Raise Invalid when an OpenAI-compatible server would reject `body`."""
+    """Raise InvalidChat when an OpenAI-compatible server would reject `body`."""
     if not isinstance(body, dict):
-        raise Invalid("request body must be a JSON object")
+        raise InvalidChat("request body must be a JSON object")
     for key in ("model", "messages"):
         if key not in body:
-            raise Invalid(f"'{key}' is a required property")
+            raise InvalidChat(f"'{key}' is a required property")
     for key in SAMPLING:
         if key in body:
-            raise Invalid(f"{key}: rhapsody never sends sampling parameters")
+            raise InvalidChat(f"{key}: rhapsody never sends sampling parameters")
     names = [t.get("function", {}).get("name") for t in body.get("tools", [])]
     if len(set(names)) != len(names):
-        raise Invalid("tools: function names must be unique")
+        raise InvalidChat("tools: function names must be unique")
     _check_messages(body["messages"])
 
 
 def _check_messages(messages: Any) -> None:
     if not isinstance(messages, list) or not messages:
-        raise Invalid("messages: at least one message is required")
+        raise InvalidChat("messages: at least one message is required")
     open_calls: list[str] = []
     for i, message in enumerate(messages):
         role = message.get("role")
         if role not in ROLES:
-            raise Invalid(f"messages[{i}].role: must be one of {', '.join(ROLES)}")
+            raise InvalidChat(f"messages[{i}].role: must be one of {', '.join(ROLES)}")
         if role in ("system", "developer") and i:
-            raise Invalid(f"messages[{i}]: a system message must come first")
+            raise InvalidChat(f"messages[{i}]: a system message must come first")
         if role == "tool":
             _check_tool(message, i, open_calls)
             continue
         if open_calls:
-            raise Invalid(f"messages[{i}]: an assistant message with 'tool_calls' must be followed by tool messages "
+            raise InvalidChat(f"messages[{i}]: an assistant message with 'tool_calls' must be followed by tool messages "
                           f"responding to each 'tool_call_id'. Missing: {open_calls[0]}")
         _check_content(message, i)
         if role == "assistant":
             open_calls = [c["id"] for c in message.get("tool_calls") or []]
     if open_calls:
-        raise Invalid(f"messages: tool_call_id {open_calls[0]} has no tool message")
+        raise InvalidChat(f"messages: tool_call_id {open_calls[0]} has no tool message")
     if messages[-1]["role"] not in ("user", "tool"):
-        raise Invalid("messages: the last message must be a user or tool message")
+        raise InvalidChat("messages: the last message must be a user or tool message")
 
 
 def _check_tool(message: JsonObject, i: int, open_calls: list[str]) -> None:
     call_id = message.get("tool_call_id")
     if call_id not in open_calls:
-        raise Invalid(f"messages[{i}]: 'tool' message with tool_call_id {call_id} does not answer a tool call "
+        raise InvalidChat(f"messages[{i}]: 'tool' message with tool_call_id {call_id} does not answer a tool call "
                       "of the assistant message before it")
     open_calls.remove(call_id)
     if not isinstance(message.get("content"), str):
-        raise Invalid(f"messages[{i}].content: a tool message's content must be a string")
+        raise InvalidChat(f"messages[{i}].content: a tool message's content must be a string")
 
 
 def _check_content(message: JsonObject, i: int) -> None:
@@ -123,26 +123,26 @@ def _check_content(message: JsonObject, i: int) -> None:
             _check_part(part, f"messages[{i}].content[{j}]")
         return
     if not isinstance(content, str) or not content:
-        raise Invalid(f"messages[{i}].content: must be a non-empty string")
+        raise InvalidChat(f"messages[{i}].content: must be a non-empty string")
 
 
 def _check_part(part: Any, where: str) -> None:
     """A user content part: text, or an image as a data URL of a supported type whose bytes are that type."""
     if not isinstance(part, dict) or part.get("type") not in ("text", "image_url"):
-        raise Invalid(f"{where}: a content part is text or image_url")
+        raise InvalidChat(f"{where}: a content part is text or image_url")
     if part["type"] == "text":
         if not isinstance(part.get("text"), str) or not part["text"]:
-            raise Invalid(f"{where}.text: must be a non-empty string")
+            raise InvalidChat(f"{where}.text: must be a non-empty string")
         return
     url = str((part.get("image_url") or {}).get("url", ""))
     head, _, data = url.partition(";base64,")
     kind = head.removeprefix("data:")
     if not head.startswith("data:") or kind not in IMAGE_TYPES:
-        raise Invalid(f"{where}.image_url.url: expected a data URL of {', '.join(IMAGE_TYPES)}")
+        raise InvalidChat(f"{where}.image_url.url: expected a data URL of {', '.join(IMAGE_TYPES)}")
     try:
         check_image({"type": "image", "source": {"type": "base64", "media_type": kind, "data": data}}, where)
     except ApiInvalid as exc:
-        raise Invalid(str(exc)) from None
+        raise InvalidChat(str(exc)) from None
 
 
 def _error(handler: Exchange, status: int, kind: str, message: str, raw: bytes, body: Any,

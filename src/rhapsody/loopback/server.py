@@ -34,7 +34,7 @@ from urllib.parse import unquote
 
 from rhapsody.loopback import bedrock, chat
 from rhapsody.loopback.dialect import Fault as Fault, Recorded as Recorded, Turn as Turn  # where the dialects read them
-from rhapsody.loopback.validate import Invalid, _plain, signature, validate
+from rhapsody.loopback.validate import InvalidRequest, _plain, signature, validate
 from rhapsody.core.json_types import JsonObject
 
 _VERTEX = re.compile(r"/publishers/anthropic/models/([^/:]+):streamRawPredict$")
@@ -168,7 +168,7 @@ class _Handler(BaseHTTPRequestHandler):
         lb = self.loopback
         try:
             validate(body)
-        except Invalid as exc:
+        except InvalidRequest as exc:
             return self._error(400, "invalid_request_error", str(exc), raw, body)
         if not any(bedrock.claude_form(str(body["model"])).startswith(m) for m in lb.models):
             return self._error(404, "not_found_error", f"model: {body['model']}", raw, body)

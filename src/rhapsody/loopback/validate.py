@@ -19,7 +19,7 @@ SECRET = b"rhapsody-loopback"
 SAMPLING = ("temperature", "top_p", "top_k")
 
 
-class Invalid(Exception):
+class InvalidRequest(Exception):
     """A request the API would answer with 400 invalid_request_error."""
 
 
@@ -51,43 +51,43 @@ def signature(body: JsonObject, messages: list[Any], blocks_before: list[Any], t
 
 
 def validate(body: Any) -> None:
-    """Raise Invalid with the API's kind of message when `body` would be rejected."""
+    """Raise InvalidRequest with the API's kind of message when `body` would be rejected."""
     if not isinstance(body, dict):
-        raise Invalid("request body must be a JSON object")
+        raise InvalidRequest("request body must be a JSON object")
     for key in ("model", "max_tokens", "messages"):
         if key not in body:
-            raise Invalid(f"{key}: Field required")
+            raise InvalidRequest(f"{key}: Field required")
     for key in SAMPLING:
         if key in body:
-            raise Invalid(f"{key}: sampling parameters are not supported for this model")
+            raise InvalidRequest(f"{key}: sampling parameters are not supported for this model")
     choice = body.get("tool_choice") or {}
     if choice.get("type") in ("any", "tool"):
-        raise Invalid("tool_choice: forced tool use is not supported for this model")
+        raise InvalidRequest("tool_choice: forced tool use is not supported for this model")
     names = [t.get("name") for t in body.get("tools", [])]
     if len(set(names)) != len(names):
-        raise Invalid("tools: tool names must be unique")
+        raise InvalidRequest("tools: tool names must be unique")
     _check_messages(body)
 
 
 def _check_messages(body: JsonObject) -> None:
     messages = body["messages"]
     if not isinstance(messages, list) or not messages:
-        raise Invalid("messages: at least one message is required")
+        raise InvalidRequest("messages: at least one message is required")
     if messages[0].get("role") != "user":
-        raise Invalid("messages: first message must use the \"user\" role")
+        raise InvalidRequest("messages: first message must use the \"user\" role")
     if messages[-1].get("role") != "user":
-        raise Invalid("This model does not support assistant message prefill. The conversation must end with a user message.")
+        raise InvalidRequest("This model does not support assistant message prefill. The conversation must end with a user message.")
     for i, message in enumerate(messages):
         if message.get("role") not in ("user", "assistant"):
-            raise Invalid(f"messages.{i}.role: Input should be 'user' or 'assistant'")
+            raise InvalidRequest(f"messages.{i}.role: Input should be 'user' or 'assistant'")
         if i and message["role"] == messages[i - 1]["role"]:
-            raise Invalid(f"messages.{i}: roles must alternate between \"user\" and \"assistant\"")
+            raise InvalidRequest(f"messages.{i}: roles must alternate between \"user\" and \"assistant\"")
         blocks = _blocks(message.get("content"))
         if not blocks:
-            raise Invalid(f"messages.{i}: all messages must have non-empty content")
+            raise InvalidRequest(f"messages.{i}: all messages must have non-empty content")
         for j, block in enumerate(blocks):
             if block.get("type") == "text" and not block.get("text"):
-                raise Invalid(f"messages.{i}.content.{j}: text content blocks must be non-empty")
+                raise InvalidRequest(f"messages.{i}.content.{j}: text content blocks must be non-empty")
             if block.get("type") == "image":
                 check_image(block, f"messages.{i}.content.{j}")
         _check_pairing(messages, i, blocks)
@@ -104,19 +104,19 @@ def check_image(block: JsonObject, where: str) -> None:
     """An image block as the API takes it: a base64 source of a supported type whose bytes are that type."""
     source = block.get("source")
     if set(block) - {"type", "source", "cache_control"} or not isinstance(source, dict):
-        raise Invalid(f"{where}: an image block has exactly 'type' and 'source'")
+        raise InvalidRequest(f"{where}: an image block has exactly 'type' and 'source'")
     if source.get("type") != "base64" or set(source) != {"type", "media_type", "data"}:
-        raise Invalid(f"{where}.source: Input tag {source.get('type')!r} found using 'type' does not match any of the "
+        raise InvalidRequest(f"{where}.source: Input tag {source.get('type')!r} found using 'type' does not match any of the "
                       "expected tags: 'base64', 'url', 'file'")
     kind = source.get("media_type")
     if kind not in IMAGE_TYPES:
-        raise Invalid(f"{where}.source.media_type: Input should be {', '.join(IMAGE_TYPES)}")
+        raise InvalidRequest(f"{where}.source.media_type: Input should be {', '.join(IMAGE_TYPES)}")
     try:
         data = base64.b64decode(str(source.get("data")), validate=True)
     except ValueError:
-        raise Invalid(f"{where}.source.data: not valid base64") from None
+        raise InvalidRequest(f"{where}.source.data: not valid base64") from None
     if not data.startswith(MAGIC[kind]):
-        raise Invalid(f"{where}: Image does not match the provided media type {kind}")
+        raise InvalidRequest(f"{where}: Image does not match the provided media type {kind}")
 
 
 def _check_pairing(messages: list[Any], i: int, blocks: list[Any]) -> None:
@@ -132,7 +132,7 @@ def _check_pairing(messages: list[Any], i: int, blocks: list[Any]) -> None:
             leading.append(block.get("tool_use_id"))
         missing = [x for x in ids if x not in leading]
         if missing:
-            raise Invalid(
+            raise InvalidRequest(
                 f"messages.{i + 1}.content.0: tool_use ids were found without tool_result blocks immediately after: {missing[0]}. "
                 "Each tool_use block must have a corresponding tool_result block in the next message."
             )
@@ -141,7 +141,7 @@ def _check_pairing(messages: list[Any], i: int, blocks: list[Any]) -> None:
     called = {b.get("id") for b in previous if b.get("type") == "tool_use"}
     for j, block in enumerate(blocks):
         if block.get("type") == "tool_result" and block.get("tool_use_id") not in called:
-            raise Invalid(
+            raise InvalidRequest(
                 f"messages.{i}.content.{j}: unexpected tool_use_id found in tool_result blocks: {block.get('tool_use_id')}. "
                 "Each tool_result block must have a corresponding tool_use block in the previous message."
             )
@@ -153,7 +153,7 @@ def _check_thinking(body: JsonObject, messages: list[Any], i: int, blocks: list[
             continue
         expected = signature(body, messages[:i], blocks[:j], block.get("thinking", ""))
         if not hmac.compare_digest(expected, str(block.get("signature", ""))):
-            raise Invalid(
-                f"messages.{i}.content.{j}: Invalid 'signature' in 'thinking' block. "
+            raise InvalidRequest(
+                f"messages.{i}.content.{j}: InvalidRequest 'signature' in 'thinking' block. "
                 "The block is bound to a different conversation: something before it changed."
             )

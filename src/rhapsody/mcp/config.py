@@ -64,6 +64,13 @@ def plan(root: Path) -> McpPlan:
     return McpPlan(_enabled({**user, **project}), problems=problems)
 
 
+def with_servers(planned: McpPlan, servers: dict[str, McpServer]) -> McpPlan:
+    """`planned` with `servers` added, theirs winning for the same name (servers the person chose in an editor)."""
+    if not servers:
+        return planned
+    return McpPlan(_enabled({**planned.servers, **servers}), planned.waiting, planned.problems)
+
+
 def waiting_line(names: tuple[str, ...]) -> str:
     """The one line that says which project servers wait for trust."""
     return (f"MCP server{'s' if len(names) > 1 else ''} {', '.join(names)} from this project "

@@ -52,7 +52,8 @@ class DialogRecorder:
                   | ev.HintDelivered() | ev.HarnessSaid() | ev.DenialDelivered() | ev.HandoffAsked()
                   | ev.ContextPruned() | ev.HandoffFailed() | ev.Interrupted() | ev.LimitsExceeded() | ev.Notice()
                   | ev.ImagesAttached() | ev.TodoUpdated() | ev.FilesAttached() | ev.Failed() | ev.ApprovalAsked()
-                  | ev.ShellRan() | ev.Idle() | ev.SubagentStarted() | ev.SubagentStep() | ev.SubagentEnded()):
+                  | ev.PlanReviewAsked() | ev.ShellRan() | ev.Idle() | ev.SubagentStarted() | ev.SubagentStep()
+                  | ev.SubagentEnded()):
                 pass  # the log keeps the task, its calls and its answer: the rest is in the history
             case _:
                 assert_never(event)

@@ -34,7 +34,7 @@ WHATS: tuple[What, ...] = ("files", "conversation", "both")
 
 
 @dataclass(frozen=True)
-class Turn:
+class RewindPoint:
     """A point with what its turn changed: per file, lines added and removed."""
 
     point: Point
@@ -71,12 +71,12 @@ class Turn:
                 "files": [{"path": p, "added": a, "removed": r} for p, a, r in self.files]}
 
 
-def turns(session: Session, shadow: Shadow) -> list[Turn]:
+def turns(session: Session, shadow: Shadow) -> list[RewindPoint]:
     """Every point of the session with its turn's changes (empty when the checkpoints are gone)."""
     return turns_of(session.records, session.conversation.abandoned, shadow)
 
 
-def turns_of(records: Sequence[rec.Record], abandoned: set[int], shadow: Shadow) -> list[Turn]:
+def turns_of(records: Sequence[rec.Record], abandoned: set[int], shadow: Shadow) -> list[RewindPoint]:
     """The same from a session's records (`abandoned`: messages a conversation rewind left behind)."""
     found = points(records, abandoned)
     marks = _marks(records)
@@ -85,7 +85,7 @@ def turns_of(records: Sequence[rec.Record], abandoned: set[int], shadow: Shadow)
     for point in found:
         after = next((commit for seq, at, commit in marks if seq > point.seq and at in ("end", "turn", "rewind")), "")
         counted = point.kind == "turn" and {point.commit, after} <= kept
-        out.append(Turn(point, shadow.line_counts(point.commit, after) if counted else [], point.commit in kept))
+        out.append(RewindPoint(point, shadow.line_counts(point.commit, after) if counted else [], point.commit in kept))
     return out
 
 
@@ -199,7 +199,7 @@ class Rewound:
     """Files changed outside rhapsody that the rewind would overwrite (it stopped to ask)."""
 
 
-def rewind(session: Session, shadow: Shadow, turn: Turn, what: What, overwrite: bool) -> Rewound:
+def rewind(session: Session, shadow: Shadow, turn: RewindPoint, what: What, overwrite: bool) -> Rewound:
     """Restore files, conversation or both to `turn`; files changed outside rhapsody only with `overwrite`."""
     point = turn.point
     said: list[str] = []

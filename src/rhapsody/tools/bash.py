@@ -15,7 +15,7 @@ from typing import ClassVar
 from pydantic import BaseModel, Field, model_validator
 
 from rhapsody.core.access.permissions import SANDBOXED, Confinement, Mode, SandboxSetting
-from rhapsody.core.toolbox.protocol import Escape, Tool, ToolContext, ToolOutcome
+from rhapsody.core.toolbox.protocol import Escape, Tool, ToolContext, ToolOutcome, exit_trailer
 from rhapsody.prompts import load
 from rhapsody.sandbox import gitguard, lifeline, procs, bwrap as sandbox
 from rhapsody.tools.git import gitlinks
@@ -93,7 +93,7 @@ class Bash(Tool):
             return ToolOutcome(f"{done.output}{notes}\n[killed after {timeout:g} s timeout]", is_error=True,
                                exit_code=done.exit_code, facts=facts)
         code = done.exit_code
-        return ToolOutcome(f"{done.output}{notes}\n[exit code {code}]", is_error=code != 0, exit_code=code, facts=facts)
+        return ToolOutcome(f"{done.output}{notes}{exit_trailer(code)}", is_error=code != 0, exit_code=code, facts=facts)
 
 
 def _nested(root: Path, found: list[Path]) -> list[Path]:

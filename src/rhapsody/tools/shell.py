@@ -27,7 +27,7 @@ import shutil
 import subprocess
 from typing import Any
 
-from rhapsody.core.access.permissions import ShellCommand
+from rhapsody.core.access.permissions import ParsedCommand
 from rhapsody.sandbox import lifeline
 
 _LIST_NODES = {"program", "list", "pipeline"}
@@ -129,21 +129,21 @@ def _parser() -> Any:
     return Parser(Language(tree_sitter_bash.language()))
 
 
-def parse(command: str) -> ShellCommand:
+def parse(command: str) -> ParsedCommand:
     """The simple commands of `command` and, when it is outside the grammar rules judge, why."""
     if "\\\n" in command:  # bash joins `r\<newline>m` into rm; the parse would see two words
-        return ShellCommand((), "it continues a line with a backslash")
+        return ParsedCommand((), "it continues a line with a backslash")
     try:
         source = command.encode("utf-8", errors="surrogatepass")
         tree = _parser().parse(source)
     except (ValueError, UnicodeError):
-        return ShellCommand((), "the command could not be parsed")
+        return ParsedCommand((), "the command could not be parsed")
     commands: list[tuple[str, ...]] = []
     root = tree.root_node
     reason = _walk(root, source, commands) or _gaps(source, [root], 0, len(source), _BLANK_LINES)
     if not reason and root.has_error:
         reason = "the command could not be parsed"
-    return ShellCommand(tuple(commands), reason)
+    return ParsedCommand(tuple(commands), reason)
 
 
 def _gaps(source: bytes, nodes: list[Any], start: int, end: int, allowed: re.Pattern[bytes]) -> str:

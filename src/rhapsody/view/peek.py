@@ -7,10 +7,7 @@ same lines.
 
 from __future__ import annotations
 
-import re
-
-EXIT_TRAILER = re.compile(r"\n*\[exit code -?\d+\]\s*$")
-"""bash's last line, which the call's own line already says (`→ exit 0`)."""
+from rhapsody.core.toolbox.protocol import EXIT_TRAILER  # bash's last line, which the call's own line already says
 
 UNSHOWN = ("micro_handoff",)
 """Tools whose result is not shown under the line: a handoff's note has the seam's own line."""

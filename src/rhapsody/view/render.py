@@ -404,7 +404,7 @@ def event_lines(event: ev.Event) -> list[Line]:
         case (ev.TurnStarted() | ev.TextDelta() | ev.ThinkingDelta() | ev.BlockStopped() | ev.RetryCountdown()
               | ev.ModelResponse() | ev.RequestSent() | ev.UsageReported() | ev.HintDelivered() | ev.MemoryReminded()
               | ev.HandoffAsked() | ev.SeamCommitted() | ev.TurnEnded() | ev.ApprovalAsked() | ev.ShellRan()
-              | ev.Idle()):
+              | ev.PlanReviewAsked() | ev.Idle()):
             return []  # streamed text, bookkeeping, or shown by a front end's own widget (a seam, a question)
         case _:
             assert_never(event)
@@ -577,9 +577,9 @@ def rewound_lines(lines: list[Line]) -> list[Line]:
     return [Line("rewound", f"↶ {one_line(lines[0].text, 200)}", body="\n".join(plain(line).strip() for line in lines))]
 
 
-def rewind_line(record: rec.Rewind | rec.Restore) -> Line:
+def rewind_line(record: rec.ConversationRewind | rec.Restore) -> Line:
     """A `rewind` record (the conversation went back) or a finished `restore` (files went back)."""
-    if isinstance(record, rec.Rewind):
+    if isinstance(record, rec.ConversationRewind):
         return Line("notice", f"↶ conversation rewound to before › {one_line(record.text, 120)}; "
                               "what followed stays in the history (dimmed above) and in recall")
     return Line("notice", f"↶ files restored to a checkpoint ({counted(record.changed or 0, 'path')} changed)")
@@ -644,7 +644,7 @@ def _other_lines(record: rec.Record, root: Path, hints: dict[str, str], landed: 
             return [error_line(record.message)]
         case rec.NoticeShown():
             return [notice_line(record)]
-        case rec.Rewind():
+        case rec.ConversationRewind():
             return [rewind_line(record)]
         case rec.Restore():
             return [rewind_line(record)] if record.state == "done" else []

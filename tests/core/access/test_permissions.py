@@ -154,25 +154,25 @@ def test_leaving_the_sandbox_or_a_deny_rule_offers_no_session_rule() -> None:
 
 async def test_allowing_a_compound_command_for_the_session_runs_it_again_without_asking(
         stub: Stub, project: Path) -> None:
+    from rhapsody.core.agent import ops
+    from rhapsody.core.events import ApprovalAsked, Idle
     from rhapsody.core.toolbox.approval import HumanApprover
-    from rhapsody.core.toolbox.approval import Approval
 
     command = "printf one && printf two | wc -l"  # printf: not a read-only command, which would not ask
     stub.script(call(NARRATE, "bash", command=command), call(NARRATE, "bash", command=command), say("done"))
     approver = HumanApprover()
     wiring = stub.wire(project, approver=approver, permission_mode="ask")
     asked: list[tuple[str, ...]] = []
-
-    async def answer() -> None:
-        question = await approver.next_question()
-        asked.append(question.rules)
-        question.answer(Approval(True, remember=question.rules))
-
-    answering = asyncio.create_task(answer())
-    await collect(wiring.agent.run("go"))
-    await answering
-    assert asked == [("bash:printf *", "bash:wc *")]
-    assert approver.questions.empty()
+    assert wiring.agent.submit(ops.UserTurn(text="go")).started
+    async with asyncio.timeout(30):
+        async for event in wiring.agent.events():
+            if isinstance(event, ApprovalAsked):
+                asked.append(event.rules)
+                assert wiring.agent.submit(ops.ApprovalAnswer(id=event.id, decision="always")).ok
+            elif isinstance(event, Idle):
+                break
+    assert asked == [("bash:printf *", "bash:wc *")]  # asked once: the second run is allowed by the rules
+    assert not approver.asked
     results = [b for m in stub.bodies()[2]["messages"] for b in m["content"] if isinstance(b, dict)
                and b.get("type") == "tool_result"]
     assert len(results) == 2 and not any(r.get("is_error") for r in results)

@@ -11,6 +11,7 @@ import pytest
 
 from rhapsody.cli import main
 from rhapsody.commands.slash import run_command
+from rhapsody.core.agent import ops
 from rhapsody.core.session.history import read_history
 from rhapsody.loopback.script import call, say
 
@@ -46,7 +47,7 @@ async def test_stats_prices_the_session_beside_the_same_requests_without_seams(
     assert 0 < figures["saving"] < 1 and figures["saving_per_further_request"] > 0
     line = run_command(wiring.agent, "/stats").text.splitlines()[-1]
     assert line.startswith("billed input (cache reads 0.05×, writes 1.25×):") and "without (saved" in line
-    run_command(wiring.agent, "/unhandoff")  # nothing held out any more: a further request saves nothing
+    assert wiring.agent.submit(ops.UndoHandoff()).ok  # nothing held out any more: a further request saves nothing
     assert "each further request saves ~0)" in run_command(wiring.agent, "/stats").text
 
 

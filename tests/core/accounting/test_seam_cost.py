@@ -9,6 +9,7 @@ from pathlib import Path
 
 
 from rhapsody.commands.slash import ANYWAY, run_command
+from rhapsody.core.agent import ops
 from rhapsody.core.session.context import measure_messages
 from rhapsody.core.session.handoff_state import Phase
 from rhapsody.core.accounting.seam_cost import DEFAULT_NOTE_TOKENS, of_session
@@ -35,10 +36,11 @@ async def test_a_short_session_would_not_pay_and_handoff_shows_the_figures_and_a
                - measure_messages(session.spec, conv.view(len(conv.messages)))[1])
     assert worth.takes == by_hand > 0 and worth.adds == DEFAULT_NOTE_TOKENS and not worth.pays
     outcome = run_command(wiring.agent, "/handoff")
-    assert outcome.confirm == "hand off anyway?" and outcome.then == ANYWAY and not outcome.run_turn
+    assert outcome.confirm == "hand off anyway?" and outcome.then == ANYWAY and outcome.op is None
     assert f"the strip would take ~{worth.takes:,} tokens and the handoff add ~{DEFAULT_NOTE_TOKENS:,}" in outcome.text
     assert "no note yet: the default" in outcome.text and session.handoff.phase == Phase.IDLE
-    assert run_command(wiring.agent, ANYWAY).run_turn and session.handoff.phase == Phase.WANTED
+    assert isinstance(run_command(wiring.agent, ANYWAY).op, ops.RequestHandoff)
+    assert session.handoff.phase == Phase.IDLE  # the front end submits the op: the command asks for nothing itself
     status = status_line(figures(session.records), session, "main", "idle", 200)
     assert f"seam ~+{worth.change / 1000:.1f}k" in status
 
@@ -52,7 +54,9 @@ async def test_a_seam_that_pays_is_asked_for_at_once_and_the_bar_shows_what_it_t
     assert f"seam ~−{-worth.change / 1000:.1f}k" in status_line(figures(wiring.session.records), wiring.session,
                                                                  "main", "idle", 200)
     outcome = run_command(wiring.agent, "/handoff")
-    assert not outcome.confirm and outcome.run_turn and wiring.session.handoff.phase == Phase.WANTED
+    assert not outcome.confirm and isinstance(outcome.op, ops.RequestHandoff)
+    wiring.agent.request_handoff()  # what the op's receipt does first (core/agent/inbox.py)
+    assert wiring.session.handoff.phase == Phase.WANTED
 
 
 async def test_the_note_cost_comes_from_this_sessions_notes_then_the_projects(stub: Stub, project: Path) -> None:

@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from rhapsody.core.toolbox.approval import HumanApprover
-from rhapsody.core.events import Event, Interrupted, TextDelta, ToolStarted, TurnEnded
+from rhapsody.core.agent import ops
+from rhapsody.core.events import ApprovalAsked, Event, Interrupted, TextDelta, ToolStarted, TurnEnded
 from rhapsody.core.agent.loop import Agent
 from rhapsody.core.agent.round import INTERRUPTED
 from rhapsody.core.session.session import Session
@@ -47,7 +48,7 @@ class Point:
 
     def reached(self, events: list[Event]) -> bool:
         if self.approver is not None:
-            return not self.approver.questions.empty()
+            return bool(self.approver.asked)  # the question is out (as an `ApprovalAsked` on the agent's queue)
         if self.gate is not None:
             return any(isinstance(e, TurnEnded) for e in events)
         wanted = TextDelta if self.during == "stream" else ToolStarted
@@ -117,9 +118,10 @@ async def test_a_turn_cancelled_anywhere_ends_with_interrupted_and_a_valid_histo
         assert last.open_calls == (result.tool_use_id,)
     if point.during == "stream":
         assert messages[-1].role == "assistant" and messages[-1].texts() == [last.partial_text]
-    if point.approver is not None:  # the question is dropped, unanswered, and nothing ran
+    if point.approver is not None:  # the question went out, is dropped unanswered, and nothing ran
         assert not (project / "marker.txt").exists()
-        assert not point.approver.questions.get_nowait().open
+        [question] = [e for e in agent.outbox.ready() if isinstance(e, ApprovalAsked)]
+        assert not point.approver.asked and not agent.submit(ops.ApprovalAnswer(id=question.id, decision="once")).ok
 
     again = await collect(agent.run("go on"))
     assert again[-1] == TurnEnded("end_turn") and wiring.session.messages()[-1].texts() == ["Going on."]

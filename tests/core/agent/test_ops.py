@@ -169,3 +169,11 @@ def test_an_op_parses_from_json_by_its_kind_and_refuses_what_it_does_not_know() 
                 {"kind": "interrupt", "now": True}):
         with pytest.raises(ValidationError):
             ops.parse(bad)
+
+
+async def test_a_question_no_agent_could_put_out_is_denied_unasked() -> None:
+    from rhapsody.core.toolbox.approval import UNASKED
+
+    approver = HumanApprover(grace=no_grace)
+    answer = await approver("bash", "rm -rf build", "writes outside the sandbox", {"command": "rm -rf build"})
+    assert not answer.allow and answer.reason == UNASKED and not approver.asked

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rhapsody.config.settings import Settings
-from rhapsody.core.events import HintDelivered, SubagentEnded, SubagentStarted, SubagentStep, ToolFinished, ToolStarted
+from rhapsody.core.events import HintDelivered, Interrupted, SubagentEnded, SubagentStarted, SubagentStep, ToolFinished, ToolStarted
 from rhapsody.core.session import records as rec
 from rhapsody.core.session.history import read_history
 from rhapsody.core.session.session import Session
@@ -116,6 +116,9 @@ async def test_esc_stops_the_sub_agent_and_the_parent_result_says_so(stub: Stub,
     await asyncio.wait({task}, timeout=30)
     assert task.cancelled()
     started = next(e for e in events if isinstance(e, SubagentStarted))
+    ended = [e for e in events if isinstance(e, SubagentEnded)]
+    assert [(e.id, e.status) for e in ended] == [("sa1", "interrupted")]  # the stream says so, not only the history
+    assert events.index(ended[0]) < next(i for i, e in enumerate(events) if isinstance(e, Interrupted))
     child = history(project, started.session)
     assert [r["during"] for r in child if r["kind"] == "interrupted"] == ["tools"]
     parent = read_history(wiring.session.path).records
@@ -232,12 +235,15 @@ async def test_the_parents_cost_limit_counts_what_its_sub_agents_spent(stub: Stu
     import dataclasses
 
     from rhapsody.core.events import LimitsExceeded
+    from rhapsody.frontends.app.status import status_line
 
     stub.script(delegate(), child_read(), say(FOUND), say("Found."), say("never sent"))
     wiring = stub.wire(project)
     await collect(wiring.agent.run("is add right?"))
     own, delegated = wiring.session.figures.cost, wiring.session.figures.delegated_cost
     assert delegated > 0
+    shown = status_line(wiring.session.figures, wiring.session, "", "idle", 200)
+    assert f"${own + delegated:.2f} (sub-agents ${delegated:.2f})" in shown  # the status bar counts it too
     wiring.agent.policy = dataclasses.replace(wiring.agent.policy, max_cost_usd=own + delegated / 2)
     events = await collect(wiring.agent.run("and now?"))
     assert [e.limit for e in events if isinstance(e, LimitsExceeded)] == ["max_cost_usd"] and len(stub.bodies()) == 4

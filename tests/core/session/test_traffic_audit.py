@@ -8,11 +8,14 @@ import json
 from pathlib import Path
 
 from rhapsody.commands.slash import run_command
+from rhapsody.core.agent import ops
+from rhapsody.core.session import records as rec
 from rhapsody.core.session.history import read_history
 from rhapsody.core.session.recall import fetch
 from rhapsody.core.session.traffic_digest import cuts
 from rhapsody.loopback.script import say
 from rhapsody.tools.handoff import recall_text
+from rhapsody.view.render import undo_text
 
 from tests.conftest import Stub, collect
 from tests.core.session.test_handoff_e2e import handoff_turn, step
@@ -56,8 +59,12 @@ async def test_a_history_edited_after_the_seam_fails_the_check(stub: Stub, proje
 
 async def test_unhandoff_says_the_calls_put_back_are_exactly_what_left(stub: Stub, project: Path) -> None:
     wiring = await _seamed(stub, project)
-    outcome = run_command(wiring.agent, "/unhandoff")
-    assert "seam 1 undone" in outcome.text and "verified: the 2 calls put back hash to the SHA-256 the seam recorded" in outcome.text
+    op = run_command(wiring.agent, "/unhandoff").op
+    assert isinstance(op, ops.UndoHandoff)
+    undone = wiring.agent.submit(op)
+    assert isinstance(undone.record, rec.Unseam) and undone.reload
+    text = undo_text(undone.record)
+    assert "seam 1 undone" in text and "verified: the 2 calls put back hash to the SHA-256 the seam recorded" in text
     unseam = [r for r in read_history(wiring.session.path).records if r["kind"] == "unseam"][0]
     assert unseam["verified"] is True and unseam["returned_calls"] == 2
     await collect(wiring.agent.run("still valid?"))

@@ -37,7 +37,7 @@ addresses are decided once it is resolved (`decide_addresses`), after the name w
 so no lookup sends out a name the rules or the human did not let through.
 
 An allow rule runs a bash command only when every simple command matches and the
-command is not opaque (see `ShellCommand`).
+command is not opaque (see `ParsedCommand`).
 
 Imports: stdlib and rhapsody.core.access.addresses only.
 """
@@ -111,7 +111,7 @@ _SPLIT = re.compile(r"&&|\|\||;|\||\n")
 
 
 @dataclass(frozen=True)
-class ShellCommand:
+class ParsedCommand:
     """A parsed command line: its simple commands as words, and why rules cannot judge it ('' if they can)."""
 
     commands: tuple[tuple[str, ...], ...]
@@ -122,8 +122,8 @@ class ShellCommand:
         return [" ".join(words) for words in self.commands]
 
 
-def _no_parser(command: str) -> ShellCommand:
-    return ShellCommand((), "no shell parser is available")
+def _no_parser(command: str) -> ParsedCommand:
+    return ParsedCommand((), "no shell parser is available")
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ class Rules:
     allow: list[str] = field(default_factory=list)
     deny: list[str] = field(default_factory=list)
     session_allow: list[str] = field(default_factory=list)
-    parse: Callable[[str], ShellCommand] = _no_parser
+    parse: Callable[[str], ParsedCommand] = _no_parser
     """Parses a bash command line; without a real parser no bash command runs by rule."""
 
     def read_denied(self) -> tuple[str, ...]:
@@ -199,7 +199,7 @@ def _file_allowed(rules: list[str], tool: str, keys: tuple[str, ...]) -> str:
     return next((r for r in rules if _matches(r, tool, keys[:1])), "")
 
 
-def _shell_allowed(rules: list[str], name: str, shell: ShellCommand) -> str:
+def _shell_allowed(rules: list[str], name: str, shell: ParsedCommand) -> str:
     """The rules covering every simple command, or '' (always '' for an opaque command)."""
     if shell.opaque or not shell.commands:
         return ""
@@ -223,7 +223,7 @@ def _program_allowed(rule: str, program: str) -> bool:
     return re.fullmatch(regex, program) is not None
 
 
-def _shell_denied(rules: list[str], command: str, shell: ShellCommand) -> str:
+def _shell_denied(rules: list[str], command: str, shell: ParsedCommand) -> str:
     """A deny rule matching the raw line, a split part, or a parsed command (by the program's base name,
     and by its flags in any order or grouping: `rm -rf*` also denies `rm -fr x` and `rm -r -f x`)."""
     programs = [_program_words(w) for w in shell.commands if w]
@@ -270,7 +270,7 @@ def _flags_match(pattern: str, words: tuple[str, ...]) -> bool:
     return _flag_letters(flags) <= _flag_letters(words[1:]) and all(o in words[1:] for o in others)
 
 
-def read_only_command(shell: ShellCommand) -> bool:
+def read_only_command(shell: ParsedCommand) -> bool:
     """Whether a parsed command line only reads, and only the project: not opaque (no redirection to a file,
     no substitution, no option that runs a program or writes), every simple command a bare name from
     READ_ONLY_PROGRAMS (a path such as `./ls` is the project's own program) or `git` with a READ_ONLY_GIT
@@ -469,7 +469,7 @@ def _decide_bash(mode: Mode, rules: Rules, call: Call) -> Decision:
     return Decision("ask", f"{why}; {_ask_reason(mode, shell)}")
 
 
-def _outside(mode: Mode, allow: list[str], shell: ShellCommand) -> Decision:
+def _outside(mode: Mode, allow: list[str], shell: ParsedCommand) -> Decision:
     if writes_nothing(mode):
         return Decision("deny", f"{mode} mode never runs commands outside the sandbox")
     ruled = _shell_allowed(allow, "unsandboxed", shell)
@@ -479,7 +479,7 @@ def _outside(mode: Mode, allow: list[str], shell: ShellCommand) -> Decision:
                            "'unsandboxed:' rule in the user's own config) can allow that")
 
 
-def _ask_reason(mode: Mode, shell: ShellCommand) -> str:
+def _ask_reason(mode: Mode, shell: ParsedCommand) -> str:
     if shell.opaque:
         return f"{mode} mode asks: no rule can allow this command because {shell.opaque}"
     return f"{mode} mode asks before running commands"

@@ -2,8 +2,8 @@
 
 An operation acts at once (a hint is on disk, a mode switched) and says so in its `Receipt`;
 what takes time runs as the agent's own task: a turn (`UserTurn`, `QueueMessage` when idle, a
-handoff requested when idle) or the human's shell command. Their events, the permission questions
-(`ApprovalAsked`) and what a turn closed early could not say all go into `Outbox`, the one way out;
+handoff requested when idle) or the human's shell command. Their events, the human's questions
+(`ApprovalAsked`, `PlanReviewAsked`) and what a turn closed early could not say all go into `Outbox`, the one way out;
 each piece of work ends with `Idle`. `Interrupt` cancels the running turn, which is the loop's one
 cancellation path (core/agent/loop.py `_one_turn`), as Esc was.
 
@@ -26,7 +26,8 @@ from rhapsody.core.session.handoff import undo_seam
 from rhapsody.core.session.session import Session
 from rhapsody.core.toolbox.approval import Approval
 from rhapsody.core.toolbox.orchestrator import Toolbox
-from rhapsody.core.toolbox.protocol import ToolContext
+from rhapsody.core.toolbox.plan_review import HumanReviewer
+from rhapsody.core.toolbox.protocol import PlanReview, ToolContext
 
 BUSY_TURN = "the agent is working: a line typed now is a hint (steer), or queued for the end of the turn"
 CHECKPOINTS_OFF = "checkpoints are off (checkpoints = false in the config): nothing to rewind to"
@@ -35,7 +36,9 @@ CHECKPOINTS_OFF = "checkpoints are off (checkpoints = false in the config): noth
 class Rewinding(Protocol):
     """Goes back to before a message (the rewind package provides it, over the checkpoint store)."""
 
-    def __call__(self, session: Session, point: int, what: str, force: bool) -> ops.Receipt: ...
+    def __call__(self, session: Session, point: int, what: ops.RewindWhat, force: bool) -> ops.Receipt:
+        """Rewind `session` to before point `point`; files changed outside rhapsody only with `force`."""
+        ...
 
 
 class Outbox:
@@ -133,8 +136,9 @@ class Work:
         return True
 
 
-class Agent(Protocol):
-    """What the operations act on: the agent's parts, as core/agent/loop.py's `Agent` has them."""
+class OpTarget(Protocol):
+    """What the operations act on: the agent's parts, as core/agent/loop.py's `Agent` has them (named here so the
+    two modules form no circle)."""
 
     session: Session
     toolbox: Toolbox
@@ -157,7 +161,7 @@ class Agent(Protocol):
         """The human's questions go on the one queue from now on."""
 
 
-def handle(agent: Agent, op: ops.Op) -> ops.Receipt:
+def handle(agent: OpTarget, op: ops.Op) -> ops.Receipt:
     """Act on one operation (see the module's docstring); the match is exhaustive."""
     match op:
         case ops.UserTurn():
@@ -172,6 +176,8 @@ def handle(agent: Agent, op: ops.Op) -> ops.Receipt:
             return ops.Receipt(agent.work.cancel())
         case ops.ApprovalAnswer():
             return ops.Receipt(_answer(agent, op))
+        case ops.PlanAnswer():
+            return ops.Receipt(_plan_answer(agent, op))
         case ops.SetMode():
             agent.toolbox.permission_mode = op.mode
             agent.session.append(rec.PermissionMode(mode=op.mode))
@@ -192,7 +198,7 @@ def handle(agent: Agent, op: ops.Op) -> ops.Receipt:
             assert_never(op)
 
 
-def _turn(agent: Agent, text: str | None, typed: str | None, shell: bool = False) -> ops.Receipt:
+def _turn(agent: OpTarget, text: str | None, typed: str | None, shell: bool = False) -> ops.Receipt:
     if agent.working:
         return ops.Receipt(False, BUSY_TURN)
     agent.questions_as_events()
@@ -200,13 +206,13 @@ def _turn(agent: Agent, text: str | None, typed: str | None, shell: bool = False
     return ops.Receipt(started=True)
 
 
-def _hint(agent: Agent, text: str, mode: str) -> ops.Receipt:
+def _hint(agent: OpTarget, text: str, mode: str) -> ops.Receipt:
     hint = agent.session.hint(text, mode)
     where = "end of turn" if mode == "queue" else "next tool boundary"
     return ops.Receipt(text=f"[{hint.id} pending: {where}]", id=hint.id)
 
 
-def _answer(agent: Agent, op: ops.ApprovalAnswer) -> bool:
+def _answer(agent: OpTarget, op: ops.ApprovalAnswer) -> bool:
     from rhapsody.core.toolbox.approval import HumanApprover
 
     approver = agent.toolbox.approver
@@ -224,7 +230,14 @@ def _answer(agent: Agent, op: ops.ApprovalAnswer) -> bool:
     return approver.answer(op.id, approval)
 
 
-def _handoff(agent: Agent) -> ops.Receipt:
+def _plan_answer(agent: OpTarget, op: ops.PlanAnswer) -> bool:
+    reviewer = agent.toolbox.reviewer
+    if not isinstance(reviewer, HumanReviewer):
+        return False
+    return reviewer.answer(op.id, PlanReview(op.decision == "approve", op.plan, op.mode, op.feedback))
+
+
+def _handoff(agent: OpTarget) -> ops.Receipt:
     if not agent.request_handoff():
         return ops.Receipt(False, "a micro-handoff is already under way")
     if agent.working:
@@ -234,7 +247,7 @@ def _handoff(agent: Agent) -> ops.Receipt:
     return ops.Receipt(text="micro-handoff requested", started=True)
 
 
-def _undo(agent: Agent) -> ops.Receipt:
+def _undo(agent: OpTarget) -> ops.Receipt:
     if agent.working:
         return ops.Receipt(False, "wait for the turn to end before undoing a seam")
     record = undo_seam(agent.session)
@@ -243,7 +256,7 @@ def _undo(agent: Agent) -> ops.Receipt:
     return ops.Receipt(reload=True, record=record)
 
 
-def _rewind(agent: Agent, op: ops.Rewind) -> ops.Receipt:
+def _rewind(agent: OpTarget, op: ops.Rewind) -> ops.Receipt:
     if agent.rewinder is None:
         return ops.Receipt(False, CHECKPOINTS_OFF)
     if agent.working:
@@ -251,7 +264,7 @@ def _rewind(agent: Agent, op: ops.Rewind) -> ops.Receipt:
     return agent.rewinder(agent.session, op.point, op.what, op.force)
 
 
-def _shell(agent: Agent, command: str) -> ops.Receipt:
+def _shell(agent: OpTarget, command: str) -> ops.Receipt:
     async def ran() -> AsyncGenerator[Event, None]:
         yield await run_human_command(agent.session, agent.toolbox, agent.ctx, command)
 

@@ -38,7 +38,7 @@ from rhapsody.core.agent.tool_calls import run_calls
 from rhapsody.core.toolbox.orchestrator import Toolbox
 from rhapsody.core.toolbox.protocol import EditorFiles, ToolContext
 from rhapsody.core.access.permissions import Mode
-from rhapsody.core.toolbox.protocol import PlanReviewer
+from rhapsody.core.toolbox.plan_review import HumanReviewer
 from rhapsody.core.agent.turn import Opening, Turn, begin, model_ended, opening
 from rhapsody.core.agent.turn_end import HandoffThreshold, handoff_left
 from rhapsody.core.session import records as rec
@@ -74,6 +74,7 @@ class Agent:
         self.work = Work(self.outbox)
         self.rewinder = rewinder
         """Goes back to before a message (None: checkpoints are off)."""
+        self.questions_as_events()
 
     def submit(self, op: ops.Op) -> ops.Receipt:
         """The one way a front end changes the agent (core/agent/ops.py); what it starts says what it does on
@@ -81,10 +82,12 @@ class Agent:
         return handle(self, op)
 
     def questions_as_events(self) -> None:
-        """From now on the human's approver puts its questions on the one queue (work was submitted: the front
-        end reads `events`)."""
+        """From now on the human's approver and plan reviewer put their questions on this agent's one queue (at
+        its making, and again when work is submitted: a toolbox another agent was made with asks this one's)."""
         if isinstance(self.toolbox.approver, HumanApprover):
             self.toolbox.approver.emit = self.outbox.put
+        if isinstance(self.toolbox.reviewer, HumanReviewer):
+            self.toolbox.reviewer.emit = self.outbox.put
 
     async def events(self) -> AsyncGenerator[Event, None]:
         """Every event, in order, as `submit`'s work and the permission questions produce them; endless."""
@@ -107,10 +110,6 @@ class Agent:
     def start_sources(self) -> list[str]:
         """Start the tool sources (MCP servers) in the background; notices for the human."""
         return list(self.toolbox.start_sources())
-
-    def review_plans_with(self, reviewer: PlanReviewer) -> None:
-        """Who answers a plan exit_plan proposes: the front end with a human."""
-        self.toolbox.reviewer = reviewer
 
     def edit_files_with(self, files: EditorFiles) -> None:
         """The editor's files, which the file tools read and write through (an editor front end that offers them)."""

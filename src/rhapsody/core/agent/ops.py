@@ -8,8 +8,8 @@ script can send one as JSON (`parse({"kind": "hint", "text": "…"})`) and the a
 
 `submit` acts at once and returns a `Receipt` (what to tell the human now); what takes time (a
 turn, a shell command) runs as the agent's own task, and all it says arrives on the agent's one
-event queue (`Agent.events`), questions for the human included (`ApprovalAsked`), answered by an
-`ApprovalAnswer` carrying the question's id.
+event queue (`Agent.events`), questions for the human included (`ApprovalAsked`, `PlanReviewAsked`),
+answered by an `ApprovalAnswer` or a `PlanAnswer` carrying the question's id.
 
 Imports: stdlib, pydantic and rhapsody.core only.
 """
@@ -83,6 +83,18 @@ class ApprovalAnswer(_Op):
     reason: str = ""
 
 
+class PlanAnswer(_Op):
+    """The human's answer to the plan `PlanReviewAsked(id=…)` put: approved (as `plan`, edited or empty for as
+    proposed, then the work goes on in `mode`) or rejected, `feedback` reaching the agent as their own words."""
+
+    kind: Literal["plan_answer"] = "plan_answer"
+    id: str
+    decision: Literal["approve", "reject"]
+    plan: str = ""
+    mode: Mode = "auto-edit"
+    feedback: str = ""
+
+
 class SetMode(_Op):
     """Switch the permission mode, on record so a resume keeps it."""
 
@@ -103,13 +115,19 @@ class UndoHandoff(_Op):
     kind: Literal["undo_handoff"] = "undo_handoff"
 
 
+RewindWhat = Literal["files", "conversation", "both"]
+"""What a rewind restores."""
+
+
 class Rewind(_Op):
     """Go back to before message `point` (numbered from 1 as `/rewind` lists them): the files, the
-    conversation or both; `force` overwrites files changed outside rhapsody. Only between turns."""
+    conversation or both. Files changed outside rhapsody since then are not overwritten unless `force`: the
+    receipt refuses and names them (`Receipt.outside`), and the front end asks and submits again. Only
+    between turns."""
 
     kind: Literal["rewind"] = "rewind"
     point: int
-    what: Literal["files", "conversation", "both"] = "both"
+    what: RewindWhat = "both"
     force: bool = False
 
 
@@ -132,8 +150,8 @@ class AddNotice(_Op):
 
 
 Op = Annotated[
-    Union[UserTurn, AddHint, QueueMessage, Interrupt, ApprovalAnswer, SetMode, RequestHandoff, UndoHandoff,
-          Rewind, ShellCommand, AddNotice],
+    Union[UserTurn, AddHint, QueueMessage, Interrupt, ApprovalAnswer, PlanAnswer, SetMode, RequestHandoff,
+          UndoHandoff, Rewind, ShellCommand, AddNotice],
     Field(discriminator="kind"),
 ]
 """Every operation, discriminated on `kind`."""
@@ -161,3 +179,5 @@ class Receipt:
     """The history changed under the front end (a seam undone, a rewind): rebuild the transcript."""
     record: rec.Record | None = None
     """The record the operation wrote that the front end shows (the `unseam` of an undone handoff)."""
+    outside: tuple[str, ...] = ()
+    """A rewind refused: files changed outside rhapsody it would overwrite (`Rewind(force=True)` does)."""

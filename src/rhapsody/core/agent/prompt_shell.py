@@ -16,10 +16,10 @@ from typing import Protocol
 
 from rhapsody.core.events import Event, Notice
 from rhapsody.core.toolbox.orchestrator import Toolbox
-from rhapsody.core.toolbox.protocol import ToolContext
+from rhapsody.core.toolbox.protocol import EXIT_TRAILER, ToolContext
 
 
-class Agent(Protocol):
+class TurnRunner(Protocol):
     """What the expansion needs of core/agent/loop.py's `Agent` (named here so the modules form no circle)."""
 
     toolbox: Toolbox
@@ -31,10 +31,9 @@ class Agent(Protocol):
 
 MARK = re.compile(r"!`([^`\n]+)`")
 """`` !`command` ``: one line between backticks, right after `!`."""
-EXIT_TRAILER = re.compile(r"\n*\[exit code -?\d+\]\s*$")
 
 
-async def expanded_turn(agent: Agent, text: str, typed: str | None) -> AsyncGenerator[Event, None]:
+async def expanded_turn(agent: TurnRunner, text: str, typed: str | None) -> AsyncGenerator[Event, None]:
     """The turn on `text` with every `` !`command` `` replaced by its output; a Notice instead when one is refused."""
     parts: list[str] = []
     last = 0

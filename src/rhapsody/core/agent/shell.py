@@ -11,16 +11,13 @@ Imports: stdlib and rhapsody.core only.
 from __future__ import annotations
 
 import dataclasses
-import re
 
 from rhapsody.core.events import ShellRan
 from rhapsody.core.secrets import mask
-from rhapsody.core.toolbox.protocol import ToolContext
+from rhapsody.core.toolbox.protocol import EXIT_TRAILER, ToolContext
 from rhapsody.core.toolbox.orchestrator import Toolbox
 from rhapsody.core.session.session import Session
 
-EXIT_TRAILER = re.compile(r"\n*\[exit code -?\d+\]\s*$")
-"""bash's last line, which the call's own line already says (`→ exit 0`)."""
 
 
 async def run_human_command(session: Session, toolbox: Toolbox, ctx: ToolContext, command: str) -> ShellRan:

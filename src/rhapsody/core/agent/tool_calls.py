@@ -109,14 +109,24 @@ async def _run_streamed(ctx: ToolContext, toolbox: Toolbox, current: Round,
             if isinstance(event, SubagentStarted):
                 current.interrupted_as[event.call_id] = stopped_text(event)
             yield event
+    except asyncio.CancelledError:  # Esc: what the calls say as they stop (a sub-agent's end) still goes out
+        await _stopped(tasks)
+        while not queue.empty():
+            yield queue.get_nowait()
+        raise
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await _stopped(tasks)
     for call, task in zip(batch, tasks):
         outcome, ms = task.result()
         for event in await _finished(ctx, toolbox, current, call, outcome, ms):
             yield event
+
+
+async def _stopped(tasks: Sequence[asyncio.Future[tuple[ToolOutcome, int]]]) -> None:
+    """Every task cancelled and waited for (each records its own stop)."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _drained(queue: asyncio.Queue[Event], tasks: Sequence[asyncio.Future[tuple[ToolOutcome, int]]]

@@ -208,12 +208,12 @@ def _human_texts(records: Sequence[rec.Record]) -> dict[int, str]:
     return texts
 
 
-def rewind_conversation(session: Session, point: Point) -> rec.Rewind:
+def rewind_conversation(session: Session, point: Point) -> rec.ConversationRewind:
     """Move the active context back to just before `point`'s message; the later branch stays on disk.
 
     The record carries the estimate of the request the rewound context makes (`est_tokens`), so the
     figures' context falls with it, as it does at a seam."""
-    return session.append(rec.Rewind(to=point.message, checkpoint_seq=point.seq, text=point.text,
+    return session.append(rec.ConversationRewind(to=point.message, checkpoint_seq=point.seq, text=point.text,
                           est_tokens=_context_after(session, point.message)))
 
 
@@ -222,9 +222,9 @@ def _context_after(session: Session, to: int) -> int:
     import copy
 
     from rhapsody.core.session.context import measure_messages
-    from rhapsody.core.session.records import Rewind
+    from rhapsody.core.session.records import ConversationRewind
 
     probe = copy.copy(session.conversation)  # the containers a rewind changes are copied, the messages shared
     probe.abandoned, probe.seams = set(probe.abandoned), list(probe.seams)
-    probe.apply(Rewind(kind="rewind", to=to))
+    probe.apply(ConversationRewind(kind="rewind", to=to))
     return measure_messages(session.spec, probe.active())[1]

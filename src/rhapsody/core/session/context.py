@@ -85,7 +85,7 @@ class Conversation:
             case rec.Shelve():
                 self._view = None
                 self.shelf = Shelf(record.boundary, notice(record.text), record.notes_boundary)
-            case rec.Rewind():
+            case rec.ConversationRewind():
                 self._rewind(record.to)
             case (rec.SessionStarted() | rec.Retry() | rec.Violation()
                   | rec.Hint() | rec.HintsDelivered() | rec.Permission() | rec.PermissionMode() | rec.Denial() | rec.Todo()

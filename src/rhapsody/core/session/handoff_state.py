@@ -110,7 +110,7 @@ def fold(state: HandoffState, record: rec.Record) -> HandoffState:
               | rec.PermissionMode() | rec.Denial() | rec.Todo() | rec.Subagent() | rec.MemoryReminder() | rec.Prune()
               | rec.SeamTokens() | rec.ThinkingCut() | rec.ModelSwitched() | rec.Tools() | rec.NoticeShown()
               | rec.TurnInterrupted() | rec.Limit()
-              | rec.Error() | rec.Resumed() | rec.Hook() | rec.Checkpoint() | rec.CheckpointFailed() | rec.Rewind()
+              | rec.Error() | rec.Resumed() | rec.Hook() | rec.Checkpoint() | rec.CheckpointFailed() | rec.ConversationRewind()
               | rec.Restore() | rec.Import() | rec.KeptAside() | rec.Compaction() | rec.Shelve() | rec.Other()):
             return state
         case _:
@@ -131,7 +131,7 @@ def _moved(state: HandoffState, record: rec.Handoff) -> HandoffState:
 _R = TypeVar("_R", bound=rec.Known)
 
 
-class Session(Protocol):
+class HandoffSession(Protocol):
     """What a transition needs of the session (core/session/session.py, which folds this module's records):
     the state it is in, its records, and the one way to add one. A protocol, so the two do not import each other."""
 
@@ -150,7 +150,7 @@ class Session(Protocol):
         ...
 
 
-def want(session: Session, at: str | None = None, saves: int | None = None, costs: int | None = None) -> bool:
+def want(session: HandoffSession, at: str | None = None, saves: int | None = None, costs: int | None = None) -> bool:
     """Ask for a handoff (`why`: what the automatic seam judged, e.g. the boundary `at` and the figures); False
     (nothing recorded) when one is already under way."""
     if session.handoff.pending:
@@ -159,7 +159,7 @@ def want(session: Session, at: str | None = None, saves: int | None = None, cost
     return True
 
 
-def ask(session: Session, interrupted_work: bool, after_strip: int = 0, est_tokens: int | None = None) -> None:
+def ask(session: HandoffSession, interrupted_work: bool, after_strip: int = 0, est_tokens: int | None = None) -> None:
     """The request for a field note went to the agent (`after_strip`: for this seam, made at the window;
     `est_tokens`: the context the request joins, without the request itself: what the handoff adds is
     counted from there)."""
@@ -167,18 +167,18 @@ def ask(session: Session, interrupted_work: bool, after_strip: int = 0, est_toke
                                after_strip=after_strip or None, est_tokens=est_tokens))
 
 
-def remind(session: Session) -> None:
+def remind(session: HandoffSession) -> None:
     """The agent ended its turn without a note; it was reminded once."""
     session.append(rec.Handoff(state=Phase.REMINDED.value))
 
 
-def noted(session: Session, note_path: str, seam: int, note: str) -> None:
+def noted(session: HandoffSession, note_path: str, seam: int, note: str) -> None:
     """The field note is written; the seam commits when the agent ends its turn."""
     session.append(rec.Handoff(state=Phase.NOTED.value, note_path=note_path, seam=seam,
                                note_bytes=len(note.encode("utf-8", "surrogatepass"))))
 
 
-def cancel(session: Session, reason: str = "") -> bool:
+def cancel(session: HandoffSession, reason: str = "") -> bool:
     """The request ends before a note was written (Esc, or nothing to strip); nothing is stripped.
 
     False (nothing recorded) when no request waits for a note.
@@ -194,7 +194,7 @@ NOTHING = "nothing to hand off: no tool calls since the last seam"
 NOTHING_YET = "nothing to hand off: no tool calls yet"
 
 
-def nothing(session: Session) -> str:
+def nothing(session: HandoffSession) -> str:
     """Why a handoff has nothing to strip: no calls since the last seam, or none at all when there was no seam."""
     return NOTHING if rec.first(session.records, rec.Seam) else NOTHING_YET
 
@@ -205,7 +205,7 @@ OLD_NO_NOTE = "the agent did not call micro_handoff"
 """What histories written before NO_NOTE recorded for the same failure."""
 
 
-def give_up(session: Session, reason: str = NO_NOTE) -> None:
+def give_up(session: HandoffSession, reason: str = NO_NOTE) -> None:
     """The request ends without a note (the agent ended its turn twice, Esc, nothing to strip); nothing is stripped."""
     session.append(rec.HandoffAbandoned(reason=reason))
 

@@ -609,7 +609,7 @@ class CheckpointFailed(_Open):
     name: str | None = None
 
 
-class Rewind(_Open):
+class ConversationRewind(_Open):
     """The conversation went back to before message `to` (fields still moving: open)."""
 
     kind: Literal["rewind"] = "rewind"
@@ -667,7 +667,7 @@ Known = Annotated[
         PermissionMode, Denial, Todo, Subagent, MemoryReminder, Handoff, LegacyHandoffAsked, Seam, Prune, Shelve, SeamTokens,
         SeamFailed,
         HandoffAbandoned, Unseam, ThinkingCut, SeamNote, ModelSwitched, Tools, NoticeShown, TurnInterrupted, Limit, Error, Resumed,
-        Hook, Checkpoint, CheckpointFailed, Rewind, Restore, Import, KeptAside, Compaction,
+        Hook, Checkpoint, CheckpointFailed, ConversationRewind, Restore, Import, KeptAside, Compaction,
     ],
     Field(discriminator="kind"),
 ]

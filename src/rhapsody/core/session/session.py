@@ -20,7 +20,7 @@ from rhapsody.core.session.context import Conversation, RequestSpec, build_reque
 from rhapsody.core.session import handoff_state
 from rhapsody.core.session import records as rec
 from rhapsody.core.errors import HistoryError
-from rhapsody.core.session.session_figures import Figures
+from rhapsody.core.session.session_figures import SessionFigures
 from rhapsody.core.session.handoff_state import HandoffState
 from rhapsody.core.session.images import for_request, has_images, image_tokens
 from rhapsody.core.session.history import (HistoryRead, HistoryWriter, collector_paused, history_dir, new_session_id,
@@ -39,7 +39,7 @@ class Session:
         self.spec = spec
         self.id = session_id
         self.conversation = Conversation()
-        self.figures = Figures()
+        self.figures = SessionFigures()
         self.pending: list[rec.Hint] = []
         """Hints typed while the agent worked, not yet delivered: mode "steer" lands at the next tool boundary,
         "queue" waits for the end of the turn."""
@@ -133,7 +133,7 @@ class Session:
                 self.spec = dataclasses.replace(self.spec, tools=record.tools)
             case rec.Todo():
                 self.todos.add(record)
-            case rec.Rewind():
+            case rec.ConversationRewind():
                 self.todos.rewind(record.to)
             case (rec.SessionStarted() | rec.Subagent() | rec.Retry() | rec.Violation() | rec.Permission() | rec.PermissionMode()
                   | rec.Denial() | rec.MemoryReminder()

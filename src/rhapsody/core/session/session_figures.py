@@ -42,7 +42,7 @@ def usage_input(record: rec.UsageRecorded) -> int:
 
 
 @dataclass
-class Figures:
+class SessionFigures:
     """Running figures of one session."""
 
     model: str = ""
@@ -107,7 +107,7 @@ class Figures:
         """The best figure for the active context: API-reported when fresh, else estimated."""
         return reported_input(self.last_usage) or self.last_request_tokens
 
-    def fold(self, records: Sequence[rec.Record]) -> Figures:
+    def fold(self, records: Sequence[rec.Record]) -> SessionFigures:
         """Fold the records not seen yet (records only ever grow)."""
         for record in records[self.folded:]:
             self.add(record)
@@ -153,7 +153,7 @@ class Figures:
                 self.undone += 1
                 before, after = self.seam_after.get(record.seam, (0, 0))
                 self.context += before - after
-            case rec.Rewind():
+            case rec.ConversationRewind():
                 if record.est_tokens is not None:  # the context fell back with the conversation
                     self.context = record.est_tokens
             case rec.Violation():
@@ -198,7 +198,15 @@ class Figures:
             return "cost unknown"
         return f"${self.cost:.2f}" + ("" if self.exact_price else "?")
 
+    def spend_text(self, running: float = 0.0) -> str:
+        """The cost with what sub-agents spent, theirs named: "$0.15 (sub-agents $0.03)"; `running`: the spend of
+        sub-agents under way (their records are written when they end)."""
+        theirs = self.delegated_cost + running
+        if not self.priced or theirs <= 0:
+            return self.cost_text()
+        return f"${self.cost + theirs:.2f}" + ("" if self.exact_price else "?") + f" (sub-agents ${theirs:.2f})"
 
-def figures(records: Sequence[rec.Record]) -> Figures:
+
+def figures(records: Sequence[rec.Record]) -> SessionFigures:
     """The figures of a whole history."""
-    return Figures().fold(records)
+    return SessionFigures().fold(records)

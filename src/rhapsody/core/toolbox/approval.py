@@ -1,8 +1,8 @@
-"""The approver for front ends with a human: questions wait in a queue until answered.
+"""The approver for front ends with a human: each question goes out as an event and waits for its answer.
 
-The CLI makes one `HumanApprover` and passes it both to the toolbox (which asks) and to
-the front end (which answers), so neither is patched into the other after construction.
-A question whose asker was cancelled (Esc during the question) is dropped unanswered.
+The CLI makes one `HumanApprover` and gives it to the toolbox (which asks); the Agent points it at its
+one event queue, where a question goes out as `ApprovalAsked`, and a front end answers with an
+`ApprovalAnswer` op. A question whose asker was cancelled (Esc during the question) is dropped unanswered.
 Each question carries its grace period as an awaitable (`Grace`), so a test ends it when it
 says, without waiting real time.
 
@@ -45,6 +45,8 @@ class Approver(Protocol):
         """The human's decision."""
         ...
 
+
+UNASKED = "no front end reads this agent's questions"
 
 GRACE = 0.6
 """Seconds after a question appears during which nothing typed answers it, in every front end:
@@ -132,17 +134,15 @@ class Question:
 
 
 class HumanApprover:
-    """An Approver for a human: once a front end submits work to the agent, each question goes out as an
-    `ApprovalAsked` event and an `ApprovalAnswer` op answers it (`answer`); a caller that drives `Agent.run`
-    itself takes the questions with `next_question`."""
+    """An Approver for a human: each question goes out as an `ApprovalAsked` event on the agent's one queue and
+    an `ApprovalAnswer` op answers it (`answer`)."""
 
     def __init__(self, grace: Grace = wait_grace) -> None:
-        self._questions: asyncio.Queue[Question] | None = None
         self.grace = grace
         """The grace period each question gets (tests pass one they end by hand)."""
         self.emit: Callable[[ApprovalAsked], None] | None = None
-        """Where each question goes out as an event (the agent's one queue, set by the Agent); None: the
-        question queue `next_question` reads."""
+        """Where each question goes out as an event (the agent's one queue, set by the Agent); None: no agent
+        was given this approver, and a question is denied unasked."""
         self.asked: dict[str, Question] = {}
         """The questions asked and not yet answered, by id."""
         self._ids = itertools.count(1)
@@ -155,20 +155,12 @@ class HumanApprover:
         question.answer(approval)
         return True
 
-    @property
-    def questions(self) -> asyncio.Queue[Question]:
-        """The queue, made in the running event loop on first use."""
-        if self._questions is None:
-            self._questions = asyncio.Queue()
-        return self._questions
-
     async def __call__(self, tool: str, argument: str, why: str, args: dict[str, Any] | None = None,
                        rules: tuple[str, ...] = ()) -> Approval:
         question = Question(tool, argument, why, asyncio.get_running_loop().create_future(), dict(args or {}),
                             tuple(rules), self.grace, f"q{next(self._ids)}")
-        if self.emit is None:
-            self.questions.put_nowait(question)
-            return await question.reply
+        if self.emit is None:  # nobody could see the question: never run a call unasked
+            return Approval(False, reason=UNASKED)
         self.asked[question.id] = question
         self.emit(ApprovalAsked(question.id, tool, argument, why, dict(question.args), question.rules))
         try:
@@ -176,9 +168,3 @@ class HumanApprover:
         finally:
             self.asked.pop(question.id, None)  # answered, or dropped by an interruption
 
-    async def next_question(self) -> Question:
-        """The next open question, waiting for one to be asked."""
-        while True:
-            question = await self.questions.get()
-            if question.open:
-                return question

@@ -45,7 +45,7 @@ from rhapsody.core.session import records as rec
 
 
 @dataclass(frozen=True)
-class Answer:
+class Ruling:
     """The permission decision once asked: the verdict, why, who decided, and the human's own words."""
 
     verdict: Verdict
@@ -128,7 +128,7 @@ class Toolbox(Registry):
         fields = tool_fields(name, args.model_dump(), ctx.root) if hooked else {}
         hook = await self._tool_hook(ctx, "PreToolUse", name, fields)  # hooks
         decision, by = _hooked(decide_call(self.permission_mode, self.rules, call), hook)  # decide
-        answer = Answer(decision.verdict, decision.reason, by)
+        answer = Ruling(decision.verdict, decision.reason, by)
         if answer.verdict == "ask":  # ask: the one call to the approval path
             answer = await self._ask(call, _why(decision, call), args.model_dump(), ctx)
         refusal = await self._settled(tool, call, decision, answer, args, ctx)
@@ -188,7 +188,7 @@ class Toolbox(Registry):
         event_input = payload(ctx.session, event, self.permission_mode, **masked, tool_use_id=ctx.call_id, **more)
         return await self.hooks.fire(ctx.session, event, event_input, name)
 
-    async def _settled(self, tool: Tool, call: Call, decision: Decision, answer: Answer, args: BaseModel,
+    async def _settled(self, tool: Tool, call: Call, decision: Decision, answer: Ruling, args: BaseModel,
                        ctx: ToolContext) -> ToolOutcome | None:
         """None when the call may run, else the refusal the model gets; every decision is recorded.
 
@@ -227,10 +227,10 @@ class Toolbox(Registry):
         return Call(tool.name, tool.argument_of(args), tool.writes, tool.reads_files, keys,
                     confinement, confinement in SANDBOXED and escape.asked, escape.justification)
 
-    async def _ask(self, call: Call, why: str, args: dict[str, Any], ctx: ToolContext) -> Answer:
+    async def _ask(self, call: Call, why: str, args: dict[str, Any], ctx: ToolContext) -> Ruling:
         tool, argument = call.tool, call.argument
         if self.approver is None:
-            return Answer("deny", f"{why}, and no human can answer here (headless); {self._headless_way(call)}", "mode")
+            return Ruling("deny", f"{why}, and no human can answer here (headless); {self._headless_way(call)}", "mode")
         self._notify(ctx, f"rhapsody needs your permission to use {tool}: {argument}"[:300])
         answer = await self.approver(tool, argument, why, args, rules=session_rules(self.permission_mode, self.rules, call))
         self.rules.session_allow.extend(answer.remember)
@@ -239,7 +239,7 @@ class Toolbox(Registry):
         reason = reason or ("allowed by the human" if answer.allow else "denied by the human")
         if answer.remember:
             reason += f"; {', '.join(answer.remember)} allowed for this session"
-        return Answer("allow" if answer.allow else "deny", reason, "human", words)
+        return Ruling("allow" if answer.allow else "deny", reason, "human", words)
 
     def _notify(self, ctx: ToolContext, message: str) -> None:
         """Fire the Notification hooks without waiting: the question is shown at once."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,15 @@ from rhapsody.core.session import records as rec
 if TYPE_CHECKING:
     from rhapsody.core.events import Event
     from rhapsody.core.session.session import Session
+
+
+EXIT_TRAILER = re.compile(r"\n*\[exit code -?\d+\]\s*$")
+"""The last line of a command's result (`exit_trailer`); what says the exit code another way strips it."""
+
+
+def exit_trailer(code: int | None) -> str:
+    """The line bash's result ends with, naming the command's exit status."""
+    return f"\n[exit code {code}]"
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,13 +21,13 @@ from typing import Any, Protocol
 from acp import PROTOCOL_VERSION, RequestError
 from acp.helpers import update_available_commands, update_current_mode
 from acp.interfaces import Client
-from acp.schema import (AgentCapabilities, ClientCapabilities, Implementation, InitializeResponse,
+from acp.schema import (AgentCapabilities, ClientCapabilities, Implementation, InitializeResponse, McpCapabilities,
                         ListSessionsResponse, LoadSessionResponse, NewSessionResponse, PromptCapabilities,
                         PromptResponse, SessionCapabilities, SessionListCapabilities, SessionMode, SessionModeState,
                         SetSessionModeResponse, StopReason)
 
 from rhapsody.commands.trust import start_notices
-from rhapsody.config.settings import Settings
+from rhapsody.config.settings import McpServer, Settings
 from rhapsody.core import events as ev
 from rhapsody.core.session import records as rec
 from rhapsody.core.agent import ops
@@ -39,10 +39,11 @@ from rhapsody.core.access.permissions import MODES, mode_named
 from rhapsody.core.toolbox.protocol import PlanReview
 from rhapsody.frontends.acp.files import ClientFiles, offered
 from rhapsody.frontends.acp.listing import listed
+from rhapsody.frontends.acp.servers import client_servers
 from rhapsody.frontends.acp.prompts import available_commands, prompt_text
 from rhapsody.frontends.acp.questions import permission, plan_review
 from rhapsody.frontends.acp.surface import EditorSurface
-from rhapsody.frontends.controller import Controller
+from rhapsody.frontends.controller import Controller, plan_answer
 from rhapsody.frontends.acp.updates import STOPS, CallBook, Update, event_updates, replayed, said
 
 MODE_NAMES = {"read-only": "Read only", "plan": "Plan", "ask": "Ask", "auto-edit": "Auto-edit", "yolo": "Yolo"}
@@ -58,8 +59,9 @@ class Opened(Protocol):
         """Stop what the agent's tool sources started."""
 
 
-Opener = Callable[[Path, "str | None", HumanApprover], Opened]
-"""Builds the agent for a project (a session id: resume it), asking its questions through the approver."""
+Opener = Callable[[Path, "str | None", HumanApprover, "dict[str, McpServer]"], Opened]
+"""Builds the agent for a project (a session id: resume it), asking its questions through the approver, with
+the MCP servers the client passed beside the user's and the project's."""
 
 
 @dataclass
@@ -78,10 +80,16 @@ class Live:
     """The stop reason of the work under way, so far."""
     open_calls: list[str] = field(default_factory=list)
     """Ids of the calls started and not finished: a question is about the last of them."""
-    asking: set[asyncio.Task[None]] = field(default_factory=set)
-    """The permission questions the client is answering now."""
+    asking: set[asyncio.Future[None]] = field(default_factory=set)
+    """The questions (a permission, a plan) the client is answering now."""
     sending: set[asyncio.Task[None]] = field(default_factory=set)
     """Updates to send once the answer being built has gone (held so they are not collected first)."""
+
+    def ask(self, question: Coroutine[Any, Any, None]) -> None:
+        """Put one question to the client beside the pump, held until answered (an interruption cancels it)."""
+        asking = asyncio.ensure_future(question)
+        self.asking.add(asking)
+        asking.add_done_callback(self.asking.discard)
 
     @property
     def agent(self) -> Agent:
@@ -115,20 +123,21 @@ class RhapsodyAcp:
         self.capabilities = client_capabilities or ClientCapabilities()
         capabilities = AgentCapabilities(load_session=True, session_capabilities=SessionCapabilities(
                                              list=SessionListCapabilities()),
-                                         prompt_capabilities=PromptCapabilities(image=False, embedded_context=True))
+                                         prompt_capabilities=PromptCapabilities(image=False, embedded_context=True),
+                                         mcp_capabilities=McpCapabilities(http=True, sse=False))
         return InitializeResponse(protocol_version=min(protocol_version, PROTOCOL_VERSION),
                                   agent_capabilities=capabilities,
                                   agent_info=Implementation(name="rhapsody", title="rhapsody", version=__version__))
 
     async def new_session(self, cwd: str, mcp_servers: list[Any] | None = None, **kwargs: Any) -> NewSessionResponse:
         """A new rhapsody session in the project at `cwd`."""
-        live = self._open(cwd, None)
+        live = self._open(cwd, None, mcp_servers)
         return NewSessionResponse(session_id=live.id, modes=self._modes(live))
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: list[Any] | None = None,
                            **kwargs: Any) -> LoadSessionResponse:
         """Resume a rhapsody session: its history replayed as updates, then the answer."""
-        live = self.sessions.get(session_id) or self._open(cwd, session_id)
+        live = self.sessions.get(session_id) or self._open(cwd, session_id, mcp_servers)
         for update in replayed(live.agent.session.records, live.agent.session.root):
             await self._send(live, update)
         return LoadSessionResponse(modes=self._modes(live))
@@ -184,9 +193,9 @@ class RhapsodyAcp:
         from it: the calls open, how the work ended so far."""
         match event:
             case ev.ApprovalAsked():
-                asking = asyncio.ensure_future(self._ask(live, event))
-                live.asking.add(asking)
-                asking.add_done_callback(live.asking.discard)
+                live.ask(self._ask(live, event))
+            case ev.PlanReviewAsked():
+                live.ask(self._review(live, event))
             case ev.Idle():
                 work = live.surface.work
                 if work is not None and not work.done():
@@ -221,12 +230,13 @@ class RhapsodyAcp:
 
     # -- sessions ----------------------------------------------------------------------------
 
-    def _open(self, cwd: str, resume: str | None) -> Live:
+    def _open(self, cwd: str, resume: str | None, mcp_servers: list[Any] | None) -> Live:
         root = Path(cwd).expanduser()
         if not root.is_absolute() or not root.is_dir():
             raise RequestError.invalid_params({"cwd": cwd, "reason": "not an absolute path to a directory"})
+        servers, left_out = client_servers(mcp_servers)
         try:
-            opened = self.opener(root.resolve(), resume, HumanApprover())
+            opened = self.opener(root.resolve(), resume, HumanApprover(), servers)
         except HistoryError as exc:  # no such session to load (or its history cannot be read)
             raise RequestError(-32002, "Resource not found", {"sessionId": resume, "details": str(exc)}) from None
         except RhapsodyError as exc:  # a setting, the key, the provider: the one line the CLI would print
@@ -236,11 +246,10 @@ class RhapsodyAcp:
         live = Live(opened, CallBook(opened.agent.session.root), surface, Controller(opened.agent, surface))
         self.sessions[live.id] = live
         live.pump = asyncio.create_task(self._pump(live))
-        opened.agent.review_plans_with(lambda plan: self._review(live, plan))
         if self.client is not None and offered(self.capabilities):
             opened.agent.edit_files_with(ClientFiles(self.client, live.id))
         # Sent once the answer is on its way: a client learns of the session from the answer.
-        for notice in [*start_notices(live.agent.session.root, opened.settings.sandbox),
+        for notice in [*start_notices(live.agent.session.root, opened.settings.sandbox), *left_out,
                        *opened.agent.start_sources()]:  # stderr is no one's screen in an editor
             self._soon(live, said(f"! {notice}"))
         self._soon(live, update_available_commands(available_commands(live.agent.session.root)))
@@ -300,10 +309,17 @@ class RhapsodyAcp:
             return
         live.agent.submit(answer)
 
-    async def _review(self, live: Live, plan: str) -> PlanReview:
-        """exit_plan's plan, asked of the client; the mode it approves into is the session's mode then."""
+    async def _review(self, live: Live, asked: ev.PlanReviewAsked) -> None:
+        """exit_plan's plan, asked of the client, its answer back as a `PlanAnswer`; the mode it approves into is
+        the session's mode then."""
         assert self.client is not None
-        review = await plan_review(self.client, live.id, plan, live.open_calls[-1] if live.open_calls else "plan")
+        call_id = live.open_calls[-1] if live.open_calls else "plan"
+        try:
+            review = await plan_review(self.client, live.id, asked.plan, call_id)
+        except RequestError as exc:  # a client that cannot answer: the plan is rejected, never approved unasked
+            live.agent.submit(plan_answer(asked.id, PlanReview(False)))
+            await self._send(live, said(f"! the client did not answer the plan: {exc}"))
+            return
+        live.agent.submit(plan_answer(asked.id, review))
         if review.approved:
             await self._send(live, update_current_mode(review.mode))
-        return review

@@ -155,7 +155,7 @@ def event_updates(event: ev.Event, calls: CallBook) -> list[Update]:
             return [said(plain(line).strip()) for line in event_lines(event)]
         case (ev.TurnStarted() | ev.RetryCountdown() | ev.ModelResponse() | ev.RequestSent() | ev.UsageReported()
               | ev.DenialDelivered() | ev.MemoryReminded() | ev.HandoffAsked() | ev.TurnEnded()
-              | ev.ApprovalAsked() | ev.ShellRan() | ev.Idle()):
+              | ev.ApprovalAsked() | ev.PlanReviewAsked() | ev.ShellRan() | ev.Idle()):
             # a denial's words are the human's own, already in the client's dialog; questions, the human's
             # commands and the end of the work are the server's to answer (server.py)
             return []

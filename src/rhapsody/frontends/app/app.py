@@ -269,8 +269,6 @@ class RhapsodyApp(App[int]):
         """The agent exists: show the session, start the MCP servers, the status bar and the SDK import."""
         load_all()  # the rest of the lazy modules, here rather than on the SDK's import thread
         self.controller = control.Controller(self.agent, self)
-        if self.approver is not None:
-            self.agent.review_plans_with(self.review_plan)
         if self.settings.keymap:
             self.set_keymap(self.settings.keymap)
         await self.reload()
@@ -588,6 +586,8 @@ class RhapsodyApp(App[int]):
                 return await self.interrupted()
             case ev.ApprovalAsked():
                 return await self.ask(event)
+            case ev.PlanReviewAsked():
+                return await self.review_plan(event)
             case ev.ShellRan():
                 return await self.shell_ran(event)
             case ev.RetryCountdown():  # the status bar counts the wait down
@@ -651,26 +651,22 @@ class RhapsodyApp(App[int]):
         panel.update(Text("\n".join([head, *wrapped])) if items else Text(""))
         panel.set_class(not items, "hidden")
 
-    async def review_plan(self, plan: str) -> PlanReview:
-        """The plan exit_plan proposes, for the human to approve (as edited), or reject with a reason."""
+    async def review_plan(self, asked: ev.PlanReviewAsked) -> None:
+        """The plan exit_plan proposes, for the human to approve (as edited) or reject with a reason; the answer
+        goes back as a `PlanAnswer` op."""
         from rhapsody.core.toolbox.protocol import PlanReview
         from rhapsody.frontends.app.plan_review import PlanScreen
 
-        answered: asyncio.Future[PlanReview] = asyncio.get_running_loop().create_future()
         self.set_state("waiting for you")
         self.signal("approval", "rhapsody: a plan waits for your answer")
         self.live.pause()
 
         def settle(review: PlanReview | None) -> None:
-            if not answered.done():
-                answered.set_result(review if review is not None else PlanReview(False))
-
-        self.push_screen(PlanScreen(plan), callback=settle)
-        try:
-            return await answered
-        finally:
+            self.agent.submit(control.plan_answer(asked.id, review or PlanReview(False)))
             self.live.resume()
-            self.set_state("working" if self.agent.busy else "idle")
+            self.set_state("working" if self.agent.working else "idle")
+
+        self.push_screen(PlanScreen(asked.plan), callback=settle)
 
     async def stream_thinking(self, text: str) -> None:
         """Thinking gathers into one folded line per block."""

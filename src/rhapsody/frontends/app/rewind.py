@@ -10,8 +10,9 @@ highlighted). On a message:
 | c | Rewind the conversation only. |
 | escape | Close, nothing changed. |
 
-Files changed outside rhapsody since that point are named in a second question (y
-overwrites them, n or escape keeps everything as it is). After a conversation rewind the
+The pick is submitted to the agent as `ops.Rewind`. Files changed outside rhapsody since that
+point make its receipt refuse and name them; they are asked about in a second question (y submits
+the rewind again with `force`, n or escape keeps everything as it is). After a conversation rewind the
 prompt holds the message, to edit and send again.
 """
 
@@ -33,13 +34,13 @@ from rhapsody.core.errors import RhapsodyError
 from rhapsody.view.sink import visible
 
 if TYPE_CHECKING:  # the app's first frame needs none of these (tests/test_architecture.py)
-    from rhapsody.rewind.rewind import Turn, What
+    from rhapsody.rewind.rewind import RewindPoint, What
     from rhapsody.core.agent.loop import Agent
 
 KEYS = "enter/b both · f files · c conversation · esc cancel"
 
 
-class RewindScreen(ModalScreen["tuple[Turn, What] | None"]):
+class RewindScreen(ModalScreen["tuple[RewindPoint, What] | None"]):
     """The points to go back to; the key pressed on one says what to restore."""
 
     BINDINGS = [
@@ -49,7 +50,7 @@ class RewindScreen(ModalScreen["tuple[Turn, What] | None"]):
         Binding("b", "pick('both')", "Both"),
     ]
 
-    def __init__(self, listed: list[Turn]) -> None:
+    def __init__(self, listed: list[RewindPoint]) -> None:
         super().__init__()
         self.listed = listed
 
@@ -126,19 +127,17 @@ class Host(Protocol):
 
 
 class Rewinder:
-    """The app's rewind: opens the list, asks, applies, then shows the result and fills the prompt."""
+    """The app's rewind: opens the list, then submits `ops.Rewind`; asks before overwriting files changed outside
+    rhapsody (the receipt names them) and submits again with `force`."""
 
     def __init__(self, app: Host) -> None:
         self.app = app
 
     async def open(self) -> None:
         """Show the points (or say why there are none)."""
-        from rhapsody.commands.rewind import BUSY, CHECKPOINTS_OFF, points, store_of
+        from rhapsody.commands.rewind import BUSY, points
+        from rhapsody.core.agent.inbox import CHECKPOINTS_OFF
 
-        store = store_of(self.app.agent)
-        if store is None:
-            await self.app.note(CHECKPOINTS_OFF, "error")
-            return
         if self.app.busy:
             await self.app.note(BUSY, "error")
             return
@@ -147,33 +146,35 @@ class Rewinder:
         except RhapsodyError as exc:
             await self.app.note(str(exc), "error")
             return
+        if listed is None:
+            await self.app.note(CHECKPOINTS_OFF, "error")
+            return
         if not listed:
             await self.app.note("nothing to rewind to yet")
             return
         self.app.push_screen(RewindScreen(listed), callback=self._picked)
 
-    async def _picked(self, choice: tuple[Turn, What] | None) -> None:
+    async def _picked(self, choice: tuple[RewindPoint, What] | None) -> None:
         if choice is not None:
-            await self.apply(*choice, overwrite=False)
+            await self.apply(choice[0].point.number, choice[1], force=False)
 
-    async def apply(self, turn: Turn, what: What, overwrite: bool) -> None:
-        """Rewind; files changed outside rhapsody are asked about first."""
-        from rhapsody.commands.rewind import BUSY, rewind_to
-        if self.app.busy:  # a turn began while the list was open
-            await self.app.note(BUSY, "error")
-            return
-        done = await asyncio.to_thread(rewind_to, self.app.agent, turn, what, overwrite)
+    async def apply(self, point: int, what: What, force: bool) -> None:
+        """Submit the rewind; files changed outside rhapsody are asked about, then it is submitted with `force`."""
+        from rhapsody.core.agent import ops
+
+        # The rewinder runs git: the op is submitted off the event loop (it touches no asyncio state).
+        done = await asyncio.to_thread(self.app.agent.submit, ops.Rewind(point=point, what=what, force=force))
         if done.outside:
             async def answered(yes: bool | None) -> None:
                 if yes:
-                    await self.apply(turn, what, overwrite=True)
+                    await self.apply(point, what, force=True)
             self.app.push_screen(OverwriteScreen(done.outside), callback=answered)
             return
-        if done.error:
+        if not done.ok:
             await self.app.note(done.text, "error")
             return
         await self.app.reload()
         self.app.refresh_status()
         self.app.refresh_git()
-        if done.prompt:
-            self.app.to_prompt(done.prompt)
+        if done.refill:
+            self.app.to_prompt(done.refill)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from rich.cells import cell_len
 
 if TYPE_CHECKING:  # the figures load after the first frame
-    from rhapsody.core.session.session_figures import Figures
+    from rhapsody.core.session.session_figures import SessionFigures
     from rhapsody.core.access.permissions import Mode
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -80,7 +80,7 @@ class Liveness:
         return f"{frame} {self.what} {elapsed:.1f} s{tokens}"
 
 
-def status_line(figures: Figures, session: Any, git: str, state: str, width: int, mode: Mode | None = None) -> str:
+def status_line(figures: SessionFigures, session: Any, git: str, state: str, width: int, mode: Mode | None = None) -> str:
     """state · context · what a seam would do · cost · model · seams · git · cache · violations · cwd, cut to fit
     `width`.
 
@@ -94,7 +94,7 @@ def status_line(figures: Figures, session: Any, git: str, state: str, width: int
         (1, mode if mode and mode != DEFAULT_MODE else ""),  # a mode other than the default is always in view
         (0, figures.context_text()),
         (4, seam_text(session)),
-        (1, figures.cost_text()),
+        (1, figures.spend_text(sum(child.figures.cost for child in getattr(session, "delegated", ())))),
         (3, session.spec.model),
         (2, figures.seams_text()),
         (5, git),

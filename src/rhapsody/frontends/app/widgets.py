@@ -74,11 +74,11 @@ class Entry:
         if self.kind in FOLDABLE:
             return Foldable(self)
         if self.kind in ("notice", "error"):
-            return Notice(self)
+            return NoticeLine(self)
         return Static(Text(self.text), classes=self.classes)
 
 
-class Notice(Static):
+class NoticeLine(Static):
     """A command's output: wrapped lines hang under where their text starts (the /help table stays a table)."""
 
     def __init__(self, entry: Entry) -> None:
@@ -366,7 +366,7 @@ class TranscriptView(VerticalScroll):
         widget = self.widgets.get(entry)
         if isinstance(widget, Foldable):
             widget.sync()
-        elif isinstance(widget, Notice):
+        elif isinstance(widget, NoticeLine):
             widget.set_classes(entry.classes)
             widget.refresh(layout=True)
         elif isinstance(widget, Static):
@@ -493,4 +493,4 @@ class TranscriptView(VerticalScroll):
 
 from rhapsody.frontends.app.prompt import PromptInput  # noqa: E402  (the prompt imports nothing from here)
 
-__all__ = ["Entry", "Foldable", "Notice", "PromptInput", "StatusBar", "TranscriptView"]
+__all__ = ["Entry", "Foldable", "NoticeLine", "PromptInput", "StatusBar", "TranscriptView"]
