@@ -154,6 +154,6 @@ def _check_thinking(body: JsonObject, messages: list[Any], i: int, blocks: list[
         expected = signature(body, messages[:i], blocks[:j], block.get("thinking", ""))
         if not hmac.compare_digest(expected, str(block.get("signature", ""))):
             raise InvalidRequest(
-                f"messages.{i}.content.{j}: InvalidRequest 'signature' in 'thinking' block. "
+                f"messages.{i}.content.{j}: Invalid 'signature' in 'thinking' block. "
                 "The block is bound to a different conversation: something before it changed."
             )
