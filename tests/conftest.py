@@ -147,6 +147,42 @@ async def until(condition: Callable[[], object], within: float = 10.0,
         await pause(step)
 
 
+def send_keys(pilot: Any, *keys: str) -> None:
+    """Send `keys` (characters or key names, as `pilot.press` takes them) to the app through its driver, as a
+    terminal sends them, and return without waiting: the caller waits for what the keys should do."""
+    import unicodedata
+
+    from textual import events
+    from textual.keys import REPLACED_KEYS, _character_to_key, _get_unicode_name_from_key
+
+    app = pilot.app
+    for key in keys:  # the events `pilot.press` makes (textual.app.App._press_keys)
+        if len(key) == 1 and not key.isalnum():
+            key = _character_to_key(key)
+        try:
+            char: str | None = unicodedata.lookup(_get_unicode_name_from_key(REPLACED_KEYS.get(key, key)))
+        except KeyError:
+            char = key if len(key) == 1 else None
+        event = events.Key(key, char)
+        event.set_sender(app)
+        app._driver.send_message(event)
+
+
+async def type_text(pilot: Any, text: str) -> None:
+    """Type `text` into the app, one key event a character, then wait as `pilot.press` waits after its last key.
+
+    `pilot.press(*text)` waits for the process to go idle after every key (twice, in steps of 20 ms); a person
+    typing a word does not wait for the app between keys. Where what happens between two keys is what a test
+    checks (a key during a grace period, a focus change), it presses them one at a time."""
+    from textual._wait import wait_for_idle
+
+    send_keys(pilot, *text)
+    await wait_for_idle(0)
+    await pilot.app.animator.wait_until_complete()
+    await wait_for_idle(0)
+    await pilot._wait_for_screen()
+
+
 @asynccontextmanager
 async def plain_mode(wiring: Wiring, *args: Any, **kwargs: Any) -> AsyncIterator[tuple[Any, io.StringIO, asyncio.Task[int]]]:
     """Plain mode running on `wiring` in this loop: the pipe its keys come from, what it printed, its task.

@@ -120,7 +120,7 @@ async def test_the_app_completes_lists_in_the_palette_and_sends_a_custom_command
         assert last_user_text(stub) == "Tidy the imports."
         prompt.text = "wait for go"
         await pilot.press("enter")
-        await until(lambda: bool(app.calls), pause=pilot.pause)  # the call is running
+        await until(lambda: bool(app.feed.calls), pause=pilot.pause)  # the call is running
         prompt.text = "/tidy"  # while the agent works: queued for the end of the turn, as ctrl+n would
         await pilot.press("enter")
         await until(lambda: [h.mode for h in app.agent.session.pending] == ["queue"], pause=pilot.pause)

@@ -13,7 +13,7 @@ from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.frontends.app.confirm import ConfirmScreen
 from rhapsody.frontends.app.widgets import Foldable, PromptInput
 
-from tests.conftest import GATE, Stub, until
+from tests.conftest import GATE, Stub, type_text, until
 from tests.core.session.test_handoff_e2e import handoff_turn
 
 SLOW = "I will run a command that takes a moment, so there is time to type a hint while it runs."
@@ -50,7 +50,7 @@ async def test_task_hint_and_handoff_through_the_app(stub: Stub, project: Path) 
     app = RhapsodyApp(wiring.agent, wiring.settings)
     async with app.run_test(size=(100, 30)) as pilot:
         await type_and_send(pilot, "run the slow thing")
-        await until(lambda: bool(app.calls), pause=pilot.pause)  # the call is running
+        await until(lambda: bool(app.feed.calls), pause=pilot.pause)  # the call is running
         await type_and_send(pilot, "prefer short output")
         assert any("[pending · next tool boundary] prefer short output" in t for t in texts(app))
         (project / "go").touch()
@@ -143,7 +143,7 @@ async def test_slash_completion_and_queue_binding(stub: Stub, project: Path) -> 
         assert prompt.text == "/handoff "
         prompt.text = ""
         await type_and_send(pilot, "start")
-        await until(lambda: bool(app.calls), pause=pilot.pause)  # the call is running
+        await until(lambda: bool(app.feed.calls), pause=pilot.pause)  # the call is running
         await type_and_send(pilot, "then this", key="ctrl+n")
         await until(lambda: bool(app.agent.session.pending), pause=pilot.pause)
         (project / "go").touch()
@@ -190,15 +190,16 @@ async def test_ask_mode_shows_the_question_and_each_answer_takes_effect(stub: St
     )
     app = ask_app(stub, project)
 
-    async def answer(*keys: str) -> None:
+    async def answer(typed: str) -> None:
         await until(lambda: asking(app), pause=pilot.pause)
-        await pilot.press(*keys)
+        await type_text(pilot, typed)
+        await pilot.press("enter")
 
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("go")
-        await answer("y", "enter")
-        await answer("a", "enter")
-        await answer(*"do not delete anything", "enter")
+        await answer("y")
+        await answer("a")
+        await answer("do not delete anything")
         await wait_idle(pilot)
     assert (project / "once.txt").exists() and (project / "rule.txt").exists() and (project / "again.txt").exists()
     denied, words = stub.bodies()[-1]["messages"][-1]["content"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from rhapsody.frontends.app.confirm import ConfirmScreen
 from rhapsody.frontends.app.fullview import FullView
 from rhapsody.frontends.app.widgets import Foldable, PromptInput
 
-from tests.conftest import GATE, Stub, no_grace, until
+from tests.conftest import GATE, Stub, no_grace, send_keys, type_text, until
 from tests.core.session.test_handoff_e2e import handoff_turn
 
 NARRATE = "I will run this command now because the task needs its output; I expect it to succeed."
@@ -78,7 +79,8 @@ async def test_typing_a_denial_never_approves_and_enter_denies_with_it(stub: Stu
         app.start_turn("size?")
         await until(lambda: asking(app), pause=pilot.pause)
         assert app.focused is not None and app.focused.id == "reason"
-        await pilot.press(*"add a test first, yes", "enter")
+        await type_text(pilot, "add a test first, yes")
+        await pilot.press("enter")
         await idle(pilot)
         assert any("→ denied by the human: add a test first" in t for t in texts(app))
     denied = [r for r in records(app) if r["kind"] == "permission"]
@@ -167,7 +169,8 @@ async def test_unfold_at_once_full_view_and_focus_paths(stub: Stub, project: Pat
         await pilot.press("enter")
         await until(lambda: isinstance(app.screen, FullView), pause=pilot.pause)
         assert "line 0 of" in app.screen.text and "the-very-end" in app.screen.text
-        await pilot.press(*"line 599", "enter")
+        await type_text(pilot, "line 599")
+        await pilot.press("enter")
         assert "match 1 of 1, line 600 of this text" in str(app.screen.query_one("#found", Static).render())
         await pilot.press("escape")
         await pilot.pause()
@@ -311,7 +314,7 @@ async def test_escape_cancels_a_handoff_request_and_says_so(stub: Stub, project:
         await idle(pilot)
         assert "the answer to next" in texts(app)
         assert not any(e.kind == "harness" and "Micro-handoff requested" in e.text for e in app.transcript.entries)
-        await app.reload()
+        await app.surface.reload()
         assert any("micro-handoff cancelled" in t for t in texts(app))
 
 
@@ -364,7 +367,7 @@ async def test_a_finished_edit_unfolds_to_the_diff_it_applied(stub: Stub, projec
             edit, write = [e for e in app.transcript.entries if e.kind == "tool"]
             assert "-    return a - b" in edit.body and "+    return a + b" in edit.body, live
             assert "+fresh" in write.body and "+++ b/new.txt" in write.body
-            await app.reload()  # rebuilt from history, as on resume
+            await app.surface.reload()  # rebuilt from history, as on resume
     sent = [b for m in stub.bodies()[1]["messages"] for b in m["content"] if isinstance(b, dict)
             and b.get("type") == "tool_result"]
     assert sent[0]["content"] in ("edited app.py: 1 replacement",
@@ -377,7 +380,7 @@ async def test_hints_land_where_delivered_and_notes_survive_a_reload(stub: Stub,
     async with app.run_test(size=(100, 30)) as pilot:
         await send(pilot, "/stats")
         await send(pilot, "run it")
-        await until(lambda: app.calls, pause=pilot.pause)  # the call is running
+        await until(lambda: app.feed.calls, pause=pilot.pause)  # the call is running
         await send(pilot, "steer hint")
         app.query_one(PromptInput).text = "queued one"
         await pilot.press("ctrl+n")
@@ -391,7 +394,7 @@ async def test_hints_land_where_delivered_and_notes_survive_a_reload(stub: Stub,
         assert tool < hint < finished < queued
         assert "[delivered · after the bash result]" in kinds[hint][1] and "end of turn" in kinds[queued][1]
         live = [t for _, t in kinds]
-        await app.reload()
+        await app.surface.reload()
         assert [e.text for e in app.transcript.entries if e.kind != "notice"] == [t for k, t in kinds if k != "notice"]
         assert any("no seams yet" in t for t in texts(app)) and len(live) == len(texts(app))
 
@@ -401,12 +404,12 @@ async def test_escape_marks_a_running_call_interrupted(stub: Stub, project: Path
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("go")
-        await until(lambda: app.calls, pause=pilot.pause)
+        await until(lambda: app.feed.calls, pause=pilot.pause)
         await pilot.press("escape")
         await idle(pilot)
         tool = [e for e in app.transcript.entries if e.kind == "tool"][0]
         assert tool.state == "interrupted" and "→ interrupted" in tool.text
-        await app.reload()
+        await app.surface.reload()
         tool = [e for e in app.transcript.entries if e.kind == "tool"][0]
         assert tool.state == "interrupted"
 
@@ -416,7 +419,7 @@ async def test_escape_on_an_unfolded_line_interrupts_a_working_agent(stub: Stub,
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("go")
-        await until(lambda: any("sleep 30" in call.input.get("command", "") for call, _ in app.calls.values()), pause=pilot.pause)
+        await until(lambda: any("sleep 30" in call.input.get("command", "") for call, _ in app.feed.calls.values()), pause=pilot.pause)
         first = next(w for w in app.transcript.query(Foldable) if "echo first" in w.title)
         first.focus()
         await pilot.press("enter")
@@ -457,7 +460,7 @@ async def test_liveness_and_tool_lines_at_80_columns(stub: Stub, project: Path) 
         await until(lambda: "writing" in str(app.query_one("#status", Static).render()), pause=pilot.pause)
         await idle(pilot)
         await send(pilot, "run")
-        await until(lambda: app.calls, pause=pilot.pause)
+        await until(lambda: app.feed.calls, pause=pilot.pause)
         await pilot.pause()
         tool = [w for w in app.transcript.query(Foldable) if w.entry.kind == "tool"][-1]
         shown = str(tool.render())
@@ -595,25 +598,30 @@ STREAMED = "Streaming a reply slowly.\n"
 
 
 @pytest.mark.parametrize("turns,order", [
-    # long enough that the live reply moves on to a second widget mid-stream
-    ([{"content": [{"type": "text", "text": STREAMED * 120}], "delay": 0.05}], ["user", "assistant", "user", "notice"]),
-    # the reply ends in a call: history has the call's line with the reply, the notice after both
+    # long enough that the live reply moves on to a second widget mid-stream; the stream waits after its
+    # first text delta until the notice is on screen (a "delay" between events would wait 78 times)
+    ([{"content": [{"type": "text", "text": STREAMED * 120}], "hold": 3}], ["user", "assistant", "user", "notice"]),
+    # the reply ends in a call: history has the call's line with the reply, the notice after both. It streams
+    # at the pace of a reply the app keeps up with: the notice is recorded when the app has shown the reply's end
     ([{**call(STREAMED * 40, "bash", command="echo hi"), "delay": 0.05}, say("done")],
      ["user", "assistant", "tool", "user", "notice", "assistant"]),  # "user": the command's echo
 ])
 async def test_a_notice_said_while_a_reply_streams_shows_where_the_rebuild_shows_it(
         stub: Stub, project: Path, turns: list[dict[str, Any]], order: list[str]) -> None:
-    stub.script(*turns)
+    go = threading.Event()
+    held = [{**t, "hold": (t["hold"], go)} if "hold" in t else t for t in turns]
+    stub.script(*held)
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("talk")
         await until(lambda: app.transcript.live is not None, pause=pilot.pause)
-        await app.command("/stats")  # the Enter handler's own call; a pilot key press waits out the busy stream
+        await app.surface.command("/stats")  # the Enter handler's own call, as Enter makes it while the reply streams
         await pilot.pause()
         during, chunks = on_screen(app), len(app.transcript.live_chunks)
+        go.set()
         await idle(pilot)
         live = on_screen(app)
-        await app.reload()
+        await app.surface.reload()
         rebuilt = on_screen(app)
     assert during[-1].startswith("notice no seams yet") and "assistant" in during  # shown at once, below the reply
     assert chunks == 0  # said while the first widget of the reply streamed
@@ -672,9 +680,10 @@ async def test_up_past_the_first_transcript_line_loads_earlier_entries_then_stay
         await pilot.press("ctrl+t")
         await pilot.pause()
         assert isinstance(app.focused, Foldable) and app.focused.entry.key == "t69"
-        for _ in range(75):
-            await pilot.press("up")
-        await pilot.pause()
+        for i in reversed(range(69)):  # each Up one line, across t30, the first mounted, where t0 to t29 load
+            send_keys(pilot, "up")
+            await until(lambda: isinstance(app.focused, Foldable) and app.focused.entry.key == f"t{i}")
+        await pilot.press("up", "up")  # past the first line: it stays
         assert isinstance(app.focused, Foldable) and app.focused.entry.key == "t0"
         assert app.transcript.first_mounted == 0 and app.query_one(PromptInput).text == ""
         await pilot.press("down")

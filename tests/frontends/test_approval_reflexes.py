@@ -14,7 +14,7 @@ from rhapsody.frontends.app.approval import ApprovalPanel, Choice
 from rhapsody.loopback.script import call, say
 
 from tests.conftest import Stub, plain_mode
-from tests.conftest import until
+from tests.conftest import type_text, until
 from tests.frontends.test_app_keys import NARRATE, ask_app, asking, idle, panel, records
 from rhapsody.core.session.records import dump
 from tests.frontends.test_plain import end_grace
@@ -74,7 +74,8 @@ async def test_a_digit_after_words_is_part_of_the_reason(stub: Stub, project: Pa
     async with app.run_test(size=(80, 24)) as pilot:
         app.start_turn("go")
         await until(lambda: asking(app), pause=pilot.pause)
-        await pilot.press(*"run test 1 first", "enter")
+        await type_text(pilot, "run test 1 first")
+        await pilot.press("enter")
         await idle(pilot)
     assert not (project / "one.txt").exists()
     denied = [r for r in records(app) if r["kind"] == "permission"]

@@ -15,7 +15,7 @@ from rhapsody.frontends.app.widgets import Foldable, PromptInput
 
 from tests.conftest import SANDBOX, Stub
 from tests.frontends.test_app_keys import NARRATE, ask_app, asking, idle, panel, plain_app, records, send, texts
-from tests.conftest import until
+from tests.conftest import type_text, until
 
 LONG = " ".join(f"word{i}" for i in range(400))
 
@@ -42,7 +42,7 @@ async def test_ctrl_c_idle_clears_the_prompt_then_quits_on_an_empty_one_twice(st
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         prompt = app.query_one(PromptInput)
-        await pilot.press(*"a draft")
+        await type_text(pilot, "a draft")
         await pilot.press("ctrl+c")
         assert prompt.text == "" and app.is_running
         await pilot.press("up")  # the cleared draft comes back
@@ -62,10 +62,12 @@ async def test_a_slash_command_typed_in_the_question_runs_and_ctrl_n_queues_neve
     async with app.run_test(size=(80, 24)) as pilot:
         app.start_turn("go")
         await until(lambda: asking(app), pause=pilot.pause)
-        await pilot.press(*"/stats", "enter")
+        await type_text(pilot, "/stats")
+        await pilot.press("enter")
         await until(lambda: any("no seams yet" in t for t in texts(app)), pause=pilot.pause)
         assert asking(app) and panel(app).query_one("#reason").value == ""  # still asking, field empty
-        await pilot.press(*"then add a test", "ctrl+n")
+        await type_text(pilot, "then add a test")
+        await pilot.press("ctrl+n")
         await until(lambda: any(e.kind == "hint" for e in app.transcript.entries), pause=pilot.pause)
         assert asking(app) and panel(app).query_one("#reason").value == ""
         await pilot.press("y", "enter")
@@ -122,7 +124,7 @@ async def test_an_applied_edit_shows_its_diff_and_a_result_its_first_lines_live_
             seq = folded_lines(app, "seq 1 10")
             assert [x.strip() for x in seq[1:]] == ["⎿ 1", "2", "3", "4", "… 6 more lines"], resumed
             assert [x.strip() for x in folded_lines(app, "seq 1 2")[1:]] == ["⎿ 1", "2"]
-            await app.reload()  # rebuilt from history, as on resume
+            await app.surface.reload()  # rebuilt from history, as on resume
             await pilot.pause()
 
 
@@ -148,7 +150,7 @@ async def test_escape_twice_clears_a_draft_that_up_brings_back_and_leaves_an_emp
     app.escape_twice_on_empty = lambda: calls.append("empty")  # type: ignore[method-assign]
     async with app.run_test(size=(80, 24)) as pilot:
         prompt = app.query_one(PromptInput)
-        await pilot.press(*"a long draft")
+        await type_text(pilot, "a long draft")
         await pilot.press("escape")
         assert prompt.text == "a long draft"  # one Esc alone clears nothing
         await pilot.press("escape")
@@ -171,7 +173,7 @@ async def test_shift_tab_cycles_ask_auto_edit_read_only_plan_and_never_into_yolo
         await pilot.press("shift+tab")
         await pilot.pause()
         assert "auto-edit" in str(app.query_one("#status").render())
-        await app.command("/permissions yolo")
+        await app.surface.command("/permissions yolo")
         await pilot.press("shift+tab")  # out of yolo, to ask: lowering is always one key
         assert app.agent.toolbox.permission_mode == "ask"
     modes = [r["mode"] for r in records(app) if r["kind"] == "permission_mode"]
@@ -209,7 +211,7 @@ async def test_ctrl_g_edits_the_draft_in_the_editor_and_a_missing_editor_says_so
     app = plain_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
         prompt = app.query_one(PromptInput)
-        await pilot.press(*"first draft")
+        await type_text(pilot, "first draft")
         await pilot.press("ctrl+g")
         await pilot.pause()
         assert prompt.text == "first draft and a second line"
@@ -228,14 +230,14 @@ async def test_a_question_rings_by_default_and_a_long_turn_notifies_only_when_as
     async with app.run_test(size=(80, 24)) as pilot:
         app.start_turn("go")
         await until(lambda: asking(app), pause=pilot.pause)
-        assert app.signalled == ["\a"]  # on by default for a question, as the bell
+        assert app.signals.sent == ["\a"]  # on by default for a question, as the bell
         await pilot.press("y", "enter")
         await idle(pilot)
-        assert app.signalled == ["\a"]  # the end of a turn: not by default
+        assert app.signals.sent == ["\a"]  # the end of a turn: not by default
         app.settings.notify, app.settings.notify_with, app.settings.notify_after = "waiting", "osc9", 0.0
         app.start_turn("more")
         await idle(pilot)
-        assert app.signalled[-1] == "\x1b]9;rhapsody: the agent has finished and waits for you\x07"
+        assert app.signals.sent[-1] == "\x1b]9;rhapsody: the agent has finished and waits for you\x07"
 
 
 def test_a_notification_never_carries_control_characters() -> None:
@@ -271,7 +273,7 @@ async def test_at_80_columns_the_seam_keeps_its_figures_and_a_stripped_call_its_
     async with app.run_test(size=(80, 24)) as pilot:
         app.start_turn("check add")
         await idle(pilot)
-        await app.command("/handoff anyway")  # a seam this small would not pay: no question
+        await app.surface.command("/handoff anyway")  # a seam this small would not pay: no question
         await idle(pilot)
         await pilot.pause()
         seam = [e for e in app.transcript.entries if e.kind == "seam"][-1]
@@ -309,7 +311,7 @@ async def test_the_resume_picker_has_a_title_searches_and_previews(stub: Stub, p
         assert any(started_on in x and "where is the total" in x for x in lines)
         preview = str(picker.query_one("#preview").render())
         assert "agent: " in preview and "1 request" in preview
-        await pilot.press(*"total")
+        await type_text(pilot, "total")
         await pilot.pause()
         assert listing.option_count == 1 and "where is the total" in str(listing.get_option_at_index(0).prompt)
         assert "The total lives in report.py." in str(picker.query_one("#preview").render())
@@ -321,12 +323,13 @@ async def test_readline_keys_edit_the_prompt_and_ctrl_l_loads_earlier_entries(st
     app = plain_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
         prompt = app.query_one(PromptInput)
-        await pilot.press(*"fix the add function")
+        await type_text(pilot, "fix the add function")
         await pilot.press("ctrl+w")
         assert prompt.text == "fix the add "
         await pilot.press("ctrl+u")
         assert prompt.text == ""
-        await pilot.press(*"keep this", "home", "ctrl+k")
+        await type_text(pilot, "keep this")
+        await pilot.press("home", "ctrl+k")
         assert prompt.text == ""
 
 

@@ -29,9 +29,9 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "rhapsody"
 FRONT_ENDS = [*sorted((SRC / "frontends").rglob("*.py"))]
 
 REBUILDS = {
-    "frontends/app/app.py": {
-        "reload": "rebuilds the transcript from history (start, resume, a seam, a rewind, /clear)",
-        "full_view": "the full view of an old result, as the history holds it"},
+    "frontends/app/feed.py": {
+        "rebuild": "rebuilds the transcript from history (start, resume, a seam, a rewind, /clear)"},
+    "frontends/app/app.py": {"full_view": "the full view of an old result, as the history holds it"},
     "frontends/app/status.py": {
         "seam_text": "the status bar's seam estimate, a fold over the whole history",
         "_seam_text": "the same fold, cached on the history's length"},
@@ -205,6 +205,6 @@ async def test_app_shows_each_harness_line_once_live_and_as_a_rebuild_shows_it(s
         await send(pilot, "run something")
         await idle(pilot)
         live = [t for t in texts(app) if t.startswith("⚙")]
-        await app.reload()
+        await app.surface.reload()
         assert [t for t in texts(app) if t.startswith("⚙")] == live
     assert [t[:40] for t in live] == ["⚙ [rhapsody] Micro-handoff requested. Wh", "⚙ [rhapsody] The micro-handoff is done: "]

@@ -365,13 +365,13 @@ async def test_the_branch_is_read_by_a_thread_that_never_waits_for_the_loop(proj
 
     app = RhapsodyApp(boot=boot, root=project)
     async with app.run_test() as pilot:
-        await until(lambda: app.ready and "master" in app._git, within=30, pause=pilot.pause)
-        app._git = ""
+        await until(lambda: app.ready and "master" in app.status_bar.git, within=30, pause=pilot.pause)
+        app.status_bar.git = ""
         app.refresh_git()
         await until(lambda: "git_facts" in _waiting_threads(), within=10, step=0.001)  # it reads (a few git calls)
         held = waited(lambda: not _waiting_threads(), 10)  # the loop held here, as a shutdown would hold it
         assert held, _waiting_threads()
-        await until(lambda: "master" in app._git, within=10, pause=pilot.pause)  # and the branch arrived
+        await until(lambda: "master" in app.status_bar.git, within=10, pause=pilot.pause)  # and the branch arrived
 
 
 def test_under_nohup_a_hangup_leaves_the_run_alone(project: Path, home: Path, stub: Stub) -> None:

@@ -14,7 +14,7 @@ from rhapsody.frontends.prompt_aids import InputHistory
 from rhapsody.loopback.script import say
 
 from tests.conftest import Stub, collect, plain_mode
-from tests.conftest import until
+from tests.conftest import type_text, until
 from tests.frontends.test_app_keys import idle, plain_app, texts
 
 
@@ -27,10 +27,12 @@ async def test_backslash_then_enter_is_a_new_line_not_a_message(stub: Stub, proj
     stub.script(say("Two lines."))
     app = plain_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.press(*"line one\\", "enter")
+        await type_text(pilot, "line one\\")
+        await pilot.press("enter")
         prompt = app.query_one(PromptInput)
         assert prompt.text == "line one\n" and not stub.bodies()  # not sent
-        await pilot.press(*"line two", "enter")
+        await type_text(pilot, "line two")
+        await pilot.press("enter")
         await idle(pilot)
     assert sent_texts(stub) == ["line one\nline two"]
 
@@ -43,15 +45,20 @@ async def test_ctrl_r_finds_earlier_inputs_newest_first_and_esc_brings_the_draft
     app = plain_app(stub, project)
     async with app.run_test(size=(80, 24)) as pilot:
         prompt = app.query_one(PromptInput)
-        await pilot.press(*"my draft", "ctrl+r", *"fix")
+        await type_text(pilot, "my draft")
+        await pilot.press("ctrl+r")
+        await type_text(pilot, "fix")
         assert prompt.text == "fix the cache bug" and "reverse-i-search `fix`" in str(prompt.border_title)
         await pilot.press("ctrl+r")
         assert prompt.text == "fix the parser test"
         await pilot.press("escape")
         assert prompt.text == "my draft" and not prompt.border_title
-        await pilot.press("ctrl+r", *"lint", "enter")  # kept in the input to edit, not sent
+        await pilot.press("ctrl+r")
+        await type_text(pilot, "lint")
+        await pilot.press("enter")  # kept in the input to edit, not sent
         assert prompt.text == "run the linter" and not stub.bodies() and prompt.search is None
-        await pilot.press(*" again", "enter")
+        await type_text(pilot, " again")
+        await pilot.press("enter")
         await idle(pilot)
     assert sent_texts(stub) == ["run the linter again"]
 
@@ -76,13 +83,15 @@ async def test_resume_inside_the_app_picks_another_session_and_goes_on_with_it(s
     await collect(earlier.agent.run("the earlier question"))
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.press(*"/resume", "enter")
+        await type_text(pilot, "/resume")
+        await pilot.press("enter")
         await until(lambda: isinstance(app.screen, PickerScreen), pause=pilot.pause)
         assert list(app.screen.summaries) == [earlier.session.id]  # the open session is not offered
         await pilot.press("enter")
         await until(lambda: app.agent.session.id == earlier.session.id, pause=pilot.pause)
         await until(lambda: any("the earlier question" in t for t in texts(app)), pause=pilot.pause)
-        await pilot.press(*"and now?", "enter")
+        await type_text(pilot, "and now?")
+        await pilot.press("enter")
         await idle(pilot)
     assert sent_texts(stub) == ["the earlier question", "and now?"]
     assert "and now?" in earlier.session.path.read_text()
@@ -93,18 +102,21 @@ async def test_init_writes_agents_md_from_the_project_and_asks_before_replacing_
     (project / "Makefile").write_text("test:\n\tpytest\n")
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.press(*"/init", "enter")
+        await type_text(pilot, "/init")
+        await pilot.press("enter")
         await until(lambda: (project / "AGENTS.md").exists(), pause=pilot.pause)
         written = (project / "AGENTS.md").read_text()
         assert "Python" in written and "`python -m pytest`" in written and "`make test`" in written
         assert "Git repository: the project root" in written
         (project / "AGENTS.md").write_text("# mine\n")
-        await pilot.press(*"/init", "enter")
+        await type_text(pilot, "/init")
+        await pilot.press("enter")
         await until(lambda: isinstance(app.screen, ConfirmScreen), pause=pilot.pause)
         await pilot.press("n")
         await until(lambda: any("AGENTS.md left as it was" in t for t in texts(app)), pause=pilot.pause)
         assert (project / "AGENTS.md").read_text() == "# mine\n"
-        await pilot.press(*"/init", "enter")
+        await type_text(pilot, "/init")
+        await pilot.press("enter")
         await until(lambda: isinstance(app.screen, ConfirmScreen), pause=pilot.pause)
         await pilot.press("y")
         await until(lambda: "Python" in (project / "AGENTS.md").read_text(), pause=pilot.pause)
@@ -117,7 +129,8 @@ async def test_init_never_writes_through_a_link(stub: Stub, project: Path, tmp_p
     (project / "AGENTS.md").symlink_to(outside)
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.press(*"/init", "enter")
+        await type_text(pilot, "/init")
+        await pilot.press("enter")
         await until(lambda: any("not a regular file" in t for t in texts(app)), pause=pilot.pause)
         assert not isinstance(app.screen, ConfirmScreen)
     assert outside.read_text() == "export SAFE=1\n"

@@ -87,5 +87,5 @@ async def test_the_todo_panel_shows_the_list_beside_the_transcript_at_80x24(stub
         assert "hidden" not in panel.classes and panel.region.width > 0
         transcript = app.query_one("#transcript")
         assert transcript.region.right <= panel.region.x and panel.region.right <= 80  # beside it, on screen
-        await app.reload()  # a rebuild (a resume, a seam) draws the list from the session again
+        await app.surface.reload()  # a rebuild (a resume, a seam) draws the list from the session again
         assert "todo 1/3 done" in str(panel.render())

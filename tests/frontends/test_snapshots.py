@@ -33,7 +33,7 @@ from rhapsody.frontends.app.widgets import Foldable, PromptInput
 from rhapsody.wiring import policy
 from rhapsody.core.session import records as rec
 
-from tests.conftest import GATE, SANDBOX, Stub, no_grace, until
+from tests.conftest import GATE, SANDBOX, Stub, no_grace, type_text, until
 from tests.frontends.test_app_keys import asking, panel
 from tests.core.session.test_handoff_e2e import handoff_turn
 
@@ -111,7 +111,7 @@ async def idle(pilot: Any) -> None:
 
 async def git_read(pilot: Any) -> None:
     pilot.app.refresh_git()
-    await until(lambda: pilot.app._git, pause=pilot.pause)
+    await until(lambda: pilot.app.status_bar.git, pause=pilot.pause)
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -148,7 +148,7 @@ def test_a_denial_being_typed(snap_compare: Any, stub: Stub, root: Path, size: t
         app.start_turn("how big?")
         await until(lambda: asking(app), pause=pilot.pause)
         panel(app).query_one("#reason").cursor_blink = False
-        await pilot.press(*"use stat instead please")
+        await type_text(pilot, "use stat instead please")
         await settle(pilot)
 
     assert snap_compare(app, terminal_size=size, run_before=run_before)
@@ -188,7 +188,8 @@ def test_the_full_output_view(snap_compare: Any, stub: Stub, root: Path, size: t
         await until(lambda: pilot.app.screen.query("#search"), pause=pilot.pause)
         pilot.app.screen.query_one("#fulltext").cursor_blink = False
         pilot.app.screen.query_one("#search").cursor_blink = False
-        await pilot.press(*"row 250", "enter")
+        await type_text(pilot, "row 250")
+        await pilot.press("enter")
         await settle(pilot)
 
     assert snap_compare(long_output_app(stub, root), terminal_size=size, run_before=run_before)
@@ -198,12 +199,12 @@ def test_the_full_output_view(snap_compare: Any, stub: Stub, root: Path, size: t
 def test_mid_run_with_a_spinner_and_a_placed_hint(snap_compare: Any, stub: Stub, root: Path, size: tuple[int, int]) -> None:
     stub.script(call(SLOW, "bash", command=GATE), call(SLOW, "bash", command="sleep 30"), say("never"))
     app = fixed_app(stub, root)
-    app.live = FrozenClock()
 
     async def run_before(pilot: Any) -> None:
+        app.status_bar.live = FrozenClock()
         await git_read(pilot)
         app.start_turn("run the tests")
-        await until(lambda: app.calls, pause=pilot.pause)
+        await until(lambda: app.feed.calls, pause=pilot.pause)
         await app.controller.line("only the parser tests, please")  # while the first command waits for `go`
         (root / "go").touch()
         await until(lambda: len([e for e in app.transcript.entries if e.kind == "tool"]) == 2, pause=pilot.pause)
@@ -221,7 +222,7 @@ def test_after_a_seam(snap_compare: Any, stub: Stub, root: Path, size: tuple[int
         await git_read(pilot)
         app.start_turn("check add")
         await idle(pilot)
-        await app.command("/handoff anyway")
+        await app.surface.command("/handoff anyway")
         await idle(pilot)
         await settle(pilot)
 

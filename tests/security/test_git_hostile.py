@@ -176,8 +176,8 @@ async def test_opening_the_app_on_a_hostile_repository_runs_nothing(stub: Stub, 
     wiring = stub.wire(project, permission_mode="read-only")
     app = RhapsodyApp(wiring.agent, wiring.settings)
     async with app.run_test(size=(100, 30)) as pilot:
-        await until(lambda: bool(app._git), pause=pilot.pause)  # the status bar read git
-        assert "±" in app._git
+        await until(lambda: bool(app.status_bar.git), pause=pilot.pause)  # the status bar read git
+        assert "±" in app.status_bar.git
     assert not marker.exists()
 
 

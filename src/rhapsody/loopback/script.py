@@ -1,6 +1,8 @@
 """Responders for the loopback server: turns played from a list or a JSON script file.
 
-A turn is `{"content": [blocks], "stop_reason"?: str, "delay"?: seconds between events}`.
+A turn is `{"content": [blocks], "stop_reason"?: str, "delay"?: seconds between events,
+"hold"?: (n, threading.Event)}`: with a hold, the Messages stream waits after its first n events until
+the event is set, so a test acts while a reply streams, however slow the machine, then lets it finish.
 Blocks are text, thinking (the server signs it), tool_use (the server assigns the id;
 `raw_input` sends arguments that are not valid JSON) or any other block type verbatim.
 """

@@ -37,6 +37,8 @@ from rhapsody.loopback.dialect import Fault as Fault, Recorded as Recorded, Turn
 from rhapsody.loopback.validate import InvalidRequest, _plain, signature, validate
 from rhapsody.core.json_types import JsonObject
 
+HOLD_LIMIT = 30.0
+"""Seconds a turn's `hold` keeps its stream waiting at most, so a test that fails first never holds it for good."""
 _VERTEX = re.compile(r"/publishers/anthropic/models/([^/:]+):streamRawPredict$")
 Responder = Callable[[JsonObject], Turn]
 
@@ -226,6 +228,9 @@ class _Handler(BaseHTTPRequestHandler):
             delay = turn.get("delay", 0)
             if delay:
                 time.sleep(delay)
+            hold = turn.get("hold")
+            if hold is not None and n + 1 == hold[0]:
+                hold[1].wait(HOLD_LIMIT)
 
     def _open_event_stream(self, fault: Fault | None) -> None:
         """Send the 200 and the SSE headers; a `drop` fault promises a body it never sends."""

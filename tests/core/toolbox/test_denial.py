@@ -90,7 +90,7 @@ async def test_in_the_app_a_typed_denial_reason_reaches_the_request_after_a_seam
         panel(app).query_one("#reason").value = typed
         await pilot.press("enter")  # Enter denies with the words in the field
         await wait_idle(pilot)
-        await app.command("/handoff anyway")
+        await app.surface.command("/handoff anyway")
         await wait_idle(pilot)
         app.start_turn("why not build/?")
         await wait_idle(pilot)

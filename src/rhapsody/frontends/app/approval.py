@@ -24,6 +24,9 @@ words as a message for the end of the turn, as it does in the prompt.
 | up, down | Scroll the diff or command. |
 | pageup, pagedown | Scroll the diff or command when it is longer than its box, else the transcript. |
 
+The answer leaves the panel as a typed message, `ApprovalPanel.Answered`, which the app turns into the
+`ApprovalAnswer` operation it submits; the panel knows nothing of the agent.
+
 For the first `GRACE` seconds after the question opens it takes no answer: the keys typed then
 (a `y` meant for the prompt, an Enter) are discarded and the line under the field shows them, so
 nothing lands unseen in the prompt or the answer; ctrl+n then still queues the prompt's draft.
@@ -32,7 +35,6 @@ nothing lands unseen in the prompt or the answer; ctrl+n then still queues the p
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from pathlib import Path
 
 from rich.syntax import Syntax
@@ -41,6 +43,7 @@ from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
 from textual.widgets import Input, Static
 
 from rhapsody.core.toolbox.approval import Grace, Reply, approval_for, choices, picked, reply_to, wait_grace
@@ -92,9 +95,18 @@ class ApprovalPanel(Vertical, can_focus=True):
         Binding("down", "scroll('down')", show=False),
     ]
 
+    class Answered(Message):
+        """The human answered the question `question_id` (posted once)."""
+
+        def __init__(self, question_id: str, approval: Approval) -> None:
+            self.question_id = question_id
+            self.approval = approval
+            super().__init__()
+
     def __init__(self, tool: str, argument: str, why: str, shown: Preview, rules: tuple[str, ...] = (),
-                 grace: Grace = wait_grace) -> None:
+                 grace: Grace = wait_grace, question_id: str = "") -> None:
         super().__init__(id="approval")
+        self.question_id = question_id
         self.grace = grace
         self._opening: asyncio.Task[None] | None = None
         self.tool = tool
@@ -107,8 +119,10 @@ class ApprovalPanel(Vertical, can_focus=True):
         """What was typed during the grace period: shown, never used."""
         self.typed = ""
         """The field's value before its latest change: a digit picks only when typed into the empty field."""
-        self.answered: Callable[[Approval], None] = lambda _: None
-        """Where the answer goes (the question's future)."""
+        self.answered = False
+        """The answer was given: a second one (a click after a key) is not sent."""
+        self.taken = False
+        """The panel is being taken away: the question is over."""
 
     def compose(self) -> ComposeResult:
         yield Static(Text(visible(f"{self.tool} wants to run ({self.why})")), classes="why")  # a host, a path
@@ -254,15 +268,23 @@ class ApprovalPanel(Vertical, can_focus=True):
         """Page the preview when it is longer than its box, else the transcript above."""
         view = self.query_one("#preview", VerticalScroll)
         if view.max_scroll_y <= 0:
-            from rhapsody.frontends.app.widgets import TranscriptView
+            from rhapsody.frontends.app.transcript import TranscriptView
 
             view = self.app.query_one(TranscriptView)
         (view.scroll_page_up if by < 0 else view.scroll_page_down)(animate=False)
 
     def dismiss(self, approval: Approval) -> None:
         """Answer once; the app takes the panel away."""
-        answered, self.answered = self.answered, lambda _: None
-        answered(approval)
+        if not self.answered:
+            self.answered = True
+            self.post_message(self.Answered(self.question_id, approval))
+
+    async def take_away(self) -> bool:
+        """The question is over: the panel goes; whether it held the focus (which then goes back to the prompt)."""
+        self.taken = True
+        focused = self.has_focus or self.has_focus_within
+        await self.remove()
+        return focused
 
     def action_allow(self) -> None:
         """Allow once."""
@@ -284,9 +306,11 @@ ENTER_DOES: dict[Reply, str] = {
 
 
 def question(tool: str, argument: str, why: str, args: dict[str, object], root: Path,
-             rules: tuple[str, ...] = (), hidden: tuple[str, ...] = (), grace: Grace = wait_grace) -> ApprovalPanel:
+             rules: tuple[str, ...] = (), hidden: tuple[str, ...] = (), grace: Grace = wait_grace,
+             question_id: str = "") -> ApprovalPanel:
     """The panel for one call; `rules` are the session rules offered under "a" (none: no "a"); files
-    `hidden` rules name are not shown; `grace` waits out its grace period."""
+    `hidden` rules name are not shown; `grace` waits out its grace period; `question_id` names the question
+    in the answer."""
     from rhapsody.frontends.preview import preview
 
-    return ApprovalPanel(tool, argument, why, preview(tool, dict(args), root, hidden), rules, grace)
+    return ApprovalPanel(tool, argument, why, preview(tool, dict(args), root, hidden), rules, grace, question_id)

@@ -17,3 +17,20 @@ def sequence(how: str, message: str) -> str:
 def wanted(setting: str, reason: str) -> bool:
     """Whether `setting` (off, approvals, waiting) signals for `reason` (approval, or turn_end)."""
     return setting == "waiting" or (setting == "approvals" and reason == "approval")
+
+
+class Signals:
+    """What was written to the terminal to say the agent waits, and the choice of whether and how to."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        """Each sequence written (the bell or a notification), oldest first."""
+
+    def signal(self, setting: str, how: str, reason: str, message: str) -> str | None:
+        """The sequence to write for `reason` under the settings `notify` (`setting`) and `notify_with` (`how`);
+        None when the settings want none."""
+        if not wanted(setting, reason):
+            return None
+        text = sequence(how, message)
+        self.sent.append(text)
+        return text

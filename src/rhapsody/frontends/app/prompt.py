@@ -11,21 +11,36 @@
 | pageup, pagedown | Scroll the transcript. |
 | home, end | Scroll the transcript to the top or bottom when the prompt is empty. |
 | ctrl+home, ctrl+end | Scroll the transcript to the top or bottom. |
+
+The app's keys that act on the prompt (escape twice, ctrl+c twice, ctrl+g) are bound app-wide, so they work
+wherever the focus is, and done here: the prompt keeps when each was last pressed, and asks the app by a message
+for what is the app's to do (rewind, quit).
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+from rich.text import Text
 from textual import events
+from textual.notifications import SeverityLevel
 from textual.message import Message
 from textual.containers import VerticalScroll
-from textual.widgets import TextArea
+from textual.widgets import Static, TextArea
 
 from rhapsody.frontends.prompt_aids import (HistorySearch, InputHistory, at_token, command_matches, command_names,
                                             fuzzy, project_files)
 
+from rhapsody.view.sink import visible
+
 SCROLLS = {"pageup": "page_up", "pagedown": "page_down", "ctrl+home": "home", "ctrl+end": "end"}
+
+ESC_TWICE = 0.8
+"""Seconds within which a second Esc clears the input."""
+
+CTRL_C_TWICE = 2.0
+"""Seconds within which a second ctrl+c on an empty prompt quits."""
 
 
 class PromptInput(TextArea):
@@ -38,6 +53,18 @@ class PromptInput(TextArea):
             self.text = text
             self.queue = queue
             super().__init__()
+
+    class Rewind(Message):
+        """Esc twice on an empty prompt: go back to an earlier message (as `/rewind`)."""
+
+    class Quit(Message):
+        """ctrl+c twice on an empty prompt: leave rhapsody."""
+
+    esc_at = 0.0
+    """When Esc was last pressed while idle (a second one soon after clears the prompt)."""
+
+    ctrl_c_at = 0.0
+    """When ctrl+c was last pressed on the empty prompt (a second one soon after quits)."""
 
     inputs: InputHistory | None = None
     files: list[str] | None = None
@@ -176,3 +203,61 @@ class PromptInput(TextArea):
         if self.files is None:
             self.files = project_files(self.root)
         return fuzzy(word, self.files)
+
+    def escape(self) -> None:
+        """Esc while idle: a second Esc soon after clears the draft (Up brings it back); on an empty prompt, rewind."""
+        now = time.monotonic()
+        twice, self.esc_at = now - self.esc_at < ESC_TWICE, now
+        if not twice:
+            if self.text.strip():
+                self.toast("Esc again clears the input", ESC_TWICE)
+            return
+        self.esc_at = 0.0
+        if self.text.strip():
+            self.set_aside()
+        else:
+            self.post_message(self.Rewind())
+
+    def clear_or_quit(self) -> None:
+        """ctrl+c while idle: a draft is cleared (Up brings it back); an empty prompt quits on a second press."""
+        if self.text.strip():
+            self.set_aside()
+            self.ctrl_c_at = 0.0
+            return
+        now = time.monotonic()
+        if now - self.ctrl_c_at < CTRL_C_TWICE:
+            self.post_message(self.Quit())
+            return
+        self.ctrl_c_at = now
+        self.toast("Press ctrl+c again to quit", 2)
+
+    def open_editor(self) -> None:
+        """ctrl+g: edit the draft in $VISUAL or $EDITOR; what the editor saves becomes the draft."""
+        from rhapsody.frontends.app.editor import edit_in_editor
+
+        try:
+            text = edit_in_editor(self.app, self.text)
+        except OSError as exc:
+            self.toast(f"the editor did not start: {exc}", 4, severity="error")
+            return
+        self.put(text)
+
+    def put(self, text: str) -> None:
+        """Put `text` in the prompt to edit and send (a command that needs its argument, a rewound message)."""
+        self.text = text
+        self.move_cursor(self.document.end)
+        self.focus()
+
+    def toast(self, message: str, timeout: float, severity: SeverityLevel = "information") -> None:
+        """A short notice over the transcript's corner; it replaces the one before, so notices never stack."""
+        self.app.clear_notifications()
+        self.notify(message, severity=severity, timeout=timeout, markup=False)
+
+
+class Completions(Static):
+    """What Tab would complete the prompt to, above it; hidden when nothing matches."""
+
+    def show(self, matches: list[str]) -> None:
+        """Show `matches` (project file names: through the sink's function)."""
+        self.update(Text(visible("  ".join(matches)) + ("   (tab completes)" if matches else "")))
+        self.set_class(not matches, "hidden")

@@ -94,7 +94,7 @@ class OverwriteScreen(ModalScreen[bool]):
 
 
 class Host(Protocol):
-    """What the rewind reaches of the app (app.py's RhapsodyApp, which imports this module)."""
+    """What the rewind reaches of the app (surface.py's AppSurface, which imports this module)."""
 
     @property
     def agent(self) -> Agent: ...
@@ -121,7 +121,7 @@ class Host(Protocol):
         """Read the branch and changes again."""
         ...
 
-    def to_prompt(self, text: str) -> None:
+    def refill(self, text: str) -> None:
         """Put text in the prompt, to edit and send."""
         ...
 
@@ -177,4 +177,4 @@ class Rewinder:
         self.app.refresh_status()
         self.app.refresh_git()
         if done.refill:
-            self.app.to_prompt(done.refill)
+            self.app.refill(done.refill)
