@@ -16,6 +16,7 @@ Imports: stdlib only.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from dataclasses import dataclass
 
 WRITE_5M_MULT = 1.25
@@ -95,8 +96,10 @@ class Rates:
     """None for a model the table has no price for."""
 
 
+@lru_cache(maxsize=256)
 def rates_of(model: str, read_mult: float | None = None) -> Rates:
-    """The rates of `model`'s requests; `read_mult` overrides its cache-read rate."""
+    """The rates of `model`'s requests; `read_mult` overrides its cache-read rate (kept per model: the what-if
+    asks once per request of every row, and the table does not change)."""
     if not priced(model):
         return Rates(0.1 if read_mult is None else read_mult, 1.0, 1.0)
     price = price_of(model)[0]

@@ -181,7 +181,7 @@ def fit(records: Sequence[rec.Record], actual: list[Sent] | None = None) -> Fit:
             missing = reported(sent.usage) - size(base, sent.messages)
             heads[sent.model] = [*base, {"prefix": "x" * (4 * missing - 20)}] if missing > 0 else base
     first = heads[actual[0].model] if actual else base
-    rebuilt = sum(sum(_tokens(p) for p in heads[s.model]) + n for s, n in zip(actual, _message_tokens(actual)))
+    rebuilt = sum(head_tokens(heads[s.model]) + n for s, n in zip(actual, _message_tokens(actual)))
     total = sum(reported(s.usage) for s in actual)
     return Fit(first, total / rebuilt if rebuilt else 1.0, {m: h for m, h in heads.items() if h is not first})
 
@@ -204,7 +204,38 @@ def _message_tokens(sent: list[Sent]) -> list[int]:
 
 def size(head: list[Any], messages: list[Message]) -> int:
     """Tokens of a request as the cache model counts them (each message's size is cached on it)."""
-    return sum(_tokens(part) for part in head) + sum(max(1, -(-m.api_size[1] // 4)) for m in messages)
+    return head_tokens(head) + messages_tokens(messages)
+
+
+_LAST: tuple[list[Message], list[int]] = ([], [0])
+"""The messages sized last and their running tokens: the next request shares most of them (the same objects)."""
+
+
+def messages_tokens(messages: list[Message]) -> int:
+    """Tokens of a request's messages, only those not in the request sized before it counted anew."""
+    global _LAST
+    prev, running = _LAST  # one read and one write: a report sized on another thread only recounts
+    same = _shared(prev, messages)
+    running = running[: same + 1]
+    for message in messages[same:]:
+        running.append(running[-1] + _chars_tokens(message.api_size[1]))
+    _LAST = (list(messages), running)
+    return running[-1]
+
+
+_HEADS: dict[int, tuple[list[Any], int]] = {}
+"""Tokens of the heads sized lately, by identity, each kept beside its head so the id is not reused: a what-if
+sweep sizes ~12,000 requests over the same few heads, and encoding the tool definitions was most of its time."""
+
+
+def head_tokens(head: list[Any]) -> int:
+    """Tokens of a request's head (tools, system prompt); a head is not changed once built, so it is counted once."""
+    found = _HEADS.get(id(head))
+    if found is None or found[0] is not head:
+        if len(_HEADS) >= 32:  # heads of finished reports are let go
+            _HEADS.clear()
+        found = _HEADS[id(head)] = (head, sum(_tokens(part) for part in head))
+    return found[1]
 
 
 def bill(sent: list[Sent], fitted: Fit) -> list[Split]:
@@ -243,7 +274,6 @@ class CacheModel:
         self.read_mult = read_mult
         self._cache: dict[str, tuple[float, float]] = {}
         """Digest of a cached prefix → (when it was last written or read, its TTL)."""
-        self._memo: dict[int, tuple[Message, str, int]] = {}
         self._prev: list[Message] = []
         self._runs: list[str] = []
         """Running digest after each part of the previous request (head parts first)."""
@@ -293,12 +323,7 @@ class CacheModel:
         return entry is not None and entry[0] + entry[1] >= ts
 
     def _part(self, message: Message) -> tuple[str, int]:
-        found = self._memo.get(id(message))
-        if found is None or found[0] is not message:
-            text = compact_json(message.api)
-            found = (message, _digest(text), _chars_tokens(len(text)))
-            self._memo[id(message)] = found
-        return found[1], found[2]
+        return message.api_digest, _chars_tokens(message.api_size[1])
 
 
 def _shared(old: list[Message], new: list[Message]) -> int:

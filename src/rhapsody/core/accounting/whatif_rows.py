@@ -45,8 +45,9 @@ PLACEHOLDER = "[tool result cleared]"
 """What a cleared result reads as here; the API's own placeholder is a short text of this kind."""
 
 
-Memo = dict[tuple[int, frozenset[str]], tuple[Message, Message]]
-"""Edited copies by (original message, results cleared in it)."""
+Memo = dict[int, tuple[Message, tuple[str, ...], dict[frozenset[str], Message]]]
+"""By original message: it, the ids of the tool results in it, and its edited copies by the results cleared (a
+long session's every request looks at every message, so each is read once)."""
 
 
 @dataclass(frozen=True)
@@ -121,22 +122,30 @@ def clearing_arm(records: Sequence[rec.Record], read_mult: float | None, fit: Ca
 def _cleared(view: list[Message], keep: int, memo: Memo) -> list[Message]:
     """The view with every tool result but the newest `keep` replaced by the placeholder (one object per
     edited message, reused while its edit stays the same, so the cache model sees a stable prefix)."""
-    ids = [b.tool_use_id for m in view for b in m.content if isinstance(b, ToolResultBlock)]
+    entries = [_entry(m, memo) for m in view]
+    ids = [i for entry in entries for i in entry[1]]
     gone = set(ids[: max(0, len(ids) - keep)])
-    return [_edit(m, gone, memo) for m in view]
+    return [_edit(entry, gone) if entry[1] else entry[0] for entry in entries]
 
 
-def _edit(message: Message, gone: set[str], memo: Memo) -> Message:
-    hit = frozenset(b.tool_use_id for b in message.content if isinstance(b, ToolResultBlock) and b.tool_use_id in gone)
+def _entry(message: Message, memo: Memo) -> tuple[Message, tuple[str, ...], dict[frozenset[str], Message]]:
+    found = memo.get(id(message))
+    if found is None or found[0] is not message:
+        ids = tuple(b.tool_use_id for b in message.content if isinstance(b, ToolResultBlock))
+        found = memo[id(message)] = (message, ids, {})
+    return found
+
+
+def _edit(entry: tuple[Message, tuple[str, ...], dict[frozenset[str], Message]], gone: set[str]) -> Message:
+    message, ids, edits = entry
+    hit = frozenset(i for i in ids if i in gone)
     if not hit:
         return message
-    found = memo.get((id(message), hit))
-    if found is not None and found[0] is message:
-        return found[1]
-    content = [ToolResultBlock(tool_use_id=b.tool_use_id, content=PLACEHOLDER)
-               if isinstance(b, ToolResultBlock) and b.tool_use_id in hit else b for b in message.content]
-    edited = Message(role=message.role, content=content)
-    memo[(id(message), hit)] = (message, edited)
+    edited = edits.get(hit)
+    if edited is None:
+        content = [ToolResultBlock(tool_use_id=b.tool_use_id, content=PLACEHOLDER)
+                   if isinstance(b, ToolResultBlock) and b.tool_use_id in hit else b for b in message.content]
+        edited = edits[hit] = Message(role=message.role, content=content)
     return edited
 
 

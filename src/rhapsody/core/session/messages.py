@@ -11,6 +11,7 @@ Imports: stdlib and pydantic only.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from functools import cached_property
 from typing import Annotated, Any, Literal, Union
@@ -170,8 +171,18 @@ class Message(BaseModel):
     @cached_property
     def api_size(self) -> tuple[int, int]:
         """(bytes, characters) of the compact JSON of the API form, computed once."""
+        return self._api_measures[:2]
+
+    @cached_property
+    def api_digest(self) -> str:
+        """SHA-256 of the compact JSON of the API form, computed once (the what-if's cache model keys on it)."""
+        return self._api_measures[2]
+
+    @cached_property
+    def _api_measures(self) -> tuple[int, int, str]:
         text = compact_json(self.api)
-        return len(text.encode("utf-8", "surrogatepass")), len(text)
+        data = text.encode("utf-8", "surrogatepass")
+        return len(data), len(text), hashlib.sha256(data).hexdigest()
 
     def tool_uses(self) -> list[ToolUseBlock]:
         """The tool calls in this message, in order."""

@@ -10,6 +10,8 @@ Imports: stdlib, pydantic and rhapsody.core only.
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -209,11 +211,17 @@ class ToolSource(Protocol):
 
 
 def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    return dict(json.loads(_schema_text(model)))  # a fresh copy each time: a caller may change its own
+
+
+@functools.cache
+def _schema_text(model: type[BaseModel]) -> str:
+    """An input model's schema, built once per model: pydantic takes milliseconds a tool, every session start."""
     schema = model.model_json_schema()
     schema.pop("title", None)
     for prop in schema.get("properties", {}).values():
         prop.pop("title", None)
-    return schema
+    return json.dumps(schema)
 
 
 @dataclass(frozen=True)
