@@ -181,25 +181,9 @@ def fit(records: Sequence[rec.Record], actual: list[Sent] | None = None) -> Fit:
             missing = reported(sent.usage) - size(base, sent.messages)
             heads[sent.model] = [*base, {"prefix": "x" * (4 * missing - 20)}] if missing > 0 else base
     first = heads[actual[0].model] if actual else base
-    rebuilt = sum(head_tokens(heads[s.model]) + n for s, n in zip(actual, _message_tokens(actual)))
+    rebuilt = sum(head_tokens(heads[s.model]) + messages_tokens(s.messages) for s in actual)
     total = sum(reported(s.usage) for s in actual)
     return Fit(first, total / rebuilt if rebuilt else 1.0, {m: h for m, h in heads.items() if h is not first})
-
-
-def _message_tokens(sent: list[Sent]) -> list[int]:
-    """The messages' tokens of each request, as `size` counts them, each new message counted once (consecutive
-    requests share most of theirs)."""
-    prev: list[Message] = []
-    running: list[int] = [0]
-    out = []
-    for request in sent:
-        same = _shared(prev, request.messages)
-        running = running[: same + 1]
-        for message in request.messages[same:]:
-            running.append(running[-1] + max(1, -(-message.api_size[1] // 4)))
-        prev = request.messages
-        out.append(running[-1])
-    return out
 
 
 def size(head: list[Any], messages: list[Message]) -> int:

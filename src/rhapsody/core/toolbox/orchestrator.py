@@ -54,8 +54,6 @@ class Ruling:
     words: str = ""
 
 
-MASK = "[masked secret]"
-"""What a secret value becomes in tool output (the same text as core.secrets.MASK)."""
 
 
 class Toolbox(Registry):
