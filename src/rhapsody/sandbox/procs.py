@@ -80,11 +80,17 @@ async def run(argv: list[str], cwd: str, env: dict[str, str], timeout: float, ca
 
     `pass_fds` are inherited by the child and closed here once it has started.
     """
+    starting = asyncio.ensure_future(asyncio.create_subprocess_exec(
+        *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT, start_new_session=True, pass_fds=pass_fds,
+        preexec_fn=lifeline.preexec()))
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT, start_new_session=True, pass_fds=pass_fds,
-            preexec_fn=lifeline.preexec())
+        proc = await asyncio.shield(starting)
+    except asyncio.CancelledError:  # Esc as it starts: asyncio's own clean-up waits for every holder of the pipe
+        proc = await starting        # (a sandboxed child can outlive the sandbox's first process); end it here
+        kill_group(proc.pid)
+        await _exited(proc)
+        raise
     finally:
         for fd in pass_fds:
             os.close(fd)
