@@ -690,6 +690,24 @@ async def test_up_past_the_first_transcript_line_loads_earlier_entries_then_stay
         assert isinstance(app.focused, Foldable) and app.focused.entry.key == "t1"
 
 
+async def test_up_keys_in_one_burst_each_move_one_line(stub: Stub, project: Path) -> None:
+    from rhapsody.frontends.app.widgets import Entry
+
+    app = plain_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.transcript.load([Entry("tool", f"bash echo {i} → ok (0.0 s)", f"{i}", f"t{i}", "ok")
+                                   for i in range(12)])
+        await pilot.press("ctrl+t")
+        await until(lambda: isinstance(app.focused, Foldable) and app.focused.entry.key == "t11", pause=pilot.pause)
+        send_keys(pilot, *["up"] * 5)  # key repeat, or arrows pasted: all queued before the first is handled
+        await until(lambda: isinstance(app.focused, Foldable) and app.focused.entry.key == "t6", pause=pilot.pause)
+        send_keys(pilot, "down", "down", "up", "down", "down")
+        await until(lambda: isinstance(app.focused, Foldable) and app.focused.entry.key == "t9", pause=pilot.pause)
+        await pilot.pause()
+        assert isinstance(app.focused, Foldable) and app.focused.entry.key == "t9"  # no key handled twice
+        assert app.query_one(PromptInput).text == ""
+
+
 async def test_model_alone_lists_the_known_names_and_an_unknown_one_suggests_the_closest(stub: Stub,
                                                                                         project: Path) -> None:
     from rhapsody.providers.lazy import sdk_models

@@ -257,7 +257,7 @@ class Foldable(Static, can_focus=True):
             lines = view.foldables()
         index = lines.index(self) + by
         if 0 <= index < len(lines):
-            lines[index].focus()
+            self.screen.set_focus(lines[index])  # at once, not after a callback: the next queued key finds it moved
         else:
             self.scroll_visible(animate=False)
 
@@ -268,9 +268,8 @@ class Foldable(Static, can_focus=True):
         return prompt
 
     def on_key(self, event: events.Key) -> None:
-        prompt = self.app.query_one(PromptInput)
-        if self.app.focused is prompt:  # focus moved on while these keys were queued here: they follow it, in order
-            event.stop()
+        if self.app.focused is not self:  # focus moved on (another line, the prompt) while these keys were queued
+            event.stop()                  # here: they follow it, in order, as a burst of Up does line by line
             event.prevent_default()
             self.app.post_message(events.Key(event.key, event.character))
         elif event.key == "tab":
