@@ -10,7 +10,7 @@ quick "go on"). Each reply is one line of text, streamed at once as its request 
 is the time from the reply's end to the prompt back under it on the screen; "line → prompt" is from Enter
 to that moment; "opening" is from the fork to the prompt under the opening lines. The first turn is shown
 apart: it also pays the client's first request (the SDK's import). One terminal answers each `ESC[6n` at
-once, as an emulator does; the other never answers (some multiplexers, serial consoles, `script`). Prints
+once, as an emulator does; the other never answers (some multiplexers, serial consoles, `script`); the two run alternated. Prints
 the median and the largest of each figure for each terminal, the requests it was sent per session, and
 how many sessions printed prompt-toolkit's warning that the terminal does not answer.
 """
@@ -142,8 +142,11 @@ def main() -> int:
     home = Path(tempfile.mkdtemp(prefix="plain-prompt-home-"))
     env = {**os.environ, "TERM": "xterm-256color", "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"),
            "ANTHROPIC_API_KEY": "sk-ant-bench-dummy", "RHAPSODY_MODEL": "claude-sonnet-4-5"}
-    for answers in (True, False):
-        sessions = [run(env, answers, ns.turns, ns.pause) for _ in range(ns.runs)]
+    kinds: dict[bool, list[Session]] = {True: [], False: []}
+    for _ in range(ns.runs):  # alternated, so a change in the machine's load falls on both
+        for answers, sessions in kinds.items():
+            sessions.append(run(env, answers, ns.turns, ns.pause))
+    for answers, sessions in kinds.items():
         first = [s.turns[0] for s in sessions]
         rest = [t for s in sessions for t in s.turns[1:]]
         print(f"terminal {'answers' if answers else 'never answers'} ({ns.runs} runs of {ns.turns} turns, "
