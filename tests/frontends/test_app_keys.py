@@ -102,10 +102,12 @@ async def test_escape_denies_and_the_diff_is_shown_for_an_edit(stub: Stub, proje
         deny = [w for w in panel(app).query(".choice") if "deny" in str(w.render())][0]
         assert deny.region.bottom <= 24  # the deny line is on screen at 80x24
         said = [w for e, w in app.transcript.widgets.items() if e.kind == "assistant" and NARRATE in e.text][0]
-        view = app.transcript.region  # the agent's reason stays in view, above the question
-        await until(lambda: said.region.y >= view.y and said.region.bottom <= view.bottom
-                    and panel(app).region.height > 0, pause=pilot.pause)  # the panel laid out, below the transcript
-        assert view.bottom <= panel(app).region.y
+
+        def in_view() -> bool:  # the agent's reason stays in view, above the question; each region read as it is now
+            view, box = app.transcript.region, panel(app).region
+            return box.height > 0 and view.y <= said.region.y and said.region.bottom <= view.bottom <= box.y
+
+        await until(in_view, pause=pilot.pause)  # the panel laid out, below the transcript
         await pilot.press("escape")
         await idle(pilot)
     assert "a - b" in (project / "app.py").read_text()

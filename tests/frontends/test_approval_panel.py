@@ -68,8 +68,14 @@ async def test_the_agents_words_stay_in_view_above_the_question_at_160x48(stub: 
             rows = [strip.text for strip in app.screen._compositor.render_strips()]
             return "\n".join(rows[: box.y]), "\n".join(rows[box.bottom:])
 
-        # the status bar says so once its next refresh has drawn it
-        await until(lambda: "waiting for you" in split()[1], pause=pilot.pause)
+        def settled() -> bool:
+            """The screen once laid out around the panel: the status bar says so once its next refresh has drawn it,
+            and the transcript, shrunk to make room, keeps its end in view once its anchor has scrolled it there
+            (a frame in between shows its rows blank). An unplaced panel's region is empty: all would read as below."""
+            above, below = split()
+            return panel(app).region.height > 0 and "waiting for you" in below and "report.py sums" in above
+
+        await until(settled, pause=pilot.pause)
         above, below = split()
         assert "report.py sums total_value" in above and "› fix" in above  # the transcript, not a blank screen
         assert "waiting for you" in below and "esc Deny" in below  # the status bar and the footer, under the prompt
