@@ -13,7 +13,7 @@ from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.frontends.app.confirm import ConfirmScreen
 from rhapsody.frontends.app.widgets import Foldable, PromptInput
 
-from tests.conftest import GATE, Stub, type_text, until
+from tests.conftest import GATE, Stub, held, type_text, until
 from tests.core.session.test_handoff_e2e import handoff_turn
 
 SLOW = "I will run a command that takes a moment, so there is time to type a hint while it runs."
@@ -75,7 +75,8 @@ async def test_task_hint_and_handoff_through_the_app(stub: Stub, project: Path) 
 
 async def test_escape_interrupts_and_keeps_what_streamed(stub: Stub, project: Path) -> None:
     long_text = "Streaming slowly so the human can interrupt me. " * 40
-    stub.script({"content": [{"type": "text", "text": long_text}], "delay": 0.03}, say("after"))
+    talk, go = held({"content": [{"type": "text", "text": long_text}]})
+    stub.script(talk, say("after"))
     wiring = stub.wire(project)
     app = RhapsodyApp(wiring.agent, wiring.settings)
     async with app.run_test(size=(100, 30)) as pilot:
@@ -85,10 +86,12 @@ async def test_escape_interrupts_and_keeps_what_streamed(stub: Stub, project: Pa
         await until(lambda: "Streaming slowly" in "".join(app.transcript.live_text), pause=pilot.pause)
         app.action_interrupt()
         await wait_idle(pilot)
+        go.set()
         assert any("interrupted" in t for t in texts(app))
     records = [json.loads(line) for line in wiring.session.path.read_text().splitlines()]
     interrupted = [r for r in records if r["kind"] == "interrupted"]
     assert interrupted and interrupted[0]["partial_text"].startswith("Streaming slowly")
+    assert len(interrupted[0]["partial_text"]) < len(long_text)  # what streamed, not the whole reply
     kept = [r for r in records if r["kind"] == "message" and r["role"] == "assistant"]
     assert kept and kept[-1]["content"][0]["text"] == interrupted[0]["partial_text"]
 
