@@ -34,6 +34,7 @@ from typing import Any
 
 REPLY_DELTAS = 200
 KEYS = 30
+TOOL_TASK = "list the numbers"
 TYPED = "please check the parser again and run the slow tests after it"
 
 
@@ -49,20 +50,28 @@ def reply_text() -> str:
     return (text * (size // len(text) + 1))[:size]
 
 
-def turns(delay: float) -> list[dict[str, Any]]:
-    """What the server plays for one round of the parts that stream: the reply; the call; its answer."""
+def respond(delay: float) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The server's answer to each request, by what it asks, so that any part can run alone or repeated."""
+    reply = {"content": [{"type": "text", "text": reply_text()}], "delay": delay}
     call = {"content": [{"type": "text", "text": "I will list the numbers, because the output is long."},
                         {"type": "tool_use", "name": "bash", "input": {"command": "seq 1 300"}}], "delay": delay}
-    return [{"content": [{"type": "text", "text": reply_text()}], "delay": delay}, call,
-            {"content": [{"type": "text", "text": "The numbers are listed."}], "delay": delay}]
+    answer = {"content": [{"type": "text", "text": "The numbers are listed."}], "delay": delay}
+
+    def turn(body: dict[str, Any]) -> dict[str, Any]:
+        content = body["messages"][-1]["content"]
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        if any(block.get("type") == "tool_result" for block in blocks):
+            return answer
+        return call if any(TOOL_TASK in str(block.get("text", "")) for block in blocks) else reply
+
+    return turn
 
 
-def serve(rounds: int, delay: float) -> None:
+def serve(delay: float) -> None:
     """The server process: print the URL, serve until stdin closes."""
-    from rhapsody.loopback.script import ScriptedResponder
     from rhapsody.loopback.server import LoopbackServer
 
-    server = LoopbackServer(ScriptedResponder(turns(delay) * rounds)).start()
+    server = LoopbackServer(respond(delay)).start()
     print(server.url, flush=True)
     sys.stdin.read()
     server.stop()
@@ -71,8 +80,8 @@ def serve(rounds: int, delay: float) -> None:
 class ServerProcess:
     """A loopback server in a child process, so its CPU time is not the app's."""
 
-    def __init__(self, rounds: int, delay: float) -> None:
-        self.proc = subprocess.Popen([sys.executable, __file__, "--serve", json.dumps([rounds, delay])],
+    def __init__(self, delay: float) -> None:
+        self.proc = subprocess.Popen([sys.executable, __file__, "--serve", json.dumps(delay)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         self.url = self.proc.stdout.readline().strip()
@@ -105,7 +114,7 @@ async def stream_part(app: Any, pilot: Any) -> None:
 
 
 async def tool_part(app: Any, pilot: Any) -> None:
-    app.start_turn("list the numbers")
+    app.start_turn(TOOL_TASK)
     await until(lambda: app.busy)
     await until(lambda: not app.busy)
     await settle(pilot)
@@ -168,7 +177,7 @@ async def run(repeat: int, delay: float, profile: cProfile.Profile | None, names
     from rhapsody.providers.anthropic import AnthropicModel
     from rhapsody.wiring import build
 
-    server = ServerProcess(repeat, delay)
+    server = ServerProcess(delay)
     root = Path(tempfile.mkdtemp())
     client = anthropic.AsyncAnthropic(base_url=server.url, api_key="bench", max_retries=0)
     wiring = build(root, Settings(permission_mode="yolo", sandbox="off"), AnthropicModel(client, retries=0),
@@ -204,8 +213,7 @@ def main() -> None:
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     ns = parser.parse_args()
     if ns.serve:
-        rounds, delay = json.loads(ns.serve)
-        return serve(rounds, delay)
+        return serve(json.loads(ns.serve))
     profile = cProfile.Profile() if ns.profile else None
     names = [name.strip() for name in ns.parts.split(",")]
     unknown = [name for name in names if name not in PARTS]
