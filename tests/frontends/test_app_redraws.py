@@ -61,3 +61,39 @@ async def test_the_status_line_repaints_its_row_without_laying_the_screen_out_ag
         await pilot.pause()
         assert str(bar.render()).startswith(" working")
         assert bar._layout_updates == layouts  # one row whatever it says
+
+
+async def test_deltas_that_arrive_between_two_drawings_are_drawn_once_and_the_last_is_always_drawn(
+        stub: Stub, project: Path) -> None:
+    app = plain_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        view = app.transcript
+        await view.stream_text("The parser ")
+        live = view.live
+        assert isinstance(live, LiveReply)
+        await pilot.pause()
+        layouts = live._layout_updates  # Textual's count of the layouts this widget asked for
+        words = [f"word{i} " for i in range(30)]
+        for word in words:  # a burst, as a fast stream delivers between two frames
+            await view.stream_text(word)
+        assert live._layout_updates - layouts <= 1
+        expected = "The parser " + "".join(words)
+        await until(lambda: live.content.text == expected, pause=pilot.pause)  # the last delta is drawn, soon
+        assert "word29" in "".join(live.render_line(y).text for y in range(live.size.height))
+
+
+async def test_a_focus_move_through_the_transcript_repaints_the_two_lines_without_a_layout(stub: Stub,
+                                                                                            project: Path) -> None:
+    from rhapsody.frontends.app.widgets import Entry, Foldable
+
+    app = plain_app(stub, project)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.transcript.load([Entry("tool", f"bash echo {i} → ok (0.0 s)", f"{i}", f"t{i}", "ok") for i in range(3)])
+        await pilot.press("ctrl+t")
+        await until(lambda: isinstance(app.focused, Foldable) and app.focused.entry.key == "t2", pause=pilot.pause)
+        lines = app.transcript.foldables()
+        layouts = [line._layout_updates for line in lines]
+        await pilot.press("up")
+        assert app.focused is lines[1] and lines[1].styles.outline_left[0] == "thick"
+        assert lines[2].styles.outline_left[0] == ""  # the edge moved with the focus
+        assert [line._layout_updates for line in lines] == layouts
