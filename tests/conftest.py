@@ -203,12 +203,33 @@ async def plain_mode(wiring: Wiring, *args: Any, **kwargs: Any) -> AsyncIterator
 _CHECKS = pytest.StashKey[tuple[subprocess.Popen[bytes], str]]()
 
 
+def _whole_suite(config: pytest.Config) -> bool:
+    """Whether this run is the whole suite: no path, -k or -m given."""
+    return not (config.option.file_or_dir or config.option.keyword or config.option.markexpr)
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """How many workers `-n auto` (pyproject's default) starts: for the whole suite, two per core, because a
+    quarter of a test's time on one worker is spent waiting (on its children, the loopback, the app's timers),
+    and a second worker per core computes meanwhile; for a run of a few files, at most two, whose start-up
+    (each worker imports the SDKs and collects) would cost more than it saves. `PYTEST_XDIST_AUTO_NUM_WORKERS`
+    still decides where it is set."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    cores = len(os.sched_getaffinity(0))
+    return min(WORKERS_PER_CORE * cores, MAX_WORKERS) if _whole_suite(config) else min(2, cores)
+
+
+WORKERS_PER_CORE = 2
+MAX_WORKERS = 16
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """A whole-suite run (no path, -k or -m given) starts the type and import checks in the background at
     once: a cold mypy then overlaps the other tests (tests/test_architecture.py reads the result)."""
     if hasattr(config, "workerinput") or type_checks.STARTED_ENV in os.environ:
         return
-    if config.option.file_or_dir or config.option.keyword or config.option.markexpr:
+    if not _whole_suite(config):
         return
     folder = tempfile.mkdtemp(prefix="rhapsody-checks-")
     os.environ[type_checks.STARTED_ENV] = folder  # the xdist workers, started after this, inherit it

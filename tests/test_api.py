@@ -14,11 +14,14 @@ import pytest
 
 from rhapsody import Agent, Answer
 from rhapsody import api
+from rhapsody.api import PlanDecision, PlanReviewAsked
 from rhapsody.core import events as ev
+from rhapsody.core.session.history import read_history
 from rhapsody.loopback.script import call, say
 
 from tests import launch
 from tests.conftest import GATE, MODEL, SANDBOX, Stub
+from tests.core.agent.test_plan_mode import EDITED, PLAN, REASON, proposal
 from tests.core.session.test_handoff_e2e import handoff_turn, step
 
 STEP = "I will append a line to log.txt so each executed run of this tool call is visible on disk."
@@ -215,3 +218,56 @@ async def test_rewind_from_a_script_is_the_op_with_its_refusal_typed(wired: Stub
         assert done.ok and done.prompt == "write the notes" and not (project / "notes.txt").exists()
         kinds = [json.loads(line)["kind"] for line in agent.history_path.read_text().splitlines()]
     assert kinds.count("rewind") == 1 and kinds.count("restore") == 2
+
+
+async def test_a_plan_goes_to_the_callback_and_an_edited_approval_switches_the_mode(wired: Stub, project: Path) -> None:
+    wired.script(proposal(), say("Approved; I start with step 1."))
+    plans: list[PlanReviewAsked] = []
+
+    def on_plan(plan: PlanReviewAsked) -> PlanDecision:
+        plans.append(plan)
+        return PlanDecision.approve(mode="auto-edit", plan=EDITED)
+
+    async with open_agent(project, on_plan=on_plan, permission_mode="plan") as agent:
+        seen = await collect(agent.send("fix add"))
+    assert [p.plan for p in plans] == [PLAN] and any(isinstance(e, PlanReviewAsked) for e in seen)
+    result, *words = wired.bodies()[1]["messages"][-1]["content"]
+    assert "approved" in result["content"] and not result.get("is_error") and EDITED in words[0]["text"]
+    run = next(r for r in read_history(agent.history_path).records if r.get("name") == "exit_plan")
+    assert run["plan_verdict"] == "approved" and run["plan_edited"]
+    modes = [r["mode"] for r in read_history(agent.history_path).records if r["kind"] == "permission_mode"]
+    assert modes[-1] == "auto-edit"
+
+
+async def test_a_rejected_plan_keeps_plan_mode_and_without_a_callback_no_one_approves(wired: Stub,
+                                                                                     project: Path) -> None:
+    wired.script(proposal(), say("I will look at the callers first."), proposal(), say("Understood."))
+
+    async def on_plan(plan: PlanReviewAsked) -> PlanDecision:
+        return PlanDecision.reject(REASON)
+
+    async with open_agent(project, on_plan=on_plan, permission_mode="plan") as agent:
+        await collect(agent.send("fix add"))
+    after = wired.bodies()[1]["messages"][-1]["content"]
+    assert after[0]["is_error"] and "rejected" in after[0]["content"] and after[1]["text"] == REASON
+    async with open_agent(project, permission_mode="plan") as agent:  # no on_plan: the tool says no one can approve
+        seen = await collect(agent.send("fix add"))
+    assert not any(isinstance(e, PlanReviewAsked) for e in seen)
+    said = json.dumps(wired.bodies()[3]["messages"][-1]["content"])
+    assert "no human" in said.lower() or "cannot be approved" in said.lower(), said
+
+
+async def test_a_failing_plan_callback_rejects_the_plan_and_its_error_comes_out(wired: Stub, project: Path) -> None:
+    wired.script(proposal(), say("Understood."))
+
+    def on_plan(plan: PlanReviewAsked) -> PlanDecision:
+        raise LookupError("no reviewer today")
+
+    agent = open_agent(project, on_plan=on_plan, permission_mode="plan")
+    with pytest.raises(LookupError):
+        await collect(agent.send("fix add"))
+    await agent.close()
+    assert not agent.working
+    records = read_history(agent.history_path).records
+    assert [r["kind"] for r in records if r["kind"] in ("message", "interrupted")][-1] == "interrupted"
+    assert not any(r.get("plan_verdict") == "approved" for r in records) and agent._loop.permission_mode == "plan"

@@ -29,11 +29,12 @@ from rhapsody.core import events as ev
 from rhapsody.core.agent import ops
 from rhapsody.core.agent.loop import Agent as _Loop
 from rhapsody.core.event_json import as_json
-from rhapsody.core.events import ApprovalAsked, Event
+from rhapsody.core.events import ApprovalAsked, Event, PlanReviewAsked
+from rhapsody.core.access.permissions import Mode
 from rhapsody.wiring import Wiring
 
-__all__ = ["Agent", "Answer", "ApprovalAsked", "Event", "Figures", "OnApproval", "RewindResult", "as_json", "events",
-           "run"]
+__all__ = ["Agent", "Answer", "ApprovalAsked", "Event", "Figures", "OnApproval", "OnPlan", "PlanDecision",
+           "PlanReviewAsked", "RewindResult", "as_json", "events", "run"]
 
 events = ev
 """The event classes (`rhapsody.api.events.ToolFinished`, …); each has a fixed `json_name`."""
@@ -64,6 +65,27 @@ class Answer:
 
 
 @dataclass(frozen=True)
+class PlanDecision:
+    """The answer to a plan `exit_plan` proposes in plan mode: approve it (as proposed, or as `plan` when given)
+    and go on in `mode`, or reject it with feedback the agent reads as the human's own words (plan mode stays)."""
+
+    approved: bool
+    plan: str = ""
+    mode: Mode = "auto-edit"
+    feedback: str = ""
+
+    @classmethod
+    def approve(cls, mode: Mode = "auto-edit", plan: str = "") -> PlanDecision:
+        """Approve the plan (`plan`: an edited one; empty for as proposed); the work goes on in `mode`."""
+        return cls(True, plan, mode)
+
+    @classmethod
+    def reject(cls, feedback: str = "") -> PlanDecision:
+        """Reject the plan; `feedback` reaches the agent verbatim, and plan mode stays."""
+        return cls(False, feedback=feedback)
+
+
+@dataclass(frozen=True)
 class RewindResult:
     """What `Agent.rewind` did: whether it went back, the line to show, the rewound message (to send again), and
     when it refused to overwrite them, the files changed outside rhapsody (`force=True` overwrites them)."""
@@ -75,6 +97,7 @@ class RewindResult:
 
 
 OnApproval = Callable[[ApprovalAsked], "Answer | Awaitable[Answer]"]
+OnPlan = Callable[[PlanReviewAsked], "PlanDecision | Awaitable[PlanDecision]"]
 """Answers a permission question; may be a plain function or a coroutine function."""
 
 
@@ -102,20 +125,23 @@ class Figures:
 class Agent:
     """One rhapsody session opened from Python; open it with `Agent.open`, end it with `close`."""
 
-    def __init__(self, wiring: Wiring, on_approval: OnApproval | None = None) -> None:
+    def __init__(self, wiring: Wiring, on_approval: OnApproval | None = None, on_plan: OnPlan | None = None) -> None:
         self._wiring = wiring
         self._loop: _Loop = wiring.agent
         self._on_approval = on_approval
+        self._on_plan = on_plan
 
     @classmethod
     def open(cls, project: str | Path = ".", *, resume: str | None = None, on_approval: OnApproval | None = None,
-             **flags: Any) -> Agent:
+             on_plan: OnPlan | None = None, **flags: Any) -> Agent:
         """Open a new session in `project`, or resume the one whose id is `resume`.
 
         `flags` are the CLI's settings by name (`model`, `permission_mode`, `sandbox`, `context_window`, …),
         layered over the config files and environment as the CLI's flags are. With `on_approval` an unset
         permission mode is `ask` and every question goes to it; without, it is `auto-edit` and a call that
-        would ask is refused, as headless. Raises `rhapsody.core.errors.RhapsodyError` with a one-line reason
+        would ask is refused, as headless. With `on_plan`, each plan `exit_plan` proposes (in plan mode) goes to
+        it, and its `PlanDecision` approves or rejects the plan; without, exit_plan tells the model no human can
+        approve, as headless. Raises `rhapsody.core.errors.RhapsodyError` with a one-line reason
         for a project that is not a folder, bad settings, or a session that cannot be found.
         """
         from rhapsody.config.settings import load_settings
@@ -135,10 +161,10 @@ class Agent:
 
             model_id = default_model()
         approver = HumanApprover(grace=_no_grace) if on_approval is not None else None
-        # No plan review here: exit_plan says no human can approve, as headless (docs/python-api.md).
+        # Without on_plan no one reviews plans: exit_plan says no human can approve, as headless (docs/python-api.md).
         wiring = build(root, settings, make_model(settings), model_id, resume=resume, approver=approver,
-                       reviews_plans=False)
-        return cls(wiring, on_approval)
+                       reviews_plans=on_plan is not None)
+        return cls(wiring, on_approval, on_plan)
 
     @property
     def session_id(self) -> str:
@@ -223,10 +249,12 @@ class Agent:
     async def _drain(self) -> AsyncIterator[Event]:
         """The queue's events up to and with `Idle`, each question answered by the callback on its way."""
         async for event in self._loop.events():
-            # The documented place events are picked out with isinstance (tests/test_event_dispatch.py): two
-            # kinds are acted on here and every event is passed on whole.
+            # The documented place events are picked out with isinstance (tests/test_event_dispatch.py): the
+            # questions are answered here and every event is passed on whole.
             if isinstance(event, ApprovalAsked):
                 await self._answer(event)
+            elif isinstance(event, PlanReviewAsked):
+                await self._review(event)
             yield event
             if isinstance(event, ev.Idle):
                 return
@@ -240,6 +268,18 @@ class Agent:
             self._loop.submit(ops.ApprovalAnswer(id=question.id, decision="deny", reason="the approval callback failed"))
             raise
         self._loop.submit(ops.ApprovalAnswer(id=question.id, decision=answer.decision, reason=answer.reason))
+
+
+    async def _review(self, plan: PlanReviewAsked) -> None:
+        assert self._on_plan is not None  # plans are put out only with a callback to review them
+        try:
+            given = self._on_plan(plan)
+            decision = await given if inspect.isawaitable(given) else given
+        except BaseException:  # as a failed approval: the plan is not approved, and the error comes out
+            self._loop.submit(ops.PlanAnswer(id=plan.id, decision="reject", feedback="the plan callback failed"))
+            raise
+        self._loop.submit(ops.PlanAnswer(id=plan.id, decision="approve" if decision.approved else "reject",
+                                         plan=decision.plan, mode=decision.mode, feedback=decision.feedback))
 
 
 def run(text: str, project: str | Path = ".", *, resume: str | None = None, on_approval: OnApproval | None = None,

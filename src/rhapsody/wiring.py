@@ -226,17 +226,17 @@ def _warm_up(found: Shadow) -> None:
 
 def build(root: Path, settings: Settings, model: Model, model_id: str | None,
           resume: str | None = None, continue_last: bool = False, approver: Approver | None = None,
-          client_mcp: dict[str, McpServer] | None = None, reviews_plans: bool = True) -> Wiring:
-    """Wire an agent for `root`; with an approver (a human can answer) an unset permission mode is `ask`, and
-    `exit_plan`'s plan goes to the human as a `PlanReviewAsked` event unless `reviews_plans` is False (a caller
-    with no one to read a plan: exit_plan then says no human can approve, as headless); `client_mcp`: MCP
-    servers an editor passed for the session."""
+          client_mcp: dict[str, McpServer] | None = None, reviews_plans: bool | None = None) -> Wiring:
+    """Wire an agent for `root`; with an approver (a human can answer) an unset permission mode is `ask`.
+    `exit_plan`'s plan goes out as a `PlanReviewAsked` event where `reviews_plans` (by default: where there is an
+    approver); elsewhere exit_plan says no human can approve, as headless. `client_mcp`: MCP servers an editor
+    passed for the session."""
     from rhapsody.memory import DialogRecorder
 
     mode = permission_mode(settings, approver is not None)
     toolbox = default_toolbox(mode, settings.allow, settings.deny, approver, settings.sandbox, settings.sandbox_network)
     toolbox.protected = absolute(root, settings.protected_paths)
-    if approver is not None and reviews_plans:
+    if approver is not None if reviews_plans is None else reviews_plans:
         toolbox.reviewer = HumanReviewer()
     add_mcp(toolbox, root, client_mcp)
     add_hooks(toolbox, root, settings)

@@ -11,6 +11,7 @@ from rhapsody.core.session.history import read_history
 from rhapsody.loopback.script import say
 from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.frontends.app.rewind import OverwriteScreen, RewindScreen
+from rhapsody.frontends.app.prompt import Completions
 from rhapsody.frontends.app.widgets import PromptInput
 
 from tests.conftest import Stub, plain_mode, until
@@ -132,3 +133,21 @@ async def test_the_picker_ends_in_the_rewind_op_and_an_overwrite_is_the_op_force
     records = read_history(wiring.session.path).records
     assert [r["kind"] for r in records].count("rewind") == 1
     assert [r["state"] for r in records if r["kind"] == "restore"] == ["started", "done"]
+
+
+
+async def test_a_prompt_change_once_the_completions_are_gone_does_not_end_the_app(stub: Stub, project: Path) -> None:
+    """As the app closes its widgets go, and the prompt's last change (the picker's refill, a key) can be handled
+    after the completions line went: that change must not end the app with NoMatches (seen once under load, as
+    this file's picker test ended)."""
+    wiring = stub.wire(project)
+    app = RhapsodyApp(wiring.agent, wiring.settings)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause()
+        prompt = app.prompt
+        prompt.text = "/hel"
+        await until(lambda: "/help" in str(app.query_one(Completions).render()), pause=pilot.pause)
+        await app.query_one(Completions).remove()  # the state the closing app is in
+        prompt.text = "/he"
+        await pilot.pause()
+        assert app.is_running and app._exception is None and prompt.text == "/he"

@@ -39,11 +39,13 @@ CPR = b"\x1b[6n"
 class Terminal:
     """`python -m rhapsody` in an 80x24 pty; `seen` is everything it printed, escape sequences removed.
 
-    As a terminal emulator does, it answers each cursor position request (with the top-left cell)."""
+    As a terminal emulator does, it answers each cursor position request (with the top-left cell), unless
+    `answers_cpr` is False: a terminal that never answers (some multiplexers, serial consoles, `script`)."""
 
     raw = b""
     answered = 0
     """Cursor position requests answered so far."""
+    answers_cpr = True
 
     def __init__(self, root: Path, env: dict[str, str], typed_ahead: bytes = b"", args: tuple[str, ...] = ()) -> None:
         self.raw = b""
@@ -78,6 +80,8 @@ class Terminal:
         return bool(predicate(self.seen))  # type: ignore[operator]
 
     def _answer(self) -> None:
+        if not self.answers_cpr:
+            return
         for _ in range(self.raw.count(CPR) - self.answered):
             self.answered += 1
             try:
@@ -115,11 +119,13 @@ class Forked(Terminal):
     done already. For the tests that are not about start-up. `controlling=False`: a session the terminal is not
     the controlling terminal of, so closing it sends no SIGHUP (a shell's job whose shell has not passed the
     signal on yet, a program started under `setsid`); the hung-up terminal itself is the sign. `fresh`: a
-    fresh interpreter, for the tests of the boot."""
+    fresh interpreter, for the tests of the boot. `answers_cpr=False`: a terminal that never answers where the
+    cursor is."""
 
     def __init__(self, root: Path, env: dict[str, str], args: tuple[str, ...] = (), controlling: bool = True,
-                 fresh: bool = False) -> None:
+                 fresh: bool = False, answers_cpr: bool = True) -> None:
         self.raw = b""
+        self.answers_cpr = answers_cpr
         self.child, self.fd = launch.terminal(list(args), cwd=root, env=env, controlling=controlling, fresh=fresh)
         self.pid = self.child.pid
 

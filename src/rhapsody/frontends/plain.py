@@ -217,6 +217,20 @@ def resumed_recap(agent: Agent) -> str:
     return "\n".join(["resumed; where it was left:", *recap_lines(records, agent.session.figures)])
 
 
+def welcome(agent: Agent) -> str:
+    """Plain mode's opening lines: the session, the keys, where a resumed session was left, the sources' notices."""
+    lines = [f"rhapsody {agent.session.id} in {agent.session.root}, model {agent.session.spec.model}, "
+             f"permissions {agent.permission_mode}",
+             "While the agent works, a typed line is a hint for its next tool boundary; start it with >> to "
+             "queue it for the end of the turn. Ctrl+C interrupts (twice at the prompt quits), Ctrl+D quits, "
+             "/help lists the commands and keys."]
+    recap = resumed_recap(agent)
+    if recap:
+        lines.append(recap)
+    lines += [f"  ! {notice}" for notice in agent.start_sources()]  # MCP servers start in the background
+    return "".join(line + "\n" for line in lines)
+
+
 class PlainSurface:
     """Plain mode as the controller's surface: lines printed, a y/N asked on the prompt."""
 
@@ -288,6 +302,8 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
     from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
     from prompt_toolkit.patch_stdout import patch_stdout
 
+    from rhapsody.frontends.plain_cpr import CursorReports
+
     keys = KeyBindings()
     typed: list[str] = []
 
@@ -327,9 +343,14 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
     earlier = InMemoryHistory(InputHistory(agent.session.root).lines)
     prompt: PromptSession[str] = PromptSession(completer=WordCompleter(names, sentence=True), key_bindings=keys,
                                                history=earlier)
+    CursorReports(prompt.app)  # a terminal that never says where the cursor is costs one wait a session at most
     ctrl_c_at = 0.0
+    opening = safe_stream(out or sys.stdout)
+    # before the first prompt is drawn, so no line of it waits for the terminal's answer to where the cursor is
+    opening.write(welcome(agent))
+    opening.flush()
     with patch_stdout(raw=True):
-        sink = safe_stream(out or sys.stdout)  # every byte of plain mode passes the one sink
+        sink = safe_stream(out or sys.stdout)  # every byte of plain mode passes a sink, as the opening did
 
         def say(text: str) -> None:
             sink.write(text + "\n")
@@ -343,15 +364,6 @@ async def run_plain(agent: Agent, settings: Settings, approver: HumanApprover | 
                                   agent.read_denied)
         surface = PlainSurface(agent, say, prompt.prompt_async, questions, lambda: read_work(agent, sink, questions))
         controller = Controller(agent, surface, PLAIN_KEYS)
-        say(f"rhapsody {agent.session.id} in {agent.session.root}, model {agent.session.spec.model}, "
-            f"permissions {agent.permission_mode}\n"
-            "While the agent works, a typed line is a hint for its next tool boundary; start it with >> to "
-            "queue it for the end of the turn. Ctrl+C interrupts (twice at the prompt quits), Ctrl+D quits, /help lists the commands and keys.")
-        recap = resumed_recap(agent)
-        if recap:
-            say(recap)
-        for notice in agent.start_sources():  # MCP servers start in the background
-            say(f"  ! {notice}")
         if first.strip():
             say(f"› {first}")
             await controller.turn(first)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
 
 from rhapsody.core.errors import HistoryError
-from rhapsody.core.session.history import HistoryWriter, read_history
+from rhapsody.core.session.history import HistoryWriter, new_session_id, read_history
+from rhapsody.core.session.recall import SESSION_ID
 from rhapsody.core.session.session import Session
 from rhapsody.loopback.script import call, say
 from rhapsody.core.session import records as rec
@@ -143,3 +145,15 @@ async def test_a_session_without_a_turn_is_never_latest_and_leaves_no_file(
     assert parting_line(switched, project) == "" and switched.path.exists()
     assert find_session(project, None) == real.session.path
     assert find_session(project, switched.id) == switched.path  # named: still found
+
+
+def test_sessions_begun_in_one_second_sort_in_the_order_they_began() -> None:
+    """`--continue` resumes the last file in name order: a script that starts two sessions within one second
+    must get the second, not whichever drew the larger random suffix."""
+    made = []
+    for _ in range(20):
+        made.append(new_session_id())
+        time.sleep(0.002)
+    assert len({m[:15] for m in made}) <= 2, made  # a second boundary at most: most share their second
+    assert made == sorted(made) and len(set(made)) == len(made)
+    assert all(SESSION_ID.fullmatch(m) for m in made)  # the shape recall ids are read by

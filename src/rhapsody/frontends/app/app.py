@@ -321,7 +321,10 @@ class RhapsodyApp(App[int]):
 
     @on(PromptInput.Changed)
     def show_completions(self, event: PromptInput.Changed) -> None:
-        self.query_one(Completions).show(self.prompt.suggestions())
+        # None is found once the app is closing (its widgets go first, and the prompt's last change can be
+        # handled after): that change must not end the app with an error.
+        for shown in self.query(Completions):
+            shown.show(self.prompt.suggestions())
 
     def on_prompt_input_rewind(self) -> None:
         """The prompt's Esc Esc on an empty input."""
