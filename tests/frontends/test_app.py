@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from textual.widget import Widget
 from textual.widgets import Static
 
 from rhapsody.loopback.script import call, say
@@ -230,13 +229,6 @@ async def test_the_dialog_offers_no_session_rule_for_a_command_no_rule_can_allow
     assert app.agent.toolbox.rules.session_allow == []
 
 
-def laid_out_fence(widget: Widget) -> bool:
-    """Whether a streaming Markdown widget shows its code block, laid out (a height on screen)."""
-    from textual.widgets._markdown import MarkdownFence
-
-    return any(fence.outer_size.height > 0 for fence in widget.query(MarkdownFence))
-
-
 async def test_a_streamed_code_block_takes_the_same_lines_live_as_when_finished(stub: Stub, project: Path) -> None:
     from rhapsody.frontends.app.widgets import Entry
 
@@ -246,12 +238,15 @@ async def test_a_streamed_code_block_takes_the_same_lines_live_as_when_finished(
         view = app.transcript
         await view.add(Entry("user", "› go"))
         await view.stream_text("Para one.\n\n```python\nx = 1\n```\n")
-        await until(lambda: laid_out_fence(view.live), pause=pilot.pause)
-        live = view.live.outer_size.height + view.live.styles.margin.bottom
+        live = view.live
+        assert live is not None
+        await until(lambda: live.outer_size.height >= 3, pause=pilot.pause)  # the paragraph, a gap, the code
+        lines, gap = live.outer_size.height, live.styles.margin.bottom
         await view.end_text()
         final = view.widgets[view.entries[-1]]
-        await until(lambda: final.outer_size.height > 0, pause=pilot.pause)  # one Static: laid out whole
-        assert live <= final.outer_size.height + 1  # at most the live reply's one-line gap below it
+        assert final is live  # the live reply is drawn as a finished one: its widget stays
+        await pilot.pause()
+        assert (final.outer_size.height, final.styles.margin.bottom) == (lines, gap)
 
 
 async def test_an_unfolded_stripped_call_shows_its_recall_id_once(stub: Stub, project: Path) -> None:
