@@ -11,6 +11,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import aclosing, asynccontextmanager
@@ -120,6 +121,19 @@ def stub() -> Iterator[Stub]:
 GATE = "for i in $(seq 1000); do [ -e go ] && break; sleep 0.01; done"
 """A bash command that runs until the test creates `go` in the project (at most ~10 s): the
 test acts while the tool is in flight, however slow the machine, then lets it finish."""
+
+
+# A reply held mid-stream: the stream's counterpart of GATE.
+
+def held(turn: dict[str, Any], after: int = 3) -> tuple[dict[str, Any], threading.Event]:
+    """`turn` streamed up to its first `after` events, then paused until the test sets the event returned.
+
+    The default 3 is the message's start, its first block's start and that block's first delta (a text's
+    first 40 characters): the test acts while the reply streams, however slow the machine, and the rest then
+    arrives at full speed. A test that ends the turn itself sets the event afterwards, so the server's
+    thread ends at once rather than after its HOLD_LIMIT."""
+    go = threading.Event()
+    return {**turn, "hold": (after, go)}, go
 
 
 def no_wait(waited: list[float]) -> Callable[[float], Awaitable[None]]:

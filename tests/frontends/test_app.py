@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from textual.widget import Widget
 from textual.widgets import Static
 
 from rhapsody.loopback.script import call, say
@@ -13,7 +12,7 @@ from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.frontends.app.confirm import ConfirmScreen
 from rhapsody.frontends.app.widgets import Foldable, PromptInput
 
-from tests.conftest import GATE, Stub, type_text, until
+from tests.conftest import GATE, Stub, held, type_text, until
 from tests.core.session.test_handoff_e2e import handoff_turn
 
 SLOW = "I will run a command that takes a moment, so there is time to type a hint while it runs."
@@ -75,7 +74,8 @@ async def test_task_hint_and_handoff_through_the_app(stub: Stub, project: Path) 
 
 async def test_escape_interrupts_and_keeps_what_streamed(stub: Stub, project: Path) -> None:
     long_text = "Streaming slowly so the human can interrupt me. " * 40
-    stub.script({"content": [{"type": "text", "text": long_text}], "delay": 0.03}, say("after"))
+    talk, go = held({"content": [{"type": "text", "text": long_text}]})
+    stub.script(talk, say("after"))
     wiring = stub.wire(project)
     app = RhapsodyApp(wiring.agent, wiring.settings)
     async with app.run_test(size=(100, 30)) as pilot:
@@ -85,10 +85,12 @@ async def test_escape_interrupts_and_keeps_what_streamed(stub: Stub, project: Pa
         await until(lambda: "Streaming slowly" in "".join(app.transcript.live_text), pause=pilot.pause)
         app.action_interrupt()
         await wait_idle(pilot)
+        go.set()
         assert any("interrupted" in t for t in texts(app))
     records = [json.loads(line) for line in wiring.session.path.read_text().splitlines()]
     interrupted = [r for r in records if r["kind"] == "interrupted"]
     assert interrupted and interrupted[0]["partial_text"].startswith("Streaming slowly")
+    assert len(interrupted[0]["partial_text"]) < len(long_text)  # what streamed, not the whole reply
     kept = [r for r in records if r["kind"] == "message" and r["role"] == "assistant"]
     assert kept and kept[-1]["content"][0]["text"] == interrupted[0]["partial_text"]
 
@@ -227,13 +229,6 @@ async def test_the_dialog_offers_no_session_rule_for_a_command_no_rule_can_allow
     assert app.agent.toolbox.rules.session_allow == []
 
 
-def laid_out_fence(widget: Widget) -> bool:
-    """Whether a streaming Markdown widget shows its code block, laid out (a height on screen)."""
-    from textual.widgets._markdown import MarkdownFence
-
-    return any(fence.outer_size.height > 0 for fence in widget.query(MarkdownFence))
-
-
 async def test_a_streamed_code_block_takes_the_same_lines_live_as_when_finished(stub: Stub, project: Path) -> None:
     from rhapsody.frontends.app.widgets import Entry
 
@@ -243,12 +238,15 @@ async def test_a_streamed_code_block_takes_the_same_lines_live_as_when_finished(
         view = app.transcript
         await view.add(Entry("user", "› go"))
         await view.stream_text("Para one.\n\n```python\nx = 1\n```\n")
-        await until(lambda: laid_out_fence(view.live), pause=pilot.pause)
-        live = view.live.outer_size.height + view.live.styles.margin.bottom
+        live = view.live
+        assert live is not None
+        await until(lambda: live.outer_size.height >= 3, pause=pilot.pause)  # the paragraph, a gap, the code
+        lines, gap = live.outer_size.height, live.styles.margin.bottom
         await view.end_text()
         final = view.widgets[view.entries[-1]]
-        await until(lambda: final.outer_size.height > 0, pause=pilot.pause)  # one Static: laid out whole
-        assert live <= final.outer_size.height + 1  # at most the live reply's one-line gap below it
+        assert final is live  # the live reply is drawn as a finished one: its widget stays
+        await pilot.pause()
+        assert (final.outer_size.height, final.styles.margin.bottom) == (lines, gap)
 
 
 async def test_an_unfolded_stripped_call_shows_its_recall_id_once(stub: Stub, project: Path) -> None:

@@ -19,7 +19,7 @@ from rhapsody.frontends.app.confirm import ConfirmScreen
 from rhapsody.frontends.app.fullview import FullView
 from rhapsody.frontends.app.widgets import Foldable, PromptInput
 
-from tests.conftest import GATE, Stub, no_grace, send_keys, type_text, until
+from tests.conftest import GATE, Stub, held, no_grace, send_keys, type_text, until
 from tests.core.session.test_handoff_e2e import handoff_turn
 
 NARRATE = "I will run this command now because the task needs its output; I expect it to succeed."
@@ -280,7 +280,7 @@ async def test_history_completion_and_local_commands(stub: Stub, project: Path) 
 
 
 async def test_ctrl_o_during_a_turn_without_tools_ends_in_a_seam(stub: Stub, project: Path) -> None:
-    slow = {"content": [{"type": "text", "text": "A long answer with no tool call at all. " * 20}], "delay": 0.01}
+    slow, go = held({"content": [{"type": "text", "text": "A long answer with no tool call at all. " * 20}]})
     stub.script(call(NARRATE, "bash", command="echo earlier"), say("ran it"), slow, handoff_turn(), say("Noted."))
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
@@ -291,6 +291,9 @@ async def test_ctrl_o_during_a_turn_without_tools_ends_in_a_seam(stub: Stub, pro
         await app.action_handoff()
         assert isinstance(app.screen, ConfirmScreen)  # the earlier call's output is smaller than a note
         app.screen.action_answer(True)
+        await until(lambda: app.agent.session.handoff.pending, pause=pilot.pause)
+        assert app.transcript.live is not None  # wanted mid-reply
+        go.set()
         await idle(pilot)
         kinds = [r["kind"] for r in records(app)]
         assert kinds.count("seam") == 1
@@ -301,15 +304,17 @@ async def test_ctrl_o_during_a_turn_without_tools_ends_in_a_seam(stub: Stub, pro
 
 
 async def test_escape_cancels_a_handoff_request_and_says_so(stub: Stub, project: Path) -> None:
-    slow = {"content": [{"type": "text", "text": "A long answer with no tool call at all. " * 40}], "delay": 0.05}
+    slow, go = held({"content": [{"type": "text", "text": "A long answer with no tool call at all. " * 40}]})
     stub.script(slow, say("the answer to next"))
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         await send(pilot, "talk")
         await until(lambda: app.transcript.live is not None, pause=pilot.pause)
         await pilot.press("ctrl+o")
+        assert app.transcript.live is not None and app.agent.session.handoff.pending  # Esc lands mid-reply
         await pilot.press("escape")
         await idle(pilot)
+        go.set()
         assert any("micro-handoff cancelled" in t for t in texts(app))
         assert not app.agent.session.handoff.pending
         await send(pilot, "next")
@@ -339,7 +344,7 @@ async def test_enter_then_ctrl_o_answers_the_message_then_hands_off(stub: Stub, 
 
 
 async def test_ctrl_o_with_nothing_to_strip_sends_no_request(stub: Stub, project: Path) -> None:
-    slow = {"content": [{"type": "text", "text": "Talking, no tools. " * 40}], "delay": 0.05}
+    slow, go = held({"content": [{"type": "text", "text": "Talking, no tools. " * 40}]})
     stub.script(say("hello"), slow)
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
@@ -352,6 +357,8 @@ async def test_ctrl_o_with_nothing_to_strip_sends_no_request(stub: Stub, project
         await send(pilot, "talk")
         await until(lambda: app.transcript.live is not None, pause=pilot.pause)
         await pilot.press("ctrl+o")  # mid-turn: the turn ends with no tool call, so no request follows
+        assert app.transcript.live is not None  # still streaming
+        go.set()
         await idle(pilot)
         assert len(stub.bodies()) == sent + 1
         assert "seam" not in [r["kind"] for r in records(app)] and not app.agent.session.handoff.pending
@@ -448,7 +455,7 @@ async def test_status_bar_fits_80_columns_and_keeps_context_and_cost(stub: Stub,
 
 
 async def test_liveness_and_tool_lines_at_80_columns(stub: Stub, project: Path) -> None:
-    slow = {"content": [{"type": "text", "text": "Visible words streaming slowly. " * 40}], "delay": 0.05}
+    slow, go = held({"content": [{"type": "text", "text": "Visible words streaming slowly. " * 40}]})
     command = f"{GATE}; for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do echo number-$i; done; echo finished"
     stub.script(slow, call(NARRATE, "bash", command=command), say("done"))
     app = plain_app(stub, project)
@@ -460,6 +467,7 @@ async def test_liveness_and_tool_lines_at_80_columns(stub: Stub, project: Path) 
         await send(pilot, "talk")
         await until(lambda: app.transcript.live is not None, pause=pilot.pause)
         await until(lambda: "writing" in str(app.query_one("#status", Static).render()), pause=pilot.pause)
+        go.set()
         await idle(pilot)
         await send(pilot, "run")
         await until(lambda: app.feed.calls, pause=pilot.pause)
@@ -603,16 +611,17 @@ STREAMED = "Streaming a reply slowly.\n"
     # long enough that the live reply moves on to a second widget mid-stream; the stream waits after its
     # first text delta until the notice is on screen (a "delay" between events would wait 78 times)
     ([{"content": [{"type": "text", "text": STREAMED * 120}], "hold": 3}], ["user", "assistant", "user", "notice"]),
-    # the reply ends in a call: history has the call's line with the reply, the notice after both. It streams
-    # at the pace of a reply the app keeps up with: the notice is recorded when the app has shown the reply's end
-    ([{**call(STREAMED * 40, "bash", command="echo hi"), "delay": 0.05}, say("done")],
+    # the reply ends in a call: history has the call's line with the reply, the notice after both. The notice is
+    # recorded when the app has shown the reply's end; released at once, the agent can run the call and the next
+    # request before a slow app gets there, so the next reply waits (after its first event) until it has
+    ([{**call(STREAMED * 40, "bash", command="echo hi"), "hold": 3}, {**say("done"), "hold": 1}],
      ["user", "assistant", "tool", "user", "notice", "assistant"]),  # "user": the command's echo
 ])
 async def test_a_notice_said_while_a_reply_streams_shows_where_the_rebuild_shows_it(
         stub: Stub, project: Path, turns: list[dict[str, Any]], order: list[str]) -> None:
-    go = threading.Event()
-    held = [{**t, "hold": (t["hold"], go)} if "hold" in t else t for t in turns]
-    stub.script(*held)
+    go, noted = threading.Event(), threading.Event()
+    gates = iter([go, noted])
+    stub.script(*[{**t, "hold": (t["hold"], next(gates))} if "hold" in t else t for t in turns])
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("talk")
@@ -621,6 +630,8 @@ async def test_a_notice_said_while_a_reply_streams_shows_where_the_rebuild_shows
         await pilot.pause()
         during, chunks = on_screen(app), len(app.transcript.live_chunks)
         go.set()
+        await until(lambda: any(r.kind == "notice" for r in app.agent.session.records), pause=pilot.pause)
+        noted.set()
         await idle(pilot)
         live = on_screen(app)
         await app.surface.reload()

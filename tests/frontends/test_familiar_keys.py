@@ -15,13 +15,14 @@ from rhapsody.frontends.app.widgets import Foldable, PromptInput
 
 from tests.conftest import SANDBOX, Stub
 from tests.frontends.test_app_keys import NARRATE, ask_app, asking, idle, panel, plain_app, records, send, texts
-from tests.conftest import type_text, until
+from tests.conftest import held, type_text, until
 
 LONG = " ".join(f"word{i}" for i in range(400))
 
 
 async def test_ctrl_c_while_the_agent_streams_stops_it_and_keeps_what_streamed(stub: Stub, project: Path) -> None:
-    stub.script({"content": [{"type": "text", "text": LONG}], "delay": 0.05}, say("never"))
+    talk, go = held({"content": [{"type": "text", "text": LONG}]})
+    stub.script(talk, say("never"))
     app = plain_app(stub, project)
     async with app.run_test(size=(100, 30)) as pilot:
         app.start_turn("talk")
@@ -29,6 +30,7 @@ async def test_ctrl_c_while_the_agent_streams_stops_it_and_keeps_what_streamed(s
         assert "Interrupt" in str(app.screen.active_bindings["ctrl+c"].binding.description)
         await pilot.press("ctrl+c")
         await idle(pilot)
+        go.set()
         assert app.is_running and not app.busy
         kinds = [e.kind for e in app.transcript.entries]
         assert "assistant" in kinds and kinds[-1] == "interrupted"

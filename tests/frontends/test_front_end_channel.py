@@ -21,7 +21,7 @@ from rhapsody.core.session.handoff_state import CANCELLED, Phase
 from rhapsody.frontends.headless import run_headless
 from rhapsody.loopback.script import call, say
 
-from tests.conftest import GATE, Stub, plain_mode, until
+from tests.conftest import GATE, Stub, held, plain_mode, until
 from tests.core.session.test_handoff_e2e import handoff_turn
 from tests.frontends.test_app_keys import NARRATE
 
@@ -46,7 +46,8 @@ REBUILDS = {
 }
 """Functions of the front ends allowed to read history records, and why none of them draws live lines."""
 
-TALK = {"content": [{"type": "text", "text": "A long answer with no tool call at all. " * 60}], "delay": 0.05}
+TALK = {"content": [{"type": "text", "text": "A long answer with no tool call at all. " * 60}]}
+"""A reply of 60 forty-character deltas; each test holds it after its first (`held`) to act mid-stream."""
 REQUESTED = "⚙ [rhapsody] Micro-handoff requested"
 
 
@@ -86,13 +87,15 @@ def test_the_check_finds_a_live_read_of_records(tmp_path: Path) -> None:
 
 async def test_a_turn_closed_by_its_consumer_says_what_it_could_not_on_the_one_event_queue(
         stub: Stub, project: Path) -> None:
-    stub.script(TALK)
+    talk, go = held(TALK)
+    stub.script(talk)
     wiring = stub.wire(project)
     async with aclosing(wiring.agent.run("talk")) as events:
         async for event in events:
             if isinstance(event, TextDelta):
                 wiring.agent.request_handoff()
                 break  # as the app's worker closes the turn when Esc lands while it draws an event
+    go.set()
     unsaid = wiring.agent.outbox.ready()
     assert [type(e) for e in unsaid] == [Interrupted, HandoffFailed]
     assert isinstance(unsaid[1], HandoffFailed) and unsaid[1].reason == CANCELLED
@@ -100,7 +103,8 @@ async def test_a_turn_closed_by_its_consumer_says_what_it_could_not_on_the_one_e
 
 
 async def test_plain_ctrl_o_as_a_turn_ends_without_a_tool_call_ends_in_a_seam(stub: Stub, project: Path) -> None:
-    stub.script(call(NARRATE, "bash", command="echo earlier"), say("ran it"), TALK, handoff_turn(), say("Noted."))
+    talk, go = held(TALK)
+    stub.script(call(NARRATE, "bash", command="echo earlier"), say("ran it"), talk, handoff_turn(), say("Noted."))
     wiring = stub.wire(project)
     async with plain_mode(wiring) as (pipe, out, task):
         pipe.send_text("run something\r")
@@ -110,6 +114,9 @@ async def test_plain_ctrl_o_as_a_turn_ends_without_a_tool_call_ends_in_a_seam(st
         pipe.send_text("\x0f")  # ctrl+o mid-turn: the earlier call is smaller than a note, so it asks first
         await until(lambda: "a seam would not pay now" in out.getvalue())
         pipe.send_text("y\r")
+        await until(lambda: wiring.session.handoff.pending)
+        assert out.getvalue().count("A long answer") == 1 and REQUESTED not in out.getvalue()  # still mid-reply
+        go.set()
         await until(lambda: any(r.kind == "seam" for r in wiring.session.records), within=20)
         await until(lambda: not wiring.agent.busy and "Noted." in out.getvalue())
         pipe.send_text("/quit\r")
@@ -121,15 +128,18 @@ async def test_plain_ctrl_o_as_a_turn_ends_without_a_tool_call_ends_in_a_seam(st
 
 
 async def test_plain_ctrl_c_ends_a_handoff_request_and_says_so(stub: Stub, project: Path) -> None:
-    stub.script(TALK, say("the answer to next"))
+    talk, go = held(TALK)
+    stub.script(talk, say("the answer to next"))
     wiring = stub.wire(project)
     async with plain_mode(wiring) as (pipe, out, task):
         pipe.send_text("talk\r")
         await until(lambda: "A long answer" in out.getvalue())
         pipe.send_text("\x0f")  # no calls yet: requested at once, judged at the turn's end
         await until(lambda: "micro-handoff requested" in out.getvalue())
+        assert out.getvalue().count("A long answer") == 1  # ctrl+c lands mid-reply
         pipe.send_text("\x03")
         await until(lambda: "micro-handoff cancelled" in out.getvalue() and not wiring.agent.busy)
+        go.set()
         pipe.send_text("next\r")
         await until(lambda: "the answer to next" in out.getvalue())
         pipe.send_text("/quit\r")

@@ -14,7 +14,7 @@ from rhapsody.core.session.records import dumped
 from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.loopback.script import say
 
-from tests.conftest import Stub, collect, plain_mode, until
+from tests.conftest import Stub, collect, held, plain_mode, until
 from tests.core.test_window import big
 from tests.core.session.test_handoff_e2e import handoff_turn
 from tests.frontends.test_app_keys import idle, records, send, texts
@@ -35,7 +35,7 @@ async def test_the_commands_return_their_op_and_change_nothing_themselves(stub: 
 
 
 async def test_ctrl_o_then_unhandoff_in_the_app_go_through_the_ops(stub: Stub, project: Path) -> None:
-    slow = {"content": [{"type": "text", "text": "A long answer with no tool call at all. " * 40}], "delay": 0.05}
+    slow, go = held({"content": [{"type": "text", "text": "A long answer with no tool call at all. " * 40}]})
     stub.script(big(1), say("Listed."), handoff_turn(), say("Noted."), slow)
     wiring = stub.wire(project)
     app = RhapsodyApp(wiring.agent, wiring.settings)
@@ -53,8 +53,10 @@ async def test_ctrl_o_then_unhandoff_in_the_app_go_through_the_ops(stub: Stub, p
         await pilot.press("ctrl+o")
         await pilot.press("ctrl+o")  # the second finds the first under way: the receipt refuses it
         await until(lambda: any("a micro-handoff is already under way" in t for t in texts(app)), pause=pilot.pause)
+        assert app.transcript.live is not None  # both landed while the reply streams
         await pilot.press("escape")
         await idle(pilot)
+        go.set()
     said = [r for r in dumped(wiring.session.records) if r["kind"] == "notice"]
     assert any("micro-handoff requested: at the next tool boundary" in r["text"] for r in said)
     assert any(r.get("command") and r["text"] == "/unhandoff" for r in said)

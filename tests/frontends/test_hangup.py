@@ -31,10 +31,12 @@ from rhapsody.frontends.app.app import RhapsodyApp
 from rhapsody.loopback.script import call, say
 from rhapsody.wiring import build
 from tests import launch
-from tests.conftest import GATE, MODEL, SANDBOX, Stub, collect, until, waited
+from tests.conftest import GATE, MODEL, SANDBOX, Stub, collect, held, until, waited
 from tests.frontends.test_start import Forked, _env
 
 GONE_WITHIN = 5.0
+WORDS = {"content": [{"type": "text", "text": " ".join(f"word{i}" for i in range(400))}]}
+"""A reply of 400 words; held after its message and block starts and 8 deltas (320 characters, word30 among them)."""
 NARRATE = "I will run the slow command now, to see how long the build takes before changing anything."
 ASKED = "wants to run"
 """What the question panel says above the call it asks about."""
@@ -143,8 +145,8 @@ async def test_closed_mid_turn_the_command_dies_and_the_turn_is_recorded_interru
 @pytest.mark.parametrize("how", HOW)
 async def test_closed_while_a_reply_streams_what_streamed_is_kept_interrupted(project: Path, home: Path,
                                                                               stub: Stub, how: str) -> None:
-    words = " ".join(f"word{i}" for i in range(400))
-    stub.script({"content": [{"type": "text", "text": words}], "delay": 0.02})
+    story, go = held(WORDS, after=10)
+    stub.script(story)
     term = _start(project, home, stub, how=how)
     try:
         assert term.read_until(lambda s: f"model        {MODEL}" in s), term.seen[-2000:]
@@ -152,17 +154,18 @@ async def test_closed_while_a_reply_streams_what_streamed_is_kept_interrupted(pr
         assert term.read_until(lambda s: "word30" in s, 30), term.seen[-2000:]
         _closed(term)
     finally:
+        go.set()
         term.close()
     [interrupted] = [r for r in read_history(_history(project)).records if r["kind"] == "interrupted"]
-    assert interrupted["partial_text"].startswith("word0 word1")
+    assert interrupted["partial_text"].startswith("word0 word1") and "word399" not in interrupted["partial_text"]
     await _resumes(stub, project)
 
 
 @pytest.mark.parametrize("how", HOW)
 async def test_closed_right_after_an_interrupt_it_ends(project: Path, home: Path, stub: Stub, how: str) -> None:
     """Esc, then the window closed at once: the turn's end (the branch read again, the footer redrawn) is under way."""
-    words = " ".join(f"word{i}" for i in range(400))
-    stub.script({"content": [{"type": "text", "text": words}], "delay": 0.02})
+    story, go = held(WORDS, after=10)
+    stub.script(story)
     term = _start(project, home, stub, how=how)
     try:
         assert term.read_until(lambda s: f"model        {MODEL}" in s), term.seen[-2000:]
@@ -172,6 +175,7 @@ async def test_closed_right_after_an_interrupt_it_ends(project: Path, home: Path
         assert term.read_until(lambda s: "interrupted" in s, 30), term.seen[-2000:]
         _closed(term)
     finally:
+        go.set()
         term.close()
     assert _kinds(project).count("interrupted") == 1
     await _resumes(stub, project)
@@ -242,8 +246,8 @@ async def test_closed_with_the_editor_open_the_editor_goes_too(project: Path, ho
 async def test_closed_during_a_seam_the_handoff_is_cancelled_and_the_session_resumes(
         project: Path, home: Path, stub: Stub, how: str) -> None:
     note = {"type": "tool_use", "name": "micro_handoff", "input": {"note": "done: nothing yet"}}
-    stub.script(call(NARRATE, "bash", command="true"), say("Ready when you are."),
-                {"content": [{"type": "text", "text": "Writing the note. " * 40}, note], "delay": 0.2})
+    writing, go = held({"content": [{"type": "text", "text": "Writing the note. " * 40}, note]})
+    stub.script(call(NARRATE, "bash", command="true"), say("Ready when you are."), writing)
     term = _start(project, home, stub, "--permission-mode", "auto-edit", how=how)
     try:
         assert term.read_until(lambda s: f"model        {MODEL}" in s), term.seen[-2000:]
@@ -252,10 +256,11 @@ async def test_closed_during_a_seam_the_handoff_is_cancelled_and_the_session_res
         os.write(term.fd, b"\x0f")  # ctrl+o; a session this short may ask first, as a seam would not pay yet
         assert term.read_until(lambda s: "hand off anyway?" in s or "Writing the note." in s, 30), term.seen[-2000:]
         if "Writing the note." not in term.seen:
-            os.write(term.fd, b"y")  # the note is asked for, and streams slowly
+            os.write(term.fd, b"y")  # the note is asked for, and its reply is held after its first words
         assert term.read_until(lambda s: "Writing the note." in s, 30), term.seen[-2000:]
         _closed(term)
     finally:
+        go.set()
         term.close()
     kinds = _kinds(project)
     assert "interrupted" in kinds and "handoff_failed" in kinds and "seam" not in kinds  # cancelled, not committed

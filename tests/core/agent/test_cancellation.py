@@ -29,10 +29,10 @@ from rhapsody.core.session.session import Session
 from rhapsody.core.session.strip import validity_problems
 from rhapsody.loopback.script import call, say
 
-from tests.conftest import Stub, collect, until
+from tests.conftest import Stub, collect, held, until
 
 NARRATE = "I will write a marker file with echo so the turn leaves a trace on disk."
-SLOW_WORDS = {"content": [{"type": "text", "text": "Streaming slowly so I can be interrupted. " * 40}], "delay": 0.02}
+WORDS = {"content": [{"type": "text", "text": "Streaming slowly so I can be interrupted. " * 40}]}
 
 
 @dataclass
@@ -45,6 +45,8 @@ class Point:
     approver: HumanApprover | None = None
     gate: threading.Event | None = None
     """Set, an observer holds the turn's end until released: the cancellation lands after the model ended."""
+    stream: threading.Event | None = None
+    """Set, the reply is held mid-stream (`held`) until the cancellation has landed."""
 
     def reached(self, events: list[Event]) -> bool:
         if self.approver is not None:
@@ -55,10 +57,15 @@ class Point:
         return any(isinstance(e, wanted) for e in events)
 
 
+def streaming() -> Point:
+    words, go = held(WORDS)
+    return Point("stream", [words], stream=go)
+
+
 def points() -> dict[str, Callable[[], Point]]:
     marker = call(NARRATE, "bash", command="echo ran > marker.txt; sleep 30")
     return {
-        "streaming": lambda: Point("stream", [SLOW_WORDS]),
+        "streaming": streaming,
         "tool call": lambda: Point("tools", [marker]),
         "approval": lambda: Point("tools", [marker], {"permission_mode": "ask"}, approver=HumanApprover()),
         "after the model ended": lambda: Point("turn", [say("All done.")], gate=threading.Event()),
@@ -89,8 +96,9 @@ async def cancel_at(agent: Agent, point: Point) -> list[Event]:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 10)
-    if point.gate is not None:
-        point.gate.set()
+    for release in (point.gate, point.stream):
+        if release is not None:
+            release.set()
     return events
 
 
@@ -118,6 +126,7 @@ async def test_a_turn_cancelled_anywhere_ends_with_interrupted_and_a_valid_histo
         assert last.open_calls == (result.tool_use_id,)
     if point.during == "stream":
         assert messages[-1].role == "assistant" and messages[-1].texts() == [last.partial_text]
+        assert 0 < len(last.partial_text) < len(WORDS["content"][0]["text"])  # cut mid-reply
     if point.approver is not None:  # the question went out, is dropped unanswered, and nothing ran
         assert not (project / "marker.txt").exists()
         [question] = [e for e in agent.outbox.ready() if isinstance(e, ApprovalAsked)]

@@ -27,7 +27,7 @@ from rhapsody.core.session.session import Session
 from rhapsody.frontends.headless import run_headless
 from rhapsody.loopback.script import call, say
 
-from tests.conftest import Stub, collect
+from tests.conftest import Stub, collect, held
 
 NARRATE = "I will print a marker with echo so each step of this turn leaves a visible trace."
 WITHIN = 10.0
@@ -86,13 +86,17 @@ async def consume_until_cancelled(agent: Agent, text: str, seen: type[Event]) ->
 
 
 async def test_a_cancelled_stream_ends_with_interrupted_holding_what_streamed(stub: Stub, project: Path) -> None:
-    stub.script({"content": [{"type": "text", "text": "Streaming slowly so I can be interrupted. " * 40}], "delay": 0.02})
+    words = "Streaming slowly so I can be interrupted. " * 40
+    talk, go = held({"content": [{"type": "text", "text": words}]})
+    stub.script(talk)
     wiring = stub.wire(project)
     events = await consume_until_cancelled(wiring.agent, "talk", TextDelta)
+    go.set()
     last = events[-1]
     assert isinstance(last, Interrupted) and last.during == "stream" and last.open_calls == ()
     streamed = "".join(e.text for e in events if isinstance(e, TextDelta))
     assert last.partial_text.startswith(streamed) and streamed.startswith("Streaming slowly")
+    assert len(last.partial_text) < len(words)  # cancelled mid-reply
     assert not wiring.agent.busy
 
 

@@ -257,7 +257,14 @@ class PromptInput(TextArea):
 class Completions(Static):
     """What Tab would complete the prompt to, above it; hidden when nothing matches."""
 
+    matches: tuple[str, ...] = ()
+    """What the line shows."""
+
     def show(self, matches: list[str]) -> None:
-        """Show `matches` (project file names: through the sink's function)."""
-        self.update(Text(visible("  ".join(matches)) + ("   (tab completes)" if matches else "")))
+        """Show `matches` (project file names: through the sink's function); each key asks, most change nothing."""
+        if tuple(matches) == self.matches:
+            return
+        self.matches = tuple(matches)
+        # One row whatever it says, so no layout for the words; showing or hiding the row is one (the class's).
+        self.update(Text(visible("  ".join(matches)) + ("   (tab completes)" if matches else "")), layout=False)
         self.set_class(not matches, "hidden")

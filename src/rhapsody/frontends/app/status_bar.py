@@ -44,6 +44,8 @@ class StatusBar(Static):
         """The branch and the count of changed files, as last read ("no git" outside a repository)."""
         self.cold = False
         """The line last showed the cache cold (repainted when it goes cold while idle)."""
+        self.line = ""
+        """The line drawn."""
 
     def attach(self, agent: Agent) -> None:
         """The agent exists: the line reads its session from now on."""
@@ -95,7 +97,10 @@ class StatusBar(Static):
         session = self.agent.session
         state = self.live.text() if self.live.active else self.state
         mode = self.agent.permission_mode
-        self.update(Text(visible(status_line(session.figures, session, self.git, state, self.app.size.width, mode))))
+        line = visible(status_line(session.figures, session, self.git, state, self.app.size.width, mode))
+        if line != self.line:  # the spinner's tick often draws what is shown already
+            self.line = line
+            self.update(Text(line), layout=False)  # one row whatever it says: the screen needs no new layout
 
 
 async def off_loop(read: Callable[[], T]) -> T:

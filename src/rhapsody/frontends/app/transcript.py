@@ -1,8 +1,8 @@
 """The windowed transcript: every entry kept as data, widgets mounted only for the newest WINDOW.
 
 A resumed session of thousands of messages paints as fast as a short one; older entries are
-mounted on demand. Finished text renders as one Static each; only the reply being streamed is a
-Markdown widget fed through `MarkdownStream` (widgets.py holds the entries and their widgets).
+mounted on demand. Text renders as one Static each, Rich's Markdown of it, the reply being streamed too
+(`LiveReply`, drawn as it will be once finished); widgets.py holds the entries and their widgets.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from textual.containers import VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Button, Static
 
+from rhapsody.frontends.app.live import LiveReply
 from rhapsody.frontends.app.widgets import LIVE_SPLIT, TRIM, WINDOW, Entry, Foldable, NoticeLine
 from rhapsody.view.sink import visible
 
@@ -29,8 +30,7 @@ class TranscriptView(VerticalScroll):
         self.entries: list[Entry] = []
         self.first_mounted = 0
         self.widgets: dict[Entry, Widget] = {}
-        self.live: Any = None
-        self.live_stream: Any = None
+        self.live: LiveReply | None = None
         self.live_text: list[str] = []
         self.live_chunks: list[Entry] = []
         """Entries that hold earlier chunks of the reply still streaming."""
@@ -145,11 +145,11 @@ class TranscriptView(VerticalScroll):
     async def stream_text(self, text: str) -> None:
         """Append streamed text to the live reply, starting one when needed.
 
-        A Markdown widget re-parses and re-lays-out its last block on every append, so one
-        widget fed a whole long reply costs time quadratic in its size. Past LIVE_SPLIT
-        characters the reply moves to a fresh widget at the next line break (inside a code
-        fence too: the fence is closed on screen and reopened in the next widget), which
-        keeps every append bounded and the whole stream linear.
+        The live reply is parsed again whole each frame it changes, so one widget fed a whole long
+        reply would cost time quadratic in its size. Past LIVE_SPLIT characters the reply moves to a
+        fresh widget at the next line break (inside a code fence too: the fence is closed on screen
+        and reopened in the next widget), which keeps every frame's parse bounded and the whole
+        stream linear.
         """
         if self.live is not None and "\n" in text and self._live_chars() > LIVE_SPLIT:
             cut = text.rindex("\n") + 1
@@ -164,16 +164,13 @@ class TranscriptView(VerticalScroll):
 
     async def _write_live(self, text: str) -> None:
         if self.live is None:
-            from textual.widgets import Markdown
-
             self.anchor()
-            self.live = Markdown(classes="assistant live")
+            self.live = LiveReply()
             self.live_text = []
             await self.mount(self.live, before=self._pinned_widget())
-            self.live_stream = Markdown.get_stream(self.live)
         text = visible(text)  # the model's words never drive the terminal
         self.live_text.append(text)
-        await self.live_stream.write(text)
+        self.live.show("".join(self.live_text))
 
     def _open_fence(self) -> str:
         """The opening line of a code fence left open in the live text, or ''."""
@@ -200,18 +197,13 @@ class TranscriptView(VerticalScroll):
     async def _close_live(self, discard: bool) -> None:
         if self.live is None:
             return
-        await self.live_stream.stop()
         live, text = self.live, "".join(self.live_text)
-        self.live, self.live_stream, self.live_text = None, None, []
+        self.live, self.live_text = None, []
         if discard or not text.strip():
             await live.remove()
             return
         entry = Entry("assistant", text)
         self._insert(entry)
-        # A finished reply becomes one Static: a Markdown widget keeps a child per block,
-        # and every child is laid out again whenever the transcript changes.
-        static = entry.widget()
-        self.widgets[entry] = static
-        await self.mount(static, after=live)
-        await live.remove()
+        self.widgets[entry] = live
+        live.finish(entry.text)  # the widget stays: it was drawn as the finished reply is
         await self._trim()

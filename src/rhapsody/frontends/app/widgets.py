@@ -7,11 +7,12 @@ The windowed view that holds them is transcript.py; the prompt is prompt.py, the
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
 from rich.text import Text
 from textual import events
 from textual.binding import Binding
+from textual.geometry import Region
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
@@ -130,6 +131,9 @@ class Foldable(Static, can_focus=True):
         Binding("tab", "to_prompt", "Prompt", show=False),
     ]
 
+    _restyling = False
+    """Whether the focus restyles the line now (`watch_has_focus`)."""
+
     expanded: reactive[bool] = reactive(False, layout=True)
     """Whether the body is shown under the title."""
 
@@ -197,6 +201,19 @@ class Foldable(Static, can_focus=True):
             text.append("\n    " if i else "\n  ⎿ ")
             text.append_text(line)
         return text
+
+    def watch_has_focus(self, _has_focus: bool) -> None:
+        """Restyle for the focus, without a layout: `Foldable:focus` changes colours and the edge drawn over the
+        padding, never a size, but Textual lays the whole screen out again when an outline edge comes or goes."""
+        self._restyling = True
+        try:
+            super().watch_has_focus(_has_focus)
+        finally:
+            self._restyling = False
+
+    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False, recompose: bool = False) -> Self:
+        """As Textual's, with no layout asked for while the focus restyles the line (`watch_has_focus`)."""
+        return super().refresh(*regions, repaint=repaint, layout=layout and not self._restyling, recompose=recompose)
 
     def watch_expanded(self, expanded: bool) -> None:
         self.set_class(expanded, "-expanded")
