@@ -426,9 +426,22 @@ def _take(fds: list[int], request: dict[str, Any]) -> None:
         os.setsid()
     if request["terminal"]:
         fcntl.ioctl(0, termios.TIOCSCTTY, 0)  # as opening the slave in a new session makes it
+    as_a_shell_starts_it()
     for number in request["ignore"]:
         signal.signal(number, signal.SIG_IGN)
     os.chdir(request["cwd"])
+
+
+SHELL_DEFAULTS = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM)
+"""The signals a terminal's shell starts a program with at their defaults. The suite itself may run with some
+ignored (`nohup`, a background job of a script: bash ignores SIGINT and SIGQUIT there), and a child would
+inherit that, so the tests of hang-ups and signals would test the wrong start."""
+
+
+def as_a_shell_starts_it() -> None:
+    """In a child about to become the program under test: `SHELL_DEFAULTS` back at their defaults."""
+    for number in SHELL_DEFAULTS:
+        signal.signal(number, signal.SIG_DFL)
 
 
 def _exited(code: object) -> int:

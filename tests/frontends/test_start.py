@@ -51,6 +51,7 @@ class Terminal:
         self.raw = b""
         self.pid, self.fd = pty.fork()
         if self.pid == 0:
+            launch.as_a_shell_starts_it()
             os.chdir(root)
             os.execve(sys.executable, [sys.executable, "-m", "rhapsody", *args], env)
         fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
