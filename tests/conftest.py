@@ -222,6 +222,10 @@ def _whole_suite(config: pytest.Config) -> bool:
     return not (config.option.file_or_dir or config.option.keyword or config.option.markexpr)
 
 
+WORKERS_PER_CORE = 2
+MAX_WORKERS = 16
+
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """How many workers `-n auto` (pyproject's default) starts: for the whole suite, two per core, because a
     quarter of a test's time on one worker is spent waiting (on its children, the loopback, the app's timers),
@@ -233,9 +237,6 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     cores = len(os.sched_getaffinity(0))
     return min(WORKERS_PER_CORE * cores, MAX_WORKERS) if _whole_suite(config) else min(2, cores)
 
-
-WORKERS_PER_CORE = 2
-MAX_WORKERS = 16
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from rhapsody.core import events as ev
 from rhapsody.core.agent import ops
@@ -37,6 +37,8 @@ __all__ = ["Agent", "Answer", "ApprovalAsked", "Event", "Figures", "OnApproval",
            "PlanReviewAsked", "RewindResult", "as_json", "events", "run"]
 
 events = ev
+Q = TypeVar("Q")
+A = TypeVar("A")
 """The event classes (`rhapsody.api.events.ToolFinished`, …); each has a fixed `json_name`."""
 
 
@@ -261,25 +263,26 @@ class Agent:
 
     async def _answer(self, question: ApprovalAsked) -> None:
         assert self._on_approval is not None  # questions are asked only with a callback to answer them
-        try:
-            given = self._on_approval(question)
-            answer = await given if inspect.isawaitable(given) else given
-        except BaseException:  # the question must not stay open: the turn would wait on it for ever
-            self._loop.submit(ops.ApprovalAnswer(id=question.id, decision="deny", reason="the approval callback failed"))
-            raise
+        denied = ops.ApprovalAnswer(id=question.id, decision="deny", reason="the approval callback failed")
+        answer = await self._called(self._on_approval, question, denied)
         self._loop.submit(ops.ApprovalAnswer(id=question.id, decision=answer.decision, reason=answer.reason))
-
 
     async def _review(self, plan: PlanReviewAsked) -> None:
         assert self._on_plan is not None  # plans are put out only with a callback to review them
-        try:
-            given = self._on_plan(plan)
-            decision = await given if inspect.isawaitable(given) else given
-        except BaseException:  # as a failed approval: the plan is not approved, and the error comes out
-            self._loop.submit(ops.PlanAnswer(id=plan.id, decision="reject", feedback="the plan callback failed"))
-            raise
+        rejected = ops.PlanAnswer(id=plan.id, decision="reject", feedback="the plan callback failed")
+        decision = await self._called(self._on_plan, plan, rejected)
         self._loop.submit(ops.PlanAnswer(id=plan.id, decision="approve" if decision.approved else "reject",
                                          plan=decision.plan, mode=decision.mode, feedback=decision.feedback))
+
+    async def _called(self, callback: Callable[[Q], A | Awaitable[A]], question: Q, failed: ops.Op) -> A:
+        """The callback's answer to `question`, awaited if it is a coroutine. If it raises, `failed` answers the
+        question first (it must not stay open: the turn would wait on it for ever), then the error comes out."""
+        try:
+            given = callback(question)
+            return await given if inspect.isawaitable(given) else given
+        except BaseException:
+            self._loop.submit(failed)
+            raise
 
 
 def run(text: str, project: str | Path = ".", *, resume: str | None = None, on_approval: OnApproval | None = None,

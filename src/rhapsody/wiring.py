@@ -236,7 +236,8 @@ def build(root: Path, settings: Settings, model: Model, model_id: str | None,
     mode = permission_mode(settings, approver is not None)
     toolbox = default_toolbox(mode, settings.allow, settings.deny, approver, settings.sandbox, settings.sandbox_network)
     toolbox.protected = absolute(root, settings.protected_paths)
-    if approver is not None if reviews_plans is None else reviews_plans:
+    reviews = approver is not None if reviews_plans is None else reviews_plans
+    if reviews:
         toolbox.reviewer = HumanReviewer()
     add_mcp(toolbox, root, client_mcp)
     add_hooks(toolbox, root, settings)
