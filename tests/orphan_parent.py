@@ -10,7 +10,8 @@ from pathlib import Path
 from rhapsody.core.session.context import RequestSpec
 from rhapsody.core.session.session import Session
 from rhapsody.core.toolbox.protocol import ToolContext
-from rhapsody.hook_runner import HookCommand, HookMatcher, HookRunner
+from rhapsody.config.hooks import HookCommand, HookMatcher
+from rhapsody.hook_runner import HookRunner
 from rhapsody.tools import default_toolbox
 from rhapsody.tools.git import run_git
 

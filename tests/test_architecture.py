@@ -40,27 +40,39 @@ def test_what_the_first_frame_needs_imports_no_pydantic_and_no_core() -> None:
     """The app paints before its session is built (docs/performance.md): the modules on the way to
     the first frame must not import pydantic, the SDK or the loop. A heavy import added at the top
     of one of them would slow every start without failing anything else."""
-    probe = ("import sys, rhapsody.cli, rhapsody.commands.trust, rhapsody.demo, rhapsody.frontends.app.app; "
-             "heavy = sorted(m for m in ('pydantic', 'anthropic', 'rhapsody.core.agent.loop', 'rhapsody.config.settings', "
-             "'rhapsody.view.render', 'rhapsody.core.events', 'rhapsody.wiring') "
-             "if m in sys.modules and type(sys.modules[m]).__name__ != '_LazyModule'); print(heavy)")
-    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]", out.stdout
+    assert loaded("import rhapsody.cli, rhapsody.commands.trust, rhapsody.demo, rhapsody.frontends.app.app",
+                  ("pydantic", "anthropic", "rhapsody.core.agent.loop", "rhapsody.config.settings", "rhapsody.view.render",
+                   "rhapsody.core.events", "rhapsody.wiring"), lazy_too=False) == []
 
 
 def test_what_runs_before_the_early_frame_imports_no_textual_no_asyncio_and_no_pydantic() -> None:
     """The command line draws the app's first screen before it imports anything heavy (docs/performance.md):
     what `rhapsody` imports on the way to that frame (the parser, the trust check, the welcome's words) must
     load neither Textual, nor asyncio, nor pydantic; a module of `rhapsody.tools` pulling in the toolbox did."""
-    probe = ("import sys, rhapsody.cli as cli; from rhapsody.sandbox.exec_path import keep_absolute; "
-             "import rhapsody.commands.trust, rhapsody.frontends.first_frame; cli._parser(); "
-             "from rhapsody.frontends.app.status import starting_text; "
-             "heavy = sorted(m for m in ('textual', 'asyncio', 'pydantic', 'anthropic', 'rhapsody.core.toolbox.orchestrator') "
-             "if m in sys.modules); print(heavy)")
+    assert loaded("import rhapsody.cli as cli; from rhapsody.sandbox.exec_path import keep_absolute; "
+                  "import rhapsody.commands.trust, rhapsody.frontends.first_frame; cli._parser(); "
+                  "from rhapsody.frontends.app.status import starting_text",
+                  ("textual", "asyncio", "pydantic", "anthropic", "rhapsody.core.toolbox.orchestrator")) == []
+
+
+def test_reading_the_settings_imports_neither_asyncio_nor_the_session() -> None:
+    """The early frame names the model once the settings are read, before the agent is built
+    (docs/performance.md): reading them must not pull in the loop's modules on the way. The hooks'
+    settings pulled in the hook runner, and with it the session, the record types and asyncio."""
+    assert loaded("from pathlib import Path; from rhapsody.config.settings import load_settings, permission_mode; "
+                  "permission_mode(load_settings(Path.cwd(), {}), True)",
+                  ("asyncio", "rhapsody.hook_runner", "rhapsody.core.session.session", "rhapsody.core.session.records",
+                   "rhapsody.core.agent.loop", "anthropic", "textual")) == []
+
+
+def loaded(code: str, heavy: tuple[str, ...], lazy_too: bool = True) -> list[str]:
+    """Which of `heavy` a fresh interpreter has imported after running `code` (a module still behind
+    a lazy import counts only with `lazy_too`)."""
+    probe = (f"import sys; {code}; print(sorted(m for m in {heavy!r} if m in sys.modules "
+             f"and ({lazy_too!r} or type(sys.modules[m]).__name__ != '_LazyModule')))")
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]", out.stdout
+    return ast.literal_eval(out.stdout.strip())  # type: ignore[no-any-return]
 
 
 def test_no_code_outside_the_type_check_names_something_undefined() -> None:

@@ -529,17 +529,25 @@ def _built(ns: argparse.Namespace, root: Path, parts: Callable[[], tuple[Any, An
            welcome: str) -> tuple[Any, Any, Any]:
     """The session, built behind the app's first screen written straight to the terminal
     (frontends/first_frame.py): Textual is imported after, and its first paint lands on the same cells."""
-    from rhapsody.frontends.app.status import starting_text, welcome_text
+    from rhapsody.frontends.app.status import decided_welcome, starting_text, welcome_text
     from rhapsody.frontends.first_frame import EarlyFrame
 
     frame = EarlyFrame(starting_text(root, welcome))
     try:
         settings, model = parts() if parts else _settings_and_model(ns, root)
+        from rhapsody.config.settings import permission_mode
+
+        # the welcome's facts are decided by the settings: shown now, while the agent is built from them
+        shown = decided_welcome(root, _new_model_id(settings), permission_mode(settings, True), settings,
+                                welcome)
+        frame.fill(shown)
         wiring, approver = wire(ns, root, settings, model)
     except BaseException:
         frame.hand_over(leave=True)  # the error's one line goes to the screen the shell had
         raise
-    frame.fill(welcome_text(wiring.agent, settings, welcome))
+    built = welcome_text(wiring.agent, settings, welcome)
+    if built != shown:  # the agent decided otherwise: the screen says what it holds
+        frame.fill(built)
     frame.hand_over()
     return wiring, settings, approver
 
@@ -615,11 +623,7 @@ def wire(ns: argparse.Namespace, root: Path, settings: Any, model: Any) -> tuple
     from rhapsody.wiring import build
 
     resuming = ns.continue_last or ns.resume is not None
-    model_id = settings.model
-    if model_id is None and not resuming:
-        from rhapsody.providers.lazy import default_model
-
-        model_id = default_model()
+    model_id = settings.model if resuming else _new_model_id(settings)  # a resumed one keeps its own
     approver = None if ns.task else HumanApprover()
     wiring = build(root, settings, model, model_id, resume=ns.resume or None, continue_last=ns.continue_last,
                    approver=approver)
@@ -628,6 +632,15 @@ def wire(ns: argparse.Namespace, root: Path, settings: Any, model: Any) -> tuple
     # scans removes pauses that otherwise grow with the history.
     gc.freeze()
     return wiring, approver
+
+
+def _new_model_id(settings: Any) -> str:
+    """A new session's model: the settings', else the newest Sonnet the SDK lists."""
+    if settings.model is None:
+        from rhapsody.providers.lazy import default_model
+
+        return default_model()
+    return str(settings.model)
 
 
 def launch(ns: argparse.Namespace, root: Path, settings: Any, model: Any, initial: str = "", welcome: str = "",

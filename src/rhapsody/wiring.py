@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rhapsody.config.settings import McpServer, Settings
+from rhapsody.config.settings import McpServer, Settings, permission_mode
 from rhapsody.core.session.context import RequestSpec
 from rhapsody.core.access.credentials import absolute
 from rhapsody.core.errors import RhapsodyError
@@ -187,11 +187,6 @@ def new_spec(root: Path, settings: Settings, model_id: str, toolbox: Toolbox) ->
         parallel_tools=settings.parallel_tools,
         thinking=thinking_config(settings),
     )
-
-
-def permission_mode(settings: Settings, interactive: bool) -> Mode:
-    """The mode tools run under: the setting, else `ask` where a human can answer and `auto-edit` headless."""
-    return settings.permission_mode or ("ask" if interactive else "auto-edit")
 
 
 def shadow(root: Path, settings: Settings) -> Shadow:

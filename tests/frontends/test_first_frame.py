@@ -93,3 +93,39 @@ def test_no_early_frame_where_the_welcome_would_wrap() -> None:
     assert screen("short\nlines", 80, 24) is not None
     assert screen("x" * 75, 80, 24) is None  # the app would wrap it: the frame would not be the app's
     assert screen("\n".join(["line"] * 18), 80, 24) is None  # taller than the transcript: the app scrolls it
+
+
+@pytest.mark.parametrize("args, config", [
+    ([], ""),
+    (["--permission-mode", "plan"], ""),
+    (["--model", "claude-opus-4-1"], 'sandbox = "off"\n'),
+    ([], 'permission_mode = "read-only"\n'),
+])
+def test_the_welcome_drawn_before_the_agent_is_built_is_the_one_the_agent_shows(
+        project: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], config: str) -> None:
+    """The early frame names the model, the permissions and the sandbox once the settings are read,
+    while the agent is built from them (cli._built): the same words the built agent's welcome says,
+    from the flags, the project's file or the defaults (the SDK's newest Sonnet, `ask`)."""
+    import asyncio
+
+    from rhapsody import cli
+    from rhapsody.config.settings import permission_mode
+    from rhapsody.frontends.app.status import decided_welcome, welcome_text
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    if config:
+        (project / ".rhapsody").mkdir()
+        (project / ".rhapsody" / "config.toml").write_text(config)
+    ns = cli._parser().parse_args(args)
+    settings, model = cli._settings_and_model(ns, project)
+    early = decided_welcome(project, cli._new_model_id(settings), permission_mode(settings, True), settings)
+    wiring, _approver = cli.wire(ns, project, settings, model)
+    try:
+        assert early == welcome_text(wiring.agent, settings)
+        assert "…" not in early and f"model        {wiring.agent.session.spec.model}" in early
+    finally:
+        asyncio.run(wiring.close())
+    if args[:1] == ["--permission-mode"]:
+        assert "permissions  plan" in early
+    if config.startswith("permission_mode"):  # an untrusted project may lower the mode
+        assert "permissions  read-only" in early

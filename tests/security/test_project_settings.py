@@ -18,7 +18,7 @@ from rhapsody.config.settings import Settings, load_settings, project_problems, 
 from rhapsody.core.errors import ConfigError
 from rhapsody.loopback.script import call, say
 from rhapsody.commands.trust import offer
-from rhapsody.wiring import permission_mode
+from rhapsody.config.settings import permission_mode
 
 from tests.conftest import MODEL, Stub
 from tests.test_cli import rhapsody

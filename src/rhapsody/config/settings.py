@@ -26,9 +26,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rhapsody.config import claude
 from rhapsody.config.files import project_config_path, read_config, user_config_path
+from rhapsody.config.hooks import HookSettings
 from rhapsody.core.errors import ConfigError
 from rhapsody.core.access.permissions import MODES, Mode, SandboxSetting
-from rhapsody.hook_runner import HookSettings
 from rhapsody.core.json_types import JsonObject
 
 
@@ -480,3 +480,8 @@ def _from_env() -> JsonObject:
                                                  "protected_paths", "hooks"):
             out[name] = value
     return out
+
+
+def permission_mode(settings: Settings, interactive: bool) -> Mode:
+    """The mode tools run under: the setting, else `ask` where a human can answer and `auto-edit` headless."""
+    return settings.permission_mode or ("ask" if interactive else "auto-edit")

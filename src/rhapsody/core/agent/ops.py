@@ -28,7 +28,7 @@ from rhapsody.core.session import records as rec
 class _Op(BaseModel):
     """What every operation is: immutable, strict, no field it does not know."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, defer_build=True)
 
 
 class UserTurn(_Op):
@@ -156,7 +156,7 @@ Op = Annotated[
 ]
 """Every operation, discriminated on `kind`."""
 
-_OPS: TypeAdapter[Op] = TypeAdapter(Op)
+_OPS: TypeAdapter[Op] = TypeAdapter(Op, config=ConfigDict(defer_build=True))
 
 
 def parse(data: dict[str, Any]) -> Op:

@@ -41,7 +41,7 @@ def nested_within(value: Any, limit: int = MAX_NESTING) -> bool:
 
 
 class _Block(BaseModel):
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
 
     def dump(self) -> JsonObject:
         """The block as the Messages API expects it, with only the keys that were set."""
@@ -141,7 +141,7 @@ class Message(BaseModel):
     a plain string so an untouched message dumps back in the same form.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     role: Literal["user", "assistant"]
     content: list[Block]
@@ -196,7 +196,7 @@ class Message(BaseModel):
 class Request(BaseModel):
     """A Messages API request body: the parts rhapsody reads, everything else kept."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
 
     model: str = ""
     system: Any = None

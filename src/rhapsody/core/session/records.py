@@ -39,7 +39,7 @@ class InvalidRecord(ValueError):
 class _Record(BaseModel):
     """The envelope every record carries."""
 
-    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid", defer_build=True)
 
     v: int = 1
     seq: int = -1
@@ -59,7 +59,7 @@ class _Open(_Record):
 class Shape(BaseModel):
     """What a view holds and measures, on either side of a seam or a rolling cut."""
 
-    model_config = ConfigDict(strict=True, frozen=True, extra="allow")
+    model_config = ConfigDict(strict=True, frozen=True, extra="allow", defer_build=True)
 
     messages: int = 0
     text_blocks: int = 0
@@ -80,7 +80,7 @@ SESSION_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 class ParentLink(BaseModel):
     """A sub-agent's session names the session and the call that started it (core/agent/subagent.py)."""
 
-    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid", defer_build=True)
 
     session: str
     tool_use_id: str
@@ -174,7 +174,7 @@ class Retry(_Record):
 
 
 class _Facts(BaseModel):
-    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid", defer_build=True)
 
 
 class FileFacts(_Facts):
@@ -331,7 +331,7 @@ class Denial(_Record):
 class TodoItem(BaseModel):
     """One item of the agent's todo list."""
 
-    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid", defer_build=True)
 
     content: str = Field(min_length=1)
     status: Literal["pending", "in_progress", "done"]
@@ -681,7 +681,7 @@ MODELS: dict[str, type[_Record]] = {
 }
 """Each known kind's model, by kind."""
 
-_KNOWN: TypeAdapter[Known] = TypeAdapter(Known)
+_KNOWN: TypeAdapter[Known] = TypeAdapter(Known, config=ConfigDict(defer_build=True))
 
 
 R = TypeVar("R", bound=BaseModel)

@@ -153,12 +153,17 @@ def tilde(path: Path) -> str:
 
 def welcome_text(agent: Any, settings: Any, extra: str = "") -> str:
     """What an empty session shows: where, which model, which permissions, and the keys that matter."""
+    return decided_welcome(agent.session.root, agent.session.spec.model, agent.permission_mode, settings, extra)
+
+
+def decided_welcome(root: Path, model: str, mode: str, settings: Any, extra: str = "") -> str:
+    """The welcome of a session with this model and permission mode under these settings: what
+    `welcome_text` says of the agent built from them, known before it is built."""
     from rhapsody.sandbox.bwrap import status
 
     sandbox_text = status(settings.sandbox).removeprefix("sandbox ")
-    facts = (agent.session.spec.model, f"{agent.permission_mode} (/permissions to see or switch)",
-             f"{sandbox_text} (bash and git)")
-    return _welcome(agent.session.root, facts, extra)
+    facts = (model, f"{mode} (/permissions to see or switch)", f"{sandbox_text} (bash and git)")
+    return _welcome(root, facts, extra)
 
 
 def starting_text(root: Path, extra: str = "") -> str:
