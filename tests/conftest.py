@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import io
 import os
 import shutil
@@ -237,6 +238,14 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     cores = len(os.sched_getaffinity(0))
     return min(WORKERS_PER_CORE * cores, MAX_WORKERS) if _whole_suite(config) else min(2, cores)
 
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Once collected, a worker holds the SDKs', Textual's and rhapsody's modules, hundreds of thousands of
+    objects that live as long as it does: frozen out of the cyclic collector's scans, which would walk them
+    all again at every full collection during the tests (docs/performance.md, "The suite")."""
+    gc.collect()
+    gc.freeze()
 
 
 def pytest_configure(config: pytest.Config) -> None:

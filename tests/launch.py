@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import fcntl
+import gc
 import importlib
 import json
 import locale
@@ -279,6 +280,7 @@ def _server(warm: tuple[str, ...]) -> _Server:
 def _serve(path: str, warm: list[str]) -> None:
     """Import rhapsody, then fork one child per request and report its exit status on the request's socket."""
     _import(warm)
+    gc.freeze()  # what every child inherits stays out of its collector's scans (tests/conftest.py)
     listener = _listen(path)
     sys.stdout.write("ready\n")
     sys.stdout.flush()
