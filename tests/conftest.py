@@ -33,6 +33,7 @@ from rhapsody.sandbox.bwrap import bwrap_path
 from rhapsody.wiring import Wiring, build
 
 from tests import type_checks
+from tests.rewrite_ahead import rewrite_ahead
 
 MODEL = "claude-sonnet-5-5"
 SANDBOX = "workspace-write" if bwrap_path() else "off"
@@ -260,6 +261,8 @@ def pytest_configure(config: pytest.Config) -> None:
     proc = subprocess.Popen([sys.executable, type_checks.__file__, folder], stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     config.stash[_CHECKS] = (proc, folder)
+    if (config.option.numprocesses or 0) > 1:  # before the workers start: each would rewrite every test module
+        rewrite_ahead(config, Path(__file__).parent)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -1,0 +1,49 @@
+"""The suite's assertion rewriting, done once before the workers start instead of once in each.
+
+pytest rewrites the `assert`s of every test module, conftest and plugin module it imports, and caches
+the result as a `.pyc` beside it, except where `PYTHONDONTWRITEBYTECODE` is set; on a fresh clone
+no cache exists either way. Each xdist worker then rewrites all of them itself, at the same moment
+as the others: about 14 core-seconds a worker on the 2-core machine, four workers
+(docs/performance.md, "The suite"). Here the controller writes those caches first, split between
+itself and one forked child, the same code pytest's own import hook would write
+(`_pytest.assertion.rewrite`: its private helpers, so a pytest that moves them only loses the
+head start: every worker then rewrites as before).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+def rewrite_ahead(config: pytest.Config, tests: Path) -> int:
+    """Write the rewritten cache of every module the workers will rewrite that has none; how many."""
+    try:
+        from _pytest.assertion import rewrite as rw
+
+        state = config.stash[rw.assertstate_key]
+        imported = list(state.hook._rewritten_names.values())  # the plugins, rewritten here already
+    except (ImportError, AttributeError, KeyError):
+        return 0
+    found = {*imported, *tests.rglob("test_*.py"), *tests.rglob("conftest.py")}
+    todo = sorted(fn for fn in found if rw._read_pyc(fn, _pyc(rw, fn), state.trace) is None)
+    if not todo:
+        return 0
+    child = os.fork()
+    for fn in todo[child == 0::2]:  # the child takes every other one
+        try:
+            if rw.try_makedirs(rw.get_cache_dir(fn)):
+                stat, code = rw._rewrite_test(fn, config)
+                rw._write_pyc(state, code, stat, _pyc(rw, fn))
+        except Exception:  # noqa: BLE001 - a module that does not rewrite here is rewritten, or fails, in its worker
+            continue
+    if child == 0:
+        os._exit(0)
+    os.waitpid(child, 0)
+    return len(todo)
+
+
+def _pyc(rw: object, fn: Path) -> Path:
+    return rw.get_cache_dir(fn) / (fn.name[:-3] + rw.PYC_TAIL)  # type: ignore[attr-defined, no-any-return]
