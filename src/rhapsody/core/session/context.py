@@ -36,6 +36,22 @@ class Shelf:
     notes_boundary: int = 0
 
 
+def message_of(record: rec.MessageAdded) -> Message:
+    """The message a record adds: one object per record (its blocks validated as read: not again), so every
+    conversation folded from one history shares its messages and each message's cached size and digest."""
+    found = _MESSAGES.get(id(record))
+    if found is None or found[0] is not record:
+        if len(_MESSAGES) >= _MESSAGES_MAX:  # let go of the records of histories long folded
+            _MESSAGES.clear()
+        found = _MESSAGES[id(record)] = (record, Message(role=record.role, content=record.content))
+    return found[1]
+
+
+_MESSAGES: dict[int, tuple[rec.MessageAdded, Message]] = {}
+"""The message of each record folded lately, by the record's identity (kept beside it, so the id is not reused)."""
+_MESSAGES_MAX = 1 << 16
+
+
 def notice(text: str) -> Message:
     """The harness's notice that opens a shelved view (a user message)."""
     return Message(role="user", content=[TextBlock(text=text)])
@@ -62,7 +78,7 @@ class Conversation:
         """Fold one history record into the conversation."""
         match record:  # the kinds a history holds most of come first: each case is an isinstance check
             case rec.MessageAdded():
-                self._add(Message(role=record.role, content=record.content))  # blocks validated as read: not again
+                self._add(message_of(record))
             case rec.RequestMade() | rec.UsageRecorded() | rec.ToolRun():
                 pass
             case rec.Seam():

@@ -101,11 +101,22 @@ def _filter_head(messages: Sequence[Message], cut: int, keep: Callable[[Block], 
 
 
 def _message(role: str, blocks: list[Block]) -> Message:
-    # The blocks are validated already; skipping validation keeps the strip cheap.
-    return Message.model_construct(_FIELDS, role=role, content=blocks)
+    # The blocks are validated already; skipping validation keeps the strip cheap. The same blocks give the
+    # same message object (it holds them, so their ids stay theirs): views rebuilt over one history share
+    # their stripped messages, and with them each message's cached size and digest.
+    key = (role, tuple(map(id, blocks)))
+    found = _MADE.get(key)
+    if found is None:
+        if len(_MADE) >= _MADE_MAX:  # let go of the messages of views long rebuilt
+            _MADE.clear()
+        found = _MADE[key] = Message.model_construct(_FIELDS, role=role, content=blocks)
+    return found
 
 
 _FIELDS = {"role", "content"}
+_MADE: dict[tuple[str, tuple[int, ...]], Message] = {}
+"""The messages the strip built lately, by role and the identity of their blocks."""
+_MADE_MAX = 1 << 16
 _EMPTY = {role: Message.model_construct(_FIELDS, role=role, content=[]) for role in ("user", "assistant")}
 
 
