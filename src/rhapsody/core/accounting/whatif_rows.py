@@ -24,7 +24,10 @@ Imports: stdlib and rhapsody.core only.
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_right
 from dataclasses import dataclass
+from itertools import compress, count
+from operator import is_not
 from typing import Any
 
 from collections.abc import Sequence
@@ -45,8 +48,10 @@ PLACEHOLDER = "[tool result cleared]"
 """What a cleared result reads as here; the API's own placeholder is a short text of this kind."""
 
 
-Memo = dict[int, tuple[Message, tuple[str, ...], dict[frozenset[str], Message]]]
-"""By original message: it, the ids of the tool results in it, and its edited copies by the results cleared (a
+_Entry = tuple[Message, tuple[str, ...], dict[frozenset[str], Message], frozenset[str]]
+Memo = dict[int, _Entry]
+"""By original message: it, the ids of the tool results in it, its edited copies by the results cleared and those
+ids as a set (the results cleared when all of them are) (a
 long session's every request looks at every message, so each is read once)."""
 
 
@@ -92,7 +97,7 @@ def clearing_arm(records: Sequence[rec.Record], read_mult: float | None, fit: Ca
     request of every model carries that prompt and those tools instead of the source's."""
     fit = fit.own(head)
     conv, sent, pending = Conversation(), [], None
-    memo: Memo = {}
+    cleared = _Clearing(how.keep)
     cleared_once = skip_summary = False
     model = session_model(records)
     for record in records:
@@ -101,14 +106,14 @@ def clearing_arm(records: Sequence[rec.Record], read_mult: float | None, fit: Ca
         if isinstance(record, rec.RequestMade):
             view = conv.active()
             if context_tokens(head, view) * fit.scale >= how.trigger:
-                view, cleared_once = _cleared(view, how.keep, memo), True
+                view, cleared_once = cleared(view), True
             pending = Sent(record.ts, view, {})
         elif isinstance(record, rec.UsageRecorded):
             if pending is not None:
                 sent.append(dataclasses.replace(pending, usage=usage_of(record)))
             pending = None
         elif isinstance(record, rec.Compaction):
-            edited = _cleared(conv.active(), how.keep, memo) if cleared_once else conv.active()
+            edited = cleared(conv.active()) if cleared_once else conv.active()
             skip_summary = not reached(fit, head, edited, record)
             if not skip_summary:
                 conv.apply(record)
@@ -119,26 +124,55 @@ def clearing_arm(records: Sequence[rec.Record], read_mult: float | None, fit: Ca
     return priced_arm(how.label, with_models(sent, records), 0, fit, read_mult, 0)
 
 
-def _cleared(view: list[Message], keep: int, memo: Memo) -> list[Message]:
-    """The view with every tool result but the newest `keep` replaced by the placeholder (one object per
-    edited message, reused while its edit stays the same, so the cache model sees a stable prefix)."""
-    entries = [_entry(m, memo) for m in view]
-    ids = [i for entry in entries for i in entry[1]]
-    gone = set(ids[: max(0, len(ids) - keep)])
-    return [_edit(entry, gone) if entry[1] else entry[0] for entry in entries]
+class _Clearing:
+    """The views of one arm with every tool result but the newest `keep` replaced by the placeholder (one object
+    per edited message, reused while its edit stays the same, so the cache model sees a stable prefix). The
+    views mostly extend the one before (the same objects), so only the new tail is read anew."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.memo: Memo = {}
+        self.view: list[Message] = []
+        self.entries: list[_Entry] = []
+        self.ids: list[str] = []
+        """The ids of the tool results of the last view, in order."""
+        self.counts = [0]
+        """How many of `ids` the first k messages of the last view hold, for each k."""
+        self.whole: list[Message] = []
+        """The first messages of the last view with all their results cleared."""
+
+    def __call__(self, view: list[Message]) -> list[Message]:
+        same = next(compress(count(), map(is_not, self.view, view)), min(len(self.view), len(view)))
+        entries, counts = self.entries[:same], self.counts[: same + 1]
+        ids = self.ids[: counts[-1]]
+        for message in view[same:]:
+            entry = _entry(message, self.memo)
+            entries.append(entry)
+            ids.extend(entry[1])
+            counts.append(len(ids))
+        cut = max(0, len(ids) - self.keep)
+        whole = bisect_right(counts, cut) - 1  # the messages before it hold results before the cut only
+        done = self.whole[: min(same, whole)]
+        done.extend(_edited(entry, entry[3]) if entry[1] else entry[0] for entry in entries[len(done):whole])
+        self.view, self.entries, self.ids, self.counts, self.whole = list(view), entries, ids, counts, done
+        gone = set(ids[:cut])
+        return done + [_edit(entry, gone) if entry[1] else entry[0] for entry in entries[whole:]]
 
 
-def _entry(message: Message, memo: Memo) -> tuple[Message, tuple[str, ...], dict[frozenset[str], Message]]:
+def _entry(message: Message, memo: Memo) -> _Entry:
     found = memo.get(id(message))
     if found is None or found[0] is not message:
         ids = tuple(b.tool_use_id for b in message.content if isinstance(b, ToolResultBlock))
-        found = memo[id(message)] = (message, ids, {})
+        found = memo[id(message)] = (message, ids, {}, frozenset(ids))
     return found
 
 
-def _edit(entry: tuple[Message, tuple[str, ...], dict[frozenset[str], Message]], gone: set[str]) -> Message:
-    message, ids, edits = entry
-    hit = frozenset(i for i in ids if i in gone)
+def _edit(entry: _Entry, gone: set[str]) -> Message:
+    return _edited(entry, frozenset(i for i in entry[1] if i in gone))
+
+
+def _edited(entry: _Entry, hit: frozenset[str]) -> Message:
+    message, _, edits, _ = entry
     if not hit:
         return message
     edited = edits.get(hit)

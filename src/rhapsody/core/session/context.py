@@ -13,6 +13,7 @@ Imports: stdlib and rhapsody.core only.
 from __future__ import annotations
 
 import copy
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import assert_never
@@ -34,6 +35,23 @@ class Shelf:
     boundary: int
     notice: Message
     notes_boundary: int = 0
+
+
+def message_of(record: rec.MessageAdded) -> Message:
+    """The message a record adds: one object per record (its blocks validated as read: not again), so every
+    conversation folded from one history shares its messages and each message's cached size and digest."""
+    found = _MESSAGES.get(id(record))
+    if found is None or found[0]() is not record:
+        if len(_MESSAGES) >= _MESSAGES_MAX:  # let go of the messages of histories long folded
+            _MESSAGES.clear()
+        found = _MESSAGES[id(record)] = (weakref.ref(record), Message(role=record.role, content=record.content))
+    return found[1]
+
+
+_MESSAGES: dict[int, tuple[weakref.ref[rec.MessageAdded], Message]] = {}
+"""The message of each record folded lately, by the record's identity (a weak reference beside it tells a record
+from a later one at the same address: a record read and folded once, as an import does, is not kept alive)."""
+_MESSAGES_MAX = 1 << 16
 
 
 def notice(text: str) -> Message:
@@ -62,7 +80,7 @@ class Conversation:
         """Fold one history record into the conversation."""
         match record:  # the kinds a history holds most of come first: each case is an isinstance check
             case rec.MessageAdded():
-                self._add(Message(role=record.role, content=record.content))  # blocks validated as read: not again
+                self._add(message_of(record))
             case rec.RequestMade() | rec.UsageRecorded() | rec.ToolRun():
                 pass
             case rec.Seam():

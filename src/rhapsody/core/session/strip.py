@@ -43,12 +43,36 @@ def strip_blocks(
     keep_tools: Iterable[str] = (HANDOFF_TOOL,),
 ) -> list[Message]:
     """The strip without compaction: same length, stripped messages may be left empty."""
-    cut = len(messages) if boundary is None else boundary
-    keep = set(keep_tools)
-    kept_ids = {
-        b.id for m in messages[:cut] for b in m.content if isinstance(b, ToolUseBlock) and b.name in keep
-    }
-    return _filter_head(messages, cut, lambda b: _survives(b, keep, kept_ids))
+    cut = max(0, len(messages) if boundary is None else boundary)
+    keep = frozenset(keep_tools)
+    head = [_strip_entry(m, keep) for m in messages[:cut]]
+    kept_ids = {i for entry in head for i in entry[1]}
+    out = [_filtered(entry[0], lambda b: _survives(b, keep, kept_ids))
+           if entry[2] and not kept_ids.isdisjoint(entry[2]) else entry[3] for entry in head]
+    out.extend(messages[cut:])
+    return out
+
+
+_StripEntry = tuple[Message, tuple[str, ...], tuple[str, ...], Message]
+
+
+def _strip_entry(message: Message, keep: frozenset[str]) -> _StripEntry:
+    """A message, the ids of its kept calls, the ids its tool results answer, and the message stripped with
+    none of its results kept: what the strip needs of it, read once (a history is stripped again at every seam)."""
+    key = (id(message), keep)
+    found = _STRIPPED.get(key)
+    if found is None or found[0] is not message:
+        if len(_STRIPPED) >= _MADE_MAX:
+            _STRIPPED.clear()
+        kept = tuple(b.id for b in message.content if isinstance(b, ToolUseBlock) and b.name in keep)
+        answers = tuple(b.tool_use_id for b in message.content if isinstance(b, ToolResultBlock))
+        alone = _filtered(message, lambda b: _survives(b, keep, set()))
+        found = _STRIPPED[key] = (message, kept, answers, alone)
+    return found
+
+
+_STRIPPED: dict[tuple[int, frozenset[str]], _StripEntry] = {}
+"""The strip's reading of each message stripped lately, by its identity and the tools kept."""
 
 
 def shelve_blocks(messages: Sequence[Message], boundary: int, notes_boundary: int = 0) -> list[Message]:
@@ -88,28 +112,37 @@ def drop_thinking_blocks(messages: Sequence[Message], boundary: int) -> list[Mes
 
 
 def _filter_head(messages: Sequence[Message], cut: int, keep: Callable[[Block], bool]) -> list[Message]:
-    out: list[Message] = []
-    for i, message in enumerate(messages):
-        blocks = message.content if i >= cut else [b for b in message.content if keep(b)]
-        if len(blocks) == len(message.content):
-            out.append(message)
-        elif blocks:
-            out.append(_message(message.role, blocks))
-        else:
-            out.append(_EMPTY[message.role])
-    return out
+    return [message if i >= cut else _filtered(message, keep) for i, message in enumerate(messages)]
+
+
+def _filtered(message: Message, keep: Callable[[Block], bool]) -> Message:
+    blocks = [b for b in message.content if keep(b)]
+    if len(blocks) == len(message.content):
+        return message
+    return _message(message.role, blocks) if blocks else _EMPTY[message.role]
 
 
 def _message(role: str, blocks: list[Block]) -> Message:
-    # The blocks are validated already; skipping validation keeps the strip cheap.
-    return Message.model_construct(_FIELDS, role=role, content=blocks)
+    # The blocks are validated already; skipping validation keeps the strip cheap. The same blocks give the
+    # same message object (it holds them, so their ids stay theirs): views rebuilt over one history share
+    # their stripped messages, and with them each message's cached size and digest.
+    key = (role, tuple(map(id, blocks)))
+    found = _MADE.get(key)
+    if found is None:
+        if len(_MADE) >= _MADE_MAX:  # let go of the messages of views long rebuilt
+            _MADE.clear()
+        found = _MADE[key] = Message.model_construct(_FIELDS, role=role, content=blocks)
+    return found
 
 
 _FIELDS = {"role", "content"}
+_MADE: dict[tuple[str, tuple[int, ...]], Message] = {}
+"""The messages the strip built lately, by role and the identity of their blocks."""
+_MADE_MAX = 1 << 16
 _EMPTY = {role: Message.model_construct(_FIELDS, role=role, content=[]) for role in ("user", "assistant")}
 
 
-def _survives(block: Block, keep: set[str], kept_ids: set[str]) -> bool:
+def _survives(block: Block, keep: frozenset[str], kept_ids: set[str]) -> bool:
     if isinstance(block, ToolUseBlock):
         return block.name in keep
     if isinstance(block, ToolResultBlock):
