@@ -52,13 +52,11 @@ async def one_round(starts: int, keys: int, profile: cProfile.Profile | None) ->
             await pilot.wait_for_scheduled_animations()
             start_cpu += time.process_time() - begin
             if index == starts - 1 and keys:
-                prompt = app.focused
                 begin = time.process_time()
                 for character in TYPED[:keys]:
                     app.post_message(events.Key(character, character))
                     await pilot.pause()
                 key_cpu = time.process_time() - begin
-                del prompt
             begin = time.process_time()
         if profile is not None:
             profile.disable()
