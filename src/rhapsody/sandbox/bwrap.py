@@ -64,7 +64,17 @@ def _own_state(root: Path) -> list[str]:
 
 def scrubbed_env() -> dict[str, str]:
     """rhapsody's environment minus anything named like a credential or holding a value shaped like one."""
-    return {k: v for k, v in os.environ.items() if not _secret_var(k, v)}
+    return {k: v for k, v in environ_now().items() if not _secret_var(k, v)}
+
+
+def environ_now() -> dict[str, str]:
+    """A copy of the environment; read again where another thread changed it while it was read (a checkpoint
+    warms up in a thread of its own while the process sets or unsets a variable)."""
+    while True:
+        try:
+            return dict(os.environ)
+        except (KeyError, RuntimeError):
+            continue
 
 
 def secret_values() -> tuple[str, ...]:
