@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,5 +46,6 @@ def rewrite_ahead(config: pytest.Config, tests: Path) -> int:
     return len(todo)
 
 
-def _pyc(rw: object, fn: Path) -> Path:
-    return rw.get_cache_dir(fn) / (fn.name[:-3] + rw.PYC_TAIL)  # type: ignore[attr-defined, no-any-return]
+def _pyc(rw: Any, fn: Path) -> Path:
+    """Where pytest's import hook looks for `fn`'s rewritten cache."""
+    return Path(rw.get_cache_dir(fn) / (fn.name[:-3] + rw.PYC_TAIL))

@@ -50,9 +50,9 @@ PLACEHOLDER = "[tool result cleared]"
 
 _Entry = tuple[Message, tuple[str, ...], dict[frozenset[str], Message], frozenset[str]]
 Memo = dict[int, _Entry]
-"""By original message: it, the ids of the tool results in it, its edited copies by the results cleared and those
-ids as a set (the results cleared when all of them are) (a
-long session's every request looks at every message, so each is read once)."""
+"""By original message: it, the ids of the tool results in it, its edited copies by the results cleared, and
+those ids as a set (the key of its copy with all of them cleared). A long session's every request looks at every
+message, so each is read once."""
 
 
 @dataclass(frozen=True)
