@@ -20,7 +20,7 @@ from rhapsody.core.session.history import read_history
 from rhapsody.loopback.script import call, say
 
 from tests import launch
-from tests.conftest import GATE, MODEL, SANDBOX, Stub
+from tests.conftest import GATE, MODEL, SANDBOX, Stub, until
 from tests.core.agent.test_plan_mode import EDITED, PLAN, REASON, proposal
 from tests.core.session.test_handoff_e2e import handoff_turn, step
 
@@ -271,3 +271,34 @@ async def test_a_failing_plan_callback_rejects_the_plan_and_its_error_comes_out(
     records = read_history(agent.history_path).records
     assert [r["kind"] for r in records if r["kind"] in ("message", "interrupted")][-1] == "interrupted"
     assert not any(r.get("plan_verdict") == "approved" for r in records) and agent._loop.permission_mode == "plan"
+
+
+async def test_a_process_that_opens_session_after_session_lets_each_finished_one_go(
+        wired: Stub, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A script, the editor protocol's server or a service opens many sessions in one process: once one is
+    closed, no thread is left holding it. The memory log's observer thread waited forever, one per session,
+    each holding the last session it saw (its records, the history file's handle)."""
+    import gc
+    import threading
+    import weakref
+
+    from rhapsody.core.agent import observers
+
+    monkeypatch.setattr(observers, "LINGER", 0.05)
+
+    def observer_threads() -> int:
+        return sum(thread.name == "rhapsody-observers" for thread in threading.enumerate())
+
+    await until(lambda: observer_threads() == 0)  # none left by an earlier test on this worker
+    sessions = []
+    for n in range(3):
+        wired.script(say(f"reply {n}"))
+        async with open_agent(project, permission_mode="yolo") as agent:
+            assert agent._wiring.agent.observers.observers  # the memory log sees every event
+            seen = await collect(agent.send(f"hello {n}"))
+            assert any(isinstance(e, ev.TurnEnded) for e in seen)
+            sessions.append(weakref.ref(agent._wiring.session))
+        del agent
+    await until(lambda: observer_threads() == 0)
+    gc.collect()
+    assert [ref() for ref in sessions] == [None, None, None]

@@ -26,42 +26,76 @@ if TYPE_CHECKING:
 Observer = Callable[["Session", Event], None]
 
 
+LINGER = 1.0
+"""Seconds the worker thread waits for the next event before it ends (the next event starts another)."""
+
+
 class Observers:
-    """Delivers events to observers, in order, on one worker thread started on first use."""
+    """Delivers events to observers, in order, on one worker thread while events come.
+
+    The thread ends once no event came for `LINGER` seconds, and it holds the queue, the
+    observers and the error list, never this object or a session it has finished with: a
+    thread that waited forever held whatever it was started under (the print capture of a
+    full-screen app, and through it the app, the agent and the session), so a process that
+    opens many sessions (the editor protocol, the Python API, the sub-agents) kept each
+    finished one alive.
+    """
 
     def __init__(self, observers: Sequence[Observer] = ()) -> None:
         self.observers = tuple(observers)
-        self._queue: queue.Queue[tuple[Session, Event]] = queue.Queue()
-        self._errors: list[str] = []
-        self._thread: threading.Thread | None = None
+        self._line = _Line(self.observers)
 
     def put(self, session: Session, event: Event) -> None:
         """Queue one event for every observer; returns at once."""
-        if not self.observers:
-            return
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._work, name="rhapsody-observers", daemon=True)
-            self._thread.start()
-        self._queue.put((session, event))
+        if self.observers:
+            self._line.put((session, event))
 
     async def drain(self) -> list[str]:
         """Wait until every queued event was observed; the errors observers raised since the last drain."""
-        if self._thread is not None:
-            await asyncio.to_thread(self._queue.join)
-        errors, self._errors = self._errors, []
+        if self._line.started:
+            await asyncio.to_thread(self._line.items.join)
+        errors = self._line.errors[:]
+        del self._line.errors[:]
         return errors
+
+
+class _Line:
+    """The queue and its worker thread, started when an event comes and none is running."""
+
+    def __init__(self, observers: tuple[Observer, ...]) -> None:
+        self.observers = observers
+        self.items: queue.Queue[tuple[Session, Event]] = queue.Queue()
+        self.errors: list[str] = []
+        self.started = False
+        self._running = False
+        self._lock = threading.Lock()
+
+    def put(self, item: tuple[Session, Event]) -> None:
+        with self._lock:
+            self.items.put(item)
+            if not self._running:
+                self._running = self.started = True
+                threading.Thread(target=self._work, name="rhapsody-observers", daemon=True).start()
 
     def _work(self) -> None:
         while True:
-            session, event = self._queue.get()
+            try:
+                session, event = self.items.get(timeout=LINGER)
+            except queue.Empty:
+                with self._lock:
+                    if self.items.empty():
+                        self._running = False
+                        return
+                continue
             try:
                 for observer in self.observers:
                     self._call(observer, session, event)
             finally:
-                self._queue.task_done()
+                del session, event  # an idle thread holds no session
+                self.items.task_done()
 
     def _call(self, observer: Observer, session: Session, event: Event) -> None:
         try:
             observer(session, event)
         except Exception as exc:  # noqa: BLE001 - an observer's failure must not end the session
-            self._errors.append(f"{type(observer).__name__} failed on {type(event).__name__}: {type(exc).__name__}: {exc}")
+            self.errors.append(f"{type(observer).__name__} failed on {type(event).__name__}: {type(exc).__name__}: {exc}")
