@@ -32,8 +32,10 @@ from rhapsody.loopback.server import LoopbackServer
 from rhapsody.sandbox.bwrap import bwrap_path
 from rhapsody.wiring import Wiring, build
 
-from tests import type_checks
+from tests import shared_css, type_checks
 from tests.rewrite_ahead import rewrite_ahead
+
+shared_css.install()  # every app a worker starts parses each stylesheet once (tests/shared_css.py)
 
 MODEL = "claude-sonnet-5-5"
 SANDBOX = "workspace-write" if bwrap_path() else "off"
