@@ -3,9 +3,12 @@ anthropic client against the loopback server (reached through ANTHROPIC_BASE_URL
 
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
+import threading
+import weakref
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +18,7 @@ import pytest
 from rhapsody import Agent, Answer
 from rhapsody import api
 from rhapsody.api import PlanDecision, PlanReviewAsked
+from rhapsody.core.agent import observers
 from rhapsody.core import events as ev
 from rhapsody.core.session.history import read_history
 from rhapsody.loopback.script import call, say
@@ -278,12 +282,6 @@ async def test_a_process_that_opens_session_after_session_lets_each_finished_one
     """A script, the editor protocol's server or a service opens many sessions in one process: once one is
     closed, no thread is left holding it. The memory log's observer thread waited forever, one per session,
     each holding the last session it saw (its records, the history file's handle)."""
-    import gc
-    import threading
-    import weakref
-
-    from rhapsody.core.agent import observers
-
     monkeypatch.setattr(observers, "LINGER", 0.05)
 
     def observer_threads() -> int:

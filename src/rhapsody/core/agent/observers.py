@@ -33,57 +33,44 @@ LINGER = 1.0
 class Observers:
     """Delivers events to observers, in order, on one worker thread while events come.
 
-    The thread ends once no event came for `LINGER` seconds, and it holds the queue, the
-    observers and the error list, never this object or a session it has finished with: a
-    thread that waited forever held whatever it was started under (the print capture of a
-    full-screen app, and through it the app, the agent and the session), so a process that
-    opens many sessions (the editor protocol, the Python API, the sub-agents) kept each
-    finished one alive.
+    The thread ends once no event came for `LINGER` seconds, and holds no session it has finished
+    with: a thread that waited forever held whatever it was started under (a thread keeps the
+    `sys.stderr` of its start, in the full-screen app Textual's print capture, and through it the
+    app, the agent and the session), so a process that opens many sessions (the editor protocol, the
+    Python API, the sub-agents) kept each finished one alive.
     """
 
     def __init__(self, observers: Sequence[Observer] = ()) -> None:
         self.observers = tuple(observers)
-        self._line = _Line(self.observers)
-
-    def put(self, session: Session, event: Event) -> None:
-        """Queue one event for every observer; returns at once."""
-        if self.observers:
-            self._line.put((session, event))
-
-    async def drain(self) -> list[str]:
-        """Wait until every queued event was observed; the errors observers raised since the last drain."""
-        if self._line.started:
-            await asyncio.to_thread(self._line.items.join)
-        errors = self._line.errors[:]
-        del self._line.errors[:]
-        return errors
-
-
-class _Line:
-    """The queue and its worker thread, started when an event comes and none is running."""
-
-    def __init__(self, observers: tuple[Observer, ...]) -> None:
-        self.observers = observers
-        self.items: queue.Queue[tuple[Session, Event]] = queue.Queue()
-        self.errors: list[str] = []
-        self.started = False
+        self._queue: queue.Queue[tuple[Session, Event]] = queue.Queue()
+        self._errors: list[str] = []
         self._running = False
         self._lock = threading.Lock()
 
-    def put(self, item: tuple[Session, Event]) -> None:
+    def put(self, session: Session, event: Event) -> None:
+        """Queue one event for every observer; returns at once."""
+        if not self.observers:
+            return
         with self._lock:
-            self.items.put(item)
+            self._queue.put((session, event))
             if not self._running:
-                self._running = self.started = True
+                self._running = True
                 threading.Thread(target=self._work, name="rhapsody-observers", daemon=True).start()
+
+    async def drain(self) -> list[str]:
+        """Wait until every queued event was observed; the errors observers raised since the last drain."""
+        if self.observers:
+            await asyncio.to_thread(self._queue.join)
+        errors, self._errors = self._errors, []
+        return errors
 
     def _work(self) -> None:
         while True:
             try:
-                session, event = self.items.get(timeout=LINGER)
+                session, event = self._queue.get(timeout=LINGER)
             except queue.Empty:
-                with self._lock:
-                    if self.items.empty():
+                with self._lock:  # `put` starts another thread once this one has said it stops
+                    if self._queue.empty():
                         self._running = False
                         return
                 continue
@@ -91,11 +78,11 @@ class _Line:
                 for observer in self.observers:
                     self._call(observer, session, event)
             finally:
-                del session, event  # an idle thread holds no session
-                self.items.task_done()
+                del session, event  # a waiting thread holds no session
+                self._queue.task_done()
 
     def _call(self, observer: Observer, session: Session, event: Event) -> None:
         try:
             observer(session, event)
         except Exception as exc:  # noqa: BLE001 - an observer's failure must not end the session
-            self.errors.append(f"{type(observer).__name__} failed on {type(event).__name__}: {type(exc).__name__}: {exc}")
+            self._errors.append(f"{type(observer).__name__} failed on {type(event).__name__}: {type(exc).__name__}: {exc}")
