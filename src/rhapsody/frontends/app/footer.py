@@ -33,12 +33,12 @@ class KeyBar(Footer):
             self.call_after_refresh(self._redraw)
 
     def compose(self) -> ComposeResult:
-        """Footer's keys, each with the classes it would end up with once mounted, so mounting changes none."""
+        """Footer's keys; each one whose compact state is bound to the footer's starts with it, so mounting it
+        changes no class (a key not bound, the palette's, keeps its default)."""
         for widget in super().compose():
-            if isinstance(widget, FooterKey):
-                compact = self.compact if "-command-palette" not in widget.classes else True  # not bound: its default
-                widget.set_reactive(FooterKey.compact, compact)
-                widget.set_class(compact, "-compact", update=False)
+            if isinstance(widget, FooterKey) and "compact" in (widget._reactive_connect or {}):
+                widget.set_reactive(FooterKey.compact, self.compact)
+                widget.set_class(self.compact, "-compact", update=False)
             yield widget
 
     async def _redraw(self) -> None:
