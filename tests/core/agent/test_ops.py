@@ -177,3 +177,34 @@ async def test_a_question_no_agent_could_put_out_is_denied_unasked() -> None:
     approver = HumanApprover(grace=no_grace)
     answer = await approver("bash", "rm -rf build", "writes outside the sandbox", {"command": "rm -rf build"})
     assert not answer.allow and answer.reason == UNASKED and not approver.asked
+
+
+async def test_a_line_typed_as_the_turn_closes_is_not_stranded_as_a_hint(stub: Stub, project: Path) -> None:
+    """A line entered after the end of the turn looked for hints, but before the work was over (here while a
+    Stop hook runs), is a hint, because the agent still works; with no boundary left, it opens a turn of its
+    own rather than waiting for the human's next message."""
+    from tests.core.toolbox.test_hooks import hook
+
+    stopping, go = project.parent / "stopping", project / "go"
+    gate = GATE.replace("[ -e go ]", f"[ -e {go} ]")
+    stub.script(say("Reply number 0."), say("Reply number 1."))
+    agent = stub.wire(project, hooks=hook("Stop", f"[ -e {stopping} ] || {{ touch {stopping}; {gate}; }}")).agent
+    working: list[bool] = []
+
+    async def type_as_it_closes() -> None:
+        while not stopping.exists():
+            await asyncio.sleep(0.01)
+        working.append(agent.working)  # what the controller asks before it calls a line a hint
+        agent.submit(ops.AddHint(text="message 1"))
+        go.touch()
+
+    agent.submit(ops.UserTurn(text="message 0"))
+    typist = asyncio.create_task(type_as_it_closes())
+    seen = await until_idle(agent)
+    await typist
+    assert working == [True]
+    bodies = stub.bodies()
+    assert len(bodies) == 2
+    assert [(b["type"], b["text"]) for b in bodies[1]["messages"][-1]["content"]] == [("text", "message 1")]
+    assert [e.where for e in seen if isinstance(e, HintDelivered)] == ["start of turn"]
+    assert not agent.session.pending_hints() and not agent.working

@@ -128,8 +128,10 @@ class Agent:
             async with aclosing(self._one_turn(None)) as turn:
                 async for event in turn:
                     yield event
+        ended = False
         async with aclosing(self._one_turn(text, typed)) as turn:
             async for event in turn:
+                ended = _ended(event)
                 yield event
         handoff, events = handoff_left(self.session)
         for event in events:
@@ -139,6 +141,17 @@ class Agent:
         if handoff:
             async with aclosing(self._one_turn(None)) as turn:
                 async for event in turn:
+                    ended = _ended(event)
+                    yield event
+        # A line typed after the end of the turn looked for hints, while the turn was still closing (a Stop hook,
+        # the observers): the agent was working, so it became a hint, and no boundary is left to deliver it at.
+        # It opens a turn of its own now. No await comes between this look and the work's end, so a later line
+        # finds the agent idle and is a new turn.
+        while ended and self.session.pending_hints():
+            ended = False
+            async with aclosing(self._one_turn(None)) as turn:
+                async for event in turn:
+                    ended = _ended(event)
                     yield event
 
     async def _one_turn(self, text: str | None, typed: str | None = None) -> AsyncGenerator[Event, None]:
@@ -248,3 +261,9 @@ class Agent:
         False when a handoff is already under way.
         """
         return self.session.request_handoff()
+
+
+def _ended(event: Event) -> bool:
+    """Whether `event` says the model ended its turn of its own accord (not at a limit; a failure or an
+    interruption says otherwise)."""
+    return isinstance(event, TurnEnded) and event.stop_reason != "limit"
