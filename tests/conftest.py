@@ -33,7 +33,7 @@ from rhapsody.sandbox.bwrap import bwrap_path
 from rhapsody.wiring import Wiring, build
 
 from tests import shared_css, type_checks
-from tests.rewrite_ahead import rewrite_ahead
+from tests.rewrite_ahead import compile_ahead, rewrite_ahead
 
 shared_css.install()  # every app a worker starts parses each stylesheet once (tests/shared_css.py)
 
@@ -258,11 +258,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """A whole-suite run (no path, -k or -m given) starts the type and import checks in the background at
-    once: a cold mypy then overlaps the other tests (tests/test_architecture.py reads the result)."""
-    if hasattr(config, "workerinput") or type_checks.STARTED_ENV in os.environ:
+    """Before any worker starts, the modules the run's processes import are compiled once
+    (tests/rewrite_ahead.py). A whole-suite run (no path, -k or -m given) also starts the type and import
+    checks in the background at once: a cold mypy then overlaps the other tests (tests/test_architecture.py
+    reads the result)."""
+    if hasattr(config, "workerinput"):
         return
-    if not _whole_suite(config):
+    compile_ahead(Path(__file__).parent)  # before any worker, fork server or run imports rhapsody
+    if type_checks.STARTED_ENV in os.environ or not _whole_suite(config):
         return
     folder = tempfile.mkdtemp(prefix="rhapsody-checks-")
     os.environ[type_checks.STARTED_ENV] = folder  # the xdist workers, started after this, inherit it

@@ -8,10 +8,19 @@ as the others: about 14 core-seconds a worker on the 2-core machine, four worker
 itself and one forked child, the same code pytest's own import hook would write
 (`_pytest.assertion.rewrite`: its private helpers, so a pytest that moves them only loses the
 head start: every worker then rewrites as before).
+
+`compile_ahead` does the same for the modules no `assert` is rewritten in: rhapsody's own source and the
+suite's helpers. Python reads a module's `.pyc` even where `PYTHONDONTWRITEBYTECODE` is set, but never writes
+one there, and an editable install has none, so every process compiled each rhapsody module it imported:
+each worker, each fork server, and each of the few hundred `python -m rhapsody` runs forked from them
+(a fork server imports only the entry modules; a run imports the rest itself). One whole run compiled some
+33,000 modules that way, about 89 core-seconds (docs/performance.md, "The suite"); written once here, as
+pip writes them for the installed packages, every process reads them instead.
 """
 
 from __future__ import annotations
 
+import compileall
 import os
 from pathlib import Path
 from typing import Any
@@ -49,3 +58,16 @@ def rewrite_ahead(config: pytest.Config, tests: Path) -> int:
 def _pyc(rw: Any, fn: Path) -> Path:
     """Where pytest's import hook looks for `fn`'s rewritten cache."""
     return Path(rw.get_cache_dir(fn) / (fn.name[:-3] + rw.PYC_TAIL))
+
+
+def compile_ahead(tests: Path) -> int:
+    """Write the `.pyc` of every rhapsody module and test helper that has none, or a stale one; how many
+    files were looked at (compileall skips those already fresh: a warm run costs a few milliseconds)."""
+    import rhapsody
+
+    package = Path(rhapsody.__file__).parent
+    helpers = [fn for fn in tests.rglob("*.py") if not fn.name.startswith("test_") and fn.name != "conftest.py"]
+    compileall.compile_dir(package, quiet=2)
+    for fn in helpers:
+        compileall.compile_file(fn, quiet=2)
+    return sum(1 for _ in package.rglob("*.py")) + len(helpers)
