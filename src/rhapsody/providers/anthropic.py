@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -43,6 +44,7 @@ from rhapsody.core.agent.retry import (
     retry_after_seconds,
     retrying,
 )
+from rhapsody.providers.plain_http import plain_http, untrusting
 from rhapsody.providers.prepared import PreparedBodies
 from rhapsody.providers.stream_assembly import Assembly, MalformedStream
 from rhapsody.core.json_types import JsonObject
@@ -76,8 +78,17 @@ def vertex_client(project: str, region: str, timeout: float, **extra: Any) -> an
 
 def loopback_model(base_url: str, *, retries: int, base_delay: float) -> AnthropicModel:
     """A model that talks to rhapsody's loopback server at `base_url` (the demo; needs no key)."""
-    client = anthropic.AsyncAnthropic(base_url=base_url, api_key="demo-needs-no-key", max_retries=0)
+    client = anthropic.AsyncAnthropic(base_url=base_url, api_key="demo-needs-no-key", max_retries=0,
+                                      **_transport(base_url))
     return AnthropicModel(client, retries=retries, base_delay=base_delay)
+
+
+def _transport(base_url: str | None) -> dict[str, Any]:
+    """The client's own HTTP client for a plain-HTTP endpoint (providers/plain_http.py); none otherwise, so the
+    SDK makes its default."""
+    if not plain_http(base_url):
+        return {}
+    return {"http_client": anthropic.DefaultAsyncHttpxClient(verify=untrusting())}
 
 
 class AnthropicModel:
@@ -93,7 +104,8 @@ class AnthropicModel:
         max_retry_after: float = MAX_RETRY_AFTER,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
-        self.client = client or anthropic.AsyncAnthropic(max_retries=0, timeout=timeout)
+        self.client = client or anthropic.AsyncAnthropic(max_retries=0, timeout=timeout,
+                                                         **_transport(os.environ.get("ANTHROPIC_BASE_URL")))
         self.retries = retries
         self.base_delay = base_delay
         self.max_retry_after = max_retry_after

@@ -31,6 +31,7 @@ from rhapsody.core.model import ModelEvent
 from rhapsody.core.agent.retry import (RETRY_STATUSES, RetryPolicy, Sleep, connection_failed, error_message,
                                  retry_after_seconds, retrying)
 from rhapsody.core.json_types import JsonObject
+from rhapsody.providers.plain_http import plain_http, untrusting
 
 STOP_REASONS = {"stop": "end_turn", "tool_calls": "tool_use", "function_call": "tool_use", "length": "max_tokens",
                 "content_filter": "refusal"}
@@ -46,8 +47,10 @@ class OpenAIModel:
 
     def __init__(self, client: openai.AsyncOpenAI | None = None, *, retries: int = 4, base_delay: float = 0.5,
                  timeout: float = 600.0, sleep: Sleep = asyncio.sleep) -> None:
+        local = plain_http(os.environ.get("OPENAI_BASE_URL"))  # no CA bundle for it (providers/plain_http.py)
         self.client = client or openai.AsyncOpenAI(
-            api_key=os.environ.get("OPENAI_API_KEY") or NO_KEY, max_retries=0, timeout=timeout)
+            api_key=os.environ.get("OPENAI_API_KEY") or NO_KEY, max_retries=0, timeout=timeout,
+            http_client=openai.DefaultAsyncHttpxClient(verify=untrusting()) if local else None)
         self.retries = retries
         self.base_delay = base_delay
         self.sleep = sleep
