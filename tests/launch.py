@@ -48,6 +48,10 @@ APP = (*WARM, "rhapsody.frontends.app.app")
 """What the full-screen app imports too, for the runs in a terminal."""
 ACP = (*WARM, "rhapsody.frontends.acp")
 """What `rhapsody acp` imports too (the protocol's schema)."""
+FRONT_ENDS = ("rhapsody.frontends.app", "rhapsody.frontends.acp")
+"""Packages only the servers that name them import, all of each (the headless server imports the rest)."""
+TRANSPORT = ("anyio._backends._asyncio", "httpcore2", "h11", "sqlite3", "truststore")
+"""What a run imports as its SDK client makes the first request."""
 READ_AT_IMPORT = ("TEXTUAL_", "ESCDELAY")
 """Variables Textual reads once, as it is imported: a run where one the server's imports read differs from the
 server's starts afresh (the others read then, `HOME` by `sysconfig` and the SDKs' logging switches, decide
@@ -280,6 +284,7 @@ def _server(warm: tuple[str, ...]) -> _Server:
 def _serve(path: str, warm: list[str]) -> None:
     """Import rhapsody, then fork one child per request and report its exit status on the request's socket."""
     _import(warm)
+    _import([*_modules("rhapsody"), *TRANSPORT])
     gc.freeze()  # what every child inherits stays out of its collector's scans (tests/conftest.py)
     listener = _listen(path)
     sys.stdout.write("ready\n")
@@ -289,6 +294,31 @@ def _serve(path: str, warm: list[str]) -> None:
 
 _read: set[str] = set()
 """The `READ_AT_IMPORT` variables this server's imports read."""
+
+
+def _modules(package: str) -> list[str]:
+    """Every module of `package` a run may import, but none of another front end's package nor a `__main__`.
+
+    Each forked run imported those the entry modules leave to first use itself: some 120 modules and 0.1 to
+    0.2 s of CPU a run, a few hundred runs in the suite (docs/performance.md, "The suite"). Importing runs
+    each module's top level only, which defines and reads no variable of the environment (a module that
+    fails to import here is left to the run, which fails as it would have)."""
+    import pkgutil
+
+    others = tuple(f for f in FRONT_ENDS if not package.startswith(f))
+    found: list[str] = []
+
+    def walk(folders: list[str], prefix: str) -> None:  # by the folders: nothing is imported to find them
+        for info in pkgutil.iter_modules(folders, prefix):
+            if info.name.endswith(".__main__") or info.name.startswith(others):
+                continue
+            found.append(info.name)
+            if info.ispkg:
+                walk([os.path.join(getattr(info.module_finder, "path", ""), info.name.rpartition(".")[2])],
+                     info.name + ".")
+
+    walk(list(importlib.import_module(package).__path__), package + ".")
+    return found
 
 
 def _import(names: list[str]) -> None:
@@ -306,7 +336,7 @@ def _import(names: list[str]) -> None:
         for name in names:
             try:
                 importlib.import_module(name)
-            except ModuleNotFoundError:
+            except Exception:  # noqa: BLE001 - moved, or failing: the run imports it itself, as it would have
                 pass
     finally:
         environ.__getitem__ = getitem  # type: ignore[method-assign]
@@ -380,6 +410,7 @@ def _more(request: dict[str, Any], conn: socket.socket, listener: socket.socket)
             except OSError:
                 pass
     _import(request["serve"])
+    _import([m for front in FRONT_ENDS if any(n.startswith(front) for n in request["serve"]) for m in _modules(front)])
     mine = _listen(request["path"])
     _tell(conn, os.getpid())
     conn.close()
