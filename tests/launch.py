@@ -283,6 +283,10 @@ def _server(warm: tuple[str, ...]) -> _Server:
 
 def _serve(path: str, warm: list[str]) -> None:
     """Import rhapsody, then fork one child per request and report its exit status on the request's socket."""
+    # Run as a script, the server has tests/ first on its path, whose packages would shadow others of the
+    # same name as it imports (tests/mcp, the `mcp` SDK): the socket's folder instead, which holds nothing
+    # to import; each child puts its own folder there, as `-m` does.
+    sys.path[0] = os.path.dirname(path)
     _import(warm)
     _import([*_modules("rhapsody"), *TRANSPORT])
     gc.freeze()  # what every child inherits stays out of its collector's scans (tests/conftest.py)
