@@ -140,21 +140,21 @@ async def test_tool_arguments_nested_without_end_are_an_invalid_call_not_a_crash
 def test_test_runner_output_built_to_backtrack_is_read_in_linear_time() -> None:
     output = "\n" * 300_000 + " \n" * 150_000 + ":" * 200_000 + "\n" + "\t" * 200_000 + "\n"
     output += "FAILED tests/test_x.py::test_y - AssertionError\n   ✕ renders the page (3 ms)\n--- FAIL: TestZ\n"
-    started = time.monotonic()
+    started = time.thread_time()  # the parsing's own CPU: waiting behind a busy machine's other work is no backtracking
     names = failed_tests(output)
-    assert time.monotonic() - started < 2
+    assert time.thread_time() - started < 2
     assert names == ["tests/test_x.py::test_y", "renders the page", "TestZ"]
 
 
 def test_a_cloned_projects_mcp_json_built_to_backtrack_or_nest_is_read_in_time(project: Path) -> None:
     servers = {"docs": {"command": "docs-server", "args": ["${UNSET_VAR:-" * 200_000 + "${UNSET_VAR:-kept}"]}}
     (project / ".mcp.json").write_text(json.dumps({"mcpServers": servers}))
-    started = time.monotonic()
+    started = time.thread_time()  # as above
     assert plan(project).waiting == ("docs",)
     (project / ".mcp.json").write_text('{"mcpServers": {"docs": {"command": "x", "args": ' + "[" * 900
                                        + "]" * 900 + "}}}")
     deep = plan(project)
-    assert time.monotonic() - started < 2
+    assert time.thread_time() - started < 2
     assert deep.problems and "nested deeper than 64 levels" in deep.problems[0]
 
 
@@ -163,9 +163,9 @@ def test_a_memory_file_built_to_backtrack_is_audited_in_linear_time(project: Pat
     memory.mkdir()
     (memory / "notes.md").write_text("<!--" * 150_000 + "[a](" * 150_000 + "[b](b#" * 50_000
                                      + " see [the plan](gone.md)\n")
-    started = time.monotonic()
+    started = time.thread_time()  # as above
     findings = audit(project, "memory")
-    assert time.monotonic() - started < 2
+    assert time.thread_time() - started < 2
     assert [f.message for f in findings] == ["link to gone.md that no longer exists"]
 
 
