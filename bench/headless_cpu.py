@@ -41,6 +41,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=6)
     parser.add_argument("--all", action="store_true", help="import every module first, as the fork server does")
     args = parser.parse_args()
+    if args.runs < 2:
+        parser.error("--runs must be at least 2: the first run, then the ones its median is taken over")
     for name in ENTRY:
         importlib.import_module(name)
     import rhapsody
@@ -49,9 +51,9 @@ def main() -> None:
 
     if args.all:
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-        from tests.launch import TRANSPORT, _modules
+        from tests.launch import TRANSPORT, every_module
 
-        for name in [*_modules("rhapsody"), *TRANSPORT]:
+        for name in [*every_module("rhapsody"), *TRANSPORT]:
             try:
                 importlib.import_module(name)
             except Exception:  # noqa: BLE001 - as the fork server: left to the run

@@ -288,7 +288,7 @@ def _serve(path: str, warm: list[str]) -> None:
     # to import; each child puts its own folder there, as `-m` does.
     sys.path[0] = os.path.dirname(path)
     _import(warm)
-    _import([*_modules("rhapsody"), *TRANSPORT])
+    _import([*every_module("rhapsody"), *TRANSPORT])
     gc.freeze()  # what every child inherits stays out of its collector's scans (tests/conftest.py)
     listener = _listen(path)
     sys.stdout.write("ready\n")
@@ -300,7 +300,7 @@ _read: set[str] = set()
 """The `READ_AT_IMPORT` variables this server's imports read."""
 
 
-def _modules(package: str) -> list[str]:
+def every_module(package: str) -> list[str]:
     """Every module of `package` a run may import, but none of another front end's package nor a `__main__`.
 
     Each forked run imported those the entry modules leave to first use itself: some 120 modules and 0.1 to
@@ -414,7 +414,8 @@ def _more(request: dict[str, Any], conn: socket.socket, listener: socket.socket)
             except OSError:
                 pass
     _import(request["serve"])
-    _import([m for front in FRONT_ENDS if any(n.startswith(front) for n in request["serve"]) for m in _modules(front)])
+    _import([m for front in FRONT_ENDS if any(n.startswith(front) for n in request["serve"])
+             for m in every_module(front)])
     mine = _listen(request["path"])
     _tell(conn, os.getpid())
     conn.close()

@@ -60,14 +60,12 @@ def _pyc(rw: Any, fn: Path) -> Path:
     return Path(rw.get_cache_dir(fn) / (fn.name[:-3] + rw.PYC_TAIL))
 
 
-def compile_ahead(tests: Path) -> int:
-    """Write the `.pyc` of every rhapsody module and test helper that has none, or a stale one; how many
-    files were looked at (compileall skips those already fresh: a warm run costs a few milliseconds)."""
+def compile_ahead(tests: Path) -> None:
+    """Write the `.pyc` of every rhapsody module and test helper that has none, or a stale one (compileall
+    skips those already fresh: a warm run costs a few milliseconds)."""
     import rhapsody
 
-    package = Path(rhapsody.__file__).parent
-    helpers = [fn for fn in tests.rglob("*.py") if not fn.name.startswith("test_") and fn.name != "conftest.py"]
-    compileall.compile_dir(package, quiet=2)
-    for fn in helpers:
-        compileall.compile_file(fn, quiet=2)
-    return sum(1 for _ in package.rglob("*.py")) + len(helpers)
+    compileall.compile_dir(Path(rhapsody.__file__).parent, quiet=2)
+    for fn in tests.rglob("*.py"):
+        if not fn.name.startswith("test_") and fn.name != "conftest.py":
+            compileall.compile_file(fn, quiet=2)

@@ -138,21 +138,18 @@ class Agent:
             yield self._observed(event)
         if events:
             await self._drain_observers()
-        if handoff:
-            async with aclosing(self._one_turn(None)) as turn:
-                async for event in turn:
-                    ended = _ended(event)
-                    yield event
-        # A line typed after the end of the turn looked for hints, while the turn was still closing (a Stop hook,
-        # the observers): the agent was working, so it became a hint, and no boundary is left to deliver it at.
-        # It opens a turn of its own now. No await comes between this look and the work's end, so a later line
-        # finds the agent idle and is a new turn.
-        while ended and self.session.pending_hints():
+        # A turn of its own follows for a handoff still wanted, and for a line typed after the turn last looked
+        # for hints while it was still closing (a Stop hook, the observers): the agent was working, so the line
+        # became a hint, and no boundary was left to deliver it at. No await comes between the last look and the
+        # work's end, so a later line finds the agent idle and is a new turn.
+        more = handoff or ended and bool(self.session.pending_hints())
+        while more:
             ended = False
             async with aclosing(self._one_turn(None)) as turn:
                 async for event in turn:
                     ended = _ended(event)
                     yield event
+            more = ended and bool(self.session.pending_hints())
 
     async def _one_turn(self, text: str | None, typed: str | None = None) -> AsyncGenerator[Event, None]:
         """One turn, as `run` describes it, without what follows it."""
