@@ -8,7 +8,9 @@ import os
 import signal
 import socket
 import subprocess
+import shutil
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -96,6 +98,40 @@ async def test_secret_files_read_empty_in_the_sandbox_even_through_a_link(stub: 
     assert not result.get("is_error") and result["content"].startswith("end") and "aHVudGVy" not in result["content"] and "hunter2" not in result["content"]
     assert base64.b64encode(b"-----BEGIN").decode()[:8] not in result["content"]
     assert (project / ".env").read_text().startswith("API_TOKEN=")  # masked inside only
+
+
+@pytest.mark.parametrize("where", ["/dev/shm", "/run"])
+async def test_a_project_kept_where_the_sandbox_mounts_its_own_folder_still_has_its_secrets_masked(
+        stub: Stub, _project_template: Path, where: str) -> None:
+    # /dev/shm and /run are fresh in the sandbox; the project is bound in on top wherever it lives. Its
+    # secrets there are the project's, not the host's: masked like anywhere else, through a link too.
+    if not os.path.isdir(where) or not os.access(where, os.W_OK):
+        pytest.skip(f"{where} is not a folder this user can write")
+    base = Path(tempfile.mkdtemp(prefix="rhapsody-test-", dir=where))
+    try:
+        project = Path(shutil.copytree(_project_template, base / "proj", symlinks=True))
+        (project / ".env").write_text("API_TOKEN=hunter2-very-secret\n")
+        (project / "notes").mkdir()
+        os.symlink("../.env", project / "notes" / "config.txt")
+        [result] = await bash_results(stub, project, "cat .env notes/config.txt; echo end; mktemp")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert not result.get("is_error"), result
+    assert result["content"].startswith("end") and "hunter2" not in result["content"]
+
+
+async def test_a_temporary_folder_named_outside_the_sandbox_is_its_own_tmp_inside(
+        stub: Stub, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # pam_tmpdir's TMPDIR=/tmp/user/1000 names a folder the sandbox's fresh /tmp does not have
+    (tmp_path / "user").mkdir()
+    for var in ("TMPDIR", "TMP", "TEMP"):
+        monkeypatch.setenv(var, str(tmp_path / "user"))
+    [result] = await bash_results(stub, project, "mktemp && echo $TMPDIR $TMP $TEMP && "
+                                                 "python3 -c 'import tempfile; print(tempfile.gettempdir())'")
+    assert not result.get("is_error"), result
+    made, named, python = result["content"].splitlines()[:3]
+    assert made.startswith("/tmp/tmp.") and named == "/tmp /tmp /tmp" and python == "/tmp"
+    assert not list((tmp_path / "user").iterdir())  # nothing written to the host's folder
 
 
 def _running(marker: str) -> bool:

@@ -173,8 +173,19 @@ def wrap(argv: list[str], root: Path, level: Confinement, network: bool = False,
     fds = () if filter_fd is None else (filter_fd,)
     cmd += [*(["--seccomp", str(filter_fd)] if filter_fd is not None else []), "--unshare-all",
             *(["--share-net"] if network else []), "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--chdir", str(root), "--", *argv]
+            "--chdir", str(root), *_temp_env(), "--", *argv]
     return cmd, fds
+
+
+TEMP_VARS = ("TMPDIR", "TMP", "TEMP")
+"""Where programs make temporary files. Inside the sandbox that is its own empty /tmp: a folder named
+outside (pam_tmpdir's /tmp/user/1000, /run/user/1000, /dev/shm/x) is hidden there, and `mktemp` would fail."""
+
+
+def _temp_env() -> list[str]:
+    """TMPDIR, and TMP and TEMP where they are set, pointed at the sandbox's /tmp."""
+    named = environ_now()
+    return [arg for var in TEMP_VARS if var == "TMPDIR" or var in named for arg in ("--setenv", var, "/tmp")]
 
 
 def _home_masks(root: Path, protected: tuple[str, ...] = ()) -> list[str]:

@@ -88,7 +88,7 @@ class TreeIndex:
             listing = visited[folder] = self._listing(folder)
             if folder != str(root) and listing.has_git:
                 nested.append(Path(folder, ".git"))
-            secrets += _resolved(folder, listing.secret_names)
+            secrets += _resolved(root, folder, listing.secret_names)
             seen += listing.entries
             pending += [os.path.join(folder, name) for name in reversed(listing.folders)]
         self._keep(str(root), visited)
@@ -155,11 +155,13 @@ def _is_dir(entry: os.DirEntry[str]) -> bool:
         return False
 
 
-def _resolved(folder: str, names: tuple[str, ...]) -> list[Path]:
-    """The files the secret-named entries name now (links followed), outside /proc, /sys, /dev and /run."""
+def _resolved(root: Path, folder: str, names: tuple[str, ...]) -> list[Path]:
+    """The files the secret-named entries name now (links followed) that a sandboxed command could see: in the
+    project (bound into the sandbox wherever it lives, /dev/shm and /run included), or anywhere else outside
+    /proc, /sys, /dev and /run (the sandbox has its own; a file there is not in it, and could not be masked)."""
     out = []
     for name in names:
         real = Path(folder, name).resolve()
-        if real.is_file() and tuple(real.parts[1:2]) not in _HIDDEN_ROOTS:
+        if real.is_file() and (real.is_relative_to(root) or tuple(real.parts[1:2]) not in _HIDDEN_ROOTS):
             out.append(real)
     return out
