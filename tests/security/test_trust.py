@@ -147,15 +147,20 @@ def test_an_untrusted_project_cannot_rebind_the_users_keys(project: Path) -> Non
     assert load_settings(project).keymap == {"interrupt": "f12", "quit": "q"}
 
 
-def test_the_trust_question_says_yours_and_breaks_lines_only_at_spaces(project: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("depth", [0, 90])
+def test_the_trust_question_says_yours_and_breaks_lines_only_at_spaces(project: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str],
+                                                                     depth: int) -> None:
+    if depth:  # a path longer than a line: it cannot be broken at a space, so it has a line of its own
+        project = project.rename(project.parent / ("d" * depth))
     project_config(project, HOSTILE)
     monkeypatch.setenv("COLUMNS", "80")
     asked: list[str] = []
     assert offer(project, lambda q: asked.append(q) or "n") is False
     question = asked[0]
     assert "the user has" not in question and "permission_mode = 'yolo' (yours: 'ask')" in " ".join(question.split())
-    lines = question.splitlines()
-    assert all(len(line) <= 79 for line in lines) and len(lines) > 2
+    lines = question.splitlines() + capsys.readouterr().out.splitlines()
+    assert all(len(line) <= 79 or line.rstrip(":") == str(project.resolve()) for line in lines) and len(lines) > 3
+    assert any(len(line) > 79 for line in lines) == (len(str(project.resolve())) > 78)
     words = set(" ".join(lines).split())
     assert all(word in words for word in first_run_question(project).split())  # no word cut in two

@@ -125,7 +125,8 @@ def first_run_question(root: Path) -> str | None:
 
 
 def wrapped(text: str) -> str:
-    """Text broken at spaces to the terminal's width (the terminal itself would cut words in two)."""
+    """Text broken at spaces to the terminal's width (the terminal itself would cut words in two); a word
+    longer than a line (a deep project's path) has a line of its own."""
     import shutil
     import textwrap
 
@@ -140,7 +141,7 @@ def offer(root: Path, ask: Callable[[str], str]) -> bool:
         return False
     answer = ask(f"{wrapped(question)}\nTrust this project and apply its settings? [y/N] ")
     if answer.strip().lower() not in ("y", "yes"):
-        print("Not trusted: the project's settings stay lowered. `rhapsody trust` changes that later.")
+        print(wrapped("Not trusted: the project's settings stay lowered. `rhapsody trust` changes that later."))
         return False
-    print(f"trusted {root.resolve()} (in {trust(root)})")
+    print(wrapped(f"trusted {root.resolve()} (in {trust(root)})"))
     return True
