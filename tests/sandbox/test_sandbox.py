@@ -120,6 +120,29 @@ async def test_a_project_kept_where_the_sandbox_mounts_its_own_folder_still_has_
     assert result["content"].startswith("end") and "hunter2" not in result["content"]
 
 
+def test_the_empty_file_bound_over_secrets_is_made_once_and_nothing_is_left_when_rhapsody_is_killed(
+        tmp_path: Path) -> None:
+    (tmp_path / "tmp").mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp"), "XDG_STATE_HOME": str(tmp_path / "state")}
+    killed = ("import os, signal; from rhapsody.sandbox.bwrap import empty_file; print(empty_file(), flush=True); "
+              "os.kill(os.getpid(), signal.SIGKILL)")
+
+    def made() -> Path:
+        run = subprocess.run([sys.executable, "-c", killed], env=env, capture_output=True, text=True)
+        assert run.returncode == -signal.SIGKILL, run.stderr
+        return Path(run.stdout.strip())
+
+    first = made()
+    assert first == tmp_path / "state" / "rhapsody" / "sandbox-empty" and first.read_bytes() == b""
+    assert (first.stat().st_mode & 0o777) == 0o444 and not list((tmp_path / "tmp").iterdir())
+    inode = first.stat().st_ino
+    assert made() == first and first.stat().st_ino == inode  # the same file again
+    first.chmod(0o644)
+    first.write_text("not empty any more")
+    assert made() == first and first.read_bytes() == b"" and (first.stat().st_mode & 0o777) == 0o444
+    assert not list((tmp_path / "tmp").iterdir()) and sorted(p.name for p in first.parent.iterdir()) == ["sandbox-empty"]
+
+
 async def test_a_temporary_folder_named_outside_the_sandbox_is_its_own_tmp_inside(
         stub: Stub, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # pam_tmpdir's TMPDIR=/tmp/user/1000 names a folder the sandbox's fresh /tmp does not have

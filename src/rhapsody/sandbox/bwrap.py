@@ -18,6 +18,7 @@ import functools
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -196,20 +197,53 @@ def _home_masks(root: Path, protected: tuple[str, ...] = ()) -> list[str]:
 
 
 _EMPTY: list[str] = []
+EMPTY_NAME = "sandbox-empty"
 
 
 def empty_file() -> str:
     """An empty read-only file to bind over secrets (a device node such as /dev/null cannot be
-    opened on the sandbox's nodev mounts, so it would read as "Permission denied", not empty)."""
-    if not _EMPTY or not os.path.isfile(_EMPTY[0]):
-        folder = tempfile.mkdtemp(prefix="rhapsody-sandbox-")
-        path = os.path.join(folder, "empty")
-        with open(path, "w", encoding="utf-8"):
-            pass
-        os.chmod(path, 0o444)
-        atexit.register(shutil.rmtree, folder, True)
-        _EMPTY[:] = [path]
-    return _EMPTY[0]
+    opened on the sandbox's nodev mounts, so it would read as "Permission denied", not empty).
+
+    It is made once, in rhapsody's state folder (read-only in the sandbox, `_own_state`), and used again
+    while it is still empty: a folder of its own in /tmp was left behind by every rhapsody killed. Where
+    the state folder cannot be written, a temporary folder removed at exit serves."""
+    if _EMPTY and _still_empty(_EMPTY[0]):
+        return _EMPTY[0]
+    try:
+        path = _made_empty(state_home() / EMPTY_NAME)
+    except (OSError, RuntimeError):  # RuntimeError: no home folder to be found
+        path = _temporary_empty()
+    _EMPTY[:] = [path]
+    return path
+
+
+def _still_empty(path: str) -> bool:
+    """A regular file of this user's, empty, that nobody may write (a link or a changed file is made anew)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size == 0 and st.st_uid == os.getuid() and not st.st_mode & 0o222
+
+
+def _made_empty(path: Path) -> str:
+    if not _still_empty(str(path)):
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, made = tempfile.mkstemp(prefix=f".{EMPTY_NAME}-", dir=path.parent)
+        os.close(fd)
+        os.chmod(made, 0o444)
+        os.replace(made, path)  # whole or not at all, whichever rhapsody gets there first
+    return str(path)
+
+
+def _temporary_empty() -> str:
+    folder = tempfile.mkdtemp(prefix="rhapsody-sandbox-")
+    path = os.path.join(folder, "empty")
+    with open(path, "w", encoding="utf-8"):
+        pass
+    os.chmod(path, 0o444)
+    atexit.register(shutil.rmtree, folder, True)
+    return path
 
 
 def _masks(root: Path, paths: list[Path]) -> list[str]:
