@@ -32,7 +32,7 @@ from rhapsody.loopback.server import LoopbackServer
 from rhapsody.sandbox.bwrap import bwrap_path
 from rhapsody.wiring import Wiring, build
 
-from tests import shared_css, type_checks
+from tests import memory_tmp, shared_css, type_checks
 from tests.rewrite_ahead import compile_ahead, rewrite_ahead
 
 shared_css.install()  # every app a worker starts parses each stylesheet once (tests/shared_css.py)
@@ -258,12 +258,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Before any worker starts, the modules the run's processes import are compiled once
-    (tests/rewrite_ahead.py). A whole-suite run (no path, -k or -m given) also starts the type and import
-    checks in the background at once: a cold mypy then overlaps the other tests (tests/test_architecture.py
-    reads the result)."""
+    """Before any worker starts, the run's temporary folder is chosen (tests/memory_tmp.py) and the modules
+    the run's processes import are compiled once (tests/rewrite_ahead.py). A whole-suite run (no path, -k or
+    -m given) also starts the type and import checks in the background at once: a cold mypy then overlaps
+    the other tests (tests/test_architecture.py reads the result)."""
     if hasattr(config, "workerinput"):
         return
+    memory_tmp.choose()  # the temporary files on /dev/shm where it can (tests/memory_tmp.py), for every process
     compile_ahead(Path(__file__).parent)  # before any worker, fork server or run imports rhapsody
     if type_checks.STARTED_ENV in os.environ or not _whole_suite(config):
         return

@@ -449,7 +449,7 @@ async def test_status_bar_fits_80_columns_and_keeps_context_and_cost(stub: Stub,
         line = str(app.query_one("#status", Static).render()).rstrip()
         assert len(line) <= 80 and "ctx ~" in line and "$" in line and str(project) not in line
     wide = plain_app(stub, project)
-    async with wide.run_test(size=(200, 24)) as pilot:
+    async with wide.run_test(size=(120 + len(str(project)), 24)) as pilot:  # room for the line and the path
         await pilot.pause()
         assert str(project).replace(str(Path.home()), "~") in str(wide.query_one("#status", Static).render())
 
