@@ -362,6 +362,13 @@ class ShellRan:
     exit_code: int | None
     output: str
     hint_id: str
+    in_turn: bool = False
+    """It finished while a turn ran: that turn reads it before it ends. Otherwise the next message carries it."""
+
+    @property
+    def read_when(self) -> str:
+        """When the agent reads the output, in the words the front ends show."""
+        return "the agent reads it before this turn ends" if self.in_turn else "the agent reads it with your next message"
 
 
 @dataclass(frozen=True)

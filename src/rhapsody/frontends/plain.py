@@ -192,7 +192,7 @@ async def read_work(agent: Agent, out: TextIO, questions: PlainApprover) -> None
             case ev.ShellRan():
                 code = f"exit {event.exit_code}" if event.exit_code is not None else "error"
                 out.write(visible(f"! {event.command} → {code}\n{event.output.rstrip()}\n"
-                                  f"  [{event.hint_id} queued: the agent reads it with your next message]\n"))
+                                  f"  [{event.hint_id} queued: {event.read_when}]\n"))
             case ev.Idle():
                 questions.drop()
                 questions.plan = None

@@ -5,6 +5,7 @@ permission questions included, comes back on the agent's one queue."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -159,6 +160,26 @@ async def test_a_shell_command_runs_sandboxed_and_is_queued_as_the_humans_words(
     ran = [e for e in seen if isinstance(e, ShellRan)]
     assert ran and ran[0].exit_code == 0 and "hello-from-the-human" in ran[0].output
     assert [h.id for h in agent.session.pending_hints(("queue",))] == [ran[0].hint_id]
+    assert not ran[0].in_turn and ran[0].read_when.endswith("with your next message")  # no turn ran to read it
+
+
+async def test_a_shell_command_that_ends_beside_a_turn_is_read_by_that_turn_and_says_so(stub: Stub,
+                                                                                       project: Path) -> None:
+    stub.script(call(STEP, "bash", command=GATE), say("I see what you ran."))
+    agent = stub.wire(project).agent
+    agent.submit(ops.UserTurn(text="wait for the gate"))
+
+    def on(event: Event) -> None:
+        if isinstance(event, ToolStarted):  # the turn's command holds the gate: the human's runs beside it
+            agent.submit(ops.ShellCommand(command="echo hello-beside-the-turn"))
+        elif isinstance(event, ShellRan):
+            (project / "go").touch()
+
+    seen = await until_idle(agent, on)
+    [ran] = [e for e in seen if isinstance(e, ShellRan)]
+    assert ran.in_turn and ran.read_when == "the agent reads it before this turn ends"
+    assert "hello-beside-the-turn" in json.dumps(stub.bodies()[-1]["messages"][-1])  # and that turn read it
+    assert not agent.session.pending_hints()
 
 
 def test_an_op_parses_from_json_by_its_kind_and_refuses_what_it_does_not_know() -> None:

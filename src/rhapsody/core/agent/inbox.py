@@ -13,6 +13,7 @@ Imports: stdlib and rhapsody.core only.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Protocol, assert_never
@@ -265,12 +266,13 @@ def _rewind(agent: OpTarget, op: ops.Rewind) -> ops.Receipt:
 
 
 def _shell(agent: OpTarget, command: str) -> ops.Receipt:
-    async def ran() -> AsyncGenerator[Event, None]:
-        yield await run_human_command(agent.session, agent.toolbox, agent.ctx, command)
+    async def ran(beside: bool) -> AsyncGenerator[Event, None]:
+        event = await run_human_command(agent.session, agent.toolbox, agent.ctx, command)
+        yield dataclasses.replace(event, in_turn=beside and agent.work.running)  # the turn still to read it
 
     if agent.work.running:  # a turn runs: the command runs beside it, its output queued for the turn's end
-        agent.work.beside(ran())
+        agent.work.beside(ran(True))
         return ops.Receipt()
-    agent.work.start(ran())
+    agent.work.start(ran(False))
     return ops.Receipt(started=True)
 

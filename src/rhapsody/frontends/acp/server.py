@@ -203,8 +203,7 @@ class RhapsodyAcp:
                 live.stop = "end_turn"
             case ev.ShellRan():
                 await self._send(live, said(f"! {event.command} → exit {event.exit_code}\n```\n"
-                                            f"{event.output.rstrip()}\n```\n[{event.hint_id} queued: the agent reads "
-                                            "it with your next message]"))
+                                            f"{event.output.rstrip()}\n```\n[{event.hint_id} queued: {event.read_when}]"))
             case ev.ToolStarted(call=call):
                 live.open_calls.append(call.id)
                 await self._updates(live, event)

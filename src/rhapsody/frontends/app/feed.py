@@ -145,7 +145,7 @@ class Feed:
     async def shell_started(self, command: str) -> None:
         """The human's `!command` runs: its line says so until it ran."""
         await self.drop_welcome()
-        entry = Entry("tool", f"! {command} … running (yours: the agent reads the output with your next message)")
+        entry = Entry("tool", f"! {command} … running (yours: its output goes to the agent as your words)")
         self.shells[command] = entry
         await self.view.add(entry)
 
@@ -154,7 +154,7 @@ class Feed:
         await self.drop_welcome()
         entry = self.shells.pop(run.command, None) or Entry("tool", "")
         code = f"exit {run.exit_code}" if run.exit_code is not None else "error"
-        entry.text = f"! {run.command} → {code} · {run.hint_id} queued: the agent reads it with your next message"
+        entry.text = f"! {run.command} → {code} · {run.hint_id} queued: {run.read_when}"
         entry.body, entry.key, entry.state = run.output, run.hint_id, "exit" if run.exit_code is not None else "error"
         await self.redraw(entry)
 
