@@ -124,7 +124,8 @@ def test_the_empty_file_bound_over_secrets_is_made_once_and_nothing_is_left_when
         tmp_path: Path) -> None:
     (tmp_path / "tmp").mkdir()
     env = {**os.environ, "TMPDIR": str(tmp_path / "tmp"), "XDG_STATE_HOME": str(tmp_path / "state")}
-    killed = ("import os, signal; from rhapsody.sandbox.bwrap import empty_file; print(empty_file(), flush=True); "
+    killed = ("import os, signal; from rhapsody.sandbox.bwrap import empty_file; from pathlib import Path; "
+              "print(empty_file(Path('/nowhere/proj')), flush=True); "
               "os.kill(os.getpid(), signal.SIGKILL)")
 
     def made() -> Path:
@@ -141,6 +142,35 @@ def test_the_empty_file_bound_over_secrets_is_made_once_and_nothing_is_left_when
     first.write_text("not empty any more")
     assert made() == first and first.read_bytes() == b"" and (first.stat().st_mode & 0o777) == 0o444
     assert not list((tmp_path / "tmp").iterdir()) and sorted(p.name for p in first.parent.iterdir()) == ["sandbox-empty"]
+
+
+def test_an_empty_file_with_a_second_name_is_replaced_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A hard link planted where the file goes (by a session whose state folder a command could write)
+    # would let its other, writable name fill every mask later.
+    from rhapsody.sandbox import bwrap
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setattr(bwrap, "_EMPTY", [])
+    folder = tmp_path / "state" / "rhapsody"
+    folder.mkdir(parents=True)
+    (tmp_path / "plant").write_text("")
+    (tmp_path / "plant").chmod(0o444)
+    os.link(tmp_path / "plant", folder / "sandbox-empty")
+    made = Path(bwrap.empty_file(tmp_path / "proj"))
+    assert made == folder / "sandbox-empty" and made.stat().st_nlink == 1
+    assert made.stat().st_ino != (tmp_path / "plant").stat().st_ino and (tmp_path / "plant").stat().st_nlink == 1
+
+
+async def test_rhapsody_run_in_its_own_state_folder_cannot_fill_the_masks_or_write_its_state(
+        stub: Stub, tmp_path: Path, _project_template: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "st"))
+    project = Path(shutil.copytree(_project_template, tmp_path / "st" / "rhapsody", symlinks=True))
+    (project / ".env").write_text("API_TOKEN=hunter2-very-secret\n")
+    results = await bash_results(stub, project, "chmod 644 sandbox-empty; echo ATTACKER > sandbox-empty; "
+                                 "mkdir -p projects && touch projects/planted; cat .env; echo end", "cat .env; echo end")
+    assert all("hunter2" not in r["content"] and "ATTACKER" not in r["content"] for r in results), results
+    assert results[1]["content"].startswith("end")
+    assert not (project / "projects" / "planted").exists()
 
 
 async def test_a_temporary_folder_named_outside_the_sandbox_is_its_own_tmp_inside(

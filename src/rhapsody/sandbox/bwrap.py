@@ -53,7 +53,7 @@ def _own_state(root: Path) -> list[str]:
     Each folder between the project and it is bound onto itself (still writable): a mount point cannot be
     renamed, so `mv .local aside` cannot carry the read-only state folder away and leave room for a fresh one."""
     home = state_home().resolve()
-    if root not in home.parents:
+    if root != home and root not in home.parents:  # rhapsody run in its own state folder: all of it read-only
         return []
     try:
         home.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -169,7 +169,7 @@ def wrap(argv: list[str], root: Path, level: Confinement, network: bool = False,
         cmd += ["--ro-bind", str(root), str(root)]
     cmd += _home_masks(root, protected)  # after the project's bind, so a home inside the project is masked too
     for path in walk.secrets:
-        cmd += ["--ro-bind", empty_file(), str(path)]
+        cmd += ["--ro-bind", empty_file(root), str(path)]
     filter_fd = seccomp.program_fd() if _seccomp_works() else None
     fds = () if filter_fd is None else (filter_fd,)
     cmd += [*(["--seccomp", str(filter_fd)] if filter_fd is not None else []), "--unshare-all",
@@ -197,33 +197,44 @@ def _home_masks(root: Path, protected: tuple[str, ...] = ()) -> list[str]:
 
 
 _EMPTY: list[str] = []
+_TEMPORARY: list[str] = []
 EMPTY_NAME = "sandbox-empty"
 
 
-def empty_file() -> str:
-    """An empty read-only file to bind over secrets (a device node such as /dev/null cannot be
-    opened on the sandbox's nodev mounts, so it would read as "Permission denied", not empty).
+def empty_file(root: Path) -> str:
+    """An empty read-only file to bind over secrets in the sandbox for `root` (a device node such as /dev/null
+    cannot be opened on the sandbox's nodev mounts, so it would read as "Permission denied", not empty).
 
     It is made once, in rhapsody's state folder (read-only in the sandbox, `_own_state`), and used again
-    while it is still empty: a folder of its own in /tmp was left behind by every rhapsody killed. Where
+    while it is still an empty, unwritable regular file of this user's with no other name: a folder of its
+    own in /tmp was left behind by every rhapsody killed. For a project inside the state folder, and where
     the state folder cannot be written, a temporary folder removed at exit serves."""
-    if _EMPTY and _still_empty(_EMPTY[0]):
-        return _EMPTY[0]
     try:
-        path = _made_empty(state_home() / EMPTY_NAME)
-    except (OSError, RuntimeError):  # RuntimeError: no home folder to be found
-        path = _temporary_empty()
-    _EMPTY[:] = [path]
-    return path
+        home = state_home().resolve()
+    except RuntimeError:  # no home folder to be found
+        home = None
+    if home is not None and root != home and home not in root.parents:
+        if _EMPTY and _still_empty(_EMPTY[0]):
+            return _EMPTY[0]
+        try:
+            _EMPTY[:] = [_made_empty(home / EMPTY_NAME)]
+            return _EMPTY[0]
+        except OSError:
+            pass
+    if not _TEMPORARY or not _still_empty(_TEMPORARY[0]):
+        _TEMPORARY[:] = [_temporary_empty()]
+    return _TEMPORARY[0]
 
 
 def _still_empty(path: str) -> bool:
-    """A regular file of this user's, empty, that nobody may write (a link or a changed file is made anew)."""
+    """A regular file of this user's, empty, that nobody may write and that has no other name (a hard link
+    planted beside a writable name could be filled later); anything else is made anew."""
     try:
         st = os.lstat(path)
     except OSError:
         return False
-    return stat.S_ISREG(st.st_mode) and st.st_size == 0 and st.st_uid == os.getuid() and not st.st_mode & 0o222
+    return (stat.S_ISREG(st.st_mode) and st.st_size == 0 and st.st_nlink == 1 and st.st_uid == os.getuid()
+            and not st.st_mode & 0o222)
 
 
 def _made_empty(path: Path) -> str:
@@ -256,5 +267,5 @@ def _masks(root: Path, paths: list[Path]) -> list[str]:
         if real.is_dir():
             out += ["--tmpfs", str(real), "--remount-ro", str(real)]
         elif real.is_file():
-            out += ["--ro-bind", empty_file(), str(real)]
+            out += ["--ro-bind", empty_file(root), str(real)]
     return out
