@@ -22,6 +22,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from rhapsody.core.access.credentials import locations
@@ -167,9 +168,10 @@ def wrap(argv: list[str], root: Path, level: Confinement, network: bool = False,
         cmd += _own_state(root)
     else:
         cmd += ["--ro-bind", str(root), str(root)]
-    cmd += _home_masks(root, protected)  # after the project's bind, so a home inside the project is masked too
+    empty = empty_file(root)  # one look for the whole command
+    cmd += _home_masks(root, empty, protected)  # after the project's bind, so a home inside the project is masked too
     for path in walk.secrets:
-        cmd += ["--ro-bind", empty_file(root), str(path)]
+        cmd += ["--ro-bind", empty, str(path)]
     filter_fd = seccomp.program_fd() if _seccomp_works() else None
     fds = () if filter_fd is None else (filter_fd,)
     cmd += [*(["--seccomp", str(filter_fd)] if filter_fd is not None else []), "--unshare-all",
@@ -189,11 +191,11 @@ def _temp_env() -> list[str]:
     return [arg for var in TEMP_VARS if var == "TMPDIR" or var in named for arg in ("--setenv", var, "/tmp")]
 
 
-def _home_masks(root: Path, protected: tuple[str, ...] = ()) -> list[str]:
+def _home_masks(root: Path, empty: str, protected: tuple[str, ...] = ()) -> list[str]:
     """Credential locations (`core/access/credentials.py`: the home list and the user's `protected_paths`) and
     system secrets: folders become empty, files read empty."""
     ssh_keys = [str(p) for p in Path("/etc/ssh").glob("ssh_host_*_key")]
-    return _masks(root, locations(protected) + [Path(p) for p in (*SYSTEM_SECRETS, *ssh_keys)])
+    return _masks(root, locations(protected) + [Path(p) for p in (*SYSTEM_SECRETS, *ssh_keys)], empty)
 
 
 _EMPTY: list[str] = []
@@ -214,16 +216,18 @@ def empty_file(root: Path) -> str:
     except RuntimeError:  # no home folder to be found
         home = None
     if home is not None and root != home and home not in root.parents:
-        if _EMPTY and _still_empty(_EMPTY[0]):
-            return _EMPTY[0]
         try:
-            _EMPTY[:] = [_made_empty(home / EMPTY_NAME)]
-            return _EMPTY[0]
+            return _kept(_EMPTY, lambda: _made_empty(home / EMPTY_NAME))
         except OSError:
             pass
-    if not _TEMPORARY or not _still_empty(_TEMPORARY[0]):
-        _TEMPORARY[:] = [_temporary_empty()]
-    return _TEMPORARY[0]
+    return _kept(_TEMPORARY, _temporary_empty)
+
+
+def _kept(cache: list[str], make: Callable[[], str]) -> str:
+    """The file `cache` holds while it is still empty, else the one `make` makes (kept in its place)."""
+    if not cache or not _still_empty(cache[0]):
+        cache[:] = [make()]
+    return cache[0]
 
 
 def _still_empty(path: str) -> bool:
@@ -257,7 +261,7 @@ def _temporary_empty() -> str:
     return path
 
 
-def _masks(root: Path, paths: list[Path]) -> list[str]:
+def _masks(root: Path, paths: list[Path], empty: str) -> list[str]:
     """Folders become empty and read-only, files read empty; skipped when the project is inside one."""
     out: list[str] = []
     for path in paths:
@@ -267,5 +271,5 @@ def _masks(root: Path, paths: list[Path]) -> list[str]:
         if real.is_dir():
             out += ["--tmpfs", str(real), "--remount-ro", str(real)]
         elif real.is_file():
-            out += ["--ro-bind", empty_file(root), str(real)]
+            out += ["--ro-bind", empty, str(real)]
     return out
