@@ -17,6 +17,8 @@ import stat
 import tempfile
 from pathlib import Path
 
+import pytest
+
 ENV = "RHAPSODY_TEST_TMP"
 MEMORY = Path("/dev/shm")
 ROOM = 1 << 30
@@ -40,6 +42,8 @@ def chosen() -> Path | None:
     if given == "disk":
         return None
     if given:
+        if not os.path.isdir(given) or not os.access(given, os.W_OK | os.X_OK):
+            raise pytest.UsageError(f"{ENV}={given}: not a folder this user can write (or 'disk' for TMPDIR's)")
         return Path(given)
     if "TMPDIR" in os.environ:
         return None

@@ -35,3 +35,14 @@ def test_a_folder_that_is_not_this_users_own_is_not_used(tmp_path: Path) -> None
 def test_only_a_tmpfs_mount_point_counts_as_memory(tmp_path: Path) -> None:
     assert not memory_tmp._memory(tmp_path)  # a folder, not a mount point
     assert not memory_tmp._memory(tmp_path / "missing")
+
+
+def test_a_folder_named_that_cannot_be_used_is_one_line_and_a_failed_run(tmp_path: Path) -> None:
+    env = {**os.environ, memory_tmp.ENV: str(tmp_path / "missing")}
+    run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0", "-p", "no:randomly",
+                          "tests/test_memory_tmp.py"], capture_output=True, text=True, env=env,
+                         cwd=Path(__file__).parent.parent)
+    said = (run.stdout + run.stderr).strip().splitlines()
+    assert run.returncode == 4 and "Traceback" not in run.stderr, run.stderr
+    assert [line for line in said if "RHAPSODY_TEST_TMP=" in line] == [
+        f"ERROR: RHAPSODY_TEST_TMP={tmp_path / 'missing'}: not a folder this user can write (or 'disk' for TMPDIR's)"]
