@@ -32,7 +32,7 @@ from rhapsody.loopback.server import LoopbackServer
 from rhapsody.sandbox.bwrap import bwrap_path
 from rhapsody.wiring import Wiring, build
 
-from tests import memory_tmp, shared_css, type_checks
+from tests import launch, memory_tmp, shared_css, type_checks
 from tests.rewrite_ahead import compile_ahead, rewrite_ahead
 
 shared_css.install()  # every app a worker starts parses each stylesheet once (tests/shared_css.py)
@@ -219,6 +219,7 @@ async def plain_mode(wiring: Wiring, *args: Any, **kwargs: Any) -> AsyncIterator
 
 
 _CHECKS = pytest.StashKey[tuple[subprocess.Popen[bytes], str]]()
+_SHARED = pytest.StashKey[tuple[subprocess.Popen[bytes], str]]()
 
 
 def _whole_suite(config: pytest.Config) -> bool:
@@ -261,7 +262,8 @@ def pytest_configure(config: pytest.Config) -> None:
     """Before any worker starts, the run's temporary folder is chosen (tests/memory_tmp.py) and the modules
     the run's processes import are compiled once (tests/rewrite_ahead.py). A whole-suite run (no path, -k or
     -m given) also starts the type and import checks in the background at once: a cold mypy then overlaps
-    the other tests (tests/test_architecture.py reads the result)."""
+    the other tests (tests/test_architecture.py reads the result); on several workers, it also starts the
+    one fork server they all fork `python -m rhapsody` from (tests/launch.py, `share`)."""
     if hasattr(config, "workerinput"):
         return
     memory_tmp.choose()  # the temporary files on /dev/shm where it can (tests/memory_tmp.py), for every process
@@ -275,10 +277,27 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_CHECKS] = (proc, folder)
     if (config.option.numprocesses or 0) > 1:  # before the workers start: each would rewrite every test module
         rewrite_ahead(config, Path(__file__).parent)
+    if (config.option.numprocesses or 0) > 1 and launch.SHARED_ENV not in os.environ:
+        server, shared = launch.share()  # one headless fork server for all the workers, not one each
+        os.environ[launch.SHARED_ENV] = shared
+        config.stash[_SHARED] = (server, shared)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """Stop the background checks if the run ended first, and remove what they wrote."""
+    """Stop the background checks if the run ended first, and remove what they wrote; stop the run's fork
+    servers (the front ends' end with the headless one's standard input)."""
+    shared = config.stash.get(_SHARED, None)
+    if shared is not None:
+        server, folder = shared
+        assert server.stdin is not None
+        server.stdin.close()  # its loop ends, and so do the servers forked from it
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:  # still importing
+            server.kill()
+            server.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+        os.environ.pop(launch.SHARED_ENV, None)
     started = config.stash.get(_CHECKS, None)
     if started is None:
         return

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import fcntl
 import gc
 import importlib
@@ -38,6 +39,7 @@ import sys
 import tempfile
 import termios
 import threading
+import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -57,6 +59,10 @@ READ_AT_IMPORT = ("TEXTUAL_", "ESCDELAY")
 server's starts afresh (the others read then, `HOME` by `sysconfig` and the SDKs' logging switches, decide
 nothing a run does; `TEXTUAL_SNAPSHOT_TEMPDIR`, set in the workers, is not read at import)."""
 EXEC_ENV = "RHAPSODY_TEST_EXEC"
+SHARED_ENV = "RHAPSODY_TEST_FORK_SERVERS"
+"""Names the folder where a whole-suite run's controller started one headless fork server for all its workers
+(`share`, called by tests/conftest.py); the front ends' servers are forked from it once, by the first worker
+that needs each. Unset, each worker starts its own."""
 
 
 def run(args: list[str], *, cwd: Path | str | None = None, env: dict[str, str] | None = None, timeout: float = 60,
@@ -266,16 +272,113 @@ def _fed(text: str) -> tuple[int, threading.Thread]:
     return read, threading.Thread(target=feed, daemon=True)
 
 
-_running: dict[tuple[int, tuple[str, ...]], _Server] = {}
+_running: dict[tuple[int, tuple[str, ...]], _Server | _Shared] = {}
 
 
-def _server(warm: tuple[str, ...]) -> _Server:
-    """This process's server for `warm` (a fork of a test process gets its own; one that died is started again)."""
+def _server(warm: tuple[str, ...]) -> _Server | _Shared:
+    """This process's server for `warm`: the run's, where its controller started one (`share`), else its own (a
+    fork of a test process gets its own; one that died is started again)."""
     key = (os.getpid(), warm)
     server = _running.get(key)
     if server is None or not server.alive():
-        server = _running[key] = _Server(warm)
+        shared = _Shared.find(warm)
+        server = _running[key] = shared if shared is not None else _Server(warm)
     return server
+
+
+def share() -> tuple[subprocess.Popen[bytes], str]:
+    """Start the run's headless fork server for every worker to fork from, before they start: the process
+    (its standard input is a pipe the caller holds, so it ends with the caller) and the folder `SHARED_ENV`
+    names. Each worker would otherwise import the SDKs once more for its own. Not waited for: it imports
+    while the workers collect, and a worker's first request waits for its socket."""
+    folder = tempfile.mkdtemp(prefix="rhapsody-launch-")
+    proc = subprocess.Popen([sys.executable, __file__, os.path.join(folder, _Shared.name(WARM)), *WARM],
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    Path(folder, _Shared.name(WARM) + ".pid").write_text(str(proc.pid))
+    return proc, folder
+
+
+class _Shared:
+    """A fork server of the run (`share`), used by every worker: it forks each request as a worker's own does."""
+
+    WAIT = 60.0
+    """How long a worker waits for the run's server to listen before starting one of its own."""
+
+    def __init__(self, path: str, pid: int) -> None:
+        self.path, self.pid = path, pid
+
+    @staticmethod
+    def name(warm: tuple[str, ...]) -> str:
+        return "s" if warm == WARM else "s-" + "-".join(n.rsplit(".", 1)[-1] for n in warm if n not in WARM)
+
+    @classmethod
+    def find(cls, warm: tuple[str, ...]) -> _Shared | None:
+        """The run's server for `warm`; the front ends' forked from the headless one on first use (one worker at a
+        time decides, under a lock). None when there is no run's server, or it went away."""
+        folder = os.environ.get(SHARED_ENV)
+        if not folder or not os.path.isdir(folder):
+            return None
+        headless = cls._known(folder, WARM)
+        if headless is None:
+            return None
+        if warm == WARM:
+            return headless
+        with open(os.path.join(folder, "lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            found = cls._known(folder, warm)
+            if found is not None:
+                return found
+            path = os.path.join(folder, cls.name(warm))
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+            conn = headless.connect()
+            conn.sendall(json.dumps({"serve": [n for n in warm if n not in WARM], "path": path}).encode())
+            pid = Child(conn, ["serve", *warm]).pid  # it tells its pid once it listens; it ends with the run
+            Path(path + ".pid").write_text(str(pid))
+            return cls(path, pid)
+
+    @classmethod
+    def _known(cls, folder: str, warm: tuple[str, ...]) -> _Shared | None:
+        path = os.path.join(folder, cls.name(warm))
+        try:
+            shared = cls(path, int(Path(path + ".pid").read_text()))
+        except (OSError, ValueError):
+            return None
+        return shared if shared.alive() else None
+
+    def alive(self) -> bool:
+        try:
+            os.kill(self.pid, 0)
+        except OSError:
+            return False
+        return True
+
+    def connect(self) -> socket.socket:
+        """A connection to the server, once it listens (it may still be importing)."""
+        deadline = time.monotonic() + self.WAIT
+        while True:
+            conn = socket.socket(socket.AF_UNIX)
+            try:
+                conn.connect(self.path)
+                return conn
+            except (FileNotFoundError, ConnectionRefusedError):
+                conn.close()
+                if time.monotonic() > deadline or not self.alive():
+                    raise
+                time.sleep(0.01)
+            except BaseException:
+                conn.close()
+                raise
+
+    def start(self, request: dict[str, Any], fds: list[int]) -> Child:
+        """Fork the child `request` describes on `fds` (its standard input, output and error)."""
+        conn = self.connect()
+        try:
+            socket.send_fds(conn, [json.dumps(request).encode()], fds)
+            return Child(conn, request["argv"])
+        except BaseException:
+            conn.close()
+            raise
 
 
 # -- the server side ----------------------------------------------------------------------------------
