@@ -4,7 +4,8 @@
 
 In a process of rhapsody's size (textual and anthropic imported), the median time of one
 short child (`true`) started plainly, with the parent-death signal armed in a `preexec_fn`
-(which forces a fork of this process), and under `setpriv --pdeathsig KILL`; one `bash -c
+(which forces a fork of this process), under `setpriv --pdeathsig KILL`, and as commands and workers start
+(`lifeline.dying_with_us`: setpriv, then a shell that checks the parent and execs it); one `bash -c
 true` plainly and under the supervisor that bash outside the sandbox gets; and one of
 rhapsody's own git calls (`run_git`, which checks the repository's confinement first) and
 `git_facts` on a fresh one-commit repository.
@@ -29,6 +30,11 @@ from rhapsody.tools.git import git_facts, run_git
 RUNS = 30
 
 
+def _started_dying(argv: list[str]) -> subprocess.CompletedProcess[bytes]:
+    argv, preexec = lifeline.dying_with_us(argv)
+    return subprocess.run(argv, preexec_fn=preexec)
+
+
 def median_ms(step: Callable[[], object]) -> float:
     times = []
     for _ in range(RUNS):
@@ -43,6 +49,8 @@ def main() -> None:
     rows = [("true, plain", lambda: subprocess.run(["true"])),
             ("true, preexec_fn (parent-death signal)", lambda: subprocess.run(["true"], preexec_fn=lifeline.preexec())),
             ("true, setpriv --pdeathsig KILL", lambda: subprocess.run([setpriv, "--pdeathsig", "KILL", "--", "true"])),
+            ("true, dying_with_us (setpriv, then the shell's parent check)",
+             lambda: _started_dying(["true"])),
             ("bash -c true, plain", lambda: subprocess.run(["bash", "-c", "true"])),
             ("bash -c true, supervised", lambda: subprocess.run(lifeline.supervised(["bash", "-c", "true"])))]
     with tempfile.TemporaryDirectory() as folder:

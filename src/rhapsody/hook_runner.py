@@ -95,10 +95,11 @@ class HookRunner:
         """Exit status (None: timed out), stdout, stderr."""
         env = {**os.environ, "CLAUDE_PROJECT_DIR": str(self.root), "RHAPSODY_PROJECT_DIR": str(self.root)}
         try:
+            argv, preexec = lifeline.dying_with_us(["bash", "-c", hook.command])
             proc = await asyncio.create_subprocess_exec(
-                "bash", "-c", hook.command, cwd=self.root, env=env, stdin=asyncio.subprocess.PIPE,
+                *argv, cwd=self.root, env=env, stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-                preexec_fn=lifeline.preexec())
+                preexec_fn=preexec)
         except OSError as exc:
             return 127, "", f"cannot start: {exc}"
         try:

@@ -15,6 +15,7 @@ from typing import IO
 import pytest
 
 from rhapsody.loopback.script import call
+from rhapsody.sandbox import lifeline
 from rhapsody.sandbox.bwrap import bwrap_path
 
 from tests import launch
@@ -143,3 +144,27 @@ def test_a_command_rhapsody_ran_outside_the_sandbox_dies_with_rhapsody(stub: Stu
     kill_parent_and_watch("headless rhapsody", root, expected=2, env=env,
                           rhapsody=["-p", "run the jobs", "--cwd", str(root), "--model", MODEL, "--permission-mode",
                                     "yolo"])
+
+
+PDEATHSIG = ("import ctypes, os; n = ctypes.c_int(); ctypes.CDLL(None).prctl(2, ctypes.byref(n), 0, 0, 0); "
+             "print(os.getpid(), os.getppid(), n.value)")  # 2: PR_GET_PDEATHSIG
+
+
+@pytest.mark.skipif(lifeline._setpriv() is None, reason="util-linux's setpriv is not installed")
+def test_a_child_started_to_outlive_the_call_is_the_program_itself_armed_to_die_with_us() -> None:
+    argv, preexec = lifeline.dying_with_us([sys.executable, "-c", PDEATHSIG])
+    assert preexec is None  # so Python starts it without forking this process
+    done = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    out, _ = done.communicate(timeout=30)
+    assert out.split() == [str(done.pid), str(os.getpid()), str(int(signal.SIGKILL))]
+
+
+@pytest.mark.skipif(lifeline._setpriv() is None, reason="util-linux's setpriv is not installed")
+def test_a_child_whose_parent_died_before_it_was_armed_runs_nothing(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    argv, _ = lifeline.dying_with_us(["touch", str(marker)])
+    guard = argv.index(lifeline.GUARD)
+    assert argv[guard + 1] == str(os.getpid())
+    argv[guard + 1] = str(os.getpid() + 1_000_000)  # as if this process had gone and the child were reparented
+    assert subprocess.run(argv).returncode == -signal.SIGKILL
+    assert not marker.exists()

@@ -2,7 +2,9 @@
 
 `preexec()` gives the child the parent-death signal (Linux `prctl(PR_SET_PDEATHSIG,
 SIGKILL)`, armed between fork and exec; a child whose parent is already gone by then kills
-itself). That covers one process. Commands that start more (bash outside the sandbox, an
+itself). A `preexec_fn` makes Python fork rhapsody itself, so where util-linux has `setpriv` the
+child arms the signal after exec instead: `run` for the calls rhapsody waits for, `dying_with_us`
+(setpriv, then a one-line shell check of the parent) for those that may outlive the call. That covers one process. Commands that start more (bash outside the sandbox, an
 MCP server that spawns workers) run under `supervised(argv)`: this module run as a small
 supervisor in the command's own process group, which gets the parent-death signal itself
 and then kills its whole group. Inside the sandbox bubblewrap's `--die-with-parent` and
@@ -71,6 +73,22 @@ def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
     if setpriv is None:
         return subprocess.run(argv, preexec_fn=preexec(), **kwargs)
     return subprocess.run([setpriv, "--pdeathsig", "KILL", "--", *argv], **kwargs)
+
+
+GUARD = '[ "$PPID" = "$0" ] || kill -KILL $$; exec "$@"'
+"""What /bin/sh runs once setpriv has armed the parent-death signal (`arm`'s check, in the child): a parent that
+died before that is no longer this process's parent, and then nothing is run."""
+
+
+def dying_with_us(argv: list[str]) -> tuple[list[str], Callable[[], None] | None]:
+    """The argv and `preexec_fn` that start a child which may outlive the call (a command, a worker) so that it
+    dies with rhapsody: where util-linux has setpriv, `argv` under setpriv and `GUARD` and no preexec_fn, so the
+    child is started without forking rhapsody (a tenth of the CPU: docs/performance.md); else `preexec()`. The
+    program is the same process throughout (each step execs the next), so its pid and group are the caller's."""
+    setpriv = _setpriv()
+    if setpriv is None or not os.path.isfile("/bin/sh"):
+        return argv, preexec()
+    return [setpriv, "--pdeathsig", "KILL", "--", "/bin/sh", "-c", GUARD, str(os.getpid()), *argv], None
 
 
 @functools.cache

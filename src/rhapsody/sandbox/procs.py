@@ -80,10 +80,10 @@ async def run(argv: list[str], cwd: str, env: dict[str, str], timeout: float, ca
 
     `pass_fds` are inherited by the child and closed here once it has started.
     """
+    argv, preexec = lifeline.dying_with_us(argv)
     starting = asyncio.ensure_future(asyncio.create_subprocess_exec(
         *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT, start_new_session=True, pass_fds=pass_fds,
-        preexec_fn=lifeline.preexec()))
+        stderr=asyncio.subprocess.STDOUT, start_new_session=True, pass_fds=pass_fds, preexec_fn=preexec))
     try:
         proc = await asyncio.shield(starting)
     except asyncio.CancelledError:  # Esc as it starts: asyncio's own clean-up waits for every holder of the pipe
@@ -162,9 +162,10 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
 async def piped(argv: list[str], data: bytes, env: dict[str, str]) -> tuple[int | None, bytes, bytes]:
     """Run one of rhapsody's own workers: `data` on its stdin, its stdout and stderr read whole (the worker
     bounds them), in its own group that dies with rhapsody and is killed when the caller is cancelled."""
+    argv, preexec = lifeline.dying_with_us(argv)
     proc = await asyncio.create_subprocess_exec(
         *argv, env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, start_new_session=True, preexec_fn=lifeline.preexec())
+        stderr=asyncio.subprocess.PIPE, start_new_session=True, preexec_fn=preexec)
     _LIVE.add(proc.pid)
     try:
         out, err = await proc.communicate(data)
