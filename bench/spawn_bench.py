@@ -5,7 +5,7 @@
 In a process of rhapsody's size (textual and anthropic imported), the median time of one
 short child (`true`) started plainly, with the parent-death signal armed in a `preexec_fn`
 (which forces a fork of this process), under `setpriv --pdeathsig KILL`, and as commands and workers start
-(`lifeline.dying_with_us`: setpriv, then a shell that checks the parent and execs it); one `bash -c
+(`lifeline.dying_with_us`: setpriv, then bash, which checks the parent and execs it); one `bash -c
 true` plainly and under the supervisor that bash outside the sandbox gets; and one of
 rhapsody's own git calls (`run_git`, which checks the repository's confinement first) and
 `git_facts` on a fresh one-commit repository.
@@ -49,7 +49,7 @@ def main() -> None:
     rows = [("true, plain", lambda: subprocess.run(["true"])),
             ("true, preexec_fn (parent-death signal)", lambda: subprocess.run(["true"], preexec_fn=lifeline.preexec())),
             ("true, setpriv --pdeathsig KILL", lambda: subprocess.run([setpriv, "--pdeathsig", "KILL", "--", "true"])),
-            ("true, dying_with_us (setpriv, then the shell's parent check)",
+            ("true, dying_with_us (setpriv, then bash's parent check)",
              lambda: _started_dying(["true"])),
             ("bash -c true, plain", lambda: subprocess.run(["bash", "-c", "true"])),
             ("bash -c true, supervised", lambda: subprocess.run(lifeline.supervised(["bash", "-c", "true"])))]

@@ -4,6 +4,7 @@ kill, a crashed terminal), and every process it started must be gone within a bo
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -166,5 +167,16 @@ def test_a_child_whose_parent_died_before_it_was_armed_runs_nothing(tmp_path: Pa
     guard = argv.index(lifeline.GUARD)
     assert argv[guard + 1] == str(os.getpid())
     argv[guard + 1] = str(os.getpid() + 1_000_000)  # as if this process had gone and the child were reparented
-    assert subprocess.run(argv).returncode == -signal.SIGKILL
+    assert subprocess.run(argv).returncode == 137
     assert not marker.exists()
+
+
+@pytest.mark.skipif(lifeline.dying_with_us(["true"])[1] is not None, reason="no setpriv or no /bin/bash")
+def test_a_child_started_to_outlive_the_call_gets_the_environment_as_it_was_given() -> None:
+    env = {"PATH": os.environ["PATH"], "A-B": "not an identifier", "BASH_FUNC_greet%%": "() {  echo hello\n}",
+           "SHLVL": "7", "LC_ALL": "C.UTF-8"}  # LC_ALL: Python's own child would add LC_CTYPE to a C locale
+    argv, _ = lifeline.dying_with_us([sys.executable, "-c", "import json, os; print(json.dumps(dict(os.environ)))"])
+    seen = json.loads(subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout)
+    assert {k: v for k, v in seen.items() if k != "PWD"} == env  # the program's own folder: bash sets it anyway
+    argv, _ = lifeline.dying_with_us(["bash", "-c", "greet"])
+    assert subprocess.run(argv, env=env, capture_output=True, text=True).stdout == "hello\n"  # an exported function

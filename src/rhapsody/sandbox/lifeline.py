@@ -4,7 +4,7 @@
 SIGKILL)`, armed between fork and exec; a child whose parent is already gone by then kills
 itself). A `preexec_fn` makes Python fork rhapsody itself, so where util-linux has `setpriv` the
 child arms the signal after exec instead: `run` for the calls rhapsody waits for, `dying_with_us`
-(setpriv, then a one-line shell check of the parent) for those that may outlive the call. That covers one process. Commands that start more (bash outside the sandbox, an
+(setpriv, then a one-line bash check of the parent) for those that may outlive the call. That covers one process. Commands that start more (bash outside the sandbox, an
 MCP server that spawns workers) run under `supervised(argv)`: this module run as a small
 supervisor in the command's own process group, which gets the parent-death signal itself
 and then kills its whole group. Inside the sandbox bubblewrap's `--die-with-parent` and
@@ -75,9 +75,14 @@ def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([setpriv, "--pdeathsig", "KILL", "--", *argv], **kwargs)
 
 
-GUARD = '[ "$PPID" = "$0" ] || kill -KILL $$; exec "$@"'
-"""What /bin/sh runs once setpriv has armed the parent-death signal (`arm`'s check, in the child): a parent that
-died before that is no longer this process's parent, and then nothing is run."""
+GUARD = 'case $PPID in "$0") exec "$@";; esac; exit 137'
+"""What bash runs once setpriv has armed the parent-death signal (`arm`'s check, in the child): a parent that
+died before that is no longer this process's parent, and then nothing is run. Only a keyword and special
+builtins, which a function in the environment cannot stand in for in POSIX mode."""
+GUARD_SHELL = "/bin/bash"
+"""Bash, not /bin/sh: dash drops the variables whose names are not identifiers, exported functions among them,
+from the environment it passes on; bash passes the environment on as it got it, but for PWD (the folder the
+child starts in) and IFS (back at space, tab and newline), which every shell sets so for itself anyway."""
 
 
 def dying_with_us(argv: list[str]) -> tuple[list[str], Callable[[], None] | None]:
@@ -86,9 +91,9 @@ def dying_with_us(argv: list[str]) -> tuple[list[str], Callable[[], None] | None
     child is started without forking rhapsody (a tenth of the CPU: docs/performance.md); else `preexec()`. The
     program is the same process throughout (each step execs the next), so its pid and group are the caller's."""
     setpriv = _setpriv()
-    if setpriv is None or not os.path.isfile("/bin/sh"):
+    if setpriv is None or not os.path.isfile(GUARD_SHELL):
         return argv, preexec()
-    return [setpriv, "--pdeathsig", "KILL", "--", "/bin/sh", "-c", GUARD, str(os.getpid()), *argv], None
+    return [setpriv, "--pdeathsig", "KILL", "--", GUARD_SHELL, "--posix", "-c", GUARD, str(os.getpid()), *argv], None
 
 
 @functools.cache
