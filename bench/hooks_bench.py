@@ -23,7 +23,8 @@ from rhapsody.core.toolbox.hooks import payload
 from rhapsody.core.session.messages import compact_json
 from rhapsody.core.session.session import Session
 from rhapsody.core.toolbox.protocol import ToolContext
-from rhapsody.hook_runner import HookCommand, HookMatcher, HookRunner
+from rhapsody.config.hooks import HookCommand, HookMatcher
+from rhapsody.hook_runner import HookRunner
 from rhapsody.tools import default_toolbox
 
 RUNS = 30

@@ -17,6 +17,10 @@ from rhapsody.tools.git import run_git
 
 SLEEPER = "python3 -c 'import time; time.sleep(300)'"
 """A long-running command whose command line can carry the test's marker."""
+MOVED = f"setsid -f {SLEEPER}"
+"""The same, in a new session: out of the process group the command was started in."""
+QUIET = "</dev/null >/dev/null 2>&1"
+"""Holding none of the command's pipes, so the call ends when the command does."""
 
 
 async def tool(root: Path, name: str, args: dict[str, object], sandbox: str) -> None:
@@ -40,8 +44,12 @@ def main(kind: str, root: Path) -> None:
         asyncio.run(tool(root, "bash", {"command": bash}, "off"))
     elif kind == "bash-sandboxed":
         asyncio.run(tool(root, "bash", {"command": bash}, "workspace-write"))
+    elif kind == "bash-off-moved":  # one moved out of the group into a session of its own, one in front
+        asyncio.run(tool(root, "bash", {"command": f"{MOVED} {root} {QUIET}; {SLEEPER} {root}"}, "off"))
     elif kind == "hook":
         asyncio.run(hook(root, f"exec {SLEEPER} {root}"))
+    elif kind == "hook-background":  # one in the background, one moved out of the group, one in front
+        asyncio.run(hook(root, f"{SLEEPER} {root} {QUIET} & {MOVED} {root} {QUIET}; {SLEEPER} {root}"))
     else:
         raise SystemExit(f"unknown kind {kind}")
 

@@ -2,8 +2,9 @@
 
 A hook is a shell command (`bash -c`) run in the project root, outside the sandbox, with
 the event's JSON on standard input and `CLAUDE_PROJECT_DIR`/`RHAPSODY_PROJECT_DIR` set.
-It runs in its own process group with the parent-death signal set (`sandbox/lifeline.py`), as an asyncio
-subprocess (the interface keeps drawing); on timeout the group is killed. Exit status:
+It runs under the supervisor (`sandbox/lifeline.py`), as an asyncio subprocess (the interface keeps
+drawing): when it ends, times out or rhapsody dies, what it started in the background dies too, in its
+group or out of it. Exit status:
 
     0      ok; standard output may be JSON (`decision`, `reason`, `continue`, `systemMessage`,
            `hookSpecificOutput.permissionDecision`/`permissionDecisionReason`/`additionalContext`);
@@ -29,8 +30,7 @@ from rhapsody.core.toolbox.hooks import HookVerdict, combine
 from rhapsody.core.access.permissions import verdict_named
 from rhapsody.core.secrets import mask
 from rhapsody.core.session.session import Session
-from rhapsody.sandbox import lifeline
-from rhapsody.sandbox.procs import kill_group
+from rhapsody.sandbox import lifeline, procs
 from rhapsody.core.session import records as rec
 from rhapsody.core.json_types import JsonObject
 
@@ -95,11 +95,10 @@ class HookRunner:
         """Exit status (None: timed out), stdout, stderr."""
         env = {**os.environ, "CLAUDE_PROJECT_DIR": str(self.root), "RHAPSODY_PROJECT_DIR": str(self.root)}
         try:
-            argv, preexec = lifeline.dying_with_us(["bash", "-c", hook.command])
             proc = await asyncio.create_subprocess_exec(
-                *argv, cwd=self.root, env=env, stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-                preexec_fn=preexec)
+                *lifeline.supervised(["bash", "-c", hook.command]), cwd=self.root, env=env,
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                start_new_session=True)
         except OSError as exc:
             return 127, "", f"cannot start: {exc}"
         try:
@@ -107,7 +106,7 @@ class HookRunner:
         except TimeoutError:
             return None, "", ""
         finally:
-            kill_group(proc.pid)
+            await procs.stop(proc, supervised=True)
             if proc.returncode is None:  # bounded: a child that left the group may still hold a pipe
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(proc.wait(), REAP_WAIT)

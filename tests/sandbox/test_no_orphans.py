@@ -4,8 +4,10 @@ kill, a crashed terminal), and every process it started must be gone within a bo
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,11 +17,18 @@ from typing import IO
 
 import pytest
 
+from rhapsody.config.hooks import HookCommand, HookMatcher
+from rhapsody.core.session import records as rec
+from rhapsody.core.session.context import RequestSpec
+from rhapsody.core.session.session import Session
+from rhapsody.core.toolbox.protocol import ToolContext
+from rhapsody.hook_runner import HookRunner
 from rhapsody.loopback.script import call
 from rhapsody.sandbox import lifeline
 from rhapsody.sandbox.bwrap import bwrap_path
 
-from tests import launch
+from rhapsody.tools import default_toolbox
+from tests import launch, orphan_parent
 from tests.conftest import MODEL, Stub, waited
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
@@ -119,6 +128,57 @@ def test_sandboxed_bash_and_what_it_backgrounds_die_with_their_parent(root: Path
 def test_a_hook_dies_with_its_parent(root: Path) -> None:
     """A Stop hook that runs long, started by rhapsody's hook runner, outside the sandbox."""
     kill_parent_and_watch("hook", root, expected=1)
+
+
+HAS_SETSID = shutil.which("setsid") is not None
+
+
+@pytest.mark.skipif(not HAS_SETSID, reason="util-linux's setsid is not installed")
+def test_what_a_hook_starts_in_the_background_or_moves_out_of_its_group_dies_with_its_parent(root: Path) -> None:
+    kill_parent_and_watch("hook-background", root, expected=3)
+
+
+@pytest.mark.skipif(not HAS_SETSID, reason="util-linux's setsid is not installed")
+def test_what_bash_outside_the_sandbox_moves_out_of_its_group_dies_with_its_parent(root: Path) -> None:
+    kill_parent_and_watch("bash-off-moved", root, expected=2)
+
+
+def _toolbox_bash(root: Path, command: str, timeout: float | None = None) -> str:
+    args: dict[str, object] = {"command": command, **({"timeout": timeout} if timeout else {})}
+    ctx = ToolContext(root, Session.start(root, RequestSpec(model="m", system="s", tools=[])), 300, 20000)
+    outcome, _ = asyncio.run(default_toolbox("yolo", sandbox="off").run("bash", args, ctx))
+    return outcome.content
+
+
+@pytest.mark.skipif(not HAS_SETSID, reason="util-linux's setsid is not installed")
+@pytest.mark.parametrize("ending", ["exits", "times out"])
+def test_what_bash_outside_the_sandbox_moves_out_of_its_group_dies_when_the_command_ends(root: Path,
+                                                                                         ending: str) -> None:
+    marker = str(root)
+    moved = f"setsid -f {orphan_parent.SLEEPER} {marker} {orphan_parent.QUIET}"
+    tail = "echo moved" if ending == "exits" else "echo moved; sleep 60"
+    try:
+        shown = _toolbox_bash(root, f"{moved}; {tail}", timeout=None if ending == "exits" else 1)
+        assert "moved" in shown and ("timeout" in shown) == (ending == "times out")
+        assert waited(lambda: not marked(marker, os.getpid()), 10), "what the command moved out outlived it"
+    finally:
+        for pid in marked(marker, os.getpid()):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not HAS_SETSID, reason="util-linux's setsid is not installed")
+def test_what_a_hook_moves_out_of_its_group_dies_when_the_hook_times_out(root: Path) -> None:
+    marker = str(root)
+    session = Session.start(root, RequestSpec(model="m", system="s", tools=[]))
+    command = f"setsid -f {orphan_parent.SLEEPER} {marker} {orphan_parent.QUIET}; sleep 60"
+    runner = HookRunner({"Stop": [HookMatcher(hooks=[HookCommand(command=command, timeout=1)])]}, root)
+    try:
+        asyncio.run(runner.fire(session, "Stop", {}))
+        assert [r.exit_code for r in rec.of(session.records, rec.Hook)] == [None]  # it timed out
+        assert waited(lambda: not marked(marker, os.getpid()), 10), "what the hook moved out outlived it"
+    finally:
+        for pid in marked(marker, os.getpid()):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_mcp_server_dies_with_rhapsody(root: Path, tmp_path: Path) -> None:

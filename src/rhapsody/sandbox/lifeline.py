@@ -4,12 +4,18 @@
 SIGKILL)`, armed between fork and exec; a child whose parent is already gone by then kills
 itself). A `preexec_fn` makes Python fork rhapsody itself, so where util-linux has `setpriv` the
 child arms the signal after exec instead: `run` for the calls rhapsody waits for, `dying_with_us`
-(setpriv, then a one-line bash check of the parent) for those that may outlive the call. That covers one process. Commands that start more (bash outside the sandbox, an
-MCP server that spawns workers) run under `supervised(argv)`: this module run as a small
-supervisor in the command's own process group, which gets the parent-death signal itself
-and then kills its whole group. Inside the sandbox bubblewrap's `--die-with-parent` and
-its PID namespace do the same. Elsewhere than Linux both are no-ops (`preexec()` is None,
-`supervised` returns argv unchanged): the exit-time cleanup in `sandbox/procs.py` remains.
+(setpriv, then a one-line bash check of the parent) for those that may outlive the call.
+
+That covers one process. Commands that start more (bash outside the sandbox, a hook, an MCP
+server that spawns workers) run under `supervised(argv)`: a small supervisor (`sandbox/supervisor.py`)
+in the command's own process group. It is the subreaper of everything the command starts (Linux
+`PR_SET_CHILD_SUBREAPER`), so a process that leaves the group (`setsid -f`, a double fork) is
+still its descendant. When the command exits, when rhapsody dies (the supervisor's own
+parent-death signal) and when the caller asks (`SWEEP`, on a timeout), it kills every
+descendant, then its group. Inside the sandbox bubblewrap's `--die-with-parent` and its PID
+namespace do the same. Elsewhere than Linux both are no-ops (`preexec()` is None, `supervised`
+returns argv unchanged): the exit-time cleanup in `sandbox/procs.py` remains.
+
 The kernel sends the signal when the *thread* that started the child ends, so a child that
 outlives one call is started from the event loop's thread (a worker thread only starts
 children it waits for, as `subprocess.run` does).
@@ -22,18 +28,17 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import shutil
 import signal
+import subprocess
 import sys
 from collections.abc import Callable
-from types import FrameType
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    import subprocess
+from typing import Any
 
 PR_SET_PDEATHSIG = 1
-PARENT_GONE = signal.SIGUSR1
-"""The supervisor's parent-death signal (SIGTERM stays what it is: a request to stop, passed on)."""
+SWEEP = signal.SIGUSR1
+"""The supervisor's parent-death signal, and the caller's word to end the command and all it started
+(SIGTERM stays what it is: a request to stop, passed on to the command; `sandbox/supervisor.py`)."""
 
 
 @functools.cache
@@ -67,8 +72,6 @@ def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
     """`subprocess.run` for a short call the caller waits for (rhapsody's own git calls), the child dying with
     rhapsody: under `setpriv --pdeathsig KILL` where util-linux has it, which spares forking rhapsody itself
     (a preexec_fn forces a fork: docs/performance.md has the cost); else with `preexec()`."""
-    import subprocess  # here, not at the top: the supervisor (this file run alone) starts faster without it
-
     setpriv = _setpriv()
     if setpriv is None:
         return subprocess.run(argv, preexec_fn=preexec(), **kwargs)
@@ -98,43 +101,16 @@ def dying_with_us(argv: list[str]) -> tuple[list[str], Callable[[], None] | None
 
 @functools.cache
 def _setpriv() -> str | None:
-    import shutil  # as subprocess above
-
     return shutil.which("setpriv") if _prctl() is not None else None
 
 
 def supervised(argv: list[str]) -> list[str]:
-    """`argv` run under the supervisor (start it in a new session: its group is what dies with rhapsody)."""
+    """`argv` run under the supervisor (start it in a new session, and end it with `procs.stop`: a SIGKILL
+    of its group would leave what the command moved out of the group to the init process)."""
     if _prctl() is None:
         return argv
     # run as a file, without site: importing the rhapsody package would cost ten times the start-up
-    return [sys.executable, "-I", "-S", os.path.abspath(__file__), str(os.getpid()), "--", *argv]
+    return [sys.executable, "-I", "-S", SUPERVISOR, str(os.getpid()), "--", *argv]
 
 
-def _kill_group(signum: int, frame: FrameType | None) -> None:
-    if os.getpgid(0) == os.getpid():  # the group is ours alone (started in a new session)
-        os.killpg(0, signal.SIGKILL)
-    os._exit(128 + signum)
-
-
-def main() -> None:
-    """Supervisor entry: `PARENT_PID -- ARGV...`; runs ARGV, passes SIGTERM/SIGINT/SIGHUP on, exits as it did."""
-    parent, argv = int(sys.argv[1]), sys.argv[3:]
-    signal.signal(PARENT_GONE, _kill_group)
-    arm(PARENT_GONE, parent)
-    child = os.fork()
-    if child == 0:
-        try:
-            arm(signal.SIGKILL, os.getppid())  # were the supervisor itself killed, the command goes too
-            os.execvp(argv[0], argv)
-        except OSError as exc:
-            os.write(2, f"{argv[0]}: {exc.strerror}\n".encode())
-        os._exit(127)
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda signum, frame: os.kill(child, signum))
-    _, status = os.waitpid(child, 0)
-    sys.exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
-
-
-if __name__ == "__main__":
-    main()
+SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "supervisor.py")

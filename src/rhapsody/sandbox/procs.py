@@ -3,7 +3,9 @@
 Each command runs in its own process group (a new session). Its output is read as a
 stream into a bounded buffer that keeps the head and the tail, so a command that prints
 forever (`yes`) costs a fixed amount of memory. When the command ends, times out or is
-cancelled, its whole group is killed, so a backgrounded `cmd &` does not outlive it.
+cancelled, its whole group is killed, so a backgrounded `cmd &` does not outlive it. A command run
+`supervised` (bash outside the sandbox, a hook) is ended by its supervisor instead, which kills what
+left the group too (`setsid -f`, a double fork: `sandbox/lifeline.py`).
 Every group still running is killed when rhapsody exits normally or on SIGTERM/SIGHUP;
 after SIGKILL the parent-death signal (`sandbox/lifeline.py`) and the sandbox's
 `--die-with-parent` do it.
@@ -24,8 +26,11 @@ from rhapsody.sandbox import lifeline
 CHUNK = 65536
 DRAIN_AFTER_EXIT = 2.0
 """Seconds to keep reading after the command's group is killed (what is left in the pipe)."""
+SWEEP_WAIT = 2.0
+"""Seconds a supervisor has to kill what its command started before its group is killed regardless."""
 
-_LIVE: set[int] = set()
+_LIVE: dict[int, bool] = {}
+"""The groups started and still running: leader pid, and whether it is a supervisor."""
 
 
 @dataclass(frozen=True)
@@ -75,12 +80,13 @@ class Bounded:
 
 
 async def run(argv: list[str], cwd: str, env: dict[str, str], timeout: float, cap: int,
-              pass_fds: tuple[int, ...] = ()) -> Finished:
+              pass_fds: tuple[int, ...] = (), supervised: bool = False) -> Finished:
     """Run `argv` in a new session; stdout and stderr together, bounded; the group killed at the end.
 
-    `pass_fds` are inherited by the child and closed here once it has started.
+    `pass_fds` are inherited by the child and closed here once it has started. `supervised`: under the
+    supervisor, for a command that may start processes of its own outside any sandbox.
     """
-    argv, preexec = lifeline.dying_with_us(argv)
+    argv, preexec = lifeline.dying_with_us(argv) if not supervised else (lifeline.supervised(argv), None)
     starting = asyncio.ensure_future(asyncio.create_subprocess_exec(
         *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT, start_new_session=True, pass_fds=pass_fds, preexec_fn=preexec))
@@ -88,13 +94,13 @@ async def run(argv: list[str], cwd: str, env: dict[str, str], timeout: float, ca
         proc = await asyncio.shield(starting)
     except asyncio.CancelledError:  # Esc as it starts: asyncio's own clean-up waits for every holder of the pipe
         proc = await starting        # (a sandboxed child can outlive the sandbox's first process); end it here
-        kill_group(proc.pid)
+        await stop(proc, supervised)
         await _exited(proc)
         raise
     finally:
         for fd in pass_fds:
             os.close(fd)
-    _LIVE.add(proc.pid)
+    _LIVE[proc.pid] = supervised
     buffer = Bounded(cap)
     reader = asyncio.ensure_future(_read(proc.stdout, buffer))
     timed_out = False
@@ -103,14 +109,14 @@ async def run(argv: list[str], cwd: str, env: dict[str, str], timeout: float, ca
     except TimeoutError:
         timed_out = True
     finally:
-        kill_group(proc.pid)
+        await stop(proc, supervised)
         try:
             await asyncio.wait_for(asyncio.shield(reader), DRAIN_AFTER_EXIT)
         except (TimeoutError, asyncio.CancelledError):
             reader.cancel()
         if proc.returncode is None:
             await _exited(proc)
-        _LIVE.discard(proc.pid)
+        _LIVE.pop(proc.pid, None)
     return Finished(buffer.text(), proc.returncode, timed_out, buffer.total, cap)
 
 
@@ -130,6 +136,18 @@ async def _read(stream: asyncio.StreamReader | None, buffer: Bounded) -> None:
         buffer.add(chunk)
 
 
+async def stop(proc: asyncio.subprocess.Process, supervised: bool) -> None:
+    """End a command and everything it started: a supervisor still running is told to (`lifeline.SWEEP`) and
+    given `SWEEP_WAIT` to finish; then the group is killed."""
+    if supervised and proc.returncode is None:
+        try:
+            os.kill(proc.pid, lifeline.SWEEP)
+            await asyncio.wait_for(asyncio.shield(_exited(proc)), SWEEP_WAIT)
+        except (ProcessLookupError, TimeoutError):
+            pass
+    kill_group(proc.pid)
+
+
 def kill_group(pgid: int) -> None:
     """SIGKILL a process group; already gone is fine."""
     try:
@@ -139,10 +157,16 @@ def kill_group(pgid: int) -> None:
 
 
 def kill_all() -> None:
-    """Kill every group rhapsody started that is still running."""
-    for pgid in list(_LIVE):
-        kill_group(pgid)
-        _LIVE.discard(pgid)
+    """Kill every group rhapsody started that is still running (a supervisor is told to, and does it whole)."""
+    for pgid, supervised in list(_LIVE.items()):
+        if supervised:
+            try:
+                os.kill(pgid, lifeline.SWEEP)
+            except ProcessLookupError:
+                pass
+        else:
+            kill_group(pgid)
+        _LIVE.pop(pgid, None)
 
 
 def install_exit_cleanup() -> None:
@@ -166,12 +190,12 @@ async def piped(argv: list[str], data: bytes, env: dict[str, str]) -> tuple[int 
     proc = await asyncio.create_subprocess_exec(
         *argv, env=env, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE, start_new_session=True, preexec_fn=preexec)
-    _LIVE.add(proc.pid)
+    _LIVE[proc.pid] = False
     try:
         out, err = await proc.communicate(data)
     finally:
         kill_group(proc.pid)
         if proc.returncode is None:
             await proc.wait()
-        _LIVE.discard(proc.pid)
+        _LIVE.pop(proc.pid, None)
     return proc.returncode, out, err

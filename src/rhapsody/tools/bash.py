@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field, model_validator
 from rhapsody.core.access.permissions import SANDBOXED, Confinement, Mode, SandboxSetting
 from rhapsody.core.toolbox.protocol import Escape, Tool, ToolContext, ToolOutcome, exit_trailer
 from rhapsody.prompts import load
-from rhapsody.sandbox import gitguard, lifeline, procs, bwrap as sandbox
+from rhapsody.sandbox import gitguard, procs, bwrap as sandbox
 from rhapsody.tools.git import gitlinks
 from rhapsody.sandbox.bwrap import scrubbed_env
 from rhapsody.sandbox.tree_index import TreeIndex
@@ -79,10 +79,10 @@ class Bash(Tool):
             walk = self.index.walk(root)  # one walk: the sandbox's secret masks and the nested-repository guard
             argv, fds = sandbox.wrap(argv, ctx.root, ctx.confinement, self.network, ctx.protected, walk)
             nested = gitguard.nested_state(root, _nested(root, walk.nested))
-        else:
-            argv = lifeline.supervised(argv)  # what the command starts in the background dies with rhapsody too
         before = sandbox.git_redirects(ctx.root)
-        done = await procs.run(argv, str(ctx.root), scrubbed_env(), timeout, ctx.output_cap, fds)
+        # outside the sandbox, under the supervisor: what the command starts dies with it, and with rhapsody
+        done = await procs.run(argv, str(ctx.root), scrubbed_env(), timeout, ctx.output_cap, fds,
+                               supervised=ctx.confinement not in SANDBOXED)
         undone = sandbox.undo_git_redirects(ctx.root, before)
         if nested is not None:  # the index lists again only the folders the command changed
             undone += gitguard.defuse_nested(root, nested, _nested(root, self.index.walk(root).nested))
