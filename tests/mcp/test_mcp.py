@@ -64,11 +64,12 @@ def mark() -> str:
 @pytest.fixture
 def notes_url() -> Iterator[str]:
     """The SDK-built notes server on a free loopback port, for the length of one test."""
-    with socket.socket() as s:
+    with socket.socket() as s:  # bound here and held by the server: no other process can take the port between
         s.bind(("127.0.0.1", 0))
+        s.listen()
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, str(HERE / "servers" / "mcp_http_notes.py"), str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen([sys.executable, str(HERE / "servers" / "mcp_http_notes.py"), str(s.fileno())],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=[s.fileno()])
     waited(lambda: _listening(port), within=15)
     yield f"http://127.0.0.1:{port}/mcp"
     proc.terminate()

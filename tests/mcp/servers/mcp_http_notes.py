@@ -1,8 +1,11 @@
-"""A streamable-HTTP MCP server built with the mcp SDK, for the tests: `python mcp_http_notes.py PORT`."""
+"""A streamable-HTTP MCP server built with the mcp SDK, for the tests: `python mcp_http_notes.py FD`, FD a
+listening loopback socket the caller bound and passed on (a port picked free and bound later could be
+taken by another process of a parallel run in between)."""
 
 from __future__ import annotations
 
 import base64
+import socket
 import sys
 
 import anyio
@@ -51,4 +54,8 @@ def explode() -> str:
 
 
 if __name__ == "__main__":
-    server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
+    import uvicorn
+
+    app = server.streamable_http_app(host="127.0.0.1")
+    uvicorn_server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    anyio.run(lambda: uvicorn_server.serve(sockets=[socket.socket(fileno=int(sys.argv[1]))]))
