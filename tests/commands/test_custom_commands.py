@@ -137,7 +137,7 @@ async def test_plain_mode_sends_a_custom_command_and_help_lists_it(stub: Stub, p
         pipe.send_text("/help\r")
         await until(lambda: "summarise the session (user: summary.md)" in out.getvalue())
         pipe.send_text("/summary\r")
-        await until(lambda: "We did little." in out.getvalue())
+        await until(lambda: "We did little." in out.getvalue() and not wiring.agent.working)  # the reply recorded
         pipe.send_text("/export --md\r")
         await until(lambda: "exported to " in out.getvalue())
         pipe.send_text("/quit\r")

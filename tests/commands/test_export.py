@@ -23,7 +23,7 @@ from rhapsody.commands.export import INLINE_CAP, export_text, page_html
 from rhapsody.loopback.script import call, say
 from rhapsody.commands.stats import billing
 
-from tests.conftest import Stub, collect
+from tests.conftest import GATE, Stub, collect
 from tests.core.session.test_handoff_e2e import handoff_turn
 
 REASON = "not build/: it holds the benchmark data"
@@ -142,6 +142,22 @@ async def test_slash_export_writes_a_private_page_under_rhapsody(stub: Stub, pro
     outcome = run_command(wiring.agent, "/export --md s.md")
     assert (project / "s.md").read_text().startswith("# rhapsody session")
     assert run_command(wiring.agent, "/export a b").error
+
+
+async def test_an_export_while_a_turn_runs_says_the_running_reply_is_not_in_it_yet(stub: Stub, project: Path) -> None:
+    stub.script(call("I will wait for the go file, so the export runs while I work.", "bash", command=GATE),
+                say("Waited for go."))
+    wiring = stub.wire(project, permission_mode="yolo")
+    during = None
+    async for event in wiring.agent.run("wait for go"):
+        if isinstance(event, ToolStarted):
+            during = run_command(wiring.agent, "/export --md")
+            (project / "go").touch()
+    page = (project / ".rhapsody" / "exports" / f"{wiring.session.id}.md")
+    assert during is not None and not during.error and "a turn is running" in during.text
+    assert "Waited for go." not in page.read_text()
+    after = run_command(wiring.agent, "/export --md")
+    assert after.text == f"exported to {page}" and "Waited for go." in page.read_text()
 
 
 def test_export_of_a_missing_session_is_one_line_and_status_2(project: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -177,6 +177,9 @@ def _export(agent: Agent, arg: str) -> Outcome:
         path = write_export(root, str(agent.session.path), "md" if "--md" in words else "html", out)
     except RhapsodyError as exc:
         return Outcome(f"export failed: {exc}", error=True)
+    if agent.working:  # the history holds a reply once it has ended: what streams now is not in the page yet
+        return Outcome(f"exported to {path} (a turn is running: the page holds what the history has so far; "
+                       "/export again when it ends for the rest)")
     return Outcome(f"exported to {path}")
 
 
