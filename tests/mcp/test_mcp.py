@@ -5,6 +5,7 @@ from __future__ import annotations
 from rhapsody.core.session.records import dump
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -429,3 +430,21 @@ def test_headless_names_project_servers_waiting_for_trust_in_one_line(stub: Stub
     result = rhapsody("-p", "hi", "--cwd", str(project), "--model", MODEL, env=env)
     lines = [line for line in (result.stdout + result.stderr).splitlines() if "mcp" in line.lower() or "clock" in line]
     assert result.returncode == 0 and len(lines) == 1 and "clock" in lines[0] and "waits for trust" in lines[0]
+
+
+@pytest.mark.skipif(shutil.which("setsid") is None, reason="util-linux's setsid is not installed")
+def test_a_server_that_ignores_the_end_leaves_nothing_it_moved_out_of_its_group(
+        project: Path, mark: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The SDK ends a stdio server by closing its input, then SIGTERM to its group, then SIGKILL to the group
+    2 s later, which would leave what the server moved out of the group alive: the supervisor kills it first."""
+    sleeper = f"setsid -f {sys.executable} -c 'import time; time.sleep(60)'"
+    server = f"trap '' TERM; {sleeper}; {sys.executable} -m mcp_server_time --local-timezone UTC; sleep 30"
+    user_config(f'[mcp_servers.stubborn]\ncommand = "sh"\nargs = ["-c", {json.dumps(server)}]\n'
+                f'env = {{ RHAPSODY_TEST_MARK = "{mark}" }}\n')
+    try:
+        assert main(["mcp", "list", "--cwd", str(project)]) == 0
+        assert "stubborn: ready" in capsys.readouterr().out
+        assert waited(lambda: marked_pids(mark) == [], 10), "what the server moved out of its group outlived it"
+    finally:
+        for pid in marked_pids(mark):
+            os.kill(pid, signal.SIGKILL)

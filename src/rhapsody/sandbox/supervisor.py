@@ -4,8 +4,10 @@ It runs ARGV as its child, in the process group the caller started it in, and le
 it is the subreaper of everything ARGV starts (`PR_SET_CHILD_SUBREAPER`), so a process that moves out
 of the group (`setsid -f`, a double fork) is still its descendant, and when ARGV exits, when
 PARENT_PID dies (the parent-death signal, `SWEEP`) and when the caller sends `SWEEP` (a timeout), it
-kills every descendant, then its group. SIGTERM, SIGINT and SIGHUP are passed on to ARGV; the exit
-status is ARGV's.
+kills every descendant, then its group. SIGTERM, SIGINT and SIGHUP are passed on to ARGV; after SIGTERM
+or SIGHUP, what has not ended TERM_GRACE later is killed with everything it started, before whoever
+sent the signal kills the group with the supervisor in it and leaves what moved out of the group
+alive (the MCP SDK ends a stdio server that way). The exit status is ARGV's.
 
 A file of its own, run without site and importing only what it needs (no `signal`, whose enums cost
 more than the rest, no `typing`): it starts before every hook, every command outside the sandbox and
@@ -30,6 +32,8 @@ PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 SWEEP = _signal.SIGUSR1
 """The parent-death signal, and the caller's word to end ARGV and all it started (`lifeline.SWEEP`)."""
+TERM_GRACE = 1.0
+"""Seconds ARGV has to end after SIGTERM or SIGHUP; the MCP SDK kills the whole group 2 s after its SIGTERM."""
 
 
 def _children() -> list[int]:
@@ -80,6 +84,12 @@ def _pass_on(child: int, signum: int) -> None:
         os.kill(child, signum)
     except ProcessLookupError:
         pass
+    if signum != _signal.SIGINT and not _signal.getitimer(_signal.ITIMER_REAL)[0]:  # asked to end: a deadline
+        _signal.setitimer(_signal.ITIMER_REAL, TERM_GRACE)
+
+
+def _overdue(signum: int, frame: FrameType | None) -> None:
+    _end(_signal.SIGKILL, frame)  # ARGV, killed in the sweep, ends as a SIGKILL ends it
 
 
 def main() -> None:
@@ -101,9 +111,11 @@ def main() -> None:
         except OSError as exc:
             os.write(2, f"{argv[0]}: {exc.strerror}\n".encode())
         os._exit(127)
+    _signal.signal(_signal.SIGALRM, _overdue)
     for sig in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGHUP):
         _signal.signal(sig, lambda signum, frame: _pass_on(child, signum))
     _, status = os.waitpid(child, 0)
+    _signal.setitimer(_signal.ITIMER_REAL, 0)  # ARGV ended in time: its own status stands
     sweep()
     sys.exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
 
