@@ -281,6 +281,8 @@ def pytest_configure(config: pytest.Config) -> None:
         server, shared = launch.share()  # one headless fork server for all the workers, not one each
         os.environ[launch.SHARED_ENV] = shared
         config.stash[_SHARED] = (server, shared)
+        if config.option.tx == ["popen"] * len(config.option.tx):  # -n's workers, forked from it too
+            config.option.tx = [launch.worker_spec()] * len(config.option.tx)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

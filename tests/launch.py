@@ -58,6 +58,14 @@ READ_AT_IMPORT = ("TEXTUAL_", "ESCDELAY")
 """Variables Textual reads once, as it is imported: a run where one the server's imports read differs from the
 server's starts afresh (the others read then, `HOME` by `sysconfig` and the SDKs' logging switches, decide
 nothing a run does; `TEXTUAL_SNAPSHOT_TEMPDIR`, set in the workers, is not read at import)."""
+PYTEST = ("pytest", "_pytest.pytester", "xdist.plugin", "xdist.looponfail", "xdist.remote", "execnet",
+          "pytest_asyncio.plugin", "pytest_timeout", "pytest_textual_snapshot", "syrupy", "_hypothesis_pytestplugin",
+          "hypothesis", "hypothesis.strategies", "anyio.pytest_plugin", "platformdirs.pytest_plugin", "jinja2")
+"""What a test worker imports before its first test beside rhapsody: pytest and the plugins installed (the
+`pytest11` entry points), and what the tests' modules import at their top."""
+WORKER = (*APP, "rhapsody.frontends.acp", *PYTEST)
+"""What the server the workers of a run fork from has imported (`as_worker`): every front end too."""
+WORKER_FLAG = "--test-worker"
 EXEC_ENV = "RHAPSODY_TEST_EXEC"
 SHARED_ENV = "RHAPSODY_TEST_FORK_SERVERS"
 """Names the folder where a whole-suite run's controller started one headless fork server for all its workers
@@ -309,6 +317,8 @@ class _Shared:
 
     @staticmethod
     def name(warm: tuple[str, ...]) -> str:
+        if warm == WORKER:
+            return "w"
         return "s" if warm == WARM else "s-" + "-".join(n.rsplit(".", 1)[-1] for n in warm if n not in WARM)
 
     @classmethod
@@ -379,6 +389,45 @@ class _Shared:
         except BaseException:
             conn.close()
             raise
+
+
+def worker_spec() -> str:
+    """The `--tx` of one xdist worker forked from the run's worker server instead of started afresh: xdist runs
+    `python tests/launch.py --test-worker -u -c BOOTSTRAP` (`as_worker`) where it would run `python -u -c BOOTSTRAP`."""
+    import shlex
+
+    return "popen//python=" + shlex.join([sys.executable, os.path.abspath(__file__), WORKER_FLAG])
+
+
+def as_worker(args: list[str]) -> None:
+    """`python ARGS` (xdist's `-u -c BOOTSTRAP`), forked from the run's worker server (`WORKER`: forked from the
+    headless one by the first worker that asks): each worker of a whole-suite run would otherwise import the SDKs,
+    Textual, pytest and its plugins for itself, some 3 core-seconds before it collects (docs/performance.md,
+    "The suite"). This process stays as the worker's stand-in for xdist, which started it: it passes on a
+    SIGTERM and ends with the worker's exit status. Without the run's server it execs the fresh interpreter."""
+    argv = [sys.executable, *args]
+    try:
+        server = _Shared.find(WORKER) if os.environ.get(EXEC_ENV) != "1" else None
+        child = None if server is None else server.start(
+            {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ), "session": False, "terminal": False,
+             "ignore": [], "fresh": False, "code": args[args.index("-c") + 1]}, [0, 1, 2])
+    except (OSError, ValueError):  # the server went away: a fresh worker, as without one
+        child = None
+    if child is None:
+        os.execv(sys.executable, argv)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1):  # the worker alone holds xdist's pipes, so each side sees the other's end
+        os.dup2(null, fd)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # in xdist's process group, the worker gets the terminal's own
+    signal.signal(signal.SIGTERM, lambda signum, frame: child.terminate())
+    try:
+        status = child.wait()
+    except ConnectionError:  # the server was killed: so was its worker, as far as xdist can tell
+        status = -signal.SIGKILL
+    if status < 0:
+        signal.signal(-status, signal.SIG_DFL)
+        os.kill(os.getpid(), -status)
+    sys.exit(status)
 
 
 # -- the server side ----------------------------------------------------------------------------------
@@ -519,6 +568,7 @@ def _more(request: dict[str, Any], conn: socket.socket, listener: socket.socket)
     _import(request["serve"])
     _import([m for front in FRONT_ENDS if any(n.startswith(front) for n in request["serve"])
              for m in every_module(front)])
+    gc.freeze()
     mine = _listen(request["path"])
     _tell(conn, os.getpid())
     conn.close()
@@ -534,6 +584,8 @@ def _child(request: dict[str, Any], fds: list[int]) -> int:
         os.execve(sys.executable, request["argv"], request["env"])
     os.environ.clear()
     os.environ.update(request["env"])
+    if request.get("code") is not None:
+        return _code(request["code"])
     # the streams the interpreter would have opened on them (Textual's driver reads the `__std*__` ones)
     sys.stdin = sys.__stdin__ = open(0, "r", closefd=False)
     sys.stdout = sys.__stdout__ = open(1, "w", closefd=False)
@@ -551,6 +603,36 @@ def _child(request: dict[str, Any], fds: list[int]) -> int:
         traceback.print_exc()
         code = 1
     return _exited(code)
+
+
+def _code(code: str) -> int:
+    """Become `python -u -c CODE` (a test worker, `as_worker`): its streams, `__main__`, path and signals as that
+    interpreter would have them; the exit status."""
+    import io
+    import tempfile as temp
+    import types
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.stdin = sys.__stdin__ = open(0, "r", closefd=False)
+    sys.stdout = sys.__stdout__ = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
+    sys.stderr = sys.__stderr__ = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), errors="backslashreplace",
+                                                   write_through=True)
+    sys.argv = ["-c"]
+    sys.path[0] = ""  # as `-c` does: the working folder
+    temp.tempdir = None  # read again from the environment the request gave
+    main = sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        exec(compile(code, "<string>", "exec"), main.__dict__)
+        status: object = 0
+    except SystemExit as exc:
+        status = exc.code
+    except BaseException:  # noqa: BLE001 - printed as the interpreter would, then status 1
+        import traceback
+
+        traceback.print_exc()
+        status = 1
+    threading._shutdown()  # type: ignore[attr-defined]  # as the interpreter does: its threads are waited for
+    return _exited(status)
 
 
 def _take(fds: list[int], request: dict[str, Any]) -> None:
@@ -602,4 +684,7 @@ def _exited(code: object) -> int:
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1], sys.argv[2:])
+    if sys.argv[1] == WORKER_FLAG:
+        as_worker(sys.argv[2:])
+    else:
+        _serve(sys.argv[1], sys.argv[2:])
