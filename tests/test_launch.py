@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -60,3 +62,49 @@ def test_a_worker_whose_runs_server_has_gone_starts_its_own() -> None:
         assert said == ["0", "0", "_Server", "_Server"]
     finally:
         shutil.rmtree(folder)
+
+
+LOOKS = """
+import json, os, signal, sys
+line = sys.stdin.readline()
+sys.stdout.write(json.dumps({"argv": sys.argv, "path0": sys.path[0], "cwd": os.getcwd(), "name": __name__,
+                             "mark": os.environ.get("MARK"), "line": line, "int": str(signal.getsignal(signal.SIGINT)),
+                             "term": str(signal.getsignal(signal.SIGTERM)), "ppid_is_xdists": os.getppid() == PARENT,
+                             "warm": "rhapsody.frontends.app.app" in sys.modules}) + "\\n")  # no flush: -u writes through
+sys.exit(int(line))
+"""
+
+
+def _as_xdist_starts_it(prefix: list[str], cwd: Path, folder: str | None) -> tuple[int, dict[str, object]]:
+    """What `PREFIX -u -c LOOKS` says of itself, started on pipes as xdist's popen gateway starts a worker."""
+    env = {**os.environ, "MARK": "m1"}
+    env.pop(launch.SHARED_ENV, None)
+    if folder is not None:
+        env[launch.SHARED_ENV] = folder
+    code = LOOKS.replace("PARENT", str(os.getpid()))
+    proc = subprocess.Popen([*prefix, "-u", "-c", code], cwd=cwd, env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    out, _ = proc.communicate("3\n", timeout=60)
+    return proc.returncode, json.loads(out)
+
+
+def test_a_whole_suite_runs_workers_are_forked_warm_and_look_as_a_fresh_interpreter_would(tmp_path: Path) -> None:
+    server, folder = launch.share()
+    client = shlex.split(launch.worker_spec().removeprefix("popen//python="))
+    try:
+        fresh_status, fresh = _as_xdist_starts_it([sys.executable], tmp_path, None)
+        forked_status, forked = _as_xdist_starts_it(client, tmp_path, folder)
+        assert Path(folder, launch._Shared.name(launch.WORKER) + ".pid").exists()  # the worker server was forked
+        alone_status, alone = _as_xdist_starts_it(client, tmp_path, None)  # no run's server: a fresh interpreter
+    finally:
+        assert server.stdin is not None
+        server.stdin.close()
+        server.wait(10)
+        shutil.rmtree(folder)
+    assert fresh_status == forked_status == alone_status == 3
+    assert fresh["warm"] is alone["warm"] is False and forked["warm"] is True
+    assert fresh["ppid_is_xdists"] is True and forked["ppid_is_xdists"] is False  # its parent is the server
+    for said in (forked, alone):
+        assert {k: v for k, v in said.items() if k not in ("warm", "ppid_is_xdists")} == \
+               {k: v for k, v in fresh.items() if k not in ("warm", "ppid_is_xdists")}
+    assert fresh["argv"] == ["-c"] and fresh["path0"] == "" and fresh["cwd"] == str(tmp_path)
