@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import importlib
 import io
 import os
 import shutil
@@ -17,25 +18,23 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import aclosing, asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
-import git
 import pytest
 
-from rhapsody.providers.anthropic import AnthropicModel
-from rhapsody.config.settings import Settings
-from rhapsody.core.events import Event
-from rhapsody.core.toolbox.approval import Approver
 from rhapsody.loopback.script import ScriptedResponder
 from rhapsody.loopback.server import LoopbackServer
 from rhapsody.sandbox.bwrap import bwrap_path
-from rhapsody.wiring import Wiring, build
 
-from tests import launch, memory_tmp, shared_css, type_checks
+from tests import launch, memory_tmp, type_checks
 from tests.rewrite_ahead import compile_ahead, rewrite_ahead
 
-shared_css.install()  # every app a worker starts parses each stylesheet once (tests/shared_css.py)
+if TYPE_CHECKING:  # the SDK, gitpython, Textual and the assembly load where a test first needs them: an xdist
+    # controller runs no test, and importing them cost it 1.6 s before its workers could start
+    from rhapsody.core.events import Event
+    from rhapsody.core.toolbox.approval import Approver
+    from rhapsody.providers.anthropic import AnthropicModel
+    from rhapsody.wiring import Wiring
 
 MODEL = "claude-sonnet-5-5"
 SANDBOX = "workspace-write" if bwrap_path() else "off"
@@ -72,6 +71,8 @@ def project(tmp_path: Path, _project_template: Path) -> Path:
 
 def make_project(root: Path) -> Path:
     """Make `root` a git repository with one commit and a small Python file."""
+    import git
+
     root.mkdir()
     repo = git.Repo.init(root)
     with repo.config_writer() as cw:
@@ -102,11 +103,18 @@ class Stub:
         self.responder = ScriptedResponder(list(turns))
 
     def model(self, retries: int = 3) -> AnthropicModel:
+        import anthropic
+
+        from rhapsody.providers.anthropic import AnthropicModel
+
         client = anthropic.AsyncAnthropic(base_url=self.server.url, api_key="sk-test-key", max_retries=0, timeout=5.0,
                                           http_client=anthropic.DefaultAsyncHttpxClient(verify=TLS))
         return AnthropicModel(client, retries=retries, base_delay=0.0)
 
     def wire(self, root: Path, retries: int = 3, approver: Approver | None = None, **settings: Any) -> Wiring:
+        from rhapsody.config.settings import Settings
+        from rhapsody.wiring import build
+
         settings.setdefault("permission_mode", "yolo")
         settings.setdefault("sandbox", SANDBOX)
         return build(root, Settings(**settings), self.model(retries), MODEL, approver=approver)
@@ -263,7 +271,12 @@ def pytest_configure(config: pytest.Config) -> None:
     the run's processes import are compiled once (tests/rewrite_ahead.py). A whole-suite run (no path, -k or
     -m given) also starts the type and import checks in the background at once: a cold mypy then overlaps
     the other tests (tests/test_architecture.py reads the result); on several workers, it also starts the
-    one fork server they all fork `python -m rhapsody` from (tests/launch.py, `share`)."""
+    one fork server they all fork `python -m rhapsody` from (tests/launch.py, `share`), and the workers
+    themselves are forked from a server forked from it (`as_worker`), not started afresh."""
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", 0):  # this process runs tests
+        from tests import shared_css
+
+        shared_css.install()  # every app it starts parses each stylesheet once (tests/shared_css.py)
     if hasattr(config, "workerinput"):
         return
     memory_tmp.choose()  # the temporary files on /dev/shm where it can (tests/memory_tmp.py), for every process
@@ -283,6 +296,11 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_SHARED] = (server, shared)
         if config.option.tx == ["popen"] * len(config.option.tx):  # -n's workers, forked from it too
             config.option.tx = [launch.worker_spec()] * len(config.option.tx)
+        # the summary imports hypothesis (its plugin's look for observability output), a second of CPU after the
+        # last test while the other core stands idle: imported here instead, while the workers start (after
+        # rewrite_ahead's fork, which a thread in the middle of an import could leave holding a module's lock)
+        threading.Thread(target=importlib.import_module, args=("hypothesis.internal.observability",),
+                         daemon=True).start()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
