@@ -141,7 +141,8 @@ class ApprovalPanel(Vertical, can_focus=True):
     def on_mount(self) -> None:
         self.focus()  # keys typed from now on are the question's: held during the grace period, then the field's
         self._opening = asyncio.create_task(self._open_after_grace())
-        self.set_timer(0.05, self.fit_preview)  # once laid out
+        self.styles.max_height = self.room()  # from the first frame: the preview is fitted once laid out
+        self.set_timer(0.05, self.fit_preview)
 
     def on_unmount(self) -> None:
         if self._opening is not None:
@@ -163,14 +164,20 @@ class ApprovalPanel(Vertical, can_focus=True):
         view = next(iter(self.query("#preview").results(VerticalScroll)), None)
         if view is None or not self.size.height:  # None: the panel is being taken away
             return
-        height = self.app.size.height
-        room = max(8, min(height - KEEP_ROWS, int(height * PANEL_SHARE)))
+        room = self.room()
+        if self.styles.max_height is None or self.styles.max_height.value != room:
+            self.styles.max_height = room
         others = sum(w.outer_size.height + w.styles.margin.top + w.styles.margin.bottom
                      for w in self.children if w is not view and w.display)
         chrome = self.outer_size.height - self.size.height  # the border and padding
         rows = max(3, room - others - chrome - view.styles.margin.bottom)
         if view.styles.max_height is None or view.styles.max_height.value != rows:
             view.styles.max_height = rows
+
+    def room(self) -> int:
+        """The rows the panel may take on this screen."""
+        height = self.app.size.height
+        return max(8, min(height - KEEP_ROWS, int(height * PANEL_SHARE)))
 
     def open(self) -> None:
         """The grace period is over: the field takes keys."""
