@@ -296,11 +296,34 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_SHARED] = (server, shared)
         if config.option.tx == ["popen"] * len(config.option.tx):  # -n's workers, forked from it too
             config.option.tx = [launch.worker_spec()] * len(config.option.tx)
-        # the summary imports hypothesis (its plugin's look for observability output), a second of CPU after the
-        # last test while the other core stands idle: imported here instead, while the workers start (after
-        # rewrite_ahead's fork, which a thread in the middle of an import could leave holding a module's lock)
-        threading.Thread(target=importlib.import_module, args=("hypothesis.internal.observability",),
-                         daemon=True).start()
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """Textual keeps each widget's style cache as a key of a cache of its own (`StylesCache.get_inner_outer`, up to
+    1,024 entries), and with it every line the widget drew: after a few dozen app tests, some 80,000 more
+    objects in a worker, walked again at every full collection. Emptied after each test instead."""
+    styles_cache = sys.modules.get("textual._styles_cache")
+    cached = getattr(getattr(styles_cache, "StylesCache", None), "get_inner_outer", None)
+    if cached is not None and hasattr(cached, "cache_clear"):
+        cached.cache_clear()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A worker's last tests' garbage collected until none is left, then what lives frozen: pytest's closing
+    search for errors raised while objects are collected runs five full collections of the worker's heap
+    (half a second each at the end of a whole run), and finds the same with nothing left to walk."""
+    if hasattr(session.config, "workerinput"):
+        while gc.collect():
+            pass
+        gc.freeze()
+
+
+def pytest_testnodeready(node: object) -> None:
+    """The controller's closing summary imports hypothesis (its plugin's look for observability output), a second
+    of CPU after the last test while the other core stands idle: imported instead as the first worker is ready,
+    while they all collect. In this thread, as the summary would: an import in a thread of its own raced the
+    imports of this one, and the summary once found the module half made (a circular import error)."""
+    importlib.import_module("hypothesis.internal.observability")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

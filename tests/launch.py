@@ -399,6 +399,14 @@ def worker_spec() -> str:
     return "popen//python=" + shlex.join([sys.executable, os.path.abspath(__file__), WORKER_FLAG])
 
 
+def _pass_on(child: Child, signum: int) -> None:
+    """A signal to the stand-in, sent on to the worker (not `Child.send_signal`: its look at the socket would leave
+    it non-blocking under the `wait` the signal interrupted, which then fails rather than waits)."""
+    if child.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child.pid, signum)
+
+
 def as_worker(args: list[str]) -> None:
     """`python ARGS` (xdist's `-u -c BOOTSTRAP`), forked from the run's worker server (`WORKER`: forked from the
     headless one by the first worker that asks): each worker of a whole-suite run would otherwise import the SDKs,
@@ -419,7 +427,7 @@ def as_worker(args: list[str]) -> None:
     for fd in (0, 1):  # the worker alone holds xdist's pipes, so each side sees the other's end
         os.dup2(null, fd)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # in xdist's process group, the worker gets the terminal's own
-    signal.signal(signal.SIGTERM, lambda signum, frame: child.terminate())
+    signal.signal(signal.SIGTERM, lambda signum, frame: _pass_on(child, signum))
     try:
         status = child.wait()
     except ConnectionError:  # the server was killed: so was its worker, as far as xdist can tell

@@ -110,6 +110,7 @@ class HookRunner:
             if proc.returncode is None:  # bounded: a child that left the group may still hold a pipe
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(proc.wait(), REAP_WAIT)
+            procs.release(proc)
         return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
 
     def _masked(self, text: str) -> str:

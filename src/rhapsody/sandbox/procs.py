@@ -96,6 +96,7 @@ async def run(argv: list[str], cwd: str, env: dict[str, str], timeout: float, ca
         proc = await starting        # (a sandboxed child can outlive the sandbox's first process); end it here
         await stop(proc, supervised)
         await _exited(proc)
+        release(proc)
         raise
     finally:
         for fd in pass_fds:
@@ -117,7 +118,17 @@ async def run(argv: list[str], cwd: str, env: dict[str, str], timeout: float, ca
         if proc.returncode is None:
             await _exited(proc)
         _LIVE.pop(proc.pid, None)
+        release(proc)
     return Finished(buffer.text(), proc.returncode, timed_out, buffer.total, cap)
+
+
+def release(proc: asyncio.subprocess.Process) -> None:
+    """Close the pipes asyncio holds for a command rhapsody is done with. One a process outside the killed group
+    still holds, or one left unread when a read was cut short (Esc, the drain's limit), would otherwise stay open
+    until the garbage collector closes it, on an event loop that may have ended by then (an error at exit)."""
+    transport = getattr(proc, "_transport", None)
+    if isinstance(transport, asyncio.SubprocessTransport) and not transport.is_closing():
+        transport.close()
 
 
 async def _exited(proc: asyncio.subprocess.Process) -> None:
@@ -198,4 +209,5 @@ async def piped(argv: list[str], data: bytes, env: dict[str, str]) -> tuple[int 
         if proc.returncode is None:
             await proc.wait()
         _LIVE.pop(proc.pid, None)
+        release(proc)
     return proc.returncode, out, err
