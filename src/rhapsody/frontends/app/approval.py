@@ -44,6 +44,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
+from textual.widget import Widget
 from textual.widgets import Input, Static
 
 from rhapsody.core.toolbox.approval import Grace, Reply, approval_for, choices, picked, reply_to, wait_grace
@@ -81,6 +82,12 @@ class Choice(Static):
         panel = next((a for a in self.ancestors if isinstance(a, ApprovalPanel)), None)
         if panel is not None and panel.ready:
             getattr(panel, f"action_{self.action}")()
+
+
+def _cap(widget: Widget, rows: int) -> None:
+    """At most `rows` tall (a style set again only when it changes: each setting lays the screen out anew)."""
+    if widget.styles.max_height is None or widget.styles.max_height.value != rows:
+        widget.styles.max_height = rows
 
 
 class ApprovalPanel(Vertical, can_focus=True):
@@ -141,7 +148,7 @@ class ApprovalPanel(Vertical, can_focus=True):
     def on_mount(self) -> None:
         self.focus()  # keys typed from now on are the question's: held during the grace period, then the field's
         self._opening = asyncio.create_task(self._open_after_grace())
-        self.styles.max_height = self.room()  # from the first frame: the preview is fitted once laid out
+        _cap(self, self._room())  # from the first frame: the preview is fitted once laid out
         self.set_timer(0.05, self.fit_preview)
 
     def on_unmount(self) -> None:
@@ -164,17 +171,14 @@ class ApprovalPanel(Vertical, can_focus=True):
         view = next(iter(self.query("#preview").results(VerticalScroll)), None)
         if view is None or not self.size.height:  # None: the panel is being taken away
             return
-        room = self.room()
-        if self.styles.max_height is None or self.styles.max_height.value != room:
-            self.styles.max_height = room
+        room = self._room()
+        _cap(self, room)
         others = sum(w.outer_size.height + w.styles.margin.top + w.styles.margin.bottom
                      for w in self.children if w is not view and w.display)
         chrome = self.outer_size.height - self.size.height  # the border and padding
-        rows = max(3, room - others - chrome - view.styles.margin.bottom)
-        if view.styles.max_height is None or view.styles.max_height.value != rows:
-            view.styles.max_height = rows
+        _cap(view, max(3, room - others - chrome - view.styles.margin.bottom))
 
-    def room(self) -> int:
+    def _room(self) -> int:
         """The rows the panel may take on this screen."""
         height = self.app.size.height
         return max(8, min(height - KEEP_ROWS, int(height * PANEL_SHARE)))
