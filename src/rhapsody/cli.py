@@ -577,7 +577,8 @@ def typed_ahead() -> tuple[str, ...]:
     Until the app puts the terminal in raw mode, the terminal turns Enter into a line feed,
     which the app would read as ctrl+j (a new line in the prompt) and never send. Complete
     lines are all a terminal in line mode lets a program read; a line still being typed
-    reaches the prompt through the app as usual."""
+    reaches the prompt through the app as usual. An empty line is an Enter pressed alone: the app sends the
+    message it suggests for it (the demo's task), as Enter would in the prompt."""
     import select
 
     if not sys.stdin.isatty():
@@ -593,7 +594,7 @@ def typed_ahead() -> tuple[str, ...]:
         return ()
     text = data.decode("utf-8", errors="replace")
     printable = "".join(c for c in text if c == "\n" or c == "\t" or c.isprintable())
-    return tuple(line for line in printable.split("\n") if line.strip())
+    return tuple(printable.split("\n")[:-1])  # the complete lines (in line mode, all there is to read)
 
 
 def _notices(root: Path, settings: Any) -> None:

@@ -327,15 +327,27 @@ def test_nothing_to_resume_is_one_line_without_opening_the_screen(project: Path,
         term.close()
 
 
-async def test_a_typed_ahead_message_replaces_the_suggested_one(project: Path, stub: Stub) -> None:
+@pytest.mark.parametrize(("typed", "sent"), [(("hello there",), "hello there"), (("",), "The suggested task.")])
+async def test_a_typed_ahead_message_replaces_the_suggested_one_and_enter_alone_sends_it(
+        project: Path, stub: Stub, typed: tuple[str, ...], sent: str) -> None:
     stub.script(say("Hello back."))
 
     def boot() -> tuple[Any, Any, Any]:
         wiring = stub.wire(project)
         return wiring.agent, wiring.settings, None
 
-    app = RhapsodyApp(boot=boot, root=project, initial="The suggested task.", typed_ahead=("hello there",))
+    app = RhapsodyApp(boot=boot, root=project, initial="The suggested task.", typed_ahead=typed)
     async with app.run_test() as pilot:
         await until(lambda: bool(stub.bodies()) and not app.busy, within=30, pause=pilot.pause)
         assert app.query_one(PromptInput).text == ""  # nothing left to send by accident
-    assert [b["text"] for b in stub.bodies()[0]["messages"][0]["content"]] == ["hello there"]
+    assert [b["text"] for b in stub.bodies()[0]["messages"][0]["content"]] == [sent]
+
+
+def test_the_demo_sends_its_task_when_enter_is_pressed_before_the_app_is_live(project: Path, home: Path) -> None:
+    """The demo's welcome says Enter sends the task; an Enter pressed as the welcome appears (before the app reads
+    keys, while the terminal is still in line mode) does."""
+    term = Terminal(project, _env(home), typed_ahead=b"\r", args=("--demo",))
+    try:
+        assert term.read_until(lambda s: "read_file inventory.py" in s, within=30), term.seen[-2000:]
+    finally:
+        term.close()

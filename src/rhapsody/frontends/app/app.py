@@ -113,7 +113,8 @@ class RhapsodyApp(App[int]):
         right after its first frame. `approver` is the one the agent's toolbox asks (None: questions are
         refused, as headless). A `boot` that raises ends the app; the exception is kept in `boot_error`.
         `typed_ahead`: lines the person typed and sent with Enter before the app started; they are sent
-        once the session exists, together, as the first message. `hangup`: what to do when the terminal goes
+        once the session exists, together, as the first message (Enter alone sends `initial`, the suggested
+        one, as Enter would in the prompt). `hangup`: what to do when the terminal goes
         (frontends/hangup.py); the app then writes through a driver that a dead terminal cannot wedge."""
         if hangup is not None and sys.platform != "win32":
             from rhapsody.frontends.app.driver import GuardedDriver
@@ -136,8 +137,11 @@ class RhapsodyApp(App[int]):
         if self.ready:  # no paint until the session shows: the first one lands on the early frame's cells (cli.py)
             self._begin_batch()
         self.boot_error: Exception | None = None
-        self._early = [PromptInput.Submitted("\n".join(typed_ahead), queue=False)] if typed_ahead else []
-        if typed_ahead:  # what was typed ahead is the first message: a suggested one (the demo's task) steps aside
+        lines = [line for line in typed_ahead if line.strip()]
+        if typed_ahead and not lines and initial.strip():  # Enter alone, typed ahead: it sends the suggested message
+            lines = [initial]
+        self._early = [PromptInput.Submitted("\n".join(lines), queue=False)] if lines else []
+        if lines:  # what was typed ahead is the first message: a suggested one (the demo's task) steps aside
             initial = ""
         self.approver = approver
         """The agent's approver; the app takes only its grace period from it (questions come as events)."""
