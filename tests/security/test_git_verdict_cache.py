@@ -6,13 +6,15 @@ must run the check again (the count of checks rises) and no planted program may 
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from rhapsody.tools import gitscope
-from rhapsody.tools.git import GitError, gitlinks, refusal, run_git
+from rhapsody.tools.git import GitError, git_facts, gitlinks, refusal, run_git
 from rhapsody.rewind.shadow import Shadow
 
 from tests.security.test_git_hostile import hostile
@@ -125,3 +127,36 @@ def test_an_included_link_retargeted_outside_between_two_calls_is_refused(projec
     (project / "links" / "inc.config").symlink_to(tmp_path / "evil.config")
     assert "config includes" in (refusal(project, verdicts) or "")
     assert verdicts.checks == 2
+
+
+def test_a_filter_planted_in_the_users_global_config_between_two_calls_is_disabled(project: Path,
+                                                                                   tmp_path: Path) -> None:
+    """The check's config listing names the drivers a call disables (no second listing): the global files are
+    bound to the kept verdict too, so a filter defined there after the check is still seen, and disabled."""
+    marker = tmp_path / "a-filter-ran"
+    (project / ".gitattributes").write_text("* filter=planted\n")  # no such filter yet: the files as they are
+    (project / "app.py").write_text("changed = True\n")
+    verdicts = kept(project)
+    Path(os.environ["HOME"], ".gitconfig").write_text(
+        f'[filter "planted"]\n\tclean = "touch {marker}; cat"\n\trequired = true\n')
+    run_git(project, "add", "--all", verdicts=verdicts)
+    assert verdicts.checks == 2
+    assert not marker.exists()
+    assert "app.py" in run_git(project, "diff", "--cached", "--name-only", verdicts=verdicts).split()
+
+
+def test_the_checks_findings_spare_git_facts_a_second_listing_and_a_second_rev_parse(
+        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """git_facts asks git for the working tree and the config names once, in the check, then runs `status`."""
+    log = tmp_path / "git-calls"
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    real = shutil.which("git")
+    (shim / "git").write_text(f'#!/bin/sh\nfor a; do case $a in -c) skip=1;; *) if [ -z "$skip" ]; then '
+                              f'case $a in -*) ;; *) echo "$a" >> {log}; break;; esac; fi; skip=;; esac; done\n'
+                              f'exec {real} "$@"\n')
+    (shim / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim}{os.pathsep}{os.environ['PATH']}")
+    facts = git_facts(project)
+    assert facts["git_root"] == str(project.resolve()) and facts["branch"] in ("main", "master")
+    assert log.read_text().split() == ["rev-parse", "config", "status"]

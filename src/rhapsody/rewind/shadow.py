@@ -133,14 +133,16 @@ class Shadow:
         self._checked = True
 
     def _create(self) -> None:
-        """Build the shadow beside its place, then rename it there: a kill leaves none or a whole one."""
+        """Build the shadow beside its place, then rename it there: a kill leaves none or a whole one. Built by
+        hand, as `git init --bare --template=` lays one out (no git process): HEAD, the config, objects/, refs/."""
         building = self.git_dir.with_name(self.git_dir.name + ".new")
         if os.path.islink(building):
             os.unlink(building)
         elif os.path.lexists(building):
             shutil.rmtree(building)  # left by a kill while it was built
-        private_dir(building)
-        self._git("init", "-q", "--bare", "--template=", str(building), bare=True)
+        for folder in ("objects/info", "objects/pack", "refs/heads", "refs/tags"):
+            private_dir(building / folder)
+        write_private(building / "HEAD", "ref: refs/heads/main\n")  # no branch is ever made: commits have no refs
         write_private(building / "config", CONFIG)
         private_dir(building / "info")
         write_private(building / "info" / "exclude", self.exclude)
@@ -328,17 +330,15 @@ class Shadow:
 
     # -- git ----------------------------------------------------------------------------
 
-    def _git(self, *args: str, stdin: bytes | None = None, extra: dict[str, str] | None = None,
-             bare: bool = False) -> bytes:
-        if not bare and not self._checked:
+    def _git(self, *args: str, stdin: bytes | None = None, extra: dict[str, str] | None = None) -> bytes:
+        if not self._checked:
             self.ensure()  # no git call reads a shadow whose config could name a program
-        env = hardened_env(PINNED if not bare else list(STATIC))
+        env = hardened_env(PINNED)
         env.update(GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_SYSTEM=os.devnull, GIT_ATTR_NOSYSTEM="1", **(extra or {}))
-        if not bare:  # `bare`: `git init` of a folder the arguments name, run from the state folder
-            env.update(GIT_DIR=str(self.git_dir), GIT_COMMON_DIR=str(self.git_dir), GIT_WORK_TREE=str(self.root),
-                       GIT_OBJECT_DIRECTORY=str(self.git_dir / "objects"), GIT_INDEX_FILE=str(self.index))
+        env.update(GIT_DIR=str(self.git_dir), GIT_COMMON_DIR=str(self.git_dir), GIT_WORK_TREE=str(self.root),
+                   GIT_OBJECT_DIRECTORY=str(self.git_dir / "objects"), GIT_INDEX_FILE=str(self.index))
         try:
-            done = lifeline.run(["git", "--no-pager", *args], cwd=self.root if not bare else self.home, env=env,
+            done = lifeline.run(["git", "--no-pager", *args], cwd=self.root, env=env,
                                 input=stdin, capture_output=True, timeout=TIMEOUT)  # dies with rhapsody, as every git call
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise CheckpointError(f"checkpoint: git {args[0]}: {exc}") from None

@@ -52,19 +52,15 @@ _NO_NESTED = "--ignore-submodules=all"
 TIMEOUT = 30.0
 
 
-def overrides(root: Path) -> list[tuple[str, str]]:
-    """STATIC plus every filter, diff or merge driver the repository's config names, disabled."""
-    found: list[tuple[str, str]] = []
-    try:
-        listed = lifeline.run(["git", "config", "--list", "--name-only", "-z"], cwd=root, env=_base_env(),
-                              stdin=subprocess.DEVNULL, capture_output=True, timeout=TIMEOUT).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        listed = b""
-    for name in listed.decode("utf-8", errors="replace").split("\0"):
+def overrides(found: gitscope.Verdict) -> list[tuple[str, str]]:
+    """STATIC plus every filter, diff or merge driver the config names, disabled: the names are those the
+    repository check listed (`gitscope.Findings`), so no git process lists them again."""
+    drivers: list[tuple[str, str]] = []
+    for name in found.names:
         match = _DRIVER.match(name.strip())
         if match:
-            found.append((name.strip(), "false" if match.group(3).lower() in ("required", "cachetextconv") else ""))
-    return [*STATIC, *dict.fromkeys(found)]
+            drivers.append((name.strip(), "false" if match.group(3).lower() in ("required", "cachetextconv") else ""))
+    return [*STATIC, *dict.fromkeys(drivers)]
 
 
 def _base_env(literal: bool = True) -> dict[str, str]:
@@ -99,26 +95,31 @@ def run_git(root: Path, *args: str, check: bool = True, pairs: list[tuple[str, s
             verdicts: gitscope.Verdicts | None = None) -> str:
     """Run one hardened git command in `root` on rhapsody's own account; stdout, or '' when it fails and not check.
     A repository that reaches outside the project is refused (GitError with the reason when check)."""
-    why = refusal(root, verdicts)
-    if why is not None:
+    found = checked(root, verdicts)
+    if found.verdict is not None:
         if check:
-            raise GitError(why)
+            raise GitError(found.verdict)
         return ""
-    return _git(root, *args, check=check, pairs=pairs)
+    return _git(root, *args, check=check, pairs=overrides(found) if pairs is None else pairs)
 
 
 VERDICTS = gitscope.Verdicts()
 """The repository checks of this process, each bound to the stamps of what it read (tools/gitscope.py)."""
 
 
+def checked(root: Path, verdicts: gitscope.Verdicts | None = None) -> gitscope.Verdict:
+    """The repository check for `root`, with what it found: kept while nothing it read has changed, else run now."""
+    key = root.resolve()
+    return (verdicts or VERDICTS).found(key, lambda *args: _git(key, *args, check=False, pairs=list(STATIC)))
+
+
 def refusal(root: Path, verdicts: gitscope.Verdicts | None = None) -> str | None:
     """Why the repository git finds for `root` must not be used (one line), None when it is the project's own.
     The whole check runs again whenever anything it read has changed since it last ran."""
-    return (verdicts or VERDICTS).refusal(root, lambda *args: _git(root, *args, check=False, pairs=list(STATIC)))
+    return checked(root, verdicts).verdict
 
 
-def _git(root: Path, *args: str, check: bool = True, pairs: list[tuple[str, str]] | None = None) -> str:
-    pairs = overrides(root) if pairs is None else pairs
+def _git(root: Path, *args: str, check: bool = True, pairs: list[tuple[str, str]]) -> str:
     try:
         done = lifeline.run(git_argv(pairs, *args), cwd=root, env=hardened_env(pairs), stdin=subprocess.DEVNULL,
                             capture_output=True, timeout=TIMEOUT)
@@ -134,15 +135,10 @@ class GitError(Exception):
     """A git command failed (not a repository, bad revision...)."""
 
 
-def repo_root(root: Path, checked: bool = False) -> Path | None:
-    """The working tree that holds `root`, or None (also for a refused repository, unless the caller
-    `checked` that already). (rev-parse runs no configured program.)"""
-    try:
-        run = _git if checked else run_git
-        top = run(root, "rev-parse", "--show-toplevel", pairs=list(STATIC)).strip()
-    except GitError:
-        return None
-    return Path(top) if top else None
+def repo_root(root: Path) -> Path | None:
+    """The working tree that holds `root`, or None (also for a refused repository): what the check found."""
+    found = checked(root)
+    return found.top if found.verdict is None else None
 
 
 _LINKS: dict[Path, tuple[tuple[gitscope.Stamp, ...], list[str]]] = {}
@@ -154,7 +150,7 @@ def gitlinks(root: Path, verdicts: gitscope.Verdicts | None = None) -> list[str]
     only when the repository check's stamps or the index file's changed since (a large index lists slowly)."""
     verdicts = verdicts or VERDICTS
     key = root.resolve()
-    found = verdicts.kept(key) or verdicts.check(key, lambda *args: _git(key, *args, check=False, pairs=list(STATIC)))
+    found = checked(key, verdicts)
     index = _index_file(found)
     if found.verdict is not None or index is None:
         return []  # refused, or no repository
@@ -196,13 +192,13 @@ def head_branch(root: Path) -> str:
 def git_facts(root: Path) -> dict[str, Any]:
     """Git root, branch, HEAD and dirty files (porcelain v1 lines), measured by the harness; for a repository
     that reaches outside the project, no root and the one-line refusal."""
-    why = refusal(root)
-    if why is not None:
-        return {"git_root": None, "refused": why}
-    top = repo_root(root, checked=True)
-    if top is None:
+    found = checked(root)
+    if found.verdict is not None:
+        return {"git_root": None, "refused": found.verdict}
+    if found.top is None:
         return {"git_root": None}
-    status = _git(root, "status", "--porcelain=v2", "--branch", _NO_NESTED, check=False)
+    status = _git(root, "status", "--porcelain=v2", "--branch", _NO_NESTED, check=False, pairs=overrides(found))
+    top = found.top
     branch, head, dirty = "(detached)", "(no commits)", []
     for line in status.splitlines():
         if line.startswith("# branch.head ") and line[14:] != "(detached)":
@@ -302,11 +298,11 @@ class Git(Tool):
         return "read-only" if sandbox.bwrap_path() else "unavailable"
 
     async def run(self, args: GitInput, ctx: ToolContext) -> ToolOutcome:
-        why = await asyncio.to_thread(refusal, ctx.root)
-        if why is not None:
-            raise ToolFailure(why)
+        found = await asyncio.to_thread(checked, ctx.root)
+        if found.verdict is not None:
+            raise ToolFailure(found.verdict)
         pathspec = _literal(ctx.root, args.path, ctx.protected)
-        pairs = await asyncio.to_thread(overrides, ctx.root)
+        pairs = overrides(found)
         has_head = args.action != "diff" or bool(await asyncio.to_thread(
             _git, ctx.root, "rev-parse", "-q", "--verify", "HEAD", check=False, pairs=pairs))
         argv = git_argv(pairs, *_tool_args(args, has_head, pathspec), *_hidden_pathspecs(ctx.read_deny),

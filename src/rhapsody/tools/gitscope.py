@@ -14,12 +14,18 @@ must all lie inside it. One exception is checked, not assumed: a worktree made b
 file pointing back at this `.git` (a folder outside the project cannot be made to point
 back by the project's own files); its common directory then belongs to the area too.
 
+The check also keeps what it found on the way (`Verdict.top`, the working tree, and
+`Verdict.names`, every name the config listing holds outside the command line's), so the
+call it guards asks git neither again: tools/git.py disables the filter, diff and merge
+drivers those names define.
+
 The verdict is kept (`Verdicts`) bound to what the check read: the stat identity (device,
 inode, mtime, ctime, size; None for a missing one) of every folder from the root up to the
 anchor, the `.git` entry, the git and common directories and every file in them git or the
 check reads for discovery (HEAD, config, config.worktree, commondir, gitdir, the
 alternates chain), every config file the listing names and every `path =` an include in
-them names (found or not). The next call stats those (no git process) and runs the check
+them names (found or not), and the user's global config files where git looks for them
+(found or not: their names are among the findings). The next call stats those (no git process) and runs the check
 again when any differs: a command that plants a `commondir`, rewrites a config or adds a
 `.git` between two calls changes the stamp of the file or of the folder that holds it, and
 ctime cannot be set back. A stamp within `settle_ns` of the check's start is not trusted
@@ -35,7 +41,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rhapsody.sandbox.gitguard import SMALL_CAP, small_bytes
@@ -51,8 +57,18 @@ def refusal(root: Path, git: Git) -> str | None:
     return checked(root, git, [])
 
 
-def checked(root: Path, git: Git, read: list[Path]) -> str | None:
-    """`refusal`, adding to `read` every path whose change could change the verdict."""
+@dataclass
+class Findings:
+    """What a check that let the repository through found: its working tree (None: no repository) and every name
+    its config listing holds, in the repository's and the user's scopes (not the command line's)."""
+
+    top: Path | None = None
+    names: list[str] = field(default_factory=list)
+
+
+def checked(root: Path, git: Git, read: list[Path], findings: Findings | None = None) -> str | None:
+    """`refusal`, adding to `read` every path whose change could change the verdict or `findings`."""
+    findings = Findings() if findings is None else findings
     root = root.resolve()
     read += [root, *root.parents]  # discovery looks for `.git` in each (the anchor's part is trimmed below)
     found = git("rev-parse", "--path-format=absolute", "--show-toplevel", "--absolute-git-dir", "--git-common-dir")
@@ -72,7 +88,8 @@ def checked(root: Path, git: Git, read: list[Path]) -> str | None:
             return f"refused: the repository's {what} {path} lies outside {anchor}"
     if top != anchor:
         return f"refused: the repository's working tree is {top}, not {anchor} (core.worktree)"
-    return _alternates(common, area, read) or _configs(root, git, area, read)
+    findings.top = top
+    return _alternates(common, area, read) or _configs(root, git, area, read, findings)
 
 
 _READ = ("", "HEAD", "config", "config.worktree", "commondir", "gitdir", "objects", "objects/info",
@@ -132,19 +149,35 @@ def _alternates(common: Path, area: list[Path], read: list[Path]) -> str | None:
     return None
 
 
-def _configs(root: Path, git: Git, area: list[Path], read: list[Path]) -> str | None:
+def _configs(root: Path, git: Git, area: list[Path], read: list[Path], findings: Findings) -> str | None:
     """Config files of the repository's own scopes (with every include git follows) lie inside the area.
-    (git names a config found from the working directory relatively: `file:.git/config`.)"""
+    (git names a config found from the working directory relatively: `file:.git/config`.) The user's global
+    files are read too, where git looks for them and as the listing names them: their names are findings."""
     listed = git("config", "--list", "--show-origin", "--show-scope", "-z")
     fields = listed.split("\0")
-    for scope, origin in zip(fields[0::3], fields[1::3]):
-        if scope not in SCOPES or not origin.startswith("file:"):
+    read += global_configs()
+    for scope, origin, entry in zip(fields[0::3], fields[1::3], fields[2::3]):
+        if scope == "command":
+            continue
+        findings.names.append(entry.split("\n", 1)[0])
+        if not origin.startswith("file:"):
             continue
         path = (root / origin[5:]).resolve()
+        if scope not in SCOPES:
+            read += [path, *_includes(path)]  # the user's own: not its folder, the home folder changes all day
+            continue
         if not _within(path, area):
             return f"refused: the repository's config includes {path}, outside {area[0]}"
         read += [path, path.parent, *_includes(path)]
     return None
+
+
+def global_configs() -> list[Path]:
+    """Where git reads the user's global config (tools/git.py passes no GIT_CONFIG_GLOBAL on to it, and turns the
+    system file off): `$XDG_CONFIG_HOME/git/config` (or `~/.config/git/config`) and `~/.gitconfig`."""
+    home = Path(os.path.expanduser("~"))
+    xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+    return [xdg / "git" / "config", home / ".gitconfig"]
 
 
 def _includes(config: Path) -> list[Path]:
@@ -180,11 +213,14 @@ def stamps(paths: tuple[Path, ...]) -> tuple[Stamp, ...]:
 
 @dataclass(frozen=True)
 class Verdict:
-    """One check's verdict and what it was bound to."""
+    """One check's verdict, what it found on the way (`Findings`; empty for a refused repository) and what it was
+    bound to."""
 
     verdict: str | None
     paths: tuple[Path, ...]
     stamps: tuple[Stamp, ...]
+    top: Path | None = None
+    names: tuple[str, ...] = ()
 
 
 class Verdicts:
@@ -199,19 +235,22 @@ class Verdicts:
 
     def refusal(self, root: Path, git: Git) -> str | None:
         """`refusal(root, git)`, from the kept verdict when every path it read has the stamp it had."""
-        key = root.resolve()
-        kept = self._kept.get(key)
-        if kept is not None and stamps(kept.paths) == kept.stamps:
-            return kept.verdict
-        return self.check(key, git).verdict
+        return self.found(root, git).verdict
+
+    def found(self, root: Path, git: Git) -> Verdict:
+        """The kept verdict for `root` while it holds, else a whole check run now."""
+        return self.kept(root) or self.check(root.resolve(), git)
 
     def check(self, root: Path, git: Git) -> Verdict:
         """Run the whole check now; the verdict is kept unless something it read changed too recently."""
         started = self._clock()
         read: list[Path] = []
-        verdict = checked(root, git, read)
+        findings = Findings()
+        verdict = checked(root, git, read, findings)
         paths = tuple(dict.fromkeys(read))
         found = Verdict(verdict, paths, stamps(paths))
+        if verdict is None:
+            found = Verdict(verdict, paths, found.stamps, findings.top, tuple(findings.names))
         with self._lock:
             self.checks += 1
             if self.settled(found.stamps, started):
@@ -225,6 +264,9 @@ class Verdicts:
         return all(s is None or max(s[2], s[3]) < started - self._settle_ns for s in found)
 
     def kept(self, root: Path) -> Verdict | None:
-        """The verdict kept for `root` if it still holds (its stamps unchanged), else None."""
+        """The verdict kept for `root` if it still holds (its stamps unchanged, the global config where it was),
+        else None."""
         kept = self._kept.get(root.resolve())
-        return kept if kept is not None and stamps(kept.paths) == kept.stamps else None
+        if kept is None or stamps(kept.paths) != kept.stamps:
+            return None
+        return kept if kept.top is None or set(global_configs()) <= set(kept.paths) else None

@@ -66,5 +66,22 @@ def absolute(root: Path, entries: list[str]) -> tuple[str, ...]:
 @functools.lru_cache(maxsize=16)
 def _known(extra: tuple[str, ...], home: str, xdg: str) -> frozenset[str]:
     """The locations as written and resolved (keyed by the environment they were read from)."""
-    listed = locations(extra)
-    return frozenset(str(p) for p in [*listed, *(p.resolve() for p in listed)])
+    listed = [str(p) for p in locations(extra)]
+    return frozenset([*listed, *_resolved(listed)])
+
+
+def _resolved(paths: list[str]) -> list[str]:
+    """Each path as `os.path.realpath` gives it, the folders they share resolved once: a path whose last part is
+    no link (or missing) is that part in its resolved folder; a link is resolved whole."""
+    folders: dict[str, str] = {}
+    out = []
+    for path in paths:
+        folder, name = os.path.split(path)
+        if name in ("", ".", ".."):
+            out.append(os.path.realpath(path))
+            continue
+        if folder not in folders:
+            folders[folder] = os.path.realpath(folder)
+        candidate = os.path.join(folders[folder], name)
+        out.append(os.path.realpath(candidate) if os.path.islink(candidate) else candidate)
+    return out
