@@ -84,6 +84,7 @@ def secret_values() -> tuple[str, ...]:
     return tuple(v for k, v in os.environ.items() if _secret_var(k, v) and len(v) >= 8)
 
 
+@functools.lru_cache(maxsize=1024)
 def _secret_var(name: str, value: str) -> bool:
     """Named like a credential (`*_TOKEN`, `GH_PAT`), or a value with a credential's shape under any name
     (`DATABASE_URL=postgres://user:password@host`, a provider key in `MY_SETTING`)."""
@@ -264,8 +265,9 @@ def _temporary_empty() -> str:
 def _masks(root: Path, paths: list[Path], empty: str) -> list[str]:
     """Folders become empty and read-only, files read empty; skipped when the project is inside one."""
     out: list[str] = []
+    holding = {root, *root.parents}
     for path in paths:
-        if root == path or path in root.parents or not os.path.lexists(path):
+        if path in holding or not os.path.lexists(path):
             continue
         real = path.resolve()
         if real.is_dir():
