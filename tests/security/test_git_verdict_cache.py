@@ -129,16 +129,76 @@ def test_an_included_link_retargeted_outside_between_two_calls_is_refused(projec
     assert verdicts.checks == 2
 
 
-def test_a_filter_planted_in_the_users_global_config_between_two_calls_is_disabled(project: Path,
-                                                                                   tmp_path: Path) -> None:
-    """The check's config listing names the drivers a call disables (no second listing): the global files are
-    bound to the kept verdict too, so a filter defined there after the check is still seen, and disabled."""
+def test_a_filter_planted_in_the_users_global_config_after_a_kept_check_never_runs(project: Path,
+                                                                                  tmp_path: Path) -> None:
+    """A kept verdict names no config (it can change where no stamp shows): the call lists it again and disables
+    a filter defined after the check, here in the user's global file, which the check never stamps."""
     marker = tmp_path / "a-filter-ran"
     (project / ".gitattributes").write_text("* filter=planted\n")  # no such filter yet: the files as they are
     (project / "app.py").write_text("changed = True\n")
     verdicts = kept(project)
     Path(os.environ["HOME"], ".gitconfig").write_text(
         f'[filter "planted"]\n\tclean = "touch {marker}; cat"\n\trequired = true\n')
+    run_git(project, "add", "--all", verdicts=verdicts)
+    assert verdicts.checks == 1  # the verdict held; its config was listed again
+    assert not marker.exists()
+    assert "app.py" in run_git(project, "diff", "--cached", "--name-only", verdicts=verdicts).split()
+
+
+@pytest.mark.parametrize("line", ["[include] path = ../cfg/extra.config", "[include]\n\tpath = ../cfg/extra.config ; a/b",
+                                  "[include]\n\tpath = ../c\\\nfg/extra.config"])
+def test_an_include_as_git_reads_it_is_watched_until_its_file_appears(project: Path, tmp_path: Path,
+                                                                      line: str) -> None:
+    """Includes are taken from git's own listing, not from the file's text: on the section's line, after a
+    comment with a slash, across a continued line, the file they name is stamped before it exists."""
+    marker = tmp_path / "a-filter-ran"
+    (project / "cfg").mkdir()
+    with (project / ".git" / "config").open("a") as f:
+        f.write(line + "\n")
+    (project / ".gitattributes").write_text("* filter=planted\n")
+    (project / "app.py").write_text("changed = True\n")
+    verdicts = kept(project)
+    (tmp_path / "outside.config").write_text("[core]\n\tquotePath = true\n")
+    (project / "cfg" / "extra.config").write_text(f'[filter "planted"]\n\tclean = "touch {marker}; cat"\n'
+                                                   f'[include]\n\tpath = {tmp_path / "outside.config"}\n')
+    assert "config includes" in (refusal(project, verdicts) or "")  # the check ran again, and refuses
+    assert verdicts.checks == 2
+    assert not marker.exists()
+
+
+def test_an_include_outside_is_refused_from_a_folder_of_the_repository_too(project: Path, tmp_path: Path) -> None:
+    """git names the config files relative to the working tree's top, wherever the project's root is in it."""
+    (tmp_path / "outside.config").write_text("[core]\n\tquotePath = true\n")
+    with (project / ".git" / "config").open("a") as f:
+        f.write("[include]\n\tpath = ../../outside.config\n")
+    (project / "sub").mkdir()
+    for root in (project, project / "sub"):
+        assert "outside" in (refusal(root, gitscope.Verdicts(settle_ns=0)) or "")
+
+
+@pytest.mark.parametrize("broken", ["head", "format"])
+def test_a_repository_git_cannot_read_yet_is_checked_again_at_every_call(project: Path, tmp_path: Path,
+                                                                         broken: str) -> None:
+    """A `.git` git finds no repository in (no HEAD, a format it does not know) is mended in place, without a
+    change to any stamp of a "no repository" verdict: such a verdict is never kept, and the filter never runs."""
+    marker = tmp_path / "a-filter-ran"
+    with (project / ".git" / "config").open("a") as f:
+        f.write(f'[filter "planted"]\n\tclean = "touch {marker}; cat"\n\trequired = true\n')
+    (project / ".gitattributes").write_text("* filter=planted\n")
+    (project / "app.py").write_text("changed = True\n")
+    head, config = (project / ".git" / "HEAD").read_text(), (project / ".git" / "config").read_text()
+    if broken == "head":
+        (project / ".git" / "HEAD").unlink()
+    else:
+        (project / ".git" / "config").write_text(config.replace("repositoryformatversion = 0", "repositoryformatversion = 99"))
+    verdicts = gitscope.Verdicts(settle_ns=0)
+    assert run_git(project, "status", "--short", check=False, verdicts=verdicts) == ""
+    if broken == "head":
+        (project / ".git" / "HEAD").write_text(head)
+    else:
+        with (project / ".git" / "config").open("r+") as f:  # in place: the file's identity stays
+            f.write(config.replace("repositoryformatversion = 0", "repositoryformatversion = 00"))
+            f.truncate()
     run_git(project, "add", "--all", verdicts=verdicts)
     assert verdicts.checks == 2
     assert not marker.exists()

@@ -52,11 +52,19 @@ _NO_NESTED = "--ignore-submodules=all"
 TIMEOUT = 30.0
 
 
-def overrides(found: gitscope.Verdict) -> list[tuple[str, str]]:
-    """STATIC plus every filter, diff or merge driver the config names, disabled: the names are those the
-    repository check listed (`gitscope.Findings`), so no git process lists them again."""
+def overrides(root: Path, found: gitscope.Verdict) -> list[tuple[str, str]]:
+    """STATIC plus every filter, diff or merge driver the config names, disabled: the names the repository check
+    listed in this call where it ran (`gitscope.Findings`), else listed now."""
+    names = found.names
+    if names is None:
+        try:
+            listed = lifeline.run(["git", "config", "--list", "--name-only", "-z"], cwd=root, env=_base_env(),
+                                  stdin=subprocess.DEVNULL, capture_output=True, timeout=TIMEOUT).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            listed = b""
+        names = tuple(listed.decode("utf-8", errors="replace").split("\0"))
     drivers: list[tuple[str, str]] = []
-    for name in found.names:
+    for name in names:
         match = _DRIVER.match(name.strip())
         if match:
             drivers.append((name.strip(), "false" if match.group(3).lower() in ("required", "cachetextconv") else ""))
@@ -100,7 +108,7 @@ def run_git(root: Path, *args: str, check: bool = True, pairs: list[tuple[str, s
         if check:
             raise GitError(found.verdict)
         return ""
-    return _git(root, *args, check=check, pairs=overrides(found) if pairs is None else pairs)
+    return _git(root, *args, check=check, pairs=overrides(root, found) if pairs is None else pairs)
 
 
 VERDICTS = gitscope.Verdicts()
@@ -197,7 +205,7 @@ def git_facts(root: Path) -> dict[str, Any]:
         return {"git_root": None, "refused": found.verdict}
     if found.top is None:
         return {"git_root": None}
-    status = _git(root, "status", "--porcelain=v2", "--branch", _NO_NESTED, check=False, pairs=overrides(found))
+    status = _git(root, "status", "--porcelain=v2", "--branch", _NO_NESTED, check=False, pairs=overrides(root, found))
     top = found.top
     branch, head, dirty = "(detached)", "(no commits)", []
     for line in status.splitlines():
@@ -302,7 +310,7 @@ class Git(Tool):
         if found.verdict is not None:
             raise ToolFailure(found.verdict)
         pathspec = _literal(ctx.root, args.path, ctx.protected)
-        pairs = overrides(found)
+        pairs = await asyncio.to_thread(overrides, ctx.root, found)
         has_head = args.action != "diff" or bool(await asyncio.to_thread(
             _git, ctx.root, "rev-parse", "-q", "--verify", "HEAD", check=False, pairs=pairs))
         argv = git_argv(pairs, *_tool_args(args, has_head, pathspec), *_hidden_pathspecs(ctx.read_deny),

@@ -14,18 +14,18 @@ must all lie inside it. One exception is checked, not assumed: a worktree made b
 file pointing back at this `.git` (a folder outside the project cannot be made to point
 back by the project's own files); its common directory then belongs to the area too.
 
-The check also keeps what it found on the way (`Verdict.top`, the working tree, and
-`Verdict.names`, every name the config listing holds outside the command line's), so the
-call it guards asks git neither again: tools/git.py disables the filter, diff and merge
-drivers those names define.
+The check also says what it found on the way: `Verdict.top`, the working tree (kept with the
+verdict: it is what the stamped discovery files say), and `Verdict.names`, every name the
+config listing holds outside the command line's, for the call that ran the check only (a kept
+verdict has none: config can change in ways no stamp shows, so the next call lists it again).
+tools/git.py disables the filter, diff and merge drivers those names define.
 
 The verdict is kept (`Verdicts`) bound to what the check read: the stat identity (device,
 inode, mtime, ctime, size; None for a missing one) of every folder from the root up to the
 anchor, the `.git` entry, the git and common directories and every file in them git or the
 check reads for discovery (HEAD, config, config.worktree, commondir, gitdir, the
 alternates chain), every config file the listing names and every `path =` an include in
-them names (found or not), and the user's global config files where git looks for them
-(found or not: their names are among the findings). The next call stats those (no git process) and runs the check
+them names (found or not). The next call stats those (no git process) and runs the check
 again when any differs: a command that plants a `commondir`, rewrites a config or adds a
 `.git` between two calls changes the stamp of the file or of the folder that holds it, and
 ctime cannot be set back. A stamp within `settle_ns` of the check's start is not trusted
@@ -36,8 +36,8 @@ Stdlib only; the git calls themselves are the caller's (`tools/git.py`).
 
 from __future__ import annotations
 
+import dataclasses
 import os
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -60,10 +60,13 @@ def refusal(root: Path, git: Git) -> str | None:
 @dataclass
 class Findings:
     """What a check that let the repository through found: its working tree (None: no repository) and every name
-    its config listing holds, in the repository's and the user's scopes (not the command line's)."""
+    its config listing holds, in the repository's and the user's scopes (not the command line's). `unsettled`: git
+    found no repository where a `.git` entry is, which a change no stamp shows can mend (a HEAD put back, a
+    format version or an owner set right): such a verdict is never kept."""
 
     top: Path | None = None
     names: list[str] = field(default_factory=list)
+    unsettled: bool = False
 
 
 def checked(root: Path, git: Git, read: list[Path], findings: Findings | None = None) -> str | None:
@@ -75,6 +78,7 @@ def checked(root: Path, git: Git, read: list[Path], findings: Findings | None = 
     if len(found.splitlines()) != 3:
         if git("rev-parse", "--git-dir").strip():  # a repository without a working tree: `git log` still reads it
             return f"refused: git finds a repository for {root} but no working tree (core.bare or core.worktree)"
+        findings.unsettled = _anchor(root) is not None
         return None  # not a repository: git calls fail on their own
     top, git_dir, common = (Path(p).resolve() for p in found.splitlines())
     anchor = _anchor(root)
@@ -89,13 +93,12 @@ def checked(root: Path, git: Git, read: list[Path], findings: Findings | None = 
     if top != anchor:
         return f"refused: the repository's working tree is {top}, not {anchor} (core.worktree)"
     findings.top = top
-    return _alternates(common, area, read) or _configs(root, git, area, read, findings)
+    return _alternates(common, area, read) or _configs(top, git, area, read, findings)
 
 
 _READ = ("", "HEAD", "config", "config.worktree", "commondir", "gitdir", "objects", "objects/info",
          "objects/info/alternates")
 """What git reads in a git directory to find the repository and its config (and the folders holding them)."""
-_INCLUDE = re.compile(r"^\s*path\s*=\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
 
 
 def _git_files(git_dir: Path) -> list[Path]:
@@ -149,47 +152,44 @@ def _alternates(common: Path, area: list[Path], read: list[Path]) -> str | None:
     return None
 
 
-def _configs(root: Path, git: Git, area: list[Path], read: list[Path], findings: Findings) -> str | None:
-    """Config files of the repository's own scopes (with every include git follows) lie inside the area.
-    (git names a config found from the working directory relatively: `file:.git/config`.) The user's global
-    files are read too, where git looks for them and as the listing names them: their names are findings."""
+def _configs(top: Path, git: Git, area: list[Path], read: list[Path], findings: Findings) -> str | None:
+    """Config files of the repository's own scopes (with every include git follows) lie inside the area. git names
+    a config relatively to the working tree's top (`file:.git/config`, `file:.git/../cfg/inc`: its working folder
+    is the top), and lists each include as an entry of the file that holds it, its condition met or not and its
+    file there or not: each one named is read (stamped) as git would name it, link by link, and resolved."""
     listed = git("config", "--list", "--show-origin", "--show-scope", "-z")
     fields = listed.split("\0")
-    read += global_configs()
     for scope, origin, entry in zip(fields[0::3], fields[1::3], fields[2::3]):
         if scope == "command":
             continue
-        findings.names.append(entry.split("\n", 1)[0])
-        if not origin.startswith("file:"):
+        key, _, value = entry.partition("\n")
+        findings.names.append(key)
+        if scope not in SCOPES or not origin.startswith("file:"):
             continue
-        path = (root / origin[5:]).resolve()
-        if scope not in SCOPES:
-            read += [path, *_includes(path)]  # the user's own: not its folder, the home folder changes all day
-            continue
+        written = top / origin[5:]
+        path = written.resolve()
         if not _within(path, area):
             return f"refused: the repository's config includes {path}, outside {area[0]}"
-        read += [path, path.parent, *_includes(path)]
+        read += [*_named(written), path, path.parent]
+        lowered = key.lower()
+        if lowered == "include.path" or lowered.startswith("includeif.") and lowered.endswith(".path"):
+            named = Path(os.path.expanduser(value))
+            named = named if named.is_absolute() else written.parent / named  # relative to the file as git names it
+            read += [*_named(named), named.resolve(), named.resolve().parent]
     return None
 
 
-def global_configs() -> list[Path]:
-    """Where git reads the user's global config (tools/git.py passes no GIT_CONFIG_GLOBAL on to it, and turns the
-    system file off): `$XDG_CONFIG_HOME/git/config` (or `~/.config/git/config`) and `~/.gitconfig`."""
-    home = Path(os.path.expanduser("~"))
-    xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
-    return [xdg / "git" / "config", home / ".gitconfig"]
-
-
-def _includes(config: Path) -> list[Path]:
-    """Every file an include in `config` names, and its folder (a missing one counts once it appears)."""
-    try:
-        text = small_bytes(config).decode("utf-8", errors="replace")
-    except OSError:
-        return []
-    out = []
-    for match in _INCLUDE.finditer(text):
-        named = config.parent / os.path.expanduser(match.group(1).strip('"'))
-        out += [named, named.parent, named.resolve(), named.resolve().parent]  # a link, and what it names now
+def _named(path: Path) -> list[Path]:
+    """`path` and its folder, then each link it leads through and its folder (a link retargeted anywhere on the
+    way changes a stamp), up to git's own limit of links."""
+    out = [path, path.parent]
+    for _ in range(40):
+        try:
+            target = os.readlink(path)
+        except OSError:
+            return out
+        path = path.parent / target
+        out += [path, path.parent]
     return out
 
 
@@ -220,7 +220,8 @@ class Verdict:
     paths: tuple[Path, ...]
     stamps: tuple[Stamp, ...]
     top: Path | None = None
-    names: tuple[str, ...] = ()
+    names: tuple[str, ...] | None = None
+    """None: not listed by this call (a kept verdict, no repository, a refusal); the caller lists the config."""
 
 
 class Verdicts:
@@ -248,13 +249,12 @@ class Verdicts:
         findings = Findings()
         verdict = checked(root, git, read, findings)
         paths = tuple(dict.fromkeys(read))
-        found = Verdict(verdict, paths, stamps(paths))
-        if verdict is None:
-            found = Verdict(verdict, paths, found.stamps, findings.top, tuple(findings.names))
+        listed = tuple(findings.names) if verdict is None and findings.top is not None else None
+        found = Verdict(verdict, paths, stamps(paths), findings.top if verdict is None else None, listed)
         with self._lock:
             self.checks += 1
-            if self.settled(found.stamps, started):
-                self._kept[root] = found
+            if self.settled(found.stamps, started) and not findings.unsettled:
+                self._kept[root] = dataclasses.replace(found, names=None)  # listed again by the next call
             else:
                 self._kept.pop(root, None)
         return found
@@ -264,9 +264,6 @@ class Verdicts:
         return all(s is None or max(s[2], s[3]) < started - self._settle_ns for s in found)
 
     def kept(self, root: Path) -> Verdict | None:
-        """The verdict kept for `root` if it still holds (its stamps unchanged, the global config where it was),
-        else None."""
+        """The verdict kept for `root` if it still holds (its stamps unchanged), else None; it names no config."""
         kept = self._kept.get(root.resolve())
-        if kept is None or stamps(kept.paths) != kept.stamps:
-            return None
-        return kept if kept.top is None or set(global_configs()) <= set(kept.paths) else None
+        return kept if kept is not None and stamps(kept.paths) == kept.stamps else None
