@@ -70,14 +70,17 @@ def test_an_include_outside_planted_in_the_config_is_refused_and_its_fsmonitor_n
     assert not marker.exists()
 
 
-def test_an_include_of_a_missing_file_is_watched_until_it_appears(project: Path, tmp_path: Path) -> None:
-    evil = tmp_path / "later.config"
-    with (project / ".git" / "config").open("a") as f:
-        f.write(f"[include]\n\tpath = {evil}\n")
-    verdicts = kept(project)  # git skips a missing include: clean, and kept
-    evil.write_text("[core]\n\tbare = false\n")
-    assert refusal(project, verdicts) is not None
-    assert verdicts.checks == 2
+def test_an_include_of_a_file_outside_is_refused_before_it_exists_or_its_condition_holds(project: Path,
+                                                                                        tmp_path: Path) -> None:
+    """git skips a missing include and one whose condition does not hold; either can start to count without a
+    change to the repository's config (the file made, a branch switched), so neither may name a file outside."""
+    for line in (f"[include]\n\tpath = {tmp_path / 'later.config'}",
+                 f'[includeIf "onbranch:elsewhere"]\n\tpath = {tmp_path / "branch.config"}'):
+        config = (project / ".git" / "config").read_text()
+        (project / ".git" / "config").write_text(config + line + "\n")
+        assert "outside" in (refusal(project, gitscope.Verdicts(settle_ns=0)) or "")
+        (project / ".git" / "config").write_text(config)
+        assert refusal(project, gitscope.Verdicts(settle_ns=0)) is None
 
 
 def test_fsmonitor_and_hooks_planted_between_two_calls_are_checked_again_and_never_run(

@@ -41,11 +41,16 @@ STATIC = (
     ("core.alternateRefsCommand", ""), ("gc.auto", "0"), ("maintenance.auto", "false"), ("core.untrackedCache", "false"),
     ("status.submoduleSummary", "false"), ("diff.submodule", "short"), ("submodule.recurse", "false"),
     ("diff.ignoreSubmodules", "all"), ("fetch.recurseSubmodules", "false"), ("push.recurseSubmodules", "no"),
-    ("safe.bareRepository", "explicit"),
+    ("safe.bareRepository", "explicit"), ("core.logAllRefUpdates", "false"),
+    *((f"protocol.{name}.allow", "never") for name in ("file", "ext", "fd", "git", "ssh", "http", "https")),
 )
-"""Overrides applied to every git call (highest precedence, like `git -c`)."""
+"""Overrides applied to every git call (highest precedence, like `git -c`). A protocol the repository allows by
+name outranks `protocol.allow`, so each is named (a partial clone fetches a missing object through its remote,
+whose `uploadpack` is a command); no reflog is written (a `logs/HEAD` linked to a shell's start-up file would get a
+line holding the repository's `user.name`)."""
 _DRIVER = re.compile(r"^(filter|diff|merge)\.(.+)\.(clean|smudge|process|textconv|command|driver|required|cachetextconv)$",
                      re.IGNORECASE)
+_PROTOCOL = re.compile(r"^protocol\.(.+)\.allow$", re.IGNORECASE)
 _NO_PROGRAMS = ("--no-ext-diff", "--no-textconv")
 _NO_NESTED = "--ignore-submodules=all"
 """A nested repository's own config (fsmonitor, filters) would run were git to look inside it."""
@@ -62,18 +67,21 @@ def overrides(root: Path, found: gitscope.Verdict) -> list[tuple[str, str]]:
                                   stdin=subprocess.DEVNULL, capture_output=True, timeout=TIMEOUT).stdout
         except (OSError, subprocess.TimeoutExpired):
             listed = b""
-        names = tuple(listed.decode("utf-8", errors="replace").split("\0"))
+        names = tuple(listed.decode("utf-8", errors="surrogateescape").split("\0"))  # a name as git wrote it
     drivers: list[tuple[str, str]] = []
     for name in names:
         match = _DRIVER.match(name.strip())
         if match:
             drivers.append((name.strip(), "false" if match.group(3).lower() in ("required", "cachetextconv") else ""))
+        elif _PROTOCOL.match(name.strip()):
+            drivers.append((name.strip(), "never"))
     return [*STATIC, *dict.fromkeys(drivers)]
 
 
 def _base_env(literal: bool = True) -> dict[str, str]:
     env = {k: v for k, v in scrubbed_env().items() if not k.startswith("GIT_")}
     env.update(GIT_CONFIG_NOSYSTEM="1", GIT_PAGER="cat", PAGER="cat", GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0",
+               GIT_NO_LAZY_FETCH="1",
                GIT_NO_REPLACE_OBJECTS="1", GIT_ASKPASS="", SSH_ASKPASS="", GIT_EDITOR="true", GIT_SEQUENCE_EDITOR="true")
     if literal:
         env["GIT_LITERAL_PATHSPECS"] = "1"
@@ -92,10 +100,13 @@ def hardened_env(pairs: list[tuple[str, str]], literal: bool = True) -> dict[str
 
 
 def git_argv(pairs: list[tuple[str, str]], *args: str) -> list[str]:
-    """`git` with every override as `-c` (git before 2.31 ignores the environment form)."""
+    """`git` with every override as `-c` (git before 2.31 ignores the environment form), but for a name holding `=`:
+    `-c` splits at the first one, so `filter.x.clean=CMD.clean=` would set `filter.x.clean` to CMD. Such a name
+    goes in the environment form alone (`hardened_env`; the check refuses one in the repository's own config)."""
     argv = ["git", "--no-pager"]
     for key, value in pairs:
-        argv += ["-c", f"{key}={value}"]
+        if "=" not in key:
+            argv += ["-c", f"{key}={value}"]
     return [*argv, *args]
 
 

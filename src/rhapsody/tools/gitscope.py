@@ -93,7 +93,39 @@ def checked(root: Path, git: Git, read: list[Path], findings: Findings | None = 
     if top != anchor:
         return f"refused: the repository's working tree is {top}, not {anchor} (core.worktree)"
     findings.top = top
-    return _alternates(common, area, read) or _configs(top, git, area, read, findings)
+    return (_links(git_dir, read) or _links(common, read) or _alternates(common, area, read)
+            or _configs(top, git, area, read, findings))
+
+
+WALKED = ("refs", "logs")
+"""Folders of a git directory whose every entry git may write through (a ref, a reflog), walked whole."""
+READ_ONLY = frozenset({"hooks", "info", "description", "config"})
+"""Entries of a git directory that rhapsody's git calls never write through (hooks never run; a config file is
+checked where it leads by `_configs`): a link there is the user's own arrangement."""
+MAX_ENTRIES = 20_000
+
+
+def _links(git_dir: Path, read: list[Path]) -> str | None:
+    """A link among the git directory's own entries, in `objects/`, or anywhere under `refs/` and `logs/`: git
+    writes through it (a reflog appended to a shell's start-up file, a branch of another repository moved, an
+    outside file truncated as COMMIT_EDITMSG). Each folder looked in is read, so a link planted later is seen."""
+    pending, seen = [git_dir, git_dir / "objects", *(git_dir / name for name in WALKED)], 0
+    while pending:
+        folder = pending.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        read.append(folder)
+        for entry in entries:
+            seen += 1
+            if seen > MAX_ENTRIES:
+                return None  # a tree of loose refs this large is not walked further (git packs them)
+            if entry.is_symlink() and not (folder == git_dir and entry.name in READ_ONLY):
+                return f"refused: the repository's {Path(entry.path).relative_to(git_dir.parent)} is a link"
+            if entry.is_dir(follow_symlinks=False) and folder != git_dir and folder.name != "objects":
+                pending.append(Path(entry.path))
+    return None
 
 
 _READ = ("", "HEAD", "config", "config.worktree", "commondir", "gitdir", "objects", "objects/info",
@@ -164,7 +196,11 @@ def _configs(top: Path, git: Git, area: list[Path], read: list[Path], findings: 
             continue
         key, _, value = entry.partition("\n")
         findings.names.append(key)
-        if scope not in SCOPES or not origin.startswith("file:"):
+        if scope not in SCOPES:
+            continue
+        if "=" in key or "\ufffd" in key:  # `-c` would split it; a byte git wrote that is not UTF-8
+            return f"refused: the repository's config has a name no override can be given for: {key!r}"
+        if not origin.startswith("file:"):
             continue
         written = top / origin[5:]
         path = written.resolve()
@@ -173,8 +209,12 @@ def _configs(top: Path, git: Git, area: list[Path], read: list[Path], findings: 
         read += [*_named(written), path, path.parent]
         lowered = key.lower()
         if lowered == "include.path" or lowered.startswith("includeif.") and lowered.endswith(".path"):
+            if value.startswith(("%(", "/proc/", "/dev/fd/")):  # expanded by git, or named from git's own process
+                return f"refused: the repository's config includes {value!r}, which git would expand on its own"
             named = Path(os.path.expanduser(value))
             named = named if named.is_absolute() else written.parent / named  # relative to the file as git names it
+            if not _within(named.resolve(), area):  # its condition met or not: a branch switch would meet it
+                return f"refused: the repository's config includes {named.resolve()}, outside {area[0]}"
             read += [*_named(named), named.resolve(), named.resolve().parent]
     return None
 

@@ -1,0 +1,104 @@
+"""A repository's config, names and git directory never make rhapsody's own git calls run a program or write
+outside the project (tools/git.py overrides, tools/gitscope.py refusals): the fourth pass's attacks.
+
+Each builds a hostile repository in a temporary folder, as a cloned project would arrive, and drives the calls
+rhapsody makes on its own account (`git_facts` for the status bar and the handoff, `commit_paths` for memory,
+`last_commit_time`); a marker file shows whether a planted program ran."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rhapsody.tools import gitscope
+from rhapsody.tools.git import commit_paths, git_facts, last_commit_time, refusal
+
+
+def _git(project: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(project), *args], check=True, capture_output=True, text=True).stdout
+
+
+def test_a_driver_name_holding_an_equals_sign_is_refused_and_never_injects_a_command(project: Path,
+                                                                                     tmp_path: Path) -> None:
+    """`-c NAME=` splits at the first `=`: the override of `filter."evil.clean=CMD".clean` would set evil's clean
+    filter to CMD. Such a name is refused, and never reaches git's command line."""
+    marker = tmp_path / "injected"
+    with (project / ".git" / "config").open("a") as f:
+        f.write(f'[filter "evil.clean=touch {marker}; cat #"]\n\tclean = cat\n')
+    (project / ".gitattributes").write_text("* filter=evil\n")
+    (project / "app.py").write_text("changed = True\n")
+    facts = git_facts(project)
+    assert "no override" in facts.get("refused", "")
+    assert commit_paths(project, "app.py", "m") is None  # a refused repository is no repository to rhapsody's calls
+    assert not marker.exists()
+
+
+def test_a_driver_name_that_is_not_utf8_is_refused(project: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    with (project / ".git" / "config").open("ab") as f:
+        f.write(b'[filter "ev\xffil"]\n\tclean = "touch ' + str(marker).encode() + b'; cat"\n')
+    (project / ".gitattributes").write_bytes(b"* filter=ev\xffil\n")
+    (project / "app.py").write_text("changed = True\n")
+    assert "no override" in git_facts(project).get("refused", "")
+    assert not marker.exists()
+
+
+def test_a_partial_clone_missing_an_object_never_fetches_it_through_its_own_upload_pack(project: Path,
+                                                                                        tmp_path: Path) -> None:
+    """The repository allows the file protocol by name (which outranks `protocol.allow=never`) and names a command
+    as its promisor remote's upload-pack; a missing tree would be fetched through it."""
+    marker = tmp_path / "fetched"
+    tree = _git(project, "rev-parse", "HEAD^{tree}").strip()
+    with (project / ".git" / "config").open("a") as f:
+        f.write(f'[extensions]\n\tpartialClone = origin\n[remote "origin"]\n\turl = {project}\n\tpromisor = true\n'
+                f'\tuploadpack = "touch {marker}; git-upload-pack"\n[protocol "file"]\n\tallow = always\n')
+    _git(project, "config", "core.repositoryformatversion", "1")
+    (project / ".git" / "objects" / tree[:2] / tree[2:]).unlink()
+    assert refusal(project, gitscope.Verdicts(settle_ns=0)) is None  # a repository of its own: not refused
+    git_facts(project)
+    last_commit_time(project, project / "app.py")
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("entry", ["logs/HEAD", "refs/heads/main", "COMMIT_EDITMSG", "objects/pack"])
+def test_a_link_in_the_git_directory_that_git_writes_through_is_refused(project: Path, tmp_path: Path,
+                                                                          entry: str) -> None:
+    """A reflog linked to the user's shell start-up file (a line holding the repository's `user.name` appended to
+    it by a memory commit), a branch linked to another repository's, a message file linked to a file outside."""
+    victim = tmp_path / "bashrc"
+    victim.write_text("# the user's own\n")
+    _git(project, "config", "user.name", "x; touch /tmp/never #")
+    link = project / ".git" / entry
+    if link.is_dir():
+        (tmp_path / "elsewhere").mkdir()
+        link.rename(tmp_path / "moved-away")
+        link.symlink_to(tmp_path / "elsewhere")
+    else:
+        link.unlink(missing_ok=True)
+        link.symlink_to(victim)
+    assert "is a link" in (refusal(project, gitscope.Verdicts(settle_ns=0)) or "")
+    (project / "notes.md").write_text("remember\n")
+    assert commit_paths(project, "notes.md", "memory: update") is None  # refused: as if there were no repository
+    assert victim.read_text() == "# the user's own\n"
+
+
+def test_a_link_planted_in_the_reflogs_after_a_kept_check_is_seen(project: Path, tmp_path: Path) -> None:
+    verdicts = gitscope.Verdicts(settle_ns=0)
+    assert refusal(project, verdicts) is None
+    assert refusal(project, verdicts) is None and verdicts.checks == 1
+    victim = tmp_path / "bashrc"
+    victim.write_text("# the user's own\n")
+    head = project / ".git" / "logs" / "HEAD"
+    head.unlink()
+    head.symlink_to(victim)
+    assert "is a link" in (refusal(project, verdicts) or "")
+    assert verdicts.checks == 2
+
+
+@pytest.mark.parametrize("value", ["%(prefix)/etc/late.config", "/proc/self/cwd/cfg/late.config"])
+def test_an_include_git_would_expand_on_its_own_is_refused(project: Path, value: str) -> None:
+    with (project / ".git" / "config").open("a") as f:
+        f.write(f"[include]\n\tpath = {value}\n")
+    assert "expand on its own" in (refusal(project, gitscope.Verdicts(settle_ns=0)) or "")
