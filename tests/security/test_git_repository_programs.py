@@ -102,3 +102,58 @@ def test_an_include_git_would_expand_on_its_own_is_refused(project: Path, value:
     with (project / ".git" / "config").open("a") as f:
         f.write(f"[include]\n\tpath = {value}\n")
     assert "expand on its own" in (refusal(project, gitscope.Verdicts(settle_ns=0)) or "")
+
+
+def _outside_repository(tmp_path: Path) -> Path:
+    other = tmp_path / "outside"
+    subprocess.run(["git", "init", "-q", str(other)], check=True)
+    return other
+
+
+@pytest.mark.parametrize("layout", ["gitfile", "commondir", "alternates"])
+def test_a_link_on_the_way_to_the_git_directory_retargeted_after_a_kept_check_is_seen(project: Path, tmp_path: Path,
+                                                                                        layout: str) -> None:
+    """The path a `.git` file, a `commondir` or an alternates line names is stamped step by step as written: a
+    link in a folder on the way, retargeted to another repository, moves git there with no resolved path changed."""
+    other = _outside_repository(tmp_path)
+    sub = project / "sub"
+    (sub / "d").mkdir(parents=True)
+    (sub / "link").symlink_to("d")
+    if layout == "gitfile":
+        (project / ".git").rename(sub / "d" / ".git")
+        (project / ".git").write_text("gitdir: sub/link/.git\n")
+        outside = other
+    elif layout == "commondir":
+        (project / ".git").rename(sub / "d" / ".git")
+        (project / ".git").mkdir()
+        for name in ("HEAD", "index"):
+            (sub / "d" / ".git" / name).rename(project / ".git" / name)
+        (sub / "d" / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+        (project / ".git" / "commondir").write_text("../sub/link/.git\n")
+        outside = other
+    else:
+        subprocess.run(["git", "init", "-q", str(sub / "d" / "store")], check=True)
+        (project / ".git" / "objects" / "info" / "alternates").write_text("../../sub/link/store/.git/objects\n")
+        outside = tmp_path
+    verdicts = gitscope.Verdicts(settle_ns=0)
+    assert refusal(project, verdicts) is None
+    assert refusal(project, verdicts) is None and verdicts.checks == 1  # kept
+    (sub / "link").unlink()
+    (sub / "link").symlink_to(outside)
+    assert "outside" in (refusal(project, verdicts) or "")
+    assert verdicts.checks == 2
+
+
+@pytest.mark.parametrize("line", ['"\\057etc\\057objects"', " objects-with-a-space", "objects\\"])
+def test_an_alternates_line_git_reads_otherwise_is_refused(project: Path, line: str) -> None:
+    """git C-unquotes a line that starts with a quote and keeps spaces; such a line is refused, not guessed at."""
+    (project / ".git" / "objects" / "info" / "alternates").write_text(line + "\n")
+    assert "alternates has a line" in (refusal(project, gitscope.Verdicts(settle_ns=0)) or "")
+
+
+def test_a_config_include_naming_a_path_that_is_not_utf8_is_refused(project: Path, tmp_path: Path) -> None:
+    """Read back under its replacement character, such a path would be resolved as another (a link outside)."""
+    (project / "\udcff".encode("utf-8", "surrogateescape").decode("utf-8", "surrogateescape")).symlink_to(tmp_path)
+    with (project / ".git" / "config").open("ab") as f:
+        f.write(b"[include]\n\tpath = ../\xff/x.config\n")
+    assert "not UTF-8" in (refusal(project, gitscope.Verdicts(settle_ns=0)) or "")

@@ -80,12 +80,15 @@ def checked(root: Path, git: Git, read: list[Path], findings: Findings | None = 
             return f"refused: git finds a repository for {root} but no working tree (core.bare or core.worktree)"
         findings.unsettled = _anchor(root) is not None
         return None  # not a repository: git calls fail on their own
+    if "\ufffd" in found:
+        return f"refused: git finds a repository for {root} at a path that is not UTF-8"
     top, git_dir, common = (Path(p).resolve() for p in found.splitlines())
     anchor = _anchor(root)
     if anchor is None:
         return f"refused: git finds the repository {git_dir} without a .git entry in or above {root}"
     del read[read.index(anchor) + 1:]
-    read += [anchor / ".git", *_git_files(git_dir), *_git_files(common)]
+    read += [*_named(anchor / ".git"), *_git_files(git_dir), *_git_files(common)]
+    read += [*_pointed(anchor / ".git", "gitdir:"), *_pointed(git_dir / "commondir", "")]
     area = [anchor, *_linked_common(anchor, git_dir, common)]
     for what, path in (("working tree", top), ("git directory", git_dir), ("common directory", common)):
         if not _within(path, area):
@@ -173,11 +176,13 @@ def _alternates(common: Path, area: list[Path], read: list[Path]) -> str | None:
             text = small_bytes(objects / "info" / "alternates").decode("utf-8", errors="replace")
         except OSError:
             continue
-        for line in text.splitlines()[:SMALL_CAP]:
-            line = line.strip()
-            if not line or line.startswith("#"):
+        for line in text.split("\n")[:SMALL_CAP]:
+            if not line or line.startswith("#"):  # git: a comment in the first column only
                 continue
-            store = (objects / line.strip('"')).resolve()
+            if line != line.strip() or line.startswith('"') or "\\" in line or "\ufffd" in line:
+                return f"refused: the repository's objects/info/alternates has a line git reads otherwise: {line!r}"
+            read += _route(objects, line)
+            store = (objects / line).resolve()
             if not _within(store, area):
                 return f"refused: the repository borrows objects from {store} (objects/info/alternates), outside {area[0]}"
             pending.append(store)
@@ -202,6 +207,8 @@ def _configs(top: Path, git: Git, area: list[Path], read: list[Path], findings: 
             return f"refused: the repository's config has a name no override can be given for: {key!r}"
         if not origin.startswith("file:"):
             continue
+        if "\ufffd" in origin + value:
+            return f"refused: the repository's config names a path that is not UTF-8: {origin[5:]!r}"
         written = top / origin[5:]
         path = written.resolve()
         if not _within(path, area):
@@ -217,6 +224,28 @@ def _configs(top: Path, git: Git, area: list[Path], read: list[Path], findings: 
                 return f"refused: the repository's config includes {named.resolve()}, outside {area[0]}"
             read += [*_named(named), named.resolve(), named.resolve().parent]
     return None
+
+
+def _pointed(file: Path, prefix: str) -> list[Path]:
+    """Every step of the path a discovery file names (a `.git` file's `gitdir:`, a `commondir`), as git names
+    it: a link on the way retargeted changes a stamp, where its resolved form would not."""
+    try:
+        text = small_bytes(file).decode("utf-8", errors="replace").strip() if os.path.isfile(file) else ""
+    except OSError:
+        return []
+    if not text.startswith(prefix):
+        return []
+    return _route(file.parent, text[len(prefix):].strip())
+
+
+def _route(base: Path, written: str) -> list[Path]:
+    """Each folder and file on the way from `base` to `written` (relative to it, or absolute), link by link."""
+    out: list[Path] = []
+    path = base
+    for part in Path(written).parts:
+        path = path / part
+        out += _named(path)
+    return out
 
 
 def _named(path: Path) -> list[Path]:
