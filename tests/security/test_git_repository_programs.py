@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from rhapsody.tools import gitscope
-from rhapsody.tools.git import commit_paths, git_facts, last_commit_time, refusal
+from rhapsody.tools.git import STATIC, commit_paths, git_facts, last_commit_time, refusal
 
 
 def _git(project: Path, *args: str) -> str:
@@ -157,3 +157,52 @@ def test_a_config_include_naming_a_path_that_is_not_utf8_is_refused(project: Pat
     with (project / ".git" / "config").open("ab") as f:
         f.write(b"[include]\n\tpath = ../\xff/x.config\n")
     assert "not UTF-8" in (refusal(project, gitscope.Verdicts(settle_ns=0)) or "")
+
+
+def test_a_shipped_rerere_cache_linked_outside_is_refused_and_rerere_never_replays(project: Path,
+                                                                                   tmp_path: Path) -> None:
+    """An `rr-cache/` turns rerere on: a commit would write a conflict's image through `thisimage` (linked to a
+    file outside) and replay `postimage` (linked to a secret outside) into the project."""
+    victim, secret = tmp_path / "victim", tmp_path / "secret"
+    victim.write_text("precious\n")
+    secret.write_text("key material\n")
+    cache = project / ".git" / "rr-cache" / ("0" * 40)
+    cache.mkdir(parents=True)
+    (cache / "thisimage").symlink_to(victim)
+    (cache / "postimage").symlink_to(secret)
+    assert "is a link" in (refusal(project, gitscope.Verdicts(settle_ns=0)) or "")
+    (cache / "thisimage").unlink()
+    (cache / "postimage").unlink()
+    assert refusal(project, gitscope.Verdicts(settle_ns=0)) is None
+    assert ("rerere.enabled", "false") in STATIC  # and a commit of rhapsody's own never replays what it holds
+    assert victim.read_text() == "precious\n"
+
+
+@pytest.mark.parametrize("layout", ["nul", "loop"])
+def test_a_layout_the_check_cannot_follow_is_one_refusal_not_a_crash(project: Path, tmp_path: Path,
+                                                                     layout: str) -> None:
+    """A NUL in the `.git` file's path (git stops reading there), a link loop an include names."""
+    if layout == "nul":
+        (project / ".git").rename(project / "realgit")
+        (project / ".git").write_bytes(b"gitdir: realgit\0junk\n")
+    else:
+        (project / "loop").symlink_to("loop")
+        with (project / ".git" / "config").open("a") as f:
+            f.write('[includeIf "gitdir:/nowhere/"]\n\tpath = ../loop\n')
+    why = refusal(project, gitscope.Verdicts(settle_ns=0)) or ""
+    assert why.startswith("refused:") and "\n" not in why
+    facts = git_facts(project)
+    assert facts["git_root"] is None and facts["refused"]
+
+
+def test_a_git_directory_too_large_to_look_through_is_refused_and_its_own_entries_come_first(
+        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gitscope, "MAX_ENTRIES", 200)
+    junk = project / ".git" / "logs" / "junk"
+    junk.mkdir(parents=True)
+    for i in range(300):
+        (junk / str(i)).write_text("")
+    assert "more than 200 entries" in (refusal(project, gitscope.Verdicts(settle_ns=0)) or "")
+    (tmp_path / "victim").write_text("precious\n")
+    (project / ".git" / "COMMIT_EDITMSG").symlink_to(tmp_path / "victim")
+    assert "COMMIT_EDITMSG is a link" in (refusal(project, gitscope.Verdicts(settle_ns=0)) or "")

@@ -41,13 +41,14 @@ STATIC = (
     ("core.alternateRefsCommand", ""), ("gc.auto", "0"), ("maintenance.auto", "false"), ("core.untrackedCache", "false"),
     ("status.submoduleSummary", "false"), ("diff.submodule", "short"), ("submodule.recurse", "false"),
     ("diff.ignoreSubmodules", "all"), ("fetch.recurseSubmodules", "false"), ("push.recurseSubmodules", "no"),
-    ("safe.bareRepository", "explicit"), ("core.logAllRefUpdates", "false"),
+    ("safe.bareRepository", "explicit"), ("core.logAllRefUpdates", "false"), ("rerere.enabled", "false"),
     *((f"protocol.{name}.allow", "never") for name in ("file", "ext", "fd", "git", "ssh", "http", "https")),
 )
 """Overrides applied to every git call (highest precedence, like `git -c`). A protocol the repository allows by
 name outranks `protocol.allow`, so each is named (a partial clone fetches a missing object through its remote,
 whose `uploadpack` is a command); no reflog is written (a `logs/HEAD` linked to a shell's start-up file would get a
-line holding the repository's `user.name`)."""
+line holding the repository's `user.name`); no recorded resolution is replayed (an `rr-cache/` the repository ships
+turns rerere on, and its files, linked outside, would be written and read through by a commit)."""
 _DRIVER = re.compile(r"^(filter|diff|merge)\.(.+)\.(clean|smudge|process|textconv|command|driver|required|cachetextconv)$",
                      re.IGNORECASE)
 _PROTOCOL = re.compile(r"^protocol\.(.+)\.allow$", re.IGNORECASE)

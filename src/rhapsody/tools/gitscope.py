@@ -57,6 +57,17 @@ def refusal(root: Path, git: Git) -> str | None:
     return checked(root, git, [])
 
 
+def _unreadable(check: Callable[..., str | None]) -> Callable[..., str | None]:
+    """A layout the check cannot follow (a link loop, a NUL in a path git stops reading at) refuses the repository
+    in one line: git would read it otherwise than the check did."""
+    def guarded(root: Path, *args: object, **kwargs: object) -> str | None:
+        try:
+            return check(root, *args, **kwargs)
+        except (ValueError, RuntimeError, OSError) as exc:
+            return f"refused: the repository for {root} cannot be followed here ({exc})"
+    return guarded
+
+
 @dataclass
 class Findings:
     """What a check that let the repository through found: its working tree (None: no repository) and every name
@@ -69,6 +80,7 @@ class Findings:
     unsettled: bool = False
 
 
+@_unreadable
 def checked(root: Path, git: Git, read: list[Path], findings: Findings | None = None) -> str | None:
     """`refusal`, adding to `read` every path whose change could change the verdict or `findings`."""
     findings = Findings() if findings is None else findings
@@ -100,12 +112,14 @@ def checked(root: Path, git: Git, read: list[Path], findings: Findings | None = 
             or _configs(top, git, area, read, findings))
 
 
-WALKED = ("refs", "logs")
-"""Folders of a git directory whose every entry git may write through (a ref, a reflog), walked whole."""
+WALKED = ("refs", "logs", "rr-cache")
+"""Folders of a git directory whose every entry git may write through (a ref, a reflog, a recorded resolution),
+walked whole."""
 READ_ONLY = frozenset({"hooks", "info", "description", "config"})
 """Entries of a git directory that rhapsody's git calls never write through (hooks never run; a config file is
 checked where it leads by `_configs`): a link there is the user's own arrangement."""
-MAX_ENTRIES = 20_000
+MAX_ENTRIES = 100_000
+"""Entries looked at, at most: a git directory with more (loose refs, reflogs) is refused, not vouched for."""
 
 
 def _links(git_dir: Path, read: list[Path]) -> str | None:
@@ -113,6 +127,7 @@ def _links(git_dir: Path, read: list[Path]) -> str | None:
     writes through it (a reflog appended to a shell's start-up file, a branch of another repository moved, an
     outside file truncated as COMMIT_EDITMSG). Each folder looked in is read, so a link planted later is seen."""
     pending, seen = [git_dir, git_dir / "objects", *(git_dir / name for name in WALKED)], 0
+    pending.reverse()  # the git directory's own entries and objects/ first
     while pending:
         folder = pending.pop()
         try:
@@ -123,7 +138,7 @@ def _links(git_dir: Path, read: list[Path]) -> str | None:
         for entry in entries:
             seen += 1
             if seen > MAX_ENTRIES:
-                return None  # a tree of loose refs this large is not walked further (git packs them)
+                return f"refused: the repository's {git_dir.name} holds more than {MAX_ENTRIES:,} entries to look at"
             if entry.is_symlink() and not (folder == git_dir and entry.name in READ_ONLY):
                 return f"refused: the repository's {Path(entry.path).relative_to(git_dir.parent)} is a link"
             if entry.is_dir(follow_symlinks=False) and folder != git_dir and folder.name != "objects":
@@ -179,7 +194,7 @@ def _alternates(common: Path, area: list[Path], read: list[Path]) -> str | None:
         for line in text.split("\n")[:SMALL_CAP]:
             if not line or line.startswith("#"):  # git: a comment in the first column only
                 continue
-            if line != line.strip() or line.startswith('"') or "\\" in line or "\ufffd" in line:
+            if line != line.strip() or line.startswith('"') or any(c in line for c in ("\\", "\ufffd", "\0")):
                 return f"refused: the repository's objects/info/alternates has a line git reads otherwise: {line!r}"
             read += _route(objects, line)
             store = (objects / line).resolve()
@@ -235,6 +250,8 @@ def _pointed(file: Path, prefix: str) -> list[Path]:
         return []
     if not text.startswith(prefix):
         return []
+    if "\0" in text:
+        raise ValueError(f"{file.name} holds a NUL byte")  # git stops reading there: `_unreadable` refuses
     return _route(file.parent, text[len(prefix):].strip())
 
 
