@@ -157,8 +157,7 @@ class GitError(Exception):
 
 def repo_root(root: Path) -> Path | None:
     """The working tree that holds `root`, or None (also for a refused repository): what the check found."""
-    found = checked(root)
-    return found.top if found.verdict is None else None
+    return checked(root).top
 
 
 _LINKS: dict[Path, tuple[tuple[gitscope.Stamp, ...], list[str]]] = {}
@@ -218,7 +217,6 @@ def git_facts(root: Path) -> dict[str, Any]:
     if found.top is None:
         return {"git_root": None}
     status = _git(root, "status", "--porcelain=v2", "--branch", _NO_NESTED, check=False, pairs=overrides(root, found))
-    top = found.top
     branch, head, dirty = "(detached)", "(no commits)", []
     for line in status.splitlines():
         if line.startswith("# branch.head ") and line[14:] != "(detached)":
@@ -227,7 +225,7 @@ def git_facts(root: Path) -> dict[str, Any]:
             head = line[13:25]
         elif not line.startswith("#"):
             dirty.append(_porcelain_v1(line))
-    return {"git_root": str(top), "branch": branch, "head": head, "dirty": dirty}
+    return {"git_root": str(found.top), "branch": branch, "head": head, "dirty": dirty}
 
 
 def _porcelain_v1(line: str) -> str:

@@ -57,17 +57,6 @@ def refusal(root: Path, git: Git) -> str | None:
     return checked(root, git, [])
 
 
-def _unreadable(check: Callable[..., str | None]) -> Callable[..., str | None]:
-    """A layout the check cannot follow (a link loop, a NUL in a path git stops reading at) refuses the repository
-    in one line: git would read it otherwise than the check did."""
-    def guarded(root: Path, *args: object, **kwargs: object) -> str | None:
-        try:
-            return check(root, *args, **kwargs)
-        except (ValueError, RuntimeError, OSError) as exc:
-            return f"refused: the repository for {root} cannot be followed here ({exc})"
-    return guarded
-
-
 @dataclass
 class Findings:
     """What a check that let the repository through found: its working tree (None: no repository) and every name
@@ -80,11 +69,17 @@ class Findings:
     unsettled: bool = False
 
 
-@_unreadable
 def checked(root: Path, git: Git, read: list[Path], findings: Findings | None = None) -> str | None:
-    """`refusal`, adding to `read` every path whose change could change the verdict or `findings`."""
-    findings = Findings() if findings is None else findings
-    root = root.resolve()
+    """`refusal`, adding to `read` every path whose change could change the verdict or `findings`. A layout the
+    check cannot follow (a link loop, a NUL in a path where git stops reading) refuses the repository in one line:
+    git would read it otherwise than the check did."""
+    try:
+        return _checked(root.resolve(), git, read, Findings() if findings is None else findings)
+    except (ValueError, RuntimeError, OSError) as exc:
+        return f"refused: the repository for {root} cannot be followed here ({exc})"
+
+
+def _checked(root: Path, git: Git, read: list[Path], findings: Findings) -> str | None:
     read += [root, *root.parents]  # discovery looks for `.git` in each (the anchor's part is trimmed below)
     found = git("rev-parse", "--path-format=absolute", "--show-toplevel", "--absolute-git-dir", "--git-common-dir")
     if len(found.splitlines()) != 3:
@@ -235,9 +230,10 @@ def _configs(top: Path, git: Git, area: list[Path], read: list[Path], findings: 
                 return f"refused: the repository's config includes {value!r}, which git would expand on its own"
             named = Path(os.path.expanduser(value))
             named = named if named.is_absolute() else written.parent / named  # relative to the file as git names it
-            if not _within(named.resolve(), area):  # its condition met or not: a branch switch would meet it
-                return f"refused: the repository's config includes {named.resolve()}, outside {area[0]}"
-            read += [*_named(named), named.resolve(), named.resolve().parent]
+            target = named.resolve()
+            if not _within(target, area):  # its condition met or not: a branch switch would meet it
+                return f"refused: the repository's config includes {target}, outside {area[0]}"
+            read += [*_named(named), target, target.parent]
     return None
 
 
@@ -251,7 +247,7 @@ def _pointed(file: Path, prefix: str) -> list[Path]:
     if not text.startswith(prefix):
         return []
     if "\0" in text:
-        raise ValueError(f"{file.name} holds a NUL byte")  # git stops reading there: `_unreadable` refuses
+        raise ValueError(f"{file.name} holds a NUL byte")  # git stops reading there: `checked` refuses
     return _route(file.parent, text[len(prefix):].strip())
 
 
@@ -299,8 +295,8 @@ def stamps(paths: tuple[Path, ...]) -> tuple[Stamp, ...]:
 
 @dataclass(frozen=True)
 class Verdict:
-    """One check's verdict, what it found on the way (`Findings`; empty for a refused repository) and what it was
-    bound to."""
+    """One check's verdict, what it found on the way (`Findings`: no working tree and no names for a refused
+    repository or none) and what it was bound to."""
 
     verdict: str | None
     paths: tuple[Path, ...]
