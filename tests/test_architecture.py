@@ -208,3 +208,39 @@ def test_no_module_imports_itself_round_a_circle() -> None:
     assert not new, f"modules that import each other round a circle: {new}"
     gone = sorted(sorted(c) for c in set(KNOWN_CIRCLES) - found)
     assert not gone, f"circles broken: take them out of KNOWN_CIRCLES: {gone}"
+
+
+def unread_sdk_parts() -> list[tuple[str, str]]:
+    """The (SDK, part) pairs pyproject.toml's mypy settings leave unread: `anthropic.resources.beta.*` → (anthropic, beta)."""
+    import tomllib
+
+    settings = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    patterns = [m for o in settings["tool"]["mypy"].get("overrides", []) if o.get("follow_imports") == "error"
+                for m in o["module"]]
+    return sorted({(p.split(".")[0], p.split(".")[2]) for p in patterns if p.split(".")[1] in ("types", "resources")})
+
+
+def sdk_reach(path: Path, sdk: str, parts: set[str]) -> list[str]:
+    """Where one module imports one of `sdk`'s `parts` or reads an attribute of that name (`client.beta`)."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        if any(n.split(".")[0] == sdk and parts & set(n.split(".")[1:]) for n in names) or \
+                (isinstance(node, ast.Attribute) and node.attr in parts):
+            found.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_code_reaches_the_sdk_parts_the_type_check_leaves_unread(tmp_path: Path) -> None:
+    """mypy reads only the SDK parts src/ uses (pyproject.toml): an import of another is mypy's error, and a
+    way in through the client (`client.beta.messages…`) would be typed Any unseen, so none is in the one module
+    that imports each SDK (tests/providers/test_vertex_and_bedrock.py holds that there is one)."""
+    unread = unread_sdk_parts()
+    assert {"anthropic", "openai"} == {sdk for sdk, _ in unread} and ("anthropic", "beta") in unread
+    importer = {"anthropic": SRC / "providers" / "anthropic.py", "openai": SRC / "providers" / "openai.py"}
+    found = [line for sdk in importer for line in sdk_reach(importer[sdk], sdk, {p for s, p in unread if s == sdk})]
+    assert found == []
+    probe = tmp_path / "probe.py"  # the scan finds what it looks for
+    probe.write_text("import anthropic\nfrom anthropic.types.beta import BetaMessage\nc.beta.messages.create()\n")
+    assert [line.split(": ", 1)[0] for line in sdk_reach(probe, "anthropic", {"beta"})] == ["probe.py:2", "probe.py:3"]
