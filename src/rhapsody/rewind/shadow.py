@@ -17,9 +17,9 @@ conversion so a blob is the file's bytes.
 
 Speed: the private index is kept between checkpoints, so git's stat cache lists only the
 files that changed (`ls-files --modified --others --deleted`); those are re-hashed with
-`update-index`, then `write-tree` and `commit-tree`. When nothing changed and the index file
-is the one the last checkpoint left, that checkpoint's commit is taken again (one git process
-in all). In a tree of WATCH_FROM files or more, the checkpoints between a turn's calls (`tool`,
+`update-index`, then `write-tree`; the commit is written here, as `commit-tree` would write it.
+When nothing changed and the index file is the one the last checkpoint left, that checkpoint's
+commit is taken again (one git process in all). In a tree of WATCH_FROM files or more, the checkpoints between a turn's calls (`tool`,
 `end`; not `thorough`) look only at the paths rewind/treewatch.py's events name, so they cost
 what changed; each turn's checkpoint, and any the events cannot vouch for, scan it all. Objects are shared by every
 checkpoint. Files over the size limit, nested repositories and special files are left out
@@ -33,10 +33,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import shutil
 import stat
 import subprocess
+import tempfile
+import time
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -201,7 +205,7 @@ class Shadow:
         if drop:
             self._git("update-index", "--force-remove", "-z", "--stdin", stdin=b"\0".join(drop) + b"\0")
         tree = self._git("write-tree").decode().strip()
-        commit = self._git("commit-tree", tree, "-m", message, extra=AUTHOR).decode().strip()
+        commit = self._commit(tree, message)
         self._last, self._left = (_stamp(self.index), commit), left_out
         return Snapshot(commit, left_out)
 
@@ -222,6 +226,33 @@ class Shadow:
         found = self._git("ls-files", "-z", "--others", "--modified", "--deleted", "--exclude-standard", "--",
                           *sorted(paths))
         return [p for p in found.split(b"\0") if p], paths
+
+    def _commit(self, tree: str, message: str) -> str:
+        """Store the commit of `tree` as `git commit-tree TREE -m MESSAGE` would (no parent, rhapsody as author and
+        committer, the local time and offset): a loose object written here, one git process fewer a checkpoint."""
+        now = time.time()
+        offset = time.localtime(now).tm_gmtoff // 60
+        when = f"{int(now)} {'-' if offset < 0 else '+'}{abs(offset) // 60:02d}{abs(offset) % 60:02d}"
+        who = f"{AUTHOR['GIT_AUTHOR_NAME']} <{AUTHOR['GIT_AUTHOR_EMAIL']}> {when}"
+        body = f"tree {tree}\nauthor {who}\ncommitter {who}\n\n{message}".encode()
+        body += b"\n" if message and not message.endswith("\n") else b""  # as `-m` ends its line
+        raw = b"commit %d\0" % len(body) + body
+        name = hashlib.sha1(raw, usedforsecurity=False).hexdigest()
+        folder = self.git_dir / "objects" / name[:2]
+        final = folder / name[2:]
+        if not os.path.lexists(final):
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            fd, part = tempfile.mkstemp(prefix="tmp_obj_", dir=folder)  # git's own name: `prune` clears one left
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(zlib.compress(raw, 1))
+                os.chmod(part, 0o444)
+                os.replace(part, final)  # whole or not there: a reader never sees half of it
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(part)
+                raise
+        return name
 
     def _sort(self, paths: dict[bytes, None]) -> tuple[list[bytes], list[bytes], list[LeftOut]]:
         """Paths to (re)hash, paths to take out of the index, and what is left out and why."""
