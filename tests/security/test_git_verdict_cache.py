@@ -9,12 +9,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from rhapsody.tools import gitscope
-from rhapsody.tools.git import GitError, git_facts, gitlinks, refusal, run_git
+from rhapsody.tools.git import GitError, checked, git_facts, gitlinks, refusal, run_git
 from rhapsody.rewind.shadow import Shadow
 
 from tests.security.test_git_hostile import hostile
@@ -40,10 +41,44 @@ def test_an_unchanged_repository_is_checked_once_and_a_settling_one_every_time(p
         assert refusal(project, verdicts) is None
         assert gitlinks(project, verdicts) == []
     assert verdicts.checks == 1
-    fresh = gitscope.Verdicts()  # the default settle time: everything here was written just now
+    fresh = gitscope.Verdicts(settle_ns=gitscope.SETTLE_NS)  # everything here was written less than 2 s ago
     refusal(project, fresh)
     refusal(project, fresh)
     assert fresh.checks == 2
+
+
+def test_a_stamp_is_trusted_after_50_ms_where_the_kernel_stamps_in_nanoseconds_and_after_2_s_elsewhere(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = project / ".git" / "config"
+    config.write_text(config.read_text(encoding="utf-8"), encoding="utf-8")  # written now
+    now = [time.time_ns()]
+    verdicts = gitscope.Verdicts(clock=lambda: now[0])
+    found = checked(project, verdicts)
+    assert found.verdict is None and verdicts.checks == 1 and verdicts.kept(project) is None  # written just now
+    newest = max(max(s[2], s[3]) for s in found.stamps if s is not None)
+    kinds = gitscope.mount_kinds()
+    if kinds.get(os.lstat(config).st_dev) not in gitscope.FINE_KINDS:
+        pytest.skip("the test's folder is not on a local file system that stamps in nanoseconds")
+    assert not verdicts.settled(found.stamps, newest + 45_000_000)  # a change now could still carry its stamp
+    assert verdicts.settled(found.stamps, newest + 55_000_000)
+    now[0] = newest + 55_000_000
+    fine = gitscope.Verdicts(clock=lambda: now[0])
+    for _ in range(3):
+        assert refusal(project, fine) is None
+    assert fine.checks == 1  # kept
+    config.write_text(config.read_text(encoding="utf-8") + "[core]\n\tfsmonitor = false\n", encoding="utf-8")
+    assert refusal(project, fine) is None and fine.checks == 2  # a change after it is seen
+    # Elsewhere two seconds: a file system not named, one that takes its stamps from another clock, whole seconds
+    dev = found.stamps[0][0] if found.stamps[0] is not None else 0
+    for other in ({}, {dev: "nfs4"}, {dev: "fuse.sshfs"}, {dev: "vfat"}):
+        assert gitscope.settle_ns((dev, 1, newest, newest, 1), other) == gitscope.SETTLE_NS
+    assert gitscope.settle_ns((dev, 1, newest, newest, 1), {dev: "ext4"}) == gitscope.FINE_SETTLE_NS
+    whole = newest - newest % 1_000_000_000
+    assert gitscope.settle_ns((dev, 1, whole, newest, 1), {dev: "ext4"}) == gitscope.SETTLE_NS
+    assert gitscope.settle_ns((dev, 1, newest, whole, 1), {dev: "ext4"}) == gitscope.SETTLE_NS
+    monkeypatch.setattr(gitscope, "mount_kinds", lambda: {})
+    assert not verdicts.settled(found.stamps, newest + 1_900_000_000)
+    assert verdicts.settled(found.stamps, newest + 2_100_000_000)
 
 
 def test_a_commondir_planted_between_two_calls_is_refused(project: Path, tmp_path: Path) -> None:

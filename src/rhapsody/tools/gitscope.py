@@ -29,7 +29,8 @@ them names (found or not). The next call stats those (no git process) and runs t
 again when any differs: a command that plants a `commondir`, rewrites a config or adds a
 `.git` between two calls changes the stamp of the file or of the folder that holds it, and
 ctime cannot be set back. A stamp within `settle_ns` of the check's start is not trusted
-(a file system clock can be coarse), so such a verdict is not kept.
+(a change in the same tick of the file system's clock could leave it as it was: 50 ms on a local
+file system that stamps in nanoseconds, 2 s elsewhere), so such a verdict is not kept.
 
 Stdlib only; the git calls themselves are the caller's (`tools/git.py`).
 """
@@ -278,6 +279,42 @@ def _named(path: Path) -> list[Path]:
 Stamp = tuple[int, int, int, int, int] | None
 SETTLE_NS = 2_000_000_000
 """A stamp this close to the check's start is not trusted (coarse file system clocks: 2 s on FAT)."""
+FINE_SETTLE_NS = 50_000_000
+"""The same on a file system that stamps from the kernel's own clock in nanoseconds (FINE_KINDS): that clock is
+at most one tick (10 ms at the slowest, 100 Hz) behind the one `started` reads, so a change after the check
+began gets a later stamp than one that stood this long before it."""
+FINE_KINDS = frozenset({"tmpfs", "ext4", "ext3", "ext2", "xfs", "btrfs", "f2fs", "overlay"})
+"""Local file systems whose stamps come from the kernel's clock in nanoseconds (ext4 with small inodes keeps
+whole seconds, which `settle_ns` sees). A network or FUSE file system takes its stamps from another clock."""
+
+
+def settle_ns(stamp: tuple[int, int, int, int, int], kinds: dict[int, str]) -> int:
+    """How long `stamp` must have stood before the check to be trusted to show any later change: FINE_SETTLE_NS
+    where its file system (`kinds`: device → type, as `mount_kinds` reads them) is one of FINE_KINDS and both its
+    times have a fraction of a second, else SETTLE_NS."""
+    fine = kinds.get(stamp[0]) in FINE_KINDS and stamp[2] % 1_000_000_000 != 0 and stamp[3] % 1_000_000_000 != 0
+    return FINE_SETTLE_NS if fine else SETTLE_NS
+
+
+def mount_kinds() -> dict[int, str]:
+    """Each mounted device's file system type, from /proc/self/mountinfo (read afresh: a device number freed by
+    an unmount can come back as another file system); empty where it cannot be read."""
+    kinds: dict[int, str] = {}
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            lines = f.read(4 * 1024 * 1024).splitlines()
+    except OSError:
+        return kinds
+    for line in lines:
+        fields, _, rest = line.partition(" - ")
+        numbers, kind = fields.split(" "), rest.split(" ", 1)[0]
+        if len(numbers) < 3 or numbers[2].count(":") != 1:
+            continue
+        major, minor = numbers[2].split(":")
+        if major.isdigit() and minor.isdigit():
+            device = os.makedev(int(major), int(minor))
+            kinds[device] = kind if kinds.get(device, kind) == kind else ""  # two kinds for one device: neither
+    return kinds
 
 
 def stamps(paths: tuple[Path, ...]) -> tuple[Stamp, ...]:
@@ -309,7 +346,7 @@ class Verdict:
 class Verdicts:
     """Each root's last verdict, kept while nothing the check read has changed; `checks` counts full checks."""
 
-    def __init__(self, clock: Callable[[], int] = time.time_ns, settle_ns: int = SETTLE_NS) -> None:
+    def __init__(self, clock: Callable[[], int] = time.time_ns, settle_ns: int | None = None) -> None:
         self._clock = clock
         self._settle_ns = settle_ns
         self._kept: dict[Path, Verdict] = {}
@@ -342,8 +379,11 @@ class Verdicts:
         return found
 
     def settled(self, found: tuple[Stamp, ...], started: int) -> bool:
-        """Whether every stamp is older than `started` (a clock reading) by the settle time: trusted to show a change."""
-        return all(s is None or max(s[2], s[3]) < started - self._settle_ns for s in found)
+        """Whether every stamp is older than `started` (a clock reading) by its settle time (the one given, else its
+        file system's: `settle_ns`): trusted to show a change."""
+        kinds = mount_kinds() if self._settle_ns is None and any(s is not None for s in found) else {}
+        return all(s is None or max(s[2], s[3]) < started - (settle_ns(s, kinds) if self._settle_ns is None
+                                                               else self._settle_ns) for s in found)
 
     def kept(self, root: Path) -> Verdict | None:
         """The verdict kept for `root` if it still holds (its stamps unchanged), else None; it names no config."""
