@@ -81,6 +81,18 @@ def test_a_stamp_is_trusted_after_50_ms_where_the_kernel_stamps_in_nanoseconds_a
     assert verdicts.settled(found.stamps, newest + 2_100_000_000)
 
 
+def test_a_mount_table_line_that_cannot_be_read_names_nothing_and_never_raises() -> None:
+    text = "\n".join([
+        "22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw",
+        "23 22 0:25 / /mnt\\040-\\040ext4\\040x rw shared:2 - tmpfs tmpfs rw",  # a folder named "mnt - ext4 x"
+        "24 22 0:26 / /a rw - btrfs /dev/a rw", "25 22 0:26 / /b rw - nfs4 srv:/b rw",  # one device, two kinds
+        "26 22 4294967296:1 / /c rw - tmpfs t rw", "27 22 \u00b2:1 / /d rw - tmpfs t rw",  # 2**32, a superscript two
+        "28 22 \u0661:1 / /e rw - tmpfs t rw", "29 22 1:2:3 / /f rw - tmpfs t rw", "30 22 0:27 / /g rw",
+        "", "\0", "31 22 0:28 / /h rw - ", ])
+    assert gitscope.kinds_of(text) == {os.makedev(254, 0): "ext4", os.makedev(0, 25): "tmpfs",
+                                       os.makedev(0, 26): ""}
+
+
 def test_a_commondir_planted_between_two_calls_is_refused(project: Path, tmp_path: Path) -> None:
     verdicts = kept(project)
     other = outside_repo(tmp_path)
