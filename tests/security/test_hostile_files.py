@@ -16,6 +16,7 @@ from rhapsody.core.events import TurnEnded
 from rhapsody.loopback.script import say
 from rhapsody.core.session import records as rec
 
+from tests import launch
 from tests.conftest import MODEL, Stub, collect
 
 
@@ -174,22 +175,54 @@ def test_a_state_folder_that_cannot_be_created_is_one_line(project: Path, monkey
 
 
 FULL_DISK = r"""
-import json, os, shutil, subprocess, sys
+import importlib, json, os, shutil, subprocess, sys
 from pathlib import Path
 mnt, project, url = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+for name in json.loads(sys.argv[5]):  # what a headless run imports, once: each run below is forked from here
+    importlib.import_module(name)
+from rhapsody.cli import main
+
+class Done:
+    def __init__(self, returncode, stdout, stderr):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+def rhapsody(args, env):
+    # `python -m rhapsody ARGS` in a process of its own (`raise SystemExit(main())`), forked warm
+    outs = [os.pipe(), os.pipe()]
+    pid = os.fork()
+    if pid == 0:
+        for fd, (_, w) in zip((1, 2), outs):
+            os.dup2(w, fd)
+        os.environ.clear()
+        os.environ.update(env)
+        sys.argv = ["rhapsody", *args]
+        try:
+            code = main()
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    said = []
+    for r, w in outs:
+        os.close(w)
+    for r, _ in outs:  # standard output first, to its end: what goes to standard error is a line or two
+        with os.fdopen(r, "rb") as f:
+            said.append(f.read().decode())
+    return Done(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), *said)
+
 subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], check=True)
 root = mnt / "proj"
 shutil.copytree(project, root)
 free = os.statvfs(mnt).f_bavail * os.statvfs(mnt).f_frsize
 (mnt / "filler").write_bytes(b"x" * (free - 24 * 1024))
 env = {**os.environ, "ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": url}
-cli = [sys.executable, "-m", "rhapsody", "--cwd", str(root), "--model", sys.argv[4]]
-full = subprocess.run([*cli, "-p", "write a long answer"], capture_output=True, text=True, env=env, timeout=60)
+cli = ["--cwd", str(root), "--model", sys.argv[4]]
+full = rhapsody([*cli, "-p", "write a long answer"], env)
 (mnt / "filler").unlink()
-again = subprocess.run([*cli, "-p", "and now a short one", "--continue"], capture_output=True, text=True, env=env, timeout=60)
+again = rhapsody([*cli, "-p", "and now a short one", "--continue"], env)
 subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
-ro = subprocess.run([*cli, "-p", "a new session on a read-only file system"], capture_output=True, text=True, env=env,
-                    timeout=60)
+ro = rhapsody([*cli, "-p", "a new session on a read-only file system"], env)
 shutil.rmtree(root / ".rhapsody", ignore_errors=True)  # fails: read-only, as it should
 print(json.dumps({"full": [full.returncode, full.stderr], "again": [again.returncode, again.stderr, again.stdout],
                   "ro": [ro.returncode, ro.stderr]}))
@@ -209,7 +242,7 @@ def test_a_real_full_then_read_only_file_system_stops_with_one_line_and_the_sess
     stub.script(say("word " * 13000), say("Short answer after the disk had room again."))
     (tmp_path / "mnt").mkdir()
     result = subprocess.run(["unshare", "-rm", sys.executable, "-c", FULL_DISK, str(tmp_path / "mnt"), str(project),
-                             stub.server.url, MODEL], capture_output=True, text=True, timeout=120)
+                             stub.server.url, MODEL, json.dumps(launch.WARM)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     code, err = report["full"]
