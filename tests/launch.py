@@ -26,6 +26,7 @@ import contextlib
 import fcntl
 import gc
 import importlib
+import importlib.util
 import json
 import locale
 import os
@@ -64,7 +65,8 @@ PYTEST = ("pytest", "_pytest.pytester", "xdist.plugin", "xdist.looponfail", "xdi
 """What a test worker imports before its first test beside rhapsody: pytest and the plugins installed (the
 `pytest11` entry points), and what the tests' modules import at their top."""
 WORKER = (*APP, "rhapsody.frontends.acp", *PYTEST)
-"""What the server the workers of a run fork from has imported (`as_worker`): every front end too."""
+"""What the server the workers of a run fork from has imported (`as_worker`): every front end too, and the test
+modules themselves, from their rewritten caches (`_tests_ahead`)."""
 WORKER_FLAG = "--test-worker"
 EXEC_ENV = "RHAPSODY_TEST_EXEC"
 SHARED_ENV = "RHAPSODY_TEST_FORK_SERVERS"
@@ -506,6 +508,72 @@ def _import(names: list[str]) -> None:
         environ.__getitem__ = getitem  # type: ignore[method-assign]
 
 
+def _tests_ahead() -> int:
+    """The workers' head start on collecting: the conftest and every test module imported here, once, from the
+    rewritten `.pyc` tests/rewrite_ahead.py wrote (what pytest's own import hook would run, for a module one test
+    module imports from another too), so each forked worker's collection finds them imported, as a second
+    import in one process would. A module without a fresh cache, or one that fails, is left to the workers,
+    which import it as they would have. How many were imported here."""
+    tests = Path(__file__).resolve().parent
+    root = str(tests.parent)
+    sys.path.insert(0, root)  # as pytest's `prepend` import mode puts it, for the modules' own imports
+    finder = _RewrittenTests(tests)
+    sys.meta_path.insert(0, finder)
+    try:
+        for path in [tests / "conftest.py", *sorted(tests.rglob("test_*.py"))]:
+            name = ".".join(path.relative_to(tests.parent).with_suffix("").parts)
+            before = set(sys.modules)
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - the worker imports it itself and reports what fails
+                for left in set(sys.modules) - before:  # what this one began, a module half made among them
+                    if left.startswith("tests."):
+                        del sys.modules[left]
+    finally:
+        sys.meta_path.remove(finder)
+        sys.path.remove(root)
+    return finder.loaded
+
+
+class _RewrittenTests:
+    """Finds `tests.…test_*` and the conftest as pytest's import hook would: from their rewritten cache, and
+    nowhere else (without one, the import fails here and is left to the worker)."""
+
+    def __init__(self, tests: Path) -> None:
+        self.tests = tests
+        self.loaded = 0
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        leaf = name.rpartition(".")[2]
+        if not name.startswith("tests.") or not (leaf.startswith("test_") or leaf == "conftest"):
+            return None
+        source = self.tests.parent.joinpath(*name.split(".")).with_suffix(".py")
+        try:
+            from _pytest.assertion import rewrite as rw
+
+            from tests.rewrite_ahead import pyc_of
+
+            code = rw._read_pyc(source, pyc_of(rw, source)) if source.is_file() else None
+        except Exception:  # noqa: BLE001 - a pytest without these helpers: no head start
+            code = None
+        if code is None:
+            raise ImportError(f"{name}: no fresh rewritten cache; left to the workers")
+        return importlib.util.spec_from_file_location(name, source, loader=_Rewritten(code, self))
+
+
+class _Rewritten:
+    def __init__(self, code: Any, finder: _RewrittenTests) -> None:
+        self.code = code
+        self.finder = finder
+
+    def create_module(self, spec: Any) -> None:
+        return None
+
+    def exec_module(self, module: Any) -> None:
+        exec(self.code, module.__dict__)  # noqa: S102 - the module's own code, its asserts rewritten by pytest
+        self.finder.loaded += 1
+
+
 def _listen(path: str) -> socket.socket:
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(path)
@@ -576,6 +644,8 @@ def _more(request: dict[str, Any], conn: socket.socket, listener: socket.socket)
     _import(request["serve"])
     _import([m for front in FRONT_ENDS if any(n.startswith(front) for n in request["serve"])
              for m in every_module(front)])
+    if "pytest" in request["serve"]:  # the workers' server
+        _tests_ahead()
     gc.freeze()
     mine = _listen(request["path"])
     _tell(conn, os.getpid())

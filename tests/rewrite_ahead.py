@@ -38,7 +38,7 @@ def rewrite_ahead(config: pytest.Config, tests: Path) -> int:
     except (ImportError, AttributeError, KeyError):
         return 0
     found = {*imported, *tests.rglob("test_*.py"), *tests.rglob("conftest.py")}
-    todo = sorted(fn for fn in found if rw._read_pyc(fn, _pyc(rw, fn), state.trace) is None)
+    todo = sorted(fn for fn in found if rw._read_pyc(fn, pyc_of(rw, fn), state.trace) is None)
     if not todo:
         return 0
     child = os.fork()
@@ -46,7 +46,7 @@ def rewrite_ahead(config: pytest.Config, tests: Path) -> int:
         try:
             if rw.try_makedirs(rw.get_cache_dir(fn)):
                 stat, code = rw._rewrite_test(fn, config)
-                rw._write_pyc(state, code, stat, _pyc(rw, fn))
+                rw._write_pyc(state, code, stat, pyc_of(rw, fn))
         except Exception:  # noqa: BLE001 - a module that does not rewrite here is rewritten, or fails, in its worker
             continue
     if child == 0:
@@ -55,7 +55,7 @@ def rewrite_ahead(config: pytest.Config, tests: Path) -> int:
     return len(todo)
 
 
-def _pyc(rw: Any, fn: Path) -> Path:
+def pyc_of(rw: Any, fn: Path) -> Path:
     """Where pytest's import hook looks for `fn`'s rewritten cache."""
     return Path(rw.get_cache_dir(fn) / (fn.name[:-3] + rw.PYC_TAIL))
 

@@ -108,3 +108,12 @@ def test_a_whole_suite_runs_workers_are_forked_warm_and_look_as_a_fresh_interpre
         assert {k: v for k, v in said.items() if k not in ("warm", "ppid_is_xdists")} == \
                {k: v for k, v in fresh.items() if k not in ("warm", "ppid_is_xdists")}
     assert fresh["argv"] == ["-c"] and fresh["path0"] == "" and fresh["cwd"] == str(tmp_path)
+
+
+def test_every_test_module_a_worker_holds_has_its_asserts_rewritten() -> None:
+    """A whole run's workers find the test modules imported by the server they are forked from (`_tests_ahead`):
+    each must be the one pytest's import hook would have made, its asserts rewritten to say what differed."""
+    held = {name: module for name, module in sys.modules.items()
+            if name.startswith("tests.") and name.rpartition(".")[2].startswith(("test_", "conftest"))}
+    assert "tests.test_launch" in held and "tests.conftest" in held
+    assert [name for name, module in held.items() if "@pytest_ar" not in vars(module)] == []
