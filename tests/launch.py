@@ -41,6 +41,7 @@ import tempfile
 import termios
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -517,7 +518,14 @@ def _tests_ahead() -> int:
     tests = Path(__file__).resolve().parent
     root = str(tests.parent)
     sys.path.insert(0, root)  # as pytest's `prepend` import mode puts it, for the modules' own imports
-    finder = _RewrittenTests(tests)
+    try:
+        from _pytest.assertion import rewrite as rw
+
+        from tests.rewrite_ahead import pyc_of
+    except ImportError:  # a pytest without these helpers: no head start
+        sys.path.remove(root)
+        return 0
+    finder = _RewrittenTests(tests, lambda source: rw._read_pyc(source, pyc_of(rw, source)))
     sys.meta_path.insert(0, finder)
     try:
         for path in [tests / "conftest.py", *sorted(tests.rglob("test_*.py"))]:
@@ -539,8 +547,10 @@ class _RewrittenTests:
     """Finds `tests.…test_*` and the conftest as pytest's import hook would: from their rewritten cache, and
     nowhere else (without one, the import fails here and is left to the worker)."""
 
-    def __init__(self, tests: Path) -> None:
+    def __init__(self, tests: Path, cached: Callable[[Path], Any]) -> None:
         self.tests = tests
+        self.cached = cached
+        """A source's rewritten code from its cache, None when it has no fresh one (pytest's `_read_pyc`)."""
         self.loaded = 0
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
@@ -548,14 +558,7 @@ class _RewrittenTests:
         if not name.startswith("tests.") or not (leaf.startswith("test_") or leaf == "conftest"):
             return None
         source = self.tests.parent.joinpath(*name.split(".")).with_suffix(".py")
-        try:
-            from _pytest.assertion import rewrite as rw
-
-            from tests.rewrite_ahead import pyc_of
-
-            code = rw._read_pyc(source, pyc_of(rw, source)) if source.is_file() else None
-        except Exception:  # noqa: BLE001 - a pytest without these helpers: no head start
-            code = None
+        code = self.cached(source) if source.is_file() else None
         if code is None:
             raise ImportError(f"{name}: no fresh rewritten cache; left to the workers")
         return importlib.util.spec_from_file_location(name, source, loader=_Rewritten(code, self))

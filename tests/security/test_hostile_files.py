@@ -182,10 +182,6 @@ for name in json.loads(sys.argv[5]):  # what a headless run imports, once: each 
     importlib.import_module(name)
 from rhapsody.cli import main
 
-class Done:
-    def __init__(self, returncode, stdout, stderr):
-        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
-
 def rhapsody(args, env):
     # `python -m rhapsody ARGS` in a process of its own (`raise SystemExit(main())`), forked warm
     outs = [os.pipe(), os.pipe()]
@@ -209,7 +205,7 @@ def rhapsody(args, env):
     for r, _ in outs:  # standard output first, to its end: what goes to standard error is a line or two
         with os.fdopen(r, "rb") as f:
             said.append(f.read().decode())
-    return Done(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), *said)
+    return subprocess.CompletedProcess(args, os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), *said)
 
 subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], check=True)
 root = mnt / "proj"

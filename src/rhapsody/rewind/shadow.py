@@ -19,9 +19,9 @@ Speed: the private index is kept between checkpoints, so git's stat cache lists 
 files that changed (`ls-files --modified --others --deleted`); those are re-hashed with
 `update-index`, then `write-tree`; the commit is written here, as `commit-tree` would write it.
 When nothing changed and the index file is the one the last checkpoint left, that checkpoint's
-commit is taken again (one git process in all). In a tree of WATCH_FROM files or more, the checkpoints between a turn's calls (`tool`,
-`end`; not `thorough`) look only at the paths rewind/treewatch.py's events name, so they cost
-what changed; each turn's checkpoint, and any the events cannot vouch for, scan it all. Objects are shared by every
+commit is taken again (one git process in all). In a tree of WATCH_FROM files or more, the
+checkpoints between a turn's calls (`tool`, `end`; not `thorough`) look only at the paths
+rewind/treewatch.py's events name, so they cost what changed; each turn's checkpoint, and any the events cannot vouch for, scan it all. Objects are shared by every
 checkpoint. Files over the size limit, nested repositories and special files are left out
 and named. Commits have no parents and no refs: the history records name them, and
 `clean` keeps those still wanted (`git prune` with them as heads).
@@ -241,7 +241,7 @@ class Shadow:
         folder = self.git_dir / "objects" / name[:2]
         final = folder / name[2:]
         if not os.path.lexists(final):
-            os.makedirs(folder, mode=0o700, exist_ok=True)
+            private_dir(folder)
             fd, part = tempfile.mkstemp(prefix="tmp_obj_", dir=folder)  # git's own name: `prune` clears one left
             try:
                 with os.fdopen(fd, "wb") as f:

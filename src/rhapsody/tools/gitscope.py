@@ -359,10 +359,6 @@ class Verdicts:
         self._lock = threading.Lock()
         self.checks = 0
 
-    def refusal(self, root: Path, git: Git) -> str | None:
-        """`refusal(root, git)`, from the kept verdict when every path it read has the stamp it had."""
-        return self.found(root, git).verdict
-
     def found(self, root: Path, git: Git) -> Verdict:
         """The kept verdict for `root` while it holds, else a whole check run now."""
         return self.kept(root) or self.check(root.resolve(), git)
@@ -388,9 +384,10 @@ class Verdicts:
     def settled(self, found: tuple[Stamp, ...], started: int) -> bool:
         """Whether every stamp is older than `started` (a clock reading) by its settle time (the one given, else its
         file system's: `settle_ns`): trusted to show a change."""
-        kinds = mount_kinds() if self._settle_ns is None and any(s is not None for s in found) else {}
-        return all(s is None or max(s[2], s[3]) < started - (settle_ns(s, kinds) if self._settle_ns is None
-                                                               else self._settle_ns) for s in found)
+        if self._settle_ns is not None:
+            return all(s is None or max(s[2], s[3]) < started - self._settle_ns for s in found)
+        kinds = mount_kinds() if any(s is not None for s in found) else {}
+        return all(s is None or max(s[2], s[3]) < started - settle_ns(s, kinds) for s in found)
 
     def kept(self, root: Path) -> Verdict | None:
         """The verdict kept for `root` if it still holds (its stamps unchanged), else None; it names no config."""
