@@ -146,7 +146,9 @@ class ApprovalPanel(Vertical, can_focus=True):
         yield Static(Text("wait… keys typed now answer nothing"), id="enter-does")
 
     def on_mount(self) -> None:
-        self.focus()  # keys typed from now on are the question's: held during the grace period, then the field's
+        # keys typed from now on are the question's: held during the grace period, then the field's (both set at
+        # once, never queued behind the keys)
+        self.screen.set_focus(self)
         self._opening = asyncio.create_task(self._open_after_grace())
         _cap(self, self._room())  # from the first frame: the preview is fitted once laid out
         self.set_timer(0.05, self.fit_preview)
@@ -189,7 +191,7 @@ class ApprovalPanel(Vertical, can_focus=True):
         self.fit_preview()
         field = self.query_one("#reason", Input)
         field.disabled = False
-        field.focus()
+        self.screen.set_focus(field)
         self.say(self.enter_does(field.value))
         self.highlight(field.value)
 
