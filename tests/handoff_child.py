@@ -1,7 +1,7 @@
 """A rhapsody session driven to one handoff state, then held there until killed.
 
 `hold(project, state, conn)` runs in a child process (tests/core/session/test_handoff_states.py starts
-it from a fork server that imported this module once): it runs the loop against its own
+it with tests/killed_child.py, forked from the run's worker server): it runs the loop against its own
 loopback server, stops consuming events as soon as the session's handoff reaches `state`,
 sends the history path and the phase it holds, and blocks on `conn` until the test kills
 it with SIGKILL (or the test process is gone and the pipe closes).
@@ -10,7 +10,6 @@ it with SIGKILL (or the test process is gone and the pipe closes).
 from __future__ import annotations
 
 import asyncio
-from multiprocessing.connection import Connection
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from rhapsody.loopback.server import LoopbackServer
 from rhapsody.wiring import build
 
 from tests.core.session.test_handoff_e2e import handoff_turn
+from tests.killed_child import Line
 
 SCRIPTS: dict[str, list[dict[str, Any]]] = {
     "wanted": [],
@@ -56,7 +56,7 @@ async def reach(agent: Agent, state: str) -> AsyncGenerator[Event, None] | None:
     return stream
 
 
-async def drive(project: Path, state: str, conn: Connection) -> None:
+async def drive(project: Path, state: str, conn: Line) -> None:
     """Drive a new session of `project` to `state`, send its history path and the phase it holds, then block
     (the turn's stream still open) until killed."""
     server = LoopbackServer(ScriptedResponder(SCRIPTS[state])).start()
@@ -70,6 +70,6 @@ async def drive(project: Path, state: str, conn: Connection) -> None:
         pass
 
 
-def hold(project: Path, state: str, conn: Connection) -> None:
+def hold(project: Path, state: str, conn: Line) -> None:
     """The child process: reach `state`, say so, then block until killed."""
     asyncio.run(drive(project, state, conn))

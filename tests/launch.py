@@ -120,6 +120,17 @@ def start(args: list[str], *, cwd: Path | str | None = None, env: dict[str, str]
     return _server(WARM if request["fresh"] else warm).start(request, [stdin, stdout, stderr])
 
 
+def python(code: str, *, stdin: int, stdout: int, stderr: int = 2, cwd: Path | str | None = None) -> Child:
+    """`python -c CODE` forked from the run's worker server (`WORKER`: rhapsody, the SDKs, pytest and the test
+    modules imported, no test run) on the given descriptors, not waited for. A test that needs a process of its
+    own holding some state (tests/killed_child.py) gets one without the imports; `RHAPSODY_TEST_EXEC=1`: a
+    fresh interpreter."""
+    fresh = os.environ.get(EXEC_ENV) == "1"
+    request = {"argv": [sys.executable, "-c", code], "cwd": str(cwd or os.getcwd()), "env": dict(os.environ),
+               "session": False, "terminal": False, "ignore": [], "fresh": fresh, "code": code}
+    return _server(WARM if fresh else WORKER).start(request, [stdin, stdout, stderr])
+
+
 def terminal(args: list[str], *, cwd: Path | str, env: dict[str, str], size: tuple[int, int] = (24, 80),
              controlling: bool = True, fresh: bool = False) -> tuple[Child, int]:
     """`python -m rhapsody ARGS` forked warm in a new pseudo-terminal of `size` (rows, columns); the

@@ -1,7 +1,7 @@
 """A session driven past a loopback window, held at one step of the safety net until killed.
 
-`hold(project, step, conn)` runs in a child process (tests/core/agent/test_window_states.py starts it from
-a fork server that imported this module once): it drives the loop against its own window-mode
+`hold(project, step, conn)` runs in a child process (tests/core/agent/test_window_states.py starts it with
+tests/killed_child.py, forked from the run's worker server): it drives the loop against its own window-mode
 loopback server, stops pulling events once the history reaches `step`, sends the history path,
 and blocks on `conn` until the test kills it with SIGKILL. The loop is never closed, so nothing
 a clean stop would write (an `interrupted` record) reaches the history: it is as a kill leaves it.
@@ -12,7 +12,6 @@ from __future__ import annotations
 from rhapsody.core.session.records import dumped
 import asyncio
 from collections.abc import Callable
-from multiprocessing.connection import Connection
 from pathlib import Path
 
 import anthropic
@@ -28,6 +27,7 @@ from rhapsody.wiring import build
 
 from tests.core.test_window import WINDOW, big, long_session
 from tests.core.session.test_handoff_e2e import handoff_turn
+from tests.killed_child import Line
 
 STRIP_WINDOW = 9_000
 """Two of big()'s 4,000-token results and the system prompt and tools do not fit; the latest alone, with
@@ -51,7 +51,7 @@ STEPS: dict[str, Callable[[Session], bool]] = {
 }
 
 
-async def drive(project: Path, step: str, conn: Connection) -> None:
+async def drive(project: Path, step: str, conn: Line) -> None:
     """Drive a new session of `project` past the window until it reaches `step`, say so, block."""
     thinking = not step.startswith("room_")
     window = STRIP_WINDOW if thinking else WINDOW
@@ -70,13 +70,13 @@ async def drive(project: Path, step: str, conn: Connection) -> None:
     await asyncio.to_thread(_wait, conn)
 
 
-def _wait(conn: Connection) -> None:
+def _wait(conn: Line) -> None:
     try:
         conn.recv()
     except EOFError:
         pass
 
 
-def hold(project: Path, step: str, conn: Connection) -> None:
+def hold(project: Path, step: str, conn: Line) -> None:
     """The child process: reach `step`, say so, then block until killed."""
     asyncio.run(drive(project, step, conn))

@@ -1,7 +1,7 @@
 """The safety net at the window survives kill -9 at each step: a real process is killed, the session resumes.
 
-Each step has its own child process (tests/window_child.py), forked from a fork server that
-imports rhapsody once, all started together; each test kills its child with SIGKILL once it
+Each step has its own child process (tests/window_child.py), forked from the run's worker server
+(tests/killed_child.py), all started together; each test kills its child with SIGKILL once it
 holds the step, then resumes the history in this process and shows the next step happens from
 there, with the history valid throughout. (A kill between the strip and the ask, two appends
 with no await between them, is tested by cutting the history there: tests/core/test_window.py.)

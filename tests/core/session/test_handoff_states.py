@@ -1,7 +1,7 @@
 """The handoff survives kill -9 in every state: a real process is killed, the session resumes.
 
-Each state has its own child process (tests/handoff_child.py), forked from a fork server
-that imports rhapsody once, all started together; each test kills its child with SIGKILL
+Each state has its own child process (tests/handoff_child.py), forked from the run's worker
+server (tests/killed_child.py), all started together; each test kills its child with SIGKILL
 once it holds the state, then resumes the history in this process and shows the next step
 happens from that state.
 """
