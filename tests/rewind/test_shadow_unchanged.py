@@ -3,9 +3,15 @@ checkpoint in between, makes a new one that holds the tree as it is."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import time
 from pathlib import Path
 
+import pytest
+
 from rhapsody.rewind.shadow import Shadow
+from rhapsody.tools.gitscope import mount_kinds, settle_ns, stamps
 
 
 def test_nothing_changed_takes_the_last_commit_again_and_a_change_does_not(project: Path) -> None:
@@ -29,3 +35,96 @@ def test_another_processes_checkpoint_in_between_is_not_taken_for_nothing_change
     assert theirs.snapshot("theirs").commit != first  # the index file now holds theirs.txt
     again = mine.snapshot("mine again").commit
     assert "theirs.txt" in {c.path for c in mine.changes(first, again)}
+
+
+def _git_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A `git` first on PATH that notes each call, then runs the real one: the log it writes."""
+    real = shutil.which("git")
+    assert real is not None
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    log = tmp_path / "git-calls.log"
+    (shim / "git").write_text(f'#!/bin/sh\necho "$*" >> {log}\nexec {real} "$@"\n')
+    (shim / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim}:{os.environ['PATH']}")
+    log.write_text("")
+    return log
+
+
+def _settle(root: Path) -> None:
+    """Wait until what `root` holds has stood long enough for a checkpoint to trust its stamps."""
+    time.sleep(settle_ns(stamps((root,))[0], mount_kinds()) / 1e9 + 0.02)
+
+
+def _settled_checkpoint(shadow: Shadow, root: Path) -> str:
+    """A checkpoint whose scan saw every stamp settled: the next one may find the tree unchanged without git."""
+    _settle(root)
+    return shadow.snapshot("settled", thorough=False).commit
+
+
+def test_a_settled_small_tree_unchanged_costs_no_git_process_and_every_kind_of_change_is_seen(
+        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = _git_counted(tmp_path, monkeypatch)
+    (project / "pkg").mkdir()
+    (project / "pkg" / "mod.py").write_text("x = 1\n")
+    (project / "link").symlink_to("app.py")
+    shadow = Shadow(project)
+    shadow.snapshot("first")
+    base = _settled_checkpoint(shadow, project)
+    calls = log.read_text()
+    assert shadow.snapshot("between calls", thorough=False).commit == base
+    assert shadow.snapshot("the turn's own").commit == base
+    assert log.read_text() == calls  # neither ran git: the whole tree was looked at by its stamps
+
+    def rewritten_in_place() -> None:  # the same size, in the same folder: only the file's own stamps move
+        target = project / "app.py"
+        target.write_text(target.read_text().replace("a - b", "b - a"))
+
+    changes = [
+        ("app.py", rewritten_in_place),
+        ("pkg/new.py", lambda: (project / "pkg" / "new.py").write_text("y = 2\n")),
+        ("pkg/mod.py", lambda: (project / "pkg" / "mod.py").chmod(0o755)),  # the mode alone
+        ("pkg/mod.py", lambda: (project / "pkg" / "mod.py").unlink()),
+        ("link", lambda: ((project / "link").unlink(), (project / "link").symlink_to("pkg"))),
+        ("moved.py", lambda: (project / "pkg" / "new.py").rename(project / "moved.py")),
+    ]
+    for path, change in changes:
+        before = _settled_checkpoint(shadow, project)
+        change()
+        after = shadow.snapshot("between calls", thorough=False).commit
+        assert path in {c.path for c in shadow.changes(before, after)}, path
+
+
+def test_stamps_newer_than_their_settle_time_are_not_trusted_and_the_next_checkpoint_asks_git(
+        project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write in the same tick as a checkpoint's scan could leave every stamp as the scan saw it: a scan whose
+    newest stamp is younger than its file system's settle time (50 ms here, where the kernel stamps in
+    nanoseconds; 2 s elsewhere) keeps nothing, and the next checkpoint asks git, which reads the file."""
+    log = _git_counted(tmp_path, monkeypatch)
+    newest = max(max(st.st_mtime_ns, st.st_ctime_ns) for st in
+                 [os.lstat(project)] + [os.lstat(os.path.join(folder, name)) for folder, dirs, files in os.walk(project)
+                                        if ".git" not in Path(folder).relative_to(project).parts
+                                        for name in [*dirs, *files] if name != ".git"])
+    settle = settle_ns(stamps((project / "app.py",))[0], mount_kinds())
+    now = [newest + settle - 5_000_000]
+    shadow = Shadow(project, clock=lambda: now[0])
+    first = shadow.snapshot("scanned 5 ms too soon", thorough=False).commit
+    calls = log.read_text().count("ls-files")
+    assert shadow.snapshot("again", thorough=False).commit == first
+    assert log.read_text().count("ls-files") == calls + 1  # nothing was kept: git looked again
+    now[0] = newest + settle + 5_000_000
+    shadow.snapshot("scanned 5 ms after", thorough=False)
+    calls = log.read_text().count("ls-files")
+    assert shadow.snapshot("again", thorough=False).commit == first
+    assert log.read_text().count("ls-files") == calls  # kept: the stamps alone said nothing changed
+
+
+def test_another_processes_checkpoint_after_a_settled_one_is_not_taken_for_nothing_changed(project: Path) -> None:
+    mine, theirs = Shadow(project), Shadow(project)
+    mine.snapshot("mine")
+    first = _settled_checkpoint(mine, project)
+    theirs.snapshot("theirs")  # the same tree, but the index file is written again
+    (project / "theirs.txt").write_text("theirs\n")
+    assert theirs.snapshot("theirs").commit != first
+    os.remove(project / "theirs.txt")  # the tree stands as mine last saw it, folder stamps aside
+    assert {c.path for c in mine.changes(first, mine.snapshot("mine again").commit)} == set()

@@ -19,10 +19,11 @@ Speed: the private index is kept between checkpoints, so git's stat cache lists 
 files that changed (`ls-files --modified --others --deleted`); those are re-hashed with
 `update-index`, then `write-tree`; the commit is written here, as `commit-tree` would write it.
 When nothing changed and the index file is the one the last checkpoint left, that checkpoint's
-commit is taken again (one git process in all). In a tree of WATCH_FROM files or more, the
-checkpoints between a turn's calls (`tool`, `end`; not `thorough`) look only at the paths
-rewind/treewatch.py's events name, so they cost what changed; each turn's checkpoint, and any the events cannot vouch for, scan it all. Objects are shared by every
-checkpoint. Files over the size limit, nested repositories and special files are left out
+commit is taken again (one git process in all; none in a tree of fewer than WATCH_FROM entries whose
+stamps, every folder's and file's, are those the last scan saw, all settled then: `_unchanged`). In a
+tree of WATCH_FROM files or more, the checkpoints between a turn's calls (`tool`, `end`; not `thorough`)
+look only at the paths rewind/treewatch.py's events name, so they cost what changed; each turn's
+checkpoint, and any the events cannot vouch for, scan it all. Objects are shared by every checkpoint. Files over the size limit, nested repositories and special files are left out
 and named. Commits have no parents and no refs: the history records name them, and
 `clean` keeps those still wanted (`git prune` with them as heads).
 
@@ -41,7 +42,7 @@ import subprocess
 import tempfile
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,6 +51,7 @@ from rhapsody.core.session.history import STATE_DIR, private_dir, write_private
 from rhapsody.core.userstate import project_state, project_state_path, state_home
 from rhapsody.sandbox import lifeline
 from rhapsody.tools.git import STATIC, hardened_env
+from rhapsody.tools.gitscope import SETTLE_NS, mount_kinds, settle_ns
 from rhapsody.sandbox.gitguard import store_refusal
 from rhapsody.rewind.treewatch import TreeWatch
 
@@ -78,6 +80,8 @@ class CheckpointError(StorageError):
     """A checkpoint could not be taken or read; one line saying why."""
 
 
+Stamp = tuple[int, int, int, int, int] | None
+"""An entry's device, inode, modification and change times (ns) and size, as tools/gitscope.py stamps a path."""
 LeftOut = tuple[str, int, str, int]
 """A file a checkpoint left out: path, size in bytes, why, modification time (ns; 0 for a nested repository)."""
 
@@ -103,7 +107,8 @@ class Change:
 class Shadow:
     """The shadow repository of one project root."""
 
-    def __init__(self, root: Path, max_file_bytes: int = 5 * 1024 * 1024) -> None:
+    def __init__(self, root: Path, max_file_bytes: int = 5 * 1024 * 1024,
+                 clock: Callable[[], int] = time.time_ns) -> None:
         self.root = root
         self.max_file_bytes = max_file_bytes
         self.home = project_state_path(root)
@@ -117,6 +122,13 @@ class Shadow:
         self._last: tuple[tuple[int, ...] | None, str] | None = None
         """The index file's stamp after the last checkpoint, and its commit: the next one that finds nothing
         changed and the same index file takes that commit again."""
+        self._seen: tuple[dict[str, Stamp], tuple[int, ...] | None] | None = None
+        """A small tree's stamps just before the last checkpoint's whole scan, all settled then, and the index file's
+        stamp after it: while both are the same, `ls-files` would list nothing (`_unchanged`)."""
+        self._pending: tuple[dict[str, Stamp], int] | None = None
+        self._too_big = False
+        self._clock = clock
+        """The wall clock in ns, which file systems stamp by (a test gives its own)."""
 
     # -- setup --------------------------------------------------------------------------
 
@@ -176,7 +188,7 @@ class Shadow:
             try:
                 return self._snapshot(message, thorough)
             except BaseException:
-                self._watch, self._last = None, None  # the events it drained are not in the index: scan all next
+                self._watch, self._last, self._seen = None, None, None  # what it saw is not in the index: scan all next
                 raise
 
     @contextlib.contextmanager
@@ -196,6 +208,7 @@ class Shadow:
     def _snapshot(self, message: str, thorough: bool) -> Snapshot:
         listed, partial = self._listed(thorough)
         if not listed and self._last is not None and self._last[0] == _stamp(self.index):
+            self._seen = self._settled()
             return Snapshot(self._last[1], list(self._left))  # the index is the tree the last commit holds
         update, drop, left_out = self._sort(dict.fromkeys(listed))
         if partial is not None:  # what was left out elsewhere still is
@@ -207,6 +220,7 @@ class Shadow:
         tree = self._git("write-tree").decode().strip()
         commit = self._commit(tree, message)
         self._last, self._left = (_stamp(self.index), commit), left_out
+        self._seen = self._settled()
         return Snapshot(commit, left_out)
 
     def _listed(self, thorough: bool) -> tuple[list[bytes], set[str] | None]:
@@ -218,6 +232,8 @@ class Shadow:
         if thorough or paths is None or not scoped:
             if paths is None:
                 self._watch = TreeWatch.start(self.root) if _entries(self.index) >= WATCH_FROM else None
+            if self._watch is None and self._unchanged():
+                return [], None
             found = self._git("ls-files", "-z", "--others", "--modified", "--deleted", "--exclude-standard")
             return [p for p in found.split(b"\0") if p], None
         assert paths is not None
@@ -226,6 +242,36 @@ class Shadow:
         found = self._git("ls-files", "-z", "--others", "--modified", "--deleted", "--exclude-standard", "--",
                           *sorted(paths))
         return [p for p in found.split(b"\0") if p], paths
+
+    def _unchanged(self) -> bool:
+        """A small tree's whole scan without git: whether every folder and file stands as it stood just before the
+        last checkpoint's scan (when all had settled) and the index file is the one that left. `ls-files` finds a
+        change by the same stat fields (a write, a new, moved or deleted name, a mode, a link), so it would list
+        nothing. The stamps are kept for this checkpoint, taken before git looks: what changes after is seen next."""
+        self._pending = None
+        if self._too_big:
+            return False
+        started = self._clock()
+        found = _tree_stamps(self.root, WATCH_FROM)
+        if found is None:
+            self._too_big = True  # a tree this large, or one that cannot be read: git scans it, as before
+            return False
+        self._pending = found, started
+        return self._seen is not None and self._seen == (found, _stamp(self.index))
+
+    def _settled(self) -> tuple[dict[str, Stamp], tuple[int, ...] | None] | None:
+        """This checkpoint's stamps with the index file's, if every stamp had stood long enough before the scan to
+        show any later change (tools/gitscope.py's rule: 50 ms on a local file system that stamps in nanoseconds,
+        else 2 s); else None, and the next checkpoint asks git."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return None
+        found, started = pending
+        recent = [s for s in found.values() if s is not None and max(s[2], s[3]) >= started - SETTLE_NS]
+        kinds = mount_kinds() if recent else {}
+        if any(max(s[2], s[3]) >= started - settle_ns(s, kinds) for s in recent if s is not None):
+            return None
+        return found, _stamp(self.index)
 
     def _commit(self, tree: str, message: str) -> str:
         """Store the commit of `tree` as `git commit-tree TREE -m MESSAGE` would (no parent, rhapsody as author and
@@ -391,6 +437,31 @@ def _entries(index: Path) -> int:
     except OSError:
         return 0
     return int.from_bytes(head[8:12], "big") if len(head) == 12 and head[:4] == b"DIRC" else 0
+
+
+def _tree_stamps(root: Path, limit: int) -> dict[str, Stamp] | None:
+    """The stamp of the root and of every folder and entry below it (a link not followed, `.git` and rhapsody's own
+    folder at the top left out, as the scan leaves them); None past `limit` or where a folder cannot be read."""
+    top = _stamp(root)
+    found: dict[str, Stamp] = {"": (top[0], top[1], top[2], top[3], top[4]) if top is not None else None}
+    folders = [""]
+    while folders:
+        rel = folders.pop()
+        try:
+            with os.scandir(os.path.join(root, rel) if rel else root) as entries:
+                for entry in entries:
+                    if entry.name == ".git" or (not rel and entry.name == STATE_DIR):
+                        continue
+                    path = f"{rel}/{entry.name}" if rel else entry.name
+                    st = entry.stat(follow_symlinks=False)
+                    found[path] = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+                    if len(found) > limit:
+                        return None
+                    if stat.S_ISDIR(st.st_mode):
+                        folders.append(path)
+        except OSError:
+            return None
+    return found
 
 
 def _stamp(path: Path) -> tuple[int, ...] | None:
