@@ -3,9 +3,12 @@ checkpoint in between, makes a new one that holds the tree as it is."""
 
 from __future__ import annotations
 
+import mmap
 import os
 import shutil
+import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -56,8 +59,20 @@ def _settle(root: Path) -> None:
     time.sleep(settle_ns(stamps((root,))[0], mount_kinds()) / 1e9 + 0.02)
 
 
+def _backdated(root: Path) -> None:
+    """Every file's modification time put 10 s back, as a project's files written before the session are: git reads
+    a file again while its time falls in the second its index was written, and the stamp scan keeps nothing then."""
+    old = time.time_ns() - 10_000_000_000
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        for name in [*files, *(d for d in dirs if os.path.islink(os.path.join(folder, d)))]:
+            os.utime(os.path.join(folder, name), ns=(old, old), follow_symlinks=False)
+
+
 def _settled_checkpoint(shadow: Shadow, root: Path) -> str:
-    """A checkpoint whose scan saw every stamp settled: the next one may find the tree unchanged without git."""
+    """A checkpoint whose scan saw every stamp settled and no file as new as its index: the next one may find the
+    tree unchanged without git."""
+    _backdated(root)
     _settle(root)
     return shadow.snapshot("settled", thorough=False).commit
 
@@ -101,6 +116,7 @@ def test_stamps_newer_than_their_settle_time_are_not_trusted_and_the_next_checkp
     newest stamp is younger than its file system's settle time (50 ms here, where the kernel stamps in
     nanoseconds; 2 s elsewhere) keeps nothing, and the next checkpoint asks git, which reads the file."""
     log = _git_counted(tmp_path, monkeypatch)
+    _backdated(project)
     newest = max(max(st.st_mtime_ns, st.st_ctime_ns) for st in
                  [os.lstat(project)] + [os.lstat(os.path.join(folder, name)) for folder, dirs, files in os.walk(project)
                                         if ".git" not in Path(folder).relative_to(project).parts
@@ -128,3 +144,71 @@ def test_another_processes_checkpoint_after_a_settled_one_is_not_taken_for_nothi
     assert theirs.snapshot("theirs").commit != first
     os.remove(project / "theirs.txt")  # the tree stands as mine last saw it, folder stamps aside
     assert {c.path for c in mine.changes(first, mine.snapshot("mine again").commit)} == set()
+
+
+def _changed_after(shadow: Shadow, root: Path, change: Callable[[], object]) -> set[str]:
+    before = _settled_checkpoint(shadow, root)
+    change()
+    return {c.path for c in shadow.changes(before, shadow.snapshot("after", thorough=False).commit)}
+
+
+def test_what_git_reads_beyond_the_trees_stamps_still_decides(project: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by a hostile review of the stamp scan: a top-level `.rhapsody` that is a file (the scan's exclude is a
+    folder's), a nested repository that stops being one by a change inside its `.git`, and the user's own excludes
+    file outside the tree each change what git lists without a stamp of the tree moving."""
+    config = tmp_path / "config"
+    (config / "git").mkdir(parents=True)
+    (config / "git" / "ignore").write_text("*.tmp\n")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+    (project / "n.tmp").write_text("t\n")
+    (project / ".rhapsody").write_text("one\n")
+    shadow = Shadow(project)
+    shadow.snapshot("first")
+    assert ".rhapsody" in _changed_after(shadow, project, lambda: (project / ".rhapsody").write_text("two\n"))
+    assert "n.tmp" in _changed_after(shadow, project, lambda: (config / "git" / "ignore").write_text("*.xyz\n"))
+
+    subprocess.run(["git", "init", "-q", str(project / "sub")], check=True)
+    (project / "sub" / "f.txt").write_text("s\n")
+    nested = Shadow(project)
+    assert any(x[0] == "sub" for x in nested.snapshot("a nested repository").left_out)
+    assert "sub/f.txt" in _changed_after(nested, project, lambda: (project / "sub" / ".git" / "HEAD").unlink())
+
+
+def test_a_write_through_a_memory_map_that_moves_no_stamp_is_seen_while_git_would_read_the_file(
+        project: Path) -> None:
+    """A write to a page of a shared mapping already written moves neither time. git reads a file again while
+    its modification time falls in the second the index was written ("racily clean"); the stamp scan keeps
+    nothing then, so the next checkpoint asks git, as it always did."""
+    while time.time() % 1 > 0.3:  # the file and the index written within one second
+        time.sleep(0.02)
+    target = project / "db.bin"
+    target.write_bytes(b"A" * 4096)
+    with target.open("r+b") as f:
+        mapped = mmap.mmap(f.fileno(), 4096)
+    try:
+        mapped[0:1] = b"B"
+        shadow = Shadow(project)
+        shadow.snapshot("first")
+        _settle(project)
+        before = shadow.snapshot("settled", thorough=False).commit
+        mapped[1:2] = b"C"  # the page is dirty already: no new stamp
+        after = shadow.snapshot("after", thorough=False).commit
+    finally:
+        mapped.close()
+    assert [c.path for c in shadow.changes(before, after)] == ["db.bin"]
+
+
+def test_a_folder_that_became_a_file_and_a_file_that_became_a_folder_are_checkpointed(project: Path) -> None:
+    (project / "pkg").mkdir()
+    (project / "pkg" / "mod.py").write_text("x = 1\n")
+    (project / "lib.py").write_text("y = 2\n")
+    shadow = Shadow(project)
+    first = shadow.snapshot("first").commit
+    shutil.rmtree(project / "pkg")
+    (project / "pkg").write_text("now a file\n")
+    (project / "lib.py").unlink()
+    (project / "lib.py").mkdir()
+    (project / "lib.py" / "x.py").write_text("z = 3\n")
+    second = shadow.snapshot("second").commit
+    assert {c.path for c in shadow.changes(first, second)} == {"pkg", "pkg/mod.py", "lib.py", "lib.py/x.py"}

@@ -125,8 +125,9 @@ class Shadow:
         self._seen: tuple[dict[str, Stamp], tuple[int, ...] | None] | None = None
         """A small tree's stamps just before the last checkpoint's whole scan, all settled then, and the index file's
         stamp after it: while both are the same, `ls-files` would list nothing (`_unchanged`)."""
-        self._pending: tuple[dict[str, Stamp], int] | None = None
-        self._too_big = False
+        self._pending: tuple[dict[str, Stamp], int, int] | None = None
+        self._unscanned = False
+        """No stamp scan for this tree: it is large, or holds a nested repository (whose `.git` git reads)."""
         self._clock = clock
         """The wall clock in ns, which file systems stamp by (a test gives its own)."""
 
@@ -214,7 +215,9 @@ class Shadow:
         if partial is not None:  # what was left out elsewhere still is
             left_out = [x for x in self._left if not _under(x[0], partial)] + left_out
         if update:
-            self._git("update-index", "--add", "--remove", "-z", "--stdin", stdin=b"\0".join(update) + b"\0")
+            # --replace: a file that became a folder (or the other way) takes the old entry's place
+            self._git("update-index", "--add", "--remove", "--replace", "-z", "--stdin",
+                      stdin=b"\0".join(update) + b"\0")
         if drop:
             self._git("update-index", "--force-remove", "-z", "--stdin", stdin=b"\0".join(drop) + b"\0")
         tree = self._git("write-tree").decode().strip()
@@ -249,14 +252,19 @@ class Shadow:
         change by the same stat fields (a write, a new, moved or deleted name, a mode, a link), so it would list
         nothing. The stamps are kept for this checkpoint, taken before git looks: what changes after is seen next."""
         self._pending = None
-        if self._too_big:
+        if self._unscanned:
             return False
         started = self._clock()
-        found = _tree_stamps(self.root, WATCH_FROM)
-        if found is None:
-            self._too_big = True  # a tree this large, or one that cannot be read: git scans it, as before
+        try:
+            scanned = _tree_stamps(self.root, WATCH_FROM)
+        except OSError:  # a folder that cannot be read, or went as it was read: git scans it, as before
             return False
-        self._pending = found, started
+        if scanned is None:
+            self._unscanned = True
+            return False
+        found, newest_file = scanned
+        found.update(_excludes_stamps())
+        self._pending = found, started, newest_file
         return self._seen is not None and self._seen == (found, _stamp(self.index))
 
     def _settled(self) -> tuple[dict[str, Stamp], tuple[int, ...] | None] | None:
@@ -266,12 +274,15 @@ class Shadow:
         pending, self._pending = self._pending, None
         if pending is None:
             return None
-        found, started = pending
+        found, started, newest_file = pending
         recent = [s for s in found.values() if s is not None and max(s[2], s[3]) >= started - SETTLE_NS]
         kinds = mount_kinds() if recent else {}
         if any(max(s[2], s[3]) >= started - settle_ns(s, kinds) for s in recent if s is not None):
             return None
-        return found, _stamp(self.index)
+        index = _stamp(self.index)
+        if index is None or newest_file // 1_000_000_000 >= index[2] // 1_000_000_000:
+            return None  # git reads such a "racily clean" file again each time (a write through a memory map shows)
+        return found, index
 
     def _commit(self, tree: str, message: str) -> str:
         """Store the commit of `tree` as `git commit-tree TREE -m MESSAGE` would (no parent, rhapsody as author and
@@ -312,7 +323,7 @@ class Shadow:
                 continue
             try:
                 info = os.lstat(self.root / name)
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):  # a folder on its way may be a file now
                 update.append(raw)  # deleted: --remove takes it out
                 continue
             if stat.S_ISREG(info.st_mode) and info.st_size > self.max_file_bytes:
@@ -439,29 +450,48 @@ def _entries(index: Path) -> int:
     return int.from_bytes(head[8:12], "big") if len(head) == 12 and head[:4] == b"DIRC" else 0
 
 
-def _tree_stamps(root: Path, limit: int) -> dict[str, Stamp] | None:
-    """The stamp of the root and of every folder and entry below it (a link not followed, `.git` and rhapsody's own
-    folder at the top left out, as the scan leaves them); None past `limit` or where a folder cannot be read."""
-    top = _stamp(root)
-    found: dict[str, Stamp] = {"": (top[0], top[1], top[2], top[3], top[4]) if top is not None else None}
+def _tree_stamps(root: Path, limit: int) -> tuple[dict[str, Stamp], int] | None:
+    """The stamp of the root and of every folder and entry below it (a link not followed; the project's own `.git`
+    and rhapsody's folder at the top left out, as the scan leaves them), and the newest modification time of a
+    file or link among them. None past `limit` entries, or where a folder below the top holds a `.git`: whether
+    that is a nested repository, which the scan leaves out whole, git decides by reading it. OSError where a
+    folder cannot be read."""
+    top = os.lstat(root)
+    found: dict[str, Stamp] = {"": (top.st_dev, top.st_ino, top.st_mtime_ns, top.st_ctime_ns, top.st_size)}
+    newest = 0
     folders = [""]
     while folders:
         rel = folders.pop()
-        try:
-            with os.scandir(os.path.join(root, rel) if rel else root) as entries:
-                for entry in entries:
-                    if entry.name == ".git" or (not rel and entry.name == STATE_DIR):
-                        continue
-                    path = f"{rel}/{entry.name}" if rel else entry.name
-                    st = entry.stat(follow_symlinks=False)
-                    found[path] = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
-                    if len(found) > limit:
+        with os.scandir(os.path.join(root, rel) if rel else root) as entries:
+            for entry in entries:
+                if entry.name == ".git":
+                    if rel:
                         return None
-                    if stat.S_ISDIR(st.st_mode):
-                        folders.append(path)
-        except OSError:
-            return None
-    return found
+                    continue
+                if not rel and entry.name == STATE_DIR and entry.is_dir(follow_symlinks=False):
+                    continue  # the scan's exclude, `/.rhapsody/`, is a folder's: a file of that name is scanned
+                path = f"{rel}/{entry.name}" if rel else entry.name
+                st = entry.stat(follow_symlinks=False)
+                found[path] = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+                if len(found) > limit:
+                    return None
+                if stat.S_ISDIR(st.st_mode):
+                    folders.append(path)
+                else:
+                    newest = max(newest, st.st_mtime_ns)
+    return found, newest
+
+
+def _excludes_stamps() -> dict[str, Stamp]:
+    """The stamps of the user's own excludes file, which git reads beside the tree's `.gitignore` files (its
+    default place: no global config is read to move it); keys no path in the tree can have."""
+    places = [os.environ.get("XDG_CONFIG_HOME", ""), os.path.join(os.environ.get("HOME", ""), ".config")]
+    out: dict[str, Stamp] = {}
+    for number, place in enumerate(places):
+        if place:
+            st = _stamp(Path(place) / "git" / "ignore")
+            out[f"\0excludes{number}"] = (st[0], st[1], st[2], st[3], st[4]) if st is not None else None
+    return out
 
 
 def _stamp(path: Path) -> tuple[int, ...] | None:
