@@ -7,12 +7,20 @@ checkpoint (every file hashed once), then RUNS times, interleaved: change one tr
 time `git stash create` (a subprocess, wall clock), change it again, time a checkpoint
 (`Shadow.snapshot`: ls-files, update-index, write-tree, commit-tree, all subprocesses). Prints
 the medians, their ratio (the goal: at most 3), and the shadow repository's size.
+
+    .venv/bin/python bench/checkpoint_bench.py --unchanged --files 200 [--runs 15]
+
+A tree under 2,000 entries in which nothing changed since the last checkpoint, its files written 10 s
+before: a checkpoint between calls (`thorough=False`) by the tree's stamps, interleaved with one that
+asks git (`ls-files`, as every checkpoint did before the stamp scan); CPU time of this process and its
+children, and wall time.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import tempfile
@@ -47,16 +55,53 @@ def timed(action: "object") -> float:
     return (time.perf_counter() - start) * 1000
 
 
+def cpu_ms(action: "object") -> tuple[float, float]:
+    """CPU time (this process and the children it waited for) and wall time of `action`, in ms."""
+    def used() -> float:
+        return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                     resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+    before, start = used(), time.perf_counter()
+    action()  # type: ignore[operator]
+    return (used() - before) * 1000, (time.perf_counter() - start) * 1000
+
+
+def unchanged(root: Path, runs: int) -> None:
+    old = time.time_ns() - 10_000_000_000
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        for name in files:
+            os.utime(os.path.join(folder, name), ns=(old, old))
+    time.sleep(0.1)  # every stamp settled
+    by_stamps, by_git = Shadow(root), Shadow(root)
+    by_git._unscanned = True  # as before the stamp scan: `ls-files` each time
+    for shadow in (by_stamps, by_git):
+        shadow.snapshot("first")
+        shadow.snapshot("settled", thorough=False)
+    stamps, gits = [], []
+    for _ in range(runs):
+        stamps.append(cpu_ms(lambda: by_stamps.snapshot("bench", thorough=False)))
+        gits.append(cpu_ms(lambda: by_git.snapshot("bench", thorough=False)))
+    files = sum(len(f) for _, _, f in os.walk(root)) - sum(len(f) for _, _, f in os.walk(root / ".git"))
+    print(f"{files} files, nothing changed, median of {runs} (CPU ms, wall ms):")
+    for name, got in (("by the stamps", stamps), ("by git ls-files", gits)):
+        print(f"  {name:16s} {statistics.median(c for c, _ in got):7.2f} {statistics.median(w for _, w in got):7.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--files", type=int, default=20000)
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--unchanged", action="store_true", help="a small tree in which nothing changed")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")  # the shadow lives there: not the user's own
         root = Path(tmp) / "project"
         root.mkdir()
         make_project(root, args.files)
+        if args.unchanged:
+            unchanged(root, args.runs)
+            return
         shadow = Shadow(root)
         cold = timed(lambda: shadow.snapshot("first"))
         changed = root / "pkg007" / "mod7.py"

@@ -19,7 +19,7 @@ Speed: the private index is kept between checkpoints, so git's stat cache lists 
 files that changed (`ls-files --modified --others --deleted`); those are re-hashed with
 `update-index`, then `write-tree`; the commit is written here, as `commit-tree` would write it.
 When nothing changed and the index file is the one the last checkpoint left, that checkpoint's
-commit is taken again (one git process in all; none in a tree of fewer than WATCH_FROM entries whose
+commit is taken again (one git process in all; none in a tree of at most STAMPS_UNDER entries whose
 stamps, every folder's and file's, are those the last scan saw, all settled then: `_unchanged`). In a
 tree of WATCH_FROM files or more, the checkpoints between a turn's calls (`tool`, `end`; not `thorough`)
 look only at the paths rewind/treewatch.py's events name, so they cost what changed; each turn's
@@ -71,6 +71,10 @@ OWN = {"": frozenset({"HEAD", "config", "objects", "refs", "info", "rhapsody-ind
 """Everything rhapsody writes in those folders of the shadow (objects/ and refs/ aside): anything else refuses it."""
 WATCH_FROM = 2_000
 """Files in the index from which the checkpoints between a turn's calls look only where the tree's events say."""
+STAMPS_UNDER = 500
+"""Entries (files, links and folders) a tree has at most for a checkpoint to look at its stamps before asking git: a
+scan in Python costs what `ls-files` costs at about 800 (`bench/checkpoint_bench.py --unchanged`), and a tree that
+changed pays for both."""
 MAX_PATHS = 500
 """Changed paths passed to git at most; more and the tree is scanned whole."""
 PINNED = [*STATIC, ("core.bare", "false"), ("core.attributesFile", os.devnull)]
@@ -256,7 +260,7 @@ class Shadow:
             return False
         started = self._clock()
         try:
-            scanned = _tree_stamps(self.root, WATCH_FROM)
+            scanned = _tree_stamps(self.root, STAMPS_UNDER)
         except OSError:  # a folder that cannot be read, or went as it was read: git scans it, as before
             return False
         if scanned is None:
