@@ -56,8 +56,8 @@ class Child:
         said, out = os.pipe()
         into, self._held = os.pipe()  # this process alone holds the write end: the child's input ends with it
         try:
-            self.proc = launch.python(f"from tests.killed_child import held; held({module!r}, {str(project)!r}, {step!r})",
-                                      stdin=into, stdout=out, cwd=REPO)
+            code = f"from tests.killed_child import held; held({module!r}, {str(project)!r}, {step!r})"
+            self.proc = launch.python(code, stdin=into, stdout=out, cwd=REPO)
         finally:
             os.close(into)
             os.close(out)

@@ -23,9 +23,10 @@ commit is taken again (one git process in all; none in a tree of at most STAMPS_
 stamps, every folder's and file's, are those the last scan saw, all settled then: `_unchanged`). In a
 tree of WATCH_FROM files or more, the checkpoints between a turn's calls (`tool`, `end`; not `thorough`)
 look only at the paths rewind/treewatch.py's events name, so they cost what changed; each turn's
-checkpoint, and any the events cannot vouch for, scan it all. Objects are shared by every checkpoint. Files over the size limit, nested repositories and special files are left out
-and named. Commits have no parents and no refs: the history records name them, and
-`clean` keeps those still wanted (`git prune` with them as heads).
+checkpoint, and any the events cannot vouch for, scan it all. Objects are shared by every checkpoint.
+Files over the size limit, nested repositories and special files are left out and named. Commits have
+no parents and no refs: the history records name them, and `clean` keeps those still wanted (`git
+prune` with them as heads).
 
 Stdlib only (plus rhapsody's git hardening).
 """
@@ -51,7 +52,7 @@ from rhapsody.core.session.history import STATE_DIR, private_dir, write_private
 from rhapsody.core.userstate import project_state, project_state_path, state_home
 from rhapsody.sandbox import lifeline
 from rhapsody.tools.git import STATIC, hardened_env
-from rhapsody.tools.gitscope import SETTLE_NS, mount_kinds, settle_ns
+from rhapsody.tools.gitscope import SETTLE_NS, Stamp, mount_kinds, settle_ns
 from rhapsody.sandbox.gitguard import store_refusal
 from rhapsody.rewind.treewatch import TreeWatch
 
@@ -84,8 +85,6 @@ class CheckpointError(StorageError):
     """A checkpoint could not be taken or read; one line saying why."""
 
 
-Stamp = tuple[int, int, int, int, int] | None
-"""An entry's device, inode, modification and change times (ns) and size, as tools/gitscope.py stamps a path."""
 LeftOut = tuple[str, int, str, int]
 """A file a checkpoint left out: path, size in bytes, why, modification time (ns; 0 for a nested repository)."""
 
