@@ -15,7 +15,7 @@ import os
 import select
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,11 +83,9 @@ class Child:
         os.close(self._held)
 
 
-def children(tmp_path_factory: pytest.TempPathFactory, module: str, hold: Callable[..., None],
-             steps: list[str]) -> Iterator[dict[str, Child]]:
+def children(tmp_path_factory: pytest.TempPathFactory, module: str, steps: list[str]) -> Iterator[dict[str, Child]]:
     """One child per step, each in a project of its own, all started at once; those still alive at the end
-    are killed. `hold(project, step, line)` is `module`'s, run in each child with a `Line`."""
-    assert getattr(importlib.import_module(module), "hold") is hold
+    are killed. Each runs `module`'s `hold(project, step, line)` with a `Line`."""
     started = {step: Child(module, make_project(tmp_path_factory.mktemp(step) / "proj"), step) for step in steps}
     yield started
     for child in started.values():

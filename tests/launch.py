@@ -113,10 +113,8 @@ def start(args: list[str], *, cwd: Path | str | None = None, env: dict[str, str]
     has imported (`APP`, `ACP`: a front end's modules too). `ignore`: signals it starts with ignored, as
     `nohup` starts a program. `fresh` (or `RHAPSODY_TEST_EXEC=1`): the forked child execs a fresh
     interpreter, for tests of start-up."""
-    request = {"argv": [sys.executable, "-m", "rhapsody", *args], "cwd": str(cwd or os.getcwd()),
-               "env": dict(os.environ if env is None else env), "session": session or terminal,
-               "terminal": terminal, "ignore": [int(s) for s in ignore],
-               "fresh": fresh or os.environ.get(EXEC_ENV) == "1"}
+    request = _request([sys.executable, "-m", "rhapsody", *args], cwd, env, session=session or terminal,
+                       terminal=terminal, ignore=ignore, fresh=fresh)
     return _server(WARM if request["fresh"] else warm).start(request, [stdin, stdout, stderr])
 
 
@@ -125,10 +123,21 @@ def python(code: str, *, stdin: int, stdout: int, stderr: int = 2, cwd: Path | s
     modules imported, no test run) on the given descriptors, not waited for. A test that needs a process of its
     own holding some state (tests/killed_child.py) gets one without the imports; `RHAPSODY_TEST_EXEC=1`: a
     fresh interpreter."""
-    fresh = os.environ.get(EXEC_ENV) == "1"
-    request = {"argv": [sys.executable, "-c", code], "cwd": str(cwd or os.getcwd()), "env": dict(os.environ),
-               "session": False, "terminal": False, "ignore": [], "fresh": fresh, "code": code}
-    return _server(WARM if fresh else WORKER).start(request, [stdin, stdout, stderr])
+    request = _request([sys.executable, "-c", code], cwd, None, code=code)
+    return _server(WARM if request["fresh"] else WORKER).start(request, [stdin, stdout, stderr])
+
+
+def _request(argv: list[str], cwd: Path | str | None, env: dict[str, str] | None, *, session: bool = False,
+             terminal: bool = False, ignore: tuple[signal.Signals, ...] = (), fresh: bool = False,
+             code: str | None = None) -> dict[str, Any]:
+    """What the server forks: `argv` in `cwd` (this process's by default) with `env` (this process's); a fresh
+    interpreter where asked or `RHAPSODY_TEST_EXEC=1`; `code`, the `-c` program a forked child runs itself."""
+    request = {"argv": argv, "cwd": str(cwd or os.getcwd()), "env": dict(os.environ if env is None else env),
+               "session": session, "terminal": terminal, "ignore": [int(s) for s in ignore],
+               "fresh": fresh or os.environ.get(EXEC_ENV) == "1"}
+    if code is not None:
+        request["code"] = code
+    return request
 
 
 def terminal(args: list[str], *, cwd: Path | str, env: dict[str, str], size: tuple[int, int] = (24, 80),
@@ -431,8 +440,7 @@ def as_worker(args: list[str]) -> None:
     try:
         server = _Shared.find(WORKER) if os.environ.get(EXEC_ENV) != "1" else None
         child = None if server is None else server.start(
-            {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ), "session": False, "terminal": False,
-             "ignore": [], "fresh": False, "code": args[args.index("-c") + 1]}, [0, 1, 2])
+            _request(argv, None, None, code=args[args.index("-c") + 1]), [0, 1, 2])  # not fresh: no EXEC_ENV here
     except (OSError, ValueError):  # the server went away: a fresh worker, as without one
         child = None
     if child is None:

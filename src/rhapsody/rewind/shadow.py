@@ -52,7 +52,7 @@ from rhapsody.core.session.history import STATE_DIR, private_dir, write_private
 from rhapsody.core.userstate import project_state, project_state_path, state_home
 from rhapsody.sandbox import lifeline
 from rhapsody.tools.git import STATIC, hardened_env
-from rhapsody.tools.gitscope import SETTLE_NS, Stamp, mount_kinds, settle_ns
+from rhapsody.tools.gitscope import Stamp, settled, stamps
 from rhapsody.sandbox.gitguard import store_refusal
 from rhapsody.rewind.treewatch import TreeWatch
 
@@ -278,9 +278,7 @@ class Shadow:
         if pending is None:
             return None
         found, started, newest_file = pending
-        recent = [s for s in found.values() if s is not None and max(s[2], s[3]) >= started - SETTLE_NS]
-        kinds = mount_kinds() if recent else {}
-        if any(max(s[2], s[3]) >= started - settle_ns(s, kinds) for s in recent if s is not None):
+        if not settled(found.values(), started):
             return None
         index = _stamp(self.index)
         if index is None or newest_file // 1_000_000_000 >= index[2] // 1_000_000_000:
@@ -489,12 +487,8 @@ def _excludes_stamps() -> dict[str, Stamp]:
     """The stamps of the user's own excludes file, which git reads beside the tree's `.gitignore` files (its
     default place: no global config is read to move it); keys no path in the tree can have."""
     places = [os.environ.get("XDG_CONFIG_HOME", ""), os.path.join(os.environ.get("HOME", ""), ".config")]
-    out: dict[str, Stamp] = {}
-    for number, place in enumerate(places):
-        if place:
-            st = _stamp(Path(place) / "git" / "ignore")
-            out[f"\0excludes{number}"] = (st[0], st[1], st[2], st[3], st[4]) if st is not None else None
-    return out
+    files = tuple(Path(place) / "git" / "ignore" for place in places if place)
+    return {f"\0excludes{number}": stamp for number, stamp in enumerate(stamps(files))}
 
 
 def _stamp(path: Path) -> tuple[int, ...] | None:

@@ -41,7 +41,7 @@ import dataclasses
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -296,6 +296,14 @@ def settle_ns(stamp: tuple[int, int, int, int, int], kinds: dict[int, str]) -> i
     return FINE_SETTLE_NS if fine else SETTLE_NS
 
 
+def settled(found: Iterable[Stamp], started: int) -> bool:
+    """Whether every stamp is older than `started` (a clock reading) by its file system's settle time (`settle_ns`):
+    trusted to show any later change. The mount table is read only when a stamp is younger than SETTLE_NS."""
+    recent = [s for s in found if s is not None and max(s[2], s[3]) >= started - SETTLE_NS]
+    kinds = mount_kinds() if recent else {}
+    return all(max(s[2], s[3]) < started - settle_ns(s, kinds) for s in recent)
+
+
 def mount_kinds() -> dict[int, str]:
     """Each mounted device's file system type, from /proc/self/mountinfo (read afresh: a device number freed by
     an unmount can come back as another file system); empty where it cannot be read."""
@@ -386,8 +394,7 @@ class Verdicts:
         file system's: `settle_ns`): trusted to show a change."""
         if self._settle_ns is not None:
             return all(s is None or max(s[2], s[3]) < started - self._settle_ns for s in found)
-        kinds = mount_kinds() if any(s is not None for s in found) else {}
-        return all(s is None or max(s[2], s[3]) < started - settle_ns(s, kinds) for s in found)
+        return settled(found, started)
 
     def kept(self, root: Path) -> Verdict | None:
         """The verdict kept for `root` if it still holds (its stamps unchanged), else None; it names no config."""

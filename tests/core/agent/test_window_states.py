@@ -27,7 +27,6 @@ from tests.conftest import SANDBOX, Stub, collect
 from tests.core.session.test_handoff_e2e import handoff_turn
 from tests.killed_child import Child
 from tests.killed_child import children as started
-from tests.window_child import hold
 
 STEPS = ["room_asked", "room_noted", "room_committed", "asked", "noted", "attached"]
 
@@ -36,7 +35,7 @@ pytestmark = pytest.mark.xdist_group("window_states")  # one worker starts the m
 
 @pytest.fixture(scope="module")
 def children(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Child]]:
-    yield from started(tmp_path_factory, "tests.window_child", hold, STEPS)
+    yield from started(tmp_path_factory, "tests.window_child", STEPS)
 
 
 def resumed(stub: Stub, child: Child) -> Wiring:

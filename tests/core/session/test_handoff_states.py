@@ -21,7 +21,6 @@ from rhapsody.loopback.script import say
 from rhapsody.wiring import Wiring, build
 
 from tests.conftest import Stub, collect
-from tests.handoff_child import hold
 from tests.killed_child import Child
 from tests.killed_child import children as started
 from tests.core.session.test_handoff_e2e import handoff_turn
@@ -33,7 +32,7 @@ pytestmark = pytest.mark.xdist_group("handoff_states")  # one worker starts the 
 
 @pytest.fixture(scope="module")
 def children(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Child]]:
-    yield from started(tmp_path_factory, "tests.handoff_child", hold, STATES)
+    yield from started(tmp_path_factory, "tests.handoff_child", STATES)
 
 
 def resumed(stub: Stub, child: Child) -> Wiring:
