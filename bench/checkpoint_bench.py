@@ -94,6 +94,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--unchanged", action="store_true", help="a small tree in which nothing changed")
     args = parser.parse_args()
+    if args.files < 1 or args.runs < 1:
+        parser.error("--files and --runs take a whole number of at least 1")
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["XDG_STATE_HOME"] = str(Path(tmp) / "state")  # the shadow lives there: not the user's own
         root = Path(tmp) / "project"
